@@ -1,0 +1,264 @@
+//! `karpenter.k8s.aws/v1` EC2NodeClass.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::GoDuration;
+use crate::quantity::Quantity;
+use crate::shared::{object_meta_schema, Condition, NodeSelectorRequirementWithMinValues};
+
+pub const API_VERSION: &str = "karpenter.k8s.aws/v1";
+pub const KIND: &str = "EC2NodeClass";
+pub const GROUP: &str = "karpenter.k8s.aws";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EC2NodeClass {
+    #[serde(default = "default_api_version")]
+    pub api_version: String,
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    #[serde(default)]
+    #[schemars(schema_with = "object_meta_schema")]
+    pub metadata: ObjectMeta,
+    pub spec: EC2NodeClassSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<EC2NodeClassStatus>,
+}
+
+fn default_api_version() -> String {
+    API_VERSION.to_string()
+}
+fn default_kind() -> String {
+    KIND.to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EC2NodeClassSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnet_selector_terms: Vec<SubnetSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_group_selector_terms: Vec<SecurityGroupSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
+    #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
+    pub associate_public_ip_address: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ami_selector_terms: Vec<AmiSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ami_family: Option<AmiFamily>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletConfiguration>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub block_device_mappings: Vec<BlockDeviceMapping>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_store_policy: Option<InstanceStorePolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detailed_monitoring: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_options: Option<MetadataOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubnetSelectorTerm {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecurityGroupSelectorTerm {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CapacityReservationSelectorTerm {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AmiSelectorTerm {
+    /// `family@version`, e.g. `al2023@latest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssm_parameter: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum AmiFamily {
+    AL2,
+    AL2023,
+    Bottlerocket,
+    Windows2019,
+    Windows2022,
+    Custom,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum InstanceStorePolicy {
+    RAID0,
+}
+
+/// Kubelet settings that shape a node's allocatable capacity and pod density.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletConfiguration {
+    #[serde(default, rename = "clusterDNS", skip_serializing_if = "Vec::is_empty")]
+    pub cluster_dns: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods_per_core: Option<i32>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub system_reserved: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kube_reserved: BTreeMap<String, Quantity>,
+    /// Signal → threshold, e.g. `memory.available: 100Mi` or `nodefs.available: 10%`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_hard: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_soft: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_soft_grace_period: BTreeMap<String, GoDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_max_pod_grace_period: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_gc_high_threshold_percent: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_gc_low_threshold_percent: Option<i32>,
+    #[serde(default, rename = "cpuCFSQuota", skip_serializing_if = "Option::is_none")]
+    pub cpu_cfs_quota: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockDeviceMapping {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebs: Option<BlockDevice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_volume: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockDevice {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_on_termination: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted: Option<bool>,
+    #[serde(default, rename = "iops", skip_serializing_if = "Option::is_none")]
+    pub iops: Option<i64>,
+    #[serde(default, rename = "kmsKeyID", skip_serializing_if = "Option::is_none")]
+    pub kms_key_id: Option<String>,
+    #[serde(default, rename = "snapshotID", skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_initialization_rate: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_size: Option<Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_type: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MetadataOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_endpoint: Option<String>,
+    #[serde(default, rename = "httpProtocolIPv6", skip_serializing_if = "Option::is_none")]
+    pub http_protocol_ipv6: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_put_response_hop_limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_tokens: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EC2NodeClassStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnets: Vec<SubnetStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<SecurityGroupStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub amis: Vec<AmiStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubnetStatus {
+    pub id: String,
+    pub zone: String,
+    #[serde(default, rename = "zoneID", skip_serializing_if = "Option::is_none")]
+    pub zone_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecurityGroupStatus {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AmiStatus {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+}
+
+impl EC2NodeClass {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or("")
+    }
+}

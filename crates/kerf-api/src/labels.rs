@@ -1,0 +1,174 @@
+//! Well-known labels, annotations, taints and the termination finalizer.
+
+pub const GROUP: &str = "karpenter.sh";
+pub const AWS_GROUP: &str = "karpenter.k8s.aws";
+
+// Kubernetes well-known labels.
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+pub const ARCH: &str = "kubernetes.io/arch";
+pub const OS: &str = "kubernetes.io/os";
+pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+pub const REGION: &str = "topology.kubernetes.io/region";
+pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
+
+// Deprecated beta aliases, normalized to the stable keys on read.
+pub const BETA_ZONE: &str = "failure-domain.beta.kubernetes.io/zone";
+pub const BETA_REGION: &str = "failure-domain.beta.kubernetes.io/region";
+pub const BETA_ARCH: &str = "beta.kubernetes.io/arch";
+pub const BETA_OS: &str = "beta.kubernetes.io/os";
+pub const BETA_INSTANCE_TYPE: &str = "beta.kubernetes.io/instance-type";
+
+// Karpenter labels.
+pub const NODE_POOL: &str = "karpenter.sh/nodepool";
+pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
+pub const INITIALIZED: &str = "karpenter.sh/initialized";
+pub const REGISTERED: &str = "karpenter.sh/registered";
+pub const NODE_CLAIM: &str = "karpenter.sh/nodeclaim";
+pub const DO_NOT_SYNC_TAINTS: &str = "karpenter.sh/do-not-sync-taints";
+
+pub const CAPACITY_TYPE_SPOT: &str = "spot";
+pub const CAPACITY_TYPE_ON_DEMAND: &str = "on-demand";
+pub const CAPACITY_TYPE_RESERVED: &str = "reserved";
+
+// AWS provider labels.
+pub const AWS_EC2_NODE_CLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
+pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";
+pub const INSTANCE_GENERATION: &str = "karpenter.k8s.aws/instance-generation";
+pub const INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
+pub const INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
+pub const INSTANCE_CPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
+pub const INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ: &str = "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz";
+pub const INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
+pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
+pub const INSTANCE_NETWORK_BANDWIDTH: &str = "karpenter.k8s.aws/instance-network-bandwidth";
+pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
+pub const INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED: &str = "karpenter.k8s.aws/instance-encryption-in-transit-supported";
+pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
+pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+pub const INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
+pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
+pub const INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelerator-name";
+pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str = "karpenter.k8s.aws/instance-accelerator-manufacturer";
+pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
+pub const INSTANCE_CAPABILITY_FLEX: &str = "karpenter.k8s.aws/instance-capability-flex";
+pub const TOPOLOGY_ZONE_ID: &str = "topology.k8s.aws/zone-id";
+
+// Annotations.
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
+pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+pub const NODECLAIM_TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+pub const NODECLAIM_MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
+
+// Taints.
+pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
+pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
+pub const NODE_NOT_READY_TAINT_KEY: &str = "node.kubernetes.io/not-ready";
+pub const NODE_UNREACHABLE_TAINT_KEY: &str = "node.kubernetes.io/unreachable";
+pub const NODE_UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+
+/// Finalizer Karpenter puts on nodes and NodeClaims it manages.
+pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
+
+/// Label domains reserved for kubernetes and Karpenter; NodePool requirements and template
+/// labels may not use them, except the keys and sub-domains allowed below.
+pub const RESTRICTED_LABEL_DOMAINS: &[&str] = &["kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"];
+
+/// Sub-domains of the restricted domains that users may still set.
+pub const LABEL_DOMAIN_EXCEPTIONS: &[&str] = &["kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io"];
+
+/// Well-known keys the user may constrain in requirements even though their domain is restricted.
+pub const WELL_KNOWN_LABELS: &[&str] = &[
+    NODE_POOL,
+    ZONE,
+    REGION,
+    INSTANCE_TYPE,
+    ARCH,
+    OS,
+    CAPACITY_TYPE,
+    WINDOWS_BUILD,
+    INSTANCE_CATEGORY,
+    INSTANCE_FAMILY,
+    INSTANCE_GENERATION,
+    INSTANCE_SIZE,
+    INSTANCE_CPU,
+    INSTANCE_CPU_MANUFACTURER,
+    INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    INSTANCE_MEMORY,
+    INSTANCE_EBS_BANDWIDTH,
+    INSTANCE_NETWORK_BANDWIDTH,
+    INSTANCE_HYPERVISOR,
+    INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
+    INSTANCE_GPU_NAME,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_MEMORY,
+    INSTANCE_ACCELERATOR_NAME,
+    INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_ACCELERATOR_COUNT,
+    INSTANCE_LOCAL_NVME,
+    INSTANCE_CAPABILITY_FLEX,
+    TOPOLOGY_ZONE_ID,
+    AWS_EC2_NODE_CLASS,
+];
+
+/// Maps a deprecated beta label key to its stable key; other keys are returned unchanged.
+pub fn normalize_key(key: &str) -> &str {
+    match key {
+        BETA_ZONE => ZONE,
+        BETA_REGION => REGION,
+        BETA_ARCH => ARCH,
+        BETA_OS => OS,
+        BETA_INSTANCE_TYPE => INSTANCE_TYPE,
+        // Karpenter's own historical aliases.
+        "karpenter.sh/provisioner-name" => NODE_POOL,
+        "topology.ebs.csi.aws.com/zone" => ZONE,
+        _ => key,
+    }
+}
+
+/// The domain part of a label key (`karpenter.sh` for `karpenter.sh/nodepool`), if any.
+pub fn key_domain(key: &str) -> Option<&str> {
+    key.split_once('/').map(|(d, _)| d)
+}
+
+/// Whether `key` is in a restricted domain and not allowed for users to set.
+pub fn is_restricted_label(key: &str) -> bool {
+    if WELL_KNOWN_LABELS.contains(&key) {
+        return false;
+    }
+    let Some(domain) = key_domain(key) else { return false };
+    if LABEL_DOMAIN_EXCEPTIONS.iter().any(|e| domain == *e || domain.ends_with(&format!(".{e}"))) {
+        return false;
+    }
+    RESTRICTED_LABEL_DOMAINS.iter().any(|r| domain == *r || domain.ends_with(&format!(".{r}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beta_aliases_normalize_to_stable_keys() {
+        assert_eq!(normalize_key(BETA_ZONE), ZONE);
+        assert_eq!(normalize_key("failure-domain.beta.kubernetes.io/region"), REGION);
+        assert_eq!(normalize_key("beta.kubernetes.io/arch"), ARCH);
+        assert_eq!(normalize_key("app"), "app");
+    }
+
+    #[test]
+    fn restricted_domains() {
+        assert!(is_restricted_label("karpenter.sh/foo"));
+        assert!(is_restricted_label(HOSTNAME));
+        assert!(is_restricted_label("kubernetes.io/custom"));
+        assert!(!is_restricted_label(NODE_POOL));
+        assert!(!is_restricted_label(CAPACITY_TYPE));
+        assert!(!is_restricted_label("node.kubernetes.io/role"));
+        assert!(!is_restricted_label("capacity-spread"));
+        assert!(!is_restricted_label("example.com/team"));
+    }
+}

@@ -1,0 +1,21 @@
+//! kerf's API layer: the Karpenter v1 resource types, the well-known labels, annotations and
+//! taints, Kubernetes quantities and resource lists, Go durations, and validation.
+//!
+//! This crate does no I/O.
+
+pub mod duration;
+pub mod ec2nodeclass;
+pub mod labels;
+pub mod nodeclaim;
+pub mod nodepool;
+pub mod quantity;
+pub mod resources;
+pub mod shared;
+
+pub use duration::{GoDuration, NillableDuration};
+pub use ec2nodeclass::EC2NodeClass;
+pub use nodeclaim::NodeClaim;
+pub use nodepool::NodePool;
+pub use quantity::Quantity;
+pub use resources::ResourceList;
+pub use shared::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Operator, Taint, TaintEffect};

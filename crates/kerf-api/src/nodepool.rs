@@ -1,0 +1,184 @@
+//! `karpenter.sh/v1` NodePool.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::{GoDuration, NillableDuration};
+use crate::resources::ResourceList;
+use crate::shared::{object_meta_schema, Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Taint};
+
+pub const API_VERSION: &str = "karpenter.sh/v1";
+pub const KIND: &str = "NodePool";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodePool {
+    #[serde(default = "default_api_version")]
+    pub api_version: String,
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    #[serde(default)]
+    #[schemars(schema_with = "object_meta_schema")]
+    pub metadata: ObjectMeta,
+    pub spec: NodePoolSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<NodePoolStatus>,
+}
+
+fn default_api_version() -> String {
+    API_VERSION.to_string()
+}
+fn default_kind() -> String {
+    KIND.to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodePoolSpec {
+    pub template: NodeClaimTemplate,
+    #[serde(default)]
+    pub disruption: Disruption,
+    /// Upper bounds on the pool's total capacity; the key `nodes` bounds the node count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ResourceList>,
+    /// Priority among NodePools (higher first), 1..100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    /// A fixed node count: the pool keeps exactly this many nodes, whatever the pods need.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeClaimTemplate {
+    #[serde(default, skip_serializing_if = "TemplateMetadata::is_empty")]
+    pub metadata: TemplateMetadata,
+    pub spec: NodeClaimTemplateSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TemplateMetadata {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl TemplateMetadata {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeClaimTemplateSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub startup_taints: Vec<Taint>,
+    #[serde(default)]
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    pub node_class_ref: NodeClassReference,
+    #[serde(default = "default_expire_after")]
+    pub expire_after: NillableDuration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period: Option<GoDuration>,
+}
+
+/// Karpenter's default node lifetime: 30 days.
+pub fn default_expire_after() -> NillableDuration {
+    NillableDuration::from_secs(720 * 3600)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+pub enum ConsolidationPolicy {
+    WhenEmpty,
+    #[default]
+    WhenEmptyOrUnderutilized,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Disruption {
+    #[serde(default)]
+    pub consolidation_policy: ConsolidationPolicy,
+    #[serde(default = "default_consolidate_after")]
+    pub consolidate_after: NillableDuration,
+    #[serde(default = "default_budgets")]
+    pub budgets: Vec<Budget>,
+}
+
+impl Default for Disruption {
+    fn default() -> Self {
+        Disruption {
+            consolidation_policy: ConsolidationPolicy::default(),
+            consolidate_after: default_consolidate_after(),
+            budgets: default_budgets(),
+        }
+    }
+}
+
+fn default_consolidate_after() -> NillableDuration {
+    NillableDuration::from_secs(0)
+}
+
+/// Karpenter's default budget: at most 10% of a pool's nodes disrupted at once.
+pub fn default_budgets() -> Vec<Budget> {
+    vec![Budget { nodes: "10%".to_string(), schedule: None, duration: None, reasons: None }]
+}
+
+/// Why a node is disrupted, as budgets name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub enum DisruptionReason {
+    Underutilized,
+    Empty,
+    Drifted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Budget {
+    /// An integer or a percentage (`"10%"`) of the pool's nodes.
+    #[serde(default = "default_budget_nodes")]
+    pub nodes: String,
+    /// A cron schedule (5 fields or a macro such as `@daily`) when the budget is active.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// How long the budget stays active after each scheduled start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<GoDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasons: Option<Vec<DisruptionReason>>,
+}
+
+fn default_budget_nodes() -> String {
+    "10%".to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodePoolStatus {
+    #[serde(default, skip_serializing_if = "ResourceList::is_empty")]
+    pub resources: ResourceList,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+impl NodePool {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or("")
+    }
+
+    /// The pool's weight, 0 when unset.
+    pub fn weight(&self) -> i32 {
+        self.spec.weight.unwrap_or(0)
+    }
+}
