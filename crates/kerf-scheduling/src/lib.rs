@@ -1,1 +1,12 @@
-//! kerf-scheduling
+//! kerf's scheduling core: pure, synchronous and deterministic.
+//!
+//! Given existing nodes (and in-flight NodeClaims), NodePools with their instance types, and a
+//! batch of pending pods, the [`Scheduler`](scheduler) decides where each pod goes: onto an
+//! existing node, onto an in-flight claim, or onto a new NodeClaim — and for every pod it cannot
+//! place, says exactly why.
+
+pub mod instance;
+pub mod model;
+
+pub use instance::{InstanceType, Offering};
+pub use model::{ExistingNode, NewNodeClaim, NodePoolInput, PodError, Placement, SchedulingInput, SchedulingResult};

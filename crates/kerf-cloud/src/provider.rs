@@ -1,0 +1,65 @@
+//! The seam between kerf's controllers and a cloud.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+use kerf_scheduling::InstanceType;
+
+/// What can go wrong talking to a cloud.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CloudError {
+    /// None of the claim's candidate offerings could be launched right now. The provider has
+    /// marked the failed offerings unavailable; the caller should delete the claim and retry.
+    #[error("insufficient capacity: {0}")]
+    InsufficientCapacity(String),
+    /// The instance does not exist (any more).
+    #[error("instance {0} not found")]
+    NotFound(String),
+    /// The NodePool's node class is missing or not ready.
+    #[error("node class not ready: {0}")]
+    NodeClassNotReady(String),
+    /// The request itself is wrong (e.g. no candidate instance types).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("cloud provider error: {0}")]
+    Other(String),
+}
+
+/// A cloud that can launch and remove machines for NodeClaims.
+///
+/// Methods are async because real clouds are remote; the simulated provider answers at once.
+pub trait CloudProvider: Send + Sync {
+    /// Launches one instance for `claim`, choosing among the instance types and offerings its
+    /// requirements allow (cheapest available first, spot preferred when allowed). Returns the
+    /// claim with `status` filled in (providerID, capacity, allocatable) and its labels set to
+    /// the launched instance type, zone and capacity type.
+    fn create(&self, claim: &NodeClaim) -> impl Future<Output = Result<NodeClaim, CloudError>> + Send;
+
+    /// Terminates the claim's instance. `NotFound` when it is already gone.
+    fn delete(&self, claim: &NodeClaim) -> impl Future<Output = Result<(), CloudError>> + Send;
+
+    /// The instance with this provider ID, described as a NodeClaim.
+    fn get(&self, provider_id: &str) -> impl Future<Output = Result<NodeClaim, CloudError>> + Send;
+
+    /// Every instance this provider launched for the cluster, described as NodeClaims.
+    fn list(&self) -> impl Future<Output = Result<Vec<NodeClaim>, CloudError>> + Send;
+
+    /// The instance types the pool may launch, with offerings, prices and availability,
+    /// and allocatable computed with the node class's kubelet settings.
+    fn instance_types(
+        &self,
+        node_pool: &NodePool,
+        node_class: Option<&EC2NodeClass>,
+    ) -> impl Future<Output = Result<Vec<Arc<InstanceType>>, CloudError>> + Send;
+
+    /// Why the claim's instance no longer matches its node class, if it does not.
+    fn is_drifted(
+        &self,
+        claim: &NodeClaim,
+        node_class: Option<&EC2NodeClass>,
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+
+    /// A short name for logs (`aws`, `sim`).
+    fn name(&self) -> &'static str;
+}

@@ -1,0 +1,141 @@
+//! The narrow cluster API the controllers use, and the watch events that feed cluster state.
+
+use std::future::Future;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+
+/// A Kubernetes object kind the controllers read or write.
+pub trait Object: Clone + Send + Sync + 'static {
+    /// The kind, e.g. `Pod`, `NodeClaim`.
+    const KIND: &'static str;
+    /// Whether objects of this kind live in a namespace.
+    const NAMESPACED: bool;
+    fn meta(&self) -> &ObjectMeta;
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+    fn into_any(self) -> AnyObject;
+    fn from_any(obj: &AnyObject) -> Option<&Self>;
+}
+
+macro_rules! objects {
+    ($($ty:ident, $namespaced:expr;)*) => {
+        /// Any object of the kinds the controllers watch.
+        #[derive(Debug, Clone)]
+        pub enum AnyObject {
+            $($ty(Box<$ty>),)*
+        }
+
+        impl AnyObject {
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(AnyObject::$ty(_) => stringify!($ty),)*
+                }
+            }
+
+            pub fn meta(&self) -> &ObjectMeta {
+                match self {
+                    $(AnyObject::$ty(o) => o.meta(),)*
+                }
+            }
+        }
+
+        $(
+            impl Object for $ty {
+                const KIND: &'static str = stringify!($ty);
+                const NAMESPACED: bool = $namespaced;
+                fn meta(&self) -> &ObjectMeta {
+                    &self.metadata
+                }
+                fn meta_mut(&mut self) -> &mut ObjectMeta {
+                    &mut self.metadata
+                }
+                fn into_any(self) -> AnyObject {
+                    AnyObject::$ty(Box::new(self))
+                }
+                fn from_any(obj: &AnyObject) -> Option<&Self> {
+                    match obj {
+                        AnyObject::$ty(o) => Some(o),
+                        #[allow(unreachable_patterns)]
+                        _ => None,
+                    }
+                }
+            }
+        )*
+    };
+}
+
+objects! {
+    Pod, true;
+    Node, false;
+    NodeClaim, false;
+    NodePool, false;
+    EC2NodeClass, false;
+    DaemonSet, true;
+    PodDisruptionBudget, true;
+    PersistentVolumeClaim, true;
+    PersistentVolume, false;
+    StorageClass, false;
+}
+
+/// A change to one object, as a watch delivers it.
+#[derive(Debug, Clone)]
+pub enum WatchEvent {
+    /// Created or updated; carries the object's new state.
+    Applied(AnyObject),
+    /// Gone from the API (finalizers, if any, were already removed).
+    Deleted(AnyObject),
+}
+
+/// Errors from the cluster API.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    #[error("{kind} {name} not found")]
+    NotFound { kind: &'static str, name: String },
+    #[error("{kind} {name} already exists")]
+    AlreadyExists { kind: &'static str, name: String },
+    /// The object changed since it was read (stale resourceVersion).
+    #[error("conflict writing {kind} {name}: the object was modified")]
+    Conflict { kind: &'static str, name: String },
+    /// An eviction refused because it would violate a PodDisruptionBudget.
+    #[error("cannot evict pod {name}: {reason}")]
+    TooManyRequests { name: String, reason: String },
+    #[error("invalid {kind} {name}: {message}")]
+    Invalid { kind: &'static str, name: String, message: String },
+    #[error("cluster API error: {0}")]
+    Other(String),
+}
+
+/// A Kubernetes Event to record against an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// Kind and name of the object it is about, e.g. (`Pod`, `default/inflate-abc`).
+    pub kind: &'static str,
+    pub name: String,
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    pub reason: String,
+    pub message: String,
+}
+
+/// The cluster as the controllers see it. Writes follow API server semantics: `create` assigns
+/// uid / resourceVersion / creationTimestamp (and `generateName`); `update` fails with
+/// `Conflict` on a stale resourceVersion; `delete` of an object with finalizers only sets its
+/// deletionTimestamp, and the object goes away when the last finalizer is removed by `update`.
+pub trait ClusterApi: Send + Sync {
+    fn get<K: Object>(&self, namespace: Option<&str>, name: &str) -> impl Future<Output = Result<Option<K>, ApiError>> + Send;
+    fn list<K: Object>(&self) -> impl Future<Output = Result<Vec<K>, ApiError>> + Send;
+    fn create<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send;
+    /// Replaces metadata and spec (not status).
+    fn update<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send;
+    /// Replaces status only.
+    fn update_status<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send;
+    fn delete<K: Object>(&self, namespace: Option<&str>, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Evicts a pod through the Eviction API (PodDisruptionBudgets are honoured).
+    fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Nominates / binds are not here: kerf never binds pods; kube-scheduler does.
+    fn record_event(&self, event: EventRecord) -> impl Future<Output = ()> + Send;
+}

@@ -1,0 +1,105 @@
+//! The Scheduler's input and output: the contract between the scheduling core and its callers
+//! (the provisioner, disruption simulations, the simulator's kube-scheduler stand-in).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, ResourceList, Taint};
+
+use crate::instance::InstanceType;
+
+/// Everything one scheduling pass looks at. Built by the caller from cluster state.
+#[derive(Debug, Clone, Default)]
+pub struct SchedulingInput {
+    /// NodePools that may launch capacity, with their instance types. Order does not matter:
+    /// the Scheduler orders them by weight (then name).
+    pub node_pools: Vec<NodePoolInput>,
+    /// Nodes that exist, and in-flight NodeClaims that have no initialized Node yet.
+    pub existing_nodes: Vec<ExistingNode>,
+    /// The pod template of each DaemonSet in the cluster, as a Pod. A DaemonSet's pod counts
+    /// against a new node only when it would run on that node (tolerations, node affinity).
+    pub daemonset_pods: Vec<Arc<Pod>>,
+    /// The pending pods to place, in any order.
+    pub pods: Vec<Arc<Pod>>,
+}
+
+/// A NodePool and what it can launch.
+#[derive(Debug, Clone)]
+pub struct NodePoolInput {
+    pub node_pool: Arc<NodePool>,
+    /// The instance types the cloud provider offers for this pool (already resolved against
+    /// the pool's node class), in any order.
+    pub instance_types: Vec<Arc<InstanceType>>,
+    /// Capacity already held by the pool's NodeClaims (in-flight included), counted against
+    /// `spec.limits`; the `nodes` entry is the pool's NodeClaim count.
+    pub in_use: ResourceList,
+}
+
+/// A node, or an in-flight NodeClaim standing in for the node it will become.
+#[derive(Debug, Clone, Default)]
+pub struct ExistingNode {
+    pub name: String,
+    /// The owning NodePool, `None` for nodes kerf does not manage.
+    pub node_pool: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    /// Taints that block scheduling (startup taints of a claim are left out: they go away).
+    pub taints: Vec<Taint>,
+    pub allocatable: ResourceList,
+    /// Pods bound or nominated to this node. They use its resources and count in topology
+    /// spread and pod (anti-)affinity.
+    pub pods: Vec<Arc<Pod>>,
+    /// True for a NodeClaim whose Node is not initialized yet (placements onto it are
+    /// nominations, not bindings).
+    pub in_flight: bool,
+    /// False for nodes that take no new pods (cordoned, being deleted); their pods still count
+    /// in topology and affinity.
+    pub schedulable: bool,
+}
+
+/// The outcome of one scheduling pass.
+#[derive(Debug, Clone, Default)]
+pub struct SchedulingResult {
+    /// Pods that fit on existing nodes or in-flight claims.
+    pub placements: Vec<Placement>,
+    /// NodeClaims to create, each with the pods it is for.
+    pub new_node_claims: Vec<NewNodeClaim>,
+    /// Pods that could not be placed anywhere, with the reason.
+    pub errors: Vec<(usize, PodError)>,
+}
+
+/// A pod (by index into [`SchedulingInput::pods`]) placed on an existing node or in-flight claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub pod: usize,
+    pub node: String,
+}
+
+/// A NodeClaim the Scheduler wants launched.
+#[derive(Debug, Clone)]
+pub struct NewNodeClaim {
+    pub node_pool: String,
+    /// The claim's requirements: the pool's, narrowed by its pods, with
+    /// `node.kubernetes.io/instance-type In [...]` listing every compatible type (cheapest first)
+    /// and minValues carried over.
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    /// Every compatible instance type, cheapest compatible offering first.
+    pub instance_types: Vec<Arc<InstanceType>>,
+    /// Labels the node will carry: the pool's template labels plus single-valued requirements.
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    /// Indexes into [`SchedulingInput::pods`].
+    pub pods: Vec<usize>,
+    /// Sum of the pods' requests plus the daemonset overhead for this claim.
+    pub requests: ResourceList,
+}
+
+/// Why a pod could not be placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodError {
+    /// A short machine-readable reason (`Unschedulable`, `NodePoolLimitExceeded`, ...).
+    pub reason: String,
+    /// One line for people, naming each NodePool and exactly what excluded it.
+    pub message: String,
+}
