@@ -69,7 +69,8 @@ impl GoDuration {
             if int_part.is_empty() && frac_part.is_empty() || frac_part.contains('.') {
                 return Err(err("malformed number"));
             }
-            let int_val: u128 = if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| err("number too large"))? };
+            let int_val: u128 =
+                if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| err("number too large"))? };
             let mut nanos = int_val.checked_mul(unit_nanos).ok_or_else(|| err("too large"))?;
             if !frac_part.is_empty() {
                 let digits = &frac_part[..frac_part.len().min(18)];

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::GoDuration;
 use crate::quantity::Quantity;
-use crate::shared::{object_meta_schema, Condition, NodeSelectorRequirementWithMinValues};
+use crate::shared::{Condition, NodeSelectorRequirementWithMinValues, object_meta_schema};
 
 pub const API_VERSION: &str = "karpenter.k8s.aws/v1";
 pub const KIND: &str = "EC2NodeClass";

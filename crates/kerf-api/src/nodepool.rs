@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::{GoDuration, NillableDuration};
 use crate::resources::ResourceList;
-use crate::shared::{object_meta_schema, Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Taint};
+use crate::shared::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Taint, object_meta_schema};
 
 pub const API_VERSION: &str = "karpenter.sh/v1";
 pub const KIND: &str = "NodePool";

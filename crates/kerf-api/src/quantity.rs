@@ -41,7 +41,9 @@ pub enum QuantityError {
     Empty,
     #[error("quantity {0:?} is not a number followed by an optional suffix (e.g. 100m, 1.5, 2Gi, 1e3)")]
     Syntax(String),
-    #[error("quantity {0:?} has unknown suffix {1:?} (expected one of n u m k M G T P E Ki Mi Gi Ti Pi Ei or an exponent like e3)")]
+    #[error(
+        "quantity {0:?} has unknown suffix {1:?} (expected one of n u m k M G T P E Ki Mi Gi Ti Pi Ei or an exponent like e3)"
+    )]
     Suffix(String, String),
     #[error("quantity {0:?} is too large")]
     Overflow(String),
@@ -209,7 +211,8 @@ impl Quantity {
             "Pi" => (1 << 50, 1, Format::BinarySI),
             "Ei" => (1 << 60, 1, Format::BinarySI),
             _ if suffix.starts_with(['e', 'E']) => {
-                let exp: i32 = suffix[1..].parse().map_err(|_| QuantityError::Suffix(input.to_string(), suffix.to_string()))?;
+                let exp: i32 =
+                    suffix[1..].parse().map_err(|_| QuantityError::Suffix(input.to_string(), suffix.to_string()))?;
                 if !(-40..=40).contains(&exp) {
                     return Err(overflow());
                 }

@@ -126,14 +126,22 @@ pub struct EventRecord {
 /// `Conflict` on a stale resourceVersion; `delete` of an object with finalizers only sets its
 /// deletionTimestamp, and the object goes away when the last finalizer is removed by `update`.
 pub trait ClusterApi: Send + Sync {
-    fn get<K: Object>(&self, namespace: Option<&str>, name: &str) -> impl Future<Output = Result<Option<K>, ApiError>> + Send;
+    fn get<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<K>, ApiError>> + Send;
     fn list<K: Object>(&self) -> impl Future<Output = Result<Vec<K>, ApiError>> + Send;
     fn create<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send;
     /// Replaces metadata and spec (not status).
     fn update<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send;
     /// Replaces status only.
     fn update_status<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send;
-    fn delete<K: Object>(&self, namespace: Option<&str>, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    fn delete<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Evicts a pod through the Eviction API (PodDisruptionBudgets are honoured).
     fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Nominates / binds are not here: kerf never binds pods; kube-scheduler does.

@@ -9,4 +9,4 @@ pub mod instance;
 pub mod model;
 
 pub use instance::{InstanceType, Offering};
-pub use model::{ExistingNode, NewNodeClaim, NodePoolInput, PodError, Placement, SchedulingInput, SchedulingResult};
+pub use model::{ExistingNode, NewNodeClaim, NodePoolInput, Placement, PodError, SchedulingInput, SchedulingResult};
