@@ -7,6 +7,8 @@
 
 pub mod instance;
 pub mod model;
+pub mod requirements;
 
 pub use instance::{InstanceType, Offering};
 pub use model::{ExistingNode, NewNodeClaim, NodePoolInput, Placement, PodError, SchedulingInput, SchedulingResult};
+pub use requirements::{Incompatible, Requirement, Requirements};
