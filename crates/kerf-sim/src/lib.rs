@@ -1,1 +1,9 @@
-//! kerf-sim
+//! kerf's simulator: the cluster API in memory on a virtual clock, stand-ins for kube-scheduler,
+//! kubelet and the workload controllers, the scenario loader and the reports. It runs kerf's real
+//! controllers; it makes no provisioning decision of its own.
+
+pub mod cluster;
+pub mod rng;
+pub mod selector;
+
+pub use cluster::SimCluster;
