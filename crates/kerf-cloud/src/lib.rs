@@ -3,6 +3,21 @@
 
 pub mod clock;
 pub mod provider;
+pub mod sim;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use provider::{CloudError, CloudProvider};
+
+/// Drives a future that completes without waiting (the simulated provider's always do) to its
+/// result on the current thread, polling with a waker that does nothing.
+pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        // Nothing will wake us: a future that is not ready yet is simply polled again.
+        std::thread::yield_now();
+    }
+}
