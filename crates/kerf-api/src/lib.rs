@@ -6,16 +6,20 @@
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod labels;
+pub mod manifest;
 pub mod nodeclaim;
 pub mod nodepool;
 pub mod quantity;
 pub mod resources;
 pub mod shared;
+pub mod validation;
 
 pub use duration::{GoDuration, NillableDuration};
 pub use ec2nodeclass::EC2NodeClass;
+pub use manifest::{KarpenterObject, Problem, decode, decode_karpenter};
 pub use nodeclaim::NodeClaim;
 pub use nodepool::NodePool;
 pub use quantity::Quantity;
 pub use resources::ResourceList;
 pub use shared::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Operator, Taint, TaintEffect};
+pub use validation::{FieldError, validate_ec2_node_class, validate_node_claim, validate_node_pool};

@@ -1,0 +1,379 @@
+//! Decoding Karpenter manifests from YAML documents, with field paths in every problem.
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde_path_to_error::Segment;
+use serde_yaml_ng::Value;
+
+use crate::ec2nodeclass::{self, EC2NodeClass};
+use crate::nodeclaim::{self, NodeClaim};
+use crate::nodepool::{self, NodePool};
+use crate::validation::{self, FieldError};
+
+/// One of the three Karpenter kinds kerf reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KarpenterObject {
+    NodePool(NodePool),
+    NodeClaim(NodeClaim),
+    EC2NodeClass(EC2NodeClass),
+}
+
+impl KarpenterObject {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            KarpenterObject::NodePool(_) => nodepool::KIND,
+            KarpenterObject::NodeClaim(_) => nodeclaim::KIND,
+            KarpenterObject::EC2NodeClass(_) => ec2nodeclass::KIND,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            KarpenterObject::NodePool(o) => o.name(),
+            KarpenterObject::NodeClaim(o) => o.name(),
+            KarpenterObject::EC2NodeClass(o) => o.name(),
+        }
+    }
+
+    /// Every problem the CRD validation would report for this object.
+    pub fn validate(&self) -> Vec<FieldError> {
+        match self {
+            KarpenterObject::NodePool(o) => validation::validate_node_pool(o),
+            KarpenterObject::NodeClaim(o) => validation::validate_node_claim(o),
+            KarpenterObject::EC2NodeClass(o) => validation::validate_ec2_node_class(o),
+        }
+    }
+}
+
+/// A problem with one field of one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub kind: String,
+    pub name: String,
+    /// Field path, e.g. `spec.template.spec.requirements[0].operator`; empty for the whole object.
+    pub path: String,
+    pub message: String,
+}
+
+impl Problem {
+    fn from_field(kind: &str, name: &str, e: FieldError) -> Problem {
+        Problem { kind: kind.to_string(), name: name.to_string(), path: e.path, message: e.message }
+    }
+}
+
+/// `KIND/NAME: path: problem`.
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}/{}: {}", self.kind, self.name, self.message)
+        } else {
+            write!(f, "{}/{}: {}: {}", self.kind, self.name, self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for Problem {}
+
+fn path_string(path: &serde_path_to_error::Path) -> String {
+    let s = path.to_string();
+    if s == "." { String::new() } else { s }
+}
+
+/// Decodes one YAML document into `T`; on failure the error carries the field path
+/// (e.g. `spec.template.spec.requirements[0].operator`).
+pub fn decode<T: DeserializeOwned>(doc: &Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = path_string(e.path());
+        let message = e.into_inner().to_string();
+        FieldError::new(path, message)
+    })
+}
+
+/// Decodes, and when decoding fails keeps going by removing each offending field and decoding
+/// again, so that one run reports every decode problem rather than only the first.
+/// Returns the decoded object (when the document decodes once the bad fields are gone) and the
+/// problems with the paths of the removed fields.
+fn decode_all<T: DeserializeOwned>(doc: &Value) -> (Option<T>, Vec<FieldError>, Vec<String>) {
+    const MAX_ROUNDS: usize = 50;
+    let mut work = doc.clone();
+    let mut errors = Vec::new();
+    let mut removed: Vec<String> = Vec::new();
+    for _ in 0..MAX_ROUNDS {
+        match serde_path_to_error::deserialize::<_, T>(&work) {
+            Ok(v) => return (Some(v), errors, removed),
+            Err(e) => {
+                let segments: Vec<Segment> = e.path().iter().cloned().collect();
+                let path = path_string(e.path());
+                let message = e.into_inner().to_string();
+                // A field we removed may have been required: that is a consequence, not a problem.
+                let consequence = message.starts_with("missing field")
+                    && removed.iter().any(|r| parent_of(r).is_some_and(|p| p == path));
+                if !consequence {
+                    errors.push(FieldError::new(path.clone(), message));
+                }
+                // Removing a list element would shift the indices of later ones: stop there.
+                let removable = matches!(segments.last(), Some(Segment::Map { .. }));
+                if consequence || !removable || !remove_at(&mut work, &segments) {
+                    return (None, errors, removed);
+                }
+                removed.push(path);
+            }
+        }
+    }
+    (None, errors, removed)
+}
+
+/// `a.b[0].c` → `a.b[0]`; `a.b[0]` → `a.b`; `a` → ``.
+fn parent_of(path: &str) -> Option<String> {
+    let cut = path.rfind(['.', '['])?;
+    Some(path[..cut].to_string())
+}
+
+fn remove_at(v: &mut Value, segments: &[Segment]) -> bool {
+    let Some((last, parents)) = segments.split_last() else { return false };
+    let mut cur = v;
+    for seg in parents {
+        cur = match (seg, cur) {
+            (Segment::Map { key }, Value::Mapping(m)) => match m.get_mut(key.as_str()) {
+                Some(next) => next,
+                None => return false,
+            },
+            (Segment::Seq { index }, Value::Sequence(s)) => match s.get_mut(*index) {
+                Some(next) => next,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match (last, cur) {
+        (Segment::Map { key }, Value::Mapping(m)) => m.remove(key.as_str()).is_some(),
+        _ => false,
+    }
+}
+
+/// `metadata.name` of a raw document, or `<unnamed>`.
+pub fn document_name(doc: &Value) -> String {
+    doc.get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("<unnamed>")
+        .to_string()
+}
+
+/// `kind` of a raw document, if it has one.
+pub fn document_kind(doc: &Value) -> Option<&str> {
+    doc.get("kind").and_then(Value::as_str)
+}
+
+/// API groups whose kinds kerf understands (only the three v1 kinds of them).
+const KARPENTER_GROUPS: &[&str] = &["karpenter.sh", "karpenter.k8s.aws"];
+
+/// The v1 replacement of a kind from an older Karpenter API.
+fn replacement_of(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "Provisioner" => "NodePool (karpenter.sh/v1)",
+        "Machine" => "NodeClaim (karpenter.sh/v1)",
+        "AWSNodeTemplate" | "NodeTemplate" => "EC2NodeClass (karpenter.k8s.aws/v1)",
+        _ => return None,
+    })
+}
+
+/// For a document whose apiVersion/kind is a Karpenter kind: decode and validate, listing every
+/// problem. `Ok(None)` when the document is not a Karpenter object (a Deployment, ...).
+///
+/// A wrong apiVersion for a Karpenter kind (e.g. `karpenter.sh/v1beta1`) is a problem on
+/// `apiVersion`; a kind of an older Karpenter API (Provisioner, AWSNodeTemplate, Machine) or an
+/// unknown kind in a Karpenter API group is a problem on `kind`.
+pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Problem>> {
+    let Some(kind) = document_kind(doc) else { return Ok(None) };
+    let api_version = doc.get("apiVersion").and_then(Value::as_str);
+    let name = document_name(doc);
+    let expected = match kind {
+        nodepool::KIND => nodepool::API_VERSION,
+        nodeclaim::KIND => nodeclaim::API_VERSION,
+        ec2nodeclass::KIND => ec2nodeclass::API_VERSION,
+        _ => {
+            let group = api_version.and_then(|v| v.split_once('/')).map(|(g, _)| g);
+            if let Some(group) = group
+                && KARPENTER_GROUPS.contains(&group)
+            {
+                let message = match replacement_of(kind) {
+                    Some(r) => format!("{kind} ({}) is not served by the v1 API; use {r}", api_version.unwrap_or("")),
+                    None => format!(
+                        "{kind} is not a kind of the {group} API (expected NodePool, NodeClaim or EC2NodeClass)"
+                    ),
+                };
+                return Err(vec![Problem { kind: kind.to_string(), name, path: "kind".to_string(), message }]);
+            }
+            return Ok(None);
+        }
+    };
+    if api_version != Some(expected) {
+        let message = match api_version {
+            None => format!("required: must be {expected}"),
+            Some(v) => format!("{v} is not served for {kind}; use {expected}"),
+        };
+        return Err(vec![Problem { kind: kind.to_string(), name, path: "apiVersion".to_string(), message }]);
+    }
+    let (object, decode_errors, removed) = match kind {
+        nodepool::KIND => wrap(decode_all::<NodePool>(doc), KarpenterObject::NodePool),
+        nodeclaim::KIND => wrap(decode_all::<NodeClaim>(doc), KarpenterObject::NodeClaim),
+        _ => wrap(decode_all::<EC2NodeClass>(doc), KarpenterObject::EC2NodeClass),
+    };
+    let mut errors = decode_errors;
+    if let Some(obj) = &object {
+        // Fields removed to get past decode errors are not checked again: a rule on them, or on
+        // their siblings, would report consequences of the removal.
+        let affected: Vec<String> = removed.iter().filter_map(|r| parent_of(r)).collect();
+        let mut checked = obj.validate();
+        checked.extend(raw_pattern_errors(doc, kind));
+        for e in checked {
+            let is_consequence = affected.iter().any(|a| !a.is_empty() && is_within(&e.path, a));
+            if !is_consequence && !errors.iter().any(|x| x.path == e.path) {
+                errors.push(e);
+            }
+        }
+    }
+    if errors.is_empty() {
+        match object {
+            Some(o) => Ok(Some(o)),
+            // Unreachable in practice: no object means a decode error was recorded.
+            None => Err(vec![Problem {
+                kind: kind.to_string(),
+                name,
+                path: String::new(),
+                message: "could not be decoded".to_string(),
+            }]),
+        }
+    } else {
+        Err(errors.into_iter().map(|e| Problem::from_field(kind, &name, e)).collect())
+    }
+}
+
+fn wrap<T>(
+    r: (Option<T>, Vec<FieldError>, Vec<String>),
+    f: fn(T) -> KarpenterObject,
+) -> (Option<KarpenterObject>, Vec<FieldError>, Vec<String>) {
+    (r.0.map(f), r.1, r.2)
+}
+
+/// Whether `path` is `prefix` or a field below it.
+fn is_within(path: &str, prefix: &str) -> bool {
+    path == prefix || path.strip_prefix(prefix).is_some_and(|rest| rest.starts_with(['.', '[']))
+}
+
+/// Duration fields whose CRD patterns are stricter than Go's duration syntax (which kerf's
+/// duration type accepts: `1.5h`, `300ms`, `0`). The patterns are checked on the raw strings.
+fn raw_pattern_errors(doc: &Value, kind: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let get = |path: &[&str]| -> Option<&str> {
+        let mut cur = doc;
+        for p in path {
+            cur = cur.get(*p)?;
+        }
+        cur.as_str()
+    };
+    let mut check = |path: &[&str], allow_never: bool| {
+        if let Some(s) = get(path)
+            && !(allow_never && s == "Never")
+            && !is_whole_units(s, &["s", "m", "h"])
+        {
+            let hint = if allow_never { " or Never" } else { "" };
+            errs.push(FieldError::new(
+                path.join("."),
+                format!("{s:?} must be whole numbers of s, m or h (e.g. 30s, 10m, 1h30m){hint}"),
+            ));
+        }
+    };
+    match kind {
+        nodepool::KIND => {
+            check(&["spec", "template", "spec", "expireAfter"], true);
+            check(&["spec", "template", "spec", "terminationGracePeriod"], false);
+            check(&["spec", "disruption", "consolidateAfter"], true);
+        }
+        nodeclaim::KIND => {
+            check(&["spec", "expireAfter"], true);
+            check(&["spec", "terminationGracePeriod"], false);
+        }
+        _ => {}
+    }
+    if kind == nodepool::KIND
+        && let Some(budgets) = doc.get("spec").and_then(|s| s.get("disruption")).and_then(|d| d.get("budgets"))
+        && let Some(list) = budgets.as_sequence()
+    {
+        for (i, b) in list.iter().enumerate() {
+            if let Some(d) = b.get("duration").and_then(Value::as_str)
+                && !is_budget_duration(d)
+            {
+                errs.push(FieldError::new(
+                    format!("spec.disruption.budgets[{i}].duration"),
+                    format!("{d:?} must be whole hours and/or minutes (e.g. 30m, 8h, 1h30m)"),
+                ));
+            }
+        }
+    }
+    errs
+}
+
+/// `^([0-9]+(UNIT))+$` for the given units.
+fn is_whole_units(s: &str, units: &[&str]) -> bool {
+    let mut rest = s;
+    if rest.is_empty() {
+        return false;
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return false;
+        }
+        rest = &rest[digits..];
+        let Some(unit) = units.iter().find(|u| rest.starts_with(**u) && !rest[u.len()..].starts_with('s')) else {
+            return false;
+        };
+        rest = &rest[unit.len()..];
+    }
+    true
+}
+
+/// A budget duration: `^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$`.
+fn is_budget_duration(s: &str) -> bool {
+    let s = s.strip_suffix("0s").filter(|r| !r.is_empty()).unwrap_or(s);
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if let Some(m) = s.strip_suffix('m') {
+        match m.split_once('h') {
+            Some((h, m)) => digits(h) && digits(m),
+            None => digits(m),
+        }
+    } else if let Some(h) = s.strip_suffix('h') {
+        digits(h)
+    } else {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_unit_durations_match_the_crd_pattern() {
+        assert!(is_whole_units("30s", &["s", "m", "h"]));
+        assert!(is_whole_units("1h30m", &["s", "m", "h"]));
+        assert!(!is_whole_units("1.5h", &["s", "m", "h"]));
+        assert!(!is_whole_units("300ms", &["s", "m", "h"]));
+        assert!(!is_whole_units("0", &["s", "m", "h"]));
+        assert!(!is_whole_units("", &["s", "m", "h"]));
+    }
+
+    #[test]
+    fn budget_durations_are_hours_and_minutes_only() {
+        for ok in ["10m", "8h", "1h30m", "720h0m0s", "90m0s"] {
+            assert!(is_budget_duration(ok), "{ok}");
+        }
+        for bad in ["30s", "1h30s", "1.5h", "", "0s", "m", "h30m"] {
+            assert!(!is_budget_duration(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,977 @@
+//! Validation of NodePool, NodeClaim and EC2NodeClass objects, equal to the checks the API server
+//! runs from Karpenter's v1 CRDs (OpenAPI patterns, enums, bounds and CEL rules).
+//!
+//! Every function returns all problems found, each with the JSON path of the offending field
+//! (`spec.template.spec.requirements[0].values`), never only the first.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::duration::{GoDuration, NillableDuration};
+use crate::ec2nodeclass::{
+    AmiFamily, AmiSelectorTerm, BlockDeviceMapping, EC2NodeClass, KubeletConfiguration, MetadataOptions,
+};
+use crate::nodeclaim::NodeClaim;
+use crate::nodepool::{Budget, NodePool};
+use crate::shared::{NodeClassReference, NodeSelectorRequirementWithMinValues, Operator, Taint};
+
+/// One problem with one field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// Dotted path of the field, e.g. `spec.template.spec.requirements[0].operator`; empty for
+    /// the document itself.
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError { path: path.into(), message: message.into() }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() { f.write_str(&self.message) } else { write!(f, "{}: {}", self.path, self.message) }
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+/// At most this many requirements per NodePool / NodeClaim.
+pub const MAX_REQUIREMENTS: usize = 100;
+/// At most this many template labels.
+pub const MAX_LABELS: usize = 100;
+/// At most this many disruption budgets.
+pub const MAX_BUDGETS: usize = 50;
+/// `minValues` bounds.
+pub const MIN_VALUES_RANGE: std::ops::RangeInclusive<i64> = 1..=50;
+/// NodePool weight bounds.
+pub const WEIGHT_RANGE: std::ops::RangeInclusive<i32> = 1..=100;
+/// At most this many selector terms of each kind in an EC2NodeClass.
+pub const MAX_SELECTOR_TERMS: usize = 30;
+/// At most this many block device mappings.
+pub const MAX_BLOCK_DEVICE_MAPPINGS: usize = 50;
+
+/// AMI alias families (`family@version`).
+pub const AMI_ALIAS_FAMILIES: &[&str] = &["al2", "al2023", "bottlerocket", "windows2019", "windows2022"];
+
+/// Eviction signals the kubelet settings accept.
+pub const EVICTION_SIGNALS: &[&str] = &[
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "pid.available",
+];
+
+/// Resources `kubeReserved` / `systemReserved` accept.
+pub const RESERVED_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage", "pid"];
+
+/// EBS volume types.
+pub const EBS_VOLUME_TYPES: &[&str] = &["standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"];
+
+/// Tag keys Karpenter sets itself on EC2 resources; users may not set them.
+pub const RESTRICTED_TAG_KEYS: &[&str] =
+    &["eks:eks-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass"];
+/// Tag key prefix reserved for cluster ownership.
+pub const RESTRICTED_TAG_PREFIX: &str = "kubernetes.io/cluster";
+
+/// Keys of `kubernetes.io` sub-domains users may still set (besides `*.node.kubernetes.io` and
+/// `*.node-restriction.kubernetes.io`).
+const KUBERNETES_IO_ALLOWED: &[&str] = &[
+    "beta.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "node.kubernetes.io/windows-build",
+];
+
+/// Keys of the `karpenter.sh` domain users may use.
+const KARPENTER_SH_ALLOWED: &[&str] = &["karpenter.sh/capacity-type", "karpenter.sh/nodepool"];
+
+/// Keys of the `karpenter.k8s.aws` domain users may use (the instance-type labels).
+const KARPENTER_AWS_ALLOWED: &[&str] = &[
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported",
+    "karpenter.k8s.aws/instance-category",
+    "karpenter.k8s.aws/instance-hypervisor",
+    "karpenter.k8s.aws/instance-family",
+    "karpenter.k8s.aws/instance-generation",
+    "karpenter.k8s.aws/instance-local-nvme",
+    "karpenter.k8s.aws/instance-size",
+    "karpenter.k8s.aws/instance-cpu",
+    "karpenter.k8s.aws/instance-cpu-manufacturer",
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+    "karpenter.k8s.aws/instance-memory",
+    "karpenter.k8s.aws/instance-ebs-bandwidth",
+    "karpenter.k8s.aws/instance-network-bandwidth",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "karpenter.k8s.aws/instance-gpu-manufacturer",
+    "karpenter.k8s.aws/instance-gpu-count",
+    "karpenter.k8s.aws/instance-gpu-memory",
+    "karpenter.k8s.aws/instance-accelerator-name",
+    "karpenter.k8s.aws/instance-accelerator-manufacturer",
+    "karpenter.k8s.aws/instance-accelerator-count",
+    "karpenter.k8s.aws/instance-capability-flex",
+];
+
+/// Where a label key is used: the rules differ slightly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelUse {
+    /// A NodePool's template labels (`karpenter.sh/nodepool` is set by Karpenter itself).
+    NodePoolLabel,
+    /// A NodePool requirement key (`karpenter.sh/nodepool` is implied by the pool).
+    NodePoolRequirement,
+    /// A NodeClaim requirement key (`karpenter.sh/nodepool` allowed: it names the owner).
+    NodeClaimRequirement,
+}
+
+/// Collects problems with paths.
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError::new(path, message));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Syntax of names, labels and values.
+
+/// A DNS-1123 label: lower-case alphanumerics and `-`, starting and ending alphanumeric, ≤63.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A DNS-1123 subdomain: dot-separated DNS labels, ≤253.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// The name part of a qualified name / a non-empty label value: alphanumeric at both ends,
+/// `-`, `_`, `.` inside, at most 63 characters.
+fn is_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Why `key` is not a valid qualified name (`[prefix/]name`), if it is not.
+pub fn qualified_name_problem(key: &str) -> Option<String> {
+    if key.is_empty() {
+        return Some("must not be empty".to_string());
+    }
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix
+        && !is_dns1123_subdomain(p)
+    {
+        return Some(format!(
+            "{key:?} is not a valid label key: the prefix {p:?} must be a DNS subdomain (lower-case alphanumerics, '-' and '.', at most 253 characters)"
+        ));
+    }
+    if name.contains('/') {
+        return Some(format!("{key:?} is not a valid label key: at most one '/' is allowed"));
+    }
+    if !is_name_part(name) {
+        return Some(format!(
+            "{key:?} is not a valid label key: the name {name:?} must be 1-63 characters, alphanumeric at both ends, with '-', '_' or '.' inside"
+        ));
+    }
+    None
+}
+
+/// Why `value` is not a valid label value, if it is not (empty is valid).
+pub fn label_value_problem(value: &str) -> Option<String> {
+    if value.is_empty() || is_name_part(value) {
+        return None;
+    }
+    if value.len() > 63 {
+        return Some(format!("label value {value:?} is longer than 63 characters"));
+    }
+    Some(format!("label value {value:?} must be alphanumeric at both ends, with '-', '_' or '.' inside"))
+}
+
+/// The domain of a key as the CRD rules see it: everything before the first `/` (the whole
+/// key when there is none).
+fn rule_domain(key: &str) -> &str {
+    key.split('/').next().unwrap_or(key)
+}
+
+/// Why `key` may not be used where `usage` says, per Karpenter's restricted label domains.
+pub fn restricted_label_problem(key: &str, usage: LabelUse) -> Option<String> {
+    let domain = rule_domain(key);
+    let kubernetes_allowed = KUBERNETES_IO_ALLOWED.iter().any(|k| *k == key)
+        && !(usage == LabelUse::NodePoolLabel && key == crate::labels::INSTANCE_TYPE);
+    if !kubernetes_allowed
+        && !domain.ends_with("node.kubernetes.io")
+        && !domain.ends_with("node-restriction.kubernetes.io")
+        && domain.ends_with("kubernetes.io")
+    {
+        return Some(format!("label domain \"kubernetes.io\" is restricted ({key:?})"));
+    }
+    if !domain.ends_with("kops.k8s.io") && domain.ends_with("k8s.io") {
+        return Some(format!("label domain \"k8s.io\" is restricted ({key:?})"));
+    }
+    if !KARPENTER_SH_ALLOWED.contains(&key) && domain.ends_with("karpenter.sh") {
+        return Some(format!("label domain \"karpenter.sh\" is restricted ({key:?})"));
+    }
+    if key == crate::labels::NODE_POOL && usage != LabelUse::NodeClaimRequirement {
+        return Some("label \"karpenter.sh/nodepool\" is restricted: Karpenter sets it from the NodePool".to_string());
+    }
+    if key == crate::labels::HOSTNAME {
+        return Some("label \"kubernetes.io/hostname\" is restricted".to_string());
+    }
+    if !KARPENTER_AWS_ALLOWED.contains(&key) && domain.ends_with("karpenter.k8s.aws") {
+        return Some(format!("label domain \"karpenter.k8s.aws\" is restricted ({key:?})"));
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces.
+
+fn validate_object_name(name: Option<&str>, errs: &mut Errors) {
+    match name {
+        None | Some("") => errs.push("metadata.name", "required"),
+        Some(n) if !is_dns1123_subdomain(n) => errs.push(
+            "metadata.name",
+            format!("{n:?} is not a valid name: lower-case alphanumerics, '-' and '.', at most 253 characters"),
+        ),
+        Some(_) => {}
+    }
+}
+
+fn validate_requirements(
+    reqs: &[NodeSelectorRequirementWithMinValues],
+    path: &str,
+    usage: LabelUse,
+    errs: &mut Errors,
+) {
+    if reqs.len() > MAX_REQUIREMENTS {
+        errs.push(path, format!("has {} requirements, at most {MAX_REQUIREMENTS} are allowed", reqs.len()));
+    }
+    for (i, r) in reqs.iter().enumerate() {
+        validate_requirement(r, &format!("{path}[{i}]"), usage, errs);
+    }
+}
+
+fn validate_requirement(r: &NodeSelectorRequirementWithMinValues, path: &str, usage: LabelUse, errs: &mut Errors) {
+    let key_path = format!("{path}.key");
+    if r.key.len() > 316 {
+        errs.push(&key_path, "may not be longer than 316 characters");
+    }
+    if let Some(p) = qualified_name_problem(&r.key) {
+        errs.push(&key_path, p);
+    } else if let Some(p) = restricted_label_problem(&r.key, usage) {
+        errs.push(&key_path, p);
+    }
+    for (j, v) in r.values.iter().enumerate() {
+        if let Some(p) = label_value_problem(v) {
+            errs.push(format!("{path}.values[{j}]"), p);
+        }
+    }
+    let values_path = format!("{path}.values");
+    match r.operator {
+        Operator::In => {
+            if r.values.is_empty() {
+                errs.push(&values_path, "requirements with operator 'In' must have a value defined");
+            }
+        }
+        Operator::NotIn => {}
+        Operator::Exists | Operator::DoesNotExist => {
+            if !r.values.is_empty() {
+                errs.push(&values_path, format!("requirements with operator '{}' must not have values", r.operator));
+            }
+        }
+        Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
+            let single_integer = r.values.len() == 1 && r.values[0].parse::<u64>().is_ok();
+            if !single_integer {
+                errs.push(
+                    &values_path,
+                    format!(
+                        "requirements with operator '{}' must have a single non-negative integer value, got {:?}",
+                        r.operator, r.values
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(mv) = r.min_values {
+        let mv_path = format!("{path}.minValues");
+        if !MIN_VALUES_RANGE.contains(&mv) {
+            errs.push(&mv_path, format!("must be between 1 and 50, got {mv}"));
+        } else if r.operator == Operator::In && (r.values.len() as i64) < mv {
+            errs.push(
+                &mv_path,
+                format!(
+                    "requirements with 'minValues' must have at least that many values specified in the 'values' field (minValues {mv}, {} values)",
+                    r.values.len()
+                ),
+            );
+        }
+    }
+}
+
+fn validate_taints(taints: &[Taint], path: &str, errs: &mut Errors) {
+    for (i, t) in taints.iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        if let Some(problem) = qualified_name_problem(&t.key) {
+            errs.push(format!("{p}.key"), problem);
+        }
+        if let Some(v) = &t.value
+            && let Some(problem) = label_value_problem(v)
+        {
+            errs.push(format!("{p}.value"), problem.replacen("label value", "taint value", 1));
+        }
+    }
+}
+
+fn validate_node_class_ref(r: &NodeClassReference, path: &str, errs: &mut Errors) {
+    if r.group.is_empty() {
+        errs.push(format!("{path}.group"), "group may not be empty");
+    } else if r.group.contains('/') || r.group.len() > 253 {
+        errs.push(
+            format!("{path}.group"),
+            format!("{:?} is not an API group (no '/', at most 253 characters)", r.group),
+        );
+    }
+    if r.kind.is_empty() {
+        errs.push(format!("{path}.kind"), "kind may not be empty");
+    } else if r.kind.len() > 63 {
+        errs.push(format!("{path}.kind"), "may not be longer than 63 characters");
+    }
+    if r.name.is_empty() {
+        errs.push(format!("{path}.name"), "name may not be empty");
+    } else if r.name.len() > 253 {
+        errs.push(format!("{path}.name"), "may not be longer than 253 characters");
+    }
+}
+
+/// The CRDs accept only whole seconds (`^([0-9]+(s|m|h))+$`): no `ms`, `us`, `ns` precision.
+fn check_whole_seconds(d: &GoDuration, path: &str, errs: &mut Errors) {
+    if d.0.subsec_nanos() != 0 {
+        errs.push(path, format!("{d} is not a whole number of seconds (use s, m or h units)"));
+    }
+}
+
+fn check_nillable(d: &NillableDuration, path: &str, errs: &mut Errors) {
+    if let Some(d) = &d.0 {
+        check_whole_seconds(d, path, errs);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// NodePool.
+
+/// Whether `nodes` of a budget is an integer or a percentage 0-100%.
+pub fn is_budget_nodes(nodes: &str) -> bool {
+    if let Some(pct) = nodes.strip_suffix('%') {
+        // `100%` or one or two digits.
+        pct == "100" || (!pct.is_empty() && pct.len() <= 2 && pct.bytes().all(|b| b.is_ascii_digit()))
+    } else {
+        !nodes.is_empty() && nodes.bytes().all(|b| b.is_ascii_digit())
+    }
+}
+
+/// Parses a budget schedule: five cron fields or one of the `@` macros, no time zone.
+pub fn parse_budget_schedule(schedule: &str) -> Result<croner::Cron, String> {
+    let s = schedule.trim();
+    let s = match s {
+        "@midnight" => "@daily",
+        "@annually" => "@yearly",
+        other => other,
+    };
+    if s.starts_with('@') && !matches!(s, "@yearly" | "@monthly" | "@weekly" | "@daily" | "@hourly") {
+        return Err(format!(
+            "{schedule:?} is not a valid schedule: macros are @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly"
+        ));
+    }
+    if s.to_ascii_uppercase().starts_with("TZ=") || s.to_ascii_uppercase().starts_with("CRON_TZ=") {
+        return Err(format!("{schedule:?}: time zones are not supported in budget schedules"));
+    }
+    if !s.starts_with('@') && s.split_whitespace().count() != 5 {
+        return Err(format!(
+            "{schedule:?} is not a valid schedule: expected 5 cron fields (minute hour day-of-month month day-of-week) or a macro such as @daily"
+        ));
+    }
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Disallowed)
+        .year(croner::parser::Year::Disallowed)
+        .build()
+        .parse(s)
+        .map_err(|e| format!("{schedule:?} is not a valid cron schedule: {e}"))
+}
+
+fn validate_budget(b: &Budget, path: &str, errs: &mut Errors) {
+    if !is_budget_nodes(&b.nodes) {
+        errs.push(
+            format!("{path}.nodes"),
+            format!("{:?} must be a non-negative integer or a percentage from 0% to 100%", b.nodes),
+        );
+    }
+    match (&b.schedule, &b.duration) {
+        (Some(_), None) => errs.push(format!("{path}.duration"), "'schedule' must be set with 'duration'"),
+        (None, Some(_)) => errs.push(format!("{path}.schedule"), "'schedule' must be set with 'duration'"),
+        _ => {}
+    }
+    if let Some(s) = &b.schedule
+        && let Err(e) = parse_budget_schedule(s)
+    {
+        errs.push(format!("{path}.schedule"), e);
+    }
+    if let Some(d) = &b.duration
+        && d.0.as_nanos() % Duration::from_secs(60).as_nanos() != 0
+    {
+        errs.push(format!("{path}.duration"), format!("{d} must be whole minutes or hours (e.g. 30m, 1h, 1h30m)"));
+    }
+    if let Some(reasons) = &b.reasons {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, r) in reasons.iter().enumerate() {
+            if !seen.insert(*r) {
+                errs.push(format!("{path}.reasons[{i}]"), format!("duplicate reason {r:?}"));
+            }
+        }
+    }
+}
+
+fn validate_template_labels(labels: &BTreeMap<String, String>, path: &str, errs: &mut Errors) {
+    if labels.len() > MAX_LABELS {
+        errs.push(path, format!("has {} labels, at most {MAX_LABELS} are allowed", labels.len()));
+    }
+    for (k, v) in labels {
+        let p = format!("{path}[{k}]");
+        if let Some(problem) = qualified_name_problem(k) {
+            errs.push(&p, problem);
+        } else if let Some(problem) = restricted_label_problem(k, LabelUse::NodePoolLabel) {
+            errs.push(&p, problem);
+        }
+        if let Some(problem) = label_value_problem(v) {
+            errs.push(&p, problem);
+        }
+    }
+}
+
+fn validate_annotations(annotations: &BTreeMap<String, String>, path: &str, errs: &mut Errors) {
+    for k in annotations.keys() {
+        if let Some(problem) = qualified_name_problem(k) {
+            errs.push(format!("{path}[{k}]"), problem.replacen("label key", "annotation key", 1));
+        }
+    }
+}
+
+/// Checks a NodePool against Karpenter's CRD rules.
+pub fn validate_node_pool(np: &NodePool) -> Vec<FieldError> {
+    let mut errs = Errors::default();
+    validate_object_name(np.metadata.name.as_deref(), &mut errs);
+    let spec = &np.spec;
+    let tmpl = &spec.template;
+    validate_template_labels(&tmpl.metadata.labels, "spec.template.metadata.labels", &mut errs);
+    validate_annotations(&tmpl.metadata.annotations, "spec.template.metadata.annotations", &mut errs);
+    let ts = &tmpl.spec;
+    validate_taints(&ts.taints, "spec.template.spec.taints", &mut errs);
+    validate_taints(&ts.startup_taints, "spec.template.spec.startupTaints", &mut errs);
+    validate_requirements(
+        &ts.requirements,
+        "spec.template.spec.requirements",
+        LabelUse::NodePoolRequirement,
+        &mut errs,
+    );
+    validate_node_class_ref(&ts.node_class_ref, "spec.template.spec.nodeClassRef", &mut errs);
+    check_nillable(&ts.expire_after, "spec.template.spec.expireAfter", &mut errs);
+    if let Some(d) = &ts.termination_grace_period {
+        check_whole_seconds(d, "spec.template.spec.terminationGracePeriod", &mut errs);
+    }
+
+    let d = &spec.disruption;
+    check_nillable(&d.consolidate_after, "spec.disruption.consolidateAfter", &mut errs);
+    if d.budgets.len() > MAX_BUDGETS {
+        errs.push(
+            "spec.disruption.budgets",
+            format!("has {} budgets, at most {MAX_BUDGETS} are allowed", d.budgets.len()),
+        );
+    }
+    for (i, b) in d.budgets.iter().enumerate() {
+        validate_budget(b, &format!("spec.disruption.budgets[{i}]"), &mut errs);
+    }
+
+    if let Some(w) = spec.weight
+        && !WEIGHT_RANGE.contains(&w)
+    {
+        errs.push("spec.weight", format!("must be between 1 and 100, got {w}"));
+    }
+    if let Some(limits) = &spec.limits {
+        for (name, q) in limits.iter() {
+            if q.is_negative() {
+                errs.push(format!("spec.limits[{name}]"), format!("must not be negative, got {q}"));
+            }
+        }
+    }
+    if let Some(r) = spec.replicas {
+        if r < 0 {
+            errs.push("spec.replicas", format!("must be 0 or more, got {r}"));
+        }
+        if let Some(limits) = &spec.limits {
+            for (name, _) in limits.iter().filter(|(name, _)| name.as_str() != "nodes") {
+                errs.push(
+                    format!("spec.limits[{name}]"),
+                    "only 'limits.nodes' is supported on a NodePool with 'replicas' (static capacity)",
+                );
+            }
+        }
+        if spec.weight.is_some() {
+            errs.push("spec.weight", "'weight' is not supported on a NodePool with 'replicas' (static capacity)");
+        }
+    }
+    errs.0
+}
+
+// ---------------------------------------------------------------------------------------------
+// NodeClaim.
+
+/// Checks a NodeClaim against Karpenter's CRD rules.
+pub fn validate_node_claim(nc: &NodeClaim) -> Vec<FieldError> {
+    let mut errs = Errors::default();
+    validate_object_name(nc.metadata.name.as_deref(), &mut errs);
+    let s = &nc.spec;
+    validate_taints(&s.taints, "spec.taints", &mut errs);
+    validate_taints(&s.startup_taints, "spec.startupTaints", &mut errs);
+    validate_requirements(&s.requirements, "spec.requirements", LabelUse::NodeClaimRequirement, &mut errs);
+    validate_node_class_ref(&s.node_class_ref, "spec.nodeClassRef", &mut errs);
+    check_nillable(&s.expire_after, "spec.expireAfter", &mut errs);
+    if let Some(d) = &s.termination_grace_period {
+        check_whole_seconds(d, "spec.terminationGracePeriod", &mut errs);
+    }
+    for (name, q) in s.resources.requests.iter() {
+        if q.is_negative() {
+            errs.push(format!("spec.resources.requests[{name}]"), format!("must not be negative, got {q}"));
+        }
+    }
+    errs.0
+}
+
+// ---------------------------------------------------------------------------------------------
+// EC2NodeClass.
+
+fn validate_tag_map(tags: &BTreeMap<String, String>, path: &str, errs: &mut Errors) {
+    for (k, v) in tags {
+        if k.is_empty() || v.is_empty() {
+            errs.push(format!("{path}[{k}]"), "empty tag keys or values aren't supported");
+        }
+    }
+}
+
+fn check_id(id: &Option<String>, prefix: &str, path: &str, errs: &mut Errors) {
+    if let Some(id) = id {
+        let ok = id
+            .strip_prefix(prefix)
+            .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+        if !ok {
+            errs.push(path, format!("{id:?} is not a valid id (expected {prefix}<lower-case alphanumerics>)"));
+        }
+    }
+}
+
+/// The family of an AMI alias (`al2023@latest` → `al2023`), if the alias is well-formed.
+pub fn ami_alias_family(alias: &str) -> Option<(&str, &str)> {
+    let (family, version) = alias.split_once('@')?;
+    if family.is_empty() || version.is_empty() || !family.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    Some((family, version))
+}
+
+fn ami_family_of_alias(family: &str) -> Option<AmiFamily> {
+    Some(match family {
+        "al2" => AmiFamily::AL2,
+        "al2023" => AmiFamily::AL2023,
+        "bottlerocket" => AmiFamily::Bottlerocket,
+        "windows2019" => AmiFamily::Windows2019,
+        "windows2022" => AmiFamily::Windows2022,
+        _ => return None,
+    })
+}
+
+fn validate_ami_term(t: &AmiSelectorTerm, path: &str, errs: &mut Errors) {
+    let set = [
+        ("tags", !t.tags.is_empty()),
+        ("id", t.id.is_some()),
+        ("name", t.name.is_some()),
+        ("alias", t.alias.is_some()),
+        ("ssmParameter", t.ssm_parameter.is_some()),
+    ];
+    let count = set.iter().filter(|(_, s)| *s).count();
+    if count == 0 {
+        errs.push(path, "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']");
+    }
+    if t.id.is_some() && (count > 1 || t.owner.is_some()) {
+        errs.push(
+            format!("{path}.id"),
+            "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",
+        );
+    }
+    if t.alias.is_some() && (count > 1 || t.owner.is_some()) {
+        errs.push(
+            format!("{path}.alias"),
+            "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",
+        );
+    }
+    if let Some(alias) = &t.alias {
+        let p = format!("{path}.alias");
+        if alias.len() > 30 {
+            errs.push(&p, "may not be longer than 30 characters");
+        }
+        match ami_alias_family(alias) {
+            None => errs.push(&p, format!("{alias:?} is improperly formatted, must match the format 'family@version'")),
+            Some((family, version)) => {
+                if !AMI_ALIAS_FAMILIES.contains(&family) {
+                    errs.push(
+                        &p,
+                        format!(
+                            "family {family:?} is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022'"
+                        ),
+                    );
+                } else if family.starts_with("windows") && version != "latest" {
+                    errs.push(&p, "windows families may only specify version 'latest'");
+                }
+            }
+        }
+    }
+    check_id(&t.id, "ami-", &format!("{path}.id"), errs);
+    validate_tag_map(&t.tags, &format!("{path}.tags"), errs);
+}
+
+fn validate_kubelet(k: &KubeletConfiguration, path: &str, errs: &mut Errors) {
+    for (field, map) in [("evictionHard", &k.eviction_hard), ("evictionSoft", &k.eviction_soft)] {
+        for (signal, value) in map {
+            let p = format!("{path}.{field}[{signal}]");
+            if !EVICTION_SIGNALS.contains(&signal.as_str()) {
+                errs.push(&p, format!("valid keys for {field} are {}", quoted_list(EVICTION_SIGNALS)));
+            }
+            if !is_eviction_threshold(value) {
+                errs.push(&p, format!("{value:?} must be a quantity (e.g. 100Mi) or a percentage (e.g. 10%)"));
+            }
+        }
+    }
+    for signal in k.eviction_soft_grace_period.keys() {
+        if !EVICTION_SIGNALS.contains(&signal.as_str()) {
+            errs.push(
+                format!("{path}.evictionSoftGracePeriod[{signal}]"),
+                format!("valid keys for evictionSoftGracePeriod are {}", quoted_list(EVICTION_SIGNALS)),
+            );
+        }
+    }
+    for signal in k.eviction_soft.keys() {
+        if !k.eviction_soft_grace_period.contains_key(signal) {
+            errs.push(
+                format!("{path}.evictionSoft[{signal}]"),
+                "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
+            );
+        }
+    }
+    for signal in k.eviction_soft_grace_period.keys() {
+        if !k.eviction_soft.contains_key(signal) {
+            errs.push(
+                format!("{path}.evictionSoftGracePeriod[{signal}]"),
+                "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
+            );
+        }
+    }
+    for (field, map) in [("kubeReserved", &k.kube_reserved), ("systemReserved", &k.system_reserved)] {
+        for (name, q) in map {
+            let p = format!("{path}.{field}[{name}]");
+            if !RESERVED_RESOURCES.contains(&name.as_str()) {
+                errs.push(&p, format!("valid keys for {field} are {}", quoted_list(RESERVED_RESOURCES)));
+            }
+            if q.is_negative() {
+                errs.push(&p, format!("{field} value cannot be a negative resource quantity"));
+            }
+        }
+    }
+    for (field, v) in [("maxPods", k.max_pods), ("podsPerCore", k.pods_per_core)] {
+        if let Some(v) = v
+            && v < 0
+        {
+            errs.push(format!("{path}.{field}"), format!("must be 0 or more, got {v}"));
+        }
+    }
+    for (field, v) in [
+        ("imageGCHighThresholdPercent", k.image_gc_high_threshold_percent),
+        ("imageGCLowThresholdPercent", k.image_gc_low_threshold_percent),
+    ] {
+        if let Some(v) = v
+            && !(0..=100).contains(&v)
+        {
+            errs.push(format!("{path}.{field}"), format!("must be between 0 and 100, got {v}"));
+        }
+    }
+    if let (Some(high), Some(low)) = (k.image_gc_high_threshold_percent, k.image_gc_low_threshold_percent)
+        && high <= low
+    {
+        errs.push(
+            format!("{path}.imageGCHighThresholdPercent"),
+            format!("imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent ({high} <= {low})"),
+        );
+    }
+}
+
+fn quoted_list(items: &[&str]) -> String {
+    format!("[{}]", items.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(","))
+}
+
+/// An eviction threshold: a percentage `0-100%` (up to two decimals) or a quantity.
+pub fn is_eviction_threshold(v: &str) -> bool {
+    if let Some(pct) = v.strip_suffix('%') {
+        let (int, frac) = pct.split_once('.').unwrap_or((pct, ""));
+        let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if int.is_empty() || !digits(int) || !digits(frac) || frac.len() > 2 || (pct.contains('.') && frac.is_empty()) {
+            return false;
+        }
+        return match int.parse::<u32>() {
+            Ok(n) if int.len() <= 2 => n < 100 || (n == 100 && frac.bytes().all(|b| b == b'0')),
+            Ok(100) => frac.bytes().all(|b| b == b'0'),
+            _ => false,
+        };
+    }
+    crate::quantity::Quantity::parse(v).is_ok()
+}
+
+fn validate_metadata_options(m: &MetadataOptions, path: &str, errs: &mut Errors) {
+    let check = |field: &str, v: &Option<String>, allowed: &[&str], errs: &mut Errors| {
+        if let Some(v) = v
+            && !allowed.contains(&v.as_str())
+        {
+            errs.push(format!("{path}.{field}"), format!("{v:?} is not one of {}", quoted_list(allowed)));
+        }
+    };
+    check("httpEndpoint", &m.http_endpoint, &["enabled", "disabled"], errs);
+    check("httpProtocolIPv6", &m.http_protocol_ipv6, &["enabled", "disabled"], errs);
+    check("httpTokens", &m.http_tokens, &["required", "optional"], errs);
+    if let Some(h) = m.http_put_response_hop_limit
+        && !(1..=64).contains(&h)
+    {
+        errs.push(format!("{path}.httpPutResponseHopLimit"), format!("must be between 1 and 64, got {h}"));
+    }
+}
+
+/// EBS volume sizes the CRD accepts: whole 1-59000Gi, 1-64000G, 1-58Ti or 1-64T.
+fn volume_size_ok(q: &crate::quantity::Quantity) -> bool {
+    let canonical = q.canonical();
+    let Some(split) = canonical.find(|c: char| !c.is_ascii_digit()) else { return false };
+    let (digits, suffix) = canonical.split_at(split);
+    let Ok(n) = digits.parse::<u64>() else { return false };
+    match suffix {
+        "Gi" => (1..=59_000).contains(&n),
+        "G" => (1..=64_000).contains(&n),
+        "Ti" => (1..=58).contains(&n),
+        "T" => (1..=64).contains(&n),
+        _ => false,
+    }
+}
+
+fn validate_block_device_mappings(bdms: &[BlockDeviceMapping], path: &str, errs: &mut Errors) {
+    if bdms.len() > MAX_BLOCK_DEVICE_MAPPINGS {
+        errs.push(path, format!("has {} entries, at most {MAX_BLOCK_DEVICE_MAPPINGS} are allowed", bdms.len()));
+    }
+    let roots = bdms.iter().filter(|b| b.root_volume == Some(true)).count();
+    if roots > 1 {
+        errs.push(path, format!("must have only one blockDeviceMappings with rootVolume, found {roots}"));
+    }
+    for (i, b) in bdms.iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        if let Some(ebs) = &b.ebs {
+            if ebs.snapshot_id.is_none() && ebs.volume_size.is_none() {
+                errs.push(format!("{p}.ebs"), "snapshotID or volumeSize must be defined");
+            }
+            if let Some(t) = &ebs.volume_type
+                && !EBS_VOLUME_TYPES.contains(&t.as_str())
+            {
+                errs.push(
+                    format!("{p}.ebs.volumeType"),
+                    format!("{t:?} is not one of {}", quoted_list(EBS_VOLUME_TYPES)),
+                );
+            }
+            if let Some(size) = &ebs.volume_size
+                && !volume_size_ok(size)
+            {
+                errs.push(format!("{p}.ebs.volumeSize"), format!("{size} is not a valid EBS volume size (1G to 64T)"));
+            }
+            if let Some(rate) = ebs.volume_initialization_rate
+                && !(100..=300).contains(&rate)
+            {
+                errs.push(
+                    format!("{p}.ebs.volumeInitializationRate"),
+                    format!("must be between 100 and 300, got {rate}"),
+                );
+            }
+        }
+    }
+}
+
+/// Checks an EC2NodeClass against Karpenter's CRD rules.
+pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
+    let mut errs = Errors::default();
+    validate_object_name(nc.metadata.name.as_deref(), &mut errs);
+    let s = &nc.spec;
+
+    // Subnets.
+    if s.subnet_selector_terms.is_empty() {
+        errs.push("spec.subnetSelectorTerms", "required: at least one subnet selector term");
+    } else if s.subnet_selector_terms.len() > MAX_SELECTOR_TERMS {
+        errs.push("spec.subnetSelectorTerms", format!("at most {MAX_SELECTOR_TERMS} terms are allowed"));
+    }
+    for (i, t) in s.subnet_selector_terms.iter().enumerate() {
+        let p = format!("spec.subnetSelectorTerms[{i}]");
+        match (t.tags.is_empty(), t.id.is_some()) {
+            (true, false) => errs.push(&p, "expected at least one, got none, ['tags', 'id']"),
+            (false, true) => errs.push(
+                format!("{p}.id"),
+                "'id' is mutually exclusive, cannot be set with a combination of other fields in subnetSelectorTerms",
+            ),
+            _ => {}
+        }
+        check_id(&t.id, "subnet-", &format!("{p}.id"), &mut errs);
+        validate_tag_map(&t.tags, &format!("{p}.tags"), &mut errs);
+    }
+
+    // Security groups.
+    if s.security_group_selector_terms.is_empty() {
+        errs.push("spec.securityGroupSelectorTerms", "required: at least one security group selector term");
+    } else if s.security_group_selector_terms.len() > MAX_SELECTOR_TERMS {
+        errs.push("spec.securityGroupSelectorTerms", format!("at most {MAX_SELECTOR_TERMS} terms are allowed"));
+    }
+    for (i, t) in s.security_group_selector_terms.iter().enumerate() {
+        let p = format!("spec.securityGroupSelectorTerms[{i}]");
+        let count = [!t.tags.is_empty(), t.id.is_some(), t.name.is_some()].iter().filter(|b| **b).count();
+        if count == 0 {
+            errs.push(&p, "expected at least one, got none, ['tags', 'id', 'name']");
+        } else if count > 1 {
+            if t.id.is_some() {
+                errs.push(
+                    format!("{p}.id"),
+                    "'id' is mutually exclusive, cannot be set with a combination of other fields in securityGroupSelectorTerms",
+                );
+            }
+            if t.name.is_some() {
+                errs.push(
+                    format!("{p}.name"),
+                    "'name' is mutually exclusive, cannot be set with a combination of other fields in securityGroupSelectorTerms",
+                );
+            }
+        }
+        check_id(&t.id, "sg-", &format!("{p}.id"), &mut errs);
+        validate_tag_map(&t.tags, &format!("{p}.tags"), &mut errs);
+    }
+
+    // Capacity reservations.
+    if s.capacity_reservation_selector_terms.len() > MAX_SELECTOR_TERMS {
+        errs.push("spec.capacityReservationSelectorTerms", format!("at most {MAX_SELECTOR_TERMS} terms are allowed"));
+    }
+    for (i, t) in s.capacity_reservation_selector_terms.iter().enumerate() {
+        let p = format!("spec.capacityReservationSelectorTerms[{i}]");
+        if t.tags.is_empty() && t.id.is_none() {
+            errs.push(&p, "expected at least one, got none, ['tags', 'id']");
+        }
+        if t.id.is_some() && (!t.tags.is_empty() || t.owner_id.is_some()) {
+            errs.push(
+                format!("{p}.id"),
+                "'id' is mutually exclusive, cannot be set with a combination of other fields in capacityReservationSelectorTerms",
+            );
+        }
+        if let Some(owner) = &t.owner_id
+            && !(owner.len() == 12 && owner.bytes().all(|b| b.is_ascii_digit()))
+        {
+            errs.push(format!("{p}.ownerID"), format!("{owner:?} is not a 12-digit AWS account id"));
+        }
+        check_id(&t.id, "cr-", &format!("{p}.id"), &mut errs);
+        validate_tag_map(&t.tags, &format!("{p}.tags"), &mut errs);
+    }
+
+    // AMIs.
+    if s.ami_selector_terms.is_empty() {
+        errs.push("spec.amiSelectorTerms", "required: at least one AMI selector term (e.g. alias: al2023@latest)");
+    } else if s.ami_selector_terms.len() > MAX_SELECTOR_TERMS {
+        errs.push("spec.amiSelectorTerms", format!("at most {MAX_SELECTOR_TERMS} terms are allowed"));
+    }
+    for (i, t) in s.ami_selector_terms.iter().enumerate() {
+        validate_ami_term(t, &format!("spec.amiSelectorTerms[{i}]"), &mut errs);
+    }
+    let alias = s.ami_selector_terms.iter().find_map(|t| t.alias.as_deref());
+    if alias.is_some() && s.ami_selector_terms.len() > 1 {
+        errs.push(
+            "spec.amiSelectorTerms",
+            "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
+        );
+    }
+    match (alias, s.ami_family) {
+        (None, None) if !s.ami_selector_terms.is_empty() => {
+            errs.push("spec.amiFamily", "amiFamily must be specified when amiSelectorTerms does not contain an alias")
+        }
+        (Some(alias), Some(family)) => {
+            let alias_family = ami_alias_family(alias).and_then(|(f, _)| ami_family_of_alias(f));
+            if let Some(af) = alias_family
+                && family != af
+                && family != AmiFamily::Custom
+            {
+                errs.push(
+                    "spec.amiFamily",
+                    format!("{family:?} does not match the alias family {af:?}: with an alias, amiFamily may only be the alias' family or Custom"),
+                );
+            }
+        }
+        _ => {}
+    }
+
+    // Identity.
+    match (&s.role, &s.instance_profile) {
+        (Some(_), Some(_)) | (None, None) => {
+            errs.push("spec", "must specify exactly one of ['role', 'instanceProfile']");
+        }
+        _ => {}
+    }
+    if s.role.as_deref() == Some("") {
+        errs.push("spec.role", "may not be empty");
+    }
+    if s.instance_profile.as_deref() == Some("") {
+        errs.push("spec.instanceProfile", "may not be empty");
+    }
+
+    // Tags.
+    for k in s.tags.keys() {
+        let p = format!("spec.tags[{k}]");
+        if k.is_empty() {
+            errs.push(&p, "empty tag keys aren't supported");
+        } else if RESTRICTED_TAG_KEYS.contains(&k.as_str()) || k.starts_with(RESTRICTED_TAG_PREFIX) {
+            let what = if k.starts_with(RESTRICTED_TAG_PREFIX) { "kubernetes.io/cluster/" } else { k.as_str() };
+            errs.push(&p, format!("tag contains a restricted tag matching {what}"));
+        }
+    }
+
+    if let Some(k) = &s.kubelet {
+        validate_kubelet(k, "spec.kubelet", &mut errs);
+    }
+    validate_block_device_mappings(&s.block_device_mappings, "spec.blockDeviceMappings", &mut errs);
+    if let Some(m) = &s.metadata_options {
+        validate_metadata_options(m, "spec.metadataOptions", &mut errs);
+    }
+    errs.0
+}
