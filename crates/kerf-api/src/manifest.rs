@@ -90,38 +90,95 @@ pub fn decode<T: DeserializeOwned>(doc: &Value) -> Result<T, FieldError> {
     })
 }
 
-/// Decodes, and when decoding fails keeps going by removing each offending field and decoding
-/// again, so that one run reports every decode problem rather than only the first.
-/// Returns the decoded object (when the document decodes once the bad fields are gone) and the
-/// problems with the paths of the removed fields.
+/// Decodes, and when decoding fails keeps going by removing each offending field (or, when the
+/// field is required, the object holding it) and decoding again, so that one run reports every
+/// decode problem rather than only the first.
+///
+/// Returns the decoded object (once the bad parts are gone), the problems (paths in the
+/// document's own coordinates), and the paths of what was removed.
 fn decode_all<T: DeserializeOwned>(doc: &Value) -> (Option<T>, Vec<FieldError>, Vec<String>) {
-    const MAX_ROUNDS: usize = 50;
+    const MAX_ROUNDS: usize = 100;
     let mut work = doc.clone();
-    let mut errors = Vec::new();
+    let mut errors: Vec<FieldError> = Vec::new();
+    // Original-coordinate paths of removed fields and list elements.
     let mut removed: Vec<String> = Vec::new();
+    // For each list (original-coordinate path), the original indices of removed elements.
+    let mut removed_elems: Vec<(String, Vec<usize>)> = Vec::new();
     for _ in 0..MAX_ROUNDS {
-        match serde_path_to_error::deserialize::<_, T>(&work) {
+        let err = match serde_path_to_error::deserialize::<_, T>(&work) {
             Ok(v) => return (Some(v), errors, removed),
-            Err(e) => {
-                let segments: Vec<Segment> = e.path().iter().cloned().collect();
-                let path = path_string(e.path());
-                let message = e.into_inner().to_string();
-                // A field we removed may have been required: that is a consequence, not a problem.
-                let consequence = message.starts_with("missing field")
-                    && removed.iter().any(|r| parent_of(r).is_some_and(|p| p == path));
-                if !consequence {
-                    errors.push(FieldError::new(path.clone(), message));
+            Err(e) => e,
+        };
+        let mut segments: Vec<Segment> = err.path().iter().cloned().collect();
+        let message = err.into_inner().to_string();
+        let (path, _) = original_path(&segments, &removed_elems);
+        // A required field we removed is now missing: remove the object that holds it instead.
+        let consequence =
+            message.starts_with("missing field") && removed.iter().any(|r| parent_of(r).as_deref() == Some(&path));
+        if !consequence {
+            errors.push(FieldError::new(path, message));
+        }
+        if segments.is_empty() {
+            return (None, errors, removed);
+        }
+        if consequence {
+            // `segments` points at the object itself; drop it whole.
+        } else if matches!(segments.last(), Some(Segment::Unknown | Segment::Enum { .. })) {
+            segments.pop();
+        }
+        let (path, seq_info) = original_path(&segments, &removed_elems);
+        if !remove_at(&mut work, &segments) {
+            return (None, errors, removed);
+        }
+        if let Some((list_path, original_index)) = seq_info {
+            match removed_elems.iter_mut().find(|(p, _)| *p == list_path) {
+                Some((_, v)) => v.push(original_index),
+                None => removed_elems.push((list_path, vec![original_index])),
+            }
+        }
+        removed.push(path);
+    }
+    (None, errors, removed)
+}
+
+/// The path of `segments` (positions in the edited document) in the original document's
+/// coordinates, and, when the last segment is a list element, that list's path and the
+/// element's original index.
+fn original_path(segments: &[Segment], removed_elems: &[(String, Vec<usize>)]) -> (String, Option<(String, usize)>) {
+    let mut path = String::new();
+    let mut last_seq = None;
+    for seg in segments {
+        last_seq = None;
+        match seg {
+            Segment::Seq { index } => {
+                let gone: &[usize] =
+                    removed_elems.iter().find(|(p, _)| *p == path).map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+                // The index-th element that was not removed.
+                let original = (0..).filter(|i| !gone.contains(i)).nth(*index).unwrap_or(*index);
+                last_seq = Some((path.clone(), original));
+                path.push_str(&format!("[{original}]"));
+            }
+            Segment::Map { key } => {
+                if !path.is_empty() {
+                    path.push('.');
                 }
-                // Removing a list element would shift the indices of later ones: stop there.
-                let removable = matches!(segments.last(), Some(Segment::Map { .. }));
-                if consequence || !removable || !remove_at(&mut work, &segments) {
-                    return (None, errors, removed);
+                path.push_str(key);
+            }
+            Segment::Enum { variant } => {
+                if !path.is_empty() {
+                    path.push('.');
                 }
-                removed.push(path);
+                path.push_str(variant);
+            }
+            Segment::Unknown => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push('?');
             }
         }
     }
-    (None, errors, removed)
+    (path, last_seq)
 }
 
 /// `a.b[0].c` → `a.b[0]`; `a.b[0]` → `a.b`; `a` → ``.
@@ -148,6 +205,10 @@ fn remove_at(v: &mut Value, segments: &[Segment]) -> bool {
     }
     match (last, cur) {
         (Segment::Map { key }, Value::Mapping(m)) => m.remove(key.as_str()).is_some(),
+        (Segment::Seq { index }, Value::Sequence(s)) if *index < s.len() => {
+            s.remove(*index);
+            true
+        }
         _ => false,
     }
 }
@@ -224,9 +285,10 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
     };
     let mut errors = decode_errors;
     if let Some(obj) = &object {
-        // Fields removed to get past decode errors are not checked again: a rule on them, or on
-        // their siblings, would report consequences of the removal.
-        let affected: Vec<String> = removed.iter().filter_map(|r| parent_of(r)).collect();
+        // What was removed to get past decode errors is not checked again (its absence would be
+        // reported as a second problem), nor are lists that lost elements (their indices moved).
+        let mut affected = removed.clone();
+        affected.extend(removed.iter().filter(|r| r.ends_with(']')).filter_map(|r| parent_of(r)));
         let mut checked = obj.validate();
         checked.extend(raw_pattern_errors(doc, kind));
         for e in checked {
