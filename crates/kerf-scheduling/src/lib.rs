@@ -7,8 +7,13 @@
 
 pub mod instance;
 pub mod model;
+pub mod pod;
+pub mod predicates;
 pub mod requirements;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use instance::{InstanceType, Offering};
 pub use model::{ExistingNode, NewNodeClaim, NodePoolInput, Placement, PodError, SchedulingInput, SchedulingResult};
+pub use predicates::{ClusterView, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};

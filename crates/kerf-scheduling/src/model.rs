@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, ResourceList, Taint};
 
 use crate::instance::InstanceType;
+use crate::requirements::Requirements;
 
 /// Everything one scheduling pass looks at. Built by the caller from cluster state.
 #[derive(Debug, Clone, Default)]
@@ -22,6 +23,13 @@ pub struct SchedulingInput {
     pub daemonset_pods: Vec<Arc<Pod>>,
     /// The pending pods to place, in any order.
     pub pods: Vec<Arc<Pod>>,
+    /// Where each PersistentVolumeClaim's volume can be used, keyed `namespace/claim`: the bound
+    /// PersistentVolume's node affinity terms, or for an unbound WaitForFirstConsumer claim its
+    /// StorageClass's allowedTopologies terms. The terms are alternatives; claims not listed
+    /// do not constrain placement.
+    pub volume_requirements: BTreeMap<String, Vec<Requirements>>,
+    /// Labels of each namespace, for pod affinity terms with a namespaceSelector.
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A NodePool and what it can launch.

@@ -1,0 +1,575 @@
+//! kube-scheduler's filters for placing a pod on an existing node, and its preferences for
+//! ranking the nodes that pass. The simulator's kube-scheduler stand-in binds pods with these, and
+//! the provisioning Scheduler uses them for existing nodes, so both agree on what fits.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::resources::PODS;
+use kerf_api::{ResourceList, TaintEffect};
+
+use crate::model::ExistingNode;
+use crate::pod::{self, AffinityTerm, HostPort, PodAffinities, SpreadConstraint};
+use crate::requirements::{Requirement, Requirements};
+
+pub use crate::pod::pod_requests;
+
+/// Why a pod does not fit a node, in kube-scheduler's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfit {
+    pub reason: String,
+}
+
+impl Unfit {
+    fn new(reason: impl Into<String>) -> Self {
+        Unfit { reason: reason.into() }
+    }
+}
+
+impl fmt::Display for Unfit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+pub const UNSCHEDULABLE: &str = "node(s) were unschedulable";
+pub const NODE_NAME: &str = "node(s) didn't match the requested node name";
+pub const NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
+pub const HOST_PORTS: &str = "node(s) didn't have free ports for the requested pod ports";
+pub const VOLUME_ZONE: &str = "node(s) had volume node affinity conflict";
+pub const SPREAD: &str = "node(s) didn't match pod topology spread constraints";
+pub const SPREAD_MISSING_LABEL: &str = "node(s) didn't match pod topology spread constraints (missing required label)";
+pub const POD_AFFINITY: &str = "node(s) didn't match pod affinity rules";
+pub const POD_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
+pub const EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing pods anti-affinity rules";
+
+/// Existing nodes with their pods, and the bookkeeping the filters need.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterView {
+    nodes: Vec<ExistingNode>,
+    /// Sum of the requests of each node's pods.
+    requested: Vec<ResourceList>,
+    ports: Vec<Vec<HostPort>>,
+    /// Pods with required anti-affinity: (node index, their terms).
+    anti: Vec<(usize, Vec<AffinityTerm>)>,
+    volumes: BTreeMap<String, Vec<Requirements>>,
+    namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// What the filters computed once for a pod, to check it against every node (kube-scheduler's
+/// PreFilter state).
+#[derive(Debug, Clone)]
+pub struct PreparedPod<'p> {
+    pod: &'p Pod,
+    requests: ResourceList,
+    node_terms: Vec<Requirements>,
+    name_fields: Vec<Option<Requirement>>,
+    ports: Vec<HostPort>,
+    volume_terms: Vec<Vec<Requirements>>,
+    spread: Vec<SpreadState>,
+    affinity: PodAffinities,
+    /// Per required affinity term: pods matching all terms, per topology value.
+    affinity_counts: Vec<BTreeMap<String, i64>>,
+    matches_own_affinity: bool,
+    /// Per required anti-affinity term: topology values holding a matching pod.
+    anti_domains: Vec<BTreeSet<String>>,
+    /// (key, value) domains where an existing pod's anti-affinity rejects this pod.
+    existing_anti: BTreeSet<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+struct SpreadState {
+    constraint: SpreadConstraint,
+    counts: BTreeMap<String, i64>,
+    /// The least count over eligible domains; `None` when there is no eligible domain.
+    min: Option<i64>,
+    self_match: i64,
+}
+
+impl ClusterView {
+    pub fn new(nodes: Vec<ExistingNode>) -> Self {
+        let mut v = ClusterView { nodes: Vec::new(), ..Default::default() };
+        for n in nodes {
+            let pods = n.pods.clone();
+            let idx = v.nodes.len();
+            v.nodes.push(ExistingNode { pods: Vec::new(), ..n });
+            v.requested.push(ResourceList::new());
+            v.ports.push(Vec::new());
+            for p in pods {
+                v.add_pod(idx, p);
+            }
+        }
+        v
+    }
+
+    /// Volume topology (`namespace/claim` → alternative requirements), for the volume zone filter.
+    pub fn with_volumes(mut self, volumes: BTreeMap<String, Vec<Requirements>>) -> Self {
+        self.volumes = volumes;
+        self
+    }
+
+    /// Namespace labels, for pod affinity terms with a namespaceSelector.
+    pub fn with_namespace_labels(mut self, labels: BTreeMap<String, BTreeMap<String, String>>) -> Self {
+        self.namespace_labels = labels;
+        self
+    }
+
+    pub fn nodes(&self) -> &[ExistingNode] {
+        &self.nodes
+    }
+
+    /// What the pods on `node` request in total.
+    pub fn requested(&self, node: usize) -> &ResourceList {
+        &self.requested[node]
+    }
+
+    /// Records a pod bound (or nominated) to `node`.
+    pub fn add_pod(&mut self, node: usize, pod: Arc<Pod>) {
+        self.requested[node].add(&pod_requests(&pod));
+        self.ports[node].extend(pod::host_ports(&pod));
+        let terms = pod::pod_affinities(&pod).required_anti;
+        if !terms.is_empty() {
+            self.anti.push((node, terms));
+        }
+        self.nodes[node].pods.push(pod);
+    }
+
+    /// Every kube-scheduler filter for `pod` on node `node`.
+    pub fn check(&self, pod: &Pod, node: usize) -> Result<(), Unfit> {
+        self.check_prepared(&self.prepare(pod), node)
+    }
+
+    /// The nodes `pod` fits, by index.
+    pub fn feasible_nodes(&self, pod: &Pod) -> Vec<usize> {
+        let p = self.prepare(pod);
+        (0..self.nodes.len()).filter(|i| self.check_prepared(&p, *i).is_ok()).collect()
+    }
+
+    /// Computes what the filters need for `pod` once (counts for spread and affinity).
+    pub fn prepare<'p>(&self, pod: &'p Pod) -> PreparedPod<'p> {
+        let node_terms = pod::required_node_terms(pod);
+        let name_fields = pod::required_node_name_fields(pod);
+        let volume_terms = pod::volume_claims(pod).iter().filter_map(|c| self.volumes.get(c).cloned()).collect();
+        let tols = pod::tolerations(pod);
+        let constraints: Vec<SpreadConstraint> = pod::spread_constraints(pod).into_iter().filter(|c| c.hard).collect();
+        let mut spread: Vec<SpreadState> = constraints
+            .into_iter()
+            .map(|c| SpreadState {
+                self_match: i64::from(c.counts(pod)),
+                constraint: c,
+                counts: BTreeMap::new(),
+                min: None,
+            })
+            .collect();
+        if !spread.is_empty() {
+            for (i, n) in self.nodes.iter().enumerate() {
+                // kube-scheduler counts only nodes carrying every topology key of the pod.
+                if !spread.iter().all(|s| n.labels.contains_key(&s.constraint.topology_key)) {
+                    continue;
+                }
+                let affinity_ok = self.node_affinity_ok(&node_terms, &name_fields, i);
+                let taints_ok = pod::untolerated_taint_with(tols, &n.taints, false).is_none();
+                for s in spread.iter_mut() {
+                    if (s.constraint.honor_node_affinity && !affinity_ok)
+                        || (s.constraint.honor_node_taints && !taints_ok)
+                    {
+                        continue;
+                    }
+                    let value = &n.labels[&s.constraint.topology_key];
+                    let count = n.pods.iter().filter(|p| is_live(p) && s.constraint.counts(p)).count() as i64;
+                    *s.counts.entry(value.clone()).or_insert(0) += count;
+                }
+            }
+            for s in spread.iter_mut() {
+                let mut min = s.counts.values().copied().min();
+                if let Some(md) = s.constraint.min_domains
+                    && (s.counts.len() as i64) < i64::from(md)
+                {
+                    min = Some(0);
+                }
+                s.min = min;
+            }
+        }
+        let affinity = pod::pod_affinities(pod);
+        let mut affinity_counts = vec![BTreeMap::new(); affinity.required.len()];
+        let mut anti_domains = vec![BTreeSet::new(); affinity.required_anti.len()];
+        if !affinity.required.is_empty() || !affinity.required_anti.is_empty() {
+            for n in &self.nodes {
+                for p in n.pods.iter().filter(|p| is_live(p)) {
+                    if !affinity.required.is_empty()
+                        && affinity.required.iter().all(|t| t.matches(p, &self.namespace_labels))
+                    {
+                        for (t, counts) in affinity.required.iter().zip(affinity_counts.iter_mut()) {
+                            if let Some(v) = n.labels.get(&t.topology_key) {
+                                *counts.entry(v.clone()).or_insert(0) += 1;
+                            }
+                        }
+                    }
+                    for (t, domains) in affinity.required_anti.iter().zip(anti_domains.iter_mut()) {
+                        if let Some(v) = n.labels.get(&t.topology_key)
+                            && t.matches(p, &self.namespace_labels)
+                        {
+                            domains.insert(v.clone());
+                        }
+                    }
+                }
+            }
+        }
+        let matches_own_affinity = affinity.required.iter().all(|t| t.matches(pod, &self.namespace_labels));
+        let mut existing_anti = BTreeSet::new();
+        for (node, terms) in &self.anti {
+            let n = &self.nodes[*node];
+            for t in terms {
+                if let Some(v) = n.labels.get(&t.topology_key)
+                    && t.matches(pod, &self.namespace_labels)
+                {
+                    existing_anti.insert((t.topology_key.clone(), v.clone()));
+                }
+            }
+        }
+        PreparedPod {
+            pod,
+            requests: pod_requests(pod),
+            node_terms,
+            name_fields,
+            ports: pod::host_ports(pod),
+            volume_terms,
+            spread,
+            affinity,
+            affinity_counts,
+            matches_own_affinity,
+            anti_domains,
+            existing_anti,
+        }
+    }
+
+    fn node_affinity_ok(&self, terms: &[Requirements], name_fields: &[Option<Requirement>], node: usize) -> bool {
+        let n = &self.nodes[node];
+        terms.iter().enumerate().any(|(i, t)| {
+            t.matches(&n.labels) && name_fields.get(i).and_then(Option::as_ref).is_none_or(|f| f.has(&n.name))
+        })
+    }
+
+    /// The filters, in kube-scheduler's order, for a prepared pod.
+    pub fn check_prepared(&self, p: &PreparedPod<'_>, node: usize) -> Result<(), Unfit> {
+        let n = self.nodes.get(node).ok_or_else(|| Unfit::new("node does not exist"))?;
+        let tols = pod::tolerations(p.pod);
+        let spec = p.pod.spec.as_ref();
+        if !n.schedulable
+            && !tols.iter().any(|t| {
+                pod::tolerates(
+                    t,
+                    &kerf_api::Taint::new(
+                        kerf_api::labels::NODE_UNSCHEDULABLE_TAINT_KEY,
+                        None,
+                        TaintEffect::NoSchedule,
+                    ),
+                )
+            })
+        {
+            return Err(Unfit::new(UNSCHEDULABLE));
+        }
+        if let Some(name) = spec.and_then(|s| s.node_name.as_deref())
+            && !name.is_empty()
+            && name != n.name
+        {
+            return Err(Unfit::new(NODE_NAME));
+        }
+        if let Some(t) = pod::untolerated_taint_with(tols, &n.taints, false) {
+            return Err(Unfit::new(format!("node(s) had untolerated taint {}", pod::taint_message(t))));
+        }
+        if !self.node_affinity_ok(&p.node_terms, &p.name_fields, node) {
+            return Err(Unfit::new(NODE_AFFINITY));
+        }
+        if p.ports.iter().any(|a| self.ports[node].iter().any(|b| a.conflicts(b))) {
+            return Err(Unfit::new(HOST_PORTS));
+        }
+        self.check_resources(&p.requests, node)?;
+        if !p.volume_terms.iter().all(|alts| alts.iter().any(|r| r.matches(&n.labels))) {
+            return Err(Unfit::new(VOLUME_ZONE));
+        }
+        for s in &p.spread {
+            let Some(value) = n.labels.get(&s.constraint.topology_key) else {
+                return Err(Unfit::new(SPREAD_MISSING_LABEL));
+            };
+            let Some(min) = s.min else { continue };
+            let count = s.counts.get(value).copied().unwrap_or(0);
+            if count + s.self_match - min > i64::from(s.constraint.max_skew) {
+                return Err(Unfit::new(SPREAD));
+            }
+        }
+        if n.labels.iter().any(|(k, v)| p.existing_anti.contains(&(k.clone(), v.clone()))) {
+            return Err(Unfit::new(EXISTING_ANTI_AFFINITY));
+        }
+        for (t, domains) in p.affinity.required_anti.iter().zip(&p.anti_domains) {
+            if n.labels.get(&t.topology_key).is_some_and(|v| domains.contains(v)) {
+                return Err(Unfit::new(POD_ANTI_AFFINITY));
+            }
+        }
+        if !p.affinity.required.is_empty() {
+            let pods_exist = p.affinity.required.iter().zip(&p.affinity_counts).all(|(t, counts)| {
+                n.labels.get(&t.topology_key).is_some_and(|v| counts.get(v).is_some_and(|c| *c > 0))
+            });
+            let none_anywhere = p.affinity_counts.iter().all(BTreeMap::is_empty);
+            if !pods_exist && !(none_anywhere && p.matches_own_affinity) {
+                return Err(Unfit::new(POD_AFFINITY));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_resources(&self, requests: &ResourceList, node: usize) -> Result<(), Unfit> {
+        let n = &self.nodes[node];
+        let used = &self.requested[node];
+        for (k, q) in requests.iter() {
+            if q.is_zero() {
+                continue;
+            }
+            if used.get(k).saturating_add(q) > n.allocatable.get(k) {
+                return Err(Unfit::new(if k == PODS {
+                    "Too many pods".to_string()
+                } else {
+                    format!("Insufficient {k}")
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// How much `pod` prefers `node` (higher is better): preferred node affinity weights that
+    /// match, plus preferred pod affinity weight × matching pods in the node's domain, minus the
+    /// same for preferred anti-affinity, minus matching pods in the node's domain for each
+    /// ScheduleAnyway spread constraint, minus 100 per untolerated PreferNoSchedule taint.
+    pub fn preference_score(&self, pod: &Pod, node: usize) -> i64 {
+        let Some(n) = self.nodes.get(node) else { return i64::MIN };
+        let mut score: i64 = 0;
+        for (w, req) in pod::preferred_node_terms(pod) {
+            if req.matches(&n.labels) {
+                score += i64::from(w);
+            }
+        }
+        let aff = pod::pod_affinities(pod);
+        let domain_count = |key: &str, pred: &dyn Fn(&Pod) -> bool| -> i64 {
+            let Some(v) = n.labels.get(key) else { return 0 };
+            self.nodes
+                .iter()
+                .filter(|m| m.labels.get(key) == Some(v))
+                .flat_map(|m| m.pods.iter())
+                .filter(|p| is_live(p) && pred(p))
+                .count() as i64
+        };
+        for t in &aff.preferred {
+            score += i64::from(t.weight) * domain_count(&t.topology_key, &|p| t.matches(p, &self.namespace_labels));
+        }
+        for t in &aff.preferred_anti {
+            score -= i64::from(t.weight) * domain_count(&t.topology_key, &|p| t.matches(p, &self.namespace_labels));
+        }
+        for c in pod::spread_constraints(pod).iter().filter(|c| !c.hard) {
+            score -= domain_count(&c.topology_key, &|p| c.counts(p));
+        }
+        let tols = pod::tolerations(pod);
+        score -= 100
+            * n.taints
+                .iter()
+                .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tols.iter().any(|tol| pod::tolerates(tol, t)))
+                .count() as i64;
+        score
+    }
+}
+
+/// Pods being deleted no longer count in spread or affinity.
+fn is_live(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::*;
+    use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+    use kerf_api::Taint;
+
+    const Z: &str = "topology.kubernetes.io/zone";
+
+    fn three_zone_nodes() -> Vec<ExistingNode> {
+        ["a", "b", "c"]
+            .iter()
+            .map(|z| node(&format!("n-{z}"), &[(Z, z)], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "10")]))
+            .collect()
+    }
+
+    fn reason(r: Result<(), Unfit>) -> String {
+        r.err().map(|u| u.reason).unwrap_or_else(|| "fits".into())
+    }
+
+    #[test]
+    fn resources_include_pod_count_and_extended_resources() {
+        let mut n = node("n", &[], &[("cpu", "2"), ("memory", "4Gi"), ("pods", "1")]);
+        n.pods.push(pod("existing").cpu("1500m").build());
+        let v = ClusterView::new(vec![n]);
+        assert_eq!(reason(v.check(&pod("p").cpu("1").build(), 0)), "Insufficient cpu");
+        let v = ClusterView::new(vec![node("n", &[], &[("cpu", "2"), ("pods", "1")])]);
+        assert_eq!(
+            reason(v.check(&pod("p").request("vpc.amazonaws.com/pod-eni", "1").build(), 0)),
+            "Insufficient vpc.amazonaws.com/pod-eni"
+        );
+        let mut v = ClusterView::new(vec![node("n", &[], &[("cpu", "2"), ("pods", "1")])]);
+        v.add_pod(0, pod("x").build());
+        assert_eq!(reason(v.check(&pod("p").build(), 0)), "Too many pods");
+    }
+
+    #[test]
+    fn node_selector_and_required_affinity_terms_are_alternatives() {
+        let v = ClusterView::new(three_zone_nodes());
+        let p = pod("p").required_term(&[(Z, "In", &["a"])]).required_term(&[(Z, "In", &["c"])]).build();
+        assert_eq!(v.feasible_nodes(&p), vec![0, 2]);
+        let p = pod("p").node_selector(Z, "b").build();
+        assert_eq!(v.feasible_nodes(&p), vec![1]);
+        assert_eq!(reason(v.check(&p, 0)), NODE_AFFINITY);
+    }
+
+    #[test]
+    fn untolerated_no_schedule_and_no_execute_taints_block_prefer_no_schedule_does_not() {
+        let mut nodes = three_zone_nodes();
+        nodes[0].taints.push(Taint::new("dedicated", Some("gpu"), TaintEffect::NoSchedule));
+        nodes[1].taints.push(Taint::new("evict", None, TaintEffect::NoExecute));
+        nodes[2].taints.push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
+        let v = ClusterView::new(nodes);
+        let p = pod("p").build();
+        assert_eq!(reason(v.check(&p, 0)), "node(s) had untolerated taint {dedicated: gpu}");
+        assert_eq!(reason(v.check(&p, 1)), "node(s) had untolerated taint {evict: }");
+        assert!(v.check(&p, 2).is_ok());
+        let tolerant = pod("p").toleration("dedicated", Some("gpu"), Some("NoSchedule")).build();
+        assert!(v.check(&tolerant, 0).is_ok());
+        assert!(v.preference_score(&p, 2) < v.preference_score(&tolerant, 0));
+    }
+
+    #[test]
+    fn unschedulable_nodes_and_host_ports() {
+        let mut nodes = three_zone_nodes();
+        nodes[0].schedulable = false;
+        let mut v = ClusterView::new(nodes);
+        v.add_pod(1, pod("web").host_port(80).build());
+        let p = pod("p").host_port(80).build();
+        assert_eq!(reason(v.check(&p, 0)), UNSCHEDULABLE);
+        assert_eq!(reason(v.check(&p, 1)), HOST_PORTS);
+        assert!(v.check(&p, 2).is_ok());
+    }
+
+    #[test]
+    fn zone_spread_with_max_skew_1_rejects_the_fuller_zone() {
+        let mut v = ClusterView::new(three_zone_nodes());
+        v.add_pod(0, pod("w1").label("app", "w").build());
+        v.add_pod(1, pod("w2").label("app", "w").build());
+        let p = pod("p").label("app", "w").spread(Z, 1, &[("app", "w")]).build();
+        assert_eq!(v.feasible_nodes(&p), vec![2]);
+        assert_eq!(reason(v.check(&p, 0)), SPREAD);
+    }
+
+    #[test]
+    fn spread_min_domains_not_met_treats_the_minimum_as_zero() {
+        // Two zones only, one pod in each; minDomains 3 makes the global minimum 0, so skew 1+1.
+        let mut v = ClusterView::new(three_zone_nodes()[..2].to_vec());
+        v.add_pod(0, pod("w1").label("app", "w").build());
+        v.add_pod(1, pod("w2").label("app", "w").build());
+        let c = TopologySpreadConstraint {
+            topology_key: Z.into(),
+            max_skew: 1,
+            min_domains: Some(3),
+            when_unsatisfiable: "DoNotSchedule".into(),
+            label_selector: Some(selector(&[("app", "w")])),
+            ..Default::default()
+        };
+        let p = pod("p").label("app", "w").spread_with(c.clone()).build();
+        assert!(v.feasible_nodes(&p).is_empty());
+        let p = pod("p").label("app", "w").spread_with(TopologySpreadConstraint { min_domains: None, ..c }).build();
+        assert_eq!(v.feasible_nodes(&p), vec![0, 1]);
+    }
+
+    #[test]
+    fn node_affinity_policy_honor_ignores_unreachable_domains_ignore_counts_them() {
+        // Zone c has no matching pods but the pod cannot go there (node selector): with Honor it
+        // does not pull the minimum down, with Ignore it does.
+        let mut nodes = three_zone_nodes();
+        nodes[0].labels.insert("pool".into(), "x".into());
+        nodes[1].labels.insert("pool".into(), "x".into());
+        let mut v = ClusterView::new(nodes);
+        v.add_pod(0, pod("w1").label("app", "w").build());
+        let c = TopologySpreadConstraint {
+            topology_key: Z.into(),
+            max_skew: 1,
+            when_unsatisfiable: "DoNotSchedule".into(),
+            label_selector: Some(selector(&[("app", "w")])),
+            ..Default::default()
+        };
+        let honor = pod("p").label("app", "w").node_selector("pool", "x").spread_with(c.clone()).build();
+        assert_eq!(v.feasible_nodes(&honor), vec![1]);
+        v.add_pod(1, pod("w2").label("app", "w").build());
+        assert_eq!(v.feasible_nodes(&honor), vec![0, 1]);
+        let ignore = pod("p")
+            .label("app", "w")
+            .node_selector("pool", "x")
+            .spread_with(TopologySpreadConstraint { node_affinity_policy: Some("Ignore".into()), ..c })
+            .build();
+        assert!(v.feasible_nodes(&ignore).is_empty());
+    }
+
+    #[test]
+    fn node_without_the_topology_key_fails_spread() {
+        let v = ClusterView::new(vec![node("bare", &[], &[("cpu", "1"), ("pods", "5")])]);
+        let p = pod("p").label("app", "w").spread(Z, 1, &[("app", "w")]).build();
+        assert_eq!(reason(v.check(&p, 0)), SPREAD_MISSING_LABEL);
+    }
+
+    #[test]
+    fn pod_affinity_first_pod_may_go_anywhere_then_follows() {
+        let mut v = ClusterView::new(three_zone_nodes());
+        let p = pod("p").label("app", "db").pod_affinity(Z, &[("app", "db")]).build();
+        assert_eq!(v.feasible_nodes(&p), vec![0, 1, 2]);
+        v.add_pod(1, pod("db-0").label("app", "db").build());
+        assert_eq!(v.feasible_nodes(&p), vec![1]);
+        assert_eq!(reason(v.check(&p, 0)), POD_AFFINITY);
+        // Not matching its own term: with no match anywhere nothing fits.
+        let other = ClusterView::new(three_zone_nodes());
+        let q = pod("q").label("app", "web").pod_affinity(Z, &[("app", "db")]).build();
+        assert!(other.feasible_nodes(&q).is_empty());
+    }
+
+    #[test]
+    fn anti_affinity_both_directions() {
+        let mut v = ClusterView::new(three_zone_nodes());
+        v.add_pod(0, pod("a").label("app", "a").anti_affinity(Z, &[("app", "b")]).build());
+        let b = pod("b").label("app", "b").build();
+        assert_eq!(reason(v.check(&b, 0)), EXISTING_ANTI_AFFINITY);
+        assert!(v.check(&b, 1).is_ok());
+        let c = pod("c").label("app", "c").anti_affinity(Z, &[("app", "a")]).build();
+        assert_eq!(reason(v.check(&c, 0)), POD_ANTI_AFFINITY);
+        assert_eq!(v.feasible_nodes(&c), vec![1, 2]);
+        // Other namespaces are not matched by default.
+        let d = pod("d").namespace("other").label("app", "b").build();
+        assert!(v.check(&d, 0).is_ok());
+    }
+
+    #[test]
+    fn volume_zone_conflict() {
+        let mut vols = BTreeMap::new();
+        vols.insert(
+            "default/data".to_string(),
+            vec![Requirements::from_node_selector(&[req(Z, kerf_api::Operator::In, &["b"])])],
+        );
+        let v = ClusterView::new(three_zone_nodes()).with_volumes(vols);
+        let p = pod("p").pvc("data").build();
+        assert_eq!(v.feasible_nodes(&p), vec![1]);
+        assert_eq!(reason(v.check(&p, 0)), VOLUME_ZONE);
+    }
+
+    #[test]
+    fn preferred_node_affinity_scores_matching_nodes_higher() {
+        let v = ClusterView::new(three_zone_nodes());
+        let p = pod("p").preferred_term(10, &[(Z, "In", &["b"])]).preferred_term(5, &[(Z, "In", &["c"])]).build();
+        let scores: Vec<i64> = (0..3).map(|i| v.preference_score(&p, i)).collect();
+        assert_eq!(scores, vec![0, 10, 5]);
+    }
+}
