@@ -1,0 +1,421 @@
+//! The NodeClaim lifecycle: launch, registration, initialization, liveness, and removal.
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kerf_api::nodeclaim::{
+    CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_READY, CONDITION_REGISTERED, NodeClaimStatus,
+};
+use kerf_api::shared::set_condition;
+use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
+use kerf_cloud::{CloudError, CloudProvider, Timestamp};
+
+use crate::api::{ClusterApi, EventRecord, Object};
+use crate::manager::{ControllerError, LAUNCH_RETRY_AFTER, Manager, Pass};
+use crate::util;
+
+/// Taints the kubelet or node lifecycle controller put on a node that is not ready yet.
+const EPHEMERAL_TAINTS: &[&str] = &[
+    labels::NODE_NOT_READY_TAINT_KEY,
+    labels::NODE_UNREACHABLE_TAINT_KEY,
+    labels::UNREGISTERED_TAINT_KEY,
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
+
+fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER)
+}
+
+fn add_finalizer(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    let fs = meta.finalizers.get_or_insert_with(Vec::new);
+    if !fs.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
+        fs.push(labels::TERMINATION_FINALIZER.to_string());
+    }
+}
+
+fn remove_finalizer(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    if let Some(fs) = meta.finalizers.as_mut() {
+        fs.retain(|f| f != labels::TERMINATION_FINALIZER);
+    }
+}
+
+fn same_taint(a: &Taint, b: &Taint) -> bool {
+    a.key == b.key && a.effect == b.effect
+}
+
+fn conditions(claim: &NodeClaim) -> &[kerf_api::Condition] {
+    claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default()
+}
+
+fn created_at(claim: &NodeClaim) -> Option<Timestamp> {
+    claim.metadata.creation_timestamp.as_ref().map(|t| t.0)
+}
+
+/// The node as registration leaves it: the claim's labels and taints synced on, the
+/// unregistered taint off, the termination finalizer and an owner reference to the claim on.
+fn registered_node(node: &Node, claim: &NodeClaim) -> Node {
+    let mut node = node.clone();
+    let node_labels = node.metadata.labels.get_or_insert_with(Default::default);
+    for (k, v) in claim.metadata.labels.iter().flatten() {
+        node_labels.insert(k.clone(), v.clone());
+    }
+    node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
+    add_finalizer(&mut node.metadata);
+    let owners = node.metadata.owner_references.get_or_insert_with(Vec::new);
+    if !owners.iter().any(|o| o.kind == kerf_api::nodeclaim::KIND && o.name == claim.name()) {
+        owners.push(OwnerReference {
+            api_version: kerf_api::nodeclaim::API_VERSION.to_string(),
+            kind: kerf_api::nodeclaim::KIND.to_string(),
+            name: claim.name().to_string(),
+            uid: claim.metadata.uid.clone().unwrap_or_default(),
+            block_owner_deletion: Some(true),
+            controller: None,
+        });
+    }
+    let sync_taints = !claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.get(labels::DO_NOT_SYNC_TAINTS).map(String::as_str) == Some("true"));
+    let spec = node.spec.get_or_insert_with(Default::default);
+    let mut taints: Vec<Taint> = spec
+        .taints
+        .iter()
+        .flatten()
+        .filter_map(Taint::from_core)
+        .filter(|t| t.key != labels::UNREGISTERED_TAINT_KEY)
+        .collect();
+    if sync_taints {
+        for t in claim.spec.taints.iter().chain(&claim.spec.startup_taints) {
+            if !taints.iter().any(|x| same_taint(x, t)) {
+                taints.push(t.clone());
+            }
+        }
+    }
+    // Keep taints with effects kerf does not model as they were.
+    let unknown = spec.taints.iter().flatten().filter(|t| TaintEffect::parse(&t.effect).is_none()).cloned();
+    let mut core: Vec<_> = taints.iter().map(Taint::to_core).collect();
+    core.extend(unknown);
+    spec.taints = (!core.is_empty()).then_some(core);
+    node
+}
+
+/// Why a registered node is not initialized yet, if it is not.
+fn not_initialized_because(node: &Node, claim: &NodeClaim) -> Option<String> {
+    if !util::node_ready(node) {
+        return Some("node is not ready".to_string());
+    }
+    let taints = util::node_taints(node);
+    if let Some(t) = taints.iter().find(|t| claim.spec.startup_taints.iter().any(|s| same_taint(s, t))) {
+        return Some(format!("startup taint {t} is still on the node"));
+    }
+    if let Some(t) = taints.iter().find(|t| EPHEMERAL_TAINTS.contains(&t.key.as_str())) {
+        return Some(format!("taint {t} is still on the node"));
+    }
+    let allocatable = util::node_allocatable(node);
+    let requested = claim.spec.resources.requests.iter().filter(|(k, q)| util::is_extended_resource(k) && !q.is_zero());
+    for (name, _) in requested {
+        if allocatable.get(name).is_zero() {
+            return Some(format!("resource {name} is not registered"));
+        }
+    }
+    None
+}
+
+impl<P: CloudProvider> Manager<P> {
+    pub(crate) async fn reconcile_claims<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        let names: Vec<String> = self.state.node_claims().keys().cloned().collect();
+        for name in names {
+            let Some(claim) = self.state.node_claim(&name).cloned() else { continue };
+            if claim.metadata.deletion_timestamp.is_some() {
+                self.finalize_claim(api, pass, claim).await?;
+            } else if !claim.is_condition_true(CONDITION_LAUNCHED) {
+                self.launch(api, pass, claim).await?;
+            } else if !claim.is_condition_true(CONDITION_REGISTERED) {
+                self.register(api, pass, claim).await?;
+            } else if !claim.is_condition_true(CONDITION_INITIALIZED) {
+                self.initialize(api, pass, claim).await?;
+            }
+        }
+        self.reconcile_deleting_nodes(api, pass).await
+    }
+
+    async fn launch<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        claim: NodeClaim,
+    ) -> Result<(), ControllerError> {
+        let name = claim.name().to_string();
+        if let Some(created) = created_at(&claim) {
+            let deadline = util::after(created, self.options.registration_ttl);
+            if pass.now >= deadline {
+                tracing::info!(NodeClaim = %name, "deleting nodeclaim: not launched within the registration ttl");
+                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+                return Ok(());
+            }
+        }
+        if let Some(&retry) = self.launch_retry.get(&name) {
+            if pass.now < retry {
+                pass.wake_at(retry);
+                return Ok(());
+            }
+            self.launch_retry.remove(&name);
+        }
+        let mut claim = claim;
+        if !has_finalizer(&claim.metadata) {
+            add_finalizer(&mut claim.metadata);
+            let Some(updated) = pass.soft("adding finalizer", api.update(claim).await)? else { return Ok(()) };
+            self.state.record(updated.clone().into_any());
+            claim = updated;
+        }
+        match self.cloud.create(&claim).await {
+            Ok(launched) => self.record_launch(api, pass, claim, launched).await,
+            Err(CloudError::InsufficientCapacity(msg)) => {
+                tracing::error!(NodeClaim = %name, error = %format!("insufficient capacity: {msg}"), "failed launching nodeclaim");
+                api.record_event(EventRecord {
+                    kind: kerf_api::nodeclaim::KIND,
+                    name: name.clone(),
+                    type_: "Warning",
+                    reason: "InsufficientCapacityError".to_string(),
+                    message: format!("NodeClaim {name} event: creating instance, insufficient capacity, {msg}"),
+                })
+                .await;
+                // The provider marked the offering unavailable: delete the claim so its pods are
+                // provisioned again against the remaining offerings.
+                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(NodeClaim = %name, error = %e, "failed launching nodeclaim");
+                let mut status = claim.status.clone().unwrap_or_default();
+                set_condition(
+                    &mut status.conditions,
+                    util::condition(CONDITION_LAUNCHED, false, "LaunchFailed", &e.to_string(), pass.now),
+                );
+                if claim.status.as_ref() != Some(&status) {
+                    claim.status = Some(status);
+                    if let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? {
+                        self.state.record(updated.into_any());
+                    }
+                }
+                let retry = util::after(pass.now, LAUNCH_RETRY_AFTER);
+                self.launch_retry.insert(name, retry);
+                pass.wake_at(retry);
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes what the cloud launched onto the claim: its labels (instance type, zone, capacity
+    /// type) and its status (provider ID, capacity, allocatable), Launched=True.
+    async fn record_launch<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        mut claim: NodeClaim,
+        launched: NodeClaim,
+    ) -> Result<(), ControllerError> {
+        let before = claim.metadata.labels.clone();
+        let claim_labels = claim.metadata.labels.get_or_insert_with(Default::default);
+        for (k, v) in launched.metadata.labels.iter().flatten() {
+            claim_labels.insert(k.clone(), v.clone());
+        }
+        if claim.metadata.labels != before {
+            let Some(updated) = pass.soft("labelling nodeclaim", api.update(claim).await)? else { return Ok(()) };
+            claim = updated;
+        }
+        let mut status: NodeClaimStatus = launched.status.clone().unwrap_or_default();
+        let mut conds = claim.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+        set_condition(&mut conds, util::condition(CONDITION_LAUNCHED, true, "Launched", "", pass.now));
+        status.conditions = conds;
+        claim.status = Some(status);
+        let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? else {
+            return Ok(());
+        };
+        let l = updated.metadata.labels.clone().unwrap_or_default();
+        let get = |k: &str| l.get(k).cloned().unwrap_or_default();
+        tracing::info!(
+            NodeClaim = %updated.name(),
+            provider_id = %updated.provider_id().unwrap_or_default(),
+            instance_type = %get(labels::INSTANCE_TYPE),
+            zone = %get(labels::ZONE),
+            capacity_type = %get(labels::CAPACITY_TYPE),
+            allocatable = %updated.status.as_ref().map(|s| s.allocatable.to_string()).unwrap_or_default(),
+            "launched nodeclaim"
+        );
+        pass.wake_after(self.options.registration_ttl);
+        self.state.record(updated.into_any());
+        Ok(())
+    }
+
+    async fn register<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        claim: NodeClaim,
+    ) -> Result<(), ControllerError> {
+        let name = claim.name().to_string();
+        let Some(node) = self.state.node_for_claim(&claim).cloned() else {
+            // Liveness: a launched claim whose node never joins is deleted.
+            let launched_at = util::true_since(conditions(&claim), CONDITION_LAUNCHED).unwrap_or(pass.now);
+            let deadline = util::after(launched_at, self.options.registration_ttl);
+            if pass.now >= deadline {
+                tracing::info!(
+                    NodeClaim = %name,
+                    ttl = ?self.options.registration_ttl,
+                    "deleting nodeclaim: node did not register within the registration ttl"
+                );
+                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+            } else {
+                pass.wake_at(deadline);
+            }
+            return Ok(());
+        };
+        if node.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        let synced = registered_node(&node, &claim);
+        if synced != node {
+            let Some(updated) = pass.soft("registering node", api.update(synced).await)? else { return Ok(()) };
+            self.state.record(updated.into_any());
+        }
+        let mut claim = claim;
+        let status = claim.status.get_or_insert_with(Default::default);
+        status.node_name = Some(node_name.clone());
+        set_condition(&mut status.conditions, util::condition(CONDITION_REGISTERED, true, "Registered", "", pass.now));
+        let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? else {
+            return Ok(());
+        };
+        tracing::info!(NodeClaim = %name, Node = %node_name, "registered nodeclaim");
+        self.state.record(updated.clone().into_any());
+        // The node may already be ready: initialize in the same pass.
+        self.initialize(api, pass, updated).await
+    }
+
+    async fn initialize<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        claim: NodeClaim,
+    ) -> Result<(), ControllerError> {
+        let Some(node) = self.state.node_for_claim(&claim).cloned() else { return Ok(()) };
+        if node.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        if let Some(why) = not_initialized_because(&node, &claim) {
+            tracing::debug!(NodeClaim = %claim.name(), reason = %why, "nodeclaim not initialized yet");
+            return Ok(());
+        }
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        let allocatable = util::node_allocatable(&node);
+        if node.metadata.labels.as_ref().and_then(|l| l.get(labels::INITIALIZED)).map(String::as_str) != Some("true") {
+            let mut labelled = node;
+            labelled
+                .metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(labels::INITIALIZED.to_string(), "true".to_string());
+            let Some(updated) = pass.soft("labelling node initialized", api.update(labelled).await)? else {
+                return Ok(());
+            };
+            self.state.record(updated.into_any());
+        }
+        let mut claim = claim;
+        let status = claim.status.get_or_insert_with(Default::default);
+        set_condition(
+            &mut status.conditions,
+            util::condition(CONDITION_INITIALIZED, true, "Initialized", "", pass.now),
+        );
+        set_condition(&mut status.conditions, util::condition(CONDITION_READY, true, "Ready", "", pass.now));
+        let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? else {
+            return Ok(());
+        };
+        tracing::info!(NodeClaim = %updated.name(), Node = %node_name, allocatable = %allocatable, "initialized nodeclaim");
+        self.state.record(updated.into_any());
+        Ok(())
+    }
+
+    /// A claim being deleted: cordon and delete its node, terminate the instance, then let the
+    /// claim go. (Draining belongs to the termination controller.)
+    async fn finalize_claim<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        claim: NodeClaim,
+    ) -> Result<(), ControllerError> {
+        if !has_finalizer(&claim.metadata) {
+            return Ok(());
+        }
+        let name = claim.name().to_string();
+        if let Some(node) = self.state.node_for_claim(&claim).cloned() {
+            let node_name = node.metadata.name.clone().unwrap_or_default();
+            let mut released = node.clone();
+            released.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+            remove_finalizer(&mut released.metadata);
+            if released != node {
+                let Some(updated) = pass.soft("releasing node", api.update(released).await)? else { return Ok(()) };
+                self.state.record(updated.into_any());
+            }
+            if node.metadata.deletion_timestamp.is_none() {
+                pass.soft("deleting node", api.delete::<Node>(None, &node_name).await)?;
+            }
+        }
+        if claim.provider_id().is_some() {
+            match self.cloud.delete(&claim).await {
+                Ok(()) | Err(CloudError::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::error!(NodeClaim = %name, error = %e, "failed terminating instance");
+                    pass.wake_after(LAUNCH_RETRY_AFTER);
+                    return Ok(());
+                }
+            }
+        }
+        let mut released = claim;
+        remove_finalizer(&mut released.metadata);
+        if let Some(gone) = pass.soft("removing nodeclaim finalizer", api.update(released).await)? {
+            tracing::info!(NodeClaim = %name, "deleted nodeclaim");
+            // Deleting and without finalizers: the API server has removed it.
+            self.state.forget(&gone.into_any());
+            self.launch_retry.remove(&name);
+        }
+        Ok(())
+    }
+
+    /// Nodes being deleted that carry kerf's finalizer: delete their claim (whose removal then
+    /// terminates the instance), or release the node when it has no claim.
+    async fn reconcile_deleting_nodes<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        let deleting: Vec<Node> = self
+            .state
+            .nodes()
+            .values()
+            .filter(|n| n.metadata.deletion_timestamp.is_some() && has_finalizer(&n.metadata))
+            .cloned()
+            .collect();
+        for node in deleting {
+            match self.state.claim_for_node(&node) {
+                Some(claim) if claim.metadata.deletion_timestamp.is_none() => {
+                    let name = claim.name().to_string();
+                    pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+                }
+                Some(_) => {}
+                None => {
+                    let mut released = node;
+                    remove_finalizer(&mut released.metadata);
+                    if let Some(updated) = pass.soft("releasing node", api.update(released).await)? {
+                        self.state.record(updated.into_any());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

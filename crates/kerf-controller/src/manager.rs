@@ -1,0 +1,178 @@
+//! The controller manager: feeds watch events into cluster state and runs every controller
+//! once per `reconcile`, returning when it must run again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kerf_cloud::{CloudError, CloudProvider, Timestamp};
+
+use crate::api::{AnyObject, ApiError, ClusterApi, WatchEvent};
+use crate::state::{ClusterState, ObjectKey};
+use crate::util::{self, SplitMix64};
+
+/// Tunables of the controllers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// A provisioning batch closes after this long without a new pending pod.
+    pub batch_idle: Duration,
+    /// ... or after this long in total.
+    pub batch_max: Duration,
+    /// A launched NodeClaim whose Node has not registered after this long is deleted.
+    pub registration_ttl: Duration,
+    /// Seeds NodeClaim name suffixes.
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            batch_idle: Duration::from_secs(1),
+            batch_max: Duration::from_secs(10),
+            registration_ttl: Duration::from_secs(15 * 60),
+            seed: 0,
+        }
+    }
+}
+
+/// A failure the controllers cannot work around by retrying later.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ControllerError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+}
+
+/// How long to wait before retrying a write that lost a race (conflict, not found).
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How long to wait before retrying a launch that failed for a reason other than capacity.
+pub(crate) const LAUNCH_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// The provisioning batch window (see [`Options::batch_idle`], [`Options::batch_max`]).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Batch {
+    /// When the open window started; `None` when no window is open.
+    pub started: Option<Timestamp>,
+    /// When the last new pending pod was seen.
+    pub last_trigger: Option<Timestamp>,
+    /// Provisionable pods already seen: only new ones (re)open a window.
+    pub seen: BTreeSet<ObjectKey>,
+    /// Something other than a pod changed that may let pending pods fit (a NodePool, a node
+    /// class, a claim or node went away): re-run even without new pods.
+    pub dirty: bool,
+}
+
+/// Per-reconcile bookkeeping.
+#[derive(Debug)]
+pub(crate) struct Pass {
+    pub now: Timestamp,
+    pub wake: Option<Timestamp>,
+}
+
+impl Pass {
+    pub fn wake_at(&mut self, t: Timestamp) {
+        self.wake = util::earliest(self.wake, Some(t));
+    }
+
+    pub fn wake_after(&mut self, d: Duration) {
+        let t = util::after(self.now, d);
+        self.wake_at(t);
+    }
+
+    /// Turns a write that lost a race into a retry; any other API error is fatal.
+    pub fn soft<T>(&mut self, what: &str, r: Result<T, ApiError>) -> Result<Option<T>, ControllerError> {
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(e @ (ApiError::Conflict { .. } | ApiError::NotFound { .. } | ApiError::AlreadyExists { .. })) => {
+                tracing::debug!(error = %e, "{what}: retrying");
+                self.wake_after(RETRY_AFTER);
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Runs kerf's controllers against a cluster API and a cloud provider.
+pub struct Manager<P: CloudProvider> {
+    pub(crate) cloud: P,
+    pub(crate) options: Options,
+    pub(crate) state: ClusterState,
+    pub(crate) rng: SplitMix64,
+    pub(crate) batch: Batch,
+    /// Pod → the in-flight NodeClaim it is expected to land on. Such pods are not provisioned
+    /// again while the claim launches.
+    pub(crate) nominations: BTreeMap<ObjectKey, String>,
+    /// NodeClaim → earliest time to retry a failed launch.
+    pub(crate) launch_retry: BTreeMap<String, Timestamp>,
+    /// NodePool → why its instance types could not be listed on the last provisioning pass.
+    pub(crate) pool_errors: BTreeMap<String, String>,
+}
+
+impl<P: CloudProvider> Manager<P> {
+    pub fn new(cloud: P, options: Options) -> Self {
+        let rng = SplitMix64::new(options.seed);
+        Manager {
+            cloud,
+            options,
+            state: ClusterState::new(),
+            rng,
+            batch: Batch::default(),
+            nominations: BTreeMap::new(),
+            launch_retry: BTreeMap::new(),
+            pool_errors: BTreeMap::new(),
+        }
+    }
+
+    /// Feed every watch event (in order) before calling [`Manager::reconcile`].
+    pub fn observe(&mut self, event: &WatchEvent) {
+        match event {
+            WatchEvent::Applied(obj) => {
+                if matches!(obj, AnyObject::NodePool(_) | AnyObject::EC2NodeClass(_)) {
+                    self.batch.dirty = true;
+                }
+            }
+            WatchEvent::Deleted(obj) => {
+                if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::Node(_) | AnyObject::Pod(_)) {
+                    self.batch.dirty = true;
+                }
+                if let AnyObject::NodeClaim(c) = obj {
+                    self.launch_retry.remove(c.name());
+                }
+            }
+        }
+        self.state.apply(event);
+    }
+
+    /// Runs every controller once at `now`; returns the earliest time it must run again even if
+    /// nothing changes (`None`: only on change).
+    pub async fn reconcile<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>, ControllerError> {
+        let mut pass = Pass { now, wake: None };
+        self.reconcile_static_pools(api, &mut pass).await?;
+        self.provision(api, &mut pass).await?;
+        self.reconcile_claims(api, &mut pass).await?;
+        self.reconcile_pool_status(api, &mut pass).await?;
+        Ok(pass.wake)
+    }
+
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
+    pub fn cloud(&self) -> &P {
+        &self.cloud
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Pods nominated to in-flight NodeClaims: `(namespace, name)` → claim name.
+    pub fn nominations(&self) -> &BTreeMap<ObjectKey, String> {
+        &self.nominations
+    }
+}

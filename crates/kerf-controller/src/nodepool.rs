@@ -1,0 +1,132 @@
+//! NodePool controllers: static capacity (`spec.replicas`) and status (resources, node count,
+//! readiness).
+
+use std::collections::BTreeMap;
+
+use kerf_api::nodeclaim::{CONDITION_INITIALIZED, CONDITION_LAUNCHED};
+use kerf_api::nodepool::NodePoolStatus;
+use kerf_api::shared::set_condition;
+use kerf_api::{NodeClaim, NodePool, Operator, ResourceList, labels};
+use kerf_cloud::CloudProvider;
+use kerf_scheduling::Requirements;
+
+use crate::api::{ClusterApi, Object};
+use crate::manager::{ControllerError, Manager, Pass};
+use crate::provisioner::first_five;
+use crate::util;
+
+/// Which of a static pool's claims to remove first: ones that have not launched, then ones not
+/// initialized, then those with the fewest pods, newest name last as a tie-break.
+fn removal_order(a: &(bool, bool, usize, String), b: &(bool, bool, usize, String)) -> std::cmp::Ordering {
+    a.cmp(b)
+}
+
+impl<P: CloudProvider> Manager<P> {
+    /// Pools with `spec.replicas` keep exactly that many NodeClaims, whatever the pods need.
+    pub(crate) async fn reconcile_static_pools<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        let pools: Vec<NodePool> = self
+            .state
+            .node_pools()
+            .values()
+            .filter(|p| p.spec.replicas.is_some() && p.metadata.deletion_timestamp.is_none())
+            .cloned()
+            .collect();
+        for pool in pools {
+            let want = pool.spec.replicas.unwrap_or(0).max(0) as usize;
+            let live: Vec<&NodeClaim> =
+                self.state.claims_of_pool(pool.name()).filter(|c| c.metadata.deletion_timestamp.is_none()).collect();
+            let have = live.len();
+            if have > want {
+                let mut order: Vec<(bool, bool, usize, String)> = live
+                    .iter()
+                    .map(|c| {
+                        let pods = self
+                            .state
+                            .node_for_claim(c)
+                            .and_then(|n| n.metadata.name.as_deref())
+                            .map(|n| self.state.pods_on_node(n).filter(|p| !util::pod_terminal(p)).count())
+                            .unwrap_or(0);
+                        (
+                            c.is_condition_true(CONDITION_LAUNCHED),
+                            c.is_condition_true(CONDITION_INITIALIZED),
+                            pods,
+                            c.name().to_string(),
+                        )
+                    })
+                    .collect();
+                order.sort_by(removal_order);
+                for (_, _, _, name) in order.into_iter().take(have - want) {
+                    tracing::info!(NodePool = %pool.name(), NodeClaim = %name, replicas = want, "deleting nodeclaim: above the pool's replicas");
+                    pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+                }
+            }
+            for _ in have..want {
+                let mut reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
+                reqs.add(labels::NODE_POOL, kerf_scheduling::Requirement::new(Operator::In, &[pool.name()]));
+                let extra: BTreeMap<String, String> = reqs.single_valued_labels();
+                let spec = &pool.spec.template.spec;
+                let claim = self.claim_from_pool(
+                    &pool,
+                    reqs.to_node_selector(),
+                    &extra,
+                    (spec.taints.clone(), spec.startup_taints.clone()),
+                    ResourceList::new(),
+                );
+                let Some(created) = pass.soft("creating nodeclaim", api.create(claim).await)? else { break };
+                tracing::info!(
+                    NodePool = %pool.name(),
+                    NodeClaim = %created.name(),
+                    requests = %ResourceList::new(),
+                    instance_types = %first_five(&[]),
+                    replicas = want,
+                    "created nodeclaim"
+                );
+                self.state.record(created.into_any());
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes each pool's status: the capacity of its launched claims, their count, and Ready.
+    pub(crate) async fn reconcile_pool_status<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        let pools: Vec<NodePool> =
+            self.state.node_pools().values().filter(|p| p.metadata.deletion_timestamp.is_none()).cloned().collect();
+        for mut pool in pools {
+            let mut resources = ResourceList::new();
+            let mut nodes = 0i64;
+            for claim in self.state.claims_of_pool(pool.name()) {
+                if claim.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                if let Some(s) = claim.status.as_ref().filter(|s| !s.capacity.is_empty()) {
+                    resources.add(&s.capacity);
+                    nodes += 1;
+                }
+            }
+            let mut status: NodePoolStatus = pool.status.clone().unwrap_or_default();
+            status.resources = resources;
+            status.nodes = Some(nodes);
+            let ready = match self.pool_errors.get(pool.name()) {
+                Some(err) => util::condition("Ready", false, "NodeClassNotReady", err, pass.now),
+                None => util::condition("Ready", true, "Ready", "", pass.now),
+            };
+            set_condition(&mut status.conditions, ready);
+            if pool.status.as_ref() == Some(&status) {
+                continue;
+            }
+            pool.status = Some(status);
+            if let Some(updated) = pass.soft("updating nodepool status", api.update_status(pool).await)? {
+                self.state.record(updated.into_any());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,499 @@
+//! The provisioner: batches pods kube-scheduler could not place, runs the scheduling core
+//! against existing nodes, in-flight NodeClaims and NodePools, and creates NodeClaims.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kerf_api::nodeclaim::{NodeClaimSpec, ResourceRequirements};
+use kerf_api::{NodeClaim, NodePool, NodeSelectorRequirementWithMinValues, ResourceList, Taint, labels};
+use kerf_cloud::CloudProvider;
+use kerf_scheduling::{
+    ExistingNode, InstanceType, NewNodeClaim, NodePoolInput, Requirements, SchedulingInput, SchedulingResult,
+};
+
+use crate::api::{ClusterApi, EventRecord, Object};
+use crate::manager::{ControllerError, Manager, Pass};
+use crate::state::{ClusterState, ObjectKey};
+use crate::util;
+
+/// Runs the scheduling core.
+// Interim until `kerf_scheduling::schedule` lands: every pod is reported unplaceable.
+fn run_scheduler(input: &SchedulingInput) -> SchedulingResult {
+    let error = kerf_scheduling::PodError {
+        reason: "Unschedulable".to_string(),
+        message: "the scheduling core is not available in this build".to_string(),
+    };
+    SchedulingResult { errors: (0..input.pods.len()).map(|i| (i, error.clone())).collect(), ..Default::default() }
+}
+
+/// Instance types per NodePool, fetched once per provisioning pass.
+pub(crate) type TypesByPool = BTreeMap<String, Vec<Arc<InstanceType>>>;
+
+/// `a, b, c, d, e and 7 other(s)`: the first five names of a list, as log lines show them.
+pub(crate) fn first_five(names: &[String]) -> String {
+    let shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 5 { format!("{shown} and {} other(s)", names.len() - 5) } else { shown }
+}
+
+fn pod_name(key: &ObjectKey) -> String {
+    format!("{}/{}", key.0, key.1)
+}
+
+/// The type a not-yet-launched claim will most likely become: the first (cheapest) type its
+/// `node.kubernetes.io/instance-type` requirement names that the pool offers, else the cheapest
+/// available type of the pool whose labels the claim's requirements allow.
+pub(crate) fn likely_type<'a>(claim: &NodeClaim, types: &'a [Arc<InstanceType>]) -> Option<&'a Arc<InstanceType>> {
+    if let Some(req) = claim
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == labels::INSTANCE_TYPE && r.operator == kerf_api::Operator::In && !r.values.is_empty())
+    {
+        let by_name: BTreeMap<&str, &Arc<InstanceType>> = types.iter().map(|t| (t.name.as_str(), t)).collect();
+        if let Some(t) = req.values.iter().find_map(|v| by_name.get(v.as_str()).copied()) {
+            return Some(t);
+        }
+    }
+    let reqs = Requirements::from_node_selector(&claim.spec.requirements);
+    types
+        .iter()
+        .filter(|t| reqs.iter().all(|(k, r)| t.labels.get(k).is_none_or(|v| r.matches(Some(v)))))
+        .filter_map(|t| t.cheapest_available().map(|o| (o.price, t)))
+        .min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)))
+        .map(|(_, t)| t)
+}
+
+/// Labels a claim's node will carry: its own labels plus single-valued requirements.
+pub(crate) fn claim_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
+    let mut out = Requirements::from_node_selector(&claim.spec.requirements).single_valued_labels();
+    for (k, v) in claim.metadata.labels.iter().flatten() {
+        out.insert(k.clone(), v.clone());
+    }
+    out
+}
+
+/// A claim is in flight until it is initialized; deleting claims are not (they take no pods).
+pub(crate) fn in_flight(claim: &NodeClaim) -> bool {
+    claim.metadata.deletion_timestamp.is_none() && !claim.is_condition_true(kerf_api::nodeclaim::CONDITION_INITIALIZED)
+}
+
+impl<P: CloudProvider> Manager<P> {
+    /// Pods kube-scheduler marked unschedulable that kerf should provision for.
+    fn provisionable_pods(&self) -> Vec<(ObjectKey, Arc<Pod>)> {
+        self.state
+            .unbound_pods()
+            .filter(|(k, p)| {
+                p.metadata.deletion_timestamp.is_none()
+                    && util::marked_unschedulable(p)
+                    && !util::owned_by_daemonset(p)
+                    && !self.nominations.contains_key(*k)
+            })
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect()
+    }
+
+    /// Drops nominations that no longer hold: the pod is bound or gone, the claim is gone or
+    /// deleting, or the claim's node has been initialized for a full batch window (the pod
+    /// should have been bound by then; if not, it is provisioned again).
+    fn expire_nominations(&mut self, pass: &mut Pass) {
+        let grace = self.options.batch_max;
+        let state = &self.state;
+        let mut wake = None;
+        self.nominations.retain(|(ns, name), claim_name| {
+            let Some(pod) = state.pod(ns, name) else { return false };
+            if util::pod_node_name(pod).is_some()
+                || util::pod_terminal(pod)
+                || pod.metadata.deletion_timestamp.is_some()
+            {
+                return false;
+            }
+            let Some(claim) = state.node_claim(claim_name) else { return false };
+            if claim.metadata.deletion_timestamp.is_some() {
+                return false;
+            }
+            let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+            match util::true_since(conditions, kerf_api::nodeclaim::CONDITION_INITIALIZED) {
+                Some(since) => {
+                    let expires = util::after(since, grace);
+                    if pass.now >= expires {
+                        return false;
+                    }
+                    wake = util::earliest(wake, Some(expires));
+                    true
+                }
+                None => true,
+            }
+        });
+        if let Some(w) = wake {
+            pass.wake_at(w);
+        }
+    }
+
+    /// Instance types of every live NodePool (static ones too: their in-flight claims need a
+    /// likely type). Pools whose types cannot be listed are left out, with a warning.
+    pub(crate) async fn instance_types_by_pool(&mut self) -> TypesByPool {
+        let mut out = TypesByPool::new();
+        self.pool_errors.clear();
+        for (name, pool) in self.state.node_pools() {
+            if pool.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            match self.cloud.instance_types(pool, self.state.node_class_for(pool)).await {
+                Ok(types) => {
+                    out.insert(name.clone(), types);
+                }
+                Err(e) => {
+                    tracing::warn!(NodePool = %name, error = %e, "skipping nodepool: cannot list instance types");
+                    self.pool_errors.insert(name.clone(), e.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    pub(crate) async fn provision<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
+        self.expire_nominations(pass);
+        let pending = self.provisionable_pods();
+        let keys: BTreeSet<ObjectKey> = pending.iter().map(|(k, _)| k.clone()).collect();
+        let has_new = keys.iter().any(|k| !self.batch.seen.contains(k));
+        self.batch.seen = keys;
+        if pending.is_empty() {
+            self.batch.started = None;
+            self.batch.last_trigger = None;
+            self.batch.dirty = false;
+            return Ok(());
+        }
+        if has_new || self.batch.dirty {
+            self.batch.dirty = false;
+            self.batch.started.get_or_insert(pass.now);
+            self.batch.last_trigger = Some(pass.now);
+        }
+        let (Some(started), Some(last)) = (self.batch.started, self.batch.last_trigger) else {
+            // No open window: these pods were already tried and nothing changed since.
+            return Ok(());
+        };
+        let closes = util::after(last, self.options.batch_idle).min(util::after(started, self.options.batch_max));
+        if pass.now < closes {
+            pass.wake_at(closes);
+            return Ok(());
+        }
+        self.batch.started = None;
+        self.batch.last_trigger = None;
+
+        let names: Vec<String> = pending.iter().map(|(k, _)| pod_name(k)).collect();
+        tracing::info!(pods = %first_five(&names), count = pending.len(), "found provisionable pod(s)");
+
+        let types = self.instance_types_by_pool().await;
+        let input = self.scheduling_input(&pending, &types);
+        let result = run_scheduler(&input);
+        self.apply_scheduling_result(api, pass, &pending, &input, result).await
+    }
+
+    /// Builds the scheduling core's input from cluster state.
+    pub(crate) fn scheduling_input(&self, pending: &[(ObjectKey, Arc<Pod>)], types: &TypesByPool) -> SchedulingInput {
+        let state = &self.state;
+        let node_pools = state
+            .node_pools()
+            .iter()
+            .filter(|(_, p)| p.metadata.deletion_timestamp.is_none() && p.spec.replicas.is_none())
+            .filter_map(|(name, pool)| {
+                let its = types.get(name)?;
+                Some(NodePoolInput {
+                    node_pool: Arc::new(pool.clone()),
+                    instance_types: its.clone(),
+                    in_use: self.pool_usage(name, types),
+                })
+            })
+            .collect();
+
+        let mut nominated: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
+        for ((ns, name), claim) in &self.nominations {
+            if let Some(pod) = state.pod(ns, name) {
+                nominated.entry(claim.as_str()).or_default().push(pod.clone());
+            }
+        }
+
+        let mut existing = Vec::new();
+        let mut in_flight_nodes = BTreeSet::new();
+        for (name, claim) in state.node_claims() {
+            if !in_flight(claim) {
+                continue;
+            }
+            existing.push(self.in_flight_node(claim, types, nominated.remove(name.as_str()).unwrap_or_default()));
+            if let Some(node) = state.node_for_claim(claim)
+                && let Some(n) = &node.metadata.name
+            {
+                in_flight_nodes.insert(n.clone());
+            }
+        }
+        for (name, node) in state.nodes() {
+            if in_flight_nodes.contains(name) {
+                continue;
+            }
+            existing.push(self.existing_node(name, node));
+        }
+
+        let daemonset_pods = state
+            .daemonsets()
+            .values()
+            .filter_map(|ds| {
+                let template = ds.spec.as_ref()?.template.clone();
+                let mut metadata = template.metadata.unwrap_or_default();
+                metadata.namespace = ds.metadata.namespace.clone();
+                metadata.name = ds.metadata.name.clone();
+                Some(Arc::new(Pod { metadata, spec: template.spec, status: None }))
+            })
+            .collect();
+
+        SchedulingInput {
+            node_pools,
+            existing_nodes: existing,
+            daemonset_pods,
+            pods: pending.iter().map(|(_, p)| p.clone()).collect(),
+            volume_requirements: self.volume_requirements(),
+            ..SchedulingInput::default()
+        }
+    }
+
+    /// Where each PersistentVolumeClaim's volume can be used: a bound claim's volume node
+    /// affinity, or for an unbound claim of a WaitForFirstConsumer class, the class's allowed
+    /// topologies. Keyed `namespace/claim`.
+    fn volume_requirements(&self) -> BTreeMap<String, Vec<Requirements>> {
+        let state = &self.state;
+        let mut out = BTreeMap::new();
+        for ((ns, name), pvc) in state.pvcs() {
+            let spec = pvc.spec.as_ref();
+            let terms: Vec<Requirements> = match spec.and_then(|s| s.volume_name.as_deref()).filter(|v| !v.is_empty()) {
+                Some(volume) => state
+                    .pvs()
+                    .get(volume)
+                    .and_then(|pv| pv.spec.as_ref()?.node_affinity.as_ref()?.required.as_ref())
+                    .map(|sel| sel.node_selector_terms.iter().map(Requirements::from_node_selector_term).collect())
+                    .unwrap_or_default(),
+                None => spec
+                    .and_then(|s| s.storage_class_name.as_deref())
+                    .and_then(|c| state.storage_classes().get(c))
+                    .filter(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
+                    .and_then(|c| c.allowed_topologies.as_ref())
+                    .map(|terms| {
+                        terms
+                            .iter()
+                            .map(|t| {
+                                let mut reqs = Requirements::new();
+                                for e in t.match_label_expressions.iter().flatten() {
+                                    reqs.add(
+                                        &e.key,
+                                        kerf_scheduling::Requirement::new(kerf_api::Operator::In, &e.values),
+                                    );
+                                }
+                                reqs
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            };
+            if !terms.is_empty() {
+                out.insert(format!("{ns}/{name}"), terms);
+            }
+        }
+        out
+    }
+
+    /// Capacity a pool's claims hold, not-yet-launched claims counted at their likely type.
+    pub(crate) fn pool_usage(&self, pool: &str, types: &TypesByPool) -> ResourceList {
+        let empty = Vec::new();
+        let its = types.get(pool).unwrap_or(&empty);
+        self.state.pool_usage(pool, |c| likely_type(c, its).map(|t| t.capacity.clone()).unwrap_or_default())
+    }
+
+    fn in_flight_node(&self, claim: &NodeClaim, types: &TypesByPool, nominated: Vec<Arc<Pod>>) -> ExistingNode {
+        let state = &self.state;
+        let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).cloned();
+        let node = state.node_for_claim(claim);
+        let mut node_labels = claim_labels(claim);
+        if let Some(n) = node {
+            for (k, v) in n.metadata.labels.iter().flatten() {
+                node_labels.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        node_labels.entry(labels::HOSTNAME.to_string()).or_insert_with(|| claim.name().to_string());
+        let mut allocatable = node.map(util::node_allocatable).unwrap_or_default();
+        if allocatable.is_empty() {
+            allocatable = claim.status.as_ref().map(|s| s.allocatable.clone()).unwrap_or_default();
+        }
+        if allocatable.is_empty() {
+            let empty = Vec::new();
+            let its = pool.as_ref().and_then(|p| types.get(p)).unwrap_or(&empty);
+            allocatable = likely_type(claim, its).map(|t| t.allocatable()).unwrap_or_default();
+        }
+        let mut pods: Vec<Arc<Pod>> = match node.and_then(|n| n.metadata.name.as_deref()) {
+            Some(n) => state.pods_on_node(n).filter(|p| !util::pod_terminal(p)).cloned().collect(),
+            None => Vec::new(),
+        };
+        pods.extend(nominated);
+        ExistingNode {
+            name: claim.name().to_string(),
+            node_pool: pool,
+            labels: node_labels,
+            taints: claim.spec.taints.clone(),
+            allocatable,
+            pods,
+            in_flight: true,
+            schedulable: true,
+        }
+    }
+
+    fn existing_node(&self, name: &str, node: &k8s_openapi::api::core::v1::Node) -> ExistingNode {
+        let state: &ClusterState = &self.state;
+        let node_labels: BTreeMap<String, String> = node.metadata.labels.clone().unwrap_or_default();
+        let claim_deleting = state.claim_for_node(node).is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        ExistingNode {
+            name: name.to_string(),
+            node_pool: node_labels.get(labels::NODE_POOL).cloned(),
+            taints: util::node_taints(node),
+            allocatable: util::node_allocatable(node),
+            pods: state.pods_on_node(name).filter(|p| !util::pod_terminal(p)).cloned().collect(),
+            in_flight: false,
+            schedulable: !cordoned && node.metadata.deletion_timestamp.is_none() && !claim_deleting,
+            labels: node_labels,
+        }
+    }
+
+    async fn apply_scheduling_result<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        pending: &[(ObjectKey, Arc<Pod>)],
+        input: &SchedulingInput,
+        result: SchedulingResult,
+    ) -> Result<(), ControllerError> {
+        // Pods placed on in-flight claims are nominated to them; pods placed on existing nodes
+        // are left to kube-scheduler.
+        let in_flight_names: BTreeSet<&str> =
+            input.existing_nodes.iter().filter(|n| n.in_flight).map(|n| n.name.as_str()).collect();
+        for placement in &result.placements {
+            let Some((key, _)) = pending.get(placement.pod) else { continue };
+            if in_flight_names.contains(placement.node.as_str()) {
+                self.nominate(api, key, &placement.node).await;
+            }
+        }
+
+        if !result.new_node_claims.is_empty() {
+            let pods: usize = result.new_node_claims.iter().map(|c| c.pods.len()).sum();
+            tracing::info!(nodeclaims = result.new_node_claims.len(), pods, "computed new nodeclaim(s) to fit pod(s)");
+        }
+        for new in &result.new_node_claims {
+            let Some(pool) = self.state.node_pool(&new.node_pool).cloned() else { continue };
+            let claim = self.new_claim(&pool, new);
+            let Some(created) = pass.soft("creating nodeclaim", api.create(claim).await)? else { continue };
+            let its: Vec<String> = new.instance_types.iter().map(|t| t.name.clone()).collect();
+            tracing::info!(
+                NodePool = %new.node_pool,
+                NodeClaim = %created.name(),
+                requests = %new.requests,
+                instance_types = %first_five(&its),
+                "created nodeclaim"
+            );
+            let claim_name = created.name().to_string();
+            self.state.record(created.into_any());
+            for &i in &new.pods {
+                if let Some((key, _)) = pending.get(i) {
+                    self.nominate(api, key, &claim_name).await;
+                }
+            }
+        }
+
+        for (i, err) in &result.errors {
+            let Some((key, _)) = pending.get(*i) else { continue };
+            tracing::info!(pod = %pod_name(key), reason = %err.reason, "could not schedule pod: {}", err.message);
+            api.record_event(EventRecord {
+                kind: "Pod",
+                name: pod_name(key),
+                type_: "Warning",
+                reason: "FailedScheduling".to_string(),
+                message: err.message.clone(),
+            })
+            .await;
+        }
+        Ok(())
+    }
+
+    async fn nominate<C: ClusterApi>(&mut self, api: &C, pod: &ObjectKey, claim: &str) {
+        self.nominations.insert(pod.clone(), claim.to_string());
+        api.record_event(EventRecord {
+            kind: "Pod",
+            name: pod_name(pod),
+            type_: "Normal",
+            reason: "Nominated".to_string(),
+            message: format!("Pod should schedule on: nodeclaim/{claim}"),
+        })
+        .await;
+    }
+
+    /// A fresh, unused claim name for a pool: `<pool>-<5 lowercase alnum>`.
+    pub(crate) fn claim_name(&mut self, pool: &str) -> String {
+        loop {
+            let name = format!("{pool}-{}", self.rng.suffix(5));
+            if self.state.node_claim(&name).is_none() {
+                return name;
+            }
+        }
+    }
+
+    /// A NodeClaim for `pool` with the given requirements and requests.
+    pub(crate) fn claim_from_pool(
+        &mut self,
+        pool: &NodePool,
+        requirements: Vec<NodeSelectorRequirementWithMinValues>,
+        extra_labels: &BTreeMap<String, String>,
+        taints: (Vec<Taint>, Vec<Taint>),
+        requests: ResourceList,
+    ) -> NodeClaim {
+        let template = &pool.spec.template;
+        let mut claim_labels = template.metadata.labels.clone();
+        claim_labels.extend(extra_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        claim_labels.insert(labels::NODE_POOL.to_string(), pool.name().to_string());
+        let owner = OwnerReference {
+            api_version: kerf_api::nodepool::API_VERSION.to_string(),
+            kind: kerf_api::nodepool::KIND.to_string(),
+            name: pool.name().to_string(),
+            uid: pool.metadata.uid.clone().unwrap_or_default(),
+            block_owner_deletion: Some(true),
+            controller: None,
+        };
+        NodeClaim {
+            api_version: kerf_api::nodeclaim::API_VERSION.to_string(),
+            kind: kerf_api::nodeclaim::KIND.to_string(),
+            metadata: ObjectMeta {
+                name: Some(self.claim_name(pool.name())),
+                labels: Some(claim_labels),
+                annotations: (!template.metadata.annotations.is_empty()).then(|| template.metadata.annotations.clone()),
+                owner_references: Some(vec![owner]),
+                ..ObjectMeta::default()
+            },
+            spec: NodeClaimSpec {
+                taints: taints.0,
+                startup_taints: taints.1,
+                requirements,
+                resources: ResourceRequirements { requests },
+                node_class_ref: template.spec.node_class_ref.clone(),
+                expire_after: template.spec.expire_after.clone(),
+                termination_grace_period: template.spec.termination_grace_period.clone(),
+            },
+            status: None,
+        }
+    }
+
+    fn new_claim(&mut self, pool: &NodePool, new: &NewNodeClaim) -> NodeClaim {
+        self.claim_from_pool(
+            pool,
+            new.requirements.clone(),
+            &new.labels,
+            (new.taints.clone(), new.startup_taints.clone()),
+            new.requests.clone(),
+        )
+    }
+}

@@ -1,0 +1,336 @@
+//! Cluster state: an index of the objects the controllers read, built from watch events.
+//!
+//! Everything is kept in ordered maps so that iterating it is deterministic.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::{EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
+
+use crate::api::{AnyObject, WatchEvent};
+use crate::util;
+
+/// `(namespace, name)` of a namespaced object.
+pub type ObjectKey = (String, String);
+
+fn key_of(meta: &ObjectMeta) -> ObjectKey {
+    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+}
+
+fn name_of(meta: &ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
+
+/// Whether `incoming` is older than `current` by resourceVersion. Versions that are not
+/// integers are never considered stale (their order is opaque).
+fn is_stale(current: &ObjectMeta, incoming: &ObjectMeta) -> bool {
+    let parse = |m: &ObjectMeta| m.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+    matches!((parse(current), parse(incoming)), (Some(c), Some(i)) if i < c)
+}
+
+fn upsert<V: Clone>(map: &mut BTreeMap<String, V>, obj: &V, meta: impl Fn(&V) -> &ObjectMeta) {
+    let name = name_of(meta(obj));
+    if let Some(cur) = map.get(&name)
+        && is_stale(meta(cur), meta(obj))
+    {
+        return;
+    }
+    map.insert(name, obj.clone());
+}
+
+fn upsert_ns<V: Clone>(map: &mut BTreeMap<ObjectKey, V>, obj: &V, meta: impl Fn(&V) -> &ObjectMeta) {
+    let key = key_of(meta(obj));
+    if let Some(cur) = map.get(&key)
+        && is_stale(meta(cur), meta(obj))
+    {
+        return;
+    }
+    map.insert(key, obj.clone());
+}
+
+/// The controllers' view of the cluster.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterState {
+    nodes: BTreeMap<String, Node>,
+    node_claims: BTreeMap<String, NodeClaim>,
+    pods: BTreeMap<ObjectKey, Arc<Pod>>,
+    pods_by_node: BTreeMap<String, BTreeSet<ObjectKey>>,
+    /// Pods not bound to a node and not terminal.
+    unbound_pods: BTreeSet<ObjectKey>,
+    node_pools: BTreeMap<String, NodePool>,
+    node_classes: BTreeMap<String, EC2NodeClass>,
+    daemonsets: BTreeMap<ObjectKey, DaemonSet>,
+    pdbs: BTreeMap<ObjectKey, PodDisruptionBudget>,
+    pvcs: BTreeMap<ObjectKey, PersistentVolumeClaim>,
+    pvs: BTreeMap<String, PersistentVolume>,
+    storage_classes: BTreeMap<String, StorageClass>,
+    /// providerID → NodeClaim name.
+    claim_by_provider_id: BTreeMap<String, String>,
+    /// providerID → Node name.
+    node_by_provider_id: BTreeMap<String, String>,
+}
+
+impl ClusterState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies one watch event.
+    pub fn apply(&mut self, event: &WatchEvent) {
+        match event {
+            WatchEvent::Applied(obj) => self.upsert(obj),
+            WatchEvent::Deleted(obj) => self.remove(obj),
+        }
+    }
+
+    /// Records an object as written by a controller (the API server's answer), so later steps
+    /// of the same reconcile see it before its watch event arrives.
+    pub fn record(&mut self, obj: AnyObject) {
+        self.upsert(&obj);
+    }
+
+    /// Forgets an object a controller saw disappear.
+    pub fn forget(&mut self, obj: &AnyObject) {
+        self.remove(obj);
+    }
+
+    fn upsert(&mut self, obj: &AnyObject) {
+        match obj {
+            AnyObject::Pod(p) => self.upsert_pod(p),
+            AnyObject::Node(n) => {
+                if let Some(old) = self.nodes.get(&name_of(&n.metadata)) {
+                    if is_stale(&old.metadata, &n.metadata) {
+                        return;
+                    }
+                    if let Some(pid) = util::node_provider_id(old) {
+                        self.node_by_provider_id.remove(pid);
+                    }
+                }
+                if let Some(pid) = util::node_provider_id(n) {
+                    self.node_by_provider_id.insert(pid.to_string(), name_of(&n.metadata));
+                }
+                self.nodes.insert(name_of(&n.metadata), (**n).clone());
+            }
+            AnyObject::NodeClaim(c) => {
+                if let Some(old) = self.node_claims.get(c.name()) {
+                    if is_stale(&old.metadata, &c.metadata) {
+                        return;
+                    }
+                    if let Some(pid) = old.provider_id() {
+                        self.claim_by_provider_id.remove(pid);
+                    }
+                }
+                if let Some(pid) = c.provider_id() {
+                    self.claim_by_provider_id.insert(pid.to_string(), c.name().to_string());
+                }
+                self.node_claims.insert(c.name().to_string(), (**c).clone());
+            }
+            AnyObject::NodePool(p) => upsert(&mut self.node_pools, &**p, |o| &o.metadata),
+            AnyObject::EC2NodeClass(c) => upsert(&mut self.node_classes, &**c, |o| &o.metadata),
+            AnyObject::DaemonSet(d) => upsert_ns(&mut self.daemonsets, &**d, |o| &o.metadata),
+            AnyObject::PodDisruptionBudget(p) => upsert_ns(&mut self.pdbs, &**p, |o| &o.metadata),
+            AnyObject::PersistentVolumeClaim(p) => upsert_ns(&mut self.pvcs, &**p, |o| &o.metadata),
+            AnyObject::PersistentVolume(p) => upsert(&mut self.pvs, &**p, |o| &o.metadata),
+            AnyObject::StorageClass(s) => upsert(&mut self.storage_classes, &**s, |o| &o.metadata),
+        }
+    }
+
+    fn upsert_pod(&mut self, pod: &Pod) {
+        let key = key_of(&pod.metadata);
+        if let Some(old) = self.pods.get(&key) {
+            if is_stale(&old.metadata, &pod.metadata) {
+                return;
+            }
+            self.unindex_pod(&key);
+        }
+        let pod = Arc::new(pod.clone());
+        if let Some(node) = util::pod_node_name(&pod) {
+            self.pods_by_node.entry(node.to_string()).or_default().insert(key.clone());
+        } else if !util::pod_terminal(&pod) {
+            self.unbound_pods.insert(key.clone());
+        }
+        self.pods.insert(key, pod);
+    }
+
+    fn unindex_pod(&mut self, key: &ObjectKey) {
+        let Some(old) = self.pods.get(key) else { return };
+        if let Some(node) = util::pod_node_name(old) {
+            let node = node.to_string();
+            if let Some(set) = self.pods_by_node.get_mut(&node) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.pods_by_node.remove(&node);
+                }
+            }
+        }
+        self.unbound_pods.remove(key);
+    }
+
+    fn remove(&mut self, obj: &AnyObject) {
+        let meta = obj.meta();
+        match obj {
+            AnyObject::Pod(_) => {
+                let key = key_of(meta);
+                self.unindex_pod(&key);
+                self.pods.remove(&key);
+            }
+            AnyObject::Node(_) => {
+                if let Some(old) = self.nodes.remove(&name_of(meta))
+                    && let Some(pid) = util::node_provider_id(&old)
+                {
+                    self.node_by_provider_id.remove(pid);
+                }
+            }
+            AnyObject::NodeClaim(_) => {
+                if let Some(old) = self.node_claims.remove(&name_of(meta))
+                    && let Some(pid) = old.provider_id()
+                {
+                    self.claim_by_provider_id.remove(pid);
+                }
+            }
+            AnyObject::NodePool(_) => {
+                self.node_pools.remove(&name_of(meta));
+            }
+            AnyObject::EC2NodeClass(_) => {
+                self.node_classes.remove(&name_of(meta));
+            }
+            AnyObject::DaemonSet(_) => {
+                self.daemonsets.remove(&key_of(meta));
+            }
+            AnyObject::PodDisruptionBudget(_) => {
+                self.pdbs.remove(&key_of(meta));
+            }
+            AnyObject::PersistentVolumeClaim(_) => {
+                self.pvcs.remove(&key_of(meta));
+            }
+            AnyObject::PersistentVolume(_) => {
+                self.pvs.remove(&name_of(meta));
+            }
+            AnyObject::StorageClass(_) => {
+                self.storage_classes.remove(&name_of(meta));
+            }
+        }
+    }
+
+    // ---- reads ----
+
+    pub fn nodes(&self) -> &BTreeMap<String, Node> {
+        &self.nodes
+    }
+
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    pub fn node_claims(&self) -> &BTreeMap<String, NodeClaim> {
+        &self.node_claims
+    }
+
+    pub fn node_claim(&self, name: &str) -> Option<&NodeClaim> {
+        self.node_claims.get(name)
+    }
+
+    pub fn node_pools(&self) -> &BTreeMap<String, NodePool> {
+        &self.node_pools
+    }
+
+    pub fn node_pool(&self, name: &str) -> Option<&NodePool> {
+        self.node_pools.get(name)
+    }
+
+    pub fn node_classes(&self) -> &BTreeMap<String, EC2NodeClass> {
+        &self.node_classes
+    }
+
+    /// The node class a pool refers to, if it exists.
+    pub fn node_class_for(&self, pool: &NodePool) -> Option<&EC2NodeClass> {
+        self.node_classes.get(&pool.spec.template.spec.node_class_ref.name)
+    }
+
+    pub fn pods(&self) -> &BTreeMap<ObjectKey, Arc<Pod>> {
+        &self.pods
+    }
+
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+        self.pods.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// Pods bound to `node` (terminal ones included; callers filter).
+    pub fn pods_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
+        self.pods_by_node.get(node).into_iter().flatten().filter_map(|k| self.pods.get(k))
+    }
+
+    /// Pods not bound to any node and not terminal, in key order.
+    pub fn unbound_pods(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Pod>)> {
+        self.unbound_pods.iter().filter_map(|k| self.pods.get(k).map(|p| (k, p)))
+    }
+
+    pub fn daemonsets(&self) -> &BTreeMap<ObjectKey, DaemonSet> {
+        &self.daemonsets
+    }
+
+    pub fn pdbs(&self) -> &BTreeMap<ObjectKey, PodDisruptionBudget> {
+        &self.pdbs
+    }
+
+    pub fn pvcs(&self) -> &BTreeMap<ObjectKey, PersistentVolumeClaim> {
+        &self.pvcs
+    }
+
+    pub fn pvs(&self) -> &BTreeMap<String, PersistentVolume> {
+        &self.pvs
+    }
+
+    pub fn storage_classes(&self) -> &BTreeMap<String, StorageClass> {
+        &self.storage_classes
+    }
+
+    /// The NodeClaim launched with this provider ID.
+    pub fn claim_for_provider_id(&self, provider_id: &str) -> Option<&NodeClaim> {
+        self.claim_by_provider_id.get(provider_id).and_then(|n| self.node_claims.get(n))
+    }
+
+    /// The Node that joined with this provider ID.
+    pub fn node_for_provider_id(&self, provider_id: &str) -> Option<&Node> {
+        self.node_by_provider_id.get(provider_id).and_then(|n| self.nodes.get(n))
+    }
+
+    /// The Node a claim became, if it has joined.
+    pub fn node_for_claim(&self, claim: &NodeClaim) -> Option<&Node> {
+        claim.provider_id().and_then(|p| self.node_for_provider_id(p))
+    }
+
+    /// The NodeClaim a node belongs to, if kerf launched it.
+    pub fn claim_for_node(&self, node: &Node) -> Option<&NodeClaim> {
+        util::node_provider_id(node).and_then(|p| self.claim_for_provider_id(p))
+    }
+
+    /// NodeClaims of a pool, in name order.
+    pub fn claims_of_pool<'a>(&'a self, pool: &'a str) -> impl Iterator<Item = &'a NodeClaim> + 'a {
+        self.node_claims.values().filter(move |c| {
+            c.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).map(String::as_str) == Some(pool)
+        })
+    }
+
+    /// Capacity held by a pool's NodeClaims, counted against its limits. Claims that have not
+    /// launched yet count with `fallback(claim)` (e.g. their cheapest candidate type). The
+    /// `nodes` entry is the claim count.
+    pub fn pool_usage(&self, pool: &str, fallback: impl Fn(&NodeClaim) -> ResourceList) -> ResourceList {
+        let mut total = ResourceList::new();
+        let mut count = 0i64;
+        for claim in self.claims_of_pool(pool) {
+            count += 1;
+            match claim.status.as_ref().filter(|s| !s.capacity.is_empty()) {
+                Some(s) => total.add(&s.capacity),
+                None => total.add(&fallback(claim)),
+            }
+        }
+        total.set("nodes", kerf_api::Quantity::from_units(count));
+        total
+    }
+}

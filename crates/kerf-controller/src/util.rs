@@ -1,0 +1,158 @@
+//! Small helpers shared by the controllers: time arithmetic, the seeded name generator,
+//! conversions between core/v1 and kerf types.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kerf_api::{Condition, Quantity, ResourceList, Taint};
+use kerf_cloud::Timestamp;
+
+/// `t + d`, saturating at the end of representable time.
+pub fn after(t: Timestamp, d: Duration) -> Timestamp {
+    t.saturating_add(d).unwrap_or(Timestamp::MAX)
+}
+
+/// The earlier of two optional wake-ups.
+pub fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// splitmix64: a tiny, well-distributed, seedable generator; enough for unique names.
+#[derive(Debug, Clone)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64 { state: seed }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// `n` characters from `[a-z0-9]`, like the API server's generateName suffixes.
+    pub fn suffix(&mut self, n: usize) -> String {
+        const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        (0..n).map(|_| ALPHABET[(self.next_u64() % ALPHABET.len() as u64) as usize] as char).collect()
+    }
+}
+
+/// A core/v1 resource map as a kerf ResourceList; entries that do not parse are skipped
+/// (the API server would have rejected them).
+pub fn resource_list(map: Option<&BTreeMap<String, KubeQuantity>>) -> ResourceList {
+    let mut out = ResourceList::new();
+    for (k, v) in map.into_iter().flatten() {
+        if let Ok(q) = Quantity::parse(&v.0) {
+            out.set(k.clone(), q);
+        }
+    }
+    out
+}
+
+/// Node taints in kerf form (unknown effects are dropped: nothing schedules against them).
+pub fn node_taints(node: &Node) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|ts| ts.iter().filter_map(Taint::from_core).collect())
+        .unwrap_or_default()
+}
+
+pub fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+pub fn node_allocatable(node: &Node) -> ResourceList {
+    resource_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()))
+}
+
+pub fn node_provider_id(node: &Node) -> Option<&str> {
+    node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|p| !p.is_empty())
+}
+
+pub fn pod_node_name(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+}
+
+/// Succeeded or Failed: the pod holds no resources any more.
+pub fn pod_terminal(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded") | Some("Failed"))
+}
+
+pub fn owned_by_daemonset(pod: &Pod) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
+}
+
+/// kube-scheduler tried and failed: `PodScheduled=False` with reason `Unschedulable`.
+pub fn marked_unschedulable(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+    })
+}
+
+/// A condition set at `now`.
+pub fn condition(type_: &str, status: bool, reason: &str, message: &str, now: Timestamp) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: if status { "True" } else { "False" }.to_string(),
+        reason: Some(reason.to_string()),
+        message: (!message.is_empty()).then(|| message.to_string()),
+        last_transition_time: Some(Time(now)),
+        observed_generation: None,
+    }
+}
+
+/// When a condition last changed, if it is set and true.
+pub fn true_since(conditions: &[Condition], type_: &str) -> Option<Timestamp> {
+    kerf_api::shared::find_condition(conditions, type_)
+        .filter(|c| c.is_true())
+        .map(|c| c.last_transition_time.as_ref().map(|t| t.0).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// Resources that are not cpu / memory / pods / ephemeral-storage: device plugins register them.
+pub fn is_extended_resource(name: &str) -> bool {
+    !matches!(
+        name,
+        kerf_api::resources::CPU
+            | kerf_api::resources::MEMORY
+            | kerf_api::resources::PODS
+            | kerf_api::resources::EPHEMERAL_STORAGE
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitmix_suffixes_are_deterministic_lowercase_alnum() {
+        let mut a = SplitMix64::new(7);
+        let mut b = SplitMix64::new(7);
+        let sa: Vec<String> = (0..5).map(|_| a.suffix(5)).collect();
+        let sb: Vec<String> = (0..5).map(|_| b.suffix(5)).collect();
+        assert_eq!(sa, sb);
+        for s in &sa {
+            assert_eq!(s.len(), 5);
+            assert!(s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()), "{s}");
+        }
+        let distinct: std::collections::BTreeSet<_> = sa.iter().collect();
+        assert_eq!(distinct.len(), 5);
+    }
+}
