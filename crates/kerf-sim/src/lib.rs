@@ -4,6 +4,8 @@
 
 pub mod cluster;
 pub mod rng;
+pub mod report;
 pub mod selector;
+pub mod workloads;
 
 pub use cluster::SimCluster;

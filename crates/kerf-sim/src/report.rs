@@ -1,0 +1,450 @@
+//! The report of a run (DESIGN.md, "Report contract"), and its text and HTML renderings.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub scenario: String,
+    pub end_seconds: Seconds,
+    pub summary: Summary,
+    pub nodes: Vec<NodeReport>,
+    pub pods: Vec<PodReport>,
+    pub disruptions: Vec<Disruption>,
+    /// Samples of the fleet over time (for charts).
+    #[serde(skip)]
+    pub timeline: Vec<Sample>,
+}
+
+/// Seconds of virtual time: an integer when whole (the simulator's clock has millisecond steps).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Seconds(pub f64);
+
+impl Serialize for Seconds {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0.fract() == 0.0 && self.0.abs() < 9.0e15 {
+            s.serialize_i64(self.0 as i64)
+        } else {
+            s.serialize_f64(self.0)
+        }
+    }
+}
+
+/// Dollars, rounded to 6 decimals so reports stay stable and readable.
+pub fn dollars(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub pods: usize,
+    pub pods_running: usize,
+    pub pods_pending: usize,
+    pub nodes: usize,
+    pub node_claims_launched: usize,
+    pub node_claims_terminated: usize,
+    pub cost_per_hour: f64,
+    pub cost: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeReport {
+    pub name: String,
+    pub node_pool: Option<String>,
+    pub node_claim: Option<String>,
+    pub instance_type: Option<String>,
+    pub capacity_type: Option<String>,
+    pub zone: Option<String>,
+    pub price_per_hour: Option<f64>,
+    pub ready: bool,
+    pub pods: usize,
+    pub labels: BTreeMap<String, String>,
+    pub allocatable: BTreeMap<String, String>,
+    pub requested: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodReport {
+    pub namespace: String,
+    pub name: String,
+    pub owner: String,
+    pub node: Option<String>,
+    pub phase: String,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Disruption {
+    pub at_seconds: Seconds,
+    pub node_claim: String,
+    pub node: Option<String>,
+    pub reason: String,
+}
+
+/// The fleet at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    pub seconds: f64,
+    pub nodes: usize,
+    pub pods_pending: usize,
+    pub pods_running: usize,
+    pub cost_per_hour: f64,
+}
+
+impl Report {
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        s.push('\n');
+        s
+    }
+
+    pub fn to_text(&self) -> String {
+        let s = &self.summary;
+        let mut out = String::new();
+        let _ = writeln!(out, "Scenario {} ran {} of virtual time.", self.scenario, human_secs(self.end_seconds.0));
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Nodes: {} (NodeClaims launched {}, terminated {})",
+            s.nodes, s.node_claims_launched, s.node_claims_terminated
+        );
+        // Group nodes by pool / instance type / zone / capacity type.
+        let mut groups: BTreeMap<(String, String, String, String), (usize, f64, usize)> = BTreeMap::new();
+        for n in &self.nodes {
+            let g = groups
+                .entry((
+                    n.node_pool.clone().unwrap_or_else(|| "(unmanaged)".to_string()),
+                    n.instance_type.clone().unwrap_or_else(|| "-".to_string()),
+                    n.zone.clone().unwrap_or_else(|| "-".to_string()),
+                    n.capacity_type.clone().unwrap_or_else(|| "-".to_string()),
+                ))
+                .or_default();
+            g.0 += 1;
+            g.1 += n.price_per_hour.unwrap_or(0.0);
+            g.2 += n.pods;
+        }
+        if !groups.is_empty() {
+            let rows: Vec<[String; 7]> = groups
+                .iter()
+                .map(|((pool, it, zone, ct), (count, price, pods))| {
+                    [
+                        pool.clone(),
+                        it.clone(),
+                        zone.clone(),
+                        ct.clone(),
+                        count.to_string(),
+                        pods.to_string(),
+                        format!("{price:.4}"),
+                    ]
+                })
+                .collect();
+            table(&mut out, &["NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "NODES", "PODS", "$/HOUR"], &rows);
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Pods: {} ({} running, {} pending)", s.pods, s.pods_running, s.pods_pending);
+        let mut owners: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for p in &self.pods {
+            let o = owners.entry(if p.owner.is_empty() { "(bare pods)".to_string() } else { p.owner.clone() }).or_default();
+            if p.phase == "Running" {
+                o.0 += 1;
+            } else {
+                o.1 += 1;
+            }
+        }
+        if !owners.is_empty() {
+            let rows: Vec<[String; 3]> =
+                owners.iter().map(|(o, (r, p))| [o.clone(), r.to_string(), p.to_string()]).collect();
+            table(&mut out, &["OWNER", "RUNNING", "PENDING"], &rows);
+        }
+        let pending: Vec<&PodReport> = self.pods.iter().filter(|p| p.phase != "Running").collect();
+        if !pending.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "Pending pods and why:");
+            // Pods of one workload usually share a reason: show each distinct reason once.
+            let mut by_reason: BTreeMap<(String, String), Vec<&PodReport>> = BTreeMap::new();
+            for p in &pending {
+                by_reason
+                    .entry((p.owner.clone(), p.reason.clone().unwrap_or_else(|| "not scheduled yet".to_string())))
+                    .or_default()
+                    .push(p);
+            }
+            for ((_, reason), pods) in by_reason {
+                let first = pods[0];
+                if pods.len() == 1 {
+                    let _ = writeln!(out, "  {}/{}: {reason}", first.namespace, first.name);
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "  {}/{} and {} more: {reason}",
+                        first.namespace,
+                        first.name,
+                        pods.len() - 1
+                    );
+                }
+            }
+        }
+        if !self.disruptions.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "Disruptions:");
+            for d in &self.disruptions {
+                let _ = writeln!(
+                    out,
+                    "  at {}: NodeClaim {} (node {}) — {}",
+                    human_secs(d.at_seconds.0),
+                    d.node_claim,
+                    d.node.as_deref().unwrap_or("-"),
+                    d.reason
+                );
+            }
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Cost: ${:.4}/hour at the end; ${:.4} over the {} run.",
+            s.cost_per_hour,
+            s.cost,
+            human_secs(self.end_seconds.0)
+        );
+        out
+    }
+
+    /// One self-contained page: summary, charts (inline SVG) and tables. No external assets.
+    pub fn to_html(&self) -> String {
+        let s = &self.summary;
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kerf simulate: {title}</title>\n<style>\
+body{{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:70em}}\
+table{{border-collapse:collapse;margin:1em 0}}td,th{{border-bottom:1px solid #ddd;padding:.2em .8em;text-align:left;font-size:90%}}\
+.charts{{display:flex;flex-wrap:wrap;gap:1.5em}}figure{{margin:0}}figcaption{{font-weight:600;margin-bottom:.3em}}\
+.pending{{color:#a40}}code{{font-size:90%}}\
+</style></head><body>\n<h1>Scenario {title}</h1>\n<p>{end} of virtual time. {nodes} nodes ({launched} NodeClaims launched, {terminated} terminated); \
+{pods} pods: {running} running, {pending} pending. Cost ${cph:.4}/hour at the end, ${cost:.4} over the run.</p>\n",
+            title = esc(&self.scenario),
+            end = human_secs(self.end_seconds.0),
+            nodes = s.nodes,
+            launched = s.node_claims_launched,
+            terminated = s.node_claims_terminated,
+            pods = s.pods,
+            running = s.pods_running,
+            pending = s.pods_pending,
+            cph = s.cost_per_hour,
+            cost = s.cost,
+        );
+        out.push_str("<div class=\"charts\">\n");
+        let t: Vec<f64> = self.timeline.iter().map(|p| p.seconds).collect();
+        let end = self.end_seconds.0;
+        chart(&mut out, "Nodes", &t, &self.timeline.iter().map(|p| p.nodes as f64).collect::<Vec<_>>(), end, "#2a6");
+        chart(
+            &mut out,
+            "Pending pods",
+            &t,
+            &self.timeline.iter().map(|p| p.pods_pending as f64).collect::<Vec<_>>(),
+            end,
+            "#c50",
+        );
+        chart(
+            &mut out,
+            "Fleet cost ($/hour)",
+            &t,
+            &self.timeline.iter().map(|p| p.cost_per_hour).collect::<Vec<_>>(),
+            end,
+            "#36c",
+        );
+        out.push_str("</div>\n<h2>Nodes</h2>\n<table><tr><th>name</th><th>NodePool</th><th>NodeClaim</th><th>instance type</th><th>zone</th><th>capacity</th><th>$/hour</th><th>ready</th><th>pods</th></tr>\n");
+        for n in &self.nodes {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&n.name),
+                esc(n.node_pool.as_deref().unwrap_or("(unmanaged)")),
+                esc(n.node_claim.as_deref().unwrap_or("")),
+                esc(n.instance_type.as_deref().unwrap_or("")),
+                esc(n.zone.as_deref().unwrap_or("")),
+                esc(n.capacity_type.as_deref().unwrap_or("")),
+                n.price_per_hour.map(|p| format!("{p:.4}")).unwrap_or_default(),
+                n.ready,
+                n.pods
+            );
+        }
+        out.push_str("</table>\n");
+        let pending: Vec<&PodReport> = self.pods.iter().filter(|p| p.phase != "Running").collect();
+        if !pending.is_empty() {
+            out.push_str("<h2>Pending pods</h2>\n<table><tr><th>pod</th><th>owner</th><th>why</th></tr>\n");
+            for p in pending {
+                let _ = writeln!(
+                    out,
+                    "<tr class=\"pending\"><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&p.namespace),
+                    esc(&p.name),
+                    esc(&p.owner),
+                    esc(p.reason.as_deref().unwrap_or(""))
+                );
+            }
+            out.push_str("</table>\n");
+        }
+        if !self.disruptions.is_empty() {
+            out.push_str("<h2>Disruptions</h2>\n<table><tr><th>at</th><th>NodeClaim</th><th>node</th><th>reason</th></tr>\n");
+            for d in &self.disruptions {
+                let _ = writeln!(
+                    out,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    human_secs(d.at_seconds.0),
+                    esc(&d.node_claim),
+                    esc(d.node.as_deref().unwrap_or("")),
+                    esc(&d.reason)
+                );
+            }
+            out.push_str("</table>\n");
+        }
+        out.push_str("</body></html>\n");
+        out
+    }
+}
+
+fn table<const N: usize>(out: &mut String, header: &[&str; N], rows: &[[String; N]]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut l = String::from("  ");
+        for (i, c) in cells.iter().enumerate() {
+            l.push_str(c);
+            if i + 1 < cells.len() {
+                l.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+            }
+        }
+        l
+    };
+    let _ = writeln!(out, "{}", line(header.to_vec()));
+    for r in rows {
+        let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
+    }
+}
+
+fn human_secs(s: f64) -> String {
+    let total = s.round() as i64;
+    let (h, m, sec) = (total / 3600, (total % 3600) / 60, total % 60);
+    match (h, m, sec) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, m, s) => format!("{h}h{m}m{s}s"),
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A step chart of `ys` over `ts` (seconds), ending at `end`, as inline SVG.
+fn chart(out: &mut String, title: &str, ts: &[f64], ys: &[f64], end: f64, color: &str) {
+    const W: f64 = 420.0;
+    const H: f64 = 180.0;
+    const L: f64 = 48.0;
+    const B: f64 = 24.0;
+    let max_y = ys.iter().copied().fold(0.0_f64, f64::max).max(1e-9);
+    let max_t = end.max(ts.last().copied().unwrap_or(0.0)).max(1.0);
+    let x = |t: f64| L + (W - L - 8.0) * t / max_t;
+    let y = |v: f64| 8.0 + (H - B - 8.0) * (1.0 - v / max_y);
+    let mut path = String::new();
+    let mut last: Option<f64> = None;
+    for (t, v) in ts.iter().zip(ys) {
+        match last {
+            None => {
+                let _ = write!(path, "M{:.1},{:.1}", x(*t), y(*v));
+            }
+            Some(_) => {
+                let _ = write!(path, " H{:.1} V{:.1}", x(*t), y(*v));
+            }
+        }
+        last = Some(*v);
+    }
+    if last.is_some() {
+        let _ = write!(path, " H{:.1}", x(max_t));
+    }
+    let fmt_v = |v: f64| if max_y >= 10.0 || max_y.fract() == 0.0 { format!("{v:.0}") } else { format!("{v:.2}") };
+    let _ = write!(
+        out,
+        "<figure><figcaption>{title}</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{title}\">\
+<line x1=\"{L}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#999\"/><line x1=\"{L}\" y1=\"8\" x2=\"{L}\" y2=\"{b}\" stroke=\"#999\"/>\
+<text x=\"{lx}\" y=\"14\" font-size=\"11\" text-anchor=\"end\">{top}</text><text x=\"{lx}\" y=\"{b}\" font-size=\"11\" text-anchor=\"end\">0</text>\
+<text x=\"{L}\" y=\"{tb}\" font-size=\"11\">0s</text><text x=\"{r}\" y=\"{tb}\" font-size=\"11\" text-anchor=\"end\">{endl}</text>\
+<path d=\"{path}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/></svg></figure>\n",
+        title = esc(title),
+        b = H - B,
+        r = W - 8.0,
+        lx = L - 4.0,
+        tb = H - 6.0,
+        top = fmt_v(max_y),
+        endl = human_secs(max_t),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> Report {
+        Report {
+            scenario: "t".to_string(),
+            end_seconds: Seconds(120.0),
+            summary: Summary {
+                pods: 1,
+                pods_running: 0,
+                pods_pending: 1,
+                nodes: 0,
+                node_claims_launched: 0,
+                node_claims_terminated: 0,
+                cost_per_hour: 0.0,
+                cost: 0.0,
+            },
+            nodes: vec![],
+            pods: vec![PodReport {
+                namespace: "default".to_string(),
+                name: "p<1>".to_string(),
+                owner: String::new(),
+                node: None,
+                phase: "Pending".to_string(),
+                reason: Some("no instance type in NodePool default has resource vpc.amazonaws.com/pod-eni".to_string()),
+            }],
+            disruptions: vec![],
+            timeline: vec![
+                Sample { seconds: 0.0, nodes: 0, pods_pending: 1, pods_running: 0, cost_per_hour: 0.0 },
+                Sample { seconds: 60.0, nodes: 2, pods_pending: 1, pods_running: 0, cost_per_hour: 0.2 },
+            ],
+        }
+    }
+
+    #[test]
+    fn whole_seconds_serialize_as_integers() {
+        let json = report().to_json();
+        assert!(json.contains("\"endSeconds\": 120,"), "{json}");
+    }
+
+    #[test]
+    fn html_report_is_self_contained_with_escaped_names_and_three_charts() {
+        let html = report().to_html();
+        assert_eq!(html.matches("<svg").count(), 3);
+        assert!(!html.contains("src=") && !html.contains("href="), "no external assets");
+        assert!(html.contains("p&lt;1&gt;"));
+    }
+
+    #[test]
+    fn text_report_lists_pending_reason() {
+        let text = report().to_text();
+        assert!(text.contains("Pods: 1 (0 running, 1 pending)"), "{text}");
+        assert!(text.contains("vpc.amazonaws.com/pod-eni"), "{text}");
+    }
+}

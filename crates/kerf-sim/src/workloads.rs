@@ -1,0 +1,412 @@
+//! Stand-ins for the Deployment and ReplicaSet controllers: a Deployment owns ReplicaSets (one per
+//! pod-template hash), a ReplicaSet keeps its pod count, and a rolling update honours maxSurge and
+//! maxUnavailable. A pod counts as available when it runs on a Ready node.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::cluster::{SimCluster, scaled};
+use crate::rng::{fnv1a32, safe_encode};
+
+pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
+/// What the workload controllers know about one pod.
+#[derive(Debug, Clone, Default)]
+pub struct PodState {
+    pub bound: bool,
+    pub available: bool,
+    pub seq: u64,
+}
+
+#[derive(Debug, Clone)]
+struct DeploymentState {
+    namespace: String,
+    name: String,
+    spec: DeploymentSpec,
+    /// Bumped by `rollout` so the template hashes differ.
+    restarts: u32,
+}
+
+#[derive(Debug, Clone)]
+struct ReplicaSetState {
+    namespace: String,
+    name: String,
+    deployment: String,
+    template: PodTemplateSpec,
+    replicas: i32,
+    /// Creation order, oldest first.
+    seq: u64,
+    pods: BTreeSet<String>,
+}
+
+/// Deployments and their ReplicaSets.
+#[derive(Debug, Default)]
+pub struct Workloads {
+    deployments: BTreeMap<String, DeploymentState>,
+    replica_sets: BTreeMap<String, ReplicaSetState>,
+    /// pod key -> (replica set key, state)
+    pods: BTreeMap<String, (String, PodState)>,
+    dirty: BTreeSet<String>,
+    rs_seq: u64,
+}
+
+fn key(ns: &str, name: &str) -> String {
+    format!("{ns}/{name}")
+}
+
+impl Workloads {
+    pub fn apply_deployment(&mut self, d: Deployment) {
+        let namespace = d.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let name = d.metadata.name.clone().unwrap_or_default();
+        let Some(spec) = d.spec else { return };
+        let k = key(&namespace, &name);
+        let restarts = self.deployments.get(&k).map_or(0, |s| s.restarts);
+        self.deployments.insert(k.clone(), DeploymentState { namespace, name, spec, restarts });
+        self.dirty.insert(k);
+    }
+
+    pub fn has_deployment(&self, namespace: &str, name: &str) -> bool {
+        self.deployments.contains_key(&key(namespace, name))
+    }
+
+    pub fn scale(&mut self, namespace: &str, name: &str, replicas: i32) -> bool {
+        let k = key(namespace, name);
+        let Some(d) = self.deployments.get_mut(&k) else { return false };
+        d.spec.replicas = Some(replicas);
+        self.dirty.insert(k);
+        true
+    }
+
+    /// A new template revision (what `kubectl rollout restart` does): the hash changes and the
+    /// pods are replaced by a rolling update.
+    pub fn rollout(&mut self, namespace: &str, name: &str, at: &str) -> bool {
+        let k = key(namespace, name);
+        let Some(d) = self.deployments.get_mut(&k) else { return false };
+        d.restarts += 1;
+        let meta = d.spec.template.metadata.get_or_insert_with(ObjectMeta::default);
+        meta.annotations.get_or_insert_with(BTreeMap::new).insert(RESTARTED_AT.to_string(), at.to_string());
+        self.dirty.insert(k);
+        true
+    }
+
+    /// Deletes the Deployment, its ReplicaSets and their pods.
+    pub fn delete(&mut self, cluster: &SimCluster, namespace: &str, name: &str) -> bool {
+        let k = key(namespace, name);
+        if self.deployments.remove(&k).is_none() {
+            return false;
+        }
+        let owned: Vec<String> =
+            self.replica_sets.iter().filter(|(_, rs)| rs.deployment == k).map(|(rk, _)| rk.clone()).collect();
+        for rk in owned {
+            if let Some(rs) = self.replica_sets.remove(&rk) {
+                for pod in rs.pods {
+                    let _ = cluster.delete_obj::<Pod>(Some(&rs.namespace), &pod);
+                }
+            }
+        }
+        true
+    }
+
+    /// `Deployment/name` for a pod a ReplicaSet of a Deployment owns.
+    pub fn owner_of(&self, pod_key: &str) -> Option<String> {
+        let (rs, _) = self.pods.get(pod_key)?;
+        let rs = self.replica_sets.get(rs)?;
+        let d = self.deployments.get(&rs.deployment)?;
+        Some(format!("Deployment/{}", d.name))
+    }
+
+    /// Records a pod's state from a watch event; marks its Deployment for a reconcile when the
+    /// change matters to it.
+    pub fn observe_pod(&mut self, pod: &Pod, deleted: bool, node_ready: impl Fn(&str) -> bool) {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let pk = key(ns, name);
+        let Some(owner) = pod
+            .metadata
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.iter().find(|r| r.kind == "ReplicaSet" && r.controller == Some(true)))
+        else {
+            return;
+        };
+        let rk = key(ns, &owner.name);
+        let Some(rs) = self.replica_sets.get_mut(&rk) else { return };
+        if deleted || pod.metadata.deletion_timestamp.is_some() {
+            rs.pods.remove(name);
+            self.pods.remove(&pk);
+            self.dirty.insert(rs.deployment.clone());
+            return;
+        }
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        let state = PodState {
+            bound: node.is_some(),
+            available: running && node.is_some_and(&node_ready),
+            seq: self.pods.get(&pk).map_or(0, |(_, s)| s.seq),
+        };
+        rs.pods.insert(name.to_string());
+        let prev = self.pods.insert(pk, (rk, state.clone()));
+        if prev.is_none_or(|(_, p)| p.bound != state.bound || p.available != state.available) {
+            self.dirty.insert(rs.deployment.clone());
+        }
+    }
+
+    /// A node's readiness changed: re-derive availability of the pods on it.
+    pub fn node_readiness_changed(&mut self, pods_on_node: &[String], ready: bool) {
+        for pk in pods_on_node {
+            if let Some((rk, st)) = self.pods.get_mut(pk)
+                && st.bound
+            {
+                st.available = ready;
+                if let Some(rs) = self.replica_sets.get(rk) {
+                    self.dirty.insert(rs.deployment.clone());
+                }
+            }
+        }
+    }
+
+    pub fn is_dirty(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    /// Runs the Deployment and ReplicaSet controllers for every Deployment that changed.
+    pub fn reconcile(&mut self, cluster: &SimCluster) {
+        let dirty = std::mem::take(&mut self.dirty);
+        for dk in dirty {
+            self.reconcile_deployment(cluster, &dk);
+        }
+    }
+
+    fn available(&self, rs: &ReplicaSetState) -> i32 {
+        rs.pods
+            .iter()
+            .filter(|p| self.pods.get(&key(&rs.namespace, p)).is_some_and(|(_, s)| s.available))
+            .count() as i32
+    }
+
+    fn reconcile_deployment(&mut self, cluster: &SimCluster, dk: &str) {
+        let Some(d) = self.deployments.get(dk).cloned() else { return };
+        let hash = template_hash(&d.spec.template);
+        let new_name = format!("{}-{hash}", d.name);
+        let new_key = key(&d.namespace, &new_name);
+        let replicas = d.spec.replicas.unwrap_or(1);
+        if !self.replica_sets.contains_key(&new_key) {
+            let mut template = d.spec.template.clone();
+            let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
+            meta.labels.get_or_insert_with(BTreeMap::new).insert(POD_TEMPLATE_HASH.to_string(), hash.clone());
+            self.rs_seq += 1;
+            let only = !self.replica_sets.values().any(|rs| rs.deployment == dk);
+            self.replica_sets.insert(
+                new_key.clone(),
+                ReplicaSetState {
+                    namespace: d.namespace.clone(),
+                    name: new_name.clone(),
+                    deployment: dk.to_string(),
+                    template,
+                    // The first revision starts at full size; later ones grow by the rolling update.
+                    replicas: if only { replicas } else { 0 },
+                    seq: self.rs_seq,
+                    pods: BTreeSet::new(),
+                },
+            );
+        }
+        let mut olds: Vec<String> = self
+            .replica_sets
+            .iter()
+            .filter(|(k, rs)| rs.deployment == dk && **k != new_key)
+            .map(|(k, _)| k.clone())
+            .collect();
+        olds.sort_by_key(|k| self.replica_sets.get(k).map_or(0, |rs| rs.seq));
+
+        let recreate = d.spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate");
+        if olds.iter().all(|k| self.replica_sets.get(k).is_none_or(|rs| rs.replicas == 0 && rs.pods.is_empty())) {
+            // Steady state (or finished rollout): the new ReplicaSet holds every replica.
+            self.set_replicas(&new_key, replicas);
+        } else if recreate {
+            for k in &olds {
+                self.set_replicas(k, 0);
+            }
+            let old_pods: usize = olds.iter().filter_map(|k| self.replica_sets.get(k)).map(|rs| rs.pods.len()).sum();
+            if old_pods == 0 {
+                self.set_replicas(&new_key, replicas);
+            }
+        } else {
+            self.rolling_update(&new_key, &olds, &d.spec, replicas);
+        }
+        // Old ReplicaSets that are empty and scaled to zero are kept (as Kubernetes keeps
+        // revision history) but stop mattering.
+        let mut all = olds;
+        all.push(new_key);
+        for rk in all {
+            self.reconcile_replica_set(cluster, &rk);
+        }
+    }
+
+    fn set_replicas(&mut self, rk: &str, n: i32) {
+        if let Some(rs) = self.replica_sets.get_mut(rk) {
+            rs.replicas = n;
+        }
+    }
+
+    fn rolling_update(&mut self, new_key: &str, olds: &[String], spec: &DeploymentSpec, replicas: i32) {
+        let ru = spec.strategy.as_ref().and_then(|s| s.rolling_update.as_ref());
+        let surge_v = ru.and_then(|r| r.max_surge.clone()).unwrap_or(IntOrString::String("25%".to_string()));
+        let unavail_v = ru.and_then(|r| r.max_unavailable.clone()).unwrap_or(IntOrString::String("25%".to_string()));
+        let total = i64::from(replicas);
+        let max_surge = scaled(&surge_v, total, true) as i32;
+        let mut max_unavailable = scaled(&unavail_v, total, false) as i32;
+        if max_surge == 0 && max_unavailable == 0 {
+            max_unavailable = 1;
+        }
+        let spec_total = |w: &Workloads| -> i32 {
+            w.replica_sets.get(new_key).map_or(0, |r| r.replicas)
+                + olds.iter().filter_map(|k| w.replica_sets.get(k)).map(|r| r.replicas).sum::<i32>()
+        };
+        // Scale up the new ReplicaSet within the surge allowance.
+        let new_replicas = self.replica_sets.get(new_key).map_or(0, |r| r.replicas);
+        if new_replicas < replicas {
+            let room = replicas + max_surge - spec_total(self);
+            if room > 0 {
+                self.set_replicas(new_key, (new_replicas + room).min(replicas));
+            }
+        } else if new_replicas > replicas {
+            self.set_replicas(new_key, replicas);
+        }
+        // Scale down old ReplicaSets as far as availability allows.
+        let min_available = replicas - max_unavailable;
+        let all_pods: i32 = std::iter::once(new_key)
+            .chain(olds.iter().map(String::as_str))
+            .filter_map(|k| self.replica_sets.get(k))
+            .map(|r| r.pods.len() as i32)
+            .sum();
+        let (new_pods, new_avail) =
+            self.replica_sets.get(new_key).map_or((0, 0), |r| (r.pods.len() as i32, self.available(r)));
+        let new_unavailable = (new_pods - new_avail).max(0);
+        let max_scaled_down = all_pods - min_available - new_unavailable;
+        if max_scaled_down <= 0 {
+            return;
+        }
+        // First drop old replicas that are not available anyway.
+        let mut scaled_down = 0;
+        for k in olds {
+            if scaled_down >= max_scaled_down {
+                break;
+            }
+            let Some(rs) = self.replica_sets.get(k) else { continue };
+            let avail = self.available(rs);
+            let unhealthy = (rs.replicas - avail).max(0).min(max_scaled_down - scaled_down);
+            if unhealthy > 0 {
+                let r = rs.replicas - unhealthy;
+                self.set_replicas(k, r);
+                scaled_down += unhealthy;
+            }
+        }
+        // Then available ones, keeping `min_available` pods available.
+        let available_total: i32 = std::iter::once(new_key)
+            .chain(olds.iter().map(String::as_str))
+            .filter_map(|k| self.replica_sets.get(k))
+            .map(|r| self.available(r))
+            .sum();
+        let mut budget = available_total - min_available;
+        for k in olds {
+            if budget <= 0 {
+                break;
+            }
+            let Some(rs) = self.replica_sets.get(k) else { continue };
+            let down = rs.replicas.min(budget);
+            if down > 0 {
+                let r = rs.replicas - down;
+                self.set_replicas(k, r);
+                budget -= down;
+            }
+        }
+    }
+
+    fn reconcile_replica_set(&mut self, cluster: &SimCluster, rk: &str) {
+        let Some(rs) = self.replica_sets.get(rk) else { return };
+        let have = rs.pods.len() as i32;
+        let want = rs.replicas;
+        if have < want {
+            let (ns, name, template) = (rs.namespace.clone(), rs.name.clone(), rs.template.clone());
+            for _ in 0..(want - have) {
+                let pod = pod_from_template(&ns, &name, &template);
+                match cluster.create_obj(pod) {
+                    Ok(created) => {
+                        let pname = created.metadata.name.clone().unwrap_or_default();
+                        let seq = self.rs_seq_next();
+                        self.pods.insert(key(&ns, &pname), (rk.to_string(), PodState { seq, ..PodState::default() }));
+                        if let Some(rs) = self.replica_sets.get_mut(rk) {
+                            rs.pods.insert(pname);
+                        }
+                    }
+                    Err(e) => tracing::warn!(replicaset = %rk, error = %e, "cannot create pod"),
+                }
+            }
+        } else if have > want {
+            // Delete the least useful pods first: unbound, then not available, then the newest.
+            let mut victims: Vec<(u8, std::cmp::Reverse<u64>, String)> = rs
+                .pods
+                .iter()
+                .map(|p| {
+                    let st = self.pods.get(&key(&rs.namespace, p)).map(|(_, s)| s.clone()).unwrap_or_default();
+                    let rank = if !st.bound {
+                        0
+                    } else if !st.available {
+                        1
+                    } else {
+                        2
+                    };
+                    (rank, std::cmp::Reverse(st.seq), p.clone())
+                })
+                .collect();
+            victims.sort();
+            let ns = rs.namespace.clone();
+            for (_, _, p) in victims.into_iter().take((have - want) as usize) {
+                let _ = cluster.delete_obj::<Pod>(Some(&ns), &p);
+                if let Some(rs) = self.replica_sets.get_mut(rk) {
+                    rs.pods.remove(&p);
+                }
+                self.pods.remove(&key(&ns, &p));
+            }
+        }
+    }
+
+    fn rs_seq_next(&mut self) -> u64 {
+        self.rs_seq += 1;
+        self.rs_seq
+    }
+}
+
+/// The pod-template-hash of a template: a hash of its canonical JSON.
+pub fn template_hash(template: &PodTemplateSpec) -> String {
+    let json = serde_json::to_string(template).unwrap_or_default();
+    safe_encode(fnv1a32(json.as_bytes()))
+}
+
+fn pod_from_template(namespace: &str, rs_name: &str, template: &PodTemplateSpec) -> Pod {
+    let tmeta = template.metadata.clone().unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{rs_name}-")),
+            namespace: Some(namespace.to_string()),
+            labels: tmeta.labels,
+            annotations: tmeta.annotations,
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".to_string(),
+                kind: "ReplicaSet".to_string(),
+                name: rs_name.to_string(),
+                uid: String::new(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: template.spec.clone(),
+        status: None,
+    }
+}
