@@ -1,6 +1,7 @@
 //! The cloud layer: the [`CloudProvider`] seam, time, the built-in AWS instance catalog, and the
 //! simulated provider.
 
+pub mod aws;
 pub mod clock;
 pub mod provider;
 pub mod sim;

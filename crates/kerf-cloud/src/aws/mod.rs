@@ -1,0 +1,7 @@
+//! AWS: the built-in instance catalog and Karpenter's allocatable arithmetic.
+
+pub mod allocatable;
+pub mod catalog;
+
+pub use allocatable::{KubeletError, NodeClassSettings};
+pub use catalog::{Catalog, CatalogError, RegionOffer, TypeInfo, catalog, spot_price};

@@ -1,0 +1,254 @@
+//! Golden tests of the built-in catalog: allocatable must come out exactly as Karpenter's.
+
+use std::collections::BTreeMap;
+
+use kerf_api::ec2nodeclass::{BlockDevice, BlockDeviceMapping, EC2NodeClass, KubeletConfiguration};
+use kerf_api::{Quantity, labels};
+use kerf_cloud::aws::allocatable::kube_reserved_cpu_millis;
+use kerf_cloud::aws::{CatalogError, NodeClassSettings, catalog, spot_price};
+use kerf_scheduling::InstanceType;
+
+fn default_type(region: &str, name: &str) -> InstanceType {
+    catalog().unwrap().instance_type(region, name, &NodeClassSettings::default()).unwrap()
+}
+
+fn alloc(t: &InstanceType) -> BTreeMap<String, String> {
+    t.allocatable().iter().map(|(k, v)| (k.clone(), v.canonical())).collect()
+}
+
+fn with_kubelet(kubelet: KubeletConfiguration) -> NodeClassSettings {
+    NodeClassSettings { name: "default".into(), kubelet, ..Default::default() }
+}
+
+#[test]
+fn c7i_2xlarge_allocatable_matches_karpenter_exactly() {
+    let t = default_type("ap-northeast-2", "c7i.2xlarge");
+    // 8 vCPU: 8000m - (60 + 10 + 2×5 + 4000×0.25%=10) = 7910m.
+    // 16384Mi - ceil(16384 × 7.5% = 1228.8) = 15155Mi; - (11×58 + 255 = 893Mi) - 100Mi = 14162Mi.
+    // pods: 4 ENIs × (15 − 1) + 2 = 58. ephemeral: 20Gi - 1Gi - 10% × 20Gi = 17Gi.
+    let a = alloc(&t);
+    assert_eq!(a["cpu"], "7910m");
+    assert_eq!(a["memory"], "14162Mi");
+    assert_eq!(a["pods"], "58");
+    assert_eq!(a["ephemeral-storage"], "17Gi");
+    assert_eq!(t.capacity.get("memory").canonical(), "15155Mi");
+    assert_eq!(t.capacity.get("cpu").canonical(), "8");
+}
+
+#[test]
+fn m5_large_allocatable_follows_the_formulas() {
+    let t = default_type("us-west-2", "m5.large");
+    // 2 vCPU: 2000m - (60 + 10) = 1930m.
+    // pods: 3 ENIs × (10 − 1) + 2 = 29.
+    // 8192Mi - ceil(614.4) = 7577Mi; - (11×29 + 255 = 574Mi) - 100Mi = 6903Mi.
+    let a = alloc(&t);
+    assert_eq!(a["cpu"], "1930m");
+    assert_eq!(a["pods"], "29");
+    assert_eq!(a["memory"], "6903Mi");
+    assert_eq!(a["ephemeral-storage"], "17Gi");
+    assert_eq!(t.labels[labels::ARCH], "amd64");
+    assert_eq!(t.labels[labels::INSTANCE_CATEGORY], "m");
+    assert_eq!(t.labels[labels::INSTANCE_GENERATION], "5");
+    assert_eq!(t.labels[labels::INSTANCE_FAMILY], "m5");
+    assert_eq!(t.labels[labels::INSTANCE_SIZE], "large");
+    assert_eq!(t.labels[labels::INSTANCE_CPU_MANUFACTURER], "intel");
+    assert_eq!(t.labels[labels::INSTANCE_NETWORK_BANDWIDTH], "750");
+}
+
+#[test]
+fn graviton_m7g_xlarge_loses_the_cma_reserve_before_vm_overhead() {
+    let t = default_type("us-west-2", "m7g.xlarge");
+    // 4 vCPU: 4000m - (60 + 10 + 2×5) = 3920m.
+    // 16384Mi - 64Mi (Graviton CMA) = 16320Mi; - ceil(16320 × 7.5% = 1224) = 15096Mi;
+    // pods 4 × 14 + 2 = 58; 15096 - 893 - 100 = 14103Mi.
+    let a = alloc(&t);
+    assert_eq!(a["cpu"], "3920m");
+    assert_eq!(a["memory"], "14103Mi");
+    assert_eq!(a["pods"], "58");
+    assert_eq!(t.labels[labels::ARCH], "arm64");
+    assert_eq!(t.labels[labels::INSTANCE_CPU_MANUFACTURER], "aws");
+    assert_eq!(t.labels[labels::INSTANCE_MEMORY], "16384");
+}
+
+#[test]
+fn gpu_g5_xlarge_has_one_nvidia_gpu_and_gpu_labels() {
+    let t = default_type("us-east-1", "g5.xlarge");
+    // 4 vCPU → 3920m; 16384Mi → 15155Mi capacity → 15155 - 893 - 100 = 14162Mi; pods 58.
+    let a = alloc(&t);
+    assert_eq!(a["cpu"], "3920m");
+    assert_eq!(a["memory"], "14162Mi");
+    assert_eq!(a["pods"], "58");
+    assert_eq!(a["nvidia.com/gpu"], "1");
+    assert_eq!(t.labels[labels::INSTANCE_GPU_NAME], "a10g");
+    assert_eq!(t.labels[labels::INSTANCE_GPU_MANUFACTURER], "nvidia");
+    assert_eq!(t.labels[labels::INSTANCE_GPU_COUNT], "1");
+    assert_eq!(t.labels[labels::INSTANCE_GPU_MEMORY], "22888");
+    assert_eq!(t.labels[labels::INSTANCE_LOCAL_NVME], "250");
+}
+
+#[test]
+fn inferentia_types_carry_neuron_devices_and_cores() {
+    let t = default_type("us-east-1", "inf2.xlarge");
+    assert_eq!(t.capacity.get("aws.amazon.com/neuron").canonical(), "1");
+    assert_eq!(t.capacity.get("aws.amazon.com/neuroncore").canonical(), "2");
+    assert_eq!(t.labels[labels::INSTANCE_ACCELERATOR_NAME], "inferentia2");
+    assert_eq!(t.labels[labels::INSTANCE_CATEGORY], "inf");
+}
+
+#[test]
+fn kube_reserved_cpu_is_tiered_per_core() {
+    assert_eq!(kube_reserved_cpu_millis(1000), 60);
+    assert_eq!(kube_reserved_cpu_millis(2000), 70);
+    assert_eq!(kube_reserved_cpu_millis(3000), 75);
+    assert_eq!(kube_reserved_cpu_millis(4000), 80);
+    assert_eq!(kube_reserved_cpu_millis(8000), 90);
+    // 96 vCPU: 80 + 92000 × 0.25% = 310.
+    assert_eq!(kube_reserved_cpu_millis(96000), 310);
+}
+
+#[test]
+fn kubelet_max_pods_changes_pods_and_kube_reserved_memory() {
+    let s = with_kubelet(KubeletConfiguration { max_pods: Some(110), ..Default::default() });
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    // 15155 - (11×110 + 255 = 1465) - 100 = 13590Mi.
+    let a = alloc(&t);
+    assert_eq!(a["pods"], "110");
+    assert_eq!(a["memory"], "13590Mi");
+}
+
+#[test]
+fn pods_per_core_caps_the_eni_limit() {
+    let s = with_kubelet(KubeletConfiguration { pods_per_core: Some(4), ..Default::default() });
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    // min(4 × 8 = 32, 58) = 32; 15155 - (352 + 255) - 100 = 14448Mi.
+    let a = alloc(&t);
+    assert_eq!(a["pods"], "32");
+    assert_eq!(a["memory"], "14448Mi");
+    // ...and never raises it.
+    let s = with_kubelet(KubeletConfiguration { pods_per_core: Some(50), ..Default::default() });
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    assert_eq!(alloc(&t)["pods"], "58");
+}
+
+#[test]
+fn kube_and_system_reserved_override_per_resource() {
+    let mut kube_reserved = BTreeMap::new();
+    kube_reserved.insert("cpu".to_string(), Quantity::parse("200m").unwrap());
+    let mut system_reserved = BTreeMap::new();
+    system_reserved.insert("memory".to_string(), Quantity::parse("1Gi").unwrap());
+    let s = with_kubelet(KubeletConfiguration { kube_reserved, system_reserved, ..Default::default() });
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    let a = alloc(&t);
+    assert_eq!(a["cpu"], "7800m");
+    // kube-reserved memory keeps its default 893Mi; system-reserved adds 1Gi: 14162 - 1024.
+    assert_eq!(a["memory"], "13138Mi");
+}
+
+#[test]
+fn eviction_hard_accepts_absolute_and_percent_thresholds() {
+    let mut eviction_hard = BTreeMap::new();
+    eviction_hard.insert("memory.available".to_string(), "5%".to_string());
+    eviction_hard.insert("nodefs.available".to_string(), "1Gi".to_string());
+    let s = with_kubelet(KubeletConfiguration { eviction_hard, ..Default::default() });
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    let a = alloc(&t);
+    // memory: 15155Mi = 15891169280 B; 5% = 794558464 B; 15891169280 - 893Mi - 794558464
+    // = 14160232448 B = 13828352Ki.
+    assert_eq!(a["memory"], "13828352Ki");
+    // storage: 20Gi - 1Gi kube-reserved - 1Gi = 18Gi.
+    assert_eq!(a["ephemeral-storage"], "18Gi");
+}
+
+#[test]
+fn bad_eviction_threshold_names_node_class_and_field() {
+    let mut eviction_hard = BTreeMap::new();
+    eviction_hard.insert("memory.available".to_string(), "lots".to_string());
+    let s = with_kubelet(KubeletConfiguration { eviction_hard, ..Default::default() });
+    let err = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.starts_with("EC2NodeClass default: spec.kubelet.evictionHard[memory.available]: "), "{msg}");
+}
+
+#[test]
+fn root_volume_size_sets_ephemeral_storage() {
+    let nc: EC2NodeClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "big"},
+        "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "blockDeviceMappings": [{"deviceName": "/dev/xvda", "rootVolume": true,
+                                          "ebs": {"volumeSize": "100Gi"}}]}
+    }))
+    .unwrap();
+    let s = NodeClassSettings::from_node_class(Some(&nc));
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    // 100Gi - 1Gi - 10Gi = 89Gi.
+    assert_eq!(alloc(&t)["ephemeral-storage"], "89Gi");
+    assert_eq!(t.capacity.get("ephemeral-storage").canonical(), "100Gi");
+    // Without rootVolume, the AMI family's root device name is used.
+    let s = NodeClassSettings {
+        block_device_mappings: vec![BlockDeviceMapping {
+            device_name: Some("/dev/xvda".into()),
+            ebs: Some(BlockDevice { volume_size: Some(Quantity::parse("50Gi").unwrap()), ..Default::default() }),
+            root_volume: None,
+        }],
+        ..Default::default()
+    };
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    assert_eq!(alloc(&t)["ephemeral-storage"], "44Gi");
+}
+
+#[test]
+fn offerings_cover_every_zone_with_on_demand_and_modelled_spot() {
+    let t = default_type("us-west-2", "c7i.2xlarge");
+    let zones: Vec<&str> = t.offerings.iter().map(|o| o.zone.as_str()).collect();
+    assert_eq!(zones.len(), 8, "{zones:?}");
+    let od = t.offerings.iter().find(|o| o.capacity_type == "on-demand").unwrap();
+    let spot = t.offerings.iter().find(|o| o.capacity_type == "spot").unwrap();
+    assert_eq!(od.price, 0.3927);
+    assert_eq!(spot.price, spot_price("c7i.2xlarge", 0.3927));
+    assert!(spot.price >= 0.3927 * 0.25 - 1e-5 && spot.price <= 0.3927 * 0.45 + 1e-5, "{}", spot.price);
+}
+
+#[test]
+fn spot_discount_stays_between_55_and_75_percent_for_every_type() {
+    let cat = catalog().unwrap();
+    for region in cat.regions() {
+        for o in cat.offers(region).unwrap() {
+            let s = spot_price(&o.instance_type, o.price);
+            let ratio = s / o.price;
+            assert!((0.25 - 1e-3..=0.45 + 1e-3).contains(&ratio), "{} {region}: {ratio}", o.instance_type);
+        }
+    }
+}
+
+#[test]
+fn catalog_covers_the_required_regions_with_priced_offers_only() {
+    let cat = catalog().unwrap();
+    for region in ["us-east-1", "us-west-2", "eu-west-1", "ap-northeast-2"] {
+        let offers = cat.offers(region).unwrap();
+        assert!(offers.len() > 300, "{region}: {}", offers.len());
+        assert!(offers.iter().all(|o| o.price > 0.0));
+    }
+    assert_eq!(
+        cat.zones("ap-northeast-2").unwrap(),
+        ["ap-northeast-2a", "ap-northeast-2b", "ap-northeast-2c", "ap-northeast-2d"]
+    );
+}
+
+#[test]
+fn unknown_region_and_type_are_named() {
+    let cat = catalog().unwrap();
+    let err = cat.instance_types("mars-north-1", None, &NodeClassSettings::default()).unwrap_err();
+    assert!(matches!(err, CatalogError::UnknownRegion { .. }));
+    assert!(err.to_string().starts_with("unknown region \"mars-north-1\" (the built-in catalog covers ap-northeast-2"));
+    let err = cat.instance_type("us-west-2", "c7i.huge", &NodeClassSettings::default()).unwrap_err();
+    assert_eq!(err.to_string(), "unknown instance type \"c7i.huge\" in region us-west-2");
+}
+
+#[test]
+fn zone_filter_drops_types_sold_only_elsewhere() {
+    let cat = catalog().unwrap();
+    let zones = vec!["us-west-2a".to_string()];
+    let types = cat.instance_types("us-west-2", Some(&zones), &NodeClassSettings::default()).unwrap();
+    assert!(!types.is_empty());
+    assert!(types.iter().all(|t| !t.offerings.is_empty() && t.offerings.iter().all(|o| o.zone == "us-west-2a")));
+}
