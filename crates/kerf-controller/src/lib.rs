@@ -17,3 +17,8 @@ pub use api::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 pub use kerf_cloud::{Clock, Timestamp};
 pub use manager::{ControllerError, Manager, Options};
 pub use state::{ClusterState, ObjectKey};
+
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;

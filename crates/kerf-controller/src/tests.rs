@@ -1,0 +1,378 @@
+//! Behaviour tests of the controllers against the in-memory fakes in `testkit`.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kerf_api::nodeclaim::{
+    CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_READY, CONDITION_REGISTERED, NodeClaimSpec,
+    ResourceRequirements,
+};
+use kerf_api::{NodeClaim, NodePool, Operator, Taint, TaintEffect, labels};
+use kerf_cloud::CloudError;
+
+use crate::testkit::*;
+
+fn small_and_large() -> FakeCloud {
+    FakeCloud::with_types(vec![instance_type("small", "2", "4Gi", 0.10), instance_type("large", "8", "16Gi", 0.40)])
+}
+
+/// A claim for pool `default`, as the provisioner would create it.
+fn claim(name: &str, requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues>) -> NodeClaim {
+    let pool = node_pool("default");
+    NodeClaim {
+        api_version: kerf_api::nodeclaim::API_VERSION.into(),
+        kind: kerf_api::nodeclaim::KIND.into(),
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([(labels::NODE_POOL.to_string(), "default".to_string())].into()),
+            ..Default::default()
+        },
+        spec: NodeClaimSpec {
+            taints: vec![],
+            startup_taints: vec![],
+            requirements,
+            resources: ResourceRequirements::default(),
+            node_class_ref: pool.spec.template.spec.node_class_ref.clone(),
+            expire_after: pool.spec.template.spec.expire_after.clone(),
+            termination_grace_period: None,
+        },
+        status: None,
+    }
+}
+
+fn node_taint_keys(node: &Node) -> Vec<String> {
+    node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten().map(|t| t.key.clone()).collect()
+}
+
+fn node_label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
+}
+
+// ---- batching ----
+
+#[test]
+fn batch_waits_for_one_second_without_new_pods_before_scheduling() {
+    // No NodePools: every pod comes back unplaceable, which shows when the batch ran.
+    let mut h = Harness::new(small_and_large());
+    h.api.put(pending_pod("a", "1"));
+    let wake = h.settle();
+    assert_eq!(wake, Some(at(1)));
+    assert!(h.events("FailedScheduling").is_empty());
+
+    h.advance(Duration::from_millis(500));
+    h.api.put(pending_pod("b", "1"));
+    let wake = h.settle();
+    assert_eq!(wake, Some(util_after(at(0), 1500)), "a new pod extends the idle window");
+    assert!(h.events("FailedScheduling").is_empty());
+
+    h.advance_to(util_after(at(0), 1500));
+    let failed: Vec<String> = h.events("FailedScheduling").into_iter().map(|e| e.name).collect();
+    assert_eq!(failed, vec!["default/a", "default/b"]);
+}
+
+fn jiff_ms(ms: i64) -> k8s_openapi::jiff::SignedDuration {
+    k8s_openapi::jiff::SignedDuration::from_millis(ms)
+}
+
+fn util_after(t: kerf_cloud::Timestamp, millis: u64) -> kerf_cloud::Timestamp {
+    crate::util::after(t, Duration::from_millis(millis))
+}
+
+#[test]
+fn batch_closes_after_ten_seconds_even_while_pods_keep_arriving() {
+    let mut h = Harness::new(small_and_large());
+    for i in 0..25u64 {
+        h.advance_to(util_after(at(0), i * 500));
+        h.api.put(pending_pod(&format!("p{i:02}"), "1"));
+        h.settle();
+        if i * 500 < 10_000 {
+            assert!(h.events("FailedScheduling").is_empty(), "batch ran early at {}ms", i * 500);
+        }
+    }
+    // The window opened at 0s and closed at 10s with the 20 pods seen before then.
+    let failed = h.events("FailedScheduling");
+    assert_eq!(failed.len(), 20);
+    assert_eq!(failed.last().unwrap().name, "default/p19");
+    // The pods from 10s on open the next window, which closes 1s after the last one (12s);
+    // that batch retries every pending pod, the 20 earlier ones included.
+    assert_eq!(h.last_wake, Some(at(13)));
+    h.advance_to(util_after(at(13), 0) - jiff_ms(1));
+    assert_eq!(h.events("FailedScheduling").len(), 20);
+    h.advance_to(at(13));
+    let failed = h.events("FailedScheduling");
+    assert_eq!(failed.len(), 45);
+    assert_eq!(failed[20].name, "default/p00");
+    assert_eq!(failed.last().unwrap().name, "default/p24");
+}
+
+#[test]
+fn pods_not_marked_unschedulable_or_owned_by_daemonsets_are_not_provisioned() {
+    let mut h = Harness::new(small_and_large());
+    let mut fresh = pending_pod("fresh", "1");
+    fresh.status.as_mut().unwrap().conditions = None;
+    h.api.put(fresh);
+    let mut ds = pending_pod("ds-pod", "1");
+    ds.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "DaemonSet".into(),
+        name: "agent".into(),
+        uid: "u".into(),
+        ..Default::default()
+    }]);
+    h.api.put(ds);
+    let wake = h.settle();
+    assert_eq!(wake, None);
+    h.advance(Duration::from_secs(30));
+    assert!(h.events("FailedScheduling").is_empty());
+}
+
+// ---- lifecycle ----
+
+#[test]
+fn launch_adds_finalizer_and_records_the_launched_instance() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["small", "large"])]));
+    h.settle();
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert_eq!(c.metadata.finalizers, Some(vec![labels::TERMINATION_FINALIZER.to_string()]));
+    assert!(c.is_condition_true(CONDITION_LAUNCHED));
+    let l = c.metadata.labels.as_ref().unwrap();
+    assert_eq!(l.get(labels::INSTANCE_TYPE).map(String::as_str), Some("small"));
+    assert_eq!(l.get(labels::CAPACITY_TYPE).map(String::as_str), Some("spot"));
+    assert_eq!(l.get(labels::ZONE).map(String::as_str), Some("test-zone-a"));
+    assert_eq!(c.provider_id(), Some("fake:///test-zone-a/i-0001"));
+    assert_eq!(c.status.as_ref().unwrap().allocatable, res(&[("cpu", "1900m"), ("memory", "4Gi"), ("pods", "110")]));
+    assert_eq!(h.cloud.launched(), 1);
+}
+
+#[test]
+fn registration_syncs_labels_and_taints_adds_finalizer_and_removes_unregistered_taint() {
+    let mut h = Harness::new(small_and_large());
+    let mut c = claim("default-aaaaa", vec![]);
+    c.metadata.labels.as_mut().unwrap().insert("team".into(), "blue".into());
+    c.spec.taints = vec![Taint::new("dedicated", Some("blue"), TaintEffect::NoSchedule)];
+    h.api.put(c);
+    h.settle();
+    // The kubelet joins without the claim's labels or taints: registration must add them.
+    let mut node = kubelet_joins(&h.api, "default-aaaaa", "ip-10-0-0-1", false);
+    node.metadata.labels.as_mut().unwrap().remove("team");
+    node.spec.as_mut().unwrap().taints =
+        Some(vec![Taint::new(labels::UNREGISTERED_TAINT_KEY, None, TaintEffect::NoExecute).to_core()]);
+    h.api.put(node);
+    h.settle();
+
+    let node: Node = h.api.one(None, "ip-10-0-0-1").unwrap();
+    assert_eq!(node_label(&node, "team"), Some("blue"));
+    assert_eq!(node_label(&node, labels::REGISTERED), Some("true"));
+    assert_eq!(node_label(&node, labels::NODE_POOL), Some("default"));
+    assert_eq!(node_taint_keys(&node), vec!["dedicated"]);
+    assert_eq!(node.metadata.finalizers, Some(vec![labels::TERMINATION_FINALIZER.to_string()]));
+    let owner = &node.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("NodeClaim", "default-aaaaa"));
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.is_condition_true(CONDITION_REGISTERED));
+    assert!(!c.is_condition_true(CONDITION_INITIALIZED), "node is not ready yet");
+    assert_eq!(c.status.as_ref().unwrap().node_name.as_deref(), Some("ip-10-0-0-1"));
+}
+
+#[test]
+fn initialization_waits_for_ready_and_startup_taints_to_be_removed() {
+    let mut h = Harness::new(small_and_large());
+    let mut c = claim("default-aaaaa", vec![]);
+    c.spec.startup_taints = vec![Taint::new("example.com/agent-not-ready", None, TaintEffect::NoSchedule)];
+    h.api.put(c);
+    h.settle();
+    kubelet_joins(&h.api, "default-aaaaa", "n1", true);
+    h.settle();
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.is_condition_true(CONDITION_REGISTERED));
+    assert!(!c.is_condition_true(CONDITION_INITIALIZED), "startup taint still present");
+    let node: Node = h.api.one(None, "n1").unwrap();
+    assert_eq!(node_taint_keys(&node), vec!["example.com/agent-not-ready"]);
+    assert_eq!(node_label(&node, labels::INITIALIZED), None);
+
+    // The agent removes its startup taint.
+    let mut node = node;
+    node.spec.as_mut().unwrap().taints = None;
+    h.api.put(node);
+    h.settle();
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.is_condition_true(CONDITION_INITIALIZED));
+    assert!(c.is_condition_true(CONDITION_READY));
+    let node: Node = h.api.one(None, "n1").unwrap();
+    assert_eq!(node_label(&node, labels::INITIALIZED), Some("true"));
+}
+
+#[test]
+fn initialization_waits_for_requested_extended_resources_to_register() {
+    let mut h = Harness::new(small_and_large());
+    let mut c = claim("default-aaaaa", vec![]);
+    c.spec.resources.requests = res(&[("cpu", "1"), ("vpc.amazonaws.com/pod-eni", "1")]);
+    h.api.put(c);
+    h.settle();
+    let node = kubelet_joins(&h.api, "default-aaaaa", "n1", true);
+    h.settle();
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.is_condition_true(CONDITION_REGISTERED));
+    assert!(!c.is_condition_true(CONDITION_INITIALIZED), "pod-eni not registered yet");
+
+    let mut node: Node = h.api.one(None, node.metadata.name.as_deref().unwrap()).unwrap();
+    node.status.as_mut().unwrap().allocatable.as_mut().unwrap().insert(
+        "vpc.amazonaws.com/pod-eni".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("9".into()),
+    );
+    h.api.put(node);
+    h.settle();
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.is_condition_true(CONDITION_INITIALIZED));
+}
+
+#[test]
+fn liveness_deletes_a_claim_whose_node_does_not_register_within_15_minutes() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    let wake = h.settle();
+    assert_eq!(wake, Some(at(15 * 60)));
+    h.advance_to(at(15 * 60 - 1));
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_some());
+    h.advance_to(at(15 * 60));
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none(), "claim deleted");
+    assert_eq!(h.cloud.deleted(), vec!["default-aaaaa"], "its instance terminated");
+    assert_eq!(h.cloud.running(), 0);
+}
+
+#[test]
+fn insufficient_capacity_deletes_the_claim() {
+    let cloud = small_and_large();
+    cloud.no_capacity("small", "test-zone-a", "spot");
+    let mut h = Harness::new(cloud);
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none());
+    assert_eq!(h.events("InsufficientCapacityError").len(), 1);
+    assert_eq!(h.cloud.launched(), 0);
+}
+
+#[test]
+fn other_launch_errors_set_launched_false_and_retry_after_ten_seconds() {
+    let cloud = small_and_large();
+    cloud.fail_next(CloudError::Other("throttled".into()));
+    let mut h = Harness::new(cloud);
+    h.api.put(claim("default-aaaaa", vec![]));
+    let wake = h.settle();
+    assert_eq!(wake, Some(at(10)));
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    let launched = c.condition(CONDITION_LAUNCHED).unwrap();
+    assert_eq!(launched.status, "False");
+    assert_eq!(launched.message.as_deref(), Some("cloud provider error: throttled"));
+    h.advance_to(at(10));
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.is_condition_true(CONDITION_LAUNCHED));
+}
+
+#[test]
+fn deleting_a_claim_deletes_its_node_and_instance_then_releases_the_claim() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    kubelet_joins(&h.api, "default-aaaaa", "n1", true);
+    h.settle();
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").unwrap().is_condition_true(CONDITION_INITIALIZED));
+    crate::testkit::block_on(crate::api::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa")).unwrap();
+    h.settle();
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none());
+    assert!(h.api.one::<Node>(None, "n1").is_none());
+    assert_eq!(h.cloud.running(), 0);
+    assert!(h.mgr.state().node_claims().is_empty());
+    assert!(h.mgr.state().nodes().is_empty());
+}
+
+#[test]
+fn settled_controllers_write_nothing_more() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    kubelet_joins(&h.api, "default-aaaaa", "n1", true);
+    h.settle();
+    let writes = h.api.writes();
+    h.advance(Duration::from_secs(5));
+    assert_eq!(h.api.writes(), writes);
+}
+
+// ---- NodePools ----
+
+#[test]
+fn nodepool_status_counts_launched_claims_and_their_capacity() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(claim("default-aaaaa", vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["small"])]));
+    h.api.put(claim("default-bbbbb", vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["large"])]));
+    h.settle();
+    let pool: NodePool = h.api.one(None, "default").unwrap();
+    let status = pool.status.unwrap();
+    assert_eq!(status.nodes, Some(2));
+    assert_eq!(status.resources, res(&[("cpu", "10"), ("memory", "20Gi"), ("pods", "220")]));
+    assert!(status.conditions.iter().any(|c| c.type_ == "Ready" && c.is_true()));
+}
+
+#[test]
+fn replicas_keep_a_fixed_number_of_nodeclaims() {
+    let mut h = Harness::new(small_and_large());
+    let mut pool = node_pool("fixed");
+    pool.spec.replicas = Some(3);
+    pool.spec.template.spec.requirements = vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["large"])];
+    pool.spec.template.metadata.labels.insert("role".into(), "fixed".into());
+    h.api.put(pool);
+    h.settle();
+    let claims = h.claims();
+    assert_eq!(claims.len(), 3);
+    for c in &claims {
+        assert!(c.name().starts_with("fixed-") && c.name().len() == "fixed-".len() + 5, "{}", c.name());
+        let l = c.metadata.labels.as_ref().unwrap();
+        assert_eq!(l.get(labels::NODE_POOL).map(String::as_str), Some("fixed"));
+        assert_eq!(l.get("role").map(String::as_str), Some("fixed"));
+        assert_eq!(l.get(labels::INSTANCE_TYPE).map(String::as_str), Some("large"));
+        assert!(c.is_condition_true(CONDITION_LAUNCHED));
+    }
+    // No pods at all, and it stays at three.
+    h.advance(Duration::from_secs(60));
+    assert_eq!(h.claims().len(), 3);
+
+    // Scale down to one: two claims go, and their instances.
+    let mut pool: NodePool = h.api.one(None, "fixed").unwrap();
+    pool.spec.replicas = Some(1);
+    h.api.put(pool);
+    h.settle();
+    assert_eq!(h.claims().len(), 1);
+    assert_eq!(h.cloud.running(), 1);
+
+    // A claim lost outside kerf's control is replaced.
+    let name = h.claims()[0].name().to_string();
+    crate::testkit::block_on(crate::api::ClusterApi::delete::<NodeClaim>(&h.api, None, &name)).unwrap();
+    h.settle();
+    let claims = h.claims();
+    assert_eq!(claims.len(), 1);
+    assert_ne!(claims[0].name(), name);
+}
+
+#[test]
+fn claim_names_are_pool_name_and_five_seeded_characters() {
+    let run = || {
+        let mut h = Harness::new(small_and_large());
+        let mut pool = node_pool("web");
+        pool.spec.replicas = Some(2);
+        h.api.put(pool);
+        h.settle();
+        h.claims().into_iter().map(|c| c.name().to_string()).collect::<Vec<_>>()
+    };
+    let a = run();
+    assert_eq!(a, run(), "same seed, same names");
+    assert_eq!(a.len(), 2);
+    for n in &a {
+        let suffix = n.strip_prefix("web-").unwrap();
+        assert_eq!(suffix.len(), 5);
+        assert!(suffix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+    }
+}
