@@ -127,7 +127,14 @@ impl<P: CloudProvider> Manager<P> {
         api: &C,
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
-        let names: Vec<String> = self.state.node_claims().keys().cloned().collect();
+        // Initialized claims need nothing from the lifecycle: skip them without copying.
+        let names: Vec<String> = self
+            .state
+            .node_claims()
+            .iter()
+            .filter(|(_, c)| c.metadata.deletion_timestamp.is_some() || !c.is_condition_true(CONDITION_INITIALIZED))
+            .map(|(n, _)| n.clone())
+            .collect();
         for name in names {
             let Some(claim) = self.state.node_claim(&name).cloned() else { continue };
             if claim.metadata.deletion_timestamp.is_some() {

@@ -156,9 +156,11 @@ impl<P: CloudProvider> Manager<P> {
     pub(crate) async fn provision<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
         self.expire_nominations(pass);
         let pending = self.provisionable_pods();
-        let keys: BTreeSet<ObjectKey> = pending.iter().map(|(k, _)| k.clone()).collect();
-        let has_new = keys.iter().any(|k| !self.batch.seen.contains(k));
-        self.batch.seen = keys;
+        let has_new = pending.iter().any(|(k, _)| !self.batch.seen.contains(k));
+        // Every pending pod already seen and as many as before: the set is unchanged.
+        if has_new || pending.len() != self.batch.seen.len() {
+            self.batch.seen = pending.iter().map(|(k, _)| k.clone()).collect();
+        }
         if pending.is_empty() {
             self.batch.started = None;
             self.batch.last_trigger = None;

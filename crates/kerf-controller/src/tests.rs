@@ -376,3 +376,75 @@ fn claim_names_are_pool_name_and_five_seeded_characters() {
         assert!(suffix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
     }
 }
+
+// ---- the scheduling input ----
+
+#[test]
+fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_against_limits() {
+    use crate::api::{Object, WatchEvent};
+    use std::sync::Arc;
+
+    let cloud = small_and_large();
+    let mut mgr = crate::Manager::new(cloud.clone(), crate::Options::default());
+    let pool = node_pool("default");
+    mgr.observe(&WatchEvent::Applied(pool.clone().into_any()));
+    let mut c = claim("default-aaaaa", vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["large", "small"])]);
+    c.spec.requirements.push(requirement(labels::ZONE, Operator::In, &["test-zone-b"]));
+    c.spec.taints = vec![Taint::new("dedicated", None, TaintEffect::NoSchedule)];
+    c.spec.startup_taints = vec![Taint::new("boot", None, TaintEffect::NoSchedule)];
+    mgr.observe(&WatchEvent::Applied(c.into_any()));
+    let pod = pending_pod("a", "1");
+    mgr.observe(&WatchEvent::Applied(pod.into_any()));
+    mgr.nominations.insert(("default".into(), "a".into()), "default-aaaaa".into());
+
+    let types = crate::testkit::block_on(mgr.instance_types_by_pool());
+    let input = mgr.scheduling_input(&[], &types);
+    assert_eq!(input.existing_nodes.len(), 1);
+    let n = &input.existing_nodes[0];
+    assert_eq!(n.name, "default-aaaaa");
+    assert!(n.in_flight && n.schedulable);
+    assert_eq!(n.node_pool.as_deref(), Some("default"));
+    assert_eq!(n.labels.get(labels::ZONE).map(String::as_str), Some("test-zone-b"));
+    assert_eq!(n.labels.get(labels::NODE_POOL).map(String::as_str), Some("default"));
+    assert_eq!(n.taints, vec![Taint::new("dedicated", None, TaintEffect::NoSchedule)], "startup taints left out");
+    // Not launched yet: the first type its requirement names stands in.
+    assert_eq!(n.allocatable, res(&[("cpu", "7900m"), ("memory", "16Gi"), ("pods", "110")]));
+    assert_eq!(n.pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect::<Vec<_>>(), vec!["a"]);
+
+    assert_eq!(input.node_pools.len(), 1);
+    assert_eq!(input.node_pools[0].in_use, res(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "110"), ("nodes", "1")]));
+    assert!(Arc::ptr_eq(&input.node_pools[0].instance_types[0], &types["default"][0]));
+}
+
+#[test]
+fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
+    use crate::api::{Object, WatchEvent};
+    use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+
+    let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
+    mgr.observe(&WatchEvent::Applied(node_pool("default").into_any()));
+    let mut fixed = node_pool("fixed");
+    fixed.spec.replicas = Some(2);
+    mgr.observe(&WatchEvent::Applied(fixed.into_any()));
+    let ds = DaemonSet {
+        metadata: ObjectMeta {
+            name: Some("agent".into()),
+            namespace: Some("kube-system".into()),
+            ..Default::default()
+        },
+        spec: Some(DaemonSetSpec {
+            template: PodTemplateSpec { metadata: None, spec: pending_pod("x", "100m").spec },
+            ..Default::default()
+        }),
+        status: None,
+    };
+    mgr.observe(&WatchEvent::Applied(ds.into_any()));
+    let types = crate::testkit::block_on(mgr.instance_types_by_pool());
+    let input = mgr.scheduling_input(&[], &types);
+    let pools: Vec<&str> = input.node_pools.iter().map(|p| p.node_pool.name()).collect();
+    assert_eq!(pools, vec!["default"], "static pools do not provision for pods");
+    assert_eq!(input.daemonset_pods.len(), 1);
+    assert_eq!(input.daemonset_pods[0].metadata.namespace.as_deref(), Some("kube-system"));
+    assert_eq!(input.daemonset_pods[0].metadata.name.as_deref(), Some("agent"));
+}
