@@ -1,7 +1,9 @@
 //! The simulated cloud: launches instances in virtual time.
 
 pub mod config;
+pub mod provider;
 
 pub use config::{
     CustomInstanceType, CustomOffering, InstanceTypesSource, SimConfig, SimConfigError, UnavailableOffering,
 };
+pub use provider::{ICE_CACHE_TTL, Interruption, SPOT_RECLAIM_AFTER, SimInstance, SimProvider};

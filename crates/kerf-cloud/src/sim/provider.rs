@@ -1,0 +1,620 @@
+//! [`SimProvider`]: a cloud that launches instances in virtual time.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use kerf_api::nodeclaim::NodeClaimStatus;
+use kerf_api::{EC2NodeClass, NodeClaim, NodePool, labels};
+use kerf_scheduling::{InstanceType, Offering, Requirements};
+
+use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
+use crate::aws::{Catalog, NodeClassSettings, catalog};
+use crate::clock::{Clock, Timestamp};
+use crate::provider::{CloudError, CloudProvider};
+
+/// How long an offering that failed with insufficient capacity stays unavailable (as Karpenter's
+/// insufficient-capacity cache).
+pub const ICE_CACHE_TTL: Duration = Duration::from_secs(3 * 60);
+
+/// How long after a spot interruption warning EC2 reclaims the instance.
+pub const SPOT_RECLAIM_AFTER: Duration = Duration::from_secs(2 * 60);
+
+/// One instance the simulated cloud launched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimInstance {
+    /// `aws:///us-west-2a/i-0000000000000001`.
+    pub provider_id: String,
+    /// `i-0000000000000001`.
+    pub instance_id: String,
+    /// The private DNS name the Node registers as: `ip-10-0-0-2.us-west-2.compute.internal`.
+    pub node_name: String,
+    /// The NodeClaim it was launched for.
+    pub node_claim: String,
+    pub instance_type: Arc<InstanceType>,
+    pub zone: String,
+    pub capacity_type: String,
+    /// $/h of the offering it was launched from.
+    pub price: f64,
+    /// Labels its Node should carry: the claim's, the type's, zone, region, capacity type.
+    pub labels: BTreeMap<String, String>,
+    pub launched_at: Timestamp,
+    /// When the Node is registered and Ready: `launched_at + launchLatency`.
+    pub ready_at: Timestamp,
+    /// Deleted, or reclaimed after a spot interruption.
+    pub terminated: bool,
+    pub terminated_at: Option<Timestamp>,
+    /// When a spot interruption warning was sent for it.
+    pub interrupted_at: Option<Timestamp>,
+}
+
+/// A spot interruption warning: the instance will be reclaimed [`SPOT_RECLAIM_AFTER`] later.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interruption {
+    pub provider_id: String,
+    pub node_name: String,
+    pub node_claim: String,
+    pub capacity_type: String,
+    /// When the warning was sent.
+    pub at: Timestamp,
+    /// When EC2 reclaims the instance.
+    pub reclaim_at: Timestamp,
+}
+
+type OfferingKey = (String, String, String);
+
+struct Launched {
+    instance: SimInstance,
+    claim: NodeClaim,
+}
+
+#[derive(Default)]
+struct State {
+    launched: u64,
+    instances: Vec<Launched>,
+    /// Offering (type, zone, capacity type) → when it becomes available again.
+    ice: BTreeMap<OfferingKey, Timestamp>,
+    interruptions: Vec<Interruption>,
+    /// Node class name → its settings, as last seen by `instance_types` / `register_node_class`.
+    node_classes: BTreeMap<String, NodeClassSettings>,
+    /// Node class name → (settings, types built for them), before availability is applied.
+    types: BTreeMap<String, (NodeClassSettings, Arc<Vec<Arc<InstanceType>>>)>,
+}
+
+/// A simulated EC2: the built-in catalog (or custom types), launch latency, insufficient
+/// capacity with Karpenter's 3-minute cache, deterministic instance IDs and names, and spot
+/// interruption warnings. Time comes from the clock it is given.
+pub struct SimProvider {
+    config: SimConfig,
+    zones: Vec<String>,
+    clock: Arc<dyn Clock>,
+    /// Custom types, built once (they do not depend on the node class).
+    custom: Option<Arc<Vec<Arc<InstanceType>>>>,
+    state: Mutex<State>,
+}
+
+fn add(t: Timestamp, d: Duration) -> Timestamp {
+    let ms = t.as_millisecond().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Timestamp::from_millisecond(ms).unwrap_or(t)
+}
+
+/// Labels an instance type defines itself (a requirement on one of these that the type lacks
+/// fails `In`); other keys in a claim (NodePool name, user labels) are the claim's own business.
+fn is_type_label(key: &str) -> bool {
+    key != labels::NODE_POOL
+        && key != labels::AWS_EC2_NODE_CLASS
+        && key != labels::TOPOLOGY_ZONE_ID
+        && labels::WELL_KNOWN_LABELS.contains(&key)
+}
+
+impl SimProvider {
+    /// A simulated cloud as `config` describes it. Fails (naming the field) when the config is
+    /// invalid or names a region, zone or instance type the catalog does not have.
+    pub fn new(config: SimConfig, clock: Arc<dyn Clock>) -> Result<SimProvider, SimConfigError> {
+        config.validate()?;
+        let cat = catalog().map_err(|e| SimConfigError::new("instanceTypes", e.to_string()))?;
+        let region = config.region.as_str();
+        let catalog_zones = cat.zones(region).ok();
+        let zones = match (&config.zones, catalog_zones) {
+            (Some(z), _) => z.clone(),
+            (None, Some(z)) => z.to_vec(),
+            (None, None) => {
+                return Err(SimConfigError::new(
+                    "zones",
+                    format!("required: the built-in catalog does not cover region {region}"),
+                ));
+            }
+        };
+        let custom = match &config.instance_types {
+            InstanceTypesSource::Aws => {
+                let known = cat.zones(region).map_err(|e| SimConfigError::new("region", e.to_string()))?;
+                for (i, z) in zones.iter().enumerate() {
+                    if !known.contains(z) {
+                        return Err(SimConfigError::new(
+                            format!("zones[{i}]"),
+                            format!("the built-in catalog sells nothing in zone {z} (it has {})", known.join(", ")),
+                        ));
+                    }
+                }
+                None
+            }
+            InstanceTypesSource::Custom(_) => Some(Arc::new(build_custom(&config, &zones))),
+        };
+        for (i, u) in config.unavailable.iter().enumerate() {
+            let known = match &custom {
+                Some(types) => types.iter().any(|t| t.name == u.instance_type),
+                None => cat.offers(region).is_ok_and(|o| o.iter().any(|o| o.instance_type == u.instance_type)),
+            };
+            if !known {
+                return Err(SimConfigError::new(
+                    format!("unavailable[{i}].instanceType"),
+                    format!("unknown instance type {:?} in region {region}", u.instance_type),
+                ));
+            }
+            if let Some(z) = &u.zone
+                && !zones.contains(z)
+            {
+                return Err(SimConfigError::new(
+                    format!("unavailable[{i}].zone"),
+                    format!("zone {z:?} is not one of the cloud's zones ({})", zones.join(", ")),
+                ));
+            }
+        }
+        Ok(SimProvider { config, zones, clock, custom, state: Mutex::new(State::default()) })
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    pub fn region(&self) -> &str {
+        &self.config.region
+    }
+
+    /// The zones this cloud has.
+    pub fn zones(&self) -> &[String] {
+        &self.zones
+    }
+
+    pub fn launch_latency(&self) -> Duration {
+        self.config.launch_latency.as_duration()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere cannot leave the state half-updated in a way that matters here.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remembers a node class so that claims referring to it launch with its kubelet settings.
+    pub fn register_node_class(&self, node_class: &EC2NodeClass) {
+        let settings = NodeClassSettings::from_node_class(Some(node_class));
+        self.lock().node_classes.insert(node_class.name().to_string(), settings);
+    }
+
+    /// The instance types for `settings`, built once per node class, all offerings available.
+    fn base_types(
+        &self,
+        state: &mut State,
+        key: &str,
+        settings: &NodeClassSettings,
+    ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
+        if let Some(custom) = &self.custom {
+            return Ok(custom.clone());
+        }
+        if let Some((s, types)) = state.types.get(key)
+            && s == settings
+        {
+            return Ok(types.clone());
+        }
+        let cat: &Catalog = catalog().map_err(|e| CloudError::Other(e.to_string()))?;
+        let built = cat
+            .instance_types(&self.config.region, Some(&self.zones), settings)
+            .map_err(|e| CloudError::NodeClassNotReady(e.to_string()))?;
+        let types = Arc::new(built.into_iter().map(Arc::new).collect::<Vec<_>>());
+        state.types.insert(key.to_string(), (settings.clone(), types.clone()));
+        Ok(types)
+    }
+
+    fn ice_cached(state: &State, now: Timestamp, key: &OfferingKey) -> bool {
+        state.ice.get(key).is_some_and(|until| *until > now)
+    }
+
+    /// Types with the insufficient-capacity cache applied at `now`.
+    fn with_availability(state: &State, now: Timestamp, base: &[Arc<InstanceType>]) -> Vec<Arc<InstanceType>> {
+        base.iter()
+            .map(|t| {
+                let unavailable = |o: &Offering| {
+                    Self::ice_cached(state, now, &(t.name.clone(), o.zone.clone(), o.capacity_type.clone()))
+                };
+                if state.ice.keys().any(|(n, _, _)| n == &t.name) && t.offerings.iter().any(unavailable) {
+                    let mut t2 = InstanceType::clone(t);
+                    for o in &mut t2.offerings {
+                        if unavailable(o) {
+                            o.available = false;
+                        }
+                    }
+                    Arc::new(t2)
+                } else {
+                    t.clone()
+                }
+            })
+            .collect()
+    }
+
+    /// Whether the offering is launchable as far as callers can know (not in the
+    /// insufficient-capacity cache now).
+    pub fn is_offering_available(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
+        let state = self.lock();
+        let key = (instance_type.to_string(), zone.to_string(), capacity_type.to_string());
+        !Self::ice_cached(&state, self.clock.now(), &key)
+    }
+
+    /// Every instance launched so far (terminated ones included), in launch order. An
+    /// interrupted instance reads as terminated once EC2 has reclaimed it.
+    pub fn instances(&self) -> Vec<SimInstance> {
+        let now = self.clock.now();
+        let state = self.lock();
+        state.instances.iter().map(|l| Self::observed(&l.instance, now)).collect()
+    }
+
+    /// The instance with this provider ID.
+    pub fn instance(&self, provider_id: &str) -> Option<SimInstance> {
+        let now = self.clock.now();
+        let state = self.lock();
+        state.instances.iter().find(|l| l.instance.provider_id == provider_id).map(|l| Self::observed(&l.instance, now))
+    }
+
+    fn observed(i: &SimInstance, now: Timestamp) -> SimInstance {
+        let mut i = i.clone();
+        if !i.terminated
+            && let Some(at) = i.interrupted_at
+        {
+            let reclaim = add(at, SPOT_RECLAIM_AFTER);
+            if reclaim <= now {
+                i.terminated = true;
+                i.terminated_at = Some(reclaim);
+            }
+        }
+        i
+    }
+
+    /// Sends a spot interruption warning for the instance; EC2 reclaims it
+    /// [`SPOT_RECLAIM_AFTER`] later. `NotFound` when it is unknown or already gone.
+    pub fn interrupt(&self, provider_id: &str) -> Result<Interruption, CloudError> {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        let launched = state
+            .instances
+            .iter_mut()
+            .find(|l| l.instance.provider_id == provider_id)
+            .ok_or_else(|| CloudError::NotFound(provider_id.to_string()))?;
+        if Self::observed(&launched.instance, now).terminated {
+            return Err(CloudError::NotFound(provider_id.to_string()));
+        }
+        let i = &mut launched.instance;
+        let at = *i.interrupted_at.get_or_insert(now);
+        let warning = Interruption {
+            provider_id: i.provider_id.clone(),
+            node_name: i.node_name.clone(),
+            node_claim: i.node_claim.clone(),
+            capacity_type: i.capacity_type.clone(),
+            at: now,
+            reclaim_at: add(at, SPOT_RECLAIM_AFTER),
+        };
+        state.interruptions.push(warning.clone());
+        Ok(warning)
+    }
+
+    /// [`interrupt`](Self::interrupt) for the instance whose Node is `node_name`.
+    pub fn interrupt_node(&self, node_name: &str) -> Result<Interruption, CloudError> {
+        let pid = {
+            let state = self.lock();
+            state
+                .instances
+                .iter()
+                .rev()
+                .find(|l| l.instance.node_name == node_name)
+                .map(|l| l.instance.provider_id.clone())
+        };
+        match pid {
+            Some(pid) => self.interrupt(&pid),
+            None => Err(CloudError::NotFound(format!("node {node_name}"))),
+        }
+    }
+
+    /// Drains the queued interruption warnings, oldest first.
+    pub fn take_interruptions(&self) -> Vec<Interruption> {
+        std::mem::take(&mut self.lock().interruptions)
+    }
+
+    fn node_name(&self, n: u64, zone: &str) -> String {
+        let zone_index = self.zones.iter().position(|z| z == zone).unwrap_or(0) as u64;
+        let third = (zone_index * 32 + (n / 254) % 32) % 256;
+        let fourth = n % 254 + 1;
+        let domain = if self.config.region == "us-east-1" {
+            "ec2.internal".to_string()
+        } else {
+            format!("{}.compute.internal", self.config.region)
+        };
+        format!("ip-10-0-{third}-{fourth}.{domain}")
+    }
+
+    fn launch(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        let class_name = claim.spec.node_class_ref.name.clone();
+        let settings = state.node_classes.get(&class_name).cloned().unwrap_or_default();
+        let base = self.base_types(&mut state, &class_name, &settings)?;
+        let reqs = Requirements::from_node_selector(&claim.spec.requirements);
+        let requests = &claim.spec.resources.requests;
+        let region = self.config.region.as_str();
+
+        // Types whose own labels and allocatable suit the claim.
+        let types: Vec<&Arc<InstanceType>> = base
+            .iter()
+            .filter(|t| {
+                reqs.iter().all(|(key, req)| {
+                    let key = key.as_str();
+                    if key == labels::ZONE || key == labels::CAPACITY_TYPE {
+                        return true; // per offering, below
+                    }
+                    if key == labels::REGION {
+                        return req.matches(Some(region));
+                    }
+                    match t.labels.get(key) {
+                        Some(v) => req.matches(Some(v)),
+                        None if is_type_label(key) => req.matches(None),
+                        None => true,
+                    }
+                }) && requests.fits(&t.allocatable())
+            })
+            .collect();
+        if types.is_empty() {
+            return Err(CloudError::Invalid(format!(
+                "NodeClaim {}: no instance type satisfies its requirements and resource requests",
+                claim.name()
+            )));
+        }
+        // Offerings the claim allows, skipping those known to be out of capacity.
+        let allowed = |o: &Offering| {
+            reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone))
+                && reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type))
+        };
+        let mut candidates: Vec<(&Arc<InstanceType>, &Offering)> = Vec::new();
+        for t in &types {
+            for o in &t.offerings {
+                let key = (t.name.clone(), o.zone.clone(), o.capacity_type.clone());
+                if o.available && allowed(o) && !Self::ice_cached(&state, now, &key) {
+                    candidates.push((t, o));
+                }
+            }
+        }
+        // Reserved first, then spot, then on-demand, as Karpenter launches: the first capacity
+        // type with any candidate is the only one tried in this launch.
+        let capacity_type =
+            [labels::CAPACITY_TYPE_RESERVED, labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND]
+                .into_iter()
+                .find(|ct| candidates.iter().any(|(_, o)| o.capacity_type == *ct));
+        let Some(capacity_type) = capacity_type else {
+            return Err(CloudError::InsufficientCapacity(format!(
+                "NodeClaim {}: every offering it allows is out of capacity",
+                claim.name()
+            )));
+        };
+        candidates.retain(|(_, o)| o.capacity_type == capacity_type);
+        candidates.sort_by(|(ta, a), (tb, b)| {
+            a.price.total_cmp(&b.price).then_with(|| ta.name.cmp(&tb.name)).then_with(|| a.zone.cmp(&b.zone))
+        });
+
+        let mut failed = Vec::new();
+        let mut chosen = None;
+        for (t, o) in candidates {
+            if self.config.unavailable.iter().any(|u| u.covers(&t.name, &o.zone, &o.capacity_type)) {
+                failed.push(format!("{}/{}/{}", t.name, o.zone, o.capacity_type));
+                state.ice.insert((t.name.clone(), o.zone.clone(), o.capacity_type.clone()), add(now, ICE_CACHE_TTL));
+                continue;
+            }
+            chosen = Some((t.clone(), o.clone()));
+            break;
+        }
+        let Some((itype, offering)) = chosen else {
+            return Err(CloudError::InsufficientCapacity(format!(
+                "NodeClaim {}: no capacity for {}",
+                claim.name(),
+                failed.join(", ")
+            )));
+        };
+
+        state.launched += 1;
+        let n = state.launched;
+        let instance_id = format!("i-{n:017x}");
+        let provider_id = format!("aws:///{}/{instance_id}", offering.zone);
+        let node_name = self.node_name(n, &offering.zone);
+        let mut node_labels = claim.metadata.labels.clone().unwrap_or_default();
+        node_labels.extend(itype.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        node_labels.insert(labels::ZONE.to_string(), offering.zone.clone());
+        node_labels.insert(labels::REGION.to_string(), region.to_string());
+        node_labels.insert(labels::CAPACITY_TYPE.to_string(), offering.capacity_type.clone());
+
+        let mut out = claim.clone();
+        out.metadata.labels = Some(node_labels.clone());
+        let status = out.status.get_or_insert_with(NodeClaimStatus::default);
+        status.provider_id = Some(provider_id.clone());
+        status.image_id = Some("ami-kerf-sim".to_string());
+        status.capacity = itype.capacity.clone();
+        status.allocatable = itype.allocatable();
+
+        let instance = SimInstance {
+            provider_id,
+            instance_id,
+            node_name,
+            node_claim: claim.name().to_string(),
+            instance_type: itype,
+            zone: offering.zone.clone(),
+            capacity_type: offering.capacity_type.clone(),
+            price: offering.price,
+            labels: node_labels,
+            launched_at: now,
+            ready_at: add(now, self.launch_latency()),
+            terminated: false,
+            terminated_at: None,
+            interrupted_at: None,
+        };
+        state.instances.push(Launched { instance, claim: out.clone() });
+        Ok(out)
+    }
+
+    fn terminate(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+        let now = self.clock.now();
+        let pid = claim.provider_id().ok_or_else(|| CloudError::NotFound(format!("NodeClaim {}", claim.name())))?;
+        let mut state = self.lock();
+        let launched = state
+            .instances
+            .iter_mut()
+            .find(|l| l.instance.provider_id == pid)
+            .ok_or_else(|| CloudError::NotFound(pid.to_string()))?;
+        let observed = Self::observed(&launched.instance, now);
+        if observed.terminated {
+            launched.instance = observed;
+            return Err(CloudError::NotFound(pid.to_string()));
+        }
+        launched.instance.terminated = true;
+        launched.instance.terminated_at = Some(now);
+        Ok(())
+    }
+
+    fn live_claim(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
+        let now = self.clock.now();
+        let state = self.lock();
+        state
+            .instances
+            .iter()
+            .find(|l| l.instance.provider_id == provider_id && !Self::observed(&l.instance, now).terminated)
+            .map(|l| l.claim.clone())
+            .ok_or_else(|| CloudError::NotFound(provider_id.to_string()))
+    }
+
+    fn live_claims(&self) -> Vec<NodeClaim> {
+        let now = self.clock.now();
+        let state = self.lock();
+        state
+            .instances
+            .iter()
+            .filter(|l| !Self::observed(&l.instance, now).terminated)
+            .map(|l| l.claim.clone())
+            .collect()
+    }
+
+    /// The instance types for a node class, with availability as of now.
+    pub fn instance_types_for(&self, node_class: Option<&EC2NodeClass>) -> Result<Vec<Arc<InstanceType>>, CloudError> {
+        let now = self.clock.now();
+        let settings = NodeClassSettings::from_node_class(node_class);
+        let key = node_class.map(|nc| nc.name().to_string()).unwrap_or_default();
+        let mut state = self.lock();
+        if node_class.is_some() {
+            state.node_classes.insert(key.clone(), settings.clone());
+        }
+        let base = self.base_types(&mut state, &key, &settings)?;
+        Ok(Self::with_availability(&state, now, &base))
+    }
+}
+
+/// Custom types from the config: capacity, overhead and labels as given, offerings as given or
+/// every zone × {spot, on-demand} (spot at 0.7 × the price unless named).
+fn build_custom(config: &SimConfig, zones: &[String]) -> Vec<Arc<InstanceType>> {
+    let InstanceTypesSource::Custom(custom) = &config.instance_types else { return Vec::new() };
+    let mut out: Vec<Arc<InstanceType>> = custom
+        .iter()
+        .map(|c| {
+            let mut type_labels = c.labels.clone();
+            type_labels.insert(labels::INSTANCE_TYPE.to_string(), c.name.clone());
+            type_labels.entry(labels::ARCH.to_string()).or_insert_with(|| "amd64".to_string());
+            type_labels.entry(labels::OS.to_string()).or_insert_with(|| "linux".to_string());
+            let base_price = c.price.unwrap_or(0.0);
+            let default_price = |ct: &str| {
+                if ct == labels::CAPACITY_TYPE_SPOT {
+                    base_price * super::config::DEFAULT_CUSTOM_SPOT_FACTOR
+                } else {
+                    base_price
+                }
+            };
+            let offerings = match &c.offerings {
+                Some(list) => list
+                    .iter()
+                    .map(|o| Offering {
+                        zone: o.zone.clone(),
+                        capacity_type: o.capacity_type.clone(),
+                        price: o.price.unwrap_or_else(|| default_price(&o.capacity_type)),
+                        available: true,
+                    })
+                    .collect(),
+                None => zones
+                    .iter()
+                    .flat_map(|z| {
+                        [labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND].map(|ct| Offering {
+                            zone: z.clone(),
+                            capacity_type: ct.to_string(),
+                            price: default_price(ct),
+                            available: true,
+                        })
+                    })
+                    .collect(),
+            };
+            Arc::new(InstanceType {
+                name: c.name.clone(),
+                labels: type_labels,
+                capacity: c.capacity.clone(),
+                overhead: c.overhead.clone(),
+                offerings,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+impl CloudProvider for SimProvider {
+    async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
+        self.launch(claim)
+    }
+
+    async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+        self.terminate(claim)
+    }
+
+    async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
+        self.live_claim(provider_id)
+    }
+
+    async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+        Ok(self.live_claims())
+    }
+
+    async fn instance_types(
+        &self,
+        _node_pool: &NodePool,
+        node_class: Option<&EC2NodeClass>,
+    ) -> Result<Vec<Arc<InstanceType>>, CloudError> {
+        self.instance_types_for(node_class)
+    }
+
+    async fn is_drifted(
+        &self,
+        claim: &NodeClaim,
+        node_class: Option<&EC2NodeClass>,
+    ) -> Result<Option<String>, CloudError> {
+        // The node class's hash annotation, copied onto the claim at launch, changes when the
+        // node class's spec does.
+        let Some(nc) = node_class else { return Ok(None) };
+        let claim_hash = claim.metadata.annotations.as_ref().and_then(|a| a.get(labels::NODECLASS_HASH));
+        let class_hash = nc.metadata.annotations.as_ref().and_then(|a| a.get(labels::NODECLASS_HASH));
+        Ok(match (claim_hash, class_hash) {
+            (Some(a), Some(b)) if a != b => Some("NodeClassDrift".to_string()),
+            _ => None,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+}
