@@ -34,7 +34,7 @@ fn claim(name: &str, requirements: Vec<kerf_api::NodeSelectorRequirementWithMinV
             requirements,
             resources: ResourceRequirements::default(),
             node_class_ref: pool.spec.template.spec.node_class_ref.clone(),
-            expire_after: pool.spec.template.spec.expire_after.clone(),
+            expire_after: pool.spec.template.spec.expire_after,
             termination_grace_period: None,
         },
         status: None,
