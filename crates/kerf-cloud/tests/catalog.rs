@@ -198,14 +198,14 @@ fn root_volume_size_sets_ephemeral_storage() {
 
 #[test]
 fn offerings_cover_every_zone_with_on_demand_and_modelled_spot() {
-    let t = default_type("us-west-2", "c7i.2xlarge");
+    let t = default_type("ap-northeast-2", "c7i.2xlarge");
     let zones: Vec<&str> = t.offerings.iter().map(|o| o.zone.as_str()).collect();
     assert_eq!(zones.len(), 8, "{zones:?}");
     let od = t.offerings.iter().find(|o| o.capacity_type == "on-demand").unwrap();
     let spot = t.offerings.iter().find(|o| o.capacity_type == "spot").unwrap();
-    assert_eq!(od.price, 0.3927);
-    assert_eq!(spot.price, spot_price("c7i.2xlarge", 0.3927));
-    assert!(spot.price >= 0.3927 * 0.25 - 1e-5 && spot.price <= 0.3927 * 0.45 + 1e-5, "{}", spot.price);
+    assert_eq!(od.price, 0.4032);
+    assert_eq!(spot.price, spot_price("c7i.2xlarge", 0.4032));
+    assert!(spot.price >= 0.4032 * 0.25 - 1e-5 && spot.price <= 0.4032 * 0.45 + 1e-5, "{}", spot.price);
 }
 
 #[test]

@@ -94,7 +94,7 @@ enum Record {
         name: String,
         zones: Vec<String>,
     },
-    Type(TypeInfo),
+    Type(Box<TypeInfo>),
     Offer {
         region: String,
         #[serde(rename = "type")]
@@ -158,7 +158,7 @@ impl Catalog {
                     if info.vcpu <= 0 || info.memory_mib <= 0 || info.enis <= 0 || info.ipv4_per_eni <= 0 {
                         return Err(corrupt(format!("instance type {} has a non-positive size", info.name)));
                     }
-                    cat.types.insert(info.name.clone(), info);
+                    cat.types.insert(info.name.clone(), *info);
                 }
                 Record::Offer { region, instance_type, price, zones } => {
                     if !cat.regions.contains_key(&region) {

@@ -63,6 +63,9 @@ pub struct Interruption {
 
 type OfferingKey = (String, String, String);
 
+/// Instance types shared between calls.
+pub type SharedTypes = Arc<Vec<Arc<InstanceType>>>;
+
 struct Launched {
     instance: SimInstance,
     claim: NodeClaim,
@@ -78,7 +81,7 @@ struct State {
     /// Node class name → its settings, as last seen by `instance_types` / `register_node_class`.
     node_classes: BTreeMap<String, NodeClassSettings>,
     /// Node class name → (settings, types built for them), before availability is applied.
-    types: BTreeMap<String, (NodeClassSettings, Arc<Vec<Arc<InstanceType>>>)>,
+    types: BTreeMap<String, (NodeClassSettings, SharedTypes)>,
 }
 
 /// A simulated EC2: the built-in catalog (or custom types), launch latency, insufficient
@@ -89,7 +92,7 @@ pub struct SimProvider {
     zones: Vec<String>,
     clock: Arc<dyn Clock>,
     /// Custom types, built once (they do not depend on the node class).
-    custom: Option<Arc<Vec<Arc<InstanceType>>>>,
+    custom: Option<SharedTypes>,
     state: Mutex<State>,
 }
 
@@ -197,7 +200,7 @@ impl SimProvider {
         state: &mut State,
         key: &str,
         settings: &NodeClassSettings,
-    ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
+    ) -> Result<SharedTypes, CloudError> {
         if let Some(custom) = &self.custom {
             return Ok(custom.clone());
         }
