@@ -67,7 +67,9 @@ pub struct EC2NodeClassSpec {
     pub instance_store_policy: Option<InstanceStorePolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detailed_monitoring: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Instance metadata service settings; Karpenter defaults the whole block (see
+    /// [`MetadataOptions::karpenter_default`]) and each field of a partial block.
+    #[serde(default = "default_metadata_options", skip_serializing_if = "Option::is_none")]
     pub metadata_options: Option<MetadataOptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
@@ -160,9 +162,9 @@ pub struct KubeletConfiguration {
     pub eviction_soft_grace_period: BTreeMap<String, GoDuration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eviction_max_pod_grace_period: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "imageGCHighThresholdPercent", skip_serializing_if = "Option::is_none")]
     pub image_gc_high_threshold_percent: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "imageGCLowThresholdPercent", skip_serializing_if = "Option::is_none")]
     pub image_gc_low_threshold_percent: Option<i32>,
     #[serde(default, rename = "cpuCFSQuota", skip_serializing_if = "Option::is_none")]
     pub cpu_cfs_quota: Option<bool>,
@@ -205,14 +207,50 @@ pub struct BlockDevice {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetadataOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `enabled` (default) or `disabled`.
+    #[serde(default = "default_http_endpoint", skip_serializing_if = "Option::is_none")]
     pub http_endpoint: Option<String>,
-    #[serde(default, rename = "httpProtocolIPv6", skip_serializing_if = "Option::is_none")]
+    /// `disabled` (default) or `enabled`.
+    #[serde(
+        default = "default_http_protocol_ipv6",
+        rename = "httpProtocolIPv6",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_protocol_ipv6: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// 1..=64, default 1.
+    #[serde(default = "default_hop_limit", skip_serializing_if = "Option::is_none")]
     pub http_put_response_hop_limit: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `required` (default, IMDSv2 only) or `optional`.
+    #[serde(default = "default_http_tokens", skip_serializing_if = "Option::is_none")]
     pub http_tokens: Option<String>,
+}
+
+impl MetadataOptions {
+    /// The block Karpenter applies when none is given.
+    pub fn karpenter_default() -> Self {
+        MetadataOptions {
+            http_endpoint: default_http_endpoint(),
+            http_protocol_ipv6: default_http_protocol_ipv6(),
+            http_put_response_hop_limit: default_hop_limit(),
+            http_tokens: default_http_tokens(),
+        }
+    }
+}
+
+fn default_metadata_options() -> Option<MetadataOptions> {
+    Some(MetadataOptions::karpenter_default())
+}
+fn default_http_endpoint() -> Option<String> {
+    Some("enabled".to_string())
+}
+fn default_http_protocol_ipv6() -> Option<String> {
+    Some("disabled".to_string())
+}
+fn default_hop_limit() -> Option<i64> {
+    Some(1)
+}
+fn default_http_tokens() -> Option<String> {
+    Some("required".to_string())
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]

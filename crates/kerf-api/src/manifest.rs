@@ -181,10 +181,12 @@ fn original_path(segments: &[Segment], removed_elems: &[(String, Vec<usize>)]) -
     (path, last_seq)
 }
 
-/// `a.b[0].c` → `a.b[0]`; `a.b[0]` → `a.b`; `a` → ``.
+/// `a.b[0].c` → `a.b[0]`; `a.b[0]` → `a.b`; `a` → `` (the document); `` → none.
 fn parent_of(path: &str) -> Option<String> {
-    let cut = path.rfind(['.', '['])?;
-    Some(path[..cut].to_string())
+    if path.is_empty() {
+        return None;
+    }
+    Some(path[..path.rfind(['.', '[']).unwrap_or(0)].to_string())
 }
 
 fn remove_at(v: &mut Value, segments: &[Segment]) -> bool {
@@ -211,6 +213,32 @@ fn remove_at(v: &mut Value, segments: &[Segment]) -> bool {
         }
         _ => false,
     }
+}
+
+/// A YAML syntax error, with the line (1-based) where the parser stopped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}YAML syntax error: {message}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
+pub struct YamlSyntaxError {
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// Splits multi-document YAML into its documents, in order, skipping empty ones. A syntax
+/// error ends the list (the parser cannot resynchronise after one).
+pub fn yaml_documents(text: &str) -> Vec<Result<Value, YamlSyntaxError>> {
+    use serde::Deserialize;
+    let mut out = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        match Value::deserialize(document) {
+            Ok(Value::Null) => {}
+            Ok(v) => out.push(Ok(v)),
+            Err(e) => {
+                out.push(Err(YamlSyntaxError { line: e.location().map(|l| l.line()), message: e.to_string() }));
+                break;
+            }
+        }
+    }
+    out
 }
 
 /// `metadata.name` of a raw document, or `<unnamed>`.
@@ -360,6 +388,16 @@ fn raw_pattern_errors(doc: &Value, kind: &str) -> Vec<FieldError> {
             check(&["spec", "terminationGracePeriod"], false);
         }
         _ => {}
+    }
+    // `requirements` is required (an empty list is fine); the typed field defaults it.
+    let requirements_path: &[&str] =
+        if kind == nodepool::KIND { &["spec", "template", "spec", "requirements"] } else { &["spec", "requirements"] };
+    let holder = requirements_path[..requirements_path.len() - 1].iter().try_fold(doc, |cur, p| cur.get(*p));
+    if kind != ec2nodeclass::KIND
+        && let Some(holder) = holder
+        && holder.get("requirements").is_none()
+    {
+        errs.push(FieldError::new(requirements_path.join("."), "required (an empty list is allowed)"));
     }
     if kind == nodepool::KIND
         && let Some(budgets) = doc.get("spec").and_then(|s| s.get("disruption")).and_then(|d| d.get("budgets"))

@@ -444,14 +444,6 @@ fn validate_budget(b: &Budget, path: &str, errs: &mut Errors) {
     {
         errs.push(format!("{path}.duration"), format!("{d} must be whole minutes or hours (e.g. 30m, 1h, 1h30m)"));
     }
-    if let Some(reasons) = &b.reasons {
-        let mut seen = std::collections::BTreeSet::new();
-        for (i, r) in reasons.iter().enumerate() {
-            if !seen.insert(*r) {
-                errs.push(format!("{path}.reasons[{i}]"), format!("duplicate reason {r:?}"));
-            }
-        }
-    }
 }
 
 fn validate_template_labels(labels: &BTreeMap<String, String>, path: &str, errs: &mut Errors) {
