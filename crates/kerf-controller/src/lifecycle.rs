@@ -247,10 +247,10 @@ impl<P: CloudProvider> Manager<P> {
         let get = |k: &str| l.get(k).cloned().unwrap_or_default();
         tracing::info!(
             NodeClaim = %updated.name(),
-            provider_id = %updated.provider_id().unwrap_or_default(),
-            instance_type = %get(labels::INSTANCE_TYPE),
+            "provider-id" = %updated.provider_id().unwrap_or_default(),
+            "instance-type" = %get(labels::INSTANCE_TYPE),
             zone = %get(labels::ZONE),
-            capacity_type = %get(labels::CAPACITY_TYPE),
+            "capacity-type" = %get(labels::CAPACITY_TYPE),
             allocatable = %updated.status.as_ref().map(|s| s.allocatable.to_string()).unwrap_or_default(),
             "launched nodeclaim"
         );

@@ -81,7 +81,7 @@ impl<P: CloudProvider> Manager<P> {
                     NodePool = %pool.name(),
                     NodeClaim = %created.name(),
                     requests = %ResourceList::new(),
-                    instance_types = %first_five(&[]),
+                    "instance-types" = %first_five(&[]),
                     replicas = want,
                     "created nodeclaim"
                 );

@@ -396,7 +396,7 @@ impl<P: CloudProvider> Manager<P> {
                 NodePool = %new.node_pool,
                 NodeClaim = %created.name(),
                 requests = %new.requests,
-                instance_types = %first_five(&its),
+                "instance-types" = %first_five(&its),
                 "created nodeclaim"
             );
             let claim_name = created.name().to_string();

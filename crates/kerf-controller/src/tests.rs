@@ -448,3 +448,40 @@ fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
     assert_eq!(input.daemonset_pods[0].metadata.namespace.as_deref(), Some("kube-system"));
     assert_eq!(input.daemonset_pods[0].metadata.name.as_deref(), Some("agent"));
 }
+
+// ---- log lines ----
+
+#[test]
+fn lifecycle_steps_log_karpenter_style_lines_with_fields() {
+    let logs = capture_logs(|| {
+        let cloud = small_and_large();
+        cloud.fail_next(CloudError::Other("throttled".into()));
+        let mut h = Harness::new(cloud);
+        h.api.put(claim("default-aaaaa", vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["small"])]));
+        h.settle();
+        h.advance(Duration::from_secs(10));
+        kubelet_joins(&h.api, "default-aaaaa", "n1", true);
+        h.settle();
+        crate::testkit::block_on(crate::api::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa")).unwrap();
+        h.settle();
+    });
+    let line = |msg: &str| {
+        logs.lines().find(|l| l.contains(msg)).unwrap_or_else(|| panic!("no line {msg:?} in:\n{logs}")).to_string()
+    };
+    let failed = line("failed launching nodeclaim");
+    assert!(failed.contains("ERROR") && failed.contains("error=cloud provider error: throttled"), "{failed}");
+    let launched = line("launched nodeclaim");
+    for field in [
+        "NodeClaim=default-aaaaa",
+        "provider-id=fake:///test-zone-a/i-0001",
+        "instance-type=small",
+        "zone=test-zone-a",
+        "capacity-type=spot",
+        "allocatable={\"cpu\":\"1900m\",\"memory\":\"4Gi\",\"pods\":\"110\"}",
+    ] {
+        assert!(launched.contains(field), "{field} missing: {launched}");
+    }
+    assert!(line("registered nodeclaim").contains("Node=n1"));
+    assert!(line("initialized nodeclaim").contains("Node=n1"));
+    assert!(line("deleted nodeclaim").contains("NodeClaim=default-aaaaa"));
+}
