@@ -25,6 +25,13 @@ pub struct LoggedEvent {
     pub record: EventRecord,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Spec,
+    Status,
+    All,
+}
+
 #[derive(Default)]
 struct Inner {
     /// kind -> key (`namespace/name` or `name`) -> object.
@@ -200,8 +207,9 @@ impl SimCluster {
         K::from_any(&any).cloned().ok_or_else(|| ApiError::Other(format!("{kind} {name}: wrong kind")))
     }
 
-    /// Writes `obj`; with `status_only` only its status is taken, otherwise everything but status.
-    fn write<K: Object>(&self, obj: K, status_only: bool) -> Result<K, ApiError> {
+    /// Writes `obj`: only its status, everything but its status, or (for the simulator's own
+    /// stand-ins) both.
+    fn write<K: Object>(&self, obj: K, mode: Mode) -> Result<K, ApiError> {
         let mut inner = self.lock();
         let incoming = obj.into_any();
         let kind = incoming.kind();
@@ -215,13 +223,15 @@ impl SimCluster {
         {
             return Err(ApiError::Conflict { kind, name });
         }
-        let mut next = if status_only {
+        let mut next = if mode == Mode::Status {
             let mut n = current.clone();
             copy_status(&mut n, &incoming);
             n
         } else {
             let mut n = incoming;
-            copy_status(&mut n, &current);
+            if mode == Mode::Spec {
+                copy_status(&mut n, &current);
+            }
             // Fields the server owns.
             let cm = current.meta().clone();
             let m = meta_mut(&mut n);
@@ -249,22 +259,17 @@ impl SimCluster {
     }
 
     pub fn update_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        self.write(obj, false)
+        self.write(obj, Mode::Spec)
     }
 
     pub fn update_status_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        self.write(obj, true)
+        self.write(obj, Mode::Status)
     }
 
     /// Replaces the whole object (metadata, spec and status) — what the sim's own stand-ins use
     /// when they own every part they write (e.g. kube-scheduler binding and kubelet status).
     pub fn replace_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        let status_src = obj.clone().into_any();
-        let written = self.write(obj, false)?;
-        let mut any = written.into_any();
-        copy_status(&mut any, &status_src);
-        let k = K::from_any(&any).cloned().ok_or_else(|| ApiError::Other("wrong kind".to_string()))?;
-        self.write(k, true)
+        self.write(obj, Mode::All)
     }
 
     pub fn delete_obj<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), ApiError> {

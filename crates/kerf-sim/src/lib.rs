@@ -3,9 +3,18 @@
 //! controllers; it makes no provisioning decision of its own.
 
 pub mod cluster;
-pub mod rng;
+pub mod daemonsets;
+pub mod driver;
+pub mod kube_scheduler;
+pub mod kubelet;
 pub mod report;
+pub mod rng;
+pub mod scenario;
 pub mod selector;
 pub mod workloads;
+pub mod world;
 
 pub use cluster::SimCluster;
+pub use driver::{SimCloud, SimError, Simulation};
+pub use report::Report;
+pub use scenario::{Scenario, ScenarioError};

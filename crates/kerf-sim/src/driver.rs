@@ -1,0 +1,560 @@
+//! The driver: runs kerf's controllers and the stand-ins round by round on a virtual clock.
+//!
+//! A round delivers the watch events produced since the last one (to the controllers and to the
+//! stand-ins' index), runs the controllers when something changed or they asked to be woken,
+//! then the workload controllers, kubelet and kube-scheduler. When a round changes nothing, time
+//! jumps to the earliest wake-up anyone asked for, never past the end of the current `wait`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kerf_api::{EC2NodeClass, NodePool, ResourceList};
+use kerf_cloud::{Clock, CloudProvider, ManualClock, Timestamp, block_on};
+use kerf_controller::{AnyObject, ApiError, ControllerError, Manager, Object, Options, WatchEvent};
+use kerf_scheduling::pod_requests;
+
+use crate::cluster::SimCluster;
+use crate::daemonsets::DaemonSets;
+use crate::kube_scheduler::KubeScheduler;
+use crate::kubelet::{self, Instance, Kubelet};
+use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, Summary, dollars};
+use crate::scenario::{ManifestObject, ObjectRef, Scenario, Step, UnmanagedNode};
+use crate::workloads::Workloads;
+use crate::world::{Changes, World, node_ready};
+
+/// What the driver needs from the simulated cloud beyond [`CloudProvider`].
+pub trait SimCloud: CloudProvider {
+    /// Every instance launched so far (terminated ones included), in launch order.
+    fn sim_instances(&self) -> Vec<Instance>;
+    /// Sends a spot interruption warning for the instance; false when there is no such instance.
+    fn sim_interrupt(&self, provider_id: &str) -> bool;
+}
+
+/// Rounds at one instant before the driver decides the controllers cannot settle.
+const MAX_ROUNDS_PER_INSTANT: usize = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("controllers failed at {at}s: {source}")]
+    Controller { at: f64, source: ControllerError },
+    #[error("step {step} ({what}): {problem}")]
+    Step { step: usize, what: String, problem: String },
+    #[error("the cluster did not settle at {at}s after {rounds} rounds")]
+    Stuck { at: f64, rounds: usize },
+}
+
+pub struct Simulation<P: SimCloud> {
+    name: String,
+    clock: ManualClock,
+    cluster: SimCluster,
+    manager: Manager<P>,
+    world: World,
+    scheduler: KubeScheduler,
+    kubelet: Kubelet,
+    workloads: Workloads,
+    daemonsets: DaemonSets,
+    manager_wake: Option<Timestamp>,
+    kubelet_wake: Option<Timestamp>,
+    /// Force a controller pass on the next round (a step changed something directly).
+    kick: bool,
+    timeline: Vec<Sample>,
+    cost: f64,
+    disruptions: Vec<Disruption>,
+    interrupted: BTreeSet<String>,
+}
+
+fn secs_between(a: Timestamp, b: Timestamp) -> f64 {
+    (b.as_millisecond() - a.as_millisecond()) as f64 / 1000.0
+}
+
+fn after(t: Timestamp, d: std::time::Duration) -> Timestamp {
+    Timestamp::from_millisecond(t.as_millisecond().saturating_add(d.as_millis() as i64)).unwrap_or(t)
+}
+
+impl<P: SimCloud> Simulation<P> {
+    pub fn new(name: &str, cloud: P, clock: ManualClock, region: &str, seed: u64) -> Self {
+        let cluster = SimCluster::new(clock.clone(), seed ^ 0x5eed);
+        let manager = Manager::new(cloud, Options { seed, ..Options::default() });
+        Simulation {
+            name: name.to_string(),
+            clock,
+            cluster,
+            manager,
+            world: World::default(),
+            scheduler: KubeScheduler::default(),
+            kubelet: Kubelet::new(region),
+            workloads: Workloads::default(),
+            daemonsets: DaemonSets::default(),
+            manager_wake: None,
+            kubelet_wake: None,
+            kick: true,
+            timeline: Vec::new(),
+            cost: 0.0,
+            disruptions: Vec::new(),
+            interrupted: BTreeSet::new(),
+        }
+    }
+
+    pub fn cluster(&self) -> &SimCluster {
+        &self.cluster
+    }
+
+    pub fn manager(&self) -> &Manager<P> {
+        &self.manager
+    }
+
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    fn elapsed(&self) -> f64 {
+        self.clock.elapsed_secs()
+    }
+
+    pub fn add_unmanaged_nodes(&mut self, nodes: &[UnmanagedNode]) -> Result<(), SimError> {
+        let now = self.clock.now();
+        for n in nodes {
+            self.cluster.create_obj(kubelet::unmanaged_node(n, now)).map_err(|e| SimError::Step {
+                step: 0,
+                what: format!("nodes: {}", n.name),
+                problem: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Runs every step of the scenario, then settles at the final instant.
+    pub fn run(&mut self, scenario: &Scenario) -> Result<(), SimError> {
+        self.add_unmanaged_nodes(&scenario.nodes)?;
+        self.settle(self.clock.now())?;
+        for (i, step) in scenario.steps.iter().enumerate() {
+            self.step(i, step)?;
+        }
+        self.settle(self.clock.now())
+    }
+
+    pub fn step(&mut self, index: usize, step: &Step) -> Result<(), SimError> {
+        let fail = |what: String, problem: String| SimError::Step { step: index, what, problem };
+        let now = self.clock.now();
+        match step {
+            Step::Wait(d) => return self.settle(after(now, *d)),
+            Step::Apply(manifests) => {
+                for m in manifests {
+                    self.apply(&m.object).map_err(|e| fail(format!("apply {}", m.source), e.to_string()))?;
+                }
+            }
+            Step::Scale { target, replicas } => {
+                if !self.workloads.scale(&target.namespace, &target.name, *replicas) {
+                    return Err(fail(format!("scale {}", describe(target)), "no such Deployment".to_string()));
+                }
+            }
+            Step::Rollout(target) => {
+                let stamp = now.to_string();
+                if !self.workloads.rollout(&target.namespace, &target.name, &stamp) {
+                    return Err(fail(format!("rollout {}", describe(target)), "no such Deployment".to_string()));
+                }
+            }
+            Step::Delete(target) => {
+                self.delete(target).map_err(|e| fail(format!("delete {}", describe(target)), e))?;
+            }
+            Step::Interrupt { node } => {
+                let pid = self
+                    .world
+                    .nodes
+                    .get(node)
+                    .and_then(|n| n.spec.as_ref())
+                    .and_then(|s| s.provider_id.clone())
+                    .ok_or_else(|| {
+                        let names: Vec<&String> = self.world.nodes.keys().collect();
+                        fail(
+                            format!("interrupt {node}"),
+                            format!("no node {node:?} launched by kerf (nodes now: {names:?})"),
+                        )
+                    })?;
+                if let Some(c) = self.world.claim_by_provider.get(&pid) {
+                    self.interrupted.insert(c.clone());
+                }
+                if !self.manager.cloud().sim_interrupt(&pid) {
+                    return Err(fail(format!("interrupt {node}"), format!("no instance {pid}")));
+                }
+                self.kick = true;
+            }
+        }
+        self.settle(now)
+    }
+
+    fn apply(&mut self, obj: &ManifestObject) -> Result<(), ApiError> {
+        match obj {
+            ManifestObject::NodePool(o) => upsert::<NodePool>(&self.cluster, (**o).clone()),
+            ManifestObject::EC2NodeClass(o) => upsert::<EC2NodeClass>(&self.cluster, (**o).clone()),
+            ManifestObject::DaemonSet(o) => upsert::<DaemonSet>(&self.cluster, (**o).clone()),
+            ManifestObject::Pod(o) => upsert::<Pod>(&self.cluster, (**o).clone()),
+            ManifestObject::PodDisruptionBudget(o) => upsert::<PodDisruptionBudget>(&self.cluster, (**o).clone()),
+            ManifestObject::PersistentVolumeClaim(o) => {
+                upsert::<PersistentVolumeClaim>(&self.cluster, (**o).clone())
+            }
+            ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
+            ManifestObject::Deployment(d) => {
+                self.workloads.apply_deployment((**d).clone());
+                Ok(())
+            }
+        }
+    }
+
+    fn delete(&mut self, target: &ObjectRef) -> Result<(), String> {
+        let ns = Some(target.namespace.as_str());
+        let name = target.name.as_str();
+        let r = match target.kind.as_str() {
+            "Deployment" => {
+                return if self.workloads.delete(&self.cluster, &target.namespace, name) {
+                    Ok(())
+                } else {
+                    Err("no such Deployment".to_string())
+                };
+            }
+            "NodePool" => self.cluster.delete_obj::<NodePool>(None, name),
+            "EC2NodeClass" => self.cluster.delete_obj::<EC2NodeClass>(None, name),
+            "DaemonSet" => self.cluster.delete_obj::<DaemonSet>(ns, name),
+            "Pod" => self.cluster.delete_obj::<Pod>(ns, name),
+            "PodDisruptionBudget" => self.cluster.delete_obj::<PodDisruptionBudget>(ns, name),
+            "PersistentVolumeClaim" => self.cluster.delete_obj::<PersistentVolumeClaim>(ns, name),
+            "StorageClass" => self.cluster.delete_obj::<StorageClass>(None, name),
+            other => return Err(format!("cannot delete kind {other}")),
+        };
+        r.map_err(|e| e.to_string())
+    }
+
+    /// Runs rounds and advances time until `until`; ends with the clock at `until`.
+    pub fn settle(&mut self, until: Timestamp) -> Result<(), SimError> {
+        loop {
+            let mut rounds = 0;
+            loop {
+                self.round()?;
+                if !self.busy() {
+                    break;
+                }
+                rounds += 1;
+                if rounds > MAX_ROUNDS_PER_INSTANT {
+                    return Err(SimError::Stuck { at: self.elapsed(), rounds });
+                }
+            }
+            self.sample();
+            let now = self.clock.now();
+            let next = [self.manager_wake, self.kubelet_wake].into_iter().flatten().filter(|t| *t > now).min();
+            match next {
+                Some(t) if t <= until => self.advance_to(t),
+                _ => {
+                    if until > now {
+                        self.advance_to(until);
+                        // Let anything due exactly at `until` run before the next step.
+                        continue;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn busy(&self) -> bool {
+        let now = self.clock.now();
+        self.cluster.has_pending_watch()
+            || self.scheduler.has_work()
+            || self.workloads.is_dirty()
+            || self.daemonsets.is_dirty()
+            || self.kick
+            || self.manager_wake.is_some_and(|t| t <= now)
+            || self.kubelet_wake.is_some_and(|t| t <= now)
+    }
+
+    fn fleet_price(&self) -> f64 {
+        self.manager.cloud().sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum()
+    }
+
+    fn advance_to(&mut self, t: Timestamp) {
+        let now = self.clock.now();
+        if t <= now {
+            return;
+        }
+        self.cost += self.fleet_price() * secs_between(now, t) / 3600.0;
+        self.clock.set(t);
+    }
+
+    fn sample(&mut self) {
+        let s = Sample {
+            seconds: self.elapsed(),
+            nodes: self.world.nodes.len(),
+            pods_pending: self.world.pod_count() - self.world.bound_count(),
+            pods_running: self.world.bound_count(),
+            cost_per_hour: self.fleet_price(),
+        };
+        match self.timeline.last_mut() {
+            Some(last) if last.seconds == s.seconds => *last = s,
+            Some(last)
+                if last.nodes == s.nodes
+                    && last.pods_pending == s.pods_pending
+                    && last.pods_running == s.pods_running
+                    && last.cost_per_hour == s.cost_per_hour => {}
+            _ => self.timeline.push(s),
+        }
+    }
+
+    fn round(&mut self) -> Result<(), SimError> {
+        let now = self.clock.now();
+        let events = self.cluster.drain_watch();
+        let mut changes = Changes::default();
+        for ev in &events {
+            self.manager.observe(ev);
+            self.world.apply(ev, &mut changes);
+            if let WatchEvent::Applied(AnyObject::Pod(p)) = ev {
+                let world = &self.world;
+                self.workloads.observe_pod(p, false, |n| world.is_node_ready(n));
+            } else if let WatchEvent::Deleted(AnyObject::Pod(p)) = ev {
+                self.workloads.observe_pod(p, true, |_| false);
+            }
+        }
+        self.react(changes, now);
+        let due = self.manager_wake.is_some_and(|t| t <= now);
+        if !events.is_empty() || due || self.kick {
+            self.kick = false;
+            self.manager_wake = block_on(self.manager.reconcile(&self.cluster, now))
+                .map_err(|source| SimError::Controller { at: self.elapsed(), source })?;
+        }
+        if self.workloads.is_dirty() {
+            self.workloads.reconcile(&self.cluster);
+        }
+        if self.daemonsets.is_dirty() {
+            for (pod, node) in self.daemonsets.run(&self.world, &self.cluster) {
+                self.scheduler.pin(pod, node);
+            }
+        }
+        if !events.is_empty() || self.kubelet_wake.is_some_and(|t| t <= now) {
+            let instances = self.manager.cloud().sim_instances();
+            self.kubelet_wake = self.kubelet.run(&instances, &self.world, &self.cluster, now);
+        }
+        self.scheduler.run(&self.world, &self.cluster, now);
+        Ok(())
+    }
+
+    fn react(&mut self, ch: Changes, now: Timestamp) {
+        for key in &ch.newly_bound {
+            if !self.scheduler.take_own_binding(key) {
+                // Bound by someone else (a manifest with spec.nodeName): the view must learn it.
+                self.scheduler.invalidate();
+            }
+            let (pod, seq) = match self.world.pods.get(key) {
+                Some(e) => (Some(e.pod.clone()), e.seq),
+                None => (None, 0),
+            };
+            self.scheduler.forget(key, pod.as_deref(), seq);
+        }
+        for key in &ch.unbound_pods {
+            if let Some(e) = self.world.pods.get(key) {
+                self.scheduler.enqueue(key, &e.pod, e.seq);
+            }
+        }
+        let mut freed = false;
+        for (key, node) in &ch.removed_pods {
+            self.scheduler.forget(key, None, 0);
+            self.daemonsets.pod_removed(key);
+            freed |= node.is_some();
+        }
+        if freed || !ch.nodes_changed.is_empty() || !ch.nodes_removed.is_empty() {
+            self.scheduler.cluster_changed();
+        }
+        for n in ch.nodes_changed.iter().chain(&ch.nodes_removed) {
+            self.daemonsets.node_changed(n.clone());
+        }
+        // Pod garbage collection: pods bound to a node that is gone are deleted.
+        for n in &ch.nodes_removed {
+            let keys: Vec<String> = self.world.pods_by_node.get(n).into_iter().flatten().cloned().collect();
+            for k in keys {
+                if let Some((ns, name)) = k.split_once('/') {
+                    let _ = self.cluster.delete_obj::<Pod>(Some(ns), name);
+                }
+            }
+        }
+        for (n, ready) in &ch.readiness {
+            let keys: Vec<String> = self.world.pods_by_node.get(n).into_iter().flatten().cloned().collect();
+            self.workloads.node_readiness_changed(&keys, *ready);
+        }
+        for ds in ch.daemonsets_changed {
+            self.daemonsets.daemonset_changed(ds);
+        }
+        for claim in ch.claims_deleting {
+            let name = claim.name().to_string();
+            let reason = claim
+                .condition(kerf_api::nodeclaim::CONDITION_DISRUPTION_REASON)
+                .and_then(|c| c.reason.clone())
+                .or_else(|| self.interrupted.contains(&name).then(|| "Interrupted".to_string()));
+            let Some(reason) = reason else { continue };
+            let node = claim.status.as_ref().and_then(|s| s.node_name.clone()).or_else(|| {
+                let pid = claim.provider_id()?;
+                self.world
+                    .nodes
+                    .iter()
+                    .find(|(_, n)| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+                    .map(|(k, _)| k.clone())
+            });
+            let at = self
+                .clock
+                .now()
+                .as_millisecond()
+                .min(claim.metadata.deletion_timestamp.as_ref().map_or(now.as_millisecond(), |t| t.0.as_millisecond()));
+            self.disruptions.push(Disruption {
+                at_seconds: Seconds((at - ManualClock::EPOCH_MILLIS) as f64 / 1000.0),
+                node_claim: name,
+                node,
+                reason,
+            });
+        }
+    }
+
+    /// The report of the run so far (DESIGN.md, "Report contract").
+    pub fn report(&self) -> Report {
+        let instances = self.manager.cloud().sim_instances();
+        let by_pid: BTreeMap<&str, &Instance> = instances.iter().map(|i| (i.provider_id.as_str(), i)).collect();
+        let mut nodes = Vec::new();
+        for (name, node) in &self.world.nodes {
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            let inst = pid.and_then(|p| by_pid.get(p)).copied();
+            let claim = pid.and_then(|p| self.world.claim_by_provider.get(p)).cloned();
+            let managed = inst.is_some() || claim.is_some();
+            let pods_here: Vec<&Pod> = self
+                .world
+                .pods_by_node
+                .get(name)
+                .into_iter()
+                .flatten()
+                .filter_map(|k| self.world.pods.get(k))
+                .map(|e| e.pod.as_ref())
+                .collect();
+            let mut requested = ResourceList::new();
+            for p in &pods_here {
+                requested.add(&pod_requests(p));
+            }
+            let allocatable: BTreeMap<String, String> = node
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|(k, q)| (k.clone(), kerf_api::Quantity::parse(&q.0).map_or_else(|_| q.0.clone(), |q| q.canonical())))
+                .collect();
+            nodes.push(NodeReport {
+                name: name.clone(),
+                node_pool: if managed { labels.get(kerf_api::labels::NODE_POOL).cloned() } else { None },
+                node_claim: claim,
+                instance_type: labels
+                    .get(kerf_api::labels::INSTANCE_TYPE)
+                    .cloned()
+                    .or_else(|| inst.map(|i| i.instance_type.clone())),
+                capacity_type: labels
+                    .get(kerf_api::labels::CAPACITY_TYPE)
+                    .cloned()
+                    .or_else(|| inst.map(|i| i.capacity_type.clone())),
+                zone: labels.get(kerf_api::labels::ZONE).cloned().or_else(|| inst.map(|i| i.zone.clone())),
+                price_per_hour: inst.map(|i| dollars(i.price)),
+                ready: node_ready(node),
+                pods: pods_here.len(),
+                labels,
+                allocatable,
+                requested: requested.without_zeros().iter().map(|(k, q)| (k.clone(), q.canonical())).collect(),
+            });
+        }
+        let failed = self.cluster.latest_events_by_object("Pod", "FailedScheduling");
+        let nominated = self.cluster.latest_events_by_object("Pod", "Nominated");
+        let mut pods = Vec::new();
+        let mut running = 0;
+        for (key, e) in &self.world.pods {
+            let node = e.node().map(str::to_string);
+            let is_running = node.as_deref().is_some_and(|n| self.world.is_node_ready(n));
+            if is_running {
+                running += 1;
+            }
+            let owner = self
+                .workloads
+                .owner_of(key)
+                .or_else(|| self.daemonsets.owner_of(key))
+                .or_else(|| {
+                    e.pod
+                        .metadata
+                        .owner_references
+                        .as_ref()
+                        .and_then(|o| o.iter().find(|r| r.controller == Some(true)))
+                        .map(|r| format!("{}/{}", r.kind, r.name))
+                })
+                .unwrap_or_default();
+            let reason = if is_running {
+                None
+            } else if let Some(n) = &node {
+                Some(format!("bound to node {n}, which is not Ready"))
+            } else {
+                let scheduler_msg = self.scheduler.message(key).map(str::to_string);
+                match (failed.get(key), nominated.get(key)) {
+                    (Some(f), n) if n.is_none_or(|n| n.time <= f.time) => Some(f.record.message.clone()),
+                    (_, Some(n)) => Some(match scheduler_msg {
+                        Some(m) => format!("{m} {} (waiting for its node)", n.record.message),
+                        None => format!("{} (waiting for its node)", n.record.message),
+                    }),
+                    _ => scheduler_msg.or_else(|| Some("not yet considered by the scheduler".to_string())),
+                }
+            };
+            pods.push(PodReport {
+                namespace: e.pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string()),
+                name: e.pod.metadata.name.clone().unwrap_or_default(),
+                owner,
+                node,
+                phase: if is_running { "Running" } else { "Pending" }.to_string(),
+                reason,
+            });
+        }
+        let mut timeline = self.timeline.clone();
+        let end = self.elapsed();
+        if timeline.last().is_none_or(|s| s.seconds < end) {
+            if let Some(mut last) = timeline.last().copied() {
+                last.seconds = end;
+                timeline.push(last);
+            }
+        }
+        let cost_per_hour = instances.iter().filter(|i| !i.terminated).map(|i| i.price).sum::<f64>();
+        Report {
+            scenario: self.name.clone(),
+            end_seconds: Seconds(end),
+            summary: Summary {
+                pods: pods.len(),
+                pods_running: running,
+                pods_pending: pods.len() - running,
+                nodes: nodes.len(),
+                node_claims_launched: instances.len(),
+                node_claims_terminated: instances.iter().filter(|i| i.terminated).count(),
+                cost_per_hour: dollars(cost_per_hour),
+                cost: dollars(self.cost),
+            },
+            nodes,
+            pods,
+            disruptions: self.disruptions.clone(),
+            timeline,
+        }
+    }
+}
+
+fn describe(r: &ObjectRef) -> String {
+    format!("{} {}/{}", r.kind, r.namespace, r.name)
+}
+
+/// Creates the object, or replaces the existing one (what `kubectl apply` amounts to here).
+fn upsert<K: Object>(cluster: &SimCluster, obj: K) -> Result<(), ApiError> {
+    match cluster.create_obj(obj.clone()) {
+        Ok(_) => Ok(()),
+        Err(ApiError::AlreadyExists { .. }) => {
+            let mut obj = obj;
+            obj.meta_mut().resource_version = None;
+            cluster.update_obj(obj).map(|_| ())
+        }
+        Err(e) => Err(e),
+    }
+}

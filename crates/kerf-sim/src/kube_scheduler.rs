@@ -1,0 +1,418 @@
+//! A stand-in for kube-scheduler. It binds pending pods to existing nodes with the scheduling
+//! layer's filters ([`ClusterView`]) and scores feasible nodes like the default profile
+//! (least-allocated, balanced allocation, and the preference score for preferred node affinity,
+//! preferred pod affinity, ScheduleAnyway spread and PreferNoSchedule taints), breaking ties by
+//! node name. Pods it cannot place get `PodScheduled=False` with reason `Unschedulable` and a
+//! message in kube-scheduler's words ("0/N nodes are available: ...").
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kerf_api::{ResourceList, Taint};
+use kerf_cloud::Timestamp;
+use kerf_scheduling::{ClusterView, ExistingNode, pod_requests};
+
+use crate::cluster::SimCluster;
+use crate::world::{World, node_ready};
+
+/// kube-scheduler's default score weights (NodeResourcesFit, BalancedAllocation: 1; preferences: 2).
+const FIT_WEIGHT: i64 = 1;
+const BALANCED_WEIGHT: i64 = 1;
+const PREFERENCE_WEIGHT: i64 = 2;
+
+#[derive(Debug, Default)]
+pub struct KubeScheduler {
+    /// Pods to try, in queue order: (-priority, creation order, key).
+    active: BTreeSet<(i32, u64, String)>,
+    /// Pods that did not fit, waiting for a cluster change.
+    parked: BTreeMap<String, (i32, u64)>,
+    /// The latest reason each pending pod could not be placed.
+    messages: BTreeMap<String, String>,
+    view: Option<View>,
+    /// Pods this stand-in bound whose watch events have not come back yet.
+    just_bound: BTreeSet<String>,
+    next_start: usize,
+    /// DaemonSet pods: the one node each may run on.
+    pinned: BTreeMap<String, String>,
+}
+
+#[derive(Debug)]
+struct View {
+    view: ClusterView,
+    index: BTreeMap<String, usize>,
+    names: Vec<String>,
+}
+
+fn priority(pod: &Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
+fn has_inter_pod_constraints(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else { return false };
+    spec.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty())
+        || spec.affinity.as_ref().is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
+}
+
+fn has_preferences(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else { return false };
+    let aff = spec.affinity.as_ref();
+    aff.and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
+        .is_some_and(|p| !p.is_empty())
+        || aff
+            .and_then(|a| a.pod_affinity.as_ref())
+            .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
+            .is_some_and(|p| !p.is_empty())
+        || aff
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
+            .is_some_and(|p| !p.is_empty())
+        || spec
+            .topology_spread_constraints
+            .as_ref()
+            .is_some_and(|c| c.iter().any(|c| c.when_unsatisfiable == "ScheduleAnyway"))
+}
+
+/// The node as kube-scheduler's filters see it.
+pub fn existing_node(node: &Node, pods: Vec<Arc<Pod>>) -> ExistingNode {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let taints: Vec<Taint> =
+        node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten().filter_map(Taint::from_core).collect();
+    let mut allocatable = ResourceList::new();
+    for (k, q) in node.status.as_ref().and_then(|s| s.allocatable.as_ref()).into_iter().flatten() {
+        if let Ok(q) = kerf_api::Quantity::parse(&q.0) {
+            allocatable.set(k.clone(), q);
+        }
+    }
+    ExistingNode {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        node_pool: labels.get(kerf_api::labels::NODE_POOL).cloned(),
+        labels,
+        taints,
+        allocatable,
+        pods,
+        in_flight: false,
+        schedulable: !node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+    }
+}
+
+/// How many feasible nodes kube-scheduler looks for before scoring (percentageOfNodesToScore's
+/// adaptive default: 50% minus 1% per 125 nodes, at least 5%, at least 100 nodes).
+fn feasible_to_find(nodes: usize) -> usize {
+    if nodes < 100 {
+        return nodes;
+    }
+    let pct = (50 - (nodes as i64) / 125).max(5) as usize;
+    (nodes * pct / 100).max(100)
+}
+
+impl KubeScheduler {
+    /// A pod without a node: queue it unless it already waits.
+    pub fn enqueue(&mut self, key: &str, pod: &Pod, seq: u64) {
+        if self.parked.contains_key(key) {
+            return;
+        }
+        self.active.insert((-priority(pod), seq, key.to_string()));
+    }
+
+    pub fn pin(&mut self, key: String, node: String) {
+        self.pinned.insert(key, node);
+    }
+
+    /// A pod left (deleted or bound elsewhere).
+    pub fn forget(&mut self, key: &str, pod: Option<&Pod>, seq: u64) {
+        if let Some(p) = pod {
+            self.active.remove(&(-priority(p), seq, key.to_string()));
+        } else {
+            self.active.retain(|(_, _, k)| k != key);
+        }
+        self.parked.remove(key);
+        self.messages.remove(key);
+        self.pinned.remove(key);
+    }
+
+    /// Whether this stand-in bound `key` itself (the view already has it).
+    pub fn take_own_binding(&mut self, key: &str) -> bool {
+        self.just_bound.remove(key)
+    }
+
+    /// The cluster changed so parked pods may fit now (kube-scheduler's queue moves on
+    /// node add/update and pod delete).
+    pub fn cluster_changed(&mut self) {
+        self.view = None;
+        self.unpark_all();
+    }
+
+    /// The node set or a bound pod changed: rebuild the view before the next pass.
+    pub fn invalidate(&mut self) {
+        self.view = None;
+    }
+
+    fn unpark_all(&mut self) {
+        for (k, (p, s)) in std::mem::take(&mut self.parked) {
+            self.active.insert((p, s, k));
+        }
+    }
+
+    pub fn has_work(&self) -> bool {
+        !self.active.is_empty()
+    }
+
+    /// The latest reason kube-scheduler gave for `key` not being placed.
+    pub fn message(&self, key: &str) -> Option<&str> {
+        self.messages.get(key).map(String::as_str)
+    }
+
+    fn build_view(world: &World) -> View {
+        let mut nodes = Vec::with_capacity(world.nodes.len());
+        let mut index = BTreeMap::new();
+        let mut names = Vec::with_capacity(world.nodes.len());
+        for (name, node) in &world.nodes {
+            let pods: Vec<Arc<Pod>> = world
+                .pods_by_node
+                .get(name)
+                .into_iter()
+                .flatten()
+                .filter_map(|k| world.pods.get(k))
+                .map(|e| e.pod.clone())
+                .collect();
+            index.insert(name.clone(), nodes.len());
+            names.push(name.clone());
+            nodes.push(existing_node(node, pods));
+        }
+        View { view: ClusterView::new(nodes), index, names }
+    }
+
+    /// Tries every queued pod once, in queue order. Returns how many were bound.
+    pub fn run(&mut self, world: &World, cluster: &SimCluster, now: Timestamp) -> usize {
+        if self.active.is_empty() {
+            return 0;
+        }
+        let mut view = match self.view.take() {
+            Some(v) => v,
+            None => Self::build_view(world),
+        };
+        let queue = std::mem::take(&mut self.active);
+        let mut bound = 0;
+        // Pods of one owner share a spec: once one fails in this pass, the rest wait too.
+        let mut failed_owners: BTreeMap<String, String> = BTreeMap::new();
+        let mut parked_inter_pod = Vec::new();
+        for (prio, seq, key) in queue {
+            let Some(entry) = world.pods.get(&key) else { continue };
+            if entry.node().is_some() {
+                continue;
+            }
+            let pod = entry.pod.clone();
+            let owner = pod
+                .metadata
+                .owner_references
+                .as_ref()
+                .and_then(|o| o.iter().find(|r| r.controller == Some(true)))
+                .map(|r| format!("{}/{}", r.kind, r.name));
+            let pinned = self.pinned.get(&key).cloned();
+            if pinned.is_none()
+                && let Some(o) = &owner
+                && let Some(msg) = failed_owners.get(o)
+            {
+                let msg = msg.clone();
+                self.park(cluster, &key, &pod, prio, seq, msg, now);
+                continue;
+            }
+            match self.place(&view, &pod, pinned.as_deref()) {
+                Ok(idx) => {
+                    if let Some(b) = bind(cluster, &pod, &view.names[idx], world, now) {
+                        view.view.add_pod(idx, Arc::new(b));
+                        self.just_bound.insert(key.clone());
+                        self.messages.remove(&key);
+                        bound += 1;
+                    }
+                }
+                Err(msg) => {
+                    if pinned.is_none()
+                        && let Some(o) = owner
+                    {
+                        failed_owners.insert(o, msg.clone());
+                    }
+                    if has_inter_pod_constraints(&pod) {
+                        parked_inter_pod.push(key.clone());
+                    }
+                    self.park(cluster, &key, &pod, prio, seq, msg, now);
+                }
+            }
+        }
+        // A bound pod can satisfy another pod's affinity or even out a spread: retry those.
+        if bound > 0 {
+            for k in parked_inter_pod {
+                if let Some((p, s)) = self.parked.remove(&k) {
+                    self.active.insert((p, s, k));
+                }
+            }
+        }
+        self.view = Some(view);
+        bound
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn park(&mut self, cluster: &SimCluster, key: &str, pod: &Pod, prio: i32, seq: u64, msg: String, now: Timestamp) {
+        self.parked.insert(key.to_string(), (prio, seq));
+        let already = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False"));
+        self.messages.insert(key.to_string(), msg.clone());
+        if already {
+            // The condition is what the autoscaler watches; rewriting only its message for every
+            // retry would flood the watch with no new information.
+            return;
+        }
+        let mut p = pod.clone();
+        let status = p.status.get_or_insert_with(PodStatus::default);
+        status.phase = Some("Pending".to_string());
+        let conds = status.conditions.get_or_insert_with(Vec::new);
+        conds.retain(|c| c.type_ != "PodScheduled");
+        conds.push(PodCondition {
+            type_: "PodScheduled".to_string(),
+            status: "False".to_string(),
+            reason: Some("Unschedulable".to_string()),
+            message: Some(msg),
+            last_transition_time: Some(Time(now)),
+            ..PodCondition::default()
+        });
+        let _ = cluster.update_status_obj(p);
+    }
+
+    /// Filters then scores; the chosen node's index, or kube-scheduler's message.
+    fn place(&mut self, v: &View, pod: &Pod, pinned: Option<&str>) -> Result<usize, String> {
+        let total = v.names.len();
+        if total == 0 {
+            return Err("0/0 nodes are available: no nodes available to schedule pods.".to_string());
+        }
+        let prepared = v.view.prepare(pod);
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        let mut feasible = Vec::new();
+        if let Some(node) = pinned {
+            // A DaemonSet pod may only go to its node; every other node fails node affinity.
+            match v.index.get(node) {
+                Some(&idx) => match v.view.check_prepared(&prepared, idx) {
+                    Ok(()) => feasible.push(idx),
+                    Err(u) => *reasons.entry(u.reason).or_default() += 1,
+                },
+                None => {}
+            }
+            let others = total - usize::from(v.index.contains_key(node));
+            if others > 0 {
+                *reasons.entry(kerf_scheduling::predicates::NODE_AFFINITY.to_string()).or_default() += others;
+            }
+        } else {
+            let want = feasible_to_find(total);
+            let start = self.next_start % total;
+            let mut visited = 0;
+            for i in 0..total {
+                let idx = (start + i) % total;
+                visited += 1;
+                match v.view.check_prepared(&prepared, idx) {
+                    Ok(()) => {
+                        feasible.push(idx);
+                        if feasible.len() >= want {
+                            break;
+                        }
+                    }
+                    Err(u) => *reasons.entry(u.reason).or_default() += 1,
+                }
+            }
+            self.next_start = (start + visited) % total;
+        }
+        if feasible.is_empty() {
+            let mut parts: Vec<String> = reasons.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+            parts.sort();
+            return Err(format!("0/{total} nodes are available: {}.", parts.join(", ")));
+        }
+        if feasible.len() == 1 {
+            return Ok(feasible[0]);
+        }
+        let requests = pod_requests(pod);
+        let prefs = has_preferences(pod)
+            || feasible.iter().any(|i| {
+                v.view.nodes()[*i].taints.iter().any(|t| t.effect == kerf_api::TaintEffect::PreferNoSchedule)
+            });
+        let raw_pref: Vec<i64> =
+            if prefs { feasible.iter().map(|i| v.view.preference_score(pod, *i)).collect() } else { vec![0; feasible.len()] };
+        let (pmin, pmax) =
+            (raw_pref.iter().copied().min().unwrap_or(0), raw_pref.iter().copied().max().unwrap_or(0));
+        let mut best: Option<(i64, &str, usize)> = None;
+        for (j, &idx) in feasible.iter().enumerate() {
+            let n = &v.view.nodes()[idx];
+            let used = v.view.requested(idx);
+            let (fit, balanced) = resource_scores(&n.allocatable, used, &requests);
+            let pref = if pmax > pmin { (raw_pref[j] - pmin) * 100 / (pmax - pmin) } else { 0 };
+            let score = FIT_WEIGHT * fit + BALANCED_WEIGHT * balanced + PREFERENCE_WEIGHT * pref;
+            let name = v.names[idx].as_str();
+            let better = match best {
+                None => true,
+                Some((s, bn, _)) => score > s || (score == s && name < bn),
+            };
+            if better {
+                best = Some((score, name, idx));
+            }
+        }
+        best.map(|(_, _, i)| i).ok_or_else(|| "no feasible node".to_string())
+    }
+}
+
+/// LeastAllocated and BalancedAllocation over cpu and memory, each 0..=100.
+fn resource_scores(alloc: &ResourceList, used: &ResourceList, req: &ResourceList) -> (i64, i64) {
+    let mut fractions = Vec::with_capacity(2);
+    let mut free_sum = 0.0;
+    for r in ["cpu", "memory"] {
+        let cap = alloc.get(r).as_f64();
+        if cap <= 0.0 {
+            continue;
+        }
+        let after = used.get(r).as_f64() + req.get(r).as_f64();
+        let frac = (after / cap).min(1.0);
+        fractions.push(frac);
+        free_sum += (1.0 - frac) * 100.0;
+    }
+    if fractions.is_empty() {
+        return (0, 0);
+    }
+    let fit = (free_sum / fractions.len() as f64) as i64;
+    let mean = fractions.iter().sum::<f64>() / fractions.len() as f64;
+    let var = fractions.iter().map(|f| (f - mean) * (f - mean)).sum::<f64>() / fractions.len() as f64;
+    let balanced = ((1.0 - var.sqrt()) * 100.0) as i64;
+    (fit, balanced)
+}
+
+/// Binds `pod` to `node` and starts it (the kubelet has nothing to pull in the simulator).
+fn bind(cluster: &SimCluster, pod: &Pod, node: &str, world: &World, now: Timestamp) -> Option<Pod> {
+    let ready = world.nodes.get(node).is_some_and(|n| node_ready(n));
+    let mut p = pod.clone();
+    p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+    let status = p.status.get_or_insert_with(PodStatus::default);
+    status.phase = Some(if ready { "Running" } else { "Pending" }.to_string());
+    status.start_time = Some(Time(now));
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    conds.retain(|c| c.type_ != "PodScheduled" && c.type_ != "Ready");
+    conds.push(PodCondition {
+        type_: "PodScheduled".to_string(),
+        status: "True".to_string(),
+        last_transition_time: Some(Time(now)),
+        ..PodCondition::default()
+    });
+    conds.push(PodCondition {
+        type_: "Ready".to_string(),
+        status: if ready { "True" } else { "False" }.to_string(),
+        last_transition_time: Some(Time(now)),
+        ..PodCondition::default()
+    });
+    match cluster.replace_obj(p) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            tracing::debug!(pod = ?pod.metadata.name, error = %e, "bind failed; will retry");
+            None
+        }
+    }
+}

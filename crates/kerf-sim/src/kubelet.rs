@@ -1,0 +1,193 @@
+//! A stand-in for the kubelet (and the node lifecycle controller): once an instance's launch
+//! latency has passed, its Node registers Ready with the NodeClaim's labels and taints (startup
+//! taints and `karpenter.sh/unregistered` included); startup taints are lifted a few seconds
+//! later, as the agents that own them would; a terminated instance's Node goes NotReady.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint as CoreTaint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as CoreQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kerf_api::labels;
+use kerf_api::{ResourceList, Taint, TaintEffect};
+use kerf_cloud::Timestamp;
+
+use crate::cluster::SimCluster;
+use crate::world::World;
+
+/// How long after Ready the agents owning startup taints take to remove them.
+pub const STARTUP_TAINT_DELAY: Duration = Duration::from_secs(5);
+
+/// One instance of the simulated cloud, as the kubelet needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    pub provider_id: String,
+    pub node_name: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub price: f64,
+    pub launched_at: Timestamp,
+    pub ready_at: Timestamp,
+    pub terminated: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct Kubelet {
+    /// provider ID -> node name, for instances whose Node registered.
+    registered: BTreeMap<String, String>,
+    /// Nodes that went NotReady because their instance is gone.
+    not_ready: BTreeSet<String>,
+    /// (when, node name, startup taint keys to lift).
+    startup_lifts: Vec<(Timestamp, String, Vec<Taint>)>,
+    region: String,
+}
+
+pub fn quantities(list: &ResourceList) -> BTreeMap<String, CoreQuantity> {
+    list.iter().map(|(k, v)| (k.clone(), CoreQuantity(v.canonical()))).collect()
+}
+
+fn ready_condition(ready: bool, now: Timestamp) -> NodeCondition {
+    NodeCondition {
+        type_: "Ready".to_string(),
+        status: if ready { "True" } else { "False" }.to_string(),
+        reason: Some(if ready { "KubeletReady" } else { "NodeStatusNeverUpdated" }.to_string()),
+        message: Some(if ready { "kubelet is posting ready status" } else { "the instance is gone" }.to_string()),
+        last_transition_time: Some(Time(now)),
+        last_heartbeat_time: Some(Time(now)),
+    }
+}
+
+/// A Node present at t=0 that kerf does not manage.
+pub fn unmanaged_node(n: &crate::scenario::UnmanagedNode, now: Timestamp) -> Node {
+    let mut lbls = n.labels.clone();
+    lbls.insert(labels::HOSTNAME.to_string(), n.name.clone());
+    Node {
+        metadata: ObjectMeta { name: Some(n.name.clone()), labels: Some(lbls), ..ObjectMeta::default() },
+        spec: Some(NodeSpec {
+            taints: if n.taints.is_empty() { None } else { Some(n.taints.iter().map(Taint::to_core).collect()) },
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus {
+            capacity: Some(quantities(&n.capacity)),
+            allocatable: Some(quantities(&n.capacity)),
+            conditions: Some(vec![ready_condition(true, now)]),
+            ..NodeStatus::default()
+        }),
+    }
+}
+
+impl Kubelet {
+    pub fn new(region: &str) -> Self {
+        Kubelet { region: region.to_string(), ..Kubelet::default() }
+    }
+
+    /// Registers Nodes for instances that are up, lifts due startup taints, marks Nodes of
+    /// terminated instances NotReady. Returns the next time it has something to do.
+    pub fn run(&mut self, instances: &[Instance], world: &World, cluster: &SimCluster, now: Timestamp) -> Option<Timestamp> {
+        let mut next: Option<Timestamp> = None;
+        let mut wake = |t: Timestamp| next = Some(next.map_or(t, |n: Timestamp| n.min(t)));
+        for inst in instances {
+            if inst.terminated {
+                if let Some(node) = self.registered.get(&inst.provider_id).cloned()
+                    && !self.not_ready.contains(&node)
+                    && let Some(n) = world.nodes.get(&node)
+                {
+                    let mut n = (**n).clone();
+                    let status = n.status.get_or_insert_with(NodeStatus::default);
+                    status.conditions = Some(vec![ready_condition(false, now)]);
+                    let taints = n.spec.get_or_insert_with(NodeSpec::default).taints.get_or_insert_with(Vec::new);
+                    if !taints.iter().any(|t| t.key == labels::NODE_NOT_READY_TAINT_KEY) {
+                        taints.push(CoreTaint {
+                            key: labels::NODE_NOT_READY_TAINT_KEY.to_string(),
+                            effect: "NoSchedule".to_string(),
+                            time_added: Some(Time(now)),
+                            value: None,
+                        });
+                    }
+                    if cluster.replace_obj(n).is_ok() {
+                        self.not_ready.insert(node);
+                    } else {
+                        wake(now);
+                    }
+                }
+                continue;
+            }
+            if self.registered.contains_key(&inst.provider_id) {
+                continue;
+            }
+            if inst.ready_at > now {
+                wake(inst.ready_at);
+                continue;
+            }
+            let Some(claim) = world.claim_by_provider.get(&inst.provider_id).and_then(|c| world.claims.get(c)) else {
+                // The claim's status has not been written yet; the write wakes us.
+                continue;
+            };
+            let mut lbls = claim.metadata.labels.clone().unwrap_or_default();
+            lbls.insert(labels::HOSTNAME.to_string(), inst.node_name.clone());
+            lbls.entry(labels::INSTANCE_TYPE.to_string()).or_insert_with(|| inst.instance_type.clone());
+            lbls.entry(labels::ZONE.to_string()).or_insert_with(|| inst.zone.clone());
+            lbls.entry(labels::CAPACITY_TYPE.to_string()).or_insert_with(|| inst.capacity_type.clone());
+            if !self.region.is_empty() {
+                lbls.entry(labels::REGION.to_string()).or_insert_with(|| self.region.clone());
+            }
+            let mut taints: Vec<Taint> = claim.spec.taints.clone();
+            taints.extend(claim.spec.startup_taints.iter().cloned());
+            taints.push(Taint::new(labels::UNREGISTERED_TAINT_KEY, None, TaintEffect::NoExecute));
+            let status = claim.status.clone().unwrap_or_default();
+            let allocatable = if status.allocatable.is_empty() { status.capacity.clone() } else { status.allocatable.clone() };
+            let node = Node {
+                metadata: ObjectMeta {
+                    name: Some(inst.node_name.clone()),
+                    labels: Some(lbls),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(NodeSpec {
+                    provider_id: Some(inst.provider_id.clone()),
+                    taints: Some(taints.iter().map(Taint::to_core).collect()),
+                    ..NodeSpec::default()
+                }),
+                status: Some(NodeStatus {
+                    capacity: Some(quantities(&status.capacity)),
+                    allocatable: Some(quantities(&allocatable)),
+                    conditions: Some(vec![ready_condition(true, now)]),
+                    ..NodeStatus::default()
+                }),
+            };
+            match cluster.create_obj(node) {
+                Ok(_) => {
+                    self.registered.insert(inst.provider_id.clone(), inst.node_name.clone());
+                    if !claim.spec.startup_taints.is_empty() {
+                        let at = Timestamp::from_millisecond(
+                            now.as_millisecond() + STARTUP_TAINT_DELAY.as_millis() as i64,
+                        )
+                        .unwrap_or(now);
+                        self.startup_lifts.push((at, inst.node_name.clone(), claim.spec.startup_taints.clone()));
+                    }
+                }
+                Err(e) => tracing::warn!(node = %inst.node_name, error = %e, "cannot register node"),
+            }
+        }
+        let lifts = std::mem::take(&mut self.startup_lifts);
+        for (at, node, startup) in lifts {
+            if at > now {
+                wake(at);
+                self.startup_lifts.push((at, node, startup));
+                continue;
+            }
+            let Some(n) = world.nodes.get(&node) else { continue };
+            let mut n = (**n).clone();
+            if let Some(taints) = n.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+                taints.retain(|t| !startup.iter().any(|s| s.key == t.key && s.effect.as_str() == t.effect));
+            }
+            if cluster.update_obj(n).is_err() {
+                // Someone else wrote the node first: try again with the fresh copy.
+                wake(now);
+                self.startup_lifts.push((now, node, startup));
+            }
+        }
+        next
+    }
+}

@@ -1,0 +1,506 @@
+//! The scenario file (DESIGN.md, "Scenario file contract"): loaded and checked completely before
+//! anything runs, so every mistake is reported with its file, field and problem.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kerf_api::{EC2NodeClass, GoDuration, NodePool, Quantity, ResourceList, Taint};
+use serde::de::DeserializeOwned;
+use serde_yaml_ng::{Mapping, Value};
+
+/// A problem with a scenario or a manifest it applies: which file, which field, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ScenarioError {
+    pub file: PathBuf,
+    /// The field path, e.g. `steps[2].wait` or `document 1 (Deployment/inflate): spec.replicas`.
+    pub field: String,
+    pub problem: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.problem)
+        } else {
+            write!(f, "{}: {}: {}", self.file.display(), self.field, self.problem)
+        }
+    }
+}
+
+/// A loaded scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub file: PathBuf,
+    pub cloud: kerf_cloud::sim::SimConfig,
+    pub nodes: Vec<UnmanagedNode>,
+    pub steps: Vec<Step>,
+}
+
+/// A node present at t=0 that kerf does not manage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnmanagedNode {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub capacity: ResourceList,
+}
+
+/// What a workload step names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Step {
+    Apply(Vec<Manifest>),
+    Wait(Duration),
+    Scale { target: ObjectRef, replicas: i32 },
+    Rollout(ObjectRef),
+    Delete(ObjectRef),
+    Interrupt { node: String },
+}
+
+/// One object to apply, with where it came from (for messages).
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub source: String,
+    pub object: ManifestObject,
+}
+
+#[derive(Debug, Clone)]
+pub enum ManifestObject {
+    NodePool(Box<NodePool>),
+    EC2NodeClass(Box<EC2NodeClass>),
+    Deployment(Box<Deployment>),
+    DaemonSet(Box<DaemonSet>),
+    Pod(Box<Pod>),
+    PodDisruptionBudget(Box<PodDisruptionBudget>),
+    PersistentVolumeClaim(Box<PersistentVolumeClaim>),
+    StorageClass(Box<StorageClass>),
+}
+
+const APPLY_KINDS: &str =
+    "NodePool, EC2NodeClass, Deployment, DaemonSet, Pod, PodDisruptionBudget, PersistentVolumeClaim, StorageClass";
+
+struct Ctx<'a> {
+    file: &'a Path,
+}
+
+impl Ctx<'_> {
+    fn err(&self, field: impl Into<String>, problem: impl Into<String>) -> ScenarioError {
+        ScenarioError { file: self.file.to_path_buf(), field: field.into(), problem: problem.into() }
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        Value::Tagged(_) => "a tagged value",
+    }
+}
+
+/// Checks a mapping has only `allowed` keys (all strings), and returns it as (key, value) pairs.
+fn fields<'v>(
+    ctx: &Ctx<'_>,
+    path: &str,
+    v: &'v Value,
+    allowed: &[&str],
+) -> Result<BTreeMap<String, &'v Value>, ScenarioError> {
+    let Value::Mapping(m) = v else {
+        return Err(ctx.err(path, format!("expected a mapping, found {}", type_name(v))));
+    };
+    let mut out = BTreeMap::new();
+    for (k, val) in m {
+        let Value::String(k) = k else {
+            return Err(ctx.err(path, format!("keys must be strings, found {}", type_name(k))));
+        };
+        if !allowed.contains(&k.as_str()) {
+            return Err(ctx.err(
+                join(path, k),
+                format!("unknown field `{k}` (expected one of: {})", allowed.join(", ")),
+            ));
+        }
+        out.insert(k.clone(), val);
+    }
+    Ok(out)
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+}
+
+fn string(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<String, ScenarioError> {
+    match v {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        other => Err(ctx.err(path, format!("expected a string, found {}", type_name(other)))),
+    }
+}
+
+fn required<'v>(
+    ctx: &Ctx<'_>,
+    path: &str,
+    f: &BTreeMap<String, &'v Value>,
+    key: &str,
+) -> Result<&'v Value, ScenarioError> {
+    f.get(key).copied().ok_or_else(|| ctx.err(join(path, key), "required field is missing"))
+}
+
+fn string_map(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<BTreeMap<String, String>, ScenarioError> {
+    let Value::Mapping(m) = v else {
+        if v.is_null() {
+            return Ok(BTreeMap::new());
+        }
+        return Err(ctx.err(path, format!("expected a mapping, found {}", type_name(v))));
+    };
+    let mut out = BTreeMap::new();
+    for (k, val) in m {
+        let k = string(ctx, path, k)?;
+        let val = string(ctx, &join(path, &k), val)?;
+        out.insert(k, val);
+    }
+    Ok(out)
+}
+
+fn duration(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Duration, ScenarioError> {
+    let s = match v {
+        Value::String(s) => s.clone(),
+        other => {
+            return Err(ctx.err(
+                path,
+                format!("expected a duration such as `90s`, `2m` or `1h30m`, found {}", type_name(other)),
+            ));
+        }
+    };
+    GoDuration::parse(&s)
+        .map(|d| d.as_duration())
+        .map_err(|e| ctx.err(path, format!("invalid duration {s:?}: {e} (use Go-style durations such as `90s`, `2m`, `1h30m`)")))
+}
+
+/// Loads and checks a scenario file and every manifest it applies.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: path.to_path_buf(),
+        field: String::new(),
+        problem: format!("cannot read scenario: {e}"),
+    })?;
+    parse(path, &text)
+}
+
+/// Parses scenario text; `path` names it in errors and anchors relative manifest paths.
+pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+    let ctx = Ctx { file: path };
+    let root: Value = serde_yaml_ng::from_str(text).map_err(|e| ctx.err("", format!("not valid YAML: {e}")))?;
+    let top = fields(&ctx, "", &root, &["name", "cloud", "nodes", "steps"])?;
+    let name = string(&ctx, "name", required(&ctx, "", &top, "name")?)?;
+    if name.is_empty() {
+        return Err(ctx.err("name", "must not be empty"));
+    }
+    let cloud = parse_cloud(&ctx, top.get("cloud").copied())?;
+    let mut nodes = Vec::new();
+    if let Some(v) = top.get("nodes").copied().filter(|v| !v.is_null()) {
+        let Value::Sequence(items) = v else {
+            return Err(ctx.err("nodes", format!("expected a list, found {}", type_name(v))));
+        };
+        for (i, item) in items.iter().enumerate() {
+            nodes.push(parse_node(&ctx, &format!("nodes[{i}]"), item)?);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, n) in nodes.iter().enumerate() {
+            if !seen.insert(n.name.clone()) {
+                return Err(ctx.err(format!("nodes[{i}].name"), format!("duplicate node name {:?}", n.name)));
+            }
+        }
+    }
+    let mut steps = Vec::new();
+    if let Some(v) = top.get("steps").copied().filter(|v| !v.is_null()) {
+        let Value::Sequence(items) = v else {
+            return Err(ctx.err("steps", format!("expected a list, found {}", type_name(v))));
+        };
+        for (i, item) in items.iter().enumerate() {
+            steps.push(parse_step(&ctx, &format!("steps[{i}]"), item)?);
+        }
+    }
+    Ok(Scenario { name, file: path.to_path_buf(), cloud, nodes, steps })
+}
+
+fn parse_cloud(ctx: &Ctx<'_>, v: Option<&Value>) -> Result<kerf_cloud::sim::SimConfig, ScenarioError> {
+    let v = match v {
+        None | Some(Value::Null) => Value::Mapping(Mapping::new()),
+        Some(v) => v.clone(),
+    };
+    let config: kerf_cloud::sim::SimConfig = kerf_api::manifest::decode(&v)
+        .map_err(|e| ctx.err(if e.path.is_empty() { "cloud".to_string() } else { format!("cloud.{}", e.path) }, e.message))?;
+    config.validate().map_err(|e| {
+        ctx.err(if e.field.is_empty() { "cloud".to_string() } else { format!("cloud.{}", e.field) }, e.problem)
+    })?;
+    Ok(config)
+}
+
+fn parse_node(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<UnmanagedNode, ScenarioError> {
+    let f = fields(ctx, path, v, &["name", "labels", "taints", "capacity"])?;
+    let name = string(ctx, &join(path, "name"), required(ctx, path, &f, "name")?)?;
+    let labels = match f.get("labels") {
+        Some(v) => string_map(ctx, &join(path, "labels"), v)?,
+        None => BTreeMap::new(),
+    };
+    let mut taints = Vec::new();
+    if let Some(v) = f.get("taints").copied().filter(|v| !v.is_null()) {
+        let Value::Sequence(items) = v else {
+            return Err(ctx.err(join(path, "taints"), format!("expected a list, found {}", type_name(v))));
+        };
+        for (i, t) in items.iter().enumerate() {
+            let tp = format!("{path}.taints[{i}]");
+            let taint: Taint = serde_yaml_ng::from_value(t.clone()).map_err(|e| ctx.err(&tp, e.to_string()))?;
+            taints.push(taint);
+        }
+    }
+    let cap_path = join(path, "capacity");
+    let cap = string_map(ctx, &cap_path, required(ctx, path, &f, "capacity")?)?;
+    let mut capacity = ResourceList::new();
+    for (k, q) in cap {
+        let parsed = Quantity::parse(&q)
+            .map_err(|e| ctx.err(join(&cap_path, &k), format!("invalid quantity {q:?}: {e}")))?;
+        capacity.set(k, parsed);
+    }
+    Ok(UnmanagedNode { name, labels, taints, capacity })
+}
+
+fn parse_ref(ctx: &Ctx<'_>, path: &str, v: &Value, extra: &[&str]) -> Result<(ObjectRef, BTreeMap<String, Value>), ScenarioError> {
+    let mut allowed = vec!["kind", "name", "namespace"];
+    allowed.extend_from_slice(extra);
+    let f = fields(ctx, path, v, &allowed)?;
+    let kind = string(ctx, &join(path, "kind"), required(ctx, path, &f, "kind")?)?;
+    let name = string(ctx, &join(path, "name"), required(ctx, path, &f, "name")?)?;
+    let namespace = match f.get("namespace") {
+        Some(v) => string(ctx, &join(path, "namespace"), v)?,
+        None => "default".to_string(),
+    };
+    let rest = f.into_iter().filter(|(k, _)| extra.contains(&k.as_str())).map(|(k, v)| (k, v.clone())).collect();
+    Ok((ObjectRef { kind, name, namespace }, rest))
+}
+
+fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioError> {
+    const STEPS: &[&str] = &["apply", "wait", "scale", "rollout", "delete", "interrupt"];
+    let f = fields(ctx, path, v, STEPS)?;
+    if f.len() != 1 {
+        return Err(ctx.err(path, format!("a step has exactly one of: {}", STEPS.join(", "))));
+    }
+    let Some((key, body)) = f.into_iter().next() else {
+        return Err(ctx.err(path, "empty step"));
+    };
+    let p = join(path, &key);
+    match key.as_str() {
+        "apply" => Ok(Step::Apply(parse_apply(ctx, &p, body)?)),
+        "wait" => Ok(Step::Wait(duration(ctx, &p, body)?)),
+        "scale" => {
+            let (target, rest) = parse_ref(ctx, &p, body, &["replicas"])?;
+            if target.kind != "Deployment" {
+                return Err(ctx.err(join(&p, "kind"), format!("cannot scale kind {:?}; only Deployment scales", target.kind)));
+            }
+            let Some(r) = rest.get("replicas") else {
+                return Err(ctx.err(join(&p, "replicas"), "required field is missing"));
+            };
+            let replicas = r
+                .as_i64()
+                .and_then(|r| i32::try_from(r).ok())
+                .filter(|r| *r >= 0)
+                .ok_or_else(|| ctx.err(join(&p, "replicas"), format!("expected a non-negative integer, found {}", type_name(r))))?;
+            Ok(Step::Scale { target, replicas })
+        }
+        "rollout" => {
+            let (target, _) = parse_ref(ctx, &p, body, &[])?;
+            if target.kind != "Deployment" {
+                return Err(ctx.err(join(&p, "kind"), format!("cannot roll out kind {:?}; only Deployment rolls out", target.kind)));
+            }
+            Ok(Step::Rollout(target))
+        }
+        "delete" => {
+            let (target, _) = parse_ref(ctx, &p, body, &[])?;
+            if !APPLY_KINDS.split(", ").any(|k| k == target.kind) {
+                return Err(ctx.err(join(&p, "kind"), format!("unknown kind {:?} (expected one of: {APPLY_KINDS})", target.kind)));
+            }
+            Ok(Step::Delete(target))
+        }
+        "interrupt" => {
+            let f = fields(ctx, &p, body, &["node"])?;
+            let node = string(ctx, &join(&p, "node"), required(ctx, &p, &f, "node")?)?;
+            Ok(Step::Interrupt { node })
+        }
+        _ => Err(ctx.err(&p, "unknown step")),
+    }
+}
+
+fn parse_apply(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Vec<Manifest>, ScenarioError> {
+    match v {
+        Value::String(rel) => {
+            let base = ctx.file.parent().unwrap_or(Path::new("."));
+            let file = base.join(rel);
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| ctx.err(path, format!("cannot read manifest file {}: {e}", file.display())))?;
+            let mctx = Ctx { file: &file };
+            let mut out = Vec::new();
+            for (i, doc) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
+                let value = <Value as serde::Deserialize>::deserialize(doc)
+                    .map_err(|e| mctx.err(format!("document {}", i + 1), format!("not valid YAML: {e}")))?;
+                if value.is_null() {
+                    continue;
+                }
+                out.extend(decode_object(&mctx, &format!("document {}", i + 1), &value)?);
+            }
+            Ok(out)
+        }
+        Value::Sequence(items) => {
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                out.extend(decode_object(ctx, &format!("{path}[{i}]"), item)?);
+            }
+            Ok(out)
+        }
+        other => Err(ctx.err(path, format!("expected a file path or a list of objects, found {}", type_name(other)))),
+    }
+}
+
+fn typed<T: DeserializeOwned>(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<T, ScenarioError> {
+    kerf_api::manifest::decode(v)
+        .map_err(|e| ctx.err(if e.path.is_empty() { at.to_string() } else { format!("{at}: {}", e.path) }, e.message))
+}
+
+/// Decodes one manifest object (or each item of a `List`).
+fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, ScenarioError> {
+    let Value::Mapping(m) = v else {
+        return Err(ctx.err(at, format!("expected an object, found {}", type_name(v))));
+    };
+    let kind = m.get("kind").and_then(Value::as_str).unwrap_or("");
+    let name = m
+        .get("metadata")
+        .and_then(|md| md.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let label = if name.is_empty() { format!("{at} ({kind})") } else { format!("{at} ({kind}/{name})") };
+    if kind.is_empty() {
+        return Err(ctx.err(format!("{at}: kind"), "required field is missing"));
+    }
+    if kind == "List" {
+        let items = m.get("items").and_then(Value::as_sequence).cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            out.extend(decode_object(ctx, &format!("{at}: items[{i}]"), item)?);
+        }
+        return Ok(out);
+    }
+    let object = match kind {
+        "NodePool" | "EC2NodeClass" => decode_karpenter(ctx, &label, v)?,
+        "Deployment" => {
+            let d: Deployment = typed(ctx, &label, v)?;
+            check_deployment(ctx, &label, &d)?;
+            ManifestObject::Deployment(Box::new(d))
+        }
+        "DaemonSet" => {
+            let d: DaemonSet = typed(ctx, &label, v)?;
+            if let Some(spec) = &d.spec {
+                check_pod_spec(ctx, &label, "spec.template.spec", spec.template.spec.as_ref())?;
+            }
+            ManifestObject::DaemonSet(Box::new(d))
+        }
+        "Pod" => {
+            let p: Pod = typed(ctx, &label, v)?;
+            check_pod_spec(ctx, &label, "spec", p.spec.as_ref())?;
+            ManifestObject::Pod(Box::new(p))
+        }
+        "PodDisruptionBudget" => ManifestObject::PodDisruptionBudget(Box::new(typed(ctx, &label, v)?)),
+        "PersistentVolumeClaim" => ManifestObject::PersistentVolumeClaim(Box::new(typed(ctx, &label, v)?)),
+        "StorageClass" => ManifestObject::StorageClass(Box::new(typed(ctx, &label, v)?)),
+        other => {
+            return Err(ctx.err(format!("{at}: kind"), format!("unknown kind {other:?} (expected one of: {APPLY_KINDS})")));
+        }
+    };
+    let needs_name = match &object {
+        ManifestObject::Pod(p) => p.metadata.name.is_none() && p.metadata.generate_name.is_none(),
+        _ => name.is_empty(),
+    };
+    if needs_name {
+        return Err(ctx.err(format!("{label}: metadata.name"), "required field is missing"));
+    }
+    Ok(vec![Manifest { source: format!("{}: {label}", ctx.file.display()), object }])
+}
+
+fn decode_karpenter(ctx: &Ctx<'_>, label: &str, v: &Value) -> Result<ManifestObject, ScenarioError> {
+    match kerf_api::manifest::decode_karpenter(v) {
+        Ok(Some(kerf_api::manifest::KarpenterObject::NodePool(p))) => Ok(ManifestObject::NodePool(Box::new(p))),
+        Ok(Some(kerf_api::manifest::KarpenterObject::EC2NodeClass(c))) => Ok(ManifestObject::EC2NodeClass(Box::new(c))),
+        Ok(_) => Err(ctx.err(label, "expected a NodePool or EC2NodeClass")),
+        Err(problems) => {
+            let first = problems.first();
+            let field = match first.map(|p| p.path.as_str()) {
+                Some(f) if !f.is_empty() => format!("{label}: {f}"),
+                _ => label.to_string(),
+            };
+            let mut message = first.map(|p| p.message.clone()).unwrap_or_else(|| "invalid".to_string());
+            for p in problems.iter().skip(1) {
+                message.push_str(&format!("; {}: {}", if p.path.is_empty() { "(object)" } else { &p.path }, p.message));
+            }
+            Err(ctx.err(field, message))
+        }
+    }
+}
+
+fn check_deployment(ctx: &Ctx<'_>, label: &str, d: &Deployment) -> Result<(), ScenarioError> {
+    let Some(spec) = d.spec.as_ref() else {
+        return Err(ctx.err(format!("{label}: spec"), "required field is missing"));
+    };
+    let template_labels = spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
+    if !crate::selector::label_selector_matches(&spec.selector, &template_labels)
+        || (spec.selector.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
+            && spec.selector.match_expressions.as_ref().is_none_or(Vec::is_empty))
+    {
+        return Err(ctx.err(
+            format!("{label}: spec.selector"),
+            "selector does not match template labels (the selector must be non-empty and select spec.template.metadata.labels)",
+        ));
+    }
+    if spec.replicas.is_some_and(|r| r < 0) {
+        return Err(ctx.err(format!("{label}: spec.replicas"), "must be greater than or equal to 0"));
+    }
+    check_pod_spec(ctx, label, "spec.template.spec", spec.template.spec.as_ref())
+}
+
+fn check_pod_spec(ctx: &Ctx<'_>, label: &str, at: &str, spec: Option<&PodSpec>) -> Result<(), ScenarioError> {
+    let Some(spec) = spec else {
+        return Err(ctx.err(format!("{label}: {at}"), "required field is missing"));
+    };
+    if spec.containers.is_empty() {
+        return Err(ctx.err(format!("{label}: {at}.containers"), "at least one container is required"));
+    }
+    let groups = [("initContainers", spec.init_containers.as_deref().unwrap_or(&[])), ("containers", &spec.containers)];
+    for (group, containers) in groups {
+        for (i, c) in containers.iter().enumerate() {
+            let Some(res) = c.resources.as_ref() else { continue };
+            for (what, list) in [("requests", &res.requests), ("limits", &res.limits)] {
+                for (k, q) in list.iter().flatten() {
+                    Quantity::parse(&q.0).map_err(|e| {
+                        ctx.err(format!("{label}: {at}.{group}[{i}].resources.{what}.{k}"), format!("invalid quantity {:?}: {e}", q.0))
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,194 @@
+//! The simulator's own index of the cluster, kept up to date from the same watch events the
+//! controllers see, so the stand-ins never scan the stores.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kerf_api::NodeClaim;
+use kerf_controller::{AnyObject, WatchEvent};
+
+#[derive(Debug, Clone)]
+pub struct PodEntry {
+    pub pod: Arc<Pod>,
+    /// Creation order, for kube-scheduler's first-come queue order.
+    pub seq: u64,
+}
+
+impl PodEntry {
+    pub fn node(&self) -> Option<&str> {
+        self.pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+    }
+}
+
+/// What changed in one batch of watch events, for the stand-ins to react to.
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Pods that appeared (or changed) without a node.
+    pub unbound_pods: BTreeSet<String>,
+    /// Pods that went away (or started terminating), with the node they were on.
+    pub removed_pods: Vec<(String, Option<String>)>,
+    /// Pods that became bound to a node.
+    pub newly_bound: Vec<String>,
+    pub nodes_changed: BTreeSet<String>,
+    pub nodes_removed: BTreeSet<String>,
+    /// Nodes whose Ready condition flipped: (name, ready now).
+    pub readiness: Vec<(String, bool)>,
+    pub daemonsets_changed: BTreeSet<String>,
+    /// NodeClaims that just started deleting.
+    pub claims_deleting: Vec<Arc<NodeClaim>>,
+}
+
+#[derive(Debug, Default)]
+pub struct World {
+    pub pods: BTreeMap<String, PodEntry>,
+    pub nodes: BTreeMap<String, Arc<Node>>,
+    pub pods_by_node: BTreeMap<String, BTreeSet<String>>,
+    pub claims: BTreeMap<String, Arc<NodeClaim>>,
+    pub claim_by_provider: BTreeMap<String, String>,
+    pub daemonsets: BTreeMap<String, Arc<DaemonSet>>,
+    /// NodeClaims that ever got a provider ID.
+    pub launched_claims: BTreeSet<String>,
+    seq: u64,
+    bound_count: usize,
+}
+
+pub fn pod_key(pod: &Pod) -> String {
+    format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or(""))
+}
+
+pub fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+impl World {
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn bound_count(&self) -> usize {
+        self.bound_count
+    }
+
+    pub fn is_node_ready(&self, name: &str) -> bool {
+        self.nodes.get(name).is_some_and(|n| node_ready(n))
+    }
+
+    fn unlink(&mut self, key: &str) -> Option<PodEntry> {
+        let old = self.pods.remove(key)?;
+        if let Some(n) = old.node() {
+            self.bound_count -= 1;
+            if let Some(set) = self.pods_by_node.get_mut(n) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.pods_by_node.remove(n);
+                }
+            }
+        }
+        Some(old)
+    }
+
+    pub fn apply(&mut self, event: &WatchEvent, changes: &mut Changes) {
+        match event {
+            WatchEvent::Applied(AnyObject::Pod(p)) => {
+                let key = pod_key(p);
+                let old = self.unlink(&key);
+                if p.metadata.deletion_timestamp.is_some() {
+                    // A terminating pod: gone for the stand-ins' purposes.
+                    if let Some(o) = old {
+                        changes.removed_pods.push((key, o.node().map(str::to_string)));
+                    }
+                    return;
+                }
+                let seq = match &old {
+                    Some(o) => o.seq,
+                    None => {
+                        self.seq += 1;
+                        self.seq
+                    }
+                };
+                let entry = PodEntry { pod: Arc::new((**p).clone()), seq };
+                match entry.node() {
+                    Some(n) => {
+                        self.bound_count += 1;
+                        self.pods_by_node.entry(n.to_string()).or_default().insert(key.clone());
+                        if old.as_ref().is_none_or(|o| o.node().is_none()) {
+                            changes.newly_bound.push(key.clone());
+                        }
+                        changes.unbound_pods.remove(&key);
+                    }
+                    None => {
+                        changes.unbound_pods.insert(key.clone());
+                    }
+                }
+                self.pods.insert(key, entry);
+            }
+            WatchEvent::Deleted(AnyObject::Pod(p)) => {
+                let key = pod_key(p);
+                changes.unbound_pods.remove(&key);
+                if let Some(o) = self.unlink(&key) {
+                    changes.removed_pods.push((key, o.node().map(str::to_string)));
+                }
+            }
+            WatchEvent::Applied(AnyObject::Node(n)) => {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                let was_ready = self.nodes.get(&name).map(|o| node_ready(o));
+                let now_ready = node_ready(n);
+                if was_ready.is_some_and(|w| w != now_ready) {
+                    changes.readiness.push((name.clone(), now_ready));
+                }
+                self.nodes.insert(name.clone(), Arc::new((**n).clone()));
+                changes.nodes_changed.insert(name);
+            }
+            WatchEvent::Deleted(AnyObject::Node(n)) => {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                self.nodes.remove(&name);
+                changes.nodes_removed.insert(name);
+            }
+            WatchEvent::Applied(AnyObject::NodeClaim(c)) => {
+                let name = c.name().to_string();
+                if let Some(pid) = c.provider_id() {
+                    self.claim_by_provider.insert(pid.to_string(), name.clone());
+                    self.launched_claims.insert(name.clone());
+                }
+                let was_deleting = self.claims.get(&name).is_some_and(|o| o.metadata.deletion_timestamp.is_some());
+                let claim = Arc::new((**c).clone());
+                if claim.metadata.deletion_timestamp.is_some() && !was_deleting {
+                    changes.claims_deleting.push(claim.clone());
+                }
+                self.claims.insert(name, claim);
+            }
+            WatchEvent::Deleted(AnyObject::NodeClaim(c)) => {
+                let name = c.name().to_string();
+                let was_deleting = self.claims.get(&name).is_some_and(|o| o.metadata.deletion_timestamp.is_some());
+                if !was_deleting {
+                    changes.claims_deleting.push(Arc::new((**c).clone()));
+                }
+                self.claims.remove(&name);
+            }
+            WatchEvent::Applied(AnyObject::DaemonSet(d)) => {
+                let key = format!(
+                    "{}/{}",
+                    d.metadata.namespace.as_deref().unwrap_or("default"),
+                    d.metadata.name.as_deref().unwrap_or("")
+                );
+                self.daemonsets.insert(key.clone(), Arc::new((**d).clone()));
+                changes.daemonsets_changed.insert(key);
+            }
+            WatchEvent::Deleted(AnyObject::DaemonSet(d)) => {
+                let key = format!(
+                    "{}/{}",
+                    d.metadata.namespace.as_deref().unwrap_or("default"),
+                    d.metadata.name.as_deref().unwrap_or("")
+                );
+                self.daemonsets.remove(&key);
+                changes.daemonsets_changed.insert(key);
+            }
+            _ => {}
+        }
+    }
+}
