@@ -1,10 +1,112 @@
-//! `kerf instance-types`.
+//! `kerf instance-types`: the built-in AWS catalog's instance types with capacity, allocatable,
+//! offerings and prices.
 
+use std::io::Write;
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use anyhow::Context;
+use kerf_cloud::aws::{CatalogError, NodeClassSettings, catalog};
+use kerf_scheduling::InstanceType;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("kerf instance-types is not built yet")
+use crate::BadInput;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// AWS region whose offerings and prices to show.
+    #[arg(long, default_value = "us-west-2")]
+    pub region: String,
+    /// Print a JSON array for tools instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Only these instance types (default: every type sold in the region).
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let types = select(&args)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = serde_json::Value::Array(types.iter().map(to_json).collect());
+        let text = serde_json::to_string_pretty(&doc).context("encoding instance types as JSON")?;
+        writeln!(out, "{text}").context("writing to stdout")?;
+    } else {
+        out.write_all(table(&types).as_bytes()).context("writing to stdout")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bad(e: CatalogError) -> anyhow::Error {
+    match e {
+        CatalogError::UnknownRegion { .. } | CatalogError::UnknownInstanceType { .. } => {
+            anyhow::Error::new(BadInput(e.to_string()))
+        }
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// The requested types in catalog order (or argument order when named).
+fn select(args: &Args) -> anyhow::Result<Vec<InstanceType>> {
+    let cat = catalog()?;
+    let settings = NodeClassSettings::default();
+    if args.names.is_empty() {
+        return cat.instance_types(&args.region, None, &settings).map_err(bad);
+    }
+    // Check the region first so that a wrong region is reported as such, not as every name.
+    cat.zones(&args.region).map_err(bad)?;
+    args.names.iter().map(|n| cat.instance_type(&args.region, n, &settings).map_err(bad)).collect()
+}
+
+fn to_json(t: &InstanceType) -> serde_json::Value {
+    serde_json::json!({
+        "name": t.name,
+        "capacity": t.capacity,
+        "allocatable": t.allocatable(),
+        "labels": t.labels,
+        "offerings": t.offerings.iter().map(|o| serde_json::json!({
+            "zone": o.zone,
+            "capacityType": o.capacity_type,
+            "price": o.price,
+            "available": o.available,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn cheapest(t: &InstanceType, capacity_type: &str) -> String {
+    t.offerings
+        .iter()
+        .filter(|o| o.available && o.capacity_type == capacity_type)
+        .map(|o| o.price)
+        .min_by(f64::total_cmp)
+        .map(|p| format!("{p:.4}"))
+        .unwrap_or_else(|| "-".to_string())
+}
+
+fn table(types: &[InstanceType]) -> String {
+    let header = ["NAME", "CPU", "MEMORY", "PODS", "ALLOC-CPU", "ALLOC-MEMORY", "ON-DEMAND", "SPOT", "ZONES"];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+    for t in types {
+        let alloc = t.allocatable();
+        let mut zones: Vec<&str> = t.offerings.iter().map(|o| o.zone.as_str()).collect();
+        zones.dedup();
+        rows.push(vec![
+            t.name.clone(),
+            t.capacity.get("cpu").canonical(),
+            t.capacity.get("memory").canonical(),
+            t.capacity.get("pods").canonical(),
+            alloc.get("cpu").canonical(),
+            alloc.get("memory").canonical(),
+            cheapest(t, "on-demand"),
+            cheapest(t, "spot"),
+            zones.join(","),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len()).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let mut s = String::new();
+    for r in &rows {
+        let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        s.push_str(line.join("  ").trim_end());
+        s.push('\n');
+    }
+    s
 }
