@@ -1,0 +1,256 @@
+//! The scheduling benchmark workload (DESIGN.md, "Scheduling benchmark workload"): one NodePool
+//! with huge limits, `types` generated instance types, and `pods` pods split evenly into five
+//! groups — no constraints, zone spread (maxSkew 1), hostname spread (maxSkew 1), zone self
+//! pod-affinity, hostname pod anti-affinity — with seeded random CPU and memory requests.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements,
+    TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kerf_api::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, OS, ZONE};
+use kerf_api::nodepool::{NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, TemplateMetadata};
+use kerf_api::{NodeClassReference, NodePool, Quantity, ResourceList};
+
+use crate::instance::{InstanceType, Offering};
+use crate::model::{NodePoolInput, SchedulingInput};
+
+pub const ZONES: [&str; 3] = ["test-zone-a", "test-zone-b", "test-zone-c"];
+const CPUS: [&str; 5] = ["100m", "250m", "500m", "1", "1.5"];
+const MEMORIES: [&str; 6] = ["100Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi"];
+
+/// A tiny deterministic generator (splitmix64).
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// Instance type `i`: i+1 vCPU, 2(i+1) GiB, 10(i+1) pods, three zones × spot and on-demand,
+/// price proportional to size (on-demand $0.05 per vCPU-hour, spot 30% less).
+pub fn instance_types(count: usize) -> Vec<Arc<InstanceType>> {
+    (0..count)
+        .map(|i| {
+            let n = i as i64 + 1;
+            let name = format!("bench-{n}x");
+            let price = 0.05 * n as f64;
+            let mut offerings = Vec::new();
+            for z in ZONES {
+                offerings.push(Offering {
+                    zone: z.into(),
+                    capacity_type: "spot".into(),
+                    price: price * 0.7,
+                    available: true,
+                });
+                offerings.push(Offering { zone: z.into(), capacity_type: "on-demand".into(), price, available: true });
+            }
+            Arc::new(InstanceType {
+                labels: [(INSTANCE_TYPE, name.as_str()), (ARCH, "amd64"), (OS, "linux")]
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                name,
+                capacity: ResourceList::new()
+                    .with("cpu", Quantity::from_units(n))
+                    .with("memory", Quantity::from_bytes(2 * n * 1024 * 1024 * 1024))
+                    .with("pods", Quantity::from_units(10 * n)),
+                overhead: ResourceList::new(),
+                offerings,
+            })
+        })
+        .collect()
+}
+
+/// The benchmark's NodePool: no requirements beyond the defaults, huge limits.
+pub fn node_pool() -> NodePool {
+    NodePool {
+        api_version: kerf_api::nodepool::API_VERSION.into(),
+        kind: kerf_api::nodepool::KIND.into(),
+        metadata: ObjectMeta { name: Some("default".into()), ..Default::default() },
+        spec: NodePoolSpec {
+            template: NodeClaimTemplate {
+                metadata: TemplateMetadata::default(),
+                spec: NodeClaimTemplateSpec {
+                    taints: vec![],
+                    startup_taints: vec![],
+                    requirements: vec![kerf_api::NodeSelectorRequirementWithMinValues {
+                        key: CAPACITY_TYPE.into(),
+                        operator: kerf_api::Operator::In,
+                        values: vec!["spot".into(), "on-demand".into()],
+                        min_values: None,
+                    }],
+                    node_class_ref: NodeClassReference {
+                        group: "karpenter.k8s.aws".into(),
+                        kind: "EC2NodeClass".into(),
+                        name: "default".into(),
+                    },
+                    expire_after: kerf_api::nodepool::default_expire_after(),
+                    termination_grace_period: None,
+                },
+            },
+            disruption: Default::default(),
+            limits: Some(
+                ResourceList::new()
+                    .with("cpu", Quantity::from_units(1_000_000_000))
+                    .with("memory", Quantity::from_bytes(i64::MAX / 4)),
+            ),
+            weight: None,
+            replicas: None,
+        },
+        status: None,
+    }
+}
+
+fn selector(group: &str) -> LabelSelector {
+    LabelSelector { match_labels: Some([("app".to_string(), group.to_string())].into()), match_expressions: None }
+}
+
+fn bench_pod(i: usize, group: usize, rng: &mut SplitMix64) -> Pod {
+    let names = ["generic", "zone-spread", "host-spread", "zone-affinity", "host-anti-affinity"];
+    let app = format!("bench-{}", names[group]);
+    let cpu = CPUS[rng.below(CPUS.len())];
+    let mem = MEMORIES[rng.below(MEMORIES.len())];
+    let mut spec = PodSpec {
+        containers: vec![Container {
+            name: "app".into(),
+            resources: Some(ResourceRequirements {
+                requests: Some([("cpu".to_string(), KQ(cpu.into())), ("memory".to_string(), KQ(mem.into()))].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let spread = |key: &str| TopologySpreadConstraint {
+        topology_key: key.into(),
+        max_skew: 1,
+        when_unsatisfiable: "DoNotSchedule".into(),
+        label_selector: Some(selector(&app)),
+        ..Default::default()
+    };
+    let term = |key: &str| PodAffinityTerm {
+        topology_key: key.into(),
+        label_selector: Some(selector(&app)),
+        ..Default::default()
+    };
+    match group {
+        1 => spec.topology_spread_constraints = Some(vec![spread(ZONE)]),
+        2 => spec.topology_spread_constraints = Some(vec![spread(HOSTNAME)]),
+        3 => {
+            spec.affinity = Some(Affinity {
+                pod_affinity: Some(PodAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![term(ZONE)]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        }
+        4 => {
+            spec.affinity = Some(Affinity {
+                pod_anti_affinity: Some(PodAntiAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![term(HOSTNAME)]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        }
+        _ => {}
+    }
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("{app}-{i}")),
+            namespace: Some("default".into()),
+            labels: Some([("app".to_string(), app.clone())].into()),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// The benchmark input: `pods` pods (five equal groups, the remainder in the first groups)
+/// against `types` instance types, drawn from `seed`.
+pub fn workload(pods: usize, types: usize, seed: u64) -> SchedulingInput {
+    let mut rng = SplitMix64::new(seed);
+    let pods = (0..pods).map(|i| Arc::new(bench_pod(i, i * 5 / pods.max(1), &mut rng))).collect();
+    SchedulingInput {
+        node_pools: vec![NodePoolInput {
+            node_pool: Arc::new(node_pool()),
+            instance_types: instance_types(types),
+            in_use: ResourceList::new(),
+        }],
+        pods,
+        ..Default::default()
+    }
+}
+
+/// Hourly cost of a result's new claims: each at its cheapest compatible offering.
+pub fn claims_cost(result: &crate::model::SchedulingResult) -> f64 {
+    result
+        .new_node_claims
+        .iter()
+        .map(|c| {
+            let zone = c.labels.get(ZONE);
+            let ct = c.labels.get(CAPACITY_TYPE);
+            c.instance_types
+                .first()
+                .and_then(|t| {
+                    t.offerings
+                        .iter()
+                        .filter(|o| {
+                            o.available && zone.is_none_or(|z| *z == o.zone) && ct.is_none_or(|x| *x == o.capacity_type)
+                        })
+                        .map(|o| o.price)
+                        .min_by(f64::total_cmp)
+                })
+                .unwrap_or(0.0)
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_is_seeded_and_split_into_five_groups() {
+        let a = workload(50, 10, 7);
+        let b = workload(50, 10, 7);
+        assert_eq!(a.pods.len(), 50);
+        assert_eq!(a.pods, b.pods);
+        let apps: std::collections::BTreeMap<String, usize> = a.pods.iter().fold(Default::default(), |mut m, p| {
+            *m.entry(crate::pod::labels(p)["app"].clone()).or_default() += 1;
+            m
+        });
+        assert_eq!(apps.values().copied().collect::<Vec<_>>(), vec![10; 5]);
+        let t = &a.node_pools[0].instance_types[3];
+        assert_eq!(t.capacity.get("cpu"), Quantity::from_units(4));
+        assert_eq!(t.capacity.get("memory"), Quantity::parse("8Gi").unwrap());
+        assert_eq!(t.capacity.get("pods"), Quantity::from_units(40));
+        assert_eq!(t.offerings.len(), 6);
+    }
+
+    #[test]
+    fn every_benchmark_pod_is_placed() {
+        let input = workload(500, 50, 1);
+        let r = crate::scheduler::schedule(&input);
+        assert!(r.errors.is_empty(), "{:?}", r.errors.first());
+        let placed: usize = r.new_node_claims.iter().map(|c| c.pods.len()).sum();
+        assert_eq!(placed, 500);
+    }
+}
