@@ -19,6 +19,8 @@ pub use manager::{ControllerError, Manager, Options};
 pub use state::{ClusterState, ObjectKey};
 
 #[cfg(test)]
+mod provisioning_tests;
+#[cfg(test)]
 mod testkit;
 #[cfg(test)]
 mod tests;

@@ -19,13 +19,8 @@ use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 
 /// Runs the scheduling core.
-// Interim until `kerf_scheduling::schedule` lands: every pod is reported unplaceable.
 fn run_scheduler(input: &SchedulingInput) -> SchedulingResult {
-    let error = kerf_scheduling::PodError {
-        reason: "Unschedulable".to_string(),
-        message: "the scheduling core is not available in this build".to_string(),
-    };
-    SchedulingResult { errors: (0..input.pods.len()).map(|i| (i, error.clone())).collect(), ..Default::default() }
+    kerf_scheduling::schedule(input)
 }
 
 /// Instance types per NodePool, fetched once per provisioning pass.
@@ -41,28 +36,27 @@ fn pod_name(key: &ObjectKey) -> String {
     format!("{}/{}", key.0, key.1)
 }
 
-/// The type a not-yet-launched claim will most likely become: the first (cheapest) type its
-/// `node.kubernetes.io/instance-type` requirement names that the pool offers, else the cheapest
-/// available type of the pool whose labels the claim's requirements allow.
+/// The type a not-yet-launched claim will most likely become: the cheapest available type of
+/// the pool whose labels the claim's requirements allow (its `node.kubernetes.io/instance-type`
+/// requirement included); when none is available, the cheapest allowed type at any price.
 pub(crate) fn likely_type<'a>(claim: &NodeClaim, types: &'a [Arc<InstanceType>]) -> Option<&'a Arc<InstanceType>> {
-    if let Some(req) = claim
-        .spec
-        .requirements
-        .iter()
-        .find(|r| r.key == labels::INSTANCE_TYPE && r.operator == kerf_api::Operator::In && !r.values.is_empty())
-    {
-        let by_name: BTreeMap<&str, &Arc<InstanceType>> = types.iter().map(|t| (t.name.as_str(), t)).collect();
-        if let Some(t) = req.values.iter().find_map(|v| by_name.get(v.as_str()).copied()) {
-            return Some(t);
-        }
-    }
     let reqs = Requirements::from_node_selector(&claim.spec.requirements);
-    types
-        .iter()
-        .filter(|t| reqs.iter().all(|(k, r)| t.labels.get(k).is_none_or(|v| r.matches(Some(v)))))
-        .filter_map(|t| t.cheapest_available().map(|o| (o.price, t)))
-        .min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)))
-        .map(|(_, t)| t)
+    let allowed =
+        || types.iter().filter(|t| reqs.iter().all(|(k, r)| t.labels.get(k).is_none_or(|v| r.matches(Some(v)))));
+    let cheapest = |available: bool| {
+        allowed()
+            .filter_map(|t| {
+                let price = if available {
+                    t.cheapest_available().map(|o| o.price)
+                } else {
+                    t.offerings.iter().map(|o| o.price).min_by(f64::total_cmp)
+                };
+                price.map(|p| (p, t))
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)))
+            .map(|(_, t)| t)
+    };
+    cheapest(true).or_else(|| cheapest(false))
 }
 
 /// Labels a claim's node will carry: its own labels plus single-valued requirements.

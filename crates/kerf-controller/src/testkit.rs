@@ -461,7 +461,6 @@ pub fn pending_pod(name: &str, cpu: &str) -> Pod {
 }
 
 /// Binds a pod to a node, as kube-scheduler would.
-#[allow(dead_code)] // used by provisioning_tests once the scheduling core is wired
 pub fn bind(api: &FakeApi, pod: &str, node: &str) {
     let mut p: Pod = api.one(Some("default"), pod).unwrap();
     p.spec.as_mut().unwrap().node_name = Some(node.into());

@@ -407,12 +407,12 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
     assert_eq!(n.labels.get(labels::ZONE).map(String::as_str), Some("test-zone-b"));
     assert_eq!(n.labels.get(labels::NODE_POOL).map(String::as_str), Some("default"));
     assert_eq!(n.taints, vec![Taint::new("dedicated", None, TaintEffect::NoSchedule)], "startup taints left out");
-    // Not launched yet: the first type its requirement names stands in.
-    assert_eq!(n.allocatable, res(&[("cpu", "7900m"), ("memory", "16Gi"), ("pods", "110")]));
+    // Not launched yet: the cheapest type its requirements allow stands in.
+    assert_eq!(n.allocatable, res(&[("cpu", "1900m"), ("memory", "4Gi"), ("pods", "110")]));
     assert_eq!(n.pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect::<Vec<_>>(), vec!["a"]);
 
     assert_eq!(input.node_pools.len(), 1);
-    assert_eq!(input.node_pools[0].in_use, res(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "110"), ("nodes", "1")]));
+    assert_eq!(input.node_pools[0].in_use, res(&[("cpu", "2"), ("memory", "4Gi"), ("pods", "110"), ("nodes", "1")]));
     assert!(Arc::ptr_eq(&input.node_pools[0].instance_types[0], &types["default"][0]));
 }
 

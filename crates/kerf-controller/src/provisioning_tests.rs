@@ -1,0 +1,170 @@
+//! Provisioning behaviour end to end with the real scheduling core.
+
+use std::time::Duration;
+
+use kerf_api::nodeclaim::CONDITION_LAUNCHED;
+use kerf_api::{NodeClaim, NodePool, Operator, Taint, TaintEffect, labels};
+
+use crate::testkit::*;
+
+fn small_and_large() -> FakeCloud {
+    FakeCloud::with_types(vec![instance_type("small", "2", "4Gi", 0.10), instance_type("large", "8", "16Gi", 0.40)])
+}
+
+// ---- provisioning (with the real scheduling core) ----
+
+fn pool_with(f: impl FnOnce(&mut NodePool)) -> NodePool {
+    let mut pool = node_pool("default");
+    f(&mut pool);
+    pool
+}
+
+fn claim_label<'a>(c: &'a NodeClaim, key: &str) -> Option<&'a str> {
+    c.metadata.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
+}
+
+#[test]
+fn a_pending_pod_yields_one_nodeclaim_with_the_pools_labels_and_requirements() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(pool_with(|p| {
+        p.spec.template.metadata.labels.insert("team".into(), "blue".into());
+        p.spec.template.metadata.annotations.insert("example.com/owner".into(), "blue".into());
+        p.spec.template.spec.requirements = vec![requirement(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])];
+        p.spec.template.spec.startup_taints = vec![Taint::new("example.com/boot", None, TaintEffect::NoSchedule)];
+        p.metadata.uid = None;
+    }));
+    h.api.put(pending_pod("web-1", "1"));
+    h.settle();
+    assert!(h.claims().is_empty(), "the batch window is still open");
+    h.advance(Duration::from_secs(1));
+
+    let claims = h.claims();
+    assert_eq!(claims.len(), 1);
+    let c = &claims[0];
+    assert!(c.name().starts_with("default-") && c.name().len() == "default-".len() + 5, "{}", c.name());
+    assert_eq!(claim_label(c, labels::NODE_POOL), Some("default"));
+    assert_eq!(claim_label(c, "team"), Some("blue"));
+    assert_eq!(claim_label(c, labels::CAPACITY_TYPE), Some("on-demand"));
+    assert_eq!(
+        c.metadata.annotations.as_ref().and_then(|a| a.get("example.com/owner")).map(String::as_str),
+        Some("blue")
+    );
+    let owner = &c.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("NodePool", "default"));
+    assert!(c.spec.requirements.iter().any(|r| r.key == labels::CAPACITY_TYPE
+        && r.operator == Operator::In
+        && r.values == vec!["on-demand".to_string()]));
+    let types = c.spec.requirements.iter().find(|r| r.key == labels::INSTANCE_TYPE).expect("instance types");
+    assert_eq!(types.values, vec!["large".to_string(), "small".to_string()]);
+    assert_eq!(c.spec.resources.requests.get("cpu"), kerf_api::Quantity::parse("1").unwrap());
+    assert_eq!(c.spec.startup_taints, vec![Taint::new("example.com/boot", None, TaintEffect::NoSchedule)]);
+    assert!(c.is_condition_true(CONDITION_LAUNCHED), "launched in the same pass");
+    assert_eq!(claim_label(c, labels::INSTANCE_TYPE), Some("small"));
+
+    let nominated = h.events("Nominated");
+    assert_eq!(nominated.len(), 1);
+    assert_eq!(nominated[0].name, "default/web-1");
+    assert_eq!(nominated[0].message, format!("Pod should schedule on: nodeclaim/{}", c.name()));
+}
+
+#[test]
+fn nominated_pods_are_not_launched_twice_while_their_claim_launches() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 1);
+    let claim_name = h.claims()[0].name().to_string();
+
+    // kube-scheduler keeps reporting the pod unschedulable while the node boots.
+    let mut p: k8s_openapi::api::core::v1::Pod = h.api.one(Some("default"), "a").unwrap();
+    p.metadata.annotations = Some([("touched".to_string(), "1".to_string())].into());
+    h.api.put(p);
+    h.advance(Duration::from_secs(20));
+    assert_eq!(h.claims().len(), 1, "the nominated pod is not provisioned again");
+
+    // A second pod that fits beside it lands on the same in-flight claim.
+    h.api.put(pending_pod("b", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 1);
+    let nominations: Vec<_> = h.mgr.nominations().values().cloned().collect();
+    assert_eq!(nominations, vec![claim_name.clone(), claim_name.clone()]);
+
+    // The node joins, the pods bind, the nominations end.
+    kubelet_joins(&h.api, &claim_name, "n1", true);
+    h.settle();
+    bind(&h.api, "a", "n1");
+    bind(&h.api, "b", "n1");
+    h.settle();
+    assert!(h.mgr.nominations().is_empty());
+    assert_eq!(h.claims().len(), 1);
+}
+
+#[test]
+fn insufficient_capacity_deletes_the_claim_and_the_retry_launches_another_offering() {
+    let cloud = small_and_large();
+    cloud.no_capacity("small", "test-zone-a", "spot");
+    let mut h = Harness::new(cloud);
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "1"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert!(h.claims().is_empty(), "the first claim hit insufficient capacity and was deleted");
+    assert_eq!(h.events("InsufficientCapacityError").len(), 1);
+    assert!(h.mgr.nominations().is_empty());
+
+    h.advance(Duration::from_secs(1));
+    let claims = h.claims();
+    assert_eq!(claims.len(), 1);
+    let c = &claims[0];
+    assert!(c.is_condition_true(CONDITION_LAUNCHED));
+    assert_eq!(claim_label(c, labels::INSTANCE_TYPE), Some("small"));
+    assert_eq!(claim_label(c, labels::ZONE), Some("test-zone-b"));
+    assert_eq!(claim_label(c, labels::CAPACITY_TYPE), Some("spot"));
+}
+
+#[test]
+fn nodepool_limits_stop_launches() {
+    let mut h = Harness::new(FakeCloud::with_types(vec![instance_type("small", "2", "4Gi", 0.10)]));
+    h.api.put(pool_with(|p| p.spec.limits = Some(res(&[("cpu", "4")]))));
+    for name in ["a", "b", "c"] {
+        h.api.put(pending_pod(name, "1500m"));
+    }
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 2, "two 2-cpu nodes reach the 4-cpu limit");
+    let failed = h.events("FailedScheduling");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].name, "default/c");
+
+    // A later batch sees the claims' capacity in use and launches nothing.
+    h.api.put(pending_pod("d", "1500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 2);
+    let failed: Vec<String> = h.events("FailedScheduling").into_iter().map(|e| e.name).collect();
+    assert_eq!(failed, vec!["default/c", "default/c", "default/d"]);
+}
+
+#[test]
+fn unplaceable_pods_get_a_failed_scheduling_event_naming_the_missing_resource() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    let mut pod = pending_pod("eni", "1");
+    let requests = pod.spec.as_mut().unwrap().containers[0].resources.as_mut().unwrap().requests.as_mut().unwrap();
+    requests.insert(
+        "vpc.amazonaws.com/pod-eni".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()),
+    );
+    h.api.put(pod);
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert!(h.claims().is_empty());
+    let failed = h.events("FailedScheduling");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].type_, "Warning");
+    assert!(failed[0].message.contains("vpc.amazonaws.com/pod-eni"), "{}", failed[0].message);
+    assert!(failed[0].message.contains("default"), "{}", failed[0].message);
+}
