@@ -12,6 +12,8 @@ use crate::nodepool::{self, NodePool};
 use crate::validation::{self, FieldError};
 
 /// One of the three Karpenter kinds kerf reads.
+// Objects are decoded once and handed on whole; boxing would only add indirection for callers.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum KarpenterObject {
     NodePool(NodePool),

@@ -249,14 +249,14 @@ impl Quantity {
         }
         let sign = if self.nanos < 0 { "-" } else { "" };
         let abs = self.nanos.unsigned_abs();
-        if self.format == Format::BinarySI && abs % (NANO as u128) == 0 {
+        if self.format == Format::BinarySI && abs.is_multiple_of(NANO as u128) {
             let units = abs / NANO as u128;
             // Binary suffixes only when they express the value exactly; below 1Ki, Kubernetes
             // writes the plain number.
             const SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
             let mut k = 0;
             let mut v = units;
-            while k < 6 && v >= 1024 && v % 1024 == 0 {
+            while k < 6 && v >= 1024 && v.is_multiple_of(1024) {
                 v /= 1024;
                 k += 1;
             }
@@ -265,7 +265,7 @@ impl Quantity {
         // Decimal: the largest power-of-1000 exponent that keeps the mantissa an integer.
         let mut exp3: i32 = -3; // in units of 10^3, starting at nano (10^-9)
         let mut v = abs;
-        while exp3 < 6 && v % 1000 == 0 {
+        while exp3 < 6 && v.is_multiple_of(1000) {
             v /= 1000;
             exp3 += 1;
         }

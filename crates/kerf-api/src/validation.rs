@@ -220,8 +220,14 @@ fn rule_domain(key: &str) -> &str {
 /// Why `key` may not be used where `usage` says, per Karpenter's restricted label domains.
 pub fn restricted_label_problem(key: &str, usage: LabelUse) -> Option<String> {
     let domain = rule_domain(key);
-    let kubernetes_allowed = KUBERNETES_IO_ALLOWED.iter().any(|k| *k == key)
-        && !(usage == LabelUse::NodePoolLabel && key == crate::labels::INSTANCE_TYPE);
+    // The specific keys first: their messages say more than the domain's.
+    if key == crate::labels::NODE_POOL && usage != LabelUse::NodeClaimRequirement {
+        return Some("label \"karpenter.sh/nodepool\" is restricted: Karpenter sets it from the NodePool".to_string());
+    }
+    if key == crate::labels::HOSTNAME {
+        return Some("label \"kubernetes.io/hostname\" is restricted".to_string());
+    }
+    let kubernetes_allowed = KUBERNETES_IO_ALLOWED.contains(&key);
     if !kubernetes_allowed
         && !domain.ends_with("node.kubernetes.io")
         && !domain.ends_with("node-restriction.kubernetes.io")
@@ -234,12 +240,6 @@ pub fn restricted_label_problem(key: &str, usage: LabelUse) -> Option<String> {
     }
     if !KARPENTER_SH_ALLOWED.contains(&key) && domain.ends_with("karpenter.sh") {
         return Some(format!("label domain \"karpenter.sh\" is restricted ({key:?})"));
-    }
-    if key == crate::labels::NODE_POOL && usage != LabelUse::NodeClaimRequirement {
-        return Some("label \"karpenter.sh/nodepool\" is restricted: Karpenter sets it from the NodePool".to_string());
-    }
-    if key == crate::labels::HOSTNAME {
-        return Some("label \"kubernetes.io/hostname\" is restricted".to_string());
     }
     if !KARPENTER_AWS_ALLOWED.contains(&key) && domain.ends_with("karpenter.k8s.aws") {
         return Some(format!("label domain \"karpenter.k8s.aws\" is restricted ({key:?})"));
@@ -440,7 +440,7 @@ fn validate_budget(b: &Budget, path: &str, errs: &mut Errors) {
         errs.push(format!("{path}.schedule"), e);
     }
     if let Some(d) = &b.duration
-        && d.0.as_nanos() % Duration::from_secs(60).as_nanos() != 0
+        && !d.0.as_nanos().is_multiple_of(Duration::from_secs(60).as_nanos())
     {
         errs.push(format!("{path}.duration"), format!("{d} must be whole minutes or hours (e.g. 30m, 1h, 1h30m)"));
     }
