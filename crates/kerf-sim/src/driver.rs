@@ -31,6 +31,51 @@ pub trait SimCloud: CloudProvider {
     fn sim_instances(&self) -> Vec<Instance>;
     /// Sends a spot interruption warning for the instance; false when there is no such instance.
     fn sim_interrupt(&self, provider_id: &str) -> bool;
+    /// Makes an applied EC2NodeClass the node class claims launch with.
+    fn sim_register_node_class(&self, _node_class: &EC2NodeClass) {}
+}
+
+impl SimCloud for kerf_cloud::sim::SimProvider {
+    fn sim_instances(&self) -> Vec<Instance> {
+        self.instances()
+            .into_iter()
+            .map(|i| Instance {
+                terminates_at: i
+                    .interrupted_at
+                    .filter(|_| !i.terminated)
+                    .map(|t| after(t, kerf_cloud::sim::provider::SPOT_RECLAIM_AFTER)),
+                provider_id: i.provider_id,
+                node_name: i.node_name,
+                instance_type: i.instance_type.name.clone(),
+                zone: i.zone,
+                capacity_type: i.capacity_type,
+                price: i.price,
+                labels: i.labels,
+                launched_at: i.launched_at,
+                ready_at: i.ready_at,
+                terminated: i.terminated,
+            })
+            .collect()
+    }
+
+    fn sim_interrupt(&self, provider_id: &str) -> bool {
+        self.interrupt(provider_id).is_ok()
+    }
+
+    fn sim_register_node_class(&self, node_class: &EC2NodeClass) {
+        self.register_node_class(node_class);
+    }
+}
+
+/// Runs a loaded scenario to its end and returns the report.
+pub fn run_scenario(scenario: &Scenario) -> Result<Report, SimError> {
+    let clock = ManualClock::new();
+    let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
+        .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
+    let region = provider.region().to_string();
+    let mut sim = Simulation::new(&scenario.name, provider, clock, &region, 0);
+    sim.run(scenario)?;
+    Ok(sim.report())
 }
 
 /// Rounds at one instant before the driver decides the controllers cannot settle.
@@ -189,7 +234,10 @@ impl<P: SimCloud> Simulation<P> {
     fn apply(&mut self, obj: &ManifestObject) -> Result<(), ApiError> {
         match obj {
             ManifestObject::NodePool(o) => upsert::<NodePool>(&self.cluster, (**o).clone()),
-            ManifestObject::EC2NodeClass(o) => upsert::<EC2NodeClass>(&self.cluster, (**o).clone()),
+            ManifestObject::EC2NodeClass(o) => {
+                self.manager.cloud().sim_register_node_class(o);
+                upsert::<EC2NodeClass>(&self.cluster, (**o).clone())
+            }
             ManifestObject::DaemonSet(o) => upsert::<DaemonSet>(&self.cluster, (**o).clone()),
             ManifestObject::Pod(o) => upsert::<Pod>(&self.cluster, (**o).clone()),
             ManifestObject::PodDisruptionBudget(o) => upsert::<PodDisruptionBudget>(&self.cluster, (**o).clone()),

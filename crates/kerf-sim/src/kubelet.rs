@@ -28,9 +28,13 @@ pub struct Instance {
     pub zone: String,
     pub capacity_type: String,
     pub price: f64,
+    /// Labels the cloud says its Node carries (type, zone, region, capacity type, the claim's).
+    pub labels: BTreeMap<String, String>,
     pub launched_at: Timestamp,
     pub ready_at: Timestamp,
     pub terminated: bool,
+    /// When a pending reclaim (after a spot interruption warning) terminates it.
+    pub terminates_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Default)]
@@ -89,6 +93,11 @@ impl Kubelet {
         let mut next: Option<Timestamp> = None;
         let mut wake = |t: Timestamp| next = Some(next.map_or(t, |n: Timestamp| n.min(t)));
         for inst in instances {
+            if !inst.terminated
+                && let Some(t) = inst.terminates_at
+            {
+                wake(t);
+            }
             if inst.terminated {
                 if let Some(node) = self.registered.get(&inst.provider_id).cloned()
                     && !self.not_ready.contains(&node)
@@ -125,7 +134,8 @@ impl Kubelet {
                 // The claim's status has not been written yet; the write wakes us.
                 continue;
             };
-            let mut lbls = claim.metadata.labels.clone().unwrap_or_default();
+            let mut lbls = inst.labels.clone();
+            lbls.extend(claim.metadata.labels.clone().unwrap_or_default());
             lbls.insert(labels::HOSTNAME.to_string(), inst.node_name.clone());
             lbls.entry(labels::INSTANCE_TYPE.to_string()).or_insert_with(|| inst.instance_type.clone());
             lbls.entry(labels::ZONE.to_string()).or_insert_with(|| inst.zone.clone());

@@ -1,10 +1,50 @@
-//! `kerf simulate`.
+//! `kerf simulate SCENARIO [--report text|json|html] [--out FILE]`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use anyhow::Context;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("kerf simulate is not built yet")
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// A summary for people.
+    Text,
+    /// The report contract (DESIGN.md), for tools.
+    Json,
+    /// One self-contained page with charts.
+    Html,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The scenario file (YAML).
+    pub scenario: PathBuf,
+    /// The report to print.
+    #[arg(long, value_enum, default_value = "text")]
+    pub report: ReportFormat,
+    /// Write the report to this file instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let scenario = kerf_sim::scenario::load(&args.scenario)
+        .map_err(|e| anyhow::Error::new(crate::BadInput(e.to_string())))?;
+    let report = kerf_sim::driver::run_scenario(&scenario).map_err(|e| match e {
+        // A cloud section the simulated provider rejects is bad input like any other field.
+        kerf_sim::SimError::Step { step: 0, ref what, ref problem } if what.starts_with("cloud") => {
+            anyhow::Error::new(crate::BadInput(format!("{}: {what}: {problem}", args.scenario.display())))
+        }
+        other => anyhow::Error::new(other).context(format!("scenario {}", args.scenario.display())),
+    })?;
+    let text = match args.report {
+        ReportFormat::Text => report.to_text(),
+        ReportFormat::Json => report.to_json(),
+        ReportFormat::Html => report.to_html(),
+    };
+    match &args.out {
+        Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
 }
