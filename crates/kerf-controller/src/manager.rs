@@ -128,7 +128,17 @@ impl<P: CloudProvider> Manager<P> {
     pub fn observe(&mut self, event: &WatchEvent) {
         match event {
             WatchEvent::Applied(obj) => {
-                if matches!(obj, AnyObject::NodePool(_) | AnyObject::EC2NodeClass(_)) {
+                // A pool or node class whose spec changed may let pending pods fit; status
+                // writes (kerf's own included) do not.
+                let spec_changed = match obj {
+                    AnyObject::NodePool(p) => self.state.node_pool(p.name()).is_none_or(|old| old.spec != p.spec),
+                    AnyObject::EC2NodeClass(c) => {
+                        let name = c.metadata.name.as_deref().unwrap_or_default();
+                        self.state.node_classes().get(name).is_none_or(|old| old.spec != c.spec)
+                    }
+                    _ => false,
+                };
+                if spec_changed {
                     self.batch.dirty = true;
                 }
             }

@@ -168,3 +168,112 @@ fn unplaceable_pods_get_a_failed_scheduling_event_naming_the_missing_resource() 
     assert!(failed[0].message.contains("vpc.amazonaws.com/pod-eni"), "{}", failed[0].message);
     assert!(failed[0].message.contains("default"), "{}", failed[0].message);
 }
+
+#[test]
+fn pods_go_to_a_static_pools_in_flight_claims_instead_of_new_ones() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(pool_with(|p| {
+        p.metadata.name = Some("fixed".into());
+        p.spec.replicas = Some(2);
+        p.spec.template.spec.requirements = vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["large"])];
+    }));
+    h.settle();
+    assert_eq!(h.claims().len(), 2);
+    let static_claims: Vec<String> = h.claims().iter().map(|c| c.name().to_string()).collect();
+    for i in 0..4 {
+        h.api.put(pending_pod(&format!("p{i}"), "3"));
+    }
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 2, "a static pool launches no claims for pods");
+    let mut targets: Vec<String> = h.mgr.nominations().values().cloned().collect();
+    targets.sort();
+    targets.dedup();
+    assert_eq!(targets, static_claims, "two 3-cpu pods on each 8-cpu node");
+}
+
+#[test]
+fn provisioning_logs_found_computed_and_created_lines() {
+    let logs = capture_logs(|| {
+        let mut h = Harness::new(small_and_large());
+        h.api.put(node_pool("default"));
+        for i in 0..7 {
+            h.api.put(pending_pod(&format!("p{i}"), "1500m"));
+        }
+        h.settle();
+        h.advance(Duration::from_secs(1));
+    });
+    let line = |msg: &str| {
+        logs.lines().find(|l| l.contains(msg)).unwrap_or_else(|| panic!("no line {msg:?} in:\n{logs}")).to_string()
+    };
+    let found = line("found provisionable pod(s)");
+    assert!(
+        found.contains("pods=default/p0, default/p1, default/p2, default/p3, default/p4 and 2 other(s)"),
+        "{found}"
+    );
+    let computed = line("computed new nodeclaim(s) to fit pod(s)");
+    assert!(computed.contains("pods=7"), "{computed}");
+    let created = line("created nodeclaim");
+    assert!(created.contains("NodePool=default") && created.contains("NodeClaim=default-"), "{created}");
+    assert!(created.contains("instance-types="), "{created}");
+    assert!(created.contains("requests={\"cpu\":"), "{created}");
+}
+
+#[test]
+fn a_nodepool_whose_instance_types_cannot_be_listed_is_not_ready() {
+    use kerf_api::{EC2NodeClass, NodePool as Pool};
+    use kerf_cloud::{CloudError, CloudProvider};
+    use std::sync::Arc;
+
+    /// A cloud whose node class is never ready.
+    #[derive(Clone, Default)]
+    struct NotReady(FakeCloud);
+    impl CloudProvider for NotReady {
+        async fn create(&self, c: &NodeClaim) -> Result<NodeClaim, CloudError> {
+            self.0.create(c).await
+        }
+        async fn delete(&self, c: &NodeClaim) -> Result<(), CloudError> {
+            self.0.delete(c).await
+        }
+        async fn get(&self, id: &str) -> Result<NodeClaim, CloudError> {
+            self.0.get(id).await
+        }
+        async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+            self.0.list().await
+        }
+        async fn instance_types(
+            &self,
+            _: &Pool,
+            _: Option<&EC2NodeClass>,
+        ) -> Result<Vec<Arc<kerf_scheduling::InstanceType>>, CloudError> {
+            Err(CloudError::NodeClassNotReady("EC2NodeClass default not found".into()))
+        }
+        async fn is_drifted(&self, _: &NodeClaim, _: Option<&EC2NodeClass>) -> Result<Option<String>, CloudError> {
+            Ok(None)
+        }
+        fn name(&self) -> &'static str {
+            "not-ready"
+        }
+    }
+
+    let api = FakeApi::default();
+    let mut mgr = crate::Manager::new(NotReady::default(), crate::Options::default());
+    api.put(node_pool("default"));
+    api.put(pending_pod("a", "1"));
+    let mut run = |now| {
+        for e in api.drain() {
+            mgr.observe(&e);
+        }
+        block_on(mgr.reconcile(&api, now)).unwrap()
+    };
+    run(at(0));
+    run(at(1));
+    run(at(1));
+    let pool: NodePool = api.one(None, "default").unwrap();
+    let ready = pool.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.message.as_deref(), Some("node class not ready: EC2NodeClass default not found"));
+    assert!(api.all::<NodeClaim>().is_empty());
+    let failed: Vec<_> = api.recorded().into_iter().filter(|e| e.reason == "FailedScheduling").collect();
+    assert_eq!(failed.len(), 1);
+}
