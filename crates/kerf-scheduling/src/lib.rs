@@ -13,6 +13,8 @@ pub mod predicates;
 pub mod requirements;
 pub mod scheduler;
 #[cfg(test)]
+mod scheduler_tests;
+#[cfg(test)]
 pub(crate) mod testing;
 
 pub use instance::{InstanceType, Offering};

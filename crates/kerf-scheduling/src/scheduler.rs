@@ -353,7 +353,8 @@ struct Scheduler<'a> {
     pod_group: Vec<usize>,
     /// Componentwise minimum request over the batch (a claim that cannot fit it is closed).
     min_request: Vec<i64>,
-    key_zone: u32,
+    /// Whether any pool or node has a PreferNoSchedule taint (else that relaxation is moot).
+    prefer_taints: bool,
 }
 
 impl<'a> Scheduler<'a> {
@@ -386,7 +387,12 @@ impl<'a> Scheduler<'a> {
             }
         }
         let mut values = Interner::default();
-        let key_zone = values.id(ZONE);
+        let prefer_taints = input
+            .node_pools
+            .iter()
+            .flat_map(|p| &p.node_pool.spec.template.spec.taints)
+            .chain(input.existing_nodes.iter().flat_map(|n| &n.taints))
+            .any(|t| t.effect == TaintEffect::PreferNoSchedule);
         let mut s = Scheduler {
             input,
             res,
@@ -407,7 +413,7 @@ impl<'a> Scheduler<'a> {
             pod_requests,
             pod_group: Vec::new(),
             min_request,
-            key_zone,
+            prefer_taints,
         };
         s.build_pools();
         s.build_nodes();
@@ -806,7 +812,7 @@ impl<'a> Scheduler<'a> {
             n.soft_spread += 1;
             return Some((n, Some("dropped a ScheduleAnyway topology spread constraint".into())));
         }
-        if !s.tolerate_prefer {
+        if !s.tolerate_prefer && self.prefer_taints {
             n.tolerate_prefer = true;
             return Some((n, Some("tolerated PreferNoSchedule taints".into())));
         }

@@ -1,0 +1,508 @@
+//! Small exact cases for the provisioning Scheduler.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
+use kerf_api::{NodePool, Operator, ResourceList, Taint, TaintEffect};
+
+use crate::instance::InstanceType;
+use crate::model::{ExistingNode, NewNodeClaim, NodePoolInput, SchedulingInput, SchedulingResult};
+use crate::scheduler::schedule;
+use crate::testing::*;
+
+const ZONES: [&str; 3] = ["a", "b", "c"];
+
+fn pool_input(np: NodePool, types: Vec<InstanceType>) -> NodePoolInput {
+    NodePoolInput {
+        node_pool: Arc::new(np),
+        instance_types: types.into_iter().map(Arc::new).collect(),
+        in_use: ResourceList::new(),
+    }
+}
+
+fn default_types() -> Vec<InstanceType> {
+    vec![
+        instance_type("small", "2", "4Gi", "20", 0.10, &ZONES),
+        instance_type("medium", "4", "8Gi", "40", 0.20, &ZONES),
+        instance_type("large", "8", "16Gi", "80", 0.40, &ZONES),
+    ]
+}
+
+fn input(pools: Vec<NodePoolInput>, pods: Vec<Arc<Pod>>) -> SchedulingInput {
+    SchedulingInput { node_pools: pools, pods, ..Default::default() }
+}
+
+fn one_pool(pods: Vec<Arc<Pod>>) -> SchedulingInput {
+    input(vec![pool_input(node_pool("default", vec![]), default_types())], pods)
+}
+
+fn claim_label<'a>(c: &'a NewNodeClaim, key: &str) -> &'a str {
+    c.labels.get(key).map(String::as_str).unwrap_or("")
+}
+
+/// Pods per value of `key` across the new claims.
+fn pods_per(r: &SchedulingResult, key: &str) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for c in &r.new_node_claims {
+        *m.entry(claim_label(c, key).to_string()).or_insert(0) += c.pods.len();
+    }
+    m
+}
+
+fn placed(r: &SchedulingResult) -> usize {
+    r.placements.len() + r.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>()
+}
+
+fn spread_pods(n: usize, key: &str, skew: i32) -> Vec<Arc<Pod>> {
+    (0..n)
+        .map(|i| pod(&format!("w{i}")).label("app", "w").cpu("1").spread(key, skew, &[("app", "w")]).build())
+        .collect()
+}
+
+#[test]
+fn zone_spread_of_four_pods_is_1_1_2() {
+    let r = schedule(&one_pool(spread_pods(4, ZONE, 1)));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let mut counts: Vec<usize> = pods_per(&r, ZONE).values().copied().collect();
+    counts.sort();
+    assert_eq!(counts, vec![1, 1, 2]);
+    assert_eq!(pods_per(&r, ZONE).len(), 3);
+}
+
+#[test]
+fn spread_min_domains_not_met_keeps_each_zone_at_one() {
+    let pods = (0..4)
+        .map(|i| {
+            pod(&format!("w{i}"))
+                .label("app", "w")
+                .cpu("1")
+                .spread_with(TopologySpreadConstraint {
+                    topology_key: ZONE.into(),
+                    max_skew: 1,
+                    min_domains: Some(4),
+                    when_unsatisfiable: "DoNotSchedule".into(),
+                    label_selector: Some(selector(&[("app", "w")])),
+                    ..Default::default()
+                })
+                .build()
+        })
+        .collect();
+    let r = schedule(&one_pool(pods));
+    assert_eq!(placed(&r), 3);
+    assert_eq!(r.errors.len(), 1);
+    let msg = &r.errors[0].1.message;
+    assert!(msg.contains("topology spread constraint not satisfiable"), "{msg}");
+    assert!(msg.contains("a: 1, b: 1, c: 1"), "{msg}");
+}
+
+#[test]
+fn hostname_spread_puts_one_pod_per_new_node() {
+    let r = schedule(&one_pool(spread_pods(4, HOSTNAME, 1)));
+    assert!(r.errors.is_empty());
+    assert_eq!(r.new_node_claims.len(), 4);
+    assert!(r.new_node_claims.iter().all(|c| c.pods.len() == 1));
+}
+
+#[test]
+fn capacity_type_spread_uses_spot_and_on_demand() {
+    let r = schedule(&one_pool(spread_pods(2, CAPACITY_TYPE, 1)));
+    assert!(r.errors.is_empty());
+    assert_eq!(pods_per(&r, CAPACITY_TYPE), BTreeMap::from([("on-demand".to_string(), 1), ("spot".to_string(), 1)]));
+}
+
+#[test]
+fn node_affinity_policy_honor_counts_only_reachable_zones_ignore_counts_all() {
+    let make = |policy: Option<&str>| -> Vec<Arc<Pod>> {
+        (0..4)
+            .map(|i| {
+                pod(&format!("w{i}"))
+                    .label("app", "w")
+                    .cpu("1")
+                    .required_term(&[(ZONE, "In", &["a", "b"])])
+                    .spread_with(TopologySpreadConstraint {
+                        topology_key: ZONE.into(),
+                        max_skew: 1,
+                        node_affinity_policy: policy.map(str::to_string),
+                        when_unsatisfiable: "DoNotSchedule".into(),
+                        label_selector: Some(selector(&[("app", "w")])),
+                        ..Default::default()
+                    })
+                    .build()
+            })
+            .collect()
+    };
+    let honor = schedule(&one_pool(make(None)));
+    assert!(honor.errors.is_empty());
+    assert_eq!(pods_per(&honor, ZONE), BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 2)]));
+    // Ignore: zone c counts (empty) although the pod cannot go there, so a and b take one each.
+    let ignore = schedule(&one_pool(make(Some("Ignore"))));
+    assert_eq!(placed(&ignore), 2);
+    assert_eq!(ignore.errors.len(), 2);
+}
+
+#[test]
+fn pool_taints_block_pods_without_tolerations_and_the_message_names_the_taint() {
+    let mut np = node_pool("gpu", vec![]);
+    np.spec.template.spec.taints = vec![Taint::new("nvidia.com/gpu", Some("true"), TaintEffect::NoSchedule)];
+    let pools = vec![pool_input(np, default_types())];
+    let r = schedule(&input(pools.clone(), vec![pod("p").cpu("1").build()]));
+    assert_eq!(r.errors.len(), 1);
+    assert_eq!(r.errors[0].1.message, "NodePool gpu: untolerated taint nvidia.com/gpu=true:NoSchedule");
+    let r = schedule(&input(pools, vec![pod("p").cpu("1").toleration("nvidia.com/gpu", None, None).build()]));
+    assert!(r.errors.is_empty());
+    assert_eq!(r.new_node_claims[0].taints.len(), 1);
+}
+
+#[test]
+fn operators_on_keys_the_pool_does_not_define() {
+    let r = schedule(&one_pool(vec![
+        pod("not-in").cpu("1").required_term(&[("team", "NotIn", &["x"])]).build(),
+        pod("absent").cpu("1").required_term(&[("team", "DoesNotExist", &[])]).build(),
+    ]));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    for op in ["In", "Exists"] {
+        let vals: &[&str] = if op == "In" { &["x"] } else { &[] };
+        let r = schedule(&one_pool(vec![pod("p").cpu("1").required_term(&[("team", op, vals)]).build()]));
+        assert_eq!(r.errors.len(), 1, "{op}");
+        let msg = &r.errors[0].1.message;
+        assert!(msg.contains("key team: NodePool requires team undefined"), "{msg}");
+    }
+}
+
+#[test]
+fn incompatible_requirement_names_the_key_and_both_values() {
+    let np = node_pool("spot-only", vec![req(CAPACITY_TYPE, Operator::In, &["spot"])]);
+    let r = schedule(&input(
+        vec![pool_input(np, default_types())],
+        vec![pod("p").cpu("1").node_selector(CAPACITY_TYPE, "on-demand").build()],
+    ));
+    assert_eq!(
+        r.errors[0].1.message,
+        "NodePool spot-only: incompatible requirements, key karpenter.sh/capacity-type: NodePool requires \
+         karpenter.sh/capacity-type In [spot], pod requires karpenter.sh/capacity-type In [on-demand]"
+    );
+}
+
+#[test]
+fn missing_extended_resource_is_named() {
+    let r = schedule(&one_pool(vec![pod("p").cpu("1").request("vpc.amazonaws.com/pod-eni", "1").build()]));
+    assert_eq!(
+        r.errors[0].1.message,
+        "NodePool default: no instance type in NodePool default has resource vpc.amazonaws.com/pod-eni"
+    );
+}
+
+#[test]
+fn relaxation_drops_required_terms_then_preferred_node_affinity_heaviest_first() {
+    let np = node_pool("ab", vec![req(ZONE, Operator::In, &["a", "b"])]);
+    let pools = vec![pool_input(np, default_types())];
+    // First required term is impossible (zone c): the second one is used.
+    let p = pod("p").cpu("1").required_term(&[(ZONE, "In", &["c"])]).required_term(&[(ZONE, "In", &["b"])]).build();
+    let r = schedule(&input(pools.clone(), vec![p]));
+    assert!(r.errors.is_empty());
+    assert_eq!(claim_label(&r.new_node_claims[0], ZONE), "b");
+    // Heaviest preference (zone c) cannot be met, so the next (zone b) is honoured.
+    let p = pod("p")
+        .cpu("1")
+        .preferred_term(50, &[(ZONE, "In", &["c"])])
+        .preferred_term(10, &[(ZONE, "In", &["b"])])
+        .build();
+    let r = schedule(&input(pools, vec![p]));
+    assert!(r.errors.is_empty());
+    assert_eq!(claim_label(&r.new_node_claims[0], ZONE), "b");
+}
+
+#[test]
+fn relaxation_tolerates_prefer_no_schedule_last() {
+    let mut np = node_pool("soft", vec![]);
+    np.spec.template.spec.taints = vec![Taint::new("soft", None, TaintEffect::PreferNoSchedule)];
+    let r = schedule(&input(vec![pool_input(np, default_types())], vec![pod("p").cpu("1").build()]));
+    assert!(r.errors.is_empty());
+    assert_eq!(r.new_node_claims.len(), 1);
+}
+
+#[test]
+fn schedule_anyway_spread_is_honoured_until_relaxed() {
+    let pods: Vec<Arc<Pod>> = (0..3)
+        .map(|i| {
+            pod(&format!("w{i}"))
+                .label("app", "w")
+                .cpu("1")
+                .spread_with(TopologySpreadConstraint {
+                    topology_key: ZONE.into(),
+                    max_skew: 1,
+                    when_unsatisfiable: "ScheduleAnyway".into(),
+                    label_selector: Some(selector(&[("app", "w")])),
+                    ..Default::default()
+                })
+                .build()
+        })
+        .collect();
+    let r = schedule(&one_pool(pods));
+    assert_eq!(pods_per(&r, ZONE), BTreeMap::from([("a".into(), 1), ("b".into(), 1), ("c".into(), 1)]));
+}
+
+#[test]
+fn daemonset_overhead_makes_the_claim_pick_the_larger_type() {
+    let mut inp = one_pool(vec![pod("p").cpu("1500m").build()]);
+    inp.daemonset_pods = vec![pod("ds").cpu("1").build()];
+    let r = schedule(&inp);
+    let c = &r.new_node_claims[0];
+    assert_eq!(c.instance_types[0].name, "medium");
+    assert_eq!(c.requests.get("cpu"), q("2500m"));
+    // A daemonset that does not tolerate the pool's taint does not count.
+    let mut np = node_pool("tainted", vec![]);
+    np.spec.template.spec.taints = vec![Taint::new("dedicated", None, TaintEffect::NoSchedule)];
+    let mut inp = input(
+        vec![pool_input(np, default_types())],
+        vec![pod("p").cpu("1500m").toleration("dedicated", None, None).build()],
+    );
+    inp.daemonset_pods = vec![pod("ds").cpu("1").build()];
+    let r = schedule(&inp);
+    assert_eq!(r.new_node_claims[0].instance_types[0].name, "small");
+}
+
+#[test]
+fn cpu_limit_stops_new_claims_and_the_message_says_so() {
+    let mut np = node_pool("limited", vec![]);
+    np.spec.limits = Some(rl(&[("cpu", "4")]));
+    let types = vec![instance_type("small", "2", "4Gi", "20", 0.10, &ZONES)];
+    let pods = (0..3).map(|i| pod(&format!("p{i}")).cpu("1500m").build()).collect();
+    let r = schedule(&input(vec![pool_input(np, types)], pods));
+    assert_eq!(r.new_node_claims.len(), 2);
+    assert_eq!(r.errors.len(), 1);
+    assert_eq!(r.errors[0].1.reason, "NodePoolLimitExceeded");
+    assert!(r.errors[0].1.message.contains("limits exhausted: cpu limit 4 (remaining 0)"), "{}", r.errors[0].1.message);
+}
+
+#[test]
+fn node_limit_counts_in_flight_claims() {
+    let mut np = node_pool("limited", vec![]);
+    np.spec.limits = Some(rl(&[("nodes", "2")]));
+    let mut pi = pool_input(np, default_types());
+    pi.in_use = rl(&[("nodes", "2")]);
+    let r = schedule(&input(vec![pi], vec![pod("p").cpu("1").build()]));
+    assert_eq!(r.errors[0].1.reason, "NodePoolLimitExceeded");
+    assert_eq!(r.errors[0].1.message, "NodePool limited: limit nodes exhausted (limit 2)");
+}
+
+#[test]
+fn heavier_node_pool_wins_even_when_pricier() {
+    let mut heavy = node_pool("heavy", vec![]);
+    heavy.spec.weight = Some(10);
+    let pools = vec![
+        pool_input(node_pool("cheap", vec![]), default_types()),
+        pool_input(heavy, vec![instance_type("pricey", "4", "8Gi", "40", 5.0, &ZONES)]),
+    ];
+    let r = schedule(&input(pools, vec![pod("p").cpu("1").build()]));
+    assert_eq!(r.new_node_claims[0].node_pool, "heavy");
+}
+
+#[test]
+fn min_values_keep_enough_instance_types_or_fail() {
+    let mut it = req(INSTANCE_TYPE, Operator::Exists, &[]);
+    it.min_values = Some(3);
+    let np = node_pool("mv", vec![it]);
+    let pools = vec![pool_input(np, default_types())];
+    let r = schedule(&input(pools.clone(), vec![pod("p").cpu("1").build()]));
+    assert!(r.errors.is_empty());
+    let c = &r.new_node_claims[0];
+    assert_eq!(c.instance_types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["small", "medium", "large"]);
+    let it_req = c.requirements.iter().find(|r| r.key == INSTANCE_TYPE).unwrap();
+    assert_eq!(it_req.min_values, Some(3));
+    // 3 CPUs fit only medium and large: two types, fewer than minValues.
+    let r = schedule(&input(pools, vec![pod("p").cpu("3").build()]));
+    assert_eq!(r.errors.len(), 1);
+    assert!(
+        r.errors[0].1.message.contains("minValues 3 for key node.kubernetes.io/instance-type"),
+        "{}",
+        r.errors[0].1.message
+    );
+}
+
+#[test]
+fn claims_list_every_compatible_type_cheapest_first() {
+    let r = schedule(&one_pool(vec![pod("p").cpu("3").build()]));
+    let c = &r.new_node_claims[0];
+    assert_eq!(c.instance_types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["medium", "large"]);
+    let it = c.requirements.iter().find(|r| r.key == INSTANCE_TYPE).unwrap();
+    assert_eq!(it.values, vec!["large".to_string(), "medium".to_string()]);
+}
+
+#[test]
+fn existing_nodes_first_then_new_claims_larger_pods_first() {
+    let mut inp = one_pool(vec![pod("small").cpu("1").build(), pod("big").cpu("3").build()]);
+    inp.existing_nodes = vec![node("n1", &[(ZONE, "a")], &[("cpu", "3"), ("memory", "8Gi"), ("pods", "10")])];
+    let r = schedule(&inp);
+    // The bigger pod is placed first and takes the existing node; the small one needs a claim.
+    assert_eq!(r.placements, vec![crate::model::Placement { pod: 1, node: "n1".into() }]);
+    assert_eq!(r.new_node_claims.len(), 1);
+    assert_eq!(r.new_node_claims[0].pods, vec![0]);
+}
+
+#[test]
+fn hostname_anti_affinity_gives_each_pod_its_own_node_and_zone_affinity_keeps_a_zone() {
+    let anti: Vec<Arc<Pod>> = (0..3)
+        .map(|i| pod(&format!("a{i}")).label("app", "a").cpu("100m").anti_affinity(HOSTNAME, &[("app", "a")]).build())
+        .collect();
+    let r = schedule(&one_pool(anti));
+    assert_eq!(r.new_node_claims.len(), 3);
+    let aff: Vec<Arc<Pod>> = (0..6)
+        .map(|i| pod(&format!("f{i}")).label("app", "f").cpu("1500m").pod_affinity(ZONE, &[("app", "f")]).build())
+        .collect();
+    let r = schedule(&one_pool(aff));
+    assert!(r.errors.is_empty());
+    assert_eq!(pods_per(&r, ZONE).len(), 1, "{:?}", pods_per(&r, ZONE));
+}
+
+#[test]
+fn existing_pods_anti_affinity_repels_new_pods() {
+    let mut inp = one_pool(vec![pod("web").label("app", "web").cpu("1").build()]);
+    let mut n = node("n1", &[(ZONE, "a")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]);
+    n.pods.push(pod("guard").label("app", "guard").anti_affinity(ZONE, &[("app", "web")]).build());
+    inp.existing_nodes = vec![n];
+    let r = schedule(&inp);
+    assert!(r.placements.is_empty());
+    assert_ne!(claim_label(&r.new_node_claims[0], ZONE), "a");
+    assert_ne!(claim_label(&r.new_node_claims[0], ZONE), "");
+}
+
+/// Seed 000: two NodePools spread by the custom key `capacity-spread`; the spot pool offers
+/// domains 2 and 3, the on-demand pool domain 1. A rolled-out on-demand pod (node selector
+/// `capacity_type: on-demand`, spread maxSkew 1 over `capacity-spread`) must stay placeable:
+/// domains 2 and 3 are unreachable for it and must not count.
+#[test]
+fn seed_000_capacity_spread_over_two_pools_keeps_on_demand_pods_placeable() {
+    let mut spot = node_pool(
+        "teama-spot",
+        vec![req("capacity-spread", Operator::In, &["2", "3"]), req(CAPACITY_TYPE, Operator::In, &["spot"])],
+    );
+    spot.spec.template.metadata.labels.insert("capacity_type".into(), "spot".into());
+    let mut od = node_pool(
+        "teama-on-demand",
+        vec![req("capacity-spread", Operator::In, &["1"]), req(CAPACITY_TYPE, Operator::In, &["on-demand"])],
+    );
+    od.spec.template.metadata.labels.insert("capacity_type".into(), "on-demand".into());
+    let types = vec![instance_type("c6g.2xlarge", "8", "16Gi", "58", 0.27, &ZONES)];
+    let mk_node = |name: &str, ct: &str, cs: &str, pool: &str| {
+        let mut n = node(
+            name,
+            &[("capacity_type", ct), ("capacity-spread", cs), (CAPACITY_TYPE, ct), (ZONE, "a")],
+            &[("cpu", "2"), ("memory", "8Gi"), ("pods", "29")],
+        );
+        n.node_pool = Some(pool.to_string());
+        n
+    };
+    let running = |name: &str| pod(name).label("app", "typea-ondemand").cpu("1900m").build();
+    let mut od1 = mk_node("od-1", "on-demand", "1", "teama-on-demand");
+    od1.pods.push(running("typea-1"));
+    let mut od2 = mk_node("od-2", "on-demand", "1", "teama-on-demand");
+    od2.pods.push(running("typea-2"));
+    let mut s2 = mk_node("spot-2", "spot", "2", "teama-spot");
+    s2.pods.push(pod("typeb-1").label("app", "typeb").cpu("1").build());
+    let mut s3 = mk_node("spot-3", "spot", "3", "teama-spot");
+    s3.pods.push(pod("typeb-2").label("app", "typeb").cpu("1").build());
+    let pending = pod("typea-new")
+        .label("app", "typea-ondemand")
+        .cpu("1")
+        .node_selector("capacity_type", "on-demand")
+        .spread("capacity-spread", 1, &[("app", "typea-ondemand")])
+        .build();
+    let mut inp = input(vec![pool_input(spot, types.clone()), pool_input(od, types.clone())], vec![pending.clone()]);
+    inp.existing_nodes = vec![od1.clone(), od2.clone(), s2.clone(), s3.clone()];
+    let r = schedule(&inp);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.new_node_claims.len(), 1);
+    let c = &r.new_node_claims[0];
+    assert_eq!(c.node_pool, "teama-on-demand");
+    assert_eq!(claim_label(c, "capacity-spread"), "1");
+
+    // With the on-demand pool out of nodes, the message names both pools and why.
+    let mut od_full = node_pool(
+        "teama-on-demand",
+        vec![req("capacity-spread", Operator::In, &["1"]), req(CAPACITY_TYPE, Operator::In, &["on-demand"])],
+    );
+    od_full.spec.template.metadata.labels.insert("capacity_type".into(), "on-demand".into());
+    od_full.spec.limits = Some(rl(&[("nodes", "2")]));
+    let mut od_in = pool_input(od_full, types.clone());
+    od_in.in_use = rl(&[("nodes", "2")]);
+    let spot_again = inp.node_pools[0].clone();
+    let mut inp2 = input(vec![spot_again, od_in], vec![pending]);
+    inp2.existing_nodes = vec![od1, od2, s2, s3];
+    let r = schedule(&inp2);
+    let msg = &r.errors[0].1.message;
+    assert_eq!(
+        msg,
+        "0/4 nodes are available: 2 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector; \
+         NodePool teama-on-demand: limit nodes exhausted (limit 2); \
+         NodePool teama-spot: incompatible requirements, key capacity_type: NodePool requires capacity_type In [spot], \
+         pod requires capacity_type In [on-demand]"
+    );
+}
+
+/// Seed 004: 20 replicas, 1 CPU / 256M each, hostname spread maxSkew 2 and zone spread maxSkew 5.
+/// All 20 must be placed, across all zones.
+#[test]
+fn seed_004_twenty_replicas_with_hostname_and_zone_spread_all_placed_across_zones() {
+    let pods: Vec<Arc<Pod>> = (0..20)
+        .map(|i| {
+            pod(&format!("host-spread-{i}"))
+                .label("app", "host-spread")
+                .cpu("1")
+                .memory("256M")
+                .spread(HOSTNAME, 2, &[("app", "host-spread")])
+                .spread(ZONE, 5, &[("app", "host-spread")])
+                .build()
+        })
+        .collect();
+    // Zone c offers only the bigger type, as in the field note.
+    let types = vec![
+        instance_type("t3.large", "2", "8Gi", "35", 0.08, &["a", "b"]),
+        instance_type("m5.xlarge", "4", "16Gi", "58", 0.19, &ZONES),
+    ];
+    let np = node_pool("default", vec![req("karpenter.k8s.aws/instance-category", Operator::NotIn, &["x"])]);
+    let r = schedule(&input(vec![pool_input(np, types)], pods));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(placed(&r), 20);
+    let zones = pods_per(&r, ZONE);
+    assert_eq!(zones.len(), 3, "{zones:?}");
+    let (min, max) = (zones.values().min().copied().unwrap(), zones.values().max().copied().unwrap());
+    assert!(max - min <= 5, "{zones:?}");
+    assert_eq!(zones, BTreeMap::from([("a".into(), 8), ("b".into(), 6), ("c".into(), 6)]));
+    assert!(r.new_node_claims.iter().all(|c| c.pods.len() <= 2));
+}
+
+#[test]
+fn existing_node_placements_respect_volume_zones() {
+    let mut inp = one_pool(vec![pod("p").cpu("1").pvc("data").build()]);
+    inp.existing_nodes = vec![
+        node("n-a", &[(ZONE, "a")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]),
+        node("n-b", &[(ZONE, "b")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]),
+    ];
+    inp.volume_requirements.insert(
+        "default/data".into(),
+        vec![crate::requirements::Requirements::from_node_selector(&[req(ZONE, Operator::In, &["b"])])],
+    );
+    let r = schedule(&inp);
+    assert_eq!(r.placements[0].node, "n-b");
+    // Without room on existing nodes, the new claim is pinned to the volume's zone.
+    inp.existing_nodes.clear();
+    let r = schedule(&inp);
+    assert_eq!(claim_label(&r.new_node_claims[0], ZONE), "b");
+}
+
+#[test]
+fn scheduling_is_deterministic() {
+    let inp = crate::bench::workload(300, 20, 3);
+    let a = schedule(&inp);
+    let b = schedule(&inp);
+    let summary = |r: &SchedulingResult| -> Vec<(String, Vec<usize>, BTreeMap<String, String>)> {
+        r.new_node_claims.iter().map(|c| (c.node_pool.clone(), c.pods.clone(), c.labels.clone())).collect()
+    };
+    assert_eq!(summary(&a), summary(&b));
+}
+
+#[allow(dead_code)]
+fn unused(_: ExistingNode) {}
