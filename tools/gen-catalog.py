@@ -106,7 +106,26 @@ def package_dir(dist, top):
     raise SystemExit(f"gen-catalog: cannot locate package {dist}")
 
 
+def check_pins():
+    """Fail clearly unless the pinned source packages are the ones installed."""
+    req = os.path.join(ROOT, "tools", "requirements-catalog.txt")
+    with open(req) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            dist, _, want = line.partition("==")
+            try:
+                have = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                raise SystemExit(f"gen-catalog: {dist} is not installed; run it in a venv with "
+                                 f"`pip install -r tools/requirements-catalog.txt`")
+            if have != want:
+                raise SystemExit(f"gen-catalog: {dist} {have} is installed but the catalog is pinned to {want}")
+
+
 def generate():
+    check_pins()
     moto_dir = package_dir("moto", "moto")
     libcloud_dir = package_dir("apache-libcloud", "libcloud")
     resources = os.path.join(moto_dir, "ec2", "resources")
@@ -115,9 +134,8 @@ def generate():
     with open(os.path.join(libcloud_dir, "data", "pricing.json")) as f:
         prices = json.load(f)["compute"]["ec2_linux"]
 
-    lines = []
-    offers = []
-    used_types = set()
+    # type -> region -> [on-demand price, zone letters]
+    offers = {}
     region_zones = {}
     for region in REGIONS:
         path = os.path.join(resources, "instance_type_offerings", "availability-zone", f"{region}.json.gz")
@@ -133,19 +151,17 @@ def generate():
                 continue  # unknown price (0.0) or no facts: not offered by the catalog
             if type_record(infos[name]) is None:
                 continue
-            used_types.add(name)
             # Zones as their letters after the region name ("abd" for us-west-2a, -2b, -2d).
             letters = []
             for zone in sorted(zones_by_type[name]):
                 if not zone.startswith(region) or len(zone) != len(region) + 1:
                     raise SystemExit(f"gen-catalog: zone {zone} is not <region><letter>")
                 letters.append(zone[-1])
-            offers.append({"kind": "offer", "region": region, "type": name, "price": price,
-                           "zones": "".join(letters)})
+            offers.setdefault(name, {})[region] = [price, "".join(letters)]
 
-    lines.append(dumps({
+    lines = [dumps({
         "kind": "header",
-        "format": 1,
+        "format": 2,
         "sources": [
             {"package": "moto", "version": metadata.version("moto"), "license": "Apache-2.0",
              "files": ["moto/ec2/resources/instance_types.json.gz",
@@ -154,15 +170,14 @@ def generate():
              "files": ["libcloud/data/pricing.json (compute.ec2_linux)"]},
         ],
         "regenerate": "python3 tools/gen-catalog.py (in a venv with tools/requirements-catalog.txt)",
-    }))
+    })]
     for region in REGIONS:
         lines.append(dumps({"kind": "region", "name": region, "zones": region_zones[region]}))
-    for name in sorted(used_types):
+    for name in sorted(offers):
         rec = type_record(infos[name])
         rec["kind"] = "type"
+        rec["offers"] = offers[name]
         lines.append(dumps(rec))
-    for o in offers:
-        lines.append(dumps(o))
     return "\n".join(lines) + "\n"
 
 

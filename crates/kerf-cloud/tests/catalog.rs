@@ -252,3 +252,17 @@ fn zone_filter_drops_types_sold_only_elsewhere() {
     assert!(!types.is_empty());
     assert!(types.iter().all(|t| !t.offerings.is_empty() && t.offerings.iter().all(|o| o.zone == "us-west-2a")));
 }
+
+#[test]
+fn corrupt_catalog_lines_are_reported_with_their_line_number() {
+    use kerf_cloud::aws::Catalog;
+    let header = r#"{"kind":"header","format":2,"sources":[],"regenerate":"x"}"#;
+    let err = Catalog::parse(&format!("{header}\n{{\"kind\":\"type\",\"name\":\"x\"}}\n")).unwrap_err();
+    assert!(matches!(err, CatalogError::Corrupt { line: 2, .. }), "{err}");
+    let err = Catalog::parse(r#"{"kind":"header","format":9,"sources":[],"regenerate":"x"}"#).unwrap_err();
+    assert_eq!(err.to_string(), "built-in instance catalog, line 1: format 9 is not supported (expected 2)");
+    let region = r#"{"kind":"region","name":"r-1","zones":["r-1a"]}"#;
+    let t = r#"{"kind":"type","name":"t.large","arch":"amd64","vcpu":2,"memoryMiB":4096,"enis":2,"ipv4PerEni":4,"hypervisor":"nitro","bareMetal":false,"cpuManufacturer":"intel","encryptionInTransit":false,"spot":true,"offers":{"r-1":[0.0,"a"]}}"#;
+    let err = Catalog::parse(&format!("{header}\n{region}\n{t}\n")).unwrap_err();
+    assert_eq!(err.to_string(), "built-in instance catalog, line 3: t.large in r-1 has price 0");
+}

@@ -48,6 +48,9 @@ pub struct TypeInfo {
     pub local_nvme_gb: Option<i64>,
     #[serde(default)]
     pub efa: Option<i64>,
+    /// Covered region → (on-demand $/h, zone letters after the region name).
+    #[serde(default)]
+    pub offers: BTreeMap<String, (f64, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -95,14 +98,6 @@ enum Record {
         zones: Vec<String>,
     },
     Type(Box<TypeInfo>),
-    Offer {
-        region: String,
-        #[serde(rename = "type")]
-        instance_type: String,
-        price: f64,
-        /// Zone letters after the region name.
-        zones: String,
-    },
 }
 
 /// Problems with the catalog or with a question asked of it.
@@ -135,7 +130,7 @@ pub fn catalog() -> Result<&'static Catalog, CatalogError> {
 }
 
 impl Catalog {
-    /// Parses catalog records (the generator's output format 1).
+    /// Parses catalog records (the generator's output format 2).
     pub fn parse(text: &str) -> Result<Catalog, CatalogError> {
         let mut cat = Catalog { regions: BTreeMap::new(), types: BTreeMap::new(), offers: BTreeMap::new() };
         for (i, line) in text.lines().enumerate() {
@@ -147,8 +142,8 @@ impl Catalog {
             let record: Record = serde_json::from_str(line).map_err(|e| corrupt(e.to_string()))?;
             match record {
                 Record::Header { format, .. } => {
-                    if format != 1 {
-                        return Err(corrupt(format!("format {format} is not supported (expected 1)")));
+                    if format != 2 {
+                        return Err(corrupt(format!("format {format} is not supported (expected 2)")));
                     }
                 }
                 Record::Region { name, zones } => {
@@ -158,20 +153,21 @@ impl Catalog {
                     if info.vcpu <= 0 || info.memory_mib <= 0 || info.enis <= 0 || info.ipv4_per_eni <= 0 {
                         return Err(corrupt(format!("instance type {} has a non-positive size", info.name)));
                     }
+                    for (region, (price, letters)) in &info.offers {
+                        if !cat.regions.contains_key(region) {
+                            return Err(corrupt(format!("{} is offered in undeclared region {region}", info.name)));
+                        }
+                        if !(price.is_finite() && *price > 0.0) {
+                            return Err(corrupt(format!("{} in {region} has price {price}", info.name)));
+                        }
+                        let zones = letters.chars().map(|c| format!("{region}{c}")).collect();
+                        cat.offers.entry(region.clone()).or_default().push(RegionOffer {
+                            instance_type: info.name.clone(),
+                            price: *price,
+                            zones,
+                        });
+                    }
                     cat.types.insert(info.name.clone(), *info);
-                }
-                Record::Offer { region, instance_type, price, zones } => {
-                    if !cat.regions.contains_key(&region) {
-                        return Err(corrupt(format!("offer for undeclared region {region}")));
-                    }
-                    if !cat.types.contains_key(&instance_type) {
-                        return Err(corrupt(format!("offer for undeclared instance type {instance_type}")));
-                    }
-                    if !(price.is_finite() && price > 0.0) {
-                        return Err(corrupt(format!("{instance_type} in {region} has price {price}")));
-                    }
-                    let zones = zones.chars().map(|c| format!("{region}{c}")).collect();
-                    cat.offers.entry(region).or_default().push(RegionOffer { instance_type, price, zones });
                 }
             }
         }
