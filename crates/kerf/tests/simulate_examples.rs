@@ -1,0 +1,257 @@
+//! Every shipped example scenario, run through the `kerf` binary, with its outcome asserted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn example(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name)
+}
+
+fn simulate_raw(name: &str, report: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["simulate", example(name).to_str().unwrap(), "--report", report])
+        .output()
+        .expect("run kerf")
+}
+
+fn simulate(name: &str) -> Value {
+    let out = simulate_raw(name, "json");
+    assert!(out.status.success(), "kerf simulate {name} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json report")
+}
+
+fn pods<'a>(r: &'a Value, prefix: &str) -> Vec<&'a Value> {
+    r["pods"].as_array().unwrap().iter().filter(|p| p["name"].as_str().unwrap().starts_with(prefix)).collect()
+}
+
+fn node<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["nodes"].as_array().unwrap().iter().find(|n| n["name"] == name).expect("node in report")
+}
+
+fn summary(r: &Value, key: &str) -> u64 {
+    r["summary"][key].as_u64().unwrap_or_else(|| panic!("summary.{key}"))
+}
+
+#[test]
+fn inflate_runs_all_sixty_one_cpu_pods_on_default_pool_nodes() {
+    let r = simulate("inflate.yaml");
+    assert_eq!(r["scenario"], "inflate");
+    assert_eq!(summary(&r, "pods"), 60);
+    assert_eq!(summary(&r, "podsRunning"), 60);
+    assert_eq!(summary(&r, "podsPending"), 0);
+    let nodes = r["nodes"].as_array().unwrap();
+    assert!(!nodes.is_empty());
+    assert_eq!(summary(&r, "nodes"), nodes.len() as u64);
+    assert_eq!(summary(&r, "nodeClaimsLaunched"), nodes.len() as u64);
+    for n in nodes {
+        assert_eq!(n["nodePool"], "default");
+        assert_eq!(n["ready"], true);
+        assert!(n["nodeClaim"].as_str().unwrap().starts_with("default-"));
+        assert!(n["pricePerHour"].as_f64().unwrap() > 0.0);
+    }
+    let placed: u64 = nodes.iter().map(|n| n["pods"].as_u64().unwrap()).sum();
+    assert_eq!(placed, 60);
+    for p in pods(&r, "inflate-") {
+        assert_eq!(p["owner"], "Deployment/inflate");
+        assert_eq!(p["phase"], "Running");
+        assert!(p["reason"].is_null());
+    }
+    assert!(r["summary"]["costPerHour"].as_f64().unwrap() > 0.0);
+    assert!(r["summary"]["cost"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn fixed_count_inflate_with_required_anti_affinity_launches_exactly_six_nodes() {
+    let r = simulate("inflate-fixed-nodes.yaml");
+    assert_eq!(summary(&r, "podsRunning"), 6);
+    assert_eq!(summary(&r, "podsPending"), 0);
+    let nodes = r["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 6);
+    for n in nodes {
+        assert_eq!(n["nodePool"], "default");
+        assert_eq!(n["pods"], 1, "one karpenter-inflate pod per node: {}", n["name"]);
+    }
+    let hosts: BTreeSet<&str> = pods(&r, "karpenter-inflate-").iter().map(|p| p["node"].as_str().unwrap()).collect();
+    assert_eq!(hosts.len(), 6);
+}
+
+#[test]
+fn capacity_spread_rollout_leaves_no_pod_pending() {
+    let r = simulate("capacity-spread-rollout.yaml");
+    assert_eq!(summary(&r, "podsPending"), 0, "{:#}", r["pods"]);
+    let typea = pods(&r, "example-17-teama-typea-ondemand-");
+    assert_eq!(typea.len(), 2, "old revision scaled away, two new pods");
+    let revisions: BTreeSet<&str> =
+        typea.iter().map(|p| p["name"].as_str().unwrap().rsplit_once('-').unwrap().0).collect();
+    assert_eq!(revisions.len(), 1, "both pods from the rolled-out revision: {revisions:?}");
+    for p in &typea {
+        assert_eq!(p["phase"], "Running");
+        let n = node(&r, p["node"].as_str().unwrap());
+        assert_eq!(n["nodePool"], "teama-on-demand");
+        assert_eq!(n["labels"]["capacity-spread"], "1");
+        assert_eq!(n["capacityType"], "on-demand");
+    }
+    let typeb = pods(&r, "example-17-teama-typeb-");
+    assert_eq!(typeb.len(), 4);
+    let mut per_domain: BTreeMap<String, u64> = BTreeMap::new();
+    for p in &typeb {
+        assert_eq!(p["phase"], "Running");
+        let n = node(&r, p["node"].as_str().unwrap());
+        *per_domain.entry(n["labels"]["capacity-spread"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    let (min, max) = (per_domain.values().min().unwrap(), per_domain.values().max().unwrap());
+    assert!(max - min <= 1, "typeb spread over capacity-spread within maxSkew 1: {per_domain:?}");
+}
+
+#[test]
+fn zone_and_hostname_spread_runs_all_twenty_pods_across_three_zones() {
+    let r = simulate("zone-hostname-spread.yaml");
+    let spread = pods(&r, "host-spread-");
+    assert_eq!(spread.len(), 20);
+    let mut per_zone: BTreeMap<String, i64> = BTreeMap::new();
+    let mut per_host: BTreeMap<String, i64> = BTreeMap::new();
+    for p in &spread {
+        assert_eq!(p["phase"], "Running", "{p}");
+        let host = p["node"].as_str().unwrap();
+        *per_host.entry(host.to_string()).or_default() += 1;
+        *per_zone.entry(node(&r, host)["zone"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    assert_eq!(per_zone.len(), 3, "pods in all three zones: {per_zone:?}");
+    let zmax = per_zone.values().max().unwrap();
+    let zmin = per_zone.values().min().unwrap();
+    assert!(zmax - zmin <= 5, "zone skew within 5: {per_zone:?}");
+    let hmax = per_host.values().max().unwrap();
+    let hmin = per_host.values().min().unwrap();
+    assert!(hmax - hmin <= 2, "hostname skew within 2: {per_host:?}");
+    let node_zones: BTreeSet<&str> = r["nodes"].as_array().unwrap().iter().map(|n| n["zone"].as_str().unwrap()).collect();
+    assert_eq!(node_zones.len(), 3);
+}
+
+#[test]
+fn daemonset_added_later_is_pending_on_full_nodes_and_fits_on_nodes_launched_after() {
+    let r = simulate("daemonset-overhead.yaml");
+    let fluent = pods(&r, "fluent-bit-");
+    assert!(fluent.iter().all(|p| p["owner"] == "DaemonSet/fluent-bit"));
+    let running: Vec<&&Value> = fluent.iter().filter(|p| p["phase"] == "Running").collect();
+    let pending: Vec<&&Value> = fluent.iter().filter(|p| p["phase"] == "Pending").collect();
+    // Never on Fargate (node affinity), on both managed node group nodes, on the two nodes
+    // launched after the DaemonSet existed; pending on the two full nodes launched before.
+    for p in &running {
+        let n = p["node"].as_str().unwrap();
+        assert!(!n.starts_with("fargate-"), "{n}");
+    }
+    let on_new_nodes = running
+        .iter()
+        .filter(|p| node(&r, p["node"].as_str().unwrap())["nodePool"] == "karpenter-default")
+        .count();
+    assert_eq!(running.len(), 4, "{fluent:#?}");
+    assert_eq!(on_new_nodes, 2);
+    assert_eq!(pending.len(), 2);
+    for p in pending {
+        let reason = p["reason"].as_str().unwrap();
+        assert!(reason.contains("Insufficient cpu"), "{reason}");
+    }
+    assert_eq!(pods(&r, "app-").iter().filter(|p| p["phase"] == "Running").count(), 4);
+}
+
+#[test]
+fn pod_eni_pending_reason_names_the_nodepool_and_the_resource() {
+    let r = simulate("pod-eni.yaml");
+    let eni = pods(&r, "nginx-a1938a0d");
+    assert_eq!(eni.len(), 1);
+    assert_eq!(eni[0]["phase"], "Pending");
+    assert_eq!(eni[0]["owner"], "");
+    let reason = eni[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("vpc.amazonaws.com/pod-eni"), "{reason}");
+    assert!(reason.contains("test-nodepool"), "{reason}");
+    let plain = pods(&r, "nginx-plain");
+    assert_eq!(plain[0]["phase"], "Running");
+}
+
+#[test]
+fn same_scenario_gives_byte_identical_json_reports() {
+    let a = simulate_raw("capacity-spread-rollout.yaml", "json");
+    let b = simulate_raw("capacity-spread-rollout.yaml", "json");
+    assert!(a.status.success());
+    assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn json_report_carries_every_contract_field() {
+    let r = simulate("daemonset-overhead.yaml");
+    for k in ["scenario", "endSeconds", "summary", "nodes", "pods", "disruptions"] {
+        assert!(r.get(k).is_some(), "missing {k}");
+    }
+    for k in [
+        "pods",
+        "podsRunning",
+        "podsPending",
+        "nodes",
+        "nodeClaimsLaunched",
+        "nodeClaimsTerminated",
+        "costPerHour",
+        "cost",
+    ] {
+        assert!(r["summary"].get(k).is_some(), "missing summary.{k}");
+    }
+    for n in r["nodes"].as_array().unwrap() {
+        for k in [
+            "name",
+            "nodePool",
+            "nodeClaim",
+            "instanceType",
+            "capacityType",
+            "zone",
+            "pricePerHour",
+            "ready",
+            "pods",
+            "labels",
+            "allocatable",
+            "requested",
+        ] {
+            assert!(n.get(k).is_some(), "missing nodes[].{k}");
+        }
+    }
+    let unmanaged = node(&r, "ip-10-20-10-230.ap-northeast-2.compute.internal");
+    assert!(unmanaged["nodePool"].is_null());
+    assert_eq!(unmanaged["labels"]["kubernetes.io/hostname"], "ip-10-20-10-230.ap-northeast-2.compute.internal");
+    assert_eq!(unmanaged["allocatable"]["cpu"], "1930m");
+    for p in r["pods"].as_array().unwrap() {
+        for k in ["namespace", "name", "owner", "node", "phase", "reason"] {
+            assert!(p.get(k).is_some(), "missing pods[].{k}");
+        }
+    }
+    assert_eq!(r["endSeconds"], 420);
+}
+
+#[test]
+fn html_report_is_one_self_contained_page_with_charts() {
+    let dir = std::env::temp_dir().join(format!("kerf-html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("inflate.html");
+    let status = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["simulate", example("inflate.yaml").to_str().unwrap(), "--report", "html", "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_eq!(html.matches("<svg").count(), 3, "nodes, pending pods and cost charts");
+    assert!(!html.contains("<script src") && !html.contains("<link"), "no external assets");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn text_report_summarises_nodes_pods_and_cost() {
+    let out = simulate_raw("pod-eni.yaml", "text");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Pods: 2 (1 running, 1 pending)"), "{text}");
+    assert!(text.contains("test-nodepool/nginx-a1938a0d"), "{text}");
+    assert!(text.contains("vpc.amazonaws.com/pod-eni"), "{text}");
+    assert!(text.contains("Cost: $"), "{text}");
+}
