@@ -22,3 +22,31 @@ pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
         std::thread::yield_now();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// Pending on its first poll, ready with 7 on the second.
+    struct ReadySecondTime(bool);
+
+    impl Future for ReadySecondTime {
+        type Output = u32;
+        fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<u32> {
+            if self.0 {
+                Poll::Ready(7)
+            } else {
+                self.0 = true;
+                Poll::Pending
+            }
+        }
+    }
+
+    #[test]
+    fn block_on_returns_a_ready_future_and_repolls_a_pending_one() {
+        assert_eq!(super::block_on(async { 3 }), 3);
+        assert_eq!(super::block_on(ReadySecondTime(false)), 7);
+    }
+}

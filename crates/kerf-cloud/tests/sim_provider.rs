@@ -272,6 +272,13 @@ fn config_errors_name_the_field() {
         err("zones: [us-west-2z]").starts_with("cloud.zones[0]: the built-in catalog sells nothing in zone us-west-2z")
     );
     assert_eq!(
+        err(
+            "instanceTypes: [{name: a, capacity: {cpu: '1'}, price: 1, offerings: [{zone: us-west-2q, capacityType: spot}]}]"
+        ),
+        "cloud.instanceTypes[0].offerings[0].zone: zone \"us-west-2q\" is not one of the cloud's zones \
+         (us-west-2a, us-west-2b, us-west-2c, us-west-2d)"
+    );
+    assert_eq!(
         err("unavailable: [{instanceType: m5.lrge}]"),
         "cloud.unavailable[0].instanceType: unknown instance type \"m5.lrge\" in region us-west-2"
     );

@@ -141,7 +141,19 @@ impl SimProvider {
                 }
                 None
             }
-            InstanceTypesSource::Custom(_) => Some(Arc::new(build_custom(&config, &zones))),
+            InstanceTypesSource::Custom(types) => {
+                for (i, t) in types.iter().enumerate() {
+                    for (j, o) in t.offerings.iter().flatten().enumerate() {
+                        if !zones.contains(&o.zone) {
+                            return Err(SimConfigError::new(
+                                format!("instanceTypes[{i}].offerings[{j}].zone"),
+                                format!("zone {:?} is not one of the cloud's zones ({})", o.zone, zones.join(", ")),
+                            ));
+                        }
+                    }
+                }
+                Some(Arc::new(build_custom(&config, &zones)))
+            }
         };
         for (i, u) in config.unavailable.iter().enumerate() {
             let known = match &custom {
