@@ -107,6 +107,8 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) launch_retry: BTreeMap<String, Timestamp>,
     /// NodePool → why its instance types could not be listed on the last provisioning pass.
     pub(crate) pool_errors: BTreeMap<String, String>,
+    /// NodePools seen deleted whose NodeClaims must go too (they are owned by the pool).
+    pub(crate) deleted_pools: BTreeSet<String>,
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -121,6 +123,7 @@ impl<P: CloudProvider> Manager<P> {
             nominations: BTreeMap::new(),
             launch_retry: BTreeMap::new(),
             pool_errors: BTreeMap::new(),
+            deleted_pools: BTreeSet::new(),
         }
     }
 
@@ -149,6 +152,9 @@ impl<P: CloudProvider> Manager<P> {
                 if let AnyObject::NodeClaim(c) = obj {
                     self.launch_retry.remove(c.name());
                 }
+                if let AnyObject::NodePool(p) = obj {
+                    self.deleted_pools.insert(p.name().to_string());
+                }
             }
         }
         self.state.apply(event);
@@ -162,6 +168,7 @@ impl<P: CloudProvider> Manager<P> {
         now: Timestamp,
     ) -> Result<Option<Timestamp>, ControllerError> {
         let mut pass = Pass { now, wake: None };
+        self.delete_claims_of_deleted_pools(api, &mut pass).await?;
         self.reconcile_static_pools(api, &mut pass).await?;
         self.provision(api, &mut pass).await?;
         self.reconcile_claims(api, &mut pass).await?;

@@ -91,6 +91,31 @@ impl<P: CloudProvider> Manager<P> {
         Ok(())
     }
 
+    /// NodeClaims of a deleted NodePool are deleted with it (the pool owns them).
+    pub(crate) async fn delete_claims_of_deleted_pools<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        let pools = std::mem::take(&mut self.deleted_pools);
+        for pool in pools {
+            if self.state.node_pool(&pool).is_some() {
+                continue; // re-created since
+            }
+            let names: Vec<String> = self
+                .state
+                .claims_of_pool(&pool)
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+                .map(|c| c.name().to_string())
+                .collect();
+            for name in names {
+                tracing::info!(NodePool = %pool, NodeClaim = %name, "deleting nodeclaim: its nodepool was deleted");
+                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes each pool's status: the capacity of its launched claims, their count, and Ready.
     pub(crate) async fn reconcile_pool_status<C: ClusterApi>(
         &mut self,

@@ -485,3 +485,22 @@ fn lifecycle_steps_log_karpenter_style_lines_with_fields() {
     assert!(line("initialized nodeclaim").contains("Node=n1"));
     assert!(line("deleted nodeclaim").contains("NodeClaim=default-aaaaa"));
 }
+
+#[test]
+fn deleting_a_nodepool_deletes_its_nodeclaims_and_instances() {
+    let mut h = Harness::new(small_and_large());
+    let mut pool = node_pool("default");
+    pool.spec.replicas = Some(2);
+    h.api.put(pool);
+    h.api.put(node_pool("other"));
+    let mut other = claim("other-bbbbb", vec![]);
+    other.metadata.labels = Some([(labels::NODE_POOL.to_string(), "other".to_string())].into());
+    h.api.put(other);
+    h.settle();
+    assert_eq!(h.claims().len(), 3);
+    h.api.remove::<NodePool>(None, "default");
+    h.settle();
+    let left: Vec<String> = h.claims().iter().map(|c| c.name().to_string()).collect();
+    assert_eq!(left, vec!["other-bbbbb"]);
+    assert_eq!(h.cloud.running(), 1);
+}
