@@ -49,8 +49,54 @@ pub enum QuantityError {
     Overflow(String),
 }
 
-fn pow10(exp: u32) -> Option<i128> {
-    10i128.checked_pow(exp)
+/// A little-endian base-2^32 unsigned integer: just what exact quantity parsing needs.
+#[derive(Default)]
+struct BigUint(Vec<u32>);
+
+impl BigUint {
+    fn mul_add(&mut self, m: u32, a: u32) {
+        let mut carry = u64::from(a);
+        for limb in &mut self.0 {
+            let v = u64::from(*limb) * u64::from(m) + carry;
+            *limb = v as u32;
+            carry = v >> 32;
+        }
+        if carry > 0 {
+            self.0.push(carry as u32);
+        }
+    }
+
+    /// Divides in place; returns the remainder.
+    fn div_small(&mut self, d: u32) -> u32 {
+        let mut rem = 0u64;
+        for limb in self.0.iter_mut().rev() {
+            let v = (rem << 32) | u64::from(*limb);
+            *limb = (v / u64::from(d)) as u32;
+            rem = v % u64::from(d);
+        }
+        while self.0.last() == Some(&0) {
+            self.0.pop();
+        }
+        rem as u32
+    }
+
+    fn is_zero(&self) -> bool {
+        self.0.iter().all(|l| *l == 0)
+    }
+
+    fn bits(&self) -> u32 {
+        match self.0.iter().rposition(|l| *l != 0) {
+            Some(i) => i as u32 * 32 + (32 - self.0[i].leading_zeros()),
+            None => 0,
+        }
+    }
+
+    fn to_u128(&self) -> Option<u128> {
+        if self.bits() > 128 {
+            return None;
+        }
+        Some(self.0.iter().rev().fold(0u128, |acc, l| (acc << 32) | u128::from(*l)))
+    }
 }
 
 impl Quantity {
@@ -155,7 +201,8 @@ impl Quantity {
 
     /// Parses a quantity as Kubernetes does.
     pub fn parse(input: &str) -> Result<Quantity, QuantityError> {
-        let s = input.trim();
+        // Like Kubernetes, no surrounding whitespace is accepted.
+        let s = input;
         if s.is_empty() {
             return Err(QuantityError::Empty);
         }
@@ -192,50 +239,63 @@ impl Quantity {
             return Err(syntax());
         }
         let suffix = &s[i..];
-        // (numerator, denominator) multiplier of one unit, and the format.
-        let (mul_num, mul_den, format): (i128, i128, Format) = match suffix {
-            "" => (1, 1, Format::DecimalSI),
-            "n" => (1, 1_000_000_000, Format::DecimalSI),
-            "u" => (1, 1_000_000, Format::DecimalSI),
-            "m" => (1, 1_000, Format::DecimalSI),
-            "k" => (1_000, 1, Format::DecimalSI),
-            "M" => (1_000_000, 1, Format::DecimalSI),
-            "G" => (1_000_000_000, 1, Format::DecimalSI),
-            "T" => (1_000_000_000_000, 1, Format::DecimalSI),
-            "P" => (1_000_000_000_000_000, 1, Format::DecimalSI),
-            "E" => (1_000_000_000_000_000_000, 1, Format::DecimalSI),
-            "Ki" => (1 << 10, 1, Format::BinarySI),
-            "Mi" => (1 << 20, 1, Format::BinarySI),
-            "Gi" => (1 << 30, 1, Format::BinarySI),
-            "Ti" => (1 << 40, 1, Format::BinarySI),
-            "Pi" => (1 << 50, 1, Format::BinarySI),
-            "Ei" => (1 << 60, 1, Format::BinarySI),
+        // The unit: 10^p10 * 2^bin, and the format.
+        let (p10, bin, format): (i64, u32, Format) = match suffix {
+            "" => (0, 0, Format::DecimalSI),
+            "n" => (-9, 0, Format::DecimalSI),
+            "u" => (-6, 0, Format::DecimalSI),
+            "m" => (-3, 0, Format::DecimalSI),
+            "k" => (3, 0, Format::DecimalSI),
+            "M" => (6, 0, Format::DecimalSI),
+            "G" => (9, 0, Format::DecimalSI),
+            "T" => (12, 0, Format::DecimalSI),
+            "P" => (15, 0, Format::DecimalSI),
+            "E" => (18, 0, Format::DecimalSI),
+            "Ki" => (0, 10, Format::BinarySI),
+            "Mi" => (0, 20, Format::BinarySI),
+            "Gi" => (0, 30, Format::BinarySI),
+            "Ti" => (0, 40, Format::BinarySI),
+            "Pi" => (0, 50, Format::BinarySI),
+            "Ei" => (0, 60, Format::BinarySI),
             _ if suffix.starts_with(['e', 'E']) => {
-                let exp: i32 =
+                let exp: i64 =
                     suffix[1..].parse().map_err(|_| QuantityError::Suffix(input.to_string(), suffix.to_string()))?;
-                if !(-40..=40).contains(&exp) {
-                    return Err(overflow());
-                }
-                if exp >= 0 {
-                    (pow10(exp as u32).ok_or_else(overflow)?, 1, Format::DecimalExponent)
-                } else {
-                    (1, pow10((-exp) as u32).ok_or_else(overflow)?, Format::DecimalExponent)
-                }
+                (exp, 0, Format::DecimalExponent)
             }
             _ => return Err(QuantityError::Suffix(input.to_string(), suffix.to_string())),
         };
-        // value = (int.frac) * mul_num / mul_den, in nanos, rounded up (away from zero for
-        // positives, like Kubernetes which rounds up to the nearest nano).
-        let digits: String = format!("{int_digits}{frac_digits}");
-        let digits = digits.trim_start_matches('0');
-        if digits.len() > 36 {
-            return Err(overflow());
+        // Exact: nanos = ceil(digits * 10^(9 + p10 - frac_len) * 2^bin), computed on a small
+        // big integer so that long fractions and large exponents neither round early nor
+        // overflow; only the final value must fit.
+        let mut big = BigUint::default();
+        for d in int_digits.bytes().chain(frac_digits.bytes()) {
+            big.mul_add(10, u32::from(d - b'0'));
         }
-        let mantissa: i128 = if digits.is_empty() { 0 } else { digits.parse().map_err(|_| overflow())? };
-        let frac_scale = pow10(frac_digits.len() as u32).ok_or_else(overflow)?;
-        let num = mantissa.checked_mul(mul_num).and_then(|v| v.checked_mul(NANO)).ok_or_else(overflow)?;
-        let den = frac_scale.checked_mul(mul_den).ok_or_else(overflow)?;
-        let mut nanos = div_ceil(num, den);
+        for _ in 0..bin {
+            big.mul_add(2, 0);
+        }
+        let shift = 9i64.saturating_add(p10).saturating_sub(frac_digits.len() as i64);
+        let mut inexact = false;
+        if shift >= 0 {
+            for _ in 0..shift {
+                if big.is_zero() {
+                    break;
+                }
+                big.mul_add(10, 0);
+                if big.bits() > 128 {
+                    return Err(overflow());
+                }
+            }
+        } else {
+            for _ in 0..shift.unsigned_abs() {
+                if big.is_zero() {
+                    break;
+                }
+                inexact |= big.div_small(10) != 0;
+            }
+        }
+        let magnitude = big.to_u128().filter(|v| *v < i128::MAX as u128).ok_or_else(overflow)?;
+        let mut nanos = magnitude as i128 + i128::from(inexact);
         if negative {
             nanos = -nanos;
         }
@@ -262,10 +322,12 @@ impl Quantity {
             }
             return format!("{sign}{v}{}", SUFFIXES[k]);
         }
-        // Decimal: the largest power-of-1000 exponent that keeps the mantissa an integer.
+        // Decimal: the largest power-of-1000 exponent that keeps the mantissa an integer (SI
+        // suffixes stop at E = 10^18; exponents go on).
+        let max_exp3 = if self.format == Format::DecimalExponent { i32::MAX } else { 6 };
         let mut exp3: i32 = -3; // in units of 10^3, starting at nano (10^-9)
         let mut v = abs;
-        while exp3 < 6 && v.is_multiple_of(1000) {
+        while exp3 < max_exp3 && v.is_multiple_of(1000) {
             v /= 1000;
             exp3 += 1;
         }
