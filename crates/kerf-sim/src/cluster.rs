@@ -194,6 +194,9 @@ impl SimCluster {
         if inner.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
             return Err(ApiError::AlreadyExists { kind, name });
         }
+        if let AnyObject::Pod(p) = &mut any {
+            admit_priority(p);
+        }
         inner.uids += 1;
         inner.resource_version += 1;
         let meta = meta_mut(&mut any);
@@ -358,6 +361,20 @@ impl SimCluster {
         let time = self.clock.now();
         self.lock().events.push(LoggedEvent { time, record: event });
     }
+}
+
+/// The Priority admission plugin: a pod naming one of the built-in priority classes gets its
+/// value (custom PriorityClasses are not simulated; such pods keep priority 0).
+fn admit_priority(pod: &mut Pod) {
+    let Some(spec) = pod.spec.as_mut() else { return };
+    if spec.priority.is_some() {
+        return;
+    }
+    spec.priority = match spec.priority_class_name.as_deref() {
+        Some("system-node-critical") => Some(2_000_001_000),
+        Some("system-cluster-critical") => Some(2_000_000_000),
+        _ => None,
+    };
 }
 
 /// A pod counts as healthy for a disruption budget when it runs with its Ready condition true.

@@ -105,6 +105,7 @@ pub struct Simulation<P: SimCloud> {
     kubelet_wake: Option<Timestamp>,
     /// Force a controller pass on the next round (a step changed something directly).
     kick: bool,
+    deferred_scheduling: bool,
     timeline: Vec<Sample>,
     cost: f64,
     disruptions: Vec<Disruption>,
@@ -136,6 +137,7 @@ impl<P: SimCloud> Simulation<P> {
             manager_wake: None,
             kubelet_wake: None,
             kick: true,
+            deferred_scheduling: false,
             timeline: Vec::new(),
             cost: 0.0,
             disruptions: Vec::new(),
@@ -382,7 +384,15 @@ impl<P: SimCloud> Simulation<P> {
             let instances = self.manager.cloud().sim_instances();
             self.kubelet_wake = self.kubelet.run(&instances, &self.world, &self.cluster, now);
         }
-        self.scheduler.run(&self.world, &self.cluster, now);
+        // kube-scheduler acts on an up-to-date view: when this round's writes (new daemon pods,
+        // node updates) have not been delivered yet, wait one round so that, e.g., a daemon pod
+        // can claim its node before ordinary pods fill it (by priority). Never twice in a row.
+        if !self.cluster.has_pending_watch() || self.deferred_scheduling {
+            self.deferred_scheduling = false;
+            self.scheduler.run(&self.world, &self.cluster, now);
+        } else {
+            self.deferred_scheduling = true;
+        }
         Ok(())
     }
 

@@ -190,7 +190,7 @@ fn duration(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Duration, ScenarioEr
     };
     GoDuration::parse(&s)
         .map(|d| d.as_duration())
-        .map_err(|e| ctx.err(path, format!("invalid duration {s:?}: {e} (use Go-style durations such as `90s`, `2m`, `1h30m`)")))
+        .map_err(|e| ctx.err(path, e.to_string()))
 }
 
 /// Loads and checks a scenario file and every manifest it applies.

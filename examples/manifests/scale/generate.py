@@ -1,0 +1,100 @@
+# Generates examples/manifests/scale/deployments.yaml: 50 Deployments, 30,000 pods, mixed constraints.
+import sys
+scale = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+out = []
+cpus = ["100m", "250m", "250m", "500m", "150m"]
+mems = ["128Mi", "256Mi", "512Mi", "1Gi", "256Mi", "384Mi"]
+total = 0
+def dep(i, kind, replicas):
+    global total
+    replicas = max(1, int(replicas * scale))
+    total += replicas
+    name = f"svc-{i:02d}-{kind}"
+    cpu = cpus[i % len(cpus)]
+    mem = mems[i % len(mems)]
+    lines = [
+        "---",
+        "apiVersion: apps/v1",
+        "kind: Deployment",
+        "metadata:",
+        f"  name: {name}",
+        "spec:",
+        f"  replicas: {replicas}",
+        "  selector:",
+        "    matchLabels:",
+        f"      app: {name}",
+        "  template:",
+        "    metadata:",
+        "      labels:",
+        f"        app: {name}",
+        "    spec:",
+    ]
+    if kind == "zone-spread":
+        lines += [
+            "      topologySpreadConstraints:",
+            "        - maxSkew: 1",
+            "          topologyKey: topology.kubernetes.io/zone",
+            "          whenUnsatisfiable: DoNotSchedule",
+            "          labelSelector:",
+            "            matchLabels:",
+            f"              app: {name}",
+        ]
+    elif kind == "on-demand":
+        lines += ["      nodeSelector:", "        karpenter.sh/capacity-type: on-demand"]
+    elif kind == "arm64":
+        lines += ["      nodeSelector:", "        kubernetes.io/arch: arm64"]
+    elif kind == "zone-pinned":
+        zone = ["us-west-2a", "us-west-2b", "us-west-2c"][i % 3]
+        lines += [
+            "      affinity:",
+            "        nodeAffinity:",
+            "          requiredDuringSchedulingIgnoredDuringExecution:",
+            "            nodeSelectorTerms:",
+            "              - matchExpressions:",
+            "                  - key: topology.kubernetes.io/zone",
+            "                    operator: In",
+            f"                    values: [{zone}]",
+        ]
+    elif kind == "one-per-node":
+        lines += [
+            "      affinity:",
+            "        podAntiAffinity:",
+            "          requiredDuringSchedulingIgnoredDuringExecution:",
+            "            - topologyKey: kubernetes.io/hostname",
+            "              labelSelector:",
+            "                matchLabels:",
+            f"                  app: {name}",
+        ]
+    elif kind == "tolerates-batch":
+        lines += [
+            "      nodeSelector:",
+            "        workload: batch",
+            "      tolerations:",
+            "        - key: workload",
+            "          value: batch",
+            "          effect: NoSchedule",
+        ]
+    lines += [
+        "      containers:",
+        "        - name: app",
+        "          image: registry.example.com/app:1",
+        "          resources:",
+        "            requests:",
+        f"              cpu: {cpu}",
+        f"              memory: {mem}",
+    ]
+    out.append("\n".join(lines))
+
+plan = (["plain"] * 26 + ["zone-spread"] * 8 + ["on-demand"] * 5 + ["arm64"] * 4 + ["zone-pinned"] * 3
+        + ["tolerates-batch"] * 2 + ["one-per-node"] * 2)
+assert len(plan) == 50
+sizes = {"plain": 632, "zone-spread": 600, "on-demand": 600, "arm64": 600, "zone-pinned": 600, "tolerates-batch": 700, "one-per-node": 80}
+# Adjust so the total is exactly 30,000 at scale 1.
+base = sum(sizes[k] for k in plan)
+extra = 30000 - base
+for i, k in enumerate(plan):
+    dep(i, k, sizes[k] + (extra if i == 0 else 0))
+print("# Generated: 50 Deployments, mixed constraints (plain, zone spread, on-demand only, arm64,")
+print("# zone-pinned, tainted batch pool, one pod per node).")
+print("\n".join(out))
+print(f"# total replicas: {total}", file=sys.stderr)
