@@ -266,3 +266,37 @@ fn corrupt_catalog_lines_are_reported_with_their_line_number() {
     let err = Catalog::parse(&format!("{header}\n{region}\n{t}\n")).unwrap_err();
     assert_eq!(err.to_string(), "built-in instance catalog, line 3: t.large in r-1 has price 0");
 }
+
+/// Karpenter's published allocatable (AL2023, no block device mappings) for a spread of types:
+/// Graviton and Xen, ENI-rich and multi-card types, accelerators and EFA.
+#[test]
+fn allocatable_matches_karpenters_published_figures_for_a_sample_of_types() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        ("a1.medium", "940m", "1392Mi", "8"),
+        ("a1.large", "1930m", "3055Mi", "29"),
+        ("a1.4xlarge", "15890m", "27322Mi", "234"),
+        ("a1.metal", "15890m", "27322Mi", "234"),
+        ("c1.medium", "1930m", "1122Mi", "12"),
+        ("c3.8xlarge", "31850m", "53903Mi", "234"),
+        ("c5.large", "1930m", "3114Mi", "29"),
+        ("c5.xlarge", "3920m", "6584Mi", "58"),
+        ("i4i.16xlarge", "63770m", "476504Mi", "737"),
+        ("i4i.24xlarge", "95690m", "722287Mi", "437"),
+        ("i4i.32xlarge", "127610m", "961470Mi", "737"),
+        ("inf1.xlarge", "3920m", "6804Mi", "38"),
+        ("inf1.24xlarge", "95690m", "177976Mi", "321"),
+        ("inf2.8xlarge", "31850m", "118312Mi", "234"),
+    ];
+    for (name, cpu, memory, pods) in cases {
+        let a = alloc(&default_type("us-east-1", name));
+        assert_eq!((a["cpu"].as_str(), a["memory"].as_str(), a["pods"].as_str()), (*cpu, *memory, *pods), "{name}");
+        assert_eq!(a["ephemeral-storage"], "17Gi", "{name}");
+    }
+    // Not priced in us-east-1 by the source.
+    let c4 = alloc(&default_type("us-west-2", "c4.8xlarge"));
+    assert_eq!((c4["cpu"].as_str(), c4["memory"].as_str(), c4["pods"].as_str()), ("35840m", "53903Mi", "234"));
+    let metal = default_type("us-east-1", "i4i.metal");
+    assert_eq!(metal.labels[labels::INSTANCE_HYPERVISOR], "");
+    assert_eq!(metal.capacity.get("vpc.amazonaws.com/efa").canonical(), "1");
+    assert_eq!(default_type("us-east-1", "inf1.24xlarge").capacity.get("aws.amazon.com/neuron").canonical(), "16");
+}

@@ -341,9 +341,8 @@ pub fn type_labels(info: &TypeInfo) -> BTreeMap<String, String> {
         put(labels::INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, mhz.to_string());
     }
     put(labels::INSTANCE_MEMORY, info.memory_mib.to_string());
-    if !info.hypervisor.is_empty() {
-        put(labels::INSTANCE_HYPERVISOR, info.hypervisor.clone());
-    }
+    // Empty on bare metal, as Karpenter labels it.
+    put(labels::INSTANCE_HYPERVISOR, info.hypervisor.clone());
     put(labels::INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED, info.encryption_in_transit.to_string());
     if let Some(mbps) = info.network_bandwidth_mbps {
         put(labels::INSTANCE_NETWORK_BANDWIDTH, mbps.to_string());
