@@ -283,3 +283,20 @@ fn config_errors_name_the_field() {
         "cloud.unavailable[0].instanceType: unknown instance type \"m5.lrge\" in region us-west-2"
     );
 }
+
+#[test]
+fn claim_is_drifted_when_its_node_class_hash_changed() {
+    let (p, _) = provider(TWO_TYPES);
+    let mut c = block_on(p.create(&claim("a", serde_json::json!([])))).unwrap();
+    c.metadata.annotations = Some([("karpenter.k8s.aws/ec2nodeclass-hash".to_string(), "111".to_string())].into());
+    let class = |hash: &str| -> EC2NodeClass {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "default", "annotations": {"karpenter.k8s.aws/ec2nodeclass-hash": hash}},
+            "spec": {}
+        }))
+        .unwrap()
+    };
+    assert_eq!(block_on(p.is_drifted(&c, Some(&class("111")))).unwrap(), None);
+    assert_eq!(block_on(p.is_drifted(&c, Some(&class("222")))).unwrap().as_deref(), Some("NodeClassDrift"));
+    assert_eq!(block_on(p.is_drifted(&c, None)).unwrap(), None);
+}
