@@ -40,14 +40,18 @@ fn default_kind() -> String {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EC2NodeClassSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 30))]
     pub subnet_selector_terms: Vec<SubnetSelectorTerm>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 30))]
     pub security_group_selector_terms: Vec<SecurityGroupSelectorTerm>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 30))]
     pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
     #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
     pub associate_public_ip_address: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 30))]
     pub ami_selector_terms: Vec<AmiSelectorTerm>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ami_family: Option<AmiFamily>,
@@ -62,6 +66,7 @@ pub struct EC2NodeClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletConfiguration>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 50))]
     pub block_device_mappings: Vec<BlockDeviceMapping>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_store_policy: Option<InstanceStorePolicy>,
@@ -219,6 +224,7 @@ pub struct MetadataOptions {
     pub http_protocol_ipv6: Option<String>,
     /// 1..=64, default 1.
     #[serde(default = "default_hop_limit", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
     pub http_put_response_hop_limit: Option<i64>,
     /// `required` (default, IMDSv2 only) or `optional`.
     #[serde(default = "default_http_tokens", skip_serializing_if = "Option::is_none")]

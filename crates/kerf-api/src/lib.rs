@@ -11,6 +11,7 @@ pub mod nodeclaim;
 pub mod nodepool;
 pub mod quantity;
 pub mod resources;
+pub mod schema;
 pub mod shared;
 pub mod validation;
 

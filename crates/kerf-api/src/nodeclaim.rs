@@ -52,6 +52,7 @@ pub struct NodeClaimSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub startup_taints: Vec<Taint>,
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
     #[serde(default, skip_serializing_if = "ResourceRequirements::is_empty")]
     pub resources: ResourceRequirements,

@@ -46,9 +46,11 @@ pub struct NodePoolSpec {
     pub limits: Option<ResourceList>,
     /// Priority among NodePools (higher first), 1..100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
     pub weight: Option<i32>,
     /// A fixed node count: the pool keeps exactly this many nodes, whatever the pods need.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub replicas: Option<i64>,
 }
 
@@ -83,6 +85,7 @@ pub struct NodeClaimTemplateSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub startup_taints: Vec<Taint>,
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
     pub node_class_ref: NodeClassReference,
     #[serde(default = "default_expire_after")]
@@ -111,6 +114,7 @@ pub struct Disruption {
     #[serde(default = "default_consolidate_after")]
     pub consolidate_after: NillableDuration,
     #[serde(default = "default_budgets")]
+    #[schemars(length(max = 50))]
     pub budgets: Vec<Budget>,
 }
 
@@ -146,12 +150,14 @@ pub enum DisruptionReason {
 pub struct Budget {
     /// An integer or a percentage (`"10%"`) of the pool's nodes.
     #[serde(default = "default_budget_nodes")]
+    #[schemars(regex(pattern = r"^((100|[0-9]{1,2})%|[0-9]+)$"))]
     pub nodes: String,
     /// A cron schedule (5 fields or a macro such as `@daily`) when the budget is active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
     /// How long the budget stays active after each scheduled start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"))]
     pub duration: Option<GoDuration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasons: Option<Vec<DisruptionReason>>,

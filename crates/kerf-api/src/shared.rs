@@ -65,6 +65,7 @@ pub struct NodeSelectorRequirementWithMinValues {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 50))]
     pub min_values: Option<i64>,
 }
 
@@ -146,8 +147,11 @@ impl Taint {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeClassReference {
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[^/]*$"))]
     pub group: String,
+    #[schemars(length(min = 1, max = 63))]
     pub kind: String,
+    #[schemars(length(min = 1, max = 253))]
     pub name: String,
 }
 
