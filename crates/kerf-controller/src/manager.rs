@@ -109,6 +109,8 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) pool_errors: BTreeMap<String, String>,
     /// NodePools seen deleted whose NodeClaims must go too (they are owned by the pool).
     pub(crate) deleted_pools: BTreeSet<String>,
+    /// A claim or pool changed since NodePool status was last written.
+    pub(crate) pool_status_stale: bool,
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -124,11 +126,16 @@ impl<P: CloudProvider> Manager<P> {
             launch_retry: BTreeMap::new(),
             pool_errors: BTreeMap::new(),
             deleted_pools: BTreeSet::new(),
+            pool_status_stale: true,
         }
     }
 
     /// Feed every watch event (in order) before calling [`Manager::reconcile`].
     pub fn observe(&mut self, event: &WatchEvent) {
+        let (WatchEvent::Applied(obj) | WatchEvent::Deleted(obj)) = event;
+        if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::NodePool(_)) {
+            self.pool_status_stale = true;
+        }
         match event {
             WatchEvent::Applied(obj) => {
                 // A pool or node class whose spec changed may let pending pods fit; status

@@ -122,6 +122,9 @@ impl<P: CloudProvider> Manager<P> {
         api: &C,
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
+        if !std::mem::take(&mut self.pool_status_stale) {
+            return Ok(());
+        }
         let pools: Vec<NodePool> =
             self.state.node_pools().values().filter(|p| p.metadata.deletion_timestamp.is_none()).cloned().collect();
         for mut pool in pools {
@@ -148,8 +151,9 @@ impl<P: CloudProvider> Manager<P> {
                 continue;
             }
             pool.status = Some(status);
-            if let Some(updated) = pass.soft("updating nodepool status", api.update_status(pool).await)? {
-                self.state.record(updated.into_any());
+            match pass.soft("updating nodepool status", api.update_status(pool).await)? {
+                Some(updated) => self.state.record(updated.into_any()),
+                None => self.pool_status_stale = true,
             }
         }
         Ok(())

@@ -129,7 +129,7 @@ impl<P: CloudProvider> Manager<P> {
     /// likely type). Pools whose types cannot be listed are left out, with a warning.
     pub(crate) async fn instance_types_by_pool(&mut self) -> TypesByPool {
         let mut out = TypesByPool::new();
-        self.pool_errors.clear();
+        let before = std::mem::take(&mut self.pool_errors);
         for (name, pool) in self.state.node_pools() {
             if pool.metadata.deletion_timestamp.is_some() {
                 continue;
@@ -143,6 +143,9 @@ impl<P: CloudProvider> Manager<P> {
                     self.pool_errors.insert(name.clone(), e.to_string());
                 }
             }
+        }
+        if self.pool_errors != before {
+            self.pool_status_stale = true;
         }
         out
     }
