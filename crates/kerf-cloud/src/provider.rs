@@ -19,7 +19,8 @@ pub enum CloudError {
     /// The NodePool's node class is missing or not ready.
     #[error("node class not ready: {0}")]
     NodeClassNotReady(String),
-    /// The request itself is wrong (e.g. no candidate instance types).
+    /// The request itself is malformed. (A claim no instance type can satisfy is reported as
+    /// `InsufficientCapacity`, as Karpenter does, so that the claim is replaced.)
     #[error("invalid request: {0}")]
     Invalid(String),
     #[error("cloud provider error: {0}")]

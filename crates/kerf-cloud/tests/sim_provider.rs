@@ -109,7 +109,12 @@ fn requirements_and_requests_narrow_the_candidates() {
     assert_eq!(labels_of(&out)["node.kubernetes.io/instance-type"], "large");
     // arm64 is a label no type has: nothing fits.
     let c = claim("b", serde_json::json!([req("kubernetes.io/arch", &["arm64"])]));
-    assert!(matches!(block_on(p.create(&c)), Err(CloudError::Invalid(_))));
+    match block_on(p.create(&c)) {
+        Err(CloudError::InsufficientCapacity(msg)) => {
+            assert_eq!(msg, "NodeClaim b: no instance type satisfies its requirements and resource requests")
+        }
+        other => panic!("expected insufficient capacity, got {other:?}"),
+    }
     // A label only the claim knows about (a user label) does not exclude types.
     let c = claim("c", serde_json::json!([req("team", &["blue"])]));
     assert!(block_on(p.create(&c)).is_ok());

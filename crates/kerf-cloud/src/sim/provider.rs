@@ -385,7 +385,9 @@ impl SimProvider {
             })
             .collect();
         if types.is_empty() {
-            return Err(CloudError::Invalid(format!(
+            // As Karpenter: no launchable type is an insufficient-capacity failure, so the claim
+            // is deleted and its pods provisioned afresh rather than retried forever.
+            return Err(CloudError::InsufficientCapacity(format!(
                 "NodeClaim {}: no instance type satisfies its requirements and resource requests",
                 claim.name()
             )));
