@@ -24,16 +24,7 @@ use crate::api::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEven
 use crate::manager::{Manager, Options};
 use crate::util;
 
-/// Drives a future that never waits (everything here answers at once).
-pub fn block_on<F: Future>(fut: F) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
+pub use kerf_cloud::block_on;
 
 pub fn t0() -> Timestamp {
     Timestamp::from_second(1_735_689_600).unwrap()
