@@ -136,16 +136,12 @@ pub fn key_domain(key: &str) -> Option<&str> {
     key.split_once('/').map(|(d, _)| d)
 }
 
-/// Whether `key` is in a restricted domain and not allowed for users to set.
+/// Whether `key` is in a restricted label domain (kubernetes.io, k8s.io, karpenter.sh,
+/// karpenter.k8s.aws) and not one of the keys users may constrain. `karpenter.sh/nodepool` is
+/// not restricted here (NodeClaims carry it); the exact per-field rules, including that a
+/// NodePool may not name it, are [`crate::validation::restricted_label_problem`].
 pub fn is_restricted_label(key: &str) -> bool {
-    if WELL_KNOWN_LABELS.contains(&key) {
-        return false;
-    }
-    let Some(domain) = key_domain(key) else { return false };
-    if LABEL_DOMAIN_EXCEPTIONS.iter().any(|e| domain == *e || domain.ends_with(&format!(".{e}"))) {
-        return false;
-    }
-    RESTRICTED_LABEL_DOMAINS.iter().any(|r| domain == *r || domain.ends_with(&format!(".{r}")))
+    crate::validation::restricted_label_problem(key, crate::validation::LabelUse::NodeClaimRequirement).is_some()
 }
 
 #[cfg(test)]
@@ -170,5 +166,10 @@ mod tests {
         assert!(!is_restricted_label("node.kubernetes.io/role"));
         assert!(!is_restricted_label("capacity-spread"));
         assert!(!is_restricted_label("example.com/team"));
+        assert!(!is_restricted_label(INSTANCE_FAMILY));
+        assert!(!is_restricted_label(BETA_ZONE));
+        assert!(is_restricted_label(AWS_EC2_NODE_CLASS));
+        assert!(is_restricted_label("example.k8s.io/x"));
+        assert!(!is_restricted_label("example.kops.k8s.io/x"));
     }
 }
