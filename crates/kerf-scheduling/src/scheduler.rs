@@ -84,8 +84,8 @@ impl Bits {
             })
         })
     }
-    fn count(&self) -> usize {
-        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    fn contains(&self, i: usize) -> bool {
+        self.0[i / 64] & (1 << (i % 64)) != 0
     }
 }
 
@@ -158,6 +158,8 @@ struct Pool {
     /// Flat: type × resource.
     alloc: Vec<i64>,
     capacity: Vec<i64>,
+    /// Componentwise largest capacity over the types.
+    max_capacity: Vec<i64>,
     /// Keys some instance type labels (plus zone and capacity type from offerings).
     type_keys: BTreeSet<String>,
     daemon_overhead: Vec<i64>,
@@ -336,10 +338,12 @@ struct Scheduler<'a> {
     res: Resources,
     values: Interner,
     reqs: Vec<Requirements>,
+    /// Whether each interned requirements has a key no node can satisfy.
+    unsat: Vec<bool>,
     req_ids: HashMap<Requirements, u32>,
     intersect_cache: HashMap<(u32, u32), u32>,
     narrow_cache: HashMap<(u32, u32, u32), u32>,
-    compat_cache: HashMap<(usize, u32), Bits>,
+    compat_cache: HashMap<(usize, u32), Arc<Bits>>,
     admits_cache: HashMap<(usize, u32, bool, usize), bool>,
     pools: Vec<Pool>,
     groups: Vec<Group>,
@@ -398,6 +402,7 @@ impl<'a> Scheduler<'a> {
             res,
             values,
             reqs: Vec::new(),
+            unsat: Vec::new(),
             req_ids: HashMap::new(),
             intersect_cache: HashMap::new(),
             narrow_cache: HashMap::new(),
@@ -427,6 +432,7 @@ impl<'a> Scheduler<'a> {
             return *id;
         }
         let id = self.reqs.len() as u32;
+        self.unsat.push(r.unsatisfiable_key().is_some());
         self.reqs.push(r.clone());
         self.req_ids.insert(r, id);
         id
@@ -501,6 +507,13 @@ impl<'a> Scheduler<'a> {
                 }
             }
             let daemon_overhead = self.res.dense(&daemon);
+            let nres = self.res.names.len();
+            let mut max_capacity = vec![0i64; nres];
+            for chunk in capacity.chunks(nres.max(1)) {
+                for (m, v) in max_capacity.iter_mut().zip(chunk) {
+                    *m = (*m).max(*v);
+                }
+            }
             let limited = np.spec.limits.is_some();
             let mut remaining = vec![i64::MAX; self.res.names.len()];
             let mut nodes_remaining = i64::MAX;
@@ -530,6 +543,7 @@ impl<'a> Scheduler<'a> {
                 types,
                 alloc,
                 capacity,
+                max_capacity,
                 type_keys,
                 daemon_overhead,
                 remaining,
@@ -946,9 +960,9 @@ impl<'a> Scheduler<'a> {
     // Compatibility of instance types
 
     /// Types of `pool` whose labels and some available offering satisfy requirements `req`.
-    fn compat(&mut self, pool: usize, req: u32) -> Bits {
+    fn compat(&mut self, pool: usize, req: u32) -> Arc<Bits> {
         if let Some(b) = self.compat_cache.get(&(pool, req)) {
-            return b.clone();
+            return Arc::clone(b);
         }
         let p = &self.pools[pool];
         let r = &self.reqs[req as usize];
@@ -979,7 +993,8 @@ impl<'a> Scheduler<'a> {
                 bits.set(i);
             }
         }
-        self.compat_cache.insert((pool, req), bits.clone());
+        let bits = Arc::new(bits);
+        self.compat_cache.insert((pool, req), Arc::clone(&bits));
         bits
     }
 
@@ -994,6 +1009,24 @@ impl<'a> Scheduler<'a> {
             }
         }
         out
+    }
+
+    /// Types among `types` that fit `requests`, and their componentwise largest allocatable.
+    fn fitting_with_max(&self, pool: usize, types: &Bits, requests: &[i64]) -> (Bits, Vec<i64>) {
+        let p = &self.pools[pool];
+        let n = self.res.names.len();
+        let mut out = Bits::empty(p.types.len());
+        let mut max = vec![0i64; n];
+        for i in types.iter() {
+            let alloc = &p.alloc[i * n..(i + 1) * n];
+            if type_fits(requests, alloc) {
+                out.set(i);
+                for (m, a) in max.iter_mut().zip(alloc) {
+                    *m = (*m).max(*a);
+                }
+            }
+        }
+        (out, max)
     }
 
     /// Whether some type in `a ∧ b` fits `requests` (no allocation).
@@ -1072,7 +1105,15 @@ impl<'a> Scheduler<'a> {
         result.placements =
             placed_on_node.into_iter().map(|(pod, n)| Placement { pod, node: self.nodes[n].name.clone() }).collect();
         result.errors.sort_by_key(|(p, _)| *p);
-        result.new_node_claims = (0..self.claims.len()).map(|c| self.finish_claim(c)).collect();
+        let mut orders: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
+        for c in 0..self.claims.len() {
+            let key = (self.claims[c].pool, self.claims[c].req);
+            if !orders.contains_key(&key) {
+                orders.insert(key, self.price_order(key.0, key.1));
+            }
+            let claim = self.finish_claim(c, &orders[&key]);
+            result.new_node_claims.push(claim);
+        }
         result
     }
 
@@ -1278,14 +1319,13 @@ impl<'a> Scheduler<'a> {
             return Err(false);
         }
         let req = self.intersect(self.claims[c].req, level_req);
-        if self.reqs[req as usize].unsatisfiable_key().is_some() {
+        if self.unsat[req as usize] {
             return Err(true);
         }
         let types = self.claims[c].types.clone();
         let plan = self.plan_topology(g, l, c, req, types, &total)?;
-        if self.pools[pool].limited && !self.within_limits(c, &plan.types, &total) {
-            return Err(false);
-        }
+        // Limits were reserved (the largest candidate's capacity) when the claim was created;
+        // its candidates only shrink, so it cannot exceed them.
         Ok(plan)
     }
 
@@ -1510,6 +1550,13 @@ impl<'a> Scheduler<'a> {
         r
     }
 
+    /// Whether any remaining limit of `pool` is below its largest type's capacity (else no
+    /// claim can reach the limit and the check is skipped).
+    fn limits_matter(&self, pool: usize) -> bool {
+        let p = &self.pools[pool];
+        p.limited && p.remaining.iter().zip(&p.max_capacity).any(|(r, m)| *r != i64::MAX && r < m)
+    }
+
     fn within_limits(&self, c: usize, types: &Bits, total: &[i64]) -> bool {
         let pool = self.claims[c].pool;
         let new = self.reservation(pool, &self.fitting(pool, types, total));
@@ -1525,40 +1572,50 @@ impl<'a> Scheduler<'a> {
         for (t, v) in self.claims[c].requests.iter_mut().zip(&self.pod_requests[pi]) {
             *t += v;
         }
-        let requests = self.claims[c].requests.clone();
-        let types = self.fitting(pool, &plan.types, &requests);
-        if self.pools[pool].limited {
-            let new = self.reservation(pool, &types);
-            let p = &mut self.pools[pool];
-            for ((rem, n), o) in p.remaining.iter_mut().zip(&new).zip(&self.claims[c].reserved) {
-                if *rem != i64::MAX {
-                    *rem -= n - o;
-                }
-            }
-            self.claims[c].reserved = new;
-        }
-        self.claims[c].max_alloc = self.max_alloc(pool, &types);
+        let (types, max_alloc) = self.fitting_with_max(pool, &plan.types, &self.claims[c].requests);
+        self.claims[c].max_alloc = max_alloc;
         self.claims[c].types = types;
         self.claims[c].req = plan.req;
         self.claims[c].pods.push(pi);
-        let ports = self.groups[g].ports.clone();
-        self.claims[c].ports.extend(ports);
-        let req = plan.req;
-        let hostname = self.values.name(self.claims[c].hostname).to_string();
-        let r = self.reqs[req as usize].clone();
-        self.record(g, &|key| {
-            if key == HOSTNAME {
-                Some(hostname.clone())
-            } else {
-                r.get(key).and_then(|x| x.single_value()).map(str::to_string)
-            }
-        });
-        // Close the claim when even the smallest pod of the batch no longer fits any type.
-        let mut probe = self.claims[c].requests.clone();
-        for (t, v) in probe.iter_mut().zip(&self.min_request) {
-            *t += v;
+        if !self.groups[g].ports.is_empty() {
+            let ports = self.groups[g].ports.clone();
+            self.claims[c].ports.extend(ports);
         }
-        if self.fitting(pool, &self.claims[c].types, &probe).is_empty() {
+        // Count the pod in every counter it matches, where the claim's domain is determined.
+        let req = plan.req as usize;
+        for j in 0..self.groups[g].counted_by.len() {
+            let ci = self.groups[g].counted_by[j];
+            let d = if self.counters[ci].key == HOSTNAME {
+                Some(self.claims[c].hostname)
+            } else {
+                match self.reqs[req].get(&self.counters[ci].key).and_then(|x| x.single_value()) {
+                    Some(v) => self.values.ids.get(v).copied().or_else(|| Some(self.values.id(&v.to_string()))),
+                    None => None,
+                }
+            };
+            if let Some(d) = d {
+                self.counters[ci].add(d);
+            }
+        }
+        for j in 0..self.groups[g].own_inverse.len() {
+            let ii = self.groups[g].own_inverse[j];
+            let d = if self.inverses[ii].key == HOSTNAME {
+                Some(self.claims[c].hostname)
+            } else {
+                match self.reqs[req].get(&self.inverses[ii].key).and_then(|x| x.single_value()) {
+                    Some(v) => self.values.ids.get(v).copied().or_else(|| Some(self.values.id(&v.to_string()))),
+                    None => None,
+                }
+            };
+            if let Some(d) = d {
+                self.inverses[ii].block(d);
+            }
+        }
+        // Close the claim when even the smallest pod of the batch no longer fits any type.
+        let probe: Vec<i64> = self.claims[c].requests.iter().zip(&self.min_request).map(|(a, b)| a + b).collect();
+        if !type_fits(&probe, &self.claims[c].max_alloc)
+            || !self.any_fit(pool, &self.claims[c].types, &self.claims[c].types, &probe)
+        {
             self.claims[c].open = false;
         }
     }
@@ -1570,7 +1627,7 @@ impl<'a> Scheduler<'a> {
         let level_req = self.groups[g].levels[l].req;
         let pool_req = self.intern_req(self.pools[p].reqs.clone());
         let req = self.intersect(pool_req, level_req);
-        if self.reqs[req as usize].unsatisfiable_key().is_some() {
+        if self.unsat[req as usize] {
             return None;
         }
         let total: Vec<i64> =
@@ -1611,8 +1668,18 @@ impl<'a> Scheduler<'a> {
             open: true,
         });
         match self.plan_topology(g, l, c, req, candidates, &total) {
-            Ok(plan) if !self.pools[p].limited || self.within_limits(c, &plan.types, &total) => {
+            Ok(plan) if !self.limits_matter(p) || self.within_limits(c, &plan.types, &total) => {
                 self.pools[p].nodes_remaining -= 1;
+                if self.pools[p].limited {
+                    let fit = self.fitting(p, &plan.types, &total);
+                    let reserve = self.reservation(p, &fit);
+                    for (rem, v) in self.pools[p].remaining.iter_mut().zip(&reserve) {
+                        if *rem != i64::MAX {
+                            *rem -= v;
+                        }
+                    }
+                    self.claims[c].reserved = reserve;
+                }
                 self.open.push(c);
                 self.commit_claim(pi, g, l, c, plan);
                 Some(c)
@@ -1624,30 +1691,50 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    fn finish_claim(&self, c: usize) -> NewNodeClaim {
+    /// The pool's types with an offering compatible with requirements `req`, cheapest
+    /// compatible offering first (then name).
+    fn price_order(&self, pool: usize, req: u32) -> Vec<usize> {
+        let p = &self.pools[pool];
+        let r = &self.reqs[req as usize];
+        let (zone, ct) = (r.get(ZONE), r.get(CAPACITY_TYPE));
+        let mut v: Vec<(f64, usize)> = p
+            .types
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let price = t
+                    .offerings
+                    .iter()
+                    .filter(|o| {
+                        o.available && zone.is_none_or(|z| z.has(&o.zone)) && ct.is_none_or(|c| c.has(&o.capacity_type))
+                    })
+                    .map(|o| o.price)
+                    .fold(f64::INFINITY, f64::min);
+                price.is_finite().then_some((price, i))
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| p.types[a.1].name.cmp(&p.types[b.1].name)));
+        v.into_iter().map(|(_, i)| i).collect()
+    }
+
+    fn finish_claim(&self, c: usize, order: &[usize]) -> NewNodeClaim {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let r = &self.reqs[claim.req as usize];
-        // Types ordered by their cheapest offering compatible with the claim.
-        let mut types: Vec<(f64, usize)> = claim
-            .types
+        let types: Vec<usize> = order.iter().copied().filter(|i| claim.types.contains(*i)).collect();
+        let mut requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues> = r
             .iter()
-            .map(|i| {
-                let price = pool.types[i]
-                    .offerings
-                    .iter()
-                    .filter(|o| o.available && r.allows(ZONE, &o.zone) && r.allows(CAPACITY_TYPE, &o.capacity_type))
-                    .map(|o| o.price)
-                    .fold(f64::INFINITY, f64::min);
-                (price, i)
-            })
+            .filter(|(k, x)| k.as_str() != INSTANCE_TYPE && !x.is_any())
+            .flat_map(|(k, x)| x.to_node_selector(k))
             .collect();
-        types.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| pool.types[a.1].name.cmp(&pool.types[b.1].name)));
-        let mut reqs = r.clone();
-        let names: Vec<String> = types.iter().map(|(_, i)| pool.types[*i].name.clone()).collect();
-        let mut it = Requirement::new(Operator::In, &names);
-        it.min_values = r.get(INSTANCE_TYPE).and_then(|x| x.min_values);
-        reqs.add(INSTANCE_TYPE, it);
+        let it = kerf_api::NodeSelectorRequirementWithMinValues {
+            key: INSTANCE_TYPE.to_string(),
+            operator: Operator::In,
+            values: types.iter().map(|i| pool.types[*i].name.clone()).collect(),
+            min_values: r.get(INSTANCE_TYPE).and_then(|x| x.min_values),
+        };
+        let at = requirements.partition_point(|x| x.key.as_str() < INSTANCE_TYPE);
+        requirements.insert(at, it);
         let mut labels = pool.labels.clone();
         for (k, v) in r.single_valued_labels() {
             if k != INSTANCE_TYPE {
@@ -1658,8 +1745,8 @@ impl<'a> Scheduler<'a> {
         pods.sort_unstable();
         NewNodeClaim {
             node_pool: pool.name.clone(),
-            requirements: reqs.to_node_selector(),
-            instance_types: types.iter().map(|(_, i)| pool.types[*i].clone()).collect(),
+            requirements,
+            instance_types: types.iter().map(|i| Arc::clone(&pool.types[*i])).collect(),
             labels,
             taints: pool.taints.clone(),
             startup_taints: pool.startup_taints.clone(),

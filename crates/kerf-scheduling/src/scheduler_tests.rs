@@ -328,7 +328,7 @@ fn claims_list_every_compatible_type_cheapest_first() {
     let c = &r.new_node_claims[0];
     assert_eq!(c.instance_types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["medium", "large"]);
     let it = c.requirements.iter().find(|r| r.key == INSTANCE_TYPE).unwrap();
-    assert_eq!(it.values, vec!["large".to_string(), "medium".to_string()]);
+    assert_eq!(it.values, vec!["medium".to_string(), "large".to_string()]);
 }
 
 #[test]
