@@ -387,7 +387,11 @@ impl<P: CloudProvider> Manager<P> {
         for new in &result.new_node_claims {
             let Some(pool) = self.state.node_pool(&new.node_pool).cloned() else { continue };
             let claim = self.new_claim(&pool, new);
-            let Some(created) = pass.soft("creating nodeclaim", api.create(claim).await)? else { continue };
+            let Some(created) = pass.soft("creating nodeclaim", api.create(claim).await)? else {
+                // Its pods stay pending and already seen: make the next pass try them again.
+                self.batch.dirty = true;
+                continue;
+            };
             let its: Vec<String> = new.instance_types.iter().map(|t| t.name.clone()).collect();
             tracing::info!(
                 NodePool = %new.node_pool,

@@ -277,3 +277,38 @@ fn a_nodepool_whose_instance_types_cannot_be_listed_is_not_ready() {
     let failed: Vec<_> = api.recorded().into_iter().filter(|e| e.reason == "FailedScheduling").collect();
     assert_eq!(failed.len(), 1);
 }
+
+#[test]
+fn a_claim_that_cannot_be_created_is_retried_under_a_new_name() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    // The name the seeded generator picks first is taken by a claim the watch has not shown yet.
+    let first = format!("default-{}", crate::util::SplitMix64::new(42).suffix(5));
+    let template = node_pool("default").spec.template;
+    let mut blocker = kerf_api::NodeClaim {
+        api_version: kerf_api::nodeclaim::API_VERSION.into(),
+        kind: kerf_api::nodeclaim::KIND.into(),
+        metadata: Default::default(),
+        spec: kerf_api::nodeclaim::NodeClaimSpec {
+            taints: vec![],
+            startup_taints: vec![],
+            requirements: vec![],
+            resources: Default::default(),
+            node_class_ref: template.spec.node_class_ref.clone(),
+            expire_after: template.spec.expire_after,
+            termination_grace_period: None,
+        },
+        status: None,
+    };
+    blocker.metadata.name = Some(first.clone());
+    h.api.put_unseen(blocker);
+    h.api.put(pending_pod("a", "1"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert!(h.mgr.nominations().is_empty(), "the create failed");
+    h.advance(Duration::from_secs(1));
+    h.advance(Duration::from_secs(1));
+    let created: Vec<String> = h.claims().into_iter().map(|c| c.name().to_string()).filter(|n| *n != first).collect();
+    assert_eq!(created.len(), 1);
+    assert_eq!(h.mgr.nominations().values().cloned().collect::<Vec<_>>(), created);
+}

@@ -112,6 +112,12 @@ impl FakeApi {
         obj
     }
 
+    /// Stores an object without a watch event (as if the watch had not caught up yet).
+    pub fn put_unseen<K: Object>(&self, obj: K) {
+        self.put(obj);
+        self.inner.lock().unwrap().events.pop();
+    }
+
     pub fn remove<K: Object>(&self, ns: Option<&str>, name: &str) {
         let mut inner = self.inner.lock().unwrap();
         if let Some(o) = inner.objects.remove(&(K::KIND, ns.unwrap_or("").to_string(), name.to_string())) {
