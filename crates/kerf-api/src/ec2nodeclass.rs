@@ -271,7 +271,33 @@ pub struct EC2NodeClassStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_profile: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservations: Vec<CapacityReservationStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// A capacity reservation the selector terms resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CapacityReservationStatus {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability_zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub end_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_match_criteria: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+    /// `default` or `capacity-block`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_type: Option<String>,
+    /// `active` or `expiring`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -299,6 +325,8 @@ pub struct AmiStatus {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deprecated: Option<bool>,
 }
 
 impl EC2NodeClass {

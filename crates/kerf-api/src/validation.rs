@@ -338,10 +338,15 @@ fn validate_taints(taints: &[Taint], path: &str, errs: &mut Errors) {
         if let Some(problem) = qualified_name_problem(&t.key) {
             errs.push(format!("{p}.key"), problem);
         }
+        // The CRD gives taint values the qualified-name pattern (an optional `prefix/`).
         if let Some(v) = &t.value
-            && let Some(problem) = label_value_problem(v)
+            && !v.is_empty()
+            && qualified_name_problem(v).is_some()
         {
-            errs.push(format!("{p}.value"), problem.replacen("label value", "taint value", 1));
+            errs.push(
+                format!("{p}.value"),
+                format!("taint value {v:?} must be alphanumeric at both ends, with '-', '_' or '.' inside (optionally prefix/value)"),
+            );
         }
     }
 }
@@ -511,13 +516,6 @@ pub fn validate_node_pool(np: &NodePool) -> Vec<FieldError> {
     {
         errs.push("spec.weight", format!("must be between 1 and 100, got {w}"));
     }
-    if let Some(limits) = &spec.limits {
-        for (name, q) in limits.iter() {
-            if q.is_negative() {
-                errs.push(format!("spec.limits[{name}]"), format!("must not be negative, got {q}"));
-            }
-        }
-    }
     if let Some(r) = spec.replicas {
         if r < 0 {
             errs.push("spec.replicas", format!("must be 0 or more, got {r}"));
@@ -552,11 +550,6 @@ pub fn validate_node_claim(nc: &NodeClaim) -> Vec<FieldError> {
     check_nillable(&s.expire_after, "spec.expireAfter", &mut errs);
     if let Some(d) = &s.termination_grace_period {
         check_whole_seconds(d, "spec.terminationGracePeriod", &mut errs);
-    }
-    for (name, q) in s.resources.requests.iter() {
-        if q.is_negative() {
-            errs.push(format!("spec.resources.requests[{name}]"), format!("must not be negative, got {q}"));
-        }
     }
     errs.0
 }
