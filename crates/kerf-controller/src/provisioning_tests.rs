@@ -55,7 +55,9 @@ fn a_pending_pod_yields_one_nodeclaim_with_the_pools_labels_and_requirements() {
         && r.operator == Operator::In
         && r.values == vec!["on-demand".to_string()]));
     let types = c.spec.requirements.iter().find(|r| r.key == labels::INSTANCE_TYPE).expect("instance types");
-    assert_eq!(types.values, vec!["large".to_string(), "small".to_string()]);
+    let mut values = types.values.clone();
+    values.sort();
+    assert_eq!(values, vec!["large".to_string(), "small".to_string()]);
     assert_eq!(c.spec.resources.requests.get("cpu"), kerf_api::Quantity::parse("1").unwrap());
     assert_eq!(c.spec.startup_taints, vec![Taint::new("example.com/boot", None, TaintEffect::NoSchedule)]);
     assert!(c.is_condition_true(CONDITION_LAUNCHED), "launched in the same pass");

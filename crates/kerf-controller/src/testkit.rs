@@ -2,7 +2,6 @@
 //! drives a Manager on a hand-moved clock.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
