@@ -28,8 +28,13 @@ pub(crate) type TypesByPool = BTreeMap<String, Vec<Arc<InstanceType>>>;
 
 /// `a, b, c, d, e and 7 other(s)`: the first five names of a list, as log lines show them.
 pub(crate) fn first_five(names: &[String]) -> String {
-    let shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
-    if names.len() > 5 { format!("{shown} and {} other(s)", names.len() - 5) } else { shown }
+    first_five_of(names.iter().cloned(), names.len())
+}
+
+/// [`first_five`] of `total` names, only the first five of which are produced.
+pub(crate) fn first_five_of(names: impl Iterator<Item = String>, total: usize) -> String {
+    let shown = names.take(5).collect::<Vec<_>>().join(", ");
+    if total > 5 { format!("{shown} and {} other(s)", total - 5) } else { shown }
 }
 
 fn pod_name(key: &ObjectKey) -> String {
@@ -181,8 +186,8 @@ impl<P: CloudProvider> Manager<P> {
         self.batch.started = None;
         self.batch.last_trigger = None;
 
-        let names: Vec<String> = pending.iter().map(|(k, _)| pod_name(k)).collect();
-        tracing::info!(pods = %first_five(&names), count = pending.len(), "found provisionable pod(s)");
+        let pods = first_five_of(pending.iter().map(|(k, _)| pod_name(k)), pending.len());
+        tracing::info!(pods = %pods, count = pending.len(), "found provisionable pod(s)");
 
         let types = self.instance_types_by_pool().await;
         let input = self.scheduling_input(&pending, &types);
