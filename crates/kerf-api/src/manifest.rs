@@ -274,31 +274,34 @@ fn replacement_of(kind: &str) -> Option<&'static str> {
 /// For a document whose apiVersion/kind is a Karpenter kind: decode and validate, listing every
 /// problem. `Ok(None)` when the document is not a Karpenter object (a Deployment, ...).
 ///
-/// A wrong apiVersion for a Karpenter kind (e.g. `karpenter.sh/v1beta1`) is a problem on
-/// `apiVersion`; a kind of an older Karpenter API (Provisioner, AWSNodeTemplate, Machine) or an
-/// unknown kind in a Karpenter API group is a problem on `kind`.
+/// A wrong apiVersion for a Karpenter kind (e.g. `karpenter.sh/v1beta1`) or a missing one is a
+/// problem on `apiVersion`; a kind of an older Karpenter API (Provisioner, AWSNodeTemplate,
+/// Machine) or an unknown kind in a Karpenter API group is a problem on `kind`. Kinds of other
+/// API groups that share a name (`hypershift.openshift.io/v1beta1` NodePool) are not Karpenter's.
 pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Problem>> {
     let Some(kind) = document_kind(doc) else { return Ok(None) };
     let api_version = doc.get("apiVersion").and_then(Value::as_str);
     let name = document_name(doc);
+    let group = api_version.map(|v| v.split_once('/').map_or(v, |(g, _)| g));
+    // Another API's kind of the same name (HyperShift has a NodePool) is not ours.
+    if group.is_some_and(|g| !KARPENTER_GROUPS.contains(&g)) {
+        return Ok(None);
+    }
     let expected = match kind {
         nodepool::KIND => nodepool::API_VERSION,
         nodeclaim::KIND => nodeclaim::API_VERSION,
         ec2nodeclass::KIND => ec2nodeclass::API_VERSION,
+        // Other current Karpenter kinds kerf does not read.
+        "NodeOverlay" => return Ok(None),
         _ => {
-            let group = api_version.and_then(|v| v.split_once('/')).map(|(g, _)| g);
-            if let Some(group) = group
-                && KARPENTER_GROUPS.contains(&group)
-            {
-                let message = match replacement_of(kind) {
-                    Some(r) => format!("{kind} ({}) is not served by the v1 API; use {r}", api_version.unwrap_or("")),
-                    None => format!(
-                        "{kind} is not a kind of the {group} API (expected NodePool, NodeClaim or EC2NodeClass)"
-                    ),
-                };
-                return Err(vec![Problem { kind: kind.to_string(), name, path: "kind".to_string(), message }]);
-            }
-            return Ok(None);
+            let Some(group) = group else { return Ok(None) };
+            let message = match replacement_of(kind) {
+                Some(r) => format!("{kind} ({}) is not served by the v1 API; use {r}", api_version.unwrap_or("")),
+                None => {
+                    format!("{kind} is not a kind of the {group} API (expected NodePool, NodeClaim or EC2NodeClass)")
+                }
+            };
+            return Err(vec![Problem { kind: kind.to_string(), name, path: "kind".to_string(), message }]);
         }
     };
     if api_version != Some(expected) {

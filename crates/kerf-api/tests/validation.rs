@@ -117,6 +117,16 @@ fn decode_karpenter_skips_other_kinds_and_refuses_old_karpenter_apis() {
         Ok(None)
     );
     assert_eq!(manifest::decode_karpenter(&doc("just: data")), Ok(None));
+    let hypershift =
+        "apiVersion: hypershift.openshift.io/v1beta1\nkind: NodePool\nmetadata: {name: x}\nspec: {replicas: 2}";
+    assert_eq!(manifest::decode_karpenter(&doc(hypershift)), Ok(None));
+    let overlay = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: o}\nspec: {}";
+    assert_eq!(manifest::decode_karpenter(&doc(overlay)), Ok(None));
+    let no_version = MINIMAL_NODEPOOL.replace("apiVersion: karpenter.sh/v1\n", "");
+    assert_eq!(
+        manifest::decode_karpenter(&doc(&no_version)).unwrap_err()[0].to_string(),
+        "NodePool/default: apiVersion: required: must be karpenter.sh/v1"
+    );
 
     let v1beta1 = MINIMAL_NODEPOOL.replace("karpenter.sh/v1", "karpenter.sh/v1beta1");
     let problems = manifest::decode_karpenter(&doc(&v1beta1)).unwrap_err();
