@@ -60,6 +60,51 @@ pub(crate) struct Batch {
     /// Something other than a pod changed that may let pending pods fit (a NodePool, a node
     /// class, a claim or node went away): re-run even without new pods.
     pub dirty: bool,
+    /// (pod generation, nomination generation) when `seen` was last brought up to date.
+    pub observed: Option<(u64, u64)>,
+}
+
+/// Pods nominated to in-flight NodeClaims, indexed both ways.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Nominations {
+    pub by_pod: BTreeMap<ObjectKey, String>,
+    pub by_claim: BTreeMap<String, BTreeSet<ObjectKey>>,
+    /// Bumped on every change, so callers can tell whether anything moved.
+    pub generation: u64,
+}
+
+impl Nominations {
+    pub fn insert(&mut self, pod: ObjectKey, claim: &str) {
+        self.remove_pod(&pod);
+        self.by_claim.entry(claim.to_string()).or_default().insert(pod.clone());
+        self.by_pod.insert(pod, claim.to_string());
+        self.generation += 1;
+    }
+
+    pub fn remove_pod(&mut self, pod: &ObjectKey) {
+        if let Some(claim) = self.by_pod.remove(pod) {
+            if let Some(pods) = self.by_claim.get_mut(&claim) {
+                pods.remove(pod);
+                if pods.is_empty() {
+                    self.by_claim.remove(&claim);
+                }
+            }
+            self.generation += 1;
+        }
+    }
+
+    pub fn remove_claim(&mut self, claim: &str) {
+        if let Some(pods) = self.by_claim.remove(claim) {
+            for pod in pods {
+                self.by_pod.remove(&pod);
+            }
+            self.generation += 1;
+        }
+    }
+
+    pub fn contains(&self, pod: &ObjectKey) -> bool {
+        self.by_pod.contains_key(pod)
+    }
 }
 
 /// Per-reconcile bookkeeping.
@@ -102,7 +147,7 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) batch: Batch,
     /// Pod → the in-flight NodeClaim it is expected to land on. Such pods are not provisioned
     /// again while the claim launches.
-    pub(crate) nominations: BTreeMap<ObjectKey, String>,
+    pub(crate) nominations: Nominations,
     /// NodeClaim → earliest time to retry a failed launch.
     pub(crate) launch_retry: BTreeMap<String, Timestamp>,
     /// NodePool → why its instance types could not be listed on the last provisioning pass.
@@ -122,7 +167,7 @@ impl<P: CloudProvider> Manager<P> {
             state: ClusterState::new(),
             rng,
             batch: Batch::default(),
-            nominations: BTreeMap::new(),
+            nominations: Nominations::default(),
             launch_retry: BTreeMap::new(),
             pool_errors: BTreeMap::new(),
             deleted_pools: BTreeSet::new(),
@@ -165,6 +210,29 @@ impl<P: CloudProvider> Manager<P> {
             }
         }
         self.state.apply(event);
+        self.forget_nominations(event);
+    }
+
+    /// A nomination ends when its pod is bound, finished or gone, or its claim is going away.
+    fn forget_nominations(&mut self, event: &WatchEvent) {
+        match event {
+            WatchEvent::Applied(AnyObject::Pod(p)) => {
+                if util::pod_node_name(p).is_some() || util::pod_terminal(p) || p.metadata.deletion_timestamp.is_some()
+                {
+                    self.nominations.remove_pod(&crate::state::key_of(&p.metadata));
+                }
+            }
+            WatchEvent::Deleted(AnyObject::Pod(p)) => {
+                self.nominations.remove_pod(&crate::state::key_of(&p.metadata));
+            }
+            WatchEvent::Applied(AnyObject::NodeClaim(c)) if c.metadata.deletion_timestamp.is_some() => {
+                self.nominations.remove_claim(c.name());
+            }
+            WatchEvent::Deleted(AnyObject::NodeClaim(c)) => {
+                self.nominations.remove_claim(c.name());
+            }
+            _ => {}
+        }
     }
 
     /// Runs every controller once at `now`; returns the earliest time it must run again even if
@@ -197,6 +265,6 @@ impl<P: CloudProvider> Manager<P> {
 
     /// Pods nominated to in-flight NodeClaims: `(namespace, name)` → claim name.
     pub fn nominations(&self) -> &BTreeMap<ObjectKey, String> {
-        &self.nominations
+        &self.nominations.by_pod
     }
 }

@@ -79,54 +79,50 @@ pub(crate) fn in_flight(claim: &NodeClaim) -> bool {
 }
 
 impl<P: CloudProvider> Manager<P> {
-    /// Pods kube-scheduler marked unschedulable that kerf should provision for.
+    /// Whether kerf should provision for this pod: kube-scheduler marked it unschedulable, it is
+    /// not terminating, not a DaemonSet's, and not already nominated to an in-flight claim.
+    fn provisionable(&self, key: &ObjectKey, pod: &Pod) -> bool {
+        pod.metadata.deletion_timestamp.is_none()
+            && util::marked_unschedulable(pod)
+            && !util::owned_by_daemonset(pod)
+            && !self.nominations.contains(key)
+    }
+
     fn provisionable_pods(&self) -> Vec<(ObjectKey, Arc<Pod>)> {
         self.state
             .unbound_pods()
-            .filter(|(k, p)| {
-                p.metadata.deletion_timestamp.is_none()
-                    && util::marked_unschedulable(p)
-                    && !util::owned_by_daemonset(p)
-                    && !self.nominations.contains_key(*k)
-            })
+            .filter(|(k, p)| self.provisionable(k, p))
             .map(|(k, p)| (k.clone(), p.clone()))
             .collect()
     }
 
-    /// Drops nominations that no longer hold: the pod is bound or gone, the claim is gone or
-    /// deleting, or the claim's node has been initialized for a full batch window (the pod
-    /// should have been bound by then; if not, it is provisioned again).
+    /// Drops nominations to claims that are gone or going, or whose node has been initialized
+    /// for a full batch window (the pod should have been bound by then; if not, it is
+    /// provisioned again). Pod-side ends are handled as watch events arrive.
     fn expire_nominations(&mut self, pass: &mut Pass) {
         let grace = self.options.batch_max;
-        let state = &self.state;
-        let mut wake = None;
-        self.nominations.retain(|(ns, name), claim_name| {
-            let Some(pod) = state.pod(ns, name) else { return false };
-            if util::pod_node_name(pod).is_some()
-                || util::pod_terminal(pod)
-                || pod.metadata.deletion_timestamp.is_some()
-            {
-                return false;
-            }
-            let Some(claim) = state.node_claim(claim_name) else { return false };
+        let mut expired = Vec::new();
+        for claim_name in self.nominations.by_claim.keys() {
+            let Some(claim) = self.state.node_claim(claim_name) else {
+                expired.push(claim_name.clone());
+                continue;
+            };
             if claim.metadata.deletion_timestamp.is_some() {
-                return false;
+                expired.push(claim_name.clone());
+                continue;
             }
             let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-            match util::true_since(conditions, kerf_api::nodeclaim::CONDITION_INITIALIZED) {
-                Some(since) => {
-                    let expires = util::after(since, grace);
-                    if pass.now >= expires {
-                        return false;
-                    }
-                    wake = util::earliest(wake, Some(expires));
-                    true
+            if let Some(since) = util::true_since(conditions, kerf_api::nodeclaim::CONDITION_INITIALIZED) {
+                let expires = util::after(since, grace);
+                if pass.now >= expires {
+                    expired.push(claim_name.clone());
+                } else {
+                    pass.wake_at(expires);
                 }
-                None => true,
             }
-        });
-        if let Some(w) = wake {
-            pass.wake_at(w);
+        }
+        for claim in expired {
+            self.nominations.remove_claim(&claim);
         }
     }
 
@@ -157,13 +153,25 @@ impl<P: CloudProvider> Manager<P> {
 
     pub(crate) async fn provision<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
         self.expire_nominations(pass);
-        let pending = self.provisionable_pods();
-        let has_new = pending.iter().any(|(k, _)| !self.batch.seen.contains(k));
-        // Every pending pod already seen and as many as before: the set is unchanged.
-        if has_new || pending.len() != self.batch.seen.len() {
-            self.batch.seen = pending.iter().map(|(k, _)| k.clone()).collect();
+        // Rescan the pending pods only when a pod or a nomination changed since the last scan.
+        let generation = (self.state.pod_generation(), self.nominations.generation);
+        let mut has_new = false;
+        if self.batch.observed != Some(generation) {
+            let mut count = 0;
+            for (k, p) in self.state.unbound_pods() {
+                if self.provisionable(k, p) {
+                    count += 1;
+                    has_new |= !self.batch.seen.contains(k);
+                }
+            }
+            // Every pending pod already seen and as many as before: the set is unchanged.
+            if has_new || count != self.batch.seen.len() {
+                let seen = self.provisionable_pods().into_iter().map(|(k, _)| k).collect();
+                self.batch.seen = seen;
+            }
+            self.batch.observed = Some(generation);
         }
-        if pending.is_empty() {
+        if self.batch.seen.is_empty() {
             self.batch.started = None;
             self.batch.last_trigger = None;
             self.batch.dirty = false;
@@ -186,6 +194,7 @@ impl<P: CloudProvider> Manager<P> {
         self.batch.started = None;
         self.batch.last_trigger = None;
 
+        let pending = self.provisionable_pods();
         let pods = first_five_of(pending.iter().map(|(k, _)| pod_name(k)), pending.len());
         tracing::info!(pods = %pods, count = pending.len(), "found provisionable pod(s)");
 
@@ -213,7 +222,7 @@ impl<P: CloudProvider> Manager<P> {
             .collect();
 
         let mut nominated: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
-        for ((ns, name), claim) in &self.nominations {
+        for ((ns, name), claim) in &self.nominations.by_pod {
             if let Some(pod) = state.pod(ns, name) {
                 nominated.entry(claim.as_str()).or_default().push(pod.clone());
             }
@@ -430,7 +439,7 @@ impl<P: CloudProvider> Manager<P> {
     }
 
     async fn nominate<C: ClusterApi>(&mut self, api: &C, pod: &ObjectKey, claim: &str) {
-        self.nominations.insert(pod.clone(), claim.to_string());
+        self.nominations.insert(pod.clone(), claim);
         api.record_event(EventRecord {
             kind: "Pod",
             name: pod_name(pod),

@@ -314,3 +314,26 @@ fn a_claim_that_cannot_be_created_is_retried_under_a_new_name() {
     assert_eq!(created.len(), 1);
     assert_eq!(h.mgr.nominations().values().cloned().collect::<Vec<_>>(), created);
 }
+
+#[test]
+fn a_nomination_ends_a_batch_window_after_its_claim_initializes() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "1"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    kubelet_joins(&h.api, &claim, "n1", true);
+    h.advance(Duration::from_secs(5));
+    assert!(h.claims()[0].is_condition_true(kerf_api::nodeclaim::CONDITION_INITIALIZED));
+    // kube-scheduler has not bound the pod: the nomination holds for 10s after initialization.
+    assert_eq!(h.last_wake, Some(crate::util::after(h.now, Duration::from_secs(10))));
+    h.advance(Duration::from_secs(9));
+    assert_eq!(h.mgr.nominations().len(), 1);
+    h.advance(Duration::from_secs(1));
+    assert!(h.mgr.nominations().is_empty());
+    // Provisioned again, the pod fits on the node that now exists: nothing new is launched.
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 1);
+    assert!(h.events("FailedScheduling").is_empty());
+}

@@ -18,7 +18,7 @@ use crate::util;
 /// `(namespace, name)` of a namespaced object.
 pub type ObjectKey = (String, String);
 
-fn key_of(meta: &ObjectMeta) -> ObjectKey {
+pub(crate) fn key_of(meta: &ObjectMeta) -> ObjectKey {
     (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
@@ -73,6 +73,8 @@ pub struct ClusterState {
     claim_by_provider_id: BTreeMap<String, String>,
     /// providerID → Node name.
     node_by_provider_id: BTreeMap<String, String>,
+    /// Bumped on every pod change.
+    pod_generation: u64,
 }
 
 impl ClusterState {
@@ -141,6 +143,7 @@ impl ClusterState {
     }
 
     fn upsert_pod(&mut self, pod: &Pod) {
+        self.pod_generation += 1;
         let key = key_of(&pod.metadata);
         if let Some(old) = self.pods.get(&key) {
             if is_stale(&old.metadata, &pod.metadata) {
@@ -175,6 +178,7 @@ impl ClusterState {
         let meta = obj.meta();
         match obj {
             AnyObject::Pod(_) => {
+                self.pod_generation += 1;
                 let key = key_of(meta);
                 self.unindex_pod(&key);
                 self.pods.remove(&key);
@@ -218,6 +222,11 @@ impl ClusterState {
     }
 
     // ---- reads ----
+
+    /// Changes whenever any pod is added, updated or removed.
+    pub fn pod_generation(&self) -> u64 {
+        self.pod_generation
+    }
 
     pub fn nodes(&self) -> &BTreeMap<String, Node> {
         &self.nodes
