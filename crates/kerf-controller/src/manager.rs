@@ -216,11 +216,12 @@ impl<P: CloudProvider> Manager<P> {
     /// A nomination ends when its pod is bound, finished or gone, or its claim is going away.
     fn forget_nominations(&mut self, event: &WatchEvent) {
         match event {
-            WatchEvent::Applied(AnyObject::Pod(p)) => {
-                if util::pod_node_name(p).is_some() || util::pod_terminal(p) || p.metadata.deletion_timestamp.is_some()
-                {
-                    self.nominations.remove_pod(&crate::state::key_of(&p.metadata));
-                }
+            WatchEvent::Applied(AnyObject::Pod(p))
+                if util::pod_node_name(p).is_some()
+                    || util::pod_terminal(p)
+                    || p.metadata.deletion_timestamp.is_some() =>
+            {
+                self.nominations.remove_pod(&crate::state::key_of(&p.metadata));
             }
             WatchEvent::Deleted(AnyObject::Pod(p)) => {
                 self.nominations.remove_pod(&crate::state::key_of(&p.metadata));
