@@ -112,7 +112,7 @@ fn decode_all<T: DeserializeOwned>(doc: &Value) -> (Option<T>, Vec<FieldError>, 
             Err(e) => e,
         };
         let mut segments: Vec<Segment> = err.path().iter().cloned().collect();
-        let message = err.into_inner().to_string();
+        let message = with_hint(err.into_inner().to_string());
         let (path, _) = original_path(&segments, &removed_elems);
         // A required field we removed is now missing: remove the object that holds it instead.
         let consequence =
@@ -141,6 +141,16 @@ fn decode_all<T: DeserializeOwned>(doc: &Value) -> (Option<T>, Vec<FieldError>, 
         removed.push(path);
     }
     (None, errors, removed)
+}
+
+/// YAML reads `1`, `true` or `1.5` as numbers and booleans; CRD string fields need quotes.
+fn with_hint(message: String) -> String {
+    let scalar = ["invalid type: integer", "invalid type: floating point", "invalid type: boolean"];
+    if scalar.iter().any(|p| message.starts_with(p)) && message.ends_with("expected a string") {
+        format!("{message} (quote the value in YAML)")
+    } else {
+        message
+    }
 }
 
 /// The path of `segments` (positions in the edited document) in the original document's

@@ -489,3 +489,15 @@ status:
     assert!(text.contains("expireAfter: Never"));
     assert!(text.contains("terminationGracePeriod: 1h30m0s"));
 }
+
+#[test]
+fn unquoted_numbers_in_string_fields_get_a_quoting_hint() {
+    let y = MINIMAL_NODEPOOL.to_string() + "  disruption:\n    budgets: [{nodes: 5}]\n";
+    let problems = manifest::decode_karpenter(&doc(&y)).unwrap_err();
+    assert_eq!(
+        problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "NodePool/default: spec.disruption.budgets[0].nodes: invalid type: integer `5`, expected a string (quote the value in YAML)"
+        ]
+    );
+}
