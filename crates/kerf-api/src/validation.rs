@@ -74,8 +74,16 @@ pub const RESERVED_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage", 
 pub const EBS_VOLUME_TYPES: &[&str] = &["standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"];
 
 /// Tag keys Karpenter sets itself on EC2 resources; users may not set them.
-pub const RESTRICTED_TAG_KEYS: &[&str] =
-    &["eks:eks-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass"];
+pub const RESTRICTED_TAG_KEYS: &[&str] = &[
+    "eks:eks-cluster-name",
+    "karpenter.sh/nodepool",
+    "karpenter.sh/managed-by",
+    "karpenter.sh/nodeclaim",
+    "karpenter.k8s.aws/ec2nodeclass",
+];
+
+/// At most this many tags in one selector term.
+pub const MAX_SELECTOR_TAGS: usize = 20;
 /// Tag key prefix reserved for cluster ownership.
 pub const RESTRICTED_TAG_PREFIX: &str = "kubernetes.io/cluster";
 
@@ -558,6 +566,9 @@ pub fn validate_node_claim(nc: &NodeClaim) -> Vec<FieldError> {
 // EC2NodeClass.
 
 fn validate_tag_map(tags: &BTreeMap<String, String>, path: &str, errs: &mut Errors) {
+    if tags.len() > MAX_SELECTOR_TAGS {
+        errs.push(path, format!("has {} tags, at most {MAX_SELECTOR_TAGS} are allowed", tags.len()));
+    }
     for (k, v) in tags {
         if k.is_empty() || v.is_empty() {
             errs.push(format!("{path}[{k}]"), "empty tag keys or values aren't supported");
@@ -820,7 +831,7 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
 
     // Subnets.
     if s.subnet_selector_terms.is_empty() {
-        errs.push("spec.subnetSelectorTerms", "required: at least one subnet selector term");
+        errs.push("spec.subnetSelectorTerms", "subnetSelectorTerms cannot be empty (at least one term is required)");
     } else if s.subnet_selector_terms.len() > MAX_SELECTOR_TERMS {
         errs.push("spec.subnetSelectorTerms", format!("at most {MAX_SELECTOR_TERMS} terms are allowed"));
     }
@@ -840,7 +851,10 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
 
     // Security groups.
     if s.security_group_selector_terms.is_empty() {
-        errs.push("spec.securityGroupSelectorTerms", "required: at least one security group selector term");
+        errs.push(
+            "spec.securityGroupSelectorTerms",
+            "securityGroupSelectorTerms cannot be empty (at least one term is required)",
+        );
     } else if s.security_group_selector_terms.len() > MAX_SELECTOR_TERMS {
         errs.push("spec.securityGroupSelectorTerms", format!("at most {MAX_SELECTOR_TERMS} terms are allowed"));
     }
@@ -893,7 +907,10 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
 
     // AMIs.
     if s.ami_selector_terms.is_empty() {
-        errs.push("spec.amiSelectorTerms", "required: at least one AMI selector term (e.g. alias: al2023@latest)");
+        errs.push(
+            "spec.amiSelectorTerms",
+            "amiSelectorTerms cannot be empty (at least one term is required, e.g. alias: al2023@latest)",
+        );
     } else if s.ami_selector_terms.len() > MAX_SELECTOR_TERMS {
         errs.push("spec.amiSelectorTerms", format!("at most {MAX_SELECTOR_TERMS} terms are allowed"));
     }
@@ -909,7 +926,7 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
     }
     match (alias, s.ami_family) {
         (None, None) if !s.ami_selector_terms.is_empty() => {
-            errs.push("spec.amiFamily", "amiFamily must be specified when amiSelectorTerms does not contain an alias")
+            errs.push("spec.amiFamily", "must specify amiFamily if amiSelectorTerms does not contain an alias")
         }
         (Some(alias), Some(family)) => {
             let alias_family = ami_alias_family(alias).and_then(|(f, _)| ami_family_of_alias(f));
@@ -919,7 +936,9 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
             {
                 errs.push(
                     "spec.amiFamily",
-                    format!("{family:?} does not match the alias family {af:?}: with an alias, amiFamily may only be the alias' family or Custom"),
+                    format!(
+                        "if set, amiFamily must be '{af:?}' or 'Custom' when using an {af:?} alias (got {family:?})"
+                    ),
                 );
             }
         }
@@ -934,10 +953,10 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
         _ => {}
     }
     if s.role.as_deref() == Some("") {
-        errs.push("spec.role", "may not be empty");
+        errs.push("spec.role", "role cannot be empty");
     }
     if s.instance_profile.as_deref() == Some("") {
-        errs.push("spec.instanceProfile", "may not be empty");
+        errs.push("spec.instanceProfile", "instanceProfile cannot be empty");
     }
 
     // Tags.

@@ -105,7 +105,7 @@ fn every_problem_of_every_object_in_a_file_is_listed_in_order() {
         ),
         format!("{f}: NodePool/first: spec.weight: must be between 1 and 100, got 0"),
         format!(
-            "{f}: EC2NodeClass/second: spec.securityGroupSelectorTerms: required: at least one security group selector term"
+            "{f}: EC2NodeClass/second: spec.securityGroupSelectorTerms: securityGroupSelectorTerms cannot be empty (at least one term is required)"
         ),
         format!("{f}: EC2NodeClass/second: spec: must specify exactly one of ['role', 'instanceProfile']"),
         format!(
