@@ -101,10 +101,18 @@ pub fn default_expire_after() -> NillableDuration {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 pub enum ConsolidationPolicy {
+    /// Only nodes without workload pods.
     WhenEmpty,
+    /// Empty and underutilized nodes.
     #[default]
     WhenEmptyOrUnderutilized,
+    /// A consolidation goes ahead only when its share of the pool's cost saved outweighs its
+    /// share of pod disruption (score = savings share / disruption share >= 1 / [`BALANCED_K`]).
+    Balanced,
 }
+
+/// The scoring parameter of [`ConsolidationPolicy::Balanced`]: moves scoring at least 1/k pass.
+pub const BALANCED_K: i32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -159,7 +167,9 @@ pub struct Budget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"))]
     pub duration: Option<GoDuration>,
+    /// The disruption reasons the budget applies to (all when unset); a set, at most 50.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 50))]
     pub reasons: Option<Vec<DisruptionReason>>,
 }
 

@@ -452,6 +452,17 @@ fn validate_budget(b: &Budget, path: &str, errs: &mut Errors) {
     {
         errs.push(format!("{path}.schedule"), e);
     }
+    if let Some(reasons) = &b.reasons {
+        // A list of type set: no duplicates.
+        for (i, r) in reasons.iter().enumerate() {
+            if reasons[..i].contains(r) {
+                errs.push(format!("{path}.reasons[{i}]"), format!("Duplicate value: {r:?}"));
+            }
+        }
+        if reasons.len() > 50 {
+            errs.push(format!("{path}.reasons"), "at most 50 reasons are allowed");
+        }
+    }
     if let Some(d) = &b.duration
         && !d.0.as_nanos().is_multiple_of(Duration::from_secs(60).as_nanos())
     {
@@ -532,12 +543,12 @@ pub fn validate_node_pool(np: &NodePool) -> Vec<FieldError> {
             for (name, _) in limits.iter().filter(|(name, _)| name.as_str() != "nodes") {
                 errs.push(
                     format!("spec.limits[{name}]"),
-                    "only 'limits.nodes' is supported on a NodePool with 'replicas' (static capacity)",
+                    "only 'limits.nodes' is supported on static NodePools (replicas is set)",
                 );
             }
         }
         if spec.weight.is_some() {
-            errs.push("spec.weight", "'weight' is not supported on a NodePool with 'replicas' (static capacity)");
+            errs.push("spec.weight", "'weight' is not supported on static NodePools (replicas is set)");
         }
     }
     errs.0

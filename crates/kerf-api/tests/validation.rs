@@ -213,7 +213,7 @@ fn typed_nodepool_validation_lists_every_problem_with_its_path() {
         ]
     );
     assert_eq!(errs[3].message, "must be between 1 and 100, got 0");
-    assert_eq!(errs[4].message, "'weight' is not supported on a NodePool with 'replicas' (static capacity)");
+    assert_eq!(errs[4].message, "'weight' is not supported on static NodePools (replicas is set)");
 }
 
 #[test]
