@@ -84,6 +84,12 @@ impl Bits {
             })
         })
     }
+    fn first(&self) -> Option<usize> {
+        self.0.iter().enumerate().find(|(_, w)| **w != 0).map(|(wi, w)| wi * 64 + w.trailing_zeros() as usize)
+    }
+    fn clear(&mut self, i: usize) {
+        self.0[i / 64] &= !(1 << (i % 64));
+    }
     fn contains(&self, i: usize) -> bool {
         self.0[i / 64] & (1 << (i % 64)) != 0
     }
@@ -144,7 +150,6 @@ fn fits(used: &[i64], add: &[i64], alloc: &[i64]) -> bool {
 
 struct Pool {
     name: String,
-    weight: i32,
     node_pool: Arc<NodePool>,
     /// Pool requirements plus template labels plus `karpenter.sh/nodepool In [name]`.
     reqs: Requirements,
@@ -234,7 +239,6 @@ struct SpreadPlan {
     domains: Vec<u32>,
     /// A new node is a fresh, empty domain (hostname): the minimum is 0.
     fresh: bool,
-    soft: bool,
 }
 
 #[derive(Clone)]
@@ -299,7 +303,6 @@ struct Node {
     used: Vec<i64>,
     ports: Vec<HostPort>,
     schedulable: bool,
-    in_flight: bool,
     /// Index into `SchedulingInput::existing_nodes`.
     source: usize,
 }
@@ -355,6 +358,8 @@ struct Scheduler<'a> {
     open: Vec<usize>,
     pod_requests: Vec<Vec<i64>>,
     pod_group: Vec<usize>,
+    /// A reusable buffer for a claim's requests plus a pod's.
+    scratch: Vec<i64>,
     /// Componentwise minimum request over the batch (a claim that cannot fit it is closed).
     min_request: Vec<i64>,
     /// Whether any pool or node has a PreferNoSchedule taint (else that relaxation is moot).
@@ -390,7 +395,7 @@ impl<'a> Scheduler<'a> {
                 *m = (*m).min(*v);
             }
         }
-        let mut values = Interner::default();
+        let values = Interner::default();
         let prefer_taints = input
             .node_pools
             .iter()
@@ -418,6 +423,7 @@ impl<'a> Scheduler<'a> {
             pod_requests,
             pod_group: Vec::new(),
             min_request,
+            scratch: Vec::new(),
             prefer_taints,
         };
         s.build_pools();
@@ -432,6 +438,13 @@ impl<'a> Scheduler<'a> {
             return *id;
         }
         let id = self.reqs.len() as u32;
+        for (_, x) in r.iter() {
+            if let Some(vals) = x.values() {
+                for v in vals {
+                    self.values.id(v);
+                }
+            }
+        }
         self.unsat.push(r.unsatisfiable_key().is_some());
         self.reqs.push(r.clone());
         self.req_ids.insert(r, id);
@@ -533,7 +546,6 @@ impl<'a> Scheduler<'a> {
                 .collect();
             self.pools.push(Pool {
                 name,
-                weight: np.weight(),
                 node_pool: np.clone(),
                 reqs,
                 defined_keys,
@@ -578,7 +590,6 @@ impl<'a> Scheduler<'a> {
                 used,
                 ports,
                 schedulable: n.schedulable,
-                in_flight: n.in_flight,
                 source: i,
             });
         }
@@ -858,7 +869,7 @@ impl<'a> Scheduler<'a> {
         let tolerations = grp.tolerations.clone();
         let req = self.intern_req(r.clone());
         let mut plans = Vec::new();
-        for (c, soft) in spreads {
+        for (c, _soft) in spreads {
             let counter = self.counter_id(
                 &c.topology_key,
                 &c.selector,
@@ -873,7 +884,6 @@ impl<'a> Scheduler<'a> {
                 min_domains: c.min_domains.map(i64::from),
                 domains,
                 fresh,
-                soft,
             });
         }
         let affinity: Vec<usize> =
@@ -1009,24 +1019,6 @@ impl<'a> Scheduler<'a> {
             }
         }
         out
-    }
-
-    /// Types among `types` that fit `requests`, and their componentwise largest allocatable.
-    fn fitting_with_max(&self, pool: usize, types: &Bits, requests: &[i64]) -> (Bits, Vec<i64>) {
-        let p = &self.pools[pool];
-        let n = self.res.names.len();
-        let mut out = Bits::empty(p.types.len());
-        let mut max = vec![0i64; n];
-        for i in types.iter() {
-            let alloc = &p.alloc[i * n..(i + 1) * n];
-            if type_fits(requests, alloc) {
-                out.set(i);
-                for (m, a) in max.iter_mut().zip(alloc) {
-                    *m = (*m).max(*a);
-                }
-            }
-        }
-        (out, max)
     }
 
     /// Whether some type in `a ∧ b` fits `requests` (no allocation).
@@ -1291,12 +1283,13 @@ impl<'a> Scheduler<'a> {
     }
 
     /// The domain of claim `c` (with requirements `req`) for `key`, when determined.
-    fn claim_domain(&mut self, c: usize, req: u32, key: &str) -> Option<u32> {
+    fn claim_domain(&self, c: usize, req: u32, key: &str) -> Option<u32> {
         if key == HOSTNAME {
             return Some(self.claims[c].hostname);
         }
-        let v = self.reqs[req as usize].get(key).and_then(|r| r.single_value()).map(str::to_string)?;
-        Some(self.values.id(&v))
+        // Every finite value of an interned requirement is interned (see `intern_req`).
+        let v = self.reqs[req as usize].get(key).and_then(|r| r.single_value())?;
+        self.values.ids.get(v).copied()
     }
 
     /// Whether pod `pi` fits claim `c`; `Err(true)` when the claim can never take this group.
@@ -1314,19 +1307,26 @@ impl<'a> Scheduler<'a> {
             return Err(true);
         }
         // Resources first: cheap, and most claims that fail, fail here.
-        let total: Vec<i64> = self.claims[c].requests.iter().zip(&self.pod_requests[pi]).map(|(a, b)| a + b).collect();
-        if !type_fits(&total, &self.claims[c].max_alloc) {
-            return Err(false);
-        }
-        let req = self.intersect(self.claims[c].req, level_req);
-        if self.unsat[req as usize] {
-            return Err(true);
-        }
-        let types = self.claims[c].types.clone();
-        let plan = self.plan_topology(g, l, c, req, types, &total)?;
-        // Limits were reserved (the largest candidate's capacity) when the claim was created;
-        // its candidates only shrink, so it cannot exceed them.
-        Ok(plan)
+        let mut total = std::mem::take(&mut self.scratch);
+        total.clear();
+        total.extend(self.claims[c].requests.iter().zip(&self.pod_requests[pi]).map(|(a, b)| a + b));
+        let result = if !type_fits(&total, &self.claims[c].max_alloc) {
+            Err(false)
+        } else {
+            let req = self.intersect(self.claims[c].req, level_req);
+            if self.unsat[req as usize] {
+                Err(true)
+            } else {
+                let types = std::mem::replace(&mut self.claims[c].types, Bits(Vec::new()));
+                // Limits were reserved (the largest candidate's capacity) when the claim was
+                // created; its candidates only shrink, so it cannot exceed them.
+                let plan = self.plan_topology(g, l, c, req, &types, &total);
+                self.claims[c].types = types;
+                plan
+            }
+        };
+        self.scratch = total;
+        result
     }
 
     /// Whether pool `p` takes pods of group `g` at level `l` at all (taints, requirements).
@@ -1355,12 +1355,12 @@ impl<'a> Scheduler<'a> {
         l: usize,
         c: usize,
         mut req: u32,
-        types: Bits,
+        types: &Bits,
         total: &[i64],
     ) -> Result<ClaimPlan, bool> {
         let pool = self.claims[c].pool;
         let compat = self.compat(pool, req);
-        if !self.any_fit(pool, &types, &compat, total) {
+        if !self.any_fit(pool, types, &compat, total) {
             return Err(false);
         }
         let mut types = types.and(&compat);
@@ -1442,19 +1442,25 @@ impl<'a> Scheduler<'a> {
             }
         }
         // Anti-affinity: own terms and others' terms against this pod.
-        let mut anti_checks: Vec<(String, Vec<usize>, Vec<usize>)> = Vec::new();
-        for &ci in &level.anti {
-            anti_checks.push((self.counters[ci].key.clone(), vec![ci], vec![]));
-        }
-        for i in self.groups[g].rejected_by.clone() {
-            anti_checks.push((self.inverses[i].key.clone(), vec![], vec![i]));
-        }
-        for (key, counters, inverses) in anti_checks {
-            let blocked = |s: &Self, d: u32| {
-                counters.iter().any(|ci| s.counters[*ci].get(d) > 0)
-                    || inverses.iter().any(|i| s.inverses[*i].is_blocked(d))
+        let n_own = level.anti.len();
+        let n_all = n_own + self.groups[g].rejected_by.len();
+        for j in 0..n_all {
+            let (counter, inverse) = if j < n_own {
+                (Some(level.anti[j]), None)
+            } else {
+                (None, Some(self.groups[g].rejected_by[j - n_own]))
             };
-            match self.claim_domain(c, req, &key) {
+            let key: &str = match (counter, inverse) {
+                (Some(ci), _) => &self.counters[ci].key,
+                (_, Some(ii)) => &self.inverses[ii].key,
+                _ => continue,
+            };
+            let blocked = |s: &Self, d: u32| match (counter, inverse) {
+                (Some(ci), _) => s.counters[ci].get(d) > 0,
+                (_, Some(ii)) => s.inverses[ii].is_blocked(d),
+                _ => false,
+            };
+            match self.claim_domain(c, req, key) {
                 Some(d) => {
                     if blocked(self, d) {
                         // Blocked domains stay blocked.
@@ -1462,6 +1468,7 @@ impl<'a> Scheduler<'a> {
                     }
                 }
                 None => {
+                    let key = key.to_string();
                     let cands = self.candidate_values(pool, req, &key, &types);
                     let mut chosen = None;
                     for d in cands {
@@ -1495,7 +1502,7 @@ impl<'a> Scheduler<'a> {
     fn candidate_values(&mut self, pool: usize, req: u32, key: &str, types: &Bits) -> Vec<u32> {
         let r = self.reqs[req as usize].clone();
         let p = &self.pools[pool];
-        let mut vals: Vec<(f64, String)> = Vec::new();
+        let mut vals: Vec<(f64, String)>;
         if key == ZONE || key == CAPACITY_TYPE {
             let mut best: BTreeMap<String, f64> = BTreeMap::new();
             for i in types.iter() {
@@ -1572,8 +1579,19 @@ impl<'a> Scheduler<'a> {
         for (t, v) in self.claims[c].requests.iter_mut().zip(&self.pod_requests[pi]) {
             *t += v;
         }
-        let (types, max_alloc) = self.fitting_with_max(pool, &plan.types, &self.claims[c].requests);
-        self.claims[c].max_alloc = max_alloc;
+        // Drop the cheapest candidates that no longer fit (requests only grow, so they never
+        // will again); the rest are checked when needed, and in full when the claim is output.
+        let mut types = plan.types;
+        while let Some(i) = types.first() {
+            let n = self.res.names.len();
+            if type_fits(&self.claims[c].requests, &self.pools[pool].alloc[i * n..(i + 1) * n]) {
+                break;
+            }
+            types.clear(i);
+        }
+        if types != self.claims[c].types {
+            self.claims[c].max_alloc = self.max_alloc(pool, &types);
+        }
         self.claims[c].types = types;
         self.claims[c].req = plan.req;
         self.claims[c].pods.push(pi);
@@ -1667,7 +1685,7 @@ impl<'a> Scheduler<'a> {
             max_alloc,
             open: true,
         });
-        match self.plan_topology(g, l, c, req, candidates, &total) {
+        match self.plan_topology(g, l, c, req, &candidates, &total) {
             Ok(plan) if !self.limits_matter(p) || self.within_limits(c, &plan.types, &total) => {
                 self.pools[p].nodes_remaining -= 1;
                 if self.pools[p].limited {
@@ -1721,7 +1739,12 @@ impl<'a> Scheduler<'a> {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let r = &self.reqs[claim.req as usize];
-        let types: Vec<usize> = order.iter().copied().filter(|i| claim.types.contains(*i)).collect();
+        let n = self.res.names.len();
+        let types: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|i| claim.types.contains(*i) && type_fits(&claim.requests, &pool.alloc[i * n..(i + 1) * n]))
+            .collect();
         let mut requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues> = r
             .iter()
             .filter(|(k, x)| k.as_str() != INSTANCE_TYPE && !x.is_any())
@@ -1878,12 +1901,10 @@ impl<'a> Scheduler<'a> {
         }
         let pool_req = self.intern_req(self.pools[p].reqs.clone());
         let req = self.intersect(pool_req, level.req);
-        let pool = &self.pools[p];
         if let Some(k) = self.reqs[req as usize].unsatisfiable_key() {
             return (format!("incompatible requirements, key {k}: no value satisfies both"), false);
         }
         let compat = self.compat(p, req);
-        let pool = &self.pools[p];
         if compat.is_empty() {
             // Find the requirement that excludes every type.
             let r = self.reqs[req as usize].clone();
