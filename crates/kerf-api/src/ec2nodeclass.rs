@@ -50,6 +50,10 @@ pub struct EC2NodeClassSpec {
     pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
     #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
     pub associate_public_ip_address: Option<bool>,
+    /// IPv4 prefixes assigned to the network interface (prefix delegation), 0 or more.
+    #[serde(default, rename = "ipPrefixCount", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ip_prefix_count: Option<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 30))]
     pub ami_selector_terms: Vec<AmiSelectorTerm>,
@@ -77,7 +81,17 @@ pub struct EC2NodeClassSpec {
     #[serde(default = "default_metadata_options", skip_serializing_if = "Option::is_none")]
     pub metadata_options: Option<MetadataOptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enclave_options: Option<EnclaveOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+}
+
+/// Nitro Enclaves.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnclaveOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -109,6 +123,9 @@ pub struct CapacityReservationSelectorTerm {
     pub id: Option<String>,
     #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
+    /// `open` or `targeted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_match_criteria: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]

@@ -74,13 +74,8 @@ pub const RESERVED_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage", 
 pub const EBS_VOLUME_TYPES: &[&str] = &["standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"];
 
 /// Tag keys Karpenter sets itself on EC2 resources; users may not set them.
-pub const RESTRICTED_TAG_KEYS: &[&str] = &[
-    "eks:eks-cluster-name",
-    "karpenter.sh/nodepool",
-    "karpenter.sh/managed-by",
-    "karpenter.sh/nodeclaim",
-    "karpenter.k8s.aws/ec2nodeclass",
-];
+pub const RESTRICTED_TAG_KEYS: &[&str] =
+    &["eks:eks-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass"];
 
 /// At most this many tags in one selector term.
 pub const MAX_SELECTOR_TAGS: usize = 20;
@@ -822,13 +817,16 @@ fn validate_block_device_mappings(bdms: &[BlockDeviceMapping], path: &str, errs:
             {
                 errs.push(format!("{p}.ebs.volumeSize"), format!("{size} is not a valid EBS volume size (1G to 64T)"));
             }
-            if let Some(rate) = ebs.volume_initialization_rate
-                && !(100..=300).contains(&rate)
-            {
-                errs.push(
-                    format!("{p}.ebs.volumeInitializationRate"),
-                    format!("must be between 100 and 300, got {rate}"),
-                );
+            if let Some(rate) = ebs.volume_initialization_rate {
+                if !(100..=300).contains(&rate) {
+                    errs.push(
+                        format!("{p}.ebs.volumeInitializationRate"),
+                        format!("must be between 100 and 300, got {rate}"),
+                    );
+                }
+                if ebs.snapshot_id.as_deref().is_none_or(str::is_empty) {
+                    errs.push(format!("{p}.ebs"), "snapshotID must be set when volumeInitializationRate is set");
+                }
             }
         }
     }
@@ -852,7 +850,7 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
             (true, false) => errs.push(&p, "expected at least one, got none, ['tags', 'id']"),
             (false, true) => errs.push(
                 format!("{p}.id"),
-                "'id' is mutually exclusive, cannot be set with a combination of other fields in subnetSelectorTerms",
+                "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term",
             ),
             _ => {}
         }
@@ -878,13 +876,13 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
             if t.id.is_some() {
                 errs.push(
                     format!("{p}.id"),
-                    "'id' is mutually exclusive, cannot be set with a combination of other fields in securityGroupSelectorTerms",
+                    "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term",
                 );
             }
             if t.name.is_some() {
                 errs.push(
                     format!("{p}.name"),
-                    "'name' is mutually exclusive, cannot be set with a combination of other fields in securityGroupSelectorTerms",
+                    "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term",
                 );
             }
         }
@@ -898,14 +896,19 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
     }
     for (i, t) in s.capacity_reservation_selector_terms.iter().enumerate() {
         let p = format!("spec.capacityReservationSelectorTerms[{i}]");
-        if t.tags.is_empty() && t.id.is_none() {
-            errs.push(&p, "expected at least one, got none, ['tags', 'id']");
+        if t.tags.is_empty() && t.id.is_none() && t.instance_match_criteria.is_none() {
+            errs.push(&p, "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']");
         }
-        if t.id.is_some() && (!t.tags.is_empty() || t.owner_id.is_some()) {
+        if t.id.is_some() && (!t.tags.is_empty() || t.owner_id.is_some() || t.instance_match_criteria.is_some()) {
             errs.push(
                 format!("{p}.id"),
-                "'id' is mutually exclusive, cannot be set with a combination of other fields in capacityReservationSelectorTerms",
+                "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term",
             );
+        }
+        if let Some(c) = &t.instance_match_criteria
+            && !matches!(c.as_str(), "open" | "targeted")
+        {
+            errs.push(format!("{p}.instanceMatchCriteria"), format!("{c:?} is not one of ['open','targeted']"));
         }
         if let Some(owner) = &t.owner_id
             && !(owner.len() == 12 && owner.bytes().all(|b| b.is_ascii_digit()))
@@ -981,6 +984,11 @@ pub fn validate_ec2_node_class(nc: &EC2NodeClass) -> Vec<FieldError> {
         }
     }
 
+    if let Some(n) = s.ip_prefix_count
+        && n < 0
+    {
+        errs.push("spec.ipPrefixCount", format!("must be 0 or more, got {n}"));
+    }
     if let Some(k) = &s.kubelet {
         validate_kubelet(k, "spec.kubelet", &mut errs);
     }

@@ -400,6 +400,9 @@ spec:
   capacityReservationSelectorTerms:
     - {id: cr-0abc}
     - {tags: {team: a}, ownerID: '123456789012'}
+    - {instanceMatchCriteria: open}
+  ipPrefixCount: 2
+  enclaveOptions: {enabled: true}
   associatePublicIPAddress: false
   instanceProfile: KarpenterInstanceProfile
   userData: |
@@ -421,9 +424,9 @@ spec:
   blockDeviceMappings:
     - deviceName: /dev/xvda
       rootVolume: true
-      ebs: {volumeSize: 100Gi, volumeType: gp3, iops: 3000, throughput: 125, encrypted: true, deleteOnTermination: true, volumeInitializationRate: 200}
+      ebs: {volumeSize: 100Gi, volumeType: gp3, iops: 3000, throughput: 125, encrypted: true, deleteOnTermination: true}
     - deviceName: /dev/xvdb
-      ebs: {snapshotID: snap-0abc}
+      ebs: {snapshotID: snap-0abc, volumeInitializationRate: 200}
   instanceStorePolicy: RAID0
   detailedMonitoring: true
   metadataOptions: {httpEndpoint: enabled, httpProtocolIPv6: enabled, httpPutResponseHopLimit: 2, httpTokens: optional}
