@@ -3,6 +3,7 @@
 //!
 //! This crate does no I/O.
 
+pub mod budget;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod labels;
