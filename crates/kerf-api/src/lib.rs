@@ -6,6 +6,7 @@
 pub mod budget;
 pub mod duration;
 pub mod ec2nodeclass;
+pub mod hash;
 pub mod labels;
 pub mod manifest;
 pub mod nodeclaim;
