@@ -197,4 +197,14 @@ impl NodePool {
     pub fn weight(&self) -> i32 {
         self.spec.weight.unwrap_or(0)
     }
+
+    /// A static pool keeps `replicas` nodes whatever the pods need (no consolidation).
+    pub fn is_static(&self) -> bool {
+        self.spec.replicas.is_some()
+    }
+
+    /// The `nodes` limit (an upper bound on the pool's node count), if any.
+    pub fn node_limit(&self) -> Option<i64> {
+        self.spec.limits.as_ref().and_then(|l| l.0.get(crate::resources::NODES)).map(|q| q.value_ceil())
+    }
 }

@@ -11,6 +11,8 @@ use crate::quantity::Quantity;
 pub const CPU: &str = "cpu";
 pub const MEMORY: &str = "memory";
 pub const PODS: &str = "pods";
+/// The NodePool limit on the node count (`limits.nodes`).
+pub const NODES: &str = "nodes";
 pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
 pub const AMD_GPU: &str = "amd.com/gpu";

@@ -51,6 +51,8 @@ fn nodepool_defaults_are_karpenters() {
     assert_eq!(d.budgets, vec![Budget { nodes: "10%".into(), schedule: None, duration: None, reasons: None }]);
     assert_eq!(np.spec.weight, None);
     assert_eq!(np.spec.replicas, None);
+    assert!(!np.is_static());
+    assert_eq!(np.node_limit(), None);
     assert!(validation::validate_node_pool(&np).is_empty());
 }
 
@@ -221,6 +223,8 @@ fn a_static_nodepool_may_limit_only_nodes() {
     let y = MINIMAL_NODEPOOL.to_string() + "  replicas: 3\n  limits: {nodes: '5'}\n";
     let np: NodePool = manifest::decode(&doc(&y)).unwrap();
     assert!(validation::validate_node_pool(&np).is_empty());
+    assert!(np.is_static());
+    assert_eq!(np.node_limit(), Some(5));
     let y = MINIMAL_NODEPOOL.to_string() + "  replicas: 0\n";
     let np: NodePool = manifest::decode(&doc(&y)).unwrap();
     assert!(validation::validate_node_pool(&np).is_empty(), "replicas 0 without limits is valid");
