@@ -71,11 +71,9 @@ fn registered_node(node: &Node, claim: &NodeClaim) -> Node {
             controller: None,
         });
     }
-    let sync_taints = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .is_none_or(|a| a.get(labels::DO_NOT_SYNC_TAINTS).map(String::as_str) != Some("true"));
+    // A node labelled do-not-sync-taints keeps the taints it registered with.
+    let sync_taints = node.metadata.labels.as_ref().and_then(|l| l.get(labels::DO_NOT_SYNC_TAINTS)).map(String::as_str)
+        != Some("true");
     let spec = node.spec.get_or_insert_with(Default::default);
     let mut taints: Vec<Taint> = spec
         .taints

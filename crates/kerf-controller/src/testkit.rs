@@ -545,27 +545,44 @@ impl Harness {
     }
 }
 
-/// Runs `f` with log lines captured (fmt format, no ANSI, no time); returns them.
-pub fn capture_logs(f: impl FnOnce()) -> String {
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+thread_local! {
+    static LOG_BUFFER: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Writes into the current thread's capture buffer, if one is open; otherwise discards.
+struct ThreadBuffer;
+
+impl std::io::Write for ThreadBuffer {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        LOG_BUFFER.with(|buf| {
+            if let Some(v) = buf.borrow_mut().as_mut() {
+                v.extend_from_slice(b);
+            }
+        });
+        Ok(b.len())
     }
-    let buf = Buf::default();
-    let writer = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .without_time()
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    tracing::subscriber::with_default(subscriber, f);
-    String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `f` with the log lines it emits on this thread captured (fmt format, no ANSI, no time).
+///
+/// One process-wide subscriber writes to per-thread buffers: a thread-local subscriber would
+/// race with tests on other threads over tracing's per-callsite interest cache.
+pub fn capture_logs(f: impl FnOnce()) -> String {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| ThreadBuffer)
+            .with_ansi(false)
+            .without_time()
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber in tests");
+    });
+    LOG_BUFFER.with(|buf| *buf.borrow_mut() = Some(Vec::new()));
+    f();
+    let bytes = LOG_BUFFER.with(|buf| buf.borrow_mut().take()).unwrap_or_default();
+    String::from_utf8(bytes).unwrap()
 }

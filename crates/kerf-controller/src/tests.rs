@@ -504,3 +504,23 @@ fn deleting_a_nodepool_deletes_its_nodeclaims_and_instances() {
     assert_eq!(left, vec!["other-bbbbb"]);
     assert_eq!(h.cloud.running(), 1);
 }
+
+#[test]
+fn a_node_labelled_do_not_sync_taints_keeps_its_own_taints_but_loses_the_unregistered_one() {
+    let mut h = Harness::new(small_and_large());
+    let mut c = claim("default-aaaaa", vec![]);
+    c.spec.taints = vec![Taint::new("dedicated", Some("blue"), TaintEffect::NoSchedule)];
+    h.api.put(c);
+    h.settle();
+    let mut node = kubelet_joins(&h.api, "default-aaaaa", "n1", false);
+    node.metadata.labels.as_mut().unwrap().insert(labels::DO_NOT_SYNC_TAINTS.into(), "true".into());
+    node.spec.as_mut().unwrap().taints = Some(vec![
+        Taint::new("own", None, TaintEffect::NoSchedule).to_core(),
+        Taint::new(labels::UNREGISTERED_TAINT_KEY, None, TaintEffect::NoExecute).to_core(),
+    ]);
+    h.api.put(node);
+    h.settle();
+    let node: Node = h.api.one(None, "n1").unwrap();
+    assert_eq!(node_taint_keys(&node), vec!["own"]);
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").unwrap().is_condition_true(CONDITION_REGISTERED));
+}
