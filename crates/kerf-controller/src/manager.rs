@@ -124,13 +124,18 @@ impl Pass {
         self.wake_at(t);
     }
 
-    /// Turns a write that lost a race into a retry; any other API error is fatal.
+    /// Turns a write that lost a race into a retry, and a write the API server rejected into an
+    /// error log (retrying it unchanged cannot help); any other API error is fatal.
     pub fn soft<T>(&mut self, what: &str, r: Result<T, ApiError>) -> Result<Option<T>, ControllerError> {
         match r {
             Ok(v) => Ok(Some(v)),
             Err(e @ (ApiError::Conflict { .. } | ApiError::NotFound { .. } | ApiError::AlreadyExists { .. })) => {
                 tracing::debug!(error = %e, "{what}: retrying");
                 self.wake_after(RETRY_AFTER);
+                Ok(None)
+            }
+            Err(e @ ApiError::Invalid { .. }) => {
+                tracing::error!(error = %e, "{what} failed");
                 Ok(None)
             }
             Err(e) => Err(e.into()),

@@ -13,7 +13,7 @@ use kerf_scheduling::{
     ExistingNode, InstanceType, NewNodeClaim, NodePoolInput, Requirements, SchedulingInput, SchedulingResult,
 };
 
-use crate::api::{ClusterApi, EventRecord, Object};
+use crate::api::{ApiError, ClusterApi, EventRecord, Object};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
@@ -401,7 +401,30 @@ impl<P: CloudProvider> Manager<P> {
         for new in &result.new_node_claims {
             let Some(pool) = self.state.node_pool(&new.node_pool).cloned() else { continue };
             let claim = self.new_claim(&pool, new);
-            let Some(created) = pass.soft("creating nodeclaim", api.create(claim).await)? else {
+            let created = match api.create(claim).await {
+                Err(ApiError::Invalid { message, .. }) => {
+                    // Retrying the same claim cannot help: tell its pods why they stay pending.
+                    tracing::error!(NodePool = %new.node_pool, error = %message, "failed creating nodeclaim");
+                    for &i in &new.pods {
+                        if let Some((key, _)) = pending.get(i) {
+                            api.record_event(EventRecord {
+                                kind: "Pod",
+                                name: pod_name(key),
+                                type_: "Warning",
+                                reason: "FailedScheduling".to_string(),
+                                message: format!(
+                                    "NodePool {}: the NodeClaim for this pod was rejected: {message}",
+                                    new.node_pool
+                                ),
+                            })
+                            .await;
+                        }
+                    }
+                    continue;
+                }
+                other => other,
+            };
+            let Some(created) = pass.soft("creating nodeclaim", created)? else {
                 // Its pods stay pending and already seen: make the next pass try them again.
                 self.batch.dirty = true;
                 continue;

@@ -337,3 +337,21 @@ fn a_nomination_ends_a_batch_window_after_its_claim_initializes() {
     assert_eq!(h.claims().len(), 1);
     assert!(h.events("FailedScheduling").is_empty());
 }
+
+#[test]
+fn a_rejected_nodeclaim_tells_its_pods_why_and_does_not_stop_the_controllers() {
+    let mut h = Harness::new(small_and_large());
+    h.api.reject_creates::<NodeClaim>("spec.requirements: too many values");
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "1"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert!(h.claims().is_empty());
+    let failed = h.events("FailedScheduling");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].name, "default/a");
+    assert_eq!(
+        failed[0].message,
+        "NodePool default: the NodeClaim for this pod was rejected: spec.requirements: too many values"
+    );
+}

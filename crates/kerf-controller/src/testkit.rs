@@ -47,6 +47,8 @@ struct ApiInner {
     recorded: Vec<EventRecord>,
     now: Option<Timestamp>,
     writes: usize,
+    /// When set, creating an object of this kind fails validation with this message.
+    reject_creates: Option<(&'static str, String)>,
 }
 
 /// A minimal API server: uids, resourceVersions, conflicts, finalizers, deletionTimestamp.
@@ -66,6 +68,10 @@ impl FakeApi {
 
     pub fn recorded(&self) -> Vec<EventRecord> {
         self.inner.lock().unwrap().recorded.clone()
+    }
+
+    pub fn reject_creates<K: Object>(&self, message: &str) {
+        self.inner.lock().unwrap().reject_creates = Some((K::KIND, message.to_string()));
     }
 
     pub fn writes(&self) -> usize {
@@ -164,6 +170,12 @@ impl ClusterApi for FakeApi {
         {
             let mut inner = self.inner.lock().unwrap();
             inner.writes += 1;
+            if let Some((kind, message)) = &inner.reject_creates
+                && *kind == K::KIND
+            {
+                let name = obj.meta().name.clone().unwrap_or_default();
+                return Err(ApiError::Invalid { kind: K::KIND, name, message: message.clone() });
+            }
             if inner.objects.contains_key(&key_of(K::KIND, obj.meta())) {
                 return Err(ApiError::AlreadyExists {
                     kind: K::KIND,
