@@ -4,6 +4,17 @@
 //!
 //! [`Manager`] runs them: feed it every watch event with [`Manager::observe`], then call
 //! [`Manager::reconcile`] with the current time; it answers when it must run again.
+//!
+//! One reconcile runs, in order:
+//! 1. NodeClaims of deleted NodePools are deleted; NodePools with `spec.replicas` get exactly
+//!    that many NodeClaims.
+//! 2. The provisioner: pods kube-scheduler marked unschedulable are batched (a window closes
+//!    after `batch_idle` without new pods or `batch_max` in total), scheduled against existing
+//!    nodes, in-flight NodeClaims and NodePools, and NodeClaims are created; pods placed on
+//!    in-flight claims are nominated (a `Nominated` event) and not provisioned again while the
+//!    claim launches; pods that fit nowhere get a `FailedScheduling` event saying why.
+//! 3. The NodeClaim lifecycle: launch, registration, initialization, liveness, removal.
+//! 4. NodePool status: resources, node count, Ready.
 
 pub mod api;
 mod lifecycle;

@@ -36,7 +36,9 @@ impl<P: CloudProvider> Manager<P> {
             .cloned()
             .collect();
         for pool in pools {
-            let want = pool.spec.replicas.unwrap_or(0).max(0) as usize;
+            // `limits.nodes`, when set, caps the replicas.
+            let cap = pool.spec.limits.as_ref().and_then(|l| l.0.get("nodes")).map(|q| q.value_ceil());
+            let want = pool.spec.replicas.unwrap_or(0).min(cap.unwrap_or(i64::MAX)).max(0) as usize;
             let live: Vec<&NodeClaim> =
                 self.state.claims_of_pool(pool.name()).filter(|c| c.metadata.deletion_timestamp.is_none()).collect();
             let have = live.len();

@@ -524,3 +524,14 @@ fn a_node_labelled_do_not_sync_taints_keeps_its_own_taints_but_loses_the_unregis
     assert_eq!(node_taint_keys(&node), vec!["own"]);
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").unwrap().is_condition_true(CONDITION_REGISTERED));
 }
+
+#[test]
+fn a_static_pools_node_limit_caps_its_replicas() {
+    let mut h = Harness::new(small_and_large());
+    let mut pool = node_pool("fixed");
+    pool.spec.replicas = Some(5);
+    pool.spec.limits = Some(res(&[("nodes", "2")]));
+    h.api.put(pool);
+    h.settle();
+    assert_eq!(h.claims().len(), 2);
+}
