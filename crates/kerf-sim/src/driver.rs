@@ -106,6 +106,10 @@ pub struct Simulation<P: SimCloud> {
     /// Force a controller pass on the next round (a step changed something directly).
     kick: bool,
     deferred_scheduling: bool,
+    /// Run the kubelet on the next round whatever happened (a step touched instances).
+    kick_kubelet: bool,
+    /// (computed at, fleet $/h, stale).
+    price_cache: Option<(Timestamp, f64, bool)>,
     timeline: Vec<Sample>,
     cost: f64,
     disruptions: Vec<Disruption>,
@@ -138,6 +142,8 @@ impl<P: SimCloud> Simulation<P> {
             kubelet_wake: None,
             kick: true,
             deferred_scheduling: false,
+            kick_kubelet: true,
+            price_cache: None,
             timeline: Vec::new(),
             cost: 0.0,
             disruptions: Vec::new(),
@@ -228,6 +234,10 @@ impl<P: SimCloud> Simulation<P> {
                     return Err(fail(format!("interrupt {node}"), format!("no instance {pid}")));
                 }
                 self.kick = true;
+                self.kick_kubelet = true;
+                if let Some(c) = self.price_cache.as_mut() {
+                    c.2 = true;
+                }
             }
         }
         self.settle(now)
@@ -319,8 +329,15 @@ impl<P: SimCloud> Simulation<P> {
             || self.kubelet_wake.is_some_and(|t| t <= now)
     }
 
-    fn fleet_price(&self) -> f64 {
-        self.manager.cloud().sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum()
+    /// The fleet's $/h now. Instances change only when claims do (launch, delete) or when a
+    /// reclaim after an interruption falls due, so the sum is cached between those.
+    fn fleet_price(&mut self) -> f64 {
+        let now = self.clock.now();
+        if self.price_cache.is_none_or(|(at, _, stale)| stale || self.kubelet_wake.is_some_and(|w| w > at && w <= now)) {
+            let p = self.manager.cloud().sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum();
+            self.price_cache = Some((now, p, false));
+        }
+        self.price_cache.map_or(0.0, |(_, p, _)| p)
     }
 
     fn advance_to(&mut self, t: Timestamp) {
@@ -380,9 +397,19 @@ impl<P: SimCloud> Simulation<P> {
                 self.scheduler.pin(pod, node);
             }
         }
-        if !events.is_empty() || self.kubelet_wake.is_some_and(|t| t <= now) {
+        let claims_changed = events.iter().any(|e| {
+            matches!(e, WatchEvent::Applied(AnyObject::NodeClaim(_)) | WatchEvent::Deleted(AnyObject::NodeClaim(_)))
+        });
+        if claims_changed && let Some(c) = self.price_cache.as_mut() {
+            c.2 = true;
+        }
+        if claims_changed || self.kick_kubelet || self.kubelet_wake.is_some_and(|t| t <= now) {
+            self.kick_kubelet = false;
             let instances = self.manager.cloud().sim_instances();
             self.kubelet_wake = self.kubelet.run(&instances, &self.world, &self.cluster, now);
+            if let Some(c) = self.price_cache.as_mut() {
+                c.2 = true;
+            }
         }
         // kube-scheduler acts on an up-to-date view: when this round's writes (new daemon pods,
         // node updates) have not been delivered yet, wait one round so that, e.g., a daemon pod

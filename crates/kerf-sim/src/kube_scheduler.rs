@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::{ResourceList, Taint};
 use kerf_cloud::Timestamp;
-use kerf_scheduling::{ClusterView, ExistingNode, pod_requests};
+use kerf_scheduling::{ClusterView, ExistingNode, PreparedPod, pod_requests};
 
 use crate::cluster::SimCluster;
 use crate::world::{World, node_ready};
@@ -98,14 +98,18 @@ pub fn existing_node(node: &Node, pods: Vec<Arc<Pod>>) -> ExistingNode {
     }
 }
 
-/// How many feasible nodes kube-scheduler looks for before scoring (percentageOfNodesToScore's
-/// adaptive default: 50% minus 1% per 125 nodes, at least 5%, at least 100 nodes).
+/// kube-scheduler's `percentageOfNodesToScore` as the stand-in runs it: 10%, a common setting
+/// for large clusters (the adaptive default would score up to 50% of nodes).
+const PERCENTAGE_OF_NODES_TO_SCORE: usize = 10;
+/// kube-scheduler never looks for fewer feasible nodes than this.
+const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+
+/// How many feasible nodes kube-scheduler looks for before it stops filtering and scores.
 fn feasible_to_find(nodes: usize) -> usize {
-    if nodes < 100 {
+    if nodes < MIN_FEASIBLE_NODES_TO_FIND {
         return nodes;
     }
-    let pct = (50 - (nodes as i64) / 125).max(5) as usize;
-    (nodes * pct / 100).max(100)
+    (nodes * PERCENTAGE_OF_NODES_TO_SCORE / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
 }
 
 impl KubeScheduler {
@@ -199,12 +203,17 @@ impl KubeScheduler {
         // Pods of one owner share a spec: once one fails in this pass, the rest wait too.
         let mut failed_owners: BTreeMap<String, String> = BTreeMap::new();
         let mut parked_inter_pod = Vec::new();
+        // The filters' pre-computed state depends on other pods only through spread, pod
+        // affinity and existing pods' anti-affinity: pods of one owner without the first two
+        // share it until a pod with required anti-affinity is bound.
+        let mut shared: BTreeMap<String, (PreparedPod<'_>, u64)> = BTreeMap::new();
+        let mut anti_epoch: u64 = 0;
         for (prio, seq, key) in queue {
             let Some(entry) = world.pods.get(&key) else { continue };
             if entry.node().is_some() {
                 continue;
             }
-            let pod = entry.pod.clone();
+            let pod: &Pod = &entry.pod;
             let owner = pod
                 .metadata
                 .owner_references
@@ -217,12 +226,24 @@ impl KubeScheduler {
                 && let Some(msg) = failed_owners.get(o)
             {
                 let msg = msg.clone();
-                self.park(cluster, &key, &pod, prio, seq, msg, now);
+                self.park(cluster, &key, pod, prio, seq, msg, now);
                 continue;
             }
-            match self.place(&view, &pod, pinned.as_deref()) {
+            let reusable = pinned.is_none() && !has_inter_pod_constraints(pod);
+            let cached = match (&owner, reusable) {
+                (Some(o), true) => shared.get(o).filter(|(_, e)| *e == anti_epoch).map(|(p, _)| p.clone()),
+                _ => None,
+            };
+            let prepared = cached.unwrap_or_else(|| view.view.prepare(pod));
+            if reusable && let Some(o) = &owner {
+                shared.insert(o.clone(), (prepared.clone(), anti_epoch));
+            }
+            match self.place(&view, pod, &prepared, pinned.as_deref()) {
                 Ok(idx) => {
-                    if let Some(b) = bind(cluster, &pod, &view.names[idx], world, now) {
+                    if let Some(b) = bind(cluster, pod, &view.names[idx], world, now) {
+                        if kerf_scheduling::pod::has_required_anti_affinity(pod) {
+                            anti_epoch += 1;
+                        }
                         view.view.add_pod(idx, Arc::new(b));
                         self.just_bound.insert(key.clone());
                         self.messages.remove(&key);
@@ -235,10 +256,10 @@ impl KubeScheduler {
                     {
                         failed_owners.insert(o, msg.clone());
                     }
-                    if has_inter_pod_constraints(&pod) {
+                    if has_inter_pod_constraints(pod) {
                         parked_inter_pod.push(key.clone());
                     }
-                    self.park(cluster, &key, &pod, prio, seq, msg, now);
+                    self.park(cluster, &key, pod, prio, seq, msg, now);
                 }
             }
         }
@@ -285,18 +306,17 @@ impl KubeScheduler {
     }
 
     /// Filters then scores; the chosen node's index, or kube-scheduler's message.
-    fn place(&mut self, v: &View, pod: &Pod, pinned: Option<&str>) -> Result<usize, String> {
+    fn place(&mut self, v: &View, pod: &Pod, prepared: &PreparedPod<'_>, pinned: Option<&str>) -> Result<usize, String> {
         let total = v.names.len();
         if total == 0 {
             return Err("0/0 nodes are available: no nodes available to schedule pods.".to_string());
         }
-        let prepared = v.view.prepare(pod);
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         let mut feasible = Vec::new();
         if let Some(node) = pinned {
             // A DaemonSet pod may only go to its node; every other node fails node affinity.
             match v.index.get(node) {
-                Some(&idx) => match v.view.check_prepared(&prepared, idx) {
+                Some(&idx) => match v.view.check_prepared(prepared, idx) {
                     Ok(()) => feasible.push(idx),
                     Err(u) => *reasons.entry(u.reason).or_default() += 1,
                 },
@@ -313,7 +333,7 @@ impl KubeScheduler {
             for i in 0..total {
                 let idx = (start + i) % total;
                 visited += 1;
-                match v.view.check_prepared(&prepared, idx) {
+                match v.view.check_prepared(prepared, idx) {
                     Ok(()) => {
                         feasible.push(idx);
                         if feasible.len() >= want {
