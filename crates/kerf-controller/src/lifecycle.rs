@@ -177,7 +177,12 @@ impl<P: CloudProvider> Manager<P> {
             self.state.record(updated.clone().into_any());
             claim = updated;
         }
-        match self.cloud.create(&claim).await {
+        // An instance launched on an earlier pass whose status write was lost is not launched twice.
+        let launched = match self.unrecorded_launches.remove(&name) {
+            Some(launched) => Ok(launched),
+            None => self.cloud.create(&claim).await,
+        };
+        match launched {
             Ok(launched) => self.record_launch(api, pass, claim, launched).await,
             Err(CloudError::InsufficientCapacity(msg)) => {
                 tracing::error!(NodeClaim = %name, error = %format!("insufficient capacity: {msg}"), "failed launching nodeclaim");
@@ -224,13 +229,17 @@ impl<P: CloudProvider> Manager<P> {
         mut claim: NodeClaim,
         launched: NodeClaim,
     ) -> Result<(), ControllerError> {
+        let name = claim.name().to_string();
         let before = claim.metadata.labels.clone();
         let claim_labels = claim.metadata.labels.get_or_insert_with(Default::default);
         for (k, v) in launched.metadata.labels.iter().flatten() {
             claim_labels.insert(k.clone(), v.clone());
         }
         if claim.metadata.labels != before {
-            let Some(updated) = pass.soft("labelling nodeclaim", api.update(claim).await)? else { return Ok(()) };
+            let Some(updated) = pass.soft("labelling nodeclaim", api.update(claim).await)? else {
+                self.unrecorded_launches.insert(name, launched);
+                return Ok(());
+            };
             claim = updated;
         }
         let mut status: NodeClaimStatus = launched.status.clone().unwrap_or_default();
@@ -239,6 +248,7 @@ impl<P: CloudProvider> Manager<P> {
         status.conditions = conds;
         claim.status = Some(status);
         let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? else {
+            self.unrecorded_launches.insert(name, launched);
             return Ok(());
         };
         let l = updated.metadata.labels.clone().unwrap_or_default();
@@ -370,8 +380,12 @@ impl<P: CloudProvider> Manager<P> {
                 pass.soft("deleting node", api.delete::<Node>(None, &node_name).await)?;
             }
         }
-        if claim.provider_id().is_some() {
-            match self.cloud.delete(&claim).await {
+        let instance = match self.unrecorded_launches.remove(&name) {
+            Some(launched) => Some(launched),
+            None => claim.provider_id().is_some().then(|| claim.clone()),
+        };
+        if let Some(instance) = instance {
+            match self.cloud.delete(&instance).await {
                 Ok(()) | Err(CloudError::NotFound(_)) => {}
                 Err(e) => {
                     tracing::error!(NodeClaim = %name, error = %e, "failed terminating instance");

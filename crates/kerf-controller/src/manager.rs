@@ -161,6 +161,8 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) deleted_pools: BTreeSet<String>,
     /// A claim or pool changed since NodePool status was last written.
     pub(crate) pool_status_stale: bool,
+    /// Instances launched whose claim could not be written yet (the write lost a race).
+    pub(crate) unrecorded_launches: BTreeMap<String, kerf_api::NodeClaim>,
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -177,6 +179,7 @@ impl<P: CloudProvider> Manager<P> {
             pool_errors: BTreeMap::new(),
             deleted_pools: BTreeSet::new(),
             pool_status_stale: true,
+            unrecorded_launches: BTreeMap::new(),
         }
     }
 

@@ -49,6 +49,8 @@ struct ApiInner {
     writes: usize,
     /// When set, creating an object of this kind fails validation with this message.
     reject_creates: Option<(&'static str, String)>,
+    /// Errors for the next updates (update or update_status), in order.
+    fail_writes: Vec<ApiError>,
 }
 
 /// A minimal API server: uids, resourceVersions, conflicts, finalizers, deletionTimestamp.
@@ -72,6 +74,10 @@ impl FakeApi {
 
     pub fn reject_creates<K: Object>(&self, message: &str) {
         self.inner.lock().unwrap().reject_creates = Some((K::KIND, message.to_string()));
+    }
+
+    pub fn fail_next_write(&self, e: ApiError) {
+        self.inner.lock().unwrap().fail_writes.push(e);
     }
 
     pub fn writes(&self) -> usize {
@@ -133,6 +139,9 @@ impl FakeApi {
     fn write<K: Object>(&self, obj: K) -> Result<K, ApiError> {
         let mut inner = self.inner.lock().unwrap();
         inner.writes += 1;
+        if !inner.fail_writes.is_empty() {
+            return Err(inner.fail_writes.remove(0));
+        }
         let key = key_of(K::KIND, obj.meta());
         let Some(cur) = inner.objects.get(&key) else {
             return Err(ApiError::NotFound { kind: K::KIND, name: key.2 });

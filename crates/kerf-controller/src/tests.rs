@@ -535,3 +535,20 @@ fn a_static_pools_node_limit_caps_its_replicas() {
     h.settle();
     assert_eq!(h.claims().len(), 2);
 }
+
+#[test]
+fn a_launch_whose_status_write_is_lost_is_recorded_later_without_a_second_instance() {
+    let mut h = Harness::new(small_and_large());
+    let mut c = claim("default-aaaaa", vec![]);
+    c.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
+    h.api.put(c);
+    h.api.put(node_pool("default"));
+    // The write of the launched instance's labels loses a race; the pool status write that
+    // follows makes the controllers run again at once.
+    h.api.fail_next_write(crate::ApiError::Conflict { kind: "NodeClaim", name: "default-aaaaa".into() });
+    h.settle();
+    assert_eq!(h.cloud.launched(), 1, "no second instance");
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.is_condition_true(CONDITION_LAUNCHED));
+    assert_eq!(c.provider_id(), Some("fake:///test-zone-a/i-0001"));
+}
