@@ -66,6 +66,24 @@ impl<P: CloudProvider> Manager<P> {
                     pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
                 }
             }
+            // For the log: the types a claim of this pool may become, cheapest first.
+            let types = if have < want {
+                match self.cloud.instance_types(&pool, self.state.node_class_for(&pool)).await {
+                    Ok(types) => {
+                        let reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
+                        let mut allowed: Vec<(f64, String)> = types
+                            .iter()
+                            .filter(|t| reqs.iter().all(|(k, r)| t.labels.get(k).is_none_or(|v| r.matches(Some(v)))))
+                            .filter_map(|t| t.cheapest_available().map(|o| (o.price, t.name.clone())))
+                            .collect();
+                        allowed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+                        allowed.into_iter().map(|(_, n)| n).collect()
+                    }
+                    Err(_) => Vec::new(),
+                }
+            } else {
+                Vec::new()
+            };
             for _ in have..want {
                 let mut reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
                 reqs.add(labels::NODE_POOL, kerf_scheduling::Requirement::new(Operator::In, &[pool.name()]));
@@ -83,7 +101,7 @@ impl<P: CloudProvider> Manager<P> {
                     NodePool = %pool.name(),
                     NodeClaim = %created.name(),
                     requests = %ResourceList::new(),
-                    "instance-types" = %first_five(&[]),
+                    "instance-types" = %first_five(&types),
                     replicas = want,
                     "created nodeclaim"
                 );

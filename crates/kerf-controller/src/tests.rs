@@ -552,3 +552,17 @@ fn a_launch_whose_status_write_is_lost_is_recorded_later_without_a_second_instan
     assert!(c.is_condition_true(CONDITION_LAUNCHED));
     assert_eq!(c.provider_id(), Some("fake:///test-zone-a/i-0001"));
 }
+
+#[test]
+fn static_pool_claims_log_the_types_they_may_become() {
+    let logs = capture_logs(|| {
+        let mut h = Harness::new(small_and_large());
+        let mut pool = node_pool("fixed");
+        pool.spec.replicas = Some(1);
+        h.api.put(pool);
+        h.settle();
+    });
+    let created = logs.lines().find(|l| l.contains("created nodeclaim")).expect("created line");
+    assert!(created.contains("NodePool=fixed") && created.contains("instance-types=small, large"), "{created}");
+    assert!(created.contains("replicas=1"), "{created}");
+}
