@@ -163,8 +163,9 @@ struct Pool {
     /// Flat: type × resource.
     alloc: Vec<i64>,
     capacity: Vec<i64>,
-    /// Componentwise largest capacity over the types.
+    /// Componentwise largest capacity and allocatable over the types.
     max_capacity: Vec<i64>,
+    max_alloc: Vec<i64>,
     /// Keys some instance type labels (plus zone and capacity type from offerings).
     type_keys: BTreeSet<String>,
     daemon_overhead: Vec<i64>,
@@ -370,9 +371,28 @@ impl<'a> Scheduler<'a> {
     fn new(input: &'a SchedulingInput) -> Self {
         // Resource names of the whole pass.
         let mut names: BTreeSet<String> = [CPU, MEMORY, PODS].iter().map(|s| s.to_string()).collect();
-        let requests: Vec<ResourceList> = input.pods.iter().map(|p| pod::pod_requests(p)).collect();
-        for r in &requests {
-            names.extend(r.iter().map(|(k, _)| k.clone()));
+        // Pods with only regular containers take a fast path (no intermediate lists).
+        let simple = |p: &Pod| {
+            p.spec
+                .as_ref()
+                .is_some_and(|s| s.init_containers.as_ref().is_none_or(Vec::is_empty) && s.overhead.is_none())
+        };
+        let requests: Vec<Option<ResourceList>> =
+            input.pods.iter().map(|p| if simple(p) { None } else { Some(pod::pod_requests(p)) }).collect();
+        for (p, r) in input.pods.iter().zip(&requests) {
+            match r {
+                Some(r) => names.extend(r.iter().map(|(k, _)| k.clone())),
+                None => {
+                    for c in p.spec.iter().flat_map(|s| &s.containers) {
+                        let Some(res) = &c.resources else { continue };
+                        for k in res.requests.iter().flatten().chain(res.limits.iter().flatten()).map(|(k, _)| k) {
+                            if !names.contains(k) {
+                                names.insert(k.clone());
+                            }
+                        }
+                    }
+                }
+            }
         }
         for p in &input.node_pools {
             for t in &p.instance_types {
@@ -388,7 +408,31 @@ impl<'a> Scheduler<'a> {
         let names: Vec<String> = names.into_iter().collect();
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let res = Resources { names, index };
-        let pod_requests: Vec<Vec<i64>> = requests.iter().map(|r| res.dense(r)).collect();
+        let pods_index = res.index[PODS];
+        let pod_requests: Vec<Vec<i64>> = input
+            .pods
+            .iter()
+            .zip(&requests)
+            .map(|(p, r)| match r {
+                Some(r) => res.dense(r),
+                None => {
+                    let mut v = vec![0i64; res.names.len()];
+                    for c in p.spec.iter().flat_map(|s| &s.containers) {
+                        let Some(rr) = &c.resources else { continue };
+                        let requests = rr.requests.as_ref();
+                        let limits_only =
+                            rr.limits.iter().flatten().filter(|(k, _)| requests.is_none_or(|r| !r.contains_key(*k)));
+                        for (k, q) in requests.into_iter().flatten().chain(limits_only) {
+                            if let (Some(i), Ok(q)) = (res.index.get(k), Quantity::parse(&q.0)) {
+                                v[*i] += to_units(k, &q);
+                            }
+                        }
+                    }
+                    v[pods_index] = 1;
+                    v
+                }
+            })
+            .collect();
         let mut min_request = vec![i64::MAX; res.names.len()];
         for r in &pod_requests {
             for (m, v) in min_request.iter_mut().zip(r) {
@@ -527,6 +571,12 @@ impl<'a> Scheduler<'a> {
                     *m = (*m).max(*v);
                 }
             }
+            let mut max_alloc = vec![0i64; nres];
+            for chunk in alloc.chunks(nres.max(1)) {
+                for (m, v) in max_alloc.iter_mut().zip(chunk) {
+                    *m = (*m).max(*v);
+                }
+            }
             let limited = np.spec.limits.is_some();
             let mut remaining = vec![i64::MAX; self.res.names.len()];
             let mut nodes_remaining = i64::MAX;
@@ -556,6 +606,7 @@ impl<'a> Scheduler<'a> {
                 alloc,
                 capacity,
                 max_capacity,
+                max_alloc,
                 type_keys,
                 daemon_overhead,
                 remaining,
@@ -1545,11 +1596,11 @@ impl<'a> Scheduler<'a> {
     }
 
     /// The limit reservation of claim `c` if its candidates were `types`: the largest capacity.
-    fn reservation(&self, pool: usize, types: &Bits) -> Vec<i64> {
+    fn reservation(&self, pool: usize, types: &Bits, requests: &[i64]) -> Vec<i64> {
         let p = &self.pools[pool];
         let n = self.res.names.len();
         let mut r = vec![0i64; n];
-        for i in types.iter() {
+        for i in types.iter().filter(|i| type_fits(requests, &p.alloc[i * n..(i + 1) * n])) {
             for (k, v) in r.iter_mut().zip(&p.capacity[i * n..(i + 1) * n]) {
                 *k = (*k).max(*v);
             }
@@ -1566,7 +1617,7 @@ impl<'a> Scheduler<'a> {
 
     fn within_limits(&self, c: usize, types: &Bits, total: &[i64]) -> bool {
         let pool = self.claims[c].pool;
-        let new = self.reservation(pool, &self.fitting(pool, types, total));
+        let new = self.reservation(pool, types, total);
         let p = &self.pools[pool];
         new.iter()
             .zip(&self.claims[c].reserved)
@@ -1581,6 +1632,9 @@ impl<'a> Scheduler<'a> {
         }
         // Drop the cheapest candidates that no longer fit (requests only grow, so they never
         // will again); the rest are checked when needed, and in full when the claim is output.
+        // A looser bound is fine for a quick reject: recompute only when topology or requirements
+        // narrowed the candidates, not when pruning dropped the too-small ones.
+        let narrowed = plan.types != self.claims[c].types;
         let mut types = plan.types;
         while let Some(i) = types.first() {
             let n = self.res.names.len();
@@ -1589,7 +1643,7 @@ impl<'a> Scheduler<'a> {
             }
             types.clear(i);
         }
-        if types != self.claims[c].types {
+        if narrowed {
             self.claims[c].max_alloc = self.max_alloc(pool, &types);
         }
         self.claims[c].types = types;
@@ -1672,7 +1726,8 @@ impl<'a> Scheduler<'a> {
         }
         let c = self.claims.len();
         let hostname = self.values.id(&format!("{}-claim-{}", self.pools[p].name, c));
-        let max_alloc = self.max_alloc(p, &candidates);
+        let max_alloc =
+            if self.pools[p].limited { self.max_alloc(p, &candidates) } else { self.pools[p].max_alloc.clone() };
         self.claims.push(Claim {
             pool: p,
             req: pool_req,
@@ -1689,8 +1744,7 @@ impl<'a> Scheduler<'a> {
             Ok(plan) if !self.limits_matter(p) || self.within_limits(c, &plan.types, &total) => {
                 self.pools[p].nodes_remaining -= 1;
                 if self.pools[p].limited {
-                    let fit = self.fitting(p, &plan.types, &total);
-                    let reserve = self.reservation(p, &fit);
+                    let reserve = self.reservation(p, &plan.types, &total);
                     for (rem, v) in self.pools[p].remaining.iter_mut().zip(&reserve) {
                         if *rem != i64::MAX {
                             *rem -= v;

@@ -29,6 +29,9 @@ struct SchedulingArgs {
     /// Seed of the workload generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run the pass this many times on the same input and report the median time.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -47,10 +50,22 @@ fn scheduling(a: SchedulingArgs) -> anyhow::Result<ExitCode> {
     if a.instance_types == 0 {
         return Err(anyhow::Error::new(crate::BadInput("--instance-types: must be at least 1".into())));
     }
+    if a.runs == 0 {
+        return Err(anyhow::Error::new(crate::BadInput("--runs: must be at least 1".into())));
+    }
     let input = workload(a.pods, a.instance_types, a.seed);
-    let start = Instant::now();
-    let result = kerf_scheduling::schedule(&input);
-    let seconds = start.elapsed().as_secs_f64();
+    let mut times = Vec::with_capacity(a.runs);
+    let mut result = None;
+    for _ in 0..a.runs {
+        let start = Instant::now();
+        let r = kerf_scheduling::schedule(&input);
+        times.push(start.elapsed().as_secs_f64());
+        // Dropped outside the timed region.
+        result = Some(r);
+    }
+    let result = result.unwrap_or_default();
+    times.sort_by(f64::total_cmp);
+    let seconds = times[times.len() / 2];
     let scheduled: usize = result.placements.len() + result.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>();
     let claims = result.new_node_claims.len();
     let cost = claims_cost(&result);
@@ -65,13 +80,18 @@ fn scheduling(a: SchedulingArgs) -> anyhow::Result<ExitCode> {
             "nodeClaims": claims,
             "costPerHour": (cost * 1e6).round() / 1e6,
             "seconds": seconds,
+            "runs": a.runs,
             "podsPerSecond": pods_per_second.round(),
         });
         println!("{out}");
     } else {
         println!(
-            "scheduled {scheduled}/{} pods against {} instance types in {:.3}s: {:.0} pods/s, {claims} node claims, ${cost:.2}/h",
-            a.pods, a.instance_types, seconds, pods_per_second
+            "scheduled {scheduled}/{} pods against {} instance types in {:.3}s{}: {:.0} pods/s, {claims} node claims, ${cost:.2}/h",
+            a.pods,
+            a.instance_types,
+            seconds,
+            if a.runs > 1 { format!(" (median of {} runs)", a.runs) } else { String::new() },
+            pods_per_second
         );
         if let Some((pod, err)) = result.errors.first() {
             println!("first unschedulable pod #{pod}: {}", err.message);
