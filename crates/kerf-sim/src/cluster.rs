@@ -67,9 +67,7 @@ fn copy_status(into: &mut AnyObject, from: &AnyObject) {
         (AnyObject::EC2NodeClass(a), AnyObject::EC2NodeClass(b)) => a.status.clone_from(&b.status),
         (AnyObject::DaemonSet(a), AnyObject::DaemonSet(b)) => a.status.clone_from(&b.status),
         (AnyObject::PodDisruptionBudget(a), AnyObject::PodDisruptionBudget(b)) => a.status.clone_from(&b.status),
-        (AnyObject::PersistentVolumeClaim(a), AnyObject::PersistentVolumeClaim(b)) => {
-            a.status.clone_from(&b.status)
-        }
+        (AnyObject::PersistentVolumeClaim(a), AnyObject::PersistentVolumeClaim(b)) => a.status.clone_from(&b.status),
         (AnyObject::PersistentVolume(a), AnyObject::PersistentVolume(b)) => a.status.clone_from(&b.status),
         _ => {}
     }
@@ -248,7 +246,8 @@ impl SimCluster {
         inner.resource_version += 1;
         let rv = inner.resource_version.to_string();
         meta_mut(&mut next).resource_version = Some(rv);
-        let done = next.meta().deletion_timestamp.is_some() && next.meta().finalizers.as_ref().is_none_or(Vec::is_empty);
+        let done =
+            next.meta().deletion_timestamp.is_some() && next.meta().finalizers.as_ref().is_none_or(Vec::is_empty);
         if done {
             if let Some(s) = inner.stores.get_mut(kind) {
                 s.remove(&key);
@@ -334,7 +333,9 @@ impl SimCluster {
                 let Some(sel) = spec.selector.as_ref() else { continue };
                 let selected: Vec<&Pod> = pods
                     .iter()
-                    .filter(|p| selector::label_selector_matches(sel, p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())))
+                    .filter(|p| {
+                        selector::label_selector_matches(sel, p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+                    })
                     .collect();
                 let expected = selected.len() as i64;
                 let healthy = selected.iter().filter(|p| pod_is_healthy(p)).count() as i64;
@@ -381,10 +382,7 @@ fn admit_priority(pod: &mut Pod) {
 fn pod_is_healthy(pod: &Pod) -> bool {
     let Some(status) = pod.status.as_ref() else { return false };
     status.phase.as_deref() == Some("Running")
-        && status
-            .conditions
-            .as_ref()
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        && status.conditions.as_ref().is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// An int-or-percent scaled against `total`, rounding percentages up when `round_up`.

@@ -253,9 +253,7 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::DaemonSet(o) => upsert::<DaemonSet>(&self.cluster, (**o).clone()),
             ManifestObject::Pod(o) => upsert::<Pod>(&self.cluster, (**o).clone()),
             ManifestObject::PodDisruptionBudget(o) => upsert::<PodDisruptionBudget>(&self.cluster, (**o).clone()),
-            ManifestObject::PersistentVolumeClaim(o) => {
-                upsert::<PersistentVolumeClaim>(&self.cluster, (**o).clone())
-            }
+            ManifestObject::PersistentVolumeClaim(o) => upsert::<PersistentVolumeClaim>(&self.cluster, (**o).clone()),
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
             ManifestObject::Deployment(d) => {
                 self.workloads.apply_deployment((**d).clone());
@@ -333,7 +331,8 @@ impl<P: SimCloud> Simulation<P> {
     /// reclaim after an interruption falls due, so the sum is cached between those.
     fn fleet_price(&mut self) -> f64 {
         let now = self.clock.now();
-        if self.price_cache.is_none_or(|(at, _, stale)| stale || self.kubelet_wake.is_some_and(|w| w > at && w <= now)) {
+        if self.price_cache.is_none_or(|(at, _, stale)| stale || self.kubelet_wake.is_some_and(|w| w > at && w <= now))
+        {
             let p = self.manager.cloud().sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum();
             self.price_cache = Some((now, p, false));
         }
@@ -483,11 +482,10 @@ impl<P: SimCloud> Simulation<P> {
                     .find(|(_, n)| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
                     .map(|(k, _)| k.clone())
             });
-            let at = self
-                .clock
-                .now()
-                .as_millisecond()
-                .min(claim.metadata.deletion_timestamp.as_ref().map_or(now.as_millisecond(), |t| t.0.as_millisecond()));
+            let at =
+                self.clock.now().as_millisecond().min(
+                    claim.metadata.deletion_timestamp.as_ref().map_or(now.as_millisecond(), |t| t.0.as_millisecond()),
+                );
             self.disruptions.push(Disruption {
                 at_seconds: Seconds((at - ManualClock::EPOCH_MILLIS) as f64 / 1000.0),
                 node_claim: name,
@@ -527,7 +525,9 @@ impl<P: SimCloud> Simulation<P> {
                 .and_then(|s| s.allocatable.as_ref())
                 .into_iter()
                 .flatten()
-                .map(|(k, q)| (k.clone(), kerf_api::Quantity::parse(&q.0).map_or_else(|_| q.0.clone(), |q| q.canonical())))
+                .map(|(k, q)| {
+                    (k.clone(), kerf_api::Quantity::parse(&q.0).map_or_else(|_| q.0.clone(), |q| q.canonical()))
+                })
                 .collect();
             nodes.push(NodeReport {
                 name: name.clone(),
@@ -599,11 +599,11 @@ impl<P: SimCloud> Simulation<P> {
         }
         let mut timeline = self.timeline.clone();
         let end = self.elapsed();
-        if timeline.last().is_none_or(|s| s.seconds < end) {
-            if let Some(mut last) = timeline.last().copied() {
-                last.seconds = end;
-                timeline.push(last);
-            }
+        if let Some(mut last) = timeline.last().copied()
+            && last.seconds < end
+        {
+            last.seconds = end;
+            timeline.push(last);
         }
         let cost_per_hour = instances.iter().filter(|i| !i.terminated).map(|i| i.price).sum::<f64>();
         Report {

@@ -306,7 +306,13 @@ impl KubeScheduler {
     }
 
     /// Filters then scores; the chosen node's index, or kube-scheduler's message.
-    fn place(&mut self, v: &View, pod: &Pod, prepared: &PreparedPod<'_>, pinned: Option<&str>) -> Result<usize, String> {
+    fn place(
+        &mut self,
+        v: &View,
+        pod: &Pod,
+        prepared: &PreparedPod<'_>,
+        pinned: Option<&str>,
+    ) -> Result<usize, String> {
         let total = v.names.len();
         if total == 0 {
             return Err("0/0 nodes are available: no nodes available to schedule pods.".to_string());
@@ -315,12 +321,11 @@ impl KubeScheduler {
         let mut feasible = Vec::new();
         if let Some(node) = pinned {
             // A DaemonSet pod may only go to its node; every other node fails node affinity.
-            match v.index.get(node) {
-                Some(&idx) => match v.view.check_prepared(prepared, idx) {
+            if let Some(&idx) = v.index.get(node) {
+                match v.view.check_prepared(prepared, idx) {
                     Ok(()) => feasible.push(idx),
                     Err(u) => *reasons.entry(u.reason).or_default() += 1,
-                },
-                None => {}
+                }
             }
             let others = total - usize::from(v.index.contains_key(node));
             if others > 0 {
@@ -355,13 +360,15 @@ impl KubeScheduler {
         }
         let requests = pod_requests(pod);
         let prefs = has_preferences(pod)
-            || feasible.iter().any(|i| {
-                v.view.nodes()[*i].taints.iter().any(|t| t.effect == kerf_api::TaintEffect::PreferNoSchedule)
-            });
-        let raw_pref: Vec<i64> =
-            if prefs { feasible.iter().map(|i| v.view.preference_score(pod, *i)).collect() } else { vec![0; feasible.len()] };
-        let (pmin, pmax) =
-            (raw_pref.iter().copied().min().unwrap_or(0), raw_pref.iter().copied().max().unwrap_or(0));
+            || feasible
+                .iter()
+                .any(|i| v.view.nodes()[*i].taints.iter().any(|t| t.effect == kerf_api::TaintEffect::PreferNoSchedule));
+        let raw_pref: Vec<i64> = if prefs {
+            feasible.iter().map(|i| v.view.preference_score(pod, *i)).collect()
+        } else {
+            vec![0; feasible.len()]
+        };
+        let (pmin, pmax) = (raw_pref.iter().copied().min().unwrap_or(0), raw_pref.iter().copied().max().unwrap_or(0));
         let mut best: Option<(i64, &str, usize)> = None;
         for (j, &idx) in feasible.iter().enumerate() {
             let n = &v.view.nodes()[idx];

@@ -89,7 +89,13 @@ impl Kubelet {
 
     /// Registers Nodes for instances that are up, lifts due startup taints, marks Nodes of
     /// terminated instances NotReady. Returns the next time it has something to do.
-    pub fn run(&mut self, instances: &[Instance], world: &World, cluster: &SimCluster, now: Timestamp) -> Option<Timestamp> {
+    pub fn run(
+        &mut self,
+        instances: &[Instance],
+        world: &World,
+        cluster: &SimCluster,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
         let mut next: Option<Timestamp> = None;
         let mut wake = |t: Timestamp| next = Some(next.map_or(t, |n: Timestamp| n.min(t)));
         for inst in instances {
@@ -147,7 +153,8 @@ impl Kubelet {
             taints.extend(claim.spec.startup_taints.iter().cloned());
             taints.push(Taint::new(labels::UNREGISTERED_TAINT_KEY, None, TaintEffect::NoExecute));
             let status = claim.status.clone().unwrap_or_default();
-            let allocatable = if status.allocatable.is_empty() { status.capacity.clone() } else { status.allocatable.clone() };
+            let allocatable =
+                if status.allocatable.is_empty() { status.capacity.clone() } else { status.allocatable.clone() };
             let node = Node {
                 metadata: ObjectMeta {
                     name: Some(inst.node_name.clone()),
@@ -170,10 +177,9 @@ impl Kubelet {
                 Ok(_) => {
                     self.registered.insert(inst.provider_id.clone(), inst.node_name.clone());
                     if !claim.spec.startup_taints.is_empty() {
-                        let at = Timestamp::from_millisecond(
-                            now.as_millisecond() + STARTUP_TAINT_DELAY.as_millis() as i64,
-                        )
-                        .unwrap_or(now);
+                        let at =
+                            Timestamp::from_millisecond(now.as_millisecond() + STARTUP_TAINT_DELAY.as_millis() as i64)
+                                .unwrap_or(now);
                         self.startup_lifts.push((at, inst.node_name.clone(), claim.spec.startup_taints.clone()));
                     }
                 }

@@ -116,7 +116,9 @@ impl Report {
             s.nodes, s.node_claims_launched, s.node_claims_terminated
         );
         // Group nodes by pool / instance type / zone / capacity type.
-        let mut groups: BTreeMap<(String, String, String, String), (usize, f64, usize)> = BTreeMap::new();
+        // (pool, instance type, zone, capacity type) -> (nodes, $/h, pods)
+        type Group = (String, String, String, String);
+        let mut groups: BTreeMap<Group, (usize, f64, usize)> = BTreeMap::new();
         for n in &self.nodes {
             let g = groups
                 .entry((
@@ -151,7 +153,8 @@ impl Report {
         let _ = writeln!(out, "Pods: {} ({} running, {} pending)", s.pods, s.pods_running, s.pods_pending);
         let mut owners: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for p in &self.pods {
-            let o = owners.entry(if p.owner.is_empty() { "(bare pods)".to_string() } else { p.owner.clone() }).or_default();
+            let o =
+                owners.entry(if p.owner.is_empty() { "(bare pods)".to_string() } else { p.owner.clone() }).or_default();
             if p.phase == "Running" {
                 o.0 += 1;
             } else {
@@ -180,13 +183,7 @@ impl Report {
                 if pods.len() == 1 {
                     let _ = writeln!(out, "  {}/{}: {reason}", first.namespace, first.name);
                 } else {
-                    let _ = writeln!(
-                        out,
-                        "  {}/{} and {} more: {reason}",
-                        first.namespace,
-                        first.name,
-                        pods.len() - 1
-                    );
+                    let _ = writeln!(out, "  {}/{} and {} more: {reason}", first.namespace, first.name, pods.len() - 1);
                 }
             }
         }
@@ -292,7 +289,9 @@ table{{border-collapse:collapse;margin:1em 0}}td,th{{border-bottom:1px solid #dd
             out.push_str("</table>\n");
         }
         if !self.disruptions.is_empty() {
-            out.push_str("<h2>Disruptions</h2>\n<table><tr><th>at</th><th>NodeClaim</th><th>node</th><th>reason</th></tr>\n");
+            out.push_str(
+                "<h2>Disruptions</h2>\n<table><tr><th>at</th><th>NodeClaim</th><th>node</th><th>reason</th></tr>\n",
+            );
             for d in &self.disruptions {
                 let _ = writeln!(
                     out,
@@ -381,7 +380,7 @@ fn chart(out: &mut String, title: &str, ts: &[f64], ys: &[f64], end: f64, color:
 <line x1=\"{L}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#999\"/><line x1=\"{L}\" y1=\"8\" x2=\"{L}\" y2=\"{b}\" stroke=\"#999\"/>\
 <text x=\"{lx}\" y=\"14\" font-size=\"11\" text-anchor=\"end\">{top}</text><text x=\"{lx}\" y=\"{b}\" font-size=\"11\" text-anchor=\"end\">0</text>\
 <text x=\"{L}\" y=\"{tb}\" font-size=\"11\">0s</text><text x=\"{r}\" y=\"{tb}\" font-size=\"11\" text-anchor=\"end\">{endl}</text>\
-<path d=\"{path}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/></svg></figure>\n",
+<path d=\"{path}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/></svg></figure>",
         title = esc(title),
         b = H - B,
         r = W - 8.0,
@@ -390,6 +389,7 @@ fn chart(out: &mut String, title: &str, ts: &[f64], ys: &[f64], end: f64, color:
         top = fmt_v(max_y),
         endl = human_secs(max_t),
     );
+    out.push('\n');
 }
 
 #[cfg(test)]

@@ -130,10 +130,9 @@ fn fields<'v>(
             return Err(ctx.err(path, format!("keys must be strings, found {}", type_name(k))));
         };
         if !allowed.contains(&k.as_str()) {
-            return Err(ctx.err(
-                join(path, k),
-                format!("unknown field `{k}` (expected one of: {})", allowed.join(", ")),
-            ));
+            return Err(
+                ctx.err(join(path, k), format!("unknown field `{k}` (expected one of: {})", allowed.join(", ")))
+            );
         }
         out.insert(k.clone(), val);
     }
@@ -182,15 +181,11 @@ fn duration(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Duration, ScenarioEr
     let s = match v {
         Value::String(s) => s.clone(),
         other => {
-            return Err(ctx.err(
-                path,
-                format!("expected a duration such as `90s`, `2m` or `1h30m`, found {}", type_name(other)),
-            ));
+            return Err(ctx
+                .err(path, format!("expected a duration such as `90s`, `2m` or `1h30m`, found {}", type_name(other))));
         }
     };
-    GoDuration::parse(&s)
-        .map(|d| d.as_duration())
-        .map_err(|e| ctx.err(path, e.to_string()))
+    GoDuration::parse(&s).map(|d| d.as_duration()).map_err(|e| ctx.err(path, e.to_string()))
 }
 
 /// Loads and checks a scenario file and every manifest it applies.
@@ -245,8 +240,9 @@ fn parse_cloud(ctx: &Ctx<'_>, v: Option<&Value>) -> Result<kerf_cloud::sim::SimC
         None | Some(Value::Null) => Value::Mapping(Mapping::new()),
         Some(v) => v.clone(),
     };
-    let config: kerf_cloud::sim::SimConfig = kerf_api::manifest::decode(&v)
-        .map_err(|e| ctx.err(if e.path.is_empty() { "cloud".to_string() } else { format!("cloud.{}", e.path) }, e.message))?;
+    let config: kerf_cloud::sim::SimConfig = kerf_api::manifest::decode(&v).map_err(|e| {
+        ctx.err(if e.path.is_empty() { "cloud".to_string() } else { format!("cloud.{}", e.path) }, e.message)
+    })?;
     config.validate().map_err(|e| {
         ctx.err(if e.field.is_empty() { "cloud".to_string() } else { format!("cloud.{}", e.field) }, e.problem)
     })?;
@@ -275,14 +271,19 @@ fn parse_node(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<UnmanagedNode, Sce
     let cap = string_map(ctx, &cap_path, required(ctx, path, &f, "capacity")?)?;
     let mut capacity = ResourceList::new();
     for (k, q) in cap {
-        let parsed = Quantity::parse(&q)
-            .map_err(|e| ctx.err(join(&cap_path, &k), format!("invalid quantity {q:?}: {e}")))?;
+        let parsed =
+            Quantity::parse(&q).map_err(|e| ctx.err(join(&cap_path, &k), format!("invalid quantity {q:?}: {e}")))?;
         capacity.set(k, parsed);
     }
     Ok(UnmanagedNode { name, labels, taints, capacity })
 }
 
-fn parse_ref(ctx: &Ctx<'_>, path: &str, v: &Value, extra: &[&str]) -> Result<(ObjectRef, BTreeMap<String, Value>), ScenarioError> {
+fn parse_ref(
+    ctx: &Ctx<'_>,
+    path: &str,
+    v: &Value,
+    extra: &[&str],
+) -> Result<(ObjectRef, BTreeMap<String, Value>), ScenarioError> {
     let mut allowed = vec!["kind", "name", "namespace"];
     allowed.extend_from_slice(extra);
     let f = fields(ctx, path, v, &allowed)?;
@@ -312,29 +313,35 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
         "scale" => {
             let (target, rest) = parse_ref(ctx, &p, body, &["replicas"])?;
             if target.kind != "Deployment" {
-                return Err(ctx.err(join(&p, "kind"), format!("cannot scale kind {:?}; only Deployment scales", target.kind)));
+                return Err(
+                    ctx.err(join(&p, "kind"), format!("cannot scale kind {:?}; only Deployment scales", target.kind))
+                );
             }
             let Some(r) = rest.get("replicas") else {
                 return Err(ctx.err(join(&p, "replicas"), "required field is missing"));
             };
-            let replicas = r
-                .as_i64()
-                .and_then(|r| i32::try_from(r).ok())
-                .filter(|r| *r >= 0)
-                .ok_or_else(|| ctx.err(join(&p, "replicas"), format!("expected a non-negative integer, found {}", type_name(r))))?;
+            let replicas = r.as_i64().and_then(|r| i32::try_from(r).ok()).filter(|r| *r >= 0).ok_or_else(|| {
+                ctx.err(join(&p, "replicas"), format!("expected a non-negative integer, found {}", type_name(r)))
+            })?;
             Ok(Step::Scale { target, replicas })
         }
         "rollout" => {
             let (target, _) = parse_ref(ctx, &p, body, &[])?;
             if target.kind != "Deployment" {
-                return Err(ctx.err(join(&p, "kind"), format!("cannot roll out kind {:?}; only Deployment rolls out", target.kind)));
+                return Err(ctx.err(
+                    join(&p, "kind"),
+                    format!("cannot roll out kind {:?}; only Deployment rolls out", target.kind),
+                ));
             }
             Ok(Step::Rollout(target))
         }
         "delete" => {
             let (target, _) = parse_ref(ctx, &p, body, &[])?;
             if !APPLY_KINDS.split(", ").any(|k| k == target.kind) {
-                return Err(ctx.err(join(&p, "kind"), format!("unknown kind {:?} (expected one of: {APPLY_KINDS})", target.kind)));
+                return Err(ctx.err(
+                    join(&p, "kind"),
+                    format!("unknown kind {:?} (expected one of: {APPLY_KINDS})", target.kind),
+                ));
             }
             Ok(Step::Delete(target))
         }
@@ -388,12 +395,7 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
         return Err(ctx.err(at, format!("expected an object, found {}", type_name(v))));
     };
     let kind = m.get("kind").and_then(Value::as_str).unwrap_or("");
-    let name = m
-        .get("metadata")
-        .and_then(|md| md.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let name = m.get("metadata").and_then(|md| md.get("name")).and_then(Value::as_str).unwrap_or("").to_string();
     let label = if name.is_empty() { format!("{at} ({kind})") } else { format!("{at} ({kind}/{name})") };
     if kind.is_empty() {
         return Err(ctx.err(format!("{at}: kind"), "required field is missing"));
@@ -429,7 +431,9 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
         "PersistentVolumeClaim" => ManifestObject::PersistentVolumeClaim(Box::new(typed(ctx, &label, v)?)),
         "StorageClass" => ManifestObject::StorageClass(Box::new(typed(ctx, &label, v)?)),
         other => {
-            return Err(ctx.err(format!("{at}: kind"), format!("unknown kind {other:?} (expected one of: {APPLY_KINDS})")));
+            return Err(
+                ctx.err(format!("{at}: kind"), format!("unknown kind {other:?} (expected one of: {APPLY_KINDS})"))
+            );
         }
     };
     let needs_name = match &object {
@@ -496,7 +500,10 @@ fn check_pod_spec(ctx: &Ctx<'_>, label: &str, at: &str, spec: Option<&PodSpec>) 
             for (what, list) in [("requests", &res.requests), ("limits", &res.limits)] {
                 for (k, q) in list.iter().flatten() {
                     Quantity::parse(&q.0).map_err(|e| {
-                        ctx.err(format!("{label}: {at}.{group}[{i}].resources.{what}.{k}"), format!("invalid quantity {:?}: {e}", q.0))
+                        ctx.err(
+                            format!("{label}: {at}.{group}[{i}].resources.{what}.{k}"),
+                            format!("invalid quantity {:?}: {e}", q.0),
+                        )
                     })?;
                 }
             }

@@ -183,10 +183,8 @@ impl Workloads {
     }
 
     fn available(&self, rs: &ReplicaSetState) -> i32 {
-        rs.pods
-            .iter()
-            .filter(|p| self.pods.get(&key(&rs.namespace, p)).is_some_and(|(_, s)| s.available))
-            .count() as i32
+        rs.pods.iter().filter(|p| self.pods.get(&key(&rs.namespace, p)).is_some_and(|(_, s)| s.available)).count()
+            as i32
     }
 
     fn reconcile_deployment(&mut self, cluster: &SimCluster, dk: &str) {

@@ -28,8 +28,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let scenario = kerf_sim::scenario::load(&args.scenario)
-        .map_err(|e| anyhow::Error::new(crate::BadInput(e.to_string())))?;
+    let scenario =
+        kerf_sim::scenario::load(&args.scenario).map_err(|e| anyhow::Error::new(crate::BadInput(e.to_string())))?;
     let report = kerf_sim::driver::run_scenario(&scenario).map_err(|e| match e {
         // A cloud section the simulated provider rejects is bad input like any other field.
         kerf_sim::SimError::Step { step: 0, ref what, ref problem } if what.starts_with("cloud") => {

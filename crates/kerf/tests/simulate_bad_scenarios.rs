@@ -97,5 +97,8 @@ fn invalid_manifest_exits_2_naming_object_field_and_problem() {
         "name: x\nsteps:\n  - apply:\n      - apiVersion: v1\n        kind: Pod\n        metadata: {name: p}\n        spec:\n          \
          containers:\n            - name: c\n              image: i\n              resources: {requests: {cpu: lots}}\n",
     );
-    assert_bad(&s, &["u.yaml", "steps[0].apply[0] (Pod/p)", "spec.containers[0].resources.requests.cpu", "invalid quantity"]);
+    assert_bad(
+        &s,
+        &["u.yaml", "steps[0].apply[0] (Pod/p)", "spec.containers[0].resources.requests.cpu", "invalid quantity"],
+    );
 }

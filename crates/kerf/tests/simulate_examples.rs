@@ -126,7 +126,8 @@ fn zone_and_hostname_spread_runs_all_twenty_pods_across_three_zones() {
     let hmax = per_host.values().max().unwrap();
     let hmin = per_host.values().min().unwrap();
     assert!(hmax - hmin <= 2, "hostname skew within 2: {per_host:?}");
-    let node_zones: BTreeSet<&str> = r["nodes"].as_array().unwrap().iter().map(|n| n["zone"].as_str().unwrap()).collect();
+    let node_zones: BTreeSet<&str> =
+        r["nodes"].as_array().unwrap().iter().map(|n| n["zone"].as_str().unwrap()).collect();
     assert_eq!(node_zones.len(), 3);
 }
 
@@ -143,10 +144,8 @@ fn daemonset_added_later_is_pending_on_full_nodes_and_fits_on_nodes_launched_aft
         let n = p["node"].as_str().unwrap();
         assert!(!n.starts_with("fargate-"), "{n}");
     }
-    let on_new_nodes = running
-        .iter()
-        .filter(|p| node(&r, p["node"].as_str().unwrap())["nodePool"] == "karpenter-default")
-        .count();
+    let on_new_nodes =
+        running.iter().filter(|p| node(&r, p["node"].as_str().unwrap())["nodePool"] == "karpenter-default").count();
     assert_eq!(running.len(), 4, "{fluent:#?}");
     assert_eq!(on_new_nodes, 2);
     assert_eq!(pending.len(), 2);
