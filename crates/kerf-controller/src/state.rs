@@ -343,3 +343,91 @@ impl ClusterState {
         total
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Object;
+    use k8s_openapi::api::core::v1::{NodeSpec, PodSpec};
+
+    fn pod(name: &str, node: Option<&str>, rv: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec { node_name: node.map(str::to_string), ..Default::default() }),
+            status: None,
+        }
+    }
+
+    fn node(name: &str, provider_id: &str) -> Node {
+        Node {
+            metadata: ObjectMeta { name: Some(name.into()), resource_version: Some("1".into()), ..Default::default() },
+            spec: Some(NodeSpec { provider_id: Some(provider_id.into()), ..Default::default() }),
+            status: None,
+        }
+    }
+
+    fn names<'a>(it: impl Iterator<Item = &'a Arc<Pod>>) -> Vec<String> {
+        it.map(|p| p.metadata.name.clone().unwrap_or_default()).collect()
+    }
+
+    #[test]
+    fn pods_are_indexed_by_node_and_move_when_rebound() {
+        let mut s = ClusterState::new();
+        s.apply(&WatchEvent::Applied(pod("a", None, "1").into_any()));
+        s.apply(&WatchEvent::Applied(pod("b", Some("n1"), "2").into_any()));
+        assert_eq!(s.unbound_pods().map(|(k, _)| k.1.clone()).collect::<Vec<_>>(), vec!["a"]);
+        assert_eq!(names(s.pods_on_node("n1")), vec!["b"]);
+        s.apply(&WatchEvent::Applied(pod("a", Some("n1"), "3").into_any()));
+        assert_eq!(s.unbound_pods().count(), 0);
+        assert_eq!(names(s.pods_on_node("n1")), vec!["a", "b"]);
+        s.apply(&WatchEvent::Deleted(pod("b", Some("n1"), "4").into_any()));
+        assert_eq!(names(s.pods_on_node("n1")), vec!["a"]);
+        assert_eq!(s.pods().len(), 1);
+    }
+
+    #[test]
+    fn an_event_older_than_the_recorded_object_is_ignored() {
+        let mut s = ClusterState::new();
+        s.record(pod("a", Some("n1"), "5").into_any());
+        s.apply(&WatchEvent::Applied(pod("a", None, "4").into_any()));
+        assert_eq!(names(s.pods_on_node("n1")), vec!["a"]);
+        assert_eq!(s.unbound_pods().count(), 0);
+    }
+
+    #[test]
+    fn provider_ids_link_claims_and_nodes() {
+        let mut s = ClusterState::new();
+        let claim = NodeClaim {
+            api_version: String::new(),
+            kind: String::new(),
+            metadata: ObjectMeta {
+                name: Some("c1".into()),
+                labels: Some([(labels::NODE_POOL.to_string(), "p".to_string())].into()),
+                ..Default::default()
+            },
+            spec: serde_json::from_value(serde_json::json!({
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+            }))
+            .unwrap(),
+            status: Some(kerf_api::nodeclaim::NodeClaimStatus {
+                provider_id: Some("aws:///z/i-1".into()),
+                capacity: [("cpu".to_string(), kerf_api::Quantity::from_units(4))].into_iter().collect(),
+                ..Default::default()
+            }),
+        };
+        s.apply(&WatchEvent::Applied(claim.clone().into_any()));
+        s.apply(&WatchEvent::Applied(node("n1", "aws:///z/i-1").into_any()));
+        assert_eq!(s.claim_for_node(s.node("n1").unwrap()).map(|c| c.name()), Some("c1"));
+        assert_eq!(s.node_for_claim(&claim).and_then(|n| n.metadata.name.as_deref()), Some("n1"));
+        let usage = s.pool_usage("p", |_| ResourceList::new());
+        assert_eq!(usage.get("cpu"), kerf_api::Quantity::from_units(4));
+        assert_eq!(usage.get("nodes"), kerf_api::Quantity::from_units(1));
+        s.apply(&WatchEvent::Deleted(node("n1", "aws:///z/i-1").into_any()));
+        assert!(s.node_for_claim(&claim).is_none());
+    }
+}
