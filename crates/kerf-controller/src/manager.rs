@@ -45,6 +45,8 @@ pub enum ControllerError {
 
 /// How long to wait before retrying a write that lost a race (conflict, not found).
 pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How long pods that fit nowhere wait before the provisioner tries them again unprompted.
+pub(crate) const UNSCHEDULABLE_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// How long to wait before retrying a launch that failed for a reason other than capacity.
 pub(crate) const LAUNCH_RETRY_AFTER: Duration = Duration::from_secs(10);
 
@@ -62,6 +64,9 @@ pub(crate) struct Batch {
     pub dirty: bool,
     /// (pod generation, nomination generation) when `seen` was last brought up to date.
     pub observed: Option<(u64, u64)>,
+    /// When to try pods that fit nowhere again, even if nothing visible changed (offerings
+    /// marked unavailable come back; the cloud's view is not in the watch).
+    pub retry_at: Option<Timestamp>,
 }
 
 /// Pods nominated to in-flight NodeClaims, indexed both ways.

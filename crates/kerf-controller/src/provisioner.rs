@@ -175,7 +175,16 @@ impl<P: CloudProvider> Manager<P> {
             self.batch.started = None;
             self.batch.last_trigger = None;
             self.batch.dirty = false;
+            self.batch.retry_at = None;
             return Ok(());
+        }
+        if let Some(retry) = self.batch.retry_at {
+            if pass.now >= retry {
+                self.batch.retry_at = None;
+                self.batch.dirty = true;
+            } else {
+                pass.wake_at(retry);
+            }
         }
         if has_new || self.batch.dirty {
             self.batch.dirty = false;
@@ -446,6 +455,11 @@ impl<P: CloudProvider> Manager<P> {
             }
         }
 
+        self.batch.retry_at =
+            (!result.errors.is_empty()).then(|| util::after(pass.now, crate::manager::UNSCHEDULABLE_RETRY_AFTER));
+        if let Some(retry) = self.batch.retry_at {
+            pass.wake_at(retry);
+        }
         for (i, err) in &result.errors {
             let Some((key, _)) = pending.get(*i) else { continue };
             tracing::info!(pod = %pod_name(key), reason = %err.reason, "could not schedule pod: {}", err.message);

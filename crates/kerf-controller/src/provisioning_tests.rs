@@ -355,3 +355,25 @@ fn a_rejected_nodeclaim_tells_its_pods_why_and_does_not_stop_the_controllers() {
         "NodePool default: the NodeClaim for this pod was rejected: spec.requirements: too many values"
     );
 }
+
+#[test]
+fn pods_that_fit_nowhere_are_tried_again_a_minute_later() {
+    let cloud = small_and_large();
+    cloud.all_unavailable(true);
+    let mut h = Harness::new(cloud.clone());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "1"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert!(h.claims().is_empty());
+    assert_eq!(h.events("FailedScheduling").len(), 1);
+    assert_eq!(h.last_wake, Some(at(61)));
+
+    // The capacity comes back; nothing in the cluster changes, the retry finds it.
+    cloud.all_unavailable(false);
+    h.advance_to(at(61));
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 1);
+    assert_eq!(h.events("FailedScheduling").len(), 1);
+    assert_eq!(h.mgr.nominations().len(), 1);
+}

@@ -295,6 +295,17 @@ impl FakeCloud {
         self.inner.lock().unwrap().no_capacity.insert((it.into(), zone.into(), ct.into()));
     }
 
+    /// Marks every offering of every type unavailable (true) or available again (false).
+    pub fn all_unavailable(&self, unavailable: bool) {
+        let mut inner = self.inner.lock().unwrap();
+        let all: Vec<_> = inner
+            .types
+            .iter()
+            .flat_map(|t| t.offerings.iter().map(|o| (t.name.clone(), o.zone.clone(), o.capacity_type.clone())))
+            .collect();
+        if unavailable { inner.unavailable.extend(all) } else { inner.unavailable.clear() }
+    }
+
     pub fn fail_next(&self, e: CloudError) {
         self.inner.lock().unwrap().fail_next.push(e);
     }
