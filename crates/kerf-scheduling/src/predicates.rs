@@ -313,7 +313,7 @@ impl ClusterView {
                 n.labels.get(&t.topology_key).is_some_and(|v| counts.get(v).is_some_and(|c| *c > 0))
             });
             let none_anywhere = p.affinity_counts.iter().all(BTreeMap::is_empty);
-            if !pods_exist && !(none_anywhere && p.matches_own_affinity) {
+            if !(pods_exist || (none_anywhere && p.matches_own_affinity)) {
                 return Err(Unfit::new(POD_AFFINITY));
             }
         }

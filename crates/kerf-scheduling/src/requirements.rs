@@ -146,6 +146,11 @@ impl Requirement {
         if self.complement { usize::MAX } else { self.values.len() }
     }
 
+    /// No value allowed (same as [`has_no_values`](Self::has_no_values)).
+    pub fn is_empty(&self) -> bool {
+        self.has_no_values()
+    }
+
     /// No value allowed (absence may still be allowed: DoesNotExist).
     pub fn has_no_values(&self) -> bool {
         !self.complement && self.values.is_empty()

@@ -1151,8 +1151,8 @@ impl<'a> Scheduler<'a> {
         let mut orders: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
         for c in 0..self.claims.len() {
             let key = (self.claims[c].pool, self.claims[c].req);
-            if !orders.contains_key(&key) {
-                orders.insert(key, self.price_order(key.0, key.1));
+            if let std::collections::hash_map::Entry::Vacant(e) = orders.entry(key) {
+                e.insert(self.price_order(key.0, key.1));
             }
             let claim = self.finish_claim(c, &orders[&key]);
             result.new_node_claims.push(claim);
@@ -1661,7 +1661,7 @@ impl<'a> Scheduler<'a> {
                 Some(self.claims[c].hostname)
             } else {
                 match self.reqs[req].get(&self.counters[ci].key).and_then(|x| x.single_value()) {
-                    Some(v) => self.values.ids.get(v).copied().or_else(|| Some(self.values.id(&v.to_string()))),
+                    Some(v) => self.values.ids.get(v).copied(),
                     None => None,
                 }
             };
@@ -1675,7 +1675,7 @@ impl<'a> Scheduler<'a> {
                 Some(self.claims[c].hostname)
             } else {
                 match self.reqs[req].get(&self.inverses[ii].key).and_then(|x| x.single_value()) {
-                    Some(v) => self.values.ids.get(v).copied().or_else(|| Some(self.values.id(&v.to_string()))),
+                    Some(v) => self.values.ids.get(v).copied(),
                     None => None,
                 }
             };
