@@ -1,0 +1,227 @@
+//! The stand-ins and the driver on small scenarios with custom instance types.
+
+use std::path::Path;
+
+use kerf_sim::Report;
+use kerf_sim::driver::run_scenario;
+use kerf_sim::scenario::{Step, parse};
+
+const CLOUD: &str = r#"
+cloud:
+  region: us-west-2
+  zones: [us-west-2a, us-west-2b, us-west-2c]
+  launchLatency: 30s
+  instanceTypes:
+    - name: small
+      capacity: {cpu: "2", memory: 4Gi, pods: "20"}
+      price: 0.10
+    - name: large
+      capacity: {cpu: "8", memory: 16Gi, pods: "60"}
+      price: 0.40
+"#;
+
+const POOL: &str = r#"
+      - apiVersion: karpenter.sh/v1
+        kind: NodePool
+        metadata: {name: default}
+        spec:
+          template:
+            spec:
+              startupTaints:
+                - {key: example.com/agent-not-ready, effect: NoSchedule}
+              requirements:
+                - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+              nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      - apiVersion: karpenter.k8s.aws/v1
+        kind: EC2NodeClass
+        metadata: {name: default}
+        spec:
+          role: r
+          amiSelectorTerms: [{alias: al2023@latest}]
+          subnetSelectorTerms: [{tags: {a: b}}]
+          securityGroupSelectorTerms: [{tags: {a: b}}]
+"#;
+
+fn run(yaml: &str) -> Report {
+    let scenario = parse(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"));
+    run_scenario(&scenario).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn deployment(name: &str, replicas: u32, cpu: &str, extra: &str) -> String {
+    format!(
+        r#"
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata: {{name: {name}}}
+        spec:
+          replicas: {replicas}
+          selector: {{matchLabels: {{app: {name}}}}}
+          template:
+            metadata: {{labels: {{app: {name}}}}}
+            spec:{extra}
+              containers:
+                - name: c
+                  image: i
+                  resources: {{requests: {{cpu: "{cpu}"}}}}
+"#
+    )
+}
+
+#[test]
+fn unplaceable_pod_gets_kube_scheduler_style_reason_naming_every_node() {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+nodes:
+  - {{name: n1, capacity: {{cpu: "2", memory: 4Gi, pods: "10"}}}}
+  - {{name: n2, capacity: {{cpu: "2", memory: 4Gi, pods: "10"}}}}
+steps:
+  - apply:
+{}
+  - wait: 1m
+"#,
+        deployment("big", 1, "3", "")
+    );
+    let r = run(&yaml);
+    assert_eq!(r.summary.pods_pending, 1);
+    let reason = r.pods[0].reason.clone().unwrap();
+    // kube-scheduler's condition message, as the controllers' FailedScheduling event carries it.
+    assert!(reason.starts_with("0/2 nodes are available: 2 Insufficient cpu"), "{reason}");
+}
+
+#[test]
+fn kubelet_registers_nodes_with_claim_labels_then_lifts_startup_taints() {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+steps:
+  - apply:
+{POOL}
+{}
+  - wait: 2m
+"#,
+        deployment("web", 3, "1", "")
+    );
+    let r = run(&yaml);
+    assert_eq!(r.summary.pods_running, 3, "{:#?}", r.pods);
+    assert!(!r.nodes.is_empty());
+    for n in &r.nodes {
+        assert_eq!(n.labels.get("kubernetes.io/hostname"), Some(&n.name));
+        assert_eq!(n.labels.get("karpenter.sh/nodepool").map(String::as_str), Some("default"));
+        assert_eq!(n.node_pool.as_deref(), Some("default"));
+        assert!(n.ready);
+    }
+}
+
+#[test]
+fn daemonset_runs_one_pod_on_each_node_whose_taints_it_tolerates() {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+nodes:
+  - {{name: a, capacity: {{cpu: "2", memory: 4Gi, pods: "10"}}}}
+  - {{name: b, capacity: {{cpu: "2", memory: 4Gi, pods: "10"}}}}
+  - name: gpu
+    taints: [{{key: nvidia.com/gpu, effect: NoSchedule}}]
+    capacity: {{cpu: "2", memory: 4Gi, pods: "10"}}
+steps:
+  - apply:
+      - apiVersion: apps/v1
+        kind: DaemonSet
+        metadata: {{name: logs, namespace: kube-system}}
+        spec:
+          selector: {{matchLabels: {{app: logs}}}}
+          template:
+            metadata: {{labels: {{app: logs}}}}
+            spec:
+              containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+  - wait: 10s
+"#
+    );
+    let r = run(&yaml);
+    let nodes: Vec<&str> = r.pods.iter().filter_map(|p| p.node.as_deref()).collect();
+    assert_eq!(nodes, vec!["a", "b"]);
+    assert!(r.pods.iter().all(|p| p.owner == "DaemonSet/logs" && p.phase == "Running"));
+}
+
+#[test]
+fn rollout_replaces_every_pod_with_the_new_revision() {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+nodes:
+  - {{name: a, capacity: {{cpu: "8", memory: 16Gi, pods: "50"}}}}
+steps:
+  - apply:
+{}
+  - wait: 10s
+  - rollout: {{kind: Deployment, name: web, namespace: default}}
+  - wait: 10s
+"#,
+        deployment("web", 4, "500m", "\n              terminationGracePeriodSeconds: 0")
+    );
+    let r = run(&yaml);
+    assert_eq!(r.summary.pods, 4);
+    assert_eq!(r.summary.pods_running, 4);
+    let hashes: std::collections::BTreeSet<&str> = r.pods.iter().map(|p| p.name.rsplit_once('-').unwrap().0).collect();
+    assert_eq!(hashes.len(), 1, "{hashes:?}");
+}
+
+#[test]
+fn scale_step_grows_and_shrinks_a_deployment() {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+nodes:
+  - {{name: a, capacity: {{cpu: "8", memory: 16Gi, pods: "50"}}}}
+steps:
+  - apply:
+{}
+  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 6}}
+  - wait: 5s
+  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 2}}
+  - wait: 5s
+"#,
+        deployment("web", 1, "100m", "")
+    );
+    let r = run(&yaml);
+    assert_eq!(r.summary.pods, 2);
+    assert_eq!(r.end_seconds.0, 10.0);
+}
+
+#[test]
+fn interrupting_an_unknown_node_fails_the_run_naming_the_node() {
+    let yaml = format!("name: t\n{CLOUD}\nsteps:\n  - interrupt: {{node: nope}}\n");
+    let scenario = parse(Path::new("t.yaml"), &yaml).unwrap();
+    let err = run_scenario(&scenario).unwrap_err().to_string();
+    assert!(err.contains("nope"), "{err}");
+}
+
+#[test]
+fn inline_apply_and_every_step_kind_parse() {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+steps:
+  - apply:
+{}
+  - wait: 1h30m
+  - scale: {{kind: Deployment, name: web, replicas: 3}}
+  - rollout: {{kind: Deployment, name: web}}
+  - delete: {{kind: Deployment, name: web}}
+  - interrupt: {{node: ip-10-0-0-2.us-west-2.compute.internal}}
+"#,
+        deployment("web", 1, "1", "")
+    );
+    let s = parse(Path::new("t.yaml"), &yaml).unwrap();
+    assert_eq!(s.steps.len(), 6);
+    assert!(matches!(&s.steps[1], Step::Wait(d) if d.as_secs() == 5400));
+    assert!(matches!(&s.steps[2], Step::Scale { replicas: 3, target } if target.namespace == "default"));
+}
+
+#[test]
+fn unknown_step_is_rejected_with_its_path() {
+    let e = parse(Path::new("t.yaml"), "name: t\nsteps:\n  - sleep: 1m\n").unwrap_err();
+    assert_eq!(e.field, "steps[0].sleep");
+    assert!(e.problem.contains("unknown field"), "{e}");
+}
