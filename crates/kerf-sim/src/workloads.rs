@@ -408,3 +408,126 @@ fn pod_from_template(namespace: &str, rs_name: &str, template: &PodTemplateSpec)
         status: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::{DeploymentStrategy, RollingUpdateDeployment};
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use kerf_cloud::ManualClock;
+    use kerf_controller::{AnyObject, WatchEvent};
+
+    fn web(replicas: i32, surge: IntOrString, unavailable: IntOrString) -> Deployment {
+        let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+        Deployment {
+            metadata: ObjectMeta { name: Some("web".to_string()), ..ObjectMeta::default() },
+            spec: Some(DeploymentSpec {
+                replicas: Some(replicas),
+                selector: LabelSelector { match_labels: Some(labels.clone()), ..LabelSelector::default() },
+                strategy: Some(DeploymentStrategy {
+                    type_: Some("RollingUpdate".to_string()),
+                    rolling_update: Some(RollingUpdateDeployment {
+                        max_surge: Some(surge),
+                        max_unavailable: Some(unavailable),
+                    }),
+                }),
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta { labels: Some(labels), ..ObjectMeta::default() }),
+                    spec: Some(PodSpec {
+                        containers: vec![Container { name: "c".to_string(), ..Container::default() }],
+                        ..PodSpec::default()
+                    }),
+                },
+                ..DeploymentSpec::default()
+            }),
+            status: None,
+        }
+    }
+
+    /// Plays kube-scheduler and kubelet: every new pod is bound and running at once. Returns
+    /// (pods, available pods, pods per template hash) after the controllers settle, checking
+    /// `invariant` after every step.
+    fn settle(w: &mut Workloads, c: &SimCluster, invariant: &dyn Fn(usize, usize)) -> BTreeMap<String, usize> {
+        for _ in 0..100 {
+            w.reconcile(c);
+            let events = c.drain_watch();
+            if events.is_empty() && !w.is_dirty() {
+                break;
+            }
+            for ev in events {
+                match ev {
+                    WatchEvent::Applied(AnyObject::Pod(p)) => {
+                        let mut p = *p;
+                        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() {
+                            p.spec.get_or_insert_with(PodSpec::default).node_name = Some("n".to_string());
+                            p.status = Some(PodStatus { phase: Some("Running".to_string()), ..PodStatus::default() });
+                            let _ = c.replace_obj(p);
+                        } else {
+                            w.observe_pod(&p, false, |_| true);
+                        }
+                    }
+                    WatchEvent::Deleted(AnyObject::Pod(p)) => w.observe_pod(&p, true, |_| true),
+                    _ => {}
+                }
+            }
+            let pods = c.list_objs::<Pod>();
+            let available =
+                pods.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
+            invariant(pods.len(), available);
+        }
+        let mut by_hash = BTreeMap::new();
+        for p in c.list_objs::<Pod>() {
+            let h = p.metadata.labels.unwrap_or_default().get(POD_TEMPLATE_HASH).cloned().unwrap_or_default();
+            *by_hash.entry(h).or_insert(0) += 1;
+        }
+        by_hash
+    }
+
+    #[test]
+    fn rolling_update_with_max_surge_1_max_unavailable_0_never_exceeds_5_or_drops_below_4() {
+        let c = SimCluster::new(ManualClock::new(), 3);
+        let mut w = Workloads::default();
+        w.apply_deployment(web(4, IntOrString::Int(1), IntOrString::Int(0)));
+        let first = settle(&mut w, &c, &|_, _| {});
+        assert_eq!(first.values().copied().collect::<Vec<_>>(), vec![4]);
+        assert!(w.rollout("default", "web", "2025-01-01T00:00:00Z"));
+        let after = settle(&mut w, &c, &|total, available| {
+            assert!(total <= 5, "surge beyond maxSurge: {total} pods");
+            assert!(available >= 4, "availability below replicas - maxUnavailable: {available}");
+        });
+        assert_eq!(after.len(), 1, "only the new revision is left: {after:?}");
+        assert_eq!(after.values().copied().sum::<usize>(), 4);
+        assert_ne!(after.keys().next(), first.keys().next());
+    }
+
+    #[test]
+    fn rolling_update_defaults_to_25_percent_surge_and_unavailability() {
+        let c = SimCluster::new(ManualClock::new(), 3);
+        let mut w = Workloads::default();
+        w.apply_deployment(web(8, IntOrString::String("25%".to_string()), IntOrString::String("25%".to_string())));
+        settle(&mut w, &c, &|_, _| {});
+        w.rollout("default", "web", "t");
+        let after = settle(&mut w, &c, &|total, available| {
+            assert!(total <= 10, "25% of 8 is a surge of 2: {total}");
+            assert!(available >= 6, "25% of 8 is 2 unavailable at most: {available}");
+        });
+        assert_eq!(after.values().copied().sum::<usize>(), 8);
+        assert_eq!(after.len(), 1);
+    }
+
+    #[test]
+    fn pod_names_follow_replica_set_and_hash() {
+        let c = SimCluster::new(ManualClock::new(), 3);
+        let mut w = Workloads::default();
+        w.apply_deployment(web(2, IntOrString::Int(1), IntOrString::Int(0)));
+        w.reconcile(&c);
+        for p in c.list_objs::<Pod>() {
+            let name = p.metadata.name.unwrap();
+            let hash = p.metadata.labels.unwrap()[POD_TEMPLATE_HASH].clone();
+            assert!(name.starts_with(&format!("web-{hash}-")), "{name}");
+            assert_eq!(name.len(), "web-".len() + hash.len() + 6);
+            assert_eq!(w.owner_of(&format!("default/{name}")).as_deref(), Some("Deployment/web"));
+        }
+    }
+}
