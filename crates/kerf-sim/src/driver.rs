@@ -542,7 +542,8 @@ impl<P: SimCloud> Simulation<P> {
                     .cloned()
                     .or_else(|| inst.map(|i| i.capacity_type.clone())),
                 zone: labels.get(kerf_api::labels::ZONE).cloned().or_else(|| inst.map(|i| i.zone.clone())),
-                price_per_hour: inst.map(|i| dollars(i.price)),
+                // A terminated instance costs nothing any more.
+                price_per_hour: inst.map(|i| if i.terminated { 0.0 } else { dollars(i.price) }),
                 ready: node_ready(node),
                 pods: pods_here.len(),
                 labels,

@@ -18,6 +18,9 @@ use crate::world::World;
 
 /// How long after Ready the agents owning startup taints take to remove them.
 pub const STARTUP_TAINT_DELAY: Duration = Duration::from_secs(5);
+/// How long pods stay on a NotReady node before taint-based eviction removes them (the
+/// default `tolerationSeconds` of the not-ready / unreachable tolerations).
+pub const NOT_READY_EVICTION_DELAY: Duration = Duration::from_secs(300);
 
 /// One instance of the simulated cloud, as the kubelet needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +48,8 @@ pub struct Kubelet {
     not_ready: BTreeSet<String>,
     /// (when, node name, startup taint keys to lift).
     startup_lifts: Vec<(Timestamp, String, Vec<Taint>)>,
+    /// (when, node name): pods on a NotReady node are evicted.
+    evictions: Vec<(Timestamp, String)>,
     region: String,
 }
 
@@ -113,15 +118,25 @@ impl Kubelet {
                     let status = n.status.get_or_insert_with(NodeStatus::default);
                     status.conditions = Some(vec![ready_condition(false, now)]);
                     let taints = n.spec.get_or_insert_with(NodeSpec::default).taints.get_or_insert_with(Vec::new);
-                    if !taints.iter().any(|t| t.key == labels::NODE_NOT_READY_TAINT_KEY) {
-                        taints.push(CoreTaint {
-                            key: labels::NODE_NOT_READY_TAINT_KEY.to_string(),
-                            effect: "NoSchedule".to_string(),
-                            time_added: Some(Time(now)),
-                            value: None,
-                        });
+                    for (key, effect) in [
+                        (labels::NODE_NOT_READY_TAINT_KEY, "NoSchedule"),
+                        (labels::NODE_UNREACHABLE_TAINT_KEY, "NoExecute"),
+                    ] {
+                        if !taints.iter().any(|t| t.key == key && t.effect == effect) {
+                            taints.push(CoreTaint {
+                                key: key.to_string(),
+                                effect: effect.to_string(),
+                                time_added: Some(Time(now)),
+                                value: None,
+                            });
+                        }
                     }
                     if cluster.replace_obj(n).is_ok() {
+                        let at = Timestamp::from_millisecond(
+                            now.as_millisecond() + NOT_READY_EVICTION_DELAY.as_millis() as i64,
+                        )
+                        .unwrap_or(now);
+                        self.evictions.push((at, node.clone()));
                         self.not_ready.insert(node);
                     } else {
                         wake(now);
@@ -186,6 +201,15 @@ impl Kubelet {
                 Err(e) => tracing::warn!(node = %inst.node_name, error = %e, "cannot register node"),
             }
         }
+        let evictions = std::mem::take(&mut self.evictions);
+        for (at, node) in evictions {
+            if at > now {
+                wake(at);
+                self.evictions.push((at, node));
+                continue;
+            }
+            evict_from_unreachable_node(world, cluster, &node);
+        }
         let lifts = std::mem::take(&mut self.startup_lifts);
         for (at, node, startup) in lifts {
             if at > now {
@@ -205,5 +229,20 @@ impl Kubelet {
             }
         }
         next
+    }
+}
+
+/// Taint-based eviction: pods that do not tolerate `node.kubernetes.io/unreachable:NoExecute`
+/// forever leave a node that has been NotReady for the eviction delay.
+fn evict_from_unreachable_node(world: &World, cluster: &SimCluster, node: &str) {
+    let unreachable = Taint::new(labels::NODE_UNREACHABLE_TAINT_KEY, None, TaintEffect::NoExecute);
+    for key in world.pods_by_node.get(node).into_iter().flatten() {
+        let Some(entry) = world.pods.get(key) else { continue };
+        let stays = kerf_scheduling::pod::tolerations(&entry.pod)
+            .iter()
+            .any(|t| t.toleration_seconds.is_none() && kerf_scheduling::pod::tolerates(t, &unreachable));
+        if !stays && let Some((ns, name)) = key.split_once('/') {
+            let _ = cluster.delete_obj::<k8s_openapi::api::core::v1::Pod>(Some(ns), name);
+        }
     }
 }

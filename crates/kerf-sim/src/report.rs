@@ -35,7 +35,8 @@ impl Serialize for Seconds {
 
 /// Dollars, rounded to 6 decimals so reports stay stable and readable.
 pub fn dollars(v: f64) -> f64 {
-    (v * 1e6).round() / 1e6
+    // `+ 0.0` turns an empty sum's -0.0 into 0.0.
+    (v * 1e6).round() / 1e6 + 0.0
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -110,10 +111,14 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(out, "Scenario {} ran {} of virtual time.", self.scenario, human_secs(self.end_seconds.0));
         let _ = writeln!(out);
+        let not_ready = self.nodes.iter().filter(|n| !n.ready).count();
         let _ = writeln!(
             out,
-            "Nodes: {} (NodeClaims launched {}, terminated {})",
-            s.nodes, s.node_claims_launched, s.node_claims_terminated
+            "Nodes: {}{} (NodeClaims launched {}, terminated {})",
+            s.nodes,
+            if not_ready > 0 { format!(", {not_ready} not ready") } else { String::new() },
+            s.node_claims_launched,
+            s.node_claims_terminated
         );
         // Group nodes by pool / instance type / zone / capacity type.
         // (pool, instance type, zone, capacity type) -> (nodes, $/h, pods)

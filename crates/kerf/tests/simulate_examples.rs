@@ -254,3 +254,17 @@ fn text_report_summarises_nodes_pods_and_cost() {
     assert!(text.contains("vpc.amazonaws.com/pod-eni"), "{text}");
     assert!(text.contains("Cost: $"), "{text}");
 }
+
+#[test]
+fn spot_interruption_reclaims_the_node_and_its_pods_run_on_a_replacement() {
+    let r = simulate("spot-interruption.yaml");
+    assert_eq!(summary(&r, "nodeClaimsTerminated"), 1);
+    assert_eq!(summary(&r, "podsRunning"), 10);
+    let gone = node(&r, "ip-10-0-0-2.us-west-2.compute.internal");
+    assert_eq!(gone["ready"], false);
+    assert_eq!(gone["pods"], 0);
+    assert_eq!(gone["pricePerHour"], 0.0);
+    for p in pods(&r, "inflate-") {
+        assert_ne!(p["node"], "ip-10-0-0-2.us-west-2.compute.internal");
+    }
+}
