@@ -333,7 +333,8 @@ impl<P: SimCloud> Simulation<P> {
         let now = self.clock.now();
         if self.price_cache.is_none_or(|(at, _, stale)| stale || self.kubelet_wake.is_some_and(|w| w > at && w <= now))
         {
-            let p = self.manager.cloud().sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum();
+            let p = self.manager.cloud().sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum::<f64>()
+                + 0.0;
             self.price_cache = Some((now, p, false));
         }
         self.price_cache.map_or(0.0, |(_, p, _)| p)

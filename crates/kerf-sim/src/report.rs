@@ -192,6 +192,30 @@ impl Report {
                 }
             }
         }
+        if self.timeline.len() > 1 {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "Timeline:");
+            // At most a dozen rows: every change for short runs, evenly picked ones for long runs.
+            let picks: Vec<&Sample> = if self.timeline.len() <= 12 {
+                self.timeline.iter().collect()
+            } else {
+                let n = self.timeline.len();
+                (0..12).map(|i| &self.timeline[i * (n - 1) / 11]).collect()
+            };
+            let rows: Vec<[String; 5]> = picks
+                .iter()
+                .map(|p| {
+                    [
+                        human_secs(p.seconds),
+                        p.nodes.to_string(),
+                        p.pods_running.to_string(),
+                        p.pods_pending.to_string(),
+                        format!("{:.4}", p.cost_per_hour),
+                    ]
+                })
+                .collect();
+            table(&mut out, &["AT", "NODES", "PODS BOUND", "PODS PENDING", "$/HOUR"], &rows);
+        }
         if !self.disruptions.is_empty() {
             let _ = writeln!(out);
             let _ = writeln!(out, "Disruptions:");
