@@ -2082,6 +2082,8 @@ fn same_constraints(a: &Pod, b: &Pod) -> bool {
         && x.topology_spread_constraints == y.topology_spread_constraints
         && x.node_name == y.node_name
         && x.volumes == y.volumes
+        // Generic ephemeral volumes are claims named after the pod: such pods stand alone.
+        && (x.volumes.iter().flatten().all(|v| v.ephemeral.is_none()) || a.metadata.name == b.metadata.name)
         && pod::host_ports(a) == pod::host_ports(b)
 }
 

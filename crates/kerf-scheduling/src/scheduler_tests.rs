@@ -506,3 +506,90 @@ fn scheduling_is_deterministic() {
 
 #[allow(dead_code)]
 fn unused(_: ExistingNode) {}
+
+#[test]
+fn relaxation_drops_preferred_pod_affinity_before_preferred_node_affinity() {
+    // The db pod is in zone a (on a full node); the pod prefers to be near it and prefers zone b.
+    // Both cannot hold; preferred pod affinity goes first, so the claim lands in zone b.
+    let np = node_pool("ab", vec![req(ZONE, Operator::In, &["a", "b"])]);
+    let mut inp = input(
+        vec![pool_input(np, default_types())],
+        vec![
+            pod("p")
+                .cpu("1")
+                .preferred_pod_affinity(100, ZONE, &[("app", "db")])
+                .preferred_term(1, &[(ZONE, "In", &["b"])])
+                .build(),
+        ],
+    );
+    let mut n = node("full", &[(ZONE, "a")], &[("cpu", "1"), ("memory", "1Gi"), ("pods", "10")]);
+    n.pods.push(pod("db").label("app", "db").cpu("1").build());
+    inp.existing_nodes = vec![n];
+    let r = schedule(&inp);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(claim_label(&r.new_node_claims[0], ZONE), "b");
+}
+
+#[test]
+fn node_taints_policy_honor_skips_pools_whose_taints_the_pod_does_not_tolerate() {
+    // Pool "tainted" offers zone c only and has a taint the pod does not tolerate. With the
+    // default (Ignore) zone c counts as an empty domain; with Honor it does not.
+    let mut tainted = node_pool("tainted", vec![req(ZONE, Operator::In, &["c"])]);
+    tainted.spec.template.spec.taints = vec![Taint::new("t", None, TaintEffect::NoSchedule)];
+    let open = node_pool("open", vec![req(ZONE, Operator::In, &["a", "b"])]);
+    let make = |policy: Option<&str>| -> Vec<Arc<Pod>> {
+        (0..4)
+            .map(|i| {
+                pod(&format!("w{i}"))
+                    .label("app", "w")
+                    .cpu("1")
+                    .spread_with(TopologySpreadConstraint {
+                        topology_key: ZONE.into(),
+                        max_skew: 1,
+                        node_taints_policy: policy.map(str::to_string),
+                        when_unsatisfiable: "DoNotSchedule".into(),
+                        label_selector: Some(selector(&[("app", "w")])),
+                        ..Default::default()
+                    })
+                    .build()
+            })
+            .collect()
+    };
+    let pools = || vec![pool_input(tainted.clone(), default_types()), pool_input(open.clone(), default_types())];
+    let honor = schedule(&input(pools(), make(Some("Honor"))));
+    assert!(honor.errors.is_empty(), "{:?}", honor.errors);
+    assert_eq!(pods_per(&honor, ZONE), BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 2)]));
+    let ignore = schedule(&input(pools(), make(None)));
+    assert_eq!(placed(&ignore), 2);
+}
+
+#[test]
+fn in_flight_claims_are_used_before_new_claims() {
+    let mut inp = one_pool(vec![pod("p").cpu("1").build()]);
+    let mut inflight = node("claim-1", &[(ZONE, "b")], &[("cpu", "2"), ("memory", "4Gi"), ("pods", "10")]);
+    inflight.in_flight = true;
+    inp.existing_nodes = vec![inflight];
+    let r = schedule(&inp);
+    assert_eq!(r.placements, vec![crate::model::Placement { pod: 0, node: "claim-1".into() }]);
+    assert!(r.new_node_claims.is_empty());
+}
+
+#[test]
+fn host_ports_keep_pods_apart_on_new_claims() {
+    let pods = (0..2).map(|i| pod(&format!("p{i}")).cpu("100m").host_port(8080).build()).collect();
+    let r = schedule(&one_pool(pods));
+    assert_eq!(r.new_node_claims.len(), 2);
+}
+
+#[test]
+fn cordoned_and_tainted_existing_nodes_are_skipped() {
+    let mut inp = one_pool(vec![pod("p").cpu("1").build()]);
+    let mut cordoned = node("cordoned", &[(ZONE, "a")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]);
+    cordoned.schedulable = false;
+    let mut tainted = node("tainted", &[(ZONE, "a")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]);
+    tainted.taints = vec![Taint::new("x", Some("y"), TaintEffect::NoExecute)];
+    inp.existing_nodes = vec![cordoned, tainted];
+    let r = schedule(&inp);
+    assert!(r.placements.is_empty());
+    assert_eq!(r.new_node_claims.len(), 1);
+}
