@@ -291,6 +291,8 @@ struct Group {
     /// This group's own required anti-affinity terms, as inverse ids.
     own_inverse: Vec<usize>,
     levels: Vec<Arc<Level>>,
+    /// Per level, per existing node: taints, node affinity and volume zones allow it.
+    node_ok: Vec<Vec<bool>>,
     exhausted: bool,
     /// Claims before this index never accept this group (level 0).
     cursor: usize,
@@ -633,6 +635,9 @@ impl<'a> Scheduler<'a> {
             }
             let mut labels: BTreeMap<String, String> = n.labels.clone();
             labels.entry(HOSTNAME.to_string()).or_insert_with(|| n.name.clone());
+            for v in labels.values() {
+                self.values.id(v);
+            }
             self.nodes.push(Node {
                 name: n.name.clone(),
                 labels,
@@ -795,6 +800,7 @@ impl<'a> Scheduler<'a> {
             rejected_by: Vec::new(),
             own_inverse: Vec::new(),
             levels: Vec::new(),
+            node_ok: Vec::new(),
             exhausted: false,
             cursor: 0,
             rep: p,
@@ -1211,33 +1217,48 @@ impl<'a> Scheduler<'a> {
     }
 
     fn node_fits(&mut self, pi: usize, g: usize, l: usize, n: usize) -> bool {
-        let grp = &self.groups[g];
-        let level = &grp.levels[l];
         let node = &self.nodes[n];
-        if !node.schedulable {
+        if !node.schedulable || !fits(&node.used, &self.pod_requests[pi], &node.alloc) {
             return false;
         }
-        if !Self::tolerated(&grp.tolerations, &node.taints, level.tolerate_prefer) {
+        // Taints, node affinity and volume zones do not change during the pass: once per level.
+        if !self.node_static_ok(g, l, n) {
             return false;
         }
-        if !self.reqs[level.req as usize].matches(&node.labels) {
-            return false;
-        }
-        if level.name_field.as_ref().is_some_and(|f| !f.has(&node.name)) {
-            return false;
-        }
-        if !grp.volume_alts.iter().all(|alts| alts.iter().any(|r| r.matches(&node.labels))) {
-            return false;
-        }
-        if !fits(&node.used, &self.pod_requests[pi], &node.alloc) {
-            return false;
-        }
+        let grp = &self.groups[g];
+        let node = &self.nodes[n];
         if grp.ports.iter().any(|a| node.ports.iter().any(|b| a.conflicts(b))) {
             return false;
         }
-        let labels = node.labels.clone();
-        let domain = |s: &mut Self, key: &str| labels.get(key).map(|v| s.values.id(v));
-        self.topology_ok(g, l, &mut |s, key| domain(s, key)).is_some()
+        self.topology_ok(g, l, &mut |s, key| s.node_domain(n, key)).is_some()
+    }
+
+    /// The domain of existing node `n` for `key` (its label values are interned up front).
+    fn node_domain(&self, n: usize, key: &str) -> Option<u32> {
+        self.nodes[n].labels.get(key).and_then(|v| self.values.ids.get(v.as_str()).copied())
+    }
+
+    fn node_static_ok(&mut self, g: usize, l: usize, n: usize) -> bool {
+        if self.groups[g].node_ok.len() <= l {
+            self.groups[g].node_ok.resize(l + 1, Vec::new());
+        }
+        if self.groups[g].node_ok[l].is_empty() {
+            let grp = &self.groups[g];
+            let level = &grp.levels[l];
+            let r = &self.reqs[level.req as usize];
+            let ok: Vec<bool> = self
+                .nodes
+                .iter()
+                .map(|node| {
+                    Self::tolerated(&grp.tolerations, &node.taints, level.tolerate_prefer)
+                        && r.matches(&node.labels)
+                        && level.name_field.as_ref().is_none_or(|f| f.has(&node.name))
+                        && grp.volume_alts.iter().all(|alts| alts.iter().any(|v| v.matches(&node.labels)))
+                })
+                .collect();
+            self.groups[g].node_ok[l] = ok;
+        }
+        self.groups[g].node_ok[l][n]
     }
 
     /// Checks spread, affinity and anti-affinity for a bin whose domains are all determined.
