@@ -984,7 +984,7 @@ impl<'a> Scheduler<'a> {
                 continue;
             }
             let combined = if c.honor_node_affinity {
-                if pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k) || k == HOSTNAME).is_err() {
+                if pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k)).is_err() {
                     continue;
                 }
                 pool.reqs.intersect(r)
@@ -1410,10 +1410,7 @@ impl<'a> Scheduler<'a> {
         }
         let pool = &self.pools[p];
         let ok = Self::tolerated(&self.groups[g].tolerations, &pool.taints, tolerate_prefer)
-            && pool
-                .reqs
-                .compatible_strict(&self.reqs[level_req as usize], |k| pool.type_keys.contains(k) || k == HOSTNAME)
-                .is_ok();
+            && pool.reqs.compatible_strict(&self.reqs[level_req as usize], |k| pool.type_keys.contains(k)).is_ok();
         self.admits_cache.insert((p, level_req, tolerate_prefer, g), ok);
         ok
     }
@@ -1951,12 +1948,14 @@ impl<'a> Scheduler<'a> {
             return (format!("untolerated taint {}", t), false);
         }
         let pod_req = self.reqs[level.req as usize].clone();
-        if let Err(e) = pool.reqs.compatible_strict(&pod_req, |k| pool.type_keys.contains(k) || k == HOSTNAME) {
+        if let Err(e) = pool.reqs.compatible_strict(&pod_req, |k| pool.type_keys.contains(k)) {
+            let pool_side = if e.left == "undefined" {
+                format!("NodePool's nodes have no label {}", e.key)
+            } else {
+                format!("NodePool requires {} {}", e.key, e.left)
+            };
             return (
-                format!(
-                    "incompatible requirements, key {}: NodePool requires {} {}, pod requires {} {}",
-                    e.key, e.key, e.left, e.key, e.right
-                ),
+                format!("incompatible requirements, key {}: {pool_side}, pod requires {} {}", e.key, e.key, e.right),
                 false,
             );
         }

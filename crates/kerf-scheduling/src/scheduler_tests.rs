@@ -167,7 +167,7 @@ fn operators_on_keys_the_pool_does_not_define() {
         let r = schedule(&one_pool(vec![pod("p").cpu("1").required_term(&[("team", op, vals)]).build()]));
         assert_eq!(r.errors.len(), 1, "{op}");
         let msg = &r.errors[0].1.message;
-        assert!(msg.contains("key team: NodePool requires team undefined"), "{msg}");
+        assert!(msg.contains("key team: NodePool's nodes have no label team, pod requires team"), "{msg}");
     }
 }
 
@@ -592,4 +592,19 @@ fn cordoned_and_tainted_existing_nodes_are_skipped() {
     let r = schedule(&inp);
     assert!(r.placements.is_empty());
     assert_eq!(r.new_node_claims.len(), 1);
+}
+
+#[test]
+fn a_pod_pinned_to_a_hostname_only_fits_that_existing_node() {
+    let mut inp = one_pool(vec![pod("p").cpu("1").node_selector(HOSTNAME, "n1").build()]);
+    inp.existing_nodes = vec![node("n1", &[(ZONE, "a")], &[("cpu", "1"), ("memory", "8Gi"), ("pods", "10")])];
+    inp.existing_nodes[0].pods.push(pod("busy").cpu("1").build());
+    let r = schedule(&inp);
+    assert!(r.new_node_claims.is_empty());
+    assert_eq!(
+        r.errors[0].1.message,
+        "0/1 nodes are available: 1 Insufficient cpu; NodePool default: incompatible requirements, key \
+         kubernetes.io/hostname: NodePool's nodes have no label kubernetes.io/hostname, pod requires \
+         kubernetes.io/hostname In [n1]"
+    );
 }
