@@ -572,4 +572,51 @@ mod tests {
         let scores: Vec<i64> = (0..3).map(|i| v.preference_score(&p, i)).collect();
         assert_eq!(scores, vec![0, 10, 5]);
     }
+
+    #[test]
+    fn anti_affinity_namespace_selector_uses_namespace_labels() {
+        use k8s_openapi::api::core::v1::{PodAffinityTerm, PodAntiAffinity};
+        let term = PodAffinityTerm {
+            topology_key: Z.into(),
+            label_selector: Some(selector(&[("app", "db")])),
+            namespace_selector: Some(selector(&[("team", "red")])),
+            ..Default::default()
+        };
+        let mut p = (*pod("p").label("app", "web").build()).clone();
+        p.spec.as_mut().unwrap().affinity = Some(k8s_openapi::api::core::v1::Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity {
+                required_during_scheduling_ignored_during_execution: Some(vec![term]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let mut ns = BTreeMap::new();
+        ns.insert("red-ns".to_string(), labels(&[("team", "red")]));
+        ns.insert("blue-ns".to_string(), labels(&[("team", "blue")]));
+        let mut v = ClusterView::new(three_zone_nodes()).with_namespace_labels(ns);
+        v.add_pod(0, pod("db1").namespace("red-ns").label("app", "db").build());
+        v.add_pod(1, pod("db2").namespace("blue-ns").label("app", "db").build());
+        assert_eq!(v.feasible_nodes(&p), vec![1, 2]);
+    }
+
+    #[test]
+    fn spread_match_label_keys_count_only_the_same_revision() {
+        let mut v = ClusterView::new(three_zone_nodes());
+        for (i, z) in [0usize, 0, 1].iter().enumerate() {
+            v.add_pod(*z, pod(&format!("old{i}")).label("app", "w").label("rev", "1").build());
+        }
+        let c = TopologySpreadConstraint {
+            topology_key: Z.into(),
+            max_skew: 1,
+            when_unsatisfiable: "DoNotSchedule".into(),
+            label_selector: Some(selector(&[("app", "w")])),
+            match_label_keys: Some(vec!["rev".into()]),
+            ..Default::default()
+        };
+        // A new revision ignores the old pods: every zone is empty for it.
+        let p = pod("new").label("app", "w").label("rev", "2").spread_with(c.clone()).build();
+        assert_eq!(v.feasible_nodes(&p), vec![0, 1, 2]);
+        let same = pod("old").label("app", "w").label("rev", "1").spread_with(c).build();
+        assert_eq!(v.feasible_nodes(&same), vec![2]);
+    }
 }
