@@ -778,7 +778,7 @@ impl<'a> Scheduler<'a> {
         } else {
             let mut r = Requirements::new();
             for alts in &volume_alts {
-                r.add_all(&alts[0]);
+                r.add_all(&volume_union(alts));
             }
             Some(r)
         };
@@ -2085,6 +2085,30 @@ impl<'a> Scheduler<'a> {
         }
         ("no compatible instance type and offering fits with the pod's topology constraints".into(), false)
     }
+}
+
+/// One requirement set standing for alternatives (a volume's node affinity terms): when every
+/// alternative constrains only the same single key with finite values (the usual zone list),
+/// their union; otherwise the first alternative.
+fn volume_union(alts: &[Requirements]) -> Requirements {
+    let single_key = alts.first().and_then(|a| (a.len() == 1).then(|| a.keys().next().cloned()).flatten());
+    if let Some(key) = single_key {
+        let mut values: BTreeSet<String> = BTreeSet::new();
+        let mut ok = true;
+        for a in alts {
+            match (a.len() == 1, a.get(&key).and_then(|r| r.values())) {
+                (true, Some(v)) => values.extend(v.iter().cloned()),
+                _ => ok = false,
+            }
+        }
+        if ok {
+            let values: Vec<String> = values.into_iter().collect();
+            let mut r = Requirements::new();
+            r.add(&key, Requirement::new(Operator::In, &values));
+            return r;
+        }
+    }
+    alts.first().cloned().unwrap_or_default()
 }
 
 fn limit_of(np: &NodePool, name: &str) -> String {

@@ -608,3 +608,28 @@ fn a_pod_pinned_to_a_hostname_only_fits_that_existing_node() {
          kubernetes.io/hostname In [n1]"
     );
 }
+
+#[test]
+fn volume_topology_alternatives_union_their_zones_for_new_claims() {
+    let mut inp = one_pool(vec![pod("p").cpu("1").pvc("data").build()]);
+    inp.volume_requirements.insert(
+        "default/data".into(),
+        vec![
+            crate::requirements::Requirements::from_node_selector(&[req(ZONE, Operator::In, &["c"])]),
+            crate::requirements::Requirements::from_node_selector(&[req(ZONE, Operator::In, &["b"])]),
+        ],
+    );
+    let r = schedule(&inp);
+    let zone = r.new_node_claims[0].requirements.iter().find(|x| x.key == ZONE).unwrap();
+    assert_eq!(zone.values, vec!["b".to_string(), "c".to_string()]);
+}
+
+#[test]
+fn a_requirement_no_instance_type_satisfies_is_named() {
+    let r = schedule(&one_pool(vec![pod("p").cpu("1").node_selector(INSTANCE_TYPE, "x9.huge").build()]));
+    assert_eq!(
+        r.errors[0].1.message,
+        "NodePool default: no instance type with an available offering satisfies requirement \
+         node.kubernetes.io/instance-type In [x9.huge]"
+    );
+}
