@@ -826,14 +826,10 @@ impl<'a> Scheduler<'a> {
                 for t in pod::pod_affinities(p).required_anti {
                     if let Some(v) = n.labels.get(&t.topology_key) {
                         let d = self.values.id(v);
-                        let i = self
-                            .inverses
-                            .iter()
-                            .position(|c| {
-                                c.key == t.topology_key && c.selector == t.selector && c.namespaces == t.namespaces
-                            })
-                            .unwrap_or(0);
-                        if let Some(inv) = self.inverses.get_mut(i) {
+                        let found = self.inverses.iter().position(|c| {
+                            c.key == t.topology_key && c.selector == t.selector && c.namespaces == t.namespaces
+                        });
+                        if let Some(inv) = found.and_then(|i| self.inverses.get_mut(i)) {
                             inv.block(d);
                         }
                     }

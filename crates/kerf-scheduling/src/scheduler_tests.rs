@@ -633,3 +633,45 @@ fn a_requirement_no_instance_type_satisfies_is_named() {
          node.kubernetes.io/instance-type In [x9.huge]"
     );
 }
+
+/// The benchmark's outcome obeys every constraint: claims fit their listed types, hostname
+/// anti-affinity and hostname spread (maxSkew 1, new nodes empty) put at most one pod of their
+/// group on a claim, the zone spread group is balanced within 1, and the zone affinity group
+/// shares one zone.
+#[test]
+fn benchmark_outcome_obeys_every_constraint() {
+    let inp = crate::bench::workload(1000, 30, 11);
+    let r = schedule(&inp);
+    assert!(r.errors.is_empty(), "{:?}", r.errors.first());
+    assert_eq!(placed(&r), 1000);
+    let app = |i: usize| crate::pod::labels(&inp.pods[i])["app"].clone();
+    let mut zone_spread: BTreeMap<String, usize> = BTreeMap::new();
+    let mut affinity_zones: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &r.new_node_claims {
+        let mut sum = ResourceList::new();
+        for p in &c.pods {
+            sum.add(&crate::pod::pod_requests(&inp.pods[*p]));
+        }
+        assert_eq!(sum.without_zeros(), c.requests.clone().without_zeros());
+        assert!(!c.instance_types.is_empty());
+        for t in &c.instance_types {
+            assert!(c.requests.fits(&t.allocatable()), "{} does not fit {}", t.name, c.requests);
+        }
+        let count = |name: &str| c.pods.iter().filter(|p| app(**p) == name).count();
+        assert!(count("bench-host-anti-affinity") <= 1);
+        assert!(count("bench-host-spread") <= 1);
+        let zone = claim_label(c, ZONE).to_string();
+        if count("bench-zone-spread") > 0 {
+            assert!(!zone.is_empty());
+            *zone_spread.entry(zone.clone()).or_default() += count("bench-zone-spread");
+        }
+        if count("bench-zone-affinity") > 0 {
+            *affinity_zones.entry(zone).or_default() += count("bench-zone-affinity");
+        }
+    }
+    assert_eq!(zone_spread.len(), 3);
+    let (min, max) = (zone_spread.values().min().unwrap(), zone_spread.values().max().unwrap());
+    assert!(max - min <= 1, "{zone_spread:?}");
+    assert_eq!(affinity_zones.len(), 1, "{affinity_zones:?}");
+    assert!(!affinity_zones.contains_key(""));
+}
