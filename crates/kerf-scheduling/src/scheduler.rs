@@ -1127,6 +1127,7 @@ impl<'a> Scheduler<'a> {
         });
         let mut result = SchedulingResult::default();
         let mut placed_on_node: Vec<(usize, usize)> = Vec::new();
+        let mut explained: HashMap<(usize, Vec<i64>), PodError> = HashMap::new();
         for &pi in &order {
             let g = self.pod_group[pi];
             let mut l = 0;
@@ -1141,7 +1142,16 @@ impl<'a> Scheduler<'a> {
                 Some(Bin::Node(n)) => placed_on_node.push((pi, n)),
                 Some(Bin::Claim(_)) => {}
                 None => {
-                    let err = self.explain(pi, g);
+                    // Identical pods (same group and requests) get the same explanation.
+                    let key = (g, self.pod_requests[pi].clone());
+                    let err = match explained.get(&key) {
+                        Some(e) => PodError::clone(e),
+                        None => {
+                            let e = self.explain(pi, g);
+                            explained.insert(key, e.clone());
+                            e
+                        }
+                    };
                     result.errors.push((pi, err));
                 }
             }
