@@ -372,19 +372,26 @@ impl<P: SimCloud> Simulation<P> {
         let now = self.clock.now();
         let events = self.cluster.drain_watch();
         let mut changes = Changes::default();
-        for ev in &events {
-            self.manager.observe(ev);
-            self.world.apply(ev, &mut changes);
-            if let WatchEvent::Applied(AnyObject::Pod(p)) = ev {
-                let world = &self.world;
-                self.workloads.observe_pod(p, false, |n| world.is_node_ready(n));
-            } else if let WatchEvent::Deleted(AnyObject::Pod(p)) = ev {
-                self.workloads.observe_pod(p, true, |_| false);
+        let had_events = !events.is_empty();
+        let mut claims_changed = false;
+        for ev in events {
+            self.manager.observe(&ev);
+            match &ev {
+                WatchEvent::Applied(AnyObject::Pod(p)) => {
+                    let world = &self.world;
+                    self.workloads.observe_pod(p, false, |n| world.is_node_ready(n));
+                }
+                WatchEvent::Deleted(AnyObject::Pod(p)) => self.workloads.observe_pod(p, true, |_| false),
+                WatchEvent::Applied(AnyObject::NodeClaim(_)) | WatchEvent::Deleted(AnyObject::NodeClaim(_)) => {
+                    claims_changed = true;
+                }
+                _ => {}
             }
+            self.world.apply(ev, &mut changes);
         }
         self.react(changes, now);
         let due = self.manager_wake.is_some_and(|t| t <= now);
-        if !events.is_empty() || due || self.kick {
+        if had_events || due || self.kick {
             self.kick = false;
             self.manager_wake = block_on(self.manager.reconcile(&self.cluster, now))
                 .map_err(|source| SimError::Controller { at: self.elapsed(), source })?;
@@ -397,9 +404,6 @@ impl<P: SimCloud> Simulation<P> {
                 self.scheduler.pin(pod, node);
             }
         }
-        let claims_changed = events.iter().any(|e| {
-            matches!(e, WatchEvent::Applied(AnyObject::NodeClaim(_)) | WatchEvent::Deleted(AnyObject::NodeClaim(_)))
-        });
         if claims_changed && let Some(c) = self.price_cache.as_mut() {
             c.2 = true;
         }

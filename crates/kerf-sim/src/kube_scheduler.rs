@@ -43,6 +43,14 @@ struct View {
     view: ClusterView,
     index: BTreeMap<String, usize>,
     names: Vec<String>,
+    /// Allocatable and requested (cpu cores, memory bytes) per node, for scoring without
+    /// resource-list lookups.
+    allocatable: Vec<[f64; 2]>,
+    requested: Vec<[f64; 2]>,
+}
+
+fn cpu_memory(list: &ResourceList) -> [f64; 2] {
+    [list.get("cpu").as_f64(), list.get("memory").as_f64()]
 }
 
 fn priority(pod: &Pod) -> i32 {
@@ -186,7 +194,10 @@ impl KubeScheduler {
             names.push(name.clone());
             nodes.push(existing_node(node, pods));
         }
-        View { view: ClusterView::new(nodes), index, names }
+        let view = ClusterView::new(nodes);
+        let allocatable = view.nodes().iter().map(|n| cpu_memory(&n.allocatable)).collect();
+        let requested = (0..view.nodes().len()).map(|i| cpu_memory(view.requested(i))).collect();
+        View { view, index, names, allocatable, requested }
     }
 
     /// Tries every queued pod once, in queue order. Returns how many were bound.
@@ -244,6 +255,9 @@ impl KubeScheduler {
                         if kerf_scheduling::pod::has_required_anti_affinity(pod) {
                             anti_epoch += 1;
                         }
+                        let req = cpu_memory(&pod_requests(pod));
+                        view.requested[idx][0] += req[0];
+                        view.requested[idx][1] += req[1];
                         view.view.add_pod(idx, Arc::new(b));
                         self.just_bound.insert(key.clone());
                         self.messages.remove(&key);
@@ -358,7 +372,7 @@ impl KubeScheduler {
         if feasible.len() == 1 {
             return Ok(feasible[0]);
         }
-        let requests = pod_requests(pod);
+        let requests = cpu_memory(&pod_requests(pod));
         let prefs = has_preferences(pod)
             || feasible
                 .iter()
@@ -371,9 +385,7 @@ impl KubeScheduler {
         let (pmin, pmax) = (raw_pref.iter().copied().min().unwrap_or(0), raw_pref.iter().copied().max().unwrap_or(0));
         let mut best: Option<(i64, &str, usize)> = None;
         for (j, &idx) in feasible.iter().enumerate() {
-            let n = &v.view.nodes()[idx];
-            let used = v.view.requested(idx);
-            let (fit, balanced) = resource_scores(&n.allocatable, used, &requests);
+            let (fit, balanced) = resource_scores(v.allocatable[idx], v.requested[idx], requests);
             let pref = if pmax > pmin { (raw_pref[j] - pmin) * 100 / (pmax - pmin) } else { 0 };
             let score = FIT_WEIGHT * fit + BALANCED_WEIGHT * balanced + PREFERENCE_WEIGHT * pref;
             let name = v.names[idx].as_str();
@@ -390,25 +402,26 @@ impl KubeScheduler {
 }
 
 /// LeastAllocated and BalancedAllocation over cpu and memory, each 0..=100.
-fn resource_scores(alloc: &ResourceList, used: &ResourceList, req: &ResourceList) -> (i64, i64) {
-    let mut fractions = Vec::with_capacity(2);
+fn resource_scores(alloc: [f64; 2], used: [f64; 2], req: [f64; 2]) -> (i64, i64) {
+    let mut fractions = [0.0; 2];
+    let mut n = 0;
     let mut free_sum = 0.0;
-    for r in ["cpu", "memory"] {
-        let cap = alloc.get(r).as_f64();
-        if cap <= 0.0 {
+    for r in 0..2 {
+        if alloc[r] <= 0.0 {
             continue;
         }
-        let after = used.get(r).as_f64() + req.get(r).as_f64();
-        let frac = (after / cap).min(1.0);
-        fractions.push(frac);
+        let frac = ((used[r] + req[r]) / alloc[r]).min(1.0);
+        fractions[n] = frac;
+        n += 1;
         free_sum += (1.0 - frac) * 100.0;
     }
-    if fractions.is_empty() {
+    if n == 0 {
         return (0, 0);
     }
-    let fit = (free_sum / fractions.len() as f64) as i64;
-    let mean = fractions.iter().sum::<f64>() / fractions.len() as f64;
-    let var = fractions.iter().map(|f| (f - mean) * (f - mean)).sum::<f64>() / fractions.len() as f64;
+    let fractions = &fractions[..n];
+    let fit = (free_sum / n as f64) as i64;
+    let mean = fractions.iter().sum::<f64>() / n as f64;
+    let var = fractions.iter().map(|f| (f - mean) * (f - mean)).sum::<f64>() / n as f64;
     let balanced = ((1.0 - var.sqrt()) * 100.0) as i64;
     (fit, balanced)
 }

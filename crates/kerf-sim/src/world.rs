@@ -92,10 +92,11 @@ impl World {
         Some(old)
     }
 
-    pub fn apply(&mut self, event: &WatchEvent, changes: &mut Changes) {
+    /// Takes in one watch event (by value: the index keeps the objects without copying them).
+    pub fn apply(&mut self, event: WatchEvent, changes: &mut Changes) {
         match event {
             WatchEvent::Applied(AnyObject::Pod(p)) => {
-                let key = pod_key(p);
+                let key = pod_key(&p);
                 let old = self.unlink(&key);
                 if p.metadata.deletion_timestamp.is_some() {
                     // A terminating pod: gone for the stand-ins' purposes.
@@ -111,7 +112,7 @@ impl World {
                         self.seq
                     }
                 };
-                let entry = PodEntry { pod: Arc::new((**p).clone()), seq };
+                let entry = PodEntry { pod: Arc::new(*p), seq };
                 match entry.node() {
                     Some(n) => {
                         self.bound_count += 1;
@@ -128,7 +129,7 @@ impl World {
                 self.pods.insert(key, entry);
             }
             WatchEvent::Deleted(AnyObject::Pod(p)) => {
-                let key = pod_key(p);
+                let key = pod_key(&p);
                 changes.unbound_pods.remove(&key);
                 if let Some(o) = self.unlink(&key) {
                     changes.removed_pods.push((key, o.node().map(str::to_string)));
@@ -137,11 +138,11 @@ impl World {
             WatchEvent::Applied(AnyObject::Node(n)) => {
                 let name = n.metadata.name.clone().unwrap_or_default();
                 let was_ready = self.nodes.get(&name).map(|o| node_ready(o));
-                let now_ready = node_ready(n);
+                let now_ready = node_ready(&n);
                 if was_ready.is_some_and(|w| w != now_ready) {
                     changes.readiness.push((name.clone(), now_ready));
                 }
-                self.nodes.insert(name.clone(), Arc::new((**n).clone()));
+                self.nodes.insert(name.clone(), Arc::new(*n));
                 changes.nodes_changed.insert(name);
             }
             WatchEvent::Deleted(AnyObject::Node(n)) => {
@@ -156,7 +157,7 @@ impl World {
                     self.launched_claims.insert(name.clone());
                 }
                 let was_deleting = self.claims.get(&name).is_some_and(|o| o.metadata.deletion_timestamp.is_some());
-                let claim = Arc::new((**c).clone());
+                let claim = Arc::new(*c);
                 if claim.metadata.deletion_timestamp.is_some() && !was_deleting {
                     changes.claims_deleting.push(claim.clone());
                 }
@@ -166,7 +167,7 @@ impl World {
                 let name = c.name().to_string();
                 let was_deleting = self.claims.get(&name).is_some_and(|o| o.metadata.deletion_timestamp.is_some());
                 if !was_deleting {
-                    changes.claims_deleting.push(Arc::new((**c).clone()));
+                    changes.claims_deleting.push(Arc::new(*c));
                 }
                 self.claims.remove(&name);
             }
@@ -176,7 +177,7 @@ impl World {
                     d.metadata.namespace.as_deref().unwrap_or("default"),
                     d.metadata.name.as_deref().unwrap_or("")
                 );
-                self.daemonsets.insert(key.clone(), Arc::new((**d).clone()));
+                self.daemonsets.insert(key.clone(), Arc::new(*d));
                 changes.daemonsets_changed.insert(key);
             }
             WatchEvent::Deleted(AnyObject::DaemonSet(d)) => {
