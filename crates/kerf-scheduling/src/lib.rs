@@ -1,9 +1,17 @@
 //! kerf's scheduling core: pure, synchronous and deterministic.
 //!
 //! Given existing nodes (and in-flight NodeClaims), NodePools with their instance types, and a
-//! batch of pending pods, the [`Scheduler`](scheduler) decides where each pod goes: onto an
+//! batch of pending pods, the Scheduler ([`schedule`]) decides where each pod goes: onto an
 //! existing node, onto an in-flight claim, or onto a new NodeClaim — and for every pod it cannot
 //! place, says exactly why.
+//!
+//! - [`requirements`]: the requirements algebra (value and complement sets, integer bounds,
+//!   minValues, intersection, compatibility with precise errors).
+//! - [`pod`]: what a pod asks of a node (requests, tolerations, node affinity, spread, pod
+//!   affinity, host ports, volumes).
+//! - [`predicates`]: kube-scheduler's filters and preferences on existing nodes ([`ClusterView`]).
+//! - [`scheduler`]: the provisioning Scheduler.
+//! - [`bench`]: the generated benchmark workload of `kerf bench scheduling`.
 
 pub mod bench;
 pub mod instance;
