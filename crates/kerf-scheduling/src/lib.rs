@@ -11,7 +11,7 @@
 //!   affinity, host ports, volumes).
 //! - [`predicates`]: kube-scheduler's filters and preferences on existing nodes ([`ClusterView`]).
 //! - [`scheduler`]: the provisioning Scheduler.
-//! - [`bench`]: the generated benchmark workload of `kerf bench scheduling`.
+//! - [`bench`](mod@bench): the generated benchmark workload of `kerf bench scheduling`.
 
 pub mod bench;
 pub mod instance;
