@@ -268,3 +268,34 @@ fn spot_interruption_reclaims_the_node_and_its_pods_run_on_a_replacement() {
         assert_ne!(p["node"], "ip-10-0-0-2.us-west-2.compute.internal");
     }
 }
+
+#[test]
+fn scale_example_has_fifty_deployments_and_thirty_thousand_replicas() {
+    // Running it takes seconds in a release build; here its shape is checked (see the
+    // `kerf simulate examples/scale.yaml` figure in the change notes).
+    let s = kerf_sim::scenario::load(&example("scale.yaml")).unwrap();
+    let mut deployments = 0;
+    let mut replicas = 0;
+    let mut constrained = 0;
+    for step in &s.steps {
+        if let kerf_sim::scenario::Step::Apply(ms) = step {
+            for m in ms {
+                if let kerf_sim::scenario::ManifestObject::Deployment(d) = &m.object {
+                    deployments += 1;
+                    let spec = d.spec.as_ref().unwrap();
+                    replicas += spec.replicas.unwrap();
+                    let pod = spec.template.spec.as_ref().unwrap();
+                    if pod.affinity.is_some()
+                        || pod.topology_spread_constraints.is_some()
+                        || pod.node_selector.is_some()
+                    {
+                        constrained += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(deployments, 50);
+    assert_eq!(replicas, 30_000);
+    assert_eq!(constrained, 24, "mixed constraints: 24 of 50 Deployments constrain placement");
+}
