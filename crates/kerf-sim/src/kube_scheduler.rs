@@ -47,7 +47,12 @@ struct View {
     /// resource-list lookups.
     allocatable: Vec<[f64; 2]>,
     requested: Vec<[f64; 2]>,
+    /// Bumped each time a pod is added to the node (filter results for it may change).
+    version: Vec<u32>,
 }
+
+/// Per node: the node's version when the filters last ran and what they said.
+type Memo = Vec<Option<(u32, Result<(), String>)>>;
 
 fn cpu_memory(list: &ResourceList) -> [f64; 2] {
     [list.get("cpu").as_f64(), list.get("memory").as_f64()]
@@ -197,7 +202,8 @@ impl KubeScheduler {
         let view = ClusterView::new(nodes);
         let allocatable = view.nodes().iter().map(|n| cpu_memory(&n.allocatable)).collect();
         let requested = (0..view.nodes().len()).map(|i| cpu_memory(view.requested(i))).collect();
-        View { view, index, names, allocatable, requested }
+        let version = vec![0; names.len()];
+        View { view, index, names, allocatable, requested, version }
     }
 
     /// Tries every queued pod once, in queue order. Returns how many were bound.
@@ -219,6 +225,9 @@ impl KubeScheduler {
         // share it until a pod with required anti-affinity is bound.
         let mut shared: BTreeMap<String, (PreparedPod<'_>, u64)> = BTreeMap::new();
         let mut anti_epoch: u64 = 0;
+        // For those pods the filters' verdict on a node changes only when that node gets a pod:
+        // remember verdicts per owner and node version (a pure function's results, reused).
+        let mut memos: BTreeMap<String, (u64, Memo)> = BTreeMap::new();
         for (prio, seq, key) in queue {
             let Some(entry) = world.pods.get(&key) else { continue };
             if entry.node().is_some() {
@@ -249,7 +258,17 @@ impl KubeScheduler {
             if reusable && let Some(o) = &owner {
                 shared.insert(o.clone(), (prepared.clone(), anti_epoch));
             }
-            match self.place(&view, pod, &prepared, pinned.as_deref()) {
+            let memo = match (&owner, reusable) {
+                (Some(o), true) => {
+                    let m = memos.entry(o.clone()).or_insert_with(|| (anti_epoch, vec![None; view.names.len()]));
+                    if m.0 != anti_epoch {
+                        *m = (anti_epoch, vec![None; view.names.len()]);
+                    }
+                    Some(&mut m.1)
+                }
+                _ => None,
+            };
+            match self.place(&view, pod, &prepared, pinned.as_deref(), memo) {
                 Ok(idx) => {
                     if let Some(b) = bind(cluster, pod, &view.names[idx], world, now) {
                         if kerf_scheduling::pod::has_required_anti_affinity(pod) {
@@ -258,6 +277,7 @@ impl KubeScheduler {
                         let req = cpu_memory(&pod_requests(pod));
                         view.requested[idx][0] += req[0];
                         view.requested[idx][1] += req[1];
+                        view.version[idx] += 1;
                         view.view.add_pod(idx, Arc::new(b));
                         self.just_bound.insert(key.clone());
                         self.messages.remove(&key);
@@ -326,6 +346,7 @@ impl KubeScheduler {
         pod: &Pod,
         prepared: &PreparedPod<'_>,
         pinned: Option<&str>,
+        mut memo: Option<&mut Memo>,
     ) -> Result<usize, String> {
         let total = v.names.len();
         if total == 0 {
@@ -352,14 +373,25 @@ impl KubeScheduler {
             for i in 0..total {
                 let idx = (start + i) % total;
                 visited += 1;
-                match v.view.check_prepared(prepared, idx) {
+                let verdict = match memo.as_deref_mut() {
+                    Some(m) => match &m[idx] {
+                        Some((ver, r)) if *ver == v.version[idx] => r.clone(),
+                        _ => {
+                            let r = v.view.check_prepared(prepared, idx).map_err(|u| u.reason);
+                            m[idx] = Some((v.version[idx], r.clone()));
+                            r
+                        }
+                    },
+                    None => v.view.check_prepared(prepared, idx).map_err(|u| u.reason),
+                };
+                match verdict {
                     Ok(()) => {
                         feasible.push(idx);
                         if feasible.len() >= want {
                             break;
                         }
                     }
-                    Err(u) => *reasons.entry(u.reason).or_default() += 1,
+                    Err(reason) => *reasons.entry(reason).or_default() += 1,
                 }
             }
             self.next_start = (start + visited) % total;
