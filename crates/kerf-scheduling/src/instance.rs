@@ -10,8 +10,9 @@ pub struct InstanceType {
     /// e.g. `c7i.2xlarge`.
     pub name: String,
     /// The type's own single-valued labels: `node.kubernetes.io/instance-type`,
-    /// `kubernetes.io/arch`, `kubernetes.io/os`, `karpenter.k8s.aws/instance-*`, ...
-    /// Zone and capacity type are not here: they come from the offerings.
+    /// `kubernetes.io/arch`, `kubernetes.io/os`, `topology.kubernetes.io/region`,
+    /// `karpenter.k8s.aws/instance-*`, ... Zone and capacity type are not here: they come from
+    /// the offerings.
     pub labels: BTreeMap<String, String>,
     /// What the machine has (`cpu`, `memory`, `pods`, `ephemeral-storage`, GPUs, ...).
     pub capacity: ResourceList,

@@ -1859,6 +1859,24 @@ impl<'a> Scheduler<'a> {
     // -----------------------------------------------------------------------------------------
     // Explanations
 
+    /// The distinct values of `key` among pool `p`'s instance types (their labels, names, and
+    /// available offerings' zones and capacity types), sorted.
+    fn type_values(&self, p: usize, key: &str) -> Vec<String> {
+        let mut vals: BTreeSet<&str> = BTreeSet::new();
+        for t in &self.pools[p].types {
+            if key == ZONE || key == CAPACITY_TYPE {
+                for o in t.offerings.iter().filter(|o| o.available) {
+                    vals.insert(if key == ZONE { &o.zone } else { &o.capacity_type });
+                }
+            } else if let Some(v) = t.labels.get(key) {
+                vals.insert(v);
+            } else if key == INSTANCE_TYPE {
+                vals.insert(&t.name);
+            }
+        }
+        vals.into_iter().map(str::to_string).collect()
+    }
+
     /// Why pod `pi` fits nowhere: existing nodes summarized kube-scheduler style, then each
     /// NodePool with what excluded it (at the most relaxed level).
     fn explain(&mut self, pi: usize, g: usize) -> PodError {
@@ -1996,8 +2014,15 @@ impl<'a> Scheduler<'a> {
                 one.add(k, kr.clone());
                 let id = self.intern_req(one);
                 if self.compat(p, id).is_empty() {
+                    // Name what the types do have, so both sides of the mismatch are visible.
+                    let have = self.type_values(p, k);
+                    let have = if have.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (the NodePool's instance types have {k} {})", value_list(&have))
+                    };
                     return (
-                        format!("no instance type with an available offering satisfies requirement {k} {kr}"),
+                        format!("no instance type with an available offering satisfies requirement {k} {kr}{have}"),
                         false,
                     );
                 }
@@ -2115,6 +2140,16 @@ fn volume_union(alts: &[Requirements]) -> Requirements {
         }
     }
     alts.first().cloned().unwrap_or_default()
+}
+
+/// `a, b, c`, or the first few and how many more.
+fn value_list(values: &[String]) -> String {
+    const SHOWN: usize = 5;
+    if values.len() <= SHOWN {
+        values.join(", ")
+    } else {
+        format!("{} and {} more", values[..SHOWN].join(", "), values.len() - SHOWN)
+    }
 }
 
 fn limit_of(np: &NodePool, name: &str) -> String {

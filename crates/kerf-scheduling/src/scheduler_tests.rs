@@ -630,7 +630,8 @@ fn a_requirement_no_instance_type_satisfies_is_named() {
     assert_eq!(
         r.errors[0].1.message,
         "NodePool default: no instance type with an available offering satisfies requirement \
-         node.kubernetes.io/instance-type In [x9.huge]"
+         node.kubernetes.io/instance-type In [x9.huge] (the NodePool's instance types have \
+         node.kubernetes.io/instance-type large, medium, small)"
     );
 }
 

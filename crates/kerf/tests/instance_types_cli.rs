@@ -21,6 +21,7 @@ fn json_reports_c7i_2xlarge_allocatable_in_canonical_form() {
     );
     assert_eq!(t["capacity"]["cpu"], "8");
     assert_eq!(t["labels"]["node.kubernetes.io/instance-type"], "c7i.2xlarge");
+    assert_eq!(t["labels"]["topology.kubernetes.io/region"], "ap-northeast-2");
     let offerings = t["offerings"].as_array().unwrap();
     // Four zones, on-demand and spot in each.
     assert_eq!(offerings.len(), 8);

@@ -215,7 +215,7 @@ impl Catalog {
     ) -> Result<Vec<InstanceType>, CatalogError> {
         let mut out = Vec::new();
         for offer in self.offers(region)? {
-            if let Some(t) = self.build(offer, zones, settings)? {
+            if let Some(t) = self.build(region, offer, zones, settings)? {
                 out.push(t);
             }
         }
@@ -232,11 +232,12 @@ impl Catalog {
         let unknown = || CatalogError::UnknownInstanceType { region: region.to_string(), name: name.to_string() };
         let offers = self.offers(region)?;
         let idx = offers.binary_search_by(|o| o.instance_type.as_str().cmp(name)).map_err(|_| unknown())?;
-        self.build(&offers[idx], None, settings)?.ok_or_else(unknown)
+        self.build(region, &offers[idx], None, settings)?.ok_or_else(unknown)
     }
 
     fn build(
         &self,
+        region: &str,
         offer: &RegionOffer,
         zones: Option<&[String]>,
         settings: &NodeClassSettings,
@@ -268,7 +269,11 @@ impl Catalog {
         }
         let capacity = allocatable::capacity(info, settings);
         let overhead = allocatable::overhead(&capacity, settings)?;
-        Ok(Some(InstanceType { name: info.name.clone(), labels: type_labels(info), capacity, overhead, offerings }))
+        // Every offering of a region's type is in that region, so the region is one of the
+        // type's own labels: pods may select it, and Karpenter's nodes carry it.
+        let mut type_labels = type_labels(info);
+        type_labels.insert(labels::REGION.to_string(), region.to_string());
+        Ok(Some(InstanceType { name: info.name.clone(), labels: type_labels, capacity, overhead, offerings }))
     }
 }
 
@@ -316,7 +321,8 @@ pub fn category_and_generation(name: &str) -> Option<(&str, &str)> {
     Some((&family[..cat_end], &rest[..gen_len]))
 }
 
-/// The type's own labels, as Karpenter's AWS provider sets them.
+/// The type's own labels, as Karpenter's AWS provider sets them (the region, which depends on
+/// where the type is sold, is added by [`Catalog::instance_types`]).
 pub fn type_labels(info: &TypeInfo) -> BTreeMap<String, String> {
     let mut l = BTreeMap::new();
     let mut put = |k: &str, v: String| {

@@ -537,7 +537,8 @@ impl SimProvider {
 }
 
 /// Custom types from the config: capacity, overhead and labels as given, offerings as given or
-/// every zone × {spot, on-demand} (spot at 0.7 × the price unless named).
+/// every zone × {spot, on-demand} (spot at 0.7 × the price unless named), labelled with the
+/// cloud's region.
 fn build_custom(config: &SimConfig, zones: &[String]) -> Vec<Arc<InstanceType>> {
     let InstanceTypesSource::Custom(custom) = &config.instance_types else { return Vec::new() };
     let mut out: Vec<Arc<InstanceType>> = custom
@@ -547,6 +548,8 @@ fn build_custom(config: &SimConfig, zones: &[String]) -> Vec<Arc<InstanceType>> 
             type_labels.insert(labels::INSTANCE_TYPE.to_string(), c.name.clone());
             type_labels.entry(labels::ARCH.to_string()).or_insert_with(|| "amd64".to_string());
             type_labels.entry(labels::OS.to_string()).or_insert_with(|| "linux".to_string());
+            // The cloud's region, whatever the scenario wrote: its instances carry it.
+            type_labels.insert(labels::REGION.to_string(), config.region.clone());
             let base_price = c.price.unwrap_or(0.0);
             let default_price = |ct: &str| {
                 if ct == labels::CAPACITY_TYPE_SPOT {
