@@ -202,21 +202,86 @@ fn offerings_cover_every_zone_with_on_demand_and_modelled_spot() {
     let zones: Vec<&str> = t.offerings.iter().map(|o| o.zone.as_str()).collect();
     assert_eq!(zones.len(), 8, "{zones:?}");
     let od = t.offerings.iter().find(|o| o.capacity_type == "on-demand").unwrap();
-    let spot = t.offerings.iter().find(|o| o.capacity_type == "spot").unwrap();
     assert_eq!(od.price, 0.4032);
-    assert_eq!(spot.price, spot_price("c7i.2xlarge", 0.4032));
-    assert!(spot.price >= 0.4032 * 0.25 - 1e-5 && spot.price <= 0.4032 * 0.45 + 1e-5, "{}", spot.price);
+    let spot: Vec<_> = t.offerings.iter().filter(|o| o.capacity_type == "spot").collect();
+    assert_eq!(spot.len(), 4);
+    for o in spot {
+        assert_eq!(o.price, spot_price("c7i.2xlarge", &o.zone, 0.4032), "{}", o.zone);
+        assert!(o.price >= 0.4032 * 0.25 - 1e-5 && o.price <= 0.4032 * 0.45 + 1e-5, "{}", o.price);
+    }
 }
 
 #[test]
-fn spot_discount_stays_between_55_and_75_percent_for_every_type() {
+fn spot_discount_stays_between_55_and_75_percent_for_every_type_and_zone() {
     let cat = catalog().unwrap();
     for region in cat.regions() {
         for o in cat.offers(region).unwrap() {
-            let s = spot_price(&o.instance_type, o.price);
-            let ratio = s / o.price;
-            assert!((0.25 - 1e-3..=0.45 + 1e-3).contains(&ratio), "{} {region}: {ratio}", o.instance_type);
+            for zone in &o.zones {
+                let s = spot_price(&o.instance_type, zone, o.price);
+                let ratio = s / o.price;
+                assert!((0.25 - 1e-3..=0.45 + 1e-3).contains(&ratio), "{} {zone}: {ratio}", o.instance_type);
+            }
         }
+    }
+}
+
+/// The model as data/README.md writes it, computed independently of the library.
+fn documented_spot_price(instance_type: &str, zone: &str, on_demand: f64) -> f64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in format!("{instance_type} {zone}").bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d049bb133111eb);
+    h ^= h >> 31;
+    let discount = 0.55 + 0.20 * ((h % 10001) as f64 / 10000.0);
+    (on_demand * (1.0 - discount) * 100000.0).round() / 100000.0
+}
+
+#[test]
+fn spot_price_follows_the_documented_formula_and_is_stable() {
+    let cat = catalog().unwrap();
+    for o in cat.offers("us-east-1").unwrap() {
+        for zone in &o.zones {
+            assert_eq!(
+                spot_price(&o.instance_type, zone, o.price),
+                documented_spot_price(&o.instance_type, zone, o.price),
+                "{} {zone}",
+                o.instance_type
+            );
+        }
+    }
+    // Pinned values: a change to the model shows up here (and must be documented).
+    let m5: Vec<f64> =
+        ["a", "b", "c", "d"].iter().map(|z| spot_price("m5.large", &format!("us-west-2{z}"), 0.096)).collect();
+    assert_eq!(m5, [0.03524, 0.04049, 0.02521, 0.03641]);
+}
+
+#[test]
+fn spot_prices_differ_between_zones_so_the_cheapest_zone_is_spread_over_the_region() {
+    let cat = catalog().unwrap();
+    let abc = ["us-west-2a", "us-west-2b", "us-west-2c"];
+    let mut cheapest = [0usize; 3];
+    let mut all_equal = 0;
+    let mut types = 0;
+    for o in cat.offers("us-west-2").unwrap() {
+        if !abc.iter().all(|z| o.zones.iter().any(|oz| oz == z)) {
+            continue;
+        }
+        types += 1;
+        let prices: Vec<f64> = abc.iter().map(|z| spot_price(&o.instance_type, z, o.price)).collect();
+        if prices.iter().all(|p| *p == prices[0]) {
+            all_equal += 1;
+        }
+        // Ties go to the first zone, as a cheapest-offering choice breaks them.
+        let best = (0..3).min_by(|a, b| prices[*a].total_cmp(&prices[*b]).then(a.cmp(b))).unwrap();
+        cheapest[best] += 1;
+    }
+    assert!(types > 300, "{types}");
+    assert!(all_equal * 100 <= types, "{all_equal} of {types} types cost the same in every zone");
+    for (zone, n) in abc.iter().zip(cheapest) {
+        assert!(n * 100 >= types * 25, "{zone} is the cheapest spot zone for only {n} of {types} types");
     }
 }
 

@@ -305,3 +305,32 @@ fn claim_is_drifted_when_its_node_class_hash_changed() {
     assert_eq!(block_on(p.is_drifted(&c, Some(&class("222")))).unwrap().as_deref(), Some("NodeClassDrift"));
     assert_eq!(block_on(p.is_drifted(&c, None)).unwrap(), None);
 }
+
+#[test]
+fn catalog_spot_launches_take_each_types_cheapest_zone_which_is_not_always_the_first() {
+    let (p, _) = provider("{}");
+    let cat = kerf_cloud::aws::catalog().unwrap();
+    let settings = kerf_cloud::aws::NodeClassSettings::default();
+    let names = ["m5.large", "m5.xlarge", "c5.large", "c5.xlarge", "r6i.large", "m6g.large", "c7i.large", "m7i.large"];
+    let mut zones = std::collections::BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let reqs = serde_json::json!([
+            req("node.kubernetes.io/instance-type", &[name]),
+            req("karpenter.sh/capacity-type", &["spot"])
+        ]);
+        let zone =
+            labels_of(&block_on(p.create(&claim(&format!("c{i}"), reqs))).unwrap())["topology.kubernetes.io/zone"]
+                .clone();
+        let t = cat.instance_type("us-west-2", name, &settings).unwrap();
+        let best = t
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type == "spot")
+            .min_by(|a, b| a.price.total_cmp(&b.price).then_with(|| a.zone.cmp(&b.zone)))
+            .unwrap();
+        assert_eq!(zone, best.zone, "{name}");
+        assert_eq!(p.instances()[i].price, best.price, "{name}");
+        zones.insert(zone);
+    }
+    assert!(zones.len() >= 2, "every type launched in {zones:?}");
+}

@@ -243,7 +243,6 @@ impl Catalog {
         settings: &NodeClassSettings,
     ) -> Result<Option<InstanceType>, CatalogError> {
         let Some(info) = self.types.get(&offer.instance_type) else { return Ok(None) };
-        let spot = spot_price(&info.name, offer.price);
         let mut offerings = Vec::new();
         for zone in &offer.zones {
             if zones.is_some_and(|zs| !zs.contains(zone)) {
@@ -253,7 +252,7 @@ impl Catalog {
                 offerings.push(Offering {
                     zone: zone.clone(),
                     capacity_type: labels::CAPACITY_TYPE_SPOT.to_string(),
-                    price: spot,
+                    price: spot_price(&info.name, zone, offer.price),
                     available: true,
                 });
             }
@@ -277,18 +276,33 @@ impl Catalog {
     }
 }
 
-/// Spot price model (no real spot source is wired in): every type gets a stable discount off
-/// its on-demand price between 55% and 75%, chosen by a 64-bit FNV-1a hash of the type name
-/// (`discount = 0.55 + 0.20 × (hash mod 10001) / 10000`), the same in every zone and region;
-/// the result is rounded to 1/100000 $.
-pub fn spot_price(instance_type: &str, on_demand: f64) -> f64 {
-    let discount = 0.55 + 0.20 * ((fnv1a64(instance_type) % 10_001) as f64 / 10_000.0);
+/// Spot price model (no real spot source is wired in): every (type, zone) gets a stable
+/// discount off the type's on-demand price between 55% and 75%, seeded by both names, so spot
+/// prices differ between the zones of a region as real ones do (and cheapest-zone choices do not
+/// all fall on the first zone). The seed is the 64-bit FNV-1a hash of `"<type> <zone>"` passed
+/// through the splitmix64 finalizer, which spreads names that differ only in the zone letter:
+/// `discount = 0.55 + 0.20 × (mix64(fnv1a64(type + " " + zone)) mod 10001) / 10000`; the result
+/// is rounded to 1/100000 $.
+pub fn spot_price(instance_type: &str, zone: &str, on_demand: f64) -> f64 {
+    let seed = mix64(fnv1a64_continue(fnv1a64_continue(fnv1a64(instance_type), " "), zone));
+    let discount = 0.55 + 0.20 * ((seed % 10_001) as f64 / 10_000.0);
     (on_demand * (1.0 - discount) * 100_000.0).round() / 100_000.0
+}
+
+/// The splitmix64 finalizer: every input bit affects every output bit.
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// 64-bit FNV-1a: small, stable across platforms and releases.
 pub fn fnv1a64(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a64_continue(0xcbf2_9ce4_8422_2325, s)
+}
+
+/// FNV-1a of the bytes hashed into `h` followed by those of `s`.
+fn fnv1a64_continue(mut h: u64, s: &str) -> u64 {
     for b in s.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
