@@ -309,6 +309,10 @@ impl ClusterView {
             }
         }
         if !p.affinity.required.is_empty() {
+            // Every term's topology key must exist on the node, even for the first of its kind.
+            if !p.affinity.required.iter().all(|t| n.labels.contains_key(&t.topology_key)) {
+                return Err(Unfit::new(POD_AFFINITY));
+            }
             let pods_exist = p.affinity.required.iter().zip(&p.affinity_counts).all(|(t, counts)| {
                 n.labels.get(&t.topology_key).is_some_and(|v| counts.get(v).is_some_and(|c| *c > 0))
             });
@@ -535,6 +539,16 @@ mod tests {
         let other = ClusterView::new(three_zone_nodes());
         let q = pod("q").label("app", "web").pod_affinity(Z, &[("app", "db")]).build();
         assert!(other.feasible_nodes(&q).is_empty());
+    }
+
+    #[test]
+    fn pod_affinity_first_pod_still_needs_every_topology_key_on_the_node() {
+        let mut nodes = three_zone_nodes();
+        nodes.push(node("bare", &[], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "10")]));
+        let v = ClusterView::new(nodes);
+        let p = pod("p").label("app", "db").pod_affinity(Z, &[("app", "db")]).build();
+        assert_eq!(v.feasible_nodes(&p), vec![0, 1, 2]);
+        assert_eq!(reason(v.check(&p, 3)), POD_AFFINITY);
     }
 
     #[test]

@@ -176,11 +176,14 @@ struct Pool {
     min_values: Vec<(String, usize)>,
 }
 
-/// A counter of pods matching a selector, per topology domain.
+/// A counter of pods matching a selector (and every one of `also`), per topology domain.
 struct Counter {
     key: String,
     selector: Option<LabelSelector>,
     namespaces: Namespaces,
+    /// Further terms a pod must match to count: the other terms of a pod's required affinity,
+    /// since kube-scheduler counts, in each term's domain, the pods that match all of them.
+    also: Vec<(Option<LabelSelector>, Namespaces)>,
     counts: Vec<i64>,
     total: i64,
 }
@@ -198,14 +201,25 @@ impl Counter {
         self.total += 1;
     }
     fn matches(&self, p: &Pod, ns_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
-        AffinityTerm {
+        let term = |selector: &Option<LabelSelector>, namespaces: &Namespaces| AffinityTerm {
             topology_key: self.key.clone(),
-            selector: self.selector.clone(),
-            namespaces: self.namespaces.clone(),
+            selector: selector.clone(),
+            namespaces: namespaces.clone(),
             weight: 0,
-        }
-        .matches(p, ns_labels)
+        };
+        term(&self.selector, &self.namespaces).matches(p, ns_labels)
+            && self.also.iter().all(|(s, n)| term(s, n).matches(p, ns_labels))
     }
+}
+
+/// Pod affinity terms that hold together: for each term, the candidate's domain must hold a pod
+/// matching every term of the set, unless no pod anywhere does and the pod itself matches them
+/// all (the first of its kind may go anywhere its topology keys exist).
+#[derive(Clone)]
+struct AffinitySet {
+    /// One counter per term: pods matching every term of the set, in that term's domains.
+    counters: Vec<usize>,
+    matches_own: bool,
 }
 
 /// Domains where pods matching an anti-affinity term are not allowed.
@@ -249,9 +263,8 @@ struct Level {
     name_field: Option<Requirement>,
     tolerate_prefer: bool,
     spreads: Vec<SpreadPlan>,
-    /// Required (and still-preferred) affinity terms: counter ids.
-    affinity: Vec<usize>,
-    matches_own_affinity: bool,
+    /// The required affinity terms as one set, and each still-preferred term as a set of its own.
+    affinity: Vec<AffinitySet>,
     anti: Vec<usize>,
     /// Relaxation state that produced this level.
     state: Relax,
@@ -652,8 +665,20 @@ impl<'a> Scheduler<'a> {
     }
 
     fn counter_id(&mut self, key: &str, selector: &Option<LabelSelector>, namespaces: &Namespaces) -> usize {
-        if let Some(i) =
-            self.counters.iter().position(|c| c.key == key && c.selector == *selector && c.namespaces == *namespaces)
+        self.counter_id_with(key, selector, namespaces, Vec::new())
+    }
+
+    fn counter_id_with(
+        &mut self,
+        key: &str,
+        selector: &Option<LabelSelector>,
+        namespaces: &Namespaces,
+        also: Vec<(Option<LabelSelector>, Namespaces)>,
+    ) -> usize {
+        if let Some(i) = self
+            .counters
+            .iter()
+            .position(|c| c.key == key && c.selector == *selector && c.namespaces == *namespaces && c.also == also)
         {
             return i;
         }
@@ -661,10 +686,24 @@ impl<'a> Scheduler<'a> {
             key: key.to_string(),
             selector: selector.clone(),
             namespaces: namespaces.clone(),
+            also,
             counts: Vec::new(),
             total: 0,
         });
         self.counters.len() - 1
+    }
+
+    /// The counter of term `i` of an affinity set: pods matching every term, in term `i`'s
+    /// domains (a plain per-term counter when the set has one term).
+    fn set_counter_id(&mut self, terms: &[AffinityTerm], i: usize) -> usize {
+        let also = terms
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, t)| (t.selector.clone(), t.namespaces.clone()))
+            .collect();
+        let t = &terms[i];
+        self.counter_id_with(&t.topology_key, &t.selector, &t.namespaces, also)
     }
 
     fn inverse_id(&mut self, t: &AffinityTerm) -> usize {
@@ -729,6 +768,11 @@ impl<'a> Scheduler<'a> {
                 .collect();
             for (k, s, n) in terms {
                 self.counter_id(&k, &s, &n);
+            }
+            // The required affinity terms count together (before `counted_by` is computed).
+            let required = self.groups[g].affinity.clone();
+            for i in 0..required.len() {
+                self.set_counter_id(&required, i);
             }
             let anti = self.groups[g].anti.clone();
             let own: Vec<usize> = anti.iter().map(|t| self.inverse_id(t)).collect();
@@ -915,8 +959,8 @@ impl<'a> Scheduler<'a> {
             .map(|c| (c.clone(), false))
             .chain(grp.soft_spread.iter().skip(s.soft_spread).map(|c| (c.clone(), true)))
             .collect();
-        let aff_terms: Vec<AffinityTerm> =
-            grp.affinity.iter().chain(grp.pref_affinity.iter().skip(s.pref_affinity)).cloned().collect();
+        let required_aff = grp.affinity.clone();
+        let preferred_aff: Vec<AffinityTerm> = grp.pref_affinity.iter().skip(s.pref_affinity).cloned().collect();
         let anti_terms: Vec<AffinityTerm> =
             grp.anti.iter().chain(grp.pref_anti.iter().skip(s.pref_anti)).cloned().collect();
         let tolerations = grp.tolerations.clone();
@@ -939,22 +983,23 @@ impl<'a> Scheduler<'a> {
                 fresh,
             });
         }
-        let affinity: Vec<usize> =
-            aff_terms.iter().map(|t| self.counter_id(&t.topology_key, &t.selector, &t.namespaces)).collect();
-        let matches_own_affinity = aff_terms.iter().all(|t| t.matches(&rep, ns));
+        // Preferred terms are scored one by one by kube-scheduler: while kept, each holds alone.
+        let mut affinity = Vec::new();
+        if !required_aff.is_empty() {
+            affinity.push(AffinitySet {
+                counters: (0..required_aff.len()).map(|i| self.set_counter_id(&required_aff, i)).collect(),
+                matches_own: required_aff.iter().all(|t| t.matches(&rep, ns)),
+            });
+        }
+        for t in &preferred_aff {
+            affinity.push(AffinitySet {
+                counters: vec![self.counter_id(&t.topology_key, &t.selector, &t.namespaces)],
+                matches_own: t.matches(&rep, ns),
+            });
+        }
         let anti: Vec<usize> =
             anti_terms.iter().map(|t| self.counter_id(&t.topology_key, &t.selector, &t.namespaces)).collect();
-        Level {
-            req,
-            name_field,
-            tolerate_prefer: s.tolerate_prefer,
-            spreads: plans,
-            affinity,
-            matches_own_affinity,
-            anti,
-            state: s,
-            relaxed,
-        }
+        Level { req, name_field, tolerate_prefer: s.tolerate_prefer, spreads: plans, affinity, anti, state: s, relaxed }
     }
 
     /// The domains of a spread constraint the pod could land in: existing nodes passing its
@@ -1282,15 +1327,14 @@ impl<'a> Scheduler<'a> {
                 return None;
             }
         }
-        if !level.affinity.is_empty() {
-            let none_anywhere = level.affinity.iter().all(|c| self.counters[*c].total == 0);
-            if !(none_anywhere && level.matches_own_affinity) {
-                for c in &level.affinity {
-                    let key = self.counters[*c].key.clone();
-                    let d = domain(self, &key)?;
-                    if self.counters[*c].get(d) == 0 {
-                        return None;
-                    }
+        for set in &level.affinity {
+            let first_of_its_kind = set.matches_own && set.counters.iter().all(|c| self.counters[*c].total == 0);
+            for &c in &set.counters {
+                // Every topology key must exist on the node, even for the first of its kind.
+                let key = self.counters[c].key.clone();
+                let d = domain(self, &key)?;
+                if !first_of_its_kind && self.counters[c].get(d) == 0 {
+                    return None;
                 }
             }
         }
@@ -1478,20 +1522,20 @@ impl<'a> Scheduler<'a> {
             }
         }
         // Required (and still-preferred) pod affinity.
-        if !level.affinity.is_empty() {
-            let none_anywhere = level.affinity.iter().all(|c| self.counters[*c].total == 0);
-            for &ci in &level.affinity {
+        for set in &level.affinity {
+            let first_of_its_kind = set.matches_own && set.counters.iter().all(|ci| self.counters[*ci].total == 0);
+            for &ci in &set.counters {
                 let key = self.counters[ci].key.clone();
                 match self.claim_domain(c, req, &key) {
                     Some(d) => {
-                        if !(none_anywhere && level.matches_own_affinity) && self.counters[ci].get(d) == 0 {
+                        if !first_of_its_kind && self.counters[ci].get(d) == 0 {
                             return Err(false);
                         }
                     }
                     None => {
                         // Pin to a domain that has matching pods, or (first of its kind) to the
                         // cheapest domain so the rest of the group follows.
-                        let cands: Vec<u32> = if none_anywhere && level.matches_own_affinity {
+                        let cands: Vec<u32> = if first_of_its_kind {
                             self.candidate_values(pool, req, &key, &types)
                         } else {
                             let counts = &self.counters[ci];

@@ -676,3 +676,112 @@ fn benchmark_outcome_obeys_every_constraint() {
     assert_eq!(affinity_zones.len(), 1, "{affinity_zones:?}");
     assert!(!affinity_zones.contains_key(""));
 }
+
+/// A pod with required affinity to app=a on the hostname and to tier=b in the zone.
+fn two_term_pod(name: &str, own: &[(&str, &str)]) -> Arc<Pod> {
+    let mut b = pod(name).cpu("100m").pod_affinity(HOSTNAME, &[("app", "a")]).pod_affinity(ZONE, &[("tier", "b")]);
+    for (k, v) in own {
+        b = b.label(k, v);
+    }
+    b.build()
+}
+
+fn roomy(name: &str, zone: &str) -> ExistingNode {
+    node(name, &[(ZONE, zone)], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "10")])
+}
+
+fn full(name: &str, zone: &str) -> ExistingNode {
+    node(name, &[(ZONE, zone)], &[("cpu", "0"), ("memory", "0"), ("pods", "1")])
+}
+
+#[test]
+fn two_term_affinity_needs_in_each_terms_domain_a_pod_matching_both_terms() {
+    // n1 (zone a) holds an app=a pod and zone a holds a tier=b pod (on n3): counted term by term,
+    // n1 would do. Only n2's pod matches both terms, so kube-scheduler accepts only n2.
+    let mut n1 = roomy("n1", "a");
+    n1.pods.push(pod("x").label("app", "a").build());
+    let mut n2 = roomy("n2", "b");
+    n2.pods.push(pod("y").label("app", "a").label("tier", "b").build());
+    let mut n3 = roomy("n3", "a");
+    n3.pods.push(pod("z").label("tier", "b").build());
+    let nodes = vec![n1, n2, n3];
+    let p = two_term_pod("p", &[("role", "client")]);
+    let mut inp = one_pool(vec![p.clone()]);
+    inp.existing_nodes = nodes.clone();
+    let r = schedule(&inp);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.placements, vec![crate::model::Placement { pod: 0, node: "n2".into() }]);
+    assert!(r.new_node_claims.is_empty());
+    // The Scheduler agrees with the kube-scheduler filters.
+    let view = crate::predicates::ClusterView::new(nodes);
+    assert_eq!(view.feasible_nodes(&p), vec![1]);
+}
+
+#[test]
+fn two_term_affinity_first_of_its_kind_gets_a_new_claim_when_no_pod_matches_both_terms() {
+    // Pods match each term on its own (x: app=a, z: tier=b) but none matches both, and the pods
+    // match both themselves: the first may go anywhere and the second follows it. Counted term by
+    // term, the hostname term would demand a node with an app=a pod, which is full.
+    let mut n1 = full("n1", "a");
+    n1.pods.push(pod("x").label("app", "a").build());
+    let mut n3 = full("n3", "a");
+    n3.pods.push(pod("z").label("tier", "b").build());
+    let own = [("app", "a"), ("tier", "b")];
+    let mut inp = one_pool(vec![two_term_pod("p0", &own), two_term_pod("p1", &own)]);
+    inp.existing_nodes = vec![n1.clone(), n3.clone()];
+    let r = schedule(&inp);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.new_node_claims.len(), 1);
+    assert_eq!(r.new_node_claims[0].pods, vec![0, 1]);
+    assert_ne!(claim_label(&r.new_node_claims[0], ZONE), "");
+    // kube-scheduler lets the first such pod onto any node with room that has both keys.
+    let view = crate::predicates::ClusterView::new(vec![n1, n3, roomy("n4", "c")]);
+    assert_eq!(view.feasible_nodes(&two_term_pod("p0", &own)), vec![2]);
+}
+
+#[test]
+fn two_term_affinity_to_two_values_of_one_label_is_unschedulable_as_in_kube_scheduler() {
+    // Affinity to app=a on the hostname and to app=b in the zone: no pod can match both terms,
+    // nor can the pod itself, so kube-scheduler never places it. Counted term by term, n1 (an
+    // app=a pod, and an app=b pod in its zone) would be chosen.
+    let mut n1 = roomy("n1", "a");
+    n1.pods.push(pod("x").label("app", "a").build());
+    let mut n2 = roomy("n2", "a");
+    n2.pods.push(pod("y").label("app", "b").build());
+    let nodes = vec![n1, n2];
+    let p = pod("p")
+        .label("app", "a")
+        .cpu("100m")
+        .pod_affinity(HOSTNAME, &[("app", "a")])
+        .pod_affinity(ZONE, &[("app", "b")])
+        .build();
+    let mut inp = one_pool(vec![p.clone()]);
+    inp.existing_nodes = nodes.clone();
+    let r = schedule(&inp);
+    assert!(r.placements.is_empty(), "{:?}", r.placements);
+    assert!(r.new_node_claims.is_empty());
+    assert_eq!(r.errors.len(), 1);
+    assert!(
+        r.errors[0]
+            .1
+            .message
+            .starts_with("0/2 nodes are available: 2 node(s) didn't match pod affinity/anti-affinity rules"),
+        "{}",
+        r.errors[0].1.message
+    );
+    let view = crate::predicates::ClusterView::new(nodes);
+    assert!(view.feasible_nodes(&p).is_empty());
+}
+
+#[test]
+fn first_pod_of_a_zone_affinity_group_skips_an_existing_node_without_a_zone_label() {
+    let bare = node("bare", &[], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "10")]);
+    let p = pod("p").label("app", "db").cpu("1").pod_affinity(ZONE, &[("app", "db")]).build();
+    let mut inp = one_pool(vec![p.clone()]);
+    inp.existing_nodes = vec![bare.clone()];
+    let r = schedule(&inp);
+    assert!(r.placements.is_empty(), "{:?}", r.placements);
+    assert_eq!(r.new_node_claims.len(), 1);
+    assert_ne!(claim_label(&r.new_node_claims[0], ZONE), "");
+    assert!(crate::predicates::ClusterView::new(vec![bare]).feasible_nodes(&p).is_empty());
+}
