@@ -69,13 +69,20 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
 
 /// Runs a loaded scenario to its end and returns the report.
 pub fn run_scenario(scenario: &Scenario) -> Result<Report, SimError> {
+    simulate(scenario).map(|(report, _)| report)
+}
+
+/// Runs a loaded scenario to its end; returns the report and the finished simulation (for
+/// callers that want to inspect it, or to skip tearing it down when the process exits anyway).
+pub fn simulate(scenario: &Scenario) -> Result<(Report, Simulation<kerf_cloud::sim::SimProvider>), SimError> {
     let clock = ManualClock::new();
     let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
         .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
     let region = provider.region().to_string();
     let mut sim = Simulation::new(&scenario.name, provider, clock, &region, 0);
     sim.run(scenario)?;
-    Ok(sim.report())
+    let report = sim.report();
+    Ok((report, sim))
 }
 
 /// Rounds at one instant before the driver decides the controllers cannot settle.

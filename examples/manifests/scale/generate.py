@@ -1,4 +1,5 @@
 # Generates examples/manifests/scale/deployments.yaml: 50 Deployments, 30,000 pods, mixed constraints.
+# Usage: python3 generate.py > deployments.yaml
 import sys
 scale = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
 out = []
@@ -85,15 +86,16 @@ def dep(i, kind, replicas):
     ]
     out.append("\n".join(lines))
 
-plan = (["plain"] * 26 + ["zone-spread"] * 8 + ["on-demand"] * 5 + ["arm64"] * 4 + ["zone-pinned"] * 3
-        + ["tolerates-batch"] * 2 + ["one-per-node"] * 2)
+plan = (["zone-spread"] * 8 + ["one-per-node"] * 2 + ["zone-pinned"] * 3 + ["on-demand"] * 5 + ["arm64"] * 4
+        + ["tolerates-batch"] * 2 + ["plain"] * 26)
 assert len(plan) == 50
 sizes = {"plain": 632, "zone-spread": 600, "on-demand": 600, "arm64": 600, "zone-pinned": 600, "tolerates-batch": 700, "one-per-node": 80}
 # Adjust so the total is exactly 30,000 at scale 1.
 base = sum(sizes[k] for k in plan)
 extra = 30000 - base
+first_plain = plan.index("plain")
 for i, k in enumerate(plan):
-    dep(i, k, sizes[k] + (extra if i == 0 else 0))
+    dep(i, k, sizes[k] + (extra if i == first_plain else 0))
 print("# Generated: 50 Deployments, mixed constraints (plain, zone spread, on-demand only, arm64,")
 print("# zone-pinned, tainted batch pool, one pod per node).")
 print("\n".join(out))
