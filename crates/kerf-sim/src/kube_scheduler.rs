@@ -52,7 +52,7 @@ struct View {
 }
 
 /// Per node: the node's version when the filters last ran and what they said.
-type Memo = Vec<Option<(u32, Result<(), String>)>>;
+type Memo = Vec<Option<(u32, Result<(), Arc<str>>)>>;
 
 fn cpu_memory(list: &ResourceList) -> [f64; 2] {
     [list.get("cpu").as_f64(), list.get("memory").as_f64()]
@@ -352,19 +352,20 @@ impl KubeScheduler {
         if total == 0 {
             return Err("0/0 nodes are available: no nodes available to schedule pods.".to_string());
         }
-        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        // Why each rejecting node said no; only turned into a message when nothing fits.
+        let mut rejections: Vec<(Arc<str>, usize)> = Vec::new();
         let mut feasible = Vec::new();
         if let Some(node) = pinned {
             // A DaemonSet pod may only go to its node; every other node fails node affinity.
             if let Some(&idx) = v.index.get(node) {
                 match v.view.check_prepared(prepared, idx) {
                     Ok(()) => feasible.push(idx),
-                    Err(u) => *reasons.entry(u.reason).or_default() += 1,
+                    Err(u) => rejections.push((Arc::from(u.reason), 1)),
                 }
             }
             let others = total - usize::from(v.index.contains_key(node));
             if others > 0 {
-                *reasons.entry(kerf_scheduling::predicates::NODE_AFFINITY.to_string()).or_default() += others;
+                rejections.push((Arc::from(kerf_scheduling::predicates::NODE_AFFINITY), others));
             }
         } else {
             let want = feasible_to_find(total);
@@ -377,12 +378,12 @@ impl KubeScheduler {
                     Some(m) => match &m[idx] {
                         Some((ver, r)) if *ver == v.version[idx] => r.clone(),
                         _ => {
-                            let r = v.view.check_prepared(prepared, idx).map_err(|u| u.reason);
+                            let r = v.view.check_prepared(prepared, idx).map_err(|u| Arc::<str>::from(u.reason));
                             m[idx] = Some((v.version[idx], r.clone()));
                             r
                         }
                     },
-                    None => v.view.check_prepared(prepared, idx).map_err(|u| u.reason),
+                    None => v.view.check_prepared(prepared, idx).map_err(|u| Arc::<str>::from(u.reason)),
                 };
                 match verdict {
                     Ok(()) => {
@@ -391,12 +392,16 @@ impl KubeScheduler {
                             break;
                         }
                     }
-                    Err(reason) => *reasons.entry(reason).or_default() += 1,
+                    Err(reason) => rejections.push((reason, 1)),
                 }
             }
             self.next_start = (start + visited) % total;
         }
         if feasible.is_empty() {
+            let mut reasons: BTreeMap<Arc<str>, usize> = BTreeMap::new();
+            for (r, n) in rejections {
+                *reasons.entry(r).or_default() += n;
+            }
             let mut parts: Vec<String> = reasons.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
             parts.sort();
             return Err(format!("0/{total} nodes are available: {}.", parts.join(", ")));
