@@ -203,9 +203,10 @@ impl SimCluster {
         meta.creation_timestamp = Some(Time(now));
         meta.deletion_timestamp = None;
         meta.generation = Some(1);
+        let ret = K::from_any(&any).cloned().ok_or_else(|| ApiError::Other(format!("{kind} {name}: wrong kind")));
         inner.stores.entry(kind).or_default().insert(key, any.clone());
-        inner.watch.push(WatchEvent::Applied(any.clone()));
-        K::from_any(&any).cloned().ok_or_else(|| ApiError::Other(format!("{kind} {name}: wrong kind")))
+        inner.watch.push(WatchEvent::Applied(any));
+        ret
     }
 
     /// Writes `obj`: only its status, everything but its status, or (for the simulator's own
@@ -216,7 +217,7 @@ impl SimCluster {
         let kind = incoming.kind();
         let name = incoming.meta().name.clone().unwrap_or_default();
         let key = key_of(incoming.meta().namespace.as_deref(), &name, is_namespaced(kind));
-        let Some(current) = inner.stores.get(kind).and_then(|s| s.get(&key)).cloned() else {
+        let Some(current) = inner.stores.get(kind).and_then(|s| s.get(&key)) else {
             return Err(ApiError::NotFound { kind, name });
         };
         if let Some(rv) = incoming.meta().resource_version.as_deref()
@@ -231,15 +232,15 @@ impl SimCluster {
         } else {
             let mut n = incoming;
             if mode == Mode::Spec {
-                copy_status(&mut n, &current);
+                copy_status(&mut n, current);
             }
             // Fields the server owns.
-            let cm = current.meta().clone();
+            let cm = current.meta();
             let m = meta_mut(&mut n);
-            m.uid = cm.uid;
-            m.creation_timestamp = cm.creation_timestamp;
-            m.deletion_timestamp = cm.deletion_timestamp;
-            m.namespace = cm.namespace;
+            m.uid.clone_from(&cm.uid);
+            m.creation_timestamp.clone_from(&cm.creation_timestamp);
+            m.deletion_timestamp.clone_from(&cm.deletion_timestamp);
+            m.namespace.clone_from(&cm.namespace);
             m.generation = cm.generation;
             n
         };
@@ -248,16 +249,17 @@ impl SimCluster {
         meta_mut(&mut next).resource_version = Some(rv);
         let done =
             next.meta().deletion_timestamp.is_some() && next.meta().finalizers.as_ref().is_none_or(Vec::is_empty);
+        let ret = K::from_any(&next).cloned().ok_or_else(|| ApiError::Other(format!("{kind} {name}: wrong kind")));
         if done {
             if let Some(s) = inner.stores.get_mut(kind) {
                 s.remove(&key);
             }
-            inner.watch.push(WatchEvent::Deleted(next.clone()));
+            inner.watch.push(WatchEvent::Deleted(next));
         } else {
             inner.stores.entry(kind).or_default().insert(key, next.clone());
-            inner.watch.push(WatchEvent::Applied(next.clone()));
+            inner.watch.push(WatchEvent::Applied(next));
         }
-        K::from_any(&next).cloned().ok_or_else(|| ApiError::Other(format!("{kind} {name}: wrong kind")))
+        ret
     }
 
     pub fn update_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
