@@ -2073,14 +2073,6 @@ impl<'a> Scheduler<'a> {
             }
             return (format!("no instance type with an available offering satisfies requirements {r}"), false);
         }
-        let pool = &self.pools[p];
-        let all = {
-            let mut b = Bits::empty(pool.types.len());
-            for i in 0..pool.types.len() {
-                b.set(i);
-            }
-            b
-        };
         let fit_any = self.fitting(p, &compat, &total);
         if fit_any.is_empty() {
             let pool = &self.pools[p];
@@ -2100,7 +2092,6 @@ impl<'a> Scheduler<'a> {
                     )
                 })
                 .collect();
-            let _ = all;
             return if short.is_empty() {
                 ("no single instance type fits all requested resources together".into(), false)
             } else {
@@ -2214,9 +2205,4 @@ fn same_constraints(a: &Pod, b: &Pod) -> bool {
         // Generic ephemeral volumes are claims named after the pod: such pods stand alone.
         && (x.volumes.iter().flatten().all(|v| v.ephemeral.is_none()) || a.metadata.name == b.metadata.name)
         && pod::host_ports(a) == pod::host_ports(b)
-}
-
-#[allow(dead_code)]
-fn effect_blocks(e: TaintEffect) -> bool {
-    e != TaintEffect::PreferNoSchedule
 }

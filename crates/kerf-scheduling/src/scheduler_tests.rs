@@ -504,9 +504,6 @@ fn scheduling_is_deterministic() {
     assert_eq!(summary(&a), summary(&b));
 }
 
-#[allow(dead_code)]
-fn unused(_: ExistingNode) {}
-
 #[test]
 fn relaxation_drops_preferred_pod_affinity_before_preferred_node_affinity() {
     // The db pod is in zone a (on a full node); the pod prefers to be near it and prefers zone b.
