@@ -215,15 +215,6 @@ fn relaxation_drops_required_terms_then_preferred_node_affinity_heaviest_first()
 }
 
 #[test]
-fn relaxation_tolerates_prefer_no_schedule_last() {
-    let mut np = node_pool("soft", vec![]);
-    np.spec.template.spec.taints = vec![Taint::new("soft", None, TaintEffect::PreferNoSchedule)];
-    let r = schedule(&input(vec![pool_input(np, default_types())], vec![pod("p").cpu("1").build()]));
-    assert!(r.errors.is_empty());
-    assert_eq!(r.new_node_claims.len(), 1);
-}
-
-#[test]
 fn schedule_anyway_spread_is_honoured_until_relaxed() {
     let pods: Vec<Arc<Pod>> = (0..3)
         .map(|i| {
@@ -781,4 +772,171 @@ fn first_pod_of_a_zone_affinity_group_skips_an_existing_node_without_a_zone_labe
     assert_eq!(r.new_node_claims.len(), 1);
     assert_ne!(claim_label(&r.new_node_claims[0], ZONE), "");
     assert!(crate::predicates::ClusterView::new(vec![bare]).feasible_nodes(&p).is_empty());
+}
+
+fn weighted(mut np: NodePool, weight: i32) -> NodePool {
+    np.spec.weight = Some(weight);
+    np
+}
+
+#[test]
+fn prefer_no_schedule_pool_is_avoided_while_an_untainted_pool_fits_and_used_when_nothing_else_does() {
+    // The tainted pool is heavier, so only its PreferNoSchedule taint keeps it second.
+    let mut soft = weighted(node_pool("soft", vec![]), 50);
+    soft.spec.template.spec.taints = vec![Taint::new("soft", None, TaintEffect::PreferNoSchedule)];
+    let plain = node_pool("plain", vec![req(ZONE, Operator::In, &["a"])]);
+    let pools = vec![pool_input(soft, default_types()), pool_input(plain, default_types())];
+
+    let r = schedule(&input(pools.clone(), vec![pod("p").cpu("1").build()]));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.new_node_claims.len(), 1);
+    assert_eq!(r.new_node_claims[0].node_pool, "plain");
+
+    // Only zone b is acceptable: the untainted pool cannot launch there, so the taint is tolerated.
+    let r = schedule(&input(pools, vec![pod("p").cpu("1").required_term(&[(ZONE, "In", &["b"])]).build()]));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.new_node_claims.len(), 1);
+    assert_eq!(r.new_node_claims[0].node_pool, "soft");
+    assert_eq!(claim_label(&r.new_node_claims[0], ZONE), "b");
+}
+
+#[test]
+fn prefer_no_schedule_existing_node_is_skipped_while_an_untainted_one_has_room() {
+    let alloc = [("cpu", "4"), ("memory", "8Gi"), ("pods", "10")];
+    let mut tainted = node("tainted", &[(ZONE, "a")], &alloc);
+    tainted.taints = vec![Taint::new("soft", None, TaintEffect::PreferNoSchedule)];
+    let clean = node("clean", &[(ZONE, "a")], &alloc);
+    let mut inp = one_pool(vec![pod("p").cpu("1").build()]);
+    inp.existing_nodes = vec![tainted.clone(), clean];
+    let r = schedule(&inp);
+    assert_eq!(r.placements, vec![crate::model::Placement { pod: 0, node: "clean".into() }]);
+    // With no pool and no other node, the tainted node takes the pod.
+    let mut inp = input(vec![], vec![pod("p").cpu("1").build()]);
+    inp.existing_nodes = vec![tainted];
+    let r = schedule(&inp);
+    assert_eq!(r.placements, vec![crate::model::Placement { pod: 0, node: "tainted".into() }]);
+}
+
+/// A full node in `zone` holding one pod labelled `app=<app>`.
+fn full_with(name: &str, zone: &str, app: &str) -> ExistingNode {
+    let mut n = node(name, &[(ZONE, zone)], &[("cpu", "1"), ("memory", "1Gi"), ("pods", "10")]);
+    n.pods.push(pod(&format!("{app}-0")).label("app", app).cpu("1").build());
+    n
+}
+
+#[test]
+fn relaxation_drops_preferred_pod_anti_affinity_after_preferred_pod_affinity_and_before_preferred_node_affinity() {
+    let ab = || vec![pool_input(node_pool("ab", vec![req(ZONE, Operator::In, &["a", "b"])]), default_types())];
+    // Near db (zone a) and away from cache (also zone a) conflict. Preferred pod affinity is
+    // dropped first, so the anti-affinity holds and the claim avoids zone a.
+    let p = pod("p")
+        .cpu("1")
+        .preferred_pod_affinity(100, ZONE, &[("app", "db")])
+        .preferred_anti_affinity(100, ZONE, &[("app", "cache")])
+        .build();
+    let mut inp = input(ab(), vec![p]);
+    inp.existing_nodes = vec![full_with("n-db", "a", "db"), full_with("n-cache", "a", "cache")];
+    let r = schedule(&inp);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(claim_label(&r.new_node_claims[0], ZONE), "b");
+
+    // Away from cache (zone b) and preferring zone b conflict. Preferred anti-affinity is dropped
+    // before preferred node affinity, so the claim lands in zone b.
+    let p = pod("p")
+        .cpu("1")
+        .preferred_anti_affinity(100, ZONE, &[("app", "cache")])
+        .preferred_term(1, &[(ZONE, "In", &["b"])])
+        .build();
+    let mut inp = input(ab(), vec![p]);
+    inp.existing_nodes = vec![full_with("n-cache", "b", "cache")];
+    let r = schedule(&inp);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(claim_label(&r.new_node_claims[0], ZONE), "b");
+}
+
+#[test]
+fn schedule_anyway_spread_that_cannot_be_met_is_dropped_and_the_pod_placed() {
+    // Zone a already holds two matching pods, zone b none; the pool launches only in zone a, so
+    // a third pod there makes skew 3 > 1.
+    let make = |when: &str| {
+        let p = pod("w")
+            .label("app", "w")
+            .cpu("1")
+            .spread_with(TopologySpreadConstraint {
+                topology_key: ZONE.into(),
+                max_skew: 1,
+                when_unsatisfiable: when.into(),
+                label_selector: Some(selector(&[("app", "w")])),
+                ..Default::default()
+            })
+            .build();
+        let np = node_pool("only-a", vec![req(ZONE, Operator::In, &["a"])]);
+        let mut inp = input(vec![pool_input(np, default_types())], vec![p]);
+        let mut na = node("na", &[(ZONE, "a")], &[("cpu", "2"), ("memory", "1Gi"), ("pods", "10")]);
+        na.pods.push(pod("w-0").label("app", "w").cpu("1").build());
+        na.pods.push(pod("w-1").label("app", "w").cpu("1").build());
+        let nb = node("nb", &[(ZONE, "b")], &[("cpu", "0"), ("memory", "1Gi"), ("pods", "10")]);
+        inp.existing_nodes = vec![na, nb];
+        schedule(&inp)
+    };
+    let hard = make("DoNotSchedule");
+    assert_eq!(placed(&hard), 0);
+    assert!(hard.errors[0].1.message.contains("a: 2, b: 0"), "{}", hard.errors[0].1.message);
+    let soft = make("ScheduleAnyway");
+    assert!(soft.errors.is_empty(), "{:?}", soft.errors);
+    assert_eq!(soft.new_node_claims.len(), 1);
+    assert_eq!(claim_label(&soft.new_node_claims[0], ZONE), "a");
+}
+
+#[test]
+fn startup_taints_of_a_node_pool_do_not_block_pods_and_go_on_the_claim() {
+    let mut np = node_pool("boot", vec![]);
+    let boot = Taint::new("example.com/agent-not-ready", None, TaintEffect::NoSchedule);
+    np.spec.template.spec.startup_taints = vec![boot.clone()];
+    let r = schedule(&input(vec![pool_input(np, default_types())], vec![pod("p").cpu("1").build()]));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.new_node_claims.len(), 1);
+    assert_eq!(r.new_node_claims[0].startup_taints, vec![boot]);
+    assert!(r.new_node_claims[0].taints.is_empty());
+}
+
+#[test]
+fn required_anti_affinity_namespace_selector_matches_pods_in_selected_namespaces_only() {
+    use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity};
+    let mut p = Pod::clone(&pod("p").cpu("1").build());
+    p.spec.as_mut().unwrap().affinity = Some(Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                topology_key: ZONE.into(),
+                label_selector: Some(selector(&[("app", "db")])),
+                namespace_selector: Some(selector(&[("team", "blue")])),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let np = node_pool("abc", vec![]);
+    let mut inp = input(vec![pool_input(np, default_types())], vec![Arc::new(p)]);
+    let full = |name: &str, zone: &str, ns: &str| {
+        let mut n = node(name, &[(ZONE, zone)], &[("cpu", "1"), ("memory", "1Gi"), ("pods", "10")]);
+        n.pods.push(pod("db").namespace(ns).label("app", "db").cpu("1").build());
+        n
+    };
+    // db runs in a blue namespace in zones a and c, and in a red one in zone b.
+    inp.existing_nodes = vec![full("na", "a", "blue-1"), full("nb", "b", "red"), full("nc", "c", "blue-2")];
+    inp.namespace_labels = BTreeMap::from([
+        ("blue-1".to_string(), labels(&[("team", "blue")])),
+        ("blue-2".to_string(), labels(&[("team", "blue")])),
+        ("red".to_string(), labels(&[("team", "red")])),
+        ("default".to_string(), labels(&[("team", "blue")])),
+    ]);
+    let r = schedule(&inp);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(claim_label(&r.new_node_claims[0], ZONE), "b");
+    // Once the red namespace turns blue, every zone holds a selected db pod.
+    inp.namespace_labels.insert("red".into(), labels(&[("team", "blue")]));
+    let r = schedule(&inp);
+    assert_eq!(placed(&r), 0);
+    assert_eq!(r.errors.len(), 1);
 }
