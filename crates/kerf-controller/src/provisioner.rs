@@ -295,8 +295,10 @@ impl<P: CloudProvider> Manager<P> {
                     .map(|sel| sel.node_selector_terms.iter().map(Requirements::from_node_selector_term).collect())
                     .unwrap_or_default(),
                 None => spec
-                    .and_then(|s| s.storage_class_name.as_deref())
-                    .and_then(|c| state.storage_classes().get(c))
+                    .and_then(|s| match s.storage_class_name.as_deref() {
+                        Some(c) => state.storage_classes().get(c),
+                        None => default_storage_class(state.storage_classes()),
+                    })
                     .filter(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
                     .and_then(|c| c.allowed_topologies.as_ref())
                     .map(|terms| {
@@ -550,4 +552,27 @@ impl<P: CloudProvider> Manager<P> {
             new.requests.clone(),
         )
     }
+}
+
+/// The StorageClass a claim without `storageClassName` gets, as the DefaultStorageClass admission
+/// plugin picks it: among classes annotated as default, the most recently created (then by name).
+/// An explicit empty `storageClassName` means "no class" and never reaches here.
+fn default_storage_class(
+    classes: &BTreeMap<String, k8s_openapi::api::storage::v1::StorageClass>,
+) -> Option<&k8s_openapi::api::storage::v1::StorageClass> {
+    const DEFAULT: [&str; 2] =
+        ["storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"];
+    classes
+        .values()
+        .filter(|c| {
+            c.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| DEFAULT.iter().any(|k| a.get(*k).is_some_and(|v| v == "true")))
+        })
+        .max_by(|a, b| {
+            let created =
+                |c: &k8s_openapi::api::storage::v1::StorageClass| c.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            created(a).cmp(&created(b)).then_with(|| b.metadata.name.cmp(&a.metadata.name))
+        })
 }

@@ -377,3 +377,132 @@ fn pods_that_fit_nowhere_are_tried_again_a_minute_later() {
     assert_eq!(h.events("FailedScheduling").len(), 1);
     assert_eq!(h.mgr.nominations().len(), 1);
 }
+
+// ---- volume topology ----
+
+mod volumes {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
+        PersistentVolumeSpec, Pod, TopologySelectorLabelRequirement, TopologySelectorTerm, Volume, VolumeNodeAffinity,
+    };
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod_with_claim(name: &str, claim: &str) -> Pod {
+        let mut p = pending_pod(name, "1");
+        p.spec.as_mut().unwrap().volumes = Some(vec![Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.into(),
+                read_only: None,
+            }),
+            ..Default::default()
+        }]);
+        p
+    }
+
+    fn pvc(name: &str, class: Option<&str>, volume: Option<&str>) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            metadata: ObjectMeta { name: Some(name.into()), namespace: Some("default".into()), ..Default::default() },
+            spec: Some(PersistentVolumeClaimSpec {
+                storage_class_name: class.map(str::to_string),
+                volume_name: volume.map(str::to_string),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    /// A WaitForFirstConsumer class limited to `zone`.
+    fn class(name: &str, zone: &str, default: bool) -> StorageClass {
+        let annotations =
+            default.then(|| [("storageclass.kubernetes.io/is-default-class".to_string(), "true".to_string())].into());
+        StorageClass {
+            metadata: ObjectMeta { name: Some(name.into()), annotations, ..Default::default() },
+            provisioner: "ebs.csi.aws.com".into(),
+            volume_binding_mode: Some("WaitForFirstConsumer".into()),
+            allowed_topologies: Some(vec![TopologySelectorTerm {
+                match_label_expressions: Some(vec![TopologySelectorLabelRequirement {
+                    key: labels::ZONE.into(),
+                    values: vec![zone.into()],
+                }]),
+            }]),
+            ..Default::default()
+        }
+    }
+
+    fn launched_zone(h: &mut Harness) -> String {
+        h.settle();
+        h.advance(Duration::from_secs(1));
+        let claims = h.claims();
+        assert_eq!(claims.len(), 1);
+        let zone_req = claims[0].spec.requirements.iter().find(|r| r.key == labels::ZONE).expect("zone requirement");
+        assert_eq!(zone_req.values.len(), 1, "{zone_req:?}");
+        assert_eq!(claim_label(&claims[0], labels::ZONE), Some(zone_req.values[0].as_str()));
+        zone_req.values[0].clone()
+    }
+
+    #[test]
+    fn a_bound_volumes_node_affinity_zone_constrains_the_new_claim() {
+        let mut h = Harness::new(small_and_large());
+        h.api.put(node_pool("default"));
+        h.api.put(PersistentVolume {
+            metadata: ObjectMeta { name: Some("pv-1".into()), ..Default::default() },
+            spec: Some(PersistentVolumeSpec {
+                node_affinity: Some(VolumeNodeAffinity {
+                    required: Some(k8s_openapi::api::core::v1::NodeSelector {
+                        node_selector_terms: vec![k8s_openapi::api::core::v1::NodeSelectorTerm {
+                            match_expressions: Some(vec![k8s_openapi::api::core::v1::NodeSelectorRequirement {
+                                key: labels::ZONE.into(),
+                                operator: "In".into(),
+                                values: Some(vec!["test-zone-b".into()]),
+                            }]),
+                            match_fields: None,
+                        }],
+                    }),
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        });
+        h.api.put(pvc("data-0", Some("gp3"), Some("pv-1")));
+        h.api.put(pod_with_claim("db-0", "data-0"));
+        assert_eq!(launched_zone(&mut h), "test-zone-b");
+    }
+
+    #[test]
+    fn an_unbound_wait_for_first_consumer_claim_is_constrained_by_allowed_topologies() {
+        let mut h = Harness::new(small_and_large());
+        h.api.put(node_pool("default"));
+        h.api.put(class("zonal-b", "test-zone-b", false));
+        h.api.put(pvc("data-0", Some("zonal-b"), None));
+        h.api.put(pod_with_claim("db-0", "data-0"));
+        assert_eq!(launched_zone(&mut h), "test-zone-b");
+    }
+
+    #[test]
+    fn a_claim_without_storage_class_name_uses_the_default_class() {
+        let mut h = Harness::new(small_and_large());
+        h.api.put(node_pool("default"));
+        h.api.put(class("other-a", "test-zone-a", false));
+        h.api.put(class("standard-b", "test-zone-b", true));
+        h.api.put(pvc("data-0", None, None));
+        h.api.put(pod_with_claim("db-0", "data-0"));
+        assert_eq!(launched_zone(&mut h), "test-zone-b");
+    }
+
+    #[test]
+    fn a_claim_with_an_empty_storage_class_name_ignores_the_default_class() {
+        let mut h = Harness::new(small_and_large());
+        h.api.put(node_pool("default"));
+        h.api.put(class("standard-b", "test-zone-b", true));
+        h.api.put(pvc("data-0", Some(""), None));
+        h.api.put(pod_with_claim("db-0", "data-0"));
+        h.settle();
+        h.advance(Duration::from_secs(1));
+        let claims = h.claims();
+        assert_eq!(claims.len(), 1);
+        assert!(!claims[0].spec.requirements.iter().any(|r| r.key == labels::ZONE), "{:?}", claims[0].spec);
+    }
+}
