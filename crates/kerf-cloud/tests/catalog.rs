@@ -365,3 +365,42 @@ fn allocatable_matches_karpenters_published_figures_for_a_sample_of_types() {
     assert_eq!(metal.capacity.get("vpc.amazonaws.com/efa").canonical(), "1");
     assert_eq!(default_type("us-east-1", "inf1.24xlarge").capacity.get("aws.amazon.com/neuron").canonical(), "16");
 }
+
+fn node_class(spec: serde_json::Value) -> NodeClassSettings {
+    let nc: EC2NodeClass =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "nc"}, "spec": spec})).unwrap();
+    NodeClassSettings::from_node_class(Some(&nc))
+}
+
+#[test]
+fn bottlerocket_ignores_pods_per_core_whether_named_by_ami_family_or_alias() {
+    let kubelet = serde_json::json!({"podsPerCore": 4});
+    for spec in [
+        serde_json::json!({"amiFamily": "Bottlerocket", "kubelet": kubelet}),
+        serde_json::json!({"amiSelectorTerms": [{"alias": "bottlerocket@latest"}], "kubelet": kubelet}),
+    ] {
+        let s = node_class(spec.clone());
+        let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+        // The ENI limit stands: 4 × (15 − 1) + 2 = 58, not min(4 × 8, 58) = 32.
+        assert_eq!(alloc(&t)["pods"], "58", "{spec}");
+        assert_eq!(alloc(&t)["memory"], "14162Mi", "{spec}");
+    }
+    // The same kubelet on AL2023 is capped.
+    let s = node_class(serde_json::json!({"amiSelectorTerms": [{"alias": "al2023@latest"}], "kubelet": kubelet}));
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    assert_eq!(alloc(&t)["pods"], "32");
+    // Bottlerocket still honours maxPods.
+    let s = node_class(serde_json::json!({"amiFamily": "Bottlerocket", "kubelet": {"maxPods": 20, "podsPerCore": 1}}));
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    assert_eq!(alloc(&t)["pods"], "20");
+}
+
+#[test]
+fn windows_nodes_default_to_110_pods_instead_of_the_eni_limit() {
+    let s = node_class(serde_json::json!({"amiSelectorTerms": [{"alias": "windows2022@latest"}]}));
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    assert_eq!(alloc(&t)["pods"], "110");
+    let s = node_class(serde_json::json!({"amiFamily": "Windows2019", "kubelet": {"podsPerCore": 4}}));
+    let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
+    assert_eq!(alloc(&t)["pods"], "32");
+}

@@ -3,8 +3,8 @@
 //!
 //! - memory capacity: the type's memory, less 64 MiB on Graviton (arm64) for the kernel's
 //!   contiguous-memory reserve, less the VM overhead (7.5%, rounded up to a MiB);
-//! - pods: ENI-limited (`ENIs × (IPv4 per ENI − 1) + 2`), or kubelet `maxPods`; `podsPerCore`
-//!   caps either at `podsPerCore × vCPUs`;
+//! - pods: ENI-limited (`ENIs × (IPv4 per ENI − 1) + 2`; 110 on Windows), or kubelet `maxPods`;
+//!   `podsPerCore` caps either at `podsPerCore × vCPUs` (except on Bottlerocket, which ignores it);
 //! - ephemeral-storage: the root volume (20Gi unless the node class maps it);
 //! - kube-reserved: CPU 6% of the first core, 1% of the second, 0.5% of cores 3–4, 0.25% of the
 //!   rest; memory 11Mi per pod + 255Mi; ephemeral-storage 1Gi; each overridable per resource;
@@ -95,14 +95,20 @@ pub fn eni_limited_pods(enis: i64, ipv4_per_eni: i64) -> i64 {
     enis * (ipv4_per_eni - 1) + 2
 }
 
-/// The node's pod limit: kubelet `maxPods` or the ENI limit, capped by `podsPerCore × vCPUs`.
-pub fn max_pods(info: &TypeInfo, kubelet: &KubeletConfiguration) -> i64 {
-    let mut count = match kubelet.max_pods {
+/// The node's pod limit: kubelet `maxPods`, else the ENI limit (110 on Windows, whose nodes do
+/// not size pod density by ENIs), capped by `podsPerCore × vCPUs`. Bottlerocket has no kubelet
+/// setting to carry podsPerCore, so there it is ignored, as Karpenter does.
+pub fn max_pods(info: &TypeInfo, settings: &NodeClassSettings) -> i64 {
+    let family = settings.ami_family;
+    let windows = matches!(family, Some(AmiFamily::Windows2019 | AmiFamily::Windows2022));
+    let mut count = match settings.kubelet.max_pods {
         Some(m) => i64::from(m),
+        None if windows => 110,
         None => eni_limited_pods(info.enis, info.ipv4_per_eni),
     };
-    if let Some(ppc) = kubelet.pods_per_core
+    if let Some(ppc) = settings.kubelet.pods_per_core
         && ppc > 0
+        && family != Some(AmiFamily::Bottlerocket)
     {
         count = count.min(i64::from(ppc) * info.vcpu);
     }
@@ -171,7 +177,7 @@ pub fn capacity(info: &TypeInfo, settings: &NodeClassSettings) -> ResourceList {
     let mut c = ResourceList::new()
         .with(CPU, Quantity::from_units(info.vcpu))
         .with(MEMORY, Quantity::from_mebibytes(memory_capacity_mib(info)))
-        .with(PODS, Quantity::from_units(max_pods(info, &settings.kubelet)))
+        .with(PODS, Quantity::from_units(max_pods(info, settings)))
         .with(EPHEMERAL_STORAGE, ephemeral_storage(info, settings));
     if let Some(gpu) = &info.gpu {
         let resource = match gpu.manufacturer.as_str() {
