@@ -23,6 +23,10 @@ pub enum CloudError {
     /// `InsufficientCapacity`, as Karpenter does, so that the claim is replaced.)
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The operation applies only to spot instances (an interruption warning) and this
+    /// instance runs with another capacity type.
+    #[error("instance {instance} is {capacity_type}: interruption warnings apply only to spot instances")]
+    NotSpot { instance: String, capacity_type: String },
     #[error("cloud provider error: {0}")]
     Other(String),
 }

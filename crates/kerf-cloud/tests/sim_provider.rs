@@ -334,3 +334,20 @@ fn catalog_spot_launches_take_each_types_cheapest_zone_which_is_not_always_the_f
     }
     assert!(zones.len() >= 2, "every type launched in {zones:?}");
 }
+
+#[test]
+fn interrupting_an_on_demand_instance_is_a_not_spot_error_naming_it() {
+    let (p, clock) = provider(TWO_TYPES);
+    let out = block_on(p.create(&claim("a", serde_json::json!([req("karpenter.sh/capacity-type", &["on-demand"])]))))
+        .unwrap();
+    let pid = out.provider_id().unwrap().to_string();
+    let err = p.interrupt(&pid).unwrap_err();
+    assert_eq!(err, CloudError::NotSpot { instance: pid.clone(), capacity_type: "on-demand".into() });
+    assert!(err.to_string().contains(&pid) && err.to_string().contains("on-demand"), "{err}");
+    let node = p.instances()[0].node_name.clone();
+    assert!(matches!(p.interrupt_node(&node), Err(CloudError::NotSpot { .. })));
+    // No warning was queued and the instance is not reclaimed.
+    assert!(p.take_interruptions().is_empty());
+    clock.advance(Duration::from_secs(600));
+    assert!(!p.instances()[0].terminated);
+}

@@ -294,7 +294,8 @@ impl SimProvider {
     }
 
     /// Sends a spot interruption warning for the instance; EC2 reclaims it
-    /// [`SPOT_RECLAIM_AFTER`] later. `NotFound` when it is unknown or already gone.
+    /// [`SPOT_RECLAIM_AFTER`] later. `NotFound` when it is unknown or already gone, `NotSpot`
+    /// when it is not a spot instance (EC2 sends these warnings only for spot).
     pub fn interrupt(&self, provider_id: &str) -> Result<Interruption, CloudError> {
         let now = self.clock.now();
         let mut state = self.lock();
@@ -307,6 +308,12 @@ impl SimProvider {
             return Err(CloudError::NotFound(provider_id.to_string()));
         }
         let i = &mut launched.instance;
+        if i.capacity_type != "spot" {
+            return Err(CloudError::NotSpot {
+                instance: i.provider_id.clone(),
+                capacity_type: i.capacity_type.clone(),
+            });
+        }
         let at = *i.interrupted_at.get_or_insert(now);
         let warning = Interruption {
             provider_id: i.provider_id.clone(),
