@@ -92,55 +92,220 @@ pub fn decode<T: DeserializeOwned>(doc: &Value) -> Result<T, FieldError> {
     })
 }
 
-/// Decodes, and when decoding fails keeps going by removing each offending field (or, when the
-/// field is required, the object holding it) and decoding again, so that one run reports every
-/// decode problem rather than only the first.
-///
-/// Returns the decoded object (once the bad parts are gone), the problems (paths in the
-/// document's own coordinates), and the paths of what was removed.
-fn decode_all<T: DeserializeOwned>(doc: &Value) -> (Option<T>, Vec<FieldError>, Vec<String>) {
-    const MAX_ROUNDS: usize = 100;
+/// A neutral value put in for a required field that is missing, so that decoding (and with it
+/// validation of everything else in the object) can go on.
+#[derive(Debug, Clone)]
+struct Placeholder {
+    /// Original-coordinate path of the field.
+    path: String,
+    /// The variant chosen when the field is an enum (checks keyed on it are not the user's).
+    variant: Option<String>,
+}
+
+/// What `decode_all` found, in the document's own coordinates.
+struct Decoded<T> {
+    object: Option<T>,
+    errors: Vec<FieldError>,
+    /// Paths of removed fields and list elements.
+    removed: Vec<String>,
+    /// For each list that lost elements, the original indices of those elements.
+    removed_elems: Vec<(String, Vec<usize>)>,
+    placeholders: Vec<Placeholder>,
+}
+
+impl<T> Decoded<T> {
+    fn map<U>(self, f: fn(T) -> U) -> Decoded<U> {
+        Decoded {
+            object: self.object.map(f),
+            errors: self.errors,
+            removed: self.removed,
+            removed_elems: self.removed_elems,
+            placeholders: self.placeholders,
+        }
+    }
+}
+
+/// Decodes, and when decoding fails keeps going so that one run reports every decode problem
+/// rather than only the first: an offending field (or list element) is removed, and a missing
+/// required field is reported once and given a neutral placeholder value.
+fn decode_all<T: DeserializeOwned>(doc: &Value) -> Decoded<T> {
+    const MAX_ROUNDS: usize = 200;
     let mut work = doc.clone();
-    let mut errors: Vec<FieldError> = Vec::new();
-    // Original-coordinate paths of removed fields and list elements.
-    let mut removed: Vec<String> = Vec::new();
-    // For each list (original-coordinate path), the original indices of removed elements.
-    let mut removed_elems: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut out = Decoded {
+        object: None,
+        errors: Vec::new(),
+        removed: Vec::new(),
+        removed_elems: Vec::new(),
+        placeholders: Vec::new(),
+    };
     for _ in 0..MAX_ROUNDS {
         let err = match serde_path_to_error::deserialize::<_, T>(&work) {
-            Ok(v) => return (Some(v), errors, removed),
+            Ok(v) => {
+                out.object = Some(v);
+                return out;
+            }
             Err(e) => e,
         };
         let mut segments: Vec<Segment> = err.path().iter().cloned().collect();
         let message = with_hint(err.into_inner().to_string());
-        let (path, _) = original_path(&segments, &removed_elems);
-        // A required field we removed is now missing: remove the object that holds it instead.
-        let consequence =
-            message.starts_with("missing field") && removed.iter().any(|r| parent_of(r).as_deref() == Some(&path));
-        if !consequence {
-            errors.push(FieldError::new(path, message));
-        }
-        if segments.is_empty() {
-            return (None, errors, removed);
-        }
-        if consequence {
-            // `segments` points at the object itself; drop it whole.
-        } else if matches!(segments.last(), Some(Segment::Unknown | Segment::Enum { .. })) {
-            segments.pop();
-        }
-        let (path, seq_info) = original_path(&segments, &removed_elems);
-        if !remove_at(&mut work, &segments) {
-            return (None, errors, removed);
-        }
-        if let Some((list_path, original_index)) = seq_info {
-            match removed_elems.iter_mut().find(|(p, _)| *p == list_path) {
-                Some((_, v)) => v.push(original_index),
-                None => removed_elems.push((list_path, vec![original_index])),
+        let (path, _) = original_path(&segments, &out.removed_elems);
+        if let Some(field) = missing_field(&message) {
+            let field_path = join_path(&path, field);
+            // Inside a placeholder, or a field we removed ourselves: already reported.
+            let follow_on =
+                out.placeholders.iter().any(|p| is_within(&path, &p.path)) || out.removed.contains(&field_path);
+            if !follow_on {
+                out.errors.push(FieldError::new(field_path.clone(), "required"));
+            }
+            if let Some(variant) = fill_missing::<T>(&mut work, &segments, field) {
+                out.placeholders.push(Placeholder { path: field_path, variant });
+                continue;
+            }
+            // No neutral value decodes: drop the object that holds the field instead.
+            if segments.is_empty() {
+                return out;
+            }
+        } else {
+            if !out.placeholders.iter().any(|p| is_within(&path, &p.path)) {
+                out.errors.push(FieldError::new(path, message));
+            }
+            if segments.is_empty() {
+                return out;
+            }
+            if matches!(segments.last(), Some(Segment::Unknown | Segment::Enum { .. })) {
+                segments.pop();
             }
         }
-        removed.push(path);
+        let (path, seq_info) = original_path(&segments, &out.removed_elems);
+        if !remove_at(&mut work, &segments) {
+            return out;
+        }
+        if let Some((list_path, original_index)) = seq_info {
+            match out.removed_elems.iter_mut().find(|(p, _)| *p == list_path) {
+                Some((_, v)) => v.push(original_index),
+                None => out.removed_elems.push((list_path, vec![original_index])),
+            }
+        }
+        out.removed.push(path);
     }
-    (None, errors, removed)
+    out
+}
+
+/// The field named by serde's "missing field `x`" message.
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `")?.split('`').next()
+}
+
+fn join_path(parent: &str, field: &str) -> String {
+    if parent.is_empty() { field.to_string() } else { format!("{parent}.{field}") }
+}
+
+/// Puts a neutral value for the missing `field` into the object at `segments`: the first of an
+/// empty string, an empty object, an empty list, 0 and false (or, for an enum, its first variant)
+/// that decodes there. Returns `Some(variant)` (the enum variant chosen, if any) when one fits;
+/// otherwise leaves `work` as it was and returns `None`.
+fn fill_missing<T: DeserializeOwned>(work: &mut Value, segments: &[Segment], field: &str) -> Option<Option<String>> {
+    let mut candidates: Vec<Value> = vec![
+        Value::String(String::new()),
+        Value::Mapping(serde_yaml_ng::Mapping::new()),
+        Value::Sequence(Vec::new()),
+        Value::Number(0.into()),
+        Value::Bool(false),
+    ];
+    candidates.reverse();
+    let (field_path, _) = original_path(segments, &[]);
+    let field_path = join_path(&field_path, field);
+    let mut tried_variant = false;
+    while let Some(candidate) = candidates.pop() {
+        let variant = match (&candidate, tried_variant) {
+            (Value::String(s), true) => Some(s.clone()),
+            _ => None,
+        };
+        if !set_at(work, segments, field, candidate) {
+            return None;
+        }
+        let err = match serde_path_to_error::deserialize::<_, T>(&*work) {
+            Ok(_) => return Some(variant),
+            Err(e) => e,
+        };
+        let (err_path, _) = original_path(&err.path().iter().cloned().collect::<Vec<_>>(), &[]);
+        let message = err.into_inner().to_string();
+        // A problem elsewhere (or a required field inside the placeholder) is for the next round.
+        if !is_within(&err_path, &field_path) || missing_field(&message).is_some() {
+            return Some(variant);
+        }
+        if !tried_variant && let Some(first) = first_expected_variant(&message) {
+            tried_variant = true;
+            candidates.push(Value::String(first.to_string()));
+        }
+    }
+    remove_at(work, &[segments, &[Segment::Map { key: field.to_string() }]].concat());
+    None
+}
+
+/// `unknown variant ``, expected one of `In`, `NotIn`` → `In`.
+fn first_expected_variant(message: &str) -> Option<&str> {
+    if !message.starts_with("unknown variant") {
+        return None;
+    }
+    let (_, rest) = message.split_once("expected")?;
+    let rest = rest.split_once('`')?.1;
+    rest.split('`').next().filter(|v| !v.is_empty())
+}
+
+/// Sets `field` of the mapping at `segments`.
+fn set_at(v: &mut Value, segments: &[Segment], field: &str, value: Value) -> bool {
+    let mut cur = v;
+    for seg in segments {
+        cur = match (seg, cur) {
+            (Segment::Map { key }, Value::Mapping(m)) => match m.get_mut(key.as_str()) {
+                Some(next) => next,
+                None => return false,
+            },
+            (Segment::Seq { index }, Value::Sequence(s)) => match s.get_mut(*index) {
+                Some(next) => next,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match cur {
+        Value::Mapping(m) => {
+            m.insert(Value::String(field.to_string()), value);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// A path of the decoded object (list indices counted after removals) in the original
+/// document's coordinates.
+fn to_original(path: &str, removed_elems: &[(String, Vec<usize>)]) -> String {
+    if removed_elems.is_empty() {
+        return path.to_string();
+    }
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find(']').map(|c| open + c) else {
+            out.push_str(&rest[open..]);
+            rest = "";
+            break;
+        };
+        let inner = &rest[open + 1..close];
+        let index = inner.parse::<usize>().ok().filter(|_| inner.bytes().all(|b| b.is_ascii_digit()));
+        match (index, removed_elems.iter().find(|(p, _)| *p == out)) {
+            (Some(index), Some((_, gone))) => {
+                let original = (0..).filter(|i| !gone.contains(i)).nth(index).unwrap_or(index);
+                out.push_str(&format!("[{original}]"));
+            }
+            _ => out.push_str(&rest[open..=close]),
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// YAML reads `1`, `true` or `1.5` as numbers and booleans; CRD string fields need quotes.
@@ -289,10 +454,29 @@ fn replacement_of(kind: &str) -> Option<&'static str> {
 /// Machine) or an unknown kind in a Karpenter API group is a problem on `kind`. Kinds of other
 /// API groups that share a name (`hypershift.openshift.io/v1beta1` NodePool) are not Karpenter's.
 pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Problem>> {
-    let Some(kind) = document_kind(doc) else { return Ok(None) };
-    let api_version = doc.get("apiVersion").and_then(Value::as_str);
     let name = document_name(doc);
+    if !doc.is_mapping() {
+        let got = value_kind(doc);
+        return Err(vec![Problem {
+            kind: "<no kind>".to_string(),
+            name,
+            path: String::new(),
+            message: format!("document must be a mapping (object), got {got}"),
+        }]);
+    }
+    let api_version = doc.get("apiVersion").and_then(Value::as_str);
     let group = api_version.map(|v| v.split_once('/').map_or(v, |(g, _)| g));
+    let Some(kind) = document_kind(doc) else {
+        // Without a kind, only a Karpenter apiVersion says the document was meant for kerf.
+        if !group.is_some_and(|g| KARPENTER_GROUPS.contains(&g)) {
+            return Ok(None);
+        }
+        let message = match doc.get("kind") {
+            None | Some(Value::Null) => "required (NodePool, NodeClaim or EC2NodeClass)".to_string(),
+            Some(v) => format!("must be a string, got {}", value_kind(v)),
+        };
+        return Err(vec![Problem { kind: "<no kind>".to_string(), name, path: "kind".to_string(), message }]);
+    };
     // Another API's kind of the same name (HyperShift has a NodePool) is not ours.
     if group.is_some_and(|g| !KARPENTER_GROUPS.contains(&g)) {
         return Ok(None);
@@ -321,22 +505,36 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
         };
         return Err(vec![Problem { kind: kind.to_string(), name, path: "apiVersion".to_string(), message }]);
     }
-    let (object, decode_errors, removed) = match kind {
-        nodepool::KIND => wrap(decode_all::<NodePool>(doc), KarpenterObject::NodePool),
-        nodeclaim::KIND => wrap(decode_all::<NodeClaim>(doc), KarpenterObject::NodeClaim),
-        _ => wrap(decode_all::<EC2NodeClass>(doc), KarpenterObject::EC2NodeClass),
+    let decoded = match kind {
+        nodepool::KIND => decode_all::<NodePool>(doc).map(KarpenterObject::NodePool),
+        nodeclaim::KIND => decode_all::<NodeClaim>(doc).map(KarpenterObject::NodeClaim),
+        _ => decode_all::<EC2NodeClass>(doc).map(KarpenterObject::EC2NodeClass),
     };
-    let mut errors = decode_errors;
+    let mut errors = unknown_metadata_fields(doc);
+    errors.extend(decoded.errors);
+    let object = decoded.object;
     if let Some(obj) = &object {
-        // What was removed to get past decode errors is not checked again (its absence would be
-        // reported as a second problem), nor are lists that lost elements (their indices moved).
-        let mut affected = removed.clone();
-        affected.extend(removed.iter().filter(|r| r.ends_with(']')).filter_map(|r| parent_of(r)));
-        let mut checked = obj.validate();
-        checked.extend(raw_pattern_errors(doc, kind));
+        let lists: Vec<&str> = decoded.removed_elems.iter().map(|(p, _)| p.as_str()).collect();
+        // The typed object's list indices skip removed elements; the raw checks read the document.
+        let mut checked: Vec<FieldError> = obj
+            .validate()
+            .into_iter()
+            .map(|e| FieldError::new(to_original(&e.path, &decoded.removed_elems), e.message))
+            .collect();
+        for e in raw_pattern_errors(doc, kind) {
+            // A stricter reading of a field the typed checks may already have refused.
+            if !checked.iter().any(|x| x.path == e.path) {
+                checked.push(e);
+            }
+        }
         for e in checked {
-            let is_consequence = affected.iter().any(|a| !a.is_empty() && is_within(&e.path, a));
-            if !is_consequence && !errors.iter().any(|x| x.path == e.path) {
+            // What was removed or filled in to get past decode errors is not checked again: its
+            // absence or placeholder value would be reported as a second problem. Whole-list
+            // rules on a list that lost elements judge a shortened list.
+            let follow_on = decoded.removed.iter().any(|r| !r.is_empty() && is_within(&e.path, r))
+                || lists.contains(&e.path.as_str())
+                || decoded.placeholders.iter().any(|p| is_placeholder_follow_on(&e, p));
+            if !follow_on && !errors.iter().any(|x| x.path == e.path && x.message == e.message) {
                 errors.push(e);
             }
         }
@@ -357,11 +555,66 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
     }
 }
 
-fn wrap<T>(
-    r: (Option<T>, Vec<FieldError>, Vec<String>),
-    f: fn(T) -> KarpenterObject,
-) -> (Option<KarpenterObject>, Vec<FieldError>, Vec<String>) {
-    (r.0.map(f), r.1, r.2)
+/// A check that failed only because of a placeholder: on the placeholder's own path (an empty
+/// name "must not be empty"), or, for an enum variant put in, a sibling check naming that variant
+/// (an `In` operator put in "must have a value defined").
+fn is_placeholder_follow_on(e: &FieldError, p: &Placeholder) -> bool {
+    if is_within(&e.path, &p.path) {
+        return true;
+    }
+    match (&p.variant, parent_of(&p.path)) {
+        (Some(v), Some(parent)) => is_within(&e.path, &parent) && e.message.contains(&format!("'{v}'")),
+        _ => false,
+    }
+}
+
+/// Fields of ObjectMeta (k8s-openapi's type ignores unknown keys; the API server's strict field
+/// validation refuses them).
+const OBJECT_META_FIELDS: &[&str] = &[
+    "annotations",
+    "creationTimestamp",
+    "deletionGracePeriodSeconds",
+    "deletionTimestamp",
+    "finalizers",
+    "generateName",
+    "generation",
+    "labels",
+    "managedFields",
+    "name",
+    "namespace",
+    "ownerReferences",
+    "resourceVersion",
+    "selfLink",
+    "uid",
+];
+
+fn unknown_metadata_fields(doc: &Value) -> Vec<FieldError> {
+    let Some(meta) = doc.get("metadata").and_then(Value::as_mapping) else { return Vec::new() };
+    meta.keys()
+        .filter_map(|k| match k.as_str() {
+            Some(k) if OBJECT_META_FIELDS.contains(&k) => None,
+            Some(k) => Some(FieldError::new(format!("metadata.{k}"), "unknown field")),
+            None => Some(FieldError::new("metadata", format!("unknown field {}", yaml_scalar(k)))),
+        })
+        .collect()
+}
+
+/// What a YAML value is, for messages about the wrong one.
+fn value_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        Value::Tagged(_) => "a tagged value",
+    }
+}
+
+/// A key that is not a string, written as YAML would.
+fn yaml_scalar(v: &Value) -> String {
+    serde_yaml_ng::to_string(v).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| "?".to_string())
 }
 
 /// Whether `path` is `prefix` or a field below it.
