@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use kerf_cloud::aws::{CatalogError, NodeClassSettings, catalog};
+use kerf_cloud::aws::{Catalog, CatalogError, NodeClassSettings, catalog};
 use kerf_scheduling::InstanceType;
 
 use crate::BadInput;
@@ -36,10 +36,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn bad(e: CatalogError) -> anyhow::Error {
+/// A catalog error as bad input naming the argument it came from, or as a failure.
+fn bad(arg: &str, e: CatalogError) -> anyhow::Error {
     match e {
         CatalogError::UnknownRegion { .. } | CatalogError::UnknownInstanceType { .. } => {
-            anyhow::Error::new(BadInput(e.to_string()))
+            anyhow::Error::new(BadInput(format!("{arg}: {e}")))
         }
         other => anyhow::Error::new(other),
     }
@@ -49,12 +50,45 @@ fn bad(e: CatalogError) -> anyhow::Error {
 fn select(args: &Args) -> anyhow::Result<Vec<InstanceType>> {
     let cat = catalog()?;
     let settings = NodeClassSettings::default();
+    let region = &args.region;
     if args.names.is_empty() {
-        return cat.instance_types(&args.region, None, &settings).map_err(bad);
+        return cat.instance_types(region, None, &settings).map_err(|e| bad("--region", e));
     }
     // Check the region first so that a wrong region is reported as such, not as every name.
-    cat.zones(&args.region).map_err(bad)?;
-    args.names.iter().map(|n| cat.instance_type(&args.region, n, &settings).map_err(bad)).collect()
+    cat.zones(region).map_err(|e| bad("--region", e))?;
+    let mut types = Vec::new();
+    let mut problems = Vec::new();
+    for name in &args.names {
+        match cat.instance_type(region, name, &settings) {
+            Ok(t) => types.push(t),
+            Err(CatalogError::UnknownInstanceType { .. }) => problems.push(name_problem(cat, region, name)),
+            Err(e) => return Err(bad("NAME", e)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(types)
+    } else {
+        // Every bad name at once, one per line, so a long list needs one correction round.
+        Err(anyhow::Error::new(BadInput(problems.join("\n"))))
+    }
+}
+
+/// Why `name` is not available in `region`: a type the catalog does not know at all, or a
+/// known one sold elsewhere (with the covered regions that sell it).
+fn name_problem(cat: &Catalog, region: &str, name: &str) -> String {
+    if cat.type_info(name).is_none() {
+        return format!("NAME {name:?}: unknown instance type (not in the built-in catalog)");
+    }
+    let sold_in: Vec<&str> = cat
+        .regions()
+        .filter(|r| cat.offers(r).is_ok_and(|o| o.binary_search_by(|x| x.instance_type.as_str().cmp(name)).is_ok()))
+        .collect();
+    let elsewhere = if sold_in.is_empty() {
+        "not sold in any covered region".to_string()
+    } else {
+        format!("sold in {}", sold_in.join(", "))
+    };
+    format!("NAME {name:?}: instance type not sold in --region {region} ({elsewhere})")
 }
 
 fn to_json(t: &InstanceType) -> serde_json::Value {

@@ -44,18 +44,51 @@ fn table_lists_named_types_with_allocatable_and_prices() {
 }
 
 #[test]
-fn unknown_region_exits_2_naming_it() {
+fn unknown_region_exits_2_naming_the_argument_and_the_region() {
     let out = kerf(&["instance-types", "--region", "mars-north-1"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown region \"mars-north-1\""));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--region: unknown region \"mars-north-1\""), "{err}");
+    // Named types with a bad region: the region is the problem, not each name.
+    let out = kerf(&["instance-types", "--region", "mars-north-1", "m5.large"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--region: unknown region \"mars-north-1\""), "{err}");
+    assert!(!err.contains("NAME"), "{err}");
 }
 
 #[test]
-fn unknown_instance_type_exits_2_naming_it() {
+fn unknown_instance_type_exits_2_naming_the_argument_and_the_type() {
     let out = kerf(&["instance-types", "--json", "m5.large", "c7i.enormous"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("unknown instance type \"c7i.enormous\" in region us-west-2")
-    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NAME \"c7i.enormous\": unknown instance type (not in the built-in catalog)"), "{err}");
+}
+
+#[test]
+fn every_unknown_name_is_reported_not_only_the_first() {
+    let out = kerf(&["instance-types", "nope.small", "m5.large", "nope.large"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NAME \"nope.small\": unknown instance type"), "{err}");
+    assert!(err.contains("NAME \"nope.large\": unknown instance type"), "{err}");
+    assert!(!err.contains("m5.large"), "{err}");
+    assert_eq!(err.lines().count(), 2, "{err}");
+}
+
+#[test]
+fn a_known_type_not_sold_in_the_region_is_told_apart_from_an_unknown_one() {
+    // a1.large (first-generation Graviton) is sold in us-west-2 but not in ap-northeast-2.
+    let out = kerf(&["instance-types", "--region", "ap-northeast-2", "a1.large", "zz9.large"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NAME \"a1.large\": instance type not sold in --region ap-northeast-2 (sold in "), "{err}");
+    assert!(err.contains("us-west-2"), "{err}");
+    assert!(!err.contains("a1.large\": unknown"), "{err}");
+    assert!(err.contains("NAME \"zz9.large\": unknown instance type"), "{err}");
+    // ...and in a region that sells it, it is listed.
+    let out = kerf(&["instance-types", "--region", "us-west-2", "a1.large"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
