@@ -1,0 +1,39 @@
+//! `kerf bench scheduling` per the CLI contract: the JSON object's keys and exit codes.
+
+use std::process::Command;
+
+fn kerf(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf")).args(args).output().unwrap()
+}
+
+#[test]
+fn json_has_the_contract_keys_and_every_pod_is_scheduled() {
+    let out = kerf(&["bench", "scheduling", "--pods", "500", "--instance-types", "50", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    // One JSON object on one line.
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let obj = doc.as_object().expect("a JSON object");
+    for key in ["pods", "scheduled", "nodeClaims", "seconds", "podsPerSecond"] {
+        assert!(obj.contains_key(key), "missing {key}: {text}");
+    }
+    assert_eq!(doc["pods"], 500);
+    assert_eq!(doc["scheduled"], doc["pods"]);
+    let claims = doc["nodeClaims"].as_u64().expect("nodeClaims is a count");
+    assert!((1..=500).contains(&claims), "{text}");
+    let seconds = doc["seconds"].as_f64().expect("seconds is a number");
+    assert!(seconds > 0.0, "{text}");
+    let pps = doc["podsPerSecond"].as_f64().expect("podsPerSecond is a number");
+    // podsPerSecond is pods / seconds (rounded to a whole pod).
+    assert!((pps - 500.0 / seconds).abs() <= 1.0, "{text}");
+}
+
+#[test]
+fn zero_pods_is_bad_input_exit_2_naming_the_flag() {
+    let out = kerf(&["bench", "scheduling", "--pods", "0", "--instance-types", "50", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--pods"), "{err}");
+}
