@@ -2,7 +2,8 @@
 //! ranking the nodes that pass. The simulator's kube-scheduler stand-in binds pods with these, and
 //! the provisioning Scheduler uses them for existing nodes, so both agree on what fits.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -56,6 +57,41 @@ pub struct ClusterView {
     anti: Vec<(usize, Vec<AffinityTerm>)>,
     volumes: BTreeMap<String, Vec<Requirements>>,
     namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Per-node counts of live pods matching a spread selector or affinity term(s), computed on
+    /// first use and kept current by `add_pod`: pods of one workload share their selectors, so
+    /// each pod's PreFilter reads counts instead of rescanning every pod in the cluster.
+    match_counts: RefCell<HashMap<String, MatchCounts>>,
+}
+
+/// What a cached count counts.
+#[derive(Debug, Clone)]
+enum PodMatcher {
+    Spread(SpreadConstraint),
+    /// Pods matching every one of these terms (required pod affinity).
+    AllTerms(Vec<AffinityTerm>),
+    /// Pods matching this term (required pod anti-affinity).
+    Term(AffinityTerm),
+}
+
+#[derive(Debug, Clone)]
+struct MatchCounts {
+    matcher: PodMatcher,
+    per_node: Vec<u32>,
+}
+
+impl PodMatcher {
+    fn key(&self) -> String {
+        format!("{self:?}")
+    }
+
+    fn matches(&self, pod: &Pod, namespace_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
+        is_live(pod)
+            && match self {
+                PodMatcher::Spread(c) => c.counts(pod),
+                PodMatcher::AllTerms(terms) => terms.iter().all(|t| t.matches(pod, namespace_labels)),
+                PodMatcher::Term(t) => t.matches(pod, namespace_labels),
+            }
+    }
 }
 
 /// What the filters computed once for a pod, to check it against every node (kube-scheduler's
@@ -133,7 +169,27 @@ impl ClusterView {
         if !terms.is_empty() {
             self.anti.push((node, terms));
         }
+        for cached in self.match_counts.get_mut().values_mut() {
+            if cached.matcher.matches(&pod, &self.namespace_labels) {
+                cached.per_node[node] += 1;
+            }
+        }
         self.nodes[node].pods.push(pod);
+    }
+
+    /// Live pods on each node that `matcher` counts (cached; see `match_counts`).
+    fn counts_per_node(&self, matcher: PodMatcher) -> Vec<u32> {
+        let key = matcher.key();
+        if let Some(cached) = self.match_counts.borrow().get(&key) {
+            return cached.per_node.clone();
+        }
+        let per_node: Vec<u32> = self
+            .nodes
+            .iter()
+            .map(|n| n.pods.iter().filter(|p| matcher.matches(p, &self.namespace_labels)).count() as u32)
+            .collect();
+        self.match_counts.borrow_mut().insert(key, MatchCounts { matcher, per_node: per_node.clone() });
+        per_node
     }
 
     /// Every kube-scheduler filter for `pod` on node `node`.
@@ -164,6 +220,8 @@ impl ClusterView {
             })
             .collect();
         if !spread.is_empty() {
+            let matched: Vec<Vec<u32>> =
+                spread.iter().map(|s| self.counts_per_node(PodMatcher::Spread(s.constraint.clone()))).collect();
             for (i, n) in self.nodes.iter().enumerate() {
                 // kube-scheduler counts only nodes carrying every topology key of the pod.
                 if !spread.iter().all(|s| n.labels.contains_key(&s.constraint.topology_key)) {
@@ -171,15 +229,14 @@ impl ClusterView {
                 }
                 let affinity_ok = self.node_affinity_ok(&node_terms, &name_fields, i);
                 let taints_ok = pod::untolerated_taint_with(tols, &n.taints, false).is_none();
-                for s in spread.iter_mut() {
+                for (s, matched) in spread.iter_mut().zip(&matched) {
                     if (s.constraint.honor_node_affinity && !affinity_ok)
                         || (s.constraint.honor_node_taints && !taints_ok)
                     {
                         continue;
                     }
                     let value = &n.labels[&s.constraint.topology_key];
-                    let count = n.pods.iter().filter(|p| is_live(p) && s.constraint.counts(p)).count() as i64;
-                    *s.counts.entry(value.clone()).or_insert(0) += count;
+                    *s.counts.entry(value.clone()).or_insert(0) += i64::from(matched[i]);
                 }
             }
             for s in spread.iter_mut() {
@@ -195,25 +252,26 @@ impl ClusterView {
         let affinity = pod::pod_affinities(pod);
         let mut affinity_counts = vec![BTreeMap::new(); affinity.required.len()];
         let mut anti_domains = vec![BTreeSet::new(); affinity.required_anti.len()];
-        if !affinity.required.is_empty() || !affinity.required_anti.is_empty() {
-            for n in &self.nodes {
-                for p in n.pods.iter().filter(|p| is_live(p)) {
-                    if !affinity.required.is_empty()
-                        && affinity.required.iter().all(|t| t.matches(p, &self.namespace_labels))
-                    {
-                        for (t, counts) in affinity.required.iter().zip(affinity_counts.iter_mut()) {
-                            if let Some(v) = n.labels.get(&t.topology_key) {
-                                *counts.entry(v.clone()).or_insert(0) += 1;
-                            }
-                        }
+        if !affinity.required.is_empty() {
+            let matched = self.counts_per_node(PodMatcher::AllTerms(affinity.required.clone()));
+            for (n, count) in self.nodes.iter().zip(&matched) {
+                if *count == 0 {
+                    continue;
+                }
+                for (t, counts) in affinity.required.iter().zip(affinity_counts.iter_mut()) {
+                    if let Some(v) = n.labels.get(&t.topology_key) {
+                        *counts.entry(v.clone()).or_insert(0) += i64::from(*count);
                     }
-                    for (t, domains) in affinity.required_anti.iter().zip(anti_domains.iter_mut()) {
-                        if let Some(v) = n.labels.get(&t.topology_key)
-                            && t.matches(p, &self.namespace_labels)
-                        {
-                            domains.insert(v.clone());
-                        }
-                    }
+                }
+            }
+        }
+        for (t, domains) in affinity.required_anti.iter().zip(anti_domains.iter_mut()) {
+            let matched = self.counts_per_node(PodMatcher::Term(t.clone()));
+            for (n, count) in self.nodes.iter().zip(&matched) {
+                if *count > 0
+                    && let Some(v) = n.labels.get(&t.topology_key)
+                {
+                    domains.insert(v.clone());
                 }
             }
         }
@@ -300,7 +358,7 @@ impl ClusterView {
                 return Err(Unfit::new(SPREAD));
             }
         }
-        if n.labels.iter().any(|(k, v)| p.existing_anti.contains(&(k.clone(), v.clone()))) {
+        if p.existing_anti.iter().any(|(k, v)| n.labels.get(k) == Some(v)) {
             return Err(Unfit::new(EXISTING_ANTI_AFFINITY));
         }
         for (t, domains) in p.affinity.required_anti.iter().zip(&p.anti_domains) {
@@ -549,6 +607,21 @@ mod tests {
         let p = pod("p").label("app", "db").pod_affinity(Z, &[("app", "db")]).build();
         assert_eq!(v.feasible_nodes(&p), vec![0, 1, 2]);
         assert_eq!(reason(v.check(&p, 3)), POD_AFFINITY);
+    }
+
+    #[test]
+    fn spread_and_anti_affinity_counts_follow_pods_added_after_the_first_check() {
+        let mut v = ClusterView::new(three_zone_nodes());
+        let spread = pod("p").label("app", "w").spread(Z, 1, &[("app", "w")]).build();
+        let anti = pod("q").label("app", "q").anti_affinity(Z, &[("app", "w")]).build();
+        // Counted once here, before any matching pod exists.
+        assert_eq!(v.feasible_nodes(&spread), vec![0, 1, 2]);
+        assert_eq!(v.feasible_nodes(&anti), vec![0, 1, 2]);
+        v.add_pod(0, pod("w1").label("app", "w").build());
+        v.add_pod(1, pod("w2").label("app", "w").build());
+        v.add_pod(1, pod("other").label("app", "x").build());
+        assert_eq!(v.feasible_nodes(&spread), vec![2]);
+        assert_eq!(v.feasible_nodes(&anti), vec![2]);
     }
 
     #[test]
