@@ -149,6 +149,18 @@ fn decode_all<T: DeserializeOwned>(doc: &Value) -> Decoded<T> {
         let mut segments: Vec<Segment> = err.path().iter().cloned().collect();
         let message = with_hint(err.into_inner().to_string());
         let (path, _) = original_path(&segments, &out.removed_elems);
+        if missing_field(&message).is_some()
+            && let Some(holder @ Value::Null) = value_at_mut(&mut work, &segments)
+        {
+            // `field: null` is an absent field to the API server: the holder itself is missing.
+            *holder = Value::Mapping(serde_yaml_ng::Mapping::new());
+            let follow_on = out.placeholders.iter().any(|p| is_within(&path, &p.path)) || out.removed.contains(&path);
+            if !follow_on {
+                out.errors.push(FieldError::new(path.clone(), "required"));
+            }
+            out.placeholders.push(Placeholder { path, variant: None });
+            continue;
+        }
         if let Some(field) = missing_field(&message) {
             let field_path = join_path(&path, field);
             // Inside a placeholder, or a field we removed ourselves: already reported.
@@ -253,24 +265,23 @@ fn first_expected_variant(message: &str) -> Option<&str> {
     rest.split('`').next().filter(|v| !v.is_empty())
 }
 
-/// Sets `field` of the mapping at `segments`.
-fn set_at(v: &mut Value, segments: &[Segment], field: &str, value: Value) -> bool {
+/// The value at `segments`, if the document has one there.
+fn value_at_mut<'a>(v: &'a mut Value, segments: &[Segment]) -> Option<&'a mut Value> {
     let mut cur = v;
     for seg in segments {
         cur = match (seg, cur) {
-            (Segment::Map { key }, Value::Mapping(m)) => match m.get_mut(key.as_str()) {
-                Some(next) => next,
-                None => return false,
-            },
-            (Segment::Seq { index }, Value::Sequence(s)) => match s.get_mut(*index) {
-                Some(next) => next,
-                None => return false,
-            },
-            _ => return false,
+            (Segment::Map { key }, Value::Mapping(m)) => m.get_mut(key.as_str())?,
+            (Segment::Seq { index }, Value::Sequence(s)) => s.get_mut(*index)?,
+            _ => return None,
         };
     }
-    match cur {
-        Value::Mapping(m) => {
+    Some(cur)
+}
+
+/// Sets `field` of the mapping at `segments`.
+fn set_at(v: &mut Value, segments: &[Segment], field: &str, value: Value) -> bool {
+    match value_at_mut(v, segments) {
+        Some(Value::Mapping(m)) => {
             m.insert(Value::String(field.to_string()), value);
             true
         }
@@ -368,20 +379,7 @@ fn parent_of(path: &str) -> Option<String> {
 
 fn remove_at(v: &mut Value, segments: &[Segment]) -> bool {
     let Some((last, parents)) = segments.split_last() else { return false };
-    let mut cur = v;
-    for seg in parents {
-        cur = match (seg, cur) {
-            (Segment::Map { key }, Value::Mapping(m)) => match m.get_mut(key.as_str()) {
-                Some(next) => next,
-                None => return false,
-            },
-            (Segment::Seq { index }, Value::Sequence(s)) => match s.get_mut(*index) {
-                Some(next) => next,
-                None => return false,
-            },
-            _ => return false,
-        };
-    }
+    let Some(cur) = value_at_mut(v, parents) else { return false };
     match (last, cur) {
         (Segment::Map { key }, Value::Mapping(m)) => m.remove(key.as_str()).is_some(),
         (Segment::Seq { index }, Value::Sequence(s)) if *index < s.len() => {
@@ -590,12 +588,11 @@ const OBJECT_META_FIELDS: &[&str] = &[
 
 fn unknown_metadata_fields(doc: &Value) -> Vec<FieldError> {
     let Some(meta) = doc.get("metadata").and_then(Value::as_mapping) else { return Vec::new() };
+    // A key that is not a string is refused by the decoder itself.
     meta.keys()
-        .filter_map(|k| match k.as_str() {
-            Some(k) if OBJECT_META_FIELDS.contains(&k) => None,
-            Some(k) => Some(FieldError::new(format!("metadata.{k}"), "unknown field")),
-            None => Some(FieldError::new("metadata", format!("unknown field {}", yaml_scalar(k)))),
-        })
+        .filter_map(Value::as_str)
+        .filter(|k| !OBJECT_META_FIELDS.contains(k))
+        .map(|k| FieldError::new(format!("metadata.{k}"), "unknown field"))
         .collect()
 }
 
@@ -610,11 +607,6 @@ fn value_kind(v: &Value) -> &'static str {
         Value::Mapping(_) => "a mapping",
         Value::Tagged(_) => "a tagged value",
     }
-}
-
-/// A key that is not a string, written as YAML would.
-fn yaml_scalar(v: &Value) -> String {
-    serde_yaml_ng::to_string(v).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| "?".to_string())
 }
 
 /// Whether `path` is `prefix` or a field below it.
@@ -733,6 +725,27 @@ mod tests {
         assert!(!is_whole_units("300ms", &["s", "m", "h"]));
         assert!(!is_whole_units("0", &["s", "m", "h"]));
         assert!(!is_whole_units("", &["s", "m", "h"]));
+    }
+
+    #[test]
+    fn decoded_list_indices_map_back_past_removed_elements() {
+        let removed = vec![("spec.taints".to_string(), vec![0, 2]), ("spec.taints[3].x".to_string(), vec![0])];
+        assert_eq!(to_original("spec.taints[0].key", &removed), "spec.taints[1].key");
+        assert_eq!(to_original("spec.taints[1]", &removed), "spec.taints[3]");
+        assert_eq!(to_original("spec.taints[1].x[0]", &removed), "spec.taints[3].x[1]");
+        // Map keys in brackets (with dots inside) and lists without removals stay as they are.
+        assert_eq!(to_original("labels[kubernetes.io/os]", &removed), "labels[kubernetes.io/os]");
+        assert_eq!(to_original("spec.other[0]", &removed), "spec.other[0]");
+        assert_eq!(to_original("spec.taints[", &removed), "spec.taints[");
+    }
+
+    #[test]
+    fn the_first_expected_variant_is_taken_from_serdes_message() {
+        assert_eq!(first_expected_variant("unknown variant ``, expected one of `In`, `NotIn`"), Some("In"));
+        assert_eq!(first_expected_variant("unknown variant ``, expected `A` or `B`"), Some("A"));
+        assert_eq!(first_expected_variant("invalid type: string, expected a map"), None);
+        assert_eq!(missing_field("missing field `nodeClassRef`"), Some("nodeClassRef"));
+        assert_eq!(missing_field("unknown field `x`"), None);
     }
 
     #[test]

@@ -508,3 +508,86 @@ fn unquoted_numbers_in_string_fields_get_a_quoting_hint() {
         ]
     );
 }
+
+fn problem_lines(yaml: &str) -> Vec<String> {
+    match manifest::decode_karpenter(&doc(yaml)) {
+        Err(ps) => ps.iter().map(ToString::to_string).collect(),
+        Ok(o) => panic!("expected problems, got {o:?}"),
+    }
+}
+
+#[test]
+fn a_missing_spec_is_reported_once_as_required_without_follow_on_problems() {
+    assert_eq!(
+        problem_lines("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: a}\n"),
+        ["NodePool/a: spec: required"]
+    );
+    assert_eq!(
+        problem_lines("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: a}\n"),
+        ["EC2NodeClass/a: spec: required"]
+    );
+    assert_eq!(
+        problem_lines("apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: a}\nspec: {}\n"),
+        [
+            "NodeClaim/a: spec.nodeClassRef: required",
+            "NodeClaim/a: spec.requirements: required (an empty list is allowed)"
+        ]
+    );
+}
+
+#[test]
+fn a_null_nodeclassref_is_required_once_and_the_rest_is_still_checked() {
+    let y = MINIMAL_NODEPOOL
+        .replace("{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}", "null")
+        .replace("spec:\n  template:", "spec:\n  weight: 0\n  template:");
+    assert_eq!(
+        problem_lines(&y),
+        [
+            "NodePool/default: spec.template.spec.nodeClassRef: required",
+            "NodePool/default: spec.weight: must be between 1 and 100, got 0"
+        ]
+    );
+}
+
+#[test]
+fn a_missing_operator_or_effect_is_required_and_checks_keyed_on_the_placeholder_are_dropped() {
+    // The operator put in to keep decoding is `In`; its "must have a value" check is not the user's.
+    let y = MINIMAL_NODEPOOL.replace(
+        "requirements: []",
+        "requirements: [{key: app, values: []}, {key: zone, operator: In, values: []}]\n      taints: [{key: a}]",
+    );
+    assert_eq!(
+        problem_lines(&y),
+        [
+            "NodePool/default: spec.template.spec.requirements[0].operator: required",
+            "NodePool/default: spec.template.spec.taints[0].effect: required",
+            "NodePool/default: spec.template.spec.requirements[1].values: requirements with operator 'In' must have a value defined",
+        ]
+    );
+}
+
+#[test]
+fn a_wrongly_typed_required_field_is_reported_once_not_also_as_required() {
+    let y = MINIMAL_NODEPOOL.replace("kind: EC2NodeClass, name: default}", "kind: EC2NodeClass, name: 5}");
+    assert_eq!(
+        problem_lines(&y),
+        [
+            "NodePool/default: spec.template.spec.nodeClassRef.name: invalid type: integer `5`, expected a string (quote the value in YAML)"
+        ]
+    );
+}
+
+#[test]
+fn kindless_documents_are_refused_only_in_karpenter_api_groups() {
+    assert_eq!(manifest::decode_karpenter(&doc("apiVersion: example.com/v1\nmetadata: {name: x}")), Ok(None));
+    assert_eq!(manifest::decode_karpenter(&doc("metadata: {name: x}")), Ok(None));
+    assert_eq!(
+        problem_lines("apiVersion: karpenter.k8s.aws/v1\nmetadata: {name: x}"),
+        ["<no kind>/x: kind: required (NodePool, NodeClaim or EC2NodeClass)"]
+    );
+    assert_eq!(
+        problem_lines("apiVersion: karpenter.sh/v1\nkind: 3\nmetadata: {name: x}"),
+        ["<no kind>/x: kind: must be a string, got a number"]
+    );
+    assert_eq!(problem_lines("[1, 2]"), ["<no kind>/<unnamed>: document must be a mapping (object), got a list"]);
+}
