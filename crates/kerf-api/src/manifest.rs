@@ -173,8 +173,9 @@ fn decode_all<T: DeserializeOwned>(doc: &Value) -> Decoded<T> {
                 out.placeholders.push(Placeholder { path: field_path, variant });
                 continue;
             }
-            // No neutral value decodes: drop the object that holds the field instead.
-            if segments.is_empty() {
+            // No neutral value decodes: drop the object that holds the field instead (unless
+            // that object is a placeholder of ours, which would only be put back again).
+            if segments.is_empty() || out.placeholders.iter().any(|p| is_within(&path, &p.path)) {
                 return out;
             }
         } else {
@@ -446,6 +447,11 @@ fn replacement_of(kind: &str) -> Option<&'static str> {
 
 /// For a document whose apiVersion/kind is a Karpenter kind: decode and validate, listing every
 /// problem. `Ok(None)` when the document is not a Karpenter object (a Deployment, ...).
+///
+/// A document that is not a mapping, or that has a Karpenter apiVersion but no (string) kind, is a
+/// problem. Unknown `metadata` fields are problems, as under the API server's strict field
+/// validation. A missing required field is one `required` problem; the rest of the object is
+/// still checked.
 ///
 /// A wrong apiVersion for a Karpenter kind (e.g. `karpenter.sh/v1beta1`) or a missing one is a
 /// problem on `apiVersion`; a kind of an older Karpenter API (Provisioner, AWSNodeTemplate,

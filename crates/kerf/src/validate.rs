@@ -12,7 +12,8 @@ Every problem is printed on stderr, one per line, as
   FILE: KIND/NAME: FIELD.PATH: problem
 and every file is checked completely (all documents, all problems). YAML syntax errors and
 unreadable files are reported as FILE: ... with the line where known. Documents of other kinds
-(Deployment, Service, ...) are skipped. For each file without problems, stdout gets
+(Deployment, Service, ...) are skipped; a document that is not a mapping, or that has a Karpenter
+apiVersion but no kind, is a problem. For each file without problems, stdout gets
   FILE: ok (N NodePool, N NodeClaim, N EC2NodeClass)
 
 Exit status: 0 when every file is valid, 2 when any problem is found.")]
