@@ -177,3 +177,40 @@ fn no_file_argument_is_a_usage_error() {
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("FILE"), "{}", run.stderr);
 }
+
+#[test]
+fn a_missing_required_field_is_one_problem_and_the_rest_of_the_object_is_still_checked() {
+    let file = fixture_dir("broken").join("np-missing-required-field-keeps-other-problems.yaml");
+    let run = kerf_validate(std::slice::from_ref(&file));
+    assert_eq!(run.code, 2);
+    let p = format!("{}: NodePool/np-missing-required-field-keeps-other-problems: ", file.display());
+    let expected = [
+        format!("{p}spec.template.spec.nodeClassRef.name: required"),
+        format!("{p}spec.template.spec.requirements[0].key: label \"kubernetes.io/hostname\" is restricted"),
+        format!(
+            "{p}spec.template.spec.requirements[1].values: requirements with operator 'In' must have a value defined"
+        ),
+        format!("{p}spec.weight: must be between 1 and 100, got 0"),
+    ];
+    assert_eq!(run.stderr.lines().collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn a_list_document_and_a_kindless_karpenter_document_exit_2_while_other_groups_are_skipped() {
+    let file = temp_file(
+        "shapes.yaml",
+        "- just\n- a list\n---\napiVersion: karpenter.sh/v1\nmetadata: {name: k}\n---\n\
+         apiVersion: example.com/v1\nmetadata: {name: other}\n",
+    );
+    let run = kerf_validate(std::slice::from_ref(&file));
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(run.code, 2);
+    let f = file.display();
+    assert_eq!(
+        run.stderr.lines().collect::<Vec<_>>(),
+        [
+            format!("{f}: <no kind>/<unnamed>: document must be a mapping (object), got a list"),
+            format!("{f}: <no kind>/k: kind: required (NodePool, NodeClaim or EC2NodeClass)"),
+        ]
+    );
+}
