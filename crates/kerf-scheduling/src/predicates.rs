@@ -61,6 +61,8 @@ pub struct ClusterView {
     /// first use and kept current by `add_pod`: pods of one workload share their selectors, so
     /// each pod's PreFilter reads counts instead of rescanning every pod in the cluster.
     match_counts: RefCell<HashMap<String, MatchCounts>>,
+    /// Interned node values per topology key (nodes and their labels never change in a view).
+    topology: RefCell<HashMap<String, Arc<TopologyIndex>>>,
 }
 
 /// What a cached count counts.
@@ -118,10 +120,23 @@ pub struct PreparedPod<'p> {
 #[derive(Debug, Clone)]
 struct SpreadState {
     constraint: SpreadConstraint,
-    counts: BTreeMap<String, i64>,
+    /// Each node's value of the topology key, interned.
+    topology: Arc<TopologyIndex>,
+    /// Matching pods per domain (by interned value), over eligible nodes only.
+    counts: Vec<i64>,
+    /// Domains holding at least one node eligible for this pod.
+    eligible: Vec<bool>,
     /// The least count over eligible domains; `None` when there is no eligible domain.
     min: Option<i64>,
     self_match: i64,
+}
+
+/// One topology key's value on every node of the view, interned so spread counting does
+/// integer indexing instead of string lookups per node.
+#[derive(Debug)]
+struct TopologyIndex {
+    domains: usize,
+    per_node: Vec<Option<u32>>,
 }
 
 impl ClusterView {
@@ -192,6 +207,26 @@ impl ClusterView {
         per_node
     }
 
+    fn topology_index(&self, key: &str) -> Arc<TopologyIndex> {
+        if let Some(t) = self.topology.borrow().get(key) {
+            return Arc::clone(t);
+        }
+        let mut ids: HashMap<&str, u32> = HashMap::new();
+        let per_node = self
+            .nodes
+            .iter()
+            .map(|n| {
+                n.labels.get(key).map(|v| {
+                    let next = ids.len() as u32;
+                    *ids.entry(v.as_str()).or_insert(next)
+                })
+            })
+            .collect();
+        let index = Arc::new(TopologyIndex { domains: ids.len(), per_node });
+        self.topology.borrow_mut().insert(key.to_string(), Arc::clone(&index));
+        index
+    }
+
     /// Every kube-scheduler filter for `pod` on node `node`.
     pub fn check(&self, pod: &Pod, node: usize) -> Result<(), Unfit> {
         self.check_prepared(&self.prepare(pod), node)
@@ -212,11 +247,16 @@ impl ClusterView {
         let constraints: Vec<SpreadConstraint> = pod::spread_constraints(pod).into_iter().filter(|c| c.hard).collect();
         let mut spread: Vec<SpreadState> = constraints
             .into_iter()
-            .map(|c| SpreadState {
-                self_match: i64::from(c.counts(pod)),
-                constraint: c,
-                counts: BTreeMap::new(),
-                min: None,
+            .map(|c| {
+                let topology = self.topology_index(&c.topology_key);
+                SpreadState {
+                    self_match: i64::from(c.counts(pod)),
+                    counts: vec![0; topology.domains],
+                    eligible: vec![false; topology.domains],
+                    topology,
+                    constraint: c,
+                    min: None,
+                }
             })
             .collect();
         if !spread.is_empty() {
@@ -224,7 +264,7 @@ impl ClusterView {
                 spread.iter().map(|s| self.counts_per_node(PodMatcher::Spread(s.constraint.clone()))).collect();
             for (i, n) in self.nodes.iter().enumerate() {
                 // kube-scheduler counts only nodes carrying every topology key of the pod.
-                if !spread.iter().all(|s| n.labels.contains_key(&s.constraint.topology_key)) {
+                if !spread.iter().all(|s| s.topology.per_node[i].is_some()) {
                     continue;
                 }
                 let affinity_ok = self.node_affinity_ok(&node_terms, &name_fields, i);
@@ -235,14 +275,16 @@ impl ClusterView {
                     {
                         continue;
                     }
-                    let value = &n.labels[&s.constraint.topology_key];
-                    *s.counts.entry(value.clone()).or_insert(0) += i64::from(matched[i]);
+                    let Some(domain) = s.topology.per_node[i] else { continue };
+                    s.eligible[domain as usize] = true;
+                    s.counts[domain as usize] += i64::from(matched[i]);
                 }
             }
             for s in spread.iter_mut() {
-                let mut min = s.counts.values().copied().min();
+                let eligible = s.eligible.iter().filter(|e| **e).count();
+                let mut min = s.counts.iter().zip(&s.eligible).filter(|(_, e)| **e).map(|(c, _)| *c).min();
                 if let Some(md) = s.constraint.min_domains
-                    && (s.counts.len() as i64) < i64::from(md)
+                    && (eligible as i64) < i64::from(md)
                 {
                     min = Some(0);
                 }
@@ -349,11 +391,11 @@ impl ClusterView {
             return Err(Unfit::new(VOLUME_ZONE));
         }
         for s in &p.spread {
-            let Some(value) = n.labels.get(&s.constraint.topology_key) else {
+            let Some(domain) = s.topology.per_node[node] else {
                 return Err(Unfit::new(SPREAD_MISSING_LABEL));
             };
             let Some(min) = s.min else { continue };
-            let count = s.counts.get(value).copied().unwrap_or(0);
+            let count = if s.eligible[domain as usize] { s.counts[domain as usize] } else { 0 };
             if count + s.self_match - min > i64::from(s.constraint.max_skew) {
                 return Err(Unfit::new(SPREAD));
             }
