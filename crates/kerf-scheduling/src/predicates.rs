@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_api::resources::PODS;
+use kerf_api::resources::{CPU, MEMORY, PODS};
 use kerf_api::{ResourceList, TaintEffect};
 
 use crate::model::ExistingNode;
@@ -52,6 +52,9 @@ pub struct ClusterView {
     nodes: Vec<ExistingNode>,
     /// Sum of the requests of each node's pods.
     requested: Vec<ResourceList>,
+    /// Per node, allocatable minus requested for cpu, memory and pods in nano-units: the
+    /// resources every pod asks for, checked without map lookups.
+    free_core: Vec<[i128; 3]>,
     ports: Vec<Vec<HostPort>>,
     /// Pods with required anti-affinity: (node index, their terms).
     anti: Vec<(usize, Vec<AffinityTerm>)>,
@@ -102,6 +105,9 @@ impl PodMatcher {
 pub struct PreparedPod<'p> {
     pod: &'p Pod,
     requests: ResourceList,
+    /// cpu, memory and pods of `requests`, and whether it asks for nothing else.
+    core_requests: [i128; 3],
+    only_core: bool,
     node_terms: Vec<Requirements>,
     name_fields: Vec<Option<Requirement>>,
     ports: Vec<HostPort>,
@@ -147,6 +153,7 @@ impl ClusterView {
             let idx = v.nodes.len();
             v.nodes.push(ExistingNode { pods: Vec::new(), ..n });
             v.requested.push(ResourceList::new());
+            v.free_core.push(core_of(&v.nodes[idx].allocatable));
             v.ports.push(Vec::new());
             for p in pods {
                 v.add_pod(idx, p);
@@ -178,7 +185,11 @@ impl ClusterView {
 
     /// Records a pod bound (or nominated) to `node`.
     pub fn add_pod(&mut self, node: usize, pod: Arc<Pod>) {
-        self.requested[node].add(&pod_requests(&pod));
+        let requests = pod_requests(&pod);
+        for (free, req) in self.free_core[node].iter_mut().zip(core_of(&requests)) {
+            *free -= req;
+        }
+        self.requested[node].add(&requests);
         self.ports[node].extend(pod::host_ports(&pod));
         let terms = pod::pod_affinities(&pod).required_anti;
         if !terms.is_empty() {
@@ -329,9 +340,14 @@ impl ClusterView {
                 }
             }
         }
+        let requests = pod_requests(pod);
+        let core_requests = core_of(&requests);
+        let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
         PreparedPod {
             pod,
-            requests: pod_requests(pod),
+            core_requests,
+            only_core,
+            requests,
             node_terms,
             name_fields,
             ports: pod::host_ports(pod),
@@ -386,7 +402,10 @@ impl ClusterView {
         if p.ports.iter().any(|a| self.ports[node].iter().any(|b| a.conflicts(b))) {
             return Err(Unfit::new(HOST_PORTS));
         }
-        self.check_resources(&p.requests, node)?;
+        let core_fits = p.core_requests.iter().zip(&self.free_core[node]).all(|(req, free)| *req <= 0 || req <= free);
+        if !(core_fits && p.only_core) {
+            self.check_resources(&p.requests, node)?;
+        }
         if !p.volume_terms.iter().all(|alts| alts.iter().any(|r| r.matches(&n.labels))) {
             return Err(Unfit::new(VOLUME_ZONE));
         }
@@ -481,6 +500,12 @@ impl ClusterView {
                 .count() as i64;
         score
     }
+}
+
+const CORE: [&str; 3] = [CPU, MEMORY, PODS];
+
+fn core_of(list: &ResourceList) -> [i128; 3] {
+    CORE.map(|k| list.get(k).nanos())
 }
 
 /// Pods being deleted no longer count in spread or affinity.
