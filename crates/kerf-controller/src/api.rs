@@ -1,6 +1,7 @@
 //! The narrow cluster API the controllers use, and the watch events that feed cluster state.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -26,7 +27,7 @@ macro_rules! objects {
         /// Any object of the kinds the controllers watch.
         #[derive(Debug, Clone)]
         pub enum AnyObject {
-            $($ty(Box<$ty>),)*
+            $($ty(Arc<$ty>),)*
         }
 
         impl AnyObject {
@@ -54,7 +55,7 @@ macro_rules! objects {
                     &mut self.metadata
                 }
                 fn into_any(self) -> AnyObject {
-                    AnyObject::$ty(Box::new(self))
+                    AnyObject::$ty(Arc::new(self))
                 }
                 fn from_any(obj: &AnyObject) -> Option<&Self> {
                     match obj {

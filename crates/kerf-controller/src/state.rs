@@ -142,7 +142,7 @@ impl ClusterState {
         }
     }
 
-    fn upsert_pod(&mut self, pod: &Pod) {
+    fn upsert_pod(&mut self, pod: &Arc<Pod>) {
         self.pod_generation += 1;
         let key = key_of(&pod.metadata);
         if let Some(old) = self.pods.get(&key) {
@@ -151,7 +151,7 @@ impl ClusterState {
             }
             self.unindex_pod(&key);
         }
-        let pod = Arc::new(pod.clone());
+        let pod = Arc::clone(pod);
         if let Some(node) = util::pod_node_name(&pod) {
             self.pods_by_node.entry(node.to_string()).or_default().insert(key.clone());
         } else if !util::pod_terminal(&pod) {

@@ -3,7 +3,7 @@
 //! eviction, an event log and a queue of watch events the driver drains.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -60,31 +60,37 @@ fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
 /// Copies `from`'s status into `into` (same kind), leaving everything else of `into`.
 fn copy_status(into: &mut AnyObject, from: &AnyObject) {
     match (into, from) {
-        (AnyObject::Pod(a), AnyObject::Pod(b)) => a.status.clone_from(&b.status),
-        (AnyObject::Node(a), AnyObject::Node(b)) => a.status.clone_from(&b.status),
-        (AnyObject::NodeClaim(a), AnyObject::NodeClaim(b)) => a.status.clone_from(&b.status),
-        (AnyObject::NodePool(a), AnyObject::NodePool(b)) => a.status.clone_from(&b.status),
-        (AnyObject::EC2NodeClass(a), AnyObject::EC2NodeClass(b)) => a.status.clone_from(&b.status),
-        (AnyObject::DaemonSet(a), AnyObject::DaemonSet(b)) => a.status.clone_from(&b.status),
-        (AnyObject::PodDisruptionBudget(a), AnyObject::PodDisruptionBudget(b)) => a.status.clone_from(&b.status),
-        (AnyObject::PersistentVolumeClaim(a), AnyObject::PersistentVolumeClaim(b)) => a.status.clone_from(&b.status),
-        (AnyObject::PersistentVolume(a), AnyObject::PersistentVolume(b)) => a.status.clone_from(&b.status),
+        (AnyObject::Pod(a), AnyObject::Pod(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::Node(a), AnyObject::Node(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::NodeClaim(a), AnyObject::NodeClaim(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::NodePool(a), AnyObject::NodePool(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::EC2NodeClass(a), AnyObject::EC2NodeClass(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::DaemonSet(a), AnyObject::DaemonSet(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::PodDisruptionBudget(a), AnyObject::PodDisruptionBudget(b)) => {
+            Arc::make_mut(a).status.clone_from(&b.status)
+        }
+        (AnyObject::PersistentVolumeClaim(a), AnyObject::PersistentVolumeClaim(b)) => {
+            Arc::make_mut(a).status.clone_from(&b.status)
+        }
+        (AnyObject::PersistentVolume(a), AnyObject::PersistentVolume(b)) => {
+            Arc::make_mut(a).status.clone_from(&b.status)
+        }
         _ => {}
     }
 }
 
 fn meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
     match obj {
-        AnyObject::Pod(o) => &mut o.metadata,
-        AnyObject::Node(o) => &mut o.metadata,
-        AnyObject::NodeClaim(o) => &mut o.metadata,
-        AnyObject::NodePool(o) => &mut o.metadata,
-        AnyObject::EC2NodeClass(o) => &mut o.metadata,
-        AnyObject::DaemonSet(o) => &mut o.metadata,
-        AnyObject::PodDisruptionBudget(o) => &mut o.metadata,
-        AnyObject::PersistentVolumeClaim(o) => &mut o.metadata,
-        AnyObject::PersistentVolume(o) => &mut o.metadata,
-        AnyObject::StorageClass(o) => &mut o.metadata,
+        AnyObject::Pod(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::Node(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::NodeClaim(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::NodePool(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::EC2NodeClass(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::DaemonSet(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::PodDisruptionBudget(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::PersistentVolumeClaim(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::PersistentVolume(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::StorageClass(o) => &mut Arc::make_mut(o).metadata,
     }
 }
 
@@ -193,7 +199,7 @@ impl SimCluster {
             return Err(ApiError::AlreadyExists { kind, name });
         }
         if let AnyObject::Pod(p) = &mut any {
-            admit_priority(p);
+            admit_priority(Arc::make_mut(p));
         }
         inner.uids += 1;
         inner.resource_version += 1;

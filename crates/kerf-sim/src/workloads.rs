@@ -458,7 +458,7 @@ mod tests {
             for ev in events {
                 match ev {
                     WatchEvent::Applied(AnyObject::Pod(p)) => {
-                        let mut p = *p;
+                        let mut p = std::sync::Arc::unwrap_or_clone(p);
                         if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() {
                             p.spec.get_or_insert_with(PodSpec::default).node_name = Some("n".to_string());
                             p.status = Some(PodStatus { phase: Some("Running".to_string()), ..PodStatus::default() });

@@ -112,7 +112,7 @@ impl World {
                         self.seq
                     }
                 };
-                let entry = PodEntry { pod: Arc::new(*p), seq };
+                let entry = PodEntry { pod: p, seq };
                 match entry.node() {
                     Some(n) => {
                         self.bound_count += 1;
@@ -142,7 +142,7 @@ impl World {
                 if was_ready.is_some_and(|w| w != now_ready) {
                     changes.readiness.push((name.clone(), now_ready));
                 }
-                self.nodes.insert(name.clone(), Arc::new(*n));
+                self.nodes.insert(name.clone(), n);
                 changes.nodes_changed.insert(name);
             }
             WatchEvent::Deleted(AnyObject::Node(n)) => {
@@ -157,7 +157,7 @@ impl World {
                     self.launched_claims.insert(name.clone());
                 }
                 let was_deleting = self.claims.get(&name).is_some_and(|o| o.metadata.deletion_timestamp.is_some());
-                let claim = Arc::new(*c);
+                let claim = c;
                 if claim.metadata.deletion_timestamp.is_some() && !was_deleting {
                     changes.claims_deleting.push(claim.clone());
                 }
@@ -167,7 +167,7 @@ impl World {
                 let name = c.name().to_string();
                 let was_deleting = self.claims.get(&name).is_some_and(|o| o.metadata.deletion_timestamp.is_some());
                 if !was_deleting {
-                    changes.claims_deleting.push(Arc::new(*c));
+                    changes.claims_deleting.push(c);
                 }
                 self.claims.remove(&name);
             }
@@ -177,7 +177,7 @@ impl World {
                     d.metadata.namespace.as_deref().unwrap_or("default"),
                     d.metadata.name.as_deref().unwrap_or("")
                 );
-                self.daemonsets.insert(key.clone(), Arc::new(*d));
+                self.daemonsets.insert(key.clone(), d);
                 changes.daemonsets_changed.insert(key);
             }
             WatchEvent::Deleted(AnyObject::DaemonSet(d)) => {
