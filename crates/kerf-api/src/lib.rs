@@ -14,6 +14,7 @@ pub mod nodepool;
 pub mod quantity;
 pub mod resources;
 pub mod schema;
+pub mod seeded;
 pub mod shared;
 pub mod validation;
 

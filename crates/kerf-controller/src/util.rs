@@ -24,31 +24,7 @@ pub fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp>
     }
 }
 
-/// splitmix64: a tiny, well-distributed, seedable generator; enough for unique names.
-#[derive(Debug, Clone)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64 { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// `n` characters from `[a-z0-9]`, like the API server's generateName suffixes.
-    pub fn suffix(&mut self, n: usize) -> String {
-        const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        (0..n).map(|_| ALPHABET[(self.next_u64() % ALPHABET.len() as u64) as usize] as char).collect()
-    }
-}
+pub use kerf_api::seeded::SplitMix64;
 
 /// A core/v1 resource map as a kerf ResourceList; entries that do not parse are skipped
 /// (the API server would have rejected them).

@@ -22,24 +22,7 @@ pub const ZONES: [&str; 3] = ["test-zone-a", "test-zone-b", "test-zone-c"];
 const CPUS: [&str; 5] = ["100m", "250m", "500m", "1", "1.5"];
 const MEMORIES: [&str; 6] = ["100Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi"];
 
-/// A tiny deterministic generator (splitmix64).
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
+pub use kerf_api::seeded::SplitMix64;
 
 /// Instance type `i`: i+1 vCPU, 2(i+1) GiB, 10(i+1) pods, three zones × spot and on-demand,
 /// price proportional to size (on-demand $0.05 per vCPU-hour, spot 30% less).

@@ -13,10 +13,9 @@ use kerf_cloud::{Clock, ManualClock, Timestamp};
 use kerf_controller::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 
 use crate::rng::SplitMix64;
-use crate::selector;
 
 /// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
-pub const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+pub use kerf_api::seeded::NAME_ALPHABET;
 
 /// An event recorded through the cluster API, with the virtual time it was recorded at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -327,7 +326,7 @@ impl SimCluster {
                 p.spec
                     .as_ref()
                     .and_then(|s| s.selector.as_ref())
-                    .is_some_and(|sel| selector::label_selector_matches(sel, &labels))
+                    .is_some_and(|sel| kerf_scheduling::pod::selector_matches(Some(sel), &labels))
             })
             .collect();
         if !pdbs.is_empty() && pod_is_healthy(&pod) {
@@ -342,7 +341,10 @@ impl SimCluster {
                 let selected: Vec<&Pod> = pods
                     .iter()
                     .filter(|p| {
-                        selector::label_selector_matches(sel, p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+                        kerf_scheduling::pod::selector_matches(
+                            Some(sel),
+                            p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+                        )
                     })
                     .collect();
                 let expected = selected.len() as i64;

@@ -289,12 +289,7 @@ pub fn spot_price(instance_type: &str, zone: &str, on_demand: f64) -> f64 {
     (on_demand * (1.0 - discount) * 100_000.0).round() / 100_000.0
 }
 
-/// The splitmix64 finalizer: every input bit affects every output bit.
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub use kerf_api::seeded::mix64;
 
 /// 64-bit FNV-1a: small, stable across platforms and releases.
 pub fn fnv1a64(s: &str) -> u64 {
