@@ -10,7 +10,6 @@ pub mod kubelet;
 pub mod report;
 pub mod rng;
 pub mod scenario;
-pub mod selector;
 pub mod workloads;
 pub mod world;
 
