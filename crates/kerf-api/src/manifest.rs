@@ -603,7 +603,7 @@ fn unknown_metadata_fields(doc: &Value) -> Vec<FieldError> {
 }
 
 /// What a YAML value is, for messages about the wrong one.
-fn value_kind(v: &Value) -> &'static str {
+pub fn value_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -102,17 +102,7 @@ impl Ctx<'_> {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Sequence(_) => "a list",
-        Value::Mapping(_) => "a mapping",
-        Value::Tagged(_) => "a tagged value",
-    }
-}
+use kerf_api::manifest::value_kind as type_name;
 
 /// Checks a mapping has only `allowed` keys (all strings), and returns it as (key, value) pairs.
 fn fields<'v>(
@@ -471,7 +461,7 @@ fn check_deployment(ctx: &Ctx<'_>, label: &str, d: &Deployment) -> Result<(), Sc
         return Err(ctx.err(format!("{label}: spec"), "required field is missing"));
     };
     let template_labels = spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
-    if !crate::selector::label_selector_matches(&spec.selector, &template_labels)
+    if !kerf_scheduling::pod::selector_matches(Some(&spec.selector), &template_labels)
         || (spec.selector.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
             && spec.selector.match_expressions.as_ref().is_none_or(Vec::is_empty))
     {
