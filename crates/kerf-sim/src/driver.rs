@@ -29,8 +29,9 @@ use crate::world::{Changes, World, node_ready};
 pub trait SimCloud: CloudProvider {
     /// Every instance launched so far (terminated ones included), in launch order.
     fn sim_instances(&self) -> Vec<Instance>;
-    /// Sends a spot interruption warning for the instance; false when there is no such instance.
-    fn sim_interrupt(&self, provider_id: &str) -> bool;
+    /// Sends a spot interruption warning for the instance; the provider's reason when it cannot
+    /// (no such instance, not a spot instance).
+    fn sim_interrupt(&self, provider_id: &str) -> Result<(), String>;
     /// Makes an applied EC2NodeClass the node class claims launch with.
     fn sim_register_node_class(&self, _node_class: &EC2NodeClass) {}
 }
@@ -58,8 +59,8 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
             .collect()
     }
 
-    fn sim_interrupt(&self, provider_id: &str) -> bool {
-        self.interrupt(provider_id).is_ok()
+    fn sim_interrupt(&self, provider_id: &str) -> Result<(), String> {
+        self.interrupt(provider_id).map(|_| ()).map_err(|e| e.to_string())
     }
 
     fn sim_register_node_class(&self, node_class: &EC2NodeClass) {
@@ -234,11 +235,16 @@ impl<P: SimCloud> Simulation<P> {
                             format!("no node {node:?} launched by kerf (nodes now: {names:?})"),
                         )
                     })?;
+                self.manager.cloud().sim_interrupt(&pid).map_err(|e| fail(format!("interrupt {node}"), e))?;
+                // The warning is the disruption: the instance goes whether or not kerf acts on it.
                 if let Some(c) = self.world.claim_by_provider.get(&pid) {
                     self.interrupted.insert(c.clone());
-                }
-                if !self.manager.cloud().sim_interrupt(&pid) {
-                    return Err(fail(format!("interrupt {node}"), format!("no instance {pid}")));
+                    self.disruptions.push(Disruption {
+                        at_seconds: Seconds((now.as_millisecond() - ManualClock::EPOCH_MILLIS) as f64 / 1000.0),
+                        node_claim: c.clone(),
+                        node: Some(node.clone()),
+                        reason: "Interrupted".to_string(),
+                    });
                 }
                 self.kick = true;
                 self.kick_kubelet = true;
@@ -481,11 +487,14 @@ impl<P: SimCloud> Simulation<P> {
         }
         for claim in ch.claims_deleting {
             let name = claim.name().to_string();
-            let reason = claim
+            // Interruptions were recorded when the warning came.
+            let Some(reason) = claim
                 .condition(kerf_api::nodeclaim::CONDITION_DISRUPTION_REASON)
                 .and_then(|c| c.reason.clone())
-                .or_else(|| self.interrupted.contains(&name).then(|| "Interrupted".to_string()));
-            let Some(reason) = reason else { continue };
+                .filter(|_| !self.interrupted.contains(&name))
+            else {
+                continue;
+            };
             let node = claim.status.as_ref().and_then(|s| s.node_name.clone()).or_else(|| {
                 let pid = claim.provider_id()?;
                 self.world

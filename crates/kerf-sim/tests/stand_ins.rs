@@ -198,6 +198,16 @@ fn interrupting_an_unknown_node_fails_the_run_naming_the_node() {
 }
 
 #[test]
+fn interrupting_an_on_demand_node_fails_the_run_saying_it_is_not_spot() {
+    let setup =
+        format!("name: t\n{CLOUD}\nsteps:\n  - apply:\n{POOL}{}\n  - wait: 2m\n", deployment("web", 1, "1", ""));
+    let node = run(&setup).nodes.iter().find(|n| n.node_pool.is_some()).map(|n| n.name.clone()).unwrap();
+    let yaml = format!("{setup}  - interrupt: {{node: {node}}}\n");
+    let err = run_scenario(&parse(Path::new("t.yaml"), &yaml).unwrap()).unwrap_err().to_string();
+    assert!(err.contains(&node) && err.contains("on-demand"), "{err}");
+}
+
+#[test]
 fn inline_apply_and_every_step_kind_parse() {
     let yaml = format!(
         r#"name: t

@@ -267,6 +267,11 @@ fn spot_interruption_reclaims_the_node_and_its_pods_run_on_a_replacement() {
     for p in pods(&r, "inflate-") {
         assert_ne!(p["node"], "ip-10-0-0-2.us-west-2.compute.internal");
     }
+    let disruptions = r["disruptions"].as_array().unwrap();
+    assert_eq!(disruptions.len(), 1, "{disruptions:?}");
+    assert_eq!(disruptions[0]["reason"], "Interrupted");
+    assert_eq!(disruptions[0]["node"], "ip-10-0-0-2.us-west-2.compute.internal");
+    assert_eq!(disruptions[0]["nodeClaim"], gone["nodeClaim"]);
 }
 
 #[test]
