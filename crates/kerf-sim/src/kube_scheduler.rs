@@ -111,18 +111,17 @@ pub fn existing_node(node: &Node, pods: Vec<Arc<Pod>>) -> ExistingNode {
     }
 }
 
-/// kube-scheduler's `percentageOfNodesToScore` as the stand-in runs it: 10%, a common setting
-/// for large clusters (the adaptive default would score up to 50% of nodes).
-const PERCENTAGE_OF_NODES_TO_SCORE: usize = 10;
 /// kube-scheduler never looks for fewer feasible nodes than this.
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 
-/// How many feasible nodes kube-scheduler looks for before it stops filtering and scores.
+/// How many feasible nodes kube-scheduler looks for before it stops filtering and scores: its
+/// adaptive default `percentageOfNodesToScore` (50% less 1% per 125 nodes, at least 5%).
 fn feasible_to_find(nodes: usize) -> usize {
     if nodes < MIN_FEASIBLE_NODES_TO_FIND {
         return nodes;
     }
-    (nodes * PERCENTAGE_OF_NODES_TO_SCORE / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
+    let percentage = 50usize.saturating_sub(nodes / 125).max(5);
+    (nodes * percentage / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
 }
 
 impl KubeScheduler {
