@@ -26,7 +26,10 @@ mod scheduler_tests;
 pub(crate) mod testing;
 
 pub use instance::{InstanceType, Offering};
-pub use model::{ExistingNode, NewNodeClaim, NodePoolInput, Placement, PodError, SchedulingInput, SchedulingResult};
+pub use model::{
+    ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, SchedulingInput,
+    SchedulingResult, namespace_labels,
+};
 pub use predicates::{ClusterView, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
 pub use scheduler::schedule;

@@ -111,3 +111,61 @@ pub struct PodError {
     /// One line for people, naming each NodePool and exactly what excluded it.
     pub message: String,
 }
+
+/// The label the API server sets on every namespace, holding the namespace's name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The labels of each namespace as a namespaceSelector sees them: every namespace object's
+/// labels plus `kubernetes.io/metadata.name` (the API server always sets it), and for each
+/// namespace in `used` that has no object, just that label — a pod's namespace exists in a real
+/// cluster even when the caller has not seen its object.
+pub fn namespace_labels<'a>(
+    namespaces: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Namespace>,
+    used: impl IntoIterator<Item = &'a str>,
+) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for ns in namespaces {
+        let Some(name) = ns.metadata.name.as_deref() else { continue };
+        let mut labels = ns.metadata.labels.clone().unwrap_or_default();
+        labels.insert(NAMESPACE_NAME_LABEL.to_string(), name.to_string());
+        out.insert(name.to_string(), labels);
+    }
+    for name in used {
+        if !out.contains_key(name) {
+            out.insert(name.to_string(), BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), name.to_string())]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod namespace_label_tests {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    #[test]
+    fn namespace_labels_add_metadata_name_and_cover_namespaces_without_an_object() {
+        let team_a = Namespace {
+            metadata: ObjectMeta {
+                name: Some("shop".into()),
+                labels: Some(BTreeMap::from([("team".to_string(), "a".to_string())])),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let got = namespace_labels([&team_a], ["shop", "default"]);
+        let want = BTreeMap::from([
+            ("default".to_string(), BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), "default".to_string())])),
+            (
+                "shop".to_string(),
+                BTreeMap::from([
+                    (NAMESPACE_NAME_LABEL.to_string(), "shop".to_string()),
+                    ("team".to_string(), "a".to_string()),
+                ]),
+            ),
+        ]);
+        assert_eq!(got, want);
+    }
+}
