@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -80,6 +80,7 @@ objects! {
     PersistentVolumeClaim, true;
     PersistentVolume, false;
     StorageClass, false;
+    Namespace, false;
 }
 
 /// A change to one object, as a watch delivers it.

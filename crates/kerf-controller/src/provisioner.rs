@@ -275,7 +275,12 @@ impl<P: CloudProvider> Manager<P> {
             daemonset_pods,
             pods: pending.iter().map(|(_, p)| p.clone()).collect(),
             volume_requirements: self.volume_requirements(),
-            ..SchedulingInput::default()
+            // Every pod's namespace exists in the cluster even if its watch event has not
+            // arrived yet, so each one gets at least its metadata.name label.
+            namespace_labels: kerf_scheduling::namespace_labels(
+                state.namespaces().values(),
+                state.pods().keys().map(|(ns, _)| ns.as_str()),
+            ),
         }
     }
 

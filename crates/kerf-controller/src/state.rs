@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -69,6 +69,7 @@ pub struct ClusterState {
     pvcs: BTreeMap<ObjectKey, PersistentVolumeClaim>,
     pvs: BTreeMap<String, PersistentVolume>,
     storage_classes: BTreeMap<String, StorageClass>,
+    namespaces: BTreeMap<String, Namespace>,
     /// providerID → NodeClaim name.
     claim_by_provider_id: BTreeMap<String, String>,
     /// providerID → Node name.
@@ -139,6 +140,7 @@ impl ClusterState {
             AnyObject::PersistentVolumeClaim(p) => upsert_ns(&mut self.pvcs, &**p, |o| &o.metadata),
             AnyObject::PersistentVolume(p) => upsert(&mut self.pvs, &**p, |o| &o.metadata),
             AnyObject::StorageClass(s) => upsert(&mut self.storage_classes, &**s, |o| &o.metadata),
+            AnyObject::Namespace(n) => upsert(&mut self.namespaces, &**n, |o| &o.metadata),
         }
     }
 
@@ -217,6 +219,9 @@ impl ClusterState {
             }
             AnyObject::StorageClass(_) => {
                 self.storage_classes.remove(&name_of(meta));
+            }
+            AnyObject::Namespace(_) => {
+                self.namespaces.remove(&name_of(meta));
             }
         }
     }
@@ -297,6 +302,10 @@ impl ClusterState {
 
     pub fn storage_classes(&self) -> &BTreeMap<String, StorageClass> {
         &self.storage_classes
+    }
+
+    pub fn namespaces(&self) -> &BTreeMap<String, Namespace> {
+        &self.namespaces
     }
 
     /// The NodeClaim launched with this provider ID.

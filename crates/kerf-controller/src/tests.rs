@@ -1,5 +1,6 @@
 //! Behaviour tests of the controllers against the in-memory fakes in `testkit`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -447,6 +448,37 @@ fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
     assert_eq!(input.daemonset_pods.len(), 1);
     assert_eq!(input.daemonset_pods[0].metadata.namespace.as_deref(), Some("kube-system"));
     assert_eq!(input.daemonset_pods[0].metadata.name.as_deref(), Some("agent"));
+}
+
+#[test]
+fn scheduling_input_carries_namespace_labels_with_metadata_name() {
+    use crate::api::{Object, WatchEvent};
+    use k8s_openapi::api::core::v1::Namespace;
+
+    let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
+    mgr.observe(&WatchEvent::Applied(node_pool("default").into_any()));
+    let shop = Namespace {
+        metadata: ObjectMeta {
+            name: Some("shop".into()),
+            labels: Some(BTreeMap::from([("team".to_string(), "a".to_string())])),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    mgr.observe(&WatchEvent::Applied(shop.into_any()));
+    // A pod in `default`, whose Namespace object was never seen.
+    mgr.observe(&WatchEvent::Applied(pending_pod("a", "1").into_any()));
+
+    let types = crate::testkit::block_on(mgr.instance_types_by_pool());
+    let input = mgr.scheduling_input(&[], &types);
+    let name = kerf_scheduling::NAMESPACE_NAME_LABEL.to_string();
+    assert_eq!(
+        input.namespace_labels,
+        BTreeMap::from([
+            ("default".to_string(), BTreeMap::from([(name.clone(), "default".to_string())])),
+            ("shop".to_string(), BTreeMap::from([(name, "shop".to_string()), ("team".to_string(), "a".to_string())])),
+        ])
+    );
 }
 
 // ---- log lines ----

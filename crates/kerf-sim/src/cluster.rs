@@ -74,6 +74,7 @@ fn copy_status(into: &mut AnyObject, from: &AnyObject) {
         (AnyObject::PersistentVolume(a), AnyObject::PersistentVolume(b)) => {
             Arc::make_mut(a).status.clone_from(&b.status)
         }
+        (AnyObject::Namespace(a), AnyObject::Namespace(b)) => Arc::make_mut(a).status.clone_from(&b.status),
         _ => {}
     }
 }
@@ -90,6 +91,7 @@ fn meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::m
         AnyObject::PersistentVolumeClaim(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::PersistentVolume(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::StorageClass(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::Namespace(o) => &mut Arc::make_mut(o).metadata,
     }
 }
 
