@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::{EC2NodeClass, NodePool, ResourceList};
@@ -268,6 +268,7 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::PodDisruptionBudget(o) => upsert::<PodDisruptionBudget>(&self.cluster, (**o).clone()),
             ManifestObject::PersistentVolumeClaim(o) => upsert::<PersistentVolumeClaim>(&self.cluster, (**o).clone()),
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
+            ManifestObject::Namespace(o) => upsert::<Namespace>(&self.cluster, (**o).clone()),
             ManifestObject::Deployment(d) => {
                 self.workloads.apply_deployment((**d).clone());
                 Ok(())
@@ -463,7 +464,10 @@ impl<P: SimCloud> Simulation<P> {
             self.daemonsets.pod_removed(key);
             freed |= node.is_some();
         }
-        if freed || !ch.nodes_changed.is_empty() || !ch.nodes_removed.is_empty() {
+        if ch.pod_namespace_added {
+            self.scheduler.invalidate();
+        }
+        if freed || ch.namespaces_changed || !ch.nodes_changed.is_empty() || !ch.nodes_removed.is_empty() {
             self.scheduler.cluster_changed();
         }
         for n in ch.nodes_changed.iter().chain(&ch.nodes_removed) {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, PodSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::{EC2NodeClass, GoDuration, NodePool, Quantity, ResourceList, Taint};
@@ -87,10 +87,11 @@ pub enum ManifestObject {
     PodDisruptionBudget(Box<PodDisruptionBudget>),
     PersistentVolumeClaim(Box<PersistentVolumeClaim>),
     StorageClass(Box<StorageClass>),
+    Namespace(Box<Namespace>),
 }
 
-const APPLY_KINDS: &str =
-    "NodePool, EC2NodeClass, Deployment, DaemonSet, Pod, PodDisruptionBudget, PersistentVolumeClaim, StorageClass";
+const APPLY_KINDS: &str = "NodePool, EC2NodeClass, Deployment, DaemonSet, Pod, PodDisruptionBudget, \
+                           PersistentVolumeClaim, StorageClass, Namespace";
 
 struct Ctx<'a> {
     file: &'a Path,
@@ -327,6 +328,10 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
         }
         "delete" => {
             let (target, _) = parse_ref(ctx, &p, body, &[])?;
+            if target.kind == "Namespace" {
+                // A real namespace deletion also deletes everything in it; not simulated.
+                return Err(ctx.err(join(&p, "kind"), "deleting a Namespace is not supported"));
+            }
             if !APPLY_KINDS.split(", ").any(|k| k == target.kind) {
                 return Err(ctx.err(
                     join(&p, "kind"),
@@ -420,6 +425,7 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
         "PodDisruptionBudget" => ManifestObject::PodDisruptionBudget(Box::new(typed(ctx, &label, v)?)),
         "PersistentVolumeClaim" => ManifestObject::PersistentVolumeClaim(Box::new(typed(ctx, &label, v)?)),
         "StorageClass" => ManifestObject::StorageClass(Box::new(typed(ctx, &label, v)?)),
+        "Namespace" => ManifestObject::Namespace(Box::new(typed(ctx, &label, v)?)),
         other => {
             return Err(
                 ctx.err(format!("{at}: kind"), format!("unknown kind {other:?} (expected one of: {APPLY_KINDS})"))

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kerf_api::NodeClaim;
 use kerf_controller::{AnyObject, WatchEvent};
 
@@ -38,6 +38,10 @@ pub struct Changes {
     pub daemonsets_changed: BTreeSet<String>,
     /// NodeClaims that just started deleting.
     pub claims_deleting: Vec<Arc<NodeClaim>>,
+    /// A Namespace appeared, changed or went away (namespaceSelector matches may differ).
+    pub namespaces_changed: bool,
+    /// A pod arrived in a namespace no other pod was in (the scheduler's view must learn its labels).
+    pub pod_namespace_added: bool,
 }
 
 #[derive(Debug, Default)]
@@ -48,6 +52,10 @@ pub struct World {
     pub claims: BTreeMap<String, Arc<NodeClaim>>,
     pub claim_by_provider: BTreeMap<String, String>,
     pub daemonsets: BTreeMap<String, Arc<DaemonSet>>,
+    pub namespaces: BTreeMap<String, Arc<Namespace>>,
+    /// How many indexed pods each namespace holds: a pod's namespace exists even when no
+    /// Namespace was applied.
+    pod_namespaces: BTreeMap<String, usize>,
     /// NodeClaims that ever got a provider ID.
     pub launched_claims: BTreeSet<String>,
     seq: u64,
@@ -55,7 +63,11 @@ pub struct World {
 }
 
 pub fn pod_key(pod: &Pod) -> String {
-    format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or(""))
+    format!("{}/{}", pod_namespace(pod), pod.metadata.name.as_deref().unwrap_or(""))
+}
+
+fn pod_namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("default")
 }
 
 pub fn node_ready(node: &Node) -> bool {
@@ -74,12 +86,28 @@ impl World {
         self.bound_count
     }
 
+    /// The labels of every namespace as a namespaceSelector sees them (the same rule the
+    /// controllers use): applied namespaces plus the namespace of every pod.
+    pub fn namespace_labels(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        kerf_scheduling::namespace_labels(
+            self.namespaces.values().map(|n| &**n),
+            self.pod_namespaces.keys().map(String::as_str),
+        )
+    }
+
     pub fn is_node_ready(&self, name: &str) -> bool {
         self.nodes.get(name).is_some_and(|n| node_ready(n))
     }
 
     fn unlink(&mut self, key: &str) -> Option<PodEntry> {
         let old = self.pods.remove(key)?;
+        let ns = pod_namespace(&old.pod);
+        if let Some(n) = self.pod_namespaces.get_mut(ns) {
+            *n -= 1;
+            if *n == 0 {
+                self.pod_namespaces.remove(ns);
+            }
+        }
         if let Some(n) = old.node() {
             self.bound_count -= 1;
             if let Some(set) = self.pods_by_node.get_mut(n) {
@@ -126,6 +154,13 @@ impl World {
                         changes.unbound_pods.insert(key.clone());
                     }
                 }
+                let ns = pod_namespace(&entry.pod).to_string();
+                let count = self.pod_namespaces.entry(ns).or_default();
+                // A pod replacing itself (same key, so same namespace) adds no namespace.
+                if *count == 0 && old.is_none() {
+                    changes.pod_namespace_added = true;
+                }
+                *count += 1;
                 self.pods.insert(key, entry);
             }
             WatchEvent::Deleted(AnyObject::Pod(p)) => {
@@ -188,6 +223,14 @@ impl World {
                 );
                 self.daemonsets.remove(&key);
                 changes.daemonsets_changed.insert(key);
+            }
+            WatchEvent::Applied(AnyObject::Namespace(n)) => {
+                self.namespaces.insert(n.metadata.name.clone().unwrap_or_default(), n);
+                changes.namespaces_changed = true;
+            }
+            WatchEvent::Deleted(AnyObject::Namespace(n)) => {
+                self.namespaces.remove(n.metadata.name.as_deref().unwrap_or_default());
+                changes.namespaces_changed = true;
             }
             _ => {}
         }

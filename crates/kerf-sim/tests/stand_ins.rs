@@ -235,3 +235,104 @@ fn unknown_step_is_rejected_with_its_path() {
     assert_eq!(e.field, "steps[0].sleep");
     assert!(e.problem.contains("unknown field"), "{e}");
 }
+
+/// One node; a `db` pod in namespace `shop` (after the `shop_namespace` manifest, if any),
+/// then a `web` pod in `default` with required anti-affinity to `app: db` pods in namespaces
+/// matching `ns_selector`.
+fn namespace_selector_scenario(shop_namespace: &str, ns_selector: &str) -> Report {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+nodes:
+  - {{name: n1, capacity: {{cpu: "4", memory: 8Gi, pods: "10"}}}}
+steps:
+  - apply:{shop_namespace}
+      - apiVersion: v1
+        kind: Pod
+        metadata: {{name: db, namespace: shop, labels: {{app: db}}}}
+        spec:
+          containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+  - wait: 5s
+  - apply:
+      - apiVersion: v1
+        kind: Pod
+        metadata: {{name: web, namespace: default}}
+        spec:
+          affinity:
+            podAntiAffinity:
+              requiredDuringSchedulingIgnoredDuringExecution:
+                - topologyKey: kubernetes.io/hostname
+                  labelSelector: {{matchLabels: {{app: db}}}}
+                  namespaceSelector: {{matchLabels: {ns_selector}}}
+          containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+  - wait: 5s
+"#
+    );
+    run(&yaml)
+}
+
+fn shop_namespace(team: &str) -> String {
+    format!(
+        r#"
+      - apiVersion: v1
+        kind: Namespace
+        metadata: {{name: shop, labels: {{team: {team}}}}}"#
+    )
+}
+
+fn pod<'a>(r: &'a Report, namespace: &str, name: &str) -> &'a kerf_sim::report::PodReport {
+    r.pods.iter().find(|p| p.namespace == namespace && p.name == name).unwrap_or_else(|| panic!("{:#?}", r.pods))
+}
+
+#[test]
+fn anti_affinity_namespace_selector_keeps_pod_off_the_node_of_a_pod_in_a_matching_namespace() {
+    let r = namespace_selector_scenario(&shop_namespace("a"), "{team: a}");
+    assert_eq!(pod(&r, "shop", "db").node.as_deref(), Some("n1"));
+    let web = pod(&r, "default", "web");
+    assert_eq!(web.node, None);
+    let reason = web.reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("0/1 nodes are available: 1 node(s) didn't match pod affinity/anti-affinity rules"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn anti_affinity_namespace_selector_ignores_pods_in_a_namespace_with_other_labels() {
+    let r = namespace_selector_scenario(&shop_namespace("b"), "{team: a}");
+    assert_eq!(pod(&r, "shop", "db").node.as_deref(), Some("n1"));
+    assert_eq!(pod(&r, "default", "web").node.as_deref(), Some("n1"));
+}
+
+#[test]
+fn namespace_never_applied_still_has_its_metadata_name_label() {
+    let r = namespace_selector_scenario("", "{kubernetes.io/metadata.name: shop}");
+    assert_eq!(pod(&r, "shop", "db").node.as_deref(), Some("n1"));
+    assert_eq!(pod(&r, "default", "web").node, None);
+}
+
+#[test]
+fn applied_namespace_gets_its_metadata_name_label() {
+    let r = namespace_selector_scenario(&shop_namespace("b"), "{kubernetes.io/metadata.name: shop}");
+    assert_eq!(pod(&r, "default", "web").node, None);
+}
+
+#[test]
+fn apply_accepts_namespace_and_still_rejects_unknown_kinds() {
+    let ok = format!("name: t\nsteps:\n  - apply:{}\n", shop_namespace("a"));
+    let s = parse(Path::new("t.yaml"), &ok).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(&s.steps[0], Step::Apply(m) if m.len() == 1));
+
+    let bad = "name: t\nsteps:\n  - apply:\n      - {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\n";
+    let e = parse(Path::new("t.yaml"), bad).unwrap_err();
+    assert_eq!(e.field, "steps[0].apply[0]: kind");
+    assert!(e.problem.contains("unknown kind \"ConfigMap\"") && e.problem.contains("StorageClass, Namespace"), "{e}");
+}
+
+#[test]
+fn deleting_a_namespace_is_rejected_naming_the_step() {
+    let yaml = "name: t\nsteps:\n  - delete: {kind: Namespace, name: shop}\n";
+    let e = parse(Path::new("t.yaml"), yaml).unwrap_err();
+    assert_eq!(e.field, "steps[0].delete.kind");
+    assert!(e.problem.contains("Namespace"), "{e}");
+}
