@@ -336,3 +336,39 @@ fn deleting_a_namespace_is_rejected_naming_the_step() {
     assert_eq!(e.field, "steps[0].delete.kind");
     assert!(e.problem.contains("Namespace"), "{e}");
 }
+
+#[test]
+fn provisioner_launches_a_separate_node_for_anti_affinity_across_a_selected_namespace() {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+steps:
+  - apply:
+{POOL}{}
+      - apiVersion: v1
+        kind: Pod
+        metadata: {{name: db, namespace: shop, labels: {{app: db}}}}
+        spec:
+          containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+      - apiVersion: v1
+        kind: Pod
+        metadata: {{name: web, namespace: default}}
+        spec:
+          affinity:
+            podAntiAffinity:
+              requiredDuringSchedulingIgnoredDuringExecution:
+                - topologyKey: kubernetes.io/hostname
+                  labelSelector: {{matchLabels: {{app: db}}}}
+                  namespaceSelector: {{matchLabels: {{team: a}}}}
+          containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+  - wait: 2m
+"#,
+        shop_namespace("a")
+    );
+    let r = run(&yaml);
+    let db = pod(&r, "shop", "db").node.clone();
+    let web = pod(&r, "default", "web").node.clone();
+    assert!(db.is_some() && web.is_some(), "{:#?}", r.pods);
+    assert_ne!(db, web);
+    assert_eq!(r.summary.nodes, 2);
+}
