@@ -76,7 +76,14 @@ pub fn run_scenario(scenario: &Scenario) -> Result<Report, SimError> {
 /// Runs a loaded scenario to its end; returns the report and the finished simulation (for
 /// callers that want to inspect it, or to skip tearing it down when the process exits anyway).
 pub fn simulate(scenario: &Scenario) -> Result<(Report, Simulation<kerf_cloud::sim::SimProvider>), SimError> {
-    let clock = ManualClock::new();
+    simulate_on(scenario, ManualClock::new())
+}
+
+/// [`simulate`] on a given virtual clock (e.g. one the caller's logs read their timestamps from).
+pub fn simulate_on(
+    scenario: &Scenario,
+    clock: ManualClock,
+) -> Result<(Report, Simulation<kerf_cloud::sim::SimProvider>), SimError> {
     let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
         .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
     let region = provider.region().to_string();

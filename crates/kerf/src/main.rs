@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use kerf_cloud::{Clock, ManualClock};
 
 mod bench;
 mod instance_types;
@@ -40,21 +41,34 @@ enum Command {
     Bench(bench::Args),
 }
 
-fn init_logging() {
-    // JSON logs on stderr; off unless KERF_LOG (an env-filter directive such as `info`) is set.
-    let filter = std::env::var("KERF_LOG").unwrap_or_else(|_| "off".to_string());
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .try_init();
+/// Log timestamps from the simulation's virtual clock, so a simulated run's log reads as the
+/// cluster would have seen it.
+struct VirtualTime(ManualClock);
+
+impl tracing_subscriber::fmt::time::FormatTime for VirtualTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        write!(w, "{}", self.0.now())
+    }
+}
+
+/// JSON logs on stderr; off unless KERF_LOG (an env-filter directive such as `info`) is set.
+/// With `clock`, timestamps are that clock's (virtual) time.
+fn init_logging(clock: Option<ManualClock>) {
+    let filter = tracing_subscriber::EnvFilter::new(std::env::var("KERF_LOG").unwrap_or_else(|_| "off".to_string()));
+    let logs = tracing_subscriber::fmt().json().with_writer(std::io::stderr).with_env_filter(filter);
+    let _ = match clock {
+        Some(clock) => logs.with_timer(VirtualTime(clock)).try_init(),
+        None => logs.try_init(),
+    };
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // A simulation's logs carry its virtual time.
+    let clock = matches!(cli.command, Command::Simulate(_)).then(ManualClock::new);
+    init_logging(clock.clone());
     let result = match cli.command {
-        Command::Simulate(args) => simulate::run(args),
+        Command::Simulate(args) => simulate::run(args, clock.unwrap_or_default()),
         Command::Validate(args) => validate::run(args),
         Command::InstanceTypes(args) => instance_types::run(args),
         Command::Bench(args) => bench::run(args),

@@ -27,10 +27,11 @@ pub struct Args {
     pub out: Option<PathBuf>,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// Runs the scenario on `clock` (the clock the log timestamps are read from).
+pub fn run(args: Args, clock: kerf_cloud::ManualClock) -> anyhow::Result<ExitCode> {
     let scenario =
         kerf_sim::scenario::load(&args.scenario).map_err(|e| anyhow::Error::new(crate::BadInput(e.to_string())))?;
-    let (report, sim) = kerf_sim::driver::simulate(&scenario).map_err(|e| match e {
+    let (report, sim) = kerf_sim::driver::simulate_on(&scenario, clock).map_err(|e| match e {
         // A cloud section the simulated provider rejects is bad input like any other field.
         kerf_sim::SimError::Step { step: 0, ref what, ref problem } if what.starts_with("cloud") => {
             anyhow::Error::new(crate::BadInput(format!("{}: {what}: {problem}", args.scenario.display())))
