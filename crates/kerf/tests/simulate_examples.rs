@@ -304,3 +304,22 @@ fn scale_example_has_fifty_deployments_and_thirty_thousand_replicas() {
     assert_eq!(replicas, 30_000);
     assert_eq!(constrained, 24, "mixed constraints: 24 of 50 Deployments constrain placement");
 }
+
+#[test]
+fn simulation_logs_are_json_lines_stamped_with_virtual_time() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .env("KERF_LOG", "info")
+        .args(["simulate", "--report", "json"])
+        .arg(example("inflate.yaml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let logs: Vec<serde_json::Value> =
+        String::from_utf8(out.stderr).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // inflate scales to 60 at t=10s; the batch closes after 1s idle; the node is ready 30s later.
+    let at = |msg: &str| {
+        logs.iter().find(|l| l["fields"]["message"] == msg).map(|l| l["timestamp"].as_str().unwrap().to_string())
+    };
+    assert_eq!(at("found provisionable pod(s)").as_deref(), Some("2025-01-01T00:00:11Z"));
+    assert_eq!(at("registered nodeclaim").as_deref(), Some("2025-01-01T00:00:41Z"));
+}
