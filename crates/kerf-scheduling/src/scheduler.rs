@@ -1722,32 +1722,16 @@ impl<'a> Scheduler<'a> {
             self.claims[c].ports.extend(ports);
         }
         // Count the pod in every counter it matches, where the claim's domain is determined.
-        let req = plan.req as usize;
+        let req = plan.req;
         for j in 0..self.groups[g].counted_by.len() {
             let ci = self.groups[g].counted_by[j];
-            let d = if self.counters[ci].key == HOSTNAME {
-                Some(self.claims[c].hostname)
-            } else {
-                match self.reqs[req].get(&self.counters[ci].key).and_then(|x| x.single_value()) {
-                    Some(v) => self.values.ids.get(v).copied(),
-                    None => None,
-                }
-            };
-            if let Some(d) = d {
+            if let Some(d) = self.claim_domain(c, req, &self.counters[ci].key) {
                 self.counters[ci].add(d);
             }
         }
         for j in 0..self.groups[g].own_inverse.len() {
             let ii = self.groups[g].own_inverse[j];
-            let d = if self.inverses[ii].key == HOSTNAME {
-                Some(self.claims[c].hostname)
-            } else {
-                match self.reqs[req].get(&self.inverses[ii].key).and_then(|x| x.single_value()) {
-                    Some(v) => self.values.ids.get(v).copied(),
-                    None => None,
-                }
-            };
-            if let Some(d) = d {
+            if let Some(d) = self.claim_domain(c, req, &self.inverses[ii].key) {
                 self.inverses[ii].block(d);
             }
         }
