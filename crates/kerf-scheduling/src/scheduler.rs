@@ -1404,6 +1404,28 @@ impl<'a> Scheduler<'a> {
         }
     }
 
+    /// The first of `domains` that, set as `key`'s value on the claim's requirements `req`, still
+    /// leaves an instance type of `pool` (among `types`) that fits `total`: the narrowed
+    /// requirements and the types that remain.
+    fn first_fitting_domain(
+        &mut self,
+        pool: usize,
+        req: u32,
+        key: &str,
+        types: &Bits,
+        total: &[i64],
+        domains: impl IntoIterator<Item = u32>,
+    ) -> Option<(u32, Bits)> {
+        for d in domains {
+            let r = self.narrow(req, key, d);
+            let cr = self.compat(pool, r);
+            if self.any_fit(pool, types, &cr, total) {
+                return Some((r, types.and(&cr)));
+            }
+        }
+        None
+    }
+
     /// The domain of claim `c` (with requirements `req`) for `key`, when determined.
     fn claim_domain(&self, c: usize, req: u32, key: &str) -> Option<u32> {
         if key == HOSTNAME {
@@ -1506,16 +1528,9 @@ impl<'a> Scheduler<'a> {
                         .filter(|(n, _)| n + s.self_match - min <= s.max_skew)
                         .collect();
                     cands.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| self.values.name(a.1).cmp(self.values.name(b.1))));
-                    let mut chosen = None;
-                    for (_, d) in cands {
-                        let r = self.narrow(req, &s.key, d);
-                        let cr = self.compat(pool, r);
-                        if self.any_fit(pool, &types, &cr, total) {
-                            chosen = Some((r, types.and(&cr)));
-                            break;
-                        }
-                    }
-                    let (r, t) = chosen.ok_or(false)?;
+                    let (r, t) = self
+                        .first_fitting_domain(pool, req, &s.key, &types, total, cands.into_iter().map(|(_, d)| d))
+                        .ok_or(false)?;
                     req = r;
                     types = t;
                 }
@@ -1589,19 +1604,8 @@ impl<'a> Scheduler<'a> {
                 None => {
                     let key = key.to_string();
                     let cands = self.candidate_values(pool, req, &key, &types);
-                    let mut chosen = None;
-                    for d in cands {
-                        if blocked(self, d) {
-                            continue;
-                        }
-                        let r = self.narrow(req, &key, d);
-                        let cr = self.compat(pool, r);
-                        if self.any_fit(pool, &types, &cr, total) {
-                            chosen = Some((r, types.and(&cr)));
-                            break;
-                        }
-                    }
-                    let (r, t) = chosen.ok_or(false)?;
+                    let open: Vec<u32> = cands.into_iter().filter(|d| !blocked(self, *d)).collect();
+                    let (r, t) = self.first_fitting_domain(pool, req, &key, &types, total, open).ok_or(false)?;
                     req = r;
                     types = t;
                 }
