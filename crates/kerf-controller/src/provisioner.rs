@@ -514,6 +514,14 @@ impl<P: CloudProvider> Manager<P> {
         requests: ResourceList,
     ) -> NodeClaim {
         let template = &pool.spec.template;
+        // The hashes drift is detected against: the pool template's and the node class's.
+        let mut annotations = template.metadata.annotations.clone();
+        annotations.insert(labels::NODEPOOL_HASH.to_string(), pool.template_hash());
+        annotations
+            .insert(labels::NODEPOOL_HASH_VERSION.to_string(), kerf_api::hash::NODEPOOL_HASH_VERSION.to_string());
+        if let Some(class) = self.state.node_class_for(pool) {
+            annotations.insert(labels::NODECLASS_HASH.to_string(), class.static_hash());
+        }
         let mut claim_labels = template.metadata.labels.clone();
         claim_labels.extend(extra_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         claim_labels.insert(labels::NODE_POOL.to_string(), pool.name().to_string());
@@ -531,7 +539,7 @@ impl<P: CloudProvider> Manager<P> {
             metadata: ObjectMeta {
                 name: Some(self.claim_name(pool.name())),
                 labels: Some(claim_labels),
-                annotations: (!template.metadata.annotations.is_empty()).then(|| template.metadata.annotations.clone()),
+                annotations: Some(annotations),
                 owner_references: Some(vec![owner]),
                 ..ObjectMeta::default()
             },
@@ -548,7 +556,7 @@ impl<P: CloudProvider> Manager<P> {
         }
     }
 
-    fn new_claim(&mut self, pool: &NodePool, new: &NewNodeClaim) -> NodeClaim {
+    pub(crate) fn new_claim(&mut self, pool: &NodePool, new: &NewNodeClaim) -> NodeClaim {
         self.claim_from_pool(
             pool,
             new.requirements.clone(),

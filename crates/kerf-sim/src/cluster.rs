@@ -92,6 +92,8 @@ fn meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::m
         AnyObject::PersistentVolume(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::StorageClass(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::Namespace(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::PriorityClass(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::RuntimeClass(o) => &mut Arc::make_mut(o).metadata,
     }
 }
 
@@ -200,7 +202,9 @@ impl SimCluster {
             return Err(ApiError::AlreadyExists { kind, name });
         }
         if let AnyObject::Pod(p) = &mut any {
-            admit_priority(Arc::make_mut(p));
+            let classes = inner.stores.get("PriorityClass");
+            let runtimes = inner.stores.get("RuntimeClass");
+            admit_pod(Arc::make_mut(p), classes, runtimes);
         }
         inner.uids += 1;
         inner.resource_version += 1;
@@ -376,18 +380,35 @@ impl SimCluster {
     }
 }
 
-/// The Priority admission plugin: a pod naming one of the built-in priority classes gets its
-/// value (custom PriorityClasses are not simulated; such pods keep priority 0).
-fn admit_priority(pod: &mut Pod) {
+/// The Priority and RuntimeClass admission plugins: a pod naming a priority class gets its value
+/// (the built-in `system-node-critical` / `system-cluster-critical` ones, or an applied
+/// PriorityClass; without a name, the global default class if one is applied), and a pod naming a
+/// RuntimeClass gets that class's pod overhead.
+fn admit_pod(
+    pod: &mut Pod,
+    classes: Option<&BTreeMap<String, AnyObject>>,
+    runtimes: Option<&BTreeMap<String, AnyObject>>,
+) {
+    use k8s_openapi::api::node::v1::RuntimeClass;
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
     let Some(spec) = pod.spec.as_mut() else { return };
-    if spec.priority.is_some() {
-        return;
+    if spec.priority.is_none() {
+        let class = |name: &str| classes.and_then(|c| c.get(name)).and_then(PriorityClass::from_any).map(|c| c.value);
+        spec.priority = match spec.priority_class_name.as_deref() {
+            Some("system-node-critical") => Some(2_000_001_000),
+            Some("system-cluster-critical") => Some(2_000_000_000),
+            Some(name) => class(name),
+            None => classes.and_then(|c| {
+                c.values().filter_map(PriorityClass::from_any).find(|c| c.global_default == Some(true)).map(|c| c.value)
+            }),
+        };
     }
-    spec.priority = match spec.priority_class_name.as_deref() {
-        Some("system-node-critical") => Some(2_000_001_000),
-        Some("system-cluster-critical") => Some(2_000_000_000),
-        _ => None,
-    };
+    if spec.overhead.is_none()
+        && let Some(name) = spec.runtime_class_name.as_deref()
+        && let Some(rc) = runtimes.and_then(|r| r.get(name)).and_then(RuntimeClass::from_any)
+    {
+        spec.overhead = rc.overhead.as_ref().and_then(|o| o.pod_fixed.clone());
+    }
 }
 
 /// A pod counts as healthy for a disruption budget when it runs with its Ready condition true.

@@ -14,8 +14,7 @@ pub struct Report {
     pub nodes: Vec<NodeReport>,
     pub pods: Vec<PodReport>,
     pub disruptions: Vec<Disruption>,
-    /// Samples of the fleet over time (for charts).
-    #[serde(skip)]
+    /// Samples of the fleet: at t=0, at every change, and at the end.
     pub timeline: Vec<Sample>,
 }
 
@@ -65,8 +64,12 @@ pub struct NodeReport {
     pub ready: bool,
     pub pods: usize,
     pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<kerf_api::Taint>,
     pub allocatable: BTreeMap<String, String>,
     pub requested: BTreeMap<String, String>,
+    /// For a managed node not being disrupted: why kerf would not remove or replace it now.
+    pub disruption_blocked: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -83,20 +86,34 @@ pub struct PodReport {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Disruption {
+    /// When the decision was taken (the node tainted `karpenter.sh/disrupted`).
     pub at_seconds: Seconds,
+    /// When its instance was gone; `None` while it drains.
+    pub terminated_seconds: Option<Seconds>,
     pub node_claim: String,
     pub node: Option<String>,
+    pub node_pool: Option<String>,
+    pub instance_type: Option<String>,
     pub reason: String,
+    /// NodeClaims launched to replace it.
+    pub replacements: Vec<String>,
+    pub detail: String,
 }
 
 /// The fleet at one moment.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Sample {
+    #[serde(rename = "atSeconds", serialize_with = "as_seconds")]
     pub seconds: f64,
     pub nodes: usize,
-    pub pods_pending: usize,
     pub pods_running: usize,
+    pub pods_pending: usize,
     pub cost_per_hour: f64,
+}
+
+fn as_seconds<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    Seconds(*v).serialize(s)
 }
 
 impl Report {
@@ -220,14 +237,33 @@ impl Report {
             let _ = writeln!(out);
             let _ = writeln!(out, "Disruptions:");
             for d in &self.disruptions {
+                let gone = match d.terminated_seconds {
+                    Some(t) => format!(", gone at {}", human_secs(t.0)),
+                    None => ", still draining".to_string(),
+                };
+                let replaced = if d.replacements.is_empty() {
+                    String::new()
+                } else {
+                    format!("; replaced by {}", d.replacements.join(", "))
+                };
                 let _ = writeln!(
                     out,
-                    "  at {}: NodeClaim {} (node {}) — {}",
+                    "  at {}: NodeClaim {} (node {}, {}) — {}{gone}{replaced}{}",
                     human_secs(d.at_seconds.0),
                     d.node_claim,
                     d.node.as_deref().unwrap_or("-"),
-                    d.reason
+                    d.instance_type.as_deref().unwrap_or("-"),
+                    d.reason,
+                    if d.detail.is_empty() { String::new() } else { format!(": {}", d.detail) },
                 );
+            }
+        }
+        let blocked: Vec<&NodeReport> = self.nodes.iter().filter(|n| n.disruption_blocked.is_some()).collect();
+        if !blocked.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "Nodes kerf does not disrupt, and why:");
+            for n in blocked {
+                let _ = writeln!(out, "  {}: {}", n.name, n.disruption_blocked.as_deref().unwrap_or_default());
             }
         }
         let _ = writeln!(out);

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::{EC2NodeClass, GoDuration, NodePool, Quantity, ResourceList, Taint};
 use serde::de::DeserializeOwned;
@@ -38,9 +40,22 @@ impl fmt::Display for ScenarioError {
 pub struct Scenario {
     pub name: String,
     pub file: PathBuf,
+    /// The wall-clock instant of t=0 (cron disruption budgets run on it); the simulator's epoch
+    /// when unset.
+    pub start: Option<kerf_cloud::Timestamp>,
+    pub settings: Settings,
     pub cloud: kerf_cloud::sim::SimConfig,
     pub nodes: Vec<UnmanagedNode>,
     pub steps: Vec<Step>,
+}
+
+/// Controller settings, under Karpenter's names; unset ones keep the controllers' defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub batch_idle_duration: Option<Duration>,
+    pub batch_max_duration: Option<Duration>,
+    /// `featureGates.spotToSpotConsolidation`.
+    pub spot_to_spot_consolidation: bool,
 }
 
 /// A node present at t=0 that kerf does not manage.
@@ -48,6 +63,7 @@ pub struct Scenario {
 pub struct UnmanagedNode {
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub capacity: ResourceList,
 }
@@ -64,10 +80,20 @@ pub struct ObjectRef {
 pub enum Step {
     Apply(Vec<Manifest>),
     Wait(Duration),
-    Scale { target: ObjectRef, replicas: i32 },
+    Scale {
+        target: ObjectRef,
+        replicas: i32,
+    },
     Rollout(ObjectRef),
     Delete(ObjectRef),
-    Interrupt { node: String },
+    /// A JSON merge patch (RFC 7386) on an object (metadata and spec; status is the owner's).
+    Patch {
+        target: ObjectRef,
+        merge: serde_json::Value,
+    },
+    Interrupt {
+        node: String,
+    },
 }
 
 /// One object to apply, with where it came from (for messages).
@@ -86,12 +112,20 @@ pub enum ManifestObject {
     Pod(Box<Pod>),
     PodDisruptionBudget(Box<PodDisruptionBudget>),
     PersistentVolumeClaim(Box<PersistentVolumeClaim>),
+    PersistentVolume(Box<PersistentVolume>),
     StorageClass(Box<StorageClass>),
     Namespace(Box<Namespace>),
+    PriorityClass(Box<PriorityClass>),
+    RuntimeClass(Box<RuntimeClass>),
 }
 
 const APPLY_KINDS: &str = "NodePool, EC2NodeClass, Deployment, DaemonSet, Pod, PodDisruptionBudget, \
-                           PersistentVolumeClaim, StorageClass, Namespace";
+                           PersistentVolumeClaim, PersistentVolume, StorageClass, Namespace, PriorityClass, \
+                           RuntimeClass";
+
+/// Kinds a `delete` or `patch` step may name besides the applied ones: the objects kerf and the
+/// kubelet create.
+const OWNED_KINDS: &[&str] = &["Node", "NodeClaim"];
 
 struct Ctx<'a> {
     file: &'a Path,
@@ -193,11 +227,24 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let ctx = Ctx { file: path };
     let root: Value = serde_yaml_ng::from_str(text).map_err(|e| ctx.err("", format!("not valid YAML: {e}")))?;
-    let top = fields(&ctx, "", &root, &["name", "cloud", "nodes", "steps"])?;
+    let top = fields(&ctx, "", &root, &["name", "start", "settings", "cloud", "nodes", "steps"])?;
     let name = string(&ctx, "name", required(&ctx, "", &top, "name")?)?;
     if name.is_empty() {
         return Err(ctx.err("name", "must not be empty"));
     }
+    let start = match top.get("start").copied().filter(|v| !v.is_null()) {
+        None => None,
+        Some(v) => {
+            let text = string(&ctx, "start", v)?;
+            Some(text.parse::<kerf_cloud::Timestamp>().map_err(|e| {
+                ctx.err("start", format!("expected an RFC 3339 instant such as \"2025-01-01T00:00:00Z\": {e}"))
+            })?)
+        }
+    };
+    let settings = match top.get("settings").copied().filter(|v| !v.is_null()) {
+        None => Settings::default(),
+        Some(v) => parse_settings(&ctx, v)?,
+    };
     let cloud = parse_cloud(&ctx, top.get("cloud").copied())?;
     let mut nodes = Vec::new();
     if let Some(v) = top.get("nodes").copied().filter(|v| !v.is_null()) {
@@ -223,7 +270,35 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             steps.push(parse_step(&ctx, &format!("steps[{i}]"), item)?);
         }
     }
-    Ok(Scenario { name, file: path.to_path_buf(), cloud, nodes, steps })
+    Ok(Scenario { name, file: path.to_path_buf(), start, settings, cloud, nodes, steps })
+}
+
+fn parse_settings(ctx: &Ctx<'_>, v: &Value) -> Result<Settings, ScenarioError> {
+    let f = fields(ctx, "settings", v, &["batchIdleDuration", "batchMaxDuration", "featureGates"])?;
+    let mut out = Settings::default();
+    if let Some(v) = f.get("batchIdleDuration") {
+        out.batch_idle_duration = Some(duration(ctx, "settings.batchIdleDuration", v)?);
+    }
+    if let Some(v) = f.get("batchMaxDuration") {
+        out.batch_max_duration = Some(duration(ctx, "settings.batchMaxDuration", v)?);
+    }
+    if let Some(v) = f.get("featureGates").copied().filter(|v| !v.is_null()) {
+        let gates = fields(ctx, "settings.featureGates", v, &["spotToSpotConsolidation"])?;
+        if let Some(g) = gates.get("spotToSpotConsolidation") {
+            out.spot_to_spot_consolidation = g.as_bool().ok_or_else(|| {
+                ctx.err(
+                    "settings.featureGates.spotToSpotConsolidation",
+                    format!("expected true or false, found {}", type_name(g)),
+                )
+            })?;
+        }
+    }
+    if let (Some(idle), Some(max)) = (out.batch_idle_duration, out.batch_max_duration)
+        && idle > max
+    {
+        return Err(ctx.err("settings.batchIdleDuration", "must not be longer than settings.batchMaxDuration"));
+    }
+    Ok(out)
 }
 
 fn parse_cloud(ctx: &Ctx<'_>, v: Option<&Value>) -> Result<kerf_cloud::sim::SimConfig, ScenarioError> {
@@ -241,10 +316,14 @@ fn parse_cloud(ctx: &Ctx<'_>, v: Option<&Value>) -> Result<kerf_cloud::sim::SimC
 }
 
 fn parse_node(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<UnmanagedNode, ScenarioError> {
-    let f = fields(ctx, path, v, &["name", "labels", "taints", "capacity"])?;
+    let f = fields(ctx, path, v, &["name", "labels", "annotations", "taints", "capacity"])?;
     let name = string(ctx, &join(path, "name"), required(ctx, path, &f, "name")?)?;
     let labels = match f.get("labels") {
         Some(v) => string_map(ctx, &join(path, "labels"), v)?,
+        None => BTreeMap::new(),
+    };
+    let annotations = match f.get("annotations") {
+        Some(v) => string_map(ctx, &join(path, "annotations"), v)?,
         None => BTreeMap::new(),
     };
     let mut taints = Vec::new();
@@ -266,7 +345,7 @@ fn parse_node(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<UnmanagedNode, Sce
             Quantity::parse(&q).map_err(|e| ctx.err(join(&cap_path, &k), format!("invalid quantity {q:?}: {e}")))?;
         capacity.set(k, parsed);
     }
-    Ok(UnmanagedNode { name, labels, taints, capacity })
+    Ok(UnmanagedNode { name, labels, annotations, taints, capacity })
 }
 
 fn parse_ref(
@@ -289,7 +368,7 @@ fn parse_ref(
 }
 
 fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioError> {
-    const STEPS: &[&str] = &["apply", "wait", "scale", "rollout", "delete", "interrupt"];
+    const STEPS: &[&str] = &["apply", "wait", "scale", "rollout", "delete", "patch", "interrupt"];
     let f = fields(ctx, path, v, STEPS)?;
     if f.len() != 1 {
         return Err(ctx.err(path, format!("a step has exactly one of: {}", STEPS.join(", "))));
@@ -332,13 +411,24 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
                 // A real namespace deletion also deletes everything in it; not simulated.
                 return Err(ctx.err(join(&p, "kind"), "deleting a Namespace is not supported"));
             }
-            if !APPLY_KINDS.split(", ").any(|k| k == target.kind) {
-                return Err(ctx.err(
-                    join(&p, "kind"),
-                    format!("unknown kind {:?} (expected one of: {APPLY_KINDS})", target.kind),
-                ));
-            }
+            check_target_kind(ctx, &p, &target.kind)?;
             Ok(Step::Delete(target))
+        }
+        "patch" => {
+            let (target, rest) = parse_ref(ctx, &p, body, &["merge"])?;
+            check_target_kind(ctx, &p, &target.kind)?;
+            if target.kind == "Deployment" {
+                return Err(ctx.err(join(&p, "kind"), "a Deployment changes through apply, scale or rollout"));
+            }
+            let Some(merge) = rest.get("merge") else {
+                return Err(ctx.err(join(&p, "merge"), "required field is missing"));
+            };
+            if !merge.is_mapping() {
+                return Err(ctx.err(join(&p, "merge"), format!("expected a mapping, found {}", type_name(merge))));
+            }
+            let merge: serde_json::Value = serde_yaml_ng::from_value(merge.clone())
+                .map_err(|e| ctx.err(join(&p, "merge"), format!("not a JSON merge patch: {e}")))?;
+            Ok(Step::Patch { target, merge })
         }
         "interrupt" => {
             let f = fields(ctx, &p, body, &["node"])?;
@@ -347,6 +437,16 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
         }
         _ => Err(ctx.err(&p, "unknown step")),
     }
+}
+
+fn check_target_kind(ctx: &Ctx<'_>, path: &str, kind: &str) -> Result<(), ScenarioError> {
+    if APPLY_KINDS.split(", ").any(|k| k.trim() == kind) || OWNED_KINDS.contains(&kind) {
+        return Ok(());
+    }
+    Err(ctx.err(
+        join(path, "kind"),
+        format!("unknown kind {kind:?} (expected one of: {APPLY_KINDS}, {})", OWNED_KINDS.join(", ")),
+    ))
 }
 
 fn parse_apply(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Vec<Manifest>, ScenarioError> {
@@ -424,6 +524,9 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
         }
         "PodDisruptionBudget" => ManifestObject::PodDisruptionBudget(Box::new(typed(ctx, &label, v)?)),
         "PersistentVolumeClaim" => ManifestObject::PersistentVolumeClaim(Box::new(typed(ctx, &label, v)?)),
+        "PersistentVolume" => ManifestObject::PersistentVolume(Box::new(typed(ctx, &label, v)?)),
+        "PriorityClass" => ManifestObject::PriorityClass(Box::new(typed(ctx, &label, v)?)),
+        "RuntimeClass" => ManifestObject::RuntimeClass(Box::new(typed(ctx, &label, v)?)),
         "StorageClass" => ManifestObject::StorageClass(Box::new(typed(ctx, &label, v)?)),
         "Namespace" => ManifestObject::Namespace(Box::new(typed(ctx, &label, v)?)),
         other => {
