@@ -483,3 +483,86 @@ fn stable_workload_reaches_a_stable_fleet_without_churn() {
     assert!(costs.last().unwrap() < &costs[0], "{costs:?}");
     assert_all_running(&r, 20);
 }
+
+/// The spot pool of the examples (catalog types, spot only, one zone) with `settings`.
+fn spot_scenario(name: &str, settings: &str) -> String {
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/manifests");
+    format!(
+        "name: {name}\n{settings}cloud: {{region: us-west-2, launchLatency: 30s}}\nsteps:\n\
+         \x20 - apply: {manifests}/spot-pool.yaml\n  - apply: {manifests}/inflate.yaml\n\
+         \x20 - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: 40}}\n  - wait: 2m\n\
+         \x20 - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: 3}}\n  - wait: 5m\n"
+    )
+}
+
+#[test]
+fn spot_node_is_replaced_by_a_cheaper_spot_node_only_with_the_feature_gate() {
+    let off = simulate("spot-off", &spot_scenario("spot-off", ""));
+    assert!(disruptions(&off).is_empty(), "{:#?}", disruptions(&off));
+    let why = nodes(&off)[0]["disruptionBlocked"].as_str().unwrap().to_string();
+    assert!(why.contains("settings.featureGates.spotToSpotConsolidation"), "{why}");
+    let before = cost_per_hour(&off);
+
+    let on =
+        simulate("spot-on", &spot_scenario("spot-on", "settings: {featureGates: {spotToSpotConsolidation: true}}\n"));
+    let d = disruptions(&on);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Underutilized");
+    let n = nodes(&on);
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0]["capacityType"], "spot");
+    assert_ne!(n[0]["instanceType"], d[0]["instanceType"], "never the same type");
+    assert!(cost_per_hour(&on) < before, "{} < {before}", cost_per_hour(&on));
+    assert_all_running(&on, 3);
+}
+
+#[test]
+fn bad_settings_and_start_are_rejected_with_the_field_named() {
+    let cases = [
+        ("start: yesterday\n", "start: expected an RFC 3339 instant"),
+        (
+            "settings: {featureGates: {spotToSpotConsolidation: maybe}}\n",
+            "settings.featureGates.spotToSpotConsolidation: expected true or false",
+        ),
+        (
+            "settings: {batchIdleDuration: 20s, batchMaxDuration: 10s}\n",
+            "settings.batchIdleDuration: must not be longer",
+        ),
+        ("settings: {consolidationPolicy: x}\n", "settings.consolidationPolicy: unknown field"),
+    ];
+    for (head, want) in cases {
+        let dir = std::env::temp_dir().join(format!("kerf-disruption-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.yaml");
+        std::fs::write(&path, scenario("bad", head, &pool("", CONSOLIDATE_NOW), "  - wait: 1s\n")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_kerf")).args(["simulate", path.to_str().unwrap()]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(want), "{want:?} not in {stderr}");
+    }
+    let patch = "  - patch: {kind: Deployment, name: web, merge: {spec: {replicas: 1}}}\n";
+    let dir = std::env::temp_dir().join(format!("kerf-disruption-badpatch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.yaml");
+    std::fs::write(&path, scenario("bad", "", &pool("", CONSOLIDATE_NOW), patch)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf")).args(["simulate", path.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("steps[1].patch.kind: a Deployment changes through apply, scale or rollout"), "{stderr}");
+}
+
+#[test]
+fn priority_and_runtime_classes_apply_to_pods_and_critical_pods_are_evicted_last() {
+    let classes = "{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}, \
+                   {apiVersion: node.k8s.io/v1, kind: RuntimeClass, metadata: {name: kata}, handler: kata, \
+                   overhead: {podFixed: {cpu: 500m}}}";
+    let steps = format!(
+        "  - apply: [{classes}]\n  - apply: [{}]\n  - wait: 1m\n",
+        deployment_with("web", 2, "1", "", ", priorityClassName: high, runtimeClassName: kata")
+    );
+    let r = simulate("classes", &scenario("classes", "", &pool("", CONSOLIDATE_NOW), &steps));
+    // Two 1-CPU pods with 500m of runtime overhead each: 3 CPUs, a medium node.
+    assert_eq!(types_of(&r), vec!["medium"]);
+    assert_eq!(nodes(&r)[0]["requested"]["cpu"], "3");
+    assert_all_running(&r, 2);
+}
