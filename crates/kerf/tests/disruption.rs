@@ -566,3 +566,32 @@ fn priority_and_runtime_classes_apply_to_pods_and_critical_pods_are_evicted_last
     assert_eq!(nodes(&r)[0]["requested"]["cpu"], "3");
     assert_all_running(&r, 2);
 }
+
+#[test]
+fn pods_with_hostname_anti_affinity_are_never_merged_onto_one_node() {
+    let anti = |app: &str| {
+        format!(
+            ", affinity: {{podAntiAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: \
+             [{{topologyKey: kubernetes.io/hostname, labelSelector: {{matchLabels: {{app: {app}}}}}}}]}}}}"
+        )
+    };
+    let steps = format!(
+        "  - apply: [{}, {}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: filler, namespace: default, replicas: 0}}\n  - wait: 10m\n",
+        deployment_with("web", 3, "1", "", &anti("web")),
+        deployment_with("filler", 3, "2500m", "", &anti("filler"))
+    );
+    let r = simulate("anti", &scenario("anti", "", &pool("", CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 3, "{d:#?}");
+    for x in &d {
+        assert_eq!(x["reason"], "Underutilized");
+        assert_eq!(x["instanceType"], "medium");
+        assert_eq!(x["replacements"].as_array().unwrap().len(), 1, "{x}");
+    }
+    assert_eq!(types_of(&r), vec!["small", "small", "small"]);
+    let hosts: std::collections::BTreeSet<&str> =
+        r["pods"].as_array().unwrap().iter().map(|p| p["node"].as_str().unwrap()).collect();
+    assert_eq!(hosts.len(), 3, "one web pod per node");
+    assert!((cost_per_hour(&r) - 0.3).abs() < 1e-9);
+    assert_all_running(&r, 3);
+}

@@ -332,6 +332,9 @@ impl<P: CloudProvider> Manager<P> {
     /// A consolidation decision after its delay: carried out if the same nodes can still go
     /// the same way, dropped otherwise.
     async fn validate<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass, cmd: Command) -> Result<(), ControllerError> {
+        // Whatever happens, look again soon: an abandoned decision is re-evaluated from scratch.
+        self.disruption.evaluated = None;
+        pass.wake_after(std::time::Duration::from_secs(1));
         let abandon = |why: &str| {
             tracing::info!(reason = cmd.reason.as_str(), why, "abandoning disruption after validation");
         };
