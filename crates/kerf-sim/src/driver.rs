@@ -611,7 +611,19 @@ impl<P: SimCloud> Simulation<P> {
                 price_per_hour: inst.map(|i| if i.terminated { 0.0 } else { dollars(i.price) }),
                 ready: node_ready(node),
                 pods: pods_here.len(),
-                disruption_blocked: if managed { self.manager.disruption_blocked().get(name).cloned() } else { None },
+                // Only for managed nodes that are not being disrupted or deleted.
+                disruption_blocked: if managed
+                    && node.metadata.deletion_timestamp.is_none()
+                    && !node
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.taints.as_ref())
+                        .is_some_and(|ts| ts.iter().any(|t| t.key == kerf_api::labels::DISRUPTED_TAINT_KEY))
+                {
+                    self.manager.disruption_blocked().get(name).cloned()
+                } else {
+                    None
+                },
                 labels,
                 annotations: node.metadata.annotations.clone().unwrap_or_default(),
                 taints: node

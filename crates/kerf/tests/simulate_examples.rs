@@ -451,3 +451,25 @@ fn scale_down_example_keeps_the_scale_manifests_and_a_third_of_the_replicas() {
     assert_eq!(replicas("scale-down.yaml"), 9981);
     assert_eq!(replicas("scale-remaining.yaml"), 9981);
 }
+
+#[test]
+fn disrupting_logs_a_json_line_with_reason_decision_savings_and_the_command() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["simulate", example("consolidation-underutilized.yaml").to_str().unwrap(), "--report", "json"])
+        .env("KERF_LOG", "info")
+        .output()
+        .expect("run kerf");
+    assert!(out.status.success());
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &Value| v["fields"]["message"] == "disrupting node(s)")
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let f = &lines[0]["fields"];
+    assert_eq!(lines[0]["timestamp"], "2025-01-01T00:02:15Z");
+    assert_eq!(f["reason"], "Underutilized");
+    assert_eq!(f["decision"], "Replace");
+    assert_eq!(f["savings"], "$1.5300/h");
+    assert!(f["command"].as_str().unwrap().starts_with("Underutilized/Replace, terminating 1 node(s) (6 pods)"), "{f}");
+}
