@@ -47,6 +47,9 @@ pub struct Scenario {
     pub cloud: kerf_cloud::sim::SimConfig,
     pub nodes: Vec<UnmanagedNode>,
     pub steps: Vec<Step>,
+    /// Objects of Karpenter's older APIs the scenario applies, converted to v1 on loading:
+    /// `FILE: KIND/NAME` of each original object.
+    pub converted: Vec<String>,
 }
 
 /// Controller settings, under Karpenter's names; unset ones keep the controllers' defaults.
@@ -129,6 +132,8 @@ const OWNED_KINDS: &[&str] = &["Node", "NodeClaim"];
 
 struct Ctx<'a> {
     file: &'a Path,
+    /// Objects converted from older Karpenter APIs so far (`FILE: KIND/NAME`).
+    converted: &'a std::cell::RefCell<Vec<String>>,
 }
 
 impl Ctx<'_> {
@@ -225,7 +230,8 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 
 /// Parses scenario text; `path` names it in errors and anchors relative manifest paths.
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-    let ctx = Ctx { file: path };
+    let converted = std::cell::RefCell::new(Vec::new());
+    let ctx = Ctx { file: path, converted: &converted };
     let root: Value = serde_yaml_ng::from_str(text).map_err(|e| ctx.err("", format!("not valid YAML: {e}")))?;
     let top = fields(&ctx, "", &root, &["name", "start", "settings", "cloud", "nodes", "steps"])?;
     let name = string(&ctx, "name", required(&ctx, "", &top, "name")?)?;
@@ -270,7 +276,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             steps.push(parse_step(&ctx, &format!("steps[{i}]"), item)?);
         }
     }
-    Ok(Scenario { name, file: path.to_path_buf(), start, settings, cloud, nodes, steps })
+    let converted = converted.into_inner();
+    Ok(Scenario { name, file: path.to_path_buf(), start, settings, cloud, nodes, steps, converted })
 }
 
 fn parse_settings(ctx: &Ctx<'_>, v: &Value) -> Result<Settings, ScenarioError> {
@@ -456,28 +463,79 @@ fn parse_apply(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Vec<Manifest>, Sc
             let file = base.join(rel);
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| ctx.err(path, format!("cannot read manifest file {}: {e}", file.display())))?;
-            let mctx = Ctx { file: &file };
-            let mut out = Vec::new();
-            for (i, doc) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
+            let mctx = Ctx { file: &file, converted: ctx.converted };
+            let mut docs = Vec::new();
+            for (i, doc) in serde_yaml_ng::Deserializer::from_str(kerf_api::manifest::strip_bom(&text)).enumerate() {
                 let value = <Value as serde::Deserialize>::deserialize(doc)
                     .map_err(|e| mctx.err(format!("document {}", i + 1), format!("not valid YAML: {e}")))?;
                 if value.is_null() {
                     continue;
                 }
-                out.extend(decode_object(&mctx, &format!("document {}", i + 1), &value)?);
+                docs.push((format!("document {}", i + 1), value));
             }
-            Ok(out)
+            if docs.is_empty() {
+                return Err(ctx.err(path, format!("manifest file {} has no objects", file.display())));
+            }
+            decode_all(&mctx, docs)
         }
         Value::Sequence(items) => {
-            let mut out = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                out.extend(decode_object(ctx, &format!("{path}[{i}]"), item)?);
-            }
-            Ok(out)
+            decode_all(ctx, items.iter().enumerate().map(|(i, item)| (format!("{path}[{i}]"), item.clone())).collect())
         }
         other => Err(ctx.err(path, format!("expected a file path or a list of objects, found {}", type_name(other)))),
     }
 }
+
+/// Decodes the objects of one apply, after converting those of Karpenter's older APIs to v1
+/// (together, so that a pool's kubelet settings reach its node class).
+fn decode_all(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<Manifest>, ScenarioError> {
+    let mut out = Vec::new();
+    for (at, value) in convert_older(ctx, docs)? {
+        out.extend(decode_object(ctx, &at, &value)?);
+    }
+    Ok(out)
+}
+
+fn convert_older(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>, ScenarioError> {
+    use kerf_api::convert;
+    if !docs.iter().any(|(_, d)| convert::older_api(d).is_some()) {
+        return Ok(docs);
+    }
+    let values: Vec<Value> = docs.iter().map(|(_, v)| v.clone()).collect();
+    // The simulated cloud launches no real instances: the instance profile Karpenter once took
+    // from a cluster-wide setting is not needed to run the scenario.
+    let opts = convert::ConvertOptions { default_instance_profile: Some(SIMULATED_INSTANCE_PROFILE.to_string()) };
+    match convert::convert(&values, &opts) {
+        Ok(conversion) => {
+            let mut seen = std::collections::BTreeSet::new();
+            for d in &conversion.documents {
+                if d.converted_from.is_some() && seen.insert(d.doc) {
+                    let (kind, name) = (
+                        kerf_api::manifest::document_kind(&values[d.doc]).unwrap_or(""),
+                        kerf_api::manifest::document_name(&values[d.doc]),
+                    );
+                    ctx.converted.borrow_mut().push(format!("{}: {kind}/{name}", ctx.file.display()));
+                }
+            }
+            Ok(conversion.documents.into_iter().map(|d| (docs[d.doc].0.clone(), d.value)).collect())
+        }
+        Err((problems, _)) => {
+            let Some(first) = problems.first() else {
+                return Err(ctx.err("", "could not convert the older Karpenter objects"));
+            };
+            let p = &first.problem;
+            let label = format!("{} ({}/{})", docs[first.doc].0, p.kind, p.name);
+            let field = if p.path.is_empty() { label } else { format!("{label}: {}", p.path) };
+            let mut message = p.message.clone();
+            for other in problems.iter().skip(1) {
+                message.push_str(&format!("; {}", other.problem));
+            }
+            Err(ctx.err(field, message))
+        }
+    }
+}
+
+/// The instance profile written into AWSNodeTemplates converted for a simulation when they name none.
+pub const SIMULATED_INSTANCE_PROFILE: &str = "simulated-default-instance-profile";
 
 fn typed<T: DeserializeOwned>(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<T, ScenarioError> {
     kerf_api::manifest::decode(v)

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use kerf_cloud::{Clock, ManualClock};
 
 mod bench;
+mod convert;
 mod instance_types;
 mod simulate;
 mod validate;
@@ -35,6 +36,8 @@ enum Command {
     Simulate(simulate::Args),
     /// Check NodePool, NodeClaim and EC2NodeClass manifests the way the API server would.
     Validate(validate::Args),
+    /// Convert manifests of Karpenter's older APIs (v1alpha5, v1alpha1, v1beta1) to v1.
+    Convert(convert::Args),
     /// List the built-in AWS catalog's instance types.
     InstanceTypes(instance_types::Args),
     /// Run a benchmark.
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args, clock.unwrap_or_default()),
         Command::Validate(args) => validate::run(args),
+        Command::Convert(args) => convert::run(args),
         Command::InstanceTypes(args) => instance_types::run(args),
         Command::Bench(args) => bench::run(args),
     };
