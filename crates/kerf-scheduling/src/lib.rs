@@ -14,6 +14,8 @@
 //! - [`bench`](mod@bench): the generated benchmark workload of `kerf bench scheduling`.
 
 pub mod bench;
+#[cfg(test)]
+mod context_tests;
 pub mod instance;
 pub mod model;
 pub mod pod;
@@ -27,9 +29,9 @@ pub(crate) mod testing;
 
 pub use instance::{InstanceType, Offering};
 pub use model::{
-    ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, SchedulingInput,
-    SchedulingResult, namespace_labels,
+    ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, PricedClaim, SchedulingInput,
+    SchedulingResult, UnknownNode, WhatIf, namespace_labels,
 };
 pub use predicates::{ClusterView, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
-pub use scheduler::schedule;
+pub use scheduler::{SchedulingContext, schedule};

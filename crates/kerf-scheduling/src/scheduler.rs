@@ -1,12 +1,47 @@
-//! The provisioning Scheduler: places a batch of pending pods onto existing nodes, in-flight
-//! NodeClaims and new NodeClaims, and explains every pod it cannot place.
+//! The provisioning Scheduler and its prepared state, the [`SchedulingContext`]: places a batch
+//! of pending pods onto existing nodes, in-flight NodeClaims and new NodeClaims, explains every
+//! pod it cannot place, and answers consolidation's what-ifs.
 //!
-//! Design for speed: pods with identical constraints form a group whose constraint data
-//! (requirements, spread domains, counters) is computed once; label values are interned so
-//! topology counts are vectors indexed by domain id; a claim's candidate instance types are a
-//! bitset; requirement intersections and type compatibility are cached per interned
-//! requirements; resources are dense integer vectors; claims that cannot take any remaining pod
-//! are dropped from the scan, and each group keeps a cursor past the claims it can never use.
+//! # The context and its queries
+//!
+//! [`SchedulingContext::new`] takes a [`SchedulingInput`] and does every piece of setup once:
+//! the pools with their instance-type tables and daemonset overhead, the parsed facts of every
+//! pod (pending ones and the ones on existing nodes: requests, affinities, ports, volumes),
+//! interned topology values, and the topology counters over the existing pods. Build one per
+//! cluster change, then ask it as often as needed; each query records what it changes and puts
+//! it back when it ends, so a query costs what it places, not what the cluster holds.
+//!
+//! - [`SchedulingContext::place_pending`] places `input.pods` — what provisioning does;
+//!   [`schedule`] is `SchedulingContext::new(input).place_pending()`.
+//! - [`SchedulingContext::without_nodes`]`(&[name, ...]) -> Result<WhatIf, UnknownNode>` is
+//!   consolidation's question: "if these nodes were gone, where would their pods go?". The named
+//!   nodes (existing nodes or in-flight claims) take no pods, their pods leave every topology
+//!   count (spread, pod affinity and anti-affinity), and the pods that would have to move (not
+//!   DaemonSet, mirror, finished or terminating pods) are placed as a batch — onto the remaining
+//!   nodes first, then onto new NodeClaims of the pools, with the same rules, relaxations and
+//!   retries as provisioning. A topology domain that only the removed nodes provided (and no
+//!   pool can launch) no longer counts. The [`WhatIf`] says, by index into `WhatIf::pods`, which
+//!   pods fit on which remaining node, which new NodeClaims (with their compatible instance
+//!   types, cheapest first, and the price of the cheapest offering) the rest would need, and
+//!   which fit nowhere. [`WhatIf::deletable`]: every pod fits on the remaining nodes.
+//!   [`WhatIf::single_replacement_price`]: exactly one new claim holds the rest — the caller
+//!   replaces only when that price is strictly below the removed nodes' price (and applies its
+//!   own rules: spot-to-spot, budgets, PDBs, do-not-disrupt). No pod is explained in a what-if.
+//!   [`SchedulingContext::without_node_indexes`] is the same by node index
+//!   ([`SchedulingContext::node_index`], [`SchedulingContext::node_names`]) for callers that
+//!   evaluate many candidates.
+//!
+//! Queries take `&mut self` (caches grow, state is changed and restored) but leave the context
+//! answering exactly as before.
+//!
+//! # Design for speed
+//!
+//! Pods with identical constraints form a group whose constraint data (requirements, spread
+//! domains, counters) is computed once; label values are interned so topology counts are
+//! vectors indexed by domain id; a claim's candidate instance types are a bitset; requirement
+//! intersections and type compatibility are cached per interned requirements; resources are
+//! dense integer vectors; claims that cannot take any remaining pod are dropped from the scan,
+//! and each group keeps a cursor past the claims it can never use.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -20,13 +55,16 @@ use kerf_api::resources::{CPU, MEMORY, PODS};
 use kerf_api::{NodePool, Operator, Quantity, ResourceList, Taint, TaintEffect};
 
 use crate::instance::InstanceType;
-use crate::model::{NewNodeClaim, Placement, PodError, SchedulingInput, SchedulingResult};
+use crate::model::{
+    NewNodeClaim, Placement, PodError, PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf,
+};
 use crate::pod::{self, AffinityTerm, HostPort, Namespaces, SpreadConstraint};
 use crate::requirements::{Requirement, Requirements};
 
-/// Places `input.pods`; see the module documentation.
+/// Places `input.pods`; see the module documentation. A thin wrapper: builds a
+/// [`SchedulingContext`] for the input and places its pending pods.
 pub fn schedule(input: &SchedulingInput) -> SchedulingResult {
-    Scheduler::new(input).run()
+    SchedulingContext::new(input.clone()).place_pending()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -192,13 +230,13 @@ impl Counter {
     fn get(&self, d: u32) -> i64 {
         self.counts.get(d as usize).copied().unwrap_or(0)
     }
-    fn add(&mut self, d: u32) {
+    fn add(&mut self, d: u32, delta: i64) {
         let i = d as usize;
         if self.counts.len() <= i {
             self.counts.resize(i + 1, 0);
         }
-        self.counts[i] += 1;
-        self.total += 1;
+        self.counts[i] += delta;
+        self.total += delta;
     }
     fn matches(&self, p: &Pod, ns_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
         let term = |selector: &Option<LabelSelector>, namespaces: &Namespaces| AffinityTerm {
@@ -222,24 +260,25 @@ struct AffinitySet {
     matches_own: bool,
 }
 
-/// Domains where pods matching an anti-affinity term are not allowed.
+/// Domains where pods matching an anti-affinity term are not allowed: per domain, how many
+/// pods holding the term are there (a count, so a what-if can take a pod away again).
 struct Inverse {
     key: String,
     selector: Option<LabelSelector>,
     namespaces: Namespaces,
-    blocked: Vec<bool>,
+    blocked: Vec<i64>,
 }
 
 impl Inverse {
     fn is_blocked(&self, d: u32) -> bool {
-        self.blocked.get(d as usize).copied().unwrap_or(false)
+        self.blocked.get(d as usize).copied().unwrap_or(0) > 0
     }
-    fn block(&mut self, d: u32) {
+    fn block(&mut self, d: u32, delta: i64) {
         let i = d as usize;
         if self.blocked.len() <= i {
-            self.blocked.resize(i + 1, false);
+            self.blocked.resize(i + 1, 0);
         }
-        self.blocked[i] = true;
+        self.blocked[i] += delta;
     }
 }
 
@@ -252,6 +291,10 @@ struct SpreadPlan {
     min_domains: Option<i64>,
     /// Domains the pod could land in (sorted).
     domains: Vec<u32>,
+    /// Per domain: how many existing nodes are in it, and whether a NodePool can launch in it
+    /// (a what-if that removes every node of a domain no pool offers removes the domain).
+    node_support: Vec<u32>,
+    from_pool: Vec<bool>,
     /// A new node is a fresh, empty domain (hostname): the minimum is 0.
     fresh: bool,
 }
@@ -319,8 +362,8 @@ struct Node {
     used: Vec<i64>,
     ports: Vec<HostPort>,
     schedulable: bool,
-    /// Index into `SchedulingInput::existing_nodes`.
-    source: usize,
+    /// The node's pods, by context index.
+    pods: Vec<usize>,
 }
 
 struct Claim {
@@ -344,6 +387,25 @@ enum Bin {
     Claim(usize),
 }
 
+/// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
+/// the pods it could not place (when asked to explain), and those pods.
+#[derive(Default)]
+struct Run {
+    on_node: Vec<(usize, usize)>,
+    errors: Vec<(usize, PodError)>,
+    unplaced: Vec<usize>,
+}
+
+/// Whether consolidation moves `p` when its node goes: not a DaemonSet's pod (it goes with its
+/// node), not a mirror pod, not finished.
+fn reschedulable(p: &Pod) -> bool {
+    let daemon = p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet");
+    let mirror = p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let finished =
+        p.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+    !daemon && !mirror && !finished
+}
+
 /// The outcome of trying a pod on a claim: the narrowed requirements and candidate types.
 struct ClaimPlan {
     req: u32,
@@ -352,8 +414,32 @@ struct ClaimPlan {
 
 // ---------------------------------------------------------------------------------------------
 
-struct Scheduler<'a> {
-    input: &'a SchedulingInput,
+/// A pool's instance types (by index) with their cheapest compatible price, cheapest first.
+type PriceOrder = Vec<(f64, usize)>;
+
+/// One reversible change to the mutable scheduling state (see [`SchedulingContext`]): every
+/// query records what it changes and puts it back when it ends, so the context serves the next
+/// query without being rebuilt.
+enum Undo {
+    /// Pod `pod`'s requests were added to node `node`.
+    NodeUsed { node: usize, pod: usize },
+    /// Node `node`'s host ports were extended from `len` entries.
+    NodePorts { node: usize, len: usize },
+    /// `delta` pods were counted in counter `counter`, domain `domain`.
+    Count { counter: usize, domain: u32, delta: i64 },
+    /// `delta` pods holding inverse term `inverse` were counted in domain `domain`.
+    Block { inverse: usize, domain: u32, delta: i64 },
+    /// Group `group`'s claim cursor was `old`.
+    Cursor { group: usize, old: usize },
+    /// Node `node` was taken out of the cluster for a what-if.
+    Removed { node: usize, old: bool },
+}
+
+/// The scheduling state of one cluster, built once and asked many questions: see the
+/// [module documentation](self) and [`SchedulingContext::place_pending`] /
+/// [`SchedulingContext::without_nodes`].
+pub struct SchedulingContext {
+    input: Arc<SchedulingInput>,
     res: Resources,
     values: Interner,
     reqs: Vec<Requirements>,
@@ -364,27 +450,65 @@ struct Scheduler<'a> {
     narrow_cache: HashMap<(u32, u32, u32), u32>,
     compat_cache: HashMap<(usize, u32), Arc<Bits>>,
     admits_cache: HashMap<(usize, u32, bool, usize), bool>,
+    price_cache: HashMap<(usize, u32), Arc<PriceOrder>>,
     pools: Vec<Pool>,
     groups: Vec<Group>,
     counters: Vec<Counter>,
     inverses: Vec<Inverse>,
     nodes: Vec<Node>,
+    node_index: HashMap<String, usize>,
     claims: Vec<Claim>,
     /// Open claims in creation order (closed ones are pruned lazily).
     open: Vec<usize>,
+    /// Every pod's dense requests: the pending pods (`input.pods`) first, then the pods on
+    /// existing nodes (see `existing`).
     pod_requests: Vec<Vec<i64>>,
     pod_group: Vec<usize>,
+    /// The pods on existing nodes, indexed from `input.pods.len()`.
+    existing: Vec<Arc<Pod>>,
     /// A reusable buffer for a claim's requests plus a pod's.
     scratch: Vec<i64>,
-    /// Componentwise minimum request over the batch (a claim that cannot fit it is closed).
+    /// Componentwise minimum request over the pods being placed (a claim that cannot fit it is
+    /// closed).
     min_request: Vec<i64>,
     /// Whether any pool or node has a PreferNoSchedule taint (else that relaxation is moot).
     prefer_taints: bool,
+    /// What the running query changed (undone when it ends).
+    journal: Vec<Undo>,
+    /// Pool limits and node counts before the running query.
+    pool_limits: Vec<(Vec<i64>, i64)>,
+    /// Nodes taken away by the running what-if.
+    removed: Vec<usize>,
 }
 
-impl<'a> Scheduler<'a> {
-    fn new(input: &'a SchedulingInput) -> Self {
-        // Resource names of the whole pass.
+/// A pod's dense requests: the fast path for pods with only regular containers (no
+/// intermediate lists), else the full rules of [`pod::pod_requests`].
+fn dense_requests(res: &Resources, p: &Pod, full: Option<&ResourceList>) -> Vec<i64> {
+    if let Some(r) = full {
+        return res.dense(r);
+    }
+    let mut v = vec![0i64; res.names.len()];
+    for c in p.spec.iter().flat_map(|s| &s.containers) {
+        let Some(rr) = &c.resources else { continue };
+        let requests = rr.requests.as_ref();
+        let limits_only = rr.limits.iter().flatten().filter(|(k, _)| requests.is_none_or(|r| !r.contains_key(*k)));
+        for (k, q) in requests.into_iter().flatten().chain(limits_only) {
+            if let (Some(i), Ok(q)) = (res.index.get(k), Quantity::parse(&q.0)) {
+                v[*i] += to_units(k, &q);
+            }
+        }
+    }
+    v[res.index[PODS]] = 1;
+    v
+}
+
+impl SchedulingContext {
+    /// Builds the context for `input`: pools with their type tables and daemonset overhead,
+    /// existing nodes with their pods counted in every topology counter, and the parsed facts of
+    /// every pod (pending and existing).
+    pub fn new(input: impl Into<Arc<SchedulingInput>>) -> Self {
+        let input: Arc<SchedulingInput> = input.into();
+        // Resource names of the whole cluster.
         let mut names: BTreeSet<String> = [CPU, MEMORY, PODS].iter().map(|s| s.to_string()).collect();
         // Pods with only regular containers take a fast path (no intermediate lists).
         let simple = |p: &Pod| {
@@ -392,9 +516,11 @@ impl<'a> Scheduler<'a> {
                 .as_ref()
                 .is_some_and(|s| s.init_containers.as_ref().is_none_or(Vec::is_empty) && s.overhead.is_none())
         };
+        let existing: Vec<Arc<Pod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
+        let all = || input.pods.iter().chain(&existing);
         let requests: Vec<Option<ResourceList>> =
-            input.pods.iter().map(|p| if simple(p) { None } else { Some(pod::pod_requests(p)) }).collect();
-        for (p, r) in input.pods.iter().zip(&requests) {
+            all().map(|p| if simple(p) { None } else { Some(pod::pod_requests(p)) }).collect();
+        for (p, r) in all().zip(&requests) {
             match r {
                 Some(r) => names.extend(r.iter().map(|(k, _)| k.clone())),
                 None => {
@@ -423,37 +549,8 @@ impl<'a> Scheduler<'a> {
         let names: Vec<String> = names.into_iter().collect();
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let res = Resources { names, index };
-        let pods_index = res.index[PODS];
-        let pod_requests: Vec<Vec<i64>> = input
-            .pods
-            .iter()
-            .zip(&requests)
-            .map(|(p, r)| match r {
-                Some(r) => res.dense(r),
-                None => {
-                    let mut v = vec![0i64; res.names.len()];
-                    for c in p.spec.iter().flat_map(|s| &s.containers) {
-                        let Some(rr) = &c.resources else { continue };
-                        let requests = rr.requests.as_ref();
-                        let limits_only =
-                            rr.limits.iter().flatten().filter(|(k, _)| requests.is_none_or(|r| !r.contains_key(*k)));
-                        for (k, q) in requests.into_iter().flatten().chain(limits_only) {
-                            if let (Some(i), Ok(q)) = (res.index.get(k), Quantity::parse(&q.0)) {
-                                v[*i] += to_units(k, &q);
-                            }
-                        }
-                    }
-                    v[pods_index] = 1;
-                    v
-                }
-            })
-            .collect();
-        let mut min_request = vec![i64::MAX; res.names.len()];
-        for r in &pod_requests {
-            for (m, v) in min_request.iter_mut().zip(r) {
-                *m = (*m).min(*v);
-            }
-        }
+        let pod_requests: Vec<Vec<i64>> =
+            all().zip(&requests).map(|(p, r)| dense_requests(&res, p, r.as_ref())).collect();
         let values = Interner::default();
         let prefer_taints = input
             .node_pools
@@ -461,7 +558,7 @@ impl<'a> Scheduler<'a> {
             .flat_map(|p| &p.node_pool.spec.template.spec.taints)
             .chain(input.existing_nodes.iter().flat_map(|n| &n.taints))
             .any(|t| t.effect == TaintEffect::PreferNoSchedule);
-        let mut s = Scheduler {
+        let mut s = SchedulingContext {
             input,
             res,
             values,
@@ -472,24 +569,38 @@ impl<'a> Scheduler<'a> {
             narrow_cache: HashMap::new(),
             compat_cache: HashMap::new(),
             admits_cache: HashMap::new(),
+            price_cache: HashMap::new(),
             pools: Vec::new(),
             groups: Vec::new(),
             counters: Vec::new(),
             inverses: Vec::new(),
             nodes: Vec::new(),
+            node_index: HashMap::new(),
             claims: Vec::new(),
             open: Vec::new(),
             pod_requests,
             pod_group: Vec::new(),
-            min_request,
+            existing,
+            min_request: Vec::new(),
             scratch: Vec::new(),
             prefer_taints,
+            journal: Vec::new(),
+            pool_limits: Vec::new(),
+            removed: Vec::new(),
         };
         s.build_pools();
         s.build_nodes();
         s.build_groups();
         s.count_existing();
+        // The base state is not part of any query.
+        s.journal.clear();
         s
+    }
+
+    /// The pod with context index `pi` (pending pods first, then existing ones).
+    fn pod(&self, pi: usize) -> &Arc<Pod> {
+        let batch = self.input.pods.len();
+        if pi < batch { &self.input.pods[pi] } else { &self.existing[pi - batch] }
     }
 
     fn intern_req(&mut self, r: Requirements) -> u32 {
@@ -633,15 +744,24 @@ impl<'a> Scheduler<'a> {
     }
 
     fn build_nodes(&mut self) {
+        // Each existing node's pods, by context index.
+        let mut first = Vec::with_capacity(self.input.existing_nodes.len());
+        let mut next = self.input.pods.len();
+        for n in &self.input.existing_nodes {
+            first.push(next);
+            next += n.pods.len();
+        }
         // Initialized nodes first, then in-flight claims (stable).
         let mut order: Vec<usize> = (0..self.input.existing_nodes.len()).collect();
         order.sort_by_key(|i| self.input.existing_nodes[*i].in_flight);
+        let input = Arc::clone(&self.input);
         for i in order {
-            let n = &self.input.existing_nodes[i];
+            let n = &input.existing_nodes[i];
             let mut used = vec![0i64; self.res.names.len()];
             let mut ports = Vec::new();
-            for p in &n.pods {
-                for (u, v) in used.iter_mut().zip(self.res.dense(&pod::pod_requests(p))) {
+            let pods: Vec<usize> = (first[i]..first[i] + n.pods.len()).collect();
+            for (&pi, p) in pods.iter().zip(&n.pods) {
+                for (u, v) in used.iter_mut().zip(&self.pod_requests[pi]) {
                     *u += v;
                 }
                 ports.extend(pod::host_ports(p));
@@ -651,6 +771,7 @@ impl<'a> Scheduler<'a> {
             for v in labels.values() {
                 self.values.id(v);
             }
+            self.node_index.insert(n.name.clone(), self.nodes.len());
             self.nodes.push(Node {
                 name: n.name.clone(),
                 labels,
@@ -659,7 +780,7 @@ impl<'a> Scheduler<'a> {
                 used,
                 ports,
                 schedulable: n.schedulable,
-                source: i,
+                pods,
             });
         }
     }
@@ -725,8 +846,9 @@ impl<'a> Scheduler<'a> {
 
     fn build_groups(&mut self) {
         let mut buckets: HashMap<u64, Vec<usize>> = HashMap::new();
-        let input = self.input;
-        for p in &input.pods {
+        let input = Arc::clone(&self.input);
+        let existing = std::mem::take(&mut self.existing);
+        for p in input.pods.iter().chain(&existing) {
             let mut h = DefaultHasher::new();
             pod::namespace(p).hash(&mut h);
             pod::labels(p).hash(&mut h);
@@ -743,6 +865,7 @@ impl<'a> Scheduler<'a> {
             };
             self.pod_group.push(g);
         }
+        self.existing = existing;
         // Counters and inverse terms for every constraint any group may use.
         for g in 0..self.groups.len() {
             let grp = &self.groups[g];
@@ -777,13 +900,6 @@ impl<'a> Scheduler<'a> {
             let anti = self.groups[g].anti.clone();
             let own: Vec<usize> = anti.iter().map(|t| self.inverse_id(t)).collect();
             self.groups[g].own_inverse = own;
-        }
-        for n in &input.existing_nodes {
-            for p in &n.pods {
-                for t in pod::pod_affinities(p).required_anti {
-                    self.inverse_id(&t);
-                }
-            }
         }
         let ns = &input.namespace_labels;
         for g in 0..self.groups.len() {
@@ -852,34 +968,45 @@ impl<'a> Scheduler<'a> {
     }
 
     fn count_existing(&mut self) {
-        let ns = &self.input.namespace_labels;
-        for (ni, n) in self.nodes.iter().enumerate() {
-            let _ = ni;
-            for p in &self.input.existing_nodes[n.source].pods {
-                if p.metadata.deletion_timestamp.is_some() {
+        for n in 0..self.nodes.len() {
+            for j in 0..self.nodes[n].pods.len() {
+                let pi = self.nodes[n].pods[j];
+                if self.pod(pi).metadata.deletion_timestamp.is_some() {
                     continue;
                 }
-                for c in self.counters.iter_mut() {
-                    if let Some(v) = n.labels.get(&c.key)
-                        && c.matches(p, ns)
-                    {
-                        let d = self.values.id(v);
-                        c.add(d);
-                    }
-                }
-                for t in pod::pod_affinities(p).required_anti {
-                    if let Some(v) = n.labels.get(&t.topology_key) {
-                        let d = self.values.id(v);
-                        let found = self.inverses.iter().position(|c| {
-                            c.key == t.topology_key && c.selector == t.selector && c.namespaces == t.namespaces
-                        });
-                        if let Some(inv) = found.and_then(|i| self.inverses.get_mut(i)) {
-                            inv.block(d);
-                        }
-                    }
-                }
+                self.count_pod(n, pi, 1);
             }
         }
+    }
+
+    /// Counts pod `pi` (`delta` = 1) or takes it away (`delta` = -1) in the domains of existing
+    /// node `n`: every counter it matches and every anti-affinity term it holds.
+    fn count_pod(&mut self, n: usize, pi: usize, delta: i64) {
+        let g = self.pod_group[pi];
+        for j in 0..self.groups[g].counted_by.len() {
+            let c = self.groups[g].counted_by[j];
+            if let Some(d) = self.node_domain(n, &self.counters[c].key) {
+                self.count(c, d, delta);
+            }
+        }
+        for j in 0..self.groups[g].own_inverse.len() {
+            let i = self.groups[g].own_inverse[j];
+            if let Some(d) = self.node_domain(n, &self.inverses[i].key) {
+                self.block(i, d, delta);
+            }
+        }
+    }
+
+    /// Adds `delta` to counter `c` in domain `d`, recorded in the journal.
+    fn count(&mut self, c: usize, d: u32, delta: i64) {
+        self.counters[c].add(d, delta);
+        self.journal.push(Undo::Count { counter: c, domain: d, delta });
+    }
+
+    /// Adds `delta` to inverse term `i` in domain `d`, recorded in the journal.
+    fn block(&mut self, i: usize, d: u32, delta: i64) {
+        self.inverses[i].block(d, delta);
+        self.journal.push(Undo::Block { inverse: i, domain: d, delta });
     }
 
     // -----------------------------------------------------------------------------------------
@@ -951,7 +1078,8 @@ impl<'a> Scheduler<'a> {
             r.add_all(v);
         }
         let name_field = grp.name_fields.get(s.term).cloned().flatten();
-        let ns = &self.input.namespace_labels;
+        let input = Arc::clone(&self.input);
+        let ns = &input.namespace_labels;
         let rep = grp.rep.clone();
         let spreads: Vec<(SpreadConstraint, bool)> = grp
             .hard_spread
@@ -972,14 +1100,16 @@ impl<'a> Scheduler<'a> {
                 &c.selector,
                 &Namespaces::Some { names: vec![c.namespace.clone()], selector: None },
             );
-            let (domains, fresh) = self.spread_domains(&c, &r, &tolerations);
+            let (support, fresh) = self.spread_domains(&c, &r, &tolerations);
             plans.push(SpreadPlan {
                 counter,
                 key: c.topology_key.clone(),
                 max_skew: i64::from(c.max_skew),
                 self_match: i64::from(c.counts(&rep)),
                 min_domains: c.min_domains.map(i64::from),
-                domains,
+                domains: support.keys().copied().collect(),
+                node_support: support.values().map(|(n, _)| *n).collect(),
+                from_pool: support.values().map(|(_, p)| *p).collect(),
                 fresh,
             });
         }
@@ -1005,8 +1135,14 @@ impl<'a> Scheduler<'a> {
     /// The domains of a spread constraint the pod could land in: existing nodes passing its
     /// node affinity (Honor) and taints (Honor), and the values NodePools it is compatible with
     /// can launch. For hostname, a new node is a fresh empty domain.
-    fn spread_domains(&mut self, c: &SpreadConstraint, r: &Requirements, tols: &[Toleration]) -> (Vec<u32>, bool) {
-        let mut out: BTreeSet<u32> = BTreeSet::new();
+    /// Each domain comes with its number of existing nodes and whether a pool offers it.
+    fn spread_domains(
+        &mut self,
+        c: &SpreadConstraint,
+        r: &Requirements,
+        tols: &[Toleration],
+    ) -> (BTreeMap<u32, (u32, bool)>, bool) {
+        let mut out: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
         let mut fresh = false;
         for n in &self.nodes {
             let Some(v) = n.labels.get(&c.topology_key) else { continue };
@@ -1016,7 +1152,7 @@ impl<'a> Scheduler<'a> {
             if c.honor_node_taints && pod::untolerated_taint_with(tols, &n.taints, false).is_some() {
                 continue;
             }
-            out.insert(self.values.id(v));
+            out.entry(self.values.id(v)).or_default().0 += 1;
         }
         let key = kerf_api::labels::normalize_key(&c.topology_key).to_string();
         for pi in 0..self.pools.len() {
@@ -1057,11 +1193,11 @@ impl<'a> Scheduler<'a> {
             }
             for v in vals {
                 if allowed.is_none_or(|a| a.has(&v)) {
-                    out.insert(self.values.id(&v));
+                    out.entry(self.values.id(&v)).or_default().1 = true;
                 }
             }
         }
-        (out.into_iter().collect(), fresh)
+        (out, fresh)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1163,58 +1299,207 @@ impl<'a> Scheduler<'a> {
     // -----------------------------------------------------------------------------------------
     // The main loop
 
-    fn run(mut self) -> SchedulingResult {
-        let mut order: Vec<usize> = (0..self.input.pods.len()).collect();
+    /// Places the pending pods (`input.pods`): onto existing nodes and in-flight claims first,
+    /// then onto new NodeClaims; explains every pod it cannot place. Pod indexes in the result
+    /// are indexes into `input.pods`. The context is left as it was: it can be asked again.
+    pub fn place_pending(&mut self) -> SchedulingResult {
+        let pods: Vec<usize> = (0..self.input.pods.len()).collect();
+        self.begin();
+        let run = self.run(&pods, true);
+        let mut result = SchedulingResult {
+            placements: run
+                .on_node
+                .into_iter()
+                .map(|(pod, n)| Placement { pod, node: self.nodes[n].name.clone() })
+                .collect(),
+            new_node_claims: Vec::new(),
+            errors: run.errors,
+        };
+        for c in 0..self.claims.len() {
+            let (claim, _) = self.finish_claim(c);
+            result.new_node_claims.push(claim);
+        }
+        self.rollback();
+        result
+    }
+
+    /// The index of the existing node (or in-flight claim) called `name`.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.node_index.get(name).copied()
+    }
+
+    /// The names of the existing nodes and in-flight claims, by index (initialized nodes first).
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().map(|n| n.name.as_str())
+    }
+
+    /// Consolidation's question: if the nodes named `names` were gone, where would their pods
+    /// go? See [`WhatIf`] and the module documentation. The context is left as it was.
+    pub fn without_nodes(&mut self, names: &[&str]) -> Result<WhatIf, UnknownNode> {
+        let mut nodes = Vec::with_capacity(names.len());
+        for name in names {
+            nodes.push(self.node_index(name).ok_or_else(|| UnknownNode((*name).to_string()))?);
+        }
+        Ok(self.without_node_indexes(&nodes))
+    }
+
+    /// [`without_nodes`](Self::without_nodes) by node index ([`node_index`](Self::node_index)).
+    pub fn without_node_indexes(&mut self, nodes: &[usize]) -> WhatIf {
+        self.begin();
+        let mut moved = Vec::new();
+        for &n in nodes {
+            if self.removed.contains(&n) {
+                continue;
+            }
+            self.removed.push(n);
+            self.journal.push(Undo::Removed { node: n, old: self.nodes[n].schedulable });
+            self.nodes[n].schedulable = false;
+            for j in 0..self.nodes[n].pods.len() {
+                let pi = self.nodes[n].pods[j];
+                let p = Arc::clone(self.pod(pi));
+                if p.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                // The pod leaves the node's domains, whether it moves or goes with the node.
+                self.count_pod(n, pi, -1);
+                if reschedulable(&p) {
+                    moved.push(pi);
+                }
+            }
+        }
+        let run = self.run(&moved, false);
+        let position = |pi: usize| moved.iter().position(|m| *m == pi).unwrap_or(usize::MAX);
+        let mut out = WhatIf {
+            pods: moved.iter().map(|pi| Arc::clone(self.pod(*pi))).collect(),
+            placements: run
+                .on_node
+                .iter()
+                .map(|(pi, n)| Placement { pod: position(*pi), node: self.nodes[*n].name.clone() })
+                .collect(),
+            new_node_claims: Vec::new(),
+            unplaced: run.unplaced.iter().map(|pi| position(*pi)).collect(),
+        };
+        for c in 0..self.claims.len() {
+            let (mut claim, price) = self.finish_claim(c);
+            claim.pods = claim.pods.iter().map(|pi| position(*pi)).collect();
+            claim.pods.sort_unstable();
+            out.new_node_claims.push(PricedClaim { claim, price });
+        }
+        out.placements.sort_by_key(|p| p.pod);
+        self.rollback();
+        out
+    }
+
+    /// Starts a query: remembers the pool limits it may use up.
+    fn begin(&mut self) {
+        self.journal.clear();
+        self.claims.clear();
+        self.open.clear();
+        self.pool_limits = self.pools.iter().map(|p| (p.remaining.clone(), p.nodes_remaining)).collect();
+    }
+
+    /// Ends a query: puts back everything it changed.
+    fn rollback(&mut self) {
+        while let Some(u) = self.journal.pop() {
+            match u {
+                Undo::NodeUsed { node, pod } => {
+                    for (u, v) in self.nodes[node].used.iter_mut().zip(&self.pod_requests[pod]) {
+                        *u -= v;
+                    }
+                }
+                Undo::NodePorts { node, len } => self.nodes[node].ports.truncate(len),
+                Undo::Count { counter, domain, delta } => self.counters[counter].add(domain, -delta),
+                Undo::Block { inverse, domain, delta } => self.inverses[inverse].block(domain, -delta),
+                Undo::Cursor { group, old } => self.groups[group].cursor = old,
+                Undo::Removed { node, old } => self.nodes[node].schedulable = old,
+            }
+        }
+        self.claims.clear();
+        self.open.clear();
+        for (p, (remaining, nodes)) in std::mem::take(&mut self.pool_limits).into_iter().enumerate() {
+            self.pools[p].remaining = remaining;
+            self.pools[p].nodes_remaining = nodes;
+        }
+        self.removed.clear();
+    }
+
+    /// Places `pods` (context indexes), largest first, retrying the ones that did not fit until
+    /// a full pass places none of them (a pod may fit only once another pod of the batch is
+    /// placed). With `explain`, says why for each pod left.
+    fn run(&mut self, pods: &[usize], explain: bool) -> Run {
+        let nres = self.res.names.len();
+        self.min_request = vec![i64::MAX; nres];
+        for &pi in pods {
+            for (m, v) in self.min_request.iter_mut().zip(&self.pod_requests[pi]) {
+                *m = (*m).min(*v);
+            }
+        }
+        let mut order: Vec<usize> = pods.to_vec();
         let (cpu, mem) = (self.res.index[CPU], self.res.index[MEMORY]);
         order.sort_by(|a, b| {
             let (ra, rb) = (&self.pod_requests[*a], &self.pod_requests[*b]);
             rb[cpu].cmp(&ra[cpu]).then(rb[mem].cmp(&ra[mem])).then(a.cmp(b))
         });
-        let mut result = SchedulingResult::default();
-        let mut placed_on_node: Vec<(usize, usize)> = Vec::new();
-        let mut explained: HashMap<(usize, Vec<i64>), PodError> = HashMap::new();
-        for &pi in &order {
-            let g = self.pod_group[pi];
-            let mut l = 0;
-            let placed = loop {
-                let Some(level) = self.level(g, l) else { break None };
-                if let Some(bin) = self.place(pi, g, level) {
-                    break Some(bin);
-                }
-                l += 1;
-            };
-            match placed {
-                Some(Bin::Node(n)) => placed_on_node.push((pi, n)),
-                Some(Bin::Claim(_)) => {}
-                None => {
-                    // Identical pods (same group and requests) get the same explanation.
-                    let key = (g, self.pod_requests[pi].clone());
-                    let err = match explained.get(&key) {
-                        Some(e) => PodError::clone(e),
-                        None => {
-                            let e = self.explain(pi, g);
-                            explained.insert(key, e.clone());
-                            e
-                        }
-                    };
-                    result.errors.push((pi, err));
+        let mut run = Run::default();
+        let mut queue = order;
+        loop {
+            let before = queue.len();
+            let mut left = Vec::new();
+            for pi in queue {
+                match self.place_pod(pi) {
+                    Some(Bin::Node(n)) => run.on_node.push((pi, n)),
+                    Some(Bin::Claim(_)) => {}
+                    None => left.push(pi),
                 }
             }
-        }
-        placed_on_node.sort();
-        result.placements =
-            placed_on_node.into_iter().map(|(pod, n)| Placement { pod, node: self.nodes[n].name.clone() }).collect();
-        result.errors.sort_by_key(|(p, _)| *p);
-        let mut orders: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
-        for c in 0..self.claims.len() {
-            let key = (self.claims[c].pool, self.claims[c].req);
-            if let std::collections::hash_map::Entry::Vacant(e) = orders.entry(key) {
-                e.insert(self.price_order(key.0, key.1));
+            queue = left;
+            if queue.is_empty() || queue.len() == before {
+                break;
             }
-            let claim = self.finish_claim(c, &orders[&key]);
-            result.new_node_claims.push(claim);
         }
-        result
+        run.on_node.sort();
+        if explain {
+            let mut explained: HashMap<(usize, Vec<i64>), PodError> = HashMap::new();
+            for &pi in &queue {
+                let g = self.pod_group[pi];
+                // Identical pods (same group and requests) get the same explanation.
+                let key = (g, self.pod_requests[pi].clone());
+                let err = match explained.get(&key) {
+                    Some(e) => PodError::clone(e),
+                    None => {
+                        let e = self.explain(pi, g);
+                        explained.insert(key, e.clone());
+                        e
+                    }
+                };
+                run.errors.push((pi, err));
+            }
+            run.errors.sort_by_key(|(p, _)| *p);
+        }
+        run.unplaced = queue;
+        run.unplaced.sort_unstable();
+        run
+    }
+
+    /// Tries pod `pi` at each level of its group, most constrained first.
+    fn place_pod(&mut self, pi: usize) -> Option<Bin> {
+        let g = self.pod_group[pi];
+        let mut l = 0;
+        loop {
+            let level = self.level(g, l)?;
+            if let Some(bin) = self.place(pi, g, level) {
+                return Some(bin);
+            }
+            l += 1;
+        }
+    }
+
+    fn set_cursor(&mut self, g: usize, value: usize) {
+        let old = self.groups[g].cursor;
+        if old != value {
+            self.journal.push(Undo::Cursor { group: g, old });
+            self.groups[g].cursor = value;
+        }
     }
 
     /// Tries every bin for pod `pi` at level `l` of its group, in order: existing nodes,
@@ -1239,14 +1524,14 @@ impl<'a> Scheduler<'a> {
             match self.claim_fits(pi, g, l, c) {
                 Ok(plan) => {
                     if advance_cursor {
-                        self.groups[g].cursor = i;
+                        self.set_cursor(g, i);
                     }
                     self.commit_claim(pi, g, l, c, plan);
                     return Some(Bin::Claim(c));
                 }
                 Err(permanent) => {
                     if advance_cursor && permanent {
-                        self.groups[g].cursor = i + 1;
+                        self.set_cursor(g, i + 1);
                     } else {
                         advance_cursor = false;
                     }
@@ -1362,13 +1647,31 @@ impl<'a> Scheduler<'a> {
         if s.fresh {
             return 0;
         }
+        let c = &self.counters[s.counter];
+        if self.removed.is_empty() {
+            if let Some(md) = s.min_domains
+                && (s.domains.len() as i64) < md
+            {
+                return 0;
+            }
+            return s.domains.iter().map(|d| c.get(*d)).min().unwrap_or(0);
+        }
+        let alive = || (0..s.domains.len()).filter(|i| self.domain_alive(s, *i)).map(|i| s.domains[i]);
         if let Some(md) = s.min_domains
-            && (s.domains.len() as i64) < md
+            && (alive().count() as i64) < md
         {
             return 0;
         }
-        let c = &self.counters[s.counter];
-        s.domains.iter().map(|d| c.get(*d)).min().unwrap_or(0)
+        alive().map(|d| c.get(d)).min().unwrap_or(0)
+    }
+
+    /// Whether domain `i` of spread plan `s` still exists in the running what-if: a pool offers
+    /// it, or some node in it is not removed.
+    fn domain_alive(&self, s: &SpreadPlan, i: usize) -> bool {
+        let d = s.domains[i];
+        s.from_pool[i]
+            || (self.removed.iter().filter(|n| self.node_domain(**n, &s.key) == Some(d)).count() as u32)
+                < s.node_support[i]
     }
 
     fn spread_allows(&self, s: &SpreadPlan, d: u32) -> bool {
@@ -1382,26 +1685,13 @@ impl<'a> Scheduler<'a> {
         for (u, v) in self.nodes[n].used.iter_mut().zip(&self.pod_requests[pi]) {
             *u += v;
         }
-        let ports = self.groups[g].ports.clone();
-        self.nodes[n].ports.extend(ports);
-        let labels = self.nodes[n].labels.clone();
-        self.record(g, &|key| labels.get(key).cloned());
-    }
-
-    /// Counts a placed pod of group `g` in the domains `domain` gives.
-    fn record(&mut self, g: usize, domain: &dyn Fn(&str) -> Option<String>) {
-        for c in self.groups[g].counted_by.clone() {
-            if let Some(v) = domain(&self.counters[c].key) {
-                let d = self.values.id(&v);
-                self.counters[c].add(d);
-            }
+        self.journal.push(Undo::NodeUsed { node: n, pod: pi });
+        if !self.groups[g].ports.is_empty() {
+            self.journal.push(Undo::NodePorts { node: n, len: self.nodes[n].ports.len() });
+            let ports = self.groups[g].ports.clone();
+            self.nodes[n].ports.extend(ports);
         }
-        for i in self.groups[g].own_inverse.clone() {
-            if let Some(v) = domain(&self.inverses[i].key) {
-                let d = self.values.id(&v);
-                self.inverses[i].block(d);
-            }
-        }
+        self.count_pod(n, pi, 1);
     }
 
     /// The first of `domains` that, set as `key`'s value on the claim's requirements `req`, still
@@ -1730,13 +2020,13 @@ impl<'a> Scheduler<'a> {
         for j in 0..self.groups[g].counted_by.len() {
             let ci = self.groups[g].counted_by[j];
             if let Some(d) = self.claim_domain(c, req, &self.counters[ci].key) {
-                self.counters[ci].add(d);
+                self.count(ci, d, 1);
             }
         }
         for j in 0..self.groups[g].own_inverse.len() {
             let ii = self.groups[g].own_inverse[j];
             if let Some(d) = self.claim_domain(c, req, &self.inverses[ii].key) {
-                self.inverses[ii].block(d);
+                self.block(ii, d, 1);
             }
         }
         // Close the claim when even the smallest pod of the batch no longer fits any type.
@@ -1820,8 +2110,11 @@ impl<'a> Scheduler<'a> {
     }
 
     /// The pool's types with an offering compatible with requirements `req`, cheapest
-    /// compatible offering first (then name).
-    fn price_order(&self, pool: usize, req: u32) -> Vec<usize> {
+    /// compatible offering first (then name), with that price.
+    fn price_order(&mut self, pool: usize, req: u32) -> Arc<PriceOrder> {
+        if let Some(v) = self.price_cache.get(&(pool, req)) {
+            return Arc::clone(v);
+        }
         let p = &self.pools[pool];
         let r = &self.reqs[req as usize];
         let (zone, ct) = (r.get(ZONE), r.get(CAPACITY_TYPE));
@@ -1842,19 +2135,26 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| p.types[a.1].name.cmp(&p.types[b.1].name)));
-        v.into_iter().map(|(_, i)| i).collect()
+        let v = Arc::new(v);
+        self.price_cache.insert((pool, req), Arc::clone(&v));
+        v
     }
 
-    fn finish_claim(&self, c: usize, order: &[usize]) -> NewNodeClaim {
+    /// Claim `c` as a NodeClaim to create (pod indexes are context indexes), and the price of
+    /// its cheapest fitting instance type's cheapest compatible offering.
+    fn finish_claim(&mut self, c: usize) -> (NewNodeClaim, f64) {
+        let order = self.price_order(self.claims[c].pool, self.claims[c].req);
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let r = &self.reqs[claim.req as usize];
         let n = self.res.names.len();
-        let types: Vec<usize> = order
+        let fitting: Vec<(f64, usize)> = order
             .iter()
             .copied()
-            .filter(|i| claim.types.contains(*i) && type_fits(&claim.requests, &pool.alloc[i * n..(i + 1) * n]))
+            .filter(|(_, i)| claim.types.contains(*i) && type_fits(&claim.requests, &pool.alloc[i * n..(i + 1) * n]))
             .collect();
+        let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
+        let types: Vec<usize> = fitting.into_iter().map(|(_, i)| i).collect();
         let mut requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues> = r
             .iter()
             .filter(|(k, x)| k.as_str() != INSTANCE_TYPE && !x.is_any())
@@ -1876,7 +2176,7 @@ impl<'a> Scheduler<'a> {
         }
         let mut pods = claim.pods.clone();
         pods.sort_unstable();
-        NewNodeClaim {
+        let claim = NewNodeClaim {
             node_pool: pool.name.clone(),
             requirements,
             instance_types: types.iter().map(|i| Arc::clone(&pool.types[*i])).collect(),
@@ -1885,7 +2185,8 @@ impl<'a> Scheduler<'a> {
             startup_taints: pool.startup_taints.clone(),
             pods,
             requests: self.res.list(&claim.requests),
-        }
+        };
+        (claim, price)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -2188,7 +2489,8 @@ fn same_constraints(a: &Pod, b: &Pod) -> bool {
         && x.affinity == y.affinity
         && x.tolerations == y.tolerations
         && x.topology_spread_constraints == y.topology_spread_constraints
-        && x.node_name == y.node_name
+        // `nodeName` is a binding, not a constraint the Scheduler places by: pods on existing
+        // nodes differ in it and still move alike.
         && x.volumes == y.volumes
         // Generic ephemeral volumes are claims named after the pod: such pods stand alone.
         && (x.volumes.iter().flatten().all(|v| v.ephemeral.is_none()) || a.metadata.name == b.metadata.name)
