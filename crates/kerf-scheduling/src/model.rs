@@ -28,6 +28,10 @@ pub struct SchedulingInput {
     /// StorageClass's allowedTopologies terms. The terms are alternatives; claims not listed
     /// do not constrain placement.
     pub volume_requirements: BTreeMap<String, Vec<Requirements>>,
+    /// PersistentVolumeClaims (`namespace/claim`) whose volume cannot be resolved, with why
+    /// (the claim does not exist; it is unbound and its StorageClass does not exist). A pod
+    /// mounting one is not placed: no node can be provisioned for it.
+    pub unresolvable_volumes: BTreeMap<String, String>,
     /// Labels of each namespace, for pod affinity terms with a namespaceSelector.
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
 }

@@ -201,12 +201,18 @@ struct Pool {
     /// Flat: type × resource.
     alloc: Vec<i64>,
     capacity: Vec<i64>,
-    /// Componentwise largest capacity and allocatable over the types.
+    /// Componentwise largest capacity and free allocatable (after DaemonSets) over the types.
     max_capacity: Vec<i64>,
     max_alloc: Vec<i64>,
     /// Keys some instance type labels (plus zone and capacity type from offerings).
     type_keys: BTreeSet<String>,
-    daemon_overhead: Vec<i64>,
+    /// Flat: type × resource. The requests of the DaemonSet pods that would run on each type,
+    /// and what is left for other pods (`alloc - overhead`; a type too small for its
+    /// DaemonSets has a negative pod count).
+    overhead: Vec<i64>,
+    free: Vec<i64>,
+    /// Host ports of the DaemonSets that run on some type of the pool: taken on every new claim.
+    daemon_ports: Vec<HostPort>,
     /// Remaining limit per resource (`i64::MAX` when unlimited) and node count.
     remaining: Vec<i64>,
     nodes_remaining: i64,
@@ -340,6 +346,8 @@ struct Group {
     ports: Vec<HostPort>,
     volume: Option<Requirements>,
     volume_alts: Vec<Vec<Requirements>>,
+    /// Why a volume the pods mount cannot be resolved (they are not placed).
+    unresolvable: Option<String>,
     /// Counters this group's pods count toward.
     counted_by: Vec<usize>,
     /// Anti-affinity terms (of others) that reject this group's pods.
@@ -676,20 +684,48 @@ impl SchedulingContext {
                 capacity.extend(self.res.dense(&t.capacity));
                 type_keys.extend(t.labels.keys().map(|k| kerf_api::labels::normalize_key(k).to_string()));
             }
-            // DaemonSet pods that would run on this pool's nodes.
-            let mut daemon = ResourceList::new();
-            for d in &self.input.daemonset_pods {
-                if pod::untolerated_taint(d, &tmpl.spec.taints).is_some() {
-                    continue;
-                }
-                let compatible = pod::required_node_terms(d)
-                    .iter()
-                    .any(|t| reqs.compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok());
-                if compatible {
-                    daemon.add(&pod::pod_requests(d));
+            // DaemonSet pods that would run on this pool's nodes, per instance type: a DaemonSet
+            // whose node affinity excludes a type adds nothing to it.
+            let nres = self.res.names.len();
+            let mut overhead = vec![0i64; alloc.len()];
+            let mut daemon_ports = Vec::new();
+            let daemons: Vec<&Arc<Pod>> = self
+                .input
+                .daemonset_pods
+                .iter()
+                .filter(|d| pod::untolerated_taint(d, &tmpl.spec.taints).is_none())
+                .collect();
+            if !daemons.is_empty() {
+                let type_reqs: Vec<Requirements> = types.iter().map(|t| type_requirements(&reqs, t)).collect();
+                for d in daemons {
+                    let terms = pod::required_node_terms(d);
+                    let requests = self.res.dense(&pod::pod_requests(d));
+                    let mut runs_somewhere = false;
+                    for (ti, treq) in type_reqs.iter().enumerate() {
+                        let runs = terms
+                            .iter()
+                            .any(|t| treq.compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok());
+                        if runs {
+                            runs_somewhere = true;
+                            for (o, v) in overhead[ti * nres..(ti + 1) * nres].iter_mut().zip(&requests) {
+                                *o += v;
+                            }
+                        }
+                    }
+                    if runs_somewhere {
+                        daemon_ports.extend(pod::host_ports(d));
+                    }
                 }
             }
-            let daemon_overhead = self.res.dense(&daemon);
+            // What pods can use on each type once its DaemonSets run; a type too small for
+            // its DaemonSets takes no pod.
+            let mut free: Vec<i64> = alloc.iter().zip(&overhead).map(|(a, o)| a - o).collect();
+            let pods_index = self.res.index[PODS];
+            for chunk in free.chunks_mut(nres.max(1)) {
+                if chunk.iter().any(|v| *v < 0) {
+                    chunk[pods_index] = -1;
+                }
+            }
             let nres = self.res.names.len();
             let mut max_capacity = vec![0i64; nres];
             for chunk in capacity.chunks(nres.max(1)) {
@@ -698,7 +734,7 @@ impl SchedulingContext {
                 }
             }
             let mut max_alloc = vec![0i64; nres];
-            for chunk in alloc.chunks(nres.max(1)) {
+            for chunk in free.chunks(nres.max(1)) {
                 for (m, v) in max_alloc.iter_mut().zip(chunk) {
                     *m = (*m).max(*v);
                 }
@@ -734,7 +770,9 @@ impl SchedulingContext {
                 max_capacity,
                 max_alloc,
                 type_keys,
-                daemon_overhead,
+                free,
+                overhead,
+                daemon_ports,
                 remaining,
                 nodes_remaining,
                 limited,
@@ -942,7 +980,9 @@ impl SchedulingContext {
             }
             Some(r)
         };
+        let unresolvable = pod::volume_claims(&p).iter().find_map(|c| self.input.unresolvable_volumes.get(c).cloned());
         Group {
+            unresolvable,
             tolerations: pod::tolerations(&p).to_vec(),
             terms: pod::required_node_terms(&p),
             name_fields: pod::required_node_name_fields(&p),
@@ -1092,6 +1132,9 @@ impl SchedulingContext {
         let anti_terms: Vec<AffinityTerm> =
             grp.anti.iter().chain(grp.pref_anti.iter().skip(s.pref_anti)).cloned().collect();
         let tolerations = grp.tolerations.clone();
+        // Spread domains honour the pod's required node affinity — every term, OR'ed, as
+        // kube-scheduler's nodeAffinityPolicy Honor does — never a preferred term.
+        let terms = grp.terms.clone();
         let req = self.intern_req(r.clone());
         let mut plans = Vec::new();
         for (c, _soft) in spreads {
@@ -1100,7 +1143,7 @@ impl SchedulingContext {
                 &c.selector,
                 &Namespaces::Some { names: vec![c.namespace.clone()], selector: None },
             );
-            let (support, fresh) = self.spread_domains(&c, &r, &tolerations);
+            let (support, fresh) = self.spread_domains(&c, &terms, &tolerations);
             plans.push(SpreadPlan {
                 counter,
                 key: c.topology_key.clone(),
@@ -1133,20 +1176,21 @@ impl SchedulingContext {
     }
 
     /// The domains of a spread constraint the pod could land in: existing nodes passing its
-    /// node affinity (Honor) and taints (Honor), and the values NodePools it is compatible with
-    /// can launch. For hostname, a new node is a fresh empty domain.
+    /// required node affinity (any of its `terms`; Honor) and taints (Honor), and the values
+    /// NodePools compatible with some term can launch. For hostname, a new node is a fresh empty
+    /// domain.
     /// Each domain comes with its number of existing nodes and whether a pool offers it.
     fn spread_domains(
         &mut self,
         c: &SpreadConstraint,
-        r: &Requirements,
+        terms: &[Requirements],
         tols: &[Toleration],
     ) -> (BTreeMap<u32, (u32, bool)>, bool) {
         let mut out: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
         let mut fresh = false;
         for n in &self.nodes {
             let Some(v) = n.labels.get(&c.topology_key) else { continue };
-            if c.honor_node_affinity && !r.matches(&n.labels) {
+            if c.honor_node_affinity && !terms.iter().any(|r| r.matches(&n.labels)) {
                 continue;
             }
             if c.honor_node_taints && pod::untolerated_taint_with(tols, &n.taints, false).is_some() {
@@ -1160,41 +1204,47 @@ impl SchedulingContext {
             if c.honor_node_taints && pod::untolerated_taint_with(tols, &pool.taints, false).is_some() {
                 continue;
             }
-            let combined = if c.honor_node_affinity {
-                if pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k)).is_err() {
-                    continue;
-                }
-                pool.reqs.intersect(r)
+            let combined: Vec<Requirements> = if c.honor_node_affinity {
+                terms
+                    .iter()
+                    .filter(|r| pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k)).is_ok())
+                    .map(|r| pool.reqs.intersect(r))
+                    .collect()
             } else {
-                pool.reqs.clone()
+                vec![pool.reqs.clone()]
             };
+            if combined.is_empty() {
+                continue;
+            }
             if key == HOSTNAME {
                 fresh = true;
                 continue;
             }
-            let allowed = combined.get(&key);
             let mut vals: BTreeSet<String> = BTreeSet::new();
-            if key == ZONE || key == CAPACITY_TYPE {
-                for t in &pool.types {
-                    for o in t.offerings.iter().filter(|o| o.available) {
-                        if combined.allows(ZONE, &o.zone) && combined.allows(CAPACITY_TYPE, &o.capacity_type) {
-                            vals.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
+            for combined in &combined {
+                let allowed = combined.get(&key);
+                let mut these: BTreeSet<String> = BTreeSet::new();
+                if key == ZONE || key == CAPACITY_TYPE {
+                    for t in &pool.types {
+                        for o in t.offerings.iter().filter(|o| o.available) {
+                            if combined.allows(ZONE, &o.zone) && combined.allows(CAPACITY_TYPE, &o.capacity_type) {
+                                these.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
+                            }
                         }
                     }
-                }
-            } else if pool.type_keys.contains(&key) && !pool.defined_keys.contains(&key) {
-                for t in &pool.types {
-                    if let Some(v) = t.labels.get(&key) {
-                        vals.insert(v.clone());
+                } else if pool.type_keys.contains(&key) && !pool.defined_keys.contains(&key) {
+                    for t in &pool.types {
+                        if let Some(v) = t.labels.get(&key) {
+                            these.insert(v.clone());
+                        }
                     }
+                } else if let Some(values) = allowed.and_then(|a| a.values()) {
+                    these.extend(values.iter().cloned());
                 }
-            } else if let Some(values) = allowed.and_then(|a| a.values()) {
-                vals.extend(values.iter().cloned());
+                vals.extend(these.into_iter().filter(|v| allowed.is_none_or(|a| a.has(v))));
             }
             for v in vals {
-                if allowed.is_none_or(|a| a.has(&v)) {
-                    out.entry(self.values.id(&v)).or_default().1 = true;
-                }
+                out.entry(self.values.id(&v)).or_default().1 = true;
             }
         }
         (out, fresh)
@@ -1248,7 +1298,7 @@ impl SchedulingContext {
         let n = self.res.names.len();
         let mut out = Bits::empty(p.types.len());
         for i in types.iter() {
-            if type_fits(requests, &p.alloc[i * n..(i + 1) * n]) {
+            if type_fits(requests, &p.free[i * n..(i + 1) * n]) {
                 out.set(i);
             }
         }
@@ -1264,7 +1314,7 @@ impl SchedulingContext {
             while w != 0 {
                 let i = wi * 64 + w.trailing_zeros() as usize;
                 w &= w - 1;
-                if type_fits(requests, &p.alloc[i * n..(i + 1) * n]) {
+                if type_fits(requests, &p.free[i * n..(i + 1) * n]) {
                     return true;
                 }
             }
@@ -1484,6 +1534,9 @@ impl SchedulingContext {
     /// Tries pod `pi` at each level of its group, most constrained first.
     fn place_pod(&mut self, pi: usize) -> Option<Bin> {
         let g = self.pod_group[pi];
+        if self.groups[g].unresolvable.is_some() {
+            return None;
+        }
         let mut l = 0;
         loop {
             let level = self.level(g, l)?;
@@ -1950,7 +2003,7 @@ impl SchedulingContext {
         let n = self.res.names.len();
         let mut r = vec![0i64; n];
         for i in types.iter() {
-            for (k, v) in r.iter_mut().zip(&p.alloc[i * n..(i + 1) * n]) {
+            for (k, v) in r.iter_mut().zip(&p.free[i * n..(i + 1) * n]) {
                 *k = (*k).max(*v);
             }
         }
@@ -1962,7 +2015,7 @@ impl SchedulingContext {
         let p = &self.pools[pool];
         let n = self.res.names.len();
         let mut r = vec![0i64; n];
-        for i in types.iter().filter(|i| type_fits(requests, &p.alloc[i * n..(i + 1) * n])) {
+        for i in types.iter().filter(|i| type_fits(requests, &p.free[i * n..(i + 1) * n])) {
             for (k, v) in r.iter_mut().zip(&p.capacity[i * n..(i + 1) * n]) {
                 *k = (*k).max(*v);
             }
@@ -2000,7 +2053,7 @@ impl SchedulingContext {
         let mut types = plan.types;
         while let Some(i) = types.first() {
             let n = self.res.names.len();
-            if type_fits(&self.claims[c].requests, &self.pools[pool].alloc[i * n..(i + 1) * n]) {
+            if type_fits(&self.claims[c].requests, &self.pools[pool].free[i * n..(i + 1) * n]) {
                 break;
             }
             types.clear(i);
@@ -2039,7 +2092,7 @@ impl SchedulingContext {
     }
 
     fn new_claim(&mut self, pi: usize, g: usize, l: usize, p: usize) -> Option<usize> {
-        if self.pools[p].nodes_remaining <= 0 || !self.pool_admits(p, g, l) {
+        if self.pools[p].nodes_remaining <= 0 || !self.pool_admits(p, g, l) || self.daemon_port_conflict(g, p) {
             return None;
         }
         let level_req = self.groups[g].levels[l].req;
@@ -2048,8 +2101,8 @@ impl SchedulingContext {
         if self.unsat[req as usize] {
             return None;
         }
-        let total: Vec<i64> =
-            self.pools[p].daemon_overhead.iter().zip(&self.pod_requests[pi]).map(|(a, b)| a + b).collect();
+        // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
+        let total: Vec<i64> = self.pod_requests[pi].clone();
         let ntypes = self.pools[p].types.len();
         let mut candidates = Bits::empty(ntypes);
         {
@@ -2078,10 +2131,10 @@ impl SchedulingContext {
             pool: p,
             req: pool_req,
             types: candidates.clone(),
-            requests: self.pools[p].daemon_overhead.clone(),
+            requests: vec![0; self.res.names.len()],
             pods: Vec::new(),
             hostname,
-            ports: Vec::new(),
+            ports: self.pools[p].daemon_ports.clone(),
             reserved: vec![0; self.res.names.len()],
             max_alloc,
             open: true,
@@ -2107,6 +2160,12 @@ impl SchedulingContext {
                 None
             }
         }
+    }
+
+    /// Whether group `g` asks for a host port the pool's DaemonSets take on every new node.
+    fn daemon_port_conflict(&self, g: usize, p: usize) -> bool {
+        let ports = &self.groups[g].ports;
+        !ports.is_empty() && ports.iter().any(|a| self.pools[p].daemon_ports.iter().any(|b| a.conflicts(b)))
     }
 
     /// The pool's types with an offering compatible with requirements `req`, cheapest
@@ -2151,7 +2210,7 @@ impl SchedulingContext {
         let fitting: Vec<(f64, usize)> = order
             .iter()
             .copied()
-            .filter(|(_, i)| claim.types.contains(*i) && type_fits(&claim.requests, &pool.alloc[i * n..(i + 1) * n]))
+            .filter(|(_, i)| claim.types.contains(*i) && type_fits(&claim.requests, &pool.free[i * n..(i + 1) * n]))
             .collect();
         let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
         let types: Vec<usize> = fitting.into_iter().map(|(_, i)| i).collect();
@@ -2176,6 +2235,13 @@ impl SchedulingContext {
         }
         let mut pods = claim.pods.clone();
         pods.sort_unstable();
+        // The pods' requests plus the DaemonSet overhead of the cheapest fitting type.
+        let mut requests = claim.requests.clone();
+        if let Some(first) = types.first() {
+            for (r, o) in requests.iter_mut().zip(&pool.overhead[first * n..(first + 1) * n]) {
+                *r += o;
+            }
+        }
         let claim = NewNodeClaim {
             node_pool: pool.name.clone(),
             requirements,
@@ -2184,7 +2250,7 @@ impl SchedulingContext {
             taints: pool.taints.clone(),
             startup_taints: pool.startup_taints.clone(),
             pods,
-            requests: self.res.list(&claim.requests),
+            requests: self.res.list(&requests),
         };
         (claim, price)
     }
@@ -2213,6 +2279,9 @@ impl SchedulingContext {
     /// Why pod `pi` fits nowhere: existing nodes summarized kube-scheduler style, then each
     /// NodePool with what excluded it (at the most relaxed level).
     fn explain(&mut self, pi: usize, g: usize) -> PodError {
+        if let Some(why) = &self.groups[g].unresolvable {
+            return PodError { reason: "UnresolvableVolume".to_string(), message: why.clone() };
+        }
         let l = self.groups[g].levels.len().saturating_sub(1);
         let mut parts: Vec<String> = Vec::new();
         if !self.nodes.is_empty() {
@@ -2319,12 +2388,12 @@ impl SchedulingContext {
         if pool.types.is_empty() {
             return ("the NodePool has no instance types".into(), false);
         }
+        if self.daemon_port_conflict(g, p) {
+            return ("a host port the pod asks for is taken by a DaemonSet pod on every new node".into(), false);
+        }
         // Resources the pod needs that no type has at all, then ones too small.
         let n = self.res.names.len();
-        let mut total = pool.daemon_overhead.clone();
-        for (t, v) in total.iter_mut().zip(&self.pod_requests[pi]) {
-            *t += v;
-        }
+        let total = self.pod_requests[pi].clone();
         for (ri, name) in self.res.names.iter().enumerate() {
             if self.pod_requests[pi][ri] > 0 && (0..pool.types.len()).all(|i| pool.alloc[i * n + ri] <= 0) {
                 return (format!("no instance type in NodePool {} has resource {}", pool.name, name), false);
@@ -2370,14 +2439,17 @@ impl SchedulingContext {
                 .names
                 .iter()
                 .enumerate()
-                .filter(|(ri, _)| total[*ri] > 0 && compat.iter().all(|i| pool.alloc[i * n + ri] < total[*ri]))
+                .filter(|(ri, _)| total[*ri] > 0 && compat.iter().all(|i| pool.free[i * n + ri] < total[*ri]))
                 .map(|(ri, name)| {
-                    let largest = compat.iter().map(|i| pool.alloc[i * n + ri]).max().unwrap_or(0);
+                    // The type with the most room left after its DaemonSets.
+                    let best = compat.iter().max_by_key(|i| pool.free[i * n + ri]).unwrap_or(0);
+                    let overhead = pool.overhead.get(best * n + ri).copied().unwrap_or(0);
+                    let alloc = pool.alloc.get(best * n + ri).copied().unwrap_or(0);
                     format!(
-                        "{name} (needs {} incl. daemonset overhead {}, largest allocatable {})",
+                        "{name} (needs {} plus daemonset overhead {}, largest allocatable {})",
                         from_units(name, total[ri]),
-                        from_units(name, pool.daemon_overhead[ri]),
-                        from_units(name, largest)
+                        from_units(name, overhead),
+                        from_units(name, alloc)
                     )
                 })
                 .collect();
@@ -2440,6 +2512,23 @@ impl SchedulingContext {
         }
         ("no compatible instance type and offering fits with the pod's topology constraints".into(), false)
     }
+}
+
+/// What a node of instance type `t` from a pool with requirements `pool` would carry: the
+/// pool's requirements narrowed to the type's labels and its available offerings' zones and
+/// capacity types.
+fn type_requirements(pool: &Requirements, t: &InstanceType) -> Requirements {
+    let mut r = pool.clone();
+    r.add(INSTANCE_TYPE, Requirement::single(t.name.clone()));
+    for (k, v) in &t.labels {
+        r.add(k, Requirement::single(v.clone()));
+    }
+    let available = || t.offerings.iter().filter(|o| o.available);
+    let zones: BTreeSet<&str> = available().map(|o| o.zone.as_str()).collect();
+    let capacity_types: BTreeSet<&str> = available().map(|o| o.capacity_type.as_str()).collect();
+    r.add(ZONE, Requirement::new(Operator::In, &zones.into_iter().collect::<Vec<_>>()));
+    r.add(CAPACITY_TYPE, Requirement::new(Operator::In, &capacity_types.into_iter().collect::<Vec<_>>()));
+    r
 }
 
 /// One requirement set standing for alternatives (a volume's node affinity terms): when every
