@@ -9,6 +9,7 @@
 //!   minValues, intersection, compatibility with precise errors).
 //! - [`pod`]: what a pod asks of a node (requests, tolerations, node affinity, spread, pod
 //!   affinity, host ports, volumes).
+//! - [`fit`]: the one node-fit check (kube-scheduler's filters, in its order and words).
 //! - [`predicates`]: kube-scheduler's filters and preferences on existing nodes ([`ClusterView`]).
 //! - [`scheduler`]: the provisioning Scheduler.
 //! - [`bench`](mod@bench): the generated benchmark workload of `kerf bench scheduling`.
@@ -16,6 +17,7 @@
 pub mod bench;
 #[cfg(test)]
 mod context_tests;
+pub mod fit;
 pub mod instance;
 pub mod model;
 pub mod pod;

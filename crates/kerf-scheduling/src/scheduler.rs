@@ -179,10 +179,6 @@ fn type_fits(requests: &[i64], alloc: &[i64]) -> bool {
     requests.iter().zip(alloc).all(|(r, a)| *r == 0 || r <= a)
 }
 
-fn fits(used: &[i64], add: &[i64], alloc: &[i64]) -> bool {
-    used.iter().zip(add).zip(alloc).all(|((u, a), c)| *a == 0 || u + a <= *c)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Pools, groups, counters
 
@@ -393,6 +389,111 @@ struct Claim {
 enum Bin {
     Node(usize),
     Claim(usize),
+}
+
+/// The fit check's questions about pod `pi` (group `g`, level `l`) on existing node `n`,
+/// answered from the context's state. `static_ok`: the level's cached taint, node affinity and
+/// volume verdict for the node (only a failing node re-asks which one failed).
+struct NodeFit<'s> {
+    s: &'s SchedulingContext,
+    pi: usize,
+    g: usize,
+    l: usize,
+    n: usize,
+    static_ok: bool,
+}
+
+impl NodeFit<'_> {
+    fn level(&self) -> &Level {
+        &self.s.groups[self.g].levels[self.l]
+    }
+    fn node(&self) -> &Node {
+        &self.s.nodes[self.n]
+    }
+}
+
+impl crate::fit::FitQuery for NodeFit<'_> {
+    fn schedulable(&mut self) -> bool {
+        self.node().schedulable
+    }
+    fn node_name_matches(&mut self) -> bool {
+        // The Scheduler places pods kube-scheduler has not bound: `spec.nodeName` is unset.
+        true
+    }
+    fn untolerated_taint(&mut self) -> Option<usize> {
+        if self.static_ok {
+            return None;
+        }
+        let grp = &self.s.groups[self.g];
+        let taints = &self.node().taints;
+        let t = pod::untolerated_taint_with(&grp.tolerations, taints, !self.level().tolerate_prefer)?;
+        taints.iter().position(|x| std::ptr::eq(x, t))
+    }
+    fn node_affinity_matches(&mut self) -> bool {
+        let level = self.level();
+        self.static_ok
+            || crate::fit::node_affinity_matches(
+                std::slice::from_ref(&self.s.reqs[level.req as usize]),
+                std::slice::from_ref(&level.name_field),
+                &self.node().name,
+                &self.node().labels,
+            )
+    }
+    fn host_ports_free(&mut self) -> bool {
+        crate::fit::host_ports_free(&self.s.groups[self.g].ports, &self.node().ports)
+    }
+    fn short_resource(&mut self) -> Option<usize> {
+        let node = self.node();
+        crate::fit::short_resource(
+            self.s.pod_requests[self.pi].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+        )
+    }
+    fn volumes_match(&mut self) -> bool {
+        self.static_ok || crate::fit::volumes_match(&self.s.groups[self.g].volume_alts, &self.node().labels)
+    }
+    fn spread(&mut self) -> Result<(), crate::fit::Why> {
+        for (i, sp) in self.level().spreads.iter().enumerate() {
+            let d = self.s.node_domain(self.n, &sp.key).ok_or(crate::fit::Why::SpreadMissingLabel)?;
+            if !self.s.spread_allows(sp, d) {
+                return Err(crate::fit::Why::Spread(i));
+            }
+        }
+        Ok(())
+    }
+    fn existing_anti_affinity_ok(&mut self) -> bool {
+        self.s.groups[self.g].rejected_by.iter().all(|&i| {
+            let inv = &self.s.inverses[i];
+            self.s.node_domain(self.n, &inv.key).is_none_or(|d| !inv.is_blocked(d))
+        })
+    }
+    fn anti_affinity_ok(&mut self) -> bool {
+        self.level().anti.iter().all(|&c| {
+            let counter = &self.s.counters[c];
+            self.s.node_domain(self.n, &counter.key).is_none_or(|d| counter.get(d) == 0)
+        })
+    }
+    fn affinity_ok(&mut self) -> bool {
+        self.level().affinity.iter().all(|set| {
+            let (mut keys_present, mut pods_in_domains, mut none_anywhere) = (true, true, true);
+            for c in set.counters.iter().map(|c| &self.s.counters[*c]) {
+                match self.s.node_domain(self.n, &c.key) {
+                    None => (keys_present, pods_in_domains) = (false, false),
+                    Some(d) => pods_in_domains &= c.get(d) > 0,
+                }
+                none_anywhere &= c.total == 0;
+            }
+            crate::fit::pod_affinity_ok(keys_present, pods_in_domains, none_anywhere, set.matches_own)
+        })
+    }
+    fn taint(&self, i: usize) -> Option<&Taint> {
+        self.node().taints.get(i)
+    }
+    fn resource_name(&self, i: usize) -> &str {
+        self.s.res.names.get(i).map(String::as_str).unwrap_or("")
+    }
+    fn spread_detail(&self, i: usize) -> Option<String> {
+        self.level().spreads.get(i).map(|sp| self.s.spread_counts(sp))
+    }
 }
 
 /// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
@@ -1606,20 +1707,25 @@ impl SchedulingContext {
     }
 
     fn node_fits(&mut self, pi: usize, g: usize, l: usize, n: usize) -> bool {
+        // Cheap rejections first (the answer is the same; only the reason's order differs).
         let node = &self.nodes[n];
-        if !node.schedulable || !fits(&node.used, &self.pod_requests[pi], &node.alloc) {
+        if !node.schedulable
+            || crate::fit::short_resource(
+                self.pod_requests[pi].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+            )
+            .is_some()
+        {
             return false;
         }
-        // Taints, node affinity and volume zones do not change during the pass: once per level.
-        if !self.node_static_ok(g, l, n) {
-            return false;
-        }
-        let grp = &self.groups[g];
-        let node = &self.nodes[n];
-        if grp.ports.iter().any(|a| node.ports.iter().any(|b| a.conflicts(b))) {
-            return false;
-        }
-        self.topology_ok(g, l, &mut |s, key| s.node_domain(n, key)).is_some()
+        self.node_fit(pi, g, l, n).is_ok()
+    }
+
+    /// The one node-fit check ([`crate::fit::check`]) for pod `pi` of group `g` at level `l` on
+    /// existing node `n`.
+    fn node_fit(&mut self, pi: usize, g: usize, l: usize, n: usize) -> Result<(), crate::fit::Why> {
+        // Taints, node affinity and volume zones do not change during a query: once per level.
+        let static_ok = self.node_static_ok(g, l, n);
+        crate::fit::check(&mut NodeFit { s: self, pi, g, l, n, static_ok })
     }
 
     /// The domain of existing node `n` for `key` (its label values are interned up front).
@@ -1640,60 +1746,18 @@ impl SchedulingContext {
                 .iter()
                 .map(|node| {
                     Self::tolerated(&grp.tolerations, &node.taints, level.tolerate_prefer)
-                        && r.matches(&node.labels)
-                        && level.name_field.as_ref().is_none_or(|f| f.has(&node.name))
-                        && grp.volume_alts.iter().all(|alts| alts.iter().any(|v| v.matches(&node.labels)))
+                        && crate::fit::node_affinity_matches(
+                            std::slice::from_ref(r),
+                            std::slice::from_ref(&level.name_field),
+                            &node.name,
+                            &node.labels,
+                        )
+                        && crate::fit::volumes_match(&grp.volume_alts, &node.labels)
                 })
                 .collect();
             self.groups[g].node_ok[l] = ok;
         }
         self.groups[g].node_ok[l][n]
-    }
-
-    /// Checks spread, affinity and anti-affinity for a bin whose domains are all determined.
-    /// Returns `Some(())` when they hold.
-    fn topology_ok(
-        &mut self,
-        g: usize,
-        l: usize,
-        domain: &mut dyn FnMut(&mut Self, &str) -> Option<u32>,
-    ) -> Option<()> {
-        let level = Arc::clone(&self.groups[g].levels[l]);
-        for s in &level.spreads {
-            let d = domain(self, &s.key)?;
-            if !self.spread_allows(s, d) {
-                return None;
-            }
-        }
-        for set in &level.affinity {
-            let first_of_its_kind = set.matches_own && set.counters.iter().all(|c| self.counters[*c].total == 0);
-            for &c in &set.counters {
-                // Every topology key must exist on the node, even for the first of its kind.
-                let key = self.counters[c].key.clone();
-                let d = domain(self, &key)?;
-                if !first_of_its_kind && self.counters[c].get(d) == 0 {
-                    return None;
-                }
-            }
-        }
-        for c in &level.anti {
-            let key = self.counters[*c].key.clone();
-            if let Some(d) = domain(self, &key)
-                && self.counters[*c].get(d) > 0
-            {
-                return None;
-            }
-        }
-        for j in 0..self.groups[g].rejected_by.len() {
-            let i = self.groups[g].rejected_by[j];
-            let key = self.inverses[i].key.clone();
-            if let Some(d) = domain(self, &key)
-                && self.inverses[i].is_blocked(d)
-            {
-                return None;
-            }
-        }
-        Some(())
     }
 
     fn spread_min(&self, s: &SpreadPlan) -> i64 {
@@ -1731,7 +1795,7 @@ impl SchedulingContext {
         if !s.fresh && !s.domains.contains(&d) {
             return false;
         }
-        self.counters[s.counter].get(d) + s.self_match - self.spread_min(s) <= s.max_skew
+        crate::fit::spread_skew_ok(self.counters[s.counter].get(d), s.self_match, self.spread_min(s), s.max_skew)
     }
 
     fn commit_node(&mut self, pi: usize, g: usize, n: usize) {
@@ -2310,46 +2374,13 @@ impl SchedulingContext {
     }
 
     fn node_reason(&mut self, pi: usize, g: usize, l: usize, n: usize) -> String {
-        let grp = &self.groups[g];
-        let level = &grp.levels[l];
-        let node = &self.nodes[n];
-        if !node.schedulable {
-            return crate::predicates::UNSCHEDULABLE.into();
-        }
-        if let Some(t) = pod::untolerated_taint_with(&grp.tolerations, &node.taints, !level.tolerate_prefer) {
-            return format!("node(s) had untolerated taint {}", pod::taint_message(t));
-        }
-        if !self.reqs[level.req as usize].matches(&node.labels) {
-            return crate::predicates::NODE_AFFINITY.into();
-        }
-        if !grp.volume_alts.iter().all(|alts| alts.iter().any(|r| r.matches(&node.labels))) {
-            return crate::predicates::VOLUME_ZONE.into();
-        }
-        let req = &self.pod_requests[pi];
-        for (i, name) in self.res.names.iter().enumerate() {
-            if req[i] > 0 && node.used[i] + req[i] > node.alloc[i] {
-                return if name == PODS { "Too many pods".into() } else { format!("Insufficient {name}") };
+        match self.node_fit(pi, g, l, n) {
+            Ok(()) => "node(s) would fit".into(),
+            Err(why) => {
+                let static_ok = self.node_static_ok(g, l, n);
+                crate::fit::describe(&NodeFit { s: self, pi, g, l, n, static_ok }, why).reason
             }
         }
-        if grp.ports.iter().any(|a| node.ports.iter().any(|b| a.conflicts(b))) {
-            return crate::predicates::HOST_PORTS.into();
-        }
-        let labels = node.labels.clone();
-        let domain = |s: &mut Self, key: &str| labels.get(key).map(|v| s.values.id(v));
-        let level = self.groups[g].levels[l].clone();
-        for s in &level.spreads {
-            match domain(self, &s.key) {
-                None => return crate::predicates::SPREAD_MISSING_LABEL.into(),
-                Some(d) if !self.spread_allows(s, d) => {
-                    return format!("{} ({})", crate::predicates::SPREAD, self.spread_counts(s));
-                }
-                _ => {}
-            }
-        }
-        if self.topology_ok(g, l, &mut |s, key| domain(s, key)).is_none() {
-            return "node(s) didn't match pod affinity/anti-affinity rules".into();
-        }
-        "node(s) would fit".into()
     }
 
     fn spread_counts(&self, s: &SpreadPlan) -> String {

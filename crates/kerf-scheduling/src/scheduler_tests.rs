@@ -750,10 +750,7 @@ fn two_term_affinity_to_two_values_of_one_label_is_unschedulable_as_in_kube_sche
     assert!(r.new_node_claims.is_empty());
     assert_eq!(r.errors.len(), 1);
     assert!(
-        r.errors[0]
-            .1
-            .message
-            .starts_with("0/2 nodes are available: 2 node(s) didn't match pod affinity/anti-affinity rules"),
+        r.errors[0].1.message.starts_with("0/2 nodes are available: 2 node(s) didn't match pod affinity rules"),
         "{}",
         r.errors[0].1.message
     );
@@ -1027,4 +1024,25 @@ fn daemonset_host_ports_are_taken_on_new_claims() {
     let mut inp = one_pool(vec![pod("p").cpu("100m").host_port(8080).build()]);
     inp.daemonset_pods = vec![pod("exporter").cpu("100m").host_port(9100).build()];
     assert_eq!(schedule(&inp).new_node_claims.len(), 1);
+}
+
+#[test]
+fn scheduler_explanations_and_the_kube_scheduler_view_give_the_same_reason_per_node() {
+    // One fit check: the Scheduler's words for each existing node are ClusterView's.
+    let mut tainted = node("tainted", &[(ZONE, "a")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]);
+    tainted.taints.push(Taint::new("dedicated", Some("db"), TaintEffect::NoSchedule));
+    let small = node("small", &[(ZONE, "b")], &[("cpu", "1"), ("memory", "8Gi"), ("pods", "10")]);
+    let mut ported = node("ported", &[(ZONE, "c")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]);
+    ported.pods.push(pod("web").host_port(80).build());
+    let nodes = vec![tainted, small, ported];
+    let p = pod("p").cpu("2").host_port(80).build();
+    let mut inp = input(vec![], vec![p.clone()]);
+    inp.existing_nodes = nodes.clone();
+    let r = schedule(&inp);
+    let message = &r.errors[0].1.message;
+    let view = crate::predicates::ClusterView::new(nodes);
+    for i in 0..3 {
+        let reason = view.check(&p, i).unwrap_err().reason;
+        assert!(message.contains(&format!("1 {reason}")), "{reason} not in {message}");
+    }
 }
