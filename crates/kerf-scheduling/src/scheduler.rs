@@ -1,12 +1,47 @@
-//! The provisioning Scheduler: places a batch of pending pods onto existing nodes, in-flight
-//! NodeClaims and new NodeClaims, and explains every pod it cannot place.
+//! The provisioning Scheduler and its prepared state, the [`SchedulingContext`]: places a batch
+//! of pending pods onto existing nodes, in-flight NodeClaims and new NodeClaims, explains every
+//! pod it cannot place, and answers consolidation's what-ifs.
 //!
-//! Design for speed: pods with identical constraints form a group whose constraint data
-//! (requirements, spread domains, counters) is computed once; label values are interned so
-//! topology counts are vectors indexed by domain id; a claim's candidate instance types are a
-//! bitset; requirement intersections and type compatibility are cached per interned
-//! requirements; resources are dense integer vectors; claims that cannot take any remaining pod
-//! are dropped from the scan, and each group keeps a cursor past the claims it can never use.
+//! # The context and its queries
+//!
+//! [`SchedulingContext::new`] takes a [`SchedulingInput`] and does every piece of setup once:
+//! the pools with their instance-type tables and daemonset overhead, the parsed facts of every
+//! pod (pending ones and the ones on existing nodes: requests, affinities, ports, volumes),
+//! interned topology values, and the topology counters over the existing pods. Build one per
+//! cluster change, then ask it as often as needed; each query records what it changes and puts
+//! it back when it ends, so a query costs what it places, not what the cluster holds.
+//!
+//! - [`SchedulingContext::place_pending`] places `input.pods` — what provisioning does;
+//!   [`schedule`] is `SchedulingContext::new(input).place_pending()`.
+//! - [`SchedulingContext::without_nodes`]`(&[name, ...]) -> Result<WhatIf, UnknownNode>` is
+//!   consolidation's question: "if these nodes were gone, where would their pods go?". The named
+//!   nodes (existing nodes or in-flight claims) take no pods, their pods leave every topology
+//!   count (spread, pod affinity and anti-affinity), and the pods that would have to move (not
+//!   DaemonSet, mirror, finished or terminating pods) are placed as a batch — onto the remaining
+//!   nodes first, then onto new NodeClaims of the pools, with the same rules, relaxations and
+//!   retries as provisioning. A topology domain that only the removed nodes provided (and no
+//!   pool can launch) no longer counts. The [`WhatIf`] says, by index into `WhatIf::pods`, which
+//!   pods fit on which remaining node, which new NodeClaims (with their compatible instance
+//!   types, cheapest first, and the price of the cheapest offering) the rest would need, and
+//!   which fit nowhere. [`WhatIf::deletable`]: every pod fits on the remaining nodes.
+//!   [`WhatIf::single_replacement_price`]: exactly one new claim holds the rest — the caller
+//!   replaces only when that price is strictly below the removed nodes' price (and applies its
+//!   own rules: spot-to-spot, budgets, PDBs, do-not-disrupt). No pod is explained in a what-if.
+//!   [`SchedulingContext::without_node_indexes`] is the same by node index
+//!   ([`SchedulingContext::node_index`], [`SchedulingContext::node_names`]) for callers that
+//!   evaluate many candidates.
+//!
+//! Queries take `&mut self` (caches grow, state is changed and restored) but leave the context
+//! answering exactly as before.
+//!
+//! # Design for speed
+//!
+//! Pods with identical constraints form a group whose constraint data (requirements, spread
+//! domains, counters) is computed once; label values are interned so topology counts are
+//! vectors indexed by domain id; a claim's candidate instance types are a bitset; requirement
+//! intersections and type compatibility are cached per interned requirements; resources are
+//! dense integer vectors; claims that cannot take any remaining pod are dropped from the scan,
+//! and each group keeps a cursor past the claims it can never use.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -20,13 +55,16 @@ use kerf_api::resources::{CPU, MEMORY, PODS};
 use kerf_api::{NodePool, Operator, Quantity, ResourceList, Taint, TaintEffect};
 
 use crate::instance::InstanceType;
-use crate::model::{NewNodeClaim, Placement, PodError, SchedulingInput, SchedulingResult};
+use crate::model::{
+    NewNodeClaim, Placement, PodError, PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf,
+};
 use crate::pod::{self, AffinityTerm, HostPort, Namespaces, SpreadConstraint};
 use crate::requirements::{Requirement, Requirements};
 
-/// Places `input.pods`; see the module documentation.
+/// Places `input.pods`; see the module documentation. A thin wrapper: builds a
+/// [`SchedulingContext`] for the input and places its pending pods.
 pub fn schedule(input: &SchedulingInput) -> SchedulingResult {
-    Scheduler::new(input).run()
+    SchedulingContext::new(input.clone()).place_pending()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -141,10 +179,6 @@ fn type_fits(requests: &[i64], alloc: &[i64]) -> bool {
     requests.iter().zip(alloc).all(|(r, a)| *r == 0 || r <= a)
 }
 
-fn fits(used: &[i64], add: &[i64], alloc: &[i64]) -> bool {
-    used.iter().zip(add).zip(alloc).all(|((u, a), c)| *a == 0 || u + a <= *c)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Pools, groups, counters
 
@@ -163,12 +197,18 @@ struct Pool {
     /// Flat: type × resource.
     alloc: Vec<i64>,
     capacity: Vec<i64>,
-    /// Componentwise largest capacity and allocatable over the types.
+    /// Componentwise largest capacity and free allocatable (after DaemonSets) over the types.
     max_capacity: Vec<i64>,
     max_alloc: Vec<i64>,
     /// Keys some instance type labels (plus zone and capacity type from offerings).
     type_keys: BTreeSet<String>,
-    daemon_overhead: Vec<i64>,
+    /// Flat: type × resource. The requests of the DaemonSet pods that would run on each type,
+    /// and what is left for other pods (`alloc - overhead`; a type too small for its
+    /// DaemonSets has a negative pod count).
+    overhead: Vec<i64>,
+    free: Vec<i64>,
+    /// Host ports of the DaemonSets that run on some type of the pool: taken on every new claim.
+    daemon_ports: Vec<HostPort>,
     /// Remaining limit per resource (`i64::MAX` when unlimited) and node count.
     remaining: Vec<i64>,
     nodes_remaining: i64,
@@ -192,13 +232,13 @@ impl Counter {
     fn get(&self, d: u32) -> i64 {
         self.counts.get(d as usize).copied().unwrap_or(0)
     }
-    fn add(&mut self, d: u32) {
+    fn add(&mut self, d: u32, delta: i64) {
         let i = d as usize;
         if self.counts.len() <= i {
             self.counts.resize(i + 1, 0);
         }
-        self.counts[i] += 1;
-        self.total += 1;
+        self.counts[i] += delta;
+        self.total += delta;
     }
     fn matches(&self, p: &Pod, ns_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
         let term = |selector: &Option<LabelSelector>, namespaces: &Namespaces| AffinityTerm {
@@ -222,24 +262,25 @@ struct AffinitySet {
     matches_own: bool,
 }
 
-/// Domains where pods matching an anti-affinity term are not allowed.
+/// Domains where pods matching an anti-affinity term are not allowed: per domain, how many
+/// pods holding the term are there (a count, so a what-if can take a pod away again).
 struct Inverse {
     key: String,
     selector: Option<LabelSelector>,
     namespaces: Namespaces,
-    blocked: Vec<bool>,
+    blocked: Vec<i64>,
 }
 
 impl Inverse {
     fn is_blocked(&self, d: u32) -> bool {
-        self.blocked.get(d as usize).copied().unwrap_or(false)
+        self.blocked.get(d as usize).copied().unwrap_or(0) > 0
     }
-    fn block(&mut self, d: u32) {
+    fn block(&mut self, d: u32, delta: i64) {
         let i = d as usize;
         if self.blocked.len() <= i {
-            self.blocked.resize(i + 1, false);
+            self.blocked.resize(i + 1, 0);
         }
-        self.blocked[i] = true;
+        self.blocked[i] += delta;
     }
 }
 
@@ -252,6 +293,10 @@ struct SpreadPlan {
     min_domains: Option<i64>,
     /// Domains the pod could land in (sorted).
     domains: Vec<u32>,
+    /// Per domain: how many existing nodes are in it, and whether a NodePool can launch in it
+    /// (a what-if that removes every node of a domain no pool offers removes the domain).
+    node_support: Vec<u32>,
+    from_pool: Vec<bool>,
     /// A new node is a fresh, empty domain (hostname): the minimum is 0.
     fresh: bool,
 }
@@ -297,6 +342,8 @@ struct Group {
     ports: Vec<HostPort>,
     volume: Option<Requirements>,
     volume_alts: Vec<Vec<Requirements>>,
+    /// Why a volume the pods mount cannot be resolved (they are not placed).
+    unresolvable: Option<String>,
     /// Counters this group's pods count toward.
     counted_by: Vec<usize>,
     /// Anti-affinity terms (of others) that reject this group's pods.
@@ -319,8 +366,8 @@ struct Node {
     used: Vec<i64>,
     ports: Vec<HostPort>,
     schedulable: bool,
-    /// Index into `SchedulingInput::existing_nodes`.
-    source: usize,
+    /// The node's pods, by context index.
+    pods: Vec<usize>,
 }
 
 struct Claim {
@@ -344,6 +391,130 @@ enum Bin {
     Claim(usize),
 }
 
+/// The fit check's questions about pod `pi` (group `g`, level `l`) on existing node `n`,
+/// answered from the context's state. `static_ok`: the level's cached taint, node affinity and
+/// volume verdict for the node (only a failing node re-asks which one failed).
+struct NodeFit<'s> {
+    s: &'s SchedulingContext,
+    pi: usize,
+    g: usize,
+    l: usize,
+    n: usize,
+    static_ok: bool,
+}
+
+impl NodeFit<'_> {
+    fn level(&self) -> &Level {
+        &self.s.groups[self.g].levels[self.l]
+    }
+    fn node(&self) -> &Node {
+        &self.s.nodes[self.n]
+    }
+}
+
+impl crate::fit::FitQuery for NodeFit<'_> {
+    fn schedulable(&mut self) -> bool {
+        self.node().schedulable
+    }
+    fn node_name_matches(&mut self) -> bool {
+        // The Scheduler places pods kube-scheduler has not bound: `spec.nodeName` is unset.
+        true
+    }
+    fn untolerated_taint(&mut self) -> Option<usize> {
+        if self.static_ok {
+            return None;
+        }
+        let grp = &self.s.groups[self.g];
+        let taints = &self.node().taints;
+        let t = pod::untolerated_taint_with(&grp.tolerations, taints, !self.level().tolerate_prefer)?;
+        taints.iter().position(|x| std::ptr::eq(x, t))
+    }
+    fn node_affinity_matches(&mut self) -> bool {
+        let level = self.level();
+        self.static_ok
+            || crate::fit::node_affinity_matches(
+                std::slice::from_ref(&self.s.reqs[level.req as usize]),
+                std::slice::from_ref(&level.name_field),
+                &self.node().name,
+                &self.node().labels,
+            )
+    }
+    fn host_ports_free(&mut self) -> bool {
+        crate::fit::host_ports_free(&self.s.groups[self.g].ports, &self.node().ports)
+    }
+    fn short_resource(&mut self) -> Option<usize> {
+        let node = self.node();
+        crate::fit::short_resource(
+            self.s.pod_requests[self.pi].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+        )
+    }
+    fn volumes_match(&mut self) -> bool {
+        self.static_ok || crate::fit::volumes_match(&self.s.groups[self.g].volume_alts, &self.node().labels)
+    }
+    fn spread(&mut self) -> Result<(), crate::fit::Why> {
+        for (i, sp) in self.level().spreads.iter().enumerate() {
+            let d = self.s.node_domain(self.n, &sp.key).ok_or(crate::fit::Why::SpreadMissingLabel)?;
+            if !self.s.spread_allows(sp, d) {
+                return Err(crate::fit::Why::Spread(i));
+            }
+        }
+        Ok(())
+    }
+    fn existing_anti_affinity_ok(&mut self) -> bool {
+        self.s.groups[self.g].rejected_by.iter().all(|&i| {
+            let inv = &self.s.inverses[i];
+            self.s.node_domain(self.n, &inv.key).is_none_or(|d| !inv.is_blocked(d))
+        })
+    }
+    fn anti_affinity_ok(&mut self) -> bool {
+        self.level().anti.iter().all(|&c| {
+            let counter = &self.s.counters[c];
+            self.s.node_domain(self.n, &counter.key).is_none_or(|d| counter.get(d) == 0)
+        })
+    }
+    fn affinity_ok(&mut self) -> bool {
+        self.level().affinity.iter().all(|set| {
+            let (mut keys_present, mut pods_in_domains, mut none_anywhere) = (true, true, true);
+            for c in set.counters.iter().map(|c| &self.s.counters[*c]) {
+                match self.s.node_domain(self.n, &c.key) {
+                    None => (keys_present, pods_in_domains) = (false, false),
+                    Some(d) => pods_in_domains &= c.get(d) > 0,
+                }
+                none_anywhere &= c.total == 0;
+            }
+            crate::fit::pod_affinity_ok(keys_present, pods_in_domains, none_anywhere, set.matches_own)
+        })
+    }
+    fn taint(&self, i: usize) -> Option<&Taint> {
+        self.node().taints.get(i)
+    }
+    fn resource_name(&self, i: usize) -> &str {
+        self.s.res.names.get(i).map(String::as_str).unwrap_or("")
+    }
+    fn spread_detail(&self, i: usize) -> Option<String> {
+        self.level().spreads.get(i).map(|sp| self.s.spread_counts(sp))
+    }
+}
+
+/// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
+/// the pods it could not place (when asked to explain), and those pods.
+#[derive(Default)]
+struct Run {
+    on_node: Vec<(usize, usize)>,
+    errors: Vec<(usize, PodError)>,
+    unplaced: Vec<usize>,
+}
+
+/// Whether consolidation moves `p` when its node goes: not a DaemonSet's pod (it goes with its
+/// node), not a mirror pod, not finished.
+fn reschedulable(p: &Pod) -> bool {
+    let daemon = p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet");
+    let mirror = p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let finished =
+        p.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+    !daemon && !mirror && !finished
+}
+
 /// The outcome of trying a pod on a claim: the narrowed requirements and candidate types.
 struct ClaimPlan {
     req: u32,
@@ -352,8 +523,32 @@ struct ClaimPlan {
 
 // ---------------------------------------------------------------------------------------------
 
-struct Scheduler<'a> {
-    input: &'a SchedulingInput,
+/// A pool's instance types (by index) with their cheapest compatible price, cheapest first.
+type PriceOrder = Vec<(f64, usize)>;
+
+/// One reversible change to the mutable scheduling state (see [`SchedulingContext`]): every
+/// query records what it changes and puts it back when it ends, so the context serves the next
+/// query without being rebuilt.
+enum Undo {
+    /// Pod `pod`'s requests were added to node `node`.
+    NodeUsed { node: usize, pod: usize },
+    /// Node `node`'s host ports were extended from `len` entries.
+    NodePorts { node: usize, len: usize },
+    /// `delta` pods were counted in counter `counter`, domain `domain`.
+    Count { counter: usize, domain: u32, delta: i64 },
+    /// `delta` pods holding inverse term `inverse` were counted in domain `domain`.
+    Block { inverse: usize, domain: u32, delta: i64 },
+    /// Group `group`'s claim cursor was `old`.
+    Cursor { group: usize, old: usize },
+    /// Node `node` was taken out of the cluster for a what-if.
+    Removed { node: usize, old: bool },
+}
+
+/// The scheduling state of one cluster, built once and asked many questions: see the
+/// [module documentation](self) and [`SchedulingContext::place_pending`] /
+/// [`SchedulingContext::without_nodes`].
+pub struct SchedulingContext {
+    input: Arc<SchedulingInput>,
     res: Resources,
     values: Interner,
     reqs: Vec<Requirements>,
@@ -364,27 +559,65 @@ struct Scheduler<'a> {
     narrow_cache: HashMap<(u32, u32, u32), u32>,
     compat_cache: HashMap<(usize, u32), Arc<Bits>>,
     admits_cache: HashMap<(usize, u32, bool, usize), bool>,
+    price_cache: HashMap<(usize, u32), Arc<PriceOrder>>,
     pools: Vec<Pool>,
     groups: Vec<Group>,
     counters: Vec<Counter>,
     inverses: Vec<Inverse>,
     nodes: Vec<Node>,
+    node_index: HashMap<String, usize>,
     claims: Vec<Claim>,
     /// Open claims in creation order (closed ones are pruned lazily).
     open: Vec<usize>,
+    /// Every pod's dense requests: the pending pods (`input.pods`) first, then the pods on
+    /// existing nodes (see `existing`).
     pod_requests: Vec<Vec<i64>>,
     pod_group: Vec<usize>,
+    /// The pods on existing nodes, indexed from `input.pods.len()`.
+    existing: Vec<Arc<Pod>>,
     /// A reusable buffer for a claim's requests plus a pod's.
     scratch: Vec<i64>,
-    /// Componentwise minimum request over the batch (a claim that cannot fit it is closed).
+    /// Componentwise minimum request over the pods being placed (a claim that cannot fit it is
+    /// closed).
     min_request: Vec<i64>,
     /// Whether any pool or node has a PreferNoSchedule taint (else that relaxation is moot).
     prefer_taints: bool,
+    /// What the running query changed (undone when it ends).
+    journal: Vec<Undo>,
+    /// Pool limits and node counts before the running query.
+    pool_limits: Vec<(Vec<i64>, i64)>,
+    /// Nodes taken away by the running what-if.
+    removed: Vec<usize>,
 }
 
-impl<'a> Scheduler<'a> {
-    fn new(input: &'a SchedulingInput) -> Self {
-        // Resource names of the whole pass.
+/// A pod's dense requests: the fast path for pods with only regular containers (no
+/// intermediate lists), else the full rules of [`pod::pod_requests`].
+fn dense_requests(res: &Resources, p: &Pod, full: Option<&ResourceList>) -> Vec<i64> {
+    if let Some(r) = full {
+        return res.dense(r);
+    }
+    let mut v = vec![0i64; res.names.len()];
+    for c in p.spec.iter().flat_map(|s| &s.containers) {
+        let Some(rr) = &c.resources else { continue };
+        let requests = rr.requests.as_ref();
+        let limits_only = rr.limits.iter().flatten().filter(|(k, _)| requests.is_none_or(|r| !r.contains_key(*k)));
+        for (k, q) in requests.into_iter().flatten().chain(limits_only) {
+            if let (Some(i), Ok(q)) = (res.index.get(k), Quantity::parse(&q.0)) {
+                v[*i] += to_units(k, &q);
+            }
+        }
+    }
+    v[res.index[PODS]] = 1;
+    v
+}
+
+impl SchedulingContext {
+    /// Builds the context for `input`: pools with their type tables and daemonset overhead,
+    /// existing nodes with their pods counted in every topology counter, and the parsed facts of
+    /// every pod (pending and existing).
+    pub fn new(input: impl Into<Arc<SchedulingInput>>) -> Self {
+        let input: Arc<SchedulingInput> = input.into();
+        // Resource names of the whole cluster.
         let mut names: BTreeSet<String> = [CPU, MEMORY, PODS].iter().map(|s| s.to_string()).collect();
         // Pods with only regular containers take a fast path (no intermediate lists).
         let simple = |p: &Pod| {
@@ -392,9 +625,11 @@ impl<'a> Scheduler<'a> {
                 .as_ref()
                 .is_some_and(|s| s.init_containers.as_ref().is_none_or(Vec::is_empty) && s.overhead.is_none())
         };
+        let existing: Vec<Arc<Pod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
+        let all = || input.pods.iter().chain(&existing);
         let requests: Vec<Option<ResourceList>> =
-            input.pods.iter().map(|p| if simple(p) { None } else { Some(pod::pod_requests(p)) }).collect();
-        for (p, r) in input.pods.iter().zip(&requests) {
+            all().map(|p| if simple(p) { None } else { Some(pod::pod_requests(p)) }).collect();
+        for (p, r) in all().zip(&requests) {
             match r {
                 Some(r) => names.extend(r.iter().map(|(k, _)| k.clone())),
                 None => {
@@ -423,37 +658,8 @@ impl<'a> Scheduler<'a> {
         let names: Vec<String> = names.into_iter().collect();
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let res = Resources { names, index };
-        let pods_index = res.index[PODS];
-        let pod_requests: Vec<Vec<i64>> = input
-            .pods
-            .iter()
-            .zip(&requests)
-            .map(|(p, r)| match r {
-                Some(r) => res.dense(r),
-                None => {
-                    let mut v = vec![0i64; res.names.len()];
-                    for c in p.spec.iter().flat_map(|s| &s.containers) {
-                        let Some(rr) = &c.resources else { continue };
-                        let requests = rr.requests.as_ref();
-                        let limits_only =
-                            rr.limits.iter().flatten().filter(|(k, _)| requests.is_none_or(|r| !r.contains_key(*k)));
-                        for (k, q) in requests.into_iter().flatten().chain(limits_only) {
-                            if let (Some(i), Ok(q)) = (res.index.get(k), Quantity::parse(&q.0)) {
-                                v[*i] += to_units(k, &q);
-                            }
-                        }
-                    }
-                    v[pods_index] = 1;
-                    v
-                }
-            })
-            .collect();
-        let mut min_request = vec![i64::MAX; res.names.len()];
-        for r in &pod_requests {
-            for (m, v) in min_request.iter_mut().zip(r) {
-                *m = (*m).min(*v);
-            }
-        }
+        let pod_requests: Vec<Vec<i64>> =
+            all().zip(&requests).map(|(p, r)| dense_requests(&res, p, r.as_ref())).collect();
         let values = Interner::default();
         let prefer_taints = input
             .node_pools
@@ -461,7 +667,7 @@ impl<'a> Scheduler<'a> {
             .flat_map(|p| &p.node_pool.spec.template.spec.taints)
             .chain(input.existing_nodes.iter().flat_map(|n| &n.taints))
             .any(|t| t.effect == TaintEffect::PreferNoSchedule);
-        let mut s = Scheduler {
+        let mut s = SchedulingContext {
             input,
             res,
             values,
@@ -472,24 +678,38 @@ impl<'a> Scheduler<'a> {
             narrow_cache: HashMap::new(),
             compat_cache: HashMap::new(),
             admits_cache: HashMap::new(),
+            price_cache: HashMap::new(),
             pools: Vec::new(),
             groups: Vec::new(),
             counters: Vec::new(),
             inverses: Vec::new(),
             nodes: Vec::new(),
+            node_index: HashMap::new(),
             claims: Vec::new(),
             open: Vec::new(),
             pod_requests,
             pod_group: Vec::new(),
-            min_request,
+            existing,
+            min_request: Vec::new(),
             scratch: Vec::new(),
             prefer_taints,
+            journal: Vec::new(),
+            pool_limits: Vec::new(),
+            removed: Vec::new(),
         };
         s.build_pools();
         s.build_nodes();
         s.build_groups();
         s.count_existing();
+        // The base state is not part of any query.
+        s.journal.clear();
         s
+    }
+
+    /// The pod with context index `pi` (pending pods first, then existing ones).
+    fn pod(&self, pi: usize) -> &Arc<Pod> {
+        let batch = self.input.pods.len();
+        if pi < batch { &self.input.pods[pi] } else { &self.existing[pi - batch] }
     }
 
     fn intern_req(&mut self, r: Requirements) -> u32 {
@@ -565,20 +785,48 @@ impl<'a> Scheduler<'a> {
                 capacity.extend(self.res.dense(&t.capacity));
                 type_keys.extend(t.labels.keys().map(|k| kerf_api::labels::normalize_key(k).to_string()));
             }
-            // DaemonSet pods that would run on this pool's nodes.
-            let mut daemon = ResourceList::new();
-            for d in &self.input.daemonset_pods {
-                if pod::untolerated_taint(d, &tmpl.spec.taints).is_some() {
-                    continue;
-                }
-                let compatible = pod::required_node_terms(d)
-                    .iter()
-                    .any(|t| reqs.compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok());
-                if compatible {
-                    daemon.add(&pod::pod_requests(d));
+            // DaemonSet pods that would run on this pool's nodes, per instance type: a DaemonSet
+            // whose node affinity excludes a type adds nothing to it.
+            let nres = self.res.names.len();
+            let mut overhead = vec![0i64; alloc.len()];
+            let mut daemon_ports = Vec::new();
+            let daemons: Vec<&Arc<Pod>> = self
+                .input
+                .daemonset_pods
+                .iter()
+                .filter(|d| pod::untolerated_taint(d, &tmpl.spec.taints).is_none())
+                .collect();
+            if !daemons.is_empty() {
+                let type_reqs: Vec<Requirements> = types.iter().map(|t| type_requirements(&reqs, t)).collect();
+                for d in daemons {
+                    let terms = pod::required_node_terms(d);
+                    let requests = self.res.dense(&pod::pod_requests(d));
+                    let mut runs_somewhere = false;
+                    for (ti, treq) in type_reqs.iter().enumerate() {
+                        let runs = terms
+                            .iter()
+                            .any(|t| treq.compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok());
+                        if runs {
+                            runs_somewhere = true;
+                            for (o, v) in overhead[ti * nres..(ti + 1) * nres].iter_mut().zip(&requests) {
+                                *o += v;
+                            }
+                        }
+                    }
+                    if runs_somewhere {
+                        daemon_ports.extend(pod::host_ports(d));
+                    }
                 }
             }
-            let daemon_overhead = self.res.dense(&daemon);
+            // What pods can use on each type once its DaemonSets run; a type too small for
+            // its DaemonSets takes no pod.
+            let mut free: Vec<i64> = alloc.iter().zip(&overhead).map(|(a, o)| a - o).collect();
+            let pods_index = self.res.index[PODS];
+            for chunk in free.chunks_mut(nres.max(1)) {
+                if chunk.iter().any(|v| *v < 0) {
+                    chunk[pods_index] = -1;
+                }
+            }
             let nres = self.res.names.len();
             let mut max_capacity = vec![0i64; nres];
             for chunk in capacity.chunks(nres.max(1)) {
@@ -587,7 +835,7 @@ impl<'a> Scheduler<'a> {
                 }
             }
             let mut max_alloc = vec![0i64; nres];
-            for chunk in alloc.chunks(nres.max(1)) {
+            for chunk in free.chunks(nres.max(1)) {
                 for (m, v) in max_alloc.iter_mut().zip(chunk) {
                     *m = (*m).max(*v);
                 }
@@ -623,7 +871,9 @@ impl<'a> Scheduler<'a> {
                 max_capacity,
                 max_alloc,
                 type_keys,
-                daemon_overhead,
+                free,
+                overhead,
+                daemon_ports,
                 remaining,
                 nodes_remaining,
                 limited,
@@ -633,15 +883,24 @@ impl<'a> Scheduler<'a> {
     }
 
     fn build_nodes(&mut self) {
+        // Each existing node's pods, by context index.
+        let mut first = Vec::with_capacity(self.input.existing_nodes.len());
+        let mut next = self.input.pods.len();
+        for n in &self.input.existing_nodes {
+            first.push(next);
+            next += n.pods.len();
+        }
         // Initialized nodes first, then in-flight claims (stable).
         let mut order: Vec<usize> = (0..self.input.existing_nodes.len()).collect();
         order.sort_by_key(|i| self.input.existing_nodes[*i].in_flight);
+        let input = Arc::clone(&self.input);
         for i in order {
-            let n = &self.input.existing_nodes[i];
+            let n = &input.existing_nodes[i];
             let mut used = vec![0i64; self.res.names.len()];
             let mut ports = Vec::new();
-            for p in &n.pods {
-                for (u, v) in used.iter_mut().zip(self.res.dense(&pod::pod_requests(p))) {
+            let pods: Vec<usize> = (first[i]..first[i] + n.pods.len()).collect();
+            for (&pi, p) in pods.iter().zip(&n.pods) {
+                for (u, v) in used.iter_mut().zip(&self.pod_requests[pi]) {
                     *u += v;
                 }
                 ports.extend(pod::host_ports(p));
@@ -651,6 +910,7 @@ impl<'a> Scheduler<'a> {
             for v in labels.values() {
                 self.values.id(v);
             }
+            self.node_index.insert(n.name.clone(), self.nodes.len());
             self.nodes.push(Node {
                 name: n.name.clone(),
                 labels,
@@ -659,7 +919,7 @@ impl<'a> Scheduler<'a> {
                 used,
                 ports,
                 schedulable: n.schedulable,
-                source: i,
+                pods,
             });
         }
     }
@@ -725,8 +985,9 @@ impl<'a> Scheduler<'a> {
 
     fn build_groups(&mut self) {
         let mut buckets: HashMap<u64, Vec<usize>> = HashMap::new();
-        let input = self.input;
-        for p in &input.pods {
+        let input = Arc::clone(&self.input);
+        let existing = std::mem::take(&mut self.existing);
+        for p in input.pods.iter().chain(&existing) {
             let mut h = DefaultHasher::new();
             pod::namespace(p).hash(&mut h);
             pod::labels(p).hash(&mut h);
@@ -743,6 +1004,7 @@ impl<'a> Scheduler<'a> {
             };
             self.pod_group.push(g);
         }
+        self.existing = existing;
         // Counters and inverse terms for every constraint any group may use.
         for g in 0..self.groups.len() {
             let grp = &self.groups[g];
@@ -777,13 +1039,6 @@ impl<'a> Scheduler<'a> {
             let anti = self.groups[g].anti.clone();
             let own: Vec<usize> = anti.iter().map(|t| self.inverse_id(t)).collect();
             self.groups[g].own_inverse = own;
-        }
-        for n in &input.existing_nodes {
-            for p in &n.pods {
-                for t in pod::pod_affinities(p).required_anti {
-                    self.inverse_id(&t);
-                }
-            }
         }
         let ns = &input.namespace_labels;
         for g in 0..self.groups.len() {
@@ -826,7 +1081,9 @@ impl<'a> Scheduler<'a> {
             }
             Some(r)
         };
+        let unresolvable = pod::volume_claims(&p).iter().find_map(|c| self.input.unresolvable_volumes.get(c).cloned());
         Group {
+            unresolvable,
             tolerations: pod::tolerations(&p).to_vec(),
             terms: pod::required_node_terms(&p),
             name_fields: pod::required_node_name_fields(&p),
@@ -852,34 +1109,45 @@ impl<'a> Scheduler<'a> {
     }
 
     fn count_existing(&mut self) {
-        let ns = &self.input.namespace_labels;
-        for (ni, n) in self.nodes.iter().enumerate() {
-            let _ = ni;
-            for p in &self.input.existing_nodes[n.source].pods {
-                if p.metadata.deletion_timestamp.is_some() {
+        for n in 0..self.nodes.len() {
+            for j in 0..self.nodes[n].pods.len() {
+                let pi = self.nodes[n].pods[j];
+                if self.pod(pi).metadata.deletion_timestamp.is_some() {
                     continue;
                 }
-                for c in self.counters.iter_mut() {
-                    if let Some(v) = n.labels.get(&c.key)
-                        && c.matches(p, ns)
-                    {
-                        let d = self.values.id(v);
-                        c.add(d);
-                    }
-                }
-                for t in pod::pod_affinities(p).required_anti {
-                    if let Some(v) = n.labels.get(&t.topology_key) {
-                        let d = self.values.id(v);
-                        let found = self.inverses.iter().position(|c| {
-                            c.key == t.topology_key && c.selector == t.selector && c.namespaces == t.namespaces
-                        });
-                        if let Some(inv) = found.and_then(|i| self.inverses.get_mut(i)) {
-                            inv.block(d);
-                        }
-                    }
-                }
+                self.count_pod(n, pi, 1);
             }
         }
+    }
+
+    /// Counts pod `pi` (`delta` = 1) or takes it away (`delta` = -1) in the domains of existing
+    /// node `n`: every counter it matches and every anti-affinity term it holds.
+    fn count_pod(&mut self, n: usize, pi: usize, delta: i64) {
+        let g = self.pod_group[pi];
+        for j in 0..self.groups[g].counted_by.len() {
+            let c = self.groups[g].counted_by[j];
+            if let Some(d) = self.node_domain(n, &self.counters[c].key) {
+                self.count(c, d, delta);
+            }
+        }
+        for j in 0..self.groups[g].own_inverse.len() {
+            let i = self.groups[g].own_inverse[j];
+            if let Some(d) = self.node_domain(n, &self.inverses[i].key) {
+                self.block(i, d, delta);
+            }
+        }
+    }
+
+    /// Adds `delta` to counter `c` in domain `d`, recorded in the journal.
+    fn count(&mut self, c: usize, d: u32, delta: i64) {
+        self.counters[c].add(d, delta);
+        self.journal.push(Undo::Count { counter: c, domain: d, delta });
+    }
+
+    /// Adds `delta` to inverse term `i` in domain `d`, recorded in the journal.
+    fn block(&mut self, i: usize, d: u32, delta: i64) {
+        self.inverses[i].block(d, delta);
+        self.journal.push(Undo::Block { inverse: i, domain: d, delta });
     }
 
     // -----------------------------------------------------------------------------------------
@@ -951,7 +1219,8 @@ impl<'a> Scheduler<'a> {
             r.add_all(v);
         }
         let name_field = grp.name_fields.get(s.term).cloned().flatten();
-        let ns = &self.input.namespace_labels;
+        let input = Arc::clone(&self.input);
+        let ns = &input.namespace_labels;
         let rep = grp.rep.clone();
         let spreads: Vec<(SpreadConstraint, bool)> = grp
             .hard_spread
@@ -964,6 +1233,9 @@ impl<'a> Scheduler<'a> {
         let anti_terms: Vec<AffinityTerm> =
             grp.anti.iter().chain(grp.pref_anti.iter().skip(s.pref_anti)).cloned().collect();
         let tolerations = grp.tolerations.clone();
+        // Spread domains honour the pod's required node affinity — every term, OR'ed, as
+        // kube-scheduler's nodeAffinityPolicy Honor does — never a preferred term.
+        let terms = grp.terms.clone();
         let req = self.intern_req(r.clone());
         let mut plans = Vec::new();
         for (c, _soft) in spreads {
@@ -972,14 +1244,16 @@ impl<'a> Scheduler<'a> {
                 &c.selector,
                 &Namespaces::Some { names: vec![c.namespace.clone()], selector: None },
             );
-            let (domains, fresh) = self.spread_domains(&c, &r, &tolerations);
+            let (support, fresh) = self.spread_domains(&c, &terms, &tolerations);
             plans.push(SpreadPlan {
                 counter,
                 key: c.topology_key.clone(),
                 max_skew: i64::from(c.max_skew),
                 self_match: i64::from(c.counts(&rep)),
                 min_domains: c.min_domains.map(i64::from),
-                domains,
+                domains: support.keys().copied().collect(),
+                node_support: support.values().map(|(n, _)| *n).collect(),
+                from_pool: support.values().map(|(_, p)| *p).collect(),
                 fresh,
             });
         }
@@ -1003,20 +1277,27 @@ impl<'a> Scheduler<'a> {
     }
 
     /// The domains of a spread constraint the pod could land in: existing nodes passing its
-    /// node affinity (Honor) and taints (Honor), and the values NodePools it is compatible with
-    /// can launch. For hostname, a new node is a fresh empty domain.
-    fn spread_domains(&mut self, c: &SpreadConstraint, r: &Requirements, tols: &[Toleration]) -> (Vec<u32>, bool) {
-        let mut out: BTreeSet<u32> = BTreeSet::new();
+    /// required node affinity (any of its `terms`; Honor) and taints (Honor), and the values
+    /// NodePools compatible with some term can launch. For hostname, a new node is a fresh empty
+    /// domain.
+    /// Each domain comes with its number of existing nodes and whether a pool offers it.
+    fn spread_domains(
+        &mut self,
+        c: &SpreadConstraint,
+        terms: &[Requirements],
+        tols: &[Toleration],
+    ) -> (BTreeMap<u32, (u32, bool)>, bool) {
+        let mut out: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
         let mut fresh = false;
         for n in &self.nodes {
             let Some(v) = n.labels.get(&c.topology_key) else { continue };
-            if c.honor_node_affinity && !r.matches(&n.labels) {
+            if c.honor_node_affinity && !terms.iter().any(|r| r.matches(&n.labels)) {
                 continue;
             }
             if c.honor_node_taints && pod::untolerated_taint_with(tols, &n.taints, false).is_some() {
                 continue;
             }
-            out.insert(self.values.id(v));
+            out.entry(self.values.id(v)).or_default().0 += 1;
         }
         let key = kerf_api::labels::normalize_key(&c.topology_key).to_string();
         for pi in 0..self.pools.len() {
@@ -1024,44 +1305,50 @@ impl<'a> Scheduler<'a> {
             if c.honor_node_taints && pod::untolerated_taint_with(tols, &pool.taints, false).is_some() {
                 continue;
             }
-            let combined = if c.honor_node_affinity {
-                if pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k)).is_err() {
-                    continue;
-                }
-                pool.reqs.intersect(r)
+            let combined: Vec<Requirements> = if c.honor_node_affinity {
+                terms
+                    .iter()
+                    .filter(|r| pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k)).is_ok())
+                    .map(|r| pool.reqs.intersect(r))
+                    .collect()
             } else {
-                pool.reqs.clone()
+                vec![pool.reqs.clone()]
             };
+            if combined.is_empty() {
+                continue;
+            }
             if key == HOSTNAME {
                 fresh = true;
                 continue;
             }
-            let allowed = combined.get(&key);
             let mut vals: BTreeSet<String> = BTreeSet::new();
-            if key == ZONE || key == CAPACITY_TYPE {
-                for t in &pool.types {
-                    for o in t.offerings.iter().filter(|o| o.available) {
-                        if combined.allows(ZONE, &o.zone) && combined.allows(CAPACITY_TYPE, &o.capacity_type) {
-                            vals.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
+            for combined in &combined {
+                let allowed = combined.get(&key);
+                let mut these: BTreeSet<String> = BTreeSet::new();
+                if key == ZONE || key == CAPACITY_TYPE {
+                    for t in &pool.types {
+                        for o in t.offerings.iter().filter(|o| o.available) {
+                            if combined.allows(ZONE, &o.zone) && combined.allows(CAPACITY_TYPE, &o.capacity_type) {
+                                these.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
+                            }
                         }
                     }
-                }
-            } else if pool.type_keys.contains(&key) && !pool.defined_keys.contains(&key) {
-                for t in &pool.types {
-                    if let Some(v) = t.labels.get(&key) {
-                        vals.insert(v.clone());
+                } else if pool.type_keys.contains(&key) && !pool.defined_keys.contains(&key) {
+                    for t in &pool.types {
+                        if let Some(v) = t.labels.get(&key) {
+                            these.insert(v.clone());
+                        }
                     }
+                } else if let Some(values) = allowed.and_then(|a| a.values()) {
+                    these.extend(values.iter().cloned());
                 }
-            } else if let Some(values) = allowed.and_then(|a| a.values()) {
-                vals.extend(values.iter().cloned());
+                vals.extend(these.into_iter().filter(|v| allowed.is_none_or(|a| a.has(v))));
             }
             for v in vals {
-                if allowed.is_none_or(|a| a.has(&v)) {
-                    out.insert(self.values.id(&v));
-                }
+                out.entry(self.values.id(&v)).or_default().1 = true;
             }
         }
-        (out.into_iter().collect(), fresh)
+        (out, fresh)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1112,7 +1399,7 @@ impl<'a> Scheduler<'a> {
         let n = self.res.names.len();
         let mut out = Bits::empty(p.types.len());
         for i in types.iter() {
-            if type_fits(requests, &p.alloc[i * n..(i + 1) * n]) {
+            if type_fits(requests, &p.free[i * n..(i + 1) * n]) {
                 out.set(i);
             }
         }
@@ -1128,7 +1415,7 @@ impl<'a> Scheduler<'a> {
             while w != 0 {
                 let i = wi * 64 + w.trailing_zeros() as usize;
                 w &= w - 1;
-                if type_fits(requests, &p.alloc[i * n..(i + 1) * n]) {
+                if type_fits(requests, &p.free[i * n..(i + 1) * n]) {
                     return true;
                 }
             }
@@ -1163,58 +1450,210 @@ impl<'a> Scheduler<'a> {
     // -----------------------------------------------------------------------------------------
     // The main loop
 
-    fn run(mut self) -> SchedulingResult {
-        let mut order: Vec<usize> = (0..self.input.pods.len()).collect();
+    /// Places the pending pods (`input.pods`): onto existing nodes and in-flight claims first,
+    /// then onto new NodeClaims; explains every pod it cannot place. Pod indexes in the result
+    /// are indexes into `input.pods`. The context is left as it was: it can be asked again.
+    pub fn place_pending(&mut self) -> SchedulingResult {
+        let pods: Vec<usize> = (0..self.input.pods.len()).collect();
+        self.begin();
+        let run = self.run(&pods, true);
+        let mut result = SchedulingResult {
+            placements: run
+                .on_node
+                .into_iter()
+                .map(|(pod, n)| Placement { pod, node: self.nodes[n].name.clone() })
+                .collect(),
+            new_node_claims: Vec::new(),
+            errors: run.errors,
+        };
+        for c in 0..self.claims.len() {
+            let (claim, _) = self.finish_claim(c);
+            result.new_node_claims.push(claim);
+        }
+        self.rollback();
+        result
+    }
+
+    /// The index of the existing node (or in-flight claim) called `name`.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.node_index.get(name).copied()
+    }
+
+    /// The names of the existing nodes and in-flight claims, by index (initialized nodes first).
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().map(|n| n.name.as_str())
+    }
+
+    /// Consolidation's question: if the nodes named `names` were gone, where would their pods
+    /// go? See [`WhatIf`] and the module documentation. The context is left as it was.
+    pub fn without_nodes(&mut self, names: &[&str]) -> Result<WhatIf, UnknownNode> {
+        let mut nodes = Vec::with_capacity(names.len());
+        for name in names {
+            nodes.push(self.node_index(name).ok_or_else(|| UnknownNode((*name).to_string()))?);
+        }
+        Ok(self.without_node_indexes(&nodes))
+    }
+
+    /// [`without_nodes`](Self::without_nodes) by node index ([`node_index`](Self::node_index)).
+    pub fn without_node_indexes(&mut self, nodes: &[usize]) -> WhatIf {
+        self.begin();
+        let mut moved = Vec::new();
+        for &n in nodes {
+            if self.removed.contains(&n) {
+                continue;
+            }
+            self.removed.push(n);
+            self.journal.push(Undo::Removed { node: n, old: self.nodes[n].schedulable });
+            self.nodes[n].schedulable = false;
+            for j in 0..self.nodes[n].pods.len() {
+                let pi = self.nodes[n].pods[j];
+                let p = Arc::clone(self.pod(pi));
+                if p.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                // The pod leaves the node's domains, whether it moves or goes with the node.
+                self.count_pod(n, pi, -1);
+                if reschedulable(&p) {
+                    moved.push(pi);
+                }
+            }
+        }
+        let run = self.run(&moved, false);
+        let position = |pi: usize| moved.iter().position(|m| *m == pi).unwrap_or(usize::MAX);
+        let mut out = WhatIf {
+            pods: moved.iter().map(|pi| Arc::clone(self.pod(*pi))).collect(),
+            placements: run
+                .on_node
+                .iter()
+                .map(|(pi, n)| Placement { pod: position(*pi), node: self.nodes[*n].name.clone() })
+                .collect(),
+            new_node_claims: Vec::new(),
+            unplaced: run.unplaced.iter().map(|pi| position(*pi)).collect(),
+        };
+        for c in 0..self.claims.len() {
+            let (mut claim, price) = self.finish_claim(c);
+            claim.pods = claim.pods.iter().map(|pi| position(*pi)).collect();
+            claim.pods.sort_unstable();
+            out.new_node_claims.push(PricedClaim { claim, price });
+        }
+        out.placements.sort_by_key(|p| p.pod);
+        self.rollback();
+        out
+    }
+
+    /// Starts a query: remembers the pool limits it may use up.
+    fn begin(&mut self) {
+        self.journal.clear();
+        self.claims.clear();
+        self.open.clear();
+        self.pool_limits = self.pools.iter().map(|p| (p.remaining.clone(), p.nodes_remaining)).collect();
+    }
+
+    /// Ends a query: puts back everything it changed.
+    fn rollback(&mut self) {
+        while let Some(u) = self.journal.pop() {
+            match u {
+                Undo::NodeUsed { node, pod } => {
+                    for (u, v) in self.nodes[node].used.iter_mut().zip(&self.pod_requests[pod]) {
+                        *u -= v;
+                    }
+                }
+                Undo::NodePorts { node, len } => self.nodes[node].ports.truncate(len),
+                Undo::Count { counter, domain, delta } => self.counters[counter].add(domain, -delta),
+                Undo::Block { inverse, domain, delta } => self.inverses[inverse].block(domain, -delta),
+                Undo::Cursor { group, old } => self.groups[group].cursor = old,
+                Undo::Removed { node, old } => self.nodes[node].schedulable = old,
+            }
+        }
+        self.claims.clear();
+        self.open.clear();
+        for (p, (remaining, nodes)) in std::mem::take(&mut self.pool_limits).into_iter().enumerate() {
+            self.pools[p].remaining = remaining;
+            self.pools[p].nodes_remaining = nodes;
+        }
+        self.removed.clear();
+    }
+
+    /// Places `pods` (context indexes), largest first, retrying the ones that did not fit until
+    /// a full pass places none of them (a pod may fit only once another pod of the batch is
+    /// placed). With `explain`, says why for each pod left.
+    fn run(&mut self, pods: &[usize], explain: bool) -> Run {
+        let nres = self.res.names.len();
+        self.min_request = vec![i64::MAX; nres];
+        for &pi in pods {
+            for (m, v) in self.min_request.iter_mut().zip(&self.pod_requests[pi]) {
+                *m = (*m).min(*v);
+            }
+        }
+        let mut order: Vec<usize> = pods.to_vec();
         let (cpu, mem) = (self.res.index[CPU], self.res.index[MEMORY]);
         order.sort_by(|a, b| {
             let (ra, rb) = (&self.pod_requests[*a], &self.pod_requests[*b]);
             rb[cpu].cmp(&ra[cpu]).then(rb[mem].cmp(&ra[mem])).then(a.cmp(b))
         });
-        let mut result = SchedulingResult::default();
-        let mut placed_on_node: Vec<(usize, usize)> = Vec::new();
-        let mut explained: HashMap<(usize, Vec<i64>), PodError> = HashMap::new();
-        for &pi in &order {
-            let g = self.pod_group[pi];
-            let mut l = 0;
-            let placed = loop {
-                let Some(level) = self.level(g, l) else { break None };
-                if let Some(bin) = self.place(pi, g, level) {
-                    break Some(bin);
-                }
-                l += 1;
-            };
-            match placed {
-                Some(Bin::Node(n)) => placed_on_node.push((pi, n)),
-                Some(Bin::Claim(_)) => {}
-                None => {
-                    // Identical pods (same group and requests) get the same explanation.
-                    let key = (g, self.pod_requests[pi].clone());
-                    let err = match explained.get(&key) {
-                        Some(e) => PodError::clone(e),
-                        None => {
-                            let e = self.explain(pi, g);
-                            explained.insert(key, e.clone());
-                            e
-                        }
-                    };
-                    result.errors.push((pi, err));
+        let mut run = Run::default();
+        let mut queue = order;
+        loop {
+            let before = queue.len();
+            let mut left = Vec::new();
+            for pi in queue {
+                match self.place_pod(pi) {
+                    Some(Bin::Node(n)) => run.on_node.push((pi, n)),
+                    Some(Bin::Claim(_)) => {}
+                    None => left.push(pi),
                 }
             }
-        }
-        placed_on_node.sort();
-        result.placements =
-            placed_on_node.into_iter().map(|(pod, n)| Placement { pod, node: self.nodes[n].name.clone() }).collect();
-        result.errors.sort_by_key(|(p, _)| *p);
-        let mut orders: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
-        for c in 0..self.claims.len() {
-            let key = (self.claims[c].pool, self.claims[c].req);
-            if let std::collections::hash_map::Entry::Vacant(e) = orders.entry(key) {
-                e.insert(self.price_order(key.0, key.1));
+            queue = left;
+            if queue.is_empty() || queue.len() == before {
+                break;
             }
-            let claim = self.finish_claim(c, &orders[&key]);
-            result.new_node_claims.push(claim);
         }
-        result
+        run.on_node.sort();
+        if explain {
+            let mut explained: HashMap<(usize, Vec<i64>), PodError> = HashMap::new();
+            for &pi in &queue {
+                let g = self.pod_group[pi];
+                // Identical pods (same group and requests) get the same explanation.
+                let key = (g, self.pod_requests[pi].clone());
+                let err = match explained.get(&key) {
+                    Some(e) => PodError::clone(e),
+                    None => {
+                        let e = self.explain(pi, g);
+                        explained.insert(key, e.clone());
+                        e
+                    }
+                };
+                run.errors.push((pi, err));
+            }
+            run.errors.sort_by_key(|(p, _)| *p);
+        }
+        run.unplaced = queue;
+        run.unplaced.sort_unstable();
+        run
+    }
+
+    /// Tries pod `pi` at each level of its group, most constrained first.
+    fn place_pod(&mut self, pi: usize) -> Option<Bin> {
+        let g = self.pod_group[pi];
+        if self.groups[g].unresolvable.is_some() {
+            return None;
+        }
+        let mut l = 0;
+        loop {
+            let level = self.level(g, l)?;
+            if let Some(bin) = self.place(pi, g, level) {
+                return Some(bin);
+            }
+            l += 1;
+        }
+    }
+
+    fn set_cursor(&mut self, g: usize, value: usize) {
+        let old = self.groups[g].cursor;
+        if old != value {
+            self.journal.push(Undo::Cursor { group: g, old });
+            self.groups[g].cursor = value;
+        }
     }
 
     /// Tries every bin for pod `pi` at level `l` of its group, in order: existing nodes,
@@ -1239,14 +1678,14 @@ impl<'a> Scheduler<'a> {
             match self.claim_fits(pi, g, l, c) {
                 Ok(plan) => {
                     if advance_cursor {
-                        self.groups[g].cursor = i;
+                        self.set_cursor(g, i);
                     }
                     self.commit_claim(pi, g, l, c, plan);
                     return Some(Bin::Claim(c));
                 }
                 Err(permanent) => {
                     if advance_cursor && permanent {
-                        self.groups[g].cursor = i + 1;
+                        self.set_cursor(g, i + 1);
                     } else {
                         advance_cursor = false;
                     }
@@ -1268,20 +1707,25 @@ impl<'a> Scheduler<'a> {
     }
 
     fn node_fits(&mut self, pi: usize, g: usize, l: usize, n: usize) -> bool {
+        // Cheap rejections first (the answer is the same; only the reason's order differs).
         let node = &self.nodes[n];
-        if !node.schedulable || !fits(&node.used, &self.pod_requests[pi], &node.alloc) {
+        if !node.schedulable
+            || crate::fit::short_resource(
+                self.pod_requests[pi].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+            )
+            .is_some()
+        {
             return false;
         }
-        // Taints, node affinity and volume zones do not change during the pass: once per level.
-        if !self.node_static_ok(g, l, n) {
-            return false;
-        }
-        let grp = &self.groups[g];
-        let node = &self.nodes[n];
-        if grp.ports.iter().any(|a| node.ports.iter().any(|b| a.conflicts(b))) {
-            return false;
-        }
-        self.topology_ok(g, l, &mut |s, key| s.node_domain(n, key)).is_some()
+        self.node_fit(pi, g, l, n).is_ok()
+    }
+
+    /// The one node-fit check ([`crate::fit::check`]) for pod `pi` of group `g` at level `l` on
+    /// existing node `n`.
+    fn node_fit(&mut self, pi: usize, g: usize, l: usize, n: usize) -> Result<(), crate::fit::Why> {
+        // Taints, node affinity and volume zones do not change during a query: once per level.
+        let static_ok = self.node_static_ok(g, l, n);
+        crate::fit::check(&mut NodeFit { s: self, pi, g, l, n, static_ok })
     }
 
     /// The domain of existing node `n` for `key` (its label values are interned up front).
@@ -1302,9 +1746,13 @@ impl<'a> Scheduler<'a> {
                 .iter()
                 .map(|node| {
                     Self::tolerated(&grp.tolerations, &node.taints, level.tolerate_prefer)
-                        && r.matches(&node.labels)
-                        && level.name_field.as_ref().is_none_or(|f| f.has(&node.name))
-                        && grp.volume_alts.iter().all(|alts| alts.iter().any(|v| v.matches(&node.labels)))
+                        && crate::fit::node_affinity_matches(
+                            std::slice::from_ref(r),
+                            std::slice::from_ref(&level.name_field),
+                            &node.name,
+                            &node.labels,
+                        )
+                        && crate::fit::volumes_match(&grp.volume_alts, &node.labels)
                 })
                 .collect();
             self.groups[g].node_ok[l] = ok;
@@ -1312,96 +1760,55 @@ impl<'a> Scheduler<'a> {
         self.groups[g].node_ok[l][n]
     }
 
-    /// Checks spread, affinity and anti-affinity for a bin whose domains are all determined.
-    /// Returns `Some(())` when they hold.
-    fn topology_ok(
-        &mut self,
-        g: usize,
-        l: usize,
-        domain: &mut dyn FnMut(&mut Self, &str) -> Option<u32>,
-    ) -> Option<()> {
-        let level = Arc::clone(&self.groups[g].levels[l]);
-        for s in &level.spreads {
-            let d = domain(self, &s.key)?;
-            if !self.spread_allows(s, d) {
-                return None;
-            }
-        }
-        for set in &level.affinity {
-            let first_of_its_kind = set.matches_own && set.counters.iter().all(|c| self.counters[*c].total == 0);
-            for &c in &set.counters {
-                // Every topology key must exist on the node, even for the first of its kind.
-                let key = self.counters[c].key.clone();
-                let d = domain(self, &key)?;
-                if !first_of_its_kind && self.counters[c].get(d) == 0 {
-                    return None;
-                }
-            }
-        }
-        for c in &level.anti {
-            let key = self.counters[*c].key.clone();
-            if let Some(d) = domain(self, &key)
-                && self.counters[*c].get(d) > 0
-            {
-                return None;
-            }
-        }
-        for j in 0..self.groups[g].rejected_by.len() {
-            let i = self.groups[g].rejected_by[j];
-            let key = self.inverses[i].key.clone();
-            if let Some(d) = domain(self, &key)
-                && self.inverses[i].is_blocked(d)
-            {
-                return None;
-            }
-        }
-        Some(())
-    }
-
     fn spread_min(&self, s: &SpreadPlan) -> i64 {
         if s.fresh {
             return 0;
         }
+        let c = &self.counters[s.counter];
+        if self.removed.is_empty() {
+            if let Some(md) = s.min_domains
+                && (s.domains.len() as i64) < md
+            {
+                return 0;
+            }
+            return s.domains.iter().map(|d| c.get(*d)).min().unwrap_or(0);
+        }
+        let alive = || (0..s.domains.len()).filter(|i| self.domain_alive(s, *i)).map(|i| s.domains[i]);
         if let Some(md) = s.min_domains
-            && (s.domains.len() as i64) < md
+            && (alive().count() as i64) < md
         {
             return 0;
         }
-        let c = &self.counters[s.counter];
-        s.domains.iter().map(|d| c.get(*d)).min().unwrap_or(0)
+        alive().map(|d| c.get(d)).min().unwrap_or(0)
+    }
+
+    /// Whether domain `i` of spread plan `s` still exists in the running what-if: a pool offers
+    /// it, or some node in it is not removed.
+    fn domain_alive(&self, s: &SpreadPlan, i: usize) -> bool {
+        let d = s.domains[i];
+        s.from_pool[i]
+            || (self.removed.iter().filter(|n| self.node_domain(**n, &s.key) == Some(d)).count() as u32)
+                < s.node_support[i]
     }
 
     fn spread_allows(&self, s: &SpreadPlan, d: u32) -> bool {
         if !s.fresh && !s.domains.contains(&d) {
             return false;
         }
-        self.counters[s.counter].get(d) + s.self_match - self.spread_min(s) <= s.max_skew
+        crate::fit::spread_skew_ok(self.counters[s.counter].get(d), s.self_match, self.spread_min(s), s.max_skew)
     }
 
     fn commit_node(&mut self, pi: usize, g: usize, n: usize) {
         for (u, v) in self.nodes[n].used.iter_mut().zip(&self.pod_requests[pi]) {
             *u += v;
         }
-        let ports = self.groups[g].ports.clone();
-        self.nodes[n].ports.extend(ports);
-        let labels = self.nodes[n].labels.clone();
-        self.record(g, &|key| labels.get(key).cloned());
-    }
-
-    /// Counts a placed pod of group `g` in the domains `domain` gives.
-    fn record(&mut self, g: usize, domain: &dyn Fn(&str) -> Option<String>) {
-        for c in self.groups[g].counted_by.clone() {
-            if let Some(v) = domain(&self.counters[c].key) {
-                let d = self.values.id(&v);
-                self.counters[c].add(d);
-            }
+        self.journal.push(Undo::NodeUsed { node: n, pod: pi });
+        if !self.groups[g].ports.is_empty() {
+            self.journal.push(Undo::NodePorts { node: n, len: self.nodes[n].ports.len() });
+            let ports = self.groups[g].ports.clone();
+            self.nodes[n].ports.extend(ports);
         }
-        for i in self.groups[g].own_inverse.clone() {
-            if let Some(v) = domain(&self.inverses[i].key) {
-                let d = self.values.id(&v);
-                self.inverses[i].block(d);
-            }
-        }
+        self.count_pod(n, pi, 1);
     }
 
     /// The first of `domains` that, set as `key`'s value on the claim's requirements `req`, still
@@ -1660,7 +2067,7 @@ impl<'a> Scheduler<'a> {
         let n = self.res.names.len();
         let mut r = vec![0i64; n];
         for i in types.iter() {
-            for (k, v) in r.iter_mut().zip(&p.alloc[i * n..(i + 1) * n]) {
+            for (k, v) in r.iter_mut().zip(&p.free[i * n..(i + 1) * n]) {
                 *k = (*k).max(*v);
             }
         }
@@ -1672,7 +2079,7 @@ impl<'a> Scheduler<'a> {
         let p = &self.pools[pool];
         let n = self.res.names.len();
         let mut r = vec![0i64; n];
-        for i in types.iter().filter(|i| type_fits(requests, &p.alloc[i * n..(i + 1) * n])) {
+        for i in types.iter().filter(|i| type_fits(requests, &p.free[i * n..(i + 1) * n])) {
             for (k, v) in r.iter_mut().zip(&p.capacity[i * n..(i + 1) * n]) {
                 *k = (*k).max(*v);
             }
@@ -1710,7 +2117,7 @@ impl<'a> Scheduler<'a> {
         let mut types = plan.types;
         while let Some(i) = types.first() {
             let n = self.res.names.len();
-            if type_fits(&self.claims[c].requests, &self.pools[pool].alloc[i * n..(i + 1) * n]) {
+            if type_fits(&self.claims[c].requests, &self.pools[pool].free[i * n..(i + 1) * n]) {
                 break;
             }
             types.clear(i);
@@ -1730,13 +2137,13 @@ impl<'a> Scheduler<'a> {
         for j in 0..self.groups[g].counted_by.len() {
             let ci = self.groups[g].counted_by[j];
             if let Some(d) = self.claim_domain(c, req, &self.counters[ci].key) {
-                self.counters[ci].add(d);
+                self.count(ci, d, 1);
             }
         }
         for j in 0..self.groups[g].own_inverse.len() {
             let ii = self.groups[g].own_inverse[j];
             if let Some(d) = self.claim_domain(c, req, &self.inverses[ii].key) {
-                self.inverses[ii].block(d);
+                self.block(ii, d, 1);
             }
         }
         // Close the claim when even the smallest pod of the batch no longer fits any type.
@@ -1749,7 +2156,7 @@ impl<'a> Scheduler<'a> {
     }
 
     fn new_claim(&mut self, pi: usize, g: usize, l: usize, p: usize) -> Option<usize> {
-        if self.pools[p].nodes_remaining <= 0 || !self.pool_admits(p, g, l) {
+        if self.pools[p].nodes_remaining <= 0 || !self.pool_admits(p, g, l) || self.daemon_port_conflict(g, p) {
             return None;
         }
         let level_req = self.groups[g].levels[l].req;
@@ -1758,8 +2165,8 @@ impl<'a> Scheduler<'a> {
         if self.unsat[req as usize] {
             return None;
         }
-        let total: Vec<i64> =
-            self.pools[p].daemon_overhead.iter().zip(&self.pod_requests[pi]).map(|(a, b)| a + b).collect();
+        // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
+        let total: Vec<i64> = self.pod_requests[pi].clone();
         let ntypes = self.pools[p].types.len();
         let mut candidates = Bits::empty(ntypes);
         {
@@ -1788,10 +2195,10 @@ impl<'a> Scheduler<'a> {
             pool: p,
             req: pool_req,
             types: candidates.clone(),
-            requests: self.pools[p].daemon_overhead.clone(),
+            requests: vec![0; self.res.names.len()],
             pods: Vec::new(),
             hostname,
-            ports: Vec::new(),
+            ports: self.pools[p].daemon_ports.clone(),
             reserved: vec![0; self.res.names.len()],
             max_alloc,
             open: true,
@@ -1819,9 +2226,18 @@ impl<'a> Scheduler<'a> {
         }
     }
 
+    /// Whether group `g` asks for a host port the pool's DaemonSets take on every new node.
+    fn daemon_port_conflict(&self, g: usize, p: usize) -> bool {
+        let ports = &self.groups[g].ports;
+        !ports.is_empty() && ports.iter().any(|a| self.pools[p].daemon_ports.iter().any(|b| a.conflicts(b)))
+    }
+
     /// The pool's types with an offering compatible with requirements `req`, cheapest
-    /// compatible offering first (then name).
-    fn price_order(&self, pool: usize, req: u32) -> Vec<usize> {
+    /// compatible offering first (then name), with that price.
+    fn price_order(&mut self, pool: usize, req: u32) -> Arc<PriceOrder> {
+        if let Some(v) = self.price_cache.get(&(pool, req)) {
+            return Arc::clone(v);
+        }
         let p = &self.pools[pool];
         let r = &self.reqs[req as usize];
         let (zone, ct) = (r.get(ZONE), r.get(CAPACITY_TYPE));
@@ -1842,19 +2258,26 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| p.types[a.1].name.cmp(&p.types[b.1].name)));
-        v.into_iter().map(|(_, i)| i).collect()
+        let v = Arc::new(v);
+        self.price_cache.insert((pool, req), Arc::clone(&v));
+        v
     }
 
-    fn finish_claim(&self, c: usize, order: &[usize]) -> NewNodeClaim {
+    /// Claim `c` as a NodeClaim to create (pod indexes are context indexes), and the price of
+    /// its cheapest fitting instance type's cheapest compatible offering.
+    fn finish_claim(&mut self, c: usize) -> (NewNodeClaim, f64) {
+        let order = self.price_order(self.claims[c].pool, self.claims[c].req);
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let r = &self.reqs[claim.req as usize];
         let n = self.res.names.len();
-        let types: Vec<usize> = order
+        let fitting: Vec<(f64, usize)> = order
             .iter()
             .copied()
-            .filter(|i| claim.types.contains(*i) && type_fits(&claim.requests, &pool.alloc[i * n..(i + 1) * n]))
+            .filter(|(_, i)| claim.types.contains(*i) && type_fits(&claim.requests, &pool.free[i * n..(i + 1) * n]))
             .collect();
+        let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
+        let types: Vec<usize> = fitting.into_iter().map(|(_, i)| i).collect();
         let mut requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues> = r
             .iter()
             .filter(|(k, x)| k.as_str() != INSTANCE_TYPE && !x.is_any())
@@ -1876,7 +2299,14 @@ impl<'a> Scheduler<'a> {
         }
         let mut pods = claim.pods.clone();
         pods.sort_unstable();
-        NewNodeClaim {
+        // The pods' requests plus the DaemonSet overhead of the cheapest fitting type.
+        let mut requests = claim.requests.clone();
+        if let Some(first) = types.first() {
+            for (r, o) in requests.iter_mut().zip(&pool.overhead[first * n..(first + 1) * n]) {
+                *r += o;
+            }
+        }
+        let claim = NewNodeClaim {
             node_pool: pool.name.clone(),
             requirements,
             instance_types: types.iter().map(|i| Arc::clone(&pool.types[*i])).collect(),
@@ -1884,8 +2314,9 @@ impl<'a> Scheduler<'a> {
             taints: pool.taints.clone(),
             startup_taints: pool.startup_taints.clone(),
             pods,
-            requests: self.res.list(&claim.requests),
-        }
+            requests: self.res.list(&requests),
+        };
+        (claim, price)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1912,6 +2343,9 @@ impl<'a> Scheduler<'a> {
     /// Why pod `pi` fits nowhere: existing nodes summarized kube-scheduler style, then each
     /// NodePool with what excluded it (at the most relaxed level).
     fn explain(&mut self, pi: usize, g: usize) -> PodError {
+        if let Some(why) = &self.groups[g].unresolvable {
+            return PodError { reason: "UnresolvableVolume".to_string(), message: why.clone() };
+        }
         let l = self.groups[g].levels.len().saturating_sub(1);
         let mut parts: Vec<String> = Vec::new();
         if !self.nodes.is_empty() {
@@ -1940,46 +2374,13 @@ impl<'a> Scheduler<'a> {
     }
 
     fn node_reason(&mut self, pi: usize, g: usize, l: usize, n: usize) -> String {
-        let grp = &self.groups[g];
-        let level = &grp.levels[l];
-        let node = &self.nodes[n];
-        if !node.schedulable {
-            return crate::predicates::UNSCHEDULABLE.into();
-        }
-        if let Some(t) = pod::untolerated_taint_with(&grp.tolerations, &node.taints, !level.tolerate_prefer) {
-            return format!("node(s) had untolerated taint {}", pod::taint_message(t));
-        }
-        if !self.reqs[level.req as usize].matches(&node.labels) {
-            return crate::predicates::NODE_AFFINITY.into();
-        }
-        if !grp.volume_alts.iter().all(|alts| alts.iter().any(|r| r.matches(&node.labels))) {
-            return crate::predicates::VOLUME_ZONE.into();
-        }
-        let req = &self.pod_requests[pi];
-        for (i, name) in self.res.names.iter().enumerate() {
-            if req[i] > 0 && node.used[i] + req[i] > node.alloc[i] {
-                return if name == PODS { "Too many pods".into() } else { format!("Insufficient {name}") };
+        match self.node_fit(pi, g, l, n) {
+            Ok(()) => "node(s) would fit".into(),
+            Err(why) => {
+                let static_ok = self.node_static_ok(g, l, n);
+                crate::fit::describe(&NodeFit { s: self, pi, g, l, n, static_ok }, why).reason
             }
         }
-        if grp.ports.iter().any(|a| node.ports.iter().any(|b| a.conflicts(b))) {
-            return crate::predicates::HOST_PORTS.into();
-        }
-        let labels = node.labels.clone();
-        let domain = |s: &mut Self, key: &str| labels.get(key).map(|v| s.values.id(v));
-        let level = self.groups[g].levels[l].clone();
-        for s in &level.spreads {
-            match domain(self, &s.key) {
-                None => return crate::predicates::SPREAD_MISSING_LABEL.into(),
-                Some(d) if !self.spread_allows(s, d) => {
-                    return format!("{} ({})", crate::predicates::SPREAD, self.spread_counts(s));
-                }
-                _ => {}
-            }
-        }
-        if self.topology_ok(g, l, &mut |s, key| domain(s, key)).is_none() {
-            return "node(s) didn't match pod affinity/anti-affinity rules".into();
-        }
-        "node(s) would fit".into()
     }
 
     fn spread_counts(&self, s: &SpreadPlan) -> String {
@@ -2018,12 +2419,12 @@ impl<'a> Scheduler<'a> {
         if pool.types.is_empty() {
             return ("the NodePool has no instance types".into(), false);
         }
+        if self.daemon_port_conflict(g, p) {
+            return ("a host port the pod asks for is taken by a DaemonSet pod on every new node".into(), false);
+        }
         // Resources the pod needs that no type has at all, then ones too small.
         let n = self.res.names.len();
-        let mut total = pool.daemon_overhead.clone();
-        for (t, v) in total.iter_mut().zip(&self.pod_requests[pi]) {
-            *t += v;
-        }
+        let total = self.pod_requests[pi].clone();
         for (ri, name) in self.res.names.iter().enumerate() {
             if self.pod_requests[pi][ri] > 0 && (0..pool.types.len()).all(|i| pool.alloc[i * n + ri] <= 0) {
                 return (format!("no instance type in NodePool {} has resource {}", pool.name, name), false);
@@ -2069,14 +2470,17 @@ impl<'a> Scheduler<'a> {
                 .names
                 .iter()
                 .enumerate()
-                .filter(|(ri, _)| total[*ri] > 0 && compat.iter().all(|i| pool.alloc[i * n + ri] < total[*ri]))
+                .filter(|(ri, _)| total[*ri] > 0 && compat.iter().all(|i| pool.free[i * n + ri] < total[*ri]))
                 .map(|(ri, name)| {
-                    let largest = compat.iter().map(|i| pool.alloc[i * n + ri]).max().unwrap_or(0);
+                    // The type with the most room left after its DaemonSets.
+                    let best = compat.iter().max_by_key(|i| pool.free[i * n + ri]).unwrap_or(0);
+                    let overhead = pool.overhead.get(best * n + ri).copied().unwrap_or(0);
+                    let alloc = pool.alloc.get(best * n + ri).copied().unwrap_or(0);
                     format!(
-                        "{name} (needs {} incl. daemonset overhead {}, largest allocatable {})",
+                        "{name} (needs {} plus daemonset overhead {}, largest allocatable {})",
                         from_units(name, total[ri]),
-                        from_units(name, pool.daemon_overhead[ri]),
-                        from_units(name, largest)
+                        from_units(name, overhead),
+                        from_units(name, alloc)
                     )
                 })
                 .collect();
@@ -2141,6 +2545,23 @@ impl<'a> Scheduler<'a> {
     }
 }
 
+/// What a node of instance type `t` from a pool with requirements `pool` would carry: the
+/// pool's requirements narrowed to the type's labels and its available offerings' zones and
+/// capacity types.
+fn type_requirements(pool: &Requirements, t: &InstanceType) -> Requirements {
+    let mut r = pool.clone();
+    r.add(INSTANCE_TYPE, Requirement::single(t.name.clone()));
+    for (k, v) in &t.labels {
+        r.add(k, Requirement::single(v.clone()));
+    }
+    let available = || t.offerings.iter().filter(|o| o.available);
+    let zones: BTreeSet<&str> = available().map(|o| o.zone.as_str()).collect();
+    let capacity_types: BTreeSet<&str> = available().map(|o| o.capacity_type.as_str()).collect();
+    r.add(ZONE, Requirement::new(Operator::In, &zones.into_iter().collect::<Vec<_>>()));
+    r.add(CAPACITY_TYPE, Requirement::new(Operator::In, &capacity_types.into_iter().collect::<Vec<_>>()));
+    r
+}
+
 /// One requirement set standing for alternatives (a volume's node affinity terms): when every
 /// alternative constrains only the same single key with finite values (the usual zone list),
 /// their union; otherwise the first alternative.
@@ -2188,7 +2609,8 @@ fn same_constraints(a: &Pod, b: &Pod) -> bool {
         && x.affinity == y.affinity
         && x.tolerations == y.tolerations
         && x.topology_spread_constraints == y.topology_spread_constraints
-        && x.node_name == y.node_name
+        // `nodeName` is a binding, not a constraint the Scheduler places by: pods on existing
+        // nodes differ in it and still move alike.
         && x.volumes == y.volumes
         // Generic ephemeral volumes are claims named after the pod: such pods stand alone.
         && (x.volumes.iter().flatten().all(|v| v.ephemeral.is_none()) || a.metadata.name == b.metadata.name)

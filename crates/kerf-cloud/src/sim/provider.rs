@@ -413,6 +413,14 @@ impl SimProvider {
                 }
             }
         }
+        // Spot offerings pricier than the cheapest on-demand one are not worth launching: dropped,
+        // as the AWS provider drops them.
+        let cheapest_on_demand = candidates
+            .iter()
+            .filter(|(_, o)| o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND)
+            .map(|(_, o)| o.price)
+            .fold(f64::INFINITY, f64::min);
+        candidates.retain(|(_, o)| o.capacity_type != labels::CAPACITY_TYPE_SPOT || o.price <= cheapest_on_demand);
         // Reserved first, then spot, then on-demand, as Karpenter launches: the first capacity
         // type with any candidate is the only one tried in this launch.
         let capacity_type =
