@@ -35,6 +35,7 @@ pub fn simulate_without(base: &SchedulingInput, removed: &BTreeSet<&str>, pods: 
         daemonset_pods: base.daemonset_pods.clone(),
         pods,
         volume_requirements: base.volume_requirements.clone(),
+        unresolvable_volumes: base.unresolvable_volumes.clone(),
         namespace_labels: base.namespace_labels.clone(),
     };
     kerf_scheduling::schedule(&input)
