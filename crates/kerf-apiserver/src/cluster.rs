@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_cloud::{Clock, ManualClock, Timestamp};
 use kerf_controller::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 
-use crate::rng::SplitMix64;
+use kerf_api::seeded::SplitMix64;
 
 /// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
 pub use kerf_api::seeded::NAME_ALPHABET;

@@ -1,0 +1,8 @@
+//! The one in-memory Kubernetes API server: objects with uids, resourceVersions, generateName,
+//! finalizers and deletionTimestamp, the status subresource, watches and eviction honouring
+//! PodDisruptionBudgets. The simulator drives it, controller tests use it, and `kerf serve`
+//! serves it over HTTP.
+
+pub mod cluster;
+
+pub use cluster::SimCluster;
