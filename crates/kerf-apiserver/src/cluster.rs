@@ -1,8 +1,9 @@
 //! The cluster API in memory: typed stores per kind, uids, a global resourceVersion counter,
 //! generateName, finalizers and deletionTimestamp, optimistic concurrency, PodDisruptionBudget-aware
-//! eviction, an event log and a queue of watch events the driver drains.
+//! eviction, an event log, a queue of watch events the driver drains, and (when serving) the
+//! history of changes HTTP watches resume from.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -13,6 +14,10 @@ use kerf_cloud::{Clock, ManualClock, Timestamp};
 use kerf_controller::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 
 use kerf_api::seeded::SplitMix64;
+use serde_json::Value;
+
+use crate::kinds::is_namespaced;
+use crate::stored::{DynamicObject, Stored};
 
 /// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
 pub use kerf_api::seeded::NAME_ALPHABET;
@@ -24,28 +29,95 @@ pub struct LoggedEvent {
     pub record: EventRecord,
 }
 
+/// How a write treats the parts of an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub enum Mode {
+    /// Metadata and spec; the stored status is kept.
     Spec,
+    /// Status only (the status subresource).
     Status,
+    /// Everything (the simulator's own stand-ins).
     All,
+}
+
+/// What happened to an object, as a watch reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl ChangeType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeType::Added => "ADDED",
+            ChangeType::Modified => "MODIFIED",
+            ChangeType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change in the store's history (what HTTP watches replay).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub resource_version: u64,
+    pub kind: &'static str,
+    pub type_: ChangeType,
+    pub object: Stored,
+}
+
+/// A change to a dynamic object of a kind the driver asked to follow.
+#[derive(Debug, Clone)]
+pub enum DynamicEvent {
+    Applied(Arc<DynamicObject>),
+    Deleted(Arc<DynamicObject>),
+}
+
+/// A watch asked to resume from a resourceVersion the history no longer holds: relist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("too old resource version: {requested} ({oldest})")]
+pub struct Expired {
+    pub requested: u64,
+    /// The oldest resourceVersion a watch can still resume from.
+    pub oldest: u64,
+}
+
+/// Preconditions of a delete (DeleteOptions.preconditions).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
 }
 
 #[derive(Default)]
 struct Inner {
     /// kind -> key (`namespace/name` or `name`) -> object.
-    stores: BTreeMap<&'static str, BTreeMap<String, AnyObject>>,
+    stores: BTreeMap<&'static str, BTreeMap<String, Stored>>,
     resource_version: u64,
     uids: u64,
     rng: SplitMix64,
     events: Vec<LoggedEvent>,
+    /// Typed changes for the driver, drained each round.
     watch: Vec<WatchEvent>,
+    /// Dynamic kinds the driver follows, and their changes.
+    dynamic_kinds: BTreeSet<&'static str>,
+    dynamic_watch: Vec<DynamicEvent>,
+    /// Changes HTTP watches replay; empty (and not kept) unless serving.
+    history: VecDeque<Change>,
+    history_cap: usize,
+    /// Every change after this resourceVersion is still in `history`.
+    history_floor: u64,
+    /// Recorded events also become core/v1 Event objects (when serving).
+    event_objects: bool,
 }
 
 /// The in-memory API server. Cheap to share by reference; all methods take `&self`.
 pub struct SimCluster {
     inner: Mutex<Inner>,
     clock: ManualClock,
+    /// The latest resourceVersion, for HTTP watches to wait on.
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
@@ -57,7 +129,7 @@ fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
 }
 
 /// Copies `from`'s status into `into` (same kind), leaving everything else of `into`.
-fn copy_status(into: &mut AnyObject, from: &AnyObject) {
+pub(crate) fn copy_status(into: &mut AnyObject, from: &AnyObject) {
     match (into, from) {
         (AnyObject::Pod(a), AnyObject::Pod(b)) => Arc::make_mut(a).status.clone_from(&b.status),
         (AnyObject::Node(a), AnyObject::Node(b)) => Arc::make_mut(a).status.clone_from(&b.status),
@@ -79,7 +151,7 @@ fn copy_status(into: &mut AnyObject, from: &AnyObject) {
     }
 }
 
-fn meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+pub(crate) fn any_meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
     match obj {
         AnyObject::Pod(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::Node(o) => &mut Arc::make_mut(o).metadata,
@@ -95,13 +167,196 @@ fn meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::m
     }
 }
 
-fn is_namespaced(kind: &str) -> bool {
-    matches!(kind, "Pod" | "DaemonSet" | "PodDisruptionBudget" | "PersistentVolumeClaim")
+fn typed<K: Object>(s: &Stored) -> Option<&K> {
+    match s {
+        Stored::Typed(a) => K::from_any(a),
+        Stored::Dynamic(_) => None,
+    }
+}
+
+fn typed_result<K: Object>(s: &Stored, kind: &'static str) -> Result<K, ApiError> {
+    typed::<K>(s)
+        .cloned()
+        .ok_or_else(|| ApiError::Other(format!("{kind} {}: wrong kind", s.meta().name.as_deref().unwrap_or(""))))
+}
+
+impl Inner {
+    /// Records a change: for the driver (typed kinds and the dynamic kinds it follows) and, when
+    /// serving, in the history HTTP watches replay.
+    fn emit(&mut self, kind: &'static str, type_: ChangeType, object: Stored) {
+        match &object {
+            Stored::Typed(a) => self.watch.push(match type_ {
+                ChangeType::Deleted => WatchEvent::Deleted(a.clone()),
+                _ => WatchEvent::Applied(a.clone()),
+            }),
+            Stored::Dynamic(d) if self.dynamic_kinds.contains(kind) => self.dynamic_watch.push(match type_ {
+                ChangeType::Deleted => DynamicEvent::Deleted(d.clone()),
+                _ => DynamicEvent::Applied(d.clone()),
+            }),
+            Stored::Dynamic(_) => {}
+        }
+        if self.history_cap > 0 {
+            if self.history.len() >= self.history_cap
+                && let Some(old) = self.history.pop_front()
+            {
+                self.history_floor = old.resource_version;
+            }
+            self.history.push_back(Change { resource_version: self.resource_version, kind, type_, object });
+        }
+    }
+
+    fn next_rv(&mut self) -> String {
+        self.resource_version += 1;
+        self.resource_version.to_string()
+    }
+
+    fn create(&mut self, now: Timestamp, kind: &'static str, mut obj: Stored) -> Result<Stored, ApiError> {
+        let namespaced = is_namespaced(kind);
+        let meta = obj.meta_mut();
+        if meta.name.as_deref().unwrap_or("").is_empty() {
+            let Some(prefix) = meta.generate_name.clone().filter(|p| !p.is_empty()) else {
+                return Err(ApiError::Invalid {
+                    kind,
+                    name: String::new(),
+                    message: "metadata.name or metadata.generateName is required".to_string(),
+                });
+            };
+            // Retry on the rare suffix collision, as the API server's clients do.
+            let mut name;
+            loop {
+                name = format!("{prefix}{}", self.rng.suffix(5));
+                let key = key_of(meta.namespace.as_deref(), &name, namespaced);
+                if !self.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
+                    break;
+                }
+            }
+            meta.name = Some(name);
+        }
+        if namespaced && meta.namespace.is_none() {
+            meta.namespace = Some("default".to_string());
+        }
+        if !namespaced {
+            meta.namespace = None;
+        }
+        let name = meta.name.clone().unwrap_or_default();
+        let key = key_of(meta.namespace.as_deref(), &name, namespaced);
+        if self.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
+            return Err(ApiError::AlreadyExists { kind, name });
+        }
+        if let Stored::Typed(AnyObject::Pod(p)) = &mut obj {
+            admit_priority(Arc::make_mut(p));
+        }
+        self.uids += 1;
+        let uid = format!("00000000-0000-4000-8000-{:012x}", self.uids);
+        let rv = self.next_rv();
+        let meta = obj.meta_mut();
+        meta.uid = Some(uid);
+        meta.resource_version = Some(rv);
+        meta.creation_timestamp = Some(Time(now));
+        meta.deletion_timestamp = None;
+        meta.generation = Some(1);
+        self.stores.entry(kind).or_default().insert(key, obj.clone());
+        self.emit(kind, ChangeType::Added, obj.clone());
+        Ok(obj)
+    }
+
+    fn write(&mut self, kind: &'static str, incoming: Stored, mode: Mode) -> Result<Stored, ApiError> {
+        let name = incoming.meta().name.clone().unwrap_or_default();
+        let key = key_of(incoming.meta().namespace.as_deref(), &name, is_namespaced(kind));
+        let Some(current) = self.stores.get(kind).and_then(|s| s.get(&key)) else {
+            return Err(ApiError::NotFound { kind, name });
+        };
+        if let Some(rv) = incoming.meta().resource_version.as_deref().filter(|rv| !rv.is_empty())
+            && Some(rv) != current.meta().resource_version.as_deref()
+        {
+            return Err(ApiError::Conflict { kind, name });
+        }
+        let mut next = if mode == Mode::Status {
+            let mut n = current.clone();
+            n.copy_status_from(&incoming);
+            n
+        } else {
+            let mut n = incoming;
+            if mode == Mode::Spec {
+                n.copy_status_from(current);
+            }
+            // Fields the server owns.
+            let cm = current.meta().clone();
+            let m = n.meta_mut();
+            m.uid = cm.uid;
+            m.creation_timestamp = cm.creation_timestamp;
+            m.namespace = cm.namespace;
+            m.generation = cm.generation;
+            // Once set, a deletionTimestamp stays; it is never set by an update.
+            m.deletion_timestamp = cm.deletion_timestamp;
+            n
+        };
+        let rv = self.next_rv();
+        next.meta_mut().resource_version = Some(rv);
+        let done =
+            next.meta().deletion_timestamp.is_some() && next.meta().finalizers.as_ref().is_none_or(Vec::is_empty);
+        if done {
+            if let Some(s) = self.stores.get_mut(kind) {
+                s.remove(&key);
+            }
+            self.emit(kind, ChangeType::Deleted, next.clone());
+        } else {
+            self.stores.entry(kind).or_default().insert(key, next.clone());
+            self.emit(kind, ChangeType::Modified, next.clone());
+        }
+        Ok(next)
+    }
+
+    /// Deletes (or, with finalizers, marks for deletion) an object; returns its last state.
+    fn delete(
+        &mut self,
+        now: Timestamp,
+        kind: &'static str,
+        namespace: Option<&str>,
+        name: &str,
+        pre: &Preconditions,
+    ) -> Result<Stored, ApiError> {
+        let key = key_of(namespace, name, is_namespaced(kind));
+        let Some(mut current) = self.stores.get(kind).and_then(|s| s.get(&key)).cloned() else {
+            return Err(ApiError::NotFound { kind, name: name.to_string() });
+        };
+        let m = current.meta();
+        if pre.uid.as_ref().is_some_and(|u| m.uid.as_ref() != Some(u)) {
+            return Err(ApiError::Conflict { kind, name: format!("{name} (precondition failed: uid)") });
+        }
+        if pre.resource_version.as_ref().is_some_and(|rv| m.resource_version.as_ref() != Some(rv)) {
+            return Err(ApiError::Conflict { kind, name: format!("{name} (precondition failed: resourceVersion)") });
+        }
+        if m.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+            if m.deletion_timestamp.is_none() {
+                let rv = self.next_rv();
+                let m = current.meta_mut();
+                m.deletion_timestamp = Some(Time(now));
+                m.resource_version = Some(rv);
+                self.stores.entry(kind).or_default().insert(key, current.clone());
+                self.emit(kind, ChangeType::Modified, current.clone());
+            }
+            return Ok(current);
+        }
+        if let Some(s) = self.stores.get_mut(kind) {
+            s.remove(&key);
+        }
+        let rv = self.next_rv();
+        let m = current.meta_mut();
+        m.deletion_timestamp.get_or_insert(Time(now));
+        m.resource_version = Some(rv);
+        self.emit(kind, ChangeType::Deleted, current.clone());
+        Ok(current)
+    }
 }
 
 impl SimCluster {
     pub fn new(clock: ManualClock, seed: u64) -> Self {
-        SimCluster { inner: Mutex::new(Inner { rng: SplitMix64::new(seed), ..Inner::default() }), clock }
+        SimCluster {
+            inner: Mutex::new(Inner { rng: SplitMix64::new(seed), ..Inner::default() }),
+            clock,
+            changed: tokio::sync::watch::Sender::new(0),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -110,8 +365,29 @@ impl SimCluster {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Tells HTTP watches that something changed (a no-op when nobody listens).
+    fn notify(&self, rv: u64) {
+        if self.changed.receiver_count() > 0 {
+            self.changed.send_replace(rv);
+        }
+    }
+
     pub fn clock(&self) -> &ManualClock {
         &self.clock
+    }
+
+    /// Keeps the last `capacity` changes for HTTP watches to resume from, and records events
+    /// as core/v1 Event objects too. The simulator leaves this off (it costs memory per write).
+    pub fn enable_serving(&self, capacity: usize) {
+        let mut inner = self.lock();
+        inner.history_cap = capacity.max(1);
+        inner.history_floor = inner.resource_version;
+        inner.event_objects = true;
+    }
+
+    /// Delivers changes of the dynamic `kind` (e.g. `Deployment`) through [`Self::drain_dynamic`].
+    pub fn follow_dynamic(&self, kind: &'static str) {
+        self.lock().dynamic_kinds.insert(kind);
     }
 
     /// Takes every watch event produced since the last call, in order.
@@ -119,8 +395,34 @@ impl SimCluster {
         std::mem::take(&mut self.lock().watch)
     }
 
+    /// Takes every change of a followed dynamic kind since the last call, in order.
+    pub fn drain_dynamic(&self) -> Vec<DynamicEvent> {
+        std::mem::take(&mut self.lock().dynamic_watch)
+    }
+
     pub fn has_pending_watch(&self) -> bool {
-        !self.lock().watch.is_empty()
+        let inner = self.lock();
+        !inner.watch.is_empty() || !inner.dynamic_watch.is_empty()
+    }
+
+    /// The newest resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().resource_version
+    }
+
+    /// A receiver that wakes when the resourceVersion moves.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Changes after `since`, oldest first; `Expired` when some are no longer kept.
+    pub fn changes_since(&self, since: u64) -> Result<Vec<Change>, Expired> {
+        let inner = self.lock();
+        if since < inner.history_floor {
+            return Err(Expired { requested: since, oldest: inner.history_floor });
+        }
+        let start = inner.history.partition_point(|c| c.resource_version <= since);
+        Ok(inner.history.iter().skip(start).cloned().collect())
     }
 
     /// Every event recorded so far.
@@ -149,16 +451,103 @@ impl SimCluster {
         out
     }
 
+    /// One stored object of any kind.
+    pub fn get_stored(&self, kind: &'static str, namespace: Option<&str>, name: &str) -> Option<Stored> {
+        let key = key_of(namespace, name, is_namespaced(kind));
+        self.lock().stores.get(kind).and_then(|s| s.get(&key)).cloned()
+    }
+
+    /// The objects of `kind` (in `namespace`, or all), with the resourceVersion of the list.
+    pub fn list_stored(&self, kind: &'static str, namespace: Option<&str>) -> (Vec<Stored>, u64) {
+        let inner = self.lock();
+        let items = inner
+            .stores
+            .get(kind)
+            .map(|s| {
+                s.values()
+                    .filter(|o| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        (items, inner.resource_version)
+    }
+
+    pub fn create_stored(&self, kind: &'static str, obj: Stored) -> Result<Stored, ApiError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        let r = inner.create(now, kind, obj);
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+        r
+    }
+
+    pub fn write_stored(&self, kind: &'static str, obj: Stored, mode: Mode) -> Result<Stored, ApiError> {
+        let mut inner = self.lock();
+        let r = inner.write(kind, obj, mode);
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+        r
+    }
+
+    pub fn delete_stored(
+        &self,
+        kind: &'static str,
+        namespace: Option<&str>,
+        name: &str,
+        pre: &Preconditions,
+    ) -> Result<Stored, ApiError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        let r = inner.delete(now, kind, namespace, name, pre);
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+        r
+    }
+
+    /// A dynamic object (a kind the store keeps as JSON, e.g. `Deployment`).
+    pub fn get_dynamic(&self, kind: &'static str, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
+        match self.get_stored(kind, namespace, name)? {
+            Stored::Dynamic(d) => Some(d),
+            Stored::Typed(_) => None,
+        }
+    }
+
+    /// Creates the dynamic object, or replaces the existing one's metadata and spec (what
+    /// `kubectl apply` amounts to here).
+    pub fn apply_dynamic(&self, kind: &'static str, obj: DynamicObject) -> Result<Arc<DynamicObject>, ApiError> {
+        let stored = match self.create_stored(kind, Stored::Dynamic(Arc::new(obj.clone()))) {
+            Err(ApiError::AlreadyExists { .. }) => {
+                let mut obj = obj;
+                obj.metadata.resource_version = None;
+                self.write_stored(kind, Stored::Dynamic(Arc::new(obj)), Mode::Spec)?
+            }
+            other => other?,
+        };
+        match stored {
+            Stored::Dynamic(d) => Ok(d),
+            Stored::Typed(a) => Err(ApiError::Other(format!("{kind}: stored as {}", a.kind()))),
+        }
+    }
+
+    /// Writes a dynamic object (`mode` as for typed writes; a set resourceVersion must match).
+    pub fn update_dynamic(&self, kind: &'static str, obj: DynamicObject, mode: Mode) -> Result<(), ApiError> {
+        self.write_stored(kind, Stored::Dynamic(Arc::new(obj)), mode).map(|_| ())
+    }
+
     pub fn get_obj<K: Object>(&self, namespace: Option<&str>, name: &str) -> Option<K> {
         let key = key_of(namespace, name, K::NAMESPACED);
-        self.lock().stores.get(K::KIND).and_then(|s| s.get(&key)).and_then(K::from_any).cloned()
+        self.lock().stores.get(K::KIND).and_then(|s| s.get(&key)).and_then(typed::<K>).cloned()
     }
 
     pub fn list_objs<K: Object>(&self) -> Vec<K> {
         self.lock()
             .stores
             .get(K::KIND)
-            .map(|s| s.values().filter_map(K::from_any).cloned().collect())
+            .map(|s| s.values().filter_map(typed::<K>).cloned().collect())
             .unwrap_or_default()
     }
 
@@ -167,106 +556,15 @@ impl SimCluster {
     }
 
     pub fn create_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        let now = self.clock.now();
-        let mut inner = self.lock();
-        let mut any = obj.into_any();
-        let kind = any.kind();
-        let meta = meta_mut(&mut any);
-        if meta.name.as_deref().unwrap_or("").is_empty() {
-            let Some(prefix) = meta.generate_name.clone().filter(|p| !p.is_empty()) else {
-                return Err(ApiError::Invalid {
-                    kind,
-                    name: String::new(),
-                    message: "metadata.name or metadata.generateName is required".to_string(),
-                });
-            };
-            // Retry on the rare suffix collision, as the API server's clients do.
-            let mut name;
-            loop {
-                name = format!("{prefix}{}", inner.rng.suffix(5));
-                let key = key_of(meta.namespace.as_deref(), &name, is_namespaced(kind));
-                if !inner.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
-                    break;
-                }
-            }
-            meta.name = Some(name);
-        }
-        if is_namespaced(kind) && meta.namespace.is_none() {
-            meta.namespace = Some("default".to_string());
-        }
-        let name = meta.name.clone().unwrap_or_default();
-        let key = key_of(meta.namespace.as_deref(), &name, is_namespaced(kind));
-        if inner.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
-            return Err(ApiError::AlreadyExists { kind, name });
-        }
-        if let AnyObject::Pod(p) = &mut any {
-            admit_priority(Arc::make_mut(p));
-        }
-        inner.uids += 1;
-        inner.resource_version += 1;
-        let meta = meta_mut(&mut any);
-        meta.uid = Some(format!("00000000-0000-4000-8000-{:012x}", inner.uids));
-        meta.resource_version = Some(inner.resource_version.to_string());
-        meta.creation_timestamp = Some(Time(now));
-        meta.deletion_timestamp = None;
-        meta.generation = Some(1);
-        let ret = K::from_any(&any).cloned().ok_or_else(|| ApiError::Other(format!("{kind} {name}: wrong kind")));
-        inner.stores.entry(kind).or_default().insert(key, any.clone());
-        inner.watch.push(WatchEvent::Applied(any));
-        ret
+        let created = self.create_stored(K::KIND, Stored::Typed(obj.into_any()))?;
+        typed_result(&created, K::KIND)
     }
 
     /// Writes `obj`: only its status, everything but its status, or (for the simulator's own
     /// stand-ins) both.
     fn write<K: Object>(&self, obj: K, mode: Mode) -> Result<K, ApiError> {
-        let mut inner = self.lock();
-        let incoming = obj.into_any();
-        let kind = incoming.kind();
-        let name = incoming.meta().name.clone().unwrap_or_default();
-        let key = key_of(incoming.meta().namespace.as_deref(), &name, is_namespaced(kind));
-        let Some(current) = inner.stores.get(kind).and_then(|s| s.get(&key)) else {
-            return Err(ApiError::NotFound { kind, name });
-        };
-        if let Some(rv) = incoming.meta().resource_version.as_deref()
-            && Some(rv) != current.meta().resource_version.as_deref()
-        {
-            return Err(ApiError::Conflict { kind, name });
-        }
-        let mut next = if mode == Mode::Status {
-            let mut n = current.clone();
-            copy_status(&mut n, &incoming);
-            n
-        } else {
-            let mut n = incoming;
-            if mode == Mode::Spec {
-                copy_status(&mut n, current);
-            }
-            // Fields the server owns.
-            let cm = current.meta();
-            let m = meta_mut(&mut n);
-            m.uid.clone_from(&cm.uid);
-            m.creation_timestamp.clone_from(&cm.creation_timestamp);
-            m.deletion_timestamp.clone_from(&cm.deletion_timestamp);
-            m.namespace.clone_from(&cm.namespace);
-            m.generation = cm.generation;
-            n
-        };
-        inner.resource_version += 1;
-        let rv = inner.resource_version.to_string();
-        meta_mut(&mut next).resource_version = Some(rv);
-        let done =
-            next.meta().deletion_timestamp.is_some() && next.meta().finalizers.as_ref().is_none_or(Vec::is_empty);
-        let ret = K::from_any(&next).cloned().ok_or_else(|| ApiError::Other(format!("{kind} {name}: wrong kind")));
-        if done {
-            if let Some(s) = inner.stores.get_mut(kind) {
-                s.remove(&key);
-            }
-            inner.watch.push(WatchEvent::Deleted(next));
-        } else {
-            inner.stores.entry(kind).or_default().insert(key, next.clone());
-            inner.watch.push(WatchEvent::Applied(next));
-        }
-        ret
+        let written = self.write_stored(K::KIND, Stored::Typed(obj.into_any()), mode)?;
+        typed_result(&written, K::KIND)
     }
 
     pub fn update_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
@@ -284,34 +582,7 @@ impl SimCluster {
     }
 
     pub fn delete_obj<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), ApiError> {
-        let now = self.clock.now();
-        let mut inner = self.lock();
-        let key = key_of(namespace, name, K::NAMESPACED);
-        let Some(mut current) = inner.stores.get(K::KIND).and_then(|s| s.get(&key)).cloned() else {
-            return Err(ApiError::NotFound { kind: K::KIND, name: name.to_string() });
-        };
-        if current.meta().finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
-            if current.meta().deletion_timestamp.is_none() {
-                inner.resource_version += 1;
-                let rv = inner.resource_version.to_string();
-                let m = meta_mut(&mut current);
-                m.deletion_timestamp = Some(Time(now));
-                m.resource_version = Some(rv);
-                inner.stores.entry(K::KIND).or_default().insert(key, current.clone());
-                inner.watch.push(WatchEvent::Applied(current));
-            }
-            return Ok(());
-        }
-        if let Some(s) = inner.stores.get_mut(K::KIND) {
-            s.remove(&key);
-        }
-        inner.resource_version += 1;
-        let rv = inner.resource_version.to_string();
-        let m = meta_mut(&mut current);
-        m.deletion_timestamp.get_or_insert(Time(now));
-        m.resource_version = Some(rv);
-        inner.watch.push(WatchEvent::Deleted(current));
-        Ok(())
+        self.delete_stored(K::KIND, namespace, name, &Preconditions::default()).map(|_| ())
     }
 
     /// Evicts a pod unless a PodDisruptionBudget selecting it has no disruptions left.
@@ -372,7 +643,52 @@ impl SimCluster {
 
     pub fn record(&self, event: EventRecord) {
         let time = self.clock.now();
-        self.lock().events.push(LoggedEvent { time, record: event });
+        let mut inner = self.lock();
+        if inner.event_objects {
+            let obj = event_object(&event, time, inner.events.len());
+            // Event names are unique by construction; a failure here would only lose the copy.
+            let _ = inner.create(time, "Event", Stored::Dynamic(Arc::new(obj)));
+        }
+        inner.events.push(LoggedEvent { time, record: event });
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+    }
+}
+
+/// A recorded event as the core/v1 Event object `kubectl describe` and `kubectl get events` read.
+fn event_object(e: &EventRecord, time: Timestamp, seq: usize) -> DynamicObject {
+    let namespaced = is_namespaced(e.kind);
+    let (namespace, name) = match e.name.split_once('/') {
+        Some((ns, n)) if namespaced => (ns.to_string(), n.to_string()),
+        _ => ("default".to_string(), e.name.clone()),
+    };
+    let api_version = crate::kinds::by_kind(e.kind).map_or_else(|| "v1".to_string(), |k| k.api_version());
+    let stamp = Value::String(time.to_string());
+    let mut involved = serde_json::json!({"apiVersion": api_version, "kind": e.kind, "name": name});
+    if namespaced {
+        involved["namespace"] = Value::String(namespace.clone());
+    }
+    let body = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "involvedObject": involved,
+        "reason": e.reason,
+        "message": e.message,
+        "type": e.type_,
+        "source": {"component": "karpenter"},
+        "reportingComponent": "karpenter",
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    });
+    DynamicObject {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(format!("{name}.{seq:016x}")),
+            namespace: Some(namespace),
+            ..Default::default()
+        },
+        body: body.as_object().cloned().unwrap_or_default(),
     }
 }
 

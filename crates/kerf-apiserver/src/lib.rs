@@ -4,5 +4,13 @@
 //! serves it over HTTP.
 
 pub mod cluster;
+pub mod discovery;
+pub mod http;
+pub mod kinds;
+pub mod rest;
+pub mod selectors;
+pub mod stored;
+pub mod table;
 
-pub use cluster::SimCluster;
+pub use cluster::{ChangeType, Mode, Preconditions, SimCluster};
+pub use stored::{DynamicObject, Stored};

@@ -6,8 +6,9 @@
 //! jumps to the earliest wake-up anyone asked for, never past the end of the current `wait`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -24,6 +25,8 @@ use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, 
 use crate::scenario::{ManifestObject, ObjectRef, Scenario, Step, UnmanagedNode};
 use crate::workloads::Workloads;
 use crate::world::{Changes, World, node_ready};
+use kerf_apiserver::DynamicObject;
+use kerf_apiserver::cluster::{DynamicEvent, Mode};
 
 /// What the driver needs from the simulated cloud beyond [`CloudProvider`].
 pub trait SimCloud: CloudProvider {
@@ -109,7 +112,9 @@ pub enum SimError {
 pub struct Simulation<P: SimCloud> {
     name: String,
     clock: ManualClock,
-    cluster: SimCluster,
+    cluster: Arc<SimCluster>,
+    /// Run kerf's controllers (off when a separately started controller does their work).
+    controllers: bool,
     manager: Manager<P>,
     world: World,
     scheduler: KubeScheduler,
@@ -141,12 +146,15 @@ fn after(t: Timestamp, d: std::time::Duration) -> Timestamp {
 
 impl<P: SimCloud> Simulation<P> {
     pub fn new(name: &str, cloud: P, clock: ManualClock, region: &str, seed: u64) -> Self {
-        let cluster = SimCluster::new(clock.clone(), seed ^ 0x5eed);
+        let cluster = Arc::new(SimCluster::new(clock.clone(), seed ^ 0x5eed));
+        // Deployments are stored as JSON; the Deployment controller stand-in follows them.
+        cluster.follow_dynamic(DEPLOYMENT);
         let manager = Manager::new(cloud, Options { seed, ..Options::default() });
         Simulation {
             name: name.to_string(),
             clock,
             cluster,
+            controllers: true,
             manager,
             world: World::default(),
             scheduler: KubeScheduler::default(),
@@ -168,6 +176,21 @@ impl<P: SimCloud> Simulation<P> {
 
     pub fn cluster(&self) -> &SimCluster {
         &self.cluster
+    }
+
+    /// The store, for serving it (`kerf serve`) while the driver runs.
+    pub fn shared_cluster(&self) -> Arc<SimCluster> {
+        Arc::clone(&self.cluster)
+    }
+
+    /// Whether kerf's controllers run inside (default) or are left to a separate process.
+    pub fn set_controllers(&mut self, on: bool) {
+        self.controllers = on;
+    }
+
+    /// Virtual time now.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     pub fn manager(&self) -> &Manager<P> {
@@ -215,15 +238,23 @@ impl<P: SimCloud> Simulation<P> {
                 }
             }
             Step::Scale { target, replicas } => {
-                if !self.workloads.scale(&target.namespace, &target.name, *replicas) {
-                    return Err(fail(format!("scale {}", describe(target)), "no such Deployment".to_string()));
-                }
+                self.edit_deployment(target, |d| d["spec"]["replicas"] = serde_json::json!(replicas))
+                    .map_err(|e| fail(format!("scale {}", describe(target)), e))?;
             }
             Step::Rollout(target) => {
+                // What `kubectl rollout restart` does: a new template annotation, so a new hash.
                 let stamp = now.to_string();
-                if !self.workloads.rollout(&target.namespace, &target.name, &stamp) {
-                    return Err(fail(format!("rollout {}", describe(target)), "no such Deployment".to_string()));
-                }
+                self.edit_deployment(target, |d| {
+                    let t = &mut d["spec"]["template"]["metadata"];
+                    if !t.is_object() {
+                        *t = serde_json::json!({});
+                    }
+                    if !t["annotations"].is_object() {
+                        t["annotations"] = serde_json::json!({});
+                    }
+                    t["annotations"][crate::workloads::RESTARTED_AT] = serde_json::json!(stamp);
+                })
+                .map_err(|e| fail(format!("rollout {}", describe(target)), e))?;
             }
             Step::Delete(target) => {
                 self.delete(target).map_err(|e| fail(format!("delete {}", describe(target)), e))?;
@@ -277,8 +308,15 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
             ManifestObject::Namespace(o) => upsert::<Namespace>(&self.cluster, (**o).clone()),
             ManifestObject::Deployment(d) => {
-                self.workloads.apply_deployment((**d).clone());
-                Ok(())
+                let obj = serde_json::to_value(&**d)
+                    .map_err(|e| e.to_string())
+                    .and_then(|v| DynamicObject::from_json(v).map_err(|e| e.to_string()))
+                    .map_err(|e| ApiError::Invalid {
+                        kind: DEPLOYMENT,
+                        name: d.metadata.name.clone().unwrap_or_default(),
+                        message: e,
+                    })?;
+                self.cluster.apply_dynamic(DEPLOYMENT, obj).map(|_| ())
             }
         }
     }
@@ -288,11 +326,11 @@ impl<P: SimCloud> Simulation<P> {
         let name = target.name.as_str();
         let r = match target.kind.as_str() {
             "Deployment" => {
-                return if self.workloads.delete(&self.cluster, &target.namespace, name) {
-                    Ok(())
-                } else {
-                    Err("no such Deployment".to_string())
-                };
+                return self
+                    .cluster
+                    .delete_stored(DEPLOYMENT, ns, name, &Default::default())
+                    .map(|_| ())
+                    .map_err(|_| "no such Deployment".to_string());
             }
             "NodePool" => self.cluster.delete_obj::<NodePool>(None, name),
             "EC2NodeClass" => self.cluster.delete_obj::<EC2NodeClass>(None, name),
@@ -304,6 +342,18 @@ impl<P: SimCloud> Simulation<P> {
             other => return Err(format!("cannot delete kind {other}")),
         };
         r.map_err(|e| e.to_string())
+    }
+
+    /// Changes the stored Deployment's JSON (a scenario's scale or rollout step).
+    fn edit_deployment(&mut self, target: &ObjectRef, edit: impl FnOnce(&mut serde_json::Value)) -> Result<(), String> {
+        let ns = Some(target.namespace.as_str());
+        let Some(current) = self.cluster.get_dynamic(DEPLOYMENT, ns, &target.name) else {
+            return Err("no such Deployment".to_string());
+        };
+        let mut doc = current.to_json();
+        edit(&mut doc);
+        let obj = DynamicObject::from_json(doc).map_err(|e| e.to_string())?;
+        self.cluster.update_dynamic(DEPLOYMENT, obj, Mode::Spec).map_err(|e| e.to_string())
     }
 
     /// Runs rounds and advances time until `until`; ends with the clock at `until`.
@@ -391,6 +441,9 @@ impl<P: SimCloud> Simulation<P> {
 
     fn round(&mut self) -> Result<(), SimError> {
         let now = self.clock.now();
+        for ev in self.cluster.drain_dynamic() {
+            self.observe_dynamic(ev);
+        }
         let events = self.cluster.drain_watch();
         let mut changes = Changes::default();
         let had_events = !events.is_empty();
@@ -398,6 +451,8 @@ impl<P: SimCloud> Simulation<P> {
         for ev in events {
             self.manager.observe(&ev);
             match &ev {
+                // However it was created (scenario or API), the simulated cloud learns the class.
+                WatchEvent::Applied(AnyObject::EC2NodeClass(c)) => self.manager.cloud().sim_register_node_class(c),
                 WatchEvent::Applied(AnyObject::Pod(p)) => {
                     let world = &self.world;
                     self.workloads.observe_pod(p, false, |n| world.is_node_ready(n));
@@ -412,13 +467,16 @@ impl<P: SimCloud> Simulation<P> {
         }
         self.react(changes, now);
         let due = self.manager_wake.is_some_and(|t| t <= now);
-        if had_events || due || self.kick {
+        if !self.controllers {
             self.kick = false;
-            self.manager_wake = block_on(self.manager.reconcile(&self.cluster, now))
+        } else if had_events || due || self.kick {
+            self.kick = false;
+            self.manager_wake = block_on(self.manager.reconcile(&*self.cluster, now))
                 .map_err(|source| SimError::Controller { at: self.elapsed(), source })?;
         }
         if self.workloads.is_dirty() {
             self.workloads.reconcile(&self.cluster);
+            self.publish_deployment_status();
         }
         if self.daemonsets.is_dirty() {
             for (pod, node) in self.daemonsets.run(&self.world, &self.cluster) {
@@ -446,6 +504,50 @@ impl<P: SimCloud> Simulation<P> {
             self.deferred_scheduling = true;
         }
         Ok(())
+    }
+
+    /// Writes the Deployments' status counts that changed (kubectl's READY / AVAILABLE).
+    fn publish_deployment_status(&mut self) {
+        for (ns, name, [replicas, updated, available]) in self.workloads.take_status_changes() {
+            let Some(d) = self.cluster.get_dynamic(DEPLOYMENT, Some(&ns), &name) else { continue };
+            let mut d = (*d).clone();
+            d.body.insert(
+                "status".to_string(),
+                serde_json::json!({
+                    "observedGeneration": d.metadata.generation.unwrap_or(1),
+                    "replicas": replicas,
+                    "updatedReplicas": updated,
+                    "readyReplicas": available,
+                    "availableReplicas": available,
+                    "unavailableReplicas": (replicas - available).max(0),
+                }),
+            );
+            d.metadata.resource_version = None;
+            if let Err(e) = self.cluster.update_dynamic(DEPLOYMENT, d, Mode::Status) {
+                tracing::warn!(deployment = %format!("{ns}/{name}"), error = %e, "cannot write Deployment status");
+            }
+        }
+    }
+
+    /// A Deployment created, changed or deleted (through a scenario step or the API).
+    fn observe_dynamic(&mut self, ev: DynamicEvent) {
+        let (obj, deleted) = match ev {
+            DynamicEvent::Applied(o) => (o, false),
+            DynamicEvent::Deleted(o) => (o, true),
+        };
+        if obj.kind() != DEPLOYMENT {
+            return;
+        }
+        let ns = obj.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        if deleted {
+            self.workloads.delete(&self.cluster, &ns, &name);
+            return;
+        }
+        match serde_json::from_value::<Deployment>(obj.to_json()) {
+            Ok(d) => self.workloads.apply_deployment(d),
+            Err(e) => tracing::warn!(deployment = %format!("{ns}/{name}"), error = %e, "cannot read Deployment"),
+        }
     }
 
     fn react(&mut self, ch: Changes, now: Timestamp) {
@@ -659,6 +761,9 @@ impl<P: SimCloud> Simulation<P> {
         }
     }
 }
+
+/// The kind the Deployment controller stand-in follows through the store.
+const DEPLOYMENT: &str = "Deployment";
 
 fn describe(r: &ObjectRef) -> String {
     format!("{} {}/{}", r.kind, r.namespace, r.name)

@@ -13,7 +13,7 @@ use crate::cluster::{SimCluster, scaled};
 use crate::rng::{fnv1a32, safe_encode};
 
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
-const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
 /// What the workload controllers know about one pod.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +53,8 @@ pub struct Workloads {
     pods: BTreeMap<String, (String, PodState)>,
     dirty: BTreeSet<String>,
     rs_seq: u64,
+    /// The status counts last reported per Deployment.
+    published: BTreeMap<String, [i32; 3]>,
 }
 
 fn key(ns: &str, name: &str) -> String {
@@ -65,9 +67,39 @@ impl Workloads {
         let name = d.metadata.name.clone().unwrap_or_default();
         let Some(spec) = d.spec else { return };
         let k = key(&namespace, &name);
+        // A write that left the spec as it was (e.g. a status update) changes nothing here.
+        if self.deployments.get(&k).is_some_and(|s| s.spec == spec) {
+            return;
+        }
         let restarts = self.deployments.get(&k).map_or(0, |s| s.restarts);
         self.deployments.insert(k.clone(), DeploymentState { namespace, name, spec, restarts });
         self.dirty.insert(k);
+    }
+
+    /// Each Deployment's status counts (replicas, updatedReplicas, availableReplicas) that
+    /// changed since the last call, keyed `namespace/name`: what the Deployment controller
+    /// writes to `.status`.
+    pub fn take_status_changes(&mut self) -> Vec<(String, String, [i32; 3])> {
+        let mut out = Vec::new();
+        for (dk, d) in &self.deployments {
+            let current = template_hash(&d.spec.template);
+            let (mut total, mut updated, mut available) = (0, 0, 0);
+            for rs in self.replica_sets.values().filter(|rs| &rs.deployment == dk) {
+                let n = rs.pods.len() as i32;
+                total += n;
+                if rs.name == format!("{}-{current}", d.name) {
+                    updated += n;
+                }
+                available += self.available(rs);
+            }
+            let counts = [total, updated, available];
+            if self.published.get(dk) != Some(&counts) {
+                self.published.insert(dk.clone(), counts);
+                out.push((d.namespace.clone(), d.name.clone(), counts));
+            }
+        }
+        self.published.retain(|k, _| self.deployments.contains_key(k));
+        out
     }
 
     pub fn has_deployment(&self, namespace: &str, name: &str) -> bool {
