@@ -65,6 +65,9 @@ pub struct Change {
     pub kind: &'static str,
     pub type_: ChangeType,
     pub object: Stored,
+    /// For a modification, the object before it (a filtered watch turns an object entering
+    /// its selector into ADDED and one leaving it into DELETED).
+    pub previous: Option<Stored>,
 }
 
 /// A change to a dynamic object of a kind the driver asked to follow.
@@ -183,7 +186,7 @@ fn typed_result<K: Object>(s: &Stored, kind: &'static str) -> Result<K, ApiError
 impl Inner {
     /// Records a change: for the driver (typed kinds and the dynamic kinds it follows) and, when
     /// serving, in the history HTTP watches replay.
-    fn emit(&mut self, kind: &'static str, type_: ChangeType, object: Stored) {
+    fn emit(&mut self, kind: &'static str, type_: ChangeType, object: Stored, previous: Option<Stored>) {
         match &object {
             Stored::Typed(a) => self.watch.push(match type_ {
                 ChangeType::Deleted => WatchEvent::Deleted(a.clone()),
@@ -201,7 +204,7 @@ impl Inner {
             {
                 self.history_floor = old.resource_version;
             }
-            self.history.push_back(Change { resource_version: self.resource_version, kind, type_, object });
+            self.history.push_back(Change { resource_version: self.resource_version, kind, type_, object, previous });
         }
     }
 
@@ -256,7 +259,7 @@ impl Inner {
         meta.deletion_timestamp = None;
         meta.generation = Some(1);
         self.stores.entry(kind).or_default().insert(key, obj.clone());
-        self.emit(kind, ChangeType::Added, obj.clone());
+        self.emit(kind, ChangeType::Added, obj.clone(), None);
         Ok(obj)
     }
 
@@ -271,6 +274,7 @@ impl Inner {
         {
             return Err(ApiError::Conflict { kind, name });
         }
+        let previous = current.clone();
         let mut next = if mode == Mode::Status {
             let mut n = current.clone();
             n.copy_status_from(&incoming);
@@ -299,10 +303,10 @@ impl Inner {
             if let Some(s) = self.stores.get_mut(kind) {
                 s.remove(&key);
             }
-            self.emit(kind, ChangeType::Deleted, next.clone());
+            self.emit(kind, ChangeType::Deleted, next.clone(), None);
         } else {
             self.stores.entry(kind).or_default().insert(key, next.clone());
-            self.emit(kind, ChangeType::Modified, next.clone());
+            self.emit(kind, ChangeType::Modified, next.clone(), Some(previous));
         }
         Ok(next)
     }
@@ -334,7 +338,7 @@ impl Inner {
                 m.deletion_timestamp = Some(Time(now));
                 m.resource_version = Some(rv);
                 self.stores.entry(kind).or_default().insert(key, current.clone());
-                self.emit(kind, ChangeType::Modified, current.clone());
+                self.emit(kind, ChangeType::Modified, current.clone(), None);
             }
             return Ok(current);
         }
@@ -345,7 +349,7 @@ impl Inner {
         let m = current.meta_mut();
         m.deletion_timestamp.get_or_insert(Time(now));
         m.resource_version = Some(rv);
-        self.emit(kind, ChangeType::Deleted, current.clone());
+        self.emit(kind, ChangeType::Deleted, current.clone(), None);
         Ok(current)
     }
 }
@@ -645,7 +649,13 @@ impl SimCluster {
         let time = self.clock.now();
         let mut inner = self.lock();
         if inner.event_objects {
-            let obj = event_object(&event, time, inner.events.len());
+            let mut obj = event_object(&event, time, inner.events.len());
+            // The object's uid, which `kubectl describe` selects events by.
+            let uid =
+                inner.stores.get(event.kind).and_then(|st| st.get(&event.name)).and_then(|o| o.meta().uid.clone());
+            if let (Some(uid), Some(involved)) = (uid, obj.body.get_mut("involvedObject")) {
+                involved["uid"] = Value::String(uid);
+            }
             // Event names are unique by construction; a failure here would only lose the copy.
             let _ = inner.create(time, "Event", Stored::Dynamic(Arc::new(obj)));
         }

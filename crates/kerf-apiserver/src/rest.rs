@@ -488,7 +488,14 @@ impl Rest {
             .filter(|c| c.kind == kind.kind)
             .filter_map(|c| {
                 let j = c.object.to_json(kind);
-                filter.matches(&c.object, &j).then_some((c.type_, j))
+                let now = filter.matches(&c.object, &j);
+                let before = c.previous.as_ref().map(|p| filter.matches(p, &p.to_json(kind)));
+                match (before, now) {
+                    (Some(false), true) => Some((ChangeType::Added, j)),
+                    (Some(true), false) => Some((ChangeType::Deleted, j)),
+                    (_, true) => Some((c.type_, j)),
+                    (_, false) => None,
+                }
             })
             .collect();
         Ok((out, last))
@@ -671,8 +678,15 @@ mod tests {
         let (items, _) = r.list(kind("Pod"), &f);
         assert_eq!(items.len(), 1);
         assert_eq!(items[0]["metadata"]["name"], "b");
-        let (changes, _) = r.changes(kind("Pod"), &f, 0).unwrap();
+        let (changes, last) = r.changes(kind("Pod"), &f, 0).unwrap();
         assert_eq!(changes.len(), 1);
+        // Relabelled out of the selector: the watch sees it go; back in: it comes again.
+        let relabel = |v: &str| json!({"metadata": {"labels": {"app": v}}});
+        r.patch(kind("Pod"), Some("default"), "b", PatchType::Merge, &relabel("c"), Part::Main).unwrap();
+        r.patch(kind("Pod"), Some("default"), "b", PatchType::Merge, &relabel("b"), Part::Main).unwrap();
+        let (changes, _) = r.changes(kind("Pod"), &f, last).unwrap();
+        let types: Vec<&str> = changes.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(types, ["DELETED", "ADDED"]);
         assert!(Filter::new(None, Some("a in b"), None).is_err());
     }
 }

@@ -506,8 +506,25 @@ impl<P: SimCloud> Simulation<P> {
         Ok(())
     }
 
-    /// Writes the Deployments' status counts that changed (kubectl's READY / AVAILABLE).
+    /// Writes the Deployments' status counts that changed (kubectl's READY / AVAILABLE), and
+    /// the ReplicaSets the Deployment stand-in keeps, so clients see them.
     fn publish_deployment_status(&mut self) {
+        for (key, obj) in self.workloads.take_replica_set_changes() {
+            let Some((ns, name)) = key.split_once('/') else { continue };
+            let written = match obj {
+                Some(obj) => DynamicObject::from_json(obj)
+                    .map_err(|e| e.to_string())
+                    .and_then(|o| self.publish_replica_set(o).map_err(|e| e.to_string())),
+                None => self
+                    .cluster
+                    .delete_stored(REPLICA_SET, Some(ns), name, &Default::default())
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+            };
+            if let Err(e) = written {
+                tracing::warn!(replicaset = %key, error = %e, "cannot publish ReplicaSet");
+            }
+        }
         for (ns, name, [replicas, updated, available]) in self.workloads.take_status_changes() {
             let Some(d) = self.cluster.get_dynamic(DEPLOYMENT, Some(&ns), &name) else { continue };
             let mut d = (*d).clone();
@@ -527,6 +544,16 @@ impl<P: SimCloud> Simulation<P> {
                 tracing::warn!(deployment = %format!("{ns}/{name}"), error = %e, "cannot write Deployment status");
             }
         }
+    }
+
+    /// Creates or updates a ReplicaSet object, spec and status.
+    fn publish_replica_set(&self, obj: DynamicObject) -> Result<(), ApiError> {
+        let ns = obj.metadata.namespace.clone();
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        if self.cluster.get_dynamic(REPLICA_SET, ns.as_deref(), &name).is_none() {
+            return self.cluster.apply_dynamic(REPLICA_SET, obj).map(|_| ());
+        }
+        self.cluster.update_dynamic(REPLICA_SET, obj, Mode::All)
     }
 
     /// A Deployment created, changed or deleted (through a scenario step or the API).
@@ -764,6 +791,8 @@ impl<P: SimCloud> Simulation<P> {
 
 /// The kind the Deployment controller stand-in follows through the store.
 const DEPLOYMENT: &str = "Deployment";
+/// The ReplicaSets the Deployment stand-in publishes.
+const REPLICA_SET: &str = "ReplicaSet";
 
 fn describe(r: &ObjectRef) -> String {
     format!("{} {}/{}", r.kind, r.namespace, r.name)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kerf_cloud::{ManualClock, Timestamp};
+use kerf_cloud::{Clock, ManualClock, Timestamp};
 use kerf_sim::scenario::{Scenario, Step};
 use kerf_sim::{SimError, Simulation};
 
@@ -64,6 +64,9 @@ pub fn run(args: Args, clock: ManualClock) -> anyhow::Result<ExitCode> {
         Some(p) => kerf_sim::scenario::load(p).map_err(bad)?,
         None => kerf_sim::scenario::parse(Path::new("<none>"), "name: serve\n").map_err(bad)?,
     };
+    // Virtual time starts at the real current time, so the ages clients compute from the
+    // wall clock (kubectl describe) agree with the server's.
+    clock.set(kerf_cloud::SystemClock.now());
     let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), Arc::new(clock.clone()))
         .map_err(|e| bad(format!("cloud.{}: {}", e.field, e.problem)))?;
     let region = provider.region().to_string();

@@ -52,6 +52,8 @@ fn kubectl_creates_karpenter_objects_and_a_deployment_whose_pods_run_on_nodes_ke
     assert!(kubectl_ok(&s, &["scale", "deployment", "inflate", "--replicas=3"]).contains("scaled"));
     let pods = eventually(120, "3 running inflate pods", || Some(running_pods(&s)).filter(|p| p.len() == 3));
     assert!(pods.iter().all(|p| p.starts_with("pod/inflate-")), "{pods:?}");
+    let sets = kubectl_ok(&s, &["get", "replicasets", "-o", "name"]);
+    assert!(sets.trim().starts_with("replicaset.apps/inflate-") && sets.lines().count() == 1, "{sets}");
     // The Deployment controller stand-in reports its status: kubectl's READY column.
     eventually(30, "deployment inflate READY 3/3", || {
         let t = kubectl_ok(&s, &["get", "deployment", "inflate"]);
@@ -90,6 +92,7 @@ fn kubectl_creates_karpenter_objects_and_a_deployment_whose_pods_run_on_nodes_ke
     );
     let described = kubectl_ok(&s, &["describe", "pod", pods[0].trim_start_matches("pod/")]);
     assert!(described.contains("Node:") && described.contains("Events:"), "{described}");
+    assert!(described.contains("Nominated") && described.contains("karpenter"), "the pod's events: {described}");
 
     kubectl_ok(&s, &["label", "nodepool", "default", "team=blue"]);
     kubectl_ok(&s, &["annotate", "nodepool", "default", "owner=platform"]);
@@ -199,4 +202,30 @@ fn bad_requests_get_kubernetes_status_errors_and_the_server_keeps_serving() {
     // Still serving after all of that.
     assert_eq!(http(&s, "GET", "/version", "", "").0, 200);
     assert!(s.stop().success());
+}
+
+#[test]
+fn serve_runs_a_scenarios_steps_on_its_clock_then_keeps_serving() {
+    let s = Served::start("scenario", &[repo_file("examples/inflate.yaml").to_str().unwrap(), "--speed", "100"]);
+    // inflate.yaml scales to 60 after 10s and waits 3m: about 2s of real time at 100x.
+    eventually(120, "60 running inflate pods", || Some(running_pods(&s)).filter(|p| p.len() == 60));
+    let deployments = kubectl_ok(&s, &["get", "deployments"]);
+    assert!(deployments.lines().nth(1).is_some_and(|r| r.split_whitespace().nth(1) == Some("60/60")), "{deployments}");
+    assert!(s.stop().success());
+}
+
+#[test]
+fn serve_rejects_a_bad_scenario_or_speed_with_exit_status_2() {
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["serve", "no-such-scenario.yaml", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("run kerf serve");
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no-such-scenario.yaml"));
+    let speed = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["serve", "--speed", "0", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("run kerf serve");
+    assert_eq!(speed.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&speed.stderr).contains("--speed"));
 }
