@@ -284,13 +284,18 @@ impl Inner {
             if mode == Mode::Spec {
                 n.copy_status_from(current);
             }
+            // The generation counts spec changes (of the kinds kept as JSON; typed objects keep theirs).
+            let spec_changed = match (&n, current) {
+                (Stored::Dynamic(a), Stored::Dynamic(b)) => a.body.get("spec") != b.body.get("spec"),
+                _ => false,
+            };
             // Fields the server owns.
             let cm = current.meta().clone();
             let m = n.meta_mut();
             m.uid = cm.uid;
             m.creation_timestamp = cm.creation_timestamp;
             m.namespace = cm.namespace;
-            m.generation = cm.generation;
+            m.generation = cm.generation.map(|g| if spec_changed { g + 1 } else { g });
             // Once set, a deletionTimestamp stays; it is never set by an update.
             m.deletion_timestamp = cm.deletion_timestamp;
             n

@@ -160,6 +160,10 @@ fn route(
         _ => return Err(RestError::NoSuchPath),
     };
     let t = resolve(group, version, rest)?;
+    // A dry run must not change anything; rather than risk that, it is refused.
+    if method != Method::GET && q.contains_key("dryRun") {
+        return Err(RestError::BadRequest("dryRun is not supported by this server".to_string()));
+    }
     let rest = &app.rest;
     let shown = ask(headers, q);
     let (kind, ns) = (t.kind, t.namespace);

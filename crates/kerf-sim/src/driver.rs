@@ -525,20 +525,21 @@ impl<P: SimCloud> Simulation<P> {
                 tracing::warn!(replicaset = %key, error = %e, "cannot publish ReplicaSet");
             }
         }
-        for (ns, name, [replicas, updated, available]) in self.workloads.take_status_changes() {
+        for (ns, name, [replicas, updated, available]) in self.workloads.status_counts() {
             let Some(d) = self.cluster.get_dynamic(DEPLOYMENT, Some(&ns), &name) else { continue };
-            let mut d = (*d).clone();
-            d.body.insert(
-                "status".to_string(),
-                serde_json::json!({
+            let status = serde_json::json!({
                     "observedGeneration": d.metadata.generation.unwrap_or(1),
                     "replicas": replicas,
                     "updatedReplicas": updated,
                     "readyReplicas": available,
                     "availableReplicas": available,
                     "unavailableReplicas": (replicas - available).max(0),
-                }),
-            );
+            });
+            if d.body.get("status") == Some(&status) {
+                continue;
+            }
+            let mut d = (*d).clone();
+            d.body.insert("status".to_string(), status);
             d.metadata.resource_version = None;
             if let Err(e) = self.cluster.update_dynamic(DEPLOYMENT, d, Mode::Status) {
                 tracing::warn!(deployment = %format!("{ns}/{name}"), error = %e, "cannot write Deployment status");

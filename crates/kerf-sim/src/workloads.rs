@@ -53,8 +53,6 @@ pub struct Workloads {
     pods: BTreeMap<String, (String, PodState)>,
     dirty: BTreeSet<String>,
     rs_seq: u64,
-    /// The status counts last reported per Deployment.
-    published: BTreeMap<String, [i32; 3]>,
     /// (replicas, pods, available pods) last reported per ReplicaSet.
     published_sets: BTreeMap<String, [i32; 3]>,
 }
@@ -117,29 +115,23 @@ impl Workloads {
         out
     }
 
-    /// Each Deployment's status counts (replicas, updatedReplicas, availableReplicas) that
-    /// changed since the last call, keyed `namespace/name`: what the Deployment controller
-    /// writes to `.status`.
-    pub fn take_status_changes(&mut self) -> Vec<(String, String, [i32; 3])> {
+    /// Each Deployment's status counts (replicas, updatedReplicas, availableReplicas): what
+    /// the Deployment controller writes to `.status`.
+    pub fn status_counts(&self) -> Vec<(String, String, [i32; 3])> {
         let mut out = Vec::new();
         for (dk, d) in &self.deployments {
-            let current = template_hash(&d.spec.template);
+            let current = format!("{}-{}", d.name, template_hash(&d.spec.template));
             let (mut total, mut updated, mut available) = (0, 0, 0);
             for rs in self.replica_sets.values().filter(|rs| &rs.deployment == dk) {
                 let n = rs.pods.len() as i32;
                 total += n;
-                if rs.name == format!("{}-{current}", d.name) {
+                if rs.name == current {
                     updated += n;
                 }
                 available += self.available(rs);
             }
-            let counts = [total, updated, available];
-            if self.published.get(dk) != Some(&counts) {
-                self.published.insert(dk.clone(), counts);
-                out.push((d.namespace.clone(), d.name.clone(), counts));
-            }
+            out.push((d.namespace.clone(), d.name.clone(), [total, updated, available]));
         }
-        self.published.retain(|k, _| self.deployments.contains_key(k));
         out
     }
 

@@ -195,6 +195,8 @@ fn bad_requests_get_kubernetes_status_errors_and_the_server_keeps_serving() {
     let (code, text) = http(&s, "GET", "/api/v1/namespaces/default/pods?labelSelector=a%20in%20b", "", "");
     assert_eq!(code, 400, "{text}");
 
+    let (code, text) = http(&s, "DELETE", &format!("{pools}/a?dryRun=All"), json, "");
+    assert_eq!(code, 400, "a dry run is refused rather than carried out: {text}");
     // Delete with a failed precondition, then for real.
     let (code, text) = http(&s, "DELETE", &format!("{pools}/a"), json, r#"{"preconditions":{"uid":"someone-else"}}"#);
     assert_eq!(code, 409, "{text}");
@@ -211,6 +213,22 @@ fn serve_runs_a_scenarios_steps_on_its_clock_then_keeps_serving() {
     eventually(120, "60 running inflate pods", || Some(running_pods(&s)).filter(|p| p.len() == 60));
     let deployments = kubectl_ok(&s, &["get", "deployments"]);
     assert!(deployments.lines().nth(1).is_some_and(|r| r.split_whitespace().nth(1) == Some("60/60")), "{deployments}");
+
+    // A rolling restart through a strategic merge patch, followed to its end by kubectl.
+    kubectl_ok(&s, &["rollout", "restart", "deployment", "inflate"]);
+    let status = kubectl_ok(&s, &["rollout", "status", "deployment", "inflate", "--timeout=90s"]);
+    assert!(status.contains("successfully rolled out"), "{status}");
+    let sets = kubectl_ok(&s, &["get", "replicasets", "-o", "jsonpath={range .items[*]}{.spec.replicas} {end}"]);
+    let mut sizes: Vec<&str> = sets.split_whitespace().collect();
+    sizes.sort();
+    assert_eq!(sizes, ["0", "60"], "the old revision scaled to 0, the new one to 60");
+
+    // Draining a node evicts its pods through the Eviction API.
+    let node = kubectl_ok(&s, &["get", "nodes", "-o", "name"]).lines().next().unwrap().to_string();
+    let drained = kubectl_ok(&s, &["drain", &node, "--ignore-daemonsets", "--timeout=60s"]);
+    assert!(drained.contains("drained"), "{drained}");
+    let nodes = kubectl_ok(&s, &["get", &node]);
+    assert!(nodes.contains("SchedulingDisabled"), "{nodes}");
     assert!(s.stop().success());
 }
 
