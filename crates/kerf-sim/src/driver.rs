@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -19,14 +19,13 @@ use kerf_scheduling::pod_requests;
 
 use crate::cluster::SimCluster;
 use crate::daemonsets::DaemonSets;
+use crate::deployments;
 use crate::kube_scheduler::KubeScheduler;
 use crate::kubelet::{self, Instance, Kubelet};
 use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, Summary, dollars};
 use crate::scenario::{ManifestObject, ObjectRef, Scenario, Step, UnmanagedNode};
 use crate::workloads::Workloads;
 use crate::world::{Changes, World, node_ready};
-use kerf_apiserver::DynamicObject;
-use kerf_apiserver::cluster::{DynamicEvent, Mode};
 
 /// What the driver needs from the simulated cloud beyond [`CloudProvider`].
 pub trait SimCloud: CloudProvider {
@@ -148,7 +147,7 @@ impl<P: SimCloud> Simulation<P> {
     pub fn new(name: &str, cloud: P, clock: ManualClock, region: &str, seed: u64) -> Self {
         let cluster = Arc::new(SimCluster::new(clock.clone(), seed ^ 0x5eed));
         // Deployments are stored as JSON; the Deployment controller stand-in follows them.
-        cluster.follow_dynamic(DEPLOYMENT);
+        cluster.follow_dynamic(deployments::DEPLOYMENT);
         let manager = Manager::new(cloud, Options { seed, ..Options::default() });
         Simulation {
             name: name.to_string(),
@@ -238,23 +237,13 @@ impl<P: SimCloud> Simulation<P> {
                 }
             }
             Step::Scale { target, replicas } => {
-                self.edit_deployment(target, |d| d["spec"]["replicas"] = serde_json::json!(replicas))
+                deployments::scale(&self.cluster, target, *replicas)
                     .map_err(|e| fail(format!("scale {}", describe(target)), e))?;
             }
             Step::Rollout(target) => {
-                // What `kubectl rollout restart` does: a new template annotation, so a new hash.
                 let stamp = now.to_string();
-                self.edit_deployment(target, |d| {
-                    let t = &mut d["spec"]["template"]["metadata"];
-                    if !t.is_object() {
-                        *t = serde_json::json!({});
-                    }
-                    if !t["annotations"].is_object() {
-                        t["annotations"] = serde_json::json!({});
-                    }
-                    t["annotations"][crate::workloads::RESTARTED_AT] = serde_json::json!(stamp);
-                })
-                .map_err(|e| fail(format!("rollout {}", describe(target)), e))?;
+                deployments::restart(&self.cluster, target, &stamp)
+                    .map_err(|e| fail(format!("rollout {}", describe(target)), e))?;
             }
             Step::Delete(target) => {
                 self.delete(target).map_err(|e| fail(format!("delete {}", describe(target)), e))?;
@@ -307,17 +296,7 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::PersistentVolumeClaim(o) => upsert::<PersistentVolumeClaim>(&self.cluster, (**o).clone()),
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
             ManifestObject::Namespace(o) => upsert::<Namespace>(&self.cluster, (**o).clone()),
-            ManifestObject::Deployment(d) => {
-                let obj = serde_json::to_value(&**d)
-                    .map_err(|e| e.to_string())
-                    .and_then(|v| DynamicObject::from_json(v).map_err(|e| e.to_string()))
-                    .map_err(|e| ApiError::Invalid {
-                        kind: DEPLOYMENT,
-                        name: d.metadata.name.clone().unwrap_or_default(),
-                        message: e,
-                    })?;
-                self.cluster.apply_dynamic(DEPLOYMENT, obj).map(|_| ())
-            }
+            ManifestObject::Deployment(d) => deployments::apply(&self.cluster, d),
         }
     }
 
@@ -326,11 +305,7 @@ impl<P: SimCloud> Simulation<P> {
         let name = target.name.as_str();
         let r = match target.kind.as_str() {
             "Deployment" => {
-                return self
-                    .cluster
-                    .delete_stored(DEPLOYMENT, ns, name, &Default::default())
-                    .map(|_| ())
-                    .map_err(|_| "no such Deployment".to_string());
+                return deployments::delete(&self.cluster, ns, name);
             }
             "NodePool" => self.cluster.delete_obj::<NodePool>(None, name),
             "EC2NodeClass" => self.cluster.delete_obj::<EC2NodeClass>(None, name),
@@ -342,18 +317,6 @@ impl<P: SimCloud> Simulation<P> {
             other => return Err(format!("cannot delete kind {other}")),
         };
         r.map_err(|e| e.to_string())
-    }
-
-    /// Changes the stored Deployment's JSON (a scenario's scale or rollout step).
-    fn edit_deployment(&mut self, target: &ObjectRef, edit: impl FnOnce(&mut serde_json::Value)) -> Result<(), String> {
-        let ns = Some(target.namespace.as_str());
-        let Some(current) = self.cluster.get_dynamic(DEPLOYMENT, ns, &target.name) else {
-            return Err("no such Deployment".to_string());
-        };
-        let mut doc = current.to_json();
-        edit(&mut doc);
-        let obj = DynamicObject::from_json(doc).map_err(|e| e.to_string())?;
-        self.cluster.update_dynamic(DEPLOYMENT, obj, Mode::Spec).map_err(|e| e.to_string())
     }
 
     /// Runs rounds and advances time until `until`; ends with the clock at `until`.
@@ -442,7 +405,7 @@ impl<P: SimCloud> Simulation<P> {
     fn round(&mut self) -> Result<(), SimError> {
         let now = self.clock.now();
         for ev in self.cluster.drain_dynamic() {
-            self.observe_dynamic(ev);
+            deployments::observe(&self.cluster, &mut self.workloads, ev);
         }
         let events = self.cluster.drain_watch();
         let mut changes = Changes::default();
@@ -476,7 +439,7 @@ impl<P: SimCloud> Simulation<P> {
         }
         if self.workloads.is_dirty() {
             self.workloads.reconcile(&self.cluster);
-            self.publish_deployment_status();
+            deployments::publish(&self.cluster, &mut self.workloads);
         }
         if self.daemonsets.is_dirty() {
             for (pod, node) in self.daemonsets.run(&self.world, &self.cluster) {
@@ -504,78 +467,6 @@ impl<P: SimCloud> Simulation<P> {
             self.deferred_scheduling = true;
         }
         Ok(())
-    }
-
-    /// Writes the Deployments' status counts that changed (kubectl's READY / AVAILABLE), and
-    /// the ReplicaSets the Deployment stand-in keeps, so clients see them.
-    fn publish_deployment_status(&mut self) {
-        for (key, obj) in self.workloads.take_replica_set_changes() {
-            let Some((ns, name)) = key.split_once('/') else { continue };
-            let written = match obj {
-                Some(obj) => DynamicObject::from_json(obj)
-                    .map_err(|e| e.to_string())
-                    .and_then(|o| self.publish_replica_set(o).map_err(|e| e.to_string())),
-                None => self
-                    .cluster
-                    .delete_stored(REPLICA_SET, Some(ns), name, &Default::default())
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-            };
-            if let Err(e) = written {
-                tracing::warn!(replicaset = %key, error = %e, "cannot publish ReplicaSet");
-            }
-        }
-        for (ns, name, [replicas, updated, available]) in self.workloads.status_counts() {
-            let Some(d) = self.cluster.get_dynamic(DEPLOYMENT, Some(&ns), &name) else { continue };
-            let status = serde_json::json!({
-                    "observedGeneration": d.metadata.generation.unwrap_or(1),
-                    "replicas": replicas,
-                    "updatedReplicas": updated,
-                    "readyReplicas": available,
-                    "availableReplicas": available,
-                    "unavailableReplicas": (replicas - available).max(0),
-            });
-            if d.body.get("status") == Some(&status) {
-                continue;
-            }
-            let mut d = (*d).clone();
-            d.body.insert("status".to_string(), status);
-            d.metadata.resource_version = None;
-            if let Err(e) = self.cluster.update_dynamic(DEPLOYMENT, d, Mode::Status) {
-                tracing::warn!(deployment = %format!("{ns}/{name}"), error = %e, "cannot write Deployment status");
-            }
-        }
-    }
-
-    /// Creates or updates a ReplicaSet object, spec and status.
-    fn publish_replica_set(&self, obj: DynamicObject) -> Result<(), ApiError> {
-        let ns = obj.metadata.namespace.clone();
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        if self.cluster.get_dynamic(REPLICA_SET, ns.as_deref(), &name).is_none() {
-            return self.cluster.apply_dynamic(REPLICA_SET, obj).map(|_| ());
-        }
-        self.cluster.update_dynamic(REPLICA_SET, obj, Mode::All)
-    }
-
-    /// A Deployment created, changed or deleted (through a scenario step or the API).
-    fn observe_dynamic(&mut self, ev: DynamicEvent) {
-        let (obj, deleted) = match ev {
-            DynamicEvent::Applied(o) => (o, false),
-            DynamicEvent::Deleted(o) => (o, true),
-        };
-        if obj.kind() != DEPLOYMENT {
-            return;
-        }
-        let ns = obj.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        if deleted {
-            self.workloads.delete(&self.cluster, &ns, &name);
-            return;
-        }
-        match serde_json::from_value::<Deployment>(obj.to_json()) {
-            Ok(d) => self.workloads.apply_deployment(d),
-            Err(e) => tracing::warn!(deployment = %format!("{ns}/{name}"), error = %e, "cannot read Deployment"),
-        }
     }
 
     fn react(&mut self, ch: Changes, now: Timestamp) {
@@ -789,11 +680,6 @@ impl<P: SimCloud> Simulation<P> {
         }
     }
 }
-
-/// The kind the Deployment controller stand-in follows through the store.
-const DEPLOYMENT: &str = "Deployment";
-/// The ReplicaSets the Deployment stand-in publishes.
-const REPLICA_SET: &str = "ReplicaSet";
 
 fn describe(r: &ObjectRef) -> String {
     format!("{} {}/{}", r.kind, r.namespace, r.name)

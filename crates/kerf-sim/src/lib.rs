@@ -5,6 +5,7 @@
 /// The in-memory API server moved to `kerf-apiserver`; this path keeps working.
 pub use kerf_apiserver::cluster;
 pub mod daemonsets;
+pub mod deployments;
 pub mod driver;
 pub mod kube_scheduler;
 pub mod kubelet;
