@@ -422,3 +422,98 @@ pub async fn interrupted() {
         _ = sigterm => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::Arc;
+
+    use kerf_cloud::ManualClock;
+
+    use super::*;
+    use crate::cluster::SimCluster;
+
+    /// Serves `cluster` on a free port from a background thread; returns the address and the
+    /// switch that stops it.
+    fn start(cluster: Arc<SimCluster>) -> (String, watch::Sender<bool>) {
+        let (tx, rx) = watch::channel(false);
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap().to_string()).unwrap();
+                serve(listener, Rest::new(cluster), rx).await.unwrap();
+            });
+        });
+        (addr_rx.recv().unwrap(), tx)
+    }
+
+    fn request(addr: &str, line: &str) -> BufReader<std::net::TcpStream> {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(s, "{line} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+        BufReader::new(s)
+    }
+
+    fn lines_until(r: &mut BufReader<std::net::TcpStream>, needle: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            let mut l = String::new();
+            if r.read_line(&mut l).unwrap_or(0) == 0 {
+                return out;
+            }
+            let found = l.contains(needle);
+            out.push(l);
+            if found {
+                return out;
+            }
+        }
+    }
+
+    fn priority_class(name: &str) -> Value {
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": 1})
+    }
+
+    #[test]
+    fn a_watch_from_a_resource_version_no_longer_kept_ends_with_a_410_expired_error_event() {
+        let cluster = Arc::new(SimCluster::new(ManualClock::new(), 1));
+        cluster.enable_serving(2);
+        let rest = Rest::new(cluster.clone());
+        let kind = kinds::by_kind("PriorityClass").unwrap();
+        for n in ["a", "b", "c", "d"] {
+            rest.create(kind, None, priority_class(n)).unwrap();
+        }
+        let (addr, stop) = start(cluster);
+        let mut r = request(&addr, "GET /apis/scheduling.k8s.io/v1/priorityclasses?watch=true&resourceVersion=1");
+        let seen = lines_until(&mut r, "\"ERROR\"");
+        let last = seen.last().cloned().unwrap_or_default();
+        assert!(
+            last.contains("\"type\":\"ERROR\"") && last.contains("\"code\":410") && last.contains("Expired"),
+            "{seen:?}"
+        );
+        let _ = stop.send(true);
+    }
+
+    #[test]
+    fn a_watch_streams_changes_as_they_happen_and_sends_bookmarks() {
+        let cluster = Arc::new(SimCluster::new(ManualClock::new(), 1));
+        cluster.enable_serving(100);
+        let rest = Rest::new(cluster.clone());
+        let kind = kinds::by_kind("PriorityClass").unwrap();
+        rest.create(kind, None, priority_class("a")).unwrap();
+        let (addr, stop) = start(cluster);
+        let mut r = request(&addr, "GET /apis/scheduling.k8s.io/v1/priorityclasses?watch=1&allowWatchBookmarks=true");
+        let initial = lines_until(&mut r, "\"ADDED\"");
+        assert!(initial.last().is_some_and(|l| l.contains("\"name\":\"a\"")), "{initial:?}");
+        rest.create(kind, None, priority_class("b")).unwrap();
+        rest.delete(kind, None, "a", &Preconditions::default()).unwrap();
+        let added = lines_until(&mut r, "\"ADDED\"");
+        assert!(added.last().is_some_and(|l| l.contains("\"name\":\"b\"")), "{added:?}");
+        let deleted = lines_until(&mut r, "\"DELETED\"");
+        assert!(deleted.last().is_some_and(|l| l.contains("\"name\":\"a\"")), "{deleted:?}");
+        let bookmark = lines_until(&mut r, "\"BOOKMARK\"");
+        assert!(bookmark.last().is_some_and(|l| l.contains("\"resourceVersion\":\"3\"")), "{bookmark:?}");
+        let _ = stop.send(true);
+    }
+}
