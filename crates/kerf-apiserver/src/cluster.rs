@@ -113,6 +113,8 @@ struct Inner {
     history_floor: u64,
     /// Recorded events also become core/v1 Event objects (when serving).
     event_objects: bool,
+    /// The Event objects created from recorded events, oldest first (namespace, name).
+    event_object_keys: VecDeque<(String, String)>,
 }
 
 /// The in-memory API server. Cheap to share by reference; all methods take `&self`.
@@ -661,8 +663,18 @@ impl SimCluster {
             if let (Some(uid), Some(involved)) = (uid, obj.body.get_mut("involvedObject")) {
                 involved["uid"] = Value::String(uid);
             }
+            let key =
+                (obj.metadata.namespace.clone().unwrap_or_default(), obj.metadata.name.clone().unwrap_or_default());
             // Event names are unique by construction; a failure here would only lose the copy.
-            let _ = inner.create(time, "Event", Stored::Dynamic(Arc::new(obj)));
+            if inner.create(time, "Event", Stored::Dynamic(Arc::new(obj))).is_ok() {
+                inner.event_object_keys.push_back(key);
+            }
+            // Like the API server's event TTL, old Event objects go (the event log keeps them).
+            while inner.event_object_keys.len() > MAX_EVENT_OBJECTS {
+                if let Some((ns, name)) = inner.event_object_keys.pop_front() {
+                    let _ = inner.delete(time, "Event", Some(&ns), &name, &Preconditions::default());
+                }
+            }
         }
         inner.events.push(LoggedEvent { time, record: event });
         let rv = inner.resource_version;
@@ -670,6 +682,9 @@ impl SimCluster {
         self.notify(rv);
     }
 }
+
+/// How many Event objects a served cluster keeps.
+const MAX_EVENT_OBJECTS: usize = 10_000;
 
 /// A recorded event as the core/v1 Event object `kubectl describe` and `kubectl get events` read.
 fn event_object(e: &EventRecord, time: Timestamp, seq: usize) -> DynamicObject {
@@ -830,6 +845,33 @@ mod tests {
         assert!(c.get_obj::<Node>(None, "a").is_none());
         let kinds: Vec<bool> = c.drain_watch().iter().map(|e| matches!(e, WatchEvent::Deleted(_))).collect();
         assert_eq!(kinds, vec![false, true]);
+    }
+
+    #[test]
+    fn recorded_events_become_event_objects_naming_the_object_and_old_ones_expire() {
+        let c = SimCluster::new(ManualClock::new(), 1);
+        c.enable_serving(100);
+        let pod = c
+            .create_obj(Pod {
+                metadata: ObjectMeta { name: Some("p".to_string()), ..Default::default() },
+                ..Default::default()
+            })
+            .unwrap();
+        for i in 0..MAX_EVENT_OBJECTS + 5 {
+            c.record(EventRecord {
+                kind: "Pod",
+                name: "default/p".to_string(),
+                type_: "Normal",
+                reason: "Nominated".to_string(),
+                message: format!("#{i}"),
+            });
+        }
+        let (events, _) = c.list_stored("Event", Some("default"));
+        assert_eq!(events.len(), MAX_EVENT_OBJECTS);
+        let Stored::Dynamic(e) = &events[events.len() - 1] else { panic!("events are dynamic") };
+        assert_eq!(e.body["involvedObject"]["uid"].as_str(), pod.metadata.uid.as_deref());
+        assert_eq!(e.body["involvedObject"]["name"], "p");
+        assert_eq!(c.events().len(), MAX_EVENT_OBJECTS + 5, "the event log keeps everything");
     }
 
     #[test]
