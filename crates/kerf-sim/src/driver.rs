@@ -6,6 +6,7 @@
 //! jumps to the earliest wake-up anyone asked for, never past the end of the current `wait`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -20,6 +21,7 @@ use kerf_scheduling::pod_requests;
 
 use crate::cluster::SimCluster;
 use crate::daemonsets::DaemonSets;
+use crate::deployments;
 use crate::kube_scheduler::KubeScheduler;
 use crate::kubelet::{self, Instance, Kubelet};
 use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, Summary, dollars};
@@ -121,7 +123,9 @@ pub enum SimError {
 pub struct Simulation<P: SimCloud> {
     name: String,
     clock: ManualClock,
-    cluster: SimCluster,
+    cluster: Arc<SimCluster>,
+    /// Run kerf's controllers (off when a separately started controller does their work).
+    controllers: bool,
     manager: Manager<P>,
     world: World,
     scheduler: KubeScheduler,
@@ -157,12 +161,15 @@ impl<P: SimCloud> Simulation<P> {
 
     /// A simulation whose controllers run with `options` (their seed also seeds the cluster).
     pub fn with_options(name: &str, cloud: P, clock: ManualClock, region: &str, options: Options) -> Self {
-        let cluster = SimCluster::new(clock.clone(), options.seed ^ 0x5eed);
+        let cluster = Arc::new(SimCluster::new(clock.clone(), options.seed ^ 0x5eed));
+        // Deployments are stored as JSON; the Deployment controller stand-in follows them.
+        cluster.follow_dynamic(deployments::DEPLOYMENT);
         let manager = Manager::new(cloud, options);
         Simulation {
             name: name.to_string(),
             clock,
             cluster,
+            controllers: true,
             manager,
             world: World::default(),
             scheduler: KubeScheduler::default(),
@@ -183,6 +190,21 @@ impl<P: SimCloud> Simulation<P> {
 
     pub fn cluster(&self) -> &SimCluster {
         &self.cluster
+    }
+
+    /// The store, for serving it (`kerf serve`) while the driver runs.
+    pub fn shared_cluster(&self) -> Arc<SimCluster> {
+        Arc::clone(&self.cluster)
+    }
+
+    /// Whether kerf's controllers run inside (default) or are left to a separate process.
+    pub fn set_controllers(&mut self, on: bool) {
+        self.controllers = on;
+    }
+
+    /// Virtual time now.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     pub fn manager(&self) -> &Manager<P> {
@@ -230,15 +252,13 @@ impl<P: SimCloud> Simulation<P> {
                 }
             }
             Step::Scale { target, replicas } => {
-                if !self.workloads.scale(&target.namespace, &target.name, *replicas) {
-                    return Err(fail(format!("scale {}", describe(target)), "no such Deployment".to_string()));
-                }
+                deployments::scale(&self.cluster, target, *replicas)
+                    .map_err(|e| fail(format!("scale {}", describe(target)), e))?;
             }
             Step::Rollout(target) => {
                 let stamp = now.to_string();
-                if !self.workloads.rollout(&target.namespace, &target.name, &stamp) {
-                    return Err(fail(format!("rollout {}", describe(target)), "no such Deployment".to_string()));
-                }
+                deployments::restart(&self.cluster, target, &stamp)
+                    .map_err(|e| fail(format!("rollout {}", describe(target)), e))?;
             }
             Step::Delete(target) => {
                 self.delete(target).map_err(|e| fail(format!("delete {}", describe(target)), e))?;
@@ -303,10 +323,7 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::RuntimeClass(o) => upsert::<RuntimeClass>(&self.cluster, (**o).clone()),
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
             ManifestObject::Namespace(o) => upsert::<Namespace>(&self.cluster, (**o).clone()),
-            ManifestObject::Deployment(d) => {
-                self.workloads.apply_deployment((**d).clone());
-                Ok(())
-            }
+            ManifestObject::Deployment(d) => deployments::apply(&self.cluster, d),
         }
     }
 
@@ -315,11 +332,7 @@ impl<P: SimCloud> Simulation<P> {
         let name = target.name.as_str();
         let r = match target.kind.as_str() {
             "Deployment" => {
-                return if self.workloads.delete(&self.cluster, &target.namespace, name) {
-                    Ok(())
-                } else {
-                    Err("no such Deployment".to_string())
-                };
+                return deployments::delete(&self.cluster, ns, name);
             }
             "NodePool" => self.cluster.delete_obj::<NodePool>(None, name),
             "EC2NodeClass" => self.cluster.delete_obj::<EC2NodeClass>(None, name),
@@ -453,6 +466,9 @@ impl<P: SimCloud> Simulation<P> {
 
     fn round(&mut self) -> Result<(), SimError> {
         let now = self.clock.now();
+        for ev in self.cluster.drain_dynamic() {
+            deployments::observe(&self.cluster, &mut self.workloads, ev);
+        }
         let events = self.cluster.drain_watch();
         let mut changes = Changes::default();
         let had_events = !events.is_empty();
@@ -460,6 +476,8 @@ impl<P: SimCloud> Simulation<P> {
         for ev in events {
             self.manager.observe(&ev);
             match &ev {
+                // However it was created (scenario or API), the simulated cloud learns the class.
+                WatchEvent::Applied(AnyObject::EC2NodeClass(c)) => self.manager.cloud().sim_register_node_class(c),
                 WatchEvent::Applied(AnyObject::Pod(p)) => {
                     let world = &self.world;
                     self.workloads.observe_pod(p, false, |n| world.is_node_ready(n));
@@ -474,13 +492,16 @@ impl<P: SimCloud> Simulation<P> {
         }
         self.react(changes);
         let due = self.manager_wake.is_some_and(|t| t <= now);
-        if had_events || due || self.kick {
+        if !self.controllers {
             self.kick = false;
-            self.manager_wake = block_on(self.manager.reconcile(&self.cluster, now))
+        } else if had_events || due || self.kick {
+            self.kick = false;
+            self.manager_wake = block_on(self.manager.reconcile(&*self.cluster, now))
                 .map_err(|source| SimError::Controller { at: self.elapsed(), source })?;
         }
         if self.workloads.is_dirty() {
             self.workloads.reconcile(&self.cluster);
+            deployments::publish(&self.cluster, &mut self.workloads);
         }
         if self.daemonsets.is_dirty() {
             for (pod, node) in self.daemonsets.run(&self.world, &self.cluster) {

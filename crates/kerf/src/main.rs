@@ -8,6 +8,7 @@ use kerf_cloud::{Clock, ManualClock};
 mod bench;
 mod convert;
 mod instance_types;
+mod serve;
 mod simulate;
 mod validate;
 
@@ -34,6 +35,8 @@ struct Cli {
 enum Command {
     /// Run a scenario against an in-memory cluster and a simulated cloud, and report what kerf does.
     Simulate(simulate::Args),
+    /// Serve a simulated cluster as a Kubernetes API for kubectl and other clients.
+    Serve(serve::Args),
     /// Check NodePool, NodeClaim and EC2NodeClass manifests the way the API server would.
     Validate(validate::Args),
     /// Convert manifests of Karpenter's older APIs (v1alpha5, v1alpha1, v1beta1) to v1.
@@ -68,10 +71,11 @@ fn init_logging(clock: Option<ManualClock>) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A simulation's logs carry its virtual time.
-    let clock = matches!(cli.command, Command::Simulate(_)).then(ManualClock::new);
+    let clock = matches!(cli.command, Command::Simulate(_) | Command::Serve(_)).then(ManualClock::new);
     init_logging(clock.clone());
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args, clock.unwrap_or_default()),
+        Command::Serve(args) => serve::run(args, clock.unwrap_or_default()),
         Command::Validate(args) => validate::run(args),
         Command::Convert(args) => convert::run(args),
         Command::InstanceTypes(args) => instance_types::run(args),
