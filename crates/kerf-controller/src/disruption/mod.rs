@@ -26,10 +26,6 @@ pub use candidates::Candidate;
 /// (Karpenter: 15 s).
 pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
 
-/// Single-node consolidation evaluates at most this many candidates per pass (Karpenter bounds
-/// it by time; a count keeps the simulator deterministic).
-pub const SINGLE_NODE_MAX_EVALUATIONS: usize = 50;
-
 /// With nothing changing, disruption still looks again this often (offerings and budget
 /// windows change without a watch event).
 pub const IDLE_REEVALUATE: Duration = Duration::from_secs(5 * 60);

@@ -14,7 +14,7 @@ use kerf_scheduling::{NewNodeClaim, SchedulingInput};
 
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
 use super::consolidation::{Decision, decide, describe, largest_prefix, pods_of, simulate_without};
-use super::{Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS};
+use super::{Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running};
 use crate::api::{ClusterApi, EventRecord, Object};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::{TypesByPool, in_flight};
@@ -188,9 +188,20 @@ impl Eval<'_> {
                 ok
             })
             .collect();
-        for c in open.iter().take(SINGLE_NODE_MAX_EVALUATIONS) {
+        // Every candidate is tried until one can go: when none can, each one says why it stays.
+        for (i, c) in open.iter().enumerate() {
             match self.consolidate(&[c]) {
-                Ok((decision, pods)) => return Some(Self::command(&[c], pods.len(), decision)),
+                Ok((decision, pods)) => {
+                    // The nodes after it may go along: the longest prefix from here that still
+                    // goes together (multi-node consolidation anchored at the first node that
+                    // can go alone; the plain prefix search fails when the cheapest nodes
+                    // cannot go together).
+                    let rest = self.allowed(open[i..].to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
+                    if let Some((k, (d, p))) = largest_prefix(rest.len(), |k| self.consolidate(&rest[..k])) {
+                        return Some(Self::command(&rest[..k], p.len(), d));
+                    }
+                    return Some(Self::command(&[c], pods.len(), decision));
+                }
                 Err(why) => {
                     blocked.entry(c.node.clone()).or_insert(why);
                 }
