@@ -26,6 +26,11 @@ pub use candidates::Candidate;
 /// (Karpenter: 15 s).
 pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
 
+/// Single-node consolidation tries at most this many candidates per pass, continuing where the
+/// previous pass stopped (Karpenter bounds it by time; a count keeps the simulator
+/// deterministic). Nodes not tried keep the reason they were last given.
+pub const SINGLE_NODE_MAX_EVALUATIONS: usize = 50;
+
 /// With nothing changing, disruption still looks again this often (offerings and budget
 /// windows change without a watch event).
 pub const IDLE_REEVALUATE: Duration = Duration::from_secs(5 * 60);
@@ -116,4 +121,6 @@ pub struct DisruptionState {
     next_evaluation: Option<Timestamp>,
     /// Replacement claims of running commands: not candidates, not "in flight" for gating.
     reserved: BTreeSet<String>,
+    /// Where single-node consolidation continues in its candidate list.
+    single_cursor: usize,
 }
