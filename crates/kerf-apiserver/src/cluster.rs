@@ -600,60 +600,69 @@ impl SimCluster {
         self.delete_stored(K::KIND, namespace, name, &Preconditions::default()).map(|_| ())
     }
 
-    /// Evicts a pod unless a PodDisruptionBudget selecting it has no disruptions left.
+    /// Evicts a pod unless a PodDisruptionBudget selecting it has no disruptions left. Reads
+    /// the stores in place (no copies): drains evict and retry many pods per round.
     pub fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        let Some(pod) = self.get_obj::<Pod>(Some(namespace), name) else {
+        if let Some(refusal) = self.eviction_refusal(namespace, name)? {
+            return Err(refusal);
+        }
+        self.delete_obj::<Pod>(Some(namespace), name)
+    }
+
+    fn eviction_refusal(&self, namespace: &str, name: &str) -> Result<Option<ApiError>, ApiError> {
+        let inner = self.lock();
+        let empty_store = BTreeMap::new();
+        let pods = inner.stores.get("Pod").unwrap_or(&empty_store);
+        let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(Pod::from_any) else {
             return Err(ApiError::NotFound { kind: "Pod", name: format!("{namespace}/{name}") });
         };
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
-        let pdbs: Vec<PodDisruptionBudget> = self
-            .list_objs::<PodDisruptionBudget>()
+        if !pod_is_healthy(pod) {
+            return Ok(None);
+        }
+        let empty = BTreeMap::new();
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+        let pdbs: Vec<&PodDisruptionBudget> = inner
+            .stores
+            .get("PodDisruptionBudget")
             .into_iter()
+            .flat_map(|s| s.values())
+            .filter_map(PodDisruptionBudget::from_any)
             .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
             .filter(|p| {
                 p.spec
                     .as_ref()
                     .and_then(|s| s.selector.as_ref())
-                    .is_some_and(|sel| kerf_scheduling::pod::selector_matches(Some(sel), &labels))
+                    .is_some_and(|sel| kerf_scheduling::pod::selector_matches(Some(sel), labels))
             })
             .collect();
-        if !pdbs.is_empty() && pod_is_healthy(&pod) {
-            let pods: Vec<Pod> = self
-                .list_objs::<Pod>()
-                .into_iter()
-                .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-                .collect();
-            for pdb in &pdbs {
-                let Some(spec) = pdb.spec.as_ref() else { continue };
-                let Some(sel) = spec.selector.as_ref() else { continue };
-                let selected: Vec<&Pod> = pods
-                    .iter()
-                    .filter(|p| {
-                        kerf_scheduling::pod::selector_matches(
-                            Some(sel),
-                            p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
-                        )
-                    })
-                    .collect();
-                let expected = selected.len() as i64;
-                let healthy = selected.iter().filter(|p| pod_is_healthy(p)).count() as i64;
-                let desired_healthy = match (&spec.min_available, &spec.max_unavailable) {
-                    (Some(min), _) => scaled(min, expected, true),
-                    (None, Some(max)) => expected - scaled(max, expected, true),
-                    (None, None) => expected,
-                };
-                if healthy - desired_healthy <= 0 {
-                    let pdb_name = pdb.metadata.name.clone().unwrap_or_default();
-                    return Err(ApiError::TooManyRequests {
-                        name: format!("{namespace}/{name}"),
-                        reason: format!(
-                            "PodDisruptionBudget {namespace}/{pdb_name} needs {desired_healthy} healthy pods and has {healthy}"
-                        ),
-                    });
+        let prefix = format!("{namespace}/");
+        for pdb in pdbs {
+            let Some(spec) = pdb.spec.as_ref() else { continue };
+            let Some(sel) = spec.selector.as_ref() else { continue };
+            let (mut expected, mut healthy) = (0i64, 0i64);
+            for (_, obj) in pods.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)) {
+                let Some(p) = Pod::from_any(obj) else { continue };
+                if kerf_scheduling::pod::selector_matches(Some(sel), p.metadata.labels.as_ref().unwrap_or(&empty)) {
+                    expected += 1;
+                    healthy += i64::from(pod_is_healthy(p));
                 }
             }
+            let desired_healthy = match (&spec.min_available, &spec.max_unavailable) {
+                (Some(min), _) => scaled(min, expected, true),
+                (None, Some(max)) => expected - scaled(max, expected, true),
+                (None, None) => expected,
+            };
+            if healthy - desired_healthy <= 0 {
+                let pdb_name = pdb.metadata.name.clone().unwrap_or_default();
+                return Ok(Some(ApiError::TooManyRequests {
+                    name: format!("{namespace}/{name}"),
+                    reason: format!(
+                        "PodDisruptionBudget {namespace}/{pdb_name} needs {desired_healthy} healthy pods and has {healthy}"
+                    ),
+                }));
+            }
         }
-        self.delete_obj::<Pod>(Some(namespace), name)
+        Ok(None)
     }
 
     pub fn record(&self, event: EventRecord) {

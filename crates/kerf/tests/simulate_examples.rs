@@ -306,6 +306,9 @@ fn spot_interruption_drains_the_node_at_once_and_its_pods_run_on_a_replacement()
     assert!(d["terminatedSeconds"].as_f64().unwrap() < 240.0, "{d}");
     assert_eq!(d["replacements"].as_array().unwrap().len(), 1, "{d}");
     assert_eq!(nodes[0]["nodeClaim"], d["replacements"][0]);
+    // The interrupted offering (its type, in the pool's one zone, spot) is marked unavailable:
+    // the replacement is another type.
+    assert_ne!(nodes[0]["instanceType"], d["instanceType"]);
 }
 
 #[test]

@@ -26,8 +26,9 @@ pub use candidates::Candidate;
 /// (Karpenter: 15 s).
 pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
 
-/// Single-node consolidation evaluates at most this many candidates per pass (Karpenter bounds
-/// it by time; a count keeps the simulator deterministic).
+/// Single-node consolidation tries at most this many candidates per pass, continuing where the
+/// previous pass stopped (Karpenter bounds it by time; a count keeps the simulator
+/// deterministic). Nodes not tried keep the reason they were last given.
 pub const SINGLE_NODE_MAX_EVALUATIONS: usize = 50;
 
 /// With nothing changing, disruption still looks again this often (offerings and budget
@@ -120,4 +121,6 @@ pub struct DisruptionState {
     next_evaluation: Option<Timestamp>,
     /// Replacement claims of running commands: not candidates, not "in flight" for gating.
     reserved: BTreeSet<String>,
+    /// Where single-node consolidation continues in its candidate list.
+    single_cursor: usize,
 }

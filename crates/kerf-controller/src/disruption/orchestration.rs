@@ -172,8 +172,15 @@ impl Eval<'_> {
         Some(Self::command(&list[..k], pods.len(), decision))
     }
 
-    /// The first candidate that can go on its own (its pool's budget must allow one more).
-    fn single_node(&self, list: &[&Candidate], blocked: &mut BTreeMap<String, String>) -> Option<Command> {
+    /// The first candidate that can go on its own (its pool's budget must allow one more),
+    /// trying up to [`SINGLE_NODE_MAX_EVALUATIONS`] from `cursor` on (wrapping). Returns the
+    /// command, if any, and where the next pass continues.
+    fn single_node(
+        &self,
+        list: &[&Candidate],
+        blocked: &mut BTreeMap<String, String>,
+        cursor: usize,
+    ) -> (Option<Command>, usize) {
         let open: Vec<&Candidate> = list
             .iter()
             .copied()
@@ -188,15 +195,33 @@ impl Eval<'_> {
                 ok
             })
             .collect();
-        for c in open.iter().take(SINGLE_NODE_MAX_EVALUATIONS) {
+        let n = open.len();
+        if n == 0 {
+            return (None, 0);
+        }
+        let start = cursor % n;
+        for j in 0..n.min(SINGLE_NODE_MAX_EVALUATIONS) {
+            let i = (start + j) % n;
+            let c = open[i];
             match self.consolidate(&[c]) {
-                Ok((decision, pods)) => return Some(Self::command(&[c], pods.len(), decision)),
+                Ok((decision, pods)) => {
+                    // The nodes after it may go along: the longest prefix from here that still
+                    // goes together (multi-node consolidation anchored at a node that can go
+                    // alone; the plain prefix search fails when the first nodes cannot go
+                    // together).
+                    let rest = self.allowed(open[i..].to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
+                    let cmd = match largest_prefix(rest.len(), |k| self.consolidate(&rest[..k])) {
+                        Some((k, (d, p))) => Self::command(&rest[..k], p.len(), d),
+                        None => Self::command(&[c], pods.len(), decision),
+                    };
+                    return (Some(cmd), i);
+                }
                 Err(why) => {
                     blocked.entry(c.node.clone()).or_insert(why);
                 }
             }
         }
-        None
+        (None, (start + SINGLE_NODE_MAX_EVALUATIONS) % n)
     }
 }
 
@@ -277,7 +302,17 @@ impl<P: CloudProvider> Manager<P> {
             let list = eval.consolidation_candidates(&mut blocked);
             command = eval.multi_node(&list);
             if command.is_none() {
-                command = eval.single_node(&list, &mut blocked);
+                let (cmd, cursor) = eval.single_node(&list, &mut blocked, self.disruption.single_cursor);
+                self.disruption.single_cursor = cursor;
+                command = cmd;
+            }
+        }
+        // Candidates not tried this pass keep the reason they were last given.
+        for c in &cands {
+            if !blocked.contains_key(&c.node)
+                && let Some(why) = self.disruption.blocked.get(&c.node)
+            {
+                blocked.insert(c.node.clone(), why.clone());
             }
         }
         self.disruption.evaluated = Some(self.generation);
