@@ -109,7 +109,7 @@ fn html_report_in_chromium_sorts_nodes_naturally_and_shows_the_summary_and_pendi
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
 
     // Ten nodes whose names sort differently as text and naturally.
-    let scenario = root.join("tests/fixtures/convert/seed-004-scenario.yaml");
+    let scenario = root.join("tests/fixtures/convert/provisioner-consolidation-v1alpha5-scenario.yaml");
     let html = tmp.0.join("spread.html");
     let json = tmp.0.join("spread.json");
     simulate(&scenario, "html", &html);
