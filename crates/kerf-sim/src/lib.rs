@@ -10,6 +10,7 @@ pub mod driver;
 pub mod kube_scheduler;
 pub mod kubelet;
 pub mod report;
+pub mod report_html;
 pub mod rng;
 pub mod scenario;
 pub mod workloads;

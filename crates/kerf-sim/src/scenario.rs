@@ -232,6 +232,10 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let converted = std::cell::RefCell::new(Vec::new());
     let ctx = Ctx { file: path, converted: &converted };
+    let text = kerf_api::manifest::strip_bom(text);
+    if text.trim().is_empty() {
+        return Err(ctx.err("", "the scenario file is empty (expected at least `name` and `steps`)"));
+    }
     let root: Value = serde_yaml_ng::from_str(text).map_err(|e| ctx.err("", format!("not valid YAML: {e}")))?;
     let top = fields(&ctx, "", &root, &["name", "start", "settings", "cloud", "nodes", "steps"])?;
     let name = string(&ctx, "name", required(&ctx, "", &top, "name")?)?;
@@ -488,11 +492,43 @@ fn parse_apply(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Vec<Manifest>, Sc
 /// Decodes the objects of one apply, after converting those of Karpenter's older APIs to v1
 /// (together, so that a pool's kubelet settings reach its node class).
 fn decode_all(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<Manifest>, ScenarioError> {
-    let mut out = Vec::new();
+    let mut out: Vec<Manifest> = Vec::new();
+    let mut seen: Vec<((String, String, String), String)> = Vec::new();
     for (at, value) in convert_older(ctx, docs)? {
+        if let Some(id) = identity(&value) {
+            if let Some((_, first)) = seen.iter().find(|(i, _)| *i == id) {
+                let (kind, namespace, name) = &id;
+                let what =
+                    if namespace.is_empty() { format!("{kind}/{name}") } else { format!("{kind} {namespace}/{name}") };
+                return Err(ctx.err(
+                    format!("{at} ({kind}/{name}): metadata.name"),
+                    format!("duplicate: {what} is also defined at {first}; one apply may define an object once"),
+                ));
+            }
+            seen.push((id, at.clone()));
+        }
         out.extend(decode_object(ctx, &at, &value)?);
     }
     Ok(out)
+}
+
+/// `(kind, namespace, name)` of a manifest with a fixed name (cluster-scoped kinds have no
+/// namespace); `None` for a `List` or a Pod named by `generateName`.
+fn identity(v: &Value) -> Option<(String, String, String)> {
+    const CLUSTER_SCOPED: &[&str] =
+        &["NodePool", "EC2NodeClass", "StorageClass", "Namespace", "PersistentVolume", "PriorityClass", "RuntimeClass"];
+    let kind = v.get("kind").and_then(Value::as_str)?;
+    let meta = v.get("metadata")?;
+    let name = meta.get("name").and_then(Value::as_str).filter(|n| !n.is_empty())?;
+    if kind == "List" {
+        return None;
+    }
+    let namespace = if CLUSTER_SCOPED.contains(&kind) {
+        String::new()
+    } else {
+        meta.get("namespace").and_then(Value::as_str).unwrap_or("default").to_string()
+    };
+    Some((kind.to_string(), namespace, name.to_string()))
 }
 
 fn convert_older(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>, ScenarioError> {
@@ -537,9 +573,78 @@ fn convert_older(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<(Strin
 /// The instance profile written into AWSNodeTemplates converted for a simulation when they name none.
 pub const SIMULATED_INSTANCE_PROFILE: &str = "simulated-default-instance-profile";
 
-fn typed<T: DeserializeOwned>(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<T, ScenarioError> {
-    kerf_api::manifest::decode(v)
-        .map_err(|e| ctx.err(if e.path.is_empty() { at.to_string() } else { format!("{at}: {}", e.path) }, e.message))
+fn typed<T: DeserializeOwned + serde::Serialize>(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<T, ScenarioError> {
+    let object: T = kerf_api::manifest::decode(v).map_err(|e| {
+        ctx.err(if e.path.is_empty() { at.to_string() } else { format!("{at}: {}", e.path) }, e.message)
+    })?;
+    // The Kubernetes types skip fields they do not know; the API server's strict field
+    // validation refuses them. What the decoded object does not give back was not a field.
+    let back = serde_json::to_value(&object).map_err(|e| ctx.err(at, format!("cannot be re-encoded: {e}")))?;
+    if let Some(path) = unknown_field(v, &back, String::new()) {
+        let field = path.rsplit(['.', ']']).next().unwrap_or(&path).to_string();
+        return Err(ctx.err(format!("{at}: {path}"), format!("unknown field `{field}`")));
+    }
+    Ok(object)
+}
+
+/// The path of the first key of `input` that `decoded` (the object decoded and encoded again)
+/// lacks, skipping keys whose value is empty (`null`, `{}`, `[]`), which encoders leave out.
+fn unknown_field(input: &Value, decoded: &serde_json::Value, path: String) -> Option<String> {
+    match (input, decoded) {
+        (Value::Mapping(m), serde_json::Value::Object(o)) => {
+            for (k, v) in m {
+                let Some(k) = k.as_str() else { continue };
+                let child = if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+                match o.get(k) {
+                    Some(d) => {
+                        if let Some(p) = unknown_field(v, d, child) {
+                            return Some(p);
+                        }
+                    }
+                    None => {
+                        let empty = match v {
+                            Value::Null => true,
+                            Value::Mapping(m) => m.is_empty(),
+                            Value::Sequence(s) => s.is_empty(),
+                            _ => false,
+                        };
+                        if !empty {
+                            return Some(child);
+                        }
+                    }
+                }
+            }
+            None
+        }
+        (Value::Sequence(items), serde_json::Value::Array(out)) if items.len() == out.len() => {
+            items.iter().zip(out).enumerate().find_map(|(i, (v, d))| unknown_field(v, d, format!("{path}[{i}]")))
+        }
+        _ => None,
+    }
+}
+
+/// `spec.replicas` of a workload: a whole number a Kubernetes int32 holds, not negative.
+fn check_replicas(ctx: &Ctx<'_>, label: &str, v: &Value) -> Result<(), ScenarioError> {
+    let Some(r) = v.get("spec").and_then(|s| s.get("replicas")) else { return Ok(()) };
+    let ok = match r {
+        Value::Null => true,
+        Value::Number(n) => n.as_i64().is_some_and(|n| (0..=i64::from(i32::MAX)).contains(&n)),
+        _ => return Ok(()), // a string or list is refused by the decoder with its type
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(ctx.err(
+        format!("{label}: spec.replicas"),
+        format!("must be a whole number from 0 to {}, got {}", i32::MAX, describe_number(r)),
+    ))
+}
+
+fn describe_number(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.to_string(),
+        other => kerf_api::manifest::value_kind(other).to_string(),
+    }
 }
 
 /// Decodes one manifest object (or each item of a `List`).
@@ -564,6 +669,7 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
     let object = match kind {
         "NodePool" | "EC2NodeClass" => decode_karpenter(ctx, &label, v)?,
         "Deployment" => {
+            check_replicas(ctx, &label, v)?;
             let d: Deployment = typed(ctx, &label, v)?;
             check_deployment(ctx, &label, &d)?;
             ManifestObject::Deployment(Box::new(d))
@@ -656,12 +762,12 @@ fn check_pod_spec(ctx: &Ctx<'_>, label: &str, at: &str, spec: Option<&PodSpec>) 
             let Some(res) = c.resources.as_ref() else { continue };
             for (what, list) in [("requests", &res.requests), ("limits", &res.limits)] {
                 for (k, q) in list.iter().flatten() {
-                    Quantity::parse(&q.0).map_err(|e| {
-                        ctx.err(
-                            format!("{label}: {at}.{group}[{i}].resources.{what}.{k}"),
-                            format!("invalid quantity {:?}: {e}", q.0),
-                        )
-                    })?;
+                    let field = format!("{label}: {at}.{group}[{i}].resources.{what}.{k}");
+                    let parsed = Quantity::parse(&q.0)
+                        .map_err(|e| ctx.err(&field, format!("invalid quantity {:?}: {e}", q.0)))?;
+                    if parsed.is_negative() {
+                        return Err(ctx.err(&field, format!("{:?} is negative: {what} must be 0 or more", q.0)));
+                    }
                 }
             }
         }

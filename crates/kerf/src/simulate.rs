@@ -9,7 +9,7 @@ use anyhow::Context;
 pub enum ReportFormat {
     /// A summary for people.
     Text,
-    /// The report contract (DESIGN.md), for tools.
+    /// The JSON report (summary, nodes, pods, disruptions; see the README), for tools.
     Json,
     /// One self-contained page with charts.
     Html,

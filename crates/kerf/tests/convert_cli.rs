@@ -59,7 +59,7 @@ fn assert_validates(yaml: &str, tag: &str) {
 
 #[test]
 fn v1alpha5_provisioner_and_v1alpha1_template_map_every_field_to_v1() {
-    let f = fixture("seed-001-provisioner-v1alpha5.yaml");
+    let f = fixture("provisioner-ttl-kubelet-v1alpha5.yaml");
     let run = convert(&[&f], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let docs = documents(&run.stdout);
@@ -103,7 +103,7 @@ fn v1alpha5_provisioner_and_v1alpha1_template_map_every_field_to_v1() {
 
 #[test]
 fn consolidation_enabled_becomes_when_empty_or_underutilized_and_unset_expiry_never() {
-    let f = fixture("seed-004-provisioner-v1alpha5.yaml");
+    let f = fixture("provisioner-consolidation-v1alpha5.yaml");
     let run = convert(&[&f], &["--default-instance-profile", "KarpenterNodeInstanceProfile-myeks"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let docs = documents(&run.stdout);
@@ -125,7 +125,7 @@ fn consolidation_enabled_becomes_when_empty_or_underutilized_and_unset_expiry_ne
 
 #[test]
 fn a_template_without_instance_profile_exits_2_asking_for_one_and_writes_nothing() {
-    let f = fixture("seed-004-provisioner-v1alpha5.yaml");
+    let f = fixture("provisioner-consolidation-v1alpha5.yaml");
     let run = convert(&[&f], &[]);
     assert_eq!(run.code, 2);
     assert_eq!(run.stdout, "");
@@ -140,7 +140,7 @@ fn a_template_without_instance_profile_exits_2_asking_for_one_and_writes_nothing
 
 #[test]
 fn v1beta1_pools_move_kubelet_to_the_class_rename_policies_and_move_expire_after() {
-    let f = fixture("seed-000-nodepools-v1beta1.yaml");
+    let f = fixture("capacity-spread-nodepools-v1beta1.yaml");
     let run = convert(&[&f], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let docs = documents(&run.stdout);
@@ -161,7 +161,7 @@ fn v1beta1_pools_move_kubelet_to_the_class_rename_policies_and_move_expire_after
     assert_eq!(class["spec"]["amiSelectorTerms"][0]["alias"], "al2023@latest");
     assert!(class["spec"]["tags"].get("karpenter.sh/managed-by").is_none(), "removed in v1");
     assert_validates(&run.stdout, "seed-000");
-    let f = fixture("seed-003-nodepool-chart-v1beta1.yaml");
+    let f = fixture("nodepool-chart-v1beta1.yaml");
     let run = convert(&[&f], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let docs = documents(&run.stdout);
@@ -281,10 +281,10 @@ fn v1_documents_pass_through_unchanged() {
 #[test]
 fn seed_manifests_of_older_apis_simulate_after_saying_they_were_converted() {
     for (scenario, pods) in [
-        ("seed-000-scenario.yaml", 2),
-        ("seed-001-scenario.yaml", 6),
-        ("seed-003-scenario.yaml", 60),
-        ("seed-004-scenario.yaml", 20),
+        ("capacity-spread-v1beta1-scenario.yaml", 2),
+        ("provisioner-ttl-kubelet-v1alpha5-scenario.yaml", 6),
+        ("nodepool-chart-v1beta1-scenario.yaml", 60),
+        ("provisioner-consolidation-v1alpha5-scenario.yaml", 20),
     ] {
         let path = fixture(scenario);
         let run = kerf(&["simulate", path.to_str().unwrap(), "--report", "json"]);
@@ -302,9 +302,9 @@ fn seed_manifests_of_older_apis_simulate_after_saying_they_were_converted() {
             assert!(n["nodePool"].is_string(), "{scenario}: every node is launched by a converted pool");
         }
     }
-    let run = kerf(&["simulate", fixture("seed-004-scenario.yaml").to_str().unwrap()]);
+    let run = kerf(&["simulate", fixture("provisioner-consolidation-v1alpha5-scenario.yaml").to_str().unwrap()]);
     assert!(
-        run.stderr.contains("seed-004-provisioner-v1alpha5.yaml: Provisioner/default, AWSNodeTemplate/default"),
+        run.stderr.contains("provisioner-consolidation-v1alpha5.yaml: Provisioner/default, AWSNodeTemplate/default"),
         "{}",
         run.stderr
     );

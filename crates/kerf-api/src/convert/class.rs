@@ -45,6 +45,7 @@ fn alias_family(family: &str) -> Option<&'static str> {
         "Bottlerocket" => "bottlerocket",
         "Windows2019" => "windows2019",
         "Windows2022" => "windows2022",
+        "Windows2025" => "windows2025",
         _ => return None,
     })
 }
