@@ -613,7 +613,7 @@ impl SimCluster {
         let inner = self.lock();
         let empty_store = BTreeMap::new();
         let pods = inner.stores.get("Pod").unwrap_or(&empty_store);
-        let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(Pod::from_any) else {
+        let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(typed::<Pod>) else {
             return Err(ApiError::NotFound { kind: "Pod", name: format!("{namespace}/{name}") });
         };
         if !pod_is_healthy(pod) {
@@ -626,7 +626,7 @@ impl SimCluster {
             .get("PodDisruptionBudget")
             .into_iter()
             .flat_map(|s| s.values())
-            .filter_map(PodDisruptionBudget::from_any)
+            .filter_map(typed::<PodDisruptionBudget>)
             .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
             .filter(|p| {
                 p.spec
@@ -641,7 +641,7 @@ impl SimCluster {
             let Some(sel) = spec.selector.as_ref() else { continue };
             let (mut expected, mut healthy) = (0i64, 0i64);
             for (_, obj) in pods.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)) {
-                let Some(p) = Pod::from_any(obj) else { continue };
+                let Some(p) = typed::<Pod>(obj) else { continue };
                 if kerf_scheduling::pod::selector_matches(Some(sel), p.metadata.labels.as_ref().unwrap_or(&empty)) {
                     expected += 1;
                     healthy += i64::from(pod_is_healthy(p));
