@@ -739,11 +739,7 @@ fn event_object(e: &EventRecord, time: Timestamp, seq: usize) -> DynamicObject {
 /// (the built-in `system-node-critical` / `system-cluster-critical` ones, or an applied
 /// PriorityClass; without a name, the global default class if one is applied), and a pod naming a
 /// RuntimeClass gets that class's pod overhead.
-fn admit_pod(
-    pod: &mut Pod,
-    classes: Option<&BTreeMap<String, Stored>>,
-    runtimes: Option<&BTreeMap<String, Stored>>,
-) {
+fn admit_pod(pod: &mut Pod, classes: Option<&BTreeMap<String, Stored>>, runtimes: Option<&BTreeMap<String, Stored>>) {
     use k8s_openapi::api::node::v1::RuntimeClass;
     use k8s_openapi::api::scheduling::v1::PriorityClass;
     let Some(spec) = pod.spec.as_mut() else { return };
