@@ -552,7 +552,7 @@ fn bad_settings_and_start_are_rejected_with_the_field_named() {
 }
 
 #[test]
-fn priority_and_runtime_classes_apply_to_pods_and_critical_pods_are_evicted_last() {
+fn priority_and_runtime_classes_are_applied_to_pods_by_admission() {
     let classes = "{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}, \
                    {apiVersion: node.k8s.io/v1, kind: RuntimeClass, metadata: {name: kata}, handler: kata, \
                    overhead: {podFixed: {cpu: 500m}}}";

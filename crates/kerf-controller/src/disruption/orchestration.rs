@@ -276,6 +276,7 @@ impl<P: CloudProvider> Manager<P> {
         let types = self.instance_types_by_pool().await;
         let reserved = self.disruption.reserved.clone();
         let (cands, budgets, wake) = self.candidates(&types, pass.now, &reserved).await;
+        tracing::debug!(candidates = cands.len(), generation = self.generation, "evaluating disruption");
         let base = self.scheduling_input(&[], &types);
         let pools = self.state.node_pools().clone();
         let eval = Eval {
