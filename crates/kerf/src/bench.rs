@@ -2,12 +2,12 @@
 //! scheduling workload of DESIGN.md and prints pods per second, nodes and cost.
 //! `kerf bench consolidation --nodes N --pods-per-node P [--json]` builds a cluster of N nodes
 //! holding N × P pods of the same shapes and asks, for every node, whether its pods could move
-//! elsewhere or onto one cheaper node.
+//! elsewhere or onto one cheaper node — the disruption controller's own searches — and runs the
+//! multi-node search.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use kerf_scheduling::SchedulingContext;
 use kerf_scheduling::bench::{claims_cost, consolidation_cluster, workload};
 
 #[derive(clap::Args)]
@@ -81,23 +81,12 @@ fn consolidation(a: ConsolidationArgs) -> anyhow::Result<ExitCode> {
     }
     let (input, prices) = consolidation_cluster(a.nodes, a.pods_per_node, a.instance_types, a.seed);
     let pods: usize = input.existing_nodes.iter().map(|n| n.pods.len()).sum();
-    let start = Instant::now();
-    let mut ctx = SchedulingContext::new(input);
-    let build = start.elapsed().as_secs_f64();
-    let mut per_candidate = Vec::with_capacity(prices.len());
-    let (mut deletable, mut replaceable, mut moved) = (0usize, 0usize, 0usize);
-    for (node, price) in prices.iter().enumerate() {
-        let t = Instant::now();
-        let answer = ctx.without_node_indexes(&[node]);
-        per_candidate.push(t.elapsed().as_secs_f64());
-        moved += answer.pods.len();
-        if answer.deletable() {
-            deletable += 1;
-        } else if answer.single_replacement_price().is_some_and(|p| p < *price) {
-            replaceable += 1;
-        }
-    }
-    let seconds = start.elapsed().as_secs_f64();
+    // The generated nodes are spot: the spot-to-spot gate is on so replacements are considered.
+    let f = crate::consolidation_bench::run(input, &prices, true);
+    let (build, per_candidate, moved) = (f.build_seconds, f.per_candidate, f.moved);
+    let (deletable, replaceable) = (f.deletable, f.replaceable);
+    let seconds = build + per_candidate.iter().sum::<f64>();
+    let decision_seconds = seconds + f.multi_seconds;
     let candidates = per_candidate.len();
     let mut sorted = per_candidate.clone();
     sorted.sort_by(f64::total_cmp);
@@ -120,14 +109,18 @@ fn consolidation(a: ConsolidationArgs) -> anyhow::Result<ExitCode> {
             "maxPerCandidateMs": max_ms,
             "deletable": deletable,
             "replaceable": replaceable,
+            "multiNodeSeconds": f.multi_seconds,
+            "multiNodeCandidates": f.multi_nodes,
+            "decisionSeconds": decision_seconds,
         });
         println!("{out}");
     } else {
         println!(
             "evaluated {candidates} single-node candidates ({} nodes, {pods} pods) in {seconds:.3}s \
              (context {build:.3}s): median {median_ms:.3} ms per candidate (mean {mean_ms:.3}, max {max_ms:.3}); \
-             {deletable} deletable, {replaceable} replaceable by one cheaper node",
-            a.nodes
+             {deletable} deletable, {replaceable} replaceable by one cheaper node; multi-node search {:.3}s \
+             ({} nodes together); whole decision {decision_seconds:.3}s",
+            a.nodes, f.multi_seconds, f.multi_nodes
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use kerf_cloud::{Clock, ManualClock};
 
 mod bench;
+mod consolidation_bench;
 mod convert;
 mod instance_types;
 mod serve;

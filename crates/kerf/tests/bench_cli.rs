@@ -57,6 +57,11 @@ fn consolidation_json_has_the_contract_keys_and_evaluates_every_node() {
     assert!(deletable + replaceable <= 40, "{text}");
     assert!(doc["seconds"].as_f64().is_some_and(|s| s > 0.0), "{text}");
     assert!(doc["perCandidateMs"].as_f64().is_some_and(|s| s > 0.0), "{text}");
+    let multi = doc["multiNodeSeconds"].as_f64().expect("multiNodeSeconds is a number");
+    assert!(multi > 0.0, "{text}");
+    // The whole decision: the single-node evaluation plus the multi-node search.
+    let whole = doc["decisionSeconds"].as_f64().expect("decisionSeconds is a number");
+    assert!((whole - (doc["seconds"].as_f64().unwrap_or(0.0) + multi)).abs() < 1e-9, "{text}");
 }
 
 #[test]

@@ -1,15 +1,16 @@
-//! Consolidation's decision core: pure and deterministic. Given candidates and the answer to
-//! "without these nodes, where would their pods go?", decide whether the candidates can simply
-//! be deleted, replaced by one strictly cheaper node, or neither (and say why).
-//!
-//! The question itself is asked in one place, [`simulate_without`].
+//! Consolidation's decision core: pure and deterministic. One [`SchedulingContext`] is built
+//! per evaluation (per cluster change) and asked "without these nodes, where would their pods
+//! go?" for every candidate and candidate set; [`decide`] reads the answer ([`WhatIf`]) and says
+//! whether the candidates can simply be deleted, replaced by one strictly cheaper node, or
+//! neither (and why). [`consolidate`] (one set), [`multi_node`] (the binary search over the
+//! cheapest-to-disrupt prefix) and [`single_node`] (the first candidate that can go alone) are
+//! the searches the disruption controller runs; `kerf bench consolidation` runs the same ones.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{Operator, labels};
-use kerf_scheduling::{InstanceType, NewNodeClaim, Requirements, SchedulingInput, SchedulingResult};
+use kerf_scheduling::{InstanceType, NewNodeClaim, Requirements, SchedulingContext, WhatIf};
 
 use super::candidates::Candidate;
 
@@ -20,25 +21,11 @@ pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
 /// Karpenter's cap on candidates in one multi-node consolidation.
 pub const MULTI_NODE_MAX_CANDIDATES: usize = 100;
 
-/// The consolidation what-if: "if the nodes named in `removed` were gone, where would `pods`
-/// go?" — the scheduling core run over `base` (the cluster as the provisioner sees it) with
-/// those nodes taken out and `pods` as the pods to place. Placements name surviving nodes;
-/// `new_node_claims` are the nodes that would have to be launched; `errors` the pods that fit
-/// nowhere. Indexes in the result refer to `pods`.
-///
-/// This is the only place disruption asks the scheduler a what-if: swap its body for the
-/// SchedulingContext's what-if when that lands.
-pub fn simulate_without(base: &SchedulingInput, removed: &BTreeSet<&str>, pods: Vec<Arc<Pod>>) -> SchedulingResult {
-    let input = SchedulingInput {
-        node_pools: base.node_pools.clone(),
-        existing_nodes: base.existing_nodes.iter().filter(|n| !removed.contains(n.name.as_str())).cloned().collect(),
-        daemonset_pods: base.daemonset_pods.clone(),
-        pods,
-        volume_requirements: base.volume_requirements.clone(),
-        unresolvable_volumes: base.unresolvable_volumes.clone(),
-        namespace_labels: base.namespace_labels.clone(),
-    };
-    kerf_scheduling::schedule(&input)
+/// Asks `ctx` the what-if for `cands`: their nodes gone, their pods placed elsewhere. `Err`
+/// names a node the context does not know.
+pub fn what_if(ctx: &mut SchedulingContext, cands: &[&Candidate]) -> Result<WhatIf, String> {
+    let names: Vec<&str> = cands.iter().map(|c| c.node.as_str()).collect();
+    ctx.without_nodes(&names).map_err(|e| format!("it cannot be simulated: {e}"))
 }
 
 /// What consolidation would do with a set of candidates.
@@ -48,11 +35,6 @@ pub enum Decision {
     Delete,
     /// Their pods need one new node, strictly cheaper than the candidates together.
     Replace { claim: Box<NewNodeClaim>, price: f64, instance_type: String },
-}
-
-/// The pods that must move off the candidates, in candidate order.
-pub fn pods_of(cands: &[&Candidate]) -> Vec<Arc<Pod>> {
-    cands.iter().flat_map(|c| c.pods.iter().cloned()).collect()
 }
 
 /// The offering a type would launch with under the claim's requirements: spot when the claim
@@ -71,23 +53,18 @@ fn dollars(v: f64) -> String {
     format!("${v:.4}/h")
 }
 
-/// Decides from a what-if's `result` for `cands` (whose pods were `pods`, placed first in the
-/// what-if's pod list). `Err` says why neither deleting nor replacing works.
-pub fn decide(
-    cands: &[&Candidate],
-    pods: &[Arc<Pod>],
-    result: &SchedulingResult,
-    spot_to_spot: bool,
-) -> Result<Decision, String> {
-    let n = pods.len();
-    if let Some((i, err)) = result.errors.iter().find(|(i, _)| *i < n) {
-        return Err(format!("pod {} would fit nowhere else: {}", kerf_scheduling::pod::key(&pods[*i]), err.message));
+/// Decides from the what-if `answer` for `cands`. `Err` says why neither deleting nor replacing
+/// works.
+pub fn decide(cands: &[&Candidate], answer: &WhatIf, spot_to_spot: bool) -> Result<Decision, String> {
+    let n = answer.pods.len();
+    if let Some(&i) = answer.unplaced.first() {
+        let pod = answer.pods.get(i).map_or_else(|| format!("#{i}"), |p| kerf_scheduling::pod::key(p));
+        return Err(format!("pod {pod} would fit nowhere else"));
     }
-    let needed: Vec<&NewNodeClaim> = result.new_node_claims.iter().filter(|c| c.pods.iter().any(|&i| i < n)).collect();
     let total: f64 = cands.iter().map(|c| c.price).sum();
-    let claim = match needed.as_slice() {
+    let claim = match answer.new_node_claims.as_slice() {
         [] => return Ok(Decision::Delete),
-        [one] => *one,
+        [one] => &one.claim,
         many => return Err(format!("its {n} pod(s) would need {} new nodes, not one", many.len())),
     };
     let reqs = Requirements::from_node_selector(&claim.requirements);
@@ -174,9 +151,39 @@ pub fn describe(cands: &[&Candidate], pods: usize, decision: &Decision) -> (Stri
     }
 }
 
-/// Multi-node consolidation: the longest prefix of `cands` (at least two, at most
-/// [`MULTI_NODE_MAX_CANDIDATES`]) that can be deleted or replaced by one cheaper node, found by
-/// binary search over the prefix length with `evaluate`.
+/// The candidates in the order consolidation tries them, cheapest to disrupt first: fewest pods,
+/// then the most expensive node, then by name.
+pub fn consolidation_order(list: &mut [&Candidate]) {
+    list.sort_by(|a, b| {
+        a.pods.len().cmp(&b.pods.len()).then_with(|| b.price.total_cmp(&a.price)).then_with(|| a.node.cmp(&b.node))
+    });
+}
+
+/// One consolidation question: can `cands` go together (deleted, or replaced by one cheaper
+/// node)? Returns the decision and how many pods would move.
+pub fn consolidate(
+    ctx: &mut SchedulingContext,
+    cands: &[&Candidate],
+    spot_to_spot: bool,
+) -> Result<(Decision, usize), String> {
+    let answer = what_if(ctx, cands)?;
+    decide(cands, &answer, spot_to_spot).map(|d| (d, answer.pods.len()))
+}
+
+/// Multi-node consolidation: the longest prefix of `list` (in [`consolidation_order`]; at least
+/// two, at most [`MULTI_NODE_MAX_CANDIDATES`]) that can go together, found by binary search over
+/// the prefix length. Returns the prefix length, the decision and the pods that would move.
+pub fn multi_node(
+    ctx: &mut SchedulingContext,
+    list: &[&Candidate],
+    spot_to_spot: bool,
+) -> Option<(usize, Decision, usize)> {
+    largest_prefix(list.len(), |k| consolidate(ctx, &list[..k], spot_to_spot)).map(|(k, (d, pods))| (k, d, pods))
+}
+
+/// The longest prefix length in `2..=min(len, MULTI_NODE_MAX_CANDIDATES)` for which `evaluate`
+/// succeeds, found by binary search (longer prefixes are assumed to fail once one does, as
+/// Karpenter assumes).
 pub fn largest_prefix<T>(len: usize, mut evaluate: impl FnMut(usize) -> Result<T, String>) -> Option<(usize, T)> {
     let (mut lo, mut hi) = (2usize, len.min(MULTI_NODE_MAX_CANDIDATES));
     let mut best = None;
@@ -196,7 +203,8 @@ pub fn largest_prefix<T>(len: usize, mut evaluate: impl FnMut(usize) -> Result<T
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kerf_scheduling::{Offering, PodError};
+    use k8s_openapi::api::core::v1::Pod;
+    use kerf_scheduling::{Offering, PricedClaim};
 
     fn itype(name: &str, price: f64) -> Arc<InstanceType> {
         Arc::new(InstanceType {
@@ -256,14 +264,20 @@ mod tests {
         Arc::new(Pod::default())
     }
 
-    fn result(claims: Vec<NewNodeClaim>) -> SchedulingResult {
-        SchedulingResult { placements: vec![], new_node_claims: claims, errors: vec![] }
+    /// A what-if that moves one pod and needs `claims`.
+    fn result(claims: Vec<NewNodeClaim>) -> WhatIf {
+        WhatIf {
+            pods: vec![pod()],
+            placements: vec![],
+            new_node_claims: claims.into_iter().map(|claim| PricedClaim { claim, price: 0.0 }).collect(),
+            unplaced: vec![],
+        }
     }
 
     #[test]
     fn pods_that_fit_elsewhere_mean_delete() {
         let c = cand("big", "on-demand", 1.0);
-        let d = decide(&[&c], &[pod()], &result(vec![]), false).unwrap();
+        let d = decide(&[&c], &result(vec![]), false).unwrap();
         assert!(matches!(d, Decision::Delete));
     }
 
@@ -271,16 +285,16 @@ mod tests {
     fn a_pod_that_fits_nowhere_blocks_and_is_named() {
         let c = cand("big", "on-demand", 1.0);
         let mut r = result(vec![]);
-        r.errors.push((0, PodError { reason: "Unschedulable".into(), message: "too big".into() }));
-        let e = decide(&[&c], &[pod()], &r, false).unwrap_err();
-        assert!(e.contains("fit nowhere else") && e.contains("too big"), "{e}");
+        r.unplaced.push(0);
+        let e = decide(&[&c], &r, false).unwrap_err();
+        assert!(e.contains("fit nowhere else") && e.contains("default/"), "{e}");
     }
 
     #[test]
     fn replacement_is_strictly_cheaper_and_never_the_same_type() {
         let c = cand("mid", "on-demand", 0.5);
         let types = vec![itype("small", 0.2), itype("mid", 0.5), itype("equal", 0.5), itype("big", 1.0)];
-        let d = decide(&[&c], &[pod()], &result(vec![claim(types, &["on-demand"])]), false).unwrap();
+        let d = decide(&[&c], &result(vec![claim(types, &["on-demand"])]), false).unwrap();
         let Decision::Replace { claim, price, instance_type } = d else { panic!("expected replace") };
         assert_eq!(instance_type, "small");
         assert_eq!(price, 0.2);
@@ -292,7 +306,7 @@ mod tests {
     fn no_cheaper_type_blocks_with_the_cheapest_option() {
         let c = cand("small", "on-demand", 0.2);
         let types = vec![itype("small", 0.2), itype("mid", 0.5)];
-        let e = decide(&[&c], &[pod()], &result(vec![claim(types, &["on-demand"])]), false).unwrap_err();
+        let e = decide(&[&c], &result(vec![claim(types, &["on-demand"])]), false).unwrap_err();
         assert!(e.starts_with("no cheaper replacement") && e.contains("mid"), "{e}");
     }
 
@@ -301,12 +315,11 @@ mod tests {
         let c = cand("big", "spot", 10.0);
         let few: Vec<_> = (0..5).map(|i| itype(&format!("t{i:02}"), 1.0 + i as f64)).collect();
         let many: Vec<_> = (0..20).map(|i| itype(&format!("t{i:02}"), 1.0 + i as f64 * 0.1)).collect();
-        let off = decide(&[&c], &[pod()], &result(vec![claim(many.clone(), &["spot"])]), false).unwrap_err();
+        let off = decide(&[&c], &result(vec![claim(many.clone(), &["spot"])]), false).unwrap_err();
         assert!(off.contains("spotToSpotConsolidation"), "{off}");
-        let short = decide(&[&c], &[pod()], &result(vec![claim(few, &["spot"])]), true).unwrap_err();
+        let short = decide(&[&c], &result(vec![claim(few, &["spot"])]), true).unwrap_err();
         assert!(short.contains("needs 15"), "{short}");
-        let Decision::Replace { claim, .. } =
-            decide(&[&c], &[pod()], &result(vec![claim(many, &["spot"])]), true).unwrap()
+        let Decision::Replace { claim, .. } = decide(&[&c], &result(vec![claim(many, &["spot"])]), true).unwrap()
         else {
             panic!("expected replace")
         };
@@ -317,13 +330,8 @@ mod tests {
     fn needing_two_nodes_is_not_consolidation() {
         let c = cand("big", "on-demand", 1.0);
         let types = vec![itype("small", 0.1)];
-        let e = decide(
-            &[&c],
-            &[pod()],
-            &result(vec![claim(types.clone(), &["on-demand"]), claim(types, &["on-demand"])]),
-            false,
-        )
-        .unwrap_err();
+        let e = decide(&[&c], &result(vec![claim(types.clone(), &["on-demand"]), claim(types, &["on-demand"])]), false)
+            .unwrap_err();
         assert!(e.contains("2 new nodes"), "{e}");
     }
 

@@ -10,10 +10,10 @@ use kerf_api::nodepool::DisruptionReason;
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::{NewNodeClaim, SchedulingInput};
+use kerf_scheduling::{NewNodeClaim, SchedulingContext, SchedulingInput};
 
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
-use super::consolidation::{Decision, decide, describe, largest_prefix, pods_of, simulate_without};
+use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, multi_node, what_if};
 use super::{Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS};
 use crate::api::{ClusterApi, EventRecord, Object};
 use crate::manager::{ControllerError, Manager, Pass};
@@ -21,13 +21,15 @@ use crate::provisioner::{TypesByPool, in_flight};
 use crate::termination::{is_drainable, with_disrupted_taint, without_disrupted_taint};
 use crate::util;
 
-/// The new claims a what-if needs for the first `n` pods (those of the nodes being removed).
-fn claims_for(result: kerf_scheduling::SchedulingResult, n: usize) -> Vec<NewNodeClaim> {
-    result.new_node_claims.into_iter().filter(|c| c.pods.iter().any(|&i| i < n)).collect()
-}
-
-fn node_set<'a>(cands: &[&'a Candidate]) -> BTreeSet<&'a str> {
-    cands.iter().map(|c| c.node.as_str()).collect()
+/// `base` with `nodes` taking no new pods (their pods still count where they are).
+fn unschedulable(base: &SchedulingInput, nodes: &BTreeSet<&str>) -> SchedulingInput {
+    let mut input = base.clone();
+    for n in &mut input.existing_nodes {
+        if nodes.contains(n.name.as_str()) {
+            n.schedulable = false;
+        }
+    }
+    input
 }
 
 /// The evaluation's shared inputs.
@@ -36,10 +38,12 @@ struct Eval<'a> {
     budgets: &'a Budgets,
     pools: &'a BTreeMap<String, NodePool>,
     base: &'a SchedulingInput,
+    /// Built once from `base` for every consolidation what-if of the evaluation.
+    ctx: SchedulingContext,
     spot_to_spot: bool,
 }
 
-impl Eval<'_> {
+impl<'a> Eval<'a> {
     fn allowed<'c>(
         &self,
         list: Vec<&'c Candidate>,
@@ -91,26 +95,38 @@ impl Eval<'_> {
                 savings: 0.0,
             });
         }
-        // Nodes being replaced for the same reason are no place for the pods either.
+        if allowed.is_empty() {
+            return None;
+        }
+        // Nodes being replaced for the same reason are no place for the pods either: one
+        // context for the method, with those nodes taking no new pods.
         let all: BTreeSet<&str> = matching.iter().map(|c| c.node.as_str()).collect();
+        let mut ctx = SchedulingContext::new(unschedulable(self.base, &all));
         for c in allowed {
-            let pods = c.pods.clone();
-            let n = pods.len();
-            let result = simulate_without(self.base, &all, pods.clone());
-            if let Some((i, e)) = result.errors.iter().find(|(i, _)| *i < n) {
+            let answer = match what_if(&mut ctx, &[c]) {
+                Ok(a) => a,
+                Err(e) => {
+                    blocked.insert(
+                        c.node.clone(),
+                        format!("{} ({}), but {e}", reason.as_str(), why(c).unwrap_or_default()),
+                    );
+                    continue;
+                }
+            };
+            let n = answer.pods.len();
+            if let Some(&i) = answer.unplaced.first() {
                 blocked.insert(
                     c.node.clone(),
                     format!(
-                        "{} ({}), but pod {} would fit nowhere else: {}",
+                        "{} ({}), but pod {} would fit nowhere else",
                         reason.as_str(),
                         why(c).unwrap_or_default(),
-                        kerf_scheduling::pod::key(&pods[*i]),
-                        e.message
+                        answer.pods.get(i).map_or_else(|| format!("#{i}"), |p| kerf_scheduling::pod::key(p)),
                     ),
                 );
                 continue;
             }
-            let replacements = claims_for(result, n);
+            let replacements: Vec<NewNodeClaim> = answer.new_node_claims.into_iter().map(|c| c.claim).collect();
             let detail = format!(
                 "{}; its {n} pod(s) move to {}",
                 why(c).unwrap_or_default(),
@@ -124,9 +140,9 @@ impl Eval<'_> {
         None
     }
 
-    /// Consolidatable, unprotected candidates, cheapest to disrupt first: fewest pods, then
-    /// the most expensive node, then by name. Budgets apply per command (below).
-    fn consolidation_candidates(&self, blocked: &mut BTreeMap<String, String>) -> Vec<&Candidate> {
+    /// Consolidatable, unprotected candidates, cheapest to disrupt first
+    /// ([`consolidation_order`]). Budgets apply per command (below).
+    fn consolidation_candidates(&self, blocked: &mut BTreeMap<String, String>) -> Vec<&'a Candidate> {
         let mut list: Vec<&Candidate> = Vec::new();
         for c in self.cands {
             if c.protected.is_some() {
@@ -139,16 +155,8 @@ impl Eval<'_> {
                 None => list.push(c),
             }
         }
-        list.sort_by(|a, b| {
-            a.pods.len().cmp(&b.pods.len()).then_with(|| b.price.total_cmp(&a.price)).then_with(|| a.node.cmp(&b.node))
-        });
+        consolidation_order(&mut list);
         list
-    }
-
-    fn consolidate(&self, cands: &[&Candidate]) -> Result<(Decision, Vec<Arc<Pod>>), String> {
-        let pods = pods_of(cands);
-        let result = simulate_without(self.base, &node_set(cands), pods.clone());
-        decide(cands, &pods, &result, self.spot_to_spot).map(|d| (d, pods))
     }
 
     fn command(cands: &[&Candidate], pods: usize, decision: Decision) -> Command {
@@ -166,17 +174,17 @@ impl Eval<'_> {
     }
 
     /// The longest prefix of the candidates (within each pool's budget) that goes together.
-    fn multi_node(&self, list: &[&Candidate]) -> Option<Command> {
+    fn multi_node(&mut self, list: &[&Candidate]) -> Option<Command> {
         let list = self.allowed(list.to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
-        let (k, (decision, pods)) = largest_prefix(list.len(), |k| self.consolidate(&list[..k]))?;
-        Some(Self::command(&list[..k], pods.len(), decision))
+        let (k, decision, pods) = multi_node(&mut self.ctx, &list, self.spot_to_spot)?;
+        Some(Self::command(&list[..k], pods, decision))
     }
 
     /// The first candidate that can go on its own (its pool's budget must allow one more),
     /// trying up to [`SINGLE_NODE_MAX_EVALUATIONS`] from `cursor` on (wrapping). Returns the
     /// command, if any, and where the next pass continues.
     fn single_node(
-        &self,
+        &mut self,
         list: &[&Candidate],
         blocked: &mut BTreeMap<String, String>,
         cursor: usize,
@@ -203,16 +211,18 @@ impl Eval<'_> {
         for j in 0..n.min(SINGLE_NODE_MAX_EVALUATIONS) {
             let i = (start + j) % n;
             let c = open[i];
-            match self.consolidate(&[c]) {
+            match consolidate(&mut self.ctx, &[c], self.spot_to_spot) {
                 Ok((decision, pods)) => {
                     // The nodes after it may go along: the longest prefix from here that still
                     // goes together (multi-node consolidation anchored at a node that can go
                     // alone; the plain prefix search fails when the first nodes cannot go
                     // together).
                     let rest = self.allowed(open[i..].to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
-                    let cmd = match largest_prefix(rest.len(), |k| self.consolidate(&rest[..k])) {
-                        Some((k, (d, p))) => Self::command(&rest[..k], p.len(), d),
-                        None => Self::command(&[c], pods.len(), decision),
+                    let spot_to_spot = self.spot_to_spot;
+                    let ctx = &mut self.ctx;
+                    let cmd = match largest_prefix(rest.len(), |k| consolidate(ctx, &rest[..k], spot_to_spot)) {
+                        Some((k, (d, p))) => Self::command(&rest[..k], p, d),
+                        None => Self::command(&[c], pods, decision),
                     };
                     return (Some(cmd), i);
                 }
@@ -279,10 +289,11 @@ impl<P: CloudProvider> Manager<P> {
         tracing::debug!(candidates = cands.len(), generation = self.generation, "evaluating disruption");
         let base = self.scheduling_input(&[], &types);
         let pools = self.state.node_pools().clone();
-        let eval = Eval {
+        let mut eval = Eval {
             cands: &cands,
             budgets: &budgets,
             pools: &pools,
+            ctx: SchedulingContext::new(base.clone()),
             base: &base,
             spot_to_spot: self.options.spot_to_spot_consolidation,
         };
@@ -397,10 +408,8 @@ impl<P: CloudProvider> Manager<P> {
             abandon("the budget no longer allows it");
             return Ok(());
         }
-        let base = self.scheduling_input(&[], &types);
-        let pods = pods_of(&now);
-        let result = simulate_without(&base, &node_set(&now), pods.clone());
-        let decision = match decide(&now, &pods, &result, self.options.spot_to_spot_consolidation) {
+        let mut ctx = SchedulingContext::new(self.scheduling_input(&[], &types));
+        let (decision, pods) = match consolidate(&mut ctx, &now, self.options.spot_to_spot_consolidation) {
             Ok(d) => d,
             Err(why) => {
                 abandon(&why);
@@ -411,7 +420,7 @@ impl<P: CloudProvider> Manager<P> {
             abandon("the decision changed");
             return Ok(());
         }
-        let mut fresh = Eval::command(&now, pods.len(), decision);
+        let mut fresh = Eval::command(&now, pods, decision);
         fresh.reason = cmd.reason;
         self.execute(api, pass, fresh).await
     }
@@ -661,9 +670,14 @@ impl<P: CloudProvider> Manager<P> {
         if cand.pods.is_empty() || self.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
             return Vec::new();
         }
-        let base = self.scheduling_input(&[], types);
-        let removed: BTreeSet<&str> = [cand.node.as_str()].into();
-        claims_for(simulate_without(&base, &removed, cand.pods.clone()), cand.pods.len())
+        let mut ctx = SchedulingContext::new(self.scheduling_input(&[], types));
+        match what_if(&mut ctx, &[cand]) {
+            Ok(answer) => answer.new_node_claims.into_iter().map(|c| c.claim).collect(),
+            Err(e) => {
+                tracing::warn!(node = %cand.node, error = %e, "no replacement for a forceful disruption");
+                Vec::new()
+            }
+        }
     }
 
     fn in_command(&self, claim: &str) -> bool {
