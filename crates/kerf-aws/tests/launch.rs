@@ -51,8 +51,8 @@ async fn create_launches_a_tagged_instance_from_a_launch_template_in_a_discovere
          blockDeviceMappings:\n    - {deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 50Gi, volumeType: gp3, encrypted: true}}\n",
     )
     .await;
-    let claim = claim("default-launch1", "default", M5_LARGE_ON_DEMAND);
-    let launched = provider.create(&claim).await.unwrap_or_else(|e| panic!("{e}"));
+    let first = claim("default-launch1", "default", M5_LARGE_ON_DEMAND);
+    let launched = provider.create(&first).await.unwrap_or_else(|e| panic!("{e}"));
 
     let labels = launched.metadata.labels.clone().unwrap_or_default();
     assert_eq!(labels.get("node.kubernetes.io/instance-type").map(String::as_str), Some("m5.large"));
@@ -132,7 +132,7 @@ async fn create_launches_a_tagged_instance_from_a_launch_template_in_a_discovere
     assert!(parts[0].content.contains("name: launch"), "{}", parts[0].content);
     assert!(parts[0].content.contains("karpenter.sh/unregistered"), "{}", parts[0].content);
     assert!(parts[0].content.contains("karpenter.sh/nodepool=default"), "{}", parts[0].content);
-    assert_eq!(parts[1].content, "#!/bin/bash\necho custom");
+    assert_eq!(parts[1].content, "#!/bin/bash\necho custom\n");
 
     // The same configuration reuses the template.
     let second = provider.create(&claim("default-launch2", "default", M5_LARGE_ON_DEMAND)).await;

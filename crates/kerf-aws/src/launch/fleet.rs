@@ -126,10 +126,18 @@ pub async fn create_fleet(
             let subnet = chosen.and_then(|o| o.subnet_id())?;
             overrides.iter().find(|o| o.subnet_id == subnet).map(|o| o.zone.clone())
         });
-        let (Some(instance_type), Some(zone)) = (instance_type, zone) else {
-            return Err(AwsError::new("ec2:CreateFleet", format!("instance {id} launched without a type or zone")));
-        };
-        return Ok(FleetResult::Launched(Launched { instance_id: id.to_string(), instance_type, zone }));
+        if let (Some(instance_type), Some(zone)) = (instance_type, zone) {
+            return Ok(FleetResult::Launched(Launched { instance_id: id.to_string(), instance_type, zone }));
+        }
+        // The answer did not say which override it used: ask the instance itself.
+        let described = crate::instances::describe(clients, id)
+            .await?
+            .ok_or_else(|| AwsError::new("ec2:CreateFleet", format!("launched instance {id} cannot be described")))?;
+        return Ok(FleetResult::Launched(Launched {
+            instance_id: id.to_string(),
+            instance_type: described.instance_type,
+            zone: described.zone,
+        }));
     }
 
     let mut unavailable = Vec::new();

@@ -60,11 +60,8 @@ pub fn user_data(family: AmiFamily, b: &Bootstrap<'_>) -> Result<String, UserDat
 pub fn mime_archive(parts: &[MimePart]) -> String {
     let mut out = format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
     for p in parts {
-        out.push_str(&format!("--{BOUNDARY}\nContent-Type: {}\n\n{}", p.content_type, p.content));
-        if !p.content.ends_with('\n') {
-            out.push('\n');
-        }
-        out.push('\n');
+        // The line break before each delimiter belongs to the delimiter, so parts read back exactly.
+        out.push_str(&format!("--{BOUNDARY}\nContent-Type: {}\n\n{}\n", p.content_type, p.content));
     }
     out.push_str(&format!("--{BOUNDARY}--\n"));
     out
@@ -355,7 +352,7 @@ mod tests {
             Some("--node-labels=\"karpenter.sh/nodepool=default\"")
         );
         assert_eq!(parts[1].content_type, CONTENT_TYPE_SHELL);
-        assert_eq!(parts[1].content, "#!/bin/bash\necho hi");
+        assert_eq!(parts[1].content, "#!/bin/bash\necho hi\n");
     }
 
     #[test]
