@@ -181,7 +181,7 @@ impl AwsProvider {
     /// Whether an offering is not known to be out of capacity now.
     pub fn is_offering_available(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
         let key = (instance_type.to_string(), zone.to_string(), capacity_type.to_string());
-        !self.lock().unavailable.get(&key).is_some_and(|until| *until > self.clock.now())
+        self.lock().unavailable.get(&key).is_none_or(|until| *until <= self.clock.now())
     }
 
     /// Reads the region's instance types from EC2 now; when EC2 cannot be asked and nothing was
@@ -257,7 +257,7 @@ impl AwsProvider {
         zones.dedup();
         let settings = NodeClassSettings::from_node_class(Some(&resolved.node_class));
         let built = instance_types::build(&table, self.region(), &zones, &settings, &spot)
-            .map_err(|e| CloudError::NodeClassNotReady(e))?;
+            .map_err(CloudError::NodeClassNotReady)?;
         let now = self.clock.now();
         let state = self.lock();
         Ok(built

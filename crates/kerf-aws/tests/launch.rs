@@ -113,7 +113,7 @@ async fn create_launches_a_tagged_instance_from_a_launch_template_in_a_discovere
         data.iam_instance_profile().and_then(|p| p.name()),
         provider.resolved("default").and_then(|r| r.instance_profile.clone()).as_deref()
     );
-    assert_eq!(data.security_group_ids(), [net.security_group.clone()]);
+    assert_eq!(data.security_group_ids(), std::slice::from_ref(&net.security_group));
     assert_eq!(data.monitoring().and_then(|m| m.enabled()), Some(true));
     let md = data.metadata_options().unwrap_or_else(|| panic!("no metadata options"));
     assert_eq!(md.http_tokens().map(|t| t.as_str()), Some("required"));
