@@ -84,6 +84,75 @@ pub struct EC2NodeClassSpec {
     pub enclave_options: Option<EnclaveOptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// The EC2 placement group instances launch into, by name or id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group_selector: Option<PlacementGroupSelector>,
+    /// The network interfaces of launched instances (EFA-only interfaces on further cards).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_interfaces: Vec<NetworkInterface>,
+    /// Idle timeouts of the security group connection tracking on the instances' interfaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_tracking: Option<ConnectionTracking>,
+    /// CPU options of launched instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_options: Option<CpuOptions>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlacementGroupSelector {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum NetworkInterfaceType {
+    #[serde(rename = "interface")]
+    Interface,
+    #[serde(rename = "efa-only")]
+    EfaOnly,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkInterface {
+    pub network_card_index: i32,
+    pub device_index: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface_type: Option<NetworkInterfaceType>,
+}
+
+/// A timeout in whole seconds, or a duration string.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Timeout {
+    Seconds(i64),
+    Duration(GoDuration),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectionTracking {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_established_timeout: Option<Timeout>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_stream_timeout: Option<Timeout>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_timeout: Option<Timeout>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CpuOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_count: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_per_core: Option<i32>,
+    /// `enabled` or `disabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amd_sev_snp: Option<String>,
 }
 
 /// Nitro Enclaves.
@@ -153,6 +222,7 @@ pub enum AmiFamily {
     Bottlerocket,
     Windows2019,
     Windows2022,
+    Windows2025,
     Custom,
 }
 
@@ -315,6 +385,9 @@ pub struct CapacityReservationStatus {
     /// `active` or `expiring`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// Whether EC2 may reclaim the reservation's capacity (interruptible reservations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruptible: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]

@@ -4,6 +4,7 @@
 //! This crate does no I/O.
 
 pub mod budget;
+pub mod convert;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod hash;

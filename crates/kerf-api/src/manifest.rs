@@ -403,6 +403,7 @@ pub struct YamlSyntaxError {
 /// error ends the list (the parser cannot resynchronise after one).
 pub fn yaml_documents(text: &str) -> Vec<Result<Value, YamlSyntaxError>> {
     use serde::Deserialize;
+    let text = strip_bom(text);
     let mut out = Vec::new();
     for document in serde_yaml_ng::Deserializer::from_str(text) {
         match Value::deserialize(document) {
@@ -415,6 +416,12 @@ pub fn yaml_documents(text: &str) -> Vec<Result<Value, YamlSyntaxError>> {
         }
     }
     out
+}
+
+/// The text without a leading UTF-8 byte order mark (editors on Windows write one; YAML
+/// parsers would read it as content).
+pub fn strip_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
 /// `metadata.name` of a raw document, or `<unnamed>`.
@@ -494,7 +501,11 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
         _ => {
             let Some(group) = group else { return Ok(None) };
             let message = match replacement_of(kind) {
-                Some(r) => format!("{kind} ({}) is not served by the v1 API; use {r}", api_version.unwrap_or("")),
+                Some(r) => {
+                    let hint =
+                        if crate::convert::older_api(doc).is_some() { " (`kerf convert` converts it)" } else { "" };
+                    format!("{kind} ({}) is not served by the v1 API; use {r}{hint}", api_version.unwrap_or(""))
+                }
                 None => {
                     format!("{kind} is not a kind of the {group} API (expected NodePool, NodeClaim or EC2NodeClass)")
                 }
@@ -505,6 +516,9 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
     if api_version != Some(expected) {
         let message = match api_version {
             None => format!("required: must be {expected}"),
+            Some(v) if crate::convert::older_api(doc).is_some() => {
+                format!("{v} is not served for {kind}; use {expected} (`kerf convert` converts it)")
+            }
             Some(v) => format!("{v} is not served for {kind}; use {expected}"),
         };
         return Err(vec![Problem { kind: kind.to_string(), name, path: "apiVersion".to_string(), message }]);

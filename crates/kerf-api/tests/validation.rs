@@ -134,13 +134,15 @@ fn decode_karpenter_skips_other_kinds_and_refuses_old_karpenter_apis() {
     let problems = manifest::decode_karpenter(&doc(&v1beta1)).unwrap_err();
     assert_eq!(
         problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        ["NodePool/default: apiVersion: karpenter.sh/v1beta1 is not served for NodePool; use karpenter.sh/v1"]
+        [
+            "NodePool/default: apiVersion: karpenter.sh/v1beta1 is not served for NodePool; use karpenter.sh/v1 (`kerf convert` converts it)"
+        ]
     );
     let provisioner = "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: p}\nspec: {}";
     let problems = manifest::decode_karpenter(&doc(provisioner)).unwrap_err();
     assert_eq!(
         problems[0].to_string(),
-        "Provisioner/p: kind: Provisioner (karpenter.sh/v1alpha5) is not served by the v1 API; use NodePool (karpenter.sh/v1)"
+        "Provisioner/p: kind: Provisioner (karpenter.sh/v1alpha5) is not served by the v1 API; use NodePool (karpenter.sh/v1) (`kerf convert` converts it)"
     );
     match manifest::decode_karpenter(&doc(MINIMAL_EC2NODECLASS)) {
         Ok(Some(KarpenterObject::EC2NodeClass(nc))) => assert_eq!(nc.name(), "default"),

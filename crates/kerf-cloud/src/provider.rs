@@ -31,6 +31,16 @@ pub enum CloudError {
     Other(String),
 }
 
+/// A notice from the cloud that an instance is going away (e.g. a spot interruption warning).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InterruptionNotice {
+    pub provider_id: String,
+    /// What the cloud said: `SpotInterruption`, ...
+    pub kind: String,
+    /// When the cloud takes the instance away, if it said.
+    pub terminates_at: Option<crate::Timestamp>,
+}
+
 /// A cloud that can launch and remove machines for NodeClaims.
 ///
 /// Methods are async because real clouds are remote; the simulated provider answers at once.
@@ -64,6 +74,13 @@ pub trait CloudProvider: Send + Sync {
         claim: &NodeClaim,
         node_class: Option<&EC2NodeClass>,
     ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+
+    /// Notices received since the last call (oldest first): instances the cloud is about to take
+    /// away. The provider marks the offerings involved unavailable itself (it owns that cache).
+    /// Clouds without such notices keep the default: none.
+    fn interruptions(&self) -> impl Future<Output = Result<Vec<InterruptionNotice>, CloudError>> + Send {
+        async { Ok(Vec::new()) }
+    }
 
     /// A short name for logs (`aws`, `sim`).
     fn name(&self) -> &'static str;

@@ -129,13 +129,26 @@ fn spot_is_preferred_when_the_claim_allows_it() {
     assert_eq!(labels_of(&out)["karpenter.sh/capacity-type"], "spot");
     let i = &p.instances()[0];
     assert!((i.price - 0.07).abs() < 1e-12, "{}", i.price);
-    // Even a cheaper on-demand offering does not win over spot.
+    // Spot no pricier than the cheapest on-demand offering is preferred.
+    let (p, _) = provider(
+        "zones: [us-west-2a]\ninstanceTypes:\n  - {name: t, capacity: {cpu: '1'}, price: 1.0, offerings: [\
+         {zone: us-west-2a, capacityType: on-demand, price: 0.6}, {zone: us-west-2a, capacityType: spot, price: 0.5}]}\n",
+    );
+    let out = block_on(p.create(&claim("a", serde_json::json!([])))).unwrap();
+    assert_eq!(labels_of(&out)["karpenter.sh/capacity-type"], "spot");
+}
+
+#[test]
+fn spot_offerings_pricier_than_the_cheapest_on_demand_offering_are_not_launched() {
+    // Spot at $0.50 against on-demand at $0.01: the spot offering is dropped, as the AWS
+    // provider drops it, and on-demand is launched.
     let (p, _) = provider(
         "zones: [us-west-2a]\ninstanceTypes:\n  - {name: t, capacity: {cpu: '1'}, price: 1.0, offerings: [\
          {zone: us-west-2a, capacityType: on-demand, price: 0.01}, {zone: us-west-2a, capacityType: spot, price: 0.5}]}\n",
     );
     let out = block_on(p.create(&claim("a", serde_json::json!([])))).unwrap();
-    assert_eq!(labels_of(&out)["karpenter.sh/capacity-type"], "spot");
+    assert_eq!(labels_of(&out)["karpenter.sh/capacity-type"], "on-demand");
+    assert!((p.instances()[0].price - 0.01).abs() < 1e-12);
 }
 
 #[test]

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
@@ -81,6 +83,8 @@ objects! {
     PersistentVolume, false;
     StorageClass, false;
     Namespace, false;
+    PriorityClass, false;
+    RuntimeClass, false;
 }
 
 /// A change to one object, as a watch delivers it.

@@ -13,18 +13,28 @@
 //!    nodes, in-flight NodeClaims and NodePools, and NodeClaims are created; pods placed on
 //!    in-flight claims are nominated (a `Nominated` event) and not provisioned again while the
 //!    claim launches; pods that fit nowhere get a `FailedScheduling` event saying why.
-//! 3. The NodeClaim lifecycle: launch, registration, initialization, liveness, removal.
-//! 4. NodePool status: resources, node count, Ready.
+//! 3. The NodeClaim lifecycle: launch, registration, initialization, liveness.
+//! 4. Termination: nodes and claims being deleted are tainted, drained through the Eviction API
+//!    in priority tiers, their instance deleted, then their finalizers removed.
+//! 5. Garbage collection: instances without a claim, claims without an instance.
+//! 6. Disruption: expiration, emptiness, drift, consolidation (multi- then single-node), and
+//!    kerf's `Unfit`; spot interruption notices are acted on before provisioning.
+//! 7. NodePool status: resources, node count, Ready.
 
 pub mod api;
+pub mod disruption;
+mod garbage;
+mod interruption;
 mod lifecycle;
 pub mod manager;
 mod nodepool;
 mod provisioner;
 pub mod state;
+mod termination;
 mod util;
 
 pub use api::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
+pub use disruption::DisruptionRecord;
 pub use kerf_cloud::{Clock, Timestamp};
 pub use manager::{ControllerError, Manager, Options};
 pub use state::{ClusterState, ObjectKey};

@@ -1,4 +1,5 @@
-//! The NodeClaim lifecycle: launch, registration, initialization, liveness, and removal.
+//! The NodeClaim lifecycle: launch, registration, initialization and liveness. (Removal is the
+//! termination controller's.)
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -21,18 +22,18 @@ const EPHEMERAL_TAINTS: &[&str] = &[
     "node.cloudprovider.kubernetes.io/uninitialized",
 ];
 
-fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+pub(crate) fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
     meta.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER)
 }
 
-fn add_finalizer(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+pub(crate) fn add_finalizer(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
     let fs = meta.finalizers.get_or_insert_with(Vec::new);
     if !fs.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
         fs.push(labels::TERMINATION_FINALIZER.to_string());
     }
 }
 
-fn remove_finalizer(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+pub(crate) fn remove_finalizer(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
     if let Some(fs) = meta.finalizers.as_mut() {
         fs.retain(|f| f != labels::TERMINATION_FINALIZER);
     }
@@ -145,7 +146,7 @@ impl<P: CloudProvider> Manager<P> {
                 self.initialize(api, pass, claim).await?;
             }
         }
-        self.reconcile_deleting_nodes(api, pass).await
+        Ok(())
     }
 
     async fn launch<C: ClusterApi>(
@@ -352,89 +353,6 @@ impl<P: CloudProvider> Manager<P> {
         };
         tracing::info!(NodeClaim = %updated.name(), Node = %node_name, allocatable = %allocatable, "initialized nodeclaim");
         self.state.record(updated.into_any());
-        Ok(())
-    }
-
-    /// A claim being deleted: cordon and delete its node, terminate the instance, then let the
-    /// claim go. (Draining belongs to the termination controller.)
-    async fn finalize_claim<C: ClusterApi>(
-        &mut self,
-        api: &C,
-        pass: &mut Pass,
-        claim: NodeClaim,
-    ) -> Result<(), ControllerError> {
-        if !has_finalizer(&claim.metadata) {
-            return Ok(());
-        }
-        let name = claim.name().to_string();
-        if let Some(node) = self.state.node_for_claim(&claim).cloned() {
-            let node_name = node.metadata.name.clone().unwrap_or_default();
-            let mut released = node.clone();
-            released.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
-            remove_finalizer(&mut released.metadata);
-            if released != node {
-                let Some(updated) = pass.soft("releasing node", api.update(released).await)? else { return Ok(()) };
-                self.state.record(updated.into_any());
-            }
-            if node.metadata.deletion_timestamp.is_none() {
-                pass.soft("deleting node", api.delete::<Node>(None, &node_name).await)?;
-            }
-        }
-        let instance = match self.unrecorded_launches.remove(&name) {
-            Some(launched) => Some(launched),
-            None => claim.provider_id().is_some().then(|| claim.clone()),
-        };
-        if let Some(instance) = instance {
-            match self.cloud.delete(&instance).await {
-                Ok(()) | Err(CloudError::NotFound(_)) => {}
-                Err(e) => {
-                    tracing::error!(NodeClaim = %name, error = %e, "failed terminating instance");
-                    pass.wake_after(LAUNCH_RETRY_AFTER);
-                    return Ok(());
-                }
-            }
-        }
-        let mut released = claim;
-        remove_finalizer(&mut released.metadata);
-        if let Some(gone) = pass.soft("removing nodeclaim finalizer", api.update(released).await)? {
-            tracing::info!(NodeClaim = %name, "deleted nodeclaim");
-            // Deleting and without finalizers: the API server has removed it.
-            self.state.forget(&gone.into_any());
-            self.launch_retry.remove(&name);
-        }
-        Ok(())
-    }
-
-    /// Nodes being deleted that carry kerf's finalizer: delete their claim (whose removal then
-    /// terminates the instance), or release the node when it has no claim.
-    async fn reconcile_deleting_nodes<C: ClusterApi>(
-        &mut self,
-        api: &C,
-        pass: &mut Pass,
-    ) -> Result<(), ControllerError> {
-        let deleting: Vec<Node> = self
-            .state
-            .nodes()
-            .values()
-            .filter(|n| n.metadata.deletion_timestamp.is_some() && has_finalizer(&n.metadata))
-            .cloned()
-            .collect();
-        for node in deleting {
-            match self.state.claim_for_node(&node) {
-                Some(claim) if claim.metadata.deletion_timestamp.is_none() => {
-                    let name = claim.name().to_string();
-                    pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
-                }
-                Some(_) => {}
-                None => {
-                    let mut released = node;
-                    remove_finalizer(&mut released.metadata);
-                    if let Some(updated) = pass.soft("releasing node", api.update(released).await)? {
-                        self.state.record(updated.into_any());
-                    }
-                }
-            }
-        }
         Ok(())
     }
 }

@@ -21,6 +21,12 @@ pub struct Options {
     pub registration_ttl: Duration,
     /// Seeds NodeClaim name suffixes.
     pub seed: u64,
+    /// Karpenter's `featureGates.spotToSpotConsolidation`: a spot node may be replaced by a
+    /// cheaper spot node (single-node consolidation, at least 15 cheaper types).
+    pub spot_to_spot_consolidation: bool,
+    /// Added to `now` to get the wall-clock instant disruption budget schedules run on (the
+    /// simulator's virtual clock starts at a fixed epoch; a scenario's `start` moves it).
+    pub wall_clock_offset_ms: i64,
 }
 
 impl Default for Options {
@@ -30,6 +36,8 @@ impl Default for Options {
             batch_max: Duration::from_secs(10),
             registration_ttl: Duration::from_secs(15 * 60),
             seed: 0,
+            spot_to_spot_consolidation: false,
+            wall_clock_offset_ms: 0,
         }
     }
 }
@@ -168,6 +176,16 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) pool_status_stale: bool,
     /// Instances launched whose claim could not be written yet (the write lost a race).
     pub(crate) unrecorded_launches: BTreeMap<String, kerf_api::NodeClaim>,
+    /// The disruption controller's commands, records and explanations.
+    pub(crate) disruption: crate::disruption::DisruptionState,
+    /// Node → when a pod last bound to it or left it (consolidateAfter counts from it).
+    pub(crate) last_pod_event: BTreeMap<String, Timestamp>,
+    /// Nodes with a pod event seen since the last reconcile (stamped with its `now`).
+    pub(crate) pod_event_nodes: BTreeSet<String>,
+    /// Bumped on every watch event that may change a disruption decision.
+    pub(crate) generation: u64,
+    /// When garbage collection runs next.
+    pub(crate) gc_at: Option<Timestamp>,
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -185,6 +203,11 @@ impl<P: CloudProvider> Manager<P> {
             deleted_pools: BTreeSet::new(),
             pool_status_stale: true,
             unrecorded_launches: BTreeMap::new(),
+            disruption: Default::default(),
+            last_pod_event: BTreeMap::new(),
+            pod_event_nodes: BTreeSet::new(),
+            generation: 0,
+            gc_at: None,
         }
     }
 
@@ -193,6 +216,22 @@ impl<P: CloudProvider> Manager<P> {
         let (WatchEvent::Applied(obj) | WatchEvent::Deleted(obj)) = event;
         if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::NodePool(_)) {
             self.pool_status_stale = true;
+        }
+        self.generation += 1;
+        if let AnyObject::Pod(p) = obj {
+            // consolidateAfter counts from the last pod bound to or leaving a node.
+            let old = self.state.pod(
+                p.metadata.namespace.as_deref().unwrap_or_default(),
+                p.metadata.name.as_deref().unwrap_or_default(),
+            );
+            let old_node = old.and_then(|o| util::pod_node_name(o)).map(str::to_string);
+            let new_node = util::pod_node_name(p).map(str::to_string);
+            if old_node != new_node
+                || matches!(event, WatchEvent::Deleted(_))
+                || p.metadata.deletion_timestamp.is_some()
+            {
+                self.pod_event_nodes.extend(old_node.into_iter().chain(new_node));
+            }
         }
         match event {
             WatchEvent::Applied(obj) => {
@@ -257,12 +296,29 @@ impl<P: CloudProvider> Manager<P> {
         now: Timestamp,
     ) -> Result<Option<Timestamp>, ControllerError> {
         let mut pass = Pass { now, wake: None };
+        for node in std::mem::take(&mut self.pod_event_nodes) {
+            self.last_pod_event.insert(node, now);
+        }
         self.delete_claims_of_deleted_pools(api, &mut pass).await?;
         self.reconcile_static_pools(api, &mut pass).await?;
+        self.reconcile_interruptions(api, &mut pass).await?;
         self.provision(api, &mut pass).await?;
         self.reconcile_claims(api, &mut pass).await?;
+        self.reconcile_node_termination(api, &mut pass).await?;
+        self.garbage_collect(api, &mut pass).await?;
+        self.reconcile_disruption(api, &mut pass).await?;
         self.reconcile_pool_status(api, &mut pass).await?;
         Ok(pass.wake)
+    }
+
+    /// Every node kerf disrupted (or is disrupting), in decision order.
+    pub fn disruptions(&self) -> &[crate::disruption::DisruptionRecord] {
+        &self.disruption.records
+    }
+
+    /// For each managed node kerf is not disrupting: why it would not remove or replace it now.
+    pub fn disruption_blocked(&self) -> &BTreeMap<String, String> {
+        &self.disruption.blocked
     }
 
     pub fn state(&self) -> &ClusterState {

@@ -20,7 +20,7 @@ use crate::util;
 
 /// Runs the scheduling core.
 fn run_scheduler(input: &SchedulingInput) -> SchedulingResult {
-    kerf_scheduling::schedule(input)
+    kerf_scheduling::SchedulingContext::new(input.clone()).place_pending()
 }
 
 /// Instance types per NodePool, fetched once per provisioning pass.
@@ -275,6 +275,7 @@ impl<P: CloudProvider> Manager<P> {
             daemonset_pods,
             pods: pending.iter().map(|(_, p)| p.clone()).collect(),
             volume_requirements: self.volume_requirements(),
+            unresolvable_volumes: self.unresolvable_volumes(pending),
             // Every pod's namespace exists in the cluster even if its watch event has not
             // arrived yet, so each one gets at least its metadata.name label.
             namespace_labels: kerf_scheduling::namespace_labels(
@@ -325,6 +326,45 @@ impl<P: CloudProvider> Manager<P> {
             };
             if !terms.is_empty() {
                 out.insert(format!("{ns}/{name}"), terms);
+            }
+        }
+        out
+    }
+
+    /// The claims of `pending` pods whose volume cannot be resolved, with why: the claim does
+    /// not exist, or it is unbound and names a StorageClass that does not exist. Karpenter does
+    /// not provision for such pods, and kube-scheduler would not bind them anywhere. Generic
+    /// ephemeral volumes are left out: their claim is created with the pod.
+    fn unresolvable_volumes(&self, pending: &[(ObjectKey, Arc<Pod>)]) -> BTreeMap<String, String> {
+        let state = &self.state;
+        let mut out = BTreeMap::new();
+        for (_, pod) in pending {
+            let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+            let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+            for claim in volumes.into_iter().flatten().filter_map(|v| v.persistent_volume_claim.as_ref()) {
+                let name = &claim.claim_name;
+                let key = format!("{ns}/{name}");
+                if out.contains_key(&key) {
+                    continue;
+                }
+                let Some(pvc) = state.pvcs().get(&(ns.to_string(), name.clone())) else {
+                    out.insert(key, format!("persistentvolumeclaim \"{name}\" not found in namespace {ns}"));
+                    continue;
+                };
+                let spec = pvc.spec.as_ref();
+                let bound = spec.and_then(|s| s.volume_name.as_deref()).is_some_and(|v| !v.is_empty());
+                if let Some(class) = spec.and_then(|s| s.storage_class_name.as_deref())
+                    && !bound
+                    && !class.is_empty()
+                    && !state.storage_classes().contains_key(class)
+                {
+                    out.insert(
+                        key,
+                        format!(
+                            "persistentvolumeclaim \"{name}\" in namespace {ns} is unbound and its storageclass \"{class}\" does not exist"
+                        ),
+                    );
+                }
             }
         }
         out
@@ -514,6 +554,14 @@ impl<P: CloudProvider> Manager<P> {
         requests: ResourceList,
     ) -> NodeClaim {
         let template = &pool.spec.template;
+        // The hashes drift is detected against: the pool template's and the node class's.
+        let mut annotations = template.metadata.annotations.clone();
+        annotations.insert(labels::NODEPOOL_HASH.to_string(), pool.template_hash());
+        annotations
+            .insert(labels::NODEPOOL_HASH_VERSION.to_string(), kerf_api::hash::NODEPOOL_HASH_VERSION.to_string());
+        if let Some(class) = self.state.node_class_for(pool) {
+            annotations.insert(labels::NODECLASS_HASH.to_string(), class.static_hash());
+        }
         let mut claim_labels = template.metadata.labels.clone();
         claim_labels.extend(extra_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         claim_labels.insert(labels::NODE_POOL.to_string(), pool.name().to_string());
@@ -531,7 +579,7 @@ impl<P: CloudProvider> Manager<P> {
             metadata: ObjectMeta {
                 name: Some(self.claim_name(pool.name())),
                 labels: Some(claim_labels),
-                annotations: (!template.metadata.annotations.is_empty()).then(|| template.metadata.annotations.clone()),
+                annotations: Some(annotations),
                 owner_references: Some(vec![owner]),
                 ..ObjectMeta::default()
             },
@@ -548,7 +596,7 @@ impl<P: CloudProvider> Manager<P> {
         }
     }
 
-    fn new_claim(&mut self, pool: &NodePool, new: &NewNodeClaim) -> NodeClaim {
+    pub(crate) fn new_claim(&mut self, pool: &NodePool, new: &NewNodeClaim) -> NodeClaim {
         self.claim_from_pool(
             pool,
             new.requirements.clone(),

@@ -492,6 +492,32 @@ mod volumes {
         assert_eq!(launched_zone(&mut h), "test-zone-b");
     }
 
+    fn assert_not_provisioned_and_told(h: &mut Harness, want: &str) {
+        h.settle();
+        h.advance(Duration::from_secs(1));
+        assert!(h.claims().is_empty());
+        let failed = h.events("FailedScheduling");
+        assert_eq!(failed.len(), 1);
+        assert!(failed[0].message.contains(want), "{}", failed[0].message);
+    }
+
+    #[test]
+    fn a_pod_whose_persistent_volume_claim_is_missing_is_not_provisioned_for_and_told_why() {
+        let mut h = Harness::new(small_and_large());
+        h.api.put(node_pool("default"));
+        h.api.put(pod_with_claim("db-0", "data-0"));
+        assert_not_provisioned_and_told(&mut h, "persistentvolumeclaim \"data-0\" not found");
+    }
+
+    #[test]
+    fn a_pod_whose_unbound_claim_names_a_missing_storage_class_is_not_provisioned_for_and_told_why() {
+        let mut h = Harness::new(small_and_large());
+        h.api.put(node_pool("default"));
+        h.api.put(pvc("data-0", Some("gone"), None));
+        h.api.put(pod_with_claim("db-0", "data-0"));
+        assert_not_provisioned_and_told(&mut h, "storageclass \"gone\" does not exist");
+    }
+
     #[test]
     fn a_claim_with_an_empty_storage_class_name_ignores_the_default_class() {
         let mut h = Harness::new(small_and_large());

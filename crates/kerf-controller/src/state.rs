@@ -141,6 +141,8 @@ impl ClusterState {
             AnyObject::PersistentVolume(p) => upsert(&mut self.pvs, &**p, |o| &o.metadata),
             AnyObject::StorageClass(s) => upsert(&mut self.storage_classes, &**s, |o| &o.metadata),
             AnyObject::Namespace(n) => upsert(&mut self.namespaces, &**n, |o| &o.metadata),
+            // Admission applies these to pods; the controllers read the result on the pod.
+            AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
         }
     }
 
@@ -223,6 +225,7 @@ impl ClusterState {
             AnyObject::Namespace(_) => {
                 self.namespaces.remove(&name_of(meta));
             }
+            AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
         }
     }
 

@@ -318,6 +318,18 @@ impl FakeCloud {
         self.inner.lock().unwrap().deleted.clone()
     }
 
+    /// An instance running for this cluster that no NodeClaim in the API accounts for.
+    pub fn add_orphan(&self, name: &str, provider_id: &str) {
+        let mut claim = claim_stub(name);
+        claim.status = Some(NodeClaimStatus { provider_id: Some(provider_id.to_string()), ..Default::default() });
+        self.inner.lock().unwrap().instances.insert(provider_id.to_string(), claim);
+    }
+
+    /// The instance disappears without kerf asking (terminated out of band).
+    pub fn lose_instance(&self, provider_id: &str) {
+        self.inner.lock().unwrap().instances.remove(provider_id);
+    }
+
     pub fn running(&self) -> usize {
         self.inner.lock().unwrap().instances.len()
     }
@@ -418,6 +430,19 @@ impl CloudProvider for FakeCloud {
 
     fn name(&self) -> &'static str {
         "fake"
+    }
+}
+
+fn claim_stub(name: &str) -> NodeClaim {
+    NodeClaim {
+        api_version: kerf_api::nodeclaim::API_VERSION.into(),
+        kind: kerf_api::nodeclaim::KIND.into(),
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: serde_json::from_value(serde_json::json!({
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+        }))
+        .unwrap(),
+        status: None,
     }
 }
 

@@ -234,7 +234,8 @@ fn liveness_deletes_a_claim_whose_node_does_not_register_within_15_minutes() {
     let mut h = Harness::new(small_and_large());
     h.api.put(claim("default-aaaaa", vec![]));
     let wake = h.settle();
-    assert_eq!(wake, Some(at(15 * 60)));
+    // Garbage collection compares instances and claims every two minutes.
+    assert_eq!(wake, Some(at(2 * 60)));
     h.advance_to(at(15 * 60 - 1));
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_some());
     h.advance_to(at(15 * 60));
@@ -597,4 +598,28 @@ fn static_pool_claims_log_the_types_they_may_become() {
     let created = logs.lines().find(|l| l.contains("created nodeclaim")).expect("created line");
     assert!(created.contains("NodePool=fixed") && created.contains("instance-types=small, large"), "{created}");
     assert!(created.contains("replicas=1"), "{created}");
+}
+
+#[test]
+fn garbage_collection_terminates_an_instance_no_nodeclaim_accounts_for() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    h.cloud.add_orphan("default-gone1", "fake:///test-zone-a/i-orphan");
+    assert_eq!(h.cloud.running(), 2);
+    h.advance_to(at(2 * 60));
+    assert_eq!(h.cloud.deleted(), vec!["default-gone1"], "only the orphan");
+    assert_eq!(h.cloud.running(), 1);
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_some());
+}
+
+#[test]
+fn garbage_collection_deletes_a_launched_claim_whose_instance_is_gone() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    h.cloud.lose_instance(c.provider_id().unwrap());
+    h.advance_to(at(2 * 60));
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none(), "claim garbage collected");
 }

@@ -2,6 +2,9 @@
 //! with huge limits, `types` generated instance types, and `pods` pods split evenly into five
 //! groups — no constraints, zone spread (maxSkew 1), hostname spread (maxSkew 1), zone self
 //! pod-affinity, hostname pod anti-affinity — with seeded random CPU and memory requests.
+//!
+//! [`consolidation_cluster`] builds the consolidation benchmark's cluster from the same shapes
+//! and constraints: existing nodes already holding pods, for `kerf bench consolidation`.
 
 use std::sync::Arc;
 
@@ -182,6 +185,109 @@ pub fn workload(pods: usize, types: usize, seed: u64) -> SchedulingInput {
     }
 }
 
+/// The consolidation benchmark's cluster: `nodes` existing nodes of the benchmark's instance
+/// types, each holding `pods_per_node` pods of the scheduling workload's shapes and
+/// constraints, with the benchmark's NodePool (`types` instance types) for replacements.
+/// Node `i` is in zone `i mod 3`, bought as spot. Its pods: a hostname anti-affinity pod on even
+/// nodes, a hostname spread pod on every third node, and for the other slots in turn an
+/// unconstrained pod, a zone spread pod and (in the first zone; elsewhere unconstrained) a zone
+/// affinity pod. Every node is the smallest type with 0%, 10%, 20% or 30% (in turn) of its pods'
+/// CPU and memory to spare, and takes no more pods than it holds (as a max-pods setting would
+/// make it; with spare room anywhere, a cluster this size absorbs any one node's pods and every
+/// candidate would be trivially deletable): a candidate's pods need a new node, and it is
+/// replaceable when a cheaper one holds them. Returns the input (no pending
+/// pods) and each node's hourly price, by node.
+pub fn consolidation_cluster(
+    nodes: usize,
+    pods_per_node: usize,
+    types: usize,
+    seed: u64,
+) -> (SchedulingInput, Vec<f64>) {
+    use crate::model::ExistingNode;
+    let mut rng = SplitMix64::new(seed);
+    let catalog = instance_types(types);
+    let mut existing = Vec::with_capacity(nodes);
+    let mut prices = Vec::with_capacity(nodes);
+    let mut next = 0usize;
+    for n in 0..nodes {
+        let zone = ZONES[n % ZONES.len()];
+        let name = format!("bench-node-{n}");
+        let mut pods = Vec::with_capacity(pods_per_node);
+        for slot in 0..pods_per_node {
+            let group = match slot {
+                0 if n % 2 == 0 => 4,
+                1 if n % 3 == 0 => 2,
+                _ => match slot % 3 {
+                    0 => 0,
+                    1 => 1,
+                    _ if zone == ZONES[0] => 3,
+                    _ => 0,
+                },
+            };
+            let mut p = bench_pod(next, group, &mut rng);
+            next += 1;
+            if let Some(spec) = p.spec.as_mut() {
+                spec.node_name = Some(name.clone());
+            }
+            pods.push(Arc::new(p));
+        }
+        let requested: ResourceList = pods.iter().fold(ResourceList::new(), |mut acc, p| {
+            acc.add(&crate::pod::pod_requests(p));
+            acc
+        });
+        // 0%, 10%, 20% or 30% to spare, in turn.
+        let spare = 10 + (n % 4) as i64;
+        let cpu_milli = requested.get("cpu").milli_ceil() * spare / 10;
+        let mem = requested.get("memory").value_ceil() * spare / 10;
+        let fits = |t: &InstanceType| {
+            let a = t.allocatable();
+            a.get("cpu").milli_ceil() >= cpu_milli
+                && a.get("memory").value_ceil() >= mem
+                && a.get("pods").value_ceil() >= pods_per_node as i64
+        };
+        let Some(t) = catalog.iter().find(|t| fits(t)).or(catalog.last()) else { break };
+        let price = t
+            .offerings
+            .iter()
+            .filter(|o| o.zone == zone && o.capacity_type == "spot")
+            .map(|o| o.price)
+            .fold(f64::INFINITY, f64::min);
+        prices.push(price);
+        let labels = [
+            (HOSTNAME, name.as_str()),
+            (ZONE, zone),
+            (CAPACITY_TYPE, "spot"),
+            (INSTANCE_TYPE, t.name.as_str()),
+            (ARCH, "amd64"),
+            (OS, "linux"),
+            (kerf_api::labels::NODE_POOL, "default"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        existing.push(ExistingNode {
+            name,
+            node_pool: Some("default".into()),
+            labels,
+            taints: Vec::new(),
+            allocatable: t.allocatable().with("pods", Quantity::from_units(pods_per_node as i64)),
+            pods,
+            in_flight: false,
+            schedulable: true,
+        });
+    }
+    let input = SchedulingInput {
+        node_pools: vec![NodePoolInput {
+            node_pool: Arc::new(node_pool()),
+            instance_types: catalog,
+            in_use: ResourceList::new(),
+        }],
+        existing_nodes: existing,
+        ..Default::default()
+    };
+    (input, prices)
+}
+
 /// Hourly cost of a result's new claims: each at its cheapest compatible offering.
 pub fn claims_cost(result: &crate::model::SchedulingResult) -> f64 {
     result
@@ -226,6 +332,22 @@ mod tests {
         assert_eq!(t.capacity.get("memory"), Quantity::parse("8Gi").unwrap());
         assert_eq!(t.capacity.get("pods"), Quantity::from_units(40));
         assert_eq!(t.offerings.len(), 6);
+    }
+
+    #[test]
+    fn consolidation_cluster_holds_the_asked_pods_and_respects_its_constraints() {
+        let (input, prices) = consolidation_cluster(30, 10, 50, 1);
+        assert_eq!(input.existing_nodes.len(), 30);
+        assert_eq!(prices.len(), 30);
+        assert!(input.existing_nodes.iter().all(|n| n.pods.len() == 10));
+        let mut ctx = crate::SchedulingContext::new(input.clone());
+        let names: Vec<String> = ctx.node_names().map(str::to_string).collect();
+        for name in &names {
+            let w = ctx.without_nodes(&[name.as_str()]).unwrap();
+            assert_eq!(w.pods.len(), 10, "{name}");
+            let placed = w.placements.len() + w.new_node_claims.iter().map(|c| c.claim.pods.len()).sum::<usize>();
+            assert_eq!(placed + w.unplaced.len(), 10, "{name}");
+        }
     }
 
     #[test]

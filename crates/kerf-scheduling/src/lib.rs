@@ -9,11 +9,15 @@
 //!   minValues, intersection, compatibility with precise errors).
 //! - [`pod`]: what a pod asks of a node (requests, tolerations, node affinity, spread, pod
 //!   affinity, host ports, volumes).
+//! - [`fit`]: the one node-fit check (kube-scheduler's filters, in its order and words).
 //! - [`predicates`]: kube-scheduler's filters and preferences on existing nodes ([`ClusterView`]).
 //! - [`scheduler`]: the provisioning Scheduler.
 //! - [`bench`](mod@bench): the generated benchmark workload of `kerf bench scheduling`.
 
 pub mod bench;
+#[cfg(test)]
+mod context_tests;
+pub mod fit;
 pub mod instance;
 pub mod model;
 pub mod pod;
@@ -27,9 +31,9 @@ pub(crate) mod testing;
 
 pub use instance::{InstanceType, Offering};
 pub use model::{
-    ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, SchedulingInput,
-    SchedulingResult, namespace_labels,
+    ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, PricedClaim, SchedulingInput,
+    SchedulingResult, UnknownNode, WhatIf, namespace_labels,
 };
 pub use predicates::{ClusterView, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
-pub use scheduler::schedule;
+pub use scheduler::{SchedulingContext, schedule};

@@ -28,6 +28,10 @@ pub struct SchedulingInput {
     /// StorageClass's allowedTopologies terms. The terms are alternatives; claims not listed
     /// do not constrain placement.
     pub volume_requirements: BTreeMap<String, Vec<Requirements>>,
+    /// PersistentVolumeClaims (`namespace/claim`) whose volume cannot be resolved, with why
+    /// (the claim does not exist; it is unbound and its StorageClass does not exist). A pod
+    /// mounting one is not placed: no node can be provisioned for it.
+    pub unresolvable_volumes: BTreeMap<String, String>,
     /// Labels of each namespace, for pod affinity terms with a namespaceSelector.
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
@@ -102,6 +106,53 @@ pub struct NewNodeClaim {
     /// Sum of the pods' requests plus the daemonset overhead for this claim.
     pub requests: ResourceList,
 }
+
+/// The answer of a consolidation what-if ([`SchedulingContext::without_nodes`]): where the
+/// pods of the removed nodes would go.
+///
+/// [`SchedulingContext::without_nodes`]: crate::SchedulingContext::without_nodes
+#[derive(Debug, Clone, Default)]
+pub struct WhatIf {
+    /// The pods that would have to move (DaemonSet, mirror, finished and terminating pods stay
+    /// with their node); every index below is into this list.
+    pub pods: Vec<Arc<Pod>>,
+    /// Pods that fit on remaining existing nodes or in-flight claims.
+    pub placements: Vec<Placement>,
+    /// NodeClaims that would have to be launched for the rest, each with its price.
+    pub new_node_claims: Vec<PricedClaim>,
+    /// Pods that fit nowhere, not even on a new NodeClaim.
+    pub unplaced: Vec<usize>,
+}
+
+impl WhatIf {
+    /// Every pod fits on the remaining nodes: the removed nodes can simply be deleted.
+    pub fn deletable(&self) -> bool {
+        self.new_node_claims.is_empty() && self.unplaced.is_empty()
+    }
+
+    /// The price of the one new NodeClaim the pods need (all other pods fitting on remaining
+    /// nodes), or `None` when they need none, several, or some pod fits nowhere. Replacing is
+    /// worth it only when this is strictly below the removed nodes' price: the caller compares.
+    pub fn single_replacement_price(&self) -> Option<f64> {
+        match (self.new_node_claims.as_slice(), self.unplaced.is_empty()) {
+            ([one], true) => Some(one.price),
+            _ => None,
+        }
+    }
+}
+
+/// A NodeClaim a what-if would launch, and its price: the cheapest compatible offering of its
+/// cheapest fitting instance type, dollars per hour.
+#[derive(Debug, Clone)]
+pub struct PricedClaim {
+    pub claim: NewNodeClaim,
+    pub price: f64,
+}
+
+/// A node name a what-if was asked about that the context does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no existing node or in-flight NodeClaim named {0}")]
+pub struct UnknownNode(pub String);
 
 /// Why a pod could not be placed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,10 +1,10 @@
-//! kube-scheduler's filters for placing a pod on an existing node, and its preferences for
-//! ranking the nodes that pass. The simulator's kube-scheduler stand-in binds pods with these, and
-//! the provisioning Scheduler uses them for existing nodes, so both agree on what fits.
+//! kube-scheduler's view of the cluster for placing a pod on an existing node — the counts its
+//! filters need, prepared once per pod — and its preferences for ranking the nodes that pass.
+//! The simulator's kube-scheduler stand-in binds pods with it. Whether a pod fits a node is
+//! decided by the one fit check ([`crate::fit::check`]), which the provisioning Scheduler uses too.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -17,34 +17,10 @@ use crate::requirements::{Requirement, Requirements};
 
 pub use crate::pod::pod_requests;
 
-/// Why a pod does not fit a node, in kube-scheduler's words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unfit {
-    pub reason: String,
-}
-
-impl Unfit {
-    fn new(reason: impl Into<String>) -> Self {
-        Unfit { reason: reason.into() }
-    }
-}
-
-impl fmt::Display for Unfit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason)
-    }
-}
-
-pub const UNSCHEDULABLE: &str = "node(s) were unschedulable";
-pub const NODE_NAME: &str = "node(s) didn't match the requested node name";
-pub const NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
-pub const HOST_PORTS: &str = "node(s) didn't have free ports for the requested pod ports";
-pub const VOLUME_ZONE: &str = "node(s) had volume node affinity conflict";
-pub const SPREAD: &str = "node(s) didn't match pod topology spread constraints";
-pub const SPREAD_MISSING_LABEL: &str = "node(s) didn't match pod topology spread constraints (missing required label)";
-pub const POD_AFFINITY: &str = "node(s) didn't match pod affinity rules";
-pub const POD_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
-pub const EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing pods anti-affinity rules";
+pub use crate::fit::{
+    EXISTING_ANTI_AFFINITY, HOST_PORTS, NODE_AFFINITY, NODE_NAME, POD_AFFINITY, POD_ANTI_AFFINITY, SPREAD,
+    SPREAD_MISSING_LABEL, UNSCHEDULABLE, Unfit, VOLUME_ZONE,
+};
 
 /// Existing nodes with their pods, and the bookkeeping the filters need.
 #[derive(Debug, Clone, Default)]
@@ -363,102 +339,16 @@ impl ClusterView {
 
     fn node_affinity_ok(&self, terms: &[Requirements], name_fields: &[Option<Requirement>], node: usize) -> bool {
         let n = &self.nodes[node];
-        terms.iter().enumerate().any(|(i, t)| {
-            t.matches(&n.labels) && name_fields.get(i).and_then(Option::as_ref).is_none_or(|f| f.has(&n.name))
-        })
+        crate::fit::node_affinity_matches(terms, name_fields, &n.name, &n.labels)
     }
 
-    /// The filters, in kube-scheduler's order, for a prepared pod.
+    /// The one fit check ([`crate::fit::check`]) for a prepared pod on `node`.
     pub fn check_prepared(&self, p: &PreparedPod<'_>, node: usize) -> Result<(), Unfit> {
-        let n = self.nodes.get(node).ok_or_else(|| Unfit::new("node does not exist"))?;
-        let tols = pod::tolerations(p.pod);
-        let spec = p.pod.spec.as_ref();
-        if !n.schedulable
-            && !tols.iter().any(|t| {
-                pod::tolerates(
-                    t,
-                    &kerf_api::Taint::new(
-                        kerf_api::labels::NODE_UNSCHEDULABLE_TAINT_KEY,
-                        None,
-                        TaintEffect::NoSchedule,
-                    ),
-                )
-            })
-        {
-            return Err(Unfit::new(UNSCHEDULABLE));
+        if node >= self.nodes.len() {
+            return Err(Unfit::new("node does not exist"));
         }
-        if let Some(name) = spec.and_then(|s| s.node_name.as_deref())
-            && !name.is_empty()
-            && name != n.name
-        {
-            return Err(Unfit::new(NODE_NAME));
-        }
-        if let Some(t) = pod::untolerated_taint_with(tols, &n.taints, false) {
-            return Err(Unfit::new(format!("node(s) had untolerated taint {}", pod::taint_message(t))));
-        }
-        if !self.node_affinity_ok(&p.node_terms, &p.name_fields, node) {
-            return Err(Unfit::new(NODE_AFFINITY));
-        }
-        if p.ports.iter().any(|a| self.ports[node].iter().any(|b| a.conflicts(b))) {
-            return Err(Unfit::new(HOST_PORTS));
-        }
-        let core_fits = p.core_requests.iter().zip(&self.free_core[node]).all(|(req, free)| *req <= 0 || req <= free);
-        if !(core_fits && p.only_core) {
-            self.check_resources(&p.requests, node)?;
-        }
-        if !p.volume_terms.iter().all(|alts| alts.iter().any(|r| r.matches(&n.labels))) {
-            return Err(Unfit::new(VOLUME_ZONE));
-        }
-        for s in &p.spread {
-            let Some(domain) = s.topology.per_node[node] else {
-                return Err(Unfit::new(SPREAD_MISSING_LABEL));
-            };
-            let Some(min) = s.min else { continue };
-            let count = if s.eligible[domain as usize] { s.counts[domain as usize] } else { 0 };
-            if count + s.self_match - min > i64::from(s.constraint.max_skew) {
-                return Err(Unfit::new(SPREAD));
-            }
-        }
-        if p.existing_anti.iter().any(|(k, v)| n.labels.get(k) == Some(v)) {
-            return Err(Unfit::new(EXISTING_ANTI_AFFINITY));
-        }
-        for (t, domains) in p.affinity.required_anti.iter().zip(&p.anti_domains) {
-            if n.labels.get(&t.topology_key).is_some_and(|v| domains.contains(v)) {
-                return Err(Unfit::new(POD_ANTI_AFFINITY));
-            }
-        }
-        if !p.affinity.required.is_empty() {
-            // Every term's topology key must exist on the node, even for the first of its kind.
-            if !p.affinity.required.iter().all(|t| n.labels.contains_key(&t.topology_key)) {
-                return Err(Unfit::new(POD_AFFINITY));
-            }
-            let pods_exist = p.affinity.required.iter().zip(&p.affinity_counts).all(|(t, counts)| {
-                n.labels.get(&t.topology_key).is_some_and(|v| counts.get(v).is_some_and(|c| *c > 0))
-            });
-            let none_anywhere = p.affinity_counts.iter().all(BTreeMap::is_empty);
-            if !(pods_exist || (none_anywhere && p.matches_own_affinity)) {
-                return Err(Unfit::new(POD_AFFINITY));
-            }
-        }
-        Ok(())
-    }
-
-    fn check_resources(&self, requests: &ResourceList, node: usize) -> Result<(), Unfit> {
-        let n = &self.nodes[node];
-        let used = &self.requested[node];
-        for (k, q) in requests.iter() {
-            if q.is_zero() {
-                continue;
-            }
-            if used.get(k).saturating_add(q) > n.allocatable.get(k) {
-                return Err(Unfit::new(if k == PODS {
-                    "Too many pods".to_string()
-                } else {
-                    format!("Insufficient {k}")
-                }));
-            }
-        }
-        Ok(())
+        let mut q = ViewFit { v: self, p, node };
+        crate::fit::check(&mut q).map_err(|why| crate::fit::describe(&q, why))
     }
 
     /// How much `pod` prefers `node` (higher is better): preferred node affinity weights that
@@ -499,6 +389,103 @@ impl ClusterView {
                 .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tols.iter().any(|tol| pod::tolerates(tol, t)))
                 .count() as i64;
         score
+    }
+}
+
+/// The fit check's questions about a prepared pod on one node of the view.
+struct ViewFit<'a, 'p> {
+    v: &'a ClusterView,
+    p: &'a PreparedPod<'p>,
+    node: usize,
+}
+
+impl ViewFit<'_, '_> {
+    fn node(&self) -> &ExistingNode {
+        &self.v.nodes[self.node]
+    }
+}
+
+impl crate::fit::FitQuery for ViewFit<'_, '_> {
+    fn schedulable(&mut self) -> bool {
+        let unschedulable =
+            kerf_api::Taint::new(kerf_api::labels::NODE_UNSCHEDULABLE_TAINT_KEY, None, TaintEffect::NoSchedule);
+        self.node().schedulable || pod::tolerations(self.p.pod).iter().any(|t| pod::tolerates(t, &unschedulable))
+    }
+    fn node_name_matches(&mut self) -> bool {
+        let name = self.p.pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        name.is_none_or(|n| n.is_empty() || n == self.node().name)
+    }
+    fn untolerated_taint(&mut self) -> Option<usize> {
+        let taints = &self.node().taints;
+        let t = pod::untolerated_taint_with(pod::tolerations(self.p.pod), taints, false)?;
+        taints.iter().position(|x| std::ptr::eq(x, t))
+    }
+    fn node_affinity_matches(&mut self) -> bool {
+        self.v.node_affinity_ok(&self.p.node_terms, &self.p.name_fields, self.node)
+    }
+    fn host_ports_free(&mut self) -> bool {
+        crate::fit::host_ports_free(&self.p.ports, &self.v.ports[self.node])
+    }
+    fn short_resource(&mut self) -> Option<usize> {
+        // cpu, memory and pods without map lookups when that is all the pod asks for.
+        let free = &self.v.free_core[self.node];
+        if self.p.only_core
+            && crate::fit::short_resource(self.p.core_requests.iter().zip(free).map(|(r, f)| (*r, 0, *f))).is_none()
+        {
+            return None;
+        }
+        let used = &self.v.requested[self.node];
+        let alloc = &self.node().allocatable;
+        crate::fit::short_resource(
+            self.p.requests.iter().map(|(k, q)| (q.nanos(), used.get(k).nanos(), alloc.get(k).nanos())),
+        )
+    }
+    fn volumes_match(&mut self) -> bool {
+        crate::fit::volumes_match(&self.p.volume_terms, &self.node().labels)
+    }
+    fn spread(&mut self) -> Result<(), crate::fit::Why> {
+        for (i, s) in self.p.spread.iter().enumerate() {
+            let domain = s.topology.per_node[self.node].ok_or(crate::fit::Why::SpreadMissingLabel)?;
+            let Some(min) = s.min else { continue };
+            let count = if s.eligible[domain as usize] { s.counts[domain as usize] } else { 0 };
+            if !crate::fit::spread_skew_ok(count, s.self_match, min, i64::from(s.constraint.max_skew)) {
+                return Err(crate::fit::Why::Spread(i));
+            }
+        }
+        Ok(())
+    }
+    fn existing_anti_affinity_ok(&mut self) -> bool {
+        let labels = &self.node().labels;
+        !self.p.existing_anti.iter().any(|(k, v)| labels.get(k) == Some(v))
+    }
+    fn anti_affinity_ok(&mut self) -> bool {
+        let labels = &self.node().labels;
+        self.p
+            .affinity
+            .required_anti
+            .iter()
+            .zip(&self.p.anti_domains)
+            .all(|(t, domains)| labels.get(&t.topology_key).is_none_or(|v| !domains.contains(v)))
+    }
+    fn affinity_ok(&mut self) -> bool {
+        let required = &self.p.affinity.required;
+        if required.is_empty() {
+            return true;
+        }
+        let labels = &self.node().labels;
+        let keys_present = required.iter().all(|t| labels.contains_key(&t.topology_key));
+        let pods_in_domains = required
+            .iter()
+            .zip(&self.p.affinity_counts)
+            .all(|(t, counts)| labels.get(&t.topology_key).is_some_and(|v| counts.get(v).is_some_and(|c| *c > 0)));
+        let none_anywhere = self.p.affinity_counts.iter().all(BTreeMap::is_empty);
+        crate::fit::pod_affinity_ok(keys_present, pods_in_domains, none_anywhere, self.p.matches_own_affinity)
+    }
+    fn taint(&self, i: usize) -> Option<&kerf_api::Taint> {
+        self.node().taints.get(i)
+    }
+    fn resource_name(&self, i: usize) -> &str {
+        self.p.requests.iter().nth(i).map(|(k, _)| k.as_str()).unwrap_or("")
     }
 }
 

@@ -750,10 +750,7 @@ fn two_term_affinity_to_two_values_of_one_label_is_unschedulable_as_in_kube_sche
     assert!(r.new_node_claims.is_empty());
     assert_eq!(r.errors.len(), 1);
     assert!(
-        r.errors[0]
-            .1
-            .message
-            .starts_with("0/2 nodes are available: 2 node(s) didn't match pod affinity/anti-affinity rules"),
+        r.errors[0].1.message.starts_with("0/2 nodes are available: 2 node(s) didn't match pod affinity rules"),
         "{}",
         r.errors[0].1.message
     );
@@ -939,4 +936,113 @@ fn required_anti_affinity_namespace_selector_matches_pods_in_selected_namespaces
     let r = schedule(&inp);
     assert_eq!(placed(&r), 0);
     assert_eq!(r.errors.len(), 1);
+}
+
+#[test]
+fn preferred_node_affinity_does_not_narrow_spread_domains() {
+    // Zone a is only preferred: the spread still counts zones b and c, so the pods spread out
+    // once zone a would exceed maxSkew, instead of all landing in zone a.
+    let pods = (0..3)
+        .map(|i| {
+            pod(&format!("w{i}"))
+                .label("app", "w")
+                .cpu("1")
+                .spread(ZONE, 1, &[("app", "w")])
+                .preferred_term(10, &[(ZONE, "In", &["a"])])
+                .build()
+        })
+        .collect();
+    let r = schedule(&one_pool(pods));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(pods_per(&r, ZONE), BTreeMap::from([("a".into(), 1), ("b".into(), 1), ("c".into(), 1)]));
+}
+
+#[test]
+fn spread_domains_honour_every_required_node_affinity_term_ored() {
+    // Terms "zone a" OR "zone b": both zones are domains of the spread, zone c is not.
+    let pods = (0..4)
+        .map(|i| {
+            pod(&format!("w{i}"))
+                .label("app", "w")
+                .cpu("1")
+                .spread(ZONE, 1, &[("app", "w")])
+                .required_term(&[(ZONE, "In", &["a"])])
+                .required_term(&[(ZONE, "In", &["b"])])
+                .build()
+        })
+        .collect();
+    let r = schedule(&one_pool(pods));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(pods_per(&r, ZONE), BTreeMap::from([("a".into(), 2), ("b".into(), 2)]));
+}
+
+#[test]
+fn retry_queue_places_a_pod_whose_zone_affinity_target_is_a_smaller_pod_of_the_same_batch() {
+    // The larger pod is tried first and needs a pod labelled app=db in its zone; the smaller db
+    // pod (pinned to zone b) is placed later in the same pass, and the retry then places the
+    // larger one in zone b.
+    let web = pod("web").label("app", "web").cpu("3").pod_affinity(ZONE, &[("app", "db")]).build();
+    let db = pod("db").label("app", "db").cpu("1").node_selector(ZONE, "b").build();
+    let r = schedule(&one_pool(vec![web, db]));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(placed(&r), 2);
+    let zone_of =
+        |i: usize| r.new_node_claims.iter().find(|c| c.pods.contains(&i)).map(|c| claim_label(c, ZONE).to_string());
+    assert_eq!(zone_of(0).as_deref(), Some("b"));
+    assert_eq!(zone_of(1).as_deref(), Some("b"));
+}
+
+#[test]
+fn daemonset_overhead_is_per_instance_type_and_skips_types_its_affinity_excludes() {
+    // The 1-CPU DaemonSet runs only on "medium" and "large": "small" keeps its full 2 CPUs, so a
+    // 1500m pod still fits it.
+    let mut inp = one_pool(vec![pod("p").cpu("1500m").build()]);
+    inp.daemonset_pods = vec![pod("ds").cpu("1").required_term(&[(INSTANCE_TYPE, "In", &["medium", "large"])]).build()];
+    let r = schedule(&inp);
+    let c = &r.new_node_claims[0];
+    assert_eq!(c.instance_types[0].name, "small");
+    assert_eq!(c.requests.get("cpu"), q("1500m"));
+    // "medium" must hold the DaemonSet as well: 4500m is more than its 4 CPUs.
+    let mut inp = one_pool(vec![pod("p").cpu("3500m").build()]);
+    inp.daemonset_pods = vec![pod("ds").cpu("1").required_term(&[(INSTANCE_TYPE, "In", &["medium", "large"])]).build()];
+    let r = schedule(&inp);
+    let c = &r.new_node_claims[0];
+    assert_eq!(c.instance_types[0].name, "large");
+    assert_eq!(c.requests.get("cpu"), q("4500m"));
+}
+
+#[test]
+fn daemonset_host_ports_are_taken_on_new_claims() {
+    // A pod asking for the DaemonSet's host port cannot share a node with it.
+    let mut inp = one_pool(vec![pod("p").cpu("100m").host_port(9100).build()]);
+    inp.daemonset_pods = vec![pod("exporter").cpu("100m").host_port(9100).build()];
+    let r = schedule(&inp);
+    assert!(r.new_node_claims.is_empty());
+    assert_eq!(r.errors.len(), 1, "{r:?}");
+    assert!(r.errors[0].1.message.contains("host port"), "{}", r.errors[0].1.message);
+    // Another port is fine.
+    let mut inp = one_pool(vec![pod("p").cpu("100m").host_port(8080).build()]);
+    inp.daemonset_pods = vec![pod("exporter").cpu("100m").host_port(9100).build()];
+    assert_eq!(schedule(&inp).new_node_claims.len(), 1);
+}
+
+#[test]
+fn scheduler_explanations_and_the_kube_scheduler_view_give_the_same_reason_per_node() {
+    // One fit check: the Scheduler's words for each existing node are ClusterView's.
+    let mut tainted = node("tainted", &[(ZONE, "a")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]);
+    tainted.taints.push(Taint::new("dedicated", Some("db"), TaintEffect::NoSchedule));
+    let small = node("small", &[(ZONE, "b")], &[("cpu", "1"), ("memory", "8Gi"), ("pods", "10")]);
+    let mut ported = node("ported", &[(ZONE, "c")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]);
+    ported.pods.push(pod("web").host_port(80).build());
+    let nodes = vec![tainted, small, ported];
+    let p = pod("p").cpu("2").host_port(80).build();
+    let mut inp = input(vec![], vec![p.clone()]);
+    inp.existing_nodes = nodes.clone();
+    let r = schedule(&inp);
+    let message = &r.errors[0].1.message;
+    let view = crate::predicates::ClusterView::new(nodes);
+    for i in 0..3 {
+        let reason = view.check(&p, i).unwrap_err().reason;
+        assert!(message.contains(&format!("1 {reason}")), "{reason} not in {message}");
+    }
 }

@@ -5,19 +5,23 @@
 //! then the workload controllers, kubelet and kube-scheduler. When a round changes nothing, time
 //! jumps to the earliest wake-up anyone asked for, never past the end of the current `wait`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{EC2NodeClass, NodePool, ResourceList};
+use kerf_api::{EC2NodeClass, NodeClaim, NodePool, ResourceList};
 use kerf_cloud::{Clock, CloudProvider, ManualClock, Timestamp, block_on};
 use kerf_controller::{AnyObject, ApiError, ControllerError, Manager, Object, Options, WatchEvent};
 use kerf_scheduling::pod_requests;
 
 use crate::cluster::SimCluster;
 use crate::daemonsets::DaemonSets;
+use crate::deployments;
 use crate::kube_scheduler::KubeScheduler;
 use crate::kubelet::{self, Instance, Kubelet};
 use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, Summary, dollars};
@@ -55,6 +59,7 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
                 launched_at: i.launched_at,
                 ready_at: i.ready_at,
                 terminated: i.terminated,
+                terminated_at: i.terminated_at,
             })
             .collect()
     }
@@ -87,7 +92,16 @@ pub fn simulate_on(
     let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
         .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
     let region = provider.region().to_string();
-    let mut sim = Simulation::new(&scenario.name, provider, clock, &region, 0);
+    let defaults = Options::default();
+    let options = Options {
+        seed: 0,
+        batch_idle: scenario.settings.batch_idle_duration.unwrap_or(defaults.batch_idle),
+        batch_max: scenario.settings.batch_max_duration.unwrap_or(defaults.batch_max),
+        spot_to_spot_consolidation: scenario.settings.spot_to_spot_consolidation,
+        wall_clock_offset_ms: scenario.start.map_or(0, |t| t.as_millisecond() - ManualClock::EPOCH_MILLIS),
+        ..defaults
+    };
+    let mut sim = Simulation::with_options(&scenario.name, provider, clock, &region, options);
     sim.run(scenario)?;
     let report = sim.report();
     Ok((report, sim))
@@ -109,7 +123,9 @@ pub enum SimError {
 pub struct Simulation<P: SimCloud> {
     name: String,
     clock: ManualClock,
-    cluster: SimCluster,
+    cluster: Arc<SimCluster>,
+    /// Run kerf's controllers (off when a separately started controller does their work).
+    controllers: bool,
     manager: Manager<P>,
     world: World,
     scheduler: KubeScheduler,
@@ -128,7 +144,6 @@ pub struct Simulation<P: SimCloud> {
     timeline: Vec<Sample>,
     cost: f64,
     disruptions: Vec<Disruption>,
-    interrupted: BTreeSet<String>,
 }
 
 fn secs_between(a: Timestamp, b: Timestamp) -> f64 {
@@ -141,12 +156,20 @@ fn after(t: Timestamp, d: std::time::Duration) -> Timestamp {
 
 impl<P: SimCloud> Simulation<P> {
     pub fn new(name: &str, cloud: P, clock: ManualClock, region: &str, seed: u64) -> Self {
-        let cluster = SimCluster::new(clock.clone(), seed ^ 0x5eed);
-        let manager = Manager::new(cloud, Options { seed, ..Options::default() });
+        Self::with_options(name, cloud, clock, region, Options { seed, ..Options::default() })
+    }
+
+    /// A simulation whose controllers run with `options` (their seed also seeds the cluster).
+    pub fn with_options(name: &str, cloud: P, clock: ManualClock, region: &str, options: Options) -> Self {
+        let cluster = Arc::new(SimCluster::new(clock.clone(), options.seed ^ 0x5eed));
+        // Deployments are stored as JSON; the Deployment controller stand-in follows them.
+        cluster.follow_dynamic(deployments::DEPLOYMENT);
+        let manager = Manager::new(cloud, options);
         Simulation {
             name: name.to_string(),
             clock,
             cluster,
+            controllers: true,
             manager,
             world: World::default(),
             scheduler: KubeScheduler::default(),
@@ -162,12 +185,26 @@ impl<P: SimCloud> Simulation<P> {
             timeline: Vec::new(),
             cost: 0.0,
             disruptions: Vec::new(),
-            interrupted: BTreeSet::new(),
         }
     }
 
     pub fn cluster(&self) -> &SimCluster {
         &self.cluster
+    }
+
+    /// The store, for serving it (`kerf serve`) while the driver runs.
+    pub fn shared_cluster(&self) -> Arc<SimCluster> {
+        Arc::clone(&self.cluster)
+    }
+
+    /// Whether kerf's controllers run inside (default) or are left to a separate process.
+    pub fn set_controllers(&mut self, on: bool) {
+        self.controllers = on;
+    }
+
+    /// Virtual time now.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     pub fn manager(&self) -> &Manager<P> {
@@ -215,18 +252,20 @@ impl<P: SimCloud> Simulation<P> {
                 }
             }
             Step::Scale { target, replicas } => {
-                if !self.workloads.scale(&target.namespace, &target.name, *replicas) {
-                    return Err(fail(format!("scale {}", describe(target)), "no such Deployment".to_string()));
-                }
+                deployments::scale(&self.cluster, target, *replicas)
+                    .map_err(|e| fail(format!("scale {}", describe(target)), e))?;
             }
             Step::Rollout(target) => {
                 let stamp = now.to_string();
-                if !self.workloads.rollout(&target.namespace, &target.name, &stamp) {
-                    return Err(fail(format!("rollout {}", describe(target)), "no such Deployment".to_string()));
-                }
+                deployments::restart(&self.cluster, target, &stamp)
+                    .map_err(|e| fail(format!("rollout {}", describe(target)), e))?;
             }
             Step::Delete(target) => {
                 self.delete(target).map_err(|e| fail(format!("delete {}", describe(target)), e))?;
+            }
+            Step::Patch { target, merge } => {
+                self.patch(target, merge).map_err(|e| fail(format!("patch {}", describe(target)), e))?;
+                self.kick = true;
             }
             Step::Interrupt { node } => {
                 let pid = self
@@ -245,12 +284,17 @@ impl<P: SimCloud> Simulation<P> {
                 self.manager.cloud().sim_interrupt(&pid).map_err(|e| fail(format!("interrupt {node}"), e))?;
                 // The warning is the disruption: the instance goes whether or not kerf acts on it.
                 if let Some(c) = self.world.claim_by_provider.get(&pid) {
-                    self.interrupted.insert(c.clone());
+                    let labels = self.world.nodes.get(node).and_then(|n| n.metadata.labels.clone()).unwrap_or_default();
                     self.disruptions.push(Disruption {
                         at_seconds: Seconds((now.as_millisecond() - ManualClock::EPOCH_MILLIS) as f64 / 1000.0),
+                        terminated_seconds: None,
                         node_claim: c.clone(),
                         node: Some(node.clone()),
+                        node_pool: labels.get(kerf_api::labels::NODE_POOL).cloned(),
+                        instance_type: labels.get(kerf_api::labels::INSTANCE_TYPE).cloned(),
                         reason: "Interrupted".to_string(),
+                        replacements: Vec::new(),
+                        detail: "a spot interruption warning was delivered".to_string(),
                     });
                 }
                 self.kick = true;
@@ -274,12 +318,12 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::Pod(o) => upsert::<Pod>(&self.cluster, (**o).clone()),
             ManifestObject::PodDisruptionBudget(o) => upsert::<PodDisruptionBudget>(&self.cluster, (**o).clone()),
             ManifestObject::PersistentVolumeClaim(o) => upsert::<PersistentVolumeClaim>(&self.cluster, (**o).clone()),
+            ManifestObject::PersistentVolume(o) => upsert::<PersistentVolume>(&self.cluster, (**o).clone()),
+            ManifestObject::PriorityClass(o) => upsert::<PriorityClass>(&self.cluster, (**o).clone()),
+            ManifestObject::RuntimeClass(o) => upsert::<RuntimeClass>(&self.cluster, (**o).clone()),
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
             ManifestObject::Namespace(o) => upsert::<Namespace>(&self.cluster, (**o).clone()),
-            ManifestObject::Deployment(d) => {
-                self.workloads.apply_deployment((**d).clone());
-                Ok(())
-            }
+            ManifestObject::Deployment(d) => deployments::apply(&self.cluster, d),
         }
     }
 
@@ -288,11 +332,7 @@ impl<P: SimCloud> Simulation<P> {
         let name = target.name.as_str();
         let r = match target.kind.as_str() {
             "Deployment" => {
-                return if self.workloads.delete(&self.cluster, &target.namespace, name) {
-                    Ok(())
-                } else {
-                    Err("no such Deployment".to_string())
-                };
+                return deployments::delete(&self.cluster, ns, name);
             }
             "NodePool" => self.cluster.delete_obj::<NodePool>(None, name),
             "EC2NodeClass" => self.cluster.delete_obj::<EC2NodeClass>(None, name),
@@ -301,9 +341,44 @@ impl<P: SimCloud> Simulation<P> {
             "PodDisruptionBudget" => self.cluster.delete_obj::<PodDisruptionBudget>(ns, name),
             "PersistentVolumeClaim" => self.cluster.delete_obj::<PersistentVolumeClaim>(ns, name),
             "StorageClass" => self.cluster.delete_obj::<StorageClass>(None, name),
+            "PersistentVolume" => self.cluster.delete_obj::<PersistentVolume>(None, name),
+            "PriorityClass" => self.cluster.delete_obj::<PriorityClass>(None, name),
+            "RuntimeClass" => self.cluster.delete_obj::<RuntimeClass>(None, name),
+            // Manual disruption: the finalizer holds the object while kerf drains and removes it.
+            "Node" => self.cluster.delete_obj::<Node>(None, name),
+            "NodeClaim" => self.cluster.delete_obj::<NodeClaim>(None, name),
             other => return Err(format!("cannot delete kind {other}")),
         };
         r.map_err(|e| e.to_string())
+    }
+
+    /// Applies a JSON merge patch to an object's metadata and spec.
+    fn patch(&mut self, target: &ObjectRef, merge: &serde_json::Value) -> Result<(), String> {
+        let ns = Some(target.namespace.as_str());
+        let name = target.name.as_str();
+        let c = &self.cluster;
+        match target.kind.as_str() {
+            "Node" => patch_obj::<Node>(c, None, name, merge),
+            "NodeClaim" => patch_obj::<NodeClaim>(c, None, name, merge),
+            "NodePool" => patch_obj::<NodePool>(c, None, name, merge),
+            "EC2NodeClass" => {
+                patch_obj::<EC2NodeClass>(c, None, name, merge)?;
+                if let Some(nc) = c.get_obj::<EC2NodeClass>(None, name) {
+                    self.manager.cloud().sim_register_node_class(&nc);
+                }
+                Ok(())
+            }
+            "DaemonSet" => patch_obj::<DaemonSet>(c, ns, name, merge),
+            "Pod" => patch_obj::<Pod>(c, ns, name, merge),
+            "PodDisruptionBudget" => patch_obj::<PodDisruptionBudget>(c, ns, name, merge),
+            "PersistentVolumeClaim" => patch_obj::<PersistentVolumeClaim>(c, ns, name, merge),
+            "PersistentVolume" => patch_obj::<PersistentVolume>(c, None, name, merge),
+            "StorageClass" => patch_obj::<StorageClass>(c, None, name, merge),
+            "Namespace" => patch_obj::<Namespace>(c, None, name, merge),
+            "PriorityClass" => patch_obj::<PriorityClass>(c, None, name, merge),
+            "RuntimeClass" => patch_obj::<RuntimeClass>(c, None, name, merge),
+            other => Err(format!("cannot patch kind {other}")),
+        }
     }
 
     /// Runs rounds and advances time until `until`; ends with the clock at `until`.
@@ -391,6 +466,9 @@ impl<P: SimCloud> Simulation<P> {
 
     fn round(&mut self) -> Result<(), SimError> {
         let now = self.clock.now();
+        for ev in self.cluster.drain_dynamic() {
+            deployments::observe(&self.cluster, &mut self.workloads, ev);
+        }
         let events = self.cluster.drain_watch();
         let mut changes = Changes::default();
         let had_events = !events.is_empty();
@@ -398,6 +476,8 @@ impl<P: SimCloud> Simulation<P> {
         for ev in events {
             self.manager.observe(&ev);
             match &ev {
+                // However it was created (scenario or API), the simulated cloud learns the class.
+                WatchEvent::Applied(AnyObject::EC2NodeClass(c)) => self.manager.cloud().sim_register_node_class(c),
                 WatchEvent::Applied(AnyObject::Pod(p)) => {
                     let world = &self.world;
                     self.workloads.observe_pod(p, false, |n| world.is_node_ready(n));
@@ -410,15 +490,18 @@ impl<P: SimCloud> Simulation<P> {
             }
             self.world.apply(ev, &mut changes);
         }
-        self.react(changes, now);
+        self.react(changes);
         let due = self.manager_wake.is_some_and(|t| t <= now);
-        if had_events || due || self.kick {
+        if !self.controllers {
             self.kick = false;
-            self.manager_wake = block_on(self.manager.reconcile(&self.cluster, now))
+        } else if had_events || due || self.kick {
+            self.kick = false;
+            self.manager_wake = block_on(self.manager.reconcile(&*self.cluster, now))
                 .map_err(|source| SimError::Controller { at: self.elapsed(), source })?;
         }
         if self.workloads.is_dirty() {
             self.workloads.reconcile(&self.cluster);
+            deployments::publish(&self.cluster, &mut self.workloads);
         }
         if self.daemonsets.is_dirty() {
             for (pod, node) in self.daemonsets.run(&self.world, &self.cluster) {
@@ -448,7 +531,7 @@ impl<P: SimCloud> Simulation<P> {
         Ok(())
     }
 
-    fn react(&mut self, ch: Changes, now: Timestamp) {
+    fn react(&mut self, ch: Changes) {
         for key in &ch.newly_bound {
             if !self.scheduler.take_own_binding(key) {
                 // Bound by someone else (a manifest with spec.nodeName): the view must learn it.
@@ -495,35 +578,6 @@ impl<P: SimCloud> Simulation<P> {
         }
         for ds in ch.daemonsets_changed {
             self.daemonsets.daemonset_changed(ds);
-        }
-        for claim in ch.claims_deleting {
-            let name = claim.name().to_string();
-            // Interruptions were recorded when the warning came.
-            let Some(reason) = claim
-                .condition(kerf_api::nodeclaim::CONDITION_DISRUPTION_REASON)
-                .and_then(|c| c.reason.clone())
-                .filter(|_| !self.interrupted.contains(&name))
-            else {
-                continue;
-            };
-            let node = claim.status.as_ref().and_then(|s| s.node_name.clone()).or_else(|| {
-                let pid = claim.provider_id()?;
-                self.world
-                    .nodes
-                    .iter()
-                    .find(|(_, n)| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
-                    .map(|(k, _)| k.clone())
-            });
-            let at =
-                self.clock.now().as_millisecond().min(
-                    claim.metadata.deletion_timestamp.as_ref().map_or(now.as_millisecond(), |t| t.0.as_millisecond()),
-                );
-            self.disruptions.push(Disruption {
-                at_seconds: Seconds((at - ManualClock::EPOCH_MILLIS) as f64 / 1000.0),
-                node_claim: name,
-                node,
-                reason,
-            });
         }
     }
 
@@ -578,7 +632,29 @@ impl<P: SimCloud> Simulation<P> {
                 price_per_hour: inst.map(|i| if i.terminated { 0.0 } else { dollars(i.price) }),
                 ready: node_ready(node),
                 pods: pods_here.len(),
+                // Only for managed nodes that are not being disrupted or deleted.
+                disruption_blocked: if managed
+                    && node.metadata.deletion_timestamp.is_none()
+                    && !node
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.taints.as_ref())
+                        .is_some_and(|ts| ts.iter().any(|t| t.key == kerf_api::labels::DISRUPTED_TAINT_KEY))
+                {
+                    self.manager.disruption_blocked().get(name).cloned()
+                } else {
+                    None
+                },
                 labels,
+                annotations: node.metadata.annotations.clone().unwrap_or_default(),
+                taints: node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(kerf_api::Taint::from_core)
+                    .collect(),
                 allocatable,
                 requested: requested.without_zeros().iter().map(|(k, q)| (k.clone(), q.canonical())).collect(),
             });
@@ -654,8 +730,85 @@ impl<P: SimCloud> Simulation<P> {
             },
             nodes,
             pods,
-            disruptions: self.disruptions.clone(),
+            disruptions: self.disruption_report(&instances),
             timeline,
+        }
+    }
+}
+
+impl<P: SimCloud> Simulation<P> {
+    /// `disruptions[]`: interruption warnings as they were delivered, and every node the
+    /// controllers disrupted, with when its instance was gone.
+    fn disruption_report(&self, instances: &[Instance]) -> Vec<Disruption> {
+        let secs = |t: Timestamp| Seconds((t.as_millisecond() - ManualClock::EPOCH_MILLIS) as f64 / 1000.0);
+        let mut out = self.disruptions.clone();
+        for rec in self.manager.disruptions() {
+            let reason = rec.reason.as_str();
+            match out.iter_mut().find(|d| d.node_claim == rec.node_claim && d.reason == reason) {
+                Some(d) => {
+                    d.replacements = rec.replacements.clone();
+                    d.detail = format!("{}; {}", d.detail, rec.detail);
+                    d.node_pool = d.node_pool.take().or_else(|| rec.node_pool.clone());
+                    d.instance_type = d.instance_type.take().or_else(|| rec.instance_type.clone());
+                }
+                None => out.push(Disruption {
+                    at_seconds: secs(rec.decided_at),
+                    terminated_seconds: None,
+                    node_claim: rec.node_claim.clone(),
+                    node: rec.node.clone(),
+                    node_pool: rec.node_pool.clone(),
+                    instance_type: rec.instance_type.clone(),
+                    reason: reason.to_string(),
+                    replacements: rec.replacements.clone(),
+                    detail: rec.detail.clone(),
+                }),
+            }
+        }
+        let pid_of: BTreeMap<&str, &str> =
+            self.world.claim_by_provider.iter().map(|(p, c)| (c.as_str(), p.as_str())).collect();
+        let by_pid: BTreeMap<&str, &Instance> = instances.iter().map(|i| (i.provider_id.as_str(), i)).collect();
+        for d in &mut out {
+            d.terminated_seconds =
+                pid_of.get(d.node_claim.as_str()).and_then(|p| by_pid.get(p)).and_then(|i| i.terminated_at).map(secs);
+        }
+        out.sort_by(|a, b| a.at_seconds.0.total_cmp(&b.at_seconds.0));
+        out
+    }
+}
+
+/// Applies a JSON merge patch (RFC 7386) to the object's metadata and spec.
+fn patch_obj<K>(
+    cluster: &SimCluster,
+    namespace: Option<&str>,
+    name: &str,
+    merge: &serde_json::Value,
+) -> Result<(), String>
+where
+    K: Object + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let current = cluster.get_obj::<K>(namespace, name).ok_or_else(|| format!("no {} {name}", K::KIND))?;
+    let mut value = serde_json::to_value(&current).map_err(|e| e.to_string())?;
+    merge_patch(&mut value, merge);
+    let patched: K = serde_json::from_value(value).map_err(|e| format!("the patched object is invalid: {e}"))?;
+    cluster.update_obj(patched).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// RFC 7386: objects merge key by key, `null` removes a key, anything else replaces.
+fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    let serde_json::Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = serde_json::Value::Object(serde_json::Map::new());
+    }
+    if let serde_json::Value::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! A stand-in for kube-scheduler. It binds pending pods to existing nodes with the scheduling
-//! layer's filters ([`ClusterView`]) and scores feasible nodes like the default profile
+//! layer's one node-fit check (`kerf_scheduling::fit::check`, through [`ClusterView`], which
+//! keeps the counts its filters read) and scores feasible nodes like the default profile
 //! (least-allocated, balanced allocation, and the preference score for preferred node affinity,
 //! preferred pod affinity, ScheduleAnyway spread and PreferNoSchedule taints), breaking ties by
 //! node name. Pods it cannot place get `PodScheduled=False` with reason `Unschedulable` and a

@@ -36,6 +36,8 @@ pub struct Instance {
     pub launched_at: Timestamp,
     pub ready_at: Timestamp,
     pub terminated: bool,
+    /// When it was terminated (deleted or reclaimed).
+    pub terminated_at: Option<Timestamp>,
     /// When a pending reclaim (after a spot interruption warning) terminates it.
     pub terminates_at: Option<Timestamp>,
 }
@@ -73,7 +75,12 @@ pub fn unmanaged_node(n: &crate::scenario::UnmanagedNode, now: Timestamp) -> Nod
     let mut lbls = n.labels.clone();
     lbls.insert(labels::HOSTNAME.to_string(), n.name.clone());
     Node {
-        metadata: ObjectMeta { name: Some(n.name.clone()), labels: Some(lbls), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(n.name.clone()),
+            labels: Some(lbls),
+            annotations: (!n.annotations.is_empty()).then(|| n.annotations.clone()),
+            ..ObjectMeta::default()
+        },
         spec: Some(NodeSpec {
             taints: if n.taints.is_empty() { None } else { Some(n.taints.iter().map(Taint::to_core).collect()) },
             ..NodeSpec::default()

@@ -2,12 +2,15 @@
 //! kubelet and the workload controllers, the scenario loader and the reports. It runs kerf's real
 //! controllers; it makes no provisioning decision of its own.
 
-pub mod cluster;
+/// The in-memory API server moved to `kerf-apiserver`; this path keeps working.
+pub use kerf_apiserver::cluster;
 pub mod daemonsets;
+pub mod deployments;
 pub mod driver;
 pub mod kube_scheduler;
 pub mod kubelet;
 pub mod report;
+pub mod report_html;
 pub mod rng;
 pub mod scenario;
 pub mod workloads;

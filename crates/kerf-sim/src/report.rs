@@ -14,8 +14,7 @@ pub struct Report {
     pub nodes: Vec<NodeReport>,
     pub pods: Vec<PodReport>,
     pub disruptions: Vec<Disruption>,
-    /// Samples of the fleet over time (for charts).
-    #[serde(skip)]
+    /// Samples of the fleet: at t=0, at every change, and at the end.
     pub timeline: Vec<Sample>,
 }
 
@@ -65,8 +64,12 @@ pub struct NodeReport {
     pub ready: bool,
     pub pods: usize,
     pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<kerf_api::Taint>,
     pub allocatable: BTreeMap<String, String>,
     pub requested: BTreeMap<String, String>,
+    /// For a managed node not being disrupted: why kerf would not remove or replace it now.
+    pub disruption_blocked: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -83,20 +86,34 @@ pub struct PodReport {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Disruption {
+    /// When the decision was taken (the node tainted `karpenter.sh/disrupted`).
     pub at_seconds: Seconds,
+    /// When its instance was gone; `None` while it drains.
+    pub terminated_seconds: Option<Seconds>,
     pub node_claim: String,
     pub node: Option<String>,
+    pub node_pool: Option<String>,
+    pub instance_type: Option<String>,
     pub reason: String,
+    /// NodeClaims launched to replace it.
+    pub replacements: Vec<String>,
+    pub detail: String,
 }
 
 /// The fleet at one moment.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Sample {
+    #[serde(rename = "atSeconds", serialize_with = "as_seconds")]
     pub seconds: f64,
     pub nodes: usize,
-    pub pods_pending: usize,
     pub pods_running: usize,
+    pub pods_pending: usize,
     pub cost_per_hour: f64,
+}
+
+fn as_seconds<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    Seconds(*v).serialize(s)
 }
 
 impl Report {
@@ -220,14 +237,33 @@ impl Report {
             let _ = writeln!(out);
             let _ = writeln!(out, "Disruptions:");
             for d in &self.disruptions {
+                let gone = match d.terminated_seconds {
+                    Some(t) => format!(", gone at {}", human_secs(t.0)),
+                    None => ", still draining".to_string(),
+                };
+                let replaced = if d.replacements.is_empty() {
+                    String::new()
+                } else {
+                    format!("; replaced by {}", d.replacements.join(", "))
+                };
                 let _ = writeln!(
                     out,
-                    "  at {}: NodeClaim {} (node {}) — {}",
+                    "  at {}: NodeClaim {} (node {}, {}) — {}{gone}{replaced}{}",
                     human_secs(d.at_seconds.0),
                     d.node_claim,
                     d.node.as_deref().unwrap_or("-"),
-                    d.reason
+                    d.instance_type.as_deref().unwrap_or("-"),
+                    d.reason,
+                    if d.detail.is_empty() { String::new() } else { format!(": {}", d.detail) },
                 );
+            }
+        }
+        let blocked: Vec<&NodeReport> = self.nodes.iter().filter(|n| n.disruption_blocked.is_some()).collect();
+        if !blocked.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "Nodes kerf does not disrupt, and why:");
+            for n in blocked {
+                let _ = writeln!(out, "  {}: {}", n.name, n.disruption_blocked.as_deref().unwrap_or_default());
             }
         }
         let _ = writeln!(out);
@@ -241,100 +277,24 @@ impl Report {
         out
     }
 
-    /// One self-contained page: summary, charts (inline SVG) and tables. No external assets.
+    /// One self-contained page for an operator (see [`crate::report_html`]).
     pub fn to_html(&self) -> String {
-        let s = &self.summary;
-        let mut out = String::new();
-        let _ = write!(
-            out,
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kerf simulate: {title}</title>\n<style>\
-body{{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:70em}}\
-table{{border-collapse:collapse;margin:1em 0}}td,th{{border-bottom:1px solid #ddd;padding:.2em .8em;text-align:left;font-size:90%}}\
-.charts{{display:flex;flex-wrap:wrap;gap:1.5em}}figure{{margin:0}}figcaption{{font-weight:600;margin-bottom:.3em}}\
-.pending{{color:#a40}}code{{font-size:90%}}\
-</style></head><body>\n<h1>Scenario {title}</h1>\n<p>{end} of virtual time. {nodes} nodes ({launched} NodeClaims launched, {terminated} terminated); \
-{pods} pods: {running} running, {pending} pending. Cost ${cph:.4}/hour at the end, ${cost:.4} over the run.</p>\n",
-            title = esc(&self.scenario),
-            end = human_secs(self.end_seconds.0),
-            nodes = s.nodes,
-            launched = s.node_claims_launched,
-            terminated = s.node_claims_terminated,
-            pods = s.pods,
-            running = s.pods_running,
-            pending = s.pods_pending,
-            cph = s.cost_per_hour,
-            cost = s.cost,
-        );
-        out.push_str("<div class=\"charts\">\n");
-        let t: Vec<f64> = self.timeline.iter().map(|p| p.seconds).collect();
-        let end = self.end_seconds.0;
-        chart(&mut out, "Nodes", &t, &self.timeline.iter().map(|p| p.nodes as f64).collect::<Vec<_>>(), end, "#2a6");
-        chart(
-            &mut out,
-            "Pending pods",
-            &t,
-            &self.timeline.iter().map(|p| p.pods_pending as f64).collect::<Vec<_>>(),
-            end,
-            "#c50",
-        );
-        chart(
-            &mut out,
-            "Fleet cost ($/hour)",
-            &t,
-            &self.timeline.iter().map(|p| p.cost_per_hour).collect::<Vec<_>>(),
-            end,
-            "#36c",
-        );
-        out.push_str("</div>\n<h2>Nodes</h2>\n<table><tr><th>name</th><th>NodePool</th><th>NodeClaim</th><th>instance type</th><th>zone</th><th>capacity</th><th>$/hour</th><th>ready</th><th>pods</th></tr>\n");
-        for n in &self.nodes {
-            let _ = writeln!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&n.name),
-                esc(n.node_pool.as_deref().unwrap_or("(unmanaged)")),
-                esc(n.node_claim.as_deref().unwrap_or("")),
-                esc(n.instance_type.as_deref().unwrap_or("")),
-                esc(n.zone.as_deref().unwrap_or("")),
-                esc(n.capacity_type.as_deref().unwrap_or("")),
-                n.price_per_hour.map(|p| format!("{p:.4}")).unwrap_or_default(),
-                n.ready,
-                n.pods
-            );
+        let mut value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        // Samples not (yet) in the JSON form are handed to the page in the contract's shape.
+        if let Some(obj) = value.as_object_mut()
+            && !obj.contains_key("timeline")
+        {
+            let samples: Vec<serde_json::Value> = self
+                .timeline
+                .iter()
+                .map(|p| {
+                    serde_json::json!({"atSeconds": p.seconds, "nodes": p.nodes, "podsRunning": p.pods_running,
+                                       "podsPending": p.pods_pending, "costPerHour": p.cost_per_hour})
+                })
+                .collect();
+            obj.insert("timeline".to_string(), serde_json::Value::Array(samples));
         }
-        out.push_str("</table>\n");
-        let pending: Vec<&PodReport> = self.pods.iter().filter(|p| p.phase != "Running").collect();
-        if !pending.is_empty() {
-            out.push_str("<h2>Pending pods</h2>\n<table><tr><th>pod</th><th>owner</th><th>why</th></tr>\n");
-            for p in pending {
-                let _ = writeln!(
-                    out,
-                    "<tr class=\"pending\"><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
-                    esc(&p.namespace),
-                    esc(&p.name),
-                    esc(&p.owner),
-                    esc(p.reason.as_deref().unwrap_or(""))
-                );
-            }
-            out.push_str("</table>\n");
-        }
-        if !self.disruptions.is_empty() {
-            out.push_str(
-                "<h2>Disruptions</h2>\n<table><tr><th>at</th><th>NodeClaim</th><th>node</th><th>reason</th></tr>\n",
-            );
-            for d in &self.disruptions {
-                let _ = writeln!(
-                    out,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                    human_secs(d.at_seconds.0),
-                    esc(&d.node_claim),
-                    esc(d.node.as_deref().unwrap_or("")),
-                    esc(&d.reason)
-                );
-            }
-            out.push_str("</table>\n");
-        }
-        out.push_str("</body></html>\n");
-        out
+        crate::report_html::render(&value)
     }
 }
 
@@ -370,55 +330,6 @@ fn human_secs(s: f64) -> String {
         (0, m, s) => format!("{m}m{s}s"),
         (h, m, s) => format!("{h}h{m}m{s}s"),
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-/// A step chart of `ys` over `ts` (seconds), ending at `end`, as inline SVG.
-fn chart(out: &mut String, title: &str, ts: &[f64], ys: &[f64], end: f64, color: &str) {
-    const W: f64 = 420.0;
-    const H: f64 = 180.0;
-    const L: f64 = 48.0;
-    const B: f64 = 24.0;
-    let max_y = ys.iter().copied().fold(0.0_f64, f64::max).max(1e-9);
-    let max_t = end.max(ts.last().copied().unwrap_or(0.0)).max(1.0);
-    let x = |t: f64| L + (W - L - 8.0) * t / max_t;
-    let y = |v: f64| 8.0 + (H - B - 8.0) * (1.0 - v / max_y);
-    let mut path = String::new();
-    let mut last: Option<f64> = None;
-    for (t, v) in ts.iter().zip(ys) {
-        match last {
-            None => {
-                let _ = write!(path, "M{:.1},{:.1}", x(*t), y(*v));
-            }
-            Some(_) => {
-                let _ = write!(path, " H{:.1} V{:.1}", x(*t), y(*v));
-            }
-        }
-        last = Some(*v);
-    }
-    if last.is_some() {
-        let _ = write!(path, " H{:.1}", x(max_t));
-    }
-    let fmt_v = |v: f64| if max_y >= 10.0 || max_y.fract() == 0.0 { format!("{v:.0}") } else { format!("{v:.2}") };
-    let _ = write!(
-        out,
-        "<figure><figcaption>{title}</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{title}\">\
-<line x1=\"{L}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#999\"/><line x1=\"{L}\" y1=\"8\" x2=\"{L}\" y2=\"{b}\" stroke=\"#999\"/>\
-<text x=\"{lx}\" y=\"14\" font-size=\"11\" text-anchor=\"end\">{top}</text><text x=\"{lx}\" y=\"{b}\" font-size=\"11\" text-anchor=\"end\">0</text>\
-<text x=\"{L}\" y=\"{tb}\" font-size=\"11\">0s</text><text x=\"{r}\" y=\"{tb}\" font-size=\"11\" text-anchor=\"end\">{endl}</text>\
-<path d=\"{path}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/></svg></figure>",
-        title = esc(title),
-        b = H - B,
-        r = W - 8.0,
-        lx = L - 4.0,
-        tb = H - 6.0,
-        top = fmt_v(max_y),
-        endl = human_secs(max_t),
-    );
-    out.push('\n');
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Deterministic names: the seeded generator and the pod-template-hash rendering.
 
-use crate::cluster::NAME_ALPHABET;
+use kerf_api::seeded::NAME_ALPHABET;
 
 pub use kerf_api::seeded::SplitMix64;
 

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::{EC2NodeClass, GoDuration, NodePool, Quantity, ResourceList, Taint};
 use serde::de::DeserializeOwned;
@@ -38,9 +40,25 @@ impl fmt::Display for ScenarioError {
 pub struct Scenario {
     pub name: String,
     pub file: PathBuf,
+    /// The wall-clock instant of t=0 (cron disruption budgets run on it); the simulator's epoch
+    /// when unset.
+    pub start: Option<kerf_cloud::Timestamp>,
+    pub settings: Settings,
     pub cloud: kerf_cloud::sim::SimConfig,
     pub nodes: Vec<UnmanagedNode>,
     pub steps: Vec<Step>,
+    /// Objects of Karpenter's older APIs the scenario applies, converted to v1 on loading:
+    /// `FILE: KIND/NAME` of each original object.
+    pub converted: Vec<String>,
+}
+
+/// Controller settings, under Karpenter's names; unset ones keep the controllers' defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub batch_idle_duration: Option<Duration>,
+    pub batch_max_duration: Option<Duration>,
+    /// `featureGates.spotToSpotConsolidation`.
+    pub spot_to_spot_consolidation: bool,
 }
 
 /// A node present at t=0 that kerf does not manage.
@@ -48,6 +66,7 @@ pub struct Scenario {
 pub struct UnmanagedNode {
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub capacity: ResourceList,
 }
@@ -64,10 +83,20 @@ pub struct ObjectRef {
 pub enum Step {
     Apply(Vec<Manifest>),
     Wait(Duration),
-    Scale { target: ObjectRef, replicas: i32 },
+    Scale {
+        target: ObjectRef,
+        replicas: i32,
+    },
     Rollout(ObjectRef),
     Delete(ObjectRef),
-    Interrupt { node: String },
+    /// A JSON merge patch (RFC 7386) on an object (metadata and spec; status is the owner's).
+    Patch {
+        target: ObjectRef,
+        merge: serde_json::Value,
+    },
+    Interrupt {
+        node: String,
+    },
 }
 
 /// One object to apply, with where it came from (for messages).
@@ -86,15 +115,25 @@ pub enum ManifestObject {
     Pod(Box<Pod>),
     PodDisruptionBudget(Box<PodDisruptionBudget>),
     PersistentVolumeClaim(Box<PersistentVolumeClaim>),
+    PersistentVolume(Box<PersistentVolume>),
     StorageClass(Box<StorageClass>),
     Namespace(Box<Namespace>),
+    PriorityClass(Box<PriorityClass>),
+    RuntimeClass(Box<RuntimeClass>),
 }
 
 const APPLY_KINDS: &str = "NodePool, EC2NodeClass, Deployment, DaemonSet, Pod, PodDisruptionBudget, \
-                           PersistentVolumeClaim, StorageClass, Namespace";
+                           PersistentVolumeClaim, PersistentVolume, StorageClass, Namespace, PriorityClass, \
+                           RuntimeClass";
+
+/// Kinds a `delete` or `patch` step may name besides the applied ones: the objects kerf and the
+/// kubelet create.
+const OWNED_KINDS: &[&str] = &["Node", "NodeClaim"];
 
 struct Ctx<'a> {
     file: &'a Path,
+    /// Objects converted from older Karpenter APIs so far (`FILE: KIND/NAME`).
+    converted: &'a std::cell::RefCell<Vec<String>>,
 }
 
 impl Ctx<'_> {
@@ -191,13 +230,31 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 
 /// Parses scenario text; `path` names it in errors and anchors relative manifest paths.
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-    let ctx = Ctx { file: path };
+    let converted = std::cell::RefCell::new(Vec::new());
+    let ctx = Ctx { file: path, converted: &converted };
+    let text = kerf_api::manifest::strip_bom(text);
+    if text.trim().is_empty() {
+        return Err(ctx.err("", "the scenario file is empty (expected at least `name` and `steps`)"));
+    }
     let root: Value = serde_yaml_ng::from_str(text).map_err(|e| ctx.err("", format!("not valid YAML: {e}")))?;
-    let top = fields(&ctx, "", &root, &["name", "cloud", "nodes", "steps"])?;
+    let top = fields(&ctx, "", &root, &["name", "start", "settings", "cloud", "nodes", "steps"])?;
     let name = string(&ctx, "name", required(&ctx, "", &top, "name")?)?;
     if name.is_empty() {
         return Err(ctx.err("name", "must not be empty"));
     }
+    let start = match top.get("start").copied().filter(|v| !v.is_null()) {
+        None => None,
+        Some(v) => {
+            let text = string(&ctx, "start", v)?;
+            Some(text.parse::<kerf_cloud::Timestamp>().map_err(|e| {
+                ctx.err("start", format!("expected an RFC 3339 instant such as \"2025-01-01T00:00:00Z\": {e}"))
+            })?)
+        }
+    };
+    let settings = match top.get("settings").copied().filter(|v| !v.is_null()) {
+        None => Settings::default(),
+        Some(v) => parse_settings(&ctx, v)?,
+    };
     let cloud = parse_cloud(&ctx, top.get("cloud").copied())?;
     let mut nodes = Vec::new();
     if let Some(v) = top.get("nodes").copied().filter(|v| !v.is_null()) {
@@ -223,7 +280,36 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             steps.push(parse_step(&ctx, &format!("steps[{i}]"), item)?);
         }
     }
-    Ok(Scenario { name, file: path.to_path_buf(), cloud, nodes, steps })
+    let converted = converted.into_inner();
+    Ok(Scenario { name, file: path.to_path_buf(), start, settings, cloud, nodes, steps, converted })
+}
+
+fn parse_settings(ctx: &Ctx<'_>, v: &Value) -> Result<Settings, ScenarioError> {
+    let f = fields(ctx, "settings", v, &["batchIdleDuration", "batchMaxDuration", "featureGates"])?;
+    let mut out = Settings::default();
+    if let Some(v) = f.get("batchIdleDuration") {
+        out.batch_idle_duration = Some(duration(ctx, "settings.batchIdleDuration", v)?);
+    }
+    if let Some(v) = f.get("batchMaxDuration") {
+        out.batch_max_duration = Some(duration(ctx, "settings.batchMaxDuration", v)?);
+    }
+    if let Some(v) = f.get("featureGates").copied().filter(|v| !v.is_null()) {
+        let gates = fields(ctx, "settings.featureGates", v, &["spotToSpotConsolidation"])?;
+        if let Some(g) = gates.get("spotToSpotConsolidation") {
+            out.spot_to_spot_consolidation = g.as_bool().ok_or_else(|| {
+                ctx.err(
+                    "settings.featureGates.spotToSpotConsolidation",
+                    format!("expected true or false, found {}", type_name(g)),
+                )
+            })?;
+        }
+    }
+    if let (Some(idle), Some(max)) = (out.batch_idle_duration, out.batch_max_duration)
+        && idle > max
+    {
+        return Err(ctx.err("settings.batchIdleDuration", "must not be longer than settings.batchMaxDuration"));
+    }
+    Ok(out)
 }
 
 fn parse_cloud(ctx: &Ctx<'_>, v: Option<&Value>) -> Result<kerf_cloud::sim::SimConfig, ScenarioError> {
@@ -241,10 +327,14 @@ fn parse_cloud(ctx: &Ctx<'_>, v: Option<&Value>) -> Result<kerf_cloud::sim::SimC
 }
 
 fn parse_node(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<UnmanagedNode, ScenarioError> {
-    let f = fields(ctx, path, v, &["name", "labels", "taints", "capacity"])?;
+    let f = fields(ctx, path, v, &["name", "labels", "annotations", "taints", "capacity"])?;
     let name = string(ctx, &join(path, "name"), required(ctx, path, &f, "name")?)?;
     let labels = match f.get("labels") {
         Some(v) => string_map(ctx, &join(path, "labels"), v)?,
+        None => BTreeMap::new(),
+    };
+    let annotations = match f.get("annotations") {
+        Some(v) => string_map(ctx, &join(path, "annotations"), v)?,
         None => BTreeMap::new(),
     };
     let mut taints = Vec::new();
@@ -266,7 +356,7 @@ fn parse_node(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<UnmanagedNode, Sce
             Quantity::parse(&q).map_err(|e| ctx.err(join(&cap_path, &k), format!("invalid quantity {q:?}: {e}")))?;
         capacity.set(k, parsed);
     }
-    Ok(UnmanagedNode { name, labels, taints, capacity })
+    Ok(UnmanagedNode { name, labels, annotations, taints, capacity })
 }
 
 fn parse_ref(
@@ -289,7 +379,7 @@ fn parse_ref(
 }
 
 fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioError> {
-    const STEPS: &[&str] = &["apply", "wait", "scale", "rollout", "delete", "interrupt"];
+    const STEPS: &[&str] = &["apply", "wait", "scale", "rollout", "delete", "patch", "interrupt"];
     let f = fields(ctx, path, v, STEPS)?;
     if f.len() != 1 {
         return Err(ctx.err(path, format!("a step has exactly one of: {}", STEPS.join(", "))));
@@ -332,13 +422,24 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
                 // A real namespace deletion also deletes everything in it; not simulated.
                 return Err(ctx.err(join(&p, "kind"), "deleting a Namespace is not supported"));
             }
-            if !APPLY_KINDS.split(", ").any(|k| k == target.kind) {
-                return Err(ctx.err(
-                    join(&p, "kind"),
-                    format!("unknown kind {:?} (expected one of: {APPLY_KINDS})", target.kind),
-                ));
-            }
+            check_target_kind(ctx, &p, &target.kind)?;
             Ok(Step::Delete(target))
+        }
+        "patch" => {
+            let (target, rest) = parse_ref(ctx, &p, body, &["merge"])?;
+            check_target_kind(ctx, &p, &target.kind)?;
+            if target.kind == "Deployment" {
+                return Err(ctx.err(join(&p, "kind"), "a Deployment changes through apply, scale or rollout"));
+            }
+            let Some(merge) = rest.get("merge") else {
+                return Err(ctx.err(join(&p, "merge"), "required field is missing"));
+            };
+            if !merge.is_mapping() {
+                return Err(ctx.err(join(&p, "merge"), format!("expected a mapping, found {}", type_name(merge))));
+            }
+            let merge: serde_json::Value = serde_yaml_ng::from_value(merge.clone())
+                .map_err(|e| ctx.err(join(&p, "merge"), format!("not a JSON merge patch: {e}")))?;
+            Ok(Step::Patch { target, merge })
         }
         "interrupt" => {
             let f = fields(ctx, &p, body, &["node"])?;
@@ -349,6 +450,16 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
     }
 }
 
+fn check_target_kind(ctx: &Ctx<'_>, path: &str, kind: &str) -> Result<(), ScenarioError> {
+    if APPLY_KINDS.split(", ").any(|k| k.trim() == kind) || OWNED_KINDS.contains(&kind) {
+        return Ok(());
+    }
+    Err(ctx.err(
+        join(path, "kind"),
+        format!("unknown kind {kind:?} (expected one of: {APPLY_KINDS}, {})", OWNED_KINDS.join(", ")),
+    ))
+}
+
 fn parse_apply(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Vec<Manifest>, ScenarioError> {
     match v {
         Value::String(rel) => {
@@ -356,32 +467,184 @@ fn parse_apply(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Vec<Manifest>, Sc
             let file = base.join(rel);
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| ctx.err(path, format!("cannot read manifest file {}: {e}", file.display())))?;
-            let mctx = Ctx { file: &file };
-            let mut out = Vec::new();
-            for (i, doc) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
+            let mctx = Ctx { file: &file, converted: ctx.converted };
+            let mut docs = Vec::new();
+            for (i, doc) in serde_yaml_ng::Deserializer::from_str(kerf_api::manifest::strip_bom(&text)).enumerate() {
                 let value = <Value as serde::Deserialize>::deserialize(doc)
                     .map_err(|e| mctx.err(format!("document {}", i + 1), format!("not valid YAML: {e}")))?;
                 if value.is_null() {
                     continue;
                 }
-                out.extend(decode_object(&mctx, &format!("document {}", i + 1), &value)?);
+                docs.push((format!("document {}", i + 1), value));
             }
-            Ok(out)
+            if docs.is_empty() {
+                return Err(ctx.err(path, format!("manifest file {} has no objects", file.display())));
+            }
+            decode_all(&mctx, docs)
         }
         Value::Sequence(items) => {
-            let mut out = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                out.extend(decode_object(ctx, &format!("{path}[{i}]"), item)?);
-            }
-            Ok(out)
+            decode_all(ctx, items.iter().enumerate().map(|(i, item)| (format!("{path}[{i}]"), item.clone())).collect())
         }
         other => Err(ctx.err(path, format!("expected a file path or a list of objects, found {}", type_name(other)))),
     }
 }
 
-fn typed<T: DeserializeOwned>(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<T, ScenarioError> {
-    kerf_api::manifest::decode(v)
-        .map_err(|e| ctx.err(if e.path.is_empty() { at.to_string() } else { format!("{at}: {}", e.path) }, e.message))
+/// Decodes the objects of one apply, after converting those of Karpenter's older APIs to v1
+/// (together, so that a pool's kubelet settings reach its node class).
+fn decode_all(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<Manifest>, ScenarioError> {
+    let mut out: Vec<Manifest> = Vec::new();
+    let mut seen: Vec<((String, String, String), String)> = Vec::new();
+    for (at, value) in convert_older(ctx, docs)? {
+        if let Some(id) = identity(&value) {
+            if let Some((_, first)) = seen.iter().find(|(i, _)| *i == id) {
+                let (kind, namespace, name) = &id;
+                let what =
+                    if namespace.is_empty() { format!("{kind}/{name}") } else { format!("{kind} {namespace}/{name}") };
+                return Err(ctx.err(
+                    format!("{at} ({kind}/{name}): metadata.name"),
+                    format!("duplicate: {what} is also defined at {first}; one apply may define an object once"),
+                ));
+            }
+            seen.push((id, at.clone()));
+        }
+        out.extend(decode_object(ctx, &at, &value)?);
+    }
+    Ok(out)
+}
+
+/// `(kind, namespace, name)` of a manifest with a fixed name (cluster-scoped kinds have no
+/// namespace); `None` for a `List` or a Pod named by `generateName`.
+fn identity(v: &Value) -> Option<(String, String, String)> {
+    const CLUSTER_SCOPED: &[&str] =
+        &["NodePool", "EC2NodeClass", "StorageClass", "Namespace", "PersistentVolume", "PriorityClass", "RuntimeClass"];
+    let kind = v.get("kind").and_then(Value::as_str)?;
+    let meta = v.get("metadata")?;
+    let name = meta.get("name").and_then(Value::as_str).filter(|n| !n.is_empty())?;
+    if kind == "List" {
+        return None;
+    }
+    let namespace = if CLUSTER_SCOPED.contains(&kind) {
+        String::new()
+    } else {
+        meta.get("namespace").and_then(Value::as_str).unwrap_or("default").to_string()
+    };
+    Some((kind.to_string(), namespace, name.to_string()))
+}
+
+fn convert_older(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>, ScenarioError> {
+    use kerf_api::convert;
+    if !docs.iter().any(|(_, d)| convert::older_api(d).is_some()) {
+        return Ok(docs);
+    }
+    let values: Vec<Value> = docs.iter().map(|(_, v)| v.clone()).collect();
+    // The simulated cloud launches no real instances: the instance profile Karpenter once took
+    // from a cluster-wide setting is not needed to run the scenario.
+    let opts = convert::ConvertOptions { default_instance_profile: Some(SIMULATED_INSTANCE_PROFILE.to_string()) };
+    match convert::convert(&values, &opts) {
+        Ok(conversion) => {
+            let mut seen = std::collections::BTreeSet::new();
+            for d in &conversion.documents {
+                if d.converted_from.is_some() && seen.insert(d.doc) {
+                    let (kind, name) = (
+                        kerf_api::manifest::document_kind(&values[d.doc]).unwrap_or(""),
+                        kerf_api::manifest::document_name(&values[d.doc]),
+                    );
+                    ctx.converted.borrow_mut().push(format!("{}: {kind}/{name}", ctx.file.display()));
+                }
+            }
+            Ok(conversion.documents.into_iter().map(|d| (docs[d.doc].0.clone(), d.value)).collect())
+        }
+        Err((problems, _)) => {
+            let Some(first) = problems.first() else {
+                return Err(ctx.err("", "could not convert the older Karpenter objects"));
+            };
+            let p = &first.problem;
+            let label = format!("{} ({}/{})", docs[first.doc].0, p.kind, p.name);
+            let field = if p.path.is_empty() { label } else { format!("{label}: {}", p.path) };
+            let mut message = p.message.clone();
+            for other in problems.iter().skip(1) {
+                message.push_str(&format!("; {}", other.problem));
+            }
+            Err(ctx.err(field, message))
+        }
+    }
+}
+
+/// The instance profile written into AWSNodeTemplates converted for a simulation when they name none.
+pub const SIMULATED_INSTANCE_PROFILE: &str = "simulated-default-instance-profile";
+
+fn typed<T: DeserializeOwned + serde::Serialize>(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<T, ScenarioError> {
+    let object: T = kerf_api::manifest::decode(v).map_err(|e| {
+        ctx.err(if e.path.is_empty() { at.to_string() } else { format!("{at}: {}", e.path) }, e.message)
+    })?;
+    // The Kubernetes types skip fields they do not know; the API server's strict field
+    // validation refuses them. What the decoded object does not give back was not a field.
+    let back = serde_json::to_value(&object).map_err(|e| ctx.err(at, format!("cannot be re-encoded: {e}")))?;
+    if let Some(path) = unknown_field(v, &back, String::new()) {
+        let field = path.rsplit(['.', ']']).next().unwrap_or(&path).to_string();
+        return Err(ctx.err(format!("{at}: {path}"), format!("unknown field `{field}`")));
+    }
+    Ok(object)
+}
+
+/// The path of the first key of `input` that `decoded` (the object decoded and encoded again)
+/// lacks, skipping keys whose value is empty (`null`, `{}`, `[]`), which encoders leave out.
+fn unknown_field(input: &Value, decoded: &serde_json::Value, path: String) -> Option<String> {
+    match (input, decoded) {
+        (Value::Mapping(m), serde_json::Value::Object(o)) => {
+            for (k, v) in m {
+                let Some(k) = k.as_str() else { continue };
+                let child = if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+                match o.get(k) {
+                    Some(d) => {
+                        if let Some(p) = unknown_field(v, d, child) {
+                            return Some(p);
+                        }
+                    }
+                    None => {
+                        let empty = match v {
+                            Value::Null => true,
+                            Value::Mapping(m) => m.is_empty(),
+                            Value::Sequence(s) => s.is_empty(),
+                            _ => false,
+                        };
+                        if !empty {
+                            return Some(child);
+                        }
+                    }
+                }
+            }
+            None
+        }
+        (Value::Sequence(items), serde_json::Value::Array(out)) if items.len() == out.len() => {
+            items.iter().zip(out).enumerate().find_map(|(i, (v, d))| unknown_field(v, d, format!("{path}[{i}]")))
+        }
+        _ => None,
+    }
+}
+
+/// `spec.replicas` of a workload: a whole number a Kubernetes int32 holds, not negative.
+fn check_replicas(ctx: &Ctx<'_>, label: &str, v: &Value) -> Result<(), ScenarioError> {
+    let Some(r) = v.get("spec").and_then(|s| s.get("replicas")) else { return Ok(()) };
+    let ok = match r {
+        Value::Null => true,
+        Value::Number(n) => n.as_i64().is_some_and(|n| (0..=i64::from(i32::MAX)).contains(&n)),
+        _ => return Ok(()), // a string or list is refused by the decoder with its type
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(ctx.err(
+        format!("{label}: spec.replicas"),
+        format!("must be a whole number from 0 to {}, got {}", i32::MAX, describe_number(r)),
+    ))
+}
+
+fn describe_number(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.to_string(),
+        other => kerf_api::manifest::value_kind(other).to_string(),
+    }
 }
 
 /// Decodes one manifest object (or each item of a `List`).
@@ -406,6 +669,7 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
     let object = match kind {
         "NodePool" | "EC2NodeClass" => decode_karpenter(ctx, &label, v)?,
         "Deployment" => {
+            check_replicas(ctx, &label, v)?;
             let d: Deployment = typed(ctx, &label, v)?;
             check_deployment(ctx, &label, &d)?;
             ManifestObject::Deployment(Box::new(d))
@@ -424,6 +688,9 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
         }
         "PodDisruptionBudget" => ManifestObject::PodDisruptionBudget(Box::new(typed(ctx, &label, v)?)),
         "PersistentVolumeClaim" => ManifestObject::PersistentVolumeClaim(Box::new(typed(ctx, &label, v)?)),
+        "PersistentVolume" => ManifestObject::PersistentVolume(Box::new(typed(ctx, &label, v)?)),
+        "PriorityClass" => ManifestObject::PriorityClass(Box::new(typed(ctx, &label, v)?)),
+        "RuntimeClass" => ManifestObject::RuntimeClass(Box::new(typed(ctx, &label, v)?)),
         "StorageClass" => ManifestObject::StorageClass(Box::new(typed(ctx, &label, v)?)),
         "Namespace" => ManifestObject::Namespace(Box::new(typed(ctx, &label, v)?)),
         other => {
@@ -495,12 +762,12 @@ fn check_pod_spec(ctx: &Ctx<'_>, label: &str, at: &str, spec: Option<&PodSpec>) 
             let Some(res) = c.resources.as_ref() else { continue };
             for (what, list) in [("requests", &res.requests), ("limits", &res.limits)] {
                 for (k, q) in list.iter().flatten() {
-                    Quantity::parse(&q.0).map_err(|e| {
-                        ctx.err(
-                            format!("{label}: {at}.{group}[{i}].resources.{what}.{k}"),
-                            format!("invalid quantity {:?}: {e}", q.0),
-                        )
-                    })?;
+                    let field = format!("{label}: {at}.{group}[{i}].resources.{what}.{k}");
+                    let parsed = Quantity::parse(&q.0)
+                        .map_err(|e| ctx.err(&field, format!("invalid quantity {:?}: {e}", q.0)))?;
+                    if parsed.is_negative() {
+                        return Err(ctx.err(&field, format!("{:?} is negative: {what} must be 0 or more", q.0)));
+                    }
                 }
             }
         }

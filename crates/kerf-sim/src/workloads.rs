@@ -13,7 +13,7 @@ use crate::cluster::{SimCluster, scaled};
 use crate::rng::{fnv1a32, safe_encode};
 
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
-const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
 /// What the workload controllers know about one pod.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +53,8 @@ pub struct Workloads {
     pods: BTreeMap<String, (String, PodState)>,
     dirty: BTreeSet<String>,
     rs_seq: u64,
+    /// (replicas, pods, available pods) last reported per ReplicaSet.
+    published_sets: BTreeMap<String, [i32; 3]>,
 }
 
 fn key(ns: &str, name: &str) -> String {
@@ -65,9 +67,72 @@ impl Workloads {
         let name = d.metadata.name.clone().unwrap_or_default();
         let Some(spec) = d.spec else { return };
         let k = key(&namespace, &name);
+        // A write that left the spec as it was (e.g. a status update) changes nothing here.
+        if self.deployments.get(&k).is_some_and(|s| s.spec == spec) {
+            return;
+        }
         let restarts = self.deployments.get(&k).map_or(0, |s| s.restarts);
         self.deployments.insert(k.clone(), DeploymentState { namespace, name, spec, restarts });
         self.dirty.insert(k);
+    }
+
+    /// The ReplicaSets whose size or pod counts changed since the last call, as the API shows
+    /// them (`Some(object)`), and those gone since (`None`), by `namespace/name`.
+    pub fn take_replica_set_changes(&mut self) -> Vec<(String, Option<serde_json::Value>)> {
+        let mut out = Vec::new();
+        for (rk, rs) in &self.replica_sets {
+            let counts = [rs.replicas, rs.pods.len() as i32, self.available(rs)];
+            if self.published_sets.get(rk) == Some(&counts) {
+                continue;
+            }
+            self.published_sets.insert(rk.clone(), counts);
+            let Some(d) = self.deployments.get(&rs.deployment) else { continue };
+            let labels = rs.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
+            let hash = labels.get(POD_TEMPLATE_HASH).cloned().unwrap_or_default();
+            let mut selector = serde_json::to_value(&d.spec.selector).unwrap_or_default();
+            selector["matchLabels"][POD_TEMPLATE_HASH] = serde_json::json!(hash);
+            let obj = serde_json::json!({
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {
+                    "name": rs.name,
+                    "namespace": rs.namespace,
+                    "labels": labels,
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": d.name,
+                        "uid": "", "controller": true, "blockOwnerDeletion": true}],
+                },
+                "spec": {"replicas": counts[0], "selector": selector, "template": rs.template},
+                "status": {"replicas": counts[1], "readyReplicas": counts[2], "availableReplicas": counts[2]},
+            });
+            out.push((rk.clone(), Some(obj)));
+        }
+        let gone: Vec<String> =
+            self.published_sets.keys().filter(|k| !self.replica_sets.contains_key(*k)).cloned().collect();
+        for k in gone {
+            self.published_sets.remove(&k);
+            out.push((k, None));
+        }
+        out
+    }
+
+    /// Each Deployment's status counts (replicas, updatedReplicas, availableReplicas): what
+    /// the Deployment controller writes to `.status`.
+    pub fn status_counts(&self) -> Vec<(String, String, [i32; 3])> {
+        let mut out = Vec::new();
+        for (dk, d) in &self.deployments {
+            let current = format!("{}-{}", d.name, template_hash(&d.spec.template));
+            let (mut total, mut updated, mut available) = (0, 0, 0);
+            for rs in self.replica_sets.values().filter(|rs| &rs.deployment == dk) {
+                let n = rs.pods.len() as i32;
+                total += n;
+                if rs.name == current {
+                    updated += n;
+                }
+                available += self.available(rs);
+            }
+            out.push((d.namespace.clone(), d.name.clone(), [total, updated, available]));
+        }
+        out
     }
 
     pub fn has_deployment(&self, namespace: &str, name: &str) -> bool {

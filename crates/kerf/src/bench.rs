@@ -1,10 +1,14 @@
 //! `kerf bench`: benchmarks. `kerf bench scheduling --pods N --instance-types M [--json]` runs the
 //! scheduling workload of DESIGN.md and prints pods per second, nodes and cost.
+//! `kerf bench consolidation --nodes N --pods-per-node P [--json]` builds a cluster of N nodes
+//! holding N × P pods of the same shapes and asks, for every node, whether its pods could move
+//! elsewhere or onto one cheaper node.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use kerf_scheduling::bench::{claims_cost, workload};
+use kerf_scheduling::SchedulingContext;
+use kerf_scheduling::bench::{claims_cost, consolidation_cluster, workload};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -16,6 +20,27 @@ pub struct Args {
 enum BenchCommand {
     /// Place N generated pods against M generated instance types (one pass of the Scheduler).
     Scheduling(SchedulingArgs),
+    /// Evaluate every single-node consolidation candidate of a generated cluster.
+    Consolidation(ConsolidationArgs),
+}
+
+#[derive(clap::Args)]
+struct ConsolidationArgs {
+    /// Number of existing nodes.
+    #[arg(long, default_value_t = 1_000)]
+    nodes: usize,
+    /// Pods on each node.
+    #[arg(long = "pods-per-node", default_value_t = 30)]
+    pods_per_node: usize,
+    /// Number of instance types the NodePool can launch replacements from.
+    #[arg(long = "instance-types", default_value_t = 400)]
+    instance_types: usize,
+    /// Seed of the workload generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -40,7 +65,72 @@ struct SchedulingArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         BenchCommand::Scheduling(a) => scheduling(a),
+        BenchCommand::Consolidation(a) => consolidation(a),
     }
+}
+
+fn consolidation(a: ConsolidationArgs) -> anyhow::Result<ExitCode> {
+    if a.nodes == 0 {
+        return Err(anyhow::Error::new(crate::BadInput("--nodes: must be at least 1".into())));
+    }
+    if a.pods_per_node == 0 {
+        return Err(anyhow::Error::new(crate::BadInput("--pods-per-node: must be at least 1".into())));
+    }
+    if a.instance_types == 0 {
+        return Err(anyhow::Error::new(crate::BadInput("--instance-types: must be at least 1".into())));
+    }
+    let (input, prices) = consolidation_cluster(a.nodes, a.pods_per_node, a.instance_types, a.seed);
+    let pods: usize = input.existing_nodes.iter().map(|n| n.pods.len()).sum();
+    let start = Instant::now();
+    let mut ctx = SchedulingContext::new(input);
+    let build = start.elapsed().as_secs_f64();
+    let mut per_candidate = Vec::with_capacity(prices.len());
+    let (mut deletable, mut replaceable, mut moved) = (0usize, 0usize, 0usize);
+    for (node, price) in prices.iter().enumerate() {
+        let t = Instant::now();
+        let answer = ctx.without_node_indexes(&[node]);
+        per_candidate.push(t.elapsed().as_secs_f64());
+        moved += answer.pods.len();
+        if answer.deletable() {
+            deletable += 1;
+        } else if answer.single_replacement_price().is_some_and(|p| p < *price) {
+            replaceable += 1;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let candidates = per_candidate.len();
+    let mut sorted = per_candidate.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median_ms = sorted.get(candidates / 2).copied().unwrap_or(0.0) * 1e3;
+    let max_ms = sorted.last().copied().unwrap_or(0.0) * 1e3;
+    let mean_ms = per_candidate.iter().sum::<f64>() * 1e3 / candidates.max(1) as f64;
+    if a.json {
+        let out = serde_json::json!({
+            "nodes": a.nodes,
+            "pods": pods,
+            "podsPerNode": a.pods_per_node,
+            "instanceTypes": a.instance_types,
+            "seed": a.seed,
+            "candidates": candidates,
+            "podsMoved": moved,
+            "seconds": seconds,
+            "buildSeconds": build,
+            "perCandidateMs": median_ms,
+            "meanPerCandidateMs": mean_ms,
+            "maxPerCandidateMs": max_ms,
+            "deletable": deletable,
+            "replaceable": replaceable,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "evaluated {candidates} single-node candidates ({} nodes, {pods} pods) in {seconds:.3}s \
+             (context {build:.3}s): median {median_ms:.3} ms per candidate (mean {mean_ms:.3}, max {max_ms:.3}); \
+             {deletable} deletable, {replaceable} replaceable by one cheaper node",
+            a.nodes
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn scheduling(a: SchedulingArgs) -> anyhow::Result<ExitCode> {

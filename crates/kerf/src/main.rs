@@ -6,7 +6,9 @@ use clap::{Parser, Subcommand};
 use kerf_cloud::{Clock, ManualClock};
 
 mod bench;
+mod convert;
 mod instance_types;
+mod serve;
 mod simulate;
 mod validate;
 
@@ -33,8 +35,12 @@ struct Cli {
 enum Command {
     /// Run a scenario against an in-memory cluster and a simulated cloud, and report what kerf does.
     Simulate(simulate::Args),
+    /// Serve a simulated cluster as a Kubernetes API for kubectl and other clients.
+    Serve(serve::Args),
     /// Check NodePool, NodeClaim and EC2NodeClass manifests the way the API server would.
     Validate(validate::Args),
+    /// Convert manifests of Karpenter's older APIs (v1alpha5, v1alpha1, v1beta1) to v1.
+    Convert(convert::Args),
     /// List the built-in AWS catalog's instance types.
     InstanceTypes(instance_types::Args),
     /// Run a benchmark.
@@ -65,11 +71,13 @@ fn init_logging(clock: Option<ManualClock>) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A simulation's logs carry its virtual time.
-    let clock = matches!(cli.command, Command::Simulate(_)).then(ManualClock::new);
+    let clock = matches!(cli.command, Command::Simulate(_) | Command::Serve(_)).then(ManualClock::new);
     init_logging(clock.clone());
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args, clock.unwrap_or_default()),
+        Command::Serve(args) => serve::run(args, clock.unwrap_or_default()),
         Command::Validate(args) => validate::run(args),
+        Command::Convert(args) => convert::run(args),
         Command::InstanceTypes(args) => instance_types::run(args),
         Command::Bench(args) => bench::run(args),
     };

@@ -9,7 +9,7 @@ use anyhow::Context;
 pub enum ReportFormat {
     /// A summary for people.
     Text,
-    /// The report contract (DESIGN.md), for tools.
+    /// The JSON report (summary, nodes, pods, disruptions; see the README), for tools.
     Json,
     /// One self-contained page with charts.
     Html,
@@ -31,6 +31,22 @@ pub struct Args {
 pub fn run(args: Args, clock: kerf_cloud::ManualClock) -> anyhow::Result<ExitCode> {
     let scenario =
         kerf_sim::scenario::load(&args.scenario).map_err(|e| anyhow::Error::new(crate::BadInput(e.to_string())))?;
+    if !scenario.converted.is_empty() {
+        // `FILE: KIND/NAME` entries, grouped by file.
+        let mut by_file: Vec<(&str, Vec<&str>)> = Vec::new();
+        for entry in &scenario.converted {
+            let (file, object) = entry.rsplit_once(": ").unwrap_or(("", entry));
+            match by_file.iter_mut().find(|(f, _)| *f == file) {
+                Some((_, objects)) => objects.push(object),
+                None => by_file.push((file, vec![object])),
+            }
+        }
+        let list: Vec<String> = by_file.iter().map(|(f, o)| format!("{f}: {}", o.join(", "))).collect();
+        eprintln!(
+            "kerf: converted from Karpenter's older APIs to v1 for this run: {} (`kerf convert` writes the v1 manifests and names what has no v1 equivalent)",
+            list.join("; ")
+        );
+    }
     let (report, sim) = kerf_sim::driver::simulate_on(&scenario, clock).map_err(|e| match e {
         // A cloud section the simulated provider rejects is bad input like any other field.
         kerf_sim::SimError::Step { step: 0, ref what, ref problem } if what.starts_with("cloud") => {

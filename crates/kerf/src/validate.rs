@@ -13,7 +13,7 @@ Every problem is printed on stderr, one per line, as
 and every file is checked completely (all documents, all problems). YAML syntax errors and
 unreadable files are reported as FILE: ... with the line where known. Documents of other kinds
 (Deployment, Service, ...) are skipped; a document that is not a mapping, or that has a Karpenter
-apiVersion but no kind, is a problem. For each file without problems, stdout gets
+apiVersion but no kind, is a problem, and so is a file without any document. For each file without problems, stdout gets
   FILE: ok (N NodePool, N NodeClaim, N EC2NodeClass)
 
 Exit status: 0 when every file is valid, 2 when any problem is found.")]
@@ -36,7 +36,11 @@ pub struct FileReport {
 /// Checks the text of one manifest file.
 pub fn check_text(text: &str) -> FileReport {
     let mut report = FileReport::default();
-    for document in manifest::yaml_documents(text) {
+    let documents = manifest::yaml_documents(text);
+    if documents.is_empty() {
+        report.problems.push("the file has no YAML documents (it is empty or only comments)".to_string());
+    }
+    for document in documents {
         let value = match document {
             Ok(v) => v,
             Err(e) => {

@@ -37,3 +37,32 @@ fn zero_pods_is_bad_input_exit_2_naming_the_flag() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--pods"), "{err}");
 }
+
+#[test]
+fn consolidation_json_has_the_contract_keys_and_evaluates_every_node() {
+    let out = kerf(&["bench", "consolidation", "--nodes", "40", "--pods-per-node", "10", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let obj = doc.as_object().expect("a JSON object");
+    for key in ["nodes", "pods", "candidates", "seconds", "perCandidateMs", "deletable", "replaceable"] {
+        assert!(obj.contains_key(key), "missing {key}: {text}");
+    }
+    assert_eq!(doc["nodes"], 40);
+    assert_eq!(doc["pods"], 400);
+    assert_eq!(doc["candidates"], 40);
+    let deletable = doc["deletable"].as_u64().expect("deletable is a count");
+    let replaceable = doc["replaceable"].as_u64().expect("replaceable is a count");
+    assert!(deletable + replaceable <= 40, "{text}");
+    assert!(doc["seconds"].as_f64().is_some_and(|s| s > 0.0), "{text}");
+    assert!(doc["perCandidateMs"].as_f64().is_some_and(|s| s > 0.0), "{text}");
+}
+
+#[test]
+fn consolidation_zero_nodes_is_bad_input_exit_2_naming_the_flag() {
+    let out = kerf(&["bench", "consolidation", "--nodes", "0", "--pods-per-node", "30"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--nodes"), "{err}");
+}

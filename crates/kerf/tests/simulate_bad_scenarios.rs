@@ -102,3 +102,109 @@ fn invalid_manifest_exits_2_naming_object_field_and_problem() {
         &["u.yaml", "steps[0].apply[0] (Pod/p)", "spec.containers[0].resources.requests.cpu", "invalid quantity"],
     );
 }
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    \
+     matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        \
+     - name: web\n          image: nginx\n          resources: {requests: {cpu: 100m}}\n";
+
+fn apply_one(d: &Dir, manifest: &str) -> PathBuf {
+    d.write("m.yaml", manifest);
+    d.write("s.yaml", "name: x\nsteps:\n  - apply: m.yaml\n  - wait: 1m\n")
+}
+
+#[test]
+fn typos_inside_deployments_and_pods_are_unknown_fields_with_their_paths() {
+    let d = Dir::new("typos");
+    let s = apply_one(&d, &DEPLOYMENT.replace("  replicas: 2", "  replicaz: 2"));
+    assert_bad(&s, &["m.yaml: document 1 (Deployment/web): spec.replicaz: unknown field `replicaz`"]);
+    let s =
+        apply_one(&d, &DEPLOYMENT.replace("      containers:", "      nodeSelectr: {disk: ssd}\n      containers:"));
+    assert_bad(
+        &s,
+        &["m.yaml: document 1 (Deployment/web): spec.template.spec.nodeSelectr: unknown field `nodeSelectr`"],
+    );
+    let s = apply_one(&d, &DEPLOYMENT.replace("resources: {requests", "resourcez: {requests"));
+    assert_bad(
+        &s,
+        &["m.yaml: document 1 (Deployment/web): spec.template.spec.containers[0].resourcez: unknown field `resourcez`"],
+    );
+    let s = d.write(
+        "p.yaml",
+        "name: x\nsteps:\n  - apply:\n      - apiVersion: v1\n        kind: Pod\n        metadata: {name: p, labelz: {a: b}}\n        \
+         spec:\n          containers: [{name: c, image: i}]\n",
+    );
+    assert_bad(&s, &["p.yaml: steps[0].apply[0] (Pod/p): metadata.labelz: unknown field `labelz`"]);
+    let ds = DEPLOYMENT
+        .replace("kind: Deployment", "kind: DaemonSet")
+        .replace("  replicas: 2\n", "")
+        .replace("image: nginx", "image: nginx\n          imagePullPolicyy: Always");
+    let s = apply_one(&d, &ds);
+    assert_bad(&s, &["(DaemonSet/web): spec.template.spec.containers[0].imagePullPolicyy: unknown field"]);
+}
+
+#[test]
+fn negative_cpu_or_memory_requests_exit_2() {
+    let d = Dir::new("negative");
+    let s = apply_one(&d, &DEPLOYMENT.replace("cpu: 100m", "cpu: -100m"));
+    assert_bad(
+        &s,
+        &[
+            "m.yaml: document 1 (Deployment/web): spec.template.spec.containers[0].resources.requests.cpu: \"-100m\" is negative",
+        ],
+    );
+    let s = apply_one(&d, &DEPLOYMENT.replace("cpu: 100m", "memory: -1Gi"));
+    assert_bad(&s, &["resources.requests.memory: \"-1Gi\" is negative: requests must be 0 or more"]);
+}
+
+#[test]
+fn duplicate_names_in_one_apply_exit_2_naming_both() {
+    let d = Dir::new("duplicate");
+    let s = apply_one(&d, &format!("{DEPLOYMENT}---\n{DEPLOYMENT}"));
+    assert_bad(
+        &s,
+        &[
+            "m.yaml: document 2 (Deployment/web): metadata.name: duplicate: Deployment default/web is also defined at document 1",
+        ],
+    );
+    // The same name in another namespace is another object.
+    let other = DEPLOYMENT.replace("  name: web\n", "  name: web\n  namespace: other\n");
+    let s = apply_one(&d, &format!("{DEPLOYMENT}---\n{other}"));
+    let (code, stderr) = run(&s);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn empty_scenario_and_empty_manifest_files_exit_2() {
+    let d = Dir::new("empty");
+    let s = d.write("s.yaml", "");
+    assert_bad(&s, &["s.yaml: the scenario file is empty"]);
+    d.write("m.yaml", "# nothing yet\n");
+    let s = d.write("t.yaml", "name: x\nsteps:\n  - apply: m.yaml\n");
+    assert_bad(&s, &["t.yaml: steps[0].apply: manifest file", "m.yaml has no objects"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf")).arg("validate").arg(d.0.join("m.yaml")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("m.yaml: the file has no YAML documents"));
+}
+
+#[test]
+fn a_utf8_byte_order_mark_is_read_past() {
+    let d = Dir::new("bom");
+    d.write("m.yaml", &format!("\u{feff}{DEPLOYMENT}"));
+    let s = d.write("s.yaml", "\u{feff}name: x\nsteps:\n  - apply: m.yaml\n  - wait: 1m\n");
+    let (code, stderr) = run(&s);
+    assert_eq!(code, 0, "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf")).arg("validate").arg(d.0.join("m.yaml")).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn absurd_replicas_exit_2_with_the_allowed_range() {
+    let d = Dir::new("replicas");
+    let s = apply_one(&d, &DEPLOYMENT.replace("replicas: 2", "replicas: 1e20"));
+    assert_bad(
+        &s,
+        &["m.yaml: document 1 (Deployment/web): spec.replicas: must be a whole number from 0 to 2147483647, got "],
+    );
+    let s = apply_one(&d, &DEPLOYMENT.replace("replicas: 2", "replicas: 3000000000"));
+    assert_bad(&s, &["spec.replicas: must be a whole number from 0 to 2147483647, got 3000000000"]);
+}

@@ -68,7 +68,7 @@ pub fn default_block_devices(family: AmiFamily) -> Vec<BlockDeviceMapping> {
     match family {
         AmiFamily::AL2 | AmiFamily::AL2023 => vec![device("/dev/xvda", 20)],
         AmiFamily::Bottlerocket => vec![device("/dev/xvda", 4), device("/dev/xvdb", 20)],
-        AmiFamily::Windows2019 | AmiFamily::Windows2022 => vec![device("/dev/sda1", 50)],
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => vec![device("/dev/sda1", 50)],
         AmiFamily::Custom => Vec::new(),
     }
 }

@@ -50,7 +50,7 @@ pub fn user_data(family: AmiFamily, b: &Bootstrap<'_>) -> Result<String, UserDat
         AmiFamily::Bottlerocket => bottlerocket(b),
         AmiFamily::AL2 => eks_bootstrap(b),
         // Windows families would need their PowerShell bootstrap; kerf launches them as Custom.
-        AmiFamily::Custom | AmiFamily::Windows2019 | AmiFamily::Windows2022 => {
+        AmiFamily::Custom | AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
             Ok(b.custom.unwrap_or_default().to_string())
         }
     }

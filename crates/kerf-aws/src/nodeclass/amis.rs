@@ -158,7 +158,7 @@ fn alias_parameters(alias: &Alias, k8s: &str) -> Vec<(String, Variant)> {
             }
             out
         }
-        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Custom => Vec::new(),
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 | AmiFamily::Custom => Vec::new(),
     }
 }
 

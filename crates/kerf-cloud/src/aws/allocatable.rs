@@ -71,6 +71,7 @@ impl NodeClassSettings {
                     "bottlerocket" => Some(AmiFamily::Bottlerocket),
                     "windows2019" => Some(AmiFamily::Windows2019),
                     "windows2022" => Some(AmiFamily::Windows2022),
+                    "windows2025" => Some(AmiFamily::Windows2025),
                     _ => None,
                 }
             })
@@ -100,7 +101,7 @@ pub fn eni_limited_pods(enis: i64, ipv4_per_eni: i64) -> i64 {
 /// setting to carry podsPerCore, so there it is ignored, as Karpenter does.
 pub fn max_pods(info: &TypeInfo, settings: &NodeClassSettings) -> i64 {
     let family = settings.ami_family;
-    let windows = matches!(family, Some(AmiFamily::Windows2019 | AmiFamily::Windows2022));
+    let windows = matches!(family, Some(AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025));
     let mut count = match settings.kubelet.max_pods {
         Some(m) => i64::from(m),
         None if windows => 110,

@@ -413,6 +413,14 @@ impl SimProvider {
                 }
             }
         }
+        // Spot offerings pricier than the cheapest on-demand one are not worth launching: dropped,
+        // as the AWS provider drops them.
+        let cheapest_on_demand = candidates
+            .iter()
+            .filter(|(_, o)| o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND)
+            .map(|(_, o)| o.price)
+            .fold(f64::INFINITY, f64::min);
+        candidates.retain(|(_, o)| o.capacity_type != labels::CAPACITY_TYPE_SPOT || o.price <= cheapest_on_demand);
         // Reserved first, then spot, then on-demand, as Karpenter launches: the first capacity
         // type with any candidate is the only one tried in this launch.
         let capacity_type =
@@ -630,15 +638,43 @@ impl CloudProvider for SimProvider {
         claim: &NodeClaim,
         node_class: Option<&EC2NodeClass>,
     ) -> Result<Option<String>, CloudError> {
-        // The node class's hash annotation, copied onto the claim at launch, changes when the
-        // node class's spec does.
+        // The claim carries the node class's static hash from when it was created; the node
+        // class's current spec hashes differently once a launch setting changed. A hash the
+        // node class controller wrote on the class is taken as its current value.
         let Some(nc) = node_class else { return Ok(None) };
         let claim_hash = claim.metadata.annotations.as_ref().and_then(|a| a.get(labels::NODECLASS_HASH));
-        let class_hash = nc.metadata.annotations.as_ref().and_then(|a| a.get(labels::NODECLASS_HASH));
-        Ok(match (claim_hash, class_hash) {
-            (Some(a), Some(b)) if a != b => Some("NodeClassDrift".to_string()),
+        let class_hash = nc
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::NODECLASS_HASH))
+            .cloned()
+            .unwrap_or_else(|| nc.static_hash());
+        Ok(match claim_hash {
+            Some(a) if *a != class_hash => Some("NodeClassDrift".to_string()),
             _ => None,
         })
+    }
+
+    async fn interruptions(&self) -> Result<Vec<crate::InterruptionNotice>, CloudError> {
+        let taken = self.take_interruptions();
+        let now = self.clock.now();
+        let mut state = self.lock();
+        let mut out = Vec::with_capacity(taken.len());
+        for w in taken {
+            // The capacity behind a reclaimed spot instance is gone for a while: as the
+            // insufficient-capacity cache, the offering is unavailable until the TTL passes.
+            if let Some(l) = state.instances.iter().find(|l| l.instance.provider_id == w.provider_id) {
+                let key = (l.instance.instance_type.name.clone(), l.instance.zone.clone(), w.capacity_type.clone());
+                state.ice.insert(key, add(now, ICE_CACHE_TTL));
+            }
+            out.push(crate::InterruptionNotice {
+                provider_id: w.provider_id,
+                kind: "SpotInterruption".to_string(),
+                terminates_at: Some(w.reclaim_at),
+            });
+        }
+        Ok(out)
     }
 
     fn name(&self) -> &'static str {

@@ -1,0 +1,955 @@
+//! The cluster API in memory: typed stores per kind, uids, a global resourceVersion counter,
+//! generateName, finalizers and deletionTimestamp, optimistic concurrency, PodDisruptionBudget-aware
+//! eviction, an event log, a queue of watch events the driver drains, and (when serving) the
+//! history of changes HTTP watches resume from.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_cloud::{Clock, ManualClock, Timestamp};
+use kerf_controller::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
+
+use kerf_api::seeded::SplitMix64;
+use serde_json::Value;
+
+use crate::kinds::is_namespaced;
+use crate::stored::{DynamicObject, Stored};
+
+/// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
+pub use kerf_api::seeded::NAME_ALPHABET;
+
+/// An event recorded through the cluster API, with the virtual time it was recorded at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedEvent {
+    pub time: Timestamp,
+    pub record: EventRecord,
+}
+
+/// How a write treats the parts of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Metadata and spec; the stored status is kept.
+    Spec,
+    /// Status only (the status subresource).
+    Status,
+    /// Everything (the simulator's own stand-ins).
+    All,
+}
+
+/// What happened to an object, as a watch reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl ChangeType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeType::Added => "ADDED",
+            ChangeType::Modified => "MODIFIED",
+            ChangeType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change in the store's history (what HTTP watches replay).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub resource_version: u64,
+    pub kind: &'static str,
+    pub type_: ChangeType,
+    pub object: Stored,
+    /// For a modification, the object before it (a filtered watch turns an object entering
+    /// its selector into ADDED and one leaving it into DELETED).
+    pub previous: Option<Stored>,
+}
+
+/// A change to a dynamic object of a kind the driver asked to follow.
+#[derive(Debug, Clone)]
+pub enum DynamicEvent {
+    Applied(Arc<DynamicObject>),
+    Deleted(Arc<DynamicObject>),
+}
+
+/// A watch asked to resume from a resourceVersion the history no longer holds: relist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("too old resource version: {requested} ({oldest})")]
+pub struct Expired {
+    pub requested: u64,
+    /// The oldest resourceVersion a watch can still resume from.
+    pub oldest: u64,
+}
+
+/// Preconditions of a delete (DeleteOptions.preconditions).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// kind -> key (`namespace/name` or `name`) -> object.
+    stores: BTreeMap<&'static str, BTreeMap<String, Stored>>,
+    resource_version: u64,
+    uids: u64,
+    rng: SplitMix64,
+    events: Vec<LoggedEvent>,
+    /// Typed changes for the driver, drained each round.
+    watch: Vec<WatchEvent>,
+    /// Dynamic kinds the driver follows, and their changes.
+    dynamic_kinds: BTreeSet<&'static str>,
+    dynamic_watch: Vec<DynamicEvent>,
+    /// Changes HTTP watches replay; empty (and not kept) unless serving.
+    history: VecDeque<Change>,
+    history_cap: usize,
+    /// Every change after this resourceVersion is still in `history`.
+    history_floor: u64,
+    /// Recorded events also become core/v1 Event objects (when serving).
+    event_objects: bool,
+    /// The Event objects created from recorded events, oldest first (namespace, name).
+    event_object_keys: VecDeque<(String, String)>,
+}
+
+/// The in-memory API server. Cheap to share by reference; all methods take `&self`.
+pub struct SimCluster {
+    inner: Mutex<Inner>,
+    clock: ManualClock,
+    /// The latest resourceVersion, for HTTP watches to wait on.
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
+    match (namespaced, namespace) {
+        (true, Some(ns)) => format!("{ns}/{name}"),
+        (true, None) => format!("default/{name}"),
+        (false, _) => name.to_string(),
+    }
+}
+
+/// Copies `from`'s status into `into` (same kind), leaving everything else of `into`.
+pub(crate) fn copy_status(into: &mut AnyObject, from: &AnyObject) {
+    match (into, from) {
+        (AnyObject::Pod(a), AnyObject::Pod(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::Node(a), AnyObject::Node(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::NodeClaim(a), AnyObject::NodeClaim(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::NodePool(a), AnyObject::NodePool(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::EC2NodeClass(a), AnyObject::EC2NodeClass(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::DaemonSet(a), AnyObject::DaemonSet(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::PodDisruptionBudget(a), AnyObject::PodDisruptionBudget(b)) => {
+            Arc::make_mut(a).status.clone_from(&b.status)
+        }
+        (AnyObject::PersistentVolumeClaim(a), AnyObject::PersistentVolumeClaim(b)) => {
+            Arc::make_mut(a).status.clone_from(&b.status)
+        }
+        (AnyObject::PersistentVolume(a), AnyObject::PersistentVolume(b)) => {
+            Arc::make_mut(a).status.clone_from(&b.status)
+        }
+        (AnyObject::Namespace(a), AnyObject::Namespace(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        _ => {}
+    }
+}
+
+pub(crate) fn any_meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    match obj {
+        AnyObject::Pod(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::Node(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::NodeClaim(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::NodePool(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::EC2NodeClass(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::DaemonSet(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::PodDisruptionBudget(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::PersistentVolumeClaim(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::PersistentVolume(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::StorageClass(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::Namespace(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::PriorityClass(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::RuntimeClass(o) => &mut Arc::make_mut(o).metadata,
+    }
+}
+
+fn typed<K: Object>(s: &Stored) -> Option<&K> {
+    match s {
+        Stored::Typed(a) => K::from_any(a),
+        Stored::Dynamic(_) => None,
+    }
+}
+
+fn typed_result<K: Object>(s: &Stored, kind: &'static str) -> Result<K, ApiError> {
+    typed::<K>(s)
+        .cloned()
+        .ok_or_else(|| ApiError::Other(format!("{kind} {}: wrong kind", s.meta().name.as_deref().unwrap_or(""))))
+}
+
+impl Inner {
+    /// Records a change: for the driver (typed kinds and the dynamic kinds it follows) and, when
+    /// serving, in the history HTTP watches replay.
+    fn emit(&mut self, kind: &'static str, type_: ChangeType, object: Stored, previous: Option<Stored>) {
+        match &object {
+            Stored::Typed(a) => self.watch.push(match type_ {
+                ChangeType::Deleted => WatchEvent::Deleted(a.clone()),
+                _ => WatchEvent::Applied(a.clone()),
+            }),
+            Stored::Dynamic(d) if self.dynamic_kinds.contains(kind) => self.dynamic_watch.push(match type_ {
+                ChangeType::Deleted => DynamicEvent::Deleted(d.clone()),
+                _ => DynamicEvent::Applied(d.clone()),
+            }),
+            Stored::Dynamic(_) => {}
+        }
+        if self.history_cap > 0 {
+            if self.history.len() >= self.history_cap
+                && let Some(old) = self.history.pop_front()
+            {
+                self.history_floor = old.resource_version;
+            }
+            self.history.push_back(Change { resource_version: self.resource_version, kind, type_, object, previous });
+        }
+    }
+
+    fn next_rv(&mut self) -> String {
+        self.resource_version += 1;
+        self.resource_version.to_string()
+    }
+
+    fn create(&mut self, now: Timestamp, kind: &'static str, mut obj: Stored) -> Result<Stored, ApiError> {
+        let namespaced = is_namespaced(kind);
+        let meta = obj.meta_mut();
+        if meta.name.as_deref().unwrap_or("").is_empty() {
+            let Some(prefix) = meta.generate_name.clone().filter(|p| !p.is_empty()) else {
+                return Err(ApiError::Invalid {
+                    kind,
+                    name: String::new(),
+                    message: "metadata.name or metadata.generateName is required".to_string(),
+                });
+            };
+            // Retry on the rare suffix collision, as the API server's clients do.
+            let mut name;
+            loop {
+                name = format!("{prefix}{}", self.rng.suffix(5));
+                let key = key_of(meta.namespace.as_deref(), &name, namespaced);
+                if !self.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
+                    break;
+                }
+            }
+            meta.name = Some(name);
+        }
+        if namespaced && meta.namespace.is_none() {
+            meta.namespace = Some("default".to_string());
+        }
+        if !namespaced {
+            meta.namespace = None;
+        }
+        let name = meta.name.clone().unwrap_or_default();
+        let key = key_of(meta.namespace.as_deref(), &name, namespaced);
+        if self.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
+            return Err(ApiError::AlreadyExists { kind, name });
+        }
+        if let Stored::Typed(AnyObject::Pod(p)) = &mut obj {
+            let classes = self.stores.get("PriorityClass");
+            let runtimes = self.stores.get("RuntimeClass");
+            admit_pod(Arc::make_mut(p), classes, runtimes);
+        }
+        self.uids += 1;
+        let uid = format!("00000000-0000-4000-8000-{:012x}", self.uids);
+        let rv = self.next_rv();
+        let meta = obj.meta_mut();
+        meta.uid = Some(uid);
+        meta.resource_version = Some(rv);
+        meta.creation_timestamp = Some(Time(now));
+        meta.deletion_timestamp = None;
+        meta.generation = Some(1);
+        self.stores.entry(kind).or_default().insert(key, obj.clone());
+        self.emit(kind, ChangeType::Added, obj.clone(), None);
+        Ok(obj)
+    }
+
+    fn write(&mut self, kind: &'static str, incoming: Stored, mode: Mode) -> Result<Stored, ApiError> {
+        let name = incoming.meta().name.clone().unwrap_or_default();
+        let key = key_of(incoming.meta().namespace.as_deref(), &name, is_namespaced(kind));
+        let Some(current) = self.stores.get(kind).and_then(|s| s.get(&key)) else {
+            return Err(ApiError::NotFound { kind, name });
+        };
+        if let Some(rv) = incoming.meta().resource_version.as_deref().filter(|rv| !rv.is_empty())
+            && Some(rv) != current.meta().resource_version.as_deref()
+        {
+            return Err(ApiError::Conflict { kind, name });
+        }
+        let previous = current.clone();
+        let mut next = if mode == Mode::Status {
+            let mut n = current.clone();
+            n.copy_status_from(&incoming);
+            n
+        } else {
+            let mut n = incoming;
+            if mode == Mode::Spec {
+                n.copy_status_from(current);
+            }
+            // The generation counts spec changes (of the kinds kept as JSON; typed objects keep theirs).
+            let spec_changed = match (&n, current) {
+                (Stored::Dynamic(a), Stored::Dynamic(b)) => a.body.get("spec") != b.body.get("spec"),
+                _ => false,
+            };
+            // Fields the server owns.
+            let cm = current.meta().clone();
+            let m = n.meta_mut();
+            m.uid = cm.uid;
+            m.creation_timestamp = cm.creation_timestamp;
+            m.namespace = cm.namespace;
+            m.generation = cm.generation.map(|g| if spec_changed { g + 1 } else { g });
+            // Once set, a deletionTimestamp stays; it is never set by an update.
+            m.deletion_timestamp = cm.deletion_timestamp;
+            n
+        };
+        let rv = self.next_rv();
+        next.meta_mut().resource_version = Some(rv);
+        let done =
+            next.meta().deletion_timestamp.is_some() && next.meta().finalizers.as_ref().is_none_or(Vec::is_empty);
+        if done {
+            if let Some(s) = self.stores.get_mut(kind) {
+                s.remove(&key);
+            }
+            self.emit(kind, ChangeType::Deleted, next.clone(), None);
+        } else {
+            self.stores.entry(kind).or_default().insert(key, next.clone());
+            self.emit(kind, ChangeType::Modified, next.clone(), Some(previous));
+        }
+        Ok(next)
+    }
+
+    /// Deletes (or, with finalizers, marks for deletion) an object; returns its last state.
+    fn delete(
+        &mut self,
+        now: Timestamp,
+        kind: &'static str,
+        namespace: Option<&str>,
+        name: &str,
+        pre: &Preconditions,
+    ) -> Result<Stored, ApiError> {
+        let key = key_of(namespace, name, is_namespaced(kind));
+        let Some(mut current) = self.stores.get(kind).and_then(|s| s.get(&key)).cloned() else {
+            return Err(ApiError::NotFound { kind, name: name.to_string() });
+        };
+        let m = current.meta();
+        if pre.uid.as_ref().is_some_and(|u| m.uid.as_ref() != Some(u)) {
+            return Err(ApiError::Conflict { kind, name: format!("{name} (precondition failed: uid)") });
+        }
+        if pre.resource_version.as_ref().is_some_and(|rv| m.resource_version.as_ref() != Some(rv)) {
+            return Err(ApiError::Conflict { kind, name: format!("{name} (precondition failed: resourceVersion)") });
+        }
+        if m.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+            if m.deletion_timestamp.is_none() {
+                let rv = self.next_rv();
+                let m = current.meta_mut();
+                m.deletion_timestamp = Some(Time(now));
+                m.resource_version = Some(rv);
+                self.stores.entry(kind).or_default().insert(key, current.clone());
+                self.emit(kind, ChangeType::Modified, current.clone(), None);
+            }
+            return Ok(current);
+        }
+        if let Some(s) = self.stores.get_mut(kind) {
+            s.remove(&key);
+        }
+        let rv = self.next_rv();
+        let m = current.meta_mut();
+        m.deletion_timestamp.get_or_insert(Time(now));
+        m.resource_version = Some(rv);
+        self.emit(kind, ChangeType::Deleted, current.clone(), None);
+        Ok(current)
+    }
+}
+
+impl SimCluster {
+    pub fn new(clock: ManualClock, seed: u64) -> Self {
+        SimCluster {
+            inner: Mutex::new(Inner { rng: SplitMix64::new(seed), ..Inner::default() }),
+            clock,
+            changed: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the stores half-written in a way later
+        // readers would misread, so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Tells HTTP watches that something changed (a no-op when nobody listens).
+    fn notify(&self, rv: u64) {
+        if self.changed.receiver_count() > 0 {
+            self.changed.send_replace(rv);
+        }
+    }
+
+    pub fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+
+    /// Keeps the last `capacity` changes for HTTP watches to resume from, and records events
+    /// as core/v1 Event objects too. The simulator leaves this off (it costs memory per write).
+    pub fn enable_serving(&self, capacity: usize) {
+        let mut inner = self.lock();
+        inner.history_cap = capacity.max(1);
+        inner.history_floor = inner.resource_version;
+        inner.event_objects = true;
+    }
+
+    /// Delivers changes of the dynamic `kind` (e.g. `Deployment`) through [`Self::drain_dynamic`].
+    pub fn follow_dynamic(&self, kind: &'static str) {
+        self.lock().dynamic_kinds.insert(kind);
+    }
+
+    /// Takes every watch event produced since the last call, in order.
+    pub fn drain_watch(&self) -> Vec<WatchEvent> {
+        std::mem::take(&mut self.lock().watch)
+    }
+
+    /// Takes every change of a followed dynamic kind since the last call, in order.
+    pub fn drain_dynamic(&self) -> Vec<DynamicEvent> {
+        std::mem::take(&mut self.lock().dynamic_watch)
+    }
+
+    pub fn has_pending_watch(&self) -> bool {
+        let inner = self.lock();
+        !inner.watch.is_empty() || !inner.dynamic_watch.is_empty()
+    }
+
+    /// The newest resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().resource_version
+    }
+
+    /// A receiver that wakes when the resourceVersion moves.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Changes after `since`, oldest first; `Expired` when some are no longer kept.
+    pub fn changes_since(&self, since: u64) -> Result<Vec<Change>, Expired> {
+        let inner = self.lock();
+        if since < inner.history_floor {
+            return Err(Expired { requested: since, oldest: inner.history_floor });
+        }
+        let start = inner.history.partition_point(|c| c.resource_version <= since);
+        Ok(inner.history.iter().skip(start).cloned().collect())
+    }
+
+    /// Every event recorded so far.
+    pub fn events(&self) -> Vec<LoggedEvent> {
+        self.lock().events.clone()
+    }
+
+    /// The most recent event with this reason about `kind`/`name`.
+    pub fn latest_event(&self, kind: &str, name: &str, reason: &str) -> Option<LoggedEvent> {
+        self.lock()
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.record.kind == kind && e.record.name == name && e.record.reason == reason)
+            .cloned()
+    }
+
+    /// The newest event per (`kind`, `name`) with this reason. One pass for the report.
+    pub fn latest_events_by_object(&self, kind: &str, reason: &str) -> BTreeMap<String, LoggedEvent> {
+        let mut out = BTreeMap::new();
+        for e in self.lock().events.iter() {
+            if e.record.kind == kind && e.record.reason == reason {
+                out.insert(e.record.name.clone(), e.clone());
+            }
+        }
+        out
+    }
+
+    /// One stored object of any kind.
+    pub fn get_stored(&self, kind: &'static str, namespace: Option<&str>, name: &str) -> Option<Stored> {
+        let key = key_of(namespace, name, is_namespaced(kind));
+        self.lock().stores.get(kind).and_then(|s| s.get(&key)).cloned()
+    }
+
+    /// The objects of `kind` (in `namespace`, or all), with the resourceVersion of the list.
+    pub fn list_stored(&self, kind: &'static str, namespace: Option<&str>) -> (Vec<Stored>, u64) {
+        let inner = self.lock();
+        let items = inner
+            .stores
+            .get(kind)
+            .map(|s| {
+                s.values()
+                    .filter(|o| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        (items, inner.resource_version)
+    }
+
+    pub fn create_stored(&self, kind: &'static str, obj: Stored) -> Result<Stored, ApiError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        let r = inner.create(now, kind, obj);
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+        r
+    }
+
+    pub fn write_stored(&self, kind: &'static str, obj: Stored, mode: Mode) -> Result<Stored, ApiError> {
+        let mut inner = self.lock();
+        let r = inner.write(kind, obj, mode);
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+        r
+    }
+
+    pub fn delete_stored(
+        &self,
+        kind: &'static str,
+        namespace: Option<&str>,
+        name: &str,
+        pre: &Preconditions,
+    ) -> Result<Stored, ApiError> {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        let r = inner.delete(now, kind, namespace, name, pre);
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+        r
+    }
+
+    /// A dynamic object (a kind the store keeps as JSON, e.g. `Deployment`).
+    pub fn get_dynamic(&self, kind: &'static str, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
+        match self.get_stored(kind, namespace, name)? {
+            Stored::Dynamic(d) => Some(d),
+            Stored::Typed(_) => None,
+        }
+    }
+
+    /// Creates the dynamic object, or replaces the existing one's metadata and spec (what
+    /// `kubectl apply` amounts to here).
+    pub fn apply_dynamic(&self, kind: &'static str, obj: DynamicObject) -> Result<Arc<DynamicObject>, ApiError> {
+        let stored = match self.create_stored(kind, Stored::Dynamic(Arc::new(obj.clone()))) {
+            Err(ApiError::AlreadyExists { .. }) => {
+                let mut obj = obj;
+                obj.metadata.resource_version = None;
+                self.write_stored(kind, Stored::Dynamic(Arc::new(obj)), Mode::Spec)?
+            }
+            other => other?,
+        };
+        match stored {
+            Stored::Dynamic(d) => Ok(d),
+            Stored::Typed(a) => Err(ApiError::Other(format!("{kind}: stored as {}", a.kind()))),
+        }
+    }
+
+    /// Writes a dynamic object (`mode` as for typed writes; a set resourceVersion must match).
+    pub fn update_dynamic(&self, kind: &'static str, obj: DynamicObject, mode: Mode) -> Result<(), ApiError> {
+        self.write_stored(kind, Stored::Dynamic(Arc::new(obj)), mode).map(|_| ())
+    }
+
+    pub fn get_obj<K: Object>(&self, namespace: Option<&str>, name: &str) -> Option<K> {
+        let key = key_of(namespace, name, K::NAMESPACED);
+        self.lock().stores.get(K::KIND).and_then(|s| s.get(&key)).and_then(typed::<K>).cloned()
+    }
+
+    pub fn list_objs<K: Object>(&self) -> Vec<K> {
+        self.lock()
+            .stores
+            .get(K::KIND)
+            .map(|s| s.values().filter_map(typed::<K>).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn count<K: Object>(&self) -> usize {
+        self.lock().stores.get(K::KIND).map_or(0, BTreeMap::len)
+    }
+
+    pub fn create_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+        let created = self.create_stored(K::KIND, Stored::Typed(obj.into_any()))?;
+        typed_result(&created, K::KIND)
+    }
+
+    /// Writes `obj`: only its status, everything but its status, or (for the simulator's own
+    /// stand-ins) both.
+    fn write<K: Object>(&self, obj: K, mode: Mode) -> Result<K, ApiError> {
+        let written = self.write_stored(K::KIND, Stored::Typed(obj.into_any()), mode)?;
+        typed_result(&written, K::KIND)
+    }
+
+    pub fn update_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+        self.write(obj, Mode::Spec)
+    }
+
+    pub fn update_status_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+        self.write(obj, Mode::Status)
+    }
+
+    /// Replaces the whole object (metadata, spec and status) — what the sim's own stand-ins use
+    /// when they own every part they write (e.g. kube-scheduler binding and kubelet status).
+    pub fn replace_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+        self.write(obj, Mode::All)
+    }
+
+    pub fn delete_obj<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), ApiError> {
+        self.delete_stored(K::KIND, namespace, name, &Preconditions::default()).map(|_| ())
+    }
+
+    /// Evicts a pod unless a PodDisruptionBudget selecting it has no disruptions left. Reads
+    /// the stores in place (no copies): drains evict and retry many pods per round.
+    pub fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        if let Some(refusal) = self.eviction_refusal(namespace, name)? {
+            return Err(refusal);
+        }
+        self.delete_obj::<Pod>(Some(namespace), name)
+    }
+
+    fn eviction_refusal(&self, namespace: &str, name: &str) -> Result<Option<ApiError>, ApiError> {
+        let inner = self.lock();
+        let empty_store = BTreeMap::new();
+        let pods = inner.stores.get("Pod").unwrap_or(&empty_store);
+        let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(typed::<Pod>) else {
+            return Err(ApiError::NotFound { kind: "Pod", name: format!("{namespace}/{name}") });
+        };
+        if !pod_is_healthy(pod) {
+            return Ok(None);
+        }
+        let empty = BTreeMap::new();
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+        let pdbs: Vec<&PodDisruptionBudget> = inner
+            .stores
+            .get("PodDisruptionBudget")
+            .into_iter()
+            .flat_map(|s| s.values())
+            .filter_map(typed::<PodDisruptionBudget>)
+            .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.selector.as_ref())
+                    .is_some_and(|sel| kerf_scheduling::pod::selector_matches(Some(sel), labels))
+            })
+            .collect();
+        let prefix = format!("{namespace}/");
+        for pdb in pdbs {
+            let Some(spec) = pdb.spec.as_ref() else { continue };
+            let Some(sel) = spec.selector.as_ref() else { continue };
+            let (mut expected, mut healthy) = (0i64, 0i64);
+            for (_, obj) in pods.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)) {
+                let Some(p) = typed::<Pod>(obj) else { continue };
+                if kerf_scheduling::pod::selector_matches(Some(sel), p.metadata.labels.as_ref().unwrap_or(&empty)) {
+                    expected += 1;
+                    healthy += i64::from(pod_is_healthy(p));
+                }
+            }
+            let desired_healthy = match (&spec.min_available, &spec.max_unavailable) {
+                (Some(min), _) => scaled(min, expected, true),
+                (None, Some(max)) => expected - scaled(max, expected, true),
+                (None, None) => expected,
+            };
+            if healthy - desired_healthy <= 0 {
+                let pdb_name = pdb.metadata.name.clone().unwrap_or_default();
+                return Ok(Some(ApiError::TooManyRequests {
+                    name: format!("{namespace}/{name}"),
+                    reason: format!(
+                        "PodDisruptionBudget {namespace}/{pdb_name} needs {desired_healthy} healthy pods and has {healthy}"
+                    ),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    pub fn record(&self, event: EventRecord) {
+        let time = self.clock.now();
+        let mut inner = self.lock();
+        if inner.event_objects {
+            let mut obj = event_object(&event, time, inner.events.len());
+            // The object's uid, which `kubectl describe` selects events by.
+            let uid =
+                inner.stores.get(event.kind).and_then(|st| st.get(&event.name)).and_then(|o| o.meta().uid.clone());
+            if let (Some(uid), Some(involved)) = (uid, obj.body.get_mut("involvedObject")) {
+                involved["uid"] = Value::String(uid);
+            }
+            let key =
+                (obj.metadata.namespace.clone().unwrap_or_default(), obj.metadata.name.clone().unwrap_or_default());
+            // Event names are unique by construction; a failure here would only lose the copy.
+            if inner.create(time, "Event", Stored::Dynamic(Arc::new(obj))).is_ok() {
+                inner.event_object_keys.push_back(key);
+            }
+            // Like the API server's event TTL, old Event objects go (the event log keeps them).
+            while inner.event_object_keys.len() > MAX_EVENT_OBJECTS {
+                if let Some((ns, name)) = inner.event_object_keys.pop_front() {
+                    let _ = inner.delete(time, "Event", Some(&ns), &name, &Preconditions::default());
+                }
+            }
+        }
+        inner.events.push(LoggedEvent { time, record: event });
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+    }
+}
+
+/// How many Event objects a served cluster keeps.
+const MAX_EVENT_OBJECTS: usize = 10_000;
+
+/// A recorded event as the core/v1 Event object `kubectl describe` and `kubectl get events` read.
+fn event_object(e: &EventRecord, time: Timestamp, seq: usize) -> DynamicObject {
+    let namespaced = is_namespaced(e.kind);
+    let (namespace, name) = match e.name.split_once('/') {
+        Some((ns, n)) if namespaced => (ns.to_string(), n.to_string()),
+        _ => ("default".to_string(), e.name.clone()),
+    };
+    let api_version = crate::kinds::by_kind(e.kind).map_or_else(|| "v1".to_string(), |k| k.api_version());
+    let stamp = Value::String(time.to_string());
+    let mut involved = serde_json::json!({"apiVersion": api_version, "kind": e.kind, "name": name});
+    if namespaced {
+        involved["namespace"] = Value::String(namespace.clone());
+    }
+    let body = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "involvedObject": involved,
+        "reason": e.reason,
+        "message": e.message,
+        "type": e.type_,
+        "source": {"component": "karpenter"},
+        "reportingComponent": "karpenter",
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    });
+    DynamicObject {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(format!("{name}.{seq:016x}")),
+            namespace: Some(namespace),
+            ..Default::default()
+        },
+        body: body.as_object().cloned().unwrap_or_default(),
+    }
+}
+
+/// The Priority and RuntimeClass admission plugins: a pod naming a priority class gets its value
+/// (the built-in `system-node-critical` / `system-cluster-critical` ones, or an applied
+/// PriorityClass; without a name, the global default class if one is applied), and a pod naming a
+/// RuntimeClass gets that class's pod overhead.
+fn admit_pod(pod: &mut Pod, classes: Option<&BTreeMap<String, Stored>>, runtimes: Option<&BTreeMap<String, Stored>>) {
+    use k8s_openapi::api::node::v1::RuntimeClass;
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let Some(spec) = pod.spec.as_mut() else { return };
+    if spec.priority.is_none() {
+        let class = |name: &str| classes.and_then(|c| c.get(name)).and_then(typed::<PriorityClass>).map(|c| c.value);
+        spec.priority = match spec.priority_class_name.as_deref() {
+            Some("system-node-critical") => Some(2_000_001_000),
+            Some("system-cluster-critical") => Some(2_000_000_000),
+            Some(name) => class(name),
+            None => classes.and_then(|c| {
+                c.values().filter_map(typed::<PriorityClass>).find(|c| c.global_default == Some(true)).map(|c| c.value)
+            }),
+        };
+    }
+    if spec.overhead.is_none()
+        && let Some(name) = spec.runtime_class_name.as_deref()
+        && let Some(rc) = runtimes.and_then(|r| r.get(name)).and_then(typed::<RuntimeClass>)
+    {
+        spec.overhead = rc.overhead.as_ref().and_then(|o| o.pod_fixed.clone());
+    }
+}
+
+/// A pod counts as healthy for a disruption budget when it runs with its Ready condition true.
+fn pod_is_healthy(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else { return false };
+    status.phase.as_deref() == Some("Running")
+        && status.conditions.as_ref().is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// An int-or-percent scaled against `total`, rounding percentages up when `round_up`.
+pub fn scaled(v: &IntOrString, total: i64, round_up: bool) -> i64 {
+    match v {
+        IntOrString::Int(i) => i64::from(*i),
+        IntOrString::String(s) => {
+            let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+            let prod = pct * total;
+            if round_up { (prod + 99) / 100 } else { prod / 100 }
+        }
+    }
+}
+
+impl ClusterApi for SimCluster {
+    fn get<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<K>, ApiError>> + Send {
+        std::future::ready(Ok(self.get_obj::<K>(namespace, name)))
+    }
+
+    fn list<K: Object>(&self) -> impl Future<Output = Result<Vec<K>, ApiError>> + Send {
+        std::future::ready(Ok(self.list_objs::<K>()))
+    }
+
+    fn create<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send {
+        std::future::ready(self.create_obj(obj))
+    }
+
+    fn update<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send {
+        std::future::ready(self.update_obj(obj))
+    }
+
+    fn update_status<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send {
+        std::future::ready(self.update_status_obj(obj))
+    }
+
+    fn delete<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        std::future::ready(self.delete_obj::<K>(namespace, name))
+    }
+
+    fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
+        std::future::ready(self.evict_pod(namespace, name))
+    }
+
+    fn record_event(&self, event: EventRecord) -> impl Future<Output = ()> + Send {
+        self.record(event);
+        std::future::ready(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node(name: &str) -> Node {
+        Node { metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() }, ..Default::default() }
+    }
+
+    #[test]
+    fn create_assigns_uid_and_increasing_resource_versions() {
+        let c = SimCluster::new(ManualClock::new(), 1);
+        let a = c.create_obj(node("a")).unwrap();
+        let b = c.create_obj(node("b")).unwrap();
+        assert_ne!(a.metadata.uid, b.metadata.uid);
+        assert_eq!(a.metadata.resource_version.as_deref(), Some("1"));
+        assert_eq!(b.metadata.resource_version.as_deref(), Some("2"));
+        assert!(matches!(c.create_obj(node("a")), Err(ApiError::AlreadyExists { .. })));
+    }
+
+    #[test]
+    fn update_with_stale_resource_version_conflicts() {
+        let c = SimCluster::new(ManualClock::new(), 1);
+        let a = c.create_obj(node("a")).unwrap();
+        let mut fresh = a.clone();
+        fresh.metadata.labels = Some(BTreeMap::from([("x".to_string(), "1".to_string())]));
+        c.update_obj(fresh).unwrap();
+        assert!(matches!(c.update_obj(a), Err(ApiError::Conflict { .. })));
+    }
+
+    #[test]
+    fn delete_with_finalizer_marks_then_last_finalizer_removal_deletes() {
+        let c = SimCluster::new(ManualClock::new(), 1);
+        let mut n = node("a");
+        n.metadata.finalizers = Some(vec!["karpenter.sh/termination".to_string()]);
+        c.create_obj(n).unwrap();
+        c.drain_watch();
+        c.delete_obj::<Node>(None, "a").unwrap();
+        let marked = c.get_obj::<Node>(None, "a").unwrap();
+        assert!(marked.metadata.deletion_timestamp.is_some());
+        let mut unfinalized = marked.clone();
+        unfinalized.metadata.finalizers = Some(vec![]);
+        c.update_obj(unfinalized).unwrap();
+        assert!(c.get_obj::<Node>(None, "a").is_none());
+        let kinds: Vec<bool> = c.drain_watch().iter().map(|e| matches!(e, WatchEvent::Deleted(_))).collect();
+        assert_eq!(kinds, vec![false, true]);
+    }
+
+    #[test]
+    fn recorded_events_become_event_objects_naming_the_object_and_old_ones_expire() {
+        let c = SimCluster::new(ManualClock::new(), 1);
+        c.enable_serving(100);
+        let pod = c
+            .create_obj(Pod {
+                metadata: ObjectMeta { name: Some("p".to_string()), ..Default::default() },
+                ..Default::default()
+            })
+            .unwrap();
+        for i in 0..MAX_EVENT_OBJECTS + 5 {
+            c.record(EventRecord {
+                kind: "Pod",
+                name: "default/p".to_string(),
+                type_: "Normal",
+                reason: "Nominated".to_string(),
+                message: format!("#{i}"),
+            });
+        }
+        let (events, _) = c.list_stored("Event", Some("default"));
+        assert_eq!(events.len(), MAX_EVENT_OBJECTS);
+        let Stored::Dynamic(e) = &events[events.len() - 1] else { panic!("events are dynamic") };
+        assert_eq!(e.body["involvedObject"]["uid"].as_str(), pod.metadata.uid.as_deref());
+        assert_eq!(e.body["involvedObject"]["name"], "p");
+        assert_eq!(c.events().len(), MAX_EVENT_OBJECTS + 5, "the event log keeps everything");
+    }
+
+    #[test]
+    fn generate_name_appends_a_deterministic_suffix() {
+        let make = || {
+            let c = SimCluster::new(ManualClock::new(), 7);
+            let p = Pod {
+                metadata: ObjectMeta { generate_name: Some("inflate-abc-".to_string()), ..Default::default() },
+                ..Default::default()
+            };
+            c.create_obj(p).unwrap().metadata.name.unwrap()
+        };
+        let a = make();
+        assert!(a.starts_with("inflate-abc-") && a.len() == "inflate-abc-".len() + 5, "{a}");
+        assert_eq!(a, make());
+    }
+
+    #[test]
+    fn eviction_blocked_by_pod_disruption_budget_with_no_disruptions_left() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+        let c = SimCluster::new(ManualClock::new(), 1);
+        let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+        for n in ["a", "b"] {
+            c.create_obj(Pod {
+                metadata: ObjectMeta { name: Some(n.to_string()), labels: Some(labels.clone()), ..Default::default() },
+                status: Some(PodStatus {
+                    phase: Some("Running".to_string()),
+                    conditions: Some(vec![PodCondition {
+                        type_: "Ready".to_string(),
+                        status: "True".to_string(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        c.create_obj(PodDisruptionBudget {
+            metadata: ObjectMeta { name: Some("web".to_string()), ..Default::default() },
+            spec: Some(PodDisruptionBudgetSpec {
+                min_available: Some(IntOrString::Int(1)),
+                selector: Some(LabelSelector { match_labels: Some(labels), ..Default::default() }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+        c.evict_pod("default", "a").unwrap();
+        assert!(matches!(c.evict_pod("default", "b"), Err(ApiError::TooManyRequests { .. })));
+        assert!(c.get_obj::<Pod>(Some("default"), "b").is_some());
+    }
+}

@@ -1,0 +1,519 @@
+//! The store served as the Kubernetes REST API over HTTP/1.1 (JSON): discovery, CRUD, patches,
+//! subresources, server-side Tables and streaming watches. One catch-all handler parses the
+//! path (Kubernetes paths are regular); every failure is answered with a `Status`.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use kerf_cloud::Clock;
+
+use crate::cluster::Preconditions;
+use crate::discovery;
+use crate::kinds::{self, ResourceKind};
+use crate::rest::{Filter, Part, PatchType, Rest, RestError};
+use crate::table;
+
+/// Largest request body accepted.
+const BODY_LIMIT: usize = 8 << 20;
+/// How often a quiet watch that asked for bookmarks gets one.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Clone)]
+struct App {
+    rest: Rest,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Serves `rest` on `listener` until `shutdown` turns true; open watches end then too.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    rest: Rest,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let app = App { rest, shutdown: shutdown.clone() };
+    let router = axum::Router::new().fallback(handle).with_state(app);
+    let mut stop = shutdown;
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await
+}
+
+fn json_response(code: u16, body: &Value) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn error_response(e: &RestError) -> Response {
+    let (code, status) = e.status();
+    json_response(code, &status)
+}
+
+/// What the request asked to see.
+struct Ask {
+    table: bool,
+    include_object: bool,
+}
+
+fn ask(headers: &HeaderMap, q: &HashMap<String, String>) -> Ask {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    Ask {
+        table: accept.split(',').next().is_some_and(|first| first.contains("as=Table")),
+        include_object: q.get("includeObject").is_some_and(|v| v == "Object"),
+    }
+}
+
+async fn handle(State(app): State<App>, req: Request) -> Response {
+    let q: HashMap<String, String> =
+        Query::<HashMap<String, String>>::try_from_uri(req.uri()).map(|q| q.0).unwrap_or_default();
+    let method = req.method().clone();
+    let headers = req.headers().clone();
+    let path = req.uri().path().to_string();
+    let body = match axum::body::to_bytes(req.into_body(), BODY_LIMIT).await {
+        Ok(b) => b,
+        Err(e) => return error_response(&RestError::BadRequest(format!("cannot read the request body: {e}"))),
+    };
+    match route(&app, &method, &path, &q, &headers, &body) {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    }
+}
+
+/// A resolved resource path.
+struct Target<'a> {
+    kind: &'static ResourceKind,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+    sub: Option<&'a str>,
+}
+
+fn resolve<'a>(group: &str, version: &str, rest: &[&'a str]) -> Result<Target<'a>, RestError> {
+    let found = |plural: &str| kinds::by_plural(group, version, plural).ok_or(RestError::NoSuchPath);
+    let t = match rest {
+        ["namespaces", ns, plural, tail @ ..] if kinds::by_plural(group, version, plural).is_some() => {
+            let kind = found(plural)?;
+            if !kind.namespaced {
+                return Err(RestError::NoSuchPath);
+            }
+            Target { kind, namespace: Some(ns), name: tail.first().copied(), sub: tail.get(1).copied() }
+        }
+        [plural, tail @ ..] => {
+            let kind = found(plural)?;
+            let t = Target { kind, namespace: None, name: tail.first().copied(), sub: tail.get(1).copied() };
+            if kind.namespaced && t.name.is_some() {
+                return Err(RestError::NoSuchPath);
+            }
+            t
+        }
+        [] => return Err(RestError::NoSuchPath),
+    };
+    if rest.len() > if t.namespace.is_some() { 5 } else { 3 } {
+        return Err(RestError::NoSuchPath);
+    }
+    Ok(t)
+}
+
+fn parse_json(body: &Bytes) -> Result<Value, RestError> {
+    if body.is_empty() {
+        return Err(RestError::BadRequest("the request has no body".to_string()));
+    }
+    serde_json::from_slice(body).map_err(|e| RestError::BadRequest(format!("the request body is not valid JSON: {e}")))
+}
+
+fn route(
+    app: &App,
+    method: &Method,
+    path: &str,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Response, RestError> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let ok = |v: Value| Ok(json_response(200, &v));
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return ok(discovery::version()),
+        ["healthz" | "livez" | "readyz"] => {
+            return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response());
+        }
+        ["openapi", "v3"] => return ok(discovery::openapi_root()),
+        ["openapi", "v3", "api", v] => {
+            return discovery::openapi_group_version("", v).map_or(Err(RestError::NoSuchPath), ok);
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            return discovery::openapi_group_version(g, v).map_or(Err(RestError::NoSuchPath), ok);
+        }
+        ["api"] => return ok(discovery::core_versions()),
+        ["apis"] => return ok(discovery::groups()),
+        ["api", v] => return discovery::resources("", v).map_or(Err(RestError::NoSuchPath), ok),
+        ["apis", g, v] => return discovery::resources(g, v).map_or(Err(RestError::NoSuchPath), ok),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(RestError::NoSuchPath),
+    };
+    let t = resolve(group, version, rest)?;
+    // A dry run must not change anything; rather than risk that, it is refused.
+    if method != Method::GET && q.contains_key("dryRun") {
+        return Err(RestError::BadRequest("dryRun is not supported by this server".to_string()));
+    }
+    let rest = &app.rest;
+    let shown = ask(headers, q);
+    let (kind, ns) = (t.kind, t.namespace);
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let now = || rest.cluster.clock().now();
+    match (method.clone(), t.name, t.sub) {
+        (Method::GET, None, None) => {
+            let filter = Filter::new(
+                ns,
+                q.get("labelSelector").map(String::as_str),
+                q.get("fieldSelector").map(String::as_str),
+            )?;
+            if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+                return watch_response(app, kind, filter, q, shown);
+            }
+            let (items, rv) = rest.list(kind, &filter);
+            if shown.table {
+                return ok(table::table(kind, &items, rv, now(), shown.include_object));
+            }
+            ok(json!({
+                "kind": format!("{}List", kind.kind),
+                "apiVersion": kind.api_version(),
+                "metadata": {"resourceVersion": rv.to_string()},
+                "items": items,
+            }))
+        }
+        (Method::GET, Some(name), sub) => {
+            let obj = match sub {
+                None | Some("status") => rest.get(kind, ns, name)?,
+                Some("scale") => rest.get_scale(kind, ns, name)?,
+                _ => return Err(RestError::NoSuchPath),
+            };
+            if shown.table && sub.is_none() {
+                let rv = rest.cluster.resource_version();
+                return ok(table::table(kind, &[obj], rv, now(), shown.include_object));
+            }
+            ok(obj)
+        }
+        (Method::POST, None, None) => {
+            let created = rest.create(kind, ns, parse_json(body)?)?;
+            Ok(json_response(201, &created))
+        }
+        (Method::POST, Some(name), Some("eviction")) if kind.kind == "Pod" => {
+            let b = if body.is_empty() { json!({}) } else { parse_json(body)? };
+            Ok(json_response(201, &rest.evict(ns.unwrap_or("default"), name, &b)?))
+        }
+        (Method::PUT, Some(name), sub) => match sub {
+            None => ok(rest.replace(kind, ns, name, parse_json(body)?, Part::Main)?),
+            Some("status") => ok(rest.replace(kind, ns, name, parse_json(body)?, Part::Status)?),
+            Some("scale") => ok(rest.update_scale(kind, ns, name, &parse_json(body)?, None)?),
+            _ => Err(RestError::NoSuchPath),
+        },
+        (Method::PATCH, Some(name), sub) => {
+            let pt = PatchType::from_content_type(content_type)?;
+            let patch = parse_json(body)?;
+            match sub {
+                None => ok(rest.patch(kind, ns, name, pt, &patch, Part::Main)?),
+                Some("status") => ok(rest.patch(kind, ns, name, pt, &patch, Part::Status)?),
+                Some("scale") => ok(rest.update_scale(kind, ns, name, &patch, Some(pt))?),
+                _ => Err(RestError::NoSuchPath),
+            }
+        }
+        (Method::DELETE, Some(name), None) => {
+            let opts = if body.is_empty() { json!({}) } else { parse_json(body)? };
+            let pre = Preconditions {
+                uid: opts.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
+                resource_version: opts
+                    .pointer("/preconditions/resourceVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            };
+            ok(rest.delete(kind, ns, name, &pre)?)
+        }
+        (Method::DELETE, None, None) => {
+            let filter = Filter::new(
+                ns,
+                q.get("labelSelector").map(String::as_str),
+                q.get("fieldSelector").map(String::as_str),
+            )?;
+            let (items, rv) = rest.list(kind, &filter);
+            let mut deleted = Vec::new();
+            for item in items {
+                let m = &item["metadata"];
+                let name = m["name"].as_str().unwrap_or("");
+                if let Ok(d) = rest.delete(kind, m["namespace"].as_str(), name, &Preconditions::default()) {
+                    deleted.push(d);
+                }
+            }
+            ok(
+                json!({"kind": format!("{}List", kind.kind), "apiVersion": kind.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": deleted}),
+            )
+        }
+        (Method::GET | Method::POST | Method::PUT | Method::PATCH | Method::DELETE, _, _) => Err(RestError::NoSuchPath),
+        _ => Err(RestError::MethodNotAllowed),
+    }
+}
+
+/// The state of one streaming watch.
+struct WatchState {
+    app: App,
+    kind: &'static ResourceKind,
+    filter: Filter,
+    rv: u64,
+    rx: watch::Receiver<u64>,
+    pending: VecDeque<Bytes>,
+    shown: Ask,
+    bookmarks: bool,
+    deadline: tokio::time::Instant,
+    done: bool,
+}
+
+impl WatchState {
+    fn line(&self, type_: &str, obj: &Value) -> Bytes {
+        let object = if self.shown.table && type_ != "BOOKMARK" && type_ != "ERROR" {
+            let now = self.app.rest.cluster.clock().now();
+            let rv = obj
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(self.rv);
+            table::table(self.kind, std::slice::from_ref(obj), rv, now, self.shown.include_object)
+        } else {
+            obj.clone()
+        };
+        let mut s = json!({"type": type_, "object": object}).to_string();
+        s.push('\n');
+        Bytes::from(s)
+    }
+
+    fn bookmark(&self, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": self.rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        self.line("BOOKMARK", &json!({"kind": self.kind.kind, "apiVersion": self.kind.api_version(), "metadata": meta}))
+    }
+
+    /// Queues the changes since the last look; false when the watch must end (history gone).
+    fn poll(&mut self) -> bool {
+        self.rx.borrow_and_update();
+        match self.app.rest.changes(self.kind, &self.filter, self.rv) {
+            Ok((changes, last)) => {
+                for (t, obj) in changes {
+                    let line = self.line(t.as_str(), &obj);
+                    self.pending.push_back(line);
+                }
+                self.rv = last;
+                true
+            }
+            Err(expired) => {
+                let (_, status) = RestError::Gone(expired.to_string()).status();
+                let line = self.line("ERROR", &status);
+                self.pending.push_back(line);
+                false
+            }
+        }
+    }
+}
+
+fn watch_response(
+    app: &App,
+    kind: &'static ResourceKind,
+    filter: Filter,
+    q: &HashMap<String, String>,
+    shown: Ask,
+) -> Result<Response, RestError> {
+    let requested = q.get("resourceVersion").map(String::as_str).filter(|v| !v.is_empty());
+    let timeout = q.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).unwrap_or(30 * 60);
+    let send_initial = q.get("sendInitialEvents").is_some_and(|v| v == "true");
+    let mut state = WatchState {
+        app: app.clone(),
+        kind,
+        filter,
+        rv: 0,
+        rx: app.rest.cluster.subscribe(),
+        pending: VecDeque::new(),
+        shown,
+        bookmarks: q.get("allowWatchBookmarks").is_some_and(|v| v == "true"),
+        deadline: tokio::time::Instant::now() + Duration::from_secs(timeout),
+        done: false,
+    };
+    state.rx.borrow_and_update();
+    match requested {
+        Some(v) if v != "0" && !send_initial => {
+            state.rv = v.parse().map_err(|_| {
+                RestError::BadRequest(format!("resourceVersion {v:?} is not a resourceVersion of this server"))
+            })?;
+        }
+        _ => {
+            // No resourceVersion (or "0"): the current state first, as ADDED events.
+            let (items, rv) = app.rest.list(kind, &state.filter);
+            state.rv = rv;
+            for item in &items {
+                let line = state.line("ADDED", item);
+                state.pending.push_back(line);
+            }
+            if send_initial {
+                let b = state.bookmark(true);
+                state.pending.push_back(b);
+            }
+        }
+    }
+    let stream = futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(b) = st.pending.pop_front() {
+                return Some((Ok::<_, Infallible>(b), st));
+            }
+            if st.done {
+                return None;
+            }
+            if !st.poll() {
+                st.done = true;
+                continue;
+            }
+            if !st.pending.is_empty() {
+                continue;
+            }
+            let mut shutdown = st.app.shutdown.clone();
+            tokio::select! {
+                changed = st.rx.changed() => if changed.is_err() { st.done = true },
+                _ = tokio::time::sleep(BOOKMARK_EVERY), if st.bookmarks => {
+                    let b = st.bookmark(false);
+                    st.pending.push_back(b);
+                }
+                _ = tokio::time::sleep_until(st.deadline) => st.done = true,
+                _ = shutdown.wait_for(|s| *s) => st.done = true,
+            }
+        }
+    });
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("Transfer-Encoding", "chunked")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| error_response(&RestError::BadRequest("cannot start the watch".to_string()))))
+}
+
+/// Binds `addr` (e.g. `127.0.0.1:6443`; port 0 for a free one).
+pub async fn bind(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
+/// A future that resolves on SIGINT or SIGTERM.
+pub async fn interrupted() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let sigterm = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = sigterm => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::Arc;
+
+    use kerf_cloud::ManualClock;
+
+    use super::*;
+    use crate::cluster::SimCluster;
+
+    /// Serves `cluster` on a free port from a background thread; returns the address and the
+    /// switch that stops it.
+    fn start(cluster: Arc<SimCluster>) -> (String, watch::Sender<bool>) {
+        let (tx, rx) = watch::channel(false);
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap().to_string()).unwrap();
+                serve(listener, Rest::new(cluster), rx).await.unwrap();
+            });
+        });
+        (addr_rx.recv().unwrap(), tx)
+    }
+
+    fn request(addr: &str, line: &str) -> BufReader<std::net::TcpStream> {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(s, "{line} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+        BufReader::new(s)
+    }
+
+    fn lines_until(r: &mut BufReader<std::net::TcpStream>, needle: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            let mut l = String::new();
+            if r.read_line(&mut l).unwrap_or(0) == 0 {
+                return out;
+            }
+            let found = l.contains(needle);
+            out.push(l);
+            if found {
+                return out;
+            }
+        }
+    }
+
+    fn priority_class(name: &str) -> Value {
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": 1})
+    }
+
+    #[test]
+    fn a_watch_from_a_resource_version_no_longer_kept_ends_with_a_410_expired_error_event() {
+        let cluster = Arc::new(SimCluster::new(ManualClock::new(), 1));
+        cluster.enable_serving(2);
+        let rest = Rest::new(cluster.clone());
+        let kind = kinds::by_kind("PriorityClass").unwrap();
+        for n in ["a", "b", "c", "d"] {
+            rest.create(kind, None, priority_class(n)).unwrap();
+        }
+        let (addr, stop) = start(cluster);
+        let mut r = request(&addr, "GET /apis/scheduling.k8s.io/v1/priorityclasses?watch=true&resourceVersion=1");
+        let seen = lines_until(&mut r, "\"ERROR\"");
+        let last = seen.last().cloned().unwrap_or_default();
+        assert!(
+            last.contains("\"type\":\"ERROR\"") && last.contains("\"code\":410") && last.contains("Expired"),
+            "{seen:?}"
+        );
+        let _ = stop.send(true);
+    }
+
+    #[test]
+    fn a_watch_streams_changes_as_they_happen_and_sends_bookmarks() {
+        let cluster = Arc::new(SimCluster::new(ManualClock::new(), 1));
+        cluster.enable_serving(100);
+        let rest = Rest::new(cluster.clone());
+        let kind = kinds::by_kind("PriorityClass").unwrap();
+        rest.create(kind, None, priority_class("a")).unwrap();
+        let (addr, stop) = start(cluster);
+        let mut r = request(&addr, "GET /apis/scheduling.k8s.io/v1/priorityclasses?watch=1&allowWatchBookmarks=true");
+        let initial = lines_until(&mut r, "\"ADDED\"");
+        assert!(initial.last().is_some_and(|l| l.contains("\"name\":\"a\"")), "{initial:?}");
+        rest.create(kind, None, priority_class("b")).unwrap();
+        rest.delete(kind, None, "a", &Preconditions::default()).unwrap();
+        let added = lines_until(&mut r, "\"ADDED\"");
+        assert!(added.last().is_some_and(|l| l.contains("\"name\":\"b\"")), "{added:?}");
+        let deleted = lines_until(&mut r, "\"DELETED\"");
+        assert!(deleted.last().is_some_and(|l| l.contains("\"name\":\"a\"")), "{deleted:?}");
+        let bookmark = lines_until(&mut r, "\"BOOKMARK\"");
+        assert!(bookmark.last().is_some_and(|l| l.contains("\"resourceVersion\":\"3\"")), "{bookmark:?}");
+        let _ = stop.send(true);
+    }
+}

@@ -1,0 +1,144 @@
+//! The kinds the API server serves: group, version, plural, scope and subresources of each (what
+//! discovery publishes and what REST paths resolve to), and for the kinds the controllers use,
+//! how their typed objects convert to and from JSON.
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kerf_api::{EC2NodeClass, FieldError, NodeClaim, NodePool};
+use kerf_controller::{AnyObject, Object};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Conversions of a kind the store keeps as a Rust type.
+#[derive(Clone, Copy)]
+pub struct Typed {
+    /// Strict where the type is (kerf's CRDs reject unknown fields, as `--validate=strict`).
+    pub decode: fn(Value) -> Result<AnyObject, FieldError>,
+    pub encode: fn(&AnyObject) -> Option<Value>,
+    /// The CRD validation rules, for kerf's own kinds.
+    pub validate: fn(&AnyObject) -> Vec<FieldError>,
+}
+
+/// One served resource.
+pub struct ResourceKind {
+    /// `""` for the core group.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub status: bool,
+    pub scale: bool,
+    pub typed: Option<Typed>,
+}
+
+impl ResourceKind {
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// `plural` or `plural.group`, as Status errors name a resource.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() { self.plural.to_string() } else { format!("{}.{}", self.plural, self.group) }
+    }
+}
+
+fn decode<K: Object + DeserializeOwned>(v: Value) -> Result<AnyObject, FieldError> {
+    serde_path_to_error::deserialize::<_, K>(v).map(Object::into_any).map_err(|e| {
+        let path = e.path().to_string();
+        FieldError::new(if path == "." { String::new() } else { path }, e.into_inner().to_string())
+    })
+}
+
+fn encode<K: Object + Serialize>(a: &AnyObject) -> Option<Value> {
+    K::from_any(a).and_then(|k| serde_json::to_value(k).ok())
+}
+
+fn no_rules(_: &AnyObject) -> Vec<FieldError> {
+    Vec::new()
+}
+
+fn node_pool_rules(a: &AnyObject) -> Vec<FieldError> {
+    NodePool::from_any(a).map(kerf_api::validate_node_pool).unwrap_or_default()
+}
+
+fn node_claim_rules(a: &AnyObject) -> Vec<FieldError> {
+    NodeClaim::from_any(a).map(kerf_api::validate_node_claim).unwrap_or_default()
+}
+
+fn node_class_rules(a: &AnyObject) -> Vec<FieldError> {
+    EC2NodeClass::from_any(a).map(kerf_api::validate_ec2_node_class).unwrap_or_default()
+}
+
+const fn typed<K: Object + Serialize + DeserializeOwned>() -> Option<Typed> {
+    Some(Typed { decode: decode::<K>, encode: encode::<K>, validate: no_rules })
+}
+
+const fn typed_with<K: Object + Serialize + DeserializeOwned>(
+    validate: fn(&AnyObject) -> Vec<FieldError>,
+) -> Option<Typed> {
+    Some(Typed { decode: decode::<K>, encode: encode::<K>, validate })
+}
+
+macro_rules! kind {
+    ($group:expr, $version:expr, $kind:expr, $plural:expr, $singular:expr, $ns:expr, [$($short:expr),*], [$($cat:expr),*], status: $status:expr, scale: $scale:expr, $typed:expr) => {
+        ResourceKind {
+            group: $group,
+            version: $version,
+            kind: $kind,
+            plural: $plural,
+            singular: $singular,
+            namespaced: $ns,
+            short_names: &[$($short),*],
+            categories: &[$($cat),*],
+            status: $status,
+            scale: $scale,
+            typed: $typed,
+        }
+    };
+}
+
+/// Every kind served, in discovery order.
+pub static KINDS: &[ResourceKind] = &[
+    kind!("", "v1", "Pod", "pods", "pod", true, ["po"], ["all"], status: true, scale: false, typed::<Pod>()),
+    kind!("", "v1", "Node", "nodes", "node", false, ["no"], [], status: true, scale: false, typed::<Node>()),
+    kind!("", "v1", "Namespace", "namespaces", "namespace", false, ["ns"], [], status: true, scale: false, typed::<Namespace>()),
+    kind!("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true, ["pvc"], [], status: true, scale: false, typed::<PersistentVolumeClaim>()),
+    kind!("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", false, ["pv"], [], status: true, scale: false, typed::<PersistentVolume>()),
+    kind!("", "v1", "Event", "events", "event", true, ["ev"], [], status: false, scale: false, None),
+    kind!("apps", "v1", "Deployment", "deployments", "deployment", true, ["deploy"], ["all"], status: true, scale: true, None),
+    kind!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, ["rs"], ["all"], status: true, scale: true, None),
+    kind!("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true, ["ds"], ["all"], status: true, scale: false, typed::<DaemonSet>()),
+    kind!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", true, ["pdb"], [], status: true, scale: false, typed::<PodDisruptionBudget>()),
+    kind!("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", false, ["sc"], [], status: false, scale: false, typed::<StorageClass>()),
+    kind!("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", false, ["pc"], [], status: false, scale: false, typed::<PriorityClass>()),
+    kind!("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", "runtimeclass", false, [], [], status: false, scale: false, typed::<RuntimeClass>()),
+    kind!("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, [], [], status: false, scale: false, None),
+    kind!("karpenter.sh", "v1", "NodePool", "nodepools", "nodepool", false, [], ["karpenter"], status: true, scale: false, typed_with::<NodePool>(node_pool_rules)),
+    kind!("karpenter.sh", "v1", "NodeClaim", "nodeclaims", "nodeclaim", false, [], ["karpenter"], status: true, scale: false, typed_with::<NodeClaim>(node_claim_rules)),
+    kind!("karpenter.k8s.aws", "v1", "EC2NodeClass", "ec2nodeclasses", "ec2nodeclass", false, ["ec2nc", "ec2ncs"], ["karpenter"], status: true, scale: false, typed_with::<EC2NodeClass>(node_class_rules)),
+];
+
+/// The kind named `kind` (e.g. `Pod`).
+pub fn by_kind(kind: &str) -> Option<&'static ResourceKind> {
+    KINDS.iter().find(|k| k.kind == kind)
+}
+
+/// The resource at `group`/`version`/`plural` of a REST path.
+pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static ResourceKind> {
+    KINDS.iter().find(|k| k.group == group && k.version == version && k.plural == plural)
+}
+
+/// Whether objects of `kind` live in a namespace (unknown kinds are taken as cluster-scoped).
+pub fn is_namespaced(kind: &str) -> bool {
+    by_kind(kind).is_some_and(|k| k.namespaced)
+}

@@ -1,0 +1,16 @@
+//! The one in-memory Kubernetes API server: objects with uids, resourceVersions, generateName,
+//! finalizers and deletionTimestamp, the status subresource, watches and eviction honouring
+//! PodDisruptionBudgets. The simulator drives it, controller tests use it, and `kerf serve`
+//! serves it over HTTP.
+
+pub mod cluster;
+pub mod discovery;
+pub mod http;
+pub mod kinds;
+pub mod rest;
+pub mod selectors;
+pub mod stored;
+pub mod table;
+
+pub use cluster::{ChangeType, Mode, Preconditions, SimCluster};
+pub use stored::{DynamicObject, Stored};

@@ -1,0 +1,692 @@
+//! The Kubernetes REST semantics on top of the store, at the JSON level and without HTTP: get,
+//! list and watch with selectors, create, replace, merge / JSON patch, the status and scale
+//! subresources, delete with preconditions and eviction. Errors carry what a `Status` needs.
+
+use std::sync::Arc;
+
+use kerf_api::FieldError;
+use kerf_controller::ApiError;
+use serde_json::{Value, json};
+
+use crate::cluster::{ChangeType, Expired, Mode, Preconditions, SimCluster};
+use crate::kinds::{self, ResourceKind};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::stored::{DynamicObject, Stored};
+
+/// A request the API refuses, with the HTTP status and reason a `Status` reports.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RestError {
+    #[error("{0}")]
+    Api(#[from] ApiError),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{qualified} {name:?} is invalid: {}", causes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
+    Invalid { kind: &'static str, qualified: String, name: String, causes: Vec<FieldError> },
+    #[error("the server does not support the media type {0:?}")]
+    UnsupportedMediaType(String),
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("the server could not find the requested resource")]
+    NoSuchPath,
+    #[error("{0}")]
+    Gone(String),
+}
+
+fn qualified(kind: &str) -> String {
+    kinds::by_kind(kind).map_or_else(|| kind.to_lowercase(), ResourceKind::qualified)
+}
+
+impl RestError {
+    /// The HTTP status code and the `Status` object of this error.
+    pub fn status(&self) -> (u16, Value) {
+        let (code, reason, message, details) = match self {
+            RestError::Api(e) => match e {
+                ApiError::NotFound { kind, name } => {
+                    let q = qualified(kind);
+                    let name = name.rsplit('/').next().unwrap_or(name);
+                    (404, "NotFound", format!("{q} \"{name}\" not found"), json!({"name": name, "kind": q}))
+                }
+                ApiError::AlreadyExists { kind, name } => {
+                    let q = qualified(kind);
+                    (409, "AlreadyExists", format!("{q} \"{name}\" already exists"), json!({"name": name, "kind": q}))
+                }
+                ApiError::Conflict { kind, name } => {
+                    let q = qualified(kind);
+                    (
+                        409,
+                        "Conflict",
+                        format!(
+                            "Operation cannot be fulfilled on {q} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                        ),
+                        json!({"name": name, "kind": q}),
+                    )
+                }
+                ApiError::TooManyRequests { name, reason } => (
+                    429,
+                    "TooManyRequests",
+                    format!("Cannot evict pod as it would violate the pod's disruption budget. {reason}"),
+                    json!({"name": name, "kind": "pods", "causes": [{"reason": "DisruptionBudget", "message": reason}]}),
+                ),
+                ApiError::Invalid { kind, name, message } => {
+                    let q = qualified(kind);
+                    (
+                        422,
+                        "Invalid",
+                        format!("{q} \"{name}\" is invalid: {message}"),
+                        json!({"name": name, "kind": q, "causes": [{"reason": "FieldValueInvalid", "message": message}]}),
+                    )
+                }
+                ApiError::Other(m) => (500, "InternalError", m.clone(), Value::Null),
+            },
+            RestError::BadRequest(m) => (400, "BadRequest", m.clone(), Value::Null),
+            RestError::Invalid { kind, qualified: _, name, causes } => {
+                let causes: Vec<Value> = causes
+                    .iter()
+                    .map(|c| json!({"reason": "FieldValueInvalid", "message": format!("Invalid value: {}", c.message), "field": c.path}))
+                    .collect();
+                (
+                    422,
+                    "Invalid",
+                    self.to_string(),
+                    json!({"name": name, "group": kind_group(kind), "kind": kind, "causes": causes}),
+                )
+            }
+            RestError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", self.to_string(), Value::Null),
+            RestError::MethodNotAllowed => (405, "MethodNotAllowed", self.to_string(), Value::Null),
+            RestError::NoSuchPath => (404, "NotFound", self.to_string(), Value::Null),
+            RestError::Gone(m) => (410, "Expired", m.clone(), Value::Null),
+        };
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        });
+        if !details.is_null() {
+            status["details"] = details;
+        }
+        (code, status)
+    }
+}
+
+fn kind_group(kind: &str) -> &'static str {
+    kinds::by_kind(kind).map_or("", |k| k.group)
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Main,
+    Status,
+}
+
+/// How a PATCH body is to be applied (its Content-Type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// RFC 7386 JSON merge patch.
+    Merge,
+    /// RFC 6902 JSON patch.
+    Json,
+    /// Strategic merge patch, applied as a merge patch: maps merge the same way; lists are
+    /// replaced whole rather than merged by key, and `$`-directives are dropped. Enough for
+    /// what kubectl sends with it (label, annotate, scale, cordon).
+    Strategic,
+}
+
+impl PatchType {
+    pub fn from_content_type(ct: &str) -> Result<Self, RestError> {
+        let media = ct.split(';').next().unwrap_or("").trim();
+        match media {
+            "application/merge-patch+json" => Ok(PatchType::Merge),
+            "application/json-patch+json" => Ok(PatchType::Json),
+            "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+            _ => Err(RestError::UnsupportedMediaType(media.to_string())),
+        }
+    }
+}
+
+/// List / watch filters.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn new(namespace: Option<&str>, labels: Option<&str>, fields: Option<&str>) -> Result<Self, RestError> {
+        Ok(Filter {
+            namespace: namespace.map(str::to_string),
+            labels: LabelSelector::parse(labels.unwrap_or("")).map_err(RestError::BadRequest)?,
+            fields: FieldSelector::parse(fields.unwrap_or("")).map_err(RestError::BadRequest)?,
+        })
+    }
+
+    fn matches(&self, obj: &Stored, json: &Value) -> bool {
+        self.namespace.as_deref().is_none_or(|ns| obj.meta().namespace.as_deref() == Some(ns))
+            && self.labels.matches(obj.meta().labels.as_ref())
+            && self.fields.matches(json)
+    }
+}
+
+/// The REST API over one store.
+#[derive(Clone)]
+pub struct Rest {
+    pub cluster: Arc<SimCluster>,
+}
+
+fn invalid(kind: &ResourceKind, name: &str, causes: Vec<FieldError>) -> RestError {
+    RestError::Invalid {
+        kind: kind.kind,
+        qualified: format!("{}.{}", kind.kind, kind.group).trim_end_matches('.').to_string(),
+        name: name.to_string(),
+        causes,
+    }
+}
+
+/// Drops strategic-merge-patch directives (`$patch`, `$setElementOrder/...`, `$retainKeys`, ...).
+fn strip_directives(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|k, _| !k.starts_with('$'));
+            m.values_mut().for_each(strip_directives);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_directives),
+        _ => {}
+    }
+}
+
+/// Applies a patch to a JSON document.
+pub fn apply_patch(doc: &mut Value, patch_type: PatchType, patch: &Value) -> Result<(), RestError> {
+    match patch_type {
+        PatchType::Merge => json_patch::merge(doc, patch),
+        PatchType::Strategic => {
+            let mut p = patch.clone();
+            strip_directives(&mut p);
+            json_patch::merge(doc, &p);
+        }
+        PatchType::Json => {
+            let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+                .map_err(|e| RestError::BadRequest(format!("invalid JSON patch: {e}")))?;
+            json_patch::patch(doc, &ops).map_err(|e| {
+                RestError::Api(ApiError::Invalid {
+                    kind: "Patch",
+                    name: String::new(),
+                    message: format!("the JSON patch could not be applied: {e}"),
+                })
+            })?;
+        }
+    }
+    Ok(())
+}
+
+impl Rest {
+    pub fn new(cluster: Arc<SimCluster>) -> Self {
+        Rest { cluster }
+    }
+
+    /// Decodes a request body into a storable object of `kind`, checking what the API server
+    /// checks: apiVersion / kind, the namespace against the URL's, the name, the schema and
+    /// (for kerf's kinds) the CRD validation rules.
+    pub fn decode(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        body: Value,
+    ) -> Result<Stored, RestError> {
+        let Value::Object(mut map) = body else {
+            return Err(RestError::BadRequest(format!("the body of a {} must be a JSON object", kind.kind)));
+        };
+        let api_version = kind.api_version();
+        match map.get("apiVersion").and_then(Value::as_str) {
+            Some(v) if v != api_version => {
+                return Err(RestError::BadRequest(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({api_version})"
+                )));
+            }
+            _ => {}
+        }
+        match map.get("kind").and_then(Value::as_str) {
+            Some(k) if k != kind.kind => {
+                return Err(RestError::BadRequest(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    kind.kind
+                )));
+            }
+            _ => {}
+        }
+        map.insert("apiVersion".to_string(), Value::String(api_version));
+        map.insert("kind".to_string(), Value::String(kind.kind.to_string()));
+        let meta = map.entry("metadata").or_insert_with(|| json!({}));
+        if !meta.is_object() {
+            return Err(invalid(kind, "", vec![FieldError::new("metadata", "must be an object")]));
+        }
+        let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        if kind.namespaced {
+            match (meta.get("namespace").and_then(Value::as_str), namespace) {
+                (Some(a), Some(b)) if a != b => {
+                    return Err(RestError::BadRequest(
+                        "the namespace of the provided object does not match the namespace sent on the request"
+                            .to_string(),
+                    ));
+                }
+                (None, Some(ns)) => meta["namespace"] = Value::String(ns.to_string()),
+                _ => {}
+            }
+        } else if let Some(m) = meta.as_object_mut() {
+            m.remove("namespace");
+        }
+        if !name.is_empty() && !kerf_api::validation::is_dns1123_subdomain(&name) {
+            return Err(invalid(
+                kind,
+                &name,
+                vec![FieldError::new(
+                    "metadata.name",
+                    format!(
+                        "{name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+                    ),
+                )],
+            ));
+        }
+        let value = Value::Object(map);
+        match kind.typed {
+            Some(t) => {
+                let any = (t.decode)(value).map_err(|e| invalid(kind, &name, vec![e]))?;
+                let problems = (t.validate)(&any);
+                if !problems.is_empty() {
+                    return Err(invalid(kind, &name, problems));
+                }
+                Ok(Stored::Typed(any))
+            }
+            None => DynamicObject::from_json(value)
+                .map(|d| Stored::Dynamic(Arc::new(d)))
+                .map_err(|e| invalid(kind, &name, vec![e])),
+        }
+    }
+
+    fn current(&self, kind: &'static ResourceKind, namespace: Option<&str>, name: &str) -> Result<Stored, RestError> {
+        self.cluster
+            .get_stored(kind.kind, namespace, name)
+            .ok_or_else(|| RestError::Api(ApiError::NotFound { kind: kind.kind, name: name.to_string() }))
+    }
+
+    pub fn get(&self, kind: &'static ResourceKind, namespace: Option<&str>, name: &str) -> Result<Value, RestError> {
+        Ok(self.current(kind, namespace, name)?.to_json(kind))
+    }
+
+    /// The matching objects and the list's resourceVersion.
+    pub fn list(&self, kind: &'static ResourceKind, filter: &Filter) -> (Vec<Value>, u64) {
+        let (items, rv) = self.cluster.list_stored(kind.kind, filter.namespace.as_deref());
+        let items = items
+            .iter()
+            .filter_map(|o| {
+                let j = o.to_json(kind);
+                filter.matches(o, &j).then_some(j)
+            })
+            .collect();
+        (items, rv)
+    }
+
+    pub fn create(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        body: Value,
+    ) -> Result<Value, RestError> {
+        let obj = self.decode(kind, namespace, body)?;
+        Ok(self.cluster.create_stored(kind.kind, obj)?.to_json(kind))
+    }
+
+    fn mode(kind: &ResourceKind, part: Part) -> Mode {
+        match part {
+            Part::Status => Mode::Status,
+            Part::Main if kind.status => Mode::Spec,
+            Part::Main => Mode::All,
+        }
+    }
+
+    /// PUT: replaces the object (or its status). The body's name must be the URL's.
+    pub fn replace(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        body: Value,
+        part: Part,
+    ) -> Result<Value, RestError> {
+        if part == Part::Status && !kind.status {
+            return Err(RestError::NoSuchPath);
+        }
+        let obj = self.decode(kind, namespace, body)?;
+        if obj.meta().name.as_deref() != Some(name) {
+            return Err(RestError::BadRequest(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                obj.meta().name.as_deref().unwrap_or("")
+            )));
+        }
+        Ok(self.cluster.write_stored(kind.kind, obj, Self::mode(kind, part))?.to_json(kind))
+    }
+
+    /// PATCH: applies the patch to the current object and writes the result; a conflict with a
+    /// concurrent write is retried unless the patch itself names a resourceVersion.
+    pub fn patch(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        part: Part,
+    ) -> Result<Value, RestError> {
+        if part == Part::Status && !kind.status {
+            return Err(RestError::NoSuchPath);
+        }
+        let pinned = patch.pointer("/metadata/resourceVersion").is_some();
+        let mut attempt = 0;
+        loop {
+            let mut doc = self.current(kind, namespace, name)?.to_json(kind);
+            apply_patch(&mut doc, patch_type, patch)?;
+            let obj = self.decode(kind, namespace, doc)?;
+            if obj.meta().name.as_deref() != Some(name) {
+                return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
+            }
+            match self.cluster.write_stored(kind.kind, obj, Self::mode(kind, part)) {
+                Err(ApiError::Conflict { .. }) if !pinned && attempt < 5 => attempt += 1,
+                r => return Ok(r?.to_json(kind)),
+            }
+        }
+    }
+
+    /// DELETE with optional preconditions; returns the object's last state.
+    pub fn delete(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        pre: &Preconditions,
+    ) -> Result<Value, RestError> {
+        Ok(self.cluster.delete_stored(kind.kind, namespace, name, pre)?.to_json(kind))
+    }
+
+    /// The Eviction subresource of a pod (PodDisruptionBudgets honoured).
+    pub fn evict(&self, namespace: &str, name: &str, body: &Value) -> Result<Value, RestError> {
+        if let Some(n) = body.pointer("/metadata/name").and_then(Value::as_str)
+            && n != name
+        {
+            return Err(RestError::BadRequest(format!("the eviction names pod {n:?}, the URL pod {name:?}")));
+        }
+        self.cluster.evict_pod(namespace, name)?;
+        Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
+    }
+
+    /// The `autoscaling/v1` Scale of a Deployment or ReplicaSet.
+    pub fn get_scale(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, RestError> {
+        if !kind.scale {
+            return Err(RestError::NoSuchPath);
+        }
+        Ok(scale_of(&self.get(kind, namespace, name)?))
+    }
+
+    /// PUT (`patch` = None, `body` the Scale) or PATCH of the scale subresource.
+    pub fn update_scale(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        body: &Value,
+        patch_type: Option<PatchType>,
+    ) -> Result<Value, RestError> {
+        if !kind.scale {
+            return Err(RestError::NoSuchPath);
+        }
+        let current = self.get(kind, namespace, name)?;
+        let scale = match patch_type {
+            None => body.clone(),
+            Some(pt) => {
+                let mut s = scale_of(&current);
+                apply_patch(&mut s, pt, body)?;
+                s
+            }
+        };
+        let replicas = scale
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .filter(|r| (0..=i64::from(i32::MAX)).contains(r))
+            .ok_or_else(|| {
+                invalid(kind, name, vec![FieldError::new("spec.replicas", "must be a non-negative integer")])
+            })?;
+        let mut doc = current;
+        doc["spec"]["replicas"] = json!(replicas);
+        if let Some(rv) = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+            doc["metadata"]["resourceVersion"] = json!(rv);
+        }
+        let obj = self.decode(kind, namespace, doc)?;
+        let written = self.cluster.write_stored(kind.kind, obj, Mode::Spec)?.to_json(kind);
+        Ok(scale_of(&written))
+    }
+
+    /// Changes of `kind` after `since` that pass the filter, as (type, object), and the
+    /// resourceVersion they bring the watch to.
+    pub fn changes(
+        &self,
+        kind: &'static ResourceKind,
+        filter: &Filter,
+        since: u64,
+    ) -> Result<(Vec<(ChangeType, Value)>, u64), Expired> {
+        let changes = self.cluster.changes_since(since)?;
+        let last = changes.last().map_or(since, |c| c.resource_version);
+        let out = changes
+            .into_iter()
+            .filter(|c| c.kind == kind.kind)
+            .filter_map(|c| {
+                let j = c.object.to_json(kind);
+                let now = filter.matches(&c.object, &j);
+                let before = c.previous.as_ref().map(|p| filter.matches(p, &p.to_json(kind)));
+                match (before, now) {
+                    (Some(false), true) => Some((ChangeType::Added, j)),
+                    (Some(true), false) => Some((ChangeType::Deleted, j)),
+                    (_, true) => Some((c.type_, j)),
+                    (_, false) => None,
+                }
+            })
+            .collect();
+        Ok((out, last))
+    }
+}
+
+/// The Scale view of a scalable object.
+fn scale_of(obj: &Value) -> Value {
+    let m = &obj["metadata"];
+    let selector = obj
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|l| l.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .unwrap_or_default();
+    json!({
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {
+            "name": m["name"], "namespace": m["namespace"], "uid": m["uid"],
+            "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"],
+        },
+        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+        "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_cloud::ManualClock;
+
+    fn rest() -> Rest {
+        let c = Arc::new(SimCluster::new(ManualClock::new(), 1));
+        c.enable_serving(1000);
+        Rest::new(c)
+    }
+
+    fn kind(k: &str) -> &'static ResourceKind {
+        kinds::by_kind(k).unwrap()
+    }
+
+    #[test]
+    fn merge_patch_json_patch_and_status_subresource_follow_api_semantics() {
+        let r = rest();
+        let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}}});
+        let created = r.create(kind("Deployment"), Some("default"), dep).unwrap();
+        assert_eq!(created["metadata"]["namespace"], "default");
+        let patched = r
+            .patch(
+                kind("Deployment"),
+                Some("default"),
+                "web",
+                PatchType::Merge,
+                &json!({"metadata": {"labels": {"a": "b"}}, "status": {"replicas": 9}}),
+                Part::Main,
+            )
+            .unwrap();
+        assert_eq!(patched["metadata"]["labels"]["a"], "b");
+        assert!(patched.get("status").is_none(), "the main resource does not write status: {patched}");
+        let patched = r
+            .patch(
+                kind("Deployment"),
+                Some("default"),
+                "web",
+                PatchType::Json,
+                &json!([{"op": "replace", "path": "/spec/replicas", "value": 4}]),
+                Part::Main,
+            )
+            .unwrap();
+        assert_eq!(patched["spec"]["replicas"], 4);
+        let status = r
+            .patch(
+                kind("Deployment"),
+                Some("default"),
+                "web",
+                PatchType::Merge,
+                &json!({"status": {"replicas": 4}, "spec": {"replicas": 0}}),
+                Part::Status,
+            )
+            .unwrap();
+        assert_eq!((status["status"]["replicas"].clone(), status["spec"]["replicas"].clone()), (json!(4), json!(4)));
+        let scale = r
+            .update_scale(
+                kind("Deployment"),
+                Some("default"),
+                "web",
+                &json!({"spec": {"replicas": 2}}),
+                Some(PatchType::Merge),
+            )
+            .unwrap();
+        assert_eq!(scale["spec"]["replicas"], 2);
+        assert_eq!(scale["status"]["selector"], "app=web");
+        let err = r
+            .update_scale(
+                kind("Deployment"),
+                Some("default"),
+                "web",
+                &json!({"spec": {"replicas": -1}}),
+                Some(PatchType::Merge),
+            )
+            .unwrap_err();
+        assert_eq!(err.status().0, 422);
+    }
+
+    #[test]
+    fn eviction_refused_by_a_disruption_budget_is_429_too_many_requests() {
+        let r = rest();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+        // Created with its status (as a kubelet stand-in would write it).
+        let obj = r.decode(kind("Pod"), Some("default"), pod).unwrap();
+        r.cluster.create_stored("Pod", obj).unwrap();
+        let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+        r.create(kind("PodDisruptionBudget"), Some("default"), pdb).unwrap();
+        let err = r.evict("default", "p", &json!({})).unwrap_err();
+        let (code, status) = err.status();
+        assert_eq!(code, 429);
+        assert_eq!(status["reason"], "TooManyRequests");
+        assert!(
+            status["details"]["causes"][0]["message"].as_str().unwrap().contains("PodDisruptionBudget default/web")
+        );
+        assert!(r.get(kind("Pod"), Some("default"), "p").is_ok());
+    }
+
+    #[test]
+    fn delete_with_finalizers_marks_then_removal_of_the_last_finalizer_deletes() {
+        let r = rest();
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "l", "finalizers": ["example.com/keep"]}, "spec": {"holderIdentity": "a"}});
+        let created = r.create(kind("Lease"), Some("default"), lease).unwrap();
+        let wrong = Preconditions { resource_version: Some("999".to_string()), uid: None };
+        assert_eq!(r.delete(kind("Lease"), Some("default"), "l", &wrong).unwrap_err().status().0, 409);
+        let pre =
+            Preconditions { uid: created["metadata"]["uid"].as_str().map(str::to_string), resource_version: None };
+        let marked = r.delete(kind("Lease"), Some("default"), "l", &pre).unwrap();
+        assert!(marked["metadata"]["deletionTimestamp"].is_string());
+        assert!(r.get(kind("Lease"), Some("default"), "l").is_ok());
+        r.patch(
+            kind("Lease"),
+            Some("default"),
+            "l",
+            PatchType::Merge,
+            &json!({"metadata": {"finalizers": null}}),
+            Part::Main,
+        )
+        .unwrap();
+        assert_eq!(r.get(kind("Lease"), Some("default"), "l").unwrap_err().status().0, 404);
+        let (changes, _) = r.changes(kind("Lease"), &Filter::default(), 0).unwrap();
+        let types: Vec<&str> = changes.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(types, ["ADDED", "MODIFIED", "DELETED"]);
+    }
+
+    #[test]
+    fn a_watch_resuming_from_a_resource_version_no_longer_kept_is_expired() {
+        let c = Arc::new(SimCluster::new(ManualClock::new(), 1));
+        c.enable_serving(2);
+        let r = Rest::new(c);
+        for n in ["a", "b", "c", "d"] {
+            r.create(kind("PriorityClass"), None, json!({"metadata": {"name": n}, "value": 1})).unwrap();
+        }
+        assert!(r.changes(kind("PriorityClass"), &Filter::default(), 1).is_err());
+        let (recent, last) = r.changes(kind("PriorityClass"), &Filter::default(), 2).unwrap();
+        let names: Vec<&str> = recent.iter().map(|(_, o)| o["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!((names, last), (vec!["c", "d"], 4));
+        let (code, _) = RestError::Gone("too old".to_string()).status();
+        assert_eq!(code, 410);
+    }
+
+    #[test]
+    fn selectors_filter_lists_and_watches() {
+        let r = rest();
+        for (n, node) in [("a", "n1"), ("b", "n2")] {
+            let pod = json!({"metadata": {"name": n, "labels": {"app": n}}, "spec": {"nodeName": node, "containers": [{"name": "c"}]}});
+            r.create(kind("Pod"), Some("default"), pod).unwrap();
+        }
+        let f = Filter::new(Some("default"), Some("app in (a,b)"), Some("spec.nodeName=n2")).unwrap();
+        let (items, _) = r.list(kind("Pod"), &f);
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0]["metadata"]["name"], "b");
+        let (changes, last) = r.changes(kind("Pod"), &f, 0).unwrap();
+        assert_eq!(changes.len(), 1);
+        // Relabelled out of the selector: the watch sees it go; back in: it comes again.
+        let relabel = |v: &str| json!({"metadata": {"labels": {"app": v}}});
+        r.patch(kind("Pod"), Some("default"), "b", PatchType::Merge, &relabel("c"), Part::Main).unwrap();
+        r.patch(kind("Pod"), Some("default"), "b", PatchType::Merge, &relabel("b"), Part::Main).unwrap();
+        let (changes, _) = r.changes(kind("Pod"), &f, last).unwrap();
+        let types: Vec<&str> = changes.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(types, ["DELETED", "ADDED"]);
+        assert!(Filter::new(None, Some("a in b"), None).is_err());
+    }
+}

@@ -1,0 +1,109 @@
+//! What the store holds: a typed object of a kind the controllers use (shared with them as
+//! `AnyObject`, so the simulator pays no conversion), or a dynamic object of any other kind,
+//! kept as JSON around typed metadata so the store's rules (names, uids, resourceVersions,
+//! finalizers) apply to both the same way.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_controller::AnyObject;
+use serde_json::{Map, Value};
+
+use crate::kinds::ResourceKind;
+
+/// An object of a kind the store has no Rust type for: its metadata, and everything else
+/// (`apiVersion`, `kind`, `spec`, `status`, ...) as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DynamicObject {
+    pub metadata: ObjectMeta,
+    pub body: Map<String, Value>,
+}
+
+impl DynamicObject {
+    /// Splits a JSON object into metadata and body. The error names the field.
+    pub fn from_json(value: Value) -> Result<Self, kerf_api::FieldError> {
+        let Value::Object(mut body) = value else {
+            return Err(kerf_api::FieldError::new("", "the object must be a JSON object"));
+        };
+        let metadata = match body.remove("metadata") {
+            None | Some(Value::Null) => ObjectMeta::default(),
+            Some(m) => serde_path_to_error::deserialize(m).map_err(|e| {
+                let path = e.path().to_string();
+                let path = if path == "." { "metadata".to_string() } else { format!("metadata.{path}") };
+                kerf_api::FieldError::new(path, e.into_inner().to_string())
+            })?,
+        };
+        Ok(DynamicObject { metadata, body })
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::with_capacity(self.body.len() + 1);
+        for key in ["apiVersion", "kind"] {
+            if let Some(v) = self.body.get(key) {
+                out.insert(key.to_string(), v.clone());
+            }
+        }
+        out.insert("metadata".to_string(), serde_json::to_value(&self.metadata).unwrap_or(Value::Null));
+        for (k, v) in &self.body {
+            if k != "apiVersion" && k != "kind" {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        Value::Object(out)
+    }
+
+    /// The object's `kind` field.
+    pub fn kind(&self) -> &str {
+        self.body.get("kind").and_then(Value::as_str).unwrap_or("")
+    }
+}
+
+/// One stored object.
+#[derive(Debug, Clone)]
+pub enum Stored {
+    Typed(AnyObject),
+    Dynamic(Arc<DynamicObject>),
+}
+
+impl Stored {
+    pub fn meta(&self) -> &ObjectMeta {
+        match self {
+            Stored::Typed(a) => a.meta(),
+            Stored::Dynamic(d) => &d.metadata,
+        }
+    }
+
+    pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Stored::Typed(a) => crate::cluster::any_meta_mut(a),
+            Stored::Dynamic(d) => &mut Arc::make_mut(d).metadata,
+        }
+    }
+
+    /// Copies `from`'s status into `self` (same kind), leaving everything else.
+    pub fn copy_status_from(&mut self, from: &Stored) {
+        match (self, from) {
+            (Stored::Typed(a), Stored::Typed(b)) => crate::cluster::copy_status(a, b),
+            (Stored::Dynamic(a), Stored::Dynamic(b)) => {
+                let a = Arc::make_mut(a);
+                match b.body.get("status") {
+                    Some(s) => {
+                        a.body.insert("status".to_string(), s.clone());
+                    }
+                    None => {
+                        a.body.remove("status");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The object as the REST API shows it, `apiVersion` and `kind` included.
+    pub fn to_json(&self, kind: &ResourceKind) -> Value {
+        match self {
+            Stored::Typed(a) => kind.typed.and_then(|t| (t.encode)(a)).unwrap_or(Value::Null),
+            Stored::Dynamic(d) => d.to_json(),
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Server-side printing: `meta.k8s.io/v1` Tables with each kind's printer columns, as kubectl
+//! asks for with `Accept: application/json;as=Table;g=meta.k8s.io;v=v1`. kerf's CRDs show the
+//! columns Karpenter's CRDs declare (NodeClaim: TYPE, CAPACITY, ZONE, NODE, READY, AGE;
+//! NodePool: NODECLASS, NODES, READY, AGE).
+
+use kerf_cloud::Timestamp;
+use serde_json::{Value, json};
+
+use crate::kinds::ResourceKind;
+
+/// How a cell is read from an object.
+#[derive(Clone, Copy)]
+enum Cell {
+    Name,
+    Age,
+    /// A JSON pointer; missing reads as empty.
+    Path(&'static str),
+    /// A label's value.
+    Label(&'static str),
+    /// The status of the condition of this type.
+    Condition(&'static str),
+    /// A JSON pointer to a number, 0 when missing.
+    Count(&'static str),
+    /// `ready/desired` from two pointers.
+    Ratio(&'static str, &'static str),
+    PodReady,
+    PodStatus,
+    NodeStatus,
+    NodeRoles,
+    EventObject,
+    LastSeen,
+}
+
+/// (header, type, priority: 0 shown by default, 1 only with `-o wide`, cell).
+type Column = (&'static str, &'static str, u8, Cell);
+
+fn columns(kind: &str) -> Vec<Column> {
+    use Cell::*;
+    let name = ("Name", "string", 0, Name);
+    let age = ("Age", "date", 0, Age);
+    match kind {
+        "Pod" => vec![
+            name,
+            ("Ready", "string", 0, PodReady),
+            ("Status", "string", 0, PodStatus),
+            ("Restarts", "string", 0, Count("/status/containerStatuses/0/restartCount")),
+            age,
+            ("IP", "string", 1, Path("/status/podIP")),
+            ("Node", "string", 1, Path("/spec/nodeName")),
+            ("Nominated Node", "string", 1, Path("/status/nominatedNodeName")),
+        ],
+        "Node" => vec![
+            name,
+            ("Status", "string", 0, NodeStatus),
+            ("Roles", "string", 0, NodeRoles),
+            age,
+            ("Version", "string", 0, Path("/status/nodeInfo/kubeletVersion")),
+            ("Instance-Type", "string", 1, Label("node.kubernetes.io/instance-type")),
+            ("Zone", "string", 1, Label("topology.kubernetes.io/zone")),
+        ],
+        "Namespace" => vec![name, ("Status", "string", 0, Path("/status/phase")), age],
+        "Deployment" => vec![
+            name,
+            ("Ready", "string", 0, Ratio("/status/readyReplicas", "/spec/replicas")),
+            ("Up-to-date", "integer", 0, Count("/status/updatedReplicas")),
+            ("Available", "integer", 0, Count("/status/availableReplicas")),
+            age,
+        ],
+        "ReplicaSet" => vec![
+            name,
+            ("Desired", "integer", 0, Count("/spec/replicas")),
+            ("Current", "integer", 0, Count("/status/replicas")),
+            ("Ready", "integer", 0, Count("/status/readyReplicas")),
+            age,
+        ],
+        "DaemonSet" => vec![
+            name,
+            ("Desired", "integer", 0, Count("/status/desiredNumberScheduled")),
+            ("Current", "integer", 0, Count("/status/currentNumberScheduled")),
+            ("Ready", "integer", 0, Count("/status/numberReady")),
+            ("Available", "integer", 0, Count("/status/numberAvailable")),
+            age,
+        ],
+        "PodDisruptionBudget" => vec![
+            name,
+            ("Min Available", "string", 0, Path("/spec/minAvailable")),
+            ("Max Unavailable", "string", 0, Path("/spec/maxUnavailable")),
+            ("Allowed Disruptions", "integer", 0, Count("/status/disruptionsAllowed")),
+            age,
+        ],
+        "PersistentVolumeClaim" => vec![
+            name,
+            ("Status", "string", 0, Path("/status/phase")),
+            ("Volume", "string", 0, Path("/spec/volumeName")),
+            ("StorageClass", "string", 0, Path("/spec/storageClassName")),
+            age,
+        ],
+        "PersistentVolume" => vec![
+            name,
+            ("Capacity", "string", 0, Path("/spec/capacity/storage")),
+            ("Status", "string", 0, Path("/status/phase")),
+            ("StorageClass", "string", 0, Path("/spec/storageClassName")),
+            age,
+        ],
+        "StorageClass" => vec![
+            name,
+            ("Provisioner", "string", 0, Path("/provisioner")),
+            ("VolumeBindingMode", "string", 0, Path("/volumeBindingMode")),
+            age,
+        ],
+        "PriorityClass" => vec![name, ("Value", "integer", 0, Count("/value")), age],
+        "Lease" => vec![name, ("Holder", "string", 0, Path("/spec/holderIdentity")), age],
+        "Event" => vec![
+            ("Last Seen", "string", 0, LastSeen),
+            ("Type", "string", 0, Path("/type")),
+            ("Reason", "string", 0, Path("/reason")),
+            ("Object", "string", 0, EventObject),
+            ("Message", "string", 0, Path("/message")),
+            ("Name", "string", 1, Name),
+        ],
+        "NodeClaim" => vec![
+            name,
+            ("Type", "string", 0, Label("node.kubernetes.io/instance-type")),
+            ("Capacity", "string", 0, Label("karpenter.sh/capacity-type")),
+            ("Zone", "string", 0, Label("topology.kubernetes.io/zone")),
+            ("Node", "string", 0, Path("/status/nodeName")),
+            ("Ready", "string", 0, Condition("Ready")),
+            age,
+            ("ImageID", "string", 1, Path("/status/imageID")),
+            ("ID", "string", 1, Path("/status/providerID")),
+            ("NodePool", "string", 1, Label("karpenter.sh/nodepool")),
+            ("NodeClass", "string", 1, Path("/spec/nodeClassRef/name")),
+            ("Drifted", "string", 1, Condition("Drifted")),
+        ],
+        "NodePool" => vec![
+            name,
+            ("NodeClass", "string", 0, Path("/spec/template/spec/nodeClassRef/name")),
+            ("Nodes", "string", 0, Path("/status/resources/nodes")),
+            ("Ready", "string", 0, Condition("Ready")),
+            age,
+            ("Weight", "integer", 1, Path("/spec/weight")),
+            ("CPU", "string", 1, Path("/status/resources/cpu")),
+            ("Memory", "string", 1, Path("/status/resources/memory")),
+        ],
+        "EC2NodeClass" => {
+            vec![name, ("Ready", "string", 0, Condition("Ready")), age, ("Role", "string", 1, Path("/spec/role"))]
+        }
+        _ => vec![name, age],
+    }
+}
+
+/// A duration the way kubectl prints ages: `45s`, `3m12s`, `17m`, `5h4m`, `3d2h`, `120d`.
+pub fn human_duration(secs: i64) -> String {
+    let s = secs.max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86_400);
+    if s < 120 {
+        format!("{s}s")
+    } else if m < 10 {
+        if s % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", s % 60) }
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if d < 8 {
+        if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) }
+    } else {
+        format!("{d}d")
+    }
+}
+
+fn since(now: Timestamp, stamp: Option<&str>) -> String {
+    match stamp.and_then(|s| s.parse::<Timestamp>().ok()) {
+        Some(t) => human_duration((now.as_millisecond() - t.as_millisecond()) / 1000),
+        None => "<unknown>".to_string(),
+    }
+}
+
+fn text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+fn cell(obj: &Value, c: Cell, now: Timestamp) -> Value {
+    let s = match c {
+        Cell::Name => text(obj.pointer("/metadata/name")),
+        Cell::Age => since(now, obj.pointer("/metadata/creationTimestamp").and_then(Value::as_str)),
+        Cell::Path(p) => text(obj.pointer(p)),
+        Cell::Label(l) => text(obj.pointer("/metadata/labels").and_then(|m| m.get(l))),
+        Cell::Condition(t) => text(condition(obj, t).map(|c| &c["status"])),
+        Cell::Count(p) => return obj.pointer(p).and_then(Value::as_i64).map_or(json!(0), |n| json!(n)),
+        Cell::Ratio(a, b) => format!(
+            "{}/{}",
+            obj.pointer(a).and_then(Value::as_i64).unwrap_or(0),
+            obj.pointer(b).and_then(Value::as_i64).unwrap_or(1)
+        ),
+        Cell::PodReady => {
+            let total = obj.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+            let ready = condition(obj, "Ready").is_some_and(|c| c["status"] == "True");
+            format!("{}/{total}", if ready { total } else { 0 })
+        }
+        Cell::PodStatus => {
+            if obj.pointer("/metadata/deletionTimestamp").is_some() {
+                "Terminating".to_string()
+            } else {
+                obj.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending").to_string()
+            }
+        }
+        Cell::NodeStatus => {
+            let ready = condition(obj, "Ready").is_some_and(|c| c["status"] == "True");
+            let mut s = if ready { "Ready" } else { "NotReady" }.to_string();
+            if obj.pointer("/spec/unschedulable") == Some(&Value::Bool(true)) {
+                s.push_str(",SchedulingDisabled");
+            }
+            s
+        }
+        Cell::NodeRoles => {
+            let roles: Vec<&str> = obj
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|l| l.keys().filter_map(|k| k.strip_prefix("node-role.kubernetes.io/")).collect())
+                .unwrap_or_default();
+            if roles.is_empty() { "<none>".to_string() } else { roles.join(",") }
+        }
+        Cell::EventObject => format!(
+            "{}/{}",
+            obj.pointer("/involvedObject/kind").and_then(Value::as_str).unwrap_or("").to_lowercase(),
+            obj.pointer("/involvedObject/name").and_then(Value::as_str).unwrap_or("")
+        ),
+        Cell::LastSeen => since(now, obj.pointer("/lastTimestamp").and_then(Value::as_str)),
+    };
+    Value::String(s)
+}
+
+/// The row object as requested: the whole object (`includeObject=Object`), or its metadata.
+fn row_object(obj: &Value, include_object: bool) -> Value {
+    if include_object {
+        return obj.clone();
+    }
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// A Table of `objects` of `kind`.
+pub fn table(
+    kind: &ResourceKind,
+    objects: &[Value],
+    resource_version: u64,
+    now: Timestamp,
+    include_object: bool,
+) -> Value {
+    let cols = columns(kind.kind);
+    let defs: Vec<Value> = cols
+        .iter()
+        .map(|(name, type_, priority, c)| {
+            let mut d = json!({"name": name, "type": type_, "format": "", "description": name, "priority": priority});
+            if matches!(c, Cell::Name) {
+                d["format"] = json!("name");
+            }
+            d
+        })
+        .collect();
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            json!({
+                "cells": cols.iter().map(|(_, _, _, c)| cell(o, *c, now)).collect::<Vec<_>>(),
+                "object": row_object(o, include_object),
+            })
+        })
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version.to_string()},
+        "columnDefinitions": defs,
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_print_like_kubectl() {
+        assert_eq!(human_duration(45), "45s");
+        assert_eq!(human_duration(192), "3m12s");
+        assert_eq!(human_duration(17 * 60), "17m");
+        assert_eq!(human_duration(5 * 3600 + 4 * 60), "5h4m");
+        assert_eq!(human_duration(3 * 86_400 + 2 * 3600), "3d2h");
+    }
+
+    #[test]
+    fn node_claim_table_has_karpenters_printer_columns() {
+        let kind = crate::kinds::by_kind("NodeClaim").unwrap();
+        let claim = json!({
+            "metadata": {"name": "default-abcde", "creationTimestamp": "2025-01-01T00:00:00Z", "labels": {
+                "node.kubernetes.io/instance-type": "c6g.large", "karpenter.sh/capacity-type": "spot",
+                "topology.kubernetes.io/zone": "us-west-2a"}},
+            "status": {"nodeName": "ip-1", "conditions": [{"type": "Ready", "status": "True"}]},
+        });
+        let now: Timestamp = "2025-01-01T00:01:00Z".parse().unwrap();
+        let t = table(kind, &[claim], 7, now, false);
+        let headers: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(headers, ["Name", "Type", "Capacity", "Zone", "Node", "Ready", "Age"]);
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[1], "c6g.large");
+        assert_eq!(cells[5], "True");
+        assert_eq!(cells[6], "60s");
+    }
+}

@@ -1,0 +1,416 @@
+//! Disruption candidates: the managed nodes disruption may act on, what each one holds, and
+//! what protects it (`karpenter.sh/do-not-disrupt`, PodDisruptionBudgets, the NodePool's
+//! budgets), computed once per evaluation from cluster state.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_api::nodeclaim::CONDITION_INITIALIZED;
+use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
+use kerf_api::{NodeClaim, NodePool, labels};
+use kerf_cloud::{CloudProvider, Timestamp};
+use kerf_scheduling::Requirements;
+
+use crate::manager::Manager;
+use crate::provisioner::TypesByPool;
+use crate::state::ClusterState;
+use crate::termination::{is_disrupted, is_drainable};
+use crate::util;
+
+/// A managed, initialized node that is not being disrupted, as disruption sees it.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub claim: String,
+    pub node: String,
+    pub pool: String,
+    pub instance_type: String,
+    pub capacity_type: String,
+    pub zone: String,
+    /// $/h of the offering it runs on.
+    pub price: f64,
+    /// Pods that would have to move: not DaemonSet pods, not finished, not the node's own.
+    pub pods: Vec<Arc<Pod>>,
+    /// Consolidation may act on it (policy and `consolidateAfter` allow it now).
+    pub consolidatable: bool,
+    /// Why consolidation may not act on it yet, when it may not.
+    pub not_consolidatable: Option<String>,
+    /// What forbids any voluntary disruption (do-not-disrupt, a PodDisruptionBudget).
+    pub protected: Option<String>,
+    /// Why it drifted, if it did.
+    pub drifted: Option<String>,
+    /// A DaemonSet pod meant for it that cannot fit on it.
+    pub unfit: Option<String>,
+}
+
+impl Candidate {
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
+    pub fn is_spot(&self) -> bool {
+        self.capacity_type == labels::CAPACITY_TYPE_SPOT
+    }
+}
+
+/// Disruptions each PodDisruptionBudget still allows, computed as the Eviction API does.
+pub(crate) struct PdbIndex {
+    /// (namespace, name, selector, allowed, desired healthy, healthy).
+    budgets: Vec<(String, String, k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector, i64, i64, i64)>,
+}
+
+fn pod_healthy(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else { return false };
+    status.phase.as_deref() == Some("Running")
+        && status.conditions.as_ref().is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn scaled(v: &IntOrString, total: i64) -> i64 {
+    match v {
+        IntOrString::Int(i) => i64::from(*i),
+        IntOrString::String(s) => {
+            let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+            (pct * total + 99) / 100
+        }
+    }
+}
+
+impl PdbIndex {
+    pub fn new(state: &ClusterState) -> Self {
+        let mut budgets = Vec::new();
+        for ((ns, name), pdb) in state.pdbs() {
+            let Some(spec) = pdb.spec.as_ref() else { continue };
+            let Some(sel) = spec.selector.clone() else { continue };
+            let empty = BTreeMap::new();
+            let selected: Vec<&Arc<Pod>> = state
+                .pods()
+                .range((ns.clone(), String::new())..)
+                .take_while(|((pns, _), _)| pns == ns)
+                .map(|(_, p)| p)
+                .filter(|p| !util::pod_terminal(p))
+                .filter(|p| {
+                    kerf_scheduling::pod::selector_matches(Some(&sel), p.metadata.labels.as_ref().unwrap_or(&empty))
+                })
+                .collect();
+            let expected = selected.len() as i64;
+            let healthy = selected.iter().filter(|p| pod_healthy(p)).count() as i64;
+            let desired = match (&spec.min_available, &spec.max_unavailable) {
+                (Some(min), _) => scaled(min, expected),
+                (None, Some(max)) => expected - scaled(max, expected),
+                (None, None) => expected,
+            };
+            budgets.push((ns.clone(), name.clone(), sel, healthy - desired, desired, healthy));
+        }
+        PdbIndex { budgets }
+    }
+
+    /// Why evicting the pod now would be refused, if it would.
+    pub fn blocking(&self, pod: &Pod) -> Option<String> {
+        if self.budgets.is_empty() || !pod_healthy(pod) {
+            return None;
+        }
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let empty = BTreeMap::new();
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+        let mut matching = self
+            .budgets
+            .iter()
+            .filter(|(bns, _, sel, ..)| bns == ns && kerf_scheduling::pod::selector_matches(Some(sel), labels));
+        let first = matching.next()?;
+        if let Some(second) = matching.next() {
+            return Some(format!(
+                "pod {ns}/{} is selected by more than one PodDisruptionBudget ({} and {}), so it cannot be evicted",
+                kerf_scheduling::pod::name(pod),
+                first.1,
+                second.1
+            ));
+        }
+        let (_, name, _, allowed, desired, healthy) = first;
+        (*allowed <= 0).then(|| {
+            format!(
+                "PodDisruptionBudget {ns}/{name} allows no disruption of pod {ns}/{} (needs {desired} healthy pods, has {healthy})",
+                kerf_scheduling::pod::name(pod)
+            )
+        })
+    }
+}
+
+/// The NodePools' disruption budgets at one instant.
+#[derive(Debug, Default)]
+pub struct Budgets {
+    /// Pool → (its nodes, those already disrupting or NotReady).
+    pub counts: BTreeMap<String, (usize, usize)>,
+    /// The wall-clock instant budget schedules are evaluated at.
+    pub wall: Timestamp,
+}
+
+impl Budgets {
+    /// How many more of the pool's nodes may be disrupted for `reason` now.
+    pub fn allowed(&self, pool: &NodePool, reason: DisruptionReason) -> usize {
+        let (total, disrupting) = self.counts.get(pool.name()).copied().unwrap_or((0, 0));
+        pool.allowed_disruptions(self.wall, total, reason).saturating_sub(disrupting)
+    }
+
+    /// Why the budget allows nothing more: the binding budget, its window and the counts.
+    pub fn describe(&self, pool: &NodePool, reason: DisruptionReason) -> String {
+        let (total, disrupting) = self.counts.get(pool.name()).copied().unwrap_or((0, 0));
+        let binding = pool
+            .spec
+            .disruption
+            .budgets
+            .iter()
+            .filter(|b| b.reasons.as_ref().is_none_or(|r| r.contains(&reason)))
+            .filter_map(|b| b.allowed_disruptions(self.wall, total).ok().map(|n| (n, b)))
+            .min_by_key(|(n, _)| *n);
+        let what = match binding {
+            Some((n, b)) => {
+                let window = match (&b.schedule, &b.duration) {
+                    (Some(s), Some(d)) => format!(", active on schedule \"{s}\" for {d}"),
+                    _ => String::new(),
+                };
+                format!("budget nodes={}{window} allows {n}", b.nodes)
+            }
+            None => "its budgets allow none".to_string(),
+        };
+        format!(
+            "NodePool {}'s disruption budget allows no more {reason:?} disruptions now ({what} of {total} nodes; {disrupting} already disrupting or not ready)",
+            pool.name()
+        )
+    }
+}
+
+/// Labels a node must carry to satisfy its pool's requirements; the first one it breaks.
+fn requirement_drift(pool: &NodePool, node: &Node) -> Option<String> {
+    let reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
+    let empty = BTreeMap::new();
+    let node_labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    for (key, req) in reqs.iter() {
+        let value = node_labels.get(key).map(String::as_str);
+        if !req.matches(value) {
+            return Some(format!(
+                "its label {key}={} no longer satisfies NodePool {}'s requirements",
+                value.unwrap_or("(none)"),
+                pool.name()
+            ));
+        }
+    }
+    None
+}
+
+/// The pool template's static hash differs from the one the claim was created with.
+fn template_drift(pool: &NodePool, claim: &NodeClaim) -> Option<String> {
+    let ann = claim.metadata.annotations.as_ref()?;
+    let version = ann.get(labels::NODEPOOL_HASH_VERSION)?;
+    let hash = ann.get(labels::NODEPOOL_HASH)?;
+    (version == kerf_api::hash::NODEPOOL_HASH_VERSION && *hash != pool.template_hash())
+        .then(|| format!("NodePool {}'s template changed since it was launched", pool.name()))
+}
+
+/// The node a DaemonSet pod is pinned to (`metadata.name` match field), as the DaemonSet
+/// controller pins them.
+fn pinned_node(pod: &Pod) -> Option<&str> {
+    let terms = &pod
+        .spec
+        .as_ref()?
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .find(|f| f.key == "metadata.name" && f.operator == "In")
+        .and_then(|f| f.values.as_ref()?.first())
+        .map(String::as_str)
+}
+
+/// $/h of the offering the node runs on.
+pub(crate) fn node_price(types: &TypesByPool, pool: &str, itype: &str, zone: &str, capacity_type: &str) -> f64 {
+    types
+        .get(pool)
+        .and_then(|ts| ts.iter().find(|t| t.name == itype))
+        .and_then(|t| {
+            t.offerings
+                .iter()
+                .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+                .or_else(|| t.offerings.iter().find(|o| o.capacity_type == capacity_type))
+        })
+        .map_or(0.0, |o| o.price)
+}
+
+impl<P: CloudProvider> Manager<P> {
+    /// The wall-clock instant budgets' schedules are evaluated at.
+    pub(crate) fn wall_clock(&self, now: Timestamp) -> Timestamp {
+        Timestamp::from_millisecond(now.as_millisecond().saturating_add(self.options.wall_clock_offset_ms))
+            .unwrap_or(now)
+    }
+
+    /// Every managed node of a pool that disruption may consider, the budgets, and the
+    /// earliest time a node becomes consolidatable (to wake then).
+    pub(crate) async fn candidates(
+        &self,
+        types: &TypesByPool,
+        now: Timestamp,
+        exclude: &BTreeSet<String>,
+    ) -> (Vec<Candidate>, Budgets, Option<Timestamp>) {
+        let state = &self.state;
+        let pdbs = PdbIndex::new(state);
+        let mut budgets = Budgets { wall: self.wall_clock(now), ..Budgets::default() };
+        // DaemonSet pods that cannot fit on the node they are meant for.
+        let mut unfit: BTreeMap<&str, String> = BTreeMap::new();
+        for (_, pod) in state.unbound_pods() {
+            if util::owned_by_daemonset(pod)
+                && util::marked_unschedulable(pod)
+                && let Some(node) = pinned_node(pod)
+            {
+                let why = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+                    .and_then(|c| c.message.clone())
+                    .unwrap_or_default();
+                unfit.entry(node).or_insert_with(|| {
+                    format!("DaemonSet pod {} cannot run on it: {why}", kerf_scheduling::pod::key(pod))
+                });
+            }
+        }
+        let mut out = Vec::new();
+        let mut wake: Option<Timestamp> = None;
+        for (name, node) in state.nodes() {
+            let Some(claim) = state.claim_for_node(node) else { continue };
+            let Some(pool_name) = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)) else {
+                continue;
+            };
+            let Some(pool) = state.node_pool(pool_name) else { continue };
+            let count = budgets.counts.entry(pool_name.clone()).or_default();
+            count.0 += 1;
+            let deleting = node.metadata.deletion_timestamp.is_some() || claim.metadata.deletion_timestamp.is_some();
+            if deleting || is_disrupted(node) || !util::node_ready(node) {
+                count.1 += 1;
+                continue;
+            }
+            if pool.is_static() || exclude.contains(claim.name()) || !claim.is_condition_true(CONDITION_INITIALIZED) {
+                continue;
+            }
+            let l = node.metadata.labels.as_ref();
+            let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
+            let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
+            let all_pods: Vec<&Arc<Pod>> = state.pods_on_node(name).filter(|p| !util::pod_terminal(p)).collect();
+            let pods: Vec<Arc<Pod>> = all_pods
+                .iter()
+                .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
+                .map(|p| Arc::clone(p))
+                .collect();
+            let protected = if node
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(labels::DO_NOT_DISRUPT))
+                .is_some_and(|v| v == "true")
+            {
+                Some(format!("node {name} is annotated {}=true", labels::DO_NOT_DISRUPT))
+            } else if let Some(p) = all_pods.iter().find(|p| {
+                p.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
+            }) {
+                Some(format!("pod {} is annotated {}=true", kerf_scheduling::pod::key(p), labels::DO_NOT_DISRUPT))
+            } else {
+                pods.iter().find_map(|p| pdbs.blocking(p))
+            };
+            // consolidateAfter counts from initialization or the last pod event, whichever is later.
+            let initialized = claim
+                .status
+                .as_ref()
+                .and_then(|s| util::true_since(&s.conditions, CONDITION_INITIALIZED))
+                .unwrap_or(now);
+            let since = self.last_pod_event.get(name).copied().map_or(initialized, |t| t.max(initialized));
+            let disruption = &pool.spec.disruption;
+            let not_consolidatable = match disruption.consolidate_after.duration() {
+                None => Some(format!("NodePool {pool_name} has consolidateAfter: Never")),
+                Some(after) => {
+                    let at = util::after(since, after);
+                    if now < at {
+                        wake = util::earliest(wake, Some(at));
+                        Some(format!(
+                            "consolidateAfter {} has not passed since its last pod change (consolidatable in {}s)",
+                            disruption.consolidate_after,
+                            (at.as_millisecond() - now.as_millisecond() + 999) / 1000
+                        ))
+                    } else if disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty && !pods.is_empty() {
+                        Some(format!(
+                            "NodePool {pool_name} consolidates only empty nodes (WhenEmpty) and it runs {} pod(s)",
+                            pods.len()
+                        ))
+                    } else {
+                        None
+                    }
+                }
+            };
+            let class = state.node_class_for(pool);
+            let drifted = match template_drift(pool, claim).or_else(|| requirement_drift(pool, node)) {
+                Some(d) => Some(d),
+                None => match self.cloud.is_drifted(claim, class).await {
+                    Ok(Some(why)) => {
+                        Some(format!("its node class {} changed ({why})", pool.spec.template.spec.node_class_ref.name))
+                    }
+                    _ => None,
+                },
+            };
+            out.push(Candidate {
+                claim: claim.name().to_string(),
+                node: name.clone(),
+                pool: pool_name.clone(),
+                price: node_price(types, pool_name, &itype, &zone, &ct),
+                instance_type: itype,
+                capacity_type: ct,
+                zone,
+                pods,
+                consolidatable: not_consolidatable.is_none(),
+                not_consolidatable,
+                protected,
+                drifted,
+                unfit: unfit.get(name.as_str()).cloned(),
+            });
+        }
+        (out, budgets, wake)
+    }
+}
+
+/// Karpenter's reason a budget is checked against, for each method. kerf's `Unfit` counts as
+/// drift: the node no longer suits what must run on it.
+pub(crate) fn budget_reason(reason: super::Reason) -> Option<DisruptionReason> {
+    match reason {
+        super::Reason::Empty => Some(DisruptionReason::Empty),
+        super::Reason::Underutilized => Some(DisruptionReason::Underutilized),
+        super::Reason::Drifted | super::Reason::Unfit => Some(DisruptionReason::Drifted),
+        super::Reason::Expired | super::Reason::Interrupted => None,
+    }
+}
+
+/// Takes candidates (in order) while their pool's budget for `reason` allows; the others get
+/// the budget as their reason.
+pub(crate) fn within_budget<'a>(
+    cands: impl IntoIterator<Item = &'a Candidate>,
+    budgets: &Budgets,
+    pools: &BTreeMap<String, NodePool>,
+    reason: DisruptionReason,
+    blocked: &mut BTreeMap<String, String>,
+) -> Vec<&'a Candidate> {
+    let mut used: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for c in cands {
+        let Some(pool) = pools.get(&c.pool) else { continue };
+        let n = used.entry(c.pool.as_str()).or_default();
+        if *n < budgets.allowed(pool, reason) {
+            *n += 1;
+            out.push(c);
+        } else {
+            blocked.entry(c.node.clone()).or_insert_with(|| budgets.describe(pool, reason));
+        }
+    }
+    out
+}

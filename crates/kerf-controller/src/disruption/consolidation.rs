@@ -1,0 +1,336 @@
+//! Consolidation's decision core: pure and deterministic. Given candidates and the answer to
+//! "without these nodes, where would their pods go?", decide whether the candidates can simply
+//! be deleted, replaced by one strictly cheaper node, or neither (and say why).
+//!
+//! The question itself is asked in one place, [`simulate_without`].
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::{Operator, labels};
+use kerf_scheduling::{InstanceType, NewNodeClaim, Requirements, SchedulingInput, SchedulingResult};
+
+use super::candidates::Candidate;
+
+/// Karpenter's floor for spot-to-spot consolidation: at least this many cheaper spot types, and
+/// the replacement launches from the cheapest this many.
+pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
+
+/// Karpenter's cap on candidates in one multi-node consolidation.
+pub const MULTI_NODE_MAX_CANDIDATES: usize = 100;
+
+/// The consolidation what-if: "if the nodes named in `removed` were gone, where would `pods`
+/// go?" — the scheduling core run over `base` (the cluster as the provisioner sees it) with
+/// those nodes taken out and `pods` as the pods to place. Placements name surviving nodes;
+/// `new_node_claims` are the nodes that would have to be launched; `errors` the pods that fit
+/// nowhere. Indexes in the result refer to `pods`.
+///
+/// This is the only place disruption asks the scheduler a what-if: swap its body for the
+/// SchedulingContext's what-if when that lands.
+pub fn simulate_without(base: &SchedulingInput, removed: &BTreeSet<&str>, pods: Vec<Arc<Pod>>) -> SchedulingResult {
+    let input = SchedulingInput {
+        node_pools: base.node_pools.clone(),
+        existing_nodes: base.existing_nodes.iter().filter(|n| !removed.contains(n.name.as_str())).cloned().collect(),
+        daemonset_pods: base.daemonset_pods.clone(),
+        pods,
+        volume_requirements: base.volume_requirements.clone(),
+        unresolvable_volumes: base.unresolvable_volumes.clone(),
+        namespace_labels: base.namespace_labels.clone(),
+    };
+    kerf_scheduling::schedule(&input)
+}
+
+/// What consolidation would do with a set of candidates.
+#[derive(Debug, Clone)]
+pub enum Decision {
+    /// Their pods fit on the remaining nodes.
+    Delete,
+    /// Their pods need one new node, strictly cheaper than the candidates together.
+    Replace { claim: Box<NewNodeClaim>, price: f64, instance_type: String },
+}
+
+/// The pods that must move off the candidates, in candidate order.
+pub fn pods_of(cands: &[&Candidate]) -> Vec<Arc<Pod>> {
+    cands.iter().flat_map(|c| c.pods.iter().cloned()).collect()
+}
+
+/// The offering a type would launch with under the claim's requirements: spot when the claim
+/// allows spot and `spot` is set, else on-demand; the cheapest available allowed one.
+fn launch_price(t: &InstanceType, reqs: &Requirements, spot: bool) -> Option<f64> {
+    let want = if spot { labels::CAPACITY_TYPE_SPOT } else { labels::CAPACITY_TYPE_ON_DEMAND };
+    t.offerings
+        .iter()
+        .filter(|o| o.available && o.capacity_type == want)
+        .filter(|o| reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone)))
+        .map(|o| o.price)
+        .min_by(f64::total_cmp)
+}
+
+fn dollars(v: f64) -> String {
+    format!("${v:.4}/h")
+}
+
+/// Decides from a what-if's `result` for `cands` (whose pods were `pods`, placed first in the
+/// what-if's pod list). `Err` says why neither deleting nor replacing works.
+pub fn decide(
+    cands: &[&Candidate],
+    pods: &[Arc<Pod>],
+    result: &SchedulingResult,
+    spot_to_spot: bool,
+) -> Result<Decision, String> {
+    let n = pods.len();
+    if let Some((i, err)) = result.errors.iter().find(|(i, _)| *i < n) {
+        return Err(format!("pod {} would fit nowhere else: {}", kerf_scheduling::pod::key(&pods[*i]), err.message));
+    }
+    let needed: Vec<&NewNodeClaim> = result.new_node_claims.iter().filter(|c| c.pods.iter().any(|&i| i < n)).collect();
+    let total: f64 = cands.iter().map(|c| c.price).sum();
+    let claim = match needed.as_slice() {
+        [] => return Ok(Decision::Delete),
+        [one] => *one,
+        many => return Err(format!("its {n} pod(s) would need {} new nodes, not one", many.len())),
+    };
+    let reqs = Requirements::from_node_selector(&claim.requirements);
+    let allows_spot = reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(labels::CAPACITY_TYPE_SPOT));
+    let own_types: BTreeSet<&str> = cands.iter().map(|c| c.instance_type.as_str()).collect();
+    let options: Vec<&Arc<InstanceType>> =
+        claim.instance_types.iter().filter(|t| !own_types.contains(t.name.as_str())).collect();
+    // The provider launches spot whenever the claim allows it and any type offers it.
+    let spot = allows_spot && options.iter().any(|t| launch_price(t, &reqs, true).is_some());
+    let mut priced: Vec<(f64, &Arc<InstanceType>)> =
+        options.iter().filter_map(|t| launch_price(t, &reqs, spot).map(|p| (p, *t))).collect();
+    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    let cheapest = priced.first().map(|(p, t)| format!("{} at {}", t.name, dollars(*p)));
+    let mut cheaper: Vec<(f64, &Arc<InstanceType>)> = priced.iter().copied().filter(|(p, _)| *p < total).collect();
+    let all_spot = cands.iter().all(|c| c.is_spot());
+    if all_spot && spot && !cheaper.is_empty() {
+        if !spot_to_spot {
+            return Err(format!(
+                "no cheaper replacement it may use: a spot node is only replaced by a cheaper spot node with settings.featureGates.spotToSpotConsolidation (cheapest option {})",
+                cheapest.unwrap_or_else(|| "none".to_string())
+            ));
+        }
+        if cands.len() > 1 {
+            return Err("spot nodes are replaced by spot nodes one at a time".to_string());
+        }
+        if cheaper.len() < SPOT_TO_SPOT_MIN_TYPES {
+            return Err(format!(
+                "no cheaper replacement: only {} spot instance type(s) are cheaper than {}, spot-to-spot consolidation needs {SPOT_TO_SPOT_MIN_TYPES}",
+                cheaper.len(),
+                dollars(total)
+            ));
+        }
+        cheaper.truncate(SPOT_TO_SPOT_MIN_TYPES);
+    }
+    let Some(&(price, best)) = cheaper.first() else {
+        if priced.is_empty() {
+            return Err(format!("no cheaper replacement: no other instance type fits its {n} pod(s)"));
+        }
+        return Err(format!(
+            "no cheaper replacement: its {n} pod(s) need a node costing at least {} ({}), it costs {}",
+            priced.first().map_or_else(|| "more".to_string(), |(p, _)| dollars(*p)),
+            priced.first().map_or("no other type", |(_, t)| t.name.as_str()),
+            dollars(total)
+        ));
+    };
+    let names: Vec<String> = cheaper.iter().map(|(_, t)| t.name.clone()).collect();
+    let mut restricted = claim.clone();
+    restricted.instance_types = cheaper.iter().map(|(_, t)| Arc::clone(t)).collect();
+    restricted.requirements.retain(|r| r.key != labels::INSTANCE_TYPE);
+    restricted.requirements.push(kerf_api::NodeSelectorRequirementWithMinValues {
+        key: labels::INSTANCE_TYPE.to_string(),
+        operator: Operator::In,
+        values: names,
+        min_values: claim.requirements.iter().find(|r| r.key == labels::INSTANCE_TYPE).and_then(|r| r.min_values),
+    });
+    Ok(Decision::Replace { claim: Box::new(restricted), price, instance_type: best.name.clone() })
+}
+
+/// One line for people: what the decision does and what it saves.
+pub fn describe(cands: &[&Candidate], pods: usize, decision: &Decision) -> (String, f64) {
+    let total: f64 = cands.iter().map(|c| c.price).sum();
+    let nodes = if cands.len() == 1 { "its".to_string() } else { format!("these {} nodes'", cands.len()) };
+    match decision {
+        Decision::Delete => (
+            if pods == 0 {
+                format!(
+                    "{} empty; deleting saves {}",
+                    if cands.len() == 1 { "it is" } else { "they are" },
+                    dollars(total)
+                )
+            } else {
+                format!("{nodes} {pods} pod(s) fit on other nodes; deleting saves {}", dollars(total))
+            },
+            total,
+        ),
+        Decision::Replace { price, instance_type, .. } => (
+            format!(
+                "{nodes} {pods} pod(s) fit on 1 cheaper node ({instance_type}, {} instead of {})",
+                dollars(*price),
+                dollars(total)
+            ),
+            total - price,
+        ),
+    }
+}
+
+/// Multi-node consolidation: the longest prefix of `cands` (at least two, at most
+/// [`MULTI_NODE_MAX_CANDIDATES`]) that can be deleted or replaced by one cheaper node, found by
+/// binary search over the prefix length with `evaluate`.
+pub fn largest_prefix<T>(len: usize, mut evaluate: impl FnMut(usize) -> Result<T, String>) -> Option<(usize, T)> {
+    let (mut lo, mut hi) = (2usize, len.min(MULTI_NODE_MAX_CANDIDATES));
+    let mut best = None;
+    while lo <= hi {
+        let mid = lo + (hi - lo) / 2;
+        match evaluate(mid) {
+            Ok(v) => {
+                best = Some((mid, v));
+                lo = mid + 1;
+            }
+            Err(_) => hi = mid - 1,
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_scheduling::{Offering, PodError};
+
+    fn itype(name: &str, price: f64) -> Arc<InstanceType> {
+        Arc::new(InstanceType {
+            name: name.into(),
+            labels: Default::default(),
+            capacity: Default::default(),
+            overhead: Default::default(),
+            offerings: ["spot", "on-demand"]
+                .iter()
+                .map(|ct| Offering {
+                    zone: "z".into(),
+                    capacity_type: ct.to_string(),
+                    price: if *ct == "spot" { price * 0.5 } else { price },
+                    available: true,
+                })
+                .collect(),
+        })
+    }
+
+    fn cand(itype: &str, ct: &str, price: f64) -> Candidate {
+        Candidate {
+            claim: "c".into(),
+            node: "n".into(),
+            pool: "p".into(),
+            instance_type: itype.into(),
+            capacity_type: ct.into(),
+            zone: "z".into(),
+            price,
+            pods: vec![],
+            consolidatable: true,
+            not_consolidatable: None,
+            protected: None,
+            drifted: None,
+            unfit: None,
+        }
+    }
+
+    fn claim(types: Vec<Arc<InstanceType>>, ct: &[&str]) -> NewNodeClaim {
+        NewNodeClaim {
+            node_pool: "p".into(),
+            requirements: vec![kerf_api::NodeSelectorRequirementWithMinValues {
+                key: labels::CAPACITY_TYPE.into(),
+                operator: Operator::In,
+                values: ct.iter().map(|s| s.to_string()).collect(),
+                min_values: None,
+            }],
+            instance_types: types,
+            labels: Default::default(),
+            taints: vec![],
+            startup_taints: vec![],
+            pods: vec![0],
+            requests: Default::default(),
+        }
+    }
+
+    fn pod() -> Arc<Pod> {
+        Arc::new(Pod::default())
+    }
+
+    fn result(claims: Vec<NewNodeClaim>) -> SchedulingResult {
+        SchedulingResult { placements: vec![], new_node_claims: claims, errors: vec![] }
+    }
+
+    #[test]
+    fn pods_that_fit_elsewhere_mean_delete() {
+        let c = cand("big", "on-demand", 1.0);
+        let d = decide(&[&c], &[pod()], &result(vec![]), false).unwrap();
+        assert!(matches!(d, Decision::Delete));
+    }
+
+    #[test]
+    fn a_pod_that_fits_nowhere_blocks_and_is_named() {
+        let c = cand("big", "on-demand", 1.0);
+        let mut r = result(vec![]);
+        r.errors.push((0, PodError { reason: "Unschedulable".into(), message: "too big".into() }));
+        let e = decide(&[&c], &[pod()], &r, false).unwrap_err();
+        assert!(e.contains("fit nowhere else") && e.contains("too big"), "{e}");
+    }
+
+    #[test]
+    fn replacement_is_strictly_cheaper_and_never_the_same_type() {
+        let c = cand("mid", "on-demand", 0.5);
+        let types = vec![itype("small", 0.2), itype("mid", 0.5), itype("equal", 0.5), itype("big", 1.0)];
+        let d = decide(&[&c], &[pod()], &result(vec![claim(types, &["on-demand"])]), false).unwrap();
+        let Decision::Replace { claim, price, instance_type } = d else { panic!("expected replace") };
+        assert_eq!(instance_type, "small");
+        assert_eq!(price, 0.2);
+        let names: Vec<&str> = claim.instance_types.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, vec!["small"]);
+    }
+
+    #[test]
+    fn no_cheaper_type_blocks_with_the_cheapest_option() {
+        let c = cand("small", "on-demand", 0.2);
+        let types = vec![itype("small", 0.2), itype("mid", 0.5)];
+        let e = decide(&[&c], &[pod()], &result(vec![claim(types, &["on-demand"])]), false).unwrap_err();
+        assert!(e.starts_with("no cheaper replacement") && e.contains("mid"), "{e}");
+    }
+
+    #[test]
+    fn spot_to_spot_needs_the_gate_and_fifteen_cheaper_types() {
+        let c = cand("big", "spot", 10.0);
+        let few: Vec<_> = (0..5).map(|i| itype(&format!("t{i:02}"), 1.0 + i as f64)).collect();
+        let many: Vec<_> = (0..20).map(|i| itype(&format!("t{i:02}"), 1.0 + i as f64 * 0.1)).collect();
+        let off = decide(&[&c], &[pod()], &result(vec![claim(many.clone(), &["spot"])]), false).unwrap_err();
+        assert!(off.contains("spotToSpotConsolidation"), "{off}");
+        let short = decide(&[&c], &[pod()], &result(vec![claim(few, &["spot"])]), true).unwrap_err();
+        assert!(short.contains("needs 15"), "{short}");
+        let Decision::Replace { claim, .. } =
+            decide(&[&c], &[pod()], &result(vec![claim(many, &["spot"])]), true).unwrap()
+        else {
+            panic!("expected replace")
+        };
+        assert_eq!(claim.instance_types.len(), SPOT_TO_SPOT_MIN_TYPES);
+    }
+
+    #[test]
+    fn needing_two_nodes_is_not_consolidation() {
+        let c = cand("big", "on-demand", 1.0);
+        let types = vec![itype("small", 0.1)];
+        let e = decide(
+            &[&c],
+            &[pod()],
+            &result(vec![claim(types.clone(), &["on-demand"]), claim(types, &["on-demand"])]),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.contains("2 new nodes"), "{e}");
+    }
+
+    #[test]
+    fn largest_prefix_finds_the_longest_working_prefix() {
+        let got = largest_prefix(40, |k| if k <= 23 { Ok(k) } else { Err(String::new()) });
+        assert_eq!(got.map(|(k, _)| k), Some(23));
+        assert!(largest_prefix(1, Ok::<_, String>).is_none());
+    }
+}

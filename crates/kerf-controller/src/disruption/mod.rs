@@ -1,0 +1,126 @@
+//! The disruption controller: removes and replaces managed nodes, one method at a time in
+//! Karpenter's order — emptiness, drift, kerf's `Unfit`, multi-node consolidation, single-node
+//! consolidation — plus expiration (forceful: budgets and do-not-disrupt do not hold it back).
+//!
+//! A command taints its nodes `karpenter.sh/disrupted:NoSchedule`, launches its replacements,
+//! waits until every replacement is initialized (pre-spin), then deletes the nodes' claims; the
+//! termination controller drains them. Consolidation commands wait a validation delay first and
+//! are checked again before they act. Commands run one at a time (expirations and interruptions
+//! excepted), and only once the cluster has settled (no pod waiting for kube-scheduler or a
+//! launch), so a decision never races the provisioner. Every managed node that is not disrupted
+//! gets the reason in [`DisruptionState::blocked`] and a `DisruptionBlocked` event.
+
+pub mod candidates;
+pub mod consolidation;
+mod orchestration;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kerf_cloud::Timestamp;
+use kerf_scheduling::NewNodeClaim;
+
+pub use candidates::Candidate;
+
+/// How long a consolidation decision waits before it is checked again and carried out
+/// (Karpenter: 15 s).
+pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
+
+/// Single-node consolidation tries at most this many candidates per pass, continuing where the
+/// previous pass stopped (Karpenter bounds it by time; a count keeps the simulator
+/// deterministic). Nodes not tried keep the reason they were last given.
+pub const SINGLE_NODE_MAX_EVALUATIONS: usize = 50;
+
+/// With nothing changing, disruption still looks again this often (offerings and budget
+/// windows change without a watch event).
+pub const IDLE_REEVALUATE: Duration = Duration::from_secs(5 * 60);
+
+/// Why a node was disrupted, as the report and the `DisruptionReason` condition name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reason {
+    Empty,
+    Underutilized,
+    Drifted,
+    Expired,
+    Interrupted,
+    /// kerf: a DaemonSet pod that must run on the node cannot fit there.
+    Unfit,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Empty => "Empty",
+            Reason::Underutilized => "Underutilized",
+            Reason::Drifted => "Drifted",
+            Reason::Expired => "Expired",
+            Reason::Interrupted => "Interrupted",
+            Reason::Unfit => "Unfit",
+        }
+    }
+
+    /// Forceful reasons go ahead whatever budgets, do-not-disrupt or a failed launch say.
+    pub fn is_forceful(self) -> bool {
+        matches!(self, Reason::Expired | Reason::Interrupted)
+    }
+}
+
+/// One node kerf disrupted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisruptionRecord {
+    pub node_claim: String,
+    pub node: Option<String>,
+    pub node_pool: Option<String>,
+    pub instance_type: Option<String>,
+    pub reason: Reason,
+    /// Why, in words.
+    pub detail: String,
+    /// NodeClaims launched to replace it.
+    pub replacements: Vec<String>,
+    /// When the decision was taken (the node tainted).
+    pub decided_at: Timestamp,
+}
+
+/// A decision: which nodes go, why, and what replaces them.
+#[derive(Debug, Clone)]
+pub(crate) struct Command {
+    pub reason: Reason,
+    pub candidates: Vec<Candidate>,
+    pub replacements: Vec<NewNodeClaim>,
+    pub detail: String,
+    /// $/h saved (consolidation), 0 otherwise.
+    pub savings: f64,
+}
+
+#[derive(Debug, Clone)]
+enum Phase {
+    /// Waiting for these replacement claims to be initialized.
+    Launching(Vec<String>),
+    /// The candidates' claims are deleted; waiting for them to be gone.
+    Terminating(Vec<String>),
+}
+
+#[derive(Debug, Clone)]
+struct Running {
+    reason: Reason,
+    /// (claim, node) of each candidate.
+    candidates: Vec<(String, String)>,
+    phase: Phase,
+    waiting_reported: bool,
+}
+
+/// The disruption controller's memory between passes.
+#[derive(Debug, Default)]
+pub struct DisruptionState {
+    pub(crate) records: Vec<DisruptionRecord>,
+    pub(crate) blocked: BTreeMap<String, String>,
+    running: Vec<Running>,
+    validating: Option<(Command, Timestamp)>,
+    /// The watch generation the last evaluation saw.
+    evaluated: Option<u64>,
+    next_evaluation: Option<Timestamp>,
+    /// Replacement claims of running commands: not candidates, not "in flight" for gating.
+    reserved: BTreeSet<String>,
+    /// Where single-node consolidation continues in its candidate list.
+    single_cursor: usize,
+}

@@ -1,0 +1,722 @@
+//! Running the disruption controller: when to evaluate, the methods in order, validation, and
+//! carrying out commands (taint, pre-spin replacements, delete, wait for termination).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::nodeclaim::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
+use kerf_api::nodepool::DisruptionReason;
+use kerf_api::shared::set_condition;
+use kerf_api::{NodeClaim, NodePool, labels};
+use kerf_cloud::CloudProvider;
+use kerf_scheduling::{NewNodeClaim, SchedulingInput};
+
+use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
+use super::consolidation::{Decision, decide, describe, largest_prefix, pods_of, simulate_without};
+use super::{Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS};
+use crate::api::{ClusterApi, EventRecord, Object};
+use crate::manager::{ControllerError, Manager, Pass};
+use crate::provisioner::{TypesByPool, in_flight};
+use crate::termination::{is_drainable, with_disrupted_taint, without_disrupted_taint};
+use crate::util;
+
+/// The new claims a what-if needs for the first `n` pods (those of the nodes being removed).
+fn claims_for(result: kerf_scheduling::SchedulingResult, n: usize) -> Vec<NewNodeClaim> {
+    result.new_node_claims.into_iter().filter(|c| c.pods.iter().any(|&i| i < n)).collect()
+}
+
+fn node_set<'a>(cands: &[&'a Candidate]) -> BTreeSet<&'a str> {
+    cands.iter().map(|c| c.node.as_str()).collect()
+}
+
+/// The evaluation's shared inputs.
+struct Eval<'a> {
+    cands: &'a [Candidate],
+    budgets: &'a Budgets,
+    pools: &'a BTreeMap<String, NodePool>,
+    base: &'a SchedulingInput,
+    spot_to_spot: bool,
+}
+
+impl Eval<'_> {
+    fn allowed<'c>(
+        &self,
+        list: Vec<&'c Candidate>,
+        reason: DisruptionReason,
+        blocked: &mut BTreeMap<String, String>,
+    ) -> Vec<&'c Candidate> {
+        within_budget(list, self.budgets, self.pools, reason, blocked)
+    }
+
+    fn emptiness(&self, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
+        let empty: Vec<&Candidate> =
+            self.cands.iter().filter(|c| c.protected.is_none() && c.is_empty() && c.consolidatable).collect();
+        let chosen = self.allowed(empty, DisruptionReason::Empty, blocked);
+        if chosen.is_empty() {
+            return None;
+        }
+        let (detail, savings) = describe(&chosen, 0, &Decision::Delete);
+        Some(Command {
+            reason: Reason::Empty,
+            candidates: chosen.into_iter().cloned().collect(),
+            replacements: Vec::new(),
+            detail,
+            savings,
+        })
+    }
+
+    /// Drift, and kerf's `Unfit`: replace the node with whatever its pods need (no price rule),
+    /// as long as every pod fits somewhere.
+    fn replace_method(&self, reason: Reason, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
+        let why = |c: &Candidate| if reason == Reason::Unfit { c.unfit.clone() } else { c.drifted.clone() };
+        let matching: Vec<&Candidate> = self.cands.iter().filter(|c| why(c).is_some()).collect();
+        for c in &matching {
+            if let Some(p) = &c.protected {
+                blocked
+                    .insert(c.node.clone(), format!("{} ({}), but {p}", reason.as_str(), why(c).unwrap_or_default()));
+            }
+        }
+        let open: Vec<&Candidate> = matching.iter().copied().filter(|c| c.protected.is_none()).collect();
+        let allowed = self.allowed(open, DisruptionReason::Drifted, blocked);
+        // Empty ones go together, without replacements.
+        let empties: Vec<&Candidate> = allowed.iter().copied().filter(|c| c.is_empty()).collect();
+        if !empties.is_empty() {
+            let detail = empties.iter().filter_map(|c| why(c)).next().unwrap_or_default();
+            return Some(Command {
+                reason,
+                candidates: empties.into_iter().cloned().collect(),
+                replacements: Vec::new(),
+                detail: format!("{detail}; it is empty"),
+                savings: 0.0,
+            });
+        }
+        // Nodes being replaced for the same reason are no place for the pods either.
+        let all: BTreeSet<&str> = matching.iter().map(|c| c.node.as_str()).collect();
+        for c in allowed {
+            let pods = c.pods.clone();
+            let n = pods.len();
+            let result = simulate_without(self.base, &all, pods.clone());
+            if let Some((i, e)) = result.errors.iter().find(|(i, _)| *i < n) {
+                blocked.insert(
+                    c.node.clone(),
+                    format!(
+                        "{} ({}), but pod {} would fit nowhere else: {}",
+                        reason.as_str(),
+                        why(c).unwrap_or_default(),
+                        kerf_scheduling::pod::key(&pods[*i]),
+                        e.message
+                    ),
+                );
+                continue;
+            }
+            let replacements = claims_for(result, n);
+            let detail = format!(
+                "{}; its {n} pod(s) move to {}",
+                why(c).unwrap_or_default(),
+                match replacements.len() {
+                    0 => "other nodes".to_string(),
+                    k => format!("{k} new node(s)"),
+                }
+            );
+            return Some(Command { reason, candidates: vec![c.clone()], replacements, detail, savings: 0.0 });
+        }
+        None
+    }
+
+    /// Consolidatable, unprotected candidates, cheapest to disrupt first: fewest pods, then
+    /// the most expensive node, then by name. Budgets apply per command (below).
+    fn consolidation_candidates(&self, blocked: &mut BTreeMap<String, String>) -> Vec<&Candidate> {
+        let mut list: Vec<&Candidate> = Vec::new();
+        for c in self.cands {
+            if c.protected.is_some() {
+                continue;
+            }
+            match &c.not_consolidatable {
+                Some(why) => {
+                    blocked.entry(c.node.clone()).or_insert_with(|| why.clone());
+                }
+                None => list.push(c),
+            }
+        }
+        list.sort_by(|a, b| {
+            a.pods.len().cmp(&b.pods.len()).then_with(|| b.price.total_cmp(&a.price)).then_with(|| a.node.cmp(&b.node))
+        });
+        list
+    }
+
+    fn consolidate(&self, cands: &[&Candidate]) -> Result<(Decision, Vec<Arc<Pod>>), String> {
+        let pods = pods_of(cands);
+        let result = simulate_without(self.base, &node_set(cands), pods.clone());
+        decide(cands, &pods, &result, self.spot_to_spot).map(|d| (d, pods))
+    }
+
+    fn command(cands: &[&Candidate], pods: usize, decision: Decision) -> Command {
+        let (detail, savings) = describe(cands, pods, &decision);
+        Command {
+            reason: Reason::Underutilized,
+            candidates: cands.iter().map(|c| (*c).clone()).collect(),
+            replacements: match decision {
+                Decision::Delete => Vec::new(),
+                Decision::Replace { claim, .. } => vec![*claim],
+            },
+            detail,
+            savings,
+        }
+    }
+
+    /// The longest prefix of the candidates (within each pool's budget) that goes together.
+    fn multi_node(&self, list: &[&Candidate]) -> Option<Command> {
+        let list = self.allowed(list.to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
+        let (k, (decision, pods)) = largest_prefix(list.len(), |k| self.consolidate(&list[..k]))?;
+        Some(Self::command(&list[..k], pods.len(), decision))
+    }
+
+    /// The first candidate that can go on its own (its pool's budget must allow one more),
+    /// trying up to [`SINGLE_NODE_MAX_EVALUATIONS`] from `cursor` on (wrapping). Returns the
+    /// command, if any, and where the next pass continues.
+    fn single_node(
+        &self,
+        list: &[&Candidate],
+        blocked: &mut BTreeMap<String, String>,
+        cursor: usize,
+    ) -> (Option<Command>, usize) {
+        let open: Vec<&Candidate> = list
+            .iter()
+            .copied()
+            .filter(|c| {
+                let Some(pool) = self.pools.get(&c.pool) else { return false };
+                let ok = self.budgets.allowed(pool, DisruptionReason::Underutilized) > 0;
+                if !ok {
+                    blocked
+                        .entry(c.node.clone())
+                        .or_insert_with(|| self.budgets.describe(pool, DisruptionReason::Underutilized));
+                }
+                ok
+            })
+            .collect();
+        let n = open.len();
+        if n == 0 {
+            return (None, 0);
+        }
+        let start = cursor % n;
+        for j in 0..n.min(SINGLE_NODE_MAX_EVALUATIONS) {
+            let i = (start + j) % n;
+            let c = open[i];
+            match self.consolidate(&[c]) {
+                Ok((decision, pods)) => {
+                    // The nodes after it may go along: the longest prefix from here that still
+                    // goes together (multi-node consolidation anchored at a node that can go
+                    // alone; the plain prefix search fails when the first nodes cannot go
+                    // together).
+                    let rest = self.allowed(open[i..].to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
+                    let cmd = match largest_prefix(rest.len(), |k| self.consolidate(&rest[..k])) {
+                        Some((k, (d, p))) => Self::command(&rest[..k], p.len(), d),
+                        None => Self::command(&[c], pods.len(), decision),
+                    };
+                    return (Some(cmd), i);
+                }
+                Err(why) => {
+                    blocked.entry(c.node.clone()).or_insert(why);
+                }
+            }
+        }
+        (None, (start + SINGLE_NODE_MAX_EVALUATIONS) % n)
+    }
+}
+
+impl<P: CloudProvider> Manager<P> {
+    /// Something is still moving: a pod kube-scheduler has not tried yet, a pod waiting for a
+    /// launch, a launch, or an open provisioning batch. Disruption waits for it.
+    fn settling(&self) -> bool {
+        let reserved = &self.disruption.reserved;
+        self.batch.started.is_some()
+            || !self.nominations.by_pod.is_empty()
+            || self.state.node_claims().values().any(|c| in_flight(c) && !reserved.contains(c.name()))
+            || self.state.unbound_pods().any(|(_, p)| {
+                !util::owned_by_daemonset(p)
+                    && p.metadata.deletion_timestamp.is_none()
+                    && !util::marked_unschedulable(p)
+            })
+    }
+
+    pub(crate) async fn reconcile_disruption<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        self.progress(api, pass).await?;
+        self.expire(api, pass).await?;
+        if let Some((cmd, at)) = self.disruption.validating.take() {
+            if pass.now < at {
+                self.disruption.validating = Some((cmd, at));
+                pass.wake_at(at);
+            } else {
+                self.validate(api, pass, cmd).await?;
+            }
+            return Ok(());
+        }
+        if !self.disruption.running.is_empty() || self.settling() {
+            return Ok(());
+        }
+        let changed = self.disruption.evaluated != Some(self.generation);
+        match self.disruption.next_evaluation {
+            _ if changed => {}
+            Some(at) if pass.now >= at => {}
+            Some(at) => {
+                pass.wake_at(at);
+                return Ok(());
+            }
+            None => return Ok(()),
+        }
+        self.evaluate(api, pass).await
+    }
+
+    async fn evaluate<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
+        let types = self.instance_types_by_pool().await;
+        let reserved = self.disruption.reserved.clone();
+        let (cands, budgets, wake) = self.candidates(&types, pass.now, &reserved).await;
+        tracing::debug!(candidates = cands.len(), generation = self.generation, "evaluating disruption");
+        let base = self.scheduling_input(&[], &types);
+        let pools = self.state.node_pools().clone();
+        let eval = Eval {
+            cands: &cands,
+            budgets: &budgets,
+            pools: &pools,
+            base: &base,
+            spot_to_spot: self.options.spot_to_spot_consolidation,
+        };
+        let mut blocked: BTreeMap<String, String> = BTreeMap::new();
+        for c in &cands {
+            if let Some(p) = &c.protected {
+                blocked.insert(c.node.clone(), p.clone());
+            }
+        }
+        let mut command = eval.emptiness(&mut blocked);
+        if command.is_none() {
+            command = eval.replace_method(Reason::Drifted, &mut blocked);
+        }
+        if command.is_none() {
+            command = eval.replace_method(Reason::Unfit, &mut blocked);
+        }
+        if command.is_none() {
+            let list = eval.consolidation_candidates(&mut blocked);
+            command = eval.multi_node(&list);
+            if command.is_none() {
+                let (cmd, cursor) = eval.single_node(&list, &mut blocked, self.disruption.single_cursor);
+                self.disruption.single_cursor = cursor;
+                command = cmd;
+            }
+        }
+        // Candidates not tried this pass keep the reason they were last given.
+        for c in &cands {
+            if !blocked.contains_key(&c.node)
+                && let Some(why) = self.disruption.blocked.get(&c.node)
+            {
+                blocked.insert(c.node.clone(), why.clone());
+            }
+        }
+        self.disruption.evaluated = Some(self.generation);
+        let mut next = util::after(pass.now, IDLE_REEVALUATE);
+        if let Some(w) = wake {
+            next = next.min(w);
+        }
+        // Scheduled budgets open and close on the minute.
+        if pools.values().any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some()))
+            && blocked.values().any(|b| b.contains("disruption budget"))
+        {
+            next = next.min(util::after(pass.now, std::time::Duration::from_secs(60)));
+        }
+        self.disruption.next_evaluation = Some(next);
+        pass.wake_at(next);
+        if let Some(cmd) = &command {
+            for c in &cmd.candidates {
+                blocked.remove(&c.node);
+            }
+        }
+        self.publish_blocked(api, blocked).await;
+        let Some(cmd) = command else { return Ok(()) };
+        if matches!(cmd.reason, Reason::Empty | Reason::Underutilized) {
+            let at = util::after(pass.now, super::VALIDATION_DELAY);
+            tracing::debug!(reason = cmd.reason.as_str(), nodes = cmd.candidates.len(), "validating disruption");
+            self.disruption.validating = Some((cmd, at));
+            pass.wake_at(at);
+            Ok(())
+        } else {
+            self.execute(api, pass, cmd).await
+        }
+    }
+
+    /// Records the reasons and emits a `DisruptionBlocked` event for every node whose reason
+    /// changed.
+    async fn publish_blocked<C: ClusterApi>(&mut self, api: &C, blocked: BTreeMap<String, String>) {
+        for (node, why) in &blocked {
+            if self.disruption.blocked.get(node) != Some(why) {
+                api.record_event(EventRecord {
+                    kind: "Node",
+                    name: node.clone(),
+                    type_: "Normal",
+                    reason: "DisruptionBlocked".to_string(),
+                    message: format!("Cannot disrupt Node: {why}"),
+                })
+                .await;
+            }
+        }
+        self.disruption.blocked = blocked;
+    }
+
+    /// A consolidation decision after its delay: carried out if the same nodes can still go
+    /// the same way, dropped otherwise.
+    async fn validate<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass, cmd: Command) -> Result<(), ControllerError> {
+        // Whatever happens, look again soon: an abandoned decision is re-evaluated from scratch.
+        self.disruption.evaluated = None;
+        pass.wake_after(std::time::Duration::from_secs(1));
+        let abandon = |why: &str| {
+            tracing::info!(reason = cmd.reason.as_str(), why, "abandoning disruption after validation");
+        };
+        if self.settling() {
+            abandon("the cluster changed");
+            return Ok(());
+        }
+        let types = self.instance_types_by_pool().await;
+        let reserved = self.disruption.reserved.clone();
+        let (cands, budgets, _) = self.candidates(&types, pass.now, &reserved).await;
+        let now: Vec<&Candidate> =
+            cmd.candidates.iter().filter_map(|c| cands.iter().find(|x| x.claim == c.claim)).collect();
+        if now.len() != cmd.candidates.len()
+            || now
+                .iter()
+                .any(|c| c.protected.is_some() || !c.consolidatable || (cmd.reason == Reason::Empty && !c.is_empty()))
+        {
+            abandon("a node is no longer a candidate");
+            return Ok(());
+        }
+        let pools = self.state.node_pools().clone();
+        let Some(reason) = budget_reason(cmd.reason) else { return Ok(()) };
+        if within_budget(now.iter().copied(), &budgets, &pools, reason, &mut BTreeMap::new()).len() != now.len() {
+            abandon("the budget no longer allows it");
+            return Ok(());
+        }
+        let base = self.scheduling_input(&[], &types);
+        let pods = pods_of(&now);
+        let result = simulate_without(&base, &node_set(&now), pods.clone());
+        let decision = match decide(&now, &pods, &result, self.options.spot_to_spot_consolidation) {
+            Ok(d) => d,
+            Err(why) => {
+                abandon(&why);
+                return Ok(());
+            }
+        };
+        if matches!(decision, Decision::Delete) != cmd.replacements.is_empty() {
+            abandon("the decision changed");
+            return Ok(());
+        }
+        let mut fresh = Eval::command(&now, pods.len(), decision);
+        fresh.reason = cmd.reason;
+        self.execute(api, pass, fresh).await
+    }
+
+    /// Carries out a command: taint and mark the nodes, launch the replacements; delete the
+    /// nodes now when nothing has to launch first (or the reason is an interruption).
+    pub(crate) async fn execute<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        cmd: Command,
+    ) -> Result<(), ControllerError> {
+        let reason = cmd.reason.as_str();
+        for c in &cmd.candidates {
+            if let Some(node) = self.state.node(&c.node).cloned() {
+                let tainted = with_disrupted_taint(&node);
+                if tainted != node
+                    && let Some(updated) = pass.soft("tainting node", api.update(tainted).await)?
+                {
+                    self.state.record(updated.into_any());
+                }
+            }
+            if let Some(mut claim) = self.state.node_claim(&c.claim).cloned() {
+                let status = claim.status.get_or_insert_with(Default::default);
+                set_condition(
+                    &mut status.conditions,
+                    util::condition(CONDITION_DISRUPTION_REASON, true, reason, &cmd.detail, pass.now),
+                );
+                if let Some(updated) = pass.soft("marking nodeclaim disrupted", api.update_status(claim).await)? {
+                    self.state.record(updated.into_any());
+                }
+            }
+        }
+        let decision = if cmd.replacements.is_empty() { "Delete" } else { "Replace" };
+        let pods: usize = cmd.candidates.iter().map(|c| c.pods.len()).sum();
+        let nodes: Vec<String> =
+            cmd.candidates.iter().map(|c| format!("{}/{}/{}", c.node, c.instance_type, c.capacity_type)).collect();
+        let types: Vec<String> =
+            cmd.replacements.iter().flat_map(|r| r.instance_types.iter().take(5).map(|t| t.name.clone())).collect();
+        tracing::info!(
+            reason,
+            decision,
+            savings = %format!("${:.4}/h", cmd.savings),
+            command = %format!(
+                "{reason}/{decision}, terminating {} node(s) ({pods} pods) {}{}",
+                cmd.candidates.len(),
+                nodes.join(", "),
+                if types.is_empty() { String::new() } else { format!(" and replacing with node(s) from types {}", types.join(", ")) }
+            ),
+            detail = %cmd.detail,
+            "disrupting node(s)"
+        );
+        let mut launched = Vec::new();
+        for new in &cmd.replacements {
+            let Some(pool) = self.state.node_pool(&new.node_pool).cloned() else { continue };
+            let claim = self.new_claim(&pool, new);
+            if let Some(created) = pass.soft("creating replacement nodeclaim", api.create(claim).await)? {
+                let name = created.name().to_string();
+                api.record_event(EventRecord {
+                    kind: kerf_api::nodeclaim::KIND,
+                    name: name.clone(),
+                    type_: "Normal",
+                    reason: "DisruptionLaunching".to_string(),
+                    message: format!("Launching NodeClaim: {reason}/{decision}"),
+                })
+                .await;
+                self.state.record(created.into_any());
+                launched.push(name);
+            }
+        }
+        for c in &cmd.candidates {
+            api.record_event(EventRecord {
+                kind: "Node",
+                name: c.node.clone(),
+                type_: "Normal",
+                reason: "DisruptionTerminating".to_string(),
+                message: format!("Disrupting Node: {reason}/{decision}: {}", cmd.detail),
+            })
+            .await;
+            self.disruption.records.push(DisruptionRecord {
+                node_claim: c.claim.clone(),
+                node: Some(c.node.clone()).filter(|n| !n.is_empty()),
+                node_pool: Some(c.pool.clone()).filter(|p| !p.is_empty()),
+                instance_type: Some(c.instance_type.clone()).filter(|t| !t.is_empty()),
+                reason: cmd.reason,
+                detail: cmd.detail.clone(),
+                replacements: launched.clone(),
+                decided_at: pass.now,
+            });
+        }
+        let running = Running {
+            reason: cmd.reason,
+            candidates: cmd.candidates.iter().map(|c| (c.claim.clone(), c.node.clone())).collect(),
+            phase: Phase::Launching(launched.clone()),
+            waiting_reported: false,
+        };
+        self.disruption.reserved.extend(launched.iter().cloned());
+        let running = if launched.is_empty() || cmd.reason == Reason::Interrupted {
+            self.terminate(api, pass, running).await?
+        } else if launched.len() < cmd.replacements.len() && !cmd.reason.is_forceful() {
+            self.abort(api, pass, &running, "a replacement could not be created").await?;
+            return Ok(());
+        } else {
+            running
+        };
+        self.disruption.running.push(running);
+        Ok(())
+    }
+
+    /// Deletes the command's claims (the termination controller drains their nodes).
+    async fn terminate<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        mut r: Running,
+    ) -> Result<Running, ControllerError> {
+        for (claim, _) in &r.candidates {
+            if self.state.node_claim(claim).is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, claim).await)?;
+            }
+        }
+        let replacements = match &r.phase {
+            Phase::Launching(names) | Phase::Terminating(names) => names.clone(),
+        };
+        r.phase = Phase::Terminating(replacements);
+        Ok(r)
+    }
+
+    /// Gives up a command before anything was deleted: untaints its nodes, clears their
+    /// DisruptionReason and forgets their records.
+    async fn abort<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        r: &Running,
+        why: &str,
+    ) -> Result<(), ControllerError> {
+        tracing::info!(reason = r.reason.as_str(), why, "abandoning disruption");
+        for (claim, node) in &r.candidates {
+            if let Some(n) = self.state.node(node).cloned() {
+                let clean = without_disrupted_taint(&n);
+                if clean != n
+                    && let Some(updated) = pass.soft("untainting node", api.update(clean).await)?
+                {
+                    self.state.record(updated.into_any());
+                }
+            }
+            if let Some(mut c) = self.state.node_claim(claim).cloned()
+                && let Some(status) = c.status.as_mut()
+            {
+                status.conditions.retain(|x| x.type_ != CONDITION_DISRUPTION_REASON);
+                if let Some(updated) = pass.soft("clearing disruption reason", api.update_status(c).await)? {
+                    self.state.record(updated.into_any());
+                }
+            }
+            self.disruption.records.retain(|x| &x.node_claim != claim);
+        }
+        let (Phase::Launching(names) | Phase::Terminating(names)) = &r.phase;
+        for n in names {
+            self.disruption.reserved.remove(n);
+        }
+        Ok(())
+    }
+
+    /// Moves running commands on: replacements initialized → delete the nodes; nodes gone →
+    /// done.
+    async fn progress<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
+        let running = std::mem::take(&mut self.disruption.running);
+        for mut r in running {
+            match r.phase.clone() {
+                Phase::Launching(names) => {
+                    let failed = names
+                        .iter()
+                        .any(|n| self.state.node_claim(n).is_none_or(|c| c.metadata.deletion_timestamp.is_some()));
+                    if failed && !r.reason.is_forceful() {
+                        self.abort(api, pass, &r, "a replacement failed to launch").await?;
+                        continue;
+                    }
+                    let ready = names
+                        .iter()
+                        .all(|n| self.state.node_claim(n).is_some_and(|c| c.is_condition_true(CONDITION_INITIALIZED)));
+                    if ready || failed {
+                        r = self.terminate(api, pass, r).await?;
+                    } else if !r.waiting_reported {
+                        r.waiting_reported = true;
+                        for (_, node) in &r.candidates {
+                            api.record_event(EventRecord {
+                                kind: "Node",
+                                name: node.clone(),
+                                type_: "Normal",
+                                reason: "DisruptionWaitingReadiness".to_string(),
+                                message: "Waiting on readiness to continue disruption".to_string(),
+                            })
+                            .await;
+                        }
+                    }
+                    self.disruption.running.push(r);
+                }
+                Phase::Terminating(names) => {
+                    if r.candidates.iter().all(|(claim, _)| self.state.node_claim(claim).is_none()) {
+                        for n in &names {
+                            self.disruption.reserved.remove(n);
+                        }
+                        tracing::debug!(reason = r.reason.as_str(), "disruption done");
+                    } else {
+                        self.disruption.running.push(r);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A managed claim as a forceful command sees it (initialized or not).
+    pub(crate) fn forced_candidate(&self, claim: &NodeClaim, types: &TypesByPool) -> Candidate {
+        let l = claim.metadata.labels.as_ref();
+        let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
+        let pool = get(labels::NODE_POOL);
+        let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
+        let node = self.state.node_for_claim(claim).and_then(|n| n.metadata.name.clone()).unwrap_or_default();
+        let pods: Vec<Arc<Pod>> = self
+            .state
+            .pods_on_node(&node)
+            .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
+            .cloned()
+            .collect();
+        Candidate {
+            claim: claim.name().to_string(),
+            price: node_price(types, &pool, &itype, &zone, &ct),
+            node,
+            pool,
+            instance_type: itype,
+            capacity_type: ct,
+            zone,
+            pods,
+            consolidatable: false,
+            not_consolidatable: None,
+            protected: None,
+            drifted: None,
+            unfit: None,
+        }
+    }
+
+    /// Replacements for a forceful command: whatever new nodes the pods need (pods that fit
+    /// nowhere do not stop it).
+    pub(crate) fn forced_replacements(&self, cand: &Candidate, types: &TypesByPool) -> Vec<NewNodeClaim> {
+        if cand.pods.is_empty() || self.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
+            return Vec::new();
+        }
+        let base = self.scheduling_input(&[], types);
+        let removed: BTreeSet<&str> = [cand.node.as_str()].into();
+        claims_for(simulate_without(&base, &removed, cand.pods.clone()), cand.pods.len())
+    }
+
+    fn in_command(&self, claim: &str) -> bool {
+        self.disruption.running.iter().any(|r| r.candidates.iter().any(|(c, _)| c == claim))
+            || self
+                .disruption
+                .validating
+                .as_ref()
+                .is_some_and(|(cmd, _)| cmd.candidates.iter().any(|c| c.claim == claim))
+    }
+
+    /// Expiration: a claim older than its `expireAfter` is replaced (pre-spun) and removed,
+    /// whatever budgets and do-not-disrupt say.
+    async fn expire<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
+        let mut expired = Vec::new();
+        for claim in self.state.node_claims().values() {
+            if claim.metadata.deletion_timestamp.is_some() || self.in_command(claim.name()) {
+                continue;
+            }
+            let (Some(after), Some(created)) =
+                (claim.spec.expire_after.duration(), claim.metadata.creation_timestamp.as_ref().map(|t| t.0))
+            else {
+                continue;
+            };
+            let at = util::after(created, after);
+            if pass.now >= at {
+                expired.push((claim.clone(), claim.spec.expire_after));
+            } else {
+                pass.wake_at(at);
+            }
+        }
+        if expired.is_empty() {
+            return Ok(());
+        }
+        // A validating consolidation may involve these nodes: it is decided again later.
+        self.disruption.validating = None;
+        let types = self.instance_types_by_pool().await;
+        for (claim, after) in expired {
+            let cand = self.forced_candidate(&claim, &types);
+            let replacements = self.forced_replacements(&cand, &types);
+            let detail = format!("expireAfter {after} has passed since it was created");
+            self.execute(
+                api,
+                pass,
+                Command { reason: Reason::Expired, candidates: vec![cand], replacements, detail, savings: 0.0 },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Whether a claim is already part of a running or validating command.
+    pub(crate) fn is_disrupting(&self, claim: &str) -> bool {
+        self.in_command(claim)
+    }
+}

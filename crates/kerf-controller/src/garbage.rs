@@ -1,0 +1,81 @@
+//! Garbage collection: instances the cloud runs for this cluster that no NodeClaim accounts for
+//! are terminated, and launched NodeClaims whose instance is gone are deleted.
+//!
+//! Which instances belong to this cluster is the provider's business: `CloudProvider::list`
+//! returns only instances tagged as this cluster's, so an instance of anything else is never
+//! touched.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kerf_api::NodeClaim;
+use kerf_cloud::{CloudError, CloudProvider};
+
+use crate::api::ClusterApi;
+use crate::manager::{ControllerError, Manager, Pass};
+use crate::util;
+
+/// How often the cloud's instances are compared with the claims (Karpenter: 2 minutes).
+pub(crate) const GC_INTERVAL: Duration = Duration::from_secs(120);
+
+impl<P: CloudProvider> Manager<P> {
+    pub(crate) async fn garbage_collect<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        if let Some(at) = self.gc_at
+            && pass.now < at
+        {
+            pass.wake_at(at);
+            return Ok(());
+        }
+        // Nothing launched, nothing to compare: run again when something is.
+        if self.state.node_claims().is_empty() && self.unrecorded_launches.is_empty() && self.gc_at.is_none() {
+            return Ok(());
+        }
+        let next = util::after(pass.now, GC_INTERVAL);
+        self.gc_at = (!self.state.node_claims().is_empty()).then_some(next);
+        if self.gc_at.is_some() {
+            pass.wake_at(next);
+        }
+        let instances = match self.cloud.list().await {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::error!(error = %e, "garbage collection: cannot list instances");
+                return Ok(());
+            }
+        };
+        let live: BTreeSet<String> = instances.iter().filter_map(|i| i.provider_id().map(str::to_string)).collect();
+        for instance in &instances {
+            let Some(pid) = instance.provider_id() else { continue };
+            let known = self.state.claim_for_provider_id(pid).is_some()
+                || self.state.node_claim(instance.name()).is_some()
+                || self.unrecorded_launches.values().any(|c| c.provider_id() == Some(pid));
+            if known {
+                continue;
+            }
+            match self.cloud.delete(instance).await {
+                Ok(()) | Err(CloudError::NotFound(_)) => {
+                    tracing::info!("provider-id" = %pid, NodeClaim = %instance.name(), "garbage collected instance without a nodeclaim");
+                }
+                Err(e) => {
+                    tracing::error!("provider-id" = %pid, error = %e, "garbage collection: cannot terminate instance")
+                }
+            }
+        }
+        let orphans: Vec<String> = self
+            .state
+            .node_claims()
+            .values()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter(|c| c.provider_id().is_some_and(|p| !live.contains(p)))
+            .map(|c| c.name().to_string())
+            .collect();
+        for name in orphans {
+            tracing::info!(NodeClaim = %name, "garbage collecting nodeclaim: its instance is gone");
+            pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+        }
+        Ok(())
+    }
+}

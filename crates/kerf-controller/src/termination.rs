@@ -1,0 +1,309 @@
+//! Termination, as Karpenter's node and NodeClaim termination controllers do it.
+//!
+//! Deleting a NodeClaim deletes its Node; deleting a Node (kerf's finalizer holds it) deletes its
+//! NodeClaim. A Node being deleted is tainted `karpenter.sh/disrupted:NoSchedule` so nothing new
+//! lands on it, then drained through the Eviction API one priority tier at a time (non-critical
+//! pods, non-critical DaemonSet pods, critical pods, critical DaemonSet pods); evictions a
+//! PodDisruptionBudget refuses are retried. When the NodeClaim's `terminationGracePeriod` has run
+//! out, what is left is deleted without asking. Then the instance is deleted, then the Node's
+//! finalizer removed; the NodeClaim's finalizer goes last, once its Node is gone.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
+use kerf_cloud::{CloudError, CloudProvider, Timestamp};
+
+use crate::api::{ApiError, ClusterApi, EventRecord, Object};
+use crate::lifecycle::{has_finalizer, remove_finalizer};
+use crate::manager::{ControllerError, LAUNCH_RETRY_AFTER, Manager, Pass};
+use crate::util;
+
+/// How long before an eviction a PodDisruptionBudget refused is tried again.
+pub(crate) const EVICTION_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// The taint every node being disrupted or deleted carries.
+pub(crate) fn disrupted_taint() -> Taint {
+    Taint::new(labels::DISRUPTED_TAINT_KEY, None, TaintEffect::NoSchedule)
+}
+
+/// Whether the node carries the `karpenter.sh/disrupted` taint.
+pub(crate) fn is_disrupted(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY))
+}
+
+/// The node with the disrupted taint added (unchanged when it has it).
+pub(crate) fn with_disrupted_taint(node: &Node) -> Node {
+    let mut node = node.clone();
+    if !is_disrupted(&node) {
+        node.spec
+            .get_or_insert_with(Default::default)
+            .taints
+            .get_or_insert_with(Vec::new)
+            .push(disrupted_taint().to_core());
+    }
+    node
+}
+
+/// The node without the disrupted taint.
+pub(crate) fn without_disrupted_taint(node: &Node) -> Node {
+    let mut node = node.clone();
+    if let Some(ts) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+        ts.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
+    }
+    node
+}
+
+/// Pods with `system-cluster-critical` / `system-node-critical` priority are evicted last.
+pub(crate) fn is_critical(pod: &Pod) -> bool {
+    matches!(
+        pod.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()),
+        Some("system-cluster-critical" | "system-node-critical")
+    )
+}
+
+/// A static (mirror) pod belongs to its node and cannot be evicted.
+fn is_mirror(pod: &Pod) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node")
+}
+
+/// Whether draining must remove the pod: it holds resources, is not already going, is not the
+/// node's own, and would not simply schedule back onto the node (it does not tolerate the
+/// disrupted taint).
+pub(crate) fn is_drainable(pod: &Pod) -> bool {
+    !util::pod_terminal(pod)
+        && pod.metadata.deletion_timestamp.is_none()
+        && !is_mirror(pod)
+        && !kerf_scheduling::pod::tolerations(pod)
+            .iter()
+            .any(|t| kerf_scheduling::pod::tolerates(t, &disrupted_taint()))
+}
+
+/// The eviction tier of a pod: 0 non-critical, 1 non-critical DaemonSet, 2 critical,
+/// 3 critical DaemonSet.
+fn tier(pod: &Pod) -> u8 {
+    u8::from(is_critical(pod)) * 2 + u8::from(util::owned_by_daemonset(pod))
+}
+
+fn pod_key(pod: &Pod) -> (String, String) {
+    (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default())
+}
+
+/// When a node's remaining pods are deleted without asking: its deletion plus the claim's
+/// `terminationGracePeriod`.
+fn grace_deadline(node: &Node, claim: Option<&NodeClaim>) -> Option<Timestamp> {
+    let since = node.metadata.deletion_timestamp.as_ref()?.0;
+    let grace = claim?.spec.termination_grace_period?;
+    Some(util::after(since, grace.as_duration()))
+}
+
+enum Drain {
+    Done,
+    Waiting,
+}
+
+impl<P: CloudProvider> Manager<P> {
+    /// A NodeClaim being deleted: its Node is deleted first (the Node's termination drains it and
+    /// deletes the instance); once the Node is gone, the instance is deleted if it is still
+    /// there and the claim's finalizer is removed.
+    pub(crate) async fn finalize_claim<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        claim: NodeClaim,
+    ) -> Result<(), ControllerError> {
+        if !has_finalizer(&claim.metadata) {
+            return Ok(());
+        }
+        let name = claim.name().to_string();
+        if let Some(node) = self.state.node_for_claim(&claim).cloned() {
+            if node.metadata.deletion_timestamp.is_none() {
+                let node_name = node.metadata.name.clone().unwrap_or_default();
+                pass.soft("deleting node", api.delete::<Node>(None, &node_name).await)?;
+            }
+            return Ok(());
+        }
+        let instance = match self.unrecorded_launches.remove(&name) {
+            Some(launched) => Some(launched),
+            None => claim.provider_id().is_some().then(|| claim.clone()),
+        };
+        if let Some(instance) = instance {
+            match self.cloud.delete(&instance).await {
+                Ok(()) | Err(CloudError::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::error!(NodeClaim = %name, error = %e, "failed terminating instance");
+                    pass.wake_after(LAUNCH_RETRY_AFTER);
+                    return Ok(());
+                }
+            }
+        }
+        let mut released = claim;
+        remove_finalizer(&mut released.metadata);
+        if let Some(gone) = pass.soft("removing nodeclaim finalizer", api.update(released).await)? {
+            tracing::info!(NodeClaim = %name, "deleted nodeclaim");
+            // Deleting and without finalizers: the API server has removed it.
+            self.state.forget(&gone.into_any());
+            self.launch_retry.remove(&name);
+        }
+        Ok(())
+    }
+
+    /// Nodes being deleted that carry kerf's finalizer: delete their claim, taint, drain, delete
+    /// the instance, release the node.
+    pub(crate) async fn reconcile_node_termination<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        let deleting: Vec<String> = self
+            .state
+            .nodes()
+            .iter()
+            .filter(|(_, n)| n.metadata.deletion_timestamp.is_some() && has_finalizer(&n.metadata))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in deleting {
+            let Some(node) = self.state.node(&name).cloned() else { continue };
+            let claim = self.state.claim_for_node(&node).cloned();
+            if let Some(c) = claim.as_ref().filter(|c| c.metadata.deletion_timestamp.is_none()) {
+                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, c.name()).await)?;
+            }
+            let tainted = with_disrupted_taint(&node);
+            let node = if tainted != node {
+                let Some(updated) = pass.soft("tainting node", api.update(tainted).await)? else { continue };
+                self.state.record(updated.clone().into_any());
+                updated
+            } else {
+                node
+            };
+            if let Drain::Waiting = self.drain(api, pass, &node, claim.as_ref()).await? {
+                continue;
+            }
+            if let Some(c) = &claim {
+                match self.cloud.delete(c).await {
+                    Ok(()) | Err(CloudError::NotFound(_)) => {}
+                    Err(e) => {
+                        tracing::error!(Node = %name, error = %e, "failed terminating instance");
+                        pass.wake_after(LAUNCH_RETRY_AFTER);
+                        continue;
+                    }
+                }
+            }
+            let mut released = node;
+            remove_finalizer(&mut released.metadata);
+            if let Some(gone) = pass.soft("removing node finalizer", api.update(released).await)? {
+                tracing::info!(Node = %name, "deleted node");
+                self.state.forget(&gone.into_any());
+            }
+        }
+        Ok(())
+    }
+
+    /// Evicts the lowest tier of drainable pods still on the node; `Done` when none is left.
+    async fn drain<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        node: &Node,
+        claim: Option<&NodeClaim>,
+    ) -> Result<Drain, ControllerError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let pods: Vec<Pod> =
+            self.state.pods_on_node(&name).filter(|p| is_drainable(p)).map(|p| Pod::clone(p)).collect();
+        if pods.is_empty() {
+            return Ok(Drain::Done);
+        }
+        let deadline = grace_deadline(node, claim);
+        if let Some(deadline) = deadline
+            && pass.now >= deadline
+        {
+            tracing::info!(Node = %name, pods = pods.len(), "deleting pods: terminationGracePeriod elapsed");
+            for pod in &pods {
+                let (ns, pod_name) = pod_key(pod);
+                match api.delete::<Pod>(Some(&ns), &pod_name).await {
+                    Ok(()) | Err(ApiError::NotFound { .. }) => {}
+                    Err(e) => {
+                        pass.soft("deleting pod", Err::<(), _>(e))?;
+                    }
+                }
+            }
+            return Ok(Drain::Waiting);
+        }
+        let lowest = pods.iter().map(tier).min().unwrap_or(0);
+        let mut refused = Vec::new();
+        for pod in pods.iter().filter(|p| tier(p) == lowest) {
+            let (ns, pod_name) = pod_key(pod);
+            match api.evict(&ns, &pod_name).await {
+                Ok(()) | Err(ApiError::NotFound { .. }) => {}
+                Err(ApiError::TooManyRequests { reason, .. }) => refused.push(format!("{ns}/{pod_name}: {reason}")),
+                Err(e) => {
+                    pass.soft("evicting pod", Err::<(), _>(e))?;
+                }
+            }
+        }
+        if !refused.is_empty() {
+            tracing::info!(Node = %name, refused = refused.len(), first = %refused[0], "evictions refused; retrying");
+            api.record_event(EventRecord {
+                kind: "Node",
+                name: name.clone(),
+                type_: "Warning",
+                reason: "FailedDraining".to_string(),
+                message: format!(
+                    "Failed to drain node, {} pod(s) are waiting to be evicted: {}",
+                    refused.len(),
+                    refused[0]
+                ),
+            })
+            .await;
+            pass.wake_after(EVICTION_RETRY_AFTER);
+        }
+        if let Some(deadline) = deadline {
+            pass.wake_at(deadline);
+        }
+        Ok(Drain::Waiting)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodSpec, Toleration};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    fn pod(critical: bool, daemon: bool) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                owner_references: daemon.then(|| {
+                    vec![OwnerReference { kind: "DaemonSet".into(), name: "ds".into(), ..Default::default() }]
+                }),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                priority_class_name: critical.then(|| "system-node-critical".to_string()),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn eviction_tiers_go_non_critical_then_daemon_then_critical_then_critical_daemon() {
+        assert_eq!(
+            [tier(&pod(false, false)), tier(&pod(false, true)), tier(&pod(true, false)), tier(&pod(true, true))],
+            [0, 1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn pods_tolerating_the_disrupted_taint_are_not_drained() {
+        let mut tolerant = pod(false, true);
+        if let Some(spec) = tolerant.spec.as_mut() {
+            spec.tolerations = Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]);
+        }
+        assert!(!is_drainable(&tolerant));
+        assert!(is_drainable(&pod(false, true)));
+    }
+}

@@ -1,0 +1,449 @@
+//! New NodeClaims: whether a pod joins an open claim or opens one, how a claim's topology
+//! domains are chosen (narrowing its requirements and instance types), and the finished claim
+//! with its compatible types cheapest first and its price.
+
+use super::*;
+
+pub(super) struct Claim {
+    pub(super) pool: usize,
+    pub(super) req: u32,
+    pub(super) types: Bits,
+    pub(super) requests: Vec<i64>,
+    pub(super) pods: Vec<usize>,
+    pub(super) hostname: u32,
+    pub(super) ports: Vec<HostPort>,
+    pub(super) reserved: Vec<i64>,
+    /// Componentwise largest allocatable over the candidate types (a quick reject).
+    pub(super) max_alloc: Vec<i64>,
+    pub(super) open: bool,
+}
+
+/// A bin: an existing node (index) or a claim (index).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Bin {
+    Node(usize),
+    Claim(usize),
+}
+
+/// The outcome of trying a pod on a claim: the narrowed requirements and candidate types.
+pub(super) struct ClaimPlan {
+    pub(super) req: u32,
+    pub(super) types: Bits,
+}
+
+impl SchedulingContext {
+    /// The first of `domains` that, set as `key`'s value on the claim's requirements `req`, still
+    /// leaves an instance type of `pool` (among `types`) that fits `total`: the narrowed
+    /// requirements and the types that remain.
+    pub(super) fn first_fitting_domain(
+        &mut self,
+        pool: usize,
+        req: u32,
+        key: &str,
+        types: &Bits,
+        total: &[i64],
+        domains: impl IntoIterator<Item = u32>,
+    ) -> Option<(u32, Bits)> {
+        for d in domains {
+            let r = self.narrow(req, key, d);
+            let cr = self.compat(pool, r);
+            if self.any_fit(pool, types, &cr, total) {
+                return Some((r, types.and(&cr)));
+            }
+        }
+        None
+    }
+
+    /// The domain of claim `c` (with requirements `req`) for `key`, when determined.
+    pub(super) fn claim_domain(&self, c: usize, req: u32, key: &str) -> Option<u32> {
+        if key == HOSTNAME {
+            return Some(self.claims[c].hostname);
+        }
+        // Every finite value of an interned requirement is interned (see `intern_req`).
+        let v = self.reqs[req as usize].get(key).and_then(|r| r.single_value())?;
+        self.values.ids.get(v).copied()
+    }
+
+    /// Whether pod `pi` fits claim `c`; `Err(true)` when the claim can never take this group.
+    pub(super) fn claim_fits(&mut self, pi: usize, g: usize, l: usize, c: usize) -> Result<ClaimPlan, bool> {
+        let pool = self.claims[c].pool;
+        let level_req = self.groups[g].levels[l].req;
+        let tolerate_prefer = self.groups[g].levels[l].tolerate_prefer;
+        if !self.pool_admits(pool, g, l) {
+            return Err(true);
+        }
+        let _ = tolerate_prefer;
+        if !self.groups[g].ports.is_empty()
+            && self.groups[g].ports.iter().any(|a| self.claims[c].ports.iter().any(|b| a.conflicts(b)))
+        {
+            return Err(true);
+        }
+        // Resources first: cheap, and most claims that fail, fail here.
+        let mut total = std::mem::take(&mut self.scratch);
+        total.clear();
+        total.extend(self.claims[c].requests.iter().zip(&self.pod_requests[pi]).map(|(a, b)| a + b));
+        let result = if !type_fits(&total, &self.claims[c].max_alloc) {
+            Err(false)
+        } else {
+            let req = self.intersect(self.claims[c].req, level_req);
+            if self.unsat[req as usize] {
+                Err(true)
+            } else {
+                let types = std::mem::replace(&mut self.claims[c].types, Bits(Vec::new()));
+                // Limits were reserved (the largest candidate's capacity) when the claim was
+                // created; its candidates only shrink, so it cannot exceed them.
+                let plan = self.plan_topology(g, l, c, req, &types, &total);
+                self.claims[c].types = types;
+                plan
+            }
+        };
+        self.scratch = total;
+        result
+    }
+
+    /// Resolves topology for a claim: checks determined domains and picks a domain for each
+    /// undetermined key (narrowing the requirements), keeping some fitting type available.
+    /// `Err(true)` when the claim can never take this group's pods.
+    pub(super) fn plan_topology(
+        &mut self,
+        g: usize,
+        l: usize,
+        c: usize,
+        mut req: u32,
+        types: &Bits,
+        total: &[i64],
+    ) -> Result<ClaimPlan, bool> {
+        let pool = self.claims[c].pool;
+        let compat = self.compat(pool, req);
+        if !self.any_fit(pool, types, &compat, total) {
+            return Err(false);
+        }
+        let mut types = types.and(&compat);
+        let level = Arc::clone(&self.groups[g].levels[l]);
+        // Spread constraints.
+        for s in &level.spreads {
+            match self.claim_domain(c, req, &s.key) {
+                Some(d) => {
+                    if !self.spread_allows(s, d) {
+                        // With a fresh-domain minimum of 0, counts only grow: never again.
+                        return Err(s.fresh);
+                    }
+                }
+                None => {
+                    // Candidates: allowed domains, fewest pods first.
+                    let min = self.spread_min(s);
+                    let counter = s.counter;
+                    let mut cands: Vec<(i64, u32)> = s
+                        .domains
+                        .iter()
+                        .copied()
+                        .filter(|d| self.reqs[req as usize].allows(&s.key, self.values.name(*d)))
+                        .map(|d| (self.counters[counter].get(d), d))
+                        .filter(|(n, _)| n + s.self_match - min <= s.max_skew)
+                        .collect();
+                    cands.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| self.values.name(a.1).cmp(self.values.name(b.1))));
+                    let (r, t) = self
+                        .first_fitting_domain(pool, req, &s.key, &types, total, cands.into_iter().map(|(_, d)| d))
+                        .ok_or(false)?;
+                    req = r;
+                    types = t;
+                }
+            }
+        }
+        // Required (and still-preferred) pod affinity.
+        for set in &level.affinity {
+            let first_of_its_kind = set.matches_own && set.counters.iter().all(|ci| self.counters[*ci].total == 0);
+            for &ci in &set.counters {
+                let key = self.counters[ci].key.clone();
+                match self.claim_domain(c, req, &key) {
+                    Some(d) => {
+                        if !first_of_its_kind && self.counters[ci].get(d) == 0 {
+                            return Err(false);
+                        }
+                    }
+                    None => {
+                        // Pin to a domain that has matching pods, or (first of its kind) to the
+                        // cheapest domain so the rest of the group follows.
+                        let cands: Vec<u32> = if first_of_its_kind {
+                            self.candidate_values(pool, req, &key, &types)
+                        } else {
+                            let counts = &self.counters[ci];
+                            let mut v: Vec<u32> =
+                                (0..counts.counts.len() as u32).filter(|d| counts.get(*d) > 0).collect();
+                            v.retain(|d| self.reqs[req as usize].allows(&key, self.values.name(*d)));
+                            v
+                        };
+                        let mut chosen = None;
+                        for d in cands {
+                            let r = self.narrow(req, &key, d);
+                            let t = types.and(&self.compat(pool, r));
+                            if !t.is_empty() {
+                                chosen = Some((r, t));
+                                break;
+                            }
+                        }
+                        let (r, t) = chosen.ok_or(false)?;
+                        req = r;
+                        types = t;
+                    }
+                }
+            }
+        }
+        // Anti-affinity: own terms and others' terms against this pod.
+        let n_own = level.anti.len();
+        let n_all = n_own + self.groups[g].rejected_by.len();
+        for j in 0..n_all {
+            let (counter, inverse) = if j < n_own {
+                (Some(level.anti[j]), None)
+            } else {
+                (None, Some(self.groups[g].rejected_by[j - n_own]))
+            };
+            let key: &str = match (counter, inverse) {
+                (Some(ci), _) => &self.counters[ci].key,
+                (_, Some(ii)) => &self.inverses[ii].key,
+                _ => continue,
+            };
+            let blocked = |s: &Self, d: u32| match (counter, inverse) {
+                (Some(ci), _) => s.counters[ci].get(d) > 0,
+                (_, Some(ii)) => s.inverses[ii].is_blocked(d),
+                _ => false,
+            };
+            match self.claim_domain(c, req, key) {
+                Some(d) => {
+                    if blocked(self, d) {
+                        // Blocked domains stay blocked.
+                        return Err(true);
+                    }
+                }
+                None => {
+                    let key = key.to_string();
+                    let cands = self.candidate_values(pool, req, &key, &types);
+                    let open: Vec<u32> = cands.into_iter().filter(|d| !blocked(self, *d)).collect();
+                    let (r, t) = self.first_fitting_domain(pool, req, &key, &types, total, open).ok_or(false)?;
+                    req = r;
+                    types = t;
+                }
+            }
+        }
+        if !self.pools[pool].min_values.is_empty() {
+            let fit = self.fitting(pool, &types, total);
+            if self.min_values_ok(pool, &fit).is_some() {
+                return Err(false);
+            }
+        }
+        Ok(ClaimPlan { req, types })
+    }
+
+    /// Values of `key` a claim of `pool` with requirements `req` and candidate `types` could take,
+    /// cheapest first for zone and capacity type, else sorted by value.
+    pub(super) fn candidate_values(&mut self, pool: usize, req: u32, key: &str, types: &Bits) -> Vec<u32> {
+        let r = self.reqs[req as usize].clone();
+        let p = &self.pools[pool];
+        let mut vals: Vec<(f64, String)>;
+        if key == ZONE || key == CAPACITY_TYPE {
+            let mut best: BTreeMap<String, f64> = BTreeMap::new();
+            for i in types.iter() {
+                for o in p.types[i].offerings.iter().filter(|o| o.available) {
+                    if r.allows(ZONE, &o.zone) && r.allows(CAPACITY_TYPE, &o.capacity_type) {
+                        let v = if key == ZONE { &o.zone } else { &o.capacity_type };
+                        let e = best.entry(v.clone()).or_insert(f64::INFINITY);
+                        *e = e.min(o.price);
+                    }
+                }
+            }
+            vals = best.into_iter().map(|(k, v)| (v, k)).collect();
+        } else if let Some(values) = r.get(key).and_then(|x| x.values()) {
+            vals = values.iter().map(|v| (0.0, v.clone())).collect();
+        } else {
+            let mut seen = BTreeSet::new();
+            for i in types.iter() {
+                if let Some(v) = p.types[i].labels.get(key)
+                    && r.allows(key, v)
+                {
+                    seen.insert(v.clone());
+                }
+            }
+            vals = seen.into_iter().map(|v| (0.0, v)).collect();
+        }
+        vals.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        vals.into_iter().map(|(_, v)| self.values.id(&v)).collect()
+    }
+
+    pub(super) fn commit_claim(&mut self, pi: usize, g: usize, _l: usize, c: usize, plan: ClaimPlan) {
+        let pool = self.claims[c].pool;
+        for (t, v) in self.claims[c].requests.iter_mut().zip(&self.pod_requests[pi]) {
+            *t += v;
+        }
+        // Drop the cheapest candidates that no longer fit (requests only grow, so they never
+        // will again); the rest are checked when needed, and in full when the claim is output.
+        // A looser bound is fine for a quick reject: recompute only when topology or requirements
+        // narrowed the candidates, not when pruning dropped the too-small ones.
+        let narrowed = plan.types != self.claims[c].types;
+        let mut types = plan.types;
+        while let Some(i) = types.first() {
+            let n = self.res.names.len();
+            if type_fits(&self.claims[c].requests, &self.pools[pool].free[i * n..(i + 1) * n]) {
+                break;
+            }
+            types.clear(i);
+        }
+        if narrowed {
+            self.claims[c].max_alloc = self.max_alloc(pool, &types);
+        }
+        self.claims[c].types = types;
+        self.claims[c].req = plan.req;
+        self.claims[c].pods.push(pi);
+        if !self.groups[g].ports.is_empty() {
+            let ports = self.groups[g].ports.clone();
+            self.claims[c].ports.extend(ports);
+        }
+        // Count the pod in every counter it matches, where the claim's domain is determined.
+        let req = plan.req;
+        for j in 0..self.groups[g].counted_by.len() {
+            let ci = self.groups[g].counted_by[j];
+            if let Some(d) = self.claim_domain(c, req, &self.counters[ci].key) {
+                self.count(ci, d, 1);
+            }
+        }
+        for j in 0..self.groups[g].own_inverse.len() {
+            let ii = self.groups[g].own_inverse[j];
+            if let Some(d) = self.claim_domain(c, req, &self.inverses[ii].key) {
+                self.block(ii, d, 1);
+            }
+        }
+        // Close the claim when even the smallest pod of the batch no longer fits any type.
+        let probe: Vec<i64> = self.claims[c].requests.iter().zip(&self.min_request).map(|(a, b)| a + b).collect();
+        if !type_fits(&probe, &self.claims[c].max_alloc)
+            || !self.any_fit(pool, &self.claims[c].types, &self.claims[c].types, &probe)
+        {
+            self.claims[c].open = false;
+        }
+    }
+
+    pub(super) fn new_claim(&mut self, pi: usize, g: usize, l: usize, p: usize) -> Option<usize> {
+        if self.pools[p].nodes_remaining <= 0 || !self.pool_admits(p, g, l) || self.daemon_port_conflict(g, p) {
+            return None;
+        }
+        let level_req = self.groups[g].levels[l].req;
+        let pool_req = self.intern_req(self.pools[p].reqs.clone());
+        let req = self.intersect(pool_req, level_req);
+        if self.unsat[req as usize] {
+            return None;
+        }
+        // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
+        let total: Vec<i64> = self.pod_requests[pi].clone();
+        let ntypes = self.pools[p].types.len();
+        let mut candidates = Bits::empty(ntypes);
+        {
+            let n = self.res.names.len();
+            let pool = &self.pools[p];
+            for i in 0..ntypes {
+                // Only types whose capacity fits the remaining limits.
+                if !pool.limited
+                    || pool.capacity[i * n..(i + 1) * n]
+                        .iter()
+                        .zip(&pool.remaining)
+                        .all(|(c, r)| *r == i64::MAX || c <= r)
+                {
+                    candidates.set(i);
+                }
+            }
+        }
+        if !self.any_fit(p, &candidates, &candidates, &total) {
+            return None;
+        }
+        let c = self.claims.len();
+        let hostname = self.values.id(&format!("{}-claim-{}", self.pools[p].name, c));
+        let max_alloc =
+            if self.pools[p].limited { self.max_alloc(p, &candidates) } else { self.pools[p].max_alloc.clone() };
+        self.claims.push(Claim {
+            pool: p,
+            req: pool_req,
+            types: candidates.clone(),
+            requests: vec![0; self.res.names.len()],
+            pods: Vec::new(),
+            hostname,
+            ports: self.pools[p].daemon_ports.clone(),
+            reserved: vec![0; self.res.names.len()],
+            max_alloc,
+            open: true,
+        });
+        match self.plan_topology(g, l, c, req, &candidates, &total) {
+            Ok(plan) if !self.limits_matter(p) || self.within_limits(c, &plan.types, &total) => {
+                self.pools[p].nodes_remaining -= 1;
+                if self.pools[p].limited {
+                    let reserve = self.reservation(p, &plan.types, &total);
+                    for (rem, v) in self.pools[p].remaining.iter_mut().zip(&reserve) {
+                        if *rem != i64::MAX {
+                            *rem -= v;
+                        }
+                    }
+                    self.claims[c].reserved = reserve;
+                }
+                self.open.push(c);
+                self.commit_claim(pi, g, l, c, plan);
+                Some(c)
+            }
+            _ => {
+                self.claims.pop();
+                None
+            }
+        }
+    }
+
+    /// Claim `c` as a NodeClaim to create (pod indexes are context indexes), and the price of
+    /// its cheapest fitting instance type's cheapest compatible offering.
+    pub(super) fn finish_claim(&mut self, c: usize) -> (NewNodeClaim, f64) {
+        let order = self.price_order(self.claims[c].pool, self.claims[c].req);
+        let claim = &self.claims[c];
+        let pool = &self.pools[claim.pool];
+        let r = &self.reqs[claim.req as usize];
+        let n = self.res.names.len();
+        let fitting: Vec<(f64, usize)> = order
+            .iter()
+            .copied()
+            .filter(|(_, i)| claim.types.contains(*i) && type_fits(&claim.requests, &pool.free[i * n..(i + 1) * n]))
+            .collect();
+        let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
+        let types: Vec<usize> = fitting.into_iter().map(|(_, i)| i).collect();
+        let mut requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues> = r
+            .iter()
+            .filter(|(k, x)| k.as_str() != INSTANCE_TYPE && !x.is_any())
+            .flat_map(|(k, x)| x.to_node_selector(k))
+            .collect();
+        let it = kerf_api::NodeSelectorRequirementWithMinValues {
+            key: INSTANCE_TYPE.to_string(),
+            operator: Operator::In,
+            values: types.iter().map(|i| pool.types[*i].name.clone()).collect(),
+            min_values: r.get(INSTANCE_TYPE).and_then(|x| x.min_values),
+        };
+        let at = requirements.partition_point(|x| x.key.as_str() < INSTANCE_TYPE);
+        requirements.insert(at, it);
+        let mut labels = pool.labels.clone();
+        for (k, v) in r.single_valued_labels() {
+            if k != INSTANCE_TYPE {
+                labels.insert(k, v);
+            }
+        }
+        let mut pods = claim.pods.clone();
+        pods.sort_unstable();
+        // The pods' requests plus the DaemonSet overhead of the cheapest fitting type.
+        let mut requests = claim.requests.clone();
+        if let Some(first) = types.first() {
+            for (r, o) in requests.iter_mut().zip(&pool.overhead[first * n..(first + 1) * n]) {
+                *r += o;
+            }
+        }
+        let claim = NewNodeClaim {
+            node_pool: pool.name.clone(),
+            requirements,
+            instance_types: types.iter().map(|i| Arc::clone(&pool.types[*i])).collect(),
+            labels,
+            taints: pool.taints.clone(),
+            startup_taints: pool.startup_taints.clone(),
+            pods,
+            requests: self.res.list(&requests),
+        };
+        (claim, price)
+    }
+}

@@ -1,0 +1,57 @@
+//! The journal that makes a query reversible: every change to the context's mutable state is
+//! recorded and undone when the query ends, so one context answers many queries.
+
+use super::*;
+
+/// One reversible change to the mutable scheduling state (see [`SchedulingContext`]): every
+/// query records what it changes and puts it back when it ends, so the context serves the next
+/// query without being rebuilt.
+pub(super) enum Undo {
+    /// Pod `pod`'s requests were added to node `node`.
+    NodeUsed { node: usize, pod: usize },
+    /// Node `node`'s host ports were extended from `len` entries.
+    NodePorts { node: usize, len: usize },
+    /// `delta` pods were counted in counter `counter`, domain `domain`.
+    Count { counter: usize, domain: u32, delta: i64 },
+    /// `delta` pods holding inverse term `inverse` were counted in domain `domain`.
+    Block { inverse: usize, domain: u32, delta: i64 },
+    /// Group `group`'s claim cursor was `old`.
+    Cursor { group: usize, old: usize },
+    /// Node `node` was taken out of the cluster for a what-if.
+    Removed { node: usize, old: bool },
+}
+
+impl SchedulingContext {
+    /// Starts a query: remembers the pool limits it may use up.
+    pub(super) fn begin(&mut self) {
+        self.journal.clear();
+        self.claims.clear();
+        self.open.clear();
+        self.pool_limits = self.pools.iter().map(|p| (p.remaining.clone(), p.nodes_remaining)).collect();
+    }
+
+    /// Ends a query: puts back everything it changed.
+    pub(super) fn rollback(&mut self) {
+        while let Some(u) = self.journal.pop() {
+            match u {
+                Undo::NodeUsed { node, pod } => {
+                    for (u, v) in self.nodes[node].used.iter_mut().zip(&self.pod_requests[pod]) {
+                        *u -= v;
+                    }
+                }
+                Undo::NodePorts { node, len } => self.nodes[node].ports.truncate(len),
+                Undo::Count { counter, domain, delta } => self.counters[counter].add(domain, -delta),
+                Undo::Block { inverse, domain, delta } => self.inverses[inverse].block(domain, -delta),
+                Undo::Cursor { group, old } => self.groups[group].cursor = old,
+                Undo::Removed { node, old } => self.nodes[node].schedulable = old,
+            }
+        }
+        self.claims.clear();
+        self.open.clear();
+        for (p, (remaining, nodes)) in std::mem::take(&mut self.pool_limits).into_iter().enumerate() {
+            self.pools[p].remaining = remaining;
+            self.pools[p].nodes_remaining = nodes;
+        }
+        self.removed.clear();
+    }
+}

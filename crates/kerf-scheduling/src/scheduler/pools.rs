@@ -1,0 +1,372 @@
+//! NodePools as the Scheduler sees them: requirements, type tables (allocatable, capacity, and
+//! per instance type the DaemonSet overhead and what is left for pods), limits, which types an
+//! interned requirement set admits, and price order.
+
+use super::*;
+
+pub(super) struct Pool {
+    pub(super) name: String,
+    pub(super) node_pool: Arc<NodePool>,
+    /// Pool requirements plus template labels plus `karpenter.sh/nodepool In [name]`.
+    pub(super) reqs: Requirements,
+    /// Keys the pool itself defines (requirements or template labels).
+    pub(super) defined_keys: BTreeSet<String>,
+    pub(super) labels: BTreeMap<String, String>,
+    pub(super) taints: Vec<Taint>,
+    pub(super) startup_taints: Vec<Taint>,
+    /// Sorted by cheapest available offering, then name.
+    pub(super) types: Vec<Arc<InstanceType>>,
+    /// Flat: type × resource.
+    pub(super) alloc: Vec<i64>,
+    pub(super) capacity: Vec<i64>,
+    /// Componentwise largest capacity and free allocatable (after DaemonSets) over the types.
+    pub(super) max_capacity: Vec<i64>,
+    pub(super) max_alloc: Vec<i64>,
+    /// Keys some instance type labels (plus zone and capacity type from offerings).
+    pub(super) type_keys: BTreeSet<String>,
+    /// Flat: type × resource. The requests of the DaemonSet pods that would run on each type,
+    /// and what is left for other pods (`alloc - overhead`; a type too small for its
+    /// DaemonSets has a negative pod count).
+    pub(super) overhead: Vec<i64>,
+    pub(super) free: Vec<i64>,
+    /// Host ports of the DaemonSets that run on some type of the pool: taken on every new claim.
+    pub(super) daemon_ports: Vec<HostPort>,
+    /// Remaining limit per resource (`i64::MAX` when unlimited) and node count.
+    pub(super) remaining: Vec<i64>,
+    pub(super) nodes_remaining: i64,
+    pub(super) limited: bool,
+    pub(super) min_values: Vec<(String, usize)>,
+}
+
+/// A pool's instance types (by index) with their cheapest compatible price, cheapest first.
+pub(super) type PriceOrder = Vec<(f64, usize)>;
+
+/// What a node of instance type `t` from a pool with requirements `pool` would carry: the
+/// pool's requirements narrowed to the type's labels and its available offerings' zones and
+/// capacity types.
+pub(super) fn type_requirements(pool: &Requirements, t: &InstanceType) -> Requirements {
+    let mut r = pool.clone();
+    r.add(INSTANCE_TYPE, Requirement::single(t.name.clone()));
+    for (k, v) in &t.labels {
+        r.add(k, Requirement::single(v.clone()));
+    }
+    let available = || t.offerings.iter().filter(|o| o.available);
+    let zones: BTreeSet<&str> = available().map(|o| o.zone.as_str()).collect();
+    let capacity_types: BTreeSet<&str> = available().map(|o| o.capacity_type.as_str()).collect();
+    r.add(ZONE, Requirement::new(Operator::In, &zones.into_iter().collect::<Vec<_>>()));
+    r.add(CAPACITY_TYPE, Requirement::new(Operator::In, &capacity_types.into_iter().collect::<Vec<_>>()));
+    r
+}
+
+impl SchedulingContext {
+    pub(super) fn build_pools(&mut self) {
+        let mut pools: Vec<&crate::model::NodePoolInput> = self.input.node_pools.iter().collect();
+        pools.sort_by(|a, b| {
+            b.node_pool.weight().cmp(&a.node_pool.weight()).then_with(|| a.node_pool.name().cmp(b.node_pool.name()))
+        });
+        for p in pools {
+            let np = &p.node_pool;
+            let name = np.name().to_string();
+            let tmpl = &np.spec.template;
+            let mut reqs = Requirements::from_node_selector(&tmpl.spec.requirements);
+            let mut defined_keys: BTreeSet<String> = reqs.keys().cloned().collect();
+            for (k, v) in &tmpl.metadata.labels {
+                reqs.add(k, Requirement::single(v.clone()));
+                defined_keys.insert(kerf_api::labels::normalize_key(k).to_string());
+            }
+            reqs.add(NODE_POOL, Requirement::single(name.clone()));
+            defined_keys.insert(NODE_POOL.to_string());
+            let mut types: Vec<Arc<InstanceType>> = p.instance_types.clone();
+            let cheapest = |t: &InstanceType| t.cheapest_available().map(|o| o.price).unwrap_or(f64::INFINITY);
+            types.sort_by(|a, b| cheapest(a).total_cmp(&cheapest(b)).then_with(|| a.name.cmp(&b.name)));
+            let mut alloc = Vec::with_capacity(types.len() * self.res.names.len());
+            let mut capacity = Vec::with_capacity(alloc.capacity());
+            let mut type_keys: BTreeSet<String> = [ZONE, CAPACITY_TYPE].iter().map(|s| s.to_string()).collect();
+            for t in &types {
+                alloc.extend(self.res.dense(&t.allocatable()));
+                capacity.extend(self.res.dense(&t.capacity));
+                type_keys.extend(t.labels.keys().map(|k| kerf_api::labels::normalize_key(k).to_string()));
+            }
+            // DaemonSet pods that would run on this pool's nodes, per instance type: a DaemonSet
+            // whose node affinity excludes a type adds nothing to it.
+            let nres = self.res.names.len();
+            let mut overhead = vec![0i64; alloc.len()];
+            let mut daemon_ports = Vec::new();
+            let daemons: Vec<&Arc<Pod>> = self
+                .input
+                .daemonset_pods
+                .iter()
+                .filter(|d| pod::untolerated_taint(d, &tmpl.spec.taints).is_none())
+                .collect();
+            if !daemons.is_empty() {
+                let type_reqs: Vec<Requirements> = types.iter().map(|t| type_requirements(&reqs, t)).collect();
+                for d in daemons {
+                    let terms = pod::required_node_terms(d);
+                    let requests = self.res.dense(&pod::pod_requests(d));
+                    let mut runs_somewhere = false;
+                    for (ti, treq) in type_reqs.iter().enumerate() {
+                        let runs = terms
+                            .iter()
+                            .any(|t| treq.compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok());
+                        if runs {
+                            runs_somewhere = true;
+                            for (o, v) in overhead[ti * nres..(ti + 1) * nres].iter_mut().zip(&requests) {
+                                *o += v;
+                            }
+                        }
+                    }
+                    if runs_somewhere {
+                        daemon_ports.extend(pod::host_ports(d));
+                    }
+                }
+            }
+            // What pods can use on each type once its DaemonSets run; a type too small for
+            // its DaemonSets takes no pod.
+            let mut free: Vec<i64> = alloc.iter().zip(&overhead).map(|(a, o)| a - o).collect();
+            let pods_index = self.res.index[PODS];
+            for chunk in free.chunks_mut(nres.max(1)) {
+                if chunk.iter().any(|v| *v < 0) {
+                    chunk[pods_index] = -1;
+                }
+            }
+            let nres = self.res.names.len();
+            let mut max_capacity = vec![0i64; nres];
+            for chunk in capacity.chunks(nres.max(1)) {
+                for (m, v) in max_capacity.iter_mut().zip(chunk) {
+                    *m = (*m).max(*v);
+                }
+            }
+            let mut max_alloc = vec![0i64; nres];
+            for chunk in free.chunks(nres.max(1)) {
+                for (m, v) in max_alloc.iter_mut().zip(chunk) {
+                    *m = (*m).max(*v);
+                }
+            }
+            let limited = np.spec.limits.is_some();
+            let mut remaining = vec![i64::MAX; self.res.names.len()];
+            let mut nodes_remaining = i64::MAX;
+            if let Some(limits) = &np.spec.limits {
+                for (k, q) in limits.iter() {
+                    let used = p.in_use.get(k);
+                    if k == "nodes" {
+                        nodes_remaining = q.value_ceil() - used.value_ceil();
+                    } else if let Some(i) = self.res.index.get(k) {
+                        remaining[*i] = to_units(k, q) - to_units(k, &used);
+                    }
+                }
+            }
+            let min_values = reqs
+                .iter()
+                .filter_map(|(k, r)| r.min_values.filter(|m| *m > 0).map(|m| (k.clone(), m as usize)))
+                .collect();
+            self.pools.push(Pool {
+                name,
+                node_pool: np.clone(),
+                reqs,
+                defined_keys,
+                labels: tmpl.metadata.labels.clone(),
+                taints: tmpl.spec.taints.clone(),
+                startup_taints: tmpl.spec.startup_taints.clone(),
+                types,
+                alloc,
+                capacity,
+                max_capacity,
+                max_alloc,
+                type_keys,
+                free,
+                overhead,
+                daemon_ports,
+                remaining,
+                nodes_remaining,
+                limited,
+                min_values,
+            });
+        }
+    }
+
+    /// Types of `pool` whose labels and some available offering satisfy requirements `req`.
+    pub(super) fn compat(&mut self, pool: usize, req: u32) -> Arc<Bits> {
+        if let Some(b) = self.compat_cache.get(&(pool, req)) {
+            return Arc::clone(b);
+        }
+        let p = &self.pools[pool];
+        let r = &self.reqs[req as usize];
+        let mut bits = Bits::empty(p.types.len());
+        let zone = r.get(ZONE);
+        let ct = r.get(CAPACITY_TYPE);
+        'types: for (i, t) in p.types.iter().enumerate() {
+            for (k, req) in r.iter() {
+                if k == ZONE || k == CAPACITY_TYPE || k == HOSTNAME {
+                    continue;
+                }
+                if let Some(v) = t.labels.get(k) {
+                    if !req.has(v) {
+                        continue 'types;
+                    }
+                } else if k == INSTANCE_TYPE {
+                    if !req.has(&t.name) {
+                        continue 'types;
+                    }
+                } else if !p.defined_keys.contains(k) && !req.allows_absent() {
+                    continue 'types;
+                }
+            }
+            let offered = t.offerings.iter().any(|o| {
+                o.available && zone.is_none_or(|z| z.has(&o.zone)) && ct.is_none_or(|c| c.has(&o.capacity_type))
+            });
+            if offered {
+                bits.set(i);
+            }
+        }
+        let bits = Arc::new(bits);
+        self.compat_cache.insert((pool, req), Arc::clone(&bits));
+        bits
+    }
+
+    /// Types among `types` that fit `requests`.
+    pub(super) fn fitting(&self, pool: usize, types: &Bits, requests: &[i64]) -> Bits {
+        let p = &self.pools[pool];
+        let n = self.res.names.len();
+        let mut out = Bits::empty(p.types.len());
+        for i in types.iter() {
+            if type_fits(requests, &p.free[i * n..(i + 1) * n]) {
+                out.set(i);
+            }
+        }
+        out
+    }
+
+    /// Whether some type in `a ∧ b` fits `requests` (no allocation).
+    pub(super) fn any_fit(&self, pool: usize, a: &Bits, b: &Bits, requests: &[i64]) -> bool {
+        let p = &self.pools[pool];
+        let n = self.res.names.len();
+        for (wi, (x, y)) in a.0.iter().zip(&b.0).enumerate() {
+            let mut w = x & y;
+            while w != 0 {
+                let i = wi * 64 + w.trailing_zeros() as usize;
+                w &= w - 1;
+                if type_fits(requests, &p.free[i * n..(i + 1) * n]) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether `types` still offer at least minValues distinct values for each key that has one.
+    pub(super) fn min_values_ok(&self, pool: usize, types: &Bits) -> Option<(String, usize, usize)> {
+        let p = &self.pools[pool];
+        for (k, m) in &p.min_values {
+            let mut vals: BTreeSet<&str> = BTreeSet::new();
+            for i in types.iter() {
+                let t = &p.types[i];
+                if k == INSTANCE_TYPE {
+                    vals.insert(&t.name);
+                } else if k == ZONE || k == CAPACITY_TYPE {
+                    for o in t.offerings.iter().filter(|o| o.available) {
+                        vals.insert(if k == ZONE { &o.zone } else { &o.capacity_type });
+                    }
+                } else if let Some(v) = t.labels.get(k) {
+                    vals.insert(v);
+                }
+            }
+            if vals.len() < *m {
+                return Some((k.clone(), *m, vals.len()));
+            }
+        }
+        None
+    }
+
+    /// Whether pool `p` takes pods of group `g` at level `l` at all (taints, requirements).
+    pub(super) fn pool_admits(&mut self, p: usize, g: usize, l: usize) -> bool {
+        let level_req = self.groups[g].levels[l].req;
+        let tolerate_prefer = self.groups[g].levels[l].tolerate_prefer;
+        if let Some(ok) = self.admits_cache.get(&(p, level_req, tolerate_prefer, g)) {
+            return *ok;
+        }
+        let pool = &self.pools[p];
+        let ok = Self::tolerated(&self.groups[g].tolerations, &pool.taints, tolerate_prefer)
+            && pool.reqs.compatible_strict(&self.reqs[level_req as usize], |k| pool.type_keys.contains(k)).is_ok();
+        self.admits_cache.insert((p, level_req, tolerate_prefer, g), ok);
+        ok
+    }
+
+    pub(super) fn max_alloc(&self, pool: usize, types: &Bits) -> Vec<i64> {
+        let p = &self.pools[pool];
+        let n = self.res.names.len();
+        let mut r = vec![0i64; n];
+        for i in types.iter() {
+            for (k, v) in r.iter_mut().zip(&p.free[i * n..(i + 1) * n]) {
+                *k = (*k).max(*v);
+            }
+        }
+        r
+    }
+
+    /// The limit reservation of claim `c` if its candidates were `types`: the largest capacity.
+    pub(super) fn reservation(&self, pool: usize, types: &Bits, requests: &[i64]) -> Vec<i64> {
+        let p = &self.pools[pool];
+        let n = self.res.names.len();
+        let mut r = vec![0i64; n];
+        for i in types.iter().filter(|i| type_fits(requests, &p.free[i * n..(i + 1) * n])) {
+            for (k, v) in r.iter_mut().zip(&p.capacity[i * n..(i + 1) * n]) {
+                *k = (*k).max(*v);
+            }
+        }
+        r
+    }
+
+    /// Whether any remaining limit of `pool` is below its largest type's capacity (else no
+    /// claim can reach the limit and the check is skipped).
+    pub(super) fn limits_matter(&self, pool: usize) -> bool {
+        let p = &self.pools[pool];
+        p.limited && p.remaining.iter().zip(&p.max_capacity).any(|(r, m)| *r != i64::MAX && r < m)
+    }
+
+    pub(super) fn within_limits(&self, c: usize, types: &Bits, total: &[i64]) -> bool {
+        let pool = self.claims[c].pool;
+        let new = self.reservation(pool, types, total);
+        let p = &self.pools[pool];
+        new.iter()
+            .zip(&self.claims[c].reserved)
+            .zip(&p.remaining)
+            .all(|((n, o), rem)| *rem == i64::MAX || n - o <= *rem)
+    }
+
+    /// Whether group `g` asks for a host port the pool's DaemonSets take on every new node.
+    pub(super) fn daemon_port_conflict(&self, g: usize, p: usize) -> bool {
+        let ports = &self.groups[g].ports;
+        !ports.is_empty() && ports.iter().any(|a| self.pools[p].daemon_ports.iter().any(|b| a.conflicts(b)))
+    }
+
+    /// The pool's types with an offering compatible with requirements `req`, cheapest
+    /// compatible offering first (then name), with that price.
+    pub(super) fn price_order(&mut self, pool: usize, req: u32) -> Arc<PriceOrder> {
+        if let Some(v) = self.price_cache.get(&(pool, req)) {
+            return Arc::clone(v);
+        }
+        let p = &self.pools[pool];
+        let r = &self.reqs[req as usize];
+        let (zone, ct) = (r.get(ZONE), r.get(CAPACITY_TYPE));
+        let mut v: Vec<(f64, usize)> = p
+            .types
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let price = t
+                    .offerings
+                    .iter()
+                    .filter(|o| {
+                        o.available && zone.is_none_or(|z| z.has(&o.zone)) && ct.is_none_or(|c| c.has(&o.capacity_type))
+                    })
+                    .map(|o| o.price)
+                    .fold(f64::INFINITY, f64::min);
+                price.is_finite().then_some((price, i))
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| p.types[a.1].name.cmp(&p.types[b.1].name)));
+        let v = Arc::new(v);
+        self.price_cache.insert((pool, req), Arc::clone(&v));
+        v
+    }
+}

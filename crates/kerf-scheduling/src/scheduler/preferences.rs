@@ -1,0 +1,354 @@
+//! Pod groups and preference relaxation: pods with identical constraints share one group, and
+//! each group has levels — its constraints with preferences dropped one by one in Karpenter's
+//! order (required node affinity terms in turn, preferred pod affinity, preferred
+//! anti-affinity, preferred node affinity, ScheduleAnyway spread, PreferNoSchedule taints).
+
+use super::*;
+
+#[derive(Clone)]
+pub(super) struct Level {
+    /// The pod's node requirements at this level.
+    pub(super) req: u32,
+    pub(super) name_field: Option<Requirement>,
+    pub(super) tolerate_prefer: bool,
+    pub(super) spreads: Vec<SpreadPlan>,
+    /// The required affinity terms as one set, and each still-preferred term as a set of its own.
+    pub(super) affinity: Vec<AffinitySet>,
+    pub(super) anti: Vec<usize>,
+    /// Relaxation state that produced this level.
+    pub(super) state: Relax,
+    /// Human description of what was relaxed to reach this level.
+    pub(super) relaxed: Option<String>,
+}
+
+#[derive(Clone, Copy, Default)]
+pub(super) struct Relax {
+    pub(super) term: usize,
+    pub(super) pref_affinity: usize,
+    pub(super) pref_anti: usize,
+    pub(super) pref_node: usize,
+    pub(super) soft_spread: usize,
+    pub(super) tolerate_prefer: bool,
+}
+
+pub(super) struct Group {
+    pub(super) rep: Arc<Pod>,
+    pub(super) tolerations: Vec<Toleration>,
+    pub(super) terms: Vec<Requirements>,
+    pub(super) name_fields: Vec<Option<Requirement>>,
+    pub(super) pref_node: Vec<(i32, Requirements)>,
+    pub(super) hard_spread: Vec<SpreadConstraint>,
+    pub(super) soft_spread: Vec<SpreadConstraint>,
+    pub(super) affinity: Vec<AffinityTerm>,
+    pub(super) anti: Vec<AffinityTerm>,
+    pub(super) pref_affinity: Vec<AffinityTerm>,
+    pub(super) pref_anti: Vec<AffinityTerm>,
+    pub(super) ports: Vec<HostPort>,
+    pub(super) volume: Option<Requirements>,
+    pub(super) volume_alts: Vec<Vec<Requirements>>,
+    /// Why a volume the pods mount cannot be resolved (they are not placed).
+    pub(super) unresolvable: Option<String>,
+    /// Counters this group's pods count toward.
+    pub(super) counted_by: Vec<usize>,
+    /// Anti-affinity terms (of others) that reject this group's pods.
+    pub(super) rejected_by: Vec<usize>,
+    /// This group's own required anti-affinity terms, as inverse ids.
+    pub(super) own_inverse: Vec<usize>,
+    pub(super) levels: Vec<Arc<Level>>,
+    /// Per level, per existing node: taints, node affinity and volume zones allow it.
+    pub(super) node_ok: Vec<Vec<bool>>,
+    pub(super) exhausted: bool,
+    /// Claims before this index never accept this group (level 0).
+    pub(super) cursor: usize,
+}
+
+/// One requirement set standing for alternatives (a volume's node affinity terms): when every
+/// alternative constrains only the same single key with finite values (the usual zone list),
+/// their union; otherwise the first alternative.
+pub(super) fn volume_union(alts: &[Requirements]) -> Requirements {
+    let single_key = alts.first().and_then(|a| (a.len() == 1).then(|| a.keys().next().cloned()).flatten());
+    if let Some(key) = single_key {
+        let mut values: BTreeSet<String> = BTreeSet::new();
+        let mut ok = true;
+        for a in alts {
+            match (a.len() == 1, a.get(&key).and_then(|r| r.values())) {
+                (true, Some(v)) => values.extend(v.iter().cloned()),
+                _ => ok = false,
+            }
+        }
+        if ok {
+            let values: Vec<String> = values.into_iter().collect();
+            let mut r = Requirements::new();
+            r.add(&key, Requirement::new(Operator::In, &values));
+            return r;
+        }
+    }
+    alts.first().cloned().unwrap_or_default()
+}
+
+/// Whether two pods (same namespace and labels) have the same scheduling constraints.
+pub(super) fn same_constraints(a: &Pod, b: &Pod) -> bool {
+    let (Some(x), Some(y)) = (&a.spec, &b.spec) else { return a.spec.is_none() && b.spec.is_none() };
+    pod::namespace(a) == pod::namespace(b)
+        && pod::labels(a) == pod::labels(b)
+        && x.node_selector == y.node_selector
+        && x.affinity == y.affinity
+        && x.tolerations == y.tolerations
+        && x.topology_spread_constraints == y.topology_spread_constraints
+        // `nodeName` is a binding, not a constraint the Scheduler places by: pods on existing
+        // nodes differ in it and still move alike.
+        && x.volumes == y.volumes
+        // Generic ephemeral volumes are claims named after the pod: such pods stand alone.
+        && (x.volumes.iter().flatten().all(|v| v.ephemeral.is_none()) || a.metadata.name == b.metadata.name)
+        && pod::host_ports(a) == pod::host_ports(b)
+}
+
+impl SchedulingContext {
+    pub(super) fn build_groups(&mut self) {
+        let mut buckets: HashMap<u64, Vec<usize>> = HashMap::new();
+        let input = Arc::clone(&self.input);
+        let existing = std::mem::take(&mut self.existing);
+        for p in input.pods.iter().chain(&existing) {
+            let mut h = DefaultHasher::new();
+            pod::namespace(p).hash(&mut h);
+            pod::labels(p).hash(&mut h);
+            let candidates = buckets.entry(h.finish()).or_default();
+            let found = candidates.iter().copied().find(|g| same_constraints(&self.groups[*g].rep, p));
+            let g = match found {
+                Some(g) => g,
+                None => {
+                    let g = self.groups.len();
+                    self.groups.push(self.make_group(p.clone()));
+                    candidates.push(g);
+                    g
+                }
+            };
+            self.pod_group.push(g);
+        }
+        self.existing = existing;
+        // Counters and inverse terms for every constraint any group may use.
+        for g in 0..self.groups.len() {
+            let grp = &self.groups[g];
+            let terms: Vec<(String, Option<LabelSelector>, Namespaces)> = grp
+                .hard_spread
+                .iter()
+                .chain(&grp.soft_spread)
+                .map(|c| {
+                    (
+                        c.topology_key.clone(),
+                        c.selector.clone(),
+                        Namespaces::Some { names: vec![c.namespace.clone()], selector: None },
+                    )
+                })
+                .chain(
+                    grp.affinity
+                        .iter()
+                        .chain(&grp.anti)
+                        .chain(&grp.pref_affinity)
+                        .chain(&grp.pref_anti)
+                        .map(|t| (t.topology_key.clone(), t.selector.clone(), t.namespaces.clone())),
+                )
+                .collect();
+            for (k, s, n) in terms {
+                self.counter_id(&k, &s, &n);
+            }
+            // The required affinity terms count together (before `counted_by` is computed).
+            let required = self.groups[g].affinity.clone();
+            for i in 0..required.len() {
+                self.set_counter_id(&required, i);
+            }
+            let anti = self.groups[g].anti.clone();
+            let own: Vec<usize> = anti.iter().map(|t| self.inverse_id(t)).collect();
+            self.groups[g].own_inverse = own;
+        }
+        let ns = &input.namespace_labels;
+        for g in 0..self.groups.len() {
+            let rep = self.groups[g].rep.clone();
+            self.groups[g].counted_by =
+                (0..self.counters.len()).filter(|c| self.counters[*c].matches(&rep, ns)).collect();
+            self.groups[g].rejected_by = (0..self.inverses.len())
+                .filter(|i| {
+                    let inv = &self.inverses[*i];
+                    AffinityTerm {
+                        topology_key: inv.key.clone(),
+                        selector: inv.selector.clone(),
+                        namespaces: inv.namespaces.clone(),
+                        weight: 0,
+                    }
+                    .matches(&rep, ns)
+                })
+                .collect();
+        }
+    }
+
+    pub(super) fn make_group(&self, p: Arc<Pod>) -> Group {
+        let aff = pod::pod_affinities(&p);
+        let mut pref_affinity = aff.preferred.clone();
+        pref_affinity.sort_by_key(|t| std::cmp::Reverse(t.weight));
+        let mut pref_anti = aff.preferred_anti.clone();
+        pref_anti.sort_by_key(|t| std::cmp::Reverse(t.weight));
+        let spreads = pod::spread_constraints(&p);
+        let volume_alts: Vec<Vec<Requirements>> = pod::volume_claims(&p)
+            .iter()
+            .filter_map(|c| self.input.volume_requirements.get(c).cloned())
+            .filter(|alts| !alts.is_empty())
+            .collect();
+        let volume = if volume_alts.is_empty() {
+            None
+        } else {
+            let mut r = Requirements::new();
+            for alts in &volume_alts {
+                r.add_all(&volume_union(alts));
+            }
+            Some(r)
+        };
+        let unresolvable = pod::volume_claims(&p).iter().find_map(|c| self.input.unresolvable_volumes.get(c).cloned());
+        Group {
+            unresolvable,
+            tolerations: pod::tolerations(&p).to_vec(),
+            terms: pod::required_node_terms(&p),
+            name_fields: pod::required_node_name_fields(&p),
+            pref_node: pod::preferred_node_terms(&p),
+            hard_spread: spreads.iter().filter(|c| c.hard).cloned().collect(),
+            soft_spread: spreads.iter().filter(|c| !c.hard).cloned().collect(),
+            affinity: aff.required,
+            anti: aff.required_anti,
+            pref_affinity,
+            pref_anti,
+            ports: pod::host_ports(&p),
+            volume,
+            volume_alts,
+            counted_by: Vec::new(),
+            rejected_by: Vec::new(),
+            own_inverse: Vec::new(),
+            levels: Vec::new(),
+            node_ok: Vec::new(),
+            exhausted: false,
+            cursor: 0,
+            rep: p,
+        }
+    }
+
+    /// The level `l` of group `g`, building it (by relaxing the previous level) when needed.
+    /// `None` when nothing is left to relax.
+    pub(super) fn level(&mut self, g: usize, l: usize) -> Option<usize> {
+        while self.groups[g].levels.len() <= l {
+            if self.groups[g].exhausted {
+                return None;
+            }
+            let next = match self.groups[g].levels.last() {
+                None => Some((Relax::default(), None)),
+                Some(prev) => self.relax(g, prev.state),
+            };
+            match next {
+                Some((state, why)) => {
+                    let level = self.build_level(g, state, why);
+                    self.groups[g].levels.push(Arc::new(level));
+                }
+                None => {
+                    self.groups[g].exhausted = true;
+                    return None;
+                }
+            }
+        }
+        Some(l)
+    }
+
+    /// The next relaxation in Karpenter's order.
+    pub(super) fn relax(&self, g: usize, s: Relax) -> Option<(Relax, Option<String>)> {
+        let grp = &self.groups[g];
+        let mut n = s;
+        if s.term + 1 < grp.terms.len() {
+            n.term += 1;
+            return Some((n, Some(format!("dropped required node affinity term {}", s.term + 1))));
+        }
+        if s.pref_affinity < grp.pref_affinity.len() {
+            n.pref_affinity += 1;
+            return Some((n, Some("dropped a preferred pod affinity term".into())));
+        }
+        if s.pref_anti < grp.pref_anti.len() {
+            n.pref_anti += 1;
+            return Some((n, Some("dropped a preferred pod anti-affinity term".into())));
+        }
+        if s.pref_node < grp.pref_node.len() {
+            n.pref_node += 1;
+            return Some((n, Some("dropped a preferred node affinity term".into())));
+        }
+        if s.soft_spread < grp.soft_spread.len() {
+            n.soft_spread += 1;
+            return Some((n, Some("dropped a ScheduleAnyway topology spread constraint".into())));
+        }
+        if !s.tolerate_prefer && self.prefer_taints {
+            n.tolerate_prefer = true;
+            return Some((n, Some("tolerated PreferNoSchedule taints".into())));
+        }
+        None
+    }
+
+    pub(super) fn build_level(&mut self, g: usize, s: Relax, relaxed: Option<String>) -> Level {
+        let grp = &self.groups[g];
+        let mut r = grp.terms.get(s.term).cloned().unwrap_or_default();
+        if let Some((_, pref)) = grp.pref_node.get(s.pref_node) {
+            r.add_all(pref);
+        }
+        if let Some(v) = &grp.volume {
+            r.add_all(v);
+        }
+        let name_field = grp.name_fields.get(s.term).cloned().flatten();
+        let input = Arc::clone(&self.input);
+        let ns = &input.namespace_labels;
+        let rep = grp.rep.clone();
+        let spreads: Vec<(SpreadConstraint, bool)> = grp
+            .hard_spread
+            .iter()
+            .map(|c| (c.clone(), false))
+            .chain(grp.soft_spread.iter().skip(s.soft_spread).map(|c| (c.clone(), true)))
+            .collect();
+        let required_aff = grp.affinity.clone();
+        let preferred_aff: Vec<AffinityTerm> = grp.pref_affinity.iter().skip(s.pref_affinity).cloned().collect();
+        let anti_terms: Vec<AffinityTerm> =
+            grp.anti.iter().chain(grp.pref_anti.iter().skip(s.pref_anti)).cloned().collect();
+        let tolerations = grp.tolerations.clone();
+        // Spread domains honour the pod's required node affinity — every term, OR'ed, as
+        // kube-scheduler's nodeAffinityPolicy Honor does — never a preferred term.
+        let terms = grp.terms.clone();
+        let req = self.intern_req(r.clone());
+        let mut plans = Vec::new();
+        for (c, _soft) in spreads {
+            let counter = self.counter_id(
+                &c.topology_key,
+                &c.selector,
+                &Namespaces::Some { names: vec![c.namespace.clone()], selector: None },
+            );
+            let (support, fresh) = self.spread_domains(&c, &terms, &tolerations);
+            plans.push(SpreadPlan {
+                counter,
+                key: c.topology_key.clone(),
+                max_skew: i64::from(c.max_skew),
+                self_match: i64::from(c.counts(&rep)),
+                min_domains: c.min_domains.map(i64::from),
+                domains: support.keys().copied().collect(),
+                node_support: support.values().map(|(n, _)| *n).collect(),
+                from_pool: support.values().map(|(_, p)| *p).collect(),
+                fresh,
+            });
+        }
+        // Preferred terms are scored one by one by kube-scheduler: while kept, each holds alone.
+        let mut affinity = Vec::new();
+        if !required_aff.is_empty() {
+            affinity.push(AffinitySet {
+                counters: (0..required_aff.len()).map(|i| self.set_counter_id(&required_aff, i)).collect(),
+                matches_own: required_aff.iter().all(|t| t.matches(&rep, ns)),
+            });
+        }
+        for t in &preferred_aff {
+            affinity.push(AffinitySet {
+                counters: vec![self.counter_id(&t.topology_key, &t.selector, &t.namespaces)],
+                matches_own: t.matches(&rep, ns),
+            });
+        }
+        let anti: Vec<usize> =
+            anti_terms.iter().map(|t| self.counter_id(&t.topology_key, &t.selector, &t.namespaces)).collect();
+        Level { req, name_field, tolerate_prefer: s.tolerate_prefer, spreads: plans, affinity, anti, state: s, relaxed }
+    }
+}

@@ -1,0 +1,167 @@
+//! The placement queue: pods largest first, each tried at its group's levels on existing nodes,
+//! open claims and new claims; the pods left are retried until a full pass places none of
+//! them (a pod may fit only once another pod of the batch is placed).
+
+use super::*;
+
+/// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
+/// the pods it could not place (when asked to explain), and those pods.
+#[derive(Default)]
+pub(super) struct Run {
+    pub(super) on_node: Vec<(usize, usize)>,
+    pub(super) errors: Vec<(usize, PodError)>,
+    pub(super) unplaced: Vec<usize>,
+}
+
+/// Whether consolidation moves `p` when its node goes: not a DaemonSet's pod (it goes with its
+/// node), not a mirror pod, not finished.
+pub(super) fn reschedulable(p: &Pod) -> bool {
+    let daemon = p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet");
+    let mirror = p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let finished =
+        p.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+    !daemon && !mirror && !finished
+}
+
+impl SchedulingContext {
+    /// Places `pods` (context indexes), largest first, retrying the ones that did not fit until
+    /// a full pass places none of them (a pod may fit only once another pod of the batch is
+    /// placed). With `explain`, says why for each pod left.
+    pub(super) fn run(&mut self, pods: &[usize], explain: bool) -> Run {
+        let nres = self.res.names.len();
+        self.min_request = vec![i64::MAX; nres];
+        for &pi in pods {
+            for (m, v) in self.min_request.iter_mut().zip(&self.pod_requests[pi]) {
+                *m = (*m).min(*v);
+            }
+        }
+        // Nodes that cannot take even the smallest of these pods are never tried (nodes only
+        // fill up during a run), so a run costs what it places, not the cluster's size.
+        self.roomy = (0..self.nodes.len())
+            .filter(|n| {
+                let node = &self.nodes[*n];
+                node.schedulable
+                    && crate::fit::short_resource(
+                        self.min_request.iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+                    )
+                    .is_none()
+            })
+            .collect();
+        let mut order: Vec<usize> = pods.to_vec();
+        let (cpu, mem) = (self.res.index[CPU], self.res.index[MEMORY]);
+        order.sort_by(|a, b| {
+            let (ra, rb) = (&self.pod_requests[*a], &self.pod_requests[*b]);
+            rb[cpu].cmp(&ra[cpu]).then(rb[mem].cmp(&ra[mem])).then(a.cmp(b))
+        });
+        let mut run = Run::default();
+        let mut queue = order;
+        loop {
+            let before = queue.len();
+            let mut left = Vec::new();
+            for pi in queue {
+                match self.place_pod(pi) {
+                    Some(Bin::Node(n)) => run.on_node.push((pi, n)),
+                    Some(Bin::Claim(_)) => {}
+                    None => left.push(pi),
+                }
+            }
+            queue = left;
+            if queue.is_empty() || queue.len() == before {
+                break;
+            }
+        }
+        run.on_node.sort();
+        if explain {
+            let mut explained: HashMap<(usize, Vec<i64>), PodError> = HashMap::new();
+            for &pi in &queue {
+                let g = self.pod_group[pi];
+                // Identical pods (same group and requests) get the same explanation.
+                let key = (g, self.pod_requests[pi].clone());
+                let err = match explained.get(&key) {
+                    Some(e) => PodError::clone(e),
+                    None => {
+                        let e = self.explain(pi, g);
+                        explained.insert(key, e.clone());
+                        e
+                    }
+                };
+                run.errors.push((pi, err));
+            }
+            run.errors.sort_by_key(|(p, _)| *p);
+        }
+        run.unplaced = queue;
+        run.unplaced.sort_unstable();
+        run
+    }
+
+    /// Tries pod `pi` at each level of its group, most constrained first.
+    pub(super) fn place_pod(&mut self, pi: usize) -> Option<Bin> {
+        let g = self.pod_group[pi];
+        if self.groups[g].unresolvable.is_some() {
+            return None;
+        }
+        let mut l = 0;
+        loop {
+            let level = self.level(g, l)?;
+            if let Some(bin) = self.place(pi, g, level) {
+                return Some(bin);
+            }
+            l += 1;
+        }
+    }
+
+    pub(super) fn set_cursor(&mut self, g: usize, value: usize) {
+        let old = self.groups[g].cursor;
+        if old != value {
+            self.journal.push(Undo::Cursor { group: g, old });
+            self.groups[g].cursor = value;
+        }
+    }
+
+    /// Tries every bin for pod `pi` at level `l` of its group, in order: existing nodes,
+    /// in-flight claims, open claims, new claims. Commits the first that fits.
+    pub(super) fn place(&mut self, pi: usize, g: usize, l: usize) -> Option<Bin> {
+        for j in 0..self.roomy.len() {
+            let n = self.roomy[j];
+            if self.node_fits(pi, g, l, n) {
+                self.commit_node(pi, g, n);
+                return Some(Bin::Node(n));
+            }
+        }
+        // Open claims, from the group's cursor.
+        let start = if l == 0 { self.groups[g].cursor } else { 0 };
+        let mut advance_cursor = l == 0;
+        let mut i = start;
+        while i < self.open.len() {
+            let c = self.open[i];
+            if !self.claims[c].open {
+                i += 1;
+                continue;
+            }
+            match self.claim_fits(pi, g, l, c) {
+                Ok(plan) => {
+                    if advance_cursor {
+                        self.set_cursor(g, i);
+                    }
+                    self.commit_claim(pi, g, l, c, plan);
+                    return Some(Bin::Claim(c));
+                }
+                Err(permanent) => {
+                    if advance_cursor && permanent {
+                        self.set_cursor(g, i + 1);
+                    } else {
+                        advance_cursor = false;
+                    }
+                }
+            }
+            i += 1;
+        }
+        // A new claim, NodePools by weight.
+        for p in 0..self.pools.len() {
+            if let Some(c) = self.new_claim(pi, g, l, p) {
+                return Some(Bin::Claim(c));
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,72 @@
+//! Resources as dense integer vectors: the resource names of one context, a pod's requests
+//! parsed once (a fast path for pods with only regular containers), and the comparisons the
+//! Scheduler makes (cpu in millicores, everything else in whole units, as kube-scheduler).
+
+use super::*;
+
+/// Resource names of this pass, so resource lists become dense `i64` vectors (cpu in
+/// millicores, everything else in whole units, as kube-scheduler compares them).
+pub(super) struct Resources {
+    pub(super) names: Vec<String>,
+    pub(super) index: HashMap<String, usize>,
+}
+
+impl Resources {
+    pub(super) fn dense(&self, list: &ResourceList) -> Vec<i64> {
+        let mut v = vec![0i64; self.names.len()];
+        for (k, q) in list.iter() {
+            if let Some(i) = self.index.get(k) {
+                v[*i] = to_units(k, q);
+            }
+        }
+        v
+    }
+    pub(super) fn list(&self, v: &[i64]) -> ResourceList {
+        let mut out = ResourceList::new();
+        for (i, n) in self.names.iter().enumerate() {
+            if v[i] != 0 {
+                out.set(n.clone(), from_units(n, v[i]));
+            }
+        }
+        out
+    }
+}
+
+pub(super) fn to_units(name: &str, q: &Quantity) -> i64 {
+    if name == CPU { q.milli_ceil() } else { q.value_ceil() }
+}
+
+pub(super) fn from_units(name: &str, v: i64) -> Quantity {
+    if name == CPU {
+        Quantity::from_milli(v)
+    } else if name == MEMORY || name.ends_with("storage") || name.starts_with("hugepages-") {
+        Quantity::from_bytes(v)
+    } else {
+        Quantity::from_units(v)
+    }
+}
+
+pub(super) fn type_fits(requests: &[i64], alloc: &[i64]) -> bool {
+    requests.iter().zip(alloc).all(|(r, a)| *r == 0 || r <= a)
+}
+
+/// A pod's dense requests: the fast path for pods with only regular containers (no
+/// intermediate lists), else the full rules of [`pod::pod_requests`].
+pub(super) fn dense_requests(res: &Resources, p: &Pod, full: Option<&ResourceList>) -> Vec<i64> {
+    if let Some(r) = full {
+        return res.dense(r);
+    }
+    let mut v = vec![0i64; res.names.len()];
+    for c in p.spec.iter().flat_map(|s| &s.containers) {
+        let Some(rr) = &c.resources else { continue };
+        let requests = rr.requests.as_ref();
+        let limits_only = rr.limits.iter().flatten().filter(|(k, _)| requests.is_none_or(|r| !r.contains_key(*k)));
+        for (k, q) in requests.into_iter().flatten().chain(limits_only) {
+            if let (Some(i), Ok(q)) = (res.index.get(k), Quantity::parse(&q.0)) {
+                v[*i] += to_units(k, &q);
+            }
+        }
+    }
+    v[res.index[PODS]] = 1;
+    v
+}

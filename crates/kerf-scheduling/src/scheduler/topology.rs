@@ -1,0 +1,311 @@
+//! Topology bookkeeping: counters of matching pods per domain (spread and pod affinity),
+//! anti-affinity blocks per domain, spread plans and their domains, and counting a pod in or
+//! out of a node's domains (journaled, so a query can take it back).
+
+use super::*;
+
+/// A counter of pods matching a selector (and every one of `also`), per topology domain.
+pub(super) struct Counter {
+    pub(super) key: String,
+    pub(super) selector: Option<LabelSelector>,
+    pub(super) namespaces: Namespaces,
+    /// Further terms a pod must match to count: the other terms of a pod's required affinity,
+    /// since kube-scheduler counts, in each term's domain, the pods that match all of them.
+    pub(super) also: Vec<(Option<LabelSelector>, Namespaces)>,
+    pub(super) counts: Vec<i64>,
+    pub(super) total: i64,
+}
+
+impl Counter {
+    pub(super) fn get(&self, d: u32) -> i64 {
+        self.counts.get(d as usize).copied().unwrap_or(0)
+    }
+    pub(super) fn add(&mut self, d: u32, delta: i64) {
+        let i = d as usize;
+        if self.counts.len() <= i {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += delta;
+        self.total += delta;
+    }
+    pub(super) fn matches(&self, p: &Pod, ns_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
+        let term = |selector: &Option<LabelSelector>, namespaces: &Namespaces| AffinityTerm {
+            topology_key: self.key.clone(),
+            selector: selector.clone(),
+            namespaces: namespaces.clone(),
+            weight: 0,
+        };
+        term(&self.selector, &self.namespaces).matches(p, ns_labels)
+            && self.also.iter().all(|(s, n)| term(s, n).matches(p, ns_labels))
+    }
+}
+
+/// Pod affinity terms that hold together: for each term, the candidate's domain must hold a pod
+/// matching every term of the set, unless no pod anywhere does and the pod itself matches them
+/// all (the first of its kind may go anywhere its topology keys exist).
+#[derive(Clone)]
+pub(super) struct AffinitySet {
+    /// One counter per term: pods matching every term of the set, in that term's domains.
+    pub(super) counters: Vec<usize>,
+    pub(super) matches_own: bool,
+}
+
+/// Domains where pods matching an anti-affinity term are not allowed: per domain, how many
+/// pods holding the term are there (a count, so a what-if can take a pod away again).
+pub(super) struct Inverse {
+    pub(super) key: String,
+    pub(super) selector: Option<LabelSelector>,
+    pub(super) namespaces: Namespaces,
+    pub(super) blocked: Vec<i64>,
+}
+
+impl Inverse {
+    pub(super) fn is_blocked(&self, d: u32) -> bool {
+        self.blocked.get(d as usize).copied().unwrap_or(0) > 0
+    }
+    pub(super) fn block(&mut self, d: u32, delta: i64) {
+        let i = d as usize;
+        if self.blocked.len() <= i {
+            self.blocked.resize(i + 1, 0);
+        }
+        self.blocked[i] += delta;
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct SpreadPlan {
+    pub(super) counter: usize,
+    pub(super) key: String,
+    pub(super) max_skew: i64,
+    pub(super) self_match: i64,
+    pub(super) min_domains: Option<i64>,
+    /// Domains the pod could land in (sorted).
+    pub(super) domains: Vec<u32>,
+    /// Per domain: how many existing nodes are in it, and whether a NodePool can launch in it
+    /// (a what-if that removes every node of a domain no pool offers removes the domain).
+    pub(super) node_support: Vec<u32>,
+    pub(super) from_pool: Vec<bool>,
+    /// A new node is a fresh, empty domain (hostname): the minimum is 0.
+    pub(super) fresh: bool,
+}
+
+impl SchedulingContext {
+    pub(super) fn counter_id(&mut self, key: &str, selector: &Option<LabelSelector>, namespaces: &Namespaces) -> usize {
+        self.counter_id_with(key, selector, namespaces, Vec::new())
+    }
+
+    pub(super) fn counter_id_with(
+        &mut self,
+        key: &str,
+        selector: &Option<LabelSelector>,
+        namespaces: &Namespaces,
+        also: Vec<(Option<LabelSelector>, Namespaces)>,
+    ) -> usize {
+        if let Some(i) = self
+            .counters
+            .iter()
+            .position(|c| c.key == key && c.selector == *selector && c.namespaces == *namespaces && c.also == also)
+        {
+            return i;
+        }
+        self.counters.push(Counter {
+            key: key.to_string(),
+            selector: selector.clone(),
+            namespaces: namespaces.clone(),
+            also,
+            counts: Vec::new(),
+            total: 0,
+        });
+        self.counters.len() - 1
+    }
+
+    /// The counter of term `i` of an affinity set: pods matching every term, in term `i`'s
+    /// domains (a plain per-term counter when the set has one term).
+    pub(super) fn set_counter_id(&mut self, terms: &[AffinityTerm], i: usize) -> usize {
+        let also = terms
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, t)| (t.selector.clone(), t.namespaces.clone()))
+            .collect();
+        let t = &terms[i];
+        self.counter_id_with(&t.topology_key, &t.selector, &t.namespaces, also)
+    }
+
+    pub(super) fn inverse_id(&mut self, t: &AffinityTerm) -> usize {
+        if let Some(i) = self
+            .inverses
+            .iter()
+            .position(|c| c.key == t.topology_key && c.selector == t.selector && c.namespaces == t.namespaces)
+        {
+            return i;
+        }
+        self.inverses.push(Inverse {
+            key: t.topology_key.clone(),
+            selector: t.selector.clone(),
+            namespaces: t.namespaces.clone(),
+            blocked: Vec::new(),
+        });
+        self.inverses.len() - 1
+    }
+
+    pub(super) fn count_existing(&mut self) {
+        for n in 0..self.nodes.len() {
+            for j in 0..self.nodes[n].pods.len() {
+                let pi = self.nodes[n].pods[j];
+                if self.pod(pi).metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                self.count_pod(n, pi, 1);
+            }
+        }
+    }
+
+    /// Counts pod `pi` (`delta` = 1) or takes it away (`delta` = -1) in the domains of existing
+    /// node `n`: every counter it matches and every anti-affinity term it holds.
+    pub(super) fn count_pod(&mut self, n: usize, pi: usize, delta: i64) {
+        let g = self.pod_group[pi];
+        for j in 0..self.groups[g].counted_by.len() {
+            let c = self.groups[g].counted_by[j];
+            if let Some(d) = self.node_domain(n, &self.counters[c].key) {
+                self.count(c, d, delta);
+            }
+        }
+        for j in 0..self.groups[g].own_inverse.len() {
+            let i = self.groups[g].own_inverse[j];
+            if let Some(d) = self.node_domain(n, &self.inverses[i].key) {
+                self.block(i, d, delta);
+            }
+        }
+    }
+
+    /// Adds `delta` to counter `c` in domain `d`, recorded in the journal.
+    pub(super) fn count(&mut self, c: usize, d: u32, delta: i64) {
+        self.counters[c].add(d, delta);
+        self.journal.push(Undo::Count { counter: c, domain: d, delta });
+    }
+
+    /// Adds `delta` to inverse term `i` in domain `d`, recorded in the journal.
+    pub(super) fn block(&mut self, i: usize, d: u32, delta: i64) {
+        self.inverses[i].block(d, delta);
+        self.journal.push(Undo::Block { inverse: i, domain: d, delta });
+    }
+
+    /// The domains of a spread constraint the pod could land in: existing nodes passing its
+    /// required node affinity (any of its `terms`; Honor) and taints (Honor), and the values
+    /// NodePools compatible with some term can launch. For hostname, a new node is a fresh empty
+    /// domain.
+    /// Each domain comes with its number of existing nodes and whether a pool offers it.
+    pub(super) fn spread_domains(
+        &mut self,
+        c: &SpreadConstraint,
+        terms: &[Requirements],
+        tols: &[Toleration],
+    ) -> (BTreeMap<u32, (u32, bool)>, bool) {
+        let mut out: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
+        let mut fresh = false;
+        for n in &self.nodes {
+            let Some(v) = n.labels.get(&c.topology_key) else { continue };
+            if c.honor_node_affinity && !terms.iter().any(|r| r.matches(&n.labels)) {
+                continue;
+            }
+            if c.honor_node_taints && pod::untolerated_taint_with(tols, &n.taints, false).is_some() {
+                continue;
+            }
+            out.entry(self.values.id(v)).or_default().0 += 1;
+        }
+        let key = kerf_api::labels::normalize_key(&c.topology_key).to_string();
+        for pi in 0..self.pools.len() {
+            let pool = &self.pools[pi];
+            if c.honor_node_taints && pod::untolerated_taint_with(tols, &pool.taints, false).is_some() {
+                continue;
+            }
+            let combined: Vec<Requirements> = if c.honor_node_affinity {
+                terms
+                    .iter()
+                    .filter(|r| pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k)).is_ok())
+                    .map(|r| pool.reqs.intersect(r))
+                    .collect()
+            } else {
+                vec![pool.reqs.clone()]
+            };
+            if combined.is_empty() {
+                continue;
+            }
+            if key == HOSTNAME {
+                fresh = true;
+                continue;
+            }
+            let mut vals: BTreeSet<String> = BTreeSet::new();
+            for combined in &combined {
+                let allowed = combined.get(&key);
+                let mut these: BTreeSet<String> = BTreeSet::new();
+                if key == ZONE || key == CAPACITY_TYPE {
+                    for t in &pool.types {
+                        for o in t.offerings.iter().filter(|o| o.available) {
+                            if combined.allows(ZONE, &o.zone) && combined.allows(CAPACITY_TYPE, &o.capacity_type) {
+                                these.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
+                            }
+                        }
+                    }
+                } else if pool.type_keys.contains(&key) && !pool.defined_keys.contains(&key) {
+                    for t in &pool.types {
+                        if let Some(v) = t.labels.get(&key) {
+                            these.insert(v.clone());
+                        }
+                    }
+                } else if let Some(values) = allowed.and_then(|a| a.values()) {
+                    these.extend(values.iter().cloned());
+                }
+                vals.extend(these.into_iter().filter(|v| allowed.is_none_or(|a| a.has(v))));
+            }
+            for v in vals {
+                out.entry(self.values.id(&v)).or_default().1 = true;
+            }
+        }
+        (out, fresh)
+    }
+
+    /// The domain of existing node `n` for `key` (its label values are interned up front).
+    pub(super) fn node_domain(&self, n: usize, key: &str) -> Option<u32> {
+        self.nodes[n].labels.get(key).and_then(|v| self.values.ids.get(v.as_str()).copied())
+    }
+
+    pub(super) fn spread_min(&self, s: &SpreadPlan) -> i64 {
+        if s.fresh {
+            return 0;
+        }
+        let c = &self.counters[s.counter];
+        if self.removed.is_empty() {
+            if let Some(md) = s.min_domains
+                && (s.domains.len() as i64) < md
+            {
+                return 0;
+            }
+            return s.domains.iter().map(|d| c.get(*d)).min().unwrap_or(0);
+        }
+        let alive = || (0..s.domains.len()).filter(|i| self.domain_alive(s, *i)).map(|i| s.domains[i]);
+        if let Some(md) = s.min_domains
+            && (alive().count() as i64) < md
+        {
+            return 0;
+        }
+        alive().map(|d| c.get(d)).min().unwrap_or(0)
+    }
+
+    /// Whether domain `i` of spread plan `s` still exists in the running what-if: a pool offers
+    /// it, or some node in it is not removed.
+    pub(super) fn domain_alive(&self, s: &SpreadPlan, i: usize) -> bool {
+        let d = s.domains[i];
+        s.from_pool[i]
+            || (self.removed.iter().filter(|n| self.node_domain(**n, &s.key) == Some(d)).count() as u32)
+                < s.node_support[i]
+    }
+
+    pub(super) fn spread_allows(&self, s: &SpreadPlan, d: u32) -> bool {
+        if !s.fresh && !s.domains.contains(&d) {
+            return false;
+        }
+        crate::fit::spread_skew_ok(self.counters[s.counter].get(d), s.self_match, self.spread_min(s), s.max_skew)
+    }
+}

@@ -1,0 +1,597 @@
+//! Disruption and termination through `kerf simulate`: each method and rule on a small cluster of
+//! custom instance types (exact prices), asserting the reasons, the timing, the final fleet and
+//! its cost, and that every pod ends Running.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Four on-demand sizes in one zone: 2, 4, 8 and 16 CPUs at $0.10 per 2 CPUs.
+const TYPES: &str = r#"[
+    {name: small, capacity: {cpu: "2", memory: 8Gi, pods: "110"}, price: 0.10, offerings: [{zone: us-west-2a, capacityType: on-demand}]},
+    {name: medium, capacity: {cpu: "4", memory: 16Gi, pods: "110"}, price: 0.20, offerings: [{zone: us-west-2a, capacityType: on-demand}]},
+    {name: large, capacity: {cpu: "8", memory: 32Gi, pods: "110"}, price: 0.40, offerings: [{zone: us-west-2a, capacityType: on-demand}]},
+    {name: xlarge, capacity: {cpu: "16", memory: 64Gi, pods: "110"}, price: 0.80, offerings: [{zone: us-west-2a, capacityType: on-demand}]}]"#;
+
+const CLASS: &str = "{apiVersion: karpenter.k8s.aws/v1, kind: EC2NodeClass, metadata: {name: default}, spec: {role: R, \
+    amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{tags: {a: b}}], \
+    securityGroupSelectorTerms: [{tags: {a: b}}]}}";
+
+/// The first node the simulated cloud launches in us-west-2a, then the second, ...
+fn node_name(n: u32) -> String {
+    format!("ip-10-0-0-{}.us-west-2.compute.internal", n + 1)
+}
+
+/// A NodePool `default` with extra template spec fields and a disruption block.
+fn pool(template_extra: &str, disruption: &str) -> String {
+    let reqs = if template_extra.contains("requirements") { "" } else { ", requirements: []" };
+    format!(
+        "{{apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {{name: default}}, spec: {{template: {{spec: \
+         {{nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}{reqs}{template_extra}}}}}, \
+         disruption: {disruption}}}}}"
+    )
+}
+
+/// A Deployment of `replicas` pause pods asking for `cpu` each; `pod_meta` adds to the pod
+/// template's metadata (e.g. `, annotations: {...}`).
+fn deployment(name: &str, replicas: u32, cpu: &str, pod_meta: &str) -> String {
+    deployment_with(name, replicas, cpu, pod_meta, "")
+}
+
+/// [`deployment`] with extra pod spec fields (`, affinity: {...}`).
+fn deployment_with(name: &str, replicas: u32, cpu: &str, pod_meta: &str, pod_spec: &str) -> String {
+    format!(
+        "{{apiVersion: apps/v1, kind: Deployment, metadata: {{name: {name}}}, spec: {{replicas: {replicas}, \
+         selector: {{matchLabels: {{app: {name}}}}}, template: {{metadata: {{labels: {{app: {name}}}{pod_meta}}}, \
+         spec: {{containers: [{{name: c, image: pause, resources: {{requests: {{cpu: \"{cpu}\"}}}}}}]{pod_spec}}}}}}}}}"
+    )
+}
+
+/// A scenario on the custom types: `head` goes before `cloud` (e.g. `start:`), `steps` is the
+/// YAML list of steps after the pool and class are applied.
+fn scenario(name: &str, head: &str, pool: &str, steps: &str) -> String {
+    format!(
+        "name: {name}\n{head}cloud: {{region: us-west-2, zones: [us-west-2a], launchLatency: 30s, instanceTypes: {TYPES}}}\n\
+         steps:\n  - apply: [{pool}, {CLASS}]\n{steps}"
+    )
+}
+
+fn simulate(name: &str, yaml: &str) -> Value {
+    let dir = std::env::temp_dir().join(format!("kerf-disruption-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path: PathBuf = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, yaml).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["simulate", path.to_str().unwrap(), "--report", "json"])
+        .output()
+        .expect("run kerf");
+    std::fs::remove_file(&path).ok();
+    assert!(out.status.success(), "kerf simulate {name} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json report")
+}
+
+fn disruptions(r: &Value) -> Vec<&Value> {
+    r["disruptions"].as_array().unwrap().iter().collect()
+}
+
+fn nodes(r: &Value) -> Vec<&Value> {
+    r["nodes"].as_array().unwrap().iter().collect()
+}
+
+fn types_of(r: &Value) -> Vec<String> {
+    let mut t: Vec<String> = nodes(r).iter().map(|n| n["instanceType"].as_str().unwrap().to_string()).collect();
+    t.sort();
+    t
+}
+
+fn cost_per_hour(r: &Value) -> f64 {
+    r["summary"]["costPerHour"].as_f64().unwrap()
+}
+
+fn secs(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Every pod of the scenario runs at the end: nothing was lost.
+fn assert_all_running(r: &Value, pods: u64) {
+    assert_eq!(r["summary"]["pods"], pods, "{:#}", r["pods"]);
+    assert_eq!(r["summary"]["podsPending"], 0, "{:#}", r["pods"]);
+    for p in r["pods"].as_array().unwrap() {
+        assert_eq!(p["phase"], "Running", "{p}");
+    }
+}
+
+const CONSOLIDATE_NOW: &str =
+    "{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}";
+
+#[test]
+fn empty_node_is_deleted_after_consolidate_after_and_the_validation_delay() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 0}}\n  - wait: 5m\n",
+        deployment("web", 6, "1", "")
+    );
+    let disruption = "{consolidationPolicy: WhenEmpty, consolidateAfter: 1m, budgets: [{nodes: \"100%\"}]}";
+    let r = simulate("empty", &scenario("empty", "", &pool("", disruption), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Empty");
+    assert_eq!(d[0]["node"], node_name(1));
+    assert_eq!(d[0]["instanceType"], "large");
+    assert_eq!(d[0]["nodePool"], "default");
+    // Scaled to zero at 2m: consolidateAfter 1m, then 15 s of validation, then gone at once.
+    assert_eq!(secs(&d[0]["atSeconds"]), 195.0);
+    assert_eq!(secs(&d[0]["terminatedSeconds"]), 195.0);
+    assert!(d[0]["replacements"].as_array().unwrap().is_empty());
+    assert!(nodes(&r).is_empty());
+    assert_eq!(r["summary"]["nodeClaimsTerminated"], 1);
+    assert_eq!(cost_per_hour(&r), 0.0);
+    // $0.40/h for 195 s.
+    assert!((r["summary"]["cost"].as_f64().unwrap() - 0.4 * 195.0 / 3600.0).abs() < 1e-3, "{}", r["summary"]);
+}
+
+#[test]
+fn underutilized_node_is_replaced_by_one_strictly_cheaper_node_launched_before_it_drains() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 3}}\n  - wait: 5m\n",
+        deployment("web", 12, "1", "")
+    );
+    let r = simulate("replace", &scenario("replace", "", &pool("", CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Underutilized");
+    assert_eq!(d[0]["instanceType"], "xlarge");
+    let detail = d[0]["detail"].as_str().unwrap();
+    assert!(detail.contains("1 cheaper node (medium, $0.2000/h instead of $0.8000/h)"), "{detail}");
+    // Decided after the 15 s validation; the replacement launched and became ready (30 s)
+    // before the old node was drained and removed.
+    let (at, gone) = (secs(&d[0]["atSeconds"]), secs(&d[0]["terminatedSeconds"]));
+    assert!((135.0..=140.0).contains(&at), "{at}");
+    assert!(gone >= at + 30.0 && gone <= at + 35.0, "{at} {gone}");
+    assert_eq!(d[0]["replacements"].as_array().unwrap().len(), 1);
+    assert_eq!(types_of(&r), vec!["medium"]);
+    assert_eq!(nodes(&r)[0]["nodeClaim"], d[0]["replacements"][0]);
+    assert_eq!(cost_per_hour(&r), 0.2);
+    assert_all_running(&r, 3);
+}
+
+#[test]
+fn two_underutilized_nodes_merge_into_one_cheaper_node() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 1m\n  - apply: [{}]\n  - wait: 1m\n\
+         \x20 - scale: {{kind: Deployment, name: a, namespace: default, replicas: 2}}\n\
+         \x20 - scale: {{kind: Deployment, name: b, namespace: default, replicas: 2}}\n  - wait: 5m\n",
+        deployment("a", 8, "900m", ""),
+        deployment("b", 8, "900m", "")
+    );
+    let r = simulate("merge", &scenario("merge", "", &pool("", CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 2, "{d:#?}");
+    assert!(d.iter().all(|x| x["reason"] == "Underutilized" && x["instanceType"] == "large"));
+    assert_eq!(d[0]["atSeconds"], d[1]["atSeconds"], "one multi-node command");
+    assert_eq!(d[0]["replacements"], d[1]["replacements"]);
+    assert_eq!(d[0]["replacements"].as_array().unwrap().len(), 1);
+    assert!(
+        d[0]["detail"].as_str().unwrap().contains("these 2 nodes' 4 pod(s) fit on 1 cheaper node (medium"),
+        "{}",
+        d[0]
+    );
+    assert_eq!(types_of(&r), vec!["medium"]);
+    assert_eq!(cost_per_hour(&r), 0.2);
+    assert_all_running(&r, 4);
+}
+
+#[test]
+fn pods_that_fit_on_other_nodes_let_a_node_be_deleted_without_a_replacement() {
+    // a fills most of one large node; b's two pods land on a second one; scaling a down leaves
+    // room for b's pods on the first.
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 1m\n  - apply: [{}]\n  - wait: 1m\n\
+         \x20 - scale: {{kind: Deployment, name: a, namespace: default, replicas: 4}}\n  - wait: 5m\n",
+        deployment("a", 7, "1", ""),
+        deployment("b", 2, "1", "")
+    );
+    let r = simulate("delete", &scenario("delete", "", &pool("", CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Underutilized");
+    assert!(d[0]["replacements"].as_array().unwrap().is_empty());
+    assert!(d[0]["detail"].as_str().unwrap().contains("fit on other nodes"), "{}", d[0]);
+    assert_eq!(types_of(&r), vec!["large"]);
+    assert_eq!(cost_per_hour(&r), 0.4);
+    assert_all_running(&r, 6);
+}
+
+#[test]
+fn pod_annotated_do_not_disrupt_keeps_its_node_and_the_report_says_why() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 1}}\n  - wait: 5m\n",
+        deployment("web", 12, "1", ", annotations: {karpenter.sh/do-not-disrupt: \"true\"}")
+    );
+    let r = simulate("dnd-pod", &scenario("dnd-pod", "", &pool("", CONSOLIDATE_NOW), &steps));
+    assert!(disruptions(&r).is_empty());
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1);
+    let why = n[0]["disruptionBlocked"].as_str().unwrap();
+    assert!(why.contains("karpenter.sh/do-not-disrupt=true") && why.starts_with("pod default/web-"), "{why}");
+    assert_eq!(cost_per_hour(&r), 0.8);
+    assert_all_running(&r, 1);
+}
+
+#[test]
+fn node_annotated_do_not_disrupt_by_a_patch_is_not_consolidated() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 1m\n\
+         \x20 - patch: {{kind: Node, name: {}, merge: {{metadata: {{annotations: {{karpenter.sh/do-not-disrupt: \"true\"}}}}}}}}\n\
+         \x20 - scale: {{kind: Deployment, name: web, namespace: default, replicas: 0}}\n  - wait: 5m\n",
+        deployment("web", 12, "1", ""),
+        node_name(1)
+    );
+    let r = simulate("dnd-node", &scenario("dnd-node", "", &pool("", CONSOLIDATE_NOW), &steps));
+    assert!(disruptions(&r).is_empty());
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0]["annotations"]["karpenter.sh/do-not-disrupt"], "true");
+    let why = n[0]["disruptionBlocked"].as_str().unwrap();
+    assert!(why.contains(&format!("node {} is annotated karpenter.sh/do-not-disrupt=true", node_name(1))), "{why}");
+}
+
+#[test]
+fn pod_disruption_budget_with_no_disruptions_left_blocks_consolidation() {
+    let pdb = "{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: web}, spec: {minAvailable: 2, selector: {matchLabels: {app: web}}}}";
+    let steps = format!(
+        "  - apply: [{}, {pdb}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 2}}\n  - wait: 5m\n",
+        deployment("web", 12, "1", "")
+    );
+    let r = simulate("pdb", &scenario("pdb", "", &pool("", CONSOLIDATE_NOW), &steps));
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    let why = nodes(&r)[0]["disruptionBlocked"].as_str().unwrap().to_string();
+    assert!(
+        why.contains("PodDisruptionBudget default/web allows no disruption")
+            && why.contains("needs 2 healthy pods, has 2"),
+        "{why}"
+    );
+    assert_all_running(&r, 2);
+}
+
+#[test]
+fn budget_of_one_node_removes_empty_nodes_one_command_at_a_time() {
+    let anti = ", affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
+                [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}]}}";
+    // A Deployment with one pod per node: three nodes.
+    let web = deployment_with("web", 3, "1", "", anti);
+    let steps = format!(
+        "  - apply: [{web}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 0}}\n  - wait: 5m\n"
+    );
+    let one = "{consolidationPolicy: WhenEmpty, consolidateAfter: 0s, budgets: [{nodes: \"1\"}]}";
+    let r = simulate("budget-one", &scenario("budget-one", "", &pool("", one), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 3, "{d:#?}");
+    for pair in d.windows(2) {
+        assert!(secs(&pair[1]["atSeconds"]) >= secs(&pair[0]["terminatedSeconds"]) + 15.0, "{pair:#?}");
+    }
+    assert!(d.iter().all(|x| x["reason"] == "Empty"));
+    assert!(nodes(&r).is_empty());
+
+    let half = "{consolidationPolicy: WhenEmpty, consolidateAfter: 0s, budgets: [{nodes: \"50%\"}]}";
+    let r = simulate("budget-half", &scenario("budget-half", "", &pool("", half), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 3, "{d:#?}");
+    // 50% of 3 nodes rounds up to 2: two go together, then the last one.
+    assert_eq!(d[0]["atSeconds"], d[1]["atSeconds"]);
+    assert!(secs(&d[2]["atSeconds"]) > secs(&d[1]["atSeconds"]));
+}
+
+#[test]
+fn scheduled_zero_budget_holds_disruption_until_its_window_closes() {
+    let budgets = "{consolidationPolicy: WhenEmpty, consolidateAfter: 0s, budgets: [{nodes: \"100%\"}, \
+                   {nodes: \"0\", schedule: \"0 9 * * *\", duration: 10m}]}";
+    let head = "start: \"2025-03-03T08:59:00Z\"\n";
+    let steps = |end: &str| {
+        format!(
+            "  - apply: [{}]\n  - wait: 1m\n  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 0}}\n  - wait: {end}\n",
+            deployment("web", 4, "1", "")
+        )
+    };
+    // At 09:05 the window (09:00-09:10) still holds the empty node, and says so.
+    let r = simulate("window-open", &scenario("window-open", head, &pool("", budgets), &steps("5m")));
+    assert!(disruptions(&r).is_empty());
+    let why = nodes(&r)[0]["disruptionBlocked"].as_str().unwrap().to_string();
+    assert!(why.contains("schedule \"0 9 * * *\" for 10m") && why.contains("Empty"), "{why}");
+    // After 09:10 it goes (t = 11m, plus the validation delay).
+    let r = simulate("window-closed", &scenario("window-closed", head, &pool("", budgets), &steps("15m")));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert!((660.0..=690.0).contains(&secs(&d[0]["atSeconds"])), "{}", d[0]);
+}
+
+#[test]
+fn nodepool_template_change_drifts_and_replaces_the_node_before_draining_it() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n\
+         \x20 - patch: {{kind: NodePool, name: default, merge: {{spec: {{template: {{metadata: {{labels: {{team: blue}}}}}}}}}}}}\n  - wait: 3m\n",
+        deployment("web", 6, "1", "")
+    );
+    let r = simulate("drift", &scenario("drift", "", &pool("", CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Drifted");
+    assert!(d[0]["detail"].as_str().unwrap().contains("NodePool default's template changed"), "{}", d[0]);
+    // Drift does not wait for validation; the replacement is up (30 s) before the node drains.
+    let (at, gone) = (secs(&d[0]["atSeconds"]), secs(&d[0]["terminatedSeconds"]));
+    assert!((120.0..=122.0).contains(&at), "{at}");
+    assert!(gone >= at + 30.0, "{gone}");
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0]["labels"]["team"], "blue");
+    assert_eq!(n[0]["nodeClaim"], d[0]["replacements"][0]);
+    assert_eq!(cost_per_hour(&r), 0.4);
+    assert_all_running(&r, 6);
+}
+
+#[test]
+fn changing_weight_limits_or_disruption_settings_does_not_drift() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n\
+         \x20 - patch: {{kind: NodePool, name: default, merge: {{spec: {{weight: 50, limits: {{cpu: \"1000\"}}, disruption: {{consolidateAfter: 30s}}}}}}}}\n  - wait: 3m\n",
+        deployment("web", 6, "1", "")
+    );
+    let r = simulate("no-drift", &scenario("no-drift", "", &pool("", CONSOLIDATE_NOW), &steps));
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    assert_eq!(nodes(&r)[0]["name"], node_name(1));
+    assert_all_running(&r, 6);
+}
+
+#[test]
+fn node_no_longer_meeting_the_pool_requirements_drifts() {
+    let template = ", requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [large, xlarge]}]";
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n\
+         \x20 - patch: {{kind: NodePool, name: default, merge: {{spec: {{template: {{spec: {{requirements: [{{key: node.kubernetes.io/instance-type, operator: In, values: [xlarge]}}]}}}}}}}}}}\n  - wait: 3m\n",
+        deployment("web", 6, "1", "")
+    );
+    let r = simulate("req-drift", &scenario("req-drift", "", &pool(template, CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Drifted");
+    assert!(d[0]["detail"].as_str().unwrap().contains("node.kubernetes.io/instance-type=large"), "{}", d[0]);
+    assert_eq!(types_of(&r), vec!["xlarge"]);
+    assert_all_running(&r, 6);
+}
+
+#[test]
+fn node_class_change_drifts() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n\
+         \x20 - patch: {{kind: EC2NodeClass, name: default, merge: {{spec: {{tags: {{team: blue}}}}}}}}\n  - wait: 3m\n",
+        deployment("web", 6, "1", "")
+    );
+    let r = simulate("class-drift", &scenario("class-drift", "", &pool("", CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Drifted");
+    assert!(d[0]["detail"].as_str().unwrap().contains("node class default changed"), "{}", d[0]);
+    assert_all_running(&r, 6);
+}
+
+#[test]
+fn expired_node_is_replaced_forcefully_even_with_do_not_disrupt_and_a_zero_budget() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 7m\n",
+        deployment("web", 6, "1", ", annotations: {karpenter.sh/do-not-disrupt: \"true\"}")
+    );
+    let zero = "{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s, budgets: [{nodes: \"0\"}]}";
+    let r = simulate("expire", &scenario("expire", "", &pool(", expireAfter: 5m", zero), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Expired");
+    // The claim was created at 1 s (the provisioning batch); it expires 5 m later.
+    assert_eq!(secs(&d[0]["atSeconds"]), 301.0);
+    assert!(secs(&d[0]["terminatedSeconds"]) >= 331.0, "pre-spun replacement first: {}", d[0]);
+    assert_eq!(d[0]["replacements"].as_array().unwrap().len(), 1);
+    assert_eq!(nodes(&r).len(), 1);
+    assert_all_running(&r, 6);
+}
+
+#[test]
+fn deleting_a_node_drains_it_and_termination_grace_period_forces_what_a_pdb_holds() {
+    let pdb = "{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: web}, spec: {maxUnavailable: 0, selector: {matchLabels: {app: web}}}}";
+    let steps = |end: &str| {
+        format!(
+            "  - apply: [{}, {pdb}]\n  - wait: 1m\n  - delete: {{kind: Node, name: {}}}\n  - wait: {end}\n",
+            deployment("web", 4, "1", ""),
+            node_name(1)
+        )
+    };
+    let template = ", terminationGracePeriod: 2m";
+    // A minute in: every eviction is refused; the node is tainted and still holds its pods.
+    let r = simulate("tgp-early", &scenario("tgp-early", "", &pool(template, CONSOLIDATE_NOW), &steps("1m")));
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0]["pods"], 4);
+    assert!(
+        n[0]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["key"] == "karpenter.sh/disrupted" && t["effect"] == "NoSchedule")
+    );
+    assert!(disruptions(&r).is_empty(), "a manual deletion is not kerf's disruption");
+    // After the 2m grace period the pods are deleted, the node goes, and the pods run elsewhere.
+    let r = simulate("tgp-late", &scenario("tgp-late", "", &pool(template, CONSOLIDATE_NOW), &steps("4m")));
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1);
+    assert_ne!(n[0]["name"], node_name(1));
+    assert_eq!(r["summary"]["nodeClaimsTerminated"], 1);
+    let timeline = r["timeline"].as_array().unwrap();
+    let gone = timeline.iter().find(|s| s["podsRunning"] == 0 && secs(&s["atSeconds"]) > 60.0).unwrap();
+    assert_eq!(secs(&gone["atSeconds"]), 180.0, "deleted at 1m, forced at 3m: {timeline:#?}");
+    assert_all_running(&r, 4);
+}
+
+#[test]
+fn deleting_a_nodeclaim_drains_its_node_and_the_pods_move_to_new_capacity() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 1m\n  - delete: {{kind: NodeClaim, name: {}}}\n  - wait: 2m\n",
+        deployment("web", 4, "1", ""),
+        "CLAIM"
+    );
+    // The claim's name comes from a seeded generator: read it from a run of the same start.
+    let probe = format!("  - apply: [{}]\n  - wait: 1m\n", deployment("web", 4, "1", ""));
+    let r0 = simulate("claim-probe", &scenario("claim-probe", "", &pool("", CONSOLIDATE_NOW), &probe));
+    let claim = nodes(&r0)[0]["nodeClaim"].as_str().unwrap().to_string();
+    let r = simulate(
+        "claim-delete",
+        &scenario("claim-delete", "", &pool("", CONSOLIDATE_NOW), &steps.replace("CLAIM", &claim)),
+    );
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1);
+    assert_ne!(n[0]["nodeClaim"], claim.as_str());
+    assert_eq!(r["summary"]["nodeClaimsTerminated"], 1);
+    assert_eq!(r["summary"]["nodeClaimsLaunched"], 2);
+    assert_all_running(&r, 4);
+}
+
+#[test]
+fn stable_workload_reaches_a_stable_fleet_without_churn() {
+    let steps = format!(
+        "  - apply: [{}, {}, {}]\n  - wait: 10m\n\
+         \x20 - scale: {{kind: Deployment, name: a, namespace: default, replicas: 4}}\n  - wait: 1h\n",
+        deployment("a", 20, "1", ""),
+        deployment("b", 10, "500m", ""),
+        deployment("c", 6, "1500m", "")
+    );
+    let r = simulate("stable", &scenario("stable", "", &pool("", CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    // Some consolidation after the scale-down, all of it within minutes ...
+    assert!(!d.is_empty());
+    for x in &d {
+        assert!(secs(&x["atSeconds"]) < 20.0 * 60.0, "{x}");
+    }
+    // ... and no node disrupted twice; every step strictly cheaper.
+    let claims: std::collections::BTreeSet<&str> = d.iter().map(|x| x["nodeClaim"].as_str().unwrap()).collect();
+    assert_eq!(claims.len(), d.len());
+    // The fleet is the same for the last 40 minutes.
+    let timeline = r["timeline"].as_array().unwrap();
+    let late: Vec<&Value> = timeline.iter().filter(|s| secs(&s["atSeconds"]) >= 30.0 * 60.0).collect();
+    assert!(
+        late.windows(2).all(|w| w[0]["nodes"] == w[1]["nodes"] && w[0]["costPerHour"] == w[1]["costPerHour"]),
+        "{late:#?}"
+    );
+    let costs: Vec<f64> =
+        timeline.iter().filter(|s| secs(&s["atSeconds"]) >= 10.0 * 60.0).map(|s| secs(&s["costPerHour"])).collect();
+    assert!(costs.last().unwrap() < &costs[0], "{costs:?}");
+    assert_all_running(&r, 20);
+}
+
+/// The spot pool of the examples (catalog types, spot only, one zone) with `settings`.
+fn spot_scenario(name: &str, settings: &str) -> String {
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/manifests");
+    format!(
+        "name: {name}\n{settings}cloud: {{region: us-west-2, launchLatency: 30s}}\nsteps:\n\
+         \x20 - apply: {manifests}/spot-pool.yaml\n  - apply: {manifests}/inflate.yaml\n\
+         \x20 - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: 40}}\n  - wait: 2m\n\
+         \x20 - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: 3}}\n  - wait: 5m\n"
+    )
+}
+
+#[test]
+fn spot_node_is_replaced_by_a_cheaper_spot_node_only_with_the_feature_gate() {
+    let off = simulate("spot-off", &spot_scenario("spot-off", ""));
+    assert!(disruptions(&off).is_empty(), "{:#?}", disruptions(&off));
+    let why = nodes(&off)[0]["disruptionBlocked"].as_str().unwrap().to_string();
+    assert!(why.contains("settings.featureGates.spotToSpotConsolidation"), "{why}");
+    let before = cost_per_hour(&off);
+
+    let on =
+        simulate("spot-on", &spot_scenario("spot-on", "settings: {featureGates: {spotToSpotConsolidation: true}}\n"));
+    let d = disruptions(&on);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Underutilized");
+    let n = nodes(&on);
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0]["capacityType"], "spot");
+    assert_ne!(n[0]["instanceType"], d[0]["instanceType"], "never the same type");
+    assert!(cost_per_hour(&on) < before, "{} < {before}", cost_per_hour(&on));
+    assert_all_running(&on, 3);
+}
+
+#[test]
+fn bad_settings_and_start_are_rejected_with_the_field_named() {
+    let cases = [
+        ("start: yesterday\n", "start: expected an RFC 3339 instant"),
+        (
+            "settings: {featureGates: {spotToSpotConsolidation: maybe}}\n",
+            "settings.featureGates.spotToSpotConsolidation: expected true or false",
+        ),
+        (
+            "settings: {batchIdleDuration: 20s, batchMaxDuration: 10s}\n",
+            "settings.batchIdleDuration: must not be longer",
+        ),
+        ("settings: {consolidationPolicy: x}\n", "settings.consolidationPolicy: unknown field"),
+    ];
+    for (head, want) in cases {
+        let dir = std::env::temp_dir().join(format!("kerf-disruption-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.yaml");
+        std::fs::write(&path, scenario("bad", head, &pool("", CONSOLIDATE_NOW), "  - wait: 1s\n")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_kerf")).args(["simulate", path.to_str().unwrap()]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(want), "{want:?} not in {stderr}");
+    }
+    let patch = "  - patch: {kind: Deployment, name: web, merge: {spec: {replicas: 1}}}\n";
+    let dir = std::env::temp_dir().join(format!("kerf-disruption-badpatch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.yaml");
+    std::fs::write(&path, scenario("bad", "", &pool("", CONSOLIDATE_NOW), patch)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf")).args(["simulate", path.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("steps[1].patch.kind: a Deployment changes through apply, scale or rollout"), "{stderr}");
+}
+
+#[test]
+fn priority_and_runtime_classes_are_applied_to_pods_by_admission() {
+    let classes = "{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}, \
+                   {apiVersion: node.k8s.io/v1, kind: RuntimeClass, metadata: {name: kata}, handler: kata, \
+                   overhead: {podFixed: {cpu: 500m}}}";
+    let steps = format!(
+        "  - apply: [{classes}]\n  - apply: [{}]\n  - wait: 1m\n",
+        deployment_with("web", 2, "1", "", ", priorityClassName: high, runtimeClassName: kata")
+    );
+    let r = simulate("classes", &scenario("classes", "", &pool("", CONSOLIDATE_NOW), &steps));
+    // Two 1-CPU pods with 500m of runtime overhead each: 3 CPUs, a medium node.
+    assert_eq!(types_of(&r), vec!["medium"]);
+    assert_eq!(nodes(&r)[0]["requested"]["cpu"], "3");
+    assert_all_running(&r, 2);
+}
+
+#[test]
+fn pods_with_hostname_anti_affinity_are_never_merged_onto_one_node() {
+    let anti = |app: &str| {
+        format!(
+            ", affinity: {{podAntiAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: \
+             [{{topologyKey: kubernetes.io/hostname, labelSelector: {{matchLabels: {{app: {app}}}}}}}]}}}}"
+        )
+    };
+    let steps = format!(
+        "  - apply: [{}, {}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: filler, namespace: default, replicas: 0}}\n  - wait: 10m\n",
+        deployment_with("web", 3, "1", "", &anti("web")),
+        deployment_with("filler", 3, "2500m", "", &anti("filler"))
+    );
+    let r = simulate("anti", &scenario("anti", "", &pool("", CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 3, "{d:#?}");
+    for x in &d {
+        assert_eq!(x["reason"], "Underutilized");
+        assert_eq!(x["instanceType"], "medium");
+        assert_eq!(x["replacements"].as_array().unwrap().len(), 1, "{x}");
+    }
+    assert_eq!(types_of(&r), vec!["small", "small", "small"]);
+    let hosts: std::collections::BTreeSet<&str> =
+        r["pods"].as_array().unwrap().iter().map(|p| p["node"].as_str().unwrap()).collect();
+    assert_eq!(hosts.len(), 3, "one web pod per node");
+    assert!((cost_per_hour(&r) - 0.3).abs() < 1e-9);
+    assert_all_running(&r, 3);
+}
