@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""A local EC2 / SSM / IAM / SQS API for kerf-aws's tests: moto's server on 127.0.0.1.
+
+Starts moto's ThreadedMotoServer in this process, seeds the public SSM parameters that name the
+EKS-optimized and Bottlerocket AMIs of an AMI alias (moto refuses PutParameter under
+/aws/service/, so they go straight into its backend), then prints one JSON line on stdout:
+
+    {"endpoint": "http://127.0.0.1:PORT", "region": "us-west-2", "account": "123456789012",
+     "images": {"/aws/service/...": "ami-..."}}
+
+and serves until its standard input closes (the test process that started it exited) or it is
+interrupted. Needs `moto[server]` (pinned in .ci/run).
+
+    python3 tools/moto-fixture.py [--port 0] [--region us-west-2] [--kubernetes-version 1.33 ...]
+"""
+
+import argparse
+import datetime
+import json
+import socket
+import sys
+
+ACCOUNT = "123456789012"
+
+# Amazon-owned images moto preloads in every region, standing in for the EKS-optimized ones.
+X86_IMAGE = "ami-076f415166b04f5fe"  # al2022-ami-...-x86_64
+ARM_IMAGE = "ami-0e9271c829888680e"  # al2022-ami-...-arm64
+AL2_X86_IMAGE = "ami-04681a1dbd79675a5"  # amzn2-ami-hvm-...-x86_64-gp2
+BOTTLEROCKET_X86_IMAGE = "ami-0b301ce3ce347599c"  # another x86_64 image, so families differ
+
+
+def alias_parameters(k8s):
+    """The SSM parameter names Karpenter's aliases read for Kubernetes version `k8s`, each with
+    the image it is seeded with. Only the standard (non-GPU) variants are seeded, as a cluster
+    without GPU AMIs published would look."""
+    eks = f"/aws/service/eks/optimized-ami/{k8s}"
+    return {
+        # al2023@latest
+        f"{eks}/amazon-linux-2023/x86_64/standard/recommended/image_id": X86_IMAGE,
+        f"{eks}/amazon-linux-2023/arm64/standard/recommended/image_id": ARM_IMAGE,
+        # al2023@v20250101
+        f"{eks}/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-{k8s}-v20250101/image_id": X86_IMAGE,
+        f"{eks}/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-{k8s}-v20250101/image_id": ARM_IMAGE,
+        # al2@latest
+        f"{eks}/amazon-linux-2/recommended/image_id": AL2_X86_IMAGE,
+        f"{eks}/amazon-linux-2-arm64/recommended/image_id": ARM_IMAGE,
+        # bottlerocket@latest
+        f"/aws/service/bottlerocket/aws-k8s-{k8s}/x86_64/latest/image_id": BOTTLEROCKET_X86_IMAGE,
+        f"/aws/service/bottlerocket/aws-k8s-{k8s}/arm64/latest/image_id": ARM_IMAGE,
+    }
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def seed(region, versions):
+    from moto.ssm.models import Parameter, ssm_backends
+
+    backend = ssm_backends[ACCOUNT][region]
+    seeded = {}
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for k8s in versions:
+        for name, image in alias_parameters(k8s).items():
+            param = Parameter(
+                account_id=ACCOUNT,
+                name=name,
+                value=image,
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=now,
+                version=1,
+                data_type="aws:ec2:image",
+            )
+            backend._parameters[name].append(param)
+            seeded[name] = image
+    return seeded
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--region", default="us-west-2")
+    parser.add_argument(
+        "--kubernetes-version", action="append", dest="versions", help="seed aliases for it (repeatable; default 1.33)"
+    )
+    args = parser.parse_args()
+    versions = args.versions or ["1.33"]
+
+    from moto.server import ThreadedMotoServer
+
+    port = args.port or free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    images = seed(args.region, versions)
+    print(
+        json.dumps(
+            {"endpoint": f"http://127.0.0.1:{port}", "region": args.region, "account": ACCOUNT, "images": images}
+        ),
+        flush=True,
+    )
+    try:
+        # Serve until whoever started us goes away (its end of our stdin closes).
+        while sys.stdin.read(4096):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
