@@ -9,6 +9,7 @@ use std::time::Duration;
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, Taint, TaintEffect, labels};
 use kerf_cloud::aws::NodeClassSettings;
+use kerf_cloud::launch::{add, type_meets};
 use kerf_cloud::{Clock, CloudError, CloudProvider, Timestamp};
 use kerf_scheduling::{InstanceType, Requirements};
 
@@ -52,39 +53,6 @@ pub struct AwsProvider {
     clock: Arc<dyn Clock>,
     templates: LaunchTemplateCache,
     state: Mutex<State>,
-}
-
-fn add(t: Timestamp, d: Duration) -> Timestamp {
-    let ms = t.as_millisecond().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    Timestamp::from_millisecond(ms).unwrap_or(t)
-}
-
-/// Labels an instance type defines itself: a requirement on one of these that the type lacks
-/// fails `In`; other keys (NodePool name, user labels) are the claim's own.
-fn is_type_label(key: &str) -> bool {
-    key != labels::NODE_POOL
-        && key != labels::AWS_EC2_NODE_CLASS
-        && key != labels::TOPOLOGY_ZONE_ID
-        && labels::WELL_KNOWN_LABELS.contains(&key)
-}
-
-/// Whether a type's own labels meet the claim's requirements (zone and capacity type are per
-/// offering and checked there).
-fn type_meets(reqs: &Requirements, t: &InstanceType, region: &str) -> bool {
-    reqs.iter().all(|(key, req)| {
-        let key = key.as_str();
-        if key == labels::ZONE || key == labels::CAPACITY_TYPE {
-            return true;
-        }
-        if key == labels::REGION {
-            return req.matches(Some(region));
-        }
-        match t.labels.get(key) {
-            Some(v) => req.matches(Some(v)),
-            None if is_type_label(key) => req.matches(None),
-            None => true,
-        }
-    })
 }
 
 /// One way to launch the claim.

@@ -3,6 +3,7 @@
 
 pub mod aws;
 pub mod clock;
+pub mod launch;
 pub mod provider;
 pub mod sim;
 

@@ -11,6 +11,7 @@ use kerf_scheduling::{InstanceType, Offering, Requirements};
 use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
 use crate::aws::{Catalog, NodeClassSettings, catalog};
 use crate::clock::{Clock, Timestamp};
+use crate::launch::{add, type_meets};
 use crate::provider::{CloudError, CloudProvider};
 
 /// How long an offering that failed with insufficient capacity stays unavailable (as Karpenter's
@@ -94,20 +95,6 @@ pub struct SimProvider {
     /// Custom types, built once (they do not depend on the node class).
     custom: Option<SharedTypes>,
     state: Mutex<State>,
-}
-
-fn add(t: Timestamp, d: Duration) -> Timestamp {
-    let ms = t.as_millisecond().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    Timestamp::from_millisecond(ms).unwrap_or(t)
-}
-
-/// Labels an instance type defines itself (a requirement on one of these that the type lacks
-/// fails `In`); other keys in a claim (NodePool name, user labels) are the claim's own business.
-fn is_type_label(key: &str) -> bool {
-    key != labels::NODE_POOL
-        && key != labels::AWS_EC2_NODE_CLASS
-        && key != labels::TOPOLOGY_ZONE_ID
-        && labels::WELL_KNOWN_LABELS.contains(&key)
 }
 
 impl SimProvider {
@@ -372,25 +359,8 @@ impl SimProvider {
         let region = self.config.region.as_str();
 
         // Types whose own labels and allocatable suit the claim.
-        let types: Vec<&Arc<InstanceType>> = base
-            .iter()
-            .filter(|t| {
-                reqs.iter().all(|(key, req)| {
-                    let key = key.as_str();
-                    if key == labels::ZONE || key == labels::CAPACITY_TYPE {
-                        return true; // per offering, below
-                    }
-                    if key == labels::REGION {
-                        return req.matches(Some(region));
-                    }
-                    match t.labels.get(key) {
-                        Some(v) => req.matches(Some(v)),
-                        None if is_type_label(key) => req.matches(None),
-                        None => true,
-                    }
-                }) && requests.fits(&t.allocatable())
-            })
-            .collect();
+        let types: Vec<&Arc<InstanceType>> =
+            base.iter().filter(|t| type_meets(&reqs, t, region) && requests.fits(&t.allocatable())).collect();
         if types.is_empty() {
             // As Karpenter: no launchable type is an insufficient-capacity failure, so the claim
             // is deleted and its pods provisioned afresh rather than retried forever.
