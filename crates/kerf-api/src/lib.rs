@@ -5,6 +5,8 @@
 
 pub mod budget;
 pub mod convert;
+pub mod crd;
+pub mod crd_rules;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod hash;
