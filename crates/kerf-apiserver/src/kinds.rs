@@ -8,7 +8,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{EC2NodeClass, FieldError, NodeClaim, NodePool};
+use kerf_api::{EC2NodeClass, FieldError, NodeClaim, NodePool, crd};
 use kerf_controller::{AnyObject, Object};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -123,10 +123,28 @@ pub static KINDS: &[ResourceKind] = &[
     kind!("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", false, ["pc"], [], status: false, scale: false, typed::<PriorityClass>()),
     kind!("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", "runtimeclass", false, [], [], status: false, scale: false, typed::<RuntimeClass>()),
     kind!("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, [], [], status: false, scale: false, None),
-    kind!("karpenter.sh", "v1", "NodePool", "nodepools", "nodepool", false, [], ["karpenter"], status: true, scale: false, typed_with::<NodePool>(node_pool_rules)),
-    kind!("karpenter.sh", "v1", "NodeClaim", "nodeclaims", "nodeclaim", false, [], ["karpenter"], status: true, scale: false, typed_with::<NodeClaim>(node_claim_rules)),
-    kind!("karpenter.k8s.aws", "v1", "EC2NodeClass", "ec2nodeclasses", "ec2nodeclass", false, ["ec2nc", "ec2ncs"], ["karpenter"], status: true, scale: false, typed_with::<EC2NodeClass>(node_class_rules)),
+    crd_kind(&crd::NODE_POOL, typed_with::<NodePool>(node_pool_rules)),
+    crd_kind(&crd::NODE_CLAIM, typed_with::<NodeClaim>(node_claim_rules)),
+    crd_kind(&crd::EC2_NODE_CLASS, typed_with::<EC2NodeClass>(node_class_rules)),
 ];
+
+/// One of kerf's CRDs, named as its CustomResourceDefinition names it. (The scale subresource
+/// of a static NodePool is not served here.)
+const fn crd_kind(def: &'static crd::CrdDefinition, typed: Option<Typed>) -> ResourceKind {
+    ResourceKind {
+        group: def.group,
+        version: def.version,
+        kind: def.kind,
+        plural: def.plural,
+        singular: def.singular,
+        namespaced: false,
+        short_names: def.short_names,
+        categories: def.categories,
+        status: true,
+        scale: false,
+        typed,
+    }
+}
 
 /// The kind named `kind` (e.g. `Pod`).
 pub fn by_kind(kind: &str) -> Option<&'static ResourceKind> {
