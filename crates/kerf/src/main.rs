@@ -8,6 +8,7 @@ use kerf_cloud::{Clock, ManualClock};
 mod bench;
 mod consolidation_bench;
 mod convert;
+mod crds;
 mod instance_types;
 mod serve;
 mod simulate;
@@ -46,6 +47,8 @@ enum Command {
     InstanceTypes(instance_types::Args),
     /// Run a benchmark.
     Bench(bench::Args),
+    /// Print the NodePool, NodeClaim and EC2NodeClass CustomResourceDefinitions.
+    Crds(crds::Args),
 }
 
 /// Log timestamps from the simulation's virtual clock, so a simulated run's log reads as the
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => convert::run(args),
         Command::InstanceTypes(args) => instance_types::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Crds(args) => crds::run(args),
     };
     match result {
         Ok(code) => code,
