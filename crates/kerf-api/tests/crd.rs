@@ -210,3 +210,33 @@ fn crds_print_as_three_yaml_documents() {
     assert_eq!(names, ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"]);
     assert!(docs.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 }
+
+/// Every field of the CRDs is one the API's own type knows, with the type it has: decoding into
+/// k8s-openapi's CustomResourceDefinition (which drops unknown fields) and encoding again gives
+/// back the same object.
+#[test]
+fn crds_round_trip_through_the_apiextensions_v1_type() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    for def in ALL {
+        let crd = def.custom_resource_definition();
+        let typed: CustomResourceDefinition =
+            serde_json::from_value(crd.clone()).unwrap_or_else(|e| panic!("{}: {e}", def.kind));
+        // Numbers compare as numbers (the type holds `minimum` as a float).
+        let (back, crd) = (numbers_as_floats(serde_json::to_value(&typed).unwrap()), numbers_as_floats(crd));
+        if back != crd {
+            let (a, b) = (serde_json::to_string_pretty(&crd).unwrap(), serde_json::to_string_pretty(&back).unwrap());
+            let first = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(0);
+            let context: Vec<_> = a.lines().zip(b.lines()).skip(first.saturating_sub(5)).take(10).collect();
+            panic!("{}: the typed CRD differs from kerf's near line {first}: {context:#?}", def.kind);
+        }
+    }
+}
+
+fn numbers_as_floats(v: Value) -> Value {
+    match v {
+        Value::Number(n) => serde_json::json!(n.as_f64().unwrap()),
+        Value::Array(a) => Value::Array(a.into_iter().map(numbers_as_floats).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, numbers_as_floats(v))).collect()),
+        other => other,
+    }
+}
