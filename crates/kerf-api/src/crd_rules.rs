@@ -22,6 +22,8 @@ const QUALIFIED_NAME: &str =
     r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 /// A label value (possibly empty).
 const LABEL_VALUE: &str = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
+/// A duration in whole seconds (`1h30m`, `90s`), as the CRDs take `terminationGracePeriod`.
+const WHOLE_SECONDS: &str = r"^([0-9]+(s|m|h))+$";
 /// An eviction threshold: a percentage up to 100% (two decimals at most) or a quantity.
 const EVICTION_THRESHOLD: &str = r"^((\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%|(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?)$";
 
@@ -39,6 +41,11 @@ pub enum What {
     Rule { rule: String, message: String },
     /// A schema keyword and its value (`pattern`, `maxLength`, `enum`, ...).
     Set(&'static str, Value),
+    /// A field the object must have (added to `required`).
+    Require(&'static str),
+    /// A keyword of the generated schema that the CRD must not carry (a `default` that would
+    /// fill in a field kerf requires).
+    Remove(&'static str),
 }
 
 fn rule(at: &str, rule: impl Into<String>, message: impl Into<String>) -> Addition {
@@ -47,6 +54,14 @@ fn rule(at: &str, rule: impl Into<String>, message: impl Into<String>) -> Additi
 
 fn set(at: &str, key: &'static str, value: Value) -> Addition {
     Addition { at: at.to_string(), what: What::Set(key, value) }
+}
+
+fn require(at: &str, field: &'static str) -> Addition {
+    Addition { at: at.to_string(), what: What::Require(field) }
+}
+
+fn remove(at: &str, keyword: &'static str) -> Addition {
+    Addition { at: at.to_string(), what: What::Remove(keyword) }
 }
 
 /// `["a", "b"]` as a CEL list literal.
@@ -102,10 +117,14 @@ fn label_key_rules(var: &str, keys: Keys) -> Vec<(String, String)> {
     rules
 }
 
-/// Requirements (a list of `NodeSelectorRequirementWithMinValues`) at `at`.
+/// Requirements (a list of `NodeSelectorRequirementWithMinValues`) at `at`, a field kerf
+/// requires (an empty list is fine).
 fn requirements(at: &str, keys: Keys) -> Vec<Addition> {
     let key = format!("{at}[].key");
+    let holder = at.rsplit_once('.').map_or("", |(h, _)| h);
     let mut out = vec![
+        require(holder, "requirements"),
+        remove(at, "default"),
         set(&key, "maxLength", json!(316)),
         set(&key, "pattern", json!(format!("^{QUALIFIED_NAME}$"))),
         set(&format!("{at}[].values[]"), "maxLength", json!(63)),
@@ -167,12 +186,19 @@ fn node_pool() -> Vec<Addition> {
             "only 'limits.nodes' is supported on static NodePools (replicas is set)",
         ),
     ];
+    out.push(rule(
+        labels,
+        // Backslashes doubled: the pattern sits in a CEL string literal.
+        format!("self.all(x, x.size() <= 316 && x.matches('^{}$'))", QUALIFIED_NAME.replace('\\', "\\\\")),
+        "label keys must be qualified names ([prefix/]name: alphanumeric at both ends, '-', '_' or '.' inside)",
+    ));
     out.extend(
         label_key_rules("x", Keys::NodePool).into_iter().map(|(r, m)| rule(labels, format!("self.all(x, {r})"), m)),
     );
     out.extend(requirements("spec.template.spec.requirements", Keys::NodePool));
     out.extend(taints("spec.template.spec.taints"));
     out.extend(taints("spec.template.spec.startupTaints"));
+    out.push(set("spec.template.spec.terminationGracePeriod", "pattern", json!(WHOLE_SECONDS)));
     out
 }
 
@@ -180,6 +206,7 @@ fn node_claim() -> Vec<Addition> {
     let mut out = requirements("spec.requirements", Keys::NodeClaim);
     out.extend(taints("spec.taints"));
     out.extend(taints("spec.startupTaints"));
+    out.push(set("spec.terminationGracePeriod", "pattern", json!(WHOLE_SECONDS)));
     out
 }
 
@@ -199,6 +226,9 @@ fn ec2_node_class() -> Vec<Addition> {
     let alias = "spec.amiSelectorTerms[].alias";
     let kubelet = "spec.kubelet";
     let mut out = vec![
+        require("spec", "subnetSelectorTerms"),
+        require("spec", "securityGroupSelectorTerms"),
+        require("spec", "amiSelectorTerms"),
         rule(subnets, "self.size() != 0", "subnetSelectorTerms cannot be empty (at least one term is required)"),
         rule(subnets, "self.all(x, has(x.tags) || has(x.id))", "expected at least one, got none, ['tags', 'id']"),
         rule(
@@ -436,6 +466,17 @@ pub fn apply(kind: &str, schema: &mut Value) -> Vec<String> {
         match what {
             What::Set(key, value) => {
                 node.insert(key.to_string(), value);
+            }
+            What::Require(field) => {
+                let required = node.entry("required").or_insert_with(|| json!([]));
+                if let Some(list) = required.as_array_mut()
+                    && !list.iter().any(|f| f == field)
+                {
+                    list.push(json!(field));
+                }
+            }
+            What::Remove(keyword) => {
+                node.remove(keyword);
             }
             What::Rule { rule, message } => {
                 let rules = node.entry("x-kubernetes-validations").or_insert_with(|| json!([]));

@@ -189,7 +189,7 @@ fn node_class_rules_cover_selector_terms_identity_and_tags() {
         .into_iter()
         .filter_map(|a| match a.what {
             What::Rule { message, .. } => Some((a.at, message)),
-            What::Set(..) => None,
+            _ => None,
         })
         .collect();
     let has = |at: &str, msg: &str| all.iter().any(|(a, m)| a == at && m.contains(msg));
@@ -238,5 +238,29 @@ fn numbers_as_floats(v: Value) -> Value {
         Value::Array(a) => Value::Array(a.into_iter().map(numbers_as_floats).collect()),
         Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, numbers_as_floats(v))).collect()),
         other => other,
+    }
+}
+
+/// CEL string literals accept only the escapes the CEL spec lists (`\\`, `\'`, `\n`, ...);
+/// cel-go rejects a rule with any other (`'\.'`), so regex escapes in rules are doubled.
+#[test]
+fn cel_rules_escape_backslashes_in_string_literals() {
+    for def in ALL {
+        for a in crd_rules::additions(def.kind) {
+            if let What::Rule { rule, .. } = a.what {
+                let mut chars = rule.chars();
+                while let Some(c) = chars.next() {
+                    if c == '\\' {
+                        let next = chars.next();
+                        assert!(
+                            matches!(next, Some('\\' | '\'' | '"' | 'n' | 't' | 'r')),
+                            "{} {}: {rule} has the escape \\{next:?}",
+                            def.kind,
+                            a.at
+                        );
+                    }
+                }
+            }
+        }
     }
 }
