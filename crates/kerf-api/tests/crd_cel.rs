@@ -269,3 +269,77 @@ fn crd_checks_name_the_rule_that_fails() {
     );
     assert_eq!(problems.len(), 2, "{problems:#?}");
 }
+
+#[test]
+fn every_cel_rule_compiles() {
+    for def in crd::ALL {
+        for a in kerf_api::crd_rules::additions(def.kind) {
+            if let kerf_api::crd_rules::What::Rule { rule, .. } = a.what {
+                assert!(Program::compile(&rule).is_ok(), "{} {}: {rule}", def.kind, a.at);
+            }
+        }
+    }
+}
+
+/// RFC 7386 merge patch (null removes).
+fn merge_patch(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// The rules no fixture reaches, each on a case of its own: kerf rejects it and the CRD names
+/// the rule.
+#[test]
+fn node_class_rules_beyond_the_fixtures_agree_with_kerf() {
+    let ctx = cel_context();
+    let base = serde_json::json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "x"},
+        "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"k": "v"}}], "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]},
+    });
+    let cases: &[(Value, &str)] = &[
+        (serde_json::json!({"subnetSelectorTerms": []}), "subnetSelectorTerms cannot be empty"),
+        (serde_json::json!({"amiSelectorTerms": []}), "amiSelectorTerms cannot be empty"),
+        (
+            serde_json::json!({"amiFamily": "AL2023", "amiSelectorTerms": [{"id": "ami-1", "name": "n"}]}),
+            "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",
+        ),
+        (serde_json::json!({"role": null, "instanceProfile": ""}), "instanceProfile cannot be empty"),
+        (serde_json::json!({"tags": {"": "x"}}), "empty tag keys aren't supported"),
+        (serde_json::json!({"placementGroupSelector": {"name": ""}}), "name cannot be empty"),
+        (
+            serde_json::json!({"kubelet": {"evictionSoft": {"foo": "1%"}, "evictionSoftGracePeriod": {"foo": "1m"}}}),
+            "valid keys for evictionSoft are",
+        ),
+        (
+            serde_json::json!({"kubelet": {"evictionSoft": {"foo": "1%"}, "evictionSoftGracePeriod": {"foo": "1m"}}}),
+            "valid keys for evictionSoftGracePeriod are",
+        ),
+        (serde_json::json!({"kubelet": {"systemReserved": {"gpu": "1"}}}), "valid keys for systemReserved are"),
+        (
+            serde_json::json!({"kubelet": {"systemReserved": {"cpu": "-1"}}}),
+            "systemReserved value cannot be a negative resource quantity",
+        ),
+    ];
+    let clean: serde_yaml_ng::Value = serde_json::from_value(base.clone()).unwrap();
+    assert_eq!(crd_problems(&ctx, &clean), Some(vec![]));
+    assert!(kerf_api::manifest::decode_karpenter(&clean).is_ok());
+    for (patch, message) in cases {
+        let mut doc = base.clone();
+        merge_patch(&mut doc["spec"], patch);
+        let yaml: serde_yaml_ng::Value = serde_json::from_value(doc).unwrap();
+        assert!(kerf_api::manifest::decode_karpenter(&yaml).is_err(), "kerf accepts {patch}");
+        let problems = crd_problems(&ctx, &yaml).unwrap();
+        assert!(problems.iter().any(|p| p.contains(message)), "{patch}: no {message:?} in {problems:#?}");
+    }
+}
