@@ -7,10 +7,16 @@
 # `docker buildx build --platform linux/arm64` (or amd64).
 
 FROM rust:1.95-bookworm AS build
-# musl-gcc: the C compiler for the musl target (aws-lc-rs, the TLS stack's crypto, is C).
+# musl-gcc: the C compiler for the musl target (aws-lc-rs, the TLS stack's crypto, is C). It
+# sees only musl's headers; aws-lc also reads the kernel's (linux/random.h), so those are
+# linked into musl's include directory.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends musl-tools \
-    && rm -rf /var/lib/apt/lists/*
+    && apt-get install -y --no-install-recommends musl-tools linux-libc-dev \
+    && rm -rf /var/lib/apt/lists/* \
+    && musl_include="/usr/include/$(uname -m)-linux-musl" \
+    && ln -s /usr/include/linux "$musl_include/linux" \
+    && ln -s /usr/include/asm-generic "$musl_include/asm-generic" \
+    && ln -s "/usr/include/$(uname -m)-linux-gnu/asm" "$musl_include/asm"
 RUN rustup target add "$(uname -m)-unknown-linux-musl"
 WORKDIR /src
 COPY . .
