@@ -437,3 +437,14 @@ fn dockerfile_builds_the_static_binary_and_runs_it_as_non_root() {
     let deploy = find(&render(json!({})), "Deployment").clone();
     assert_eq!(deploy["spec"]["template"]["spec"]["securityContext"]["runAsUser"], 65532);
 }
+
+#[test]
+fn chart_metadata_is_helm_v2_and_its_app_version_is_this_kerf() {
+    let chart: Value = serde_yaml_ng::from_str(&read(&repo("charts/kerf/Chart.yaml"))).unwrap();
+    assert_eq!(chart["apiVersion"], "v2");
+    assert_eq!(chart["name"], "kerf");
+    let version = chart["version"].as_str().unwrap();
+    assert_eq!(version.split('.').filter(|p| p.parse::<u64>().is_ok()).count(), 3, "{version} is not semver");
+    // The image tag defaults to appVersion: the release of kerf the chart was written for.
+    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
+}
