@@ -22,7 +22,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.dir {
         None => {
             let text = crd::all_yaml().context("encoding the CRDs as YAML")?;
-            std::io::stdout().lock().write_all(text.as_bytes()).context("writing to stdout")?;
+            match std::io::stdout().lock().write_all(text.as_bytes()) {
+                // `kerf crds | head`: the reader has what it wanted.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                other => other.context("writing to stdout")?,
+            }
         }
         Some(dir) => {
             if !dir.is_dir() {
