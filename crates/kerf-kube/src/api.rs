@@ -69,6 +69,14 @@ pub struct KubeApi {
     instance: String,
 }
 
+/// A client for the controllers. kube-rs's default retry of 429 / 503 / 504 is off: a 429 is
+/// an eviction refused by a PodDisruptionBudget, which the termination controller must see at
+/// once (it retries on its own schedule), not after minutes of backoff.
+pub fn client(mut config: kube::Config) -> Result<Client, kube::Error> {
+    config.default_retry = false;
+    Client::try_from(config)
+}
+
 /// Maps a kube-rs error on `kind`/`name` to the controllers' [`ApiError`].
 pub fn api_error(kind: &'static str, name: &str, e: kube::Error) -> ApiError {
     let name = name.to_string();
@@ -116,7 +124,9 @@ impl KubeApi {
 
     fn typed<K: Object>(name: &str, obj: DynamicObject) -> Result<K, ApiError> {
         let any = kinds::from_dynamic(K::KIND, obj).map_err(|e| codec(K::KIND, name, e))?;
-        K::from_any(&any).cloned().ok_or_else(|| ApiError::Other(format!("{} {name}: the API returned another kind", K::KIND)))
+        K::from_any(&any)
+            .cloned()
+            .ok_or_else(|| ApiError::Other(format!("{} {name}: the API returned another kind", K::KIND)))
     }
 
     /// Replaces the object (`status`: its status subresource), with its resourceVersion as a
@@ -127,11 +137,8 @@ impl KubeApi {
         let (api, _) = self.dynamic::<K>(meta.namespace.as_deref())?;
         let body = kinds::to_dynamic(&obj.into_any()).map_err(|e| codec(K::KIND, &name, e))?;
         let pp = PostParams::default();
-        let written = if status {
-            api.replace_status(&name, &pp, &body).await
-        } else {
-            api.replace(&name, &pp, &body).await
-        };
+        let written =
+            if status { api.replace_status(&name, &pp, &body).await } else { api.replace(&name, &pp, &body).await };
         let written = written.map_err(|e| api_error(K::KIND, &name, e))?;
         Self::typed(&name, written)
     }

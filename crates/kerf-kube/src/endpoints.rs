@@ -63,7 +63,11 @@ pub fn health_routes(health: Arc<Health>) -> Router {
 }
 
 /// Serves `routes` on `listener` until `stop` turns true.
-pub async fn serve(listener: tokio::net::TcpListener, routes: Router, mut stop: watch::Receiver<bool>) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    routes: Router,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
     axum::serve(listener, routes)
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;

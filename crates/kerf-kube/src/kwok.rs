@@ -19,7 +19,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 
 /// Provider IDs of kwok instances start with this.
-pub const PROVIDER_ID_PREFIX: &str = "kwok://";
+pub const PROVIDER_ID_PREFIX: &str = kerf_cloud::KWOK_PROVIDER_ID_PREFIX;
 /// The annotation kwok uses to pick the Nodes it simulates.
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
@@ -59,7 +59,8 @@ impl KwokProvider {
     /// A kwok provider selling the built-in catalog's instance types of `region`.
     pub fn new(client: Client, region: &str) -> Result<KwokProvider, String> {
         let config = SimConfig { region: region.to_string(), ..SimConfig::default() };
-        let catalog = SimProvider::new(config, Arc::new(SystemClock)).map_err(|e| format!("{}: {}", e.field, e.problem))?;
+        let catalog =
+            SimProvider::new(config, Arc::new(SystemClock)).map_err(|e| format!("{}: {}", e.field, e.problem))?;
         Ok(KwokProvider { client, catalog })
     }
 
@@ -150,7 +151,9 @@ impl CloudProvider for KwokProvider {
             None => Err(CloudError::NotFound(pid.to_string())),
             // Already going: deleting it again changes nothing.
             Some(n) if n.metadata.deletion_timestamp.is_some() => Ok(()),
-            Some(_) => self.nodes().delete(name, &DeleteParams::default()).await.map(|_| ()).map_err(|e| cloud_err(pid, e)),
+            Some(_) => {
+                self.nodes().delete(name, &DeleteParams::default()).await.map(|_| ()).map_err(|e| cloud_err(pid, e))
+            }
         }
     }
 

@@ -146,7 +146,11 @@ impl Elector {
 /// `Err` when leadership was lost (the lease could not be renewed in time or another candidate
 /// took it): the caller must stop acting, as its view may be stale. On `stop`, a leader releases
 /// the lease.
-pub async fn run(mut elector: Elector, leader: watch::Sender<bool>, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+pub async fn run(
+    mut elector: Elector,
+    leader: watch::Sender<bool>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String> {
     let mut leading = false;
     loop {
         match elector.try_lead().await {
@@ -166,7 +170,10 @@ pub async fn run(mut elector: Elector, leader: watch::Sender<bool>, mut stop: wa
                 tracing::warn!(error = %e, "cannot reach the lease");
                 if leading && elector.renewal_overdue() {
                     let _ = leader.send(false);
-                    return Err(format!("could not renew the lease {LEASE_NAME} within {}s: {e}", RENEW_DEADLINE.as_secs()));
+                    return Err(format!(
+                        "could not renew the lease {LEASE_NAME} within {}s: {e}",
+                        RENEW_DEADLINE.as_secs()
+                    ));
                 }
             }
         }

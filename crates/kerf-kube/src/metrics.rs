@@ -142,12 +142,16 @@ impl Metrics {
     pub fn observe(&mut self, event: &WatchEvent, counting: bool, replacement: impl Fn(&str) -> bool) {
         match event {
             WatchEvent::Applied(AnyObject::NodeClaim(c)) => {
-                if self.claims.insert(c.name().to_string()) && counting {
-                    let pool = c.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).cloned().unwrap_or_default();
-                    let reason = if replacement(c.name()) { "disruption" } else { "provisioning" };
-                    self.claims_created
-                        .get_or_create(&lset([("reason", reason), ("nodepool", &pool), ("min_values_relaxed", "false")]))
-                        .inc();
+                let new = self.claims.insert(c.name().to_string());
+                let pool = c.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).cloned();
+                let reason = if replacement(c.name()) { "disruption" } else { "provisioning" };
+                let l = lset([
+                    ("reason", reason),
+                    ("nodepool", &pool.unwrap_or_default()),
+                    ("min_values_relaxed", "false"),
+                ]);
+                if new && counting {
+                    self.claims_created.get_or_create(&l).inc();
                 }
             }
             WatchEvent::Deleted(AnyObject::NodeClaim(c)) => {
@@ -167,7 +171,10 @@ impl Metrics {
             WatchEvent::Applied(AnyObject::Node(n)) => {
                 let l = n.metadata.labels.clone().unwrap_or_default();
                 let name = n.metadata.name.clone().unwrap_or_default();
-                if l.get(labels::REGISTERED).map(String::as_str) == Some("true") && self.registered.insert(name) && counting {
+                if l.get(labels::REGISTERED).map(String::as_str) == Some("true")
+                    && self.registered.insert(name)
+                    && counting
+                {
                     let pool = l.get(labels::NODE_POOL).cloned().unwrap_or_default();
                     self.nodes_created.get_or_create(&lset([("nodepool", &pool)])).inc();
                 }
@@ -326,7 +333,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(r#"karpenter_nodeclaims_terminated_total{nodepool="default",capacity_type="spot",zone="us-west-2a"} 1"#),
+            text.contains(
+                r#"karpenter_nodeclaims_terminated_total{nodepool="default",capacity_type="spot",zone="us-west-2a"} 1"#
+            ),
             "{text}"
         );
     }

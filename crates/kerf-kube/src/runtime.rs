@@ -146,7 +146,9 @@ impl<P: CloudProvider> Loop<P> {
         for pool in state.node_pools().values() {
             match self.manager.cloud().instance_types(pool, state.node_class_for(pool)).await {
                 Ok(list) => types.extend(list.into_iter().filter(|t| seen.insert(t.name.clone()))),
-                Err(e) => tracing::warn!(NodePool = %pool.name(), error = %e, "cannot list instance types for price metrics"),
+                Err(e) => {
+                    tracing::warn!(NodePool = %pool.name(), error = %e, "cannot list instance types for price metrics")
+                }
             }
         }
         self.metrics.set_prices(&types);

@@ -1,7 +1,9 @@
 //! A stand-in for the kubelet (and the node lifecycle controller): once an instance's launch
 //! latency has passed, its Node registers Ready with the NodeClaim's labels and taints (startup
 //! taints and `karpenter.sh/unregistered` included); startup taints are lifted a few seconds
-//! later, as the agents that own them would; a terminated instance's Node goes NotReady.
+//! later, as the agents that own them would; a terminated instance's Node goes NotReady. Nodes
+//! created through the API for kwok "instances" (`kerf controller --cloud kwok`) are made Ready
+//! as soon as they appear, as kwok does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -236,6 +238,35 @@ impl Kubelet {
             }
         }
         next
+    }
+}
+
+impl Kubelet {
+    /// Marks Ready the kwok nodes among `changed` that are not Ready yet (and not going away).
+    pub fn ready_kwok_nodes<'a>(
+        &self,
+        changed: impl IntoIterator<Item = &'a String>,
+        world: &World,
+        cluster: &SimCluster,
+        now: Timestamp,
+    ) {
+        for name in changed {
+            let Some(n) = world.nodes.get(name) else { continue };
+            let kwok = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|p| p.starts_with(kerf_cloud::KWOK_PROVIDER_ID_PREFIX));
+            if !kwok || n.metadata.deletion_timestamp.is_some() || crate::world::node_ready(n) {
+                continue;
+            }
+            let mut n = (**n).clone();
+            n.status.get_or_insert_with(NodeStatus::default).conditions = Some(vec![ready_condition(true, now)]);
+            // A lost race is retried on the node's next change, which the winner's write is.
+            if let Err(e) = cluster.update_status_obj(n) {
+                tracing::debug!(node = %name, error = %e, "cannot mark kwok node ready yet");
+            }
+        }
     }
 }
 
