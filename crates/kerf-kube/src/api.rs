@@ -63,7 +63,6 @@ fn event_name(meta: &ObjectMeta) -> String {
 #[derive(Clone)]
 pub struct KubeApi {
     client: Client,
-    kinds: Arc<Vec<Kind>>,
     uids: Uids,
     /// Who reports events (`reportingInstance`): this process's identity.
     instance: String,
@@ -99,21 +98,18 @@ fn codec(kind: &'static str, name: &str, e: serde_json::Error) -> ApiError {
 
 impl KubeApi {
     pub fn new(client: Client, uids: Uids, instance: &str) -> Self {
-        KubeApi { client, kinds: Arc::new(kinds::all()), uids, instance: instance.to_string() }
+        KubeApi { client, uids, instance: instance.to_string() }
     }
 
     pub fn client(&self) -> &Client {
         &self.client
     }
 
-    fn kind<K: Object>(&self) -> Result<&Kind, ApiError> {
-        self.kinds
-            .iter()
-            .find(|k| k.kind == K::KIND)
-            .ok_or_else(|| ApiError::Other(format!("kind {} has no place in the API", K::KIND)))
+    fn kind<K: Object>(&self) -> Result<&'static Kind, ApiError> {
+        kinds::by_name(K::KIND).ok_or_else(|| ApiError::Other(format!("kind {} has no place in the API", K::KIND)))
     }
 
-    fn dynamic<K: Object>(&self, namespace: Option<&str>) -> Result<(Api<DynamicObject>, &Kind), ApiError> {
+    fn dynamic<K: Object>(&self, namespace: Option<&str>) -> Result<(Api<DynamicObject>, &'static Kind), ApiError> {
         let kind = self.kind::<K>()?;
         let api = match namespace.filter(|_| kind.namespaced) {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
@@ -199,12 +195,13 @@ impl ClusterApi for KubeApi {
     }
 
     async fn record_event(&self, event: EventRecord) {
-        let namespaced = kinds::by_name(event.kind).is_some_and(|k| k.namespaced);
+        let kind = kinds::by_name(event.kind);
+        let namespaced = kind.is_some_and(|k| k.namespaced);
         let (namespace, name) = match event.name.split_once('/') {
             Some((ns, n)) if namespaced => (ns.to_string(), n.to_string()),
             _ => ("default".to_string(), event.name.clone()),
         };
-        let api_version = kinds::by_name(event.kind).map(|k| k.resource.api_version);
+        let api_version = kind.map(|k| k.resource.api_version.clone());
         let now = SystemClock.now();
         let ev = Event {
             metadata: ObjectMeta {

@@ -52,27 +52,30 @@ fn karpenter(api_version: &str, kind: &'static str, plural: &str) -> Kind {
 }
 
 /// Every kind the controllers watch, in the order their caches are filled.
-pub fn all() -> Vec<Kind> {
-    vec![
-        builtin::<Namespace>(),
-        builtin::<PriorityClass>(),
-        builtin::<RuntimeClass>(),
-        builtin::<StorageClass>(),
-        builtin::<PersistentVolume>(),
-        builtin::<PersistentVolumeClaim>(),
-        karpenter(kerf_api::ec2nodeclass::API_VERSION, kerf_api::ec2nodeclass::KIND, "ec2nodeclasses"),
-        karpenter(kerf_api::nodepool::API_VERSION, kerf_api::nodepool::KIND, "nodepools"),
-        karpenter(kerf_api::nodeclaim::API_VERSION, kerf_api::nodeclaim::KIND, "nodeclaims"),
-        builtin::<Node>(),
-        builtin::<DaemonSet>(),
-        builtin::<PodDisruptionBudget>(),
-        builtin::<Pod>(),
-    ]
+pub fn all() -> &'static [Kind] {
+    static ALL: std::sync::OnceLock<Vec<Kind>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        vec![
+            builtin::<Namespace>(),
+            builtin::<PriorityClass>(),
+            builtin::<RuntimeClass>(),
+            builtin::<StorageClass>(),
+            builtin::<PersistentVolume>(),
+            builtin::<PersistentVolumeClaim>(),
+            karpenter(kerf_api::ec2nodeclass::API_VERSION, kerf_api::ec2nodeclass::KIND, "ec2nodeclasses"),
+            karpenter(kerf_api::nodepool::API_VERSION, kerf_api::nodepool::KIND, "nodepools"),
+            karpenter(kerf_api::nodeclaim::API_VERSION, kerf_api::nodeclaim::KIND, "nodeclaims"),
+            builtin::<Node>(),
+            builtin::<DaemonSet>(),
+            builtin::<PodDisruptionBudget>(),
+            builtin::<Pod>(),
+        ]
+    })
 }
 
 /// The kind named `kind` (`Pod`, `NodeClaim`, ...).
-pub fn by_name(kind: &str) -> Option<Kind> {
-    all().into_iter().find(|k| k.kind == kind)
+pub fn by_name(kind: &str) -> Option<&'static Kind> {
+    all().iter().find(|k| k.kind == kind)
 }
 
 /// Decodes a typed object of the named kind from its JSON.

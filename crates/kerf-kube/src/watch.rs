@@ -97,7 +97,7 @@ fn typed(kind: &'static str, ev: Event<DynamicObject>) -> Option<Event<AnyObject
     })
 }
 
-async fn watch_kind(client: Client, kind: Kind, tx: mpsc::Sender<Vec<Feed>>) {
+async fn watch_kind(client: Client, kind: &'static Kind, tx: mpsc::Sender<Vec<Feed>>) {
     let api: Api<DynamicObject> = Api::all_with(client, &kind.resource);
     let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
     let mut diff = RelistDiff::default();

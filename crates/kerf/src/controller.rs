@@ -109,6 +109,17 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             )));
         }
     }
+    // Karpenter's kinds must be served (their CRDs installed) for the watches to ever sync.
+    for name in ["NodePool", "NodeClaim", "EC2NodeClass"] {
+        let Some(kind) = kerf_kube::kinds::by_name(name) else { continue };
+        let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &kind.resource);
+        if let Err(e) = api.list(&kube::api::ListParams::default().limit(1)).await {
+            return Err(bad(format!(
+                "{server} does not serve {}/{} ({}): install Karpenter's CRDs first: {e}",
+                kind.resource.api_version, kind.resource.plural, name
+            )));
+        }
+    }
     let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-west-2".to_string());
     let cloud = KwokProvider::new(client.clone(), &region).map_err(|e| bad(format!("AWS_REGION {region}: {e}")))?;
 

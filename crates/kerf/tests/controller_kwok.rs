@@ -62,6 +62,18 @@ spec:
           image: registry.k8s.io/pause:3.10
           resources:
             requests: {cpu: "1"}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: needs-eni
+spec:
+  containers:
+    - name: app
+      image: registry.k8s.io/pause:3.10
+      resources:
+        requests: {vpc.amazonaws.com/pod-eni: "1"}
+        limits: {vpc.amazonaws.com/pod-eni: "1"}
 "#;
 
 /// A `kerf controller` process, its stderr in a file, stopped when dropped.
@@ -222,6 +234,12 @@ fn kwok_controller_runs_a_deployment_on_nodes_it_launched_survives_a_restart_and
     // Events on the pods, as Karpenter records them.
     let reasons = kubectl_ok(&s, &["get", "events", "-o", "jsonpath={.items[*].reason}"]);
     assert!(reasons.contains("Nominated"), "{reasons}");
+    // A pod no instance type can hold is told exactly why, on the pod.
+    let described = eventually(20, "FailedScheduling on pod needs-eni", || {
+        let d = kubectl_ok(&s, &["describe", "pod", "needs-eni"]);
+        d.contains("FailedScheduling").then_some(d)
+    });
+    assert!(described.contains("NodePool default") && described.contains("vpc.amazonaws.com/pod-eni"), "{described}");
 
     // Metrics with Karpenter's names and labels.
     let m = eventually(20, "pods_state of 4 running pods", || {
@@ -384,6 +402,51 @@ fn bad_input_to_kerf_controller_exits_2_saying_what_is_wrong() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: expected {expected:?} in {stderr}");
     }
+    // An API server that does not serve Karpenter's kinds.
+    let bare = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = bare.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Write};
+        for stream in bare.incoming().take(20).flatten() {
+            let mut reader = BufReader::new(stream);
+            let mut request_line = String::new();
+            let _ = reader.read_line(&mut request_line);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let (status, body) = if request_line.starts_with("GET /version") {
+                (
+                    "200 OK",
+                    r#"{"major":"1","minor":"33","gitVersion":"v1.33.0","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":""}"#,
+                )
+            } else {
+                (
+                    "404 Not Found",
+                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"the server could not find the requested resource"}"#,
+                )
+            };
+            let mut stream = reader.into_inner();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let no_crds = write(
+        &dir,
+        "no-crds.kubeconfig",
+        &std::fs::read_to_string(&unreachable).expect("read").replace("127.0.0.1:1", &addr.to_string()),
+    );
+    let out = kerf_controller(&["--cloud", "kwok", "--kubeconfig", no_crds.to_str().expect("path")], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("does not serve karpenter.sh/v1/nodepools") && stderr.contains("install Karpenter's CRDs"),
+        "{stderr}"
+    );
+
     // $KUBECONFIG is used when no --kubeconfig is given.
     let out = kerf_controller(&["--cloud", "kwok"], Some(&unreachable));
     assert_eq!(out.status.code(), Some(2));
