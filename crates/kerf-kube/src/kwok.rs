@@ -128,7 +128,14 @@ impl CloudProvider for KwokProvider {
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 let existing = self.nodes().get(claim.name()).await.map_err(|e| cloud_err(claim.name(), e))?;
                 let same = existing.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str());
-                if !same {
+                // A Node left by an earlier claim of the same name is not this claim's instance.
+                let other_owner = existing
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.kind == kerf_api::nodeclaim::KIND && Some(&o.uid) != claim.metadata.uid.as_ref());
+                if !same || other_owner || existing.metadata.deletion_timestamp.is_some() {
                     return Err(CloudError::Invalid(format!(
                         "NodeClaim {}: a Node of that name exists and is not its instance",
                         claim.name()

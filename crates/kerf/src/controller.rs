@@ -80,6 +80,12 @@ fn identity() -> String {
     format!("{host}_{}", std::process::id())
 }
 
+/// A seed that differs between processes: the wall clock's nanoseconds and the process id.
+fn seed() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
 async fn bind(flag: &str, addr: &str) -> anyhow::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await.map_err(|e| bad(format!("{flag} {addr}: {e}")))
 }
@@ -147,7 +153,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             namespace: std::env::var("SYSTEM_NAMESPACE").unwrap_or_else(|_| "kube-system".to_string()),
             name: kerf_kube::lease::LEASE_NAME.to_string(),
         }),
-        options: kerf_controller::Options::default(),
+        // Seeds NodeClaim name suffixes: a restarted process must not replay its predecessor's names.
+        options: kerf_controller::Options { seed: seed(), ..kerf_controller::Options::default() },
     };
     let signals = {
         let stop_tx = stop_tx.clone();

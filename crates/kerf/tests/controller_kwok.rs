@@ -241,6 +241,23 @@ fn kwok_controller_runs_a_deployment_on_nodes_it_launched_survives_a_restart_and
     });
     assert!(described.contains("NodePool default") && described.contains("vpc.amazonaws.com/pod-eni"), "{described}");
 
+    // The node kerf keeps says why, on the Node.
+    let blocked = eventually(30, "a DisruptionBlocked event on a node", || {
+        let d = kubectl_ok(
+            &s,
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                "reason=DisruptionBlocked,involvedObject.kind=Node",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+        );
+        (!d.trim().is_empty()).then_some(d)
+    });
+    assert!(blocked.contains("Cannot disrupt Node:"), "{blocked}");
+
     // Metrics with Karpenter's names and labels.
     let m = eventually(20, "pods_state of 4 running pods", || {
         let m = a.metrics();
