@@ -1,7 +1,7 @@
 //! kerf-kube's cluster API (the controllers' `ClusterApi` over kube-rs) against `kerf serve`:
 //! stale writes are conflicts, a PodDisruptionBudget's refusal of an eviction is
-//! `TooManyRequests`, events land against the object they are about, and reads of missing
-//! objects say so.
+//! `TooManyRequests`, events land against the object they are about (once within the dedupe
+//! window), and reads of missing objects say so.
 
 mod common;
 
@@ -97,23 +97,38 @@ fn kube_cluster_api_turns_conflicts_refused_evictions_and_missing_objects_into_a
 
         // An event about the pod, with its uid (what `kubectl describe pod` selects by).
         uids.observe(&WatchEvent::Applied(pod.clone().into_any()));
-        api.record_event(EventRecord {
+        let event = EventRecord {
             kind: "Pod",
             name: format!("default/{pod_name}"),
             type_: "Warning",
             reason: "FailedScheduling".into(),
             message: "no instance type in NodePool default has resource example.com/gpu".into(),
-        })
-        .await;
+        };
+        // Recorded twice within the dedupe window: written once, in the background.
+        api.record_event(event.clone()).await;
+        api.record_event(event).await;
         let events: Api<Event> = Api::namespaced(client(&s).await, "default");
-        let found = events
-            .list(&ListParams::default())
-            .await
-            .expect("events")
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
-            .expect("the event was recorded");
+        let mut failed = Vec::new();
+        for _ in 0..50 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            failed = events
+                .list(&ListParams::default())
+                .await
+                .expect("events")
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+                .collect();
+            if !failed.is_empty() {
+                break;
+            }
+        }
+        assert!(!failed.is_empty(), "the event was recorded");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let all = events.list(&ListParams::default()).await.expect("events").items;
+        let count = all.iter().filter(|e| e.reason.as_deref() == Some("FailedScheduling")).count();
+        assert_eq!(count, 1, "recorded once: {all:?}");
+        let found = &failed[0];
         assert_eq!(found.involved_object.kind.as_deref(), Some("Pod"));
         assert_eq!(found.involved_object.name.as_deref(), Some(pod_name.as_str()));
         assert_eq!(found.involved_object.uid, pod.metadata.uid);
