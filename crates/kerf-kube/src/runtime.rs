@@ -191,6 +191,7 @@ pub async fn run<P: CloudProvider>(
     if !leading {
         tracing::info!(identity = %settings.identity, "waiting for the lease");
     }
+    let mut election_open = election.is_some();
     loop {
         let due = lp.due();
         let sleep = async move {
@@ -211,14 +212,17 @@ pub async fn run<P: CloudProvider>(
                 }
                 lp.pass().await;
             }
-            changed = leader_rx.changed() => {
-                if changed.is_ok() {
-                    let now_leading = *leader_rx.borrow_and_update();
-                    lp.leading = now_leading;
-                    health.set_leader(now_leading);
-                    if now_leading {
-                        lp.wake = Some(SystemClock.now());
-                    }
+            changed = leader_rx.changed(), if election_open => {
+                if changed.is_err() {
+                    // No election (or it ended): leadership does not change any more.
+                    election_open = false;
+                    continue;
+                }
+                let now_leading = *leader_rx.borrow_and_update();
+                lp.leading = now_leading;
+                health.set_leader(now_leading);
+                if now_leading {
+                    lp.wake = Some(SystemClock.now());
                 }
             }
             ended = async { match election.as_mut() { Some(h) => h.await, None => std::future::pending().await } } => {
