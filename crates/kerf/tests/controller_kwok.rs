@@ -158,6 +158,15 @@ impl Drop for Controller {
     }
 }
 
+/// User + system CPU time of a process, in clock ticks (Linux `/proc/PID/stat`).
+fn cpu_ticks(pid: u32) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    fields[11].parse::<i64>().expect("utime") + fields[12].parse::<i64>().expect("stime")
+}
+
 /// GET `path` from `addr`: (status code, body).
 fn get(addr: &str, path: &str) -> (u16, String) {
     use std::io::{Read, Write};
@@ -302,7 +311,11 @@ fn kwok_controller_runs_a_deployment_on_nodes_it_launched_survives_a_restart_and
     assert!(a.stop().success());
     let b = Controller::start(&s, "b", &[]);
     wait_ready(&b, "ok: leader");
+    let busy_before = cpu_ticks(b.pid());
     std::thread::sleep(Duration::from_secs(4));
+    // Idle, it waits for events and timers rather than spinning (it takes a few ticks; spinning took 150 on a loaded 2-core machine).
+    let busy = cpu_ticks(b.pid()) - busy_before;
+    assert!(busy < 50, "an idle controller used {busy} CPU ticks in 4s");
     assert_eq!(claims(&s), claims_before, "no NodeClaim added or lost across the restart");
     assert_eq!(running_pods(&s), pods, "no pod lost across the restart");
     assert_eq!(
