@@ -232,6 +232,18 @@ fn kwok_controller_runs_a_deployment_on_nodes_it_launched_survives_a_restart_and
     assert!(pod_nodes.is_subset(&claims_before), "pods on {pod_nodes:?}, claims {claims_before:?}");
     let ids = words(&s, &["get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}"]);
     assert!(ids.iter().all(|id| id.starts_with("kwok://")) && ids.len() == claims_before.len(), "{ids:?}");
+    let labelled = kubectl_ok(
+        &s,
+        &[
+            "get",
+            "nodes",
+            "-l",
+            "karpenter.sh/nodepool=default,karpenter.sh/capacity-type=on-demand,topology.kubernetes.io/zone,karpenter.sh/registered=true",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(labelled.lines().count(), claims_before.len(), "pool, capacity type, zone, registered: {labelled}");
     let types = kubectl_ok(
         &s,
         &["get", "nodes", "-o", "jsonpath={.items[*].metadata.labels.node\\.kubernetes\\.io/instance-type}"],
