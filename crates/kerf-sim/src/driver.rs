@@ -492,8 +492,10 @@ impl<P: SimCloud> Simulation<P> {
         }
         let changed_nodes: Vec<String> = changes.nodes_changed.iter().cloned().collect();
         self.react(changes);
-        if !changed_nodes.is_empty() {
-            self.kubelet.ready_kwok_nodes(&changed_nodes, &self.world, &self.cluster, now);
+        if !changed_nodes.is_empty()
+            && let Some(at) = self.kubelet.ready_kwok_nodes(&changed_nodes, &self.world, &self.cluster, now)
+        {
+            self.kubelet_wake = Some(self.kubelet_wake.map_or(at, |w| w.min(at)));
         }
         let due = self.manager_wake.is_some_and(|t| t <= now);
         if !self.controllers {

@@ -1,7 +1,8 @@
 //! `kerf controller --cloud kwok` against `kerf serve --controllers none`: kubectl creates an
 //! EC2NodeClass, a NodePool and a Deployment, and a separately started controller launches Node
-//! objects for them through the API (the server's kubelet stand-in makes them Ready); metrics,
-//! probes, a restart, scaling to zero, leader election between two controllers, and bad input.
+//! objects for them through the API (the server's kubelet stand-in makes them Ready and lifts
+//! their startup taints); metrics, probes, events, a restart, scaling to zero, leader election
+//! between two controllers, and bad input.
 
 mod common;
 
@@ -36,6 +37,8 @@ spec:
         - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
         - {key: karpenter.k8s.aws/instance-category, operator: In, values: ["c", "m"]}
       nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      startupTaints:
+        - {key: example.com/agent-not-ready, effect: NoSchedule}
   limits:
     cpu: "1000"
   disruption:
