@@ -6,6 +6,10 @@ use std::sync::Arc;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_scheduling::InstanceType;
 
+/// Provider IDs of instances that are only Node objects (`kerf controller --cloud kwok`): the
+/// provider creates the Node, and a simulated kubelet (kwok, `kerf serve`) makes it Ready.
+pub const KWOK_PROVIDER_ID_PREFIX: &str = "kwok://";
+
 /// What can go wrong talking to a cloud.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CloudError {
