@@ -29,7 +29,7 @@ pub struct Args {
     pub kubeconfig: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "aws")]
     pub cloud: Cloud,
-    /// The cluster's name (tags and discovery of the cloud's resources).
+    /// The cluster's name (tags and discovery of the cloud's resources); default $CLUSTER_NAME.
     #[arg(long)]
     pub cluster_name: Option<String>,
     /// Where `/metrics` is served.
@@ -38,7 +38,8 @@ pub struct Args {
     /// Where `/healthz` and `/readyz` are served.
     #[arg(long, default_value = "0.0.0.0:8081")]
     pub health_addr: String,
-    /// Only the holder of the `karpenter-leader-election` Lease acts; the others stand by.
+    /// Only the holder of the Lease acts (`karpenter-leader-election`, or $LEADER_ELECTION_LEASE,
+    /// in $SYSTEM_NAMESPACE); the others stand by.
     #[arg(long)]
     pub leader_elect: bool,
 }
@@ -102,6 +103,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
+    let env = crate::controller_env::EnvSettings::read(|k| std::env::var(k).ok()).map_err(bad)?;
+    let cluster_name = args.cluster_name.clone().or_else(|| env.cluster_name.clone());
     let config = client_config(&args).await?;
     let server = config.cluster_url.to_string();
     let client = kerf_kube::api::client(config).map_err(|e| bad(format!("cannot build a client for {server}: {e}")))?;
@@ -145,16 +148,16 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         "kerf controller: {} as {identity} against {server}; metrics on http://{metrics_at}/metrics, probes on http://{health_at}/healthz",
         if args.leader_elect { "electing a leader" } else { "acting" },
     );
-    tracing::info!(server = %server, identity = %identity, cloud = "kwok", cluster = args.cluster_name.as_deref().unwrap_or(""), "starting");
+    tracing::info!(server = %server, identity = %identity, cloud = "kwok", cluster = cluster_name.as_deref().unwrap_or(""), "starting");
 
     let settings = Settings {
         identity,
         election: args.leader_elect.then(|| Election {
             namespace: std::env::var("SYSTEM_NAMESPACE").unwrap_or_else(|_| "kube-system".to_string()),
-            name: kerf_kube::lease::LEASE_NAME.to_string(),
+            name: env.lease_name.clone().unwrap_or_else(|| kerf_kube::lease::LEASE_NAME.to_string()),
         }),
         // Seeds NodeClaim name suffixes: a restarted process must not replay its predecessor's names.
-        options: kerf_controller::Options { seed: seed(), ..kerf_controller::Options::default() },
+        options: env.options(kerf_controller::Options { seed: seed(), ..kerf_controller::Options::default() }),
     };
     let signals = {
         let stop_tx = stop_tx.clone();

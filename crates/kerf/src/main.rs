@@ -8,6 +8,7 @@ use kerf_cloud::{Clock, ManualClock};
 mod bench;
 mod consolidation_bench;
 mod controller;
+mod controller_env;
 mod convert;
 mod crds;
 mod instance_types;
