@@ -1,6 +1,6 @@
-//! kerf's controllers. They reach the cluster only through the [`ClusterApi`] trait and read
-//! time only from the `now` they are given, so the same code runs in a cluster and in the
-//! simulator.
+//! kerf's controllers. They reach the cluster only through the [`ClusterApi`] trait (defined in
+//! `kerf_api::cluster`, re-exported here) and read time only from the `now` they are given, so
+//! the same code runs in a cluster and in the simulator.
 //!
 //! [`Manager`] runs them: feed it every watch event with [`Manager::observe`], then call
 //! [`Manager::reconcile`] with the current time; it answers when it must run again.
@@ -21,7 +21,6 @@
 //!    kerf's `Unfit`; spot interruption notices are acted on before provisioning.
 //! 7. NodePool status: resources, node count, Ready.
 
-pub mod api;
 pub mod disruption;
 mod garbage;
 mod interruption;
@@ -33,8 +32,8 @@ pub mod state;
 mod termination;
 mod util;
 
-pub use api::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 pub use disruption::DisruptionRecord;
+pub use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 pub use kerf_cloud::{Clock, Timestamp};
 pub use manager::{ControllerError, Manager, Options};
 pub use state::{ClusterState, ObjectKey};

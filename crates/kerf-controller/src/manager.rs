@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
-use crate::api::{AnyObject, ApiError, ClusterApi, WatchEvent};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util::{self, SplitMix64};
+use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, WatchEvent};
 
 /// Tunables of the controllers.
 #[derive(Debug, Clone, PartialEq, Eq)]

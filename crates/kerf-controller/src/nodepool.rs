@@ -10,10 +10,10 @@ use kerf_api::{NodeClaim, NodePool, Operator, ResourceList, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::Requirements;
 
-use crate::api::{ClusterApi, Object};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::first_five;
 use crate::util;
+use kerf_api::cluster::{ClusterApi, Object};
 
 /// Which of a static pool's claims to remove first: ones that have not launched, then ones not
 /// initialized, then those with the fewest pods, newest name last as a tie-break.

@@ -13,10 +13,10 @@ use kerf_scheduling::{
     ExistingNode, InstanceType, NewNodeClaim, NodePoolInput, Requirements, SchedulingInput, SchedulingResult,
 };
 
-use crate::api::{ApiError, ClusterApi, EventRecord, Object};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
+use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
 
 /// Runs the scheduling core.
 fn run_scheduler(input: &SchedulingInput) -> SchedulingResult {

@@ -258,7 +258,7 @@ fn a_nodepool_whose_instance_types_cannot_be_listed_is_not_ready() {
         }
     }
 
-    let api = FakeApi::default();
+    let api = TestApi::default();
     let mut mgr = crate::Manager::new(NotReady::default(), crate::Options::default());
     api.put(node_pool("default"));
     api.put(pending_pod("a", "1"));

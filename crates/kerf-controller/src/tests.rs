@@ -281,7 +281,8 @@ fn deleting_a_claim_deletes_its_node_and_instance_then_releases_the_claim() {
     kubelet_joins(&h.api, "default-aaaaa", "n1", true);
     h.settle();
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").unwrap().is_condition_true(CONDITION_INITIALIZED));
-    crate::testkit::block_on(crate::api::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa")).unwrap();
+    crate::testkit::block_on(kerf_api::cluster::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa"))
+        .unwrap();
     h.settle();
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none());
     assert!(h.api.one::<Node>(None, "n1").is_none());
@@ -352,7 +353,7 @@ fn replicas_keep_a_fixed_number_of_nodeclaims() {
 
     // A claim lost outside kerf's control is replaced.
     let name = h.claims()[0].name().to_string();
-    crate::testkit::block_on(crate::api::ClusterApi::delete::<NodeClaim>(&h.api, None, &name)).unwrap();
+    crate::testkit::block_on(kerf_api::cluster::ClusterApi::delete::<NodeClaim>(&h.api, None, &name)).unwrap();
     h.settle();
     let claims = h.claims();
     assert_eq!(claims.len(), 1);
@@ -383,7 +384,7 @@ fn claim_names_are_pool_name_and_five_seeded_characters() {
 
 #[test]
 fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_against_limits() {
-    use crate::api::{Object, WatchEvent};
+    use kerf_api::cluster::{Object, WatchEvent};
     use std::sync::Arc;
 
     let cloud = small_and_large();
@@ -420,9 +421,9 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
 
 #[test]
 fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
-    use crate::api::{Object, WatchEvent};
     use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
     use k8s_openapi::api::core::v1::PodTemplateSpec;
+    use kerf_api::cluster::{Object, WatchEvent};
 
     let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
     mgr.observe(&WatchEvent::Applied(node_pool("default").into_any()));
@@ -453,8 +454,8 @@ fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
 
 #[test]
 fn scheduling_input_carries_namespace_labels_with_metadata_name() {
-    use crate::api::{Object, WatchEvent};
     use k8s_openapi::api::core::v1::Namespace;
+    use kerf_api::cluster::{Object, WatchEvent};
 
     let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
     mgr.observe(&WatchEvent::Applied(node_pool("default").into_any()));
@@ -495,7 +496,8 @@ fn lifecycle_steps_log_karpenter_style_lines_with_fields() {
         h.advance(Duration::from_secs(10));
         kubelet_joins(&h.api, "default-aaaaa", "n1", true);
         h.settle();
-        crate::testkit::block_on(crate::api::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa")).unwrap();
+        crate::testkit::block_on(kerf_api::cluster::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa"))
+            .unwrap();
         h.settle();
     });
     let line = |msg: &str| {
