@@ -6,6 +6,9 @@
 //! [`Manager::reconcile`] with the current time; it answers when it must run again.
 //!
 //! One reconcile runs, in order:
+//! 0. Node classes: the cloud provider resolves new or changed EC2NodeClasses and their status
+//!    (Karpenter's conditions, `Ready` over them) is written. A NodePool whose node class is
+//!    missing or not Ready launches nothing; its pods and its `NodeClassReady` condition say why.
 //! 1. NodeClaims of deleted NodePools are deleted; NodePools with `spec.replicas` get exactly
 //!    that many NodeClaims.
 //! 2. The provisioner: pods kube-scheduler marked unschedulable are batched (a window closes
@@ -26,6 +29,7 @@ mod garbage;
 mod interruption;
 mod lifecycle;
 pub mod manager;
+mod nodeclass;
 mod nodepool;
 mod provisioner;
 pub mod state;
@@ -38,6 +42,8 @@ pub use kerf_cloud::{Clock, Timestamp};
 pub use manager::{ControllerError, Manager, Options};
 pub use state::{ClusterState, ObjectKey};
 
+#[cfg(test)]
+mod nodeclass_tests;
 #[cfg(test)]
 mod provisioning_tests;
 #[cfg(test)]

@@ -186,6 +186,8 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) generation: u64,
     /// When garbage collection runs next.
     pub(crate) gc_at: Option<Timestamp>,
+    /// The node class status controller's memory.
+    pub(crate) resolved: crate::nodeclass::Resolved,
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -208,13 +210,14 @@ impl<P: CloudProvider> Manager<P> {
             pod_event_nodes: BTreeSet::new(),
             generation: 0,
             gc_at: None,
+            resolved: Default::default(),
         }
     }
 
     /// Feed every watch event (in order) before calling [`Manager::reconcile`].
     pub fn observe(&mut self, event: &WatchEvent) {
         let (WatchEvent::Applied(obj) | WatchEvent::Deleted(obj)) = event;
-        if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::NodePool(_)) {
+        if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::NodePool(_) | AnyObject::EC2NodeClass(_)) {
             self.pool_status_stale = true;
         }
         self.generation += 1;
@@ -239,9 +242,13 @@ impl<P: CloudProvider> Manager<P> {
                 // writes (kerf's own included) do not.
                 let spec_changed = match obj {
                     AnyObject::NodePool(p) => self.state.node_pool(p.name()).is_none_or(|old| old.spec != p.spec),
+                    // ... and so does a node class becoming Ready (or no longer).
                     AnyObject::EC2NodeClass(c) => {
                         let name = c.metadata.name.as_deref().unwrap_or_default();
-                        self.state.node_classes().get(name).is_none_or(|old| old.spec != c.spec)
+                        self.state
+                            .node_classes()
+                            .get(name)
+                            .is_none_or(|old| old.spec != c.spec || old.not_ready() != c.not_ready())
                     }
                     _ => false,
                 };
@@ -299,6 +306,7 @@ impl<P: CloudProvider> Manager<P> {
         for node in std::mem::take(&mut self.pod_event_nodes) {
             self.last_pod_event.insert(node, now);
         }
+        self.reconcile_node_classes(api, &mut pass).await?;
         self.delete_claims_of_deleted_pools(api, &mut pass).await?;
         self.reconcile_static_pools(api, &mut pass).await?;
         self.reconcile_interruptions(api, &mut pass).await?;

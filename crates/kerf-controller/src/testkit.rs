@@ -11,13 +11,16 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::ec2nodeclass::{
+    CONDITION_READY, CONDITION_SUBNETS_READY, EC2NodeClassStatus, READY_DEPENDS_ON, SubnetStatus,
+};
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::nodepool::{NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, TemplateMetadata};
 use kerf_api::{
     EC2NodeClass, NodeClaim, NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues, Operator, Quantity,
     ResourceList, Taint, TaintEffect, labels,
 };
-use kerf_cloud::{CloudError, CloudProvider, ManualClock, Timestamp};
+use kerf_cloud::{CloudError, CloudProvider, ManualClock, NodeClassResolution, Timestamp};
 use kerf_scheduling::{InstanceType, Offering, Requirements};
 
 use crate::manager::{Manager, Options};
@@ -220,6 +223,10 @@ struct CloudInner {
     instances: BTreeMap<String, NodeClaim>,
     launched: u64,
     deleted: Vec<String>,
+    /// When set, node classes resolve with no subnets: (the SubnetsReady message).
+    no_subnets: Option<String>,
+    /// Errors to return from the next node class resolutions.
+    fail_resolve: Vec<CloudError>,
 }
 
 /// A cloud that launches the cheapest available offering a claim allows.
@@ -278,6 +285,15 @@ impl FakeCloud {
             .flat_map(|t| t.offerings.iter().map(|o| (t.name.clone(), o.zone.clone(), o.capacity_type.clone())))
             .collect();
         if unavailable { inner.unavailable.extend(all) } else { inner.unavailable.clear() }
+    }
+
+    /// Node classes resolve with no subnets (not Ready, with this message), or normally again.
+    pub fn no_subnets(&self, message: Option<&str>) {
+        self.inner.lock().unwrap().no_subnets = message.map(str::to_string);
+    }
+
+    pub fn fail_next_resolve(&self, e: CloudError) {
+        self.inner.lock().unwrap().fail_resolve.push(e);
     }
 
     pub fn fail_next(&self, e: CloudError) {
@@ -398,6 +414,29 @@ impl CloudProvider for FakeCloud {
         Ok(Self::types_now(&self.inner.lock().unwrap()))
     }
 
+    async fn resolve_node_class(&self, _: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {
+        let mut inner = self.inner.lock().unwrap();
+        if !inner.fail_resolve.is_empty() {
+            return Err(inner.fail_resolve.remove(0));
+        }
+        let status = match &inner.no_subnets {
+            None => ready_status(),
+            Some(message) => {
+                let mut status = ready_status();
+                for c in &mut status.conditions {
+                    if c.type_ == CONDITION_SUBNETS_READY || c.type_ == CONDITION_READY {
+                        c.status = "False".into();
+                        c.reason = Some("SubnetsNotFound".into());
+                        c.message = Some(message.clone());
+                    }
+                }
+                status.subnets.clear();
+                status
+            }
+        };
+        Ok(NodeClassResolution { status, recheck_after: None })
+    }
+
     async fn is_drifted(&self, _: &NodeClaim, _: Option<&EC2NodeClass>) -> Result<Option<String>, CloudError> {
         Ok(None)
     }
@@ -418,6 +457,48 @@ fn claim_stub(name: &str) -> NodeClaim {
         .unwrap(),
         status: None,
     }
+}
+
+/// The status of a node class the fake cloud resolved: one subnet, every condition True.
+pub fn ready_status() -> EC2NodeClassStatus {
+    let condition = |t: &str| kerf_api::Condition {
+        type_: t.to_string(),
+        status: "True".into(),
+        reason: Some(t.to_string()),
+        message: None,
+        last_transition_time: None,
+        observed_generation: None,
+    };
+    EC2NodeClassStatus {
+        subnets: vec![SubnetStatus { id: "subnet-a".into(), zone: "test-zone-a".into(), zone_id: None }],
+        conditions: READY_DEPENDS_ON.iter().chain([&CONDITION_READY]).map(|t| condition(t)).collect(),
+        ..Default::default()
+    }
+}
+
+/// An EC2NodeClass as a user writes it (no status).
+pub fn node_class(name: &str) -> EC2NodeClass {
+    let mut class: EC2NodeClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": {
+            "role": "r",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+            "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
+        }
+    }))
+    .unwrap();
+    class.status = None;
+    class
+}
+
+/// An EC2NodeClass the fake cloud has resolved: Ready.
+pub fn ready_node_class(name: &str) -> EC2NodeClass {
+    let mut class = node_class(name);
+    class.status = Some(ready_status());
+    class
 }
 
 pub fn node_pool(name: &str) -> NodePool {
@@ -538,6 +619,8 @@ impl Harness {
         let api = TestApi::default();
         api.set_now(t0());
         let mgr = Manager::new(cloud.clone(), Options { seed: 42, ..Options::default() });
+        // The node class every pool here refers to, already resolved and Ready.
+        api.put(ready_node_class("default"));
         Harness { api, cloud, mgr, now: t0(), last_wake: None }
     }
 

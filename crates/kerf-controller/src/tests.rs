@@ -389,6 +389,7 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
 
     let cloud = small_and_large();
     let mut mgr = crate::Manager::new(cloud.clone(), crate::Options::default());
+    mgr.observe(&WatchEvent::Applied(ready_node_class("default").into_any()));
     let pool = node_pool("default");
     mgr.observe(&WatchEvent::Applied(pool.clone().into_any()));
     let mut c = claim("default-aaaaa", vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["large", "small"])]);
@@ -426,6 +427,7 @@ fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
     use kerf_api::cluster::{Object, WatchEvent};
 
     let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
+    mgr.observe(&WatchEvent::Applied(ready_node_class("default").into_any()));
     mgr.observe(&WatchEvent::Applied(node_pool("default").into_any()));
     let mut fixed = node_pool("fixed");
     fixed.spec.replicas = Some(2);
@@ -458,6 +460,7 @@ fn scheduling_input_carries_namespace_labels_with_metadata_name() {
     use kerf_api::cluster::{Object, WatchEvent};
 
     let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
+    mgr.observe(&WatchEvent::Applied(ready_node_class("default").into_any()));
     mgr.observe(&WatchEvent::Applied(node_pool("default").into_any()));
     let shop = Namespace {
         metadata: ObjectMeta {
