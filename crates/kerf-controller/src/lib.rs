@@ -5,7 +5,8 @@
 //! [`Manager`] runs them: feed it every watch event with [`Manager::observe`], then call
 //! [`Manager::reconcile`] with the current time; it answers when it must run again.
 //!
-//! One reconcile runs, in order:
+//! One reconcile runs each reconciler ([`Reconciler`]) in turn, in this order; each has its own
+//! error policy (see [`runtime`]): one that fails is retried with backoff, the others go on.
 //! 0. Node classes: the cloud provider resolves new or changed EC2NodeClasses and their status
 //!    (Karpenter's conditions, `Ready` over them) is written. A NodePool whose node class is
 //!    missing or not Ready launches nothing; its pods and its `NodeClassReady` condition say why.
@@ -32,6 +33,7 @@ pub mod manager;
 mod nodeclass;
 mod nodepool;
 mod provisioner;
+pub mod runtime;
 pub mod state;
 mod termination;
 mod util;
@@ -40,6 +42,7 @@ pub use disruption::DisruptionRecord;
 pub use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 pub use kerf_cloud::{Clock, Timestamp};
 pub use manager::{ControllerError, Manager, Options};
+pub use runtime::{Health, Reconciler};
 pub use state::{ClusterState, ObjectKey};
 
 #[cfg(test)]

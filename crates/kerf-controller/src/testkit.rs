@@ -49,6 +49,8 @@ struct Faults {
     fail_writes: Vec<ApiError>,
     /// resourceVersions whose watch events are withheld (the watch has not caught up yet).
     unseen: BTreeSet<String>,
+    /// Every write (create, update, update_status) of this kind fails with this error.
+    fail_kind: Option<(&'static str, ApiError)>,
 }
 
 /// The controllers' view of kerf's one in-memory API server ([`SimCluster`]), with faults a
@@ -109,6 +111,12 @@ impl TestApi {
         self.faults().fail_writes.push(e);
     }
 
+    /// Makes every write of kind `K` fail with `e` (the API server is broken for it), or
+    /// succeed again (`None`).
+    pub fn fail_writes_of<K: Object>(&self, e: Option<ApiError>) {
+        self.faults().fail_kind = e.map(|e| (K::KIND, e));
+    }
+
     pub fn writes(&self) -> usize {
         self.faults().writes
     }
@@ -157,9 +165,14 @@ impl TestApi {
     }
 
     /// Counts a controller write; the injected error for it, if any.
-    fn write_fault(&self) -> Result<(), ApiError> {
+    fn write_fault<K: Object>(&self) -> Result<(), ApiError> {
         let mut faults = self.faults();
         faults.writes += 1;
+        if let Some((kind, e)) = &faults.fail_kind
+            && *kind == K::KIND
+        {
+            return Err(e.clone());
+        }
         if faults.fail_writes.is_empty() { Ok(()) } else { Err(faults.fail_writes.remove(0)) }
     }
 }
@@ -177,6 +190,11 @@ impl ClusterApi for TestApi {
         {
             let mut faults = self.faults();
             faults.writes += 1;
+            if let Some((kind, e)) = &faults.fail_kind
+                && *kind == K::KIND
+            {
+                return Err(e.clone());
+            }
             if let Some((kind, message)) = &faults.reject_creates
                 && *kind == K::KIND
             {
@@ -188,12 +206,12 @@ impl ClusterApi for TestApi {
     }
 
     async fn update<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        self.write_fault()?;
+        self.write_fault::<K>()?;
         self.cluster.update(obj).await
     }
 
     async fn update_status<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        self.write_fault()?;
+        self.write_fault::<K>()?;
         self.cluster.update_status(obj).await
     }
 
@@ -612,6 +630,10 @@ pub struct Harness {
     pub mgr: Manager<FakeCloud>,
     pub now: Timestamp,
     pub last_wake: Option<Timestamp>,
+    /// Reconciler failures are expected (else a failure fails the test).
+    pub tolerate_errors: bool,
+    /// The failures seen: reconciler and error.
+    pub errors: Vec<(crate::Reconciler, String)>,
 }
 
 impl Harness {
@@ -621,7 +643,7 @@ impl Harness {
         let mgr = Manager::new(cloud.clone(), Options { seed: 42, ..Options::default() });
         // The node class every pool here refers to, already resolved and Ready.
         api.put(ready_node_class("default"));
-        Harness { api, cloud, mgr, now: t0(), last_wake: None }
+        Harness { api, cloud, mgr, now: t0(), last_wake: None, tolerate_errors: false, errors: Vec::new() }
     }
 
     /// Delivers pending watch events and reconciles until nothing more changes at `now`.
@@ -631,7 +653,10 @@ impl Harness {
             for e in &events {
                 self.mgr.observe(e);
             }
-            let wake = block_on(self.mgr.reconcile(&self.api, self.now)).expect("reconcile");
+            let wake = block_on(self.mgr.reconcile(&self.api, self.now));
+            let errors = self.mgr.take_errors();
+            assert!(self.tolerate_errors || errors.is_empty(), "reconcilers failed: {errors:?}");
+            self.errors.extend(errors.into_iter().map(|(r, e)| (r, e.to_string())));
             self.last_wake = wake;
             if !self.api.has_pending_watch() {
                 return wake;

@@ -628,3 +628,39 @@ fn garbage_collection_deletes_a_launched_claim_whose_instance_is_gone() {
     h.advance_to(at(2 * 60));
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none(), "claim garbage collected");
 }
+
+// ---- the reconciler runtime ----
+
+#[test]
+fn an_api_error_in_one_reconciler_leaves_the_others_working() {
+    use crate::Reconciler;
+    let mut h = Harness::new(small_and_large());
+    h.tolerate_errors = true;
+    // The API server fails every NodePool write: only the NodePool status reconciler writes them.
+    h.api.fail_writes_of::<NodePool>(Some(crate::ApiError::Other("etcdserver: request timed out".into())));
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "1"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert!(!h.errors.is_empty());
+    assert!(h.errors.iter().all(|(r, _)| *r == Reconciler::NodePoolStatus), "{:?}", h.errors);
+    let health = h.mgr.health(Reconciler::NodePoolStatus).clone();
+    assert!(health.failures >= 1 && health.retry_at.is_some(), "{health:?}");
+    assert!(health.last_error.unwrap().contains("etcdserver: request timed out"));
+
+    // Provisioning and the NodeClaim lifecycle went on: the pod's claim is created and launched.
+    let claims = h.claims();
+    assert_eq!(claims.len(), 1);
+    assert!(claims[0].is_condition_true(CONDITION_LAUNCHED));
+    assert_eq!(h.events("Nominated").len(), 1);
+    kubelet_joins(&h.api, claims[0].name(), "n1", true);
+    h.settle();
+    assert!(h.api.one::<NodeClaim>(None, claims[0].name()).unwrap().is_condition_true(CONDITION_INITIALIZED));
+
+    // The API recovers: the failed reconciler's retry writes the status and it is healthy again.
+    h.api.fail_writes_of::<NodePool>(None);
+    h.advance(Duration::from_secs(10 * 60));
+    let pool: NodePool = h.api.one(None, "default").unwrap();
+    assert_eq!(pool.status.unwrap().nodes, Some(1));
+    assert_eq!(h.mgr.health(Reconciler::NodePoolStatus), &crate::Health::default());
+}
