@@ -14,6 +14,24 @@ pub const API_VERSION: &str = "karpenter.k8s.aws/v1";
 pub const KIND: &str = "EC2NodeClass";
 pub const GROUP: &str = "karpenter.k8s.aws";
 
+// Condition types of an EC2NodeClass's status (Karpenter's). `Ready` is True when every one of
+// [`READY_DEPENDS_ON`] is (see [`crate::shared::root_condition`]).
+pub const CONDITION_READY: &str = "Ready";
+pub const CONDITION_SUBNETS_READY: &str = "SubnetsReady";
+pub const CONDITION_SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
+pub const CONDITION_AMIS_READY: &str = "AMIsReady";
+pub const CONDITION_INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
+pub const CONDITION_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
+
+/// The conditions `Ready` depends on, in the (alphabetical) order they are listed.
+pub const READY_DEPENDS_ON: [&str; 5] = [
+    CONDITION_AMIS_READY,
+    CONDITION_INSTANCE_PROFILE_READY,
+    CONDITION_SECURITY_GROUPS_READY,
+    CONDITION_SUBNETS_READY,
+    CONDITION_VALIDATION_SUCCEEDED,
+];
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EC2NodeClass {
@@ -422,5 +440,23 @@ pub struct AmiStatus {
 impl EC2NodeClass {
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or("")
+    }
+
+    /// Why instances cannot be launched with this node class yet: its `Ready` condition's
+    /// message (or reason) when that is not True, `awaiting reconciliation` when it has none.
+    /// `None` when it is Ready.
+    pub fn not_ready(&self) -> Option<String> {
+        let ready = self.status.as_ref().and_then(|s| crate::shared::find_condition(&s.conditions, CONDITION_READY));
+        match ready {
+            Some(c) if c.is_true() => None,
+            Some(c) => Some(
+                c.message
+                    .clone()
+                    .filter(|m| !m.is_empty())
+                    .or_else(|| c.reason.clone())
+                    .unwrap_or_else(|| format!("condition Ready is {}", c.status)),
+            ),
+            None => Some("awaiting reconciliation".to_string()),
+        }
     }
 }

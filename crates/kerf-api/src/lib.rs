@@ -1,9 +1,11 @@
 //! kerf's API layer: the Karpenter v1 resource types, the well-known labels, annotations and
-//! taints, Kubernetes quantities and resource lists, Go durations, and validation.
+//! taints, Kubernetes quantities and resource lists, Go durations, validation, and the cluster API
+//! the controllers speak (`cluster`).
 //!
 //! This crate does no I/O.
 
 pub mod budget;
+pub mod cluster;
 pub mod convert;
 pub mod crd;
 pub mod crd_rules;

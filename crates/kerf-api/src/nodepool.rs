@@ -13,6 +13,11 @@ use crate::shared::{Condition, NodeClassReference, NodeSelectorRequirementWithMi
 pub const API_VERSION: &str = "karpenter.sh/v1";
 pub const KIND: &str = "NodePool";
 
+// Condition types of a NodePool's status (Karpenter's).
+pub const CONDITION_READY: &str = "Ready";
+/// Its node class exists and is Ready (Karpenter provisions only with Ready pools).
+pub const CONDITION_NODE_CLASS_READY: &str = "NodeClassReady";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodePool {

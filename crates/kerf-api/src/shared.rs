@@ -197,6 +197,34 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut cond: Condition) {
     }
 }
 
+/// The root condition (`Ready`) over its dependents: True when every dependent is True; else
+/// the first False one's status, reason and message (in `dependents` order), else the first one
+/// that is Unknown or missing. The caller stamps time and generation.
+pub fn root_condition(conditions: &[Condition], type_: &str, dependents: &[&str]) -> Condition {
+    let of = |t: &str| find_condition(conditions, t);
+    let pick = dependents
+        .iter()
+        .find(|t| of(t).is_some_and(|c| c.status == "False"))
+        .or_else(|| dependents.iter().find(|t| of(t).is_none_or(|c| c.status != "True")));
+    let (status, reason, message) = match pick {
+        None => ("True".to_string(), Some(type_.to_string()), None),
+        Some(t) => match of(t) {
+            Some(c) => (c.status.clone(), c.reason.clone(), c.message.clone()),
+            None => {
+                ("Unknown".to_string(), Some("AwaitingReconciliation".to_string()), Some(format!("{t} is unknown")))
+            }
+        },
+    };
+    Condition {
+        type_: type_.to_string(),
+        status,
+        reason,
+        message,
+        last_transition_time: None,
+        observed_generation: None,
+    }
+}
+
 /// Schema for embedded object metadata: CRDs only declare it as an object.
 pub(crate) fn object_meta_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "object"})

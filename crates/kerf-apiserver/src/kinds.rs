@@ -8,8 +8,8 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
+use kerf_api::cluster::{AnyObject, Object};
 use kerf_api::{EC2NodeClass, FieldError, NodeClaim, NodePool, crd};
-use kerf_controller::{AnyObject, Object};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -107,21 +107,41 @@ macro_rules! kind {
     };
 }
 
+/// A kind the store keeps as a Rust type: group, version, kind, plural and scope come from its
+/// [`Object`] implementation (one home for them).
+macro_rules! typed_kind {
+    ($ty:ty, $singular:expr, [$($short:expr),*], [$($cat:expr),*], status: $status:expr, scale: $scale:expr, $typed:expr) => {
+        kind!(
+            <$ty as Object>::GROUP,
+            <$ty as Object>::VERSION,
+            <$ty as Object>::KIND,
+            <$ty as Object>::PLURAL,
+            $singular,
+            <$ty as Object>::NAMESPACED,
+            [$($short),*],
+            [$($cat),*],
+            status: $status,
+            scale: $scale,
+            $typed
+        )
+    };
+}
+
 /// Every kind served, in discovery order.
 pub static KINDS: &[ResourceKind] = &[
-    kind!("", "v1", "Pod", "pods", "pod", true, ["po"], ["all"], status: true, scale: false, typed::<Pod>()),
-    kind!("", "v1", "Node", "nodes", "node", false, ["no"], [], status: true, scale: false, typed::<Node>()),
-    kind!("", "v1", "Namespace", "namespaces", "namespace", false, ["ns"], [], status: true, scale: false, typed::<Namespace>()),
-    kind!("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true, ["pvc"], [], status: true, scale: false, typed::<PersistentVolumeClaim>()),
-    kind!("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", false, ["pv"], [], status: true, scale: false, typed::<PersistentVolume>()),
+    typed_kind!(Pod, "pod", ["po"], ["all"], status: true, scale: false, typed::<Pod>()),
+    typed_kind!(Node, "node", ["no"], [], status: true, scale: false, typed::<Node>()),
+    typed_kind!(Namespace, "namespace", ["ns"], [], status: true, scale: false, typed::<Namespace>()),
+    typed_kind!(PersistentVolumeClaim, "persistentvolumeclaim", ["pvc"], [], status: true, scale: false, typed::<PersistentVolumeClaim>()),
+    typed_kind!(PersistentVolume, "persistentvolume", ["pv"], [], status: true, scale: false, typed::<PersistentVolume>()),
     kind!("", "v1", "Event", "events", "event", true, ["ev"], [], status: false, scale: false, None),
     kind!("apps", "v1", "Deployment", "deployments", "deployment", true, ["deploy"], ["all"], status: true, scale: true, None),
     kind!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, ["rs"], ["all"], status: true, scale: true, None),
-    kind!("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true, ["ds"], ["all"], status: true, scale: false, typed::<DaemonSet>()),
-    kind!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", true, ["pdb"], [], status: true, scale: false, typed::<PodDisruptionBudget>()),
-    kind!("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", false, ["sc"], [], status: false, scale: false, typed::<StorageClass>()),
-    kind!("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", false, ["pc"], [], status: false, scale: false, typed::<PriorityClass>()),
-    kind!("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", "runtimeclass", false, [], [], status: false, scale: false, typed::<RuntimeClass>()),
+    typed_kind!(DaemonSet, "daemonset", ["ds"], ["all"], status: true, scale: false, typed::<DaemonSet>()),
+    typed_kind!(PodDisruptionBudget, "poddisruptionbudget", ["pdb"], [], status: true, scale: false, typed::<PodDisruptionBudget>()),
+    typed_kind!(StorageClass, "storageclass", ["sc"], [], status: false, scale: false, typed::<StorageClass>()),
+    typed_kind!(PriorityClass, "priorityclass", ["pc"], [], status: false, scale: false, typed::<PriorityClass>()),
+    typed_kind!(RuntimeClass, "runtimeclass", [], [], status: false, scale: false, typed::<RuntimeClass>()),
     kind!("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, [], [], status: false, scale: false, None),
     crd_kind(&crd::NODE_POOL, typed_with::<NodePool>(node_pool_rules)),
     crd_kind(&crd::NODE_CLAIM, typed_with::<NodeClaim>(node_claim_rules)),

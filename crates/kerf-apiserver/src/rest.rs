@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use kerf_api::FieldError;
-use kerf_controller::ApiError;
+use kerf_api::cluster::ApiError;
 use serde_json::{Value, json};
 
 use crate::cluster::{ChangeType, Expired, Mode, Preconditions, SimCluster};

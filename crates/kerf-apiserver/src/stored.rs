@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kerf_controller::AnyObject;
+use kerf_api::cluster::AnyObject;
 use serde_json::{Map, Value};
 
 use crate::kinds::ResourceKind;

@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_scheduling::InstanceType;
 
@@ -98,6 +99,18 @@ pub struct InterruptionNotice {
     pub terminates_at: Option<crate::Timestamp>,
 }
 
+/// What a node class resolved to in the cloud.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeClassResolution {
+    /// The node class's new status: what its selector terms found (subnets, security groups,
+    /// AMIs, instance profile) and Karpenter's conditions (`SubnetsReady`, `SecurityGroupsReady`,
+    /// `AMIsReady`, `InstanceProfileReady`, `ValidationSucceeded`, and `Ready` over them).
+    pub status: EC2NodeClassStatus,
+    /// When to resolve it again although it did not change (what it selects may change in the
+    /// cloud; a call that failed should be retried). `None`: only when it changes.
+    pub recheck_after: Option<std::time::Duration>,
+}
+
 /// A cloud that can launch and remove machines for NodeClaims.
 ///
 /// Methods are async because real clouds are remote; the simulated provider answers at once.
@@ -124,6 +137,14 @@ pub trait CloudProvider: Send + Sync {
         node_pool: &NodePool,
         node_class: Option<&EC2NodeClass>,
     ) -> impl Future<Output = Result<Vec<Arc<InstanceType>>, CloudError>> + Send;
+
+    /// Resolves what the node class selects and says whether instances can be launched with it
+    /// (its `Ready` condition). Launches for the node class use what was resolved here. Parts
+    /// the cloud could not be asked about read `Unknown`; `Err` only when nothing could be done.
+    fn resolve_node_class(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> impl Future<Output = Result<NodeClassResolution, CloudError>> + Send;
 
     /// Why the claim's instance no longer matches its node class, if it does not.
     fn is_drifted(

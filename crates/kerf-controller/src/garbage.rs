@@ -11,9 +11,9 @@ use std::time::Duration;
 use kerf_api::NodeClaim;
 use kerf_cloud::{CloudError, CloudProvider};
 
-use crate::api::ClusterApi;
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::util;
+use kerf_api::cluster::ClusterApi;
 
 /// How often the cloud's instances are compared with the claims (Karpenter: 2 minutes).
 pub(crate) const GC_INTERVAL: Duration = Duration::from_secs(120);

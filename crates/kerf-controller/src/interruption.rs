@@ -6,9 +6,9 @@
 
 use kerf_cloud::CloudProvider;
 
-use crate::api::{ClusterApi, EventRecord};
 use crate::disruption::{Command, Reason};
 use crate::manager::{ControllerError, Manager, Pass};
+use kerf_api::cluster::{ClusterApi, EventRecord};
 
 impl<P: CloudProvider> Manager<P> {
     pub(crate) async fn reconcile_interruptions<C: ClusterApi>(

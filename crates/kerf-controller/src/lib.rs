@@ -1,11 +1,15 @@
-//! kerf's controllers. They reach the cluster only through the [`ClusterApi`] trait and read
-//! time only from the `now` they are given, so the same code runs in a cluster and in the
-//! simulator.
+//! kerf's controllers. They reach the cluster only through the [`ClusterApi`] trait (defined in
+//! `kerf_api::cluster`, re-exported here) and read time only from the `now` they are given, so
+//! the same code runs in a cluster and in the simulator.
 //!
 //! [`Manager`] runs them: feed it every watch event with [`Manager::observe`], then call
 //! [`Manager::reconcile`] with the current time; it answers when it must run again.
 //!
-//! One reconcile runs, in order:
+//! One reconcile runs each reconciler ([`Reconciler`]) in turn, in this order; each has its own
+//! error policy (see [`runtime`]): one that fails is retried with backoff, the others go on.
+//! 0. Node classes: the cloud provider resolves new or changed EC2NodeClasses and their status
+//!    (Karpenter's conditions, `Ready` over them) is written. A NodePool whose node class is
+//!    missing or not Ready launches nothing; its pods and its `NodeClassReady` condition say why.
 //! 1. NodeClaims of deleted NodePools are deleted; NodePools with `spec.replicas` get exactly
 //!    that many NodeClaims.
 //! 2. The provisioner: pods kube-scheduler marked unschedulable are batched (a window closes
@@ -21,24 +25,28 @@
 //!    kerf's `Unfit`; spot interruption notices are acted on before provisioning.
 //! 7. NodePool status: resources, node count, Ready.
 
-pub mod api;
 pub mod disruption;
 mod garbage;
 mod interruption;
 mod lifecycle;
 pub mod manager;
+mod nodeclass;
 mod nodepool;
 mod provisioner;
+pub mod runtime;
 pub mod state;
 mod termination;
 mod util;
 
-pub use api::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 pub use disruption::DisruptionRecord;
+pub use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 pub use kerf_cloud::{Clock, Timestamp};
 pub use manager::{ControllerError, Manager, Options};
+pub use runtime::{Health, Reconciler};
 pub use state::{ClusterState, ObjectKey};
 
+#[cfg(test)]
+mod nodeclass_tests;
 #[cfg(test)]
 mod provisioning_tests;
 #[cfg(test)]

@@ -10,9 +10,9 @@ use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
-use crate::api::{ClusterApi, EventRecord, Object};
 use crate::manager::{ControllerError, LAUNCH_RETRY_AFTER, Manager, Pass};
 use crate::util;
+use kerf_api::cluster::{ClusterApi, EventRecord, Object};
 
 /// Taints the kubelet or node lifecycle controller put on a node that is not ready yet.
 const EPHEMERAL_TAINTS: &[&str] = &[

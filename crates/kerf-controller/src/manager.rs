@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
-use crate::api::{AnyObject, ApiError, ClusterApi, WatchEvent};
+use crate::runtime::{Health, Reconciler, Runtime};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util::{self, SplitMix64};
+use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, WatchEvent};
 
 /// Tunables of the controllers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,11 +187,16 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) generation: u64,
     /// When garbage collection runs next.
     pub(crate) gc_at: Option<Timestamp>,
+    /// The node class status controller's memory.
+    pub(crate) resolved: crate::nodeclass::Resolved,
+    /// Each reconciler's error policy.
+    runtime: Runtime,
 }
 
 impl<P: CloudProvider> Manager<P> {
     pub fn new(cloud: P, options: Options) -> Self {
         let rng = SplitMix64::new(options.seed);
+        let runtime = Runtime::new(options.seed);
         Manager {
             cloud,
             options,
@@ -208,13 +214,15 @@ impl<P: CloudProvider> Manager<P> {
             pod_event_nodes: BTreeSet::new(),
             generation: 0,
             gc_at: None,
+            resolved: Default::default(),
+            runtime,
         }
     }
 
     /// Feed every watch event (in order) before calling [`Manager::reconcile`].
     pub fn observe(&mut self, event: &WatchEvent) {
         let (WatchEvent::Applied(obj) | WatchEvent::Deleted(obj)) = event;
-        if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::NodePool(_)) {
+        if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::NodePool(_) | AnyObject::EC2NodeClass(_)) {
             self.pool_status_stale = true;
         }
         self.generation += 1;
@@ -239,9 +247,13 @@ impl<P: CloudProvider> Manager<P> {
                 // writes (kerf's own included) do not.
                 let spec_changed = match obj {
                     AnyObject::NodePool(p) => self.state.node_pool(p.name()).is_none_or(|old| old.spec != p.spec),
+                    // ... and so does a node class becoming Ready (or no longer).
                     AnyObject::EC2NodeClass(c) => {
                         let name = c.metadata.name.as_deref().unwrap_or_default();
-                        self.state.node_classes().get(name).is_none_or(|old| old.spec != c.spec)
+                        self.state
+                            .node_classes()
+                            .get(name)
+                            .is_none_or(|old| old.spec != c.spec || old.not_ready() != c.not_ready())
                     }
                     _ => false,
                 };
@@ -288,27 +300,66 @@ impl<P: CloudProvider> Manager<P> {
         }
     }
 
-    /// Runs every controller once at `now`; returns the earliest time it must run again even if
-    /// nothing changes (`None`: only on change).
-    pub async fn reconcile<C: ClusterApi>(
-        &mut self,
-        api: &C,
-        now: Timestamp,
-    ) -> Result<Option<Timestamp>, ControllerError> {
-        let mut pass = Pass { now, wake: None };
+    /// Runs each reconciler once at `now` (those waiting out an error backoff excepted); returns
+    /// the earliest time any must run again even if nothing changes (`None`: only on change).
+    /// A reconciler that fails is logged and retried with backoff while the others go on; the
+    /// failures are handed out by [`Manager::take_errors`].
+    pub async fn reconcile<C: ClusterApi>(&mut self, api: &C, now: Timestamp) -> Option<Timestamp> {
         for node in std::mem::take(&mut self.pod_event_nodes) {
             self.last_pod_event.insert(node, now);
         }
-        self.delete_claims_of_deleted_pools(api, &mut pass).await?;
-        self.reconcile_static_pools(api, &mut pass).await?;
-        self.reconcile_interruptions(api, &mut pass).await?;
-        self.provision(api, &mut pass).await?;
-        self.reconcile_claims(api, &mut pass).await?;
-        self.reconcile_node_termination(api, &mut pass).await?;
-        self.garbage_collect(api, &mut pass).await?;
-        self.reconcile_disruption(api, &mut pass).await?;
-        self.reconcile_pool_status(api, &mut pass).await?;
-        Ok(pass.wake)
+        let mut wake = None;
+        for r in Reconciler::ALL {
+            if let Some(at) = self.runtime.backing_off(r, now) {
+                wake = util::earliest(wake, Some(at));
+                continue;
+            }
+            let mut pass = Pass { now, wake: None };
+            let result = self.run(r, api, &mut pass).await;
+            wake = util::earliest(wake, pass.wake);
+            match result {
+                Ok(()) => self.runtime.succeeded(r),
+                Err(e) => wake = util::earliest(wake, Some(self.runtime.failed(r, e, now))),
+            }
+        }
+        wake
+    }
+
+    async fn run<C: ClusterApi>(&mut self, r: Reconciler, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
+        match r {
+            Reconciler::NodeClassStatus => self.reconcile_node_classes(api, pass).await,
+            Reconciler::NodePool => {
+                // Pools whose claims are not all deleted yet are tried again on the retry.
+                let deleted = self.deleted_pools.clone();
+                if let Err(e) = self.delete_claims_of_deleted_pools(api, pass).await {
+                    self.deleted_pools.extend(deleted);
+                    return Err(e);
+                }
+                self.reconcile_static_pools(api, pass).await
+            }
+            Reconciler::Interruption => self.reconcile_interruptions(api, pass).await,
+            Reconciler::Provisioning => self.provision(api, pass).await,
+            Reconciler::Lifecycle => self.reconcile_claims(api, pass).await,
+            Reconciler::Termination => self.reconcile_node_termination(api, pass).await,
+            Reconciler::GarbageCollection => self.garbage_collect(api, pass).await,
+            Reconciler::Disruption => self.reconcile_disruption(api, pass).await,
+            Reconciler::NodePoolStatus => {
+                let r = self.reconcile_pool_status(api, pass).await;
+                // Statuses not written are written on the retry.
+                self.pool_status_stale |= r.is_err();
+                r
+            }
+        }
+    }
+
+    /// The reconcilers that failed since the last call, with their errors, oldest first.
+    pub fn take_errors(&mut self) -> Vec<(Reconciler, ControllerError)> {
+        self.runtime.take_errors()
+    }
+
+    /// A reconciler's health: failures in a row, when it runs again, its last error.
+    pub fn health(&self, r: Reconciler) -> &Health {
+        self.runtime.health(r)
     }
 
     /// Every node kerf disrupted (or is disrupting), in decision order.

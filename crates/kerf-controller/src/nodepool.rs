@@ -4,16 +4,16 @@
 use std::collections::BTreeMap;
 
 use kerf_api::nodeclaim::{CONDITION_INITIALIZED, CONDITION_LAUNCHED};
-use kerf_api::nodepool::NodePoolStatus;
+use kerf_api::nodepool::{CONDITION_NODE_CLASS_READY, CONDITION_READY, NodePoolStatus};
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, NodePool, Operator, ResourceList, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::Requirements;
 
-use crate::api::{ClusterApi, Object};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::first_five;
 use crate::util;
+use kerf_api::cluster::{ClusterApi, Object};
 
 /// Which of a static pool's claims to remove first: ones that have not launched, then ones not
 /// initialized, then those with the fewest pods, newest name last as a tie-break.
@@ -65,6 +65,12 @@ impl<P: CloudProvider> Manager<P> {
                     tracing::info!(NodePool = %pool.name(), NodeClaim = %name, replicas = want, "deleting nodeclaim: above the pool's replicas");
                     pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
                 }
+            }
+            if have < want
+                && let Some(problem) = crate::nodeclass::node_class_problem(&self.state, &pool)
+            {
+                tracing::debug!(NodePool = %pool.name(), reason = %problem.message, "not creating nodeclaims");
+                continue;
             }
             // For the log: the types a claim of this pool may become, cheapest first.
             let types = if have < want {
@@ -162,10 +168,17 @@ impl<P: CloudProvider> Manager<P> {
             let mut status: NodePoolStatus = pool.status.clone().unwrap_or_default();
             status.resources = resources;
             status.nodes = Some(nodes);
-            let ready = match self.pool_errors.get(pool.name()) {
-                Some(err) => util::condition("Ready", false, "NodeClassNotReady", err, pass.now),
-                None => util::condition("Ready", true, "Ready", "", pass.now),
+            let problem = crate::nodeclass::node_class_problem(&self.state, &pool);
+            let class_ready = match &problem {
+                Some(p) => util::condition(CONDITION_NODE_CLASS_READY, false, p.reason, &p.message, pass.now),
+                None => util::condition(CONDITION_NODE_CLASS_READY, true, CONDITION_NODE_CLASS_READY, "", pass.now),
             };
+            let ready = match (&problem, self.pool_errors.get(pool.name())) {
+                (Some(p), _) => util::condition(CONDITION_READY, false, p.reason, &p.message, pass.now),
+                (None, Some(err)) => util::condition(CONDITION_READY, false, "NodeClassNotReady", err, pass.now),
+                (None, None) => util::condition(CONDITION_READY, true, CONDITION_READY, "", pass.now),
+            };
+            set_condition(&mut status.conditions, class_ready);
             set_condition(&mut status.conditions, ready);
             if pool.status.as_ref() == Some(&status) {
                 continue;

@@ -13,10 +13,10 @@ use kerf_scheduling::{
     ExistingNode, InstanceType, NewNodeClaim, NodePoolInput, Requirements, SchedulingInput, SchedulingResult,
 };
 
-use crate::api::{ApiError, ClusterApi, EventRecord, Object};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
+use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
 
 /// Runs the scheduling core.
 fn run_scheduler(input: &SchedulingInput) -> SchedulingResult {
@@ -216,10 +216,21 @@ impl<P: CloudProvider> Manager<P> {
     /// Builds the scheduling core's input from cluster state.
     pub(crate) fn scheduling_input(&self, pending: &[(ObjectKey, Arc<Pod>)], types: &TypesByPool) -> SchedulingInput {
         let state = &self.state;
+        // Pools that provision for pods; those that cannot now are named in explanations.
+        let mut unavailable_node_pools = BTreeMap::new();
+        for (name, pool) in state.node_pools() {
+            if pool.metadata.deletion_timestamp.is_some() || pool.spec.replicas.is_some() {
+                continue;
+            }
+            if let Some(why) = self.pool_unavailable(pool, types) {
+                unavailable_node_pools.insert(name.clone(), why);
+            }
+        }
         let node_pools = state
             .node_pools()
             .iter()
             .filter(|(_, p)| p.metadata.deletion_timestamp.is_none() && p.spec.replicas.is_none())
+            .filter(|(name, _)| !unavailable_node_pools.contains_key(*name))
             .filter_map(|(name, pool)| {
                 let its = types.get(name)?;
                 Some(NodePoolInput {
@@ -282,7 +293,20 @@ impl<P: CloudProvider> Manager<P> {
                 state.namespaces().values(),
                 state.pods().keys().map(|(ns, _)| ns.as_str()),
             ),
+            unavailable_node_pools,
         }
+    }
+
+    /// Why `pool` cannot launch anything now (Karpenter's NodeClassReady rule, or its instance
+    /// types could not be listed), if so.
+    pub(crate) fn pool_unavailable(&self, pool: &NodePool, types: &TypesByPool) -> Option<String> {
+        if let Some(problem) = crate::nodeclass::node_class_problem(&self.state, pool) {
+            return Some(problem.message);
+        }
+        if types.contains_key(pool.name()) {
+            return None;
+        }
+        Some(self.pool_errors.get(pool.name()).cloned().unwrap_or_else(|| "its instance types are unknown".to_string()))
     }
 
     /// Where each PersistentVolumeClaim's volume can be used: a bound claim's volume node

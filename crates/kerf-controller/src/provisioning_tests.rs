@@ -250,6 +250,9 @@ fn a_nodepool_whose_instance_types_cannot_be_listed_is_not_ready() {
         ) -> Result<Vec<Arc<kerf_scheduling::InstanceType>>, CloudError> {
             Err(CloudError::NodeClassNotReady("EC2NodeClass default not found".into()))
         }
+        async fn resolve_node_class(&self, c: &EC2NodeClass) -> Result<kerf_cloud::NodeClassResolution, CloudError> {
+            self.0.resolve_node_class(c).await
+        }
         async fn is_drifted(&self, _: &NodeClaim, _: Option<&EC2NodeClass>) -> Result<Option<String>, CloudError> {
             Ok(None)
         }
@@ -258,15 +261,18 @@ fn a_nodepool_whose_instance_types_cannot_be_listed_is_not_ready() {
         }
     }
 
-    let api = FakeApi::default();
+    let api = TestApi::default();
     let mut mgr = crate::Manager::new(NotReady::default(), crate::Options::default());
+    api.put(ready_node_class("default"));
     api.put(node_pool("default"));
     api.put(pending_pod("a", "1"));
     let mut run = |now| {
         for e in api.drain() {
             mgr.observe(&e);
         }
-        block_on(mgr.reconcile(&api, now)).unwrap()
+        let wake = block_on(mgr.reconcile(&api, now));
+        assert!(mgr.take_errors().is_empty());
+        wake
     };
     run(at(0));
     run(at(1));

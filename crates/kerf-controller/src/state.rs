@@ -12,8 +12,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
 
-use crate::api::{AnyObject, WatchEvent};
 use crate::util;
+use kerf_api::cluster::{AnyObject, WatchEvent};
 
 /// `(namespace, name)` of a namespaced object.
 pub type ObjectKey = (String, String);
@@ -359,8 +359,8 @@ impl ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Object;
     use k8s_openapi::api::core::v1::{NodeSpec, PodSpec};
+    use kerf_api::cluster::Object;
 
     fn pod(name: &str, node: Option<&str>, rv: &str) -> Pod {
         Pod {

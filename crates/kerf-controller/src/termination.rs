@@ -14,10 +14,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
-use crate::api::{ApiError, ClusterApi, EventRecord, Object};
 use crate::lifecycle::{has_finalizer, remove_finalizer};
 use crate::manager::{ControllerError, LAUNCH_RETRY_AFTER, Manager, Pass};
 use crate::util;
+use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
 
 /// How long before an eviction a PodDisruptionBudget refused is tried again.
 pub(crate) const EVICTION_RETRY_AFTER: Duration = Duration::from_secs(5);

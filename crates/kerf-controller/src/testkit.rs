@@ -1,5 +1,6 @@
-//! Test doubles: a minimal in-memory ClusterApi, a fake CloudProvider, and a harness that
-//! drives a Manager on a hand-moved clock.
+//! Test support: kerf's in-memory API server (kerf-apiserver's `SimCluster`) behind a thin
+//! fault-injecting `ClusterApi`, a fake CloudProvider, and a harness that drives a Manager on a
+//! hand-moved clock.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -9,19 +10,23 @@ use k8s_openapi::api::core::v1::{
     Container, Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodSpec, PodStatus, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::ec2nodeclass::{
+    CONDITION_READY, CONDITION_SUBNETS_READY, EC2NodeClassStatus, READY_DEPENDS_ON, SubnetStatus,
+};
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::nodepool::{NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, TemplateMetadata};
 use kerf_api::{
     EC2NodeClass, NodeClaim, NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues, Operator, Quantity,
     ResourceList, Taint, TaintEffect, labels,
 };
-use kerf_cloud::{CloudError, CloudProvider, Timestamp};
+use kerf_cloud::{CloudError, CloudProvider, ManualClock, NodeClassResolution, Timestamp};
 use kerf_scheduling::{InstanceType, Offering, Requirements};
 
-use crate::api::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 use crate::manager::{Manager, Options};
 use crate::util;
+use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object, WatchEvent};
+use kerf_apiserver::SimCluster;
 
 pub use kerf_cloud::block_on;
 
@@ -33,204 +38,194 @@ pub fn at(secs: i64) -> Timestamp {
     Timestamp::from_second(1_735_689_600 + secs).unwrap()
 }
 
-type Key = (&'static str, String, String);
-
-fn key_of(kind: &'static str, meta: &ObjectMeta) -> Key {
-    (kind, meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
-}
-
+/// Faults a test injects into the controllers' writes.
 #[derive(Default)]
-struct ApiInner {
-    objects: BTreeMap<Key, AnyObject>,
-    version: u64,
-    events: Vec<WatchEvent>,
-    recorded: Vec<EventRecord>,
-    now: Option<Timestamp>,
+struct Faults {
+    /// Writes the controllers made (create, update, update_status, delete).
     writes: usize,
     /// When set, creating an object of this kind fails validation with this message.
     reject_creates: Option<(&'static str, String)>,
     /// Errors for the next updates (update or update_status), in order.
     fail_writes: Vec<ApiError>,
+    /// resourceVersions whose watch events are withheld (the watch has not caught up yet).
+    unseen: BTreeSet<String>,
+    /// Every write (create, update, update_status) of this kind fails with this error.
+    fail_kind: Option<(&'static str, ApiError)>,
 }
 
-/// A minimal API server: uids, resourceVersions, conflicts, finalizers, deletionTimestamp.
-#[derive(Default, Clone)]
-pub struct FakeApi {
-    inner: Arc<Mutex<ApiInner>>,
+/// The controllers' view of kerf's one in-memory API server ([`SimCluster`]), with faults a
+/// test can inject into their writes. Other actors (kubelet, kube-scheduler, a user) write
+/// straight to the cluster through [`TestApi::put`].
+#[derive(Clone)]
+pub struct TestApi {
+    cluster: Arc<SimCluster>,
+    clock: ManualClock,
+    faults: Arc<Mutex<Faults>>,
 }
 
-impl FakeApi {
-    pub fn set_now(&self, now: Timestamp) {
-        self.inner.lock().unwrap().now = Some(now);
+impl Default for TestApi {
+    fn default() -> Self {
+        let clock = ManualClock::new();
+        clock.set(t0());
+        TestApi {
+            cluster: Arc::new(SimCluster::new(clock.clone(), 1)),
+            clock,
+            faults: Arc::new(Mutex::new(Faults::default())),
+        }
+    }
+}
+
+impl TestApi {
+    fn faults(&self) -> std::sync::MutexGuard<'_, Faults> {
+        self.faults.lock().unwrap()
     }
 
+    pub fn set_now(&self, now: Timestamp) {
+        self.clock.set(now);
+    }
+
+    /// The watch events since the last call, without those withheld by [`TestApi::put_unseen`].
     pub fn drain(&self) -> Vec<WatchEvent> {
-        std::mem::take(&mut self.inner.lock().unwrap().events)
+        let faults = self.faults();
+        let mut events = self.cluster.drain_watch();
+        events.retain(|e| {
+            let (WatchEvent::Applied(o) | WatchEvent::Deleted(o)) = e;
+            o.meta().resource_version.as_ref().is_none_or(|rv| !faults.unseen.contains(rv))
+        });
+        events
+    }
+
+    pub fn has_pending_watch(&self) -> bool {
+        self.cluster.has_pending_watch()
     }
 
     pub fn recorded(&self) -> Vec<EventRecord> {
-        self.inner.lock().unwrap().recorded.clone()
+        self.cluster.events().into_iter().map(|e| e.record).collect()
     }
 
     pub fn reject_creates<K: Object>(&self, message: &str) {
-        self.inner.lock().unwrap().reject_creates = Some((K::KIND, message.to_string()));
+        self.faults().reject_creates = Some((K::KIND, message.to_string()));
     }
 
     pub fn fail_next_write(&self, e: ApiError) {
-        self.inner.lock().unwrap().fail_writes.push(e);
+        self.faults().fail_writes.push(e);
+    }
+
+    /// Makes every write of kind `K` fail with `e` (the API server is broken for it), or
+    /// succeed again (`None`).
+    pub fn fail_writes_of<K: Object>(&self, e: Option<ApiError>) {
+        self.faults().fail_kind = e.map(|e| (K::KIND, e));
     }
 
     pub fn writes(&self) -> usize {
-        self.inner.lock().unwrap().writes
+        self.faults().writes
     }
 
     pub fn all<K: Object>(&self) -> Vec<K> {
-        let inner = self.inner.lock().unwrap();
-        inner.objects.values().filter_map(|o| K::from_any(o).cloned()).collect()
+        self.cluster.list_objs::<K>()
     }
 
     pub fn one<K: Object>(&self, ns: Option<&str>, name: &str) -> Option<K> {
-        let inner = self.inner.lock().unwrap();
-        inner
-            .objects
-            .get(&(K::KIND, ns.unwrap_or("").to_string(), name.to_string()))
-            .and_then(|o| K::from_any(o).cloned())
+        self.cluster.get_obj::<K>(ns, name)
     }
 
-    /// Writes an object as another actor would (kubelet, kube-scheduler, a user).
+    /// Writes a whole object as another actor would (kubelet, kube-scheduler, a user): creates
+    /// it, or replaces metadata, spec and status whatever resourceVersion it carries.
     pub fn put<K: Object>(&self, obj: K) -> K {
-        let mut inner = self.inner.lock().unwrap();
-        let mut obj = obj;
-        let key = key_of(K::KIND, obj.meta());
-        inner.version += 1;
-        let v = inner.version;
-        let now = inner.now.unwrap_or_else(t0);
-        let existing = inner.objects.get(&key).map(|o| o.meta().clone());
-        let m = obj.meta_mut();
-        m.resource_version = Some(v.to_string());
-        match existing {
-            Some(e) => {
-                m.uid = e.uid;
-                m.creation_timestamp = e.creation_timestamp;
-            }
-            None => {
-                m.uid = Some(format!("uid-{v}"));
-                m.creation_timestamp = Some(Time(now));
-            }
+        let meta = obj.meta();
+        let exists = self.one::<K>(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or_default()).is_some();
+        if exists {
+            let mut obj = obj;
+            obj.meta_mut().resource_version = None;
+            self.cluster.replace_obj(obj).unwrap()
+        } else {
+            self.cluster.create_obj(obj).unwrap()
         }
-        inner.objects.insert(key, obj.clone().into_any());
-        inner.events.push(WatchEvent::Applied(obj.clone().into_any()));
-        obj
     }
 
     /// Stores an object without a watch event (as if the watch had not caught up yet).
     pub fn put_unseen<K: Object>(&self, obj: K) {
-        self.put(obj);
-        self.inner.lock().unwrap().events.pop();
+        let stored = self.put(obj);
+        if let Some(rv) = stored.meta().resource_version.clone() {
+            self.faults().unseen.insert(rv);
+        }
     }
 
+    /// Deletes an object as a user would, finalizers or not.
     pub fn remove<K: Object>(&self, ns: Option<&str>, name: &str) {
-        let mut inner = self.inner.lock().unwrap();
-        if let Some(o) = inner.objects.remove(&(K::KIND, ns.unwrap_or("").to_string(), name.to_string())) {
-            inner.events.push(WatchEvent::Deleted(o));
+        let Some(mut obj) = self.one::<K>(ns, name) else { return };
+        if obj.meta().finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+            obj.meta_mut().finalizers = None;
+            obj.meta_mut().resource_version = None;
+            self.cluster.replace_obj(obj).unwrap();
+        }
+        if self.one::<K>(ns, name).is_some() {
+            self.cluster.delete_obj::<K>(ns, name).unwrap();
         }
     }
 
-    fn write<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        let mut inner = self.inner.lock().unwrap();
-        inner.writes += 1;
-        if !inner.fail_writes.is_empty() {
-            return Err(inner.fail_writes.remove(0));
+    /// Counts a controller write; the injected error for it, if any.
+    fn write_fault<K: Object>(&self) -> Result<(), ApiError> {
+        let mut faults = self.faults();
+        faults.writes += 1;
+        if let Some((kind, e)) = &faults.fail_kind
+            && *kind == K::KIND
+        {
+            return Err(e.clone());
         }
-        let key = key_of(K::KIND, obj.meta());
-        let Some(cur) = inner.objects.get(&key) else {
-            return Err(ApiError::NotFound { kind: K::KIND, name: key.2 });
-        };
-        if cur.meta().resource_version != obj.meta().resource_version {
-            return Err(ApiError::Conflict { kind: K::KIND, name: key.2 });
-        }
-        let deleting = cur.meta().deletion_timestamp.clone();
-        let mut obj = obj;
-        inner.version += 1;
-        let v = inner.version;
-        obj.meta_mut().resource_version = Some(v.to_string());
-        obj.meta_mut().deletion_timestamp = deleting.clone();
-        if deleting.is_some() && obj.meta().finalizers.as_ref().is_none_or(Vec::is_empty) {
-            inner.objects.remove(&key);
-            inner.events.push(WatchEvent::Deleted(obj.clone().into_any()));
-        } else {
-            inner.objects.insert(key, obj.clone().into_any());
-            inner.events.push(WatchEvent::Applied(obj.clone().into_any()));
-        }
-        Ok(obj)
+        if faults.fail_writes.is_empty() { Ok(()) } else { Err(faults.fail_writes.remove(0)) }
     }
 }
 
-impl ClusterApi for FakeApi {
+impl ClusterApi for TestApi {
     async fn get<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<Option<K>, ApiError> {
-        Ok(self.one::<K>(namespace, name))
+        self.cluster.get(namespace, name).await
     }
 
     async fn list<K: Object>(&self) -> Result<Vec<K>, ApiError> {
-        Ok(self.all::<K>())
+        self.cluster.list().await
     }
 
     async fn create<K: Object>(&self, obj: K) -> Result<K, ApiError> {
         {
-            let mut inner = self.inner.lock().unwrap();
-            inner.writes += 1;
-            if let Some((kind, message)) = &inner.reject_creates
+            let mut faults = self.faults();
+            faults.writes += 1;
+            if let Some((kind, e)) = &faults.fail_kind
+                && *kind == K::KIND
+            {
+                return Err(e.clone());
+            }
+            if let Some((kind, message)) = &faults.reject_creates
                 && *kind == K::KIND
             {
                 let name = obj.meta().name.clone().unwrap_or_default();
                 return Err(ApiError::Invalid { kind: K::KIND, name, message: message.clone() });
             }
-            if inner.objects.contains_key(&key_of(K::KIND, obj.meta())) {
-                return Err(ApiError::AlreadyExists {
-                    kind: K::KIND,
-                    name: obj.meta().name.clone().unwrap_or_default(),
-                });
-            }
         }
-        Ok(self.put(obj))
+        self.cluster.create(obj).await
     }
 
     async fn update<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        self.write(obj)
+        self.write_fault::<K>()?;
+        self.cluster.update(obj).await
     }
 
     async fn update_status<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        self.write(obj)
+        self.write_fault::<K>()?;
+        self.cluster.update_status(obj).await
     }
 
     async fn delete<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), ApiError> {
-        let mut inner = self.inner.lock().unwrap();
-        inner.writes += 1;
-        let key = (K::KIND, namespace.unwrap_or("").to_string(), name.to_string());
-        let Some(cur) = inner.objects.get(&key).and_then(|o| K::from_any(o).cloned()) else {
-            return Err(ApiError::NotFound { kind: K::KIND, name: name.to_string() });
-        };
-        if cur.meta().finalizers.as_ref().is_none_or(Vec::is_empty) {
-            inner.objects.remove(&key);
-            inner.events.push(WatchEvent::Deleted(cur.into_any()));
-        } else if cur.meta().deletion_timestamp.is_none() {
-            let mut cur = cur;
-            inner.version += 1;
-            cur.meta_mut().resource_version = Some(inner.version.to_string());
-            cur.meta_mut().deletion_timestamp = Some(Time(inner.now.unwrap_or_else(t0)));
-            inner.objects.insert(key, cur.clone().into_any());
-            inner.events.push(WatchEvent::Applied(cur.into_any()));
-        }
-        Ok(())
+        self.faults().writes += 1;
+        self.cluster.delete::<K>(namespace, name).await
     }
 
     async fn evict(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        self.remove::<Pod>(Some(namespace), name);
-        Ok(())
+        self.cluster.evict(namespace, name).await
     }
 
     async fn record_event(&self, event: EventRecord) {
-        self.inner.lock().unwrap().recorded.push(event);
+        self.cluster.record_event(event).await
     }
 }
 
@@ -246,6 +241,10 @@ struct CloudInner {
     instances: BTreeMap<String, NodeClaim>,
     launched: u64,
     deleted: Vec<String>,
+    /// When set, node classes resolve with no subnets: (the SubnetsReady message).
+    no_subnets: Option<String>,
+    /// Errors to return from the next node class resolutions.
+    fail_resolve: Vec<CloudError>,
 }
 
 /// A cloud that launches the cheapest available offering a claim allows.
@@ -304,6 +303,15 @@ impl FakeCloud {
             .flat_map(|t| t.offerings.iter().map(|o| (t.name.clone(), o.zone.clone(), o.capacity_type.clone())))
             .collect();
         if unavailable { inner.unavailable.extend(all) } else { inner.unavailable.clear() }
+    }
+
+    /// Node classes resolve with no subnets (not Ready, with this message), or normally again.
+    pub fn no_subnets(&self, message: Option<&str>) {
+        self.inner.lock().unwrap().no_subnets = message.map(str::to_string);
+    }
+
+    pub fn fail_next_resolve(&self, e: CloudError) {
+        self.inner.lock().unwrap().fail_resolve.push(e);
     }
 
     pub fn fail_next(&self, e: CloudError) {
@@ -424,6 +432,29 @@ impl CloudProvider for FakeCloud {
         Ok(Self::types_now(&self.inner.lock().unwrap()))
     }
 
+    async fn resolve_node_class(&self, _: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {
+        let mut inner = self.inner.lock().unwrap();
+        if !inner.fail_resolve.is_empty() {
+            return Err(inner.fail_resolve.remove(0));
+        }
+        let status = match &inner.no_subnets {
+            None => ready_status(),
+            Some(message) => {
+                let mut status = ready_status();
+                for c in &mut status.conditions {
+                    if c.type_ == CONDITION_SUBNETS_READY || c.type_ == CONDITION_READY {
+                        c.status = "False".into();
+                        c.reason = Some("SubnetsNotFound".into());
+                        c.message = Some(message.clone());
+                    }
+                }
+                status.subnets.clear();
+                status
+            }
+        };
+        Ok(NodeClassResolution { status, recheck_after: None })
+    }
+
     async fn is_drifted(&self, _: &NodeClaim, _: Option<&EC2NodeClass>) -> Result<Option<String>, CloudError> {
         Ok(None)
     }
@@ -444,6 +475,48 @@ fn claim_stub(name: &str) -> NodeClaim {
         .unwrap(),
         status: None,
     }
+}
+
+/// The status of a node class the fake cloud resolved: one subnet, every condition True.
+pub fn ready_status() -> EC2NodeClassStatus {
+    let condition = |t: &str| kerf_api::Condition {
+        type_: t.to_string(),
+        status: "True".into(),
+        reason: Some(t.to_string()),
+        message: None,
+        last_transition_time: None,
+        observed_generation: None,
+    };
+    EC2NodeClassStatus {
+        subnets: vec![SubnetStatus { id: "subnet-a".into(), zone: "test-zone-a".into(), zone_id: None }],
+        conditions: READY_DEPENDS_ON.iter().chain([&CONDITION_READY]).map(|t| condition(t)).collect(),
+        ..Default::default()
+    }
+}
+
+/// An EC2NodeClass as a user writes it (no status).
+pub fn node_class(name: &str) -> EC2NodeClass {
+    let mut class: EC2NodeClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": {
+            "role": "r",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+            "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
+        }
+    }))
+    .unwrap();
+    class.status = None;
+    class
+}
+
+/// An EC2NodeClass the fake cloud has resolved: Ready.
+pub fn ready_node_class(name: &str) -> EC2NodeClass {
+    let mut class = node_class(name);
+    class.status = Some(ready_status());
+    class
 }
 
 pub fn node_pool(name: &str) -> NodePool {
@@ -514,7 +587,7 @@ pub fn pending_pod(name: &str, cpu: &str) -> Pod {
 }
 
 /// Binds a pod to a node, as kube-scheduler would.
-pub fn bind(api: &FakeApi, pod: &str, node: &str) {
+pub fn bind(api: &TestApi, pod: &str, node: &str) {
     let mut p: Pod = api.one(Some("default"), pod).unwrap();
     p.spec.as_mut().unwrap().node_name = Some(node.into());
     let status = p.status.as_mut().unwrap();
@@ -526,7 +599,7 @@ pub fn bind(api: &FakeApi, pod: &str, node: &str) {
 
 /// The Node a kubelet registers for a launched claim: the claim's labels, its taints and
 /// startup taints, the unregistered taint, allocatable from the claim.
-pub fn kubelet_joins(api: &FakeApi, claim: &str, node: &str, ready: bool) -> Node {
+pub fn kubelet_joins(api: &TestApi, claim: &str, node: &str, ready: bool) -> Node {
     let claim: NodeClaim = api.one(None, claim).unwrap();
     let status = claim.status.clone().unwrap();
     let mut taints: Vec<_> = claim.spec.taints.iter().chain(&claim.spec.startup_taints).map(Taint::to_core).collect();
@@ -552,19 +625,25 @@ pub fn kubelet_joins(api: &FakeApi, claim: &str, node: &str, ready: bool) -> Nod
 
 /// A manager, its API and cloud on a clock moved by hand.
 pub struct Harness {
-    pub api: FakeApi,
+    pub api: TestApi,
     pub cloud: FakeCloud,
     pub mgr: Manager<FakeCloud>,
     pub now: Timestamp,
     pub last_wake: Option<Timestamp>,
+    /// Reconciler failures are expected (else a failure fails the test).
+    pub tolerate_errors: bool,
+    /// The failures seen: reconciler and error.
+    pub errors: Vec<(crate::Reconciler, String)>,
 }
 
 impl Harness {
     pub fn new(cloud: FakeCloud) -> Self {
-        let api = FakeApi::default();
+        let api = TestApi::default();
         api.set_now(t0());
         let mgr = Manager::new(cloud.clone(), Options { seed: 42, ..Options::default() });
-        Harness { api, cloud, mgr, now: t0(), last_wake: None }
+        // The node class every pool here refers to, already resolved and Ready.
+        api.put(ready_node_class("default"));
+        Harness { api, cloud, mgr, now: t0(), last_wake: None, tolerate_errors: false, errors: Vec::new() }
     }
 
     /// Delivers pending watch events and reconciles until nothing more changes at `now`.
@@ -574,9 +653,12 @@ impl Harness {
             for e in &events {
                 self.mgr.observe(e);
             }
-            let wake = block_on(self.mgr.reconcile(&self.api, self.now)).expect("reconcile");
+            let wake = block_on(self.mgr.reconcile(&self.api, self.now));
+            let errors = self.mgr.take_errors();
+            assert!(self.tolerate_errors || errors.is_empty(), "reconcilers failed: {errors:?}");
+            self.errors.extend(errors.into_iter().map(|(r, e)| (r, e.to_string())));
             self.last_wake = wake;
-            if self.api.inner.lock().unwrap().events.is_empty() {
+            if !self.api.has_pending_watch() {
                 return wake;
             }
         }

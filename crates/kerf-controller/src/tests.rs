@@ -281,7 +281,8 @@ fn deleting_a_claim_deletes_its_node_and_instance_then_releases_the_claim() {
     kubelet_joins(&h.api, "default-aaaaa", "n1", true);
     h.settle();
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").unwrap().is_condition_true(CONDITION_INITIALIZED));
-    crate::testkit::block_on(crate::api::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa")).unwrap();
+    crate::testkit::block_on(kerf_api::cluster::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa"))
+        .unwrap();
     h.settle();
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none());
     assert!(h.api.one::<Node>(None, "n1").is_none());
@@ -352,7 +353,7 @@ fn replicas_keep_a_fixed_number_of_nodeclaims() {
 
     // A claim lost outside kerf's control is replaced.
     let name = h.claims()[0].name().to_string();
-    crate::testkit::block_on(crate::api::ClusterApi::delete::<NodeClaim>(&h.api, None, &name)).unwrap();
+    crate::testkit::block_on(kerf_api::cluster::ClusterApi::delete::<NodeClaim>(&h.api, None, &name)).unwrap();
     h.settle();
     let claims = h.claims();
     assert_eq!(claims.len(), 1);
@@ -383,11 +384,12 @@ fn claim_names_are_pool_name_and_five_seeded_characters() {
 
 #[test]
 fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_against_limits() {
-    use crate::api::{Object, WatchEvent};
+    use kerf_api::cluster::{Object, WatchEvent};
     use std::sync::Arc;
 
     let cloud = small_and_large();
     let mut mgr = crate::Manager::new(cloud.clone(), crate::Options::default());
+    mgr.observe(&WatchEvent::Applied(ready_node_class("default").into_any()));
     let pool = node_pool("default");
     mgr.observe(&WatchEvent::Applied(pool.clone().into_any()));
     let mut c = claim("default-aaaaa", vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["large", "small"])]);
@@ -420,11 +422,12 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
 
 #[test]
 fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
-    use crate::api::{Object, WatchEvent};
     use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
     use k8s_openapi::api::core::v1::PodTemplateSpec;
+    use kerf_api::cluster::{Object, WatchEvent};
 
     let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
+    mgr.observe(&WatchEvent::Applied(ready_node_class("default").into_any()));
     mgr.observe(&WatchEvent::Applied(node_pool("default").into_any()));
     let mut fixed = node_pool("fixed");
     fixed.spec.replicas = Some(2);
@@ -453,10 +456,11 @@ fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
 
 #[test]
 fn scheduling_input_carries_namespace_labels_with_metadata_name() {
-    use crate::api::{Object, WatchEvent};
     use k8s_openapi::api::core::v1::Namespace;
+    use kerf_api::cluster::{Object, WatchEvent};
 
     let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
+    mgr.observe(&WatchEvent::Applied(ready_node_class("default").into_any()));
     mgr.observe(&WatchEvent::Applied(node_pool("default").into_any()));
     let shop = Namespace {
         metadata: ObjectMeta {
@@ -495,7 +499,8 @@ fn lifecycle_steps_log_karpenter_style_lines_with_fields() {
         h.advance(Duration::from_secs(10));
         kubelet_joins(&h.api, "default-aaaaa", "n1", true);
         h.settle();
-        crate::testkit::block_on(crate::api::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa")).unwrap();
+        crate::testkit::block_on(kerf_api::cluster::ClusterApi::delete::<NodeClaim>(&h.api, None, "default-aaaaa"))
+            .unwrap();
         h.settle();
     });
     let line = |msg: &str| {
@@ -622,4 +627,40 @@ fn garbage_collection_deletes_a_launched_claim_whose_instance_is_gone() {
     h.cloud.lose_instance(c.provider_id().unwrap());
     h.advance_to(at(2 * 60));
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none(), "claim garbage collected");
+}
+
+// ---- the reconciler runtime ----
+
+#[test]
+fn an_api_error_in_one_reconciler_leaves_the_others_working() {
+    use crate::Reconciler;
+    let mut h = Harness::new(small_and_large());
+    h.tolerate_errors = true;
+    // The API server fails every NodePool write: only the NodePool status reconciler writes them.
+    h.api.fail_writes_of::<NodePool>(Some(crate::ApiError::Other("etcdserver: request timed out".into())));
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "1"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert!(!h.errors.is_empty());
+    assert!(h.errors.iter().all(|(r, _)| *r == Reconciler::NodePoolStatus), "{:?}", h.errors);
+    let health = h.mgr.health(Reconciler::NodePoolStatus).clone();
+    assert!(health.failures >= 1 && health.retry_at.is_some(), "{health:?}");
+    assert!(health.last_error.unwrap().contains("etcdserver: request timed out"));
+
+    // Provisioning and the NodeClaim lifecycle went on: the pod's claim is created and launched.
+    let claims = h.claims();
+    assert_eq!(claims.len(), 1);
+    assert!(claims[0].is_condition_true(CONDITION_LAUNCHED));
+    assert_eq!(h.events("Nominated").len(), 1);
+    kubelet_joins(&h.api, claims[0].name(), "n1", true);
+    h.settle();
+    assert!(h.api.one::<NodeClaim>(None, claims[0].name()).unwrap().is_condition_true(CONDITION_INITIALIZED));
+
+    // The API recovers: the failed reconciler's retry writes the status and it is healthy again.
+    h.api.fail_writes_of::<NodePool>(None);
+    h.advance(Duration::from_secs(10 * 60));
+    let pool: NodePool = h.api.one(None, "default").unwrap();
+    assert_eq!(pool.status.unwrap().nodes, Some(1));
+    assert_eq!(h.mgr.health(Reconciler::NodePoolStatus), &crate::Health::default());
 }

@@ -34,6 +34,9 @@ pub struct SchedulingInput {
     pub unresolvable_volumes: BTreeMap<String, String>,
     /// Labels of each namespace, for pod affinity terms with a namespaceSelector.
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// NodePools that cannot launch anything now, with why (e.g. their node class is not
+    /// ready). They take no part in placement; explanations name them with their reason.
+    pub unavailable_node_pools: BTreeMap<String, String>,
 }
 
 /// A NodePool and what it can launch.

@@ -1046,3 +1046,14 @@ fn scheduler_explanations_and_the_kube_scheduler_view_give_the_same_reason_per_n
         assert!(message.contains(&format!("1 {reason}")), "{reason} not in {message}");
     }
 }
+
+#[test]
+fn an_unavailable_pool_is_not_used_and_is_named_with_its_reason() {
+    let mut i = one_pool(vec![pod("p").cpu("1").build()]);
+    i.node_pools.clear();
+    i.unavailable_node_pools.insert("default".into(), "EC2NodeClass default not found".into());
+    let r = schedule(&i);
+    assert!(r.new_node_claims.is_empty());
+    assert_eq!(r.errors.len(), 1);
+    assert_eq!(r.errors[0].1.message, "NodePool default: EC2NodeClass default not found");
+}

@@ -1,67 +1,55 @@
 //! The disruption controller's Kubernetes events, as a cluster would show them.
 
-use std::path::Path;
+mod common;
 
-use kerf_sim::driver::simulate;
-use kerf_sim::scenario::parse;
+use common::{NODE_CLASS, deployment, run_keeping};
 
-const SCENARIO: &str = r#"
+/// One zone, a small and a large type; `web` runs 6 one-CPU pods beside `pinned` (its pods
+/// marked do-not-disrupt), then is scaled to `web_after`.
+fn scenario(pinned: u32, web_after: u32) -> String {
+    let web = deployment("web", 6, "1", "");
+    format!(
+        r#"
 name: events
 cloud:
   region: us-west-2
   zones: [us-west-2a]
   launchLatency: 30s
   instanceTypes:
-    - {name: small, capacity: {cpu: "2", memory: 8Gi, pods: "110"}, price: 0.10}
-    - {name: large, capacity: {cpu: "8", memory: 32Gi, pods: "110"}, price: 0.40}
+    - {{name: small, capacity: {{cpu: "2", memory: 8Gi, pods: "110"}}, price: 0.10}}
+    - {{name: large, capacity: {{cpu: "8", memory: 32Gi, pods: "110"}}, price: 0.40}}
 steps:
   - apply:
       - apiVersion: karpenter.sh/v1
         kind: NodePool
-        metadata: {name: default}
+        metadata: {{name: default}}
         spec:
           template:
             spec:
-              requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
-              nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-          disruption: {consolidateAfter: 0s, budgets: [{nodes: "100%"}]}
-      - apiVersion: karpenter.k8s.aws/v1
-        kind: EC2NodeClass
-        metadata: {name: default}
-        spec:
-          role: r
-          amiSelectorTerms: [{alias: al2023@latest}]
-          subnetSelectorTerms: [{tags: {a: b}}]
-          securityGroupSelectorTerms: [{tags: {a: b}}]
+              requirements: [{{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]
+              nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+          disruption: {{consolidateAfter: 0s, budgets: [{{nodes: "100%"}}]}}
+{NODE_CLASS}{web}
       - apiVersion: apps/v1
         kind: Deployment
-        metadata: {name: web}
+        metadata: {{name: pinned}}
         spec:
-          replicas: 6
-          selector: {matchLabels: {app: web}}
+          replicas: {pinned}
+          selector: {{matchLabels: {{app: pinned}}}}
           template:
-            metadata: {labels: {app: web}}
+            metadata: {{labels: {{app: pinned}}, annotations: {{karpenter.sh/do-not-disrupt: "true"}}}}
             spec:
-              containers: [{name: c, image: pause, resources: {requests: {cpu: "1"}}}]
-      - apiVersion: apps/v1
-        kind: Deployment
-        metadata: {name: pinned}
-        spec:
-          replicas: 1
-          selector: {matchLabels: {app: pinned}}
-          template:
-            metadata: {labels: {app: pinned}, annotations: {karpenter.sh/do-not-disrupt: "true"}}
-            spec:
-              containers: [{name: c, image: pause, resources: {requests: {cpu: "1"}}}]
+              containers: [{{name: c, image: pause, resources: {{requests: {{cpu: "1"}}}}}}]
   - wait: 1m
-  - scale: {kind: Deployment, name: web, namespace: default, replicas: 0}
+  - scale: {{kind: Deployment, name: web, namespace: default, replicas: {web_after}}}
   - wait: 2m
-"#;
+"#
+    )
+}
 
 #[test]
 fn blocked_nodes_get_a_disruption_blocked_event_and_disruptions_are_announced() {
-    let scenario = parse(Path::new("events.yaml"), SCENARIO).unwrap();
-    let (report, sim) = simulate(&scenario).unwrap();
+    let (report, sim) = run_keeping(&scenario(1, 0));
     let events = sim.cluster().events();
     let node = &report.nodes[0].name;
     let blocked: Vec<_> =
@@ -81,9 +69,7 @@ fn blocked_nodes_get_a_disruption_blocked_event_and_disruptions_are_announced() 
 
 #[test]
 fn a_replacement_is_announced_launching_and_its_node_terminating() {
-    let text = SCENARIO.replace("replicas: 1\n", "replicas: 0\n").replace("replicas: 0}", "replicas: 1}");
-    let scenario = parse(Path::new("events.yaml"), &text).unwrap();
-    let (report, sim) = simulate(&scenario).unwrap();
+    let (report, sim) = run_keeping(&scenario(0, 1));
     let events = sim.cluster().events();
     assert_eq!(report.disruptions.len(), 1, "{:#?}", report.disruptions);
     let d = &report.disruptions[0];

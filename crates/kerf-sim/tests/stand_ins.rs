@@ -2,6 +2,9 @@
 
 use std::path::Path;
 
+mod common;
+
+use common::{NODE_CLASS, deployment, run};
 use kerf_sim::Report;
 use kerf_sim::driver::run_scenario;
 use kerf_sim::scenario::{Step, parse};
@@ -32,40 +35,7 @@ const POOL: &str = r#"
               requirements:
                 - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
               nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      - apiVersion: karpenter.k8s.aws/v1
-        kind: EC2NodeClass
-        metadata: {name: default}
-        spec:
-          role: r
-          amiSelectorTerms: [{alias: al2023@latest}]
-          subnetSelectorTerms: [{tags: {a: b}}]
-          securityGroupSelectorTerms: [{tags: {a: b}}]
 "#;
-
-fn run(yaml: &str) -> Report {
-    let scenario = parse(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"));
-    run_scenario(&scenario).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn deployment(name: &str, replicas: u32, cpu: &str, extra: &str) -> String {
-    format!(
-        r#"
-      - apiVersion: apps/v1
-        kind: Deployment
-        metadata: {{name: {name}}}
-        spec:
-          replicas: {replicas}
-          selector: {{matchLabels: {{app: {name}}}}}
-          template:
-            metadata: {{labels: {{app: {name}}}}}
-            spec:{extra}
-              containers:
-                - name: c
-                  image: i
-                  resources: {{requests: {{cpu: "{cpu}"}}}}
-"#
-    )
-}
 
 #[test]
 fn unplaceable_pod_gets_kube_scheduler_style_reason_naming_every_node() {
@@ -96,7 +66,7 @@ fn kubelet_registers_nodes_with_claim_labels_then_lifts_startup_taints() {
 {CLOUD}
 steps:
   - apply:
-{POOL}
+{POOL}{NODE_CLASS}
 {}
   - wait: 2m
 "#,
@@ -199,8 +169,10 @@ fn interrupting_an_unknown_node_fails_the_run_naming_the_node() {
 
 #[test]
 fn interrupting_an_on_demand_node_fails_the_run_saying_it_is_not_spot() {
-    let setup =
-        format!("name: t\n{CLOUD}\nsteps:\n  - apply:\n{POOL}{}\n  - wait: 2m\n", deployment("web", 1, "1", ""));
+    let setup = format!(
+        "name: t\n{CLOUD}\nsteps:\n  - apply:\n{POOL}{NODE_CLASS}{}\n  - wait: 2m\n",
+        deployment("web", 1, "1", "")
+    );
     let node = run(&setup).nodes.iter().find(|n| n.node_pool.is_some()).map(|n| n.name.clone()).unwrap();
     let yaml = format!("{setup}  - interrupt: {{node: {node}}}\n");
     let err = run_scenario(&parse(Path::new("t.yaml"), &yaml).unwrap()).unwrap_err().to_string();
@@ -341,7 +313,7 @@ fn provisioner_launches_a_separate_node_for_anti_affinity_across_a_selected_name
 {CLOUD}
 steps:
   - apply:
-{POOL}{}
+{POOL}{NODE_CLASS}{}
       - apiVersion: v1
         kind: Pod
         metadata: {{name: db, namespace: shop, labels: {{app: db}}}}

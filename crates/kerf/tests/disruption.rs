@@ -484,12 +484,13 @@ fn stable_workload_reaches_a_stable_fleet_without_churn() {
     assert_all_running(&r, 20);
 }
 
-/// The spot pool of the examples (catalog types, spot only, one zone) with `settings`.
+/// The spot pool of the examples (catalog types, spot only, one zone) and its node class, with
+/// `settings`.
 fn spot_scenario(name: &str, settings: &str) -> String {
     let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/manifests");
     format!(
         "name: {name}\n{settings}cloud: {{region: us-west-2, launchLatency: 30s}}\nsteps:\n\
-         \x20 - apply: {manifests}/spot-pool.yaml\n  - apply: {manifests}/inflate.yaml\n\
+         \x20 - apply: {manifests}/spot-pool.yaml\n  - apply: [{CLASS}]\n  - apply: {manifests}/inflate.yaml\n\
          \x20 - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: 40}}\n  - wait: 2m\n\
          \x20 - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: 3}}\n  - wait: 5m\n"
     )

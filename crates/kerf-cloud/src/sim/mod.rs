@@ -1,6 +1,7 @@
 //! The simulated cloud: launches instances in virtual time.
 
 pub mod config;
+pub mod nodeclass;
 pub mod provider;
 
 pub use config::{

@@ -12,7 +12,7 @@ use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
 use crate::aws::{Catalog, NodeClassSettings, catalog};
 use crate::clock::{Clock, Timestamp};
 use crate::launch::{add, type_meets};
-use crate::provider::{CloudError, CloudProvider};
+use crate::provider::{CloudError, CloudProvider, NodeClassResolution};
 
 /// How long an offering that failed with insufficient capacity stays unavailable (as Karpenter's
 /// insufficient-capacity cache).
@@ -601,6 +601,13 @@ impl CloudProvider for SimProvider {
         node_class: Option<&EC2NodeClass>,
     ) -> Result<Vec<Arc<InstanceType>>, CloudError> {
         self.instance_types_for(node_class)
+    }
+
+    async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {
+        // The simulated account changes only when the node class does: no periodic recheck.
+        let status = super::nodeclass::resolve(node_class, &self.zones, self.clock.now());
+        self.register_node_class(node_class);
+        Ok(NodeClassResolution { status, recheck_after: None })
     }
 
     async fn is_drifted(

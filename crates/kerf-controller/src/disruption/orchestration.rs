@@ -15,11 +15,11 @@ use kerf_scheduling::{NewNodeClaim, SchedulingContext, SchedulingInput};
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
 use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, multi_node, what_if};
 use super::{Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS};
-use crate::api::{ClusterApi, EventRecord, Object};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::{TypesByPool, in_flight};
 use crate::termination::{is_drainable, with_disrupted_taint, without_disrupted_taint};
 use crate::util;
+use kerf_api::cluster::{ClusterApi, EventRecord, Object};
 
 /// `base` with `nodes` taking no new pods (their pods still count where they are).
 fn unschedulable(base: &SchedulingInput, nodes: &BTreeSet<&str>) -> SchedulingInput {

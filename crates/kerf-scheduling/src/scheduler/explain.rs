@@ -59,7 +59,11 @@ impl SchedulingContext {
             all_limits &= is_limit;
             parts.push(format!("NodePool {}: {}", self.pools[p].name, why));
         }
-        if self.pools.is_empty() {
+        for (name, why) in &self.input.unavailable_node_pools {
+            all_limits = false;
+            parts.push(format!("NodePool {name}: {why}"));
+        }
+        if self.pools.is_empty() && self.input.unavailable_node_pools.is_empty() {
             parts.push("no NodePool can launch nodes".to_string());
         }
         let mut message = parts.join("; ");

@@ -1,8 +1,14 @@
-//! The narrow cluster API the controllers use, and the watch events that feed cluster state.
+//! The narrow cluster API the controllers use, the kinds they read and write (each with its group,
+//! version and plural, so a REST path or a kube-rs `Api` can be built from the type), and the
+//! watch events that feed cluster state.
+//!
+//! It lives below the controllers and the in-memory API server so both speak it without one
+//! depending on the other. Only the trait is here: implementations do the I/O.
 
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::{EC2NodeClass, NodeClaim, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::node::v1::RuntimeClass;
@@ -10,12 +16,17 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 
 /// A Kubernetes object kind the controllers read or write.
 pub trait Object: Clone + Send + Sync + 'static {
     /// The kind, e.g. `Pod`, `NodeClaim`.
     const KIND: &'static str;
+    /// The API group (`""` for the core group), e.g. `karpenter.sh`.
+    const GROUP: &'static str;
+    /// The API version within the group, e.g. `v1`.
+    const VERSION: &'static str;
+    /// The resource name in REST paths, e.g. `nodeclaims`.
+    const PLURAL: &'static str;
     /// Whether objects of this kind live in a namespace.
     const NAMESPACED: bool;
     fn meta(&self) -> &ObjectMeta;
@@ -25,7 +36,7 @@ pub trait Object: Clone + Send + Sync + 'static {
 }
 
 macro_rules! objects {
-    ($($ty:ident, $namespaced:expr;)*) => {
+    ($($ty:ident, $namespaced:expr, $group:expr, $version:expr, $plural:expr;)*) => {
         /// Any object of the kinds the controllers watch.
         #[derive(Debug, Clone)]
         pub enum AnyObject {
@@ -50,6 +61,9 @@ macro_rules! objects {
             impl Object for $ty {
                 const KIND: &'static str = stringify!($ty);
                 const NAMESPACED: bool = $namespaced;
+                const GROUP: &'static str = $group;
+                const VERSION: &'static str = $version;
+                const PLURAL: &'static str = $plural;
                 fn meta(&self) -> &ObjectMeta {
                     &self.metadata
                 }
@@ -72,19 +86,19 @@ macro_rules! objects {
 }
 
 objects! {
-    Pod, true;
-    Node, false;
-    NodeClaim, false;
-    NodePool, false;
-    EC2NodeClass, false;
-    DaemonSet, true;
-    PodDisruptionBudget, true;
-    PersistentVolumeClaim, true;
-    PersistentVolume, false;
-    StorageClass, false;
-    Namespace, false;
-    PriorityClass, false;
-    RuntimeClass, false;
+    Pod, true, "", "v1", "pods";
+    Node, false, "", "v1", "nodes";
+    NodeClaim, false, "karpenter.sh", "v1", "nodeclaims";
+    NodePool, false, "karpenter.sh", "v1", "nodepools";
+    EC2NodeClass, false, "karpenter.k8s.aws", "v1", "ec2nodeclasses";
+    DaemonSet, true, "apps", "v1", "daemonsets";
+    PodDisruptionBudget, true, "policy", "v1", "poddisruptionbudgets";
+    PersistentVolumeClaim, true, "", "v1", "persistentvolumeclaims";
+    PersistentVolume, false, "", "v1", "persistentvolumes";
+    StorageClass, false, "storage.k8s.io", "v1", "storageclasses";
+    Namespace, false, "", "v1", "namespaces";
+    PriorityClass, false, "scheduling.k8s.io", "v1", "priorityclasses";
+    RuntimeClass, false, "node.k8s.io", "v1", "runtimeclasses";
 }
 
 /// A change to one object, as a watch delivers it.

@@ -1,0 +1,271 @@
+//! Node class resolution in the simulated account: what an EC2NodeClass's selector terms find,
+//! and its status with Karpenter's conditions.
+//!
+//! The simulated account has one subnet per zone of the cloud (`subnet-sim<zone>`, e.g.
+//! `subnet-simuswest2a`), one security group (`sg-simcluster`, named `kerf-sim`), and for each AMI
+//! alias family an image per architecture it supports (`ami-simal2023amd64`). Its subnets,
+//! security groups and images carry every tag, so a tag selector written for a real cluster
+//! (`karpenter.sh/discovery: my-cluster`) finds them; an `id` or `name` term finds only what
+//! the account has. A `role` gets an instance profile; a named `instanceProfile` exists.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kerf_api::Condition;
+use kerf_api::ec2nodeclass::{
+    AmiStatus, CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY,
+    CONDITION_SECURITY_GROUPS_READY, CONDITION_SUBNETS_READY, CONDITION_VALIDATION_SUCCEEDED, EC2NodeClass,
+    EC2NodeClassStatus, READY_DEPENDS_ON, SecurityGroupStatus, SubnetStatus,
+};
+use kerf_api::shared::{root_condition, set_condition};
+use kerf_api::{NodeSelectorRequirementWithMinValues, Operator, labels};
+
+use crate::clock::Timestamp;
+
+/// The security group of the simulated account.
+pub const SECURITY_GROUP_ID: &str = "sg-simcluster";
+pub const SECURITY_GROUP_NAME: &str = "kerf-sim";
+
+/// `subnet-sim` and the zone's letters and digits: `us-west-2a` → `subnet-simuswest2a`.
+pub fn subnet_id(zone: &str) -> String {
+    let id: String = zone.chars().filter(char::is_ascii_alphanumeric).map(|c| c.to_ascii_lowercase()).collect();
+    format!("subnet-sim{id}")
+}
+
+/// The architectures the images of an alias family are built for.
+fn family_arches(family: &str) -> Option<&'static [&'static str]> {
+    match family {
+        "al2" | "al2023" | "bottlerocket" => Some(&["amd64", "arm64"]),
+        "windows2019" | "windows2022" | "windows2025" => Some(&["amd64"]),
+        _ => None,
+    }
+}
+
+/// One image of the simulated account.
+fn image(family: &str, arch: &str) -> AmiStatus {
+    AmiStatus {
+        id: format!("ami-sim{family}{arch}"),
+        name: Some(format!("kerf-sim-{family}-{arch}")),
+        requirements: vec![NodeSelectorRequirementWithMinValues {
+            key: labels::ARCH.to_string(),
+            operator: Operator::In,
+            values: vec![arch.to_string()],
+            min_values: None,
+        }],
+        deprecated: None,
+    }
+}
+
+/// Every image the account has: each alias family's, and `custom` ones for tag and name terms.
+fn all_images() -> Vec<AmiStatus> {
+    let mut out = Vec::new();
+    for family in ["al2", "al2023", "bottlerocket", "windows2019", "windows2022", "windows2025", "custom"] {
+        for arch in family_arches(family).unwrap_or(&["amd64", "arm64"]) {
+            out.push(image(family, arch));
+        }
+    }
+    out
+}
+
+/// One condition's outcome, before it is stamped.
+struct Outcome {
+    type_: &'static str,
+    ok: bool,
+    reason: &'static str,
+    message: String,
+}
+
+impl Outcome {
+    fn new(type_: &'static str, ok: bool, reason: &'static str, message: &str) -> Self {
+        Outcome {
+            type_,
+            ok,
+            reason: if ok { type_ } else { reason },
+            message: if ok { String::new() } else { message.to_string() },
+        }
+    }
+}
+
+/// Resolves `node_class` against the simulated account whose subnets are in `zones`; the status
+/// keeps the node class's other conditions and stamps changed ones with `now`.
+pub fn resolve(node_class: &EC2NodeClass, zones: &[String], now: Timestamp) -> EC2NodeClassStatus {
+    let spec = &node_class.spec;
+    let subnets: Vec<SubnetStatus> = zones
+        .iter()
+        .map(|z| SubnetStatus { id: subnet_id(z), zone: z.clone(), zone_id: None })
+        .filter(|s| spec.subnet_selector_terms.iter().any(|t| t.id.as_ref().is_none_or(|id| *id == s.id)))
+        .collect();
+    let group = SecurityGroupStatus { id: SECURITY_GROUP_ID.to_string(), name: Some(SECURITY_GROUP_NAME.to_string()) };
+    let groups: Vec<SecurityGroupStatus> = spec
+        .security_group_selector_terms
+        .iter()
+        .any(|t| {
+            t.id.as_ref().is_none_or(|id| id == SECURITY_GROUP_ID)
+                && t.name.as_ref().is_none_or(|n| n == SECURITY_GROUP_NAME)
+        })
+        .then_some(group)
+        .into_iter()
+        .collect();
+    let images = all_images();
+    let mut amis: Vec<AmiStatus> = Vec::new();
+    for term in &spec.ami_selector_terms {
+        let found: Vec<AmiStatus> = match (&term.alias, &term.id) {
+            (Some(alias), _) => {
+                let family = alias.split('@').next().unwrap_or_default().to_ascii_lowercase();
+                let arches = family_arches(&family).unwrap_or(&[]);
+                arches.iter().map(|a| image(&family, a)).collect()
+            }
+            (None, Some(id)) => images.iter().filter(|i| i.id == *id).cloned().collect(),
+            (None, None) => match &term.name {
+                Some(name) => images.iter().filter(|i| i.name.as_ref() == Some(name)).cloned().collect(),
+                // Tags, an owner or an SSM parameter: the account's custom images.
+                None => vec![image("custom", "amd64"), image("custom", "arm64")],
+            },
+        };
+        for a in found {
+            if !amis.iter().any(|x| x.id == a.id) {
+                amis.push(a);
+            }
+        }
+    }
+    let instance_profile = match (&spec.instance_profile, &spec.role) {
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(role)) => Some(format!("kerf-sim_{role}")),
+        (None, None) => None,
+    };
+
+    let outcomes = [
+        Outcome::new(
+            CONDITION_SUBNETS_READY,
+            !subnets.is_empty(),
+            "SubnetsNotFound",
+            "SubnetSelector did not match any Subnets",
+        ),
+        Outcome::new(
+            CONDITION_SECURITY_GROUPS_READY,
+            !groups.is_empty(),
+            "SecurityGroupsNotFound",
+            "SecurityGroupSelector did not match any SecurityGroups",
+        ),
+        Outcome::new(CONDITION_AMIS_READY, !amis.is_empty(), "AMINotFound", "AMISelector did not match any AMIs"),
+        Outcome::new(
+            CONDITION_INSTANCE_PROFILE_READY,
+            instance_profile.is_some(),
+            "InstanceProfileNotFound",
+            "neither role nor instanceProfile is set",
+        ),
+    ];
+    let dependencies_ok = outcomes.iter().all(|o| o.ok);
+    let validation = Outcome::new(
+        CONDITION_VALIDATION_SUCCEEDED,
+        dependencies_ok,
+        "DependenciesNotReady",
+        "Awaiting AMI, Instance Profile, Security Group, and Subnet resolution",
+    );
+
+    let previous = node_class.status.clone().unwrap_or_default();
+    let mut conditions = previous.conditions.clone();
+    let generation = node_class.metadata.generation;
+    let stamp = |mut c: Condition| {
+        c.last_transition_time = Some(Time(now));
+        c.observed_generation = generation;
+        c
+    };
+    for o in outcomes.into_iter().chain([validation]) {
+        let c = Condition {
+            type_: o.type_.to_string(),
+            status: if o.ok { "True" } else { "False" }.to_string(),
+            reason: Some(o.reason.to_string()),
+            message: (!o.message.is_empty()).then_some(o.message),
+            last_transition_time: None,
+            observed_generation: None,
+        };
+        set_condition(&mut conditions, stamp(c));
+    }
+    let ready = root_condition(&conditions, CONDITION_READY, &READY_DEPENDS_ON);
+    set_condition(&mut conditions, stamp(ready));
+    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    EC2NodeClassStatus {
+        subnets,
+        security_groups: groups,
+        amis,
+        instance_profile,
+        capacity_reservations: previous.capacity_reservations,
+        conditions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(subnets: &str, groups: &str, amis: &str) -> EC2NodeClass {
+        let yaml = format!(
+            "metadata: {{name: c}}\nspec:\n  role: R\n  subnetSelectorTerms: {subnets}\n  \
+             securityGroupSelectorTerms: {groups}\n  amiSelectorTerms: {amis}\n"
+        );
+        serde_yaml_ng::from_str(&yaml).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn zones() -> Vec<String> {
+        vec!["us-west-2a".to_string(), "us-west-2b".to_string()]
+    }
+
+    fn condition<'a>(s: &'a EC2NodeClassStatus, t: &str) -> &'a Condition {
+        s.conditions.iter().find(|c| c.type_ == t).unwrap_or_else(|| panic!("no {t}"))
+    }
+
+    #[test]
+    fn tag_terms_find_a_subnet_in_every_zone_and_the_class_is_ready() {
+        let s = resolve(
+            &class("[{tags: {karpenter.sh/discovery: demo}}]", "[{tags: {a: b}}]", "[{alias: al2023@latest}]"),
+            &zones(),
+            Timestamp::UNIX_EPOCH,
+        );
+        let ids: Vec<&str> = s.subnets.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, vec!["subnet-simuswest2a", "subnet-simuswest2b"]);
+        assert_eq!(s.security_groups[0].id, SECURITY_GROUP_ID);
+        let amis: Vec<&str> = s.amis.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(amis, vec!["ami-simal2023amd64", "ami-simal2023arm64"]);
+        assert_eq!(s.instance_profile.as_deref(), Some("kerf-sim_R"));
+        for t in READY_DEPENDS_ON.iter().chain([&CONDITION_READY]) {
+            assert!(condition(&s, t).is_true(), "{t}: {:?}", condition(&s, t));
+        }
+    }
+
+    #[test]
+    fn an_unknown_subnet_id_makes_subnets_and_ready_false_with_karpenters_reason() {
+        let s = resolve(
+            &class("[{id: subnet-0abc}]", "[{tags: {a: b}}]", "[{alias: al2023@latest}]"),
+            &zones(),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert!(s.subnets.is_empty());
+        let ready = condition(&s, CONDITION_READY);
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some("SubnetsNotFound"));
+        assert_eq!(ready.message.as_deref(), Some("SubnetSelector did not match any Subnets"));
+        assert_eq!(condition(&s, CONDITION_VALIDATION_SUCCEEDED).reason.as_deref(), Some("DependenciesNotReady"));
+    }
+
+    #[test]
+    fn an_id_term_selects_only_that_subnet_and_a_windows_alias_only_amd64_images() {
+        let s = resolve(
+            &class("[{id: subnet-simuswest2b}]", "[{name: kerf-sim}]", "[{alias: windows2022@latest}]"),
+            &zones(),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(s.subnets.len(), 1);
+        assert_eq!(s.subnets[0].zone, "us-west-2b");
+        let amis: Vec<&str> = s.amis.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(amis, vec!["ami-simwindows2022amd64"]);
+        assert!(condition(&s, CONDITION_READY).is_true());
+    }
+
+    #[test]
+    fn resolving_again_keeps_the_transition_times_of_unchanged_conditions() {
+        let mut c = class("[{tags: {a: b}}]", "[{tags: {a: b}}]", "[{alias: al2@latest}]");
+        let first = resolve(&c, &zones(), Timestamp::UNIX_EPOCH);
+        c.status = Some(first.clone());
+        let later = Timestamp::from_second(60).unwrap_or(Timestamp::UNIX_EPOCH);
+        assert_eq!(resolve(&c, &zones(), later), first);
+    }
+}

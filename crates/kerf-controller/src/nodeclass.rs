@@ -1,0 +1,113 @@
+//! Node classes: the node class status controller (the cloud provider resolves what each
+//! EC2NodeClass selects; its status and conditions are written back), and Karpenter's
+//! NodeClassReady rule: a NodePool whose node class is missing or not Ready launches nothing.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kerf_api::cluster::{ClusterApi, Object};
+use kerf_api::ec2nodeclass::EC2NodeClassSpec;
+use kerf_api::{EC2NodeClass, NodePool};
+use kerf_cloud::{CloudProvider, Timestamp};
+
+use crate::manager::{ControllerError, Manager, Pass};
+use crate::state::ClusterState;
+
+/// How long to wait before resolving a node class again after the cloud failed to.
+pub(crate) const RESOLVE_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// Why `pool` cannot launch anything because of its node class: the class does not exist, or
+/// its `Ready` condition is not True. `None` when the class is Ready.
+pub(crate) fn node_class_problem(state: &ClusterState, pool: &NodePool) -> Option<NodeClassProblem> {
+    let name = &pool.spec.template.spec.node_class_ref.name;
+    let kind = &pool.spec.template.spec.node_class_ref.kind;
+    match state.node_class_for(pool) {
+        None => Some(NodeClassProblem { reason: "NodeClassNotFound", message: format!("{kind} {name} not found") }),
+        Some(class) => class.not_ready().map(|why| NodeClassProblem {
+            reason: "NodeClassNotReady",
+            message: format!("{kind} {name} is not ready: {why}"),
+        }),
+    }
+}
+
+/// A NodePool's node class is missing or not Ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodeClassProblem {
+    /// `NodeClassNotFound` or `NodeClassNotReady` (the NodePool's `NodeClassReady` reason).
+    pub reason: &'static str,
+    /// e.g. `EC2NodeClass default not found`.
+    pub message: String,
+}
+
+/// What the node class status controller remembers of each node class.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Resolved {
+    /// The spec last resolved, and when to resolve it again although it did not change.
+    pub by_class: BTreeMap<String, (EC2NodeClassSpec, Option<Timestamp>)>,
+}
+
+impl<P: CloudProvider> Manager<P> {
+    /// Resolves node classes that are new, changed, or due again, and writes their status.
+    pub(crate) async fn reconcile_node_classes<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        let classes = self.state.node_classes();
+        self.resolved.by_class.retain(|name, _| classes.contains_key(name));
+        let mut due: Vec<EC2NodeClass> = Vec::new();
+        for class in classes.values().filter(|c| c.metadata.deletion_timestamp.is_none()) {
+            match self.resolved.by_class.get(class.name()) {
+                Some((spec, recheck)) if *spec == class.spec => match recheck {
+                    Some(t) if pass.now >= *t => due.push(class.clone()),
+                    Some(t) => pass.wake_at(*t),
+                    None => {}
+                },
+                _ => due.push(class.clone()),
+            }
+        }
+        for mut class in due {
+            let name = class.name().to_string();
+            let resolution = match self.cloud.resolve_node_class(&class).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(EC2NodeClass = %name, error = %e, "failed resolving nodeclass");
+                    let retry = crate::util::after(pass.now, RESOLVE_RETRY_AFTER);
+                    self.resolved.by_class.insert(name, (class.spec.clone(), Some(retry)));
+                    pass.wake_at(retry);
+                    continue;
+                }
+            };
+            let recheck = resolution.recheck_after.map(|d| crate::util::after(pass.now, d));
+            if let Some(t) = recheck {
+                pass.wake_at(t);
+            }
+            self.resolved.by_class.insert(name.clone(), (class.spec.clone(), recheck));
+            if class.status.as_ref() == Some(&resolution.status) {
+                continue;
+            }
+            let was = class.not_ready();
+            class.status = Some(resolution.status);
+            let now = class.not_ready();
+            match pass.soft("updating nodeclass status", api.update_status(class).await)? {
+                Some(updated) => {
+                    if was != now {
+                        match &now {
+                            None => tracing::info!(EC2NodeClass = %name, "nodeclass is ready"),
+                            Some(why) => tracing::info!(EC2NodeClass = %name, reason = %why, "nodeclass is not ready"),
+                        }
+                    }
+                    self.state.record(updated.into_any());
+                    // Pools using it may now launch (or no longer).
+                    self.batch.dirty = true;
+                    self.pool_status_stale = true;
+                }
+                // Lost a race: resolve again on the retry.
+                None => {
+                    self.resolved.by_class.remove(&name);
+                }
+            }
+        }
+        Ok(())
+    }
+}
