@@ -7,6 +7,8 @@
 pub mod budget;
 pub mod cluster;
 pub mod convert;
+pub mod crd;
+pub mod crd_rules;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod hash;

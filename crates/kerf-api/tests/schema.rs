@@ -73,6 +73,8 @@ fn schemas_are_structural_without_references() {
         assert!(!text.contains("$ref"), "{kind} schema has a $ref");
         assert!(!text.contains("\"null\""), "{kind} schema has a null type");
         assert!(schema.get("$schema").is_none(), "{kind}");
+        let problems = kerf_api::schema::structural_problems(&schema);
+        assert!(problems.is_empty(), "{kind}: {problems:#?}");
     }
 }
 

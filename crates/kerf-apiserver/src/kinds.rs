@@ -9,7 +9,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{EC2NodeClass, FieldError, NodeClaim, NodePool};
+use kerf_api::{EC2NodeClass, FieldError, NodeClaim, NodePool, crd};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -143,10 +143,28 @@ pub static KINDS: &[ResourceKind] = &[
     typed_kind!(PriorityClass, "priorityclass", ["pc"], [], status: false, scale: false, typed::<PriorityClass>()),
     typed_kind!(RuntimeClass, "runtimeclass", [], [], status: false, scale: false, typed::<RuntimeClass>()),
     kind!("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, [], [], status: false, scale: false, None),
-    typed_kind!(NodePool, "nodepool", [], ["karpenter"], status: true, scale: false, typed_with::<NodePool>(node_pool_rules)),
-    typed_kind!(NodeClaim, "nodeclaim", [], ["karpenter"], status: true, scale: false, typed_with::<NodeClaim>(node_claim_rules)),
-    typed_kind!(EC2NodeClass, "ec2nodeclass", ["ec2nc", "ec2ncs"], ["karpenter"], status: true, scale: false, typed_with::<EC2NodeClass>(node_class_rules)),
+    crd_kind(&crd::NODE_POOL, typed_with::<NodePool>(node_pool_rules)),
+    crd_kind(&crd::NODE_CLAIM, typed_with::<NodeClaim>(node_claim_rules)),
+    crd_kind(&crd::EC2_NODE_CLASS, typed_with::<EC2NodeClass>(node_class_rules)),
 ];
+
+/// One of kerf's CRDs, named as its CustomResourceDefinition names it. (The scale subresource
+/// of a static NodePool is not served here.)
+const fn crd_kind(def: &'static crd::CrdDefinition, typed: Option<Typed>) -> ResourceKind {
+    ResourceKind {
+        group: def.group,
+        version: def.version,
+        kind: def.kind,
+        plural: def.plural,
+        singular: def.singular,
+        namespaced: false,
+        short_names: def.short_names,
+        categories: def.categories,
+        status: true,
+        scale: false,
+        typed,
+    }
+}
 
 /// The kind named `kind` (e.g. `Pod`).
 pub fn by_kind(kind: &str) -> Option<&'static ResourceKind> {

@@ -1,8 +1,9 @@
 //! Server-side printing: `meta.k8s.io/v1` Tables with each kind's printer columns, as kubectl
 //! asks for with `Accept: application/json;as=Table;g=meta.k8s.io;v=v1`. kerf's CRDs show the
-//! columns Karpenter's CRDs declare (NodeClaim: TYPE, CAPACITY, ZONE, NODE, READY, AGE;
-//! NodePool: NODECLASS, NODES, READY, AGE).
+//! printer columns of their CustomResourceDefinitions (`kerf_api::crd`, Karpenter's columns);
+//! the built-in kinds show kubectl's.
 
+use kerf_api::crd::{ColumnSource, PrinterColumn};
 use kerf_cloud::Timestamp;
 use serde_json::{Value, json};
 
@@ -37,6 +38,10 @@ type Column = (&'static str, &'static str, u8, Cell);
 fn columns(kind: &str) -> Vec<Column> {
     use Cell::*;
     let name = ("Name", "string", 0, Name);
+    // kerf's CRDs: the printer columns their CustomResourceDefinitions declare.
+    if let Some(def) = kerf_api::crd::definition(kind) {
+        return std::iter::once(name).chain(def.columns.iter().map(crd_column)).collect();
+    }
     let age = ("Age", "date", 0, Age);
     match kind {
         "Pod" => vec![
@@ -118,35 +123,19 @@ fn columns(kind: &str) -> Vec<Column> {
             ("Message", "string", 0, Path("/message")),
             ("Name", "string", 1, Name),
         ],
-        "NodeClaim" => vec![
-            name,
-            ("Type", "string", 0, Label("node.kubernetes.io/instance-type")),
-            ("Capacity", "string", 0, Label("karpenter.sh/capacity-type")),
-            ("Zone", "string", 0, Label("topology.kubernetes.io/zone")),
-            ("Node", "string", 0, Path("/status/nodeName")),
-            ("Ready", "string", 0, Condition("Ready")),
-            age,
-            ("ImageID", "string", 1, Path("/status/imageID")),
-            ("ID", "string", 1, Path("/status/providerID")),
-            ("NodePool", "string", 1, Label("karpenter.sh/nodepool")),
-            ("NodeClass", "string", 1, Path("/spec/nodeClassRef/name")),
-            ("Drifted", "string", 1, Condition("Drifted")),
-        ],
-        "NodePool" => vec![
-            name,
-            ("NodeClass", "string", 0, Path("/spec/template/spec/nodeClassRef/name")),
-            ("Nodes", "string", 0, Path("/status/resources/nodes")),
-            ("Ready", "string", 0, Condition("Ready")),
-            age,
-            ("Weight", "integer", 1, Path("/spec/weight")),
-            ("CPU", "string", 1, Path("/status/resources/cpu")),
-            ("Memory", "string", 1, Path("/status/resources/memory")),
-        ],
-        "EC2NodeClass" => {
-            vec![name, ("Ready", "string", 0, Condition("Ready")), age, ("Role", "string", 1, Path("/spec/role"))]
-        }
         _ => vec![name, age],
     }
+}
+
+/// A CRD printer column as a table column.
+fn crd_column(c: &PrinterColumn) -> Column {
+    let cell = match c.source {
+        ColumnSource::Field(pointer) => Cell::Path(pointer),
+        ColumnSource::Label(key) => Cell::Label(key),
+        ColumnSource::Condition(type_) => Cell::Condition(type_),
+        ColumnSource::CreationTimestamp => Cell::Age,
+    };
+    (c.name, c.type_, c.priority, cell)
 }
 
 /// A duration the way kubectl prints ages: `45s`, `3m12s`, `17m`, `5h4m`, `3d2h`, `120d`.
@@ -300,6 +289,44 @@ mod tests {
         assert_eq!(human_duration(17 * 60), "17m");
         assert_eq!(human_duration(5 * 3600 + 4 * 60), "5h4m");
         assert_eq!(human_duration(3 * 86_400 + 2 * 3600), "3d2h");
+    }
+
+    #[test]
+    fn node_pool_table_prints_the_crd_columns_with_nodes_from_status() {
+        let kind = crate::kinds::by_kind("NodePool").unwrap();
+        let pool = json!({
+            "metadata": {"name": "default", "creationTimestamp": "2025-01-01T00:00:00Z"},
+            "spec": {"weight": 10, "template": {"spec": {"nodeClassRef": {"name": "default"}}}},
+            "status": {"nodes": 3, "resources": {"cpu": "6", "memory": "12Gi"},
+                "conditions": [{"type": "Ready", "status": "True"}]},
+        });
+        let now: Timestamp = "2025-01-01T00:00:30Z".parse().unwrap();
+        let t = table(kind, &[pool], 1, now, false);
+        let headers: Vec<(&str, i64)> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["name"].as_str().unwrap(), c["priority"].as_i64().unwrap()))
+            .collect();
+        assert_eq!(
+            headers,
+            [
+                ("Name", 0),
+                ("NodeClass", 0),
+                ("Nodes", 0),
+                ("Ready", 0),
+                ("Age", 0),
+                ("Weight", 1),
+                ("CPU", 1),
+                ("Memory", 1)
+            ]
+        );
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[1], "default");
+        assert_eq!(cells[2], "3");
+        assert_eq!(cells[3], "True");
+        assert_eq!(cells[4], "30s");
+        assert_eq!((&cells[5], &cells[6], &cells[7]), (&json!("10"), &json!("6"), &json!("12Gi")));
     }
 
     #[test]

@@ -6,39 +6,10 @@
 use aws_sdk_sqs::types::Message;
 use serde::Deserialize;
 
+pub use kerf_cloud::InterruptionKind;
+
 use crate::AwsClients;
 use crate::error::AwsError;
-
-/// What happened to an instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InterruptionKind {
-    /// EC2 reclaims the spot instance in two minutes.
-    SpotInterruption,
-    /// The spot instance is at elevated risk of interruption.
-    RebalanceRecommendation,
-    /// The instance is stopping, stopped, shutting down or terminated.
-    StateChange { state: String },
-    /// An AWS Health scheduled change (maintenance, retirement) for EC2.
-    ScheduledChange,
-}
-
-impl InterruptionKind {
-    /// What Karpenter does about it: drain and replace the node, or only record the event
-    /// (a rebalance recommendation).
-    pub fn requires_drain(&self) -> bool {
-        !matches!(self, InterruptionKind::RebalanceRecommendation)
-    }
-
-    /// The kind as Karpenter names it in events and metrics.
-    pub fn name(&self) -> &'static str {
-        match self {
-            InterruptionKind::SpotInterruption => "spot_interrupted",
-            InterruptionKind::RebalanceRecommendation => "rebalance_recommendation",
-            InterruptionKind::StateChange { .. } => "instance_state_change",
-            InterruptionKind::ScheduledChange => "scheduled_change",
-        }
-    }
-}
 
 /// One event from the queue, about one or more instances.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,12 +10,13 @@ use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, Taint, TaintEffect, labels};
 use kerf_cloud::aws::NodeClassSettings;
 use kerf_cloud::launch::{add, type_meets};
-use kerf_cloud::{Clock, CloudError, CloudProvider, Timestamp};
+use kerf_cloud::{Clock, CloudError, CloudProvider, InterruptionKind, InterruptionNotice, Timestamp};
 use kerf_scheduling::{InstanceType, Requirements};
 
 use crate::AwsClients;
 use crate::instance_types::{self, Source, SpotPrices, TypeTable};
 use crate::instances::{self, Ec2Instance};
+use crate::interruption::{InterruptionEvent, InterruptionQueue};
 use crate::launch::fleet::{self, FleetResult, MAX_INSTANCE_TYPES, Override};
 use crate::launch::template::{LaunchTemplateCache, LaunchTemplateSpec, default_block_devices};
 use crate::launch::userdata::{self, Bootstrap};
@@ -32,6 +33,8 @@ pub const SPOT_PRICES_REFRESH: Duration = Duration::from_secs(5 * 60);
 /// CreateFleet calls one launch may make, each without the offerings the previous ones found
 /// out of capacity.
 pub const MAX_FLEET_ATTEMPTS: usize = 3;
+/// How long after a spot interruption warning EC2 reclaims the instance.
+pub const SPOT_INTERRUPTION_NOTICE: Duration = Duration::from_secs(2 * 60);
 /// Instances younger than this are not garbage: their NodeClaim may not be visible yet.
 pub const GARBAGE_COLLECTION_GRACE: Duration = Duration::from_secs(30);
 
@@ -53,6 +56,8 @@ pub struct AwsProvider {
     clock: Arc<dyn Clock>,
     templates: LaunchTemplateCache,
     state: Mutex<State>,
+    /// The interruption queue, once its URL was looked up.
+    queue: Mutex<Option<InterruptionQueue>>,
 }
 
 /// One way to launch the claim.
@@ -72,6 +77,7 @@ impl AwsProvider {
             clock,
             templates: LaunchTemplateCache::default(),
             state: Mutex::new(State::default()),
+            queue: Mutex::new(None),
         }
     }
 
@@ -546,6 +552,49 @@ impl AwsProvider {
         Ok(instance)
     }
 
+    /// The interruption queue of `settings.interruptionQueue`, looked up once; `None` when no
+    /// queue is configured.
+    async fn interruption_queue(&self) -> Result<Option<InterruptionQueue>, CloudError> {
+        let Some(name) = &self.settings.interruption_queue else { return Ok(None) };
+        if let Some(q) = self.queue.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(Some(q));
+        }
+        let q = InterruptionQueue::new(self.clients.clone(), name).await?;
+        *self.queue.lock().unwrap_or_else(|e| e.into_inner()) = Some(q.clone());
+        Ok(Some(q))
+    }
+
+    /// The notices of one queue event, for the instances of it this cluster owns. A reclaimed
+    /// spot offering is marked unavailable (its capacity is gone for a while).
+    async fn notices_of(&self, event: &InterruptionEvent) -> Result<Vec<InterruptionNotice>, CloudError> {
+        let mut out = Vec::new();
+        for id in &event.instance_ids {
+            let Some(instance) = instances::describe(&self.clients, id).await? else {
+                tracing::debug!(instance = %id, kind = %event.kind, "interruption event for an unknown instance");
+                continue;
+            };
+            if !instance.is_owned_by(&self.settings.cluster_name) {
+                tracing::debug!(instance = %id, kind = %event.kind, "interruption event for an instance of another cluster");
+                continue;
+            }
+            if event.kind == InterruptionKind::SpotInterruption {
+                self.mark_unavailable(&instance.instance_type, &instance.zone, labels::CAPACITY_TYPE_SPOT);
+            }
+            let terminates_at = match event.kind {
+                InterruptionKind::SpotInterruption => {
+                    event.time.parse::<Timestamp>().ok().map(|t| add(t, SPOT_INTERRUPTION_NOTICE))
+                }
+                _ => None,
+            };
+            out.push(InterruptionNotice {
+                provider_id: instance.provider_id(),
+                kind: event.kind.clone(),
+                terminates_at,
+            });
+        }
+        Ok(out)
+    }
+
     /// Instances of this cluster that none of `known_provider_ids` accounts for and that were
     /// launched more than [`GARBAGE_COLLECTION_GRACE`] ago: what garbage collection deletes.
     pub async fn orphaned(&self, known_provider_ids: &BTreeSet<String>) -> Result<Vec<NodeClaim>, CloudError> {
@@ -649,6 +698,26 @@ impl CloudProvider for AwsProvider {
             return Ok(Some("SecurityGroupDrift".to_string()));
         }
         Ok(None)
+    }
+
+    /// Reads the interruption queue (without waiting). Each event's message is deleted once its
+    /// notices are handed out; an event whose instances cannot be looked up stays in the queue
+    /// and comes back after its visibility timeout.
+    async fn interruptions(&self) -> Result<Vec<InterruptionNotice>, CloudError> {
+        let Some(queue) = self.interruption_queue().await? else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for event in queue.receive(0).await? {
+            match self.notices_of(&event).await {
+                Ok(notices) => {
+                    out.extend(notices);
+                    queue.delete(&event).await?;
+                }
+                Err(e) => {
+                    tracing::warn!(event = %event.id, kind = %event.kind, error = %e, "interruption event left in the queue");
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn name(&self) -> &'static str {

@@ -117,3 +117,100 @@ async fn a_missing_queue_is_a_clear_error() {
     assert!(err.is_not_found(), "{err}");
     assert!(err.to_string().contains("sqs:GetQueueUrl"), "{err}");
 }
+
+#[tokio::test]
+async fn the_provider_turns_queue_events_into_notices_for_this_clusters_instances_and_deletes_them() {
+    use kerf_cloud::CloudProvider;
+    let clients = clients().await;
+    let (provider, net) = {
+        let net_name = "interrupted";
+        let net = network(&clients, net_name, 41).await;
+        role(&clients, &format!("{net_name}-node")).await;
+        let mut s = settings(net_name);
+        s.interruption_queue = Some("kerf-provider-queue".to_string());
+        let provider =
+            kerf_aws::AwsProvider::new(clients.clone(), s, std::sync::Arc::new(kerf_cloud::ManualClock::new()));
+        let nc = node_class(
+            "default",
+            net_name,
+            &format!("  role: {net_name}-node\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n"),
+        );
+        let r = provider.reconcile_node_class(&nc).await;
+        assert!(r.is_ready(), "node class not ready: {}", r.not_ready_reason());
+        (provider, net)
+    };
+    clients.sqs.create_queue().queue_name("kerf-provider-queue").send().await.unwrap_or_else(|e| panic!("{e:?}"));
+    let url = clients
+        .sqs
+        .get_queue_url()
+        .queue_name("kerf-provider-queue")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .queue_url()
+        .unwrap_or_default()
+        .to_string();
+
+    let spot_reqs = "    - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}\n    \
+                     - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}\n";
+    let spot = provider.create(&claim("default-spot", "default", spot_reqs)).await.unwrap_or_else(|e| panic!("{e}"));
+    let od_reqs = "    - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}\n    \
+                   - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n";
+    let od = provider.create(&claim("default-od", "default", od_reqs)).await.unwrap_or_else(|e| panic!("{e}"));
+    let id_of = |c: &kerf_api::NodeClaim| {
+        c.provider_id().unwrap_or_default().rsplit('/').next().unwrap_or_default().to_string()
+    };
+    // An instance of no cluster of kerf's: its events are dropped.
+    let stranger = clients
+        .ec2
+        .run_instances()
+        .image_id("ami-04681a1dbd79675a5")
+        .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro)
+        .subnet_id(&net.subnets[0].0)
+        .min_count(1)
+        .max_count(1)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let stranger = stranger.instances()[0].instance_id().unwrap_or_default().to_string();
+    let messages = [
+        event(
+            "EC2 Spot Instance Interruption Warning",
+            "aws.ec2",
+            &format!(r#"{{"instance-id":"{}","instance-action":"terminate"}}"#, id_of(&spot)),
+        ),
+        event("EC2 Instance Rebalance Recommendation", "aws.ec2", &format!(r#"{{"instance-id":"{}"}}"#, id_of(&od))),
+        event(
+            "EC2 Spot Instance Interruption Warning",
+            "aws.ec2",
+            &format!(r#"{{"instance-id":"{stranger}","instance-action":"terminate"}}"#),
+        ),
+    ];
+    for body in &messages {
+        clients.sqs.send_message().queue_url(&url).message_body(body).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+    }
+
+    let mut notices = Vec::new();
+    for _ in 0..5 {
+        notices.extend(provider.interruptions().await.unwrap_or_else(|e| panic!("{e}")));
+    }
+    notices.sort_by(|a, b| a.provider_id.cmp(&b.provider_id));
+    let mut want = vec![
+        (spot.provider_id().unwrap_or_default().to_string(), InterruptionKind::SpotInterruption),
+        (od.provider_id().unwrap_or_default().to_string(), InterruptionKind::RebalanceRecommendation),
+    ];
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    let got: Vec<(String, InterruptionKind)> =
+        notices.iter().map(|n| (n.provider_id.clone(), n.kind.clone())).collect();
+    assert_eq!(got, want);
+    let spot_notice = notices.iter().find(|n| n.kind == InterruptionKind::SpotInterruption);
+    let at = spot_notice.and_then(|n| n.terminates_at).map(|t| t.to_string());
+    assert_eq!(at.as_deref(), Some("2025-01-01T00:02:00Z"), "reclaimed two minutes after the warning");
+    // The reclaimed spot offering is not offered again for a while; on-demand still is.
+    let zone =
+        spot.metadata.labels.as_ref().and_then(|l| l.get("topology.kubernetes.io/zone")).cloned().unwrap_or_default();
+    assert!(!provider.is_offering_available("m5.large", &zone, "spot"));
+    assert!(provider.is_offering_available("m5.large", &zone, "on-demand"));
+    // Every message is gone: handled ones and the stranger's alike.
+    assert_eq!(counts(&clients, &url).await, ("0".to_string(), "0".to_string()));
+}

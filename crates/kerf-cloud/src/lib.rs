@@ -8,7 +8,9 @@ pub mod provider;
 pub mod sim;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub use provider::{CloudError, CloudProvider, InterruptionNotice, NodeClassResolution};
+pub use provider::{
+    CloudError, CloudProvider, InterruptionKind, InterruptionNotice, KWOK_PROVIDER_ID_PREFIX, NodeClassResolution,
+};
 
 /// Drives a future that completes without waiting (the simulated provider's always do) to its
 /// result on the current thread, polling with a waker that does nothing.

@@ -7,6 +7,10 @@ use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_scheduling::InstanceType;
 
+/// Provider IDs of instances that are only Node objects (`kerf controller --cloud kwok`): the
+/// provider creates the Node, and a simulated kubelet (kwok, `kerf serve`) makes it Ready.
+pub const KWOK_PROVIDER_ID_PREFIX: &str = "kwok://";
+
 /// What can go wrong talking to a cloud.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CloudError {
@@ -32,12 +36,65 @@ pub enum CloudError {
     Other(String),
 }
 
+/// What the cloud said is happening to an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterruptionKind {
+    /// The spot instance is reclaimed shortly (two minutes on EC2).
+    SpotInterruption,
+    /// The spot instance is at elevated risk of interruption. Karpenter only records it.
+    RebalanceRecommendation,
+    /// The instance is stopping, stopped, shutting down or terminated.
+    StateChange { state: String },
+    /// Scheduled maintenance or retirement of the instance's host.
+    ScheduledChange,
+}
+
+impl InterruptionKind {
+    /// Whether the node must be drained and replaced now (every kind but a rebalance
+    /// recommendation, which is only recorded, as Karpenter does).
+    pub fn requires_drain(&self) -> bool {
+        !matches!(self, InterruptionKind::RebalanceRecommendation)
+    }
+
+    /// The reason of the Event recorded on the NodeClaim and Node (Karpenter's names).
+    pub fn event_reason(&self) -> &'static str {
+        match self {
+            InterruptionKind::SpotInterruption => "SpotInterrupted",
+            InterruptionKind::RebalanceRecommendation => "SpotRebalanceRecommendation",
+            InterruptionKind::StateChange { state } if state == "stopping" || state == "stopped" => "InstanceStopping",
+            InterruptionKind::StateChange { .. } => "InstanceTerminating",
+            InterruptionKind::ScheduledChange => "InstanceUnhealthy",
+        }
+    }
+
+    /// The kind as Karpenter names it in its interruption metrics' `message_type` label.
+    pub fn metric_name(&self) -> &'static str {
+        match self {
+            InterruptionKind::SpotInterruption => "spot_interrupted",
+            InterruptionKind::RebalanceRecommendation => "rebalance_recommendation",
+            InterruptionKind::StateChange { .. } => "instance_state_change",
+            InterruptionKind::ScheduledChange => "scheduled_change",
+        }
+    }
+}
+
+impl std::fmt::Display for InterruptionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InterruptionKind::SpotInterruption => f.write_str("SpotInterruption"),
+            InterruptionKind::RebalanceRecommendation => f.write_str("RebalanceRecommendation"),
+            InterruptionKind::StateChange { state } => write!(f, "StateChange ({state})"),
+            InterruptionKind::ScheduledChange => f.write_str("ScheduledChange"),
+        }
+    }
+}
+
 /// A notice from the cloud that an instance is going away (e.g. a spot interruption warning).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterruptionNotice {
     pub provider_id: String,
-    /// What the cloud said: `SpotInterruption`, ...
-    pub kind: String,
+    /// What the cloud said.
+    pub kind: InterruptionKind,
     /// When the cloud takes the instance away, if it said.
     pub terminates_at: Option<crate::Timestamp>,
 }

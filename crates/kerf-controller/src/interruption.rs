@@ -1,7 +1,8 @@
-//! Interruption: the cloud warns that an instance is going away (a spot interruption). The
-//! node is tainted and its claim deleted at once (draining starts now, not when the instance
-//! dies), and replacements for its pods are launched in the same pass. The provider marks the
-//! offering unavailable when it hands out the notice.
+//! Interruption: the cloud warns that an instance is going away (a spot interruption, a state
+//! change to stopping / terminated, scheduled maintenance). The node is tainted and its claim
+//! deleted at once (draining starts now, not when the instance dies), and replacements for its
+//! pods are launched in the same pass. A rebalance recommendation is only recorded as an Event.
+//! The provider marks the offering unavailable when it hands out the notice.
 
 use kerf_cloud::CloudProvider;
 
@@ -40,10 +41,14 @@ impl<P: CloudProvider> Manager<P> {
                 kind: kerf_api::nodeclaim::KIND,
                 name: name.clone(),
                 type_: "Warning",
-                reason: "SpotInterrupted".to_string(),
-                message: format!("{} warning was triggered", notice.kind),
+                reason: notice.kind.event_reason().to_string(),
+                message: format!("{} notice received from the cloud", notice.kind),
             })
             .await;
+            if !notice.kind.requires_drain() {
+                // A rebalance recommendation is only a hint: the node keeps running.
+                continue;
+            }
             let cand = self.forced_candidate(&claim, &types);
             let replacements = self.forced_replacements(&cand, &types);
             let detail = match notice.terminates_at {

@@ -490,7 +490,13 @@ impl<P: SimCloud> Simulation<P> {
             }
             self.world.apply(ev, &mut changes);
         }
+        let changed_nodes: Vec<String> = changes.nodes_changed.iter().cloned().collect();
         self.react(changes);
+        if !changed_nodes.is_empty()
+            && let Some(at) = self.kubelet.ready_kwok_nodes(&changed_nodes, &self.world, &self.cluster, now)
+        {
+            self.kubelet_wake = Some(self.kubelet_wake.map_or(at, |w| w.min(at)));
+        }
         let due = self.manager_wake.is_some_and(|t| t <= now);
         if !self.controllers {
             self.kick = false;

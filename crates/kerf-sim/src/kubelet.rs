@@ -1,7 +1,9 @@
 //! A stand-in for the kubelet (and the node lifecycle controller): once an instance's launch
 //! latency has passed, its Node registers Ready with the NodeClaim's labels and taints (startup
 //! taints and `karpenter.sh/unregistered` included); startup taints are lifted a few seconds
-//! later, as the agents that own them would; a terminated instance's Node goes NotReady.
+//! later, as the agents that own them would; a terminated instance's Node goes NotReady. Nodes
+//! created through the API for kwok "instances" (`kerf controller --cloud kwok`) are made Ready
+//! as soon as they appear, as kwok does, and their startup taints lifted as for any other node.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -52,6 +54,8 @@ pub struct Kubelet {
     startup_lifts: Vec<(Timestamp, String, Vec<Taint>)>,
     /// (when, node name): pods on a NotReady node are evicted.
     evictions: Vec<(Timestamp, String)>,
+    /// kwok nodes whose startup taints are scheduled to be lifted.
+    kwok_lifts: BTreeSet<String>,
     region: String,
 }
 
@@ -233,6 +237,55 @@ impl Kubelet {
                 // Someone else wrote the node first: try again with the fresh copy.
                 wake(now);
                 self.startup_lifts.push((now, node, startup));
+            }
+        }
+        next
+    }
+}
+
+impl Kubelet {
+    /// Marks Ready the kwok nodes among `changed` that are not Ready yet (and not going away),
+    /// and schedules the lifting of their claim's startup taints (once the claim names the
+    /// node's provider ID). Returns when it must run again.
+    pub fn ready_kwok_nodes<'a>(
+        &mut self,
+        changed: impl IntoIterator<Item = &'a String>,
+        world: &World,
+        cluster: &SimCluster,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
+        self.kwok_lifts.retain(|n| world.nodes.contains_key(n));
+        let mut next = None;
+        for name in changed {
+            let Some(n) = world.nodes.get(name) else { continue };
+            let Some(pid) = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .filter(|p| p.starts_with(kerf_cloud::KWOK_PROVIDER_ID_PREFIX))
+            else {
+                continue;
+            };
+            if n.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            if let Some(claim) = world.claim_by_provider.get(pid).and_then(|c| world.claims.get(c))
+                && !claim.spec.startup_taints.is_empty()
+                && self.kwok_lifts.insert(name.clone())
+            {
+                let at = Timestamp::from_millisecond(now.as_millisecond() + STARTUP_TAINT_DELAY.as_millis() as i64)
+                    .unwrap_or(now);
+                self.startup_lifts.push((at, name.clone(), claim.spec.startup_taints.clone()));
+                next = Some(next.map_or(at, |t: Timestamp| t.min(at)));
+            }
+            if crate::world::node_ready(n) {
+                continue;
+            }
+            let mut n = (**n).clone();
+            n.status.get_or_insert_with(NodeStatus::default).conditions = Some(vec![ready_condition(true, now)]);
+            // A lost race is retried on the node's next change, which the winner's write is.
+            if let Err(e) = cluster.update_status_obj(n) {
+                tracing::debug!(node = %name, error = %e, "cannot mark kwok node ready yet");
             }
         }
         next

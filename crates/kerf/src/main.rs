@@ -7,7 +7,10 @@ use kerf_cloud::{Clock, ManualClock};
 
 mod bench;
 mod consolidation_bench;
+mod controller;
+mod controller_env;
 mod convert;
+mod crds;
 mod instance_types;
 mod serve;
 mod simulate;
@@ -38,6 +41,8 @@ enum Command {
     Simulate(simulate::Args),
     /// Serve a simulated cluster as a Kubernetes API for kubectl and other clients.
     Serve(serve::Args),
+    /// Run kerf's controllers against a Kubernetes cluster.
+    Controller(controller::Args),
     /// Check NodePool, NodeClaim and EC2NodeClass manifests the way the API server would.
     Validate(validate::Args),
     /// Convert manifests of Karpenter's older APIs (v1alpha5, v1alpha1, v1beta1) to v1.
@@ -46,6 +51,8 @@ enum Command {
     InstanceTypes(instance_types::Args),
     /// Run a benchmark.
     Bench(bench::Args),
+    /// Print the NodePool, NodeClaim and EC2NodeClass CustomResourceDefinitions.
+    Crds(crds::Args),
 }
 
 /// Log timestamps from the simulation's virtual clock, so a simulated run's log reads as the
@@ -58,10 +65,11 @@ impl tracing_subscriber::fmt::time::FormatTime for VirtualTime {
     }
 }
 
-/// JSON logs on stderr; off unless KERF_LOG (an env-filter directive such as `info`) is set.
-/// With `clock`, timestamps are that clock's (virtual) time.
-fn init_logging(clock: Option<ManualClock>) {
-    let filter = tracing_subscriber::EnvFilter::new(std::env::var("KERF_LOG").unwrap_or_else(|_| "off".to_string()));
+/// JSON logs on stderr, filtered by KERF_LOG (an env-filter directive such as `info`); without
+/// it, `default` (off for the one-shot commands, info for `kerf controller`). With `clock`,
+/// timestamps are that clock's (virtual) time.
+fn init_logging(clock: Option<ManualClock>, default: &str) {
+    let filter = tracing_subscriber::EnvFilter::new(std::env::var("KERF_LOG").unwrap_or_else(|_| default.to_string()));
     let logs = tracing_subscriber::fmt().json().with_writer(std::io::stderr).with_env_filter(filter);
     let _ = match clock {
         Some(clock) => logs.with_timer(VirtualTime(clock)).try_init(),
@@ -73,14 +81,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A simulation's logs carry its virtual time.
     let clock = matches!(cli.command, Command::Simulate(_) | Command::Serve(_)).then(ManualClock::new);
-    init_logging(clock.clone());
+    let default_log = if matches!(cli.command, Command::Controller(_)) { "info" } else { "off" };
+    init_logging(clock.clone(), default_log);
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args, clock.unwrap_or_default()),
         Command::Serve(args) => serve::run(args, clock.unwrap_or_default()),
+        Command::Controller(args) => controller::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Convert(args) => convert::run(args),
         Command::InstanceTypes(args) => instance_types::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Crds(args) => crds::run(args),
     };
     match result {
         Ok(code) => code,

@@ -81,7 +81,7 @@ pub const RESTRICTED_TAG_PREFIX: &str = "kubernetes.io/cluster";
 
 /// Keys of `kubernetes.io` sub-domains users may still set (besides `*.node.kubernetes.io` and
 /// `*.node-restriction.kubernetes.io`).
-const KUBERNETES_IO_ALLOWED: &[&str] = &[
+pub(crate) const KUBERNETES_IO_ALLOWED: &[&str] = &[
     "beta.kubernetes.io/instance-type",
     "failure-domain.beta.kubernetes.io/region",
     "beta.kubernetes.io/os",
@@ -96,10 +96,10 @@ const KUBERNETES_IO_ALLOWED: &[&str] = &[
 ];
 
 /// Keys of the `karpenter.sh` domain users may use.
-const KARPENTER_SH_ALLOWED: &[&str] = &["karpenter.sh/capacity-type", "karpenter.sh/nodepool"];
+pub(crate) const KARPENTER_SH_ALLOWED: &[&str] = &["karpenter.sh/capacity-type", "karpenter.sh/nodepool"];
 
 /// Keys of the `karpenter.k8s.aws` domain users may use (the instance-type labels).
-const KARPENTER_AWS_ALLOWED: &[&str] = &[
+pub(crate) const KARPENTER_AWS_ALLOWED: &[&str] = &[
     "karpenter.k8s.aws/instance-encryption-in-transit-supported",
     "karpenter.k8s.aws/instance-category",
     "karpenter.k8s.aws/instance-hypervisor",

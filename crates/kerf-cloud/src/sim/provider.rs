@@ -647,7 +647,7 @@ impl CloudProvider for SimProvider {
             }
             out.push(crate::InterruptionNotice {
                 provider_id: w.provider_id,
-                kind: "SpotInterruption".to_string(),
+                kind: crate::InterruptionKind::SpotInterruption,
                 terminates_at: Some(w.reclaim_at),
             });
         }

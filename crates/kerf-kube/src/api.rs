@@ -1,0 +1,319 @@
+//! [`KubeApi`]: the controllers' [`ClusterApi`] over a kube-rs client. Writes carry the
+//! object's resourceVersion, so a stale write fails with `Conflict`; evictions go through the
+//! Eviction subresource (a refusal by a PodDisruptionBudget, HTTP 429, is `TooManyRequests`);
+//! events are core/v1 Events against the object they are about, written in the background (a
+//! pass does not wait for them) and deduplicated for two minutes, as Karpenter's recorder does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kerf_cloud::{Clock, SystemClock};
+use kerf_controller::{AnyObject, ApiError, ClusterApi, EventRecord, Object};
+use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, PostParams};
+use kube::{Api, Client};
+use tokio::sync::mpsc;
+
+use crate::kinds::{self, Kind};
+
+/// The component name events are reported by (Karpenter's, so dashboards and `kubectl get
+/// events --field-selector source=karpenter` keep working).
+pub const COMPONENT: &str = "karpenter";
+
+/// Object → uid, for the `involvedObject` of events (`kubectl describe` selects events by uid).
+#[derive(Debug, Default, Clone)]
+pub struct Uids(Arc<Mutex<HashMap<(&'static str, String), String>>>);
+
+impl Uids {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(&'static str, String), String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the index up to date with one watch event (only kinds events are recorded about).
+    pub fn observe(&self, event: &kerf_controller::WatchEvent) {
+        let (kerf_controller::WatchEvent::Applied(obj) | kerf_controller::WatchEvent::Deleted(obj)) = event;
+        if !matches!(obj, AnyObject::Pod(_) | AnyObject::Node(_) | AnyObject::NodeClaim(_) | AnyObject::NodePool(_)) {
+            return;
+        }
+        let meta = obj.meta();
+        let key = (obj.kind(), event_name(meta));
+        match (event, meta.uid.clone()) {
+            (kerf_controller::WatchEvent::Applied(_), Some(uid)) => {
+                self.lock().insert(key, uid);
+            }
+            _ => {
+                self.lock().remove(&key);
+            }
+        }
+    }
+
+    fn get(&self, kind: &'static str, name: &str) -> Option<String> {
+        self.lock().get(&(kind, name.to_string())).cloned()
+    }
+}
+
+/// `namespace/name` of a namespaced object, `name` otherwise (as [`EventRecord::name`]).
+fn event_name(meta: &ObjectMeta) -> String {
+    match meta.namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
+        None => meta.name.clone().unwrap_or_default(),
+    }
+}
+
+/// An identical event (same object, reason and message) is not recorded again within this.
+pub const EVENT_DEDUPE: Duration = Duration::from_secs(120);
+/// Events waiting to be written; more are dropped (and logged).
+const EVENT_QUEUE: usize = 10_000;
+
+/// (kind, name, reason, message) of an event, for deduplication.
+type EventKey = (String, String, String, String);
+
+/// The cluster API over a kube-rs client.
+#[derive(Clone)]
+pub struct KubeApi {
+    client: Client,
+    uids: Uids,
+    /// Who reports events (`reportingInstance`): this process's identity.
+    instance: String,
+    events: mpsc::Sender<Event>,
+    recent: Arc<Mutex<HashMap<EventKey, Instant>>>,
+}
+
+/// Writes queued events, in order, until every sender is gone.
+async fn write_events(client: Client, mut queue: mpsc::Receiver<Event>) {
+    while let Some(ev) = queue.recv().await {
+        let namespace = ev.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
+        if let Err(e) = api.create(&PostParams::default(), &ev).await {
+            tracing::warn!(
+                kind = ev.involved_object.kind.as_deref().unwrap_or_default(),
+                name = ev.involved_object.name.as_deref().unwrap_or_default(),
+                reason = ev.reason.as_deref().unwrap_or_default(),
+                error = %e,
+                "cannot record event"
+            );
+        }
+    }
+}
+
+/// A client for the controllers. kube-rs's default retry of 429 / 503 / 504 is off: a 429 is
+/// an eviction refused by a PodDisruptionBudget, which the termination controller must see at
+/// once (it retries on its own schedule), not after minutes of backoff.
+pub fn client(mut config: kube::Config) -> Result<Client, kube::Error> {
+    config.default_retry = false;
+    Client::try_from(config)
+}
+
+/// Maps a kube-rs error on `kind`/`name` to the controllers' [`ApiError`].
+pub fn api_error(kind: &'static str, name: &str, e: kube::Error) -> ApiError {
+    let name = name.to_string();
+    match e {
+        kube::Error::Api(s) => match s.code {
+            404 => ApiError::NotFound { kind, name },
+            409 if s.reason == "AlreadyExists" => ApiError::AlreadyExists { kind, name },
+            409 => ApiError::Conflict { kind, name },
+            422 | 400 => ApiError::Invalid { kind, name, message: s.message },
+            429 => ApiError::TooManyRequests { name, reason: s.message },
+            code => ApiError::Other(format!("{kind} {name}: HTTP {code} {}: {}", s.reason, s.message)),
+        },
+        other => ApiError::Other(format!("{kind} {name}: {other}")),
+    }
+}
+
+fn codec(kind: &'static str, name: &str, e: serde_json::Error) -> ApiError {
+    ApiError::Other(format!("{kind} {name}: cannot convert: {e}"))
+}
+
+impl KubeApi {
+    /// Must be called within a tokio runtime: it starts the task that writes events.
+    pub fn new(client: Client, uids: Uids, instance: &str) -> Self {
+        let (events, queue) = mpsc::channel(EVENT_QUEUE);
+        tokio::spawn(write_events(client.clone(), queue));
+        KubeApi { client, uids, instance: instance.to_string(), events, recent: Arc::default() }
+    }
+
+    /// Whether the same event was recorded within [`EVENT_DEDUPE`]; remembers it if not.
+    fn seen_recently(&self, event: &EventRecord) -> bool {
+        let now = Instant::now();
+        let key = (event.kind.to_string(), event.name.clone(), event.reason.clone(), event.message.clone());
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.get(&key).is_some_and(|at| now.duration_since(*at) < EVENT_DEDUPE) {
+            return true;
+        }
+        if recent.len() >= EVENT_QUEUE {
+            recent.retain(|_, at| now.duration_since(*at) < EVENT_DEDUPE);
+        }
+        recent.insert(key, now);
+        false
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn kind<K: Object>(&self) -> Result<&'static Kind, ApiError> {
+        kinds::by_name(K::KIND).ok_or_else(|| ApiError::Other(format!("kind {} has no place in the API", K::KIND)))
+    }
+
+    fn dynamic<K: Object>(&self, namespace: Option<&str>) -> Result<(Api<DynamicObject>, &'static Kind), ApiError> {
+        let kind = self.kind::<K>()?;
+        let api = match namespace.filter(|_| kind.namespaced) {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
+            None => Api::all_with(self.client.clone(), &kind.resource),
+        };
+        Ok((api, kind))
+    }
+
+    fn typed<K: Object>(name: &str, obj: DynamicObject) -> Result<K, ApiError> {
+        let any = kinds::from_dynamic(K::KIND, obj).map_err(|e| codec(K::KIND, name, e))?;
+        K::from_any(&any)
+            .cloned()
+            .ok_or_else(|| ApiError::Other(format!("{} {name}: the API returned another kind", K::KIND)))
+    }
+
+    /// Replaces the object (`status`: its status subresource), with its resourceVersion as a
+    /// precondition.
+    async fn replace<K: Object>(&self, obj: K, status: bool) -> Result<K, ApiError> {
+        let meta = obj.meta().clone();
+        let name = meta.name.clone().unwrap_or_default();
+        let (api, _) = self.dynamic::<K>(meta.namespace.as_deref())?;
+        let body = kinds::to_dynamic(&obj.into_any()).map_err(|e| codec(K::KIND, &name, e))?;
+        let pp = PostParams::default();
+        let written =
+            if status { api.replace_status(&name, &pp, &body).await } else { api.replace(&name, &pp, &body).await };
+        let written = written.map_err(|e| api_error(K::KIND, &name, e))?;
+        Self::typed(&name, written)
+    }
+}
+
+impl ClusterApi for KubeApi {
+    async fn get<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<Option<K>, ApiError> {
+        let (api, _) = self.dynamic::<K>(namespace)?;
+        match api.get_opt(name).await.map_err(|e| api_error(K::KIND, name, e))? {
+            Some(obj) => Self::typed(name, obj).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn list<K: Object>(&self) -> Result<Vec<K>, ApiError> {
+        let (api, _) = self.dynamic::<K>(None)?;
+        let list = api.list(&ListParams::default()).await.map_err(|e| api_error(K::KIND, "(list)", e))?;
+        list.items
+            .into_iter()
+            .map(|o| {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                Self::typed(&name, o)
+            })
+            .collect()
+    }
+
+    async fn create<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+        let meta = obj.meta().clone();
+        let name = meta.name.clone().or(meta.generate_name.clone()).unwrap_or_default();
+        let (api, kind) = self.dynamic::<K>(meta.namespace.as_deref())?;
+        if kind.namespaced && meta.namespace.is_none() {
+            return Err(ApiError::Invalid { kind: K::KIND, name, message: "metadata.namespace is required".into() });
+        }
+        let body = kinds::to_dynamic(&obj.into_any()).map_err(|e| codec(K::KIND, &name, e))?;
+        let created = api.create(&PostParams::default(), &body).await.map_err(|e| api_error(K::KIND, &name, e))?;
+        Self::typed(&name, created)
+    }
+
+    async fn update<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+        self.replace(obj, false).await
+    }
+
+    async fn update_status<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+        self.replace(obj, true).await
+    }
+
+    async fn delete<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), ApiError> {
+        let (api, _) = self.dynamic::<K>(namespace)?;
+        api.delete(name, &DeleteParams::default()).await.map(|_| ()).map_err(|e| api_error(K::KIND, name, e))
+    }
+
+    async fn evict(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        api.evict(name, &EvictParams::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| api_error("Pod", &format!("{namespace}/{name}"), e))
+    }
+
+    async fn record_event(&self, event: EventRecord) {
+        if self.seen_recently(&event) {
+            return;
+        }
+        let kind = kinds::by_name(event.kind);
+        let namespaced = kind.is_some_and(|k| k.namespaced);
+        let (namespace, name) = match event.name.split_once('/') {
+            Some((ns, n)) if namespaced => (ns.to_string(), n.to_string()),
+            _ => ("default".to_string(), event.name.clone()),
+        };
+        let api_version = kind.map(|k| k.resource.api_version.clone());
+        let now = SystemClock.now();
+        let ev = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{name}.")),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: ObjectReference {
+                api_version,
+                kind: Some(event.kind.to_string()),
+                name: Some(name.clone()),
+                namespace: namespaced.then(|| namespace.clone()),
+                uid: self.uids.get(event.kind, &event.name),
+                ..ObjectReference::default()
+            },
+            reason: Some(event.reason.clone()),
+            message: Some(event.message.clone()),
+            type_: Some(event.type_.to_string()),
+            source: Some(EventSource { component: Some(COMPONENT.to_string()), host: None }),
+            reporting_component: Some(COMPONENT.to_string()),
+            reporting_instance: Some(self.instance.clone()),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            event_time: Some(MicroTime(now)),
+            action: Some(event.reason.clone()),
+            count: Some(1),
+            ..Event::default()
+        };
+        if let Err(e) = self.events.try_send(ev) {
+            tracing::warn!(kind = event.kind, name = %event.name, reason = %event.reason, error = %e, "event dropped");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn status(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Box::new(Status {
+            code,
+            reason: reason.to_string(),
+            message: format!("{reason} says the server"),
+            ..Status::default()
+        }))
+    }
+
+    #[test]
+    fn api_status_codes_map_to_the_errors_the_controllers_retry_or_report() {
+        assert!(matches!(api_error("Node", "a", status(404, "NotFound")), ApiError::NotFound { .. }));
+        assert!(matches!(api_error("Node", "a", status(409, "AlreadyExists")), ApiError::AlreadyExists { .. }));
+        assert!(matches!(api_error("Node", "a", status(409, "Conflict")), ApiError::Conflict { .. }));
+        assert!(matches!(api_error("Node", "a", status(422, "Invalid")), ApiError::Invalid { .. }));
+        match api_error("Pod", "default/web", status(429, "TooManyRequests")) {
+            ApiError::TooManyRequests { name, reason } => {
+                assert_eq!(name, "default/web");
+                assert!(reason.contains("TooManyRequests"), "{reason}");
+            }
+            other => panic!("429 is TooManyRequests, got {other:?}"),
+        }
+        assert!(matches!(api_error("Node", "a", status(500, "InternalError")), ApiError::Other(_)));
+    }
+}

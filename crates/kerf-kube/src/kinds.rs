@@ -1,0 +1,156 @@
+//! Where each kind the controllers use lives in the Kubernetes API (group, version, plural,
+//! scope), and conversions between its JSON and the typed [`AnyObject`]. Every kind is read and
+//! written as a `DynamicObject` so that one code path serves them all, including kerf's own
+//! kinds, which do not implement kube-rs's `Resource`.
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+use kerf_controller::{AnyObject, Object};
+use kube::api::{ApiResource, DynamicObject};
+use serde_json::Value;
+
+/// A kind's place in the API.
+#[derive(Debug, Clone)]
+pub struct Kind {
+    pub kind: &'static str,
+    pub namespaced: bool,
+    pub resource: ApiResource,
+}
+
+fn builtin<K: k8s_openapi::Resource + Object>() -> Kind {
+    Kind {
+        kind: <K as Object>::KIND,
+        namespaced: <K as Object>::NAMESPACED,
+        resource: ApiResource {
+            group: <K as k8s_openapi::Resource>::GROUP.to_string(),
+            version: <K as k8s_openapi::Resource>::VERSION.to_string(),
+            api_version: K::API_VERSION.to_string(),
+            kind: <K as Object>::KIND.to_string(),
+            plural: K::URL_PATH_SEGMENT.to_string(),
+        },
+    }
+}
+
+fn karpenter(api_version: &str, kind: &'static str, plural: &str) -> Kind {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    Kind {
+        kind,
+        namespaced: false,
+        resource: ApiResource {
+            group: group.to_string(),
+            version: version.to_string(),
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            plural: plural.to_string(),
+        },
+    }
+}
+
+/// Every kind the controllers watch, in the order their caches are filled.
+pub fn all() -> &'static [Kind] {
+    static ALL: std::sync::OnceLock<Vec<Kind>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        vec![
+            builtin::<Namespace>(),
+            builtin::<PriorityClass>(),
+            builtin::<RuntimeClass>(),
+            builtin::<StorageClass>(),
+            builtin::<PersistentVolume>(),
+            builtin::<PersistentVolumeClaim>(),
+            karpenter(kerf_api::ec2nodeclass::API_VERSION, kerf_api::ec2nodeclass::KIND, "ec2nodeclasses"),
+            karpenter(kerf_api::nodepool::API_VERSION, kerf_api::nodepool::KIND, "nodepools"),
+            karpenter(kerf_api::nodeclaim::API_VERSION, kerf_api::nodeclaim::KIND, "nodeclaims"),
+            builtin::<Node>(),
+            builtin::<DaemonSet>(),
+            builtin::<PodDisruptionBudget>(),
+            builtin::<Pod>(),
+        ]
+    })
+}
+
+/// The kind named `kind` (`Pod`, `NodeClaim`, ...).
+pub fn by_name(kind: &str) -> Option<&'static Kind> {
+    all().iter().find(|k| k.kind == kind)
+}
+
+/// Decodes a typed object of the named kind from its JSON.
+pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> {
+    fn typed<K: Object + serde::de::DeserializeOwned>(v: Value) -> Result<AnyObject, serde_json::Error> {
+        serde_json::from_value::<K>(v).map(Object::into_any)
+    }
+    match kind {
+        "Pod" => typed::<Pod>(value),
+        "Node" => typed::<Node>(value),
+        "NodeClaim" => typed::<NodeClaim>(value),
+        "NodePool" => typed::<NodePool>(value),
+        "EC2NodeClass" => typed::<EC2NodeClass>(value),
+        "DaemonSet" => typed::<DaemonSet>(value),
+        "PodDisruptionBudget" => typed::<PodDisruptionBudget>(value),
+        "PersistentVolumeClaim" => typed::<PersistentVolumeClaim>(value),
+        "PersistentVolume" => typed::<PersistentVolume>(value),
+        "StorageClass" => typed::<StorageClass>(value),
+        "Namespace" => typed::<Namespace>(value),
+        "PriorityClass" => typed::<PriorityClass>(value),
+        "RuntimeClass" => typed::<RuntimeClass>(value),
+        other => Err(serde::de::Error::custom(format!("kind {other} is not one the controllers use"))),
+    }
+}
+
+/// The JSON of a typed object (with its apiVersion and kind).
+pub fn encode(obj: &AnyObject) -> Result<Value, serde_json::Error> {
+    match obj {
+        AnyObject::Pod(o) => serde_json::to_value(&**o),
+        AnyObject::Node(o) => serde_json::to_value(&**o),
+        AnyObject::NodeClaim(o) => serde_json::to_value(&**o),
+        AnyObject::NodePool(o) => serde_json::to_value(&**o),
+        AnyObject::EC2NodeClass(o) => serde_json::to_value(&**o),
+        AnyObject::DaemonSet(o) => serde_json::to_value(&**o),
+        AnyObject::PodDisruptionBudget(o) => serde_json::to_value(&**o),
+        AnyObject::PersistentVolumeClaim(o) => serde_json::to_value(&**o),
+        AnyObject::PersistentVolume(o) => serde_json::to_value(&**o),
+        AnyObject::StorageClass(o) => serde_json::to_value(&**o),
+        AnyObject::Namespace(o) => serde_json::to_value(&**o),
+        AnyObject::PriorityClass(o) => serde_json::to_value(&**o),
+        AnyObject::RuntimeClass(o) => serde_json::to_value(&**o),
+    }
+}
+
+/// A dynamic object read from the API as the typed object of `kind`.
+pub fn from_dynamic(kind: &str, obj: DynamicObject) -> Result<AnyObject, serde_json::Error> {
+    decode(kind, serde_json::to_value(obj)?)
+}
+
+/// A typed object as the dynamic object the API takes.
+pub fn to_dynamic(obj: &AnyObject) -> Result<DynamicObject, serde_json::Error> {
+    serde_json::from_value(encode(obj)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_watched_kind_has_a_place_and_round_trips_through_json() {
+        let kinds = all();
+        assert_eq!(kinds.len(), 13, "one per AnyObject variant");
+        let pool: NodePool = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}
+        }))
+        .expect("pool");
+        let dynamic = to_dynamic(&pool.clone().into_any()).expect("to dynamic");
+        assert_eq!(dynamic.types.as_ref().map(|t| t.kind.as_str()), Some("NodePool"));
+        let back = from_dynamic("NodePool", dynamic).expect("back");
+        assert_eq!(NodePool::from_any(&back), Some(&pool));
+        let claims = by_name("NodeClaim").expect("NodeClaim");
+        assert_eq!((claims.resource.group.as_str(), claims.resource.plural.as_str()), ("karpenter.sh", "nodeclaims"));
+        let pods = by_name("Pod").expect("Pod");
+        assert!(pods.namespaced);
+        assert_eq!((pods.resource.api_version.as_str(), pods.resource.plural.as_str()), ("v1", "pods"));
+    }
+}

@@ -1,0 +1,228 @@
+//! The `kwok` cloud provider: "instances" are Node objects created through the API, for clusters
+//! whose kubelets are simulated (kwok, or `kerf serve`'s kubelet stand-in), as Karpenter's kwok
+//! provider does. Which instance type and offering a claim gets is decided by the simulated
+//! provider over the built-in AWS catalog (one home for that choice); this provider only turns
+//! the result into a Node named after the claim, with providerID `kwok://NAME`, and reads
+//! instances back from Nodes.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as CoreQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::nodeclaim::NodeClaimStatus;
+use kerf_api::{EC2NodeClass, NodeClaim, NodePool, Quantity, ResourceList, Taint, TaintEffect, labels};
+use kerf_cloud::sim::{SimConfig, SimProvider};
+use kerf_cloud::{CloudError, CloudProvider, NodeClassResolution, SystemClock};
+use kerf_scheduling::InstanceType;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client};
+
+/// Provider IDs of kwok instances start with this.
+pub const PROVIDER_ID_PREFIX: &str = kerf_cloud::KWOK_PROVIDER_ID_PREFIX;
+/// The annotation kwok uses to pick the Nodes it simulates.
+pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+
+/// A provider whose instances are Node objects.
+pub struct KwokProvider {
+    client: Client,
+    /// Chooses instance types and offerings (cheapest first, capacity type order, requirements).
+    catalog: SimProvider,
+}
+
+fn cloud_err(what: &str, e: kube::Error) -> CloudError {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => CloudError::NotFound(what.to_string()),
+        other => CloudError::Other(format!("{what}: {other}")),
+    }
+}
+
+fn node_name_of(provider_id: &str) -> Option<&str> {
+    provider_id.strip_prefix(PROVIDER_ID_PREFIX).filter(|n| !n.is_empty())
+}
+
+fn quantities(list: &ResourceList) -> std::collections::BTreeMap<String, CoreQuantity> {
+    list.iter().map(|(k, v)| (k.clone(), CoreQuantity(v.canonical()))).collect()
+}
+
+fn resource_list(q: Option<&std::collections::BTreeMap<String, CoreQuantity>>) -> ResourceList {
+    let mut out = ResourceList::new();
+    for (k, v) in q.into_iter().flatten() {
+        if let Ok(parsed) = Quantity::parse(&v.0) {
+            out.set(k.clone(), parsed);
+        }
+    }
+    out
+}
+
+impl KwokProvider {
+    /// A kwok provider selling the built-in catalog's instance types of `region`.
+    pub fn new(client: Client, region: &str) -> Result<KwokProvider, String> {
+        let config = SimConfig { region: region.to_string(), ..SimConfig::default() };
+        let catalog =
+            SimProvider::new(config, Arc::new(SystemClock)).map_err(|e| format!("{}: {}", e.field, e.problem))?;
+        Ok(KwokProvider { client, catalog })
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    /// The Node standing for the claim's instance.
+    fn node_for(claim: &NodeClaim, launched: &NodeClaim, provider_id: &str) -> Node {
+        let name = claim.name().to_string();
+        let mut node_labels = launched.metadata.labels.clone().unwrap_or_default();
+        node_labels.insert(labels::HOSTNAME.to_string(), name.clone());
+        let mut taints: Vec<Taint> = claim.spec.taints.clone();
+        taints.extend(claim.spec.startup_taints.iter().cloned());
+        taints.push(Taint::new(labels::UNREGISTERED_TAINT_KEY, None, TaintEffect::NoExecute));
+        let status = launched.status.clone().unwrap_or_default();
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name),
+                labels: Some(node_labels),
+                annotations: Some([(KWOK_NODE_ANNOTATION.to_string(), "fake".to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(provider_id.to_string()),
+                taints: Some(taints.iter().map(Taint::to_core).collect()),
+                ..NodeSpec::default()
+            }),
+            status: Some(NodeStatus {
+                capacity: Some(quantities(&status.capacity)),
+                allocatable: Some(quantities(&status.allocatable)),
+                ..NodeStatus::default()
+            }),
+        }
+    }
+
+    /// A Node described as the NodeClaim of its instance.
+    fn claim_of(node: &Node) -> Option<NodeClaim> {
+        let pid = node.spec.as_ref()?.provider_id.clone().filter(|p| p.starts_with(PROVIDER_ID_PREFIX))?;
+        let mut claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": node.metadata.name.clone().unwrap_or_default()},
+            "spec": {"nodeClassRef": {"group": kerf_api::ec2nodeclass::GROUP, "kind": kerf_api::ec2nodeclass::KIND, "name": ""}, "requirements": []}
+        }))
+        .ok()?;
+        claim.metadata.labels = node.metadata.labels.clone();
+        let status = node.status.as_ref();
+        claim.status = Some(NodeClaimStatus {
+            provider_id: Some(pid),
+            capacity: resource_list(status.and_then(|s| s.capacity.as_ref())),
+            allocatable: resource_list(status.and_then(|s| s.allocatable.as_ref())),
+            ..NodeClaimStatus::default()
+        });
+        Some(claim)
+    }
+}
+
+impl CloudProvider for KwokProvider {
+    async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
+        let mut launched = self.catalog.create(claim).await?;
+        let provider_id = format!("{PROVIDER_ID_PREFIX}{}", claim.name());
+        let node = Self::node_for(claim, &launched, &provider_id);
+        match self.nodes().create(&PostParams::default(), &node).await {
+            Ok(_) => {}
+            // Launched before (a retry after a lost write, or a restart): the Node is the instance.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let existing = self.nodes().get(claim.name()).await.map_err(|e| cloud_err(claim.name(), e))?;
+                let same = existing.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str());
+                // A Node left by an earlier claim of the same name is not this claim's instance.
+                let other_owner = existing
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.kind == kerf_api::nodeclaim::KIND && Some(&o.uid) != claim.metadata.uid.as_ref());
+                if !same || other_owner || existing.metadata.deletion_timestamp.is_some() {
+                    return Err(CloudError::Invalid(format!(
+                        "NodeClaim {}: a Node of that name exists and is not its instance",
+                        claim.name()
+                    )));
+                }
+            }
+            Err(e) => return Err(cloud_err(&format!("creating Node {}", claim.name()), e)),
+        }
+        let status = launched.status.get_or_insert_with(NodeClaimStatus::default);
+        status.provider_id = Some(provider_id);
+        status.image_id = Some("kwok".to_string());
+        Ok(launched)
+    }
+
+    async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+        let pid = claim.provider_id().ok_or_else(|| CloudError::NotFound(format!("NodeClaim {}", claim.name())))?;
+        let name = node_name_of(pid).ok_or_else(|| CloudError::NotFound(pid.to_string()))?;
+        let existing = self.nodes().get_opt(name).await.map_err(|e| cloud_err(pid, e))?;
+        match existing {
+            None => Err(CloudError::NotFound(pid.to_string())),
+            // Already going: deleting it again changes nothing.
+            Some(n) if n.metadata.deletion_timestamp.is_some() => Ok(()),
+            Some(_) => {
+                self.nodes().delete(name, &DeleteParams::default()).await.map(|_| ()).map_err(|e| cloud_err(pid, e))
+            }
+        }
+    }
+
+    async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
+        let name = node_name_of(provider_id).ok_or_else(|| CloudError::NotFound(provider_id.to_string()))?;
+        let node = self.nodes().get_opt(name).await.map_err(|e| cloud_err(provider_id, e))?;
+        node.as_ref().and_then(Self::claim_of).ok_or_else(|| CloudError::NotFound(provider_id.to_string()))
+    }
+
+    async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+        let nodes = self.nodes().list(&ListParams::default()).await.map_err(|e| cloud_err("listing Nodes", e))?;
+        Ok(nodes.items.iter().filter_map(Self::claim_of).collect())
+    }
+
+    async fn instance_types(
+        &self,
+        node_pool: &NodePool,
+        node_class: Option<&EC2NodeClass>,
+    ) -> Result<Vec<Arc<InstanceType>>, CloudError> {
+        self.catalog.instance_types(node_pool, node_class).await
+    }
+
+    async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {
+        // Nothing exists in a cloud for kwok: the node class resolves as in the simulated account.
+        self.catalog.resolve_node_class(node_class).await
+    }
+
+    async fn is_drifted(
+        &self,
+        claim: &NodeClaim,
+        node_class: Option<&EC2NodeClass>,
+    ) -> Result<Option<String>, CloudError> {
+        self.catalog.is_drifted(claim, node_class).await
+    }
+
+    fn name(&self) -> &'static str {
+        "kwok"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kwok_node_reads_back_as_the_instance_it_stands_for() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "default-abcde", "labels": {"node.kubernetes.io/instance-type": "m5.large"}},
+            "spec": {"providerID": "kwok://default-abcde"},
+            "status": {"capacity": {"cpu": "2", "memory": "8Gi"}, "allocatable": {"cpu": "1930m"}}
+        }))
+        .expect("node");
+        let claim = KwokProvider::claim_of(&node).expect("a kwok node is an instance");
+        assert_eq!(claim.name(), "default-abcde");
+        assert_eq!(claim.provider_id(), Some("kwok://default-abcde"));
+        let status = claim.status.expect("status");
+        assert_eq!(status.capacity.get("cpu").canonical(), "2");
+        assert_eq!(status.allocatable.get("cpu").canonical(), "1930m");
+        let mut other = node.clone();
+        other.spec.as_mut().expect("spec").provider_id = Some("aws:///us-west-2a/i-1".into());
+        assert!(KwokProvider::claim_of(&other).is_none(), "nodes of other providers are not kwok instances");
+        assert_eq!(node_name_of("kwok://x"), Some("x"));
+        assert_eq!(node_name_of("kwok://"), None);
+    }
+}

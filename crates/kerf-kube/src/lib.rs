@@ -1,0 +1,15 @@
+//! The kube layer: kerf's controllers in a real cluster, over kube-rs. [`api::KubeApi`] is the
+//! controllers' cluster API; [`watch`] feeds their state from one watcher per kind (with
+//! relists); [`lease`] is leader election; [`metrics`] and [`endpoints`] serve Prometheus
+//! metrics with Karpenter's names and the health probes; [`runtime`] drives it all on the wall
+//! clock; [`kwok::KwokProvider`] launches "instances" as Node objects. No decision lives here:
+//! every decision is the controllers'.
+
+pub mod api;
+pub mod endpoints;
+pub mod kinds;
+pub mod kwok;
+pub mod lease;
+pub mod metrics;
+pub mod runtime;
+pub mod watch;

@@ -1,0 +1,174 @@
+//! Watches: one kube-rs watcher per kind the controllers use, merged into one ordered feed of
+//! [`WatchEvent`]s. Each watcher resumes from its last resourceVersion and relists when the
+//! server says that version is gone (410) or the stream fails (with kube-rs's default backoff).
+//! A relist is turned into the changes it implies: objects no longer listed are delivered as
+//! `Deleted`, so the controllers' state never keeps an object that went away during the gap.
+//! A kind is *synced* once its first list has been delivered.
+
+use std::collections::BTreeMap;
+
+use futures_util::StreamExt;
+use kerf_controller::{AnyObject, WatchEvent};
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::mpsc;
+
+use crate::kinds::{self, Kind};
+
+/// What the watches deliver, in order per kind.
+#[derive(Debug)]
+pub enum Feed {
+    Event(WatchEvent),
+    /// The kind's list has been delivered in full (first time, or after a relist).
+    Synced(&'static str),
+    /// The watch failed; it retries on its own.
+    Error(&'static str, String),
+}
+
+/// `namespace/name` or `name`.
+fn key(obj: &AnyObject) -> String {
+    let m = obj.meta();
+    match &m.namespace {
+        Some(ns) => format!("{ns}/{}", m.name.as_deref().unwrap_or_default()),
+        None => m.name.clone().unwrap_or_default(),
+    }
+}
+
+/// Turns one kind's watcher events into feed items, keeping what it has delivered so that a
+/// relist can tell what disappeared.
+#[derive(Default)]
+pub struct RelistDiff {
+    known: BTreeMap<String, AnyObject>,
+    /// Objects of a list in progress.
+    listing: Option<BTreeMap<String, AnyObject>>,
+}
+
+impl RelistDiff {
+    pub fn apply(&mut self, kind: &'static str, event: Event<AnyObject>, out: &mut Vec<Feed>) {
+        match event {
+            Event::Apply(obj) => {
+                self.known.insert(key(&obj), obj.clone());
+                out.push(Feed::Event(WatchEvent::Applied(obj)));
+            }
+            Event::Delete(obj) => {
+                self.known.remove(&key(&obj));
+                out.push(Feed::Event(WatchEvent::Deleted(obj)));
+            }
+            Event::Init => self.listing = Some(BTreeMap::new()),
+            Event::InitApply(obj) => {
+                self.listing.get_or_insert_with(BTreeMap::new).insert(key(&obj), obj);
+            }
+            Event::InitDone => {
+                let listed = self.listing.take().unwrap_or_default();
+                for (k, gone) in std::mem::take(&mut self.known) {
+                    if !listed.contains_key(&k) {
+                        out.push(Feed::Event(WatchEvent::Deleted(gone)));
+                    }
+                }
+                for obj in listed.values() {
+                    out.push(Feed::Event(WatchEvent::Applied(obj.clone())));
+                }
+                self.known = listed;
+                out.push(Feed::Synced(kind));
+            }
+        }
+    }
+}
+
+fn typed(kind: &'static str, ev: Event<DynamicObject>) -> Option<Event<AnyObject>> {
+    let convert = |o: DynamicObject| {
+        let name = o.metadata.name.clone().unwrap_or_default();
+        match kinds::from_dynamic(kind, o) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                tracing::warn!(kind, name = %name, error = %e, "cannot decode object; ignored");
+                None
+            }
+        }
+    };
+    Some(match ev {
+        Event::Apply(o) => Event::Apply(convert(o)?),
+        Event::Delete(o) => Event::Delete(convert(o)?),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(convert(o)?),
+        Event::InitDone => Event::InitDone,
+    })
+}
+
+async fn watch_kind(client: Client, kind: &'static Kind, tx: mpsc::Sender<Vec<Feed>>) {
+    let api: Api<DynamicObject> = Api::all_with(client, &kind.resource);
+    let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut diff = RelistDiff::default();
+    while let Some(item) = stream.next().await {
+        let mut out = Vec::new();
+        match item {
+            Ok(ev) => {
+                if let Some(ev) = typed(kind.kind, ev) {
+                    diff.apply(kind.kind, ev, &mut out);
+                }
+            }
+            Err(e) => out.push(Feed::Error(kind.kind, e.to_string())),
+        }
+        if !out.is_empty() && tx.send(out).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Starts a watch per kind; their feed arrives on the returned channel, in batches (a whole
+/// relist is one batch, so the controllers never see half of it). The watches stop when the
+/// receiver is dropped.
+pub fn start(client: &Client) -> (mpsc::Receiver<Vec<Feed>>, Vec<&'static str>) {
+    let (tx, rx) = mpsc::channel(1024);
+    let all = kinds::all();
+    let names = all.iter().map(|k| k.kind).collect();
+    for kind in all {
+        tokio::spawn(watch_kind(client.clone(), kind, tx.clone()));
+    }
+    (rx, names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kerf_controller::Object;
+
+    fn node(name: &str) -> AnyObject {
+        Node { metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() }, ..Default::default() }
+            .into_any()
+    }
+
+    fn summary(out: &[Feed]) -> Vec<String> {
+        out.iter()
+            .map(|f| match f {
+                Feed::Event(WatchEvent::Applied(o)) => format!("applied {}", key(o)),
+                Feed::Event(WatchEvent::Deleted(o)) => format!("deleted {}", key(o)),
+                Feed::Synced(k) => format!("synced {k}"),
+                Feed::Error(k, e) => format!("error {k} {e}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_relist_delivers_objects_gone_during_the_gap_as_deleted() {
+        let mut diff = RelistDiff::default();
+        let mut out = Vec::new();
+        for ev in [Event::Init, Event::InitApply(node("a")), Event::InitApply(node("b")), Event::InitDone] {
+            diff.apply("Node", ev, &mut out);
+        }
+        assert_eq!(summary(&out), ["applied a", "applied b", "synced Node"]);
+        out.clear();
+        diff.apply("Node", Event::Apply(node("c")), &mut out);
+        // The watch broke; meanwhile b went away and d appeared.
+        for ev in [Event::Init, Event::InitApply(node("a")), Event::InitApply(node("c")), Event::InitApply(node("d"))] {
+            diff.apply("Node", ev, &mut out);
+        }
+        assert_eq!(summary(&out), ["applied c"], "nothing of a relist is delivered before it is complete");
+        diff.apply("Node", Event::InitDone, &mut out);
+        assert_eq!(summary(&out), ["applied c", "deleted b", "applied a", "applied c", "applied d", "synced Node"]);
+    }
+}

@@ -1,0 +1,178 @@
+//! `kerf controller [--kubeconfig FILE] [--cloud aws|kwok] [--cluster-name NAME]
+//! [--metrics-addr ADDR] [--health-addr ADDR] [--leader-elect]`: kerf's controllers in a cluster,
+//! over kube-rs. Only wiring: the runtime is `kerf_kube::runtime`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use kerf_kube::endpoints::{self, Health};
+use kerf_kube::kwok::KwokProvider;
+use kerf_kube::metrics::Metrics;
+use kerf_kube::runtime::{self, Election, Settings};
+use kube::Config;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Cloud {
+    /// EC2 (the kerf-aws provider).
+    Aws,
+    /// Instances are Node objects created through the API, for clusters whose kubelets are simulated.
+    Kwok,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The cluster to run against; without it, $KUBECONFIG, else the in-cluster service account.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "aws")]
+    pub cloud: Cloud,
+    /// The cluster's name (tags and discovery of the cloud's resources); default $CLUSTER_NAME.
+    #[arg(long)]
+    pub cluster_name: Option<String>,
+    /// Where `/metrics` is served.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: String,
+    /// Where `/healthz` and `/readyz` are served.
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    pub health_addr: String,
+    /// Only the holder of the Lease acts (`karpenter-leader-election`, or $LEADER_ELECTION_LEASE,
+    /// in $SYSTEM_NAMESPACE); the others stand by.
+    #[arg(long)]
+    pub leader_elect: bool,
+}
+
+fn bad(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(crate::BadInput(e.to_string()))
+}
+
+/// How long to wait for the API server to answer at start.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn client_config(args: &Args) -> anyhow::Result<Config> {
+    let path = args.kubeconfig.clone().or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
+    match path {
+        Some(path) => {
+            if !path.is_file() {
+                return Err(bad(format!("--kubeconfig {}: no such file", path.display())));
+            }
+            let kc = kube::config::Kubeconfig::read_from(&path)
+                .map_err(|e| bad(format!("--kubeconfig {}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| bad(format!("--kubeconfig {}: {e}", path.display())))
+        }
+        None => Config::incluster().map_err(|e| {
+            bad(format!("no --kubeconfig given and not running in a cluster (in-cluster configuration: {e})"))
+        }),
+    }
+}
+
+/// This process's name as a lease holder: host name and process id.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "kerf".to_string());
+    format!("{host}_{}", std::process::id())
+}
+
+/// A seed that differs between processes: the wall clock's nanoseconds and the process id.
+fn seed() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+async fn bind(flag: &str, addr: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| bad(format!("{flag} {addr}: {e}")))
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.cloud == Cloud::Aws {
+        return Err(bad(
+            "--cloud aws: this build of kerf has no AWS provider (crates/kerf-aws is not linked into it); use --cloud kwok",
+        ));
+    }
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the runtime")?;
+    runtime.block_on(run_async(args))
+}
+
+async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
+    let env = crate::controller_env::EnvSettings::read(|k| std::env::var(k).ok()).map_err(bad)?;
+    let cluster_name = args.cluster_name.clone().or_else(|| env.cluster_name.clone());
+    let config = client_config(&args).await?;
+    let server = config.cluster_url.to_string();
+    let client = kerf_kube::api::client(config).map_err(|e| bad(format!("cannot build a client for {server}: {e}")))?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(bad(format!("cannot reach the API server at {server}: {e}"))),
+        Err(_) => {
+            return Err(bad(format!(
+                "cannot reach the API server at {server}: no answer within {}s",
+                CONNECT_TIMEOUT.as_secs()
+            )));
+        }
+    }
+    // Karpenter's kinds must be served (their CRDs installed) for the watches to ever sync.
+    for name in ["NodePool", "NodeClaim", "EC2NodeClass"] {
+        let Some(kind) = kerf_kube::kinds::by_name(name) else { continue };
+        let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &kind.resource);
+        if let Err(e) = api.list(&kube::api::ListParams::default().limit(1)).await {
+            return Err(bad(format!(
+                "{server} does not serve {}/{} ({}): install Karpenter's CRDs first: {e}",
+                kind.resource.api_version, kind.resource.plural, name
+            )));
+        }
+    }
+    let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-west-2".to_string());
+    let cloud = KwokProvider::new(client.clone(), &region).map_err(|e| bad(format!("AWS_REGION {region}: {e}")))?;
+
+    let metrics_listener = bind("--metrics-addr", &args.metrics_addr).await?;
+    let health_listener = bind("--health-addr", &args.health_addr).await?;
+    let metrics = Metrics::new();
+    let health = Arc::new(Health::default());
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let metrics_at = metrics_listener.local_addr().context("metrics address")?;
+    let health_at = health_listener.local_addr().context("health address")?;
+    let metrics_server =
+        tokio::spawn(endpoints::serve(metrics_listener, endpoints::metrics_routes(metrics.registry()), stop.clone()));
+    let health_server =
+        tokio::spawn(endpoints::serve(health_listener, endpoints::health_routes(Arc::clone(&health)), stop.clone()));
+    let identity = identity();
+    eprintln!(
+        "kerf controller: {} as {identity} against {server}; metrics on http://{metrics_at}/metrics, probes on http://{health_at}/healthz",
+        if args.leader_elect { "electing a leader" } else { "acting" },
+    );
+    tracing::info!(server = %server, identity = %identity, cloud = "kwok", cluster = cluster_name.as_deref().unwrap_or(""), "starting");
+
+    let settings = Settings {
+        identity,
+        election: args.leader_elect.then(|| Election {
+            namespace: std::env::var("SYSTEM_NAMESPACE").unwrap_or_else(|_| "kube-system".to_string()),
+            name: env.lease_name.clone().unwrap_or_else(|| kerf_kube::lease::LEASE_NAME.to_string()),
+        }),
+        // Seeds NodeClaim name suffixes: a restarted process must not replay its predecessor's names.
+        options: env.options(kerf_controller::Options { seed: seed(), ..kerf_controller::Options::default() }),
+    };
+    let signals = {
+        let stop_tx = stop_tx.clone();
+        tokio::spawn(async move {
+            kerf_apiserver::http::interrupted().await;
+            tracing::info!("shutting down");
+            let _ = stop_tx.send(true);
+        })
+    };
+    let result = runtime::run(client, cloud, settings, metrics, health, stop).await;
+    let _ = stop_tx.send(true);
+    signals.abort();
+    let _ = metrics_server.await;
+    let _ = health_server.await;
+    result.map_err(|e| anyhow::anyhow!("{e}"))?;
+    eprintln!("kerf controller: stopped");
+    Ok(ExitCode::SUCCESS)
+}

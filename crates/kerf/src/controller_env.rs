@@ -1,0 +1,124 @@
+//! The settings `kerf controller` takes from its environment, named as Karpenter's chart sets
+//! them (`CLUSTER_NAME`, `BATCH_IDLE_DURATION`, `FEATURE_GATES`, ...). An empty value means
+//! unset; a value that cannot be read is bad input naming the variable.
+
+use std::time::Duration;
+
+use kerf_api::GoDuration;
+
+/// Settings from the environment; `None` where the variable is unset or empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvSettings {
+    pub cluster_name: Option<String>,
+    pub cluster_endpoint: Option<String>,
+    pub interruption_queue: Option<String>,
+    /// The Lease leader election takes (`LEADER_ELECTION_LEASE`).
+    pub lease_name: Option<String>,
+    pub batch_idle: Option<Duration>,
+    pub batch_max: Option<Duration>,
+    /// `FEATURE_GATES=SpotToSpotConsolidation=true`.
+    pub spot_to_spot_consolidation: Option<bool>,
+}
+
+impl EnvSettings {
+    /// Reads the settings through `get` (the process environment in `kerf controller`).
+    pub fn read(get: impl Fn(&str) -> Option<String>) -> Result<EnvSettings, String> {
+        let value = |name: &str| get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let duration = |name: &str| -> Result<Option<Duration>, String> {
+            value(name)
+                .map(|v| {
+                    GoDuration::parse(&v)
+                        .map(|d| d.as_duration())
+                        .map_err(|e| format!("{name}={v}: not a duration such as 1s or 10s: {}", e.problem))
+                })
+                .transpose()
+        };
+        let mut spot_to_spot = None;
+        if let Some(gates) = value("FEATURE_GATES") {
+            for gate in gates.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+                let (name, on) = gate
+                    .split_once('=')
+                    .ok_or_else(|| format!("FEATURE_GATES={gates}: {gate:?} is not NAME=true|false"))?;
+                let on = match on.trim() {
+                    "true" => true,
+                    "false" => false,
+                    other => return Err(format!("FEATURE_GATES={gates}: {name}={other}: expected true or false")),
+                };
+                match name.trim() {
+                    "SpotToSpotConsolidation" => spot_to_spot = Some(on),
+                    // Karpenter's other gates change nothing kerf does; they are accepted.
+                    "NodeRepair" | "ReservedCapacity" | "StaticCapacity" | "NodeOverlay" => {}
+                    other => return Err(format!("FEATURE_GATES={gates}: unknown feature gate {other:?}")),
+                }
+            }
+        }
+        Ok(EnvSettings {
+            cluster_name: value("CLUSTER_NAME"),
+            cluster_endpoint: value("CLUSTER_ENDPOINT"),
+            interruption_queue: value("INTERRUPTION_QUEUE"),
+            lease_name: value("LEADER_ELECTION_LEASE"),
+            batch_idle: duration("BATCH_IDLE_DURATION")?,
+            batch_max: duration("BATCH_MAX_DURATION")?,
+            spot_to_spot_consolidation: spot_to_spot,
+        })
+    }
+
+    /// The controllers' options with these settings applied over `base`.
+    pub fn options(&self, base: kerf_controller::Options) -> kerf_controller::Options {
+        kerf_controller::Options {
+            batch_idle: self.batch_idle.unwrap_or(base.batch_idle),
+            batch_max: self.batch_max.unwrap_or(base.batch_max),
+            spot_to_spot_consolidation: self.spot_to_spot_consolidation.unwrap_or(base.spot_to_spot_consolidation),
+            ..base
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn read(vars: &[(&str, &str)]) -> Result<EnvSettings, String> {
+        let map: BTreeMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        EnvSettings::read(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn the_charts_environment_sets_batching_feature_gates_and_the_lease() {
+        let s = read(&[
+            ("CLUSTER_NAME", "prod"),
+            ("INTERRUPTION_QUEUE", ""),
+            ("LEADER_ELECTION_LEASE", "kerf-leader-election"),
+            ("BATCH_IDLE_DURATION", "2s"),
+            ("BATCH_MAX_DURATION", "1m"),
+            ("FEATURE_GATES", "SpotToSpotConsolidation=true,NodeRepair=false"),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.cluster_name.as_deref(), Some("prod"));
+        assert_eq!(s.interruption_queue, None, "empty means unset");
+        assert_eq!(s.lease_name.as_deref(), Some("kerf-leader-election"));
+        let o = s.options(kerf_controller::Options::default());
+        assert_eq!(o.batch_idle, Duration::from_secs(2));
+        assert_eq!(o.batch_max, Duration::from_secs(60));
+        assert!(o.spot_to_spot_consolidation);
+    }
+
+    #[test]
+    fn an_unreadable_setting_names_the_variable_and_the_problem() {
+        let e = read(&[("BATCH_IDLE_DURATION", "soon")]).err().unwrap_or_default();
+        assert!(e.starts_with("BATCH_IDLE_DURATION=soon: not a duration"), "{e}");
+        let e = read(&[("FEATURE_GATES", "SpotToSpotConsolidation=yes")]).err().unwrap_or_default();
+        assert!(e.contains("expected true or false"), "{e}");
+        let e = read(&[("FEATURE_GATES", "Teleport=true")]).err().unwrap_or_default();
+        assert!(e.contains("unknown feature gate \"Teleport\""), "{e}");
+    }
+
+    #[test]
+    fn nothing_set_keeps_the_defaults() {
+        let s = read(&[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s, EnvSettings::default());
+        assert_eq!(s.options(kerf_controller::Options::default()), kerf_controller::Options::default());
+    }
+}
