@@ -88,9 +88,9 @@ macro_rules! objects {
 objects! {
     Pod, true, "", "v1", "pods";
     Node, false, "", "v1", "nodes";
-    NodeClaim, false, "karpenter.sh", "v1", "nodeclaims";
-    NodePool, false, "karpenter.sh", "v1", "nodepools";
-    EC2NodeClass, false, "karpenter.k8s.aws", "v1", "ec2nodeclasses";
+    NodeClaim, false, crate::crd::NODE_CLAIM.group, crate::crd::NODE_CLAIM.version, crate::crd::NODE_CLAIM.plural;
+    NodePool, false, crate::crd::NODE_POOL.group, crate::crd::NODE_POOL.version, crate::crd::NODE_POOL.plural;
+    EC2NodeClass, false, crate::crd::EC2_NODE_CLASS.group, crate::crd::EC2_NODE_CLASS.version, crate::crd::EC2_NODE_CLASS.plural;
     DaemonSet, true, "apps", "v1", "daemonsets";
     PodDisruptionBudget, true, "policy", "v1", "poddisruptionbudgets";
     PersistentVolumeClaim, true, "", "v1", "persistentvolumeclaims";

@@ -24,19 +24,22 @@ impl<P: CloudProvider> Manager<P> {
         api: &C,
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
-        if let Some(at) = self.gc_at
+        if let Some(at) = self.garbage.next_at
             && pass.now < at
         {
             pass.wake_at(at);
             return Ok(());
         }
         // Nothing launched, nothing to compare: run again when something is.
-        if self.state.node_claims().is_empty() && self.unrecorded_launches.is_empty() && self.gc_at.is_none() {
+        if self.state.node_claims().is_empty()
+            && self.lifecycle.unrecorded_launches.is_empty()
+            && self.garbage.next_at.is_none()
+        {
             return Ok(());
         }
         let next = util::after(pass.now, GC_INTERVAL);
-        self.gc_at = (!self.state.node_claims().is_empty()).then_some(next);
-        if self.gc_at.is_some() {
+        self.garbage.next_at = (!self.state.node_claims().is_empty()).then_some(next);
+        if self.garbage.next_at.is_some() {
             pass.wake_at(next);
         }
         let instances = match self.cloud.list().await {
@@ -51,7 +54,7 @@ impl<P: CloudProvider> Manager<P> {
             let Some(pid) = instance.provider_id() else { continue };
             let known = self.state.claim_for_provider_id(pid).is_some()
                 || self.state.node_claim(instance.name()).is_some()
-                || self.unrecorded_launches.values().any(|c| c.provider_id() == Some(pid));
+                || self.lifecycle.unrecorded_launches.values().any(|c| c.provider_id() == Some(pid));
             if known {
                 continue;
             }

@@ -164,12 +164,12 @@ impl<P: CloudProvider> Manager<P> {
                 return Ok(());
             }
         }
-        if let Some(&retry) = self.launch_retry.get(&name) {
+        if let Some(&retry) = self.lifecycle.launch_retry.get(&name) {
             if pass.now < retry {
                 pass.wake_at(retry);
                 return Ok(());
             }
-            self.launch_retry.remove(&name);
+            self.lifecycle.launch_retry.remove(&name);
         }
         let mut claim = claim;
         if !has_finalizer(&claim.metadata) {
@@ -179,7 +179,7 @@ impl<P: CloudProvider> Manager<P> {
             claim = updated;
         }
         // An instance launched on an earlier pass whose status write was lost is not launched twice.
-        let launched = match self.unrecorded_launches.remove(&name) {
+        let launched = match self.lifecycle.unrecorded_launches.remove(&name) {
             Some(launched) => Ok(launched),
             None => self.cloud.create(&claim).await,
         };
@@ -214,7 +214,7 @@ impl<P: CloudProvider> Manager<P> {
                     }
                 }
                 let retry = util::after(pass.now, LAUNCH_RETRY_AFTER);
-                self.launch_retry.insert(name, retry);
+                self.lifecycle.launch_retry.insert(name, retry);
                 pass.wake_at(retry);
                 Ok(())
             }
@@ -238,7 +238,7 @@ impl<P: CloudProvider> Manager<P> {
         }
         if claim.metadata.labels != before {
             let Some(updated) = pass.soft("labelling nodeclaim", api.update(claim).await)? else {
-                self.unrecorded_launches.insert(name, launched);
+                self.lifecycle.unrecorded_launches.insert(name, launched);
                 return Ok(());
             };
             claim = updated;
@@ -249,7 +249,7 @@ impl<P: CloudProvider> Manager<P> {
         status.conditions = conds;
         claim.status = Some(status);
         let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? else {
-            self.unrecorded_launches.insert(name, launched);
+            self.lifecycle.unrecorded_launches.insert(name, launched);
             return Ok(());
         };
         let l = updated.metadata.labels.clone().unwrap_or_default();

@@ -157,36 +157,59 @@ impl Pass {
     }
 }
 
-/// Runs kerf's controllers against a cluster API and a cloud provider.
+/// The provisioner's own state.
+#[derive(Debug, Default)]
+pub(crate) struct Provisioning {
+    pub batch: Batch,
+    /// Pod → the in-flight NodeClaim it is expected to land on. Such pods are not provisioned
+    /// again while the claim launches (disruption waits while any are; observe ends them).
+    pub nominations: Nominations,
+    /// NodePool → why its instance types could not be listed on the last listing (the NodePool
+    /// status reconciler reports it).
+    pub pool_errors: BTreeMap<String, String>,
+}
+
+/// The NodeClaim lifecycle reconciler's own state.
+#[derive(Debug, Default)]
+pub(crate) struct Lifecycle {
+    /// NodeClaim → earliest time to retry a failed launch.
+    pub launch_retry: BTreeMap<String, Timestamp>,
+    /// Instances launched whose claim could not be written yet (the write lost a race; garbage
+    /// collection leaves them alone).
+    pub unrecorded_launches: BTreeMap<String, kerf_api::NodeClaim>,
+}
+
+/// The garbage collector's own state.
+#[derive(Debug, Default)]
+pub(crate) struct GarbageCollection {
+    /// When it runs next.
+    pub next_at: Option<Timestamp>,
+}
+
+/// The NodePool reconcilers' own state.
+#[derive(Debug)]
+pub(crate) struct NodePools {
+    /// NodePools seen deleted whose NodeClaims must go too (they are owned by the pool).
+    pub deleted: BTreeSet<String>,
+    /// A claim, pool or node class changed since NodePool status was last written.
+    pub status_stale: bool,
+}
+
+/// Runs kerf's controllers against a cluster API and a cloud provider: the cluster state every
+/// reconciler reads (the informer cache), the seeded name generator they draw NodeClaim names
+/// from in turn, and each reconciler's own state.
 pub struct Manager<P: CloudProvider> {
     pub(crate) cloud: P,
     pub(crate) options: Options,
     pub(crate) state: ClusterState,
     pub(crate) rng: SplitMix64,
-    pub(crate) batch: Batch,
-    /// Pod → the in-flight NodeClaim it is expected to land on. Such pods are not provisioned
-    /// again while the claim launches.
-    pub(crate) nominations: Nominations,
-    /// NodeClaim → earliest time to retry a failed launch.
-    pub(crate) launch_retry: BTreeMap<String, Timestamp>,
-    /// NodePool → why its instance types could not be listed on the last provisioning pass.
-    pub(crate) pool_errors: BTreeMap<String, String>,
-    /// NodePools seen deleted whose NodeClaims must go too (they are owned by the pool).
-    pub(crate) deleted_pools: BTreeSet<String>,
-    /// A claim or pool changed since NodePool status was last written.
-    pub(crate) pool_status_stale: bool,
-    /// Instances launched whose claim could not be written yet (the write lost a race).
-    pub(crate) unrecorded_launches: BTreeMap<String, kerf_api::NodeClaim>,
-    /// The disruption controller's commands, records and explanations.
+    pub(crate) provisioning: Provisioning,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) garbage: GarbageCollection,
+    pub(crate) pools: NodePools,
+    /// The disruption controller's commands, records, explanations and watch bookkeeping
+    /// (interruption carries out its commands through the same orchestration).
     pub(crate) disruption: crate::disruption::DisruptionState,
-    /// Node → when a pod last bound to it or left it (consolidateAfter counts from it).
-    pub(crate) last_pod_event: BTreeMap<String, Timestamp>,
-    /// Nodes with a pod event seen since the last reconcile (stamped with its `now`).
-    pub(crate) pod_event_nodes: BTreeSet<String>,
-    /// Bumped on every watch event that may change a disruption decision.
-    pub(crate) generation: u64,
-    /// When garbage collection runs next.
-    pub(crate) gc_at: Option<Timestamp>,
     /// The node class status controller's memory.
     pub(crate) resolved: crate::nodeclass::Resolved,
     /// Each reconciler's error policy.
@@ -202,18 +225,11 @@ impl<P: CloudProvider> Manager<P> {
             options,
             state: ClusterState::new(),
             rng,
-            batch: Batch::default(),
-            nominations: Nominations::default(),
-            launch_retry: BTreeMap::new(),
-            pool_errors: BTreeMap::new(),
-            deleted_pools: BTreeSet::new(),
-            pool_status_stale: true,
-            unrecorded_launches: BTreeMap::new(),
+            provisioning: Provisioning::default(),
+            lifecycle: Lifecycle::default(),
+            garbage: GarbageCollection::default(),
+            pools: NodePools { deleted: BTreeSet::new(), status_stale: true },
             disruption: Default::default(),
-            last_pod_event: BTreeMap::new(),
-            pod_event_nodes: BTreeSet::new(),
-            generation: 0,
-            gc_at: None,
             resolved: Default::default(),
             runtime,
         }
@@ -223,9 +239,9 @@ impl<P: CloudProvider> Manager<P> {
     pub fn observe(&mut self, event: &WatchEvent) {
         let (WatchEvent::Applied(obj) | WatchEvent::Deleted(obj)) = event;
         if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::NodePool(_) | AnyObject::EC2NodeClass(_)) {
-            self.pool_status_stale = true;
+            self.pools.status_stale = true;
         }
-        self.generation += 1;
+        self.disruption.generation += 1;
         if let AnyObject::Pod(p) = obj {
             // consolidateAfter counts from the last pod bound to or leaving a node.
             let old = self.state.pod(
@@ -238,7 +254,7 @@ impl<P: CloudProvider> Manager<P> {
                 || matches!(event, WatchEvent::Deleted(_))
                 || p.metadata.deletion_timestamp.is_some()
             {
-                self.pod_event_nodes.extend(old_node.into_iter().chain(new_node));
+                self.disruption.pod_event_nodes.extend(old_node.into_iter().chain(new_node));
             }
         }
         match event {
@@ -258,18 +274,18 @@ impl<P: CloudProvider> Manager<P> {
                     _ => false,
                 };
                 if spec_changed {
-                    self.batch.dirty = true;
+                    self.provisioning.batch.dirty = true;
                 }
             }
             WatchEvent::Deleted(obj) => {
                 if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::Node(_) | AnyObject::Pod(_)) {
-                    self.batch.dirty = true;
+                    self.provisioning.batch.dirty = true;
                 }
                 if let AnyObject::NodeClaim(c) = obj {
-                    self.launch_retry.remove(c.name());
+                    self.lifecycle.launch_retry.remove(c.name());
                 }
                 if let AnyObject::NodePool(p) = obj {
-                    self.deleted_pools.insert(p.name().to_string());
+                    self.pools.deleted.insert(p.name().to_string());
                 }
             }
         }
@@ -285,16 +301,16 @@ impl<P: CloudProvider> Manager<P> {
                     || util::pod_terminal(p)
                     || p.metadata.deletion_timestamp.is_some() =>
             {
-                self.nominations.remove_pod(&crate::state::key_of(&p.metadata));
+                self.provisioning.nominations.remove_pod(&crate::state::key_of(&p.metadata));
             }
             WatchEvent::Deleted(AnyObject::Pod(p)) => {
-                self.nominations.remove_pod(&crate::state::key_of(&p.metadata));
+                self.provisioning.nominations.remove_pod(&crate::state::key_of(&p.metadata));
             }
             WatchEvent::Applied(AnyObject::NodeClaim(c)) if c.metadata.deletion_timestamp.is_some() => {
-                self.nominations.remove_claim(c.name());
+                self.provisioning.nominations.remove_claim(c.name());
             }
             WatchEvent::Deleted(AnyObject::NodeClaim(c)) => {
-                self.nominations.remove_claim(c.name());
+                self.provisioning.nominations.remove_claim(c.name());
             }
             _ => {}
         }
@@ -305,8 +321,8 @@ impl<P: CloudProvider> Manager<P> {
     /// A reconciler that fails is logged and retried with backoff while the others go on; the
     /// failures are handed out by [`Manager::take_errors`].
     pub async fn reconcile<C: ClusterApi>(&mut self, api: &C, now: Timestamp) -> Option<Timestamp> {
-        for node in std::mem::take(&mut self.pod_event_nodes) {
-            self.last_pod_event.insert(node, now);
+        for node in std::mem::take(&mut self.disruption.pod_event_nodes) {
+            self.disruption.last_pod_event.insert(node, now);
         }
         let mut wake = None;
         for r in Reconciler::ALL {
@@ -330,9 +346,9 @@ impl<P: CloudProvider> Manager<P> {
             Reconciler::NodeClassStatus => self.reconcile_node_classes(api, pass).await,
             Reconciler::NodePool => {
                 // Pools whose claims are not all deleted yet are tried again on the retry.
-                let deleted = self.deleted_pools.clone();
+                let deleted = self.pools.deleted.clone();
                 if let Err(e) = self.delete_claims_of_deleted_pools(api, pass).await {
-                    self.deleted_pools.extend(deleted);
+                    self.pools.deleted.extend(deleted);
                     return Err(e);
                 }
                 self.reconcile_static_pools(api, pass).await
@@ -346,7 +362,7 @@ impl<P: CloudProvider> Manager<P> {
             Reconciler::NodePoolStatus => {
                 let r = self.reconcile_pool_status(api, pass).await;
                 // Statuses not written are written on the retry.
-                self.pool_status_stale |= r.is_err();
+                self.pools.status_stale |= r.is_err();
                 r
             }
         }
@@ -386,6 +402,6 @@ impl<P: CloudProvider> Manager<P> {
 
     /// Pods nominated to in-flight NodeClaims: `(namespace, name)` → claim name.
     pub fn nominations(&self) -> &BTreeMap<ObjectKey, String> {
-        &self.nominations.by_pod
+        &self.provisioning.nominations.by_pod
     }
 }

@@ -99,8 +99,8 @@ impl<P: CloudProvider> Manager<P> {
                     }
                     self.state.record(updated.into_any());
                     // Pools using it may now launch (or no longer).
-                    self.batch.dirty = true;
-                    self.pool_status_stale = true;
+                    self.provisioning.batch.dirty = true;
+                    self.pools.status_stale = true;
                 }
                 // Lost a race: resolve again on the retry.
                 None => {

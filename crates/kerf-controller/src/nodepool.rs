@@ -123,7 +123,7 @@ impl<P: CloudProvider> Manager<P> {
         api: &C,
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
-        let pools = std::mem::take(&mut self.deleted_pools);
+        let pools = std::mem::take(&mut self.pools.deleted);
         for pool in pools {
             if self.state.node_pool(&pool).is_some() {
                 continue; // re-created since
@@ -148,7 +148,7 @@ impl<P: CloudProvider> Manager<P> {
         api: &C,
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
-        if !std::mem::take(&mut self.pool_status_stale) {
+        if !std::mem::take(&mut self.pools.status_stale) {
             return Ok(());
         }
         let pools: Vec<NodePool> =
@@ -173,7 +173,7 @@ impl<P: CloudProvider> Manager<P> {
                 Some(p) => util::condition(CONDITION_NODE_CLASS_READY, false, p.reason, &p.message, pass.now),
                 None => util::condition(CONDITION_NODE_CLASS_READY, true, CONDITION_NODE_CLASS_READY, "", pass.now),
             };
-            let ready = match (&problem, self.pool_errors.get(pool.name())) {
+            let ready = match (&problem, self.provisioning.pool_errors.get(pool.name())) {
                 (Some(p), _) => util::condition(CONDITION_READY, false, p.reason, &p.message, pass.now),
                 (None, Some(err)) => util::condition(CONDITION_READY, false, "NodeClassNotReady", err, pass.now),
                 (None, None) => util::condition(CONDITION_READY, true, CONDITION_READY, "", pass.now),
@@ -186,7 +186,7 @@ impl<P: CloudProvider> Manager<P> {
             pool.status = Some(status);
             match pass.soft("updating nodepool status", api.update_status(pool).await)? {
                 Some(updated) => self.state.record(updated.into_any()),
-                None => self.pool_status_stale = true,
+                None => self.pools.status_stale = true,
             }
         }
         Ok(())

@@ -85,7 +85,7 @@ impl<P: CloudProvider> Manager<P> {
         pod.metadata.deletion_timestamp.is_none()
             && util::marked_unschedulable(pod)
             && !util::owned_by_daemonset(pod)
-            && !self.nominations.contains(key)
+            && !self.provisioning.nominations.contains(key)
     }
 
     fn provisionable_pods(&self) -> Vec<(ObjectKey, Arc<Pod>)> {
@@ -102,7 +102,7 @@ impl<P: CloudProvider> Manager<P> {
     fn expire_nominations(&mut self, pass: &mut Pass) {
         let grace = self.options.batch_max;
         let mut expired = Vec::new();
-        for claim_name in self.nominations.by_claim.keys() {
+        for claim_name in self.provisioning.nominations.by_claim.keys() {
             let Some(claim) = self.state.node_claim(claim_name) else {
                 expired.push(claim_name.clone());
                 continue;
@@ -122,7 +122,7 @@ impl<P: CloudProvider> Manager<P> {
             }
         }
         for claim in expired {
-            self.nominations.remove_claim(&claim);
+            self.provisioning.nominations.remove_claim(&claim);
         }
     }
 
@@ -130,7 +130,7 @@ impl<P: CloudProvider> Manager<P> {
     /// likely type). Pools whose types cannot be listed are left out, with a warning.
     pub(crate) async fn instance_types_by_pool(&mut self) -> TypesByPool {
         let mut out = TypesByPool::new();
-        let before = std::mem::take(&mut self.pool_errors);
+        let before = std::mem::take(&mut self.provisioning.pool_errors);
         for (name, pool) in self.state.node_pools() {
             if pool.metadata.deletion_timestamp.is_some() {
                 continue;
@@ -141,12 +141,12 @@ impl<P: CloudProvider> Manager<P> {
                 }
                 Err(e) => {
                     tracing::warn!(NodePool = %name, error = %e, "skipping nodepool: cannot list instance types");
-                    self.pool_errors.insert(name.clone(), e.to_string());
+                    self.provisioning.pool_errors.insert(name.clone(), e.to_string());
                 }
             }
         }
-        if self.pool_errors != before {
-            self.pool_status_stale = true;
+        if self.provisioning.pool_errors != before {
+            self.pools.status_stale = true;
         }
         out
     }
@@ -154,44 +154,45 @@ impl<P: CloudProvider> Manager<P> {
     pub(crate) async fn provision<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
         self.expire_nominations(pass);
         // Rescan the pending pods only when a pod or a nomination changed since the last scan.
-        let generation = (self.state.pod_generation(), self.nominations.generation);
+        let generation = (self.state.pod_generation(), self.provisioning.nominations.generation);
         let mut has_new = false;
-        if self.batch.observed != Some(generation) {
+        if self.provisioning.batch.observed != Some(generation) {
             let mut count = 0;
             for (k, p) in self.state.unbound_pods() {
                 if self.provisionable(k, p) {
                     count += 1;
-                    has_new |= !self.batch.seen.contains(k);
+                    has_new |= !self.provisioning.batch.seen.contains(k);
                 }
             }
             // Every pending pod already seen and as many as before: the set is unchanged.
-            if has_new || count != self.batch.seen.len() {
+            if has_new || count != self.provisioning.batch.seen.len() {
                 let seen = self.provisionable_pods().into_iter().map(|(k, _)| k).collect();
-                self.batch.seen = seen;
+                self.provisioning.batch.seen = seen;
             }
-            self.batch.observed = Some(generation);
+            self.provisioning.batch.observed = Some(generation);
         }
-        if self.batch.seen.is_empty() {
-            self.batch.started = None;
-            self.batch.last_trigger = None;
-            self.batch.dirty = false;
-            self.batch.retry_at = None;
+        if self.provisioning.batch.seen.is_empty() {
+            self.provisioning.batch.started = None;
+            self.provisioning.batch.last_trigger = None;
+            self.provisioning.batch.dirty = false;
+            self.provisioning.batch.retry_at = None;
             return Ok(());
         }
-        if let Some(retry) = self.batch.retry_at {
+        if let Some(retry) = self.provisioning.batch.retry_at {
             if pass.now >= retry {
-                self.batch.retry_at = None;
-                self.batch.dirty = true;
+                self.provisioning.batch.retry_at = None;
+                self.provisioning.batch.dirty = true;
             } else {
                 pass.wake_at(retry);
             }
         }
-        if has_new || self.batch.dirty {
-            self.batch.dirty = false;
-            self.batch.started.get_or_insert(pass.now);
-            self.batch.last_trigger = Some(pass.now);
+        if has_new || self.provisioning.batch.dirty {
+            self.provisioning.batch.dirty = false;
+            self.provisioning.batch.started.get_or_insert(pass.now);
+            self.provisioning.batch.last_trigger = Some(pass.now);
         }
-        let (Some(started), Some(last)) = (self.batch.started, self.batch.last_trigger) else {
+        let (Some(started), Some(last)) = (self.provisioning.batch.started, self.provisioning.batch.last_trigger)
+        else {
             // No open window: these pods were already tried and nothing changed since.
             return Ok(());
         };
@@ -200,8 +201,8 @@ impl<P: CloudProvider> Manager<P> {
             pass.wake_at(closes);
             return Ok(());
         }
-        self.batch.started = None;
-        self.batch.last_trigger = None;
+        self.provisioning.batch.started = None;
+        self.provisioning.batch.last_trigger = None;
 
         let pending = self.provisionable_pods();
         let pods = first_five_of(pending.iter().map(|(k, _)| pod_name(k)), pending.len());
@@ -242,7 +243,7 @@ impl<P: CloudProvider> Manager<P> {
             .collect();
 
         let mut nominated: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
-        for ((ns, name), claim) in &self.nominations.by_pod {
+        for ((ns, name), claim) in &self.provisioning.nominations.by_pod {
             if let Some(pod) = state.pod(ns, name) {
                 nominated.entry(claim.as_str()).or_default().push(pod.clone());
             }
@@ -306,7 +307,13 @@ impl<P: CloudProvider> Manager<P> {
         if types.contains_key(pool.name()) {
             return None;
         }
-        Some(self.pool_errors.get(pool.name()).cloned().unwrap_or_else(|| "its instance types are unknown".to_string()))
+        Some(
+            self.provisioning
+                .pool_errors
+                .get(pool.name())
+                .cloned()
+                .unwrap_or_else(|| "its instance types are unknown".to_string()),
+        )
     }
 
     /// Where each PersistentVolumeClaim's volume can be used: a bound claim's volume node
@@ -506,7 +513,7 @@ impl<P: CloudProvider> Manager<P> {
             };
             let Some(created) = pass.soft("creating nodeclaim", created)? else {
                 // Its pods stay pending and already seen: make the next pass try them again.
-                self.batch.dirty = true;
+                self.provisioning.batch.dirty = true;
                 continue;
             };
             let its: Vec<String> = new.instance_types.iter().map(|t| t.name.clone()).collect();
@@ -526,9 +533,9 @@ impl<P: CloudProvider> Manager<P> {
             }
         }
 
-        self.batch.retry_at =
+        self.provisioning.batch.retry_at =
             (!result.errors.is_empty()).then(|| util::after(pass.now, crate::manager::UNSCHEDULABLE_RETRY_AFTER));
-        if let Some(retry) = self.batch.retry_at {
+        if let Some(retry) = self.provisioning.batch.retry_at {
             pass.wake_at(retry);
         }
         for (i, err) in &result.errors {
@@ -547,7 +554,7 @@ impl<P: CloudProvider> Manager<P> {
     }
 
     async fn nominate<C: ClusterApi>(&mut self, api: &C, pod: &ObjectKey, claim: &str) {
-        self.nominations.insert(pod.clone(), claim);
+        self.provisioning.nominations.insert(pod.clone(), claim);
         api.record_event(EventRecord {
             kind: "Pod",
             name: pod_name(pod),

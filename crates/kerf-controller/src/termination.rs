@@ -126,7 +126,7 @@ impl<P: CloudProvider> Manager<P> {
             }
             return Ok(());
         }
-        let instance = match self.unrecorded_launches.remove(&name) {
+        let instance = match self.lifecycle.unrecorded_launches.remove(&name) {
             Some(launched) => Some(launched),
             None => claim.provider_id().is_some().then(|| claim.clone()),
         };
@@ -146,7 +146,7 @@ impl<P: CloudProvider> Manager<P> {
             tracing::info!(NodeClaim = %name, "deleted nodeclaim");
             // Deleting and without finalizers: the API server has removed it.
             self.state.forget(&gone.into_any());
-            self.launch_retry.remove(&name);
+            self.lifecycle.launch_retry.remove(&name);
         }
         Ok(())
     }

@@ -399,7 +399,7 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
     mgr.observe(&WatchEvent::Applied(c.into_any()));
     let pod = pending_pod("a", "1");
     mgr.observe(&WatchEvent::Applied(pod.into_any()));
-    mgr.nominations.insert(("default".into(), "a".into()), "default-aaaaa");
+    mgr.provisioning.nominations.insert(("default".into(), "a".into()), "default-aaaaa");
 
     let types = crate::testkit::block_on(mgr.instance_types_by_pool());
     let input = mgr.scheduling_input(&[], &types);

@@ -27,8 +27,8 @@ fn builtin<K: k8s_openapi::Resource + Object>() -> Kind {
         kind: <K as Object>::KIND,
         namespaced: <K as Object>::NAMESPACED,
         resource: ApiResource {
-            group: K::GROUP.to_string(),
-            version: K::VERSION.to_string(),
+            group: <K as k8s_openapi::Resource>::GROUP.to_string(),
+            version: <K as k8s_openapi::Resource>::VERSION.to_string(),
             api_version: K::API_VERSION.to_string(),
             kind: <K as Object>::KIND.to_string(),
             plural: K::URL_PATH_SEGMENT.to_string(),

@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, Quantity, ResourceList, Taint, TaintEffect, labels};
 use kerf_cloud::sim::{SimConfig, SimProvider};
-use kerf_cloud::{CloudError, CloudProvider, SystemClock};
+use kerf_cloud::{CloudError, CloudProvider, NodeClassResolution, SystemClock};
 use kerf_scheduling::InstanceType;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
@@ -181,6 +181,11 @@ impl CloudProvider for KwokProvider {
         node_class: Option<&EC2NodeClass>,
     ) -> Result<Vec<Arc<InstanceType>>, CloudError> {
         self.catalog.instance_types(node_pool, node_class).await
+    }
+
+    async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {
+        // Nothing exists in a cloud for kwok: the node class resolves as in the simulated account.
+        self.catalog.resolve_node_class(node_class).await
     }
 
     async fn is_drifted(

@@ -1,8 +1,8 @@
 //! The runtime behind `kerf controller`: watches feed the controllers' state in order; once
 //! every kind has synced, and while this process leads, the controllers reconcile when events
 //! arrive (debounced: 100 ms without a new event, at most 1 s after the first) or when the time
-//! they asked to be woken at comes, on the wall clock. A failed pass is retried with backoff
-//! (1 s doubling to 60 s) without stopping the process.
+//! they asked to be woken at comes, on the wall clock. A reconciler that fails is retried with
+//! backoff by the controllers' own runtime (`kerf_controller::runtime`) while the others go on.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -23,8 +23,6 @@ use crate::watch::{self as watches, Feed};
 const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Longest a pass waits for events to settle.
 const MAX_DEBOUNCE: Duration = Duration::from_secs(1);
-const MIN_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Where the lease lives.
 #[derive(Debug, Clone)]
@@ -67,7 +65,6 @@ struct Loop<P: CloudProvider> {
     pending: Option<(Instant, Instant)>,
     /// When the controllers asked to run again.
     wake: Option<Timestamp>,
-    backoff: Duration,
     /// NodePools (name, resourceVersion) the price gauges were computed for.
     priced: Vec<(String, Option<String>)>,
 }
@@ -116,17 +113,9 @@ impl<P: CloudProvider> Loop<P> {
         let now = SystemClock.now();
         let had_pending_pods = self.manager.state().unbound_pods().next().is_some();
         let started = Instant::now();
-        match self.manager.reconcile(&self.api, now).await {
-            Ok(next) => {
-                self.wake = next;
-                self.backoff = MIN_BACKOFF;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, retry_in_seconds = self.backoff.as_secs(), "controller pass failed");
-                self.wake = Some(kerf_cloud::launch::add(now, self.backoff));
-                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-            }
-        }
+        self.wake = self.manager.reconcile(&self.api, now).await;
+        // Failed reconcilers were logged and will be retried with backoff.
+        self.manager.take_errors();
         if had_pending_pods {
             self.metrics.scheduling_pass(started.elapsed().as_secs_f64());
         }
@@ -185,7 +174,6 @@ pub async fn run<P: CloudProvider>(
         leading,
         pending: None,
         wake: Some(SystemClock.now()),
-        backoff: MIN_BACKOFF,
         priced: Vec::new(),
     };
     if !leading {

@@ -327,7 +327,7 @@ impl<P: CloudProvider> Manager<P> {
                 .as_ref()
                 .and_then(|s| util::true_since(&s.conditions, CONDITION_INITIALIZED))
                 .unwrap_or(now);
-            let since = self.last_pod_event.get(name).copied().map_or(initialized, |t| t.max(initialized));
+            let since = self.disruption.last_pod_event.get(name).copied().map_or(initialized, |t| t.max(initialized));
             let disruption = &pool.spec.disruption;
             let not_consolidatable = match disruption.consolidate_after.duration() {
                 None => Some(format!("NodePool {pool_name} has consolidateAfter: Never")),

@@ -123,4 +123,10 @@ pub struct DisruptionState {
     reserved: BTreeSet<String>,
     /// Where single-node consolidation continues in its candidate list.
     single_cursor: usize,
+    /// Node → when a pod last bound to it or left it (consolidateAfter counts from it).
+    pub(crate) last_pod_event: BTreeMap<String, Timestamp>,
+    /// Nodes with a pod event seen since the last reconcile (stamped with its `now`).
+    pub(crate) pod_event_nodes: BTreeSet<String>,
+    /// Bumped on every watch event that may change a disruption decision.
+    pub(crate) generation: u64,
 }

@@ -240,8 +240,8 @@ impl<P: CloudProvider> Manager<P> {
     /// launch, a launch, or an open provisioning batch. Disruption waits for it.
     fn settling(&self) -> bool {
         let reserved = &self.disruption.reserved;
-        self.batch.started.is_some()
-            || !self.nominations.by_pod.is_empty()
+        self.provisioning.batch.started.is_some()
+            || !self.provisioning.nominations.by_pod.is_empty()
             || self.state.node_claims().values().any(|c| in_flight(c) && !reserved.contains(c.name()))
             || self.state.unbound_pods().any(|(_, p)| {
                 !util::owned_by_daemonset(p)
@@ -269,7 +269,7 @@ impl<P: CloudProvider> Manager<P> {
         if !self.disruption.running.is_empty() || self.settling() {
             return Ok(());
         }
-        let changed = self.disruption.evaluated != Some(self.generation);
+        let changed = self.disruption.evaluated != Some(self.disruption.generation);
         match self.disruption.next_evaluation {
             _ if changed => {}
             Some(at) if pass.now >= at => {}
@@ -286,7 +286,7 @@ impl<P: CloudProvider> Manager<P> {
         let types = self.instance_types_by_pool().await;
         let reserved = self.disruption.reserved.clone();
         let (cands, budgets, wake) = self.candidates(&types, pass.now, &reserved).await;
-        tracing::debug!(candidates = cands.len(), generation = self.generation, "evaluating disruption");
+        tracing::debug!(candidates = cands.len(), generation = self.disruption.generation, "evaluating disruption");
         let base = self.scheduling_input(&[], &types);
         let pools = self.state.node_pools().clone();
         let mut eval = Eval {
@@ -327,7 +327,7 @@ impl<P: CloudProvider> Manager<P> {
                 blocked.insert(c.node.clone(), why.clone());
             }
         }
-        self.disruption.evaluated = Some(self.generation);
+        self.disruption.evaluated = Some(self.disruption.generation);
         let mut next = util::after(pass.now, IDLE_REEVALUATE);
         if let Some(w) = wake {
             next = next.min(w);
