@@ -186,6 +186,9 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) generation: u64,
     /// When garbage collection runs next.
     pub(crate) gc_at: Option<Timestamp>,
+    /// Parsed pod facts kept across the SchedulingContexts the provisioner and the disruption
+    /// controller build pass after pass (an unchanged pod is not parsed again).
+    pub(crate) pod_facts: kerf_scheduling::PodFactsCache,
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -208,6 +211,7 @@ impl<P: CloudProvider> Manager<P> {
             pod_event_nodes: BTreeSet::new(),
             generation: 0,
             gc_at: None,
+            pod_facts: kerf_scheduling::PodFactsCache::new(),
         }
     }
 

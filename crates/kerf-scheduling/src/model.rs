@@ -67,6 +67,10 @@ pub struct ExistingNode {
     /// False for nodes that take no new pods (cordoned, being deleted); their pods still count
     /// in topology and affinity.
     pub schedulable: bool,
+    /// What this node holds of its NodePool's `spec.limits` (its NodeClaim's capacity, as
+    /// counted in [`NodePoolInput::in_use`]; empty when unknown or unmanaged). A what-if that
+    /// removes the node gives it back to the pool, so a replacement may use it.
+    pub pool_usage: ResourceList,
 }
 
 /// The outcome of one scheduling pass.

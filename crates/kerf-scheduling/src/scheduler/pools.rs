@@ -333,6 +333,25 @@ impl SchedulingContext {
             .all(|((n, o), rem)| *rem == i64::MAX || n - o <= *rem)
     }
 
+    /// Gives what removed node `n` holds of its NodePool's limits back to the pool for the
+    /// running what-if (a replacement may use it); `rollback` restores the limits.
+    pub(super) fn release_limits(&mut self, n: usize) {
+        let Some(p) = self.nodes[n].pool else { return };
+        let node = &self.nodes[n];
+        let pool = &mut self.pools[p];
+        if !pool.limited {
+            return;
+        }
+        for (rem, v) in pool.remaining.iter_mut().zip(&node.pool_usage) {
+            if *rem != i64::MAX {
+                *rem = rem.saturating_add(*v);
+            }
+        }
+        if pool.nodes_remaining != i64::MAX {
+            pool.nodes_remaining += 1;
+        }
+    }
+
     /// Whether group `g` asks for a host port the pool's DaemonSets take on every new node.
     pub(super) fn daemon_port_conflict(&self, g: usize, p: usize) -> bool {
         let ports = &self.groups[g].ports;
