@@ -604,7 +604,7 @@ impl<P: CloudProvider> Manager<P> {
     pub(crate) fn new_claim(&mut self, pool: &NodePool, new: &NewNodeClaim) -> NodeClaim {
         self.claim_from_pool(
             pool,
-            new.requirements.clone(),
+            new.node_requirements(),
             &new.labels,
             (new.taints.clone(), new.startup_taints.clone()),
             new.requests.clone(),

@@ -406,19 +406,11 @@ impl SchedulingContext {
             .collect();
         let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
         let types: Vec<usize> = fitting.into_iter().map(|(_, i)| i).collect();
-        let mut requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues> = r
+        let requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues> = r
             .iter()
             .filter(|(k, x)| k.as_str() != INSTANCE_TYPE && !x.is_any())
             .flat_map(|(k, x)| x.to_node_selector(k))
             .collect();
-        let it = kerf_api::NodeSelectorRequirementWithMinValues {
-            key: INSTANCE_TYPE.to_string(),
-            operator: Operator::In,
-            values: types.iter().map(|i| pool.types[*i].name.clone()).collect(),
-            min_values: r.get(INSTANCE_TYPE).and_then(|x| x.min_values),
-        };
-        let at = requirements.partition_point(|x| x.key.as_str() < INSTANCE_TYPE);
-        requirements.insert(at, it);
         let mut labels = pool.labels.clone();
         for (k, v) in r.single_valued_labels() {
             if k != INSTANCE_TYPE {
@@ -438,6 +430,7 @@ impl SchedulingContext {
             node_pool: pool.name.clone(),
             requirements,
             instance_types: types.iter().map(|i| Arc::clone(&pool.types[*i])).collect(),
+            instance_type_min_values: r.get(INSTANCE_TYPE).and_then(|x| x.min_values),
             labels,
             taints: pool.taints.clone(),
             startup_taints: pool.startup_taints.clone(),
