@@ -347,9 +347,8 @@ impl SchedulingContext {
                 *rem = rem.saturating_add(*v);
             }
         }
-        if pool.nodes_remaining != i64::MAX {
-            pool.nodes_remaining += 1;
-        }
+        // `i64::MAX` (no node limit) stays as it is.
+        pool.nodes_remaining = pool.nodes_remaining.saturating_add(1);
     }
 
     /// Whether group `g` asks for a host port the pool's DaemonSets take on every new node.
