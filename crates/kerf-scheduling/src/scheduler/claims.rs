@@ -288,7 +288,9 @@ impl SchedulingContext {
             types.clear(i);
         }
         if narrowed {
-            self.claims[c].max_alloc = self.max_alloc(pool, &types);
+            let mut max = std::mem::take(&mut self.claims[c].max_alloc);
+            self.max_alloc_into(pool, &types, &mut max);
+            self.claims[c].max_alloc = max;
         }
         self.claims[c].types = types;
         self.claims[c].req = plan.req;
@@ -312,12 +314,15 @@ impl SchedulingContext {
             }
         }
         // Close the claim when even the smallest pod of the batch no longer fits any type.
-        let probe: Vec<i64> = self.claims[c].requests.iter().zip(&self.min_request).map(|(a, b)| a + b).collect();
+        let mut probe = std::mem::take(&mut self.scratch);
+        probe.clear();
+        probe.extend(self.claims[c].requests.iter().zip(&self.min_request).map(|(a, b)| a + b));
         if !type_fits(&probe, &self.claims[c].max_alloc)
             || !self.any_fit(pool, &self.claims[c].types, &self.claims[c].types, &probe)
         {
             self.claims[c].open = false;
         }
+        self.scratch = probe;
     }
 
     pub(super) fn new_claim(&mut self, pi: usize, g: usize, l: usize, p: usize) -> Option<usize> {
@@ -325,7 +330,7 @@ impl SchedulingContext {
             return None;
         }
         let level_req = self.groups[g].levels[l].req;
-        let pool_req = self.intern_req(self.pools[p].reqs.clone());
+        let pool_req = self.pool_req(p);
         let req = self.intersect(pool_req, level_req);
         if self.unsat[req as usize] {
             return None;

@@ -59,6 +59,8 @@ pub(super) struct Group {
     pub(super) levels: Vec<Arc<Level>>,
     /// Per level, per existing node: taints, node affinity and volume zones allow it.
     pub(super) node_ok: Vec<Vec<bool>>,
+    /// Per level, per pool: whether its taints and requirements take the pods (`ADMITS_*`).
+    pub(super) admits: Vec<Vec<u8>>,
     pub(super) exhausted: bool,
     /// Claims before this index never accept this group (level 0).
     pub(super) cursor: usize,
@@ -233,6 +235,7 @@ impl SchedulingContext {
             own_inverse: Vec::new(),
             levels: Vec::new(),
             node_ok: Vec::new(),
+            admits: Vec::new(),
             exhausted: false,
             cursor: 0,
             rep: p,
