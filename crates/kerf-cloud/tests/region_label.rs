@@ -70,7 +70,7 @@ fn node_claim(r: &SchedulingResult) -> NodeClaim {
     let c = &r.new_node_claims[0];
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": "default-x1", "labels": c.labels},
-        "spec": {"requirements": c.requirements,
+        "spec": {"requirements": c.node_requirements(),
                  "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
                  "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
     }))

@@ -214,6 +214,9 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) resolved: crate::nodeclass::Resolved,
     /// Each reconciler's error policy.
     runtime: Runtime,
+    /// Parsed pod facts kept across the SchedulingContexts the provisioner and the disruption
+    /// controller build pass after pass (an unchanged pod is not parsed again).
+    pub(crate) pod_facts: kerf_scheduling::PodFactsCache,
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -232,6 +235,7 @@ impl<P: CloudProvider> Manager<P> {
             disruption: Default::default(),
             resolved: Default::default(),
             runtime,
+            pod_facts: kerf_scheduling::PodFactsCache::new(),
         }
     }
 

@@ -10,7 +10,8 @@ use kerf_api::nodeclaim::{NodeClaimSpec, ResourceRequirements};
 use kerf_api::{NodeClaim, NodePool, NodeSelectorRequirementWithMinValues, ResourceList, Taint, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{
-    ExistingNode, InstanceType, NewNodeClaim, NodePoolInput, Requirements, SchedulingInput, SchedulingResult,
+    ExistingNode, InstanceType, NewNodeClaim, NodePoolInput, Requirements, SchedulingContext, SchedulingInput,
+    SchedulingResult,
 };
 
 use crate::manager::{ControllerError, Manager, Pass};
@@ -18,9 +19,12 @@ use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
 
-/// Runs the scheduling core.
-fn run_scheduler(input: &SchedulingInput) -> SchedulingResult {
-    kerf_scheduling::SchedulingContext::new(input.clone()).place_pending()
+/// The capacity a NodeClaim that has not launched yet will most likely have: its
+/// [`likely_type`]'s among its pool's types (empty when none is known).
+fn likely_capacity(claim: &NodeClaim, types: &TypesByPool) -> ResourceList {
+    let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL));
+    let its = pool.and_then(|p| types.get(p)).map(Vec::as_slice).unwrap_or_default();
+    likely_type(claim, its).map(|t| t.capacity.clone()).unwrap_or_default()
 }
 
 /// Instance types per NodePool, fetched once per provisioning pass.
@@ -210,7 +214,7 @@ impl<P: CloudProvider> Manager<P> {
 
         let types = self.instance_types_by_pool().await;
         let input = self.scheduling_input(&pending, &types);
-        let result = run_scheduler(&input);
+        let result = SchedulingContext::with_facts(input.clone(), &self.pod_facts).place_pending();
         self.apply_scheduling_result(api, pass, &pending, &input, result).await
     }
 
@@ -266,7 +270,7 @@ impl<P: CloudProvider> Manager<P> {
             if in_flight_nodes.contains(name) {
                 continue;
             }
-            existing.push(self.existing_node(name, node));
+            existing.push(self.existing_node(name, node, types));
         }
 
         let daemonset_pods = state
@@ -403,9 +407,7 @@ impl<P: CloudProvider> Manager<P> {
 
     /// Capacity a pool's claims hold, not-yet-launched claims counted at their likely type.
     pub(crate) fn pool_usage(&self, pool: &str, types: &TypesByPool) -> ResourceList {
-        let empty = Vec::new();
-        let its = types.get(pool).unwrap_or(&empty);
-        self.state.pool_usage(pool, |c| likely_type(c, its).map(|t| t.capacity.clone()).unwrap_or_default())
+        self.state.pool_usage(pool, |c| likely_capacity(c, types))
     }
 
     fn in_flight_node(&self, claim: &NodeClaim, types: &TypesByPool, nominated: Vec<Arc<Pod>>) -> ExistingNode {
@@ -442,13 +444,15 @@ impl<P: CloudProvider> Manager<P> {
             pods,
             in_flight: true,
             schedulable: true,
+            pool_usage: ClusterState::claim_usage(claim, |c| likely_capacity(c, types)),
         }
     }
 
-    fn existing_node(&self, name: &str, node: &k8s_openapi::api::core::v1::Node) -> ExistingNode {
+    fn existing_node(&self, name: &str, node: &k8s_openapi::api::core::v1::Node, types: &TypesByPool) -> ExistingNode {
         let state: &ClusterState = &self.state;
         let node_labels: BTreeMap<String, String> = node.metadata.labels.clone().unwrap_or_default();
-        let claim_deleting = state.claim_for_node(node).is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        let claim = state.claim_for_node(node);
+        let claim_deleting = claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
         ExistingNode {
             name: name.to_string(),
@@ -459,6 +463,7 @@ impl<P: CloudProvider> Manager<P> {
             in_flight: false,
             schedulable: !cordoned && node.metadata.deletion_timestamp.is_none() && !claim_deleting,
             labels: node_labels,
+            pool_usage: claim.map(|c| ClusterState::claim_usage(c, |c| likely_capacity(c, types))).unwrap_or_default(),
         }
     }
 
@@ -630,7 +635,7 @@ impl<P: CloudProvider> Manager<P> {
     pub(crate) fn new_claim(&mut self, pool: &NodePool, new: &NewNodeClaim) -> NodeClaim {
         self.claim_from_pool(
             pool,
-            new.requirements.clone(),
+            new.node_requirements(),
             &new.labels,
             (new.taints.clone(), new.startup_taints.clone()),
             new.requests.clone(),

@@ -346,13 +346,19 @@ impl ClusterState {
         let mut count = 0i64;
         for claim in self.claims_of_pool(pool) {
             count += 1;
-            match claim.status.as_ref().filter(|s| !s.capacity.is_empty()) {
-                Some(s) => total.add(&s.capacity),
-                None => total.add(&fallback(claim)),
-            }
+            total.add(&Self::claim_usage(claim, &fallback));
         }
         total.set("nodes", kerf_api::Quantity::from_units(count));
         total
+    }
+
+    /// What one NodeClaim holds of its pool's limits: its launched capacity, or `fallback(claim)`
+    /// while it has none.
+    pub fn claim_usage(claim: &NodeClaim, fallback: impl Fn(&NodeClaim) -> ResourceList) -> ResourceList {
+        match claim.status.as_ref().filter(|s| !s.capacity.is_empty()) {
+            Some(s) => s.capacity.clone(),
+            None => fallback(claim),
+        }
     }
 }
 

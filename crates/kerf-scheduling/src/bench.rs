@@ -274,14 +274,17 @@ pub fn consolidation_cluster(
             pods,
             in_flight: false,
             schedulable: true,
+            pool_usage: t.capacity.clone(),
         });
     }
+    // The nodes hold their capacity of the pool's limits.
+    let mut in_use = existing.iter().fold(ResourceList::new(), |mut acc, n| {
+        acc.add(&n.pool_usage);
+        acc
+    });
+    in_use.set("nodes", Quantity::from_units(existing.len() as i64));
     let input = SchedulingInput {
-        node_pools: vec![NodePoolInput {
-            node_pool: Arc::new(node_pool()),
-            instance_types: catalog,
-            in_use: ResourceList::new(),
-        }],
+        node_pools: vec![NodePoolInput { node_pool: Arc::new(node_pool()), instance_types: catalog, in_use }],
         existing_nodes: existing,
         ..Default::default()
     };

@@ -7,7 +7,7 @@ use kerf_api::ResourceList;
 use kerf_api::labels::{HOSTNAME, ZONE};
 
 use crate::model::{ExistingNode, NodePoolInput, SchedulingInput};
-use crate::scheduler::{SchedulingContext, schedule};
+use crate::scheduler::{PodFactsCache, SchedulingContext, schedule};
 use crate::testing::*;
 
 const ZONES: [&str; 3] = ["a", "b", "c"];
@@ -119,4 +119,129 @@ fn what_if_names_an_unknown_node() {
     let mut ctx = SchedulingContext::new(cluster(vec![big_node("n1", "a", &[])]));
     let err = ctx.without_nodes(&["nope"]).unwrap_err();
     assert_eq!(err.to_string(), "no existing node or in-flight NodeClaim named nope");
+}
+
+/// `cluster` with the pool limited to `cpu` and every managed node holding its capacity of it.
+fn at_cpu_limit(mut input: SchedulingInput, cpu: &str) -> SchedulingInput {
+    let mut in_use = ResourceList::new();
+    for n in &mut input.existing_nodes {
+        n.pool_usage = rl(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "80")]);
+        in_use.add(&n.pool_usage);
+    }
+    let pool = &mut input.node_pools[0];
+    let mut np = (*pool.node_pool).clone();
+    np.spec.limits = Some(rl(&[("cpu", cpu)]));
+    pool.node_pool = Arc::new(np);
+    pool.in_use = in_use;
+    input
+}
+
+#[test]
+fn pool_at_its_cpu_limit_can_still_replace_a_node_by_a_cheaper_one_in_a_what_if() {
+    // The pool's 8 CPUs are all held by n1; without n1 they are free for its replacement.
+    let mut input = at_cpu_limit(cluster(vec![big_node("n1", "a", &[("p1", "500m")])]), "8");
+    input.pods = vec![pod("pending").cpu("1").build()];
+    let mut ctx = SchedulingContext::new(input);
+    let w = ctx.without_nodes(&["n1"]).unwrap();
+    let price = w.single_replacement_price().unwrap_or_else(|| panic!("one replacement: {w:?}"));
+    assert!((price - 0.07).abs() < 1e-9, "{price}");
+    // The released capacity belongs to that what-if only: the pending pod still finds the pool
+    // at its limit.
+    let placed = ctx.place_pending();
+    assert!(placed.new_node_claims.is_empty(), "{:?}", placed.new_node_claims);
+    assert_eq!(placed.placements, vec![crate::model::Placement { pod: 0, node: "n1".into() }]);
+    let w = ctx.without_nodes(&["n1"]).unwrap();
+    assert!(w.single_replacement_price().is_some(), "{w:?}");
+}
+
+#[test]
+fn what_if_releases_only_the_removed_nodes_share_of_the_pool_limit() {
+    // Two nodes hold 16 of the pool's 16 CPUs. Without n1 its pods need 5 CPUs: the 8 n1 held
+    // are enough for one new node (a large one, the small one being too small).
+    let input = at_cpu_limit(
+        cluster(vec![big_node("n1", "a", &[("p1", "3"), ("p2", "2")]), big_node("n2", "b", &[("full", "8")])]),
+        "16",
+    );
+    let mut ctx = SchedulingContext::new(input.clone());
+    let w = ctx.without_nodes(&["n1"]).unwrap();
+    assert_eq!(w.new_node_claims.len(), 1, "{w:?}");
+    assert!(w.unplaced.is_empty(), "{w:?}");
+    // With the pool 1 CPU over a 15-CPU limit, n1's 8 leave 7: room for a small node (p2), not
+    // for the large one p1 needs.
+    let mut ctx = SchedulingContext::new(at_cpu_limit(input, "15"));
+    let w = ctx.without_nodes(&["n1"]).unwrap();
+    assert_eq!(w.unplaced, vec![0], "{w:?}");
+    assert_eq!(w.new_node_claims.len(), 1, "{w:?}");
+    assert_eq!(w.new_node_claims[0].claim.instance_types[0].name, "small");
+}
+
+/// A cluster whose pods all carry a uid and resourceVersion: two nodes with spread, anti-affinity
+/// and plain pods, and pending pods of each kind.
+fn versioned_cluster() -> SchedulingInput {
+    let web = |name: &str, cpu: &str| {
+        pod(name).label("app", "web").spread(ZONE, 1, &[("app", "web")]).cpu(cpu).version(&format!("uid-{name}"), "1")
+    };
+    let db = |name: &str| {
+        pod(name)
+            .label("app", "db")
+            .anti_affinity(HOSTNAME, &[("app", "db")])
+            .cpu("1")
+            .version(&format!("uid-{name}"), "1")
+    };
+    let mut n1 = big_node("n1", "a", &[]);
+    n1.pods = vec![
+        web("web-1", "1").build(),
+        db("db-1").build(),
+        pod("plain-1").cpu("2").version("uid-plain-1", "1").build(),
+    ];
+    let mut n2 = big_node("n2", "b", &[]);
+    n2.pods = vec![web("web-2", "1").build()];
+    let mut input = cluster(vec![n1, n2]);
+    input.pods = vec![
+        web("web-3", "2").build(),
+        db("db-2").build(),
+        db("db-3").build(),
+        pod("plain-2").cpu("1").version("uid-plain-2", "1").build(),
+    ];
+    input
+}
+
+/// A scheduling result as text, to compare two results whole.
+fn shown(r: &crate::model::SchedulingResult) -> String {
+    format!("{:?} {:?} {:?}", r.placements, r.new_node_claims, r.errors)
+}
+
+#[test]
+fn unchanged_pods_are_parsed_once_across_context_builds_with_the_same_results() {
+    let input = versioned_cluster();
+    let pods = input.pods.len() + input.existing_nodes.iter().map(|n| n.pods.len()).sum::<usize>();
+    let cache = PodFactsCache::new();
+    let first = SchedulingContext::with_facts(input.clone(), &cache).place_pending();
+    assert_eq!(cache.parses(), pods as u64);
+    let mut ctx = SchedulingContext::with_facts(input.clone(), &cache);
+    let again = ctx.place_pending();
+    let what_if = format!("{:?}", ctx.without_nodes(&["n1"]).unwrap());
+    assert_eq!(cache.parses(), pods as u64, "the second build parses nothing");
+    assert_eq!(cache.len(), pods);
+    // The cached facts give what parsing every pod gives.
+    let fresh = schedule(&input);
+    assert_eq!(shown(&first), shown(&fresh));
+    assert_eq!(shown(&again), shown(&fresh));
+    assert_eq!(what_if, format!("{:?}", SchedulingContext::new(input).without_nodes(&["n1"]).unwrap()));
+}
+
+#[test]
+fn a_pod_with_a_new_resource_version_is_parsed_again() {
+    let mut input = versioned_cluster();
+    let pods = input.pods.len() + input.existing_nodes.iter().map(|n| n.pods.len()).sum::<usize>();
+    let cache = PodFactsCache::new();
+    let before = SchedulingContext::with_facts(input.clone(), &cache).place_pending();
+    assert!(before.placements.iter().any(|p| p.pod == 3), "plain-2 fits on a node: {:?}", before.placements);
+    // plain-2 now asks for more than any node or instance type has.
+    input.pods[3] = pod("plain-2").cpu("20").version("uid-plain-2", "2").build();
+    let after = SchedulingContext::with_facts(input.clone(), &cache).place_pending();
+    assert_eq!(cache.parses(), pods as u64 + 1, "only the changed pod is parsed again");
+    assert_eq!(cache.len(), pods);
+    assert!(after.errors.iter().any(|(p, _)| *p == 3), "{:?}", after.errors);
+    assert_eq!(shown(&after), shown(&schedule(&input)));
 }

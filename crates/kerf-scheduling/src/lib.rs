@@ -36,4 +36,4 @@ pub use model::{
 };
 pub use predicates::{ClusterView, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
-pub use scheduler::{SchedulingContext, schedule};
+pub use scheduler::{PodFactsCache, SchedulingContext, schedule};

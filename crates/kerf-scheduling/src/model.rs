@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, ResourceList, Taint};
+use kerf_api::labels::INSTANCE_TYPE;
+use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, ResourceList, Taint};
 
 use crate::instance::InstanceType;
 use crate::requirements::Requirements;
@@ -70,6 +71,10 @@ pub struct ExistingNode {
     /// False for nodes that take no new pods (cordoned, being deleted); their pods still count
     /// in topology and affinity.
     pub schedulable: bool,
+    /// What this node holds of its NodePool's `spec.limits` (its NodeClaim's capacity, as
+    /// counted in [`NodePoolInput::in_use`]; empty when unknown or unmanaged). A what-if that
+    /// removes the node gives it back to the pool, so a replacement may use it.
+    pub pool_usage: ResourceList,
 }
 
 /// The outcome of one scheduling pass.
@@ -94,12 +99,14 @@ pub struct Placement {
 #[derive(Debug, Clone)]
 pub struct NewNodeClaim {
     pub node_pool: String,
-    /// The claim's requirements: the pool's, narrowed by its pods, with
-    /// `node.kubernetes.io/instance-type In [...]` listing every compatible type (cheapest first)
-    /// and minValues carried over.
+    /// The claim's requirements: the pool's, narrowed by its pods, sorted by key — except
+    /// `node.kubernetes.io/instance-type`, which `instance_types` gives
+    /// ([`NewNodeClaim::node_requirements`] has them all).
     pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
     /// Every compatible instance type, cheapest compatible offering first.
     pub instance_types: Vec<Arc<InstanceType>>,
+    /// The minValues of the pool's `node.kubernetes.io/instance-type` requirement.
+    pub instance_type_min_values: Option<i64>,
     /// Labels the node will carry: the pool's template labels plus single-valued requirements.
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
@@ -108,6 +115,25 @@ pub struct NewNodeClaim {
     pub pods: Vec<usize>,
     /// Sum of the pods' requests plus the daemonset overhead for this claim.
     pub requests: ResourceList,
+}
+
+impl NewNodeClaim {
+    /// The requirements of the NodeClaim to create: [`requirements`](Self::requirements) with
+    /// `node.kubernetes.io/instance-type In [...]` listing every compatible type (cheapest first)
+    /// and its minValues, in key order. Built on demand: a pass may plan thousands of claims
+    /// with hundreds of types each, and only the ones launched need the names written out.
+    pub fn node_requirements(&self) -> Vec<NodeSelectorRequirementWithMinValues> {
+        let mut out = self.requirements.clone();
+        let it = NodeSelectorRequirementWithMinValues {
+            key: INSTANCE_TYPE.to_string(),
+            operator: Operator::In,
+            values: self.instance_types.iter().map(|t| t.name.clone()).collect(),
+            min_values: self.instance_type_min_values,
+        };
+        let at = out.partition_point(|x| x.key.as_str() < INSTANCE_TYPE);
+        out.insert(at, it);
+        out
+    }
 }
 
 /// The answer of a consolidation what-if ([`SchedulingContext::without_nodes`]): where the

@@ -8,8 +8,10 @@
 //! the pools with their instance-type tables and daemonset overhead, the parsed facts of every
 //! pod (pending ones and the ones on existing nodes: requests, affinities, ports, volumes),
 //! interned topology values, and the topology counters over the existing pods. Build one per
-//! cluster change, then ask it as often as needed; each query records what it changes and puts
-//! it back when it ends, so a query costs what it places, not what the cluster holds.
+//! cluster change, then ask it as often as needed ([`SchedulingContext::with_facts`] takes the
+//! parsed facts of unchanged pods from a [`PodFactsCache`] kept across builds); each query
+//! records what it changes and puts it back when it ends, so a query costs what it places, not
+//! what the cluster holds.
 //!
 //! - [`SchedulingContext::place_pending`] places `input.pods` — what provisioning does;
 //!   [`schedule`] is `SchedulingContext::new(input).place_pending()`.
@@ -20,7 +22,9 @@
 //!   DaemonSet, mirror, finished or terminating pods) are placed as a batch — onto the remaining
 //!   nodes first, then onto new NodeClaims of the pools, with the same rules, relaxations and
 //!   retries as provisioning. A topology domain that only the removed nodes provided (and no
-//!   pool can launch) no longer counts. The [`WhatIf`] says, by index into `WhatIf::pods`, which
+//!   pool can launch) no longer counts, and what the removed nodes held of their NodePools'
+//!   limits ([`ExistingNode::pool_usage`](crate::ExistingNode::pool_usage)) is free for their
+//!   replacements. The [`WhatIf`] says, by index into `WhatIf::pods`, which
 //!   pods fit on which remaining node, which new NodeClaims (with their compatible instance
 //!   types, cheapest first, and the price of the cheapest offering) the rest would need, and
 //!   which fit nowhere. [`WhatIf::deletable`]: every pod fits on the remaining nodes.
@@ -46,7 +50,7 @@
 //! # Modules
 //!
 //! This file is the context and its queries; each part of the work has its own module:
-//! `resources` (dense resource vectors), `interning` (values, requirement sets, type
+//! `facts` (what is read from each pod, and its cache), `resources` (dense resource vectors), `interning` (values, requirement sets, type
 //! bitsets), `pools` (NodePools, type tables, DaemonSet overhead, limits, prices),
 //! `topology` (counters, anti-affinity blocks, spread domains), `preferences` (pod groups
 //! and relaxation levels), `existing` (existing nodes and the fit check on them), `claims`
@@ -56,6 +60,7 @@
 mod claims;
 mod existing;
 mod explain;
+mod facts;
 mod interning;
 mod journal;
 mod pools;
@@ -66,6 +71,8 @@ mod topology;
 
 use claims::*;
 use existing::*;
+use facts::PodFacts;
+pub use facts::PodFactsCache;
 use interning::*;
 use journal::*;
 use pools::*;
@@ -112,7 +119,6 @@ pub struct SchedulingContext {
     intersect_cache: HashMap<(u32, u32), u32>,
     narrow_cache: HashMap<(u32, u32, u32), u32>,
     compat_cache: HashMap<(usize, u32), Arc<Bits>>,
-    admits_cache: HashMap<(usize, u32, bool, usize), bool>,
     price_cache: HashMap<(usize, u32), Arc<PriceOrder>>,
     pools: Vec<Pool>,
     groups: Vec<Group>,
@@ -126,6 +132,8 @@ pub struct SchedulingContext {
     /// Every pod's dense requests: the pending pods (`input.pods`) first, then the pods on
     /// existing nodes (see `existing`).
     pod_requests: Vec<Vec<i64>>,
+    /// Every pod's parsed facts, by the same index.
+    facts: Vec<Arc<PodFacts>>,
     pod_group: Vec<usize>,
     /// The pods on existing nodes, indexed from `input.pods.len()`.
     existing: Vec<Arc<Pod>>,
@@ -151,31 +159,25 @@ impl SchedulingContext {
     /// existing nodes with their pods counted in every topology counter, and the parsed facts of
     /// every pod (pending and existing).
     pub fn new(input: impl Into<Arc<SchedulingInput>>) -> Self {
-        let input: Arc<SchedulingInput> = input.into();
+        Self::build(input.into(), None)
+    }
+
+    /// [`new`](Self::new), reading each pod's facts from `cache` when the pod (uid and
+    /// resourceVersion) is unchanged since an earlier build, and keeping the facts of the pods
+    /// it parses there for the next build.
+    pub fn with_facts(input: impl Into<Arc<SchedulingInput>>, cache: &PodFactsCache) -> Self {
+        Self::build(input.into(), Some(cache))
+    }
+
+    fn build(input: Arc<SchedulingInput>, cache: Option<&PodFactsCache>) -> Self {
+        let existing: Vec<Arc<Pod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
+        let facts = facts::gather(input.pods.iter().chain(&existing), cache);
         // Resource names of the whole cluster.
         let mut names: BTreeSet<String> = [CPU, MEMORY, PODS].iter().map(|s| s.to_string()).collect();
-        // Pods with only regular containers take a fast path (no intermediate lists).
-        let simple = |p: &Pod| {
-            p.spec
-                .as_ref()
-                .is_some_and(|s| s.init_containers.as_ref().is_none_or(Vec::is_empty) && s.overhead.is_none())
-        };
-        let existing: Vec<Arc<Pod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
-        let all = || input.pods.iter().chain(&existing);
-        let requests: Vec<Option<ResourceList>> =
-            all().map(|p| if simple(p) { None } else { Some(pod::pod_requests(p)) }).collect();
-        for (p, r) in all().zip(&requests) {
-            match r {
-                Some(r) => names.extend(r.iter().map(|(k, _)| k.clone())),
-                None => {
-                    for c in p.spec.iter().flat_map(|s| &s.containers) {
-                        let Some(res) = &c.resources else { continue };
-                        for k in res.requests.iter().flatten().chain(res.limits.iter().flatten()).map(|(k, _)| k) {
-                            if !names.contains(k) {
-                                names.insert(k.clone());
-                            }
-                        }
-                    }
+        for f in &facts {
+            for (k, _) in &f.requests {
+                if !names.contains(k.as_ref()) {
+                    names.insert(k.to_string());
                 }
             }
         }
@@ -193,8 +195,7 @@ impl SchedulingContext {
         let names: Vec<String> = names.into_iter().collect();
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let res = Resources { names, index };
-        let pod_requests: Vec<Vec<i64>> =
-            all().zip(&requests).map(|(p, r)| dense_requests(&res, p, r.as_ref())).collect();
+        let pod_requests: Vec<Vec<i64>> = facts.iter().map(|f| res.dense_units(&f.requests)).collect();
         let values = Interner::default();
         let prefer_taints = input
             .node_pools
@@ -212,7 +213,6 @@ impl SchedulingContext {
             intersect_cache: HashMap::new(),
             narrow_cache: HashMap::new(),
             compat_cache: HashMap::new(),
-            admits_cache: HashMap::new(),
             price_cache: HashMap::new(),
             pools: Vec::new(),
             groups: Vec::new(),
@@ -223,6 +223,7 @@ impl SchedulingContext {
             claims: Vec::new(),
             open: Vec::new(),
             pod_requests,
+            facts,
             pod_group: Vec::new(),
             existing,
             min_request: Vec::new(),
@@ -303,6 +304,7 @@ impl SchedulingContext {
             self.removed.push(n);
             self.journal.push(Undo::Removed { node: n, old: self.nodes[n].schedulable });
             self.nodes[n].schedulable = false;
+            self.release_limits(n);
             for j in 0..self.nodes[n].pods.len() {
                 let pi = self.nodes[n].pods[j];
                 let p = Arc::clone(self.pod(pi));

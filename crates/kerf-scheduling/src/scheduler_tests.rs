@@ -301,7 +301,7 @@ fn min_values_keep_enough_instance_types_or_fail() {
     assert!(r.errors.is_empty());
     let c = &r.new_node_claims[0];
     assert_eq!(c.instance_types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["small", "medium", "large"]);
-    let it_req = c.requirements.iter().find(|r| r.key == INSTANCE_TYPE).unwrap();
+    let it_req = c.node_requirements().into_iter().find(|r| r.key == INSTANCE_TYPE).unwrap();
     assert_eq!(it_req.min_values, Some(3));
     // 3 CPUs fit only medium and large: two types, fewer than minValues.
     let r = schedule(&input(pools, vec![pod("p").cpu("3").build()]));
@@ -318,7 +318,7 @@ fn claims_list_every_compatible_type_cheapest_first() {
     let r = schedule(&one_pool(vec![pod("p").cpu("3").build()]));
     let c = &r.new_node_claims[0];
     assert_eq!(c.instance_types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["medium", "large"]);
-    let it = c.requirements.iter().find(|r| r.key == INSTANCE_TYPE).unwrap();
+    let it = c.node_requirements().into_iter().find(|r| r.key == INSTANCE_TYPE).unwrap();
     assert_eq!(it.values, vec!["medium".to_string(), "large".to_string()]);
 }
 

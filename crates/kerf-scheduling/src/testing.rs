@@ -56,6 +56,13 @@ impl PodBuilder {
         self.spec().affinity.get_or_insert_with(Default::default)
     }
 
+    /// The pod's uid and resourceVersion, as the API server sets them.
+    pub fn version(mut self, uid: &str, resource_version: &str) -> Self {
+        self.0.metadata.uid = Some(uid.into());
+        self.0.metadata.resource_version = Some(resource_version.into());
+        self
+    }
+
     pub fn label(mut self, k: &str, v: &str) -> Self {
         self.0.metadata.labels.get_or_insert_with(Default::default).insert(k.into(), v.into());
         self
@@ -253,6 +260,7 @@ pub fn node(name: &str, label_pairs: &[(&str, &str)], alloc: &[(&str, &str)]) ->
         pods: vec![],
         in_flight: false,
         schedulable: true,
+        pool_usage: ResourceList::new(),
     }
 }
 

@@ -109,6 +109,7 @@ pub fn existing_node(node: &Node, pods: Vec<Arc<Pod>>) -> ExistingNode {
         pods,
         in_flight: false,
         schedulable: !node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+        pool_usage: ResourceList::new(),
     }
 }
 

@@ -156,6 +156,26 @@ fn underutilized_node_is_replaced_by_one_strictly_cheaper_node_launched_before_i
 }
 
 #[test]
+fn pool_at_its_cpu_limit_can_still_replace_a_node_by_a_cheaper_one_in_consolidation() {
+    // The xlarge node holds all 16 CPUs of the pool's limit; its replacement uses what it frees.
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 3}}\n  - wait: 5m\n",
+        deployment("web", 12, "1", "")
+    );
+    let spec = format!("{CONSOLIDATE_NOW}, limits: {{cpu: \"16\"}}");
+    let r = simulate("limit-replace", &scenario("limit-replace", "", &pool("", &spec), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Underutilized");
+    assert_eq!(d[0]["instanceType"], "xlarge");
+    let detail = d[0]["detail"].as_str().unwrap();
+    assert!(detail.contains("1 cheaper node (medium, $0.2000/h instead of $0.8000/h)"), "{detail}");
+    assert_eq!(types_of(&r), vec!["medium"]);
+    assert_eq!(cost_per_hour(&r), 0.2);
+    assert_all_running(&r, 3);
+}
+
+#[test]
 fn two_underutilized_nodes_merge_into_one_cheaper_node() {
     let steps = format!(
         "  - apply: [{}]\n  - wait: 1m\n  - apply: [{}]\n  - wait: 1m\n\

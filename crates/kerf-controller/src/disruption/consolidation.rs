@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kerf_api::{Operator, labels};
+use kerf_api::labels;
 use kerf_scheduling::{InstanceType, NewNodeClaim, Requirements, SchedulingContext, WhatIf};
 
 use super::candidates::Candidate;
@@ -110,16 +110,8 @@ pub fn decide(cands: &[&Candidate], answer: &WhatIf, spot_to_spot: bool) -> Resu
             dollars(total)
         ));
     };
-    let names: Vec<String> = cheaper.iter().map(|(_, t)| t.name.clone()).collect();
     let mut restricted = claim.clone();
     restricted.instance_types = cheaper.iter().map(|(_, t)| Arc::clone(t)).collect();
-    restricted.requirements.retain(|r| r.key != labels::INSTANCE_TYPE);
-    restricted.requirements.push(kerf_api::NodeSelectorRequirementWithMinValues {
-        key: labels::INSTANCE_TYPE.to_string(),
-        operator: Operator::In,
-        values: names,
-        min_values: claim.requirements.iter().find(|r| r.key == labels::INSTANCE_TYPE).and_then(|r| r.min_values),
-    });
     Ok(Decision::Replace { claim: Box::new(restricted), price, instance_type: best.name.clone() })
 }
 
@@ -204,6 +196,7 @@ pub fn largest_prefix<T>(len: usize, mut evaluate: impl FnMut(usize) -> Result<T
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
+    use kerf_api::Operator;
     use kerf_scheduling::{Offering, PricedClaim};
 
     fn itype(name: &str, price: f64) -> Arc<InstanceType> {
@@ -252,6 +245,7 @@ mod tests {
                 min_values: None,
             }],
             instance_types: types,
+            instance_type_min_values: None,
             labels: Default::default(),
             taints: vec![],
             startup_taints: vec![],

@@ -10,7 +10,7 @@ use kerf_api::nodepool::DisruptionReason;
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::{NewNodeClaim, SchedulingContext, SchedulingInput};
+use kerf_scheduling::{NewNodeClaim, PodFactsCache, SchedulingContext, SchedulingInput};
 
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
 use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, multi_node, what_if};
@@ -40,6 +40,8 @@ struct Eval<'a> {
     base: &'a SchedulingInput,
     /// Built once from `base` for every consolidation what-if of the evaluation.
     ctx: SchedulingContext,
+    /// The controller's parsed pod facts, for the contexts built during the evaluation.
+    facts: &'a PodFactsCache,
     spot_to_spot: bool,
 }
 
@@ -101,7 +103,7 @@ impl<'a> Eval<'a> {
         // Nodes being replaced for the same reason are no place for the pods either: one
         // context for the method, with those nodes taking no new pods.
         let all: BTreeSet<&str> = matching.iter().map(|c| c.node.as_str()).collect();
-        let mut ctx = SchedulingContext::new(unschedulable(self.base, &all));
+        let mut ctx = SchedulingContext::with_facts(unschedulable(self.base, &all), self.facts);
         for c in allowed {
             let answer = match what_if(&mut ctx, &[c]) {
                 Ok(a) => a,
@@ -293,7 +295,8 @@ impl<P: CloudProvider> Manager<P> {
             cands: &cands,
             budgets: &budgets,
             pools: &pools,
-            ctx: SchedulingContext::new(base.clone()),
+            ctx: SchedulingContext::with_facts(base.clone(), &self.pod_facts),
+            facts: &self.pod_facts,
             base: &base,
             spot_to_spot: self.options.spot_to_spot_consolidation,
         };
@@ -408,7 +411,7 @@ impl<P: CloudProvider> Manager<P> {
             abandon("the budget no longer allows it");
             return Ok(());
         }
-        let mut ctx = SchedulingContext::new(self.scheduling_input(&[], &types));
+        let mut ctx = SchedulingContext::with_facts(self.scheduling_input(&[], &types), &self.pod_facts);
         let (decision, pods) = match consolidate(&mut ctx, &now, self.options.spot_to_spot_consolidation) {
             Ok(d) => d,
             Err(why) => {
@@ -670,7 +673,7 @@ impl<P: CloudProvider> Manager<P> {
         if cand.pods.is_empty() || self.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
             return Vec::new();
         }
-        let mut ctx = SchedulingContext::new(self.scheduling_input(&[], types));
+        let mut ctx = SchedulingContext::with_facts(self.scheduling_input(&[], types), &self.pod_facts);
         match what_if(&mut ctx, &[cand]) {
             Ok(answer) => answer.new_node_claims.into_iter().map(|c| c.claim).collect(),
             Err(e) => {

@@ -288,7 +288,9 @@ impl SchedulingContext {
             types.clear(i);
         }
         if narrowed {
-            self.claims[c].max_alloc = self.max_alloc(pool, &types);
+            let mut max = std::mem::take(&mut self.claims[c].max_alloc);
+            self.max_alloc_into(pool, &types, &mut max);
+            self.claims[c].max_alloc = max;
         }
         self.claims[c].types = types;
         self.claims[c].req = plan.req;
@@ -312,12 +314,15 @@ impl SchedulingContext {
             }
         }
         // Close the claim when even the smallest pod of the batch no longer fits any type.
-        let probe: Vec<i64> = self.claims[c].requests.iter().zip(&self.min_request).map(|(a, b)| a + b).collect();
+        let mut probe = std::mem::take(&mut self.scratch);
+        probe.clear();
+        probe.extend(self.claims[c].requests.iter().zip(&self.min_request).map(|(a, b)| a + b));
         if !type_fits(&probe, &self.claims[c].max_alloc)
             || !self.any_fit(pool, &self.claims[c].types, &self.claims[c].types, &probe)
         {
             self.claims[c].open = false;
         }
+        self.scratch = probe;
     }
 
     pub(super) fn new_claim(&mut self, pi: usize, g: usize, l: usize, p: usize) -> Option<usize> {
@@ -325,7 +330,7 @@ impl SchedulingContext {
             return None;
         }
         let level_req = self.groups[g].levels[l].req;
-        let pool_req = self.intern_req(self.pools[p].reqs.clone());
+        let pool_req = self.pool_req(p);
         let req = self.intersect(pool_req, level_req);
         if self.unsat[req as usize] {
             return None;
@@ -406,19 +411,11 @@ impl SchedulingContext {
             .collect();
         let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
         let types: Vec<usize> = fitting.into_iter().map(|(_, i)| i).collect();
-        let mut requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues> = r
+        let requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues> = r
             .iter()
             .filter(|(k, x)| k.as_str() != INSTANCE_TYPE && !x.is_any())
             .flat_map(|(k, x)| x.to_node_selector(k))
             .collect();
-        let it = kerf_api::NodeSelectorRequirementWithMinValues {
-            key: INSTANCE_TYPE.to_string(),
-            operator: Operator::In,
-            values: types.iter().map(|i| pool.types[*i].name.clone()).collect(),
-            min_values: r.get(INSTANCE_TYPE).and_then(|x| x.min_values),
-        };
-        let at = requirements.partition_point(|x| x.key.as_str() < INSTANCE_TYPE);
-        requirements.insert(at, it);
         let mut labels = pool.labels.clone();
         for (k, v) in r.single_valued_labels() {
             if k != INSTANCE_TYPE {
@@ -438,6 +435,7 @@ impl SchedulingContext {
             node_pool: pool.name.clone(),
             requirements,
             instance_types: types.iter().map(|i| Arc::clone(&pool.types[*i])).collect(),
+            instance_type_min_values: r.get(INSTANCE_TYPE).and_then(|x| x.min_values),
             labels,
             taints: pool.taints.clone(),
             startup_taints: pool.startup_taints.clone(),

@@ -14,6 +14,9 @@ pub(super) struct Node {
     pub(super) schedulable: bool,
     /// The node's pods, by context index.
     pub(super) pods: Vec<usize>,
+    /// The NodePool (index) whose limits the node counts against, and what it holds of them.
+    pub(super) pool: Option<usize>,
+    pub(super) pool_usage: Vec<i64>,
 }
 
 /// The fit check's questions about pod `pi` (group `g`, level `l`) on existing node `n`,
@@ -134,16 +137,18 @@ impl SchedulingContext {
         let mut order: Vec<usize> = (0..self.input.existing_nodes.len()).collect();
         order.sort_by_key(|i| self.input.existing_nodes[*i].in_flight);
         let input = Arc::clone(&self.input);
+        let pool_by_name: HashMap<&str, usize> =
+            self.pools.iter().enumerate().map(|(i, p)| (p.name.as_str(), i)).collect();
         for i in order {
             let n = &input.existing_nodes[i];
             let mut used = vec![0i64; self.res.names.len()];
             let mut ports = Vec::new();
             let pods: Vec<usize> = (first[i]..first[i] + n.pods.len()).collect();
-            for (&pi, p) in pods.iter().zip(&n.pods) {
+            for &pi in &pods {
                 for (u, v) in used.iter_mut().zip(&self.pod_requests[pi]) {
                     *u += v;
                 }
-                ports.extend(pod::host_ports(p));
+                ports.extend(self.facts[pi].ports.iter().cloned());
             }
             let mut labels: BTreeMap<String, String> = n.labels.clone();
             labels.entry(HOSTNAME.to_string()).or_insert_with(|| n.name.clone());
@@ -160,6 +165,8 @@ impl SchedulingContext {
                 ports,
                 schedulable: n.schedulable,
                 pods,
+                pool: n.node_pool.as_deref().and_then(|p| pool_by_name.get(p).copied()),
+                pool_usage: self.res.dense(&n.pool_usage),
             });
         }
     }

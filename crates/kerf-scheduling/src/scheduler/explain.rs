@@ -130,7 +130,7 @@ impl SchedulingContext {
                 return (format!("no instance type in NodePool {} has resource {}", pool.name, name), false);
             }
         }
-        let pool_req = self.intern_req(self.pools[p].reqs.clone());
+        let pool_req = self.pool_req(p);
         let req = self.intersect(pool_req, level.req);
         if let Some(k) = self.reqs[req as usize].unsatisfiable_key() {
             return (format!("incompatible requirements, key {k}: no value satisfies both"), false);

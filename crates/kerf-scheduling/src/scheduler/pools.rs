@@ -9,6 +9,8 @@ pub(super) struct Pool {
     pub(super) node_pool: Arc<NodePool>,
     /// Pool requirements plus template labels plus `karpenter.sh/nodepool In [name]`.
     pub(super) reqs: Requirements,
+    /// `reqs`, interned when first needed (interning order decides value ids).
+    pub(super) req_id: Option<u32>,
     /// Keys the pool itself defines (requirements or template labels).
     pub(super) defined_keys: BTreeSet<String>,
     pub(super) labels: BTreeMap<String, String>,
@@ -38,6 +40,11 @@ pub(super) struct Pool {
     pub(super) min_values: Vec<(String, usize)>,
 }
 
+/// What a group's level knows of a pool taking its pods (`Group::admits`).
+pub(super) const ADMITS_UNKNOWN: u8 = 0;
+pub(super) const ADMITS_YES: u8 = 1;
+pub(super) const ADMITS_NO: u8 = 2;
+
 /// A pool's instance types (by index) with their cheapest compatible price, cheapest first.
 pub(super) type PriceOrder = Vec<(f64, usize)>;
 
@@ -60,7 +67,8 @@ pub(super) fn type_requirements(pool: &Requirements, t: &InstanceType) -> Requir
 
 impl SchedulingContext {
     pub(super) fn build_pools(&mut self) {
-        let mut pools: Vec<&crate::model::NodePoolInput> = self.input.node_pools.iter().collect();
+        let input = Arc::clone(&self.input);
+        let mut pools: Vec<&crate::model::NodePoolInput> = input.node_pools.iter().collect();
         pools.sort_by(|a, b| {
             b.node_pool.weight().cmp(&a.node_pool.weight()).then_with(|| a.node_pool.name().cmp(b.node_pool.name()))
         });
@@ -163,6 +171,7 @@ impl SchedulingContext {
                 name,
                 node_pool: np.clone(),
                 reqs,
+                req_id: None,
                 defined_keys,
                 labels: tmpl.metadata.labels.clone(),
                 taints: tmpl.spec.taints.clone(),
@@ -277,30 +286,56 @@ impl SchedulingContext {
         None
     }
 
+    /// Pool `p`'s requirements, interned.
+    pub(super) fn pool_req(&mut self, p: usize) -> u32 {
+        if let Some(id) = self.pools[p].req_id {
+            return id;
+        }
+        let id = self.intern_req(self.pools[p].reqs.clone());
+        self.pools[p].req_id = Some(id);
+        id
+    }
+
     /// Whether pool `p` takes pods of group `g` at level `l` at all (taints, requirements).
     pub(super) fn pool_admits(&mut self, p: usize, g: usize, l: usize) -> bool {
-        let level_req = self.groups[g].levels[l].req;
-        let tolerate_prefer = self.groups[g].levels[l].tolerate_prefer;
-        if let Some(ok) = self.admits_cache.get(&(p, level_req, tolerate_prefer, g)) {
-            return *ok;
+        let grp = &self.groups[g];
+        if let Some(&known) = grp.admits.get(l).and_then(|by_pool| by_pool.get(p))
+            && known != ADMITS_UNKNOWN
+        {
+            return known == ADMITS_YES;
         }
+        let level_req = grp.levels[l].req;
+        let tolerate_prefer = grp.levels[l].tolerate_prefer;
         let pool = &self.pools[p];
-        let ok = Self::tolerated(&self.groups[g].tolerations, &pool.taints, tolerate_prefer)
+        let ok = Self::tolerated(&grp.tolerations, &pool.taints, tolerate_prefer)
             && pool.reqs.compatible_strict(&self.reqs[level_req as usize], |k| pool.type_keys.contains(k)).is_ok();
-        self.admits_cache.insert((p, level_req, tolerate_prefer, g), ok);
+        let npools = self.pools.len();
+        let admits = &mut self.groups[g].admits;
+        if admits.len() <= l {
+            admits.resize(l + 1, Vec::new());
+        }
+        admits[l].resize(npools, ADMITS_UNKNOWN);
+        admits[l][p] = if ok { ADMITS_YES } else { ADMITS_NO };
         ok
     }
 
     pub(super) fn max_alloc(&self, pool: usize, types: &Bits) -> Vec<i64> {
+        let mut r = Vec::new();
+        self.max_alloc_into(pool, types, &mut r);
+        r
+    }
+
+    /// [`max_alloc`](Self::max_alloc) into `out` (no allocation when it has room).
+    pub(super) fn max_alloc_into(&self, pool: usize, types: &Bits, out: &mut Vec<i64>) {
         let p = &self.pools[pool];
         let n = self.res.names.len();
-        let mut r = vec![0i64; n];
+        out.clear();
+        out.resize(n, 0);
         for i in types.iter() {
-            for (k, v) in r.iter_mut().zip(&p.free[i * n..(i + 1) * n]) {
+            for (k, v) in out.iter_mut().zip(&p.free[i * n..(i + 1) * n]) {
                 *k = (*k).max(*v);
             }
         }
-        r
     }
 
     /// The limit reservation of claim `c` if its candidates were `types`: the largest capacity.
@@ -331,6 +366,24 @@ impl SchedulingContext {
             .zip(&self.claims[c].reserved)
             .zip(&p.remaining)
             .all(|((n, o), rem)| *rem == i64::MAX || n - o <= *rem)
+    }
+
+    /// Gives what removed node `n` holds of its NodePool's limits back to the pool for the
+    /// running what-if (a replacement may use it); `rollback` restores the limits.
+    pub(super) fn release_limits(&mut self, n: usize) {
+        let Some(p) = self.nodes[n].pool else { return };
+        let node = &self.nodes[n];
+        let pool = &mut self.pools[p];
+        if !pool.limited {
+            return;
+        }
+        for (rem, v) in pool.remaining.iter_mut().zip(&node.pool_usage) {
+            if *rem != i64::MAX {
+                *rem = rem.saturating_add(*v);
+            }
+        }
+        // `i64::MAX` (no node limit) stays as it is.
+        pool.nodes_remaining = pool.nodes_remaining.saturating_add(1);
     }
 
     /// Whether group `g` asks for a host port the pool's DaemonSets take on every new node.

@@ -33,6 +33,8 @@ pub(super) struct Relax {
 
 pub(super) struct Group {
     pub(super) rep: Arc<Pod>,
+    /// The context index of `rep`.
+    pub(super) rep_index: usize,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) terms: Vec<Requirements>,
     pub(super) name_fields: Vec<Option<Requirement>>,
@@ -57,6 +59,8 @@ pub(super) struct Group {
     pub(super) levels: Vec<Arc<Level>>,
     /// Per level, per existing node: taints, node affinity and volume zones allow it.
     pub(super) node_ok: Vec<Vec<bool>>,
+    /// Per level, per pool: whether its taints and requirements take the pods (`ADMITS_*`).
+    pub(super) admits: Vec<Vec<u8>>,
     pub(super) exhausted: bool,
     /// Claims before this index never accept this group (level 0).
     pub(super) cursor: usize,
@@ -86,8 +90,9 @@ pub(super) fn volume_union(alts: &[Requirements]) -> Requirements {
     alts.first().cloned().unwrap_or_default()
 }
 
-/// Whether two pods (same namespace and labels) have the same scheduling constraints.
-pub(super) fn same_constraints(a: &Pod, b: &Pod) -> bool {
+/// Whether two pods (same namespace and labels; `fa`, `fb` their facts) have the same scheduling
+/// constraints.
+pub(super) fn same_constraints(a: &Pod, fa: &PodFacts, b: &Pod, fb: &PodFacts) -> bool {
     let (Some(x), Some(y)) = (&a.spec, &b.spec) else { return a.spec.is_none() && b.spec.is_none() };
     pod::namespace(a) == pod::namespace(b)
         && pod::labels(a) == pod::labels(b)
@@ -100,7 +105,7 @@ pub(super) fn same_constraints(a: &Pod, b: &Pod) -> bool {
         && x.volumes == y.volumes
         // Generic ephemeral volumes are claims named after the pod: such pods stand alone.
         && (x.volumes.iter().flatten().all(|v| v.ephemeral.is_none()) || a.metadata.name == b.metadata.name)
-        && pod::host_ports(a) == pod::host_ports(b)
+        && fa.ports == fb.ports
 }
 
 impl SchedulingContext {
@@ -108,17 +113,21 @@ impl SchedulingContext {
         let mut buckets: HashMap<u64, Vec<usize>> = HashMap::new();
         let input = Arc::clone(&self.input);
         let existing = std::mem::take(&mut self.existing);
-        for p in input.pods.iter().chain(&existing) {
+        for (pi, p) in input.pods.iter().chain(&existing).enumerate() {
             let mut h = DefaultHasher::new();
             pod::namespace(p).hash(&mut h);
             pod::labels(p).hash(&mut h);
             let candidates = buckets.entry(h.finish()).or_default();
-            let found = candidates.iter().copied().find(|g| same_constraints(&self.groups[*g].rep, p));
+            let facts = &self.facts;
+            let found = candidates.iter().copied().find(|g| {
+                let rep = self.groups[*g].rep_index;
+                same_constraints(&self.groups[*g].rep, &facts[rep], p, &facts[pi])
+            });
             let g = match found {
                 Some(g) => g,
                 None => {
                     let g = self.groups.len();
-                    self.groups.push(self.make_group(p.clone()));
+                    self.groups.push(self.make_group(pi, p.clone()));
                     candidates.push(g);
                     g
                 }
@@ -181,14 +190,17 @@ impl SchedulingContext {
         }
     }
 
-    pub(super) fn make_group(&self, p: Arc<Pod>) -> Group {
-        let aff = pod::pod_affinities(&p);
+    /// The group of pod `pi` (`p`), from its facts.
+    pub(super) fn make_group(&self, pi: usize, p: Arc<Pod>) -> Group {
+        let c = self.facts[pi].constraints(&p);
+        let aff = &c.affinities;
         let mut pref_affinity = aff.preferred.clone();
         pref_affinity.sort_by_key(|t| std::cmp::Reverse(t.weight));
         let mut pref_anti = aff.preferred_anti.clone();
         pref_anti.sort_by_key(|t| std::cmp::Reverse(t.weight));
-        let spreads = pod::spread_constraints(&p);
-        let volume_alts: Vec<Vec<Requirements>> = pod::volume_claims(&p)
+        let spreads = &c.spreads;
+        let volume_alts: Vec<Vec<Requirements>> = c
+            .volume_claims
             .iter()
             .filter_map(|c| self.input.volume_requirements.get(c).cloned())
             .filter(|alts| !alts.is_empty())
@@ -202,20 +214,20 @@ impl SchedulingContext {
             }
             Some(r)
         };
-        let unresolvable = pod::volume_claims(&p).iter().find_map(|c| self.input.unresolvable_volumes.get(c).cloned());
+        let unresolvable = c.volume_claims.iter().find_map(|c| self.input.unresolvable_volumes.get(c).cloned());
         Group {
             unresolvable,
-            tolerations: pod::tolerations(&p).to_vec(),
-            terms: pod::required_node_terms(&p),
-            name_fields: pod::required_node_name_fields(&p),
-            pref_node: pod::preferred_node_terms(&p),
+            tolerations: c.tolerations.clone(),
+            terms: c.terms.clone(),
+            name_fields: c.name_fields.clone(),
+            pref_node: c.pref_node.clone(),
             hard_spread: spreads.iter().filter(|c| c.hard).cloned().collect(),
             soft_spread: spreads.iter().filter(|c| !c.hard).cloned().collect(),
-            affinity: aff.required,
-            anti: aff.required_anti,
+            affinity: aff.required.clone(),
+            anti: aff.required_anti.clone(),
             pref_affinity,
             pref_anti,
-            ports: pod::host_ports(&p),
+            ports: self.facts[pi].ports.clone(),
             volume,
             volume_alts,
             counted_by: Vec::new(),
@@ -223,9 +235,11 @@ impl SchedulingContext {
             own_inverse: Vec::new(),
             levels: Vec::new(),
             node_ok: Vec::new(),
+            admits: Vec::new(),
             exhausted: false,
             cursor: 0,
             rep: p,
+            rep_index: pi,
         }
     }
 

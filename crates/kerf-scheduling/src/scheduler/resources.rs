@@ -1,6 +1,5 @@
 //! Resources as dense integer vectors: the resource names of one context, a pod's requests
-//! parsed once (a fast path for pods with only regular containers), and the comparisons the
-//! Scheduler makes (cpu in millicores, everything else in whole units, as kube-scheduler).
+//! (parsed once, see `facts`) as a vector, and the comparisons the Scheduler makes (cpu in millicores, everything else in whole units, as kube-scheduler).
 
 use super::*;
 
@@ -17,6 +16,16 @@ impl Resources {
         for (k, q) in list.iter() {
             if let Some(i) = self.index.get(k) {
                 v[*i] = to_units(k, q);
+            }
+        }
+        v
+    }
+    /// Requests already in the Scheduler's units (a pod's [`PodFacts`]) as a dense vector.
+    pub(super) fn dense_units<K: AsRef<str>>(&self, list: &[(K, i64)]) -> Vec<i64> {
+        let mut v = vec![0i64; self.names.len()];
+        for (k, units) in list {
+            if let Some(i) = self.index.get(k.as_ref()) {
+                v[*i] = *units;
             }
         }
         v
@@ -48,25 +57,4 @@ pub(super) fn from_units(name: &str, v: i64) -> Quantity {
 
 pub(super) fn type_fits(requests: &[i64], alloc: &[i64]) -> bool {
     requests.iter().zip(alloc).all(|(r, a)| *r == 0 || r <= a)
-}
-
-/// A pod's dense requests: the fast path for pods with only regular containers (no
-/// intermediate lists), else the full rules of [`pod::pod_requests`].
-pub(super) fn dense_requests(res: &Resources, p: &Pod, full: Option<&ResourceList>) -> Vec<i64> {
-    if let Some(r) = full {
-        return res.dense(r);
-    }
-    let mut v = vec![0i64; res.names.len()];
-    for c in p.spec.iter().flat_map(|s| &s.containers) {
-        let Some(rr) = &c.resources else { continue };
-        let requests = rr.requests.as_ref();
-        let limits_only = rr.limits.iter().flatten().filter(|(k, _)| requests.is_none_or(|r| !r.contains_key(*k)));
-        for (k, q) in requests.into_iter().flatten().chain(limits_only) {
-            if let (Some(i), Ok(q)) = (res.index.get(k), Quantity::parse(&q.0)) {
-                v[*i] += to_units(k, &q);
-            }
-        }
-    }
-    v[res.index[PODS]] = 1;
-    v
 }

@@ -1,0 +1,195 @@
+//! What the Scheduler reads from one pod — its requests, host ports and constraints (tolerations,
+//! node affinity, topology spread, pod affinity and anti-affinity, volumes) — parsed once, and a
+//! cache that keeps it across [`SchedulingContext`] builds.
+//!
+//! A controller builds a context per pass over mostly the same pods: re-reading every pod's
+//! quantities and constraints each time is most of a build. [`PodFactsCache`] keeps each pod's
+//! [`PodFacts`] by uid and resourceVersion: an unchanged pod is not parsed again, a pod whose
+//! resourceVersion changed is. Pods without a uid or resourceVersion (generated inputs, tests)
+//! are parsed on every build. A pod's constraints are parsed on first use: only the pod that
+//! stands for its group (pods with identical constraints) needs them.
+
+use std::borrow::Cow;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use kerf_api::resources::EPHEMERAL_STORAGE;
+
+use super::*;
+use crate::pod::PodAffinities;
+
+/// What the Scheduler reads from one version of a pod.
+pub(super) struct PodFacts {
+    /// The pod's requests by resource name, in the Scheduler's units (cpu in millicores,
+    /// everything else whole units), with `pods` 1.
+    pub(super) requests: Vec<(Cow<'static, str>, i64)>,
+    pub(super) ports: Vec<HostPort>,
+    constraints: OnceLock<Constraints>,
+}
+
+/// A pod's scheduling constraints, as its group is built from them.
+pub(super) struct Constraints {
+    pub(super) tolerations: Vec<Toleration>,
+    pub(super) terms: Vec<Requirements>,
+    pub(super) name_fields: Vec<Option<Requirement>>,
+    pub(super) pref_node: Vec<(i32, Requirements)>,
+    pub(super) spreads: Vec<SpreadConstraint>,
+    pub(super) affinities: PodAffinities,
+    pub(super) volume_claims: Vec<String>,
+}
+
+/// A resource name without an allocation for the common ones.
+fn resource_name(k: &str) -> Cow<'static, str> {
+    match k {
+        CPU => Cow::Borrowed(CPU),
+        MEMORY => Cow::Borrowed(MEMORY),
+        PODS => Cow::Borrowed(PODS),
+        EPHEMERAL_STORAGE => Cow::Borrowed(EPHEMERAL_STORAGE),
+        other => Cow::Owned(other.to_string()),
+    }
+}
+
+fn add_units(list: &mut Vec<(Cow<'static, str>, i64)>, k: &str, v: i64) {
+    match list.iter_mut().find(|(n, _)| n == k) {
+        Some((_, total)) => *total += v,
+        None => list.push((resource_name(k), v)),
+    }
+}
+
+impl PodFacts {
+    /// Reads `p`'s requests and host ports; its constraints wait for [`PodFacts::constraints`].
+    pub(super) fn parse(p: &Pod) -> Self {
+        let spec = p.spec.as_ref();
+        let simple = spec.is_some_and(|s| s.init_containers.as_ref().is_none_or(Vec::is_empty) && s.overhead.is_none());
+        let mut requests: Vec<(Cow<'static, str>, i64)> = Vec::with_capacity(3);
+        if simple {
+            // Only regular containers: each container's requests (a limit standing in for a
+            // missing request), summed in the Scheduler's units without intermediate lists.
+            for c in spec.iter().flat_map(|s| &s.containers) {
+                let Some(rr) = &c.resources else { continue };
+                let asked = rr.requests.as_ref();
+                let limits_only = rr.limits.iter().flatten().filter(|(k, _)| asked.is_none_or(|r| !r.contains_key(*k)));
+                for (k, q) in asked.into_iter().flatten().chain(limits_only) {
+                    let units = Quantity::parse(&q.0).map(|q| to_units(k, &q)).unwrap_or(0);
+                    add_units(&mut requests, k, units);
+                }
+            }
+        } else {
+            for (k, q) in pod::pod_requests(p).iter() {
+                add_units(&mut requests, k, to_units(k, q));
+            }
+        }
+        match requests.iter_mut().find(|(n, _)| n == PODS) {
+            Some((_, v)) => *v = 1,
+            None => requests.push((Cow::Borrowed(PODS), 1)),
+        }
+        PodFacts { requests, ports: pod::host_ports(p), constraints: OnceLock::new() }
+    }
+
+    /// The constraints of `p` (the pod these facts were read from), parsed on first use.
+    pub(super) fn constraints(&self, p: &Pod) -> &Constraints {
+        self.constraints.get_or_init(|| Constraints {
+            tolerations: pod::tolerations(p).to_vec(),
+            terms: pod::required_node_terms(p),
+            name_fields: pod::required_node_name_fields(p),
+            pref_node: pod::preferred_node_terms(p),
+            spreads: pod::spread_constraints(p),
+            affinities: pod::pod_affinities(p),
+            volume_claims: pod::volume_claims(p),
+        })
+    }
+}
+
+/// [`PodFacts`] kept by pod uid and resourceVersion across [`SchedulingContext`] builds (see
+/// the [module documentation](self)). Owned by whoever builds contexts pass after pass (the
+/// controller) and handed to [`SchedulingContext::with_facts`]. Entries of pods no longer seen
+/// are dropped when they outnumber the pods of a build.
+#[derive(Default)]
+pub struct PodFactsCache {
+    inner: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    by_uid: HashMap<String, Entry>,
+    /// How many pods were parsed, over the cache's life.
+    parses: u64,
+    /// Builds served, to tell the entries the latest build used.
+    builds: u64,
+}
+
+struct Entry {
+    resource_version: String,
+    facts: Arc<PodFacts>,
+    used: u64,
+}
+
+impl PodFactsCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many pods were parsed (not found unchanged in the cache) since it was made.
+    pub fn parses(&self) -> u64 {
+        self.state().parses
+    }
+
+    /// How many pod versions the cache holds.
+    pub fn len(&self) -> usize {
+        self.state().by_uid.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CacheState> {
+        // A panic while the lock was held leaves at worst a missing entry: keep going.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The facts of each of `pods`, from the cache when its uid and resourceVersion are known.
+    fn facts<'a>(&self, pods: impl Iterator<Item = &'a Arc<Pod>>) -> Vec<Arc<PodFacts>> {
+        let mut state = self.state();
+        let state = &mut *state;
+        state.builds += 1;
+        let build = state.builds;
+        let mut out = Vec::with_capacity(pods.size_hint().0);
+        for p in pods {
+            let uid = p.metadata.uid.as_deref().filter(|u| !u.is_empty());
+            let rv = p.metadata.resource_version.as_deref().filter(|v| !v.is_empty());
+            let (Some(uid), Some(rv)) = (uid, rv) else {
+                state.parses += 1;
+                out.push(Arc::new(PodFacts::parse(p)));
+                continue;
+            };
+            match state.by_uid.get_mut(uid) {
+                Some(e) if e.resource_version == rv => {
+                    e.used = build;
+                    out.push(Arc::clone(&e.facts));
+                }
+                _ => {
+                    state.parses += 1;
+                    let facts = Arc::new(PodFacts::parse(p));
+                    let entry = Entry { resource_version: rv.to_string(), facts: Arc::clone(&facts), used: build };
+                    state.by_uid.insert(uid.to_string(), entry);
+                    out.push(facts);
+                }
+            }
+        }
+        if state.by_uid.len() > 2 * out.len() + 1024 {
+            state.by_uid.retain(|_, e| e.used == build);
+        }
+        out
+    }
+}
+
+/// The facts of each of `pods`: through `cache` when there is one, else parsed.
+pub(super) fn gather<'a>(
+    pods: impl Iterator<Item = &'a Arc<Pod>>,
+    cache: Option<&PodFactsCache>,
+) -> Vec<Arc<PodFacts>> {
+    match cache {
+        Some(c) => c.facts(pods),
+        None => pods.map(|p| Arc::new(PodFacts::parse(p))).collect(),
+    }
+}
