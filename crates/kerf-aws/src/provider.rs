@@ -35,6 +35,10 @@ pub const SPOT_PRICES_REFRESH: Duration = Duration::from_secs(5 * 60);
 pub const MAX_FLEET_ATTEMPTS: usize = 3;
 /// How long after a spot interruption warning EC2 reclaims the instance.
 pub const SPOT_INTERRUPTION_NOTICE: Duration = Duration::from_secs(2 * 60);
+/// How often a resolved node class is resolved again (subnets fill up, AMIs are released).
+pub const NODE_CLASS_RECHECK: Duration = Duration::from_secs(5 * 60);
+/// How soon a node class whose resolution met errors is tried again.
+pub const NODE_CLASS_RETRY: Duration = Duration::from_secs(30);
 /// Instances younger than this are not garbage: their NodeClaim may not be visible yet.
 pub const GARBAGE_COLLECTION_GRACE: Duration = Duration::from_secs(30);
 
@@ -659,6 +663,17 @@ impl CloudProvider for AwsProvider {
             return Err(CloudError::NodeClassNotReady(resolved.not_ready_reason()));
         }
         self.instance_types_for(&resolved).await
+    }
+
+    /// Resolves the node class against EC2, SSM and IAM (see [`AwsProvider::reconcile_node_class`]);
+    /// a resolution that met errors is tried again sooner than a clean one.
+    async fn resolve_node_class(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> Result<kerf_cloud::NodeClassResolution, CloudError> {
+        let r = self.reconcile_node_class(node_class).await;
+        let recheck = if r.errors.is_empty() { NODE_CLASS_RECHECK } else { NODE_CLASS_RETRY };
+        Ok(kerf_cloud::NodeClassResolution { status: r.status().clone(), recheck_after: Some(recheck) })
     }
 
     async fn is_drifted(
