@@ -9,6 +9,7 @@ mod bench;
 mod consolidation_bench;
 mod convert;
 mod instance_types;
+mod packing_bench;
 mod serve;
 mod simulate;
 mod validate;

@@ -53,6 +53,7 @@ impl SchedulingContext {
             let (ra, rb) = (&self.pod_requests[*a], &self.pod_requests[*b]);
             rb[cpu].cmp(&ra[cpu]).then(rb[mem].cmp(&ra[mem])).then(a.cmp(b))
         });
+        self.packing_begin(&order);
         let mut run = Run::default();
         let mut queue = order;
         loop {
@@ -60,8 +61,11 @@ impl SchedulingContext {
             let mut left = Vec::new();
             for pi in queue {
                 match self.place_pod(pi) {
-                    Some(Bin::Node(n)) => run.on_node.push((pi, n)),
-                    Some(Bin::Claim(_)) => {}
+                    Some(Bin::Node(n)) => {
+                        self.packing_placed(pi);
+                        run.on_node.push((pi, n));
+                    }
+                    Some(Bin::Claim(_)) => self.packing_placed(pi),
                     None => left.push(pi),
                 }
             }
