@@ -29,7 +29,7 @@
 //!   64-pod type). There the cheapest cover by at most two claims (each type filled as above,
 //!   the second the cheapest type that holds the rest) is compared with following the ratio
 //!   claim after claim (up to 16 claims), and the first claim of the cheaper plan is the
-//!   target. This lookahead is skipped when it would take more than a million fit checks.
+//!   target. This lookahead is skipped when it would take more than 200,000 fit checks.
 //!
 //! Only types no other type dominates (as much room everywhere for at most the price) are
 //! weighed.
@@ -40,6 +40,9 @@
 //! on-demand prices.
 //!
 //! # Constraints and determinism
+//!
+//! A batch that one claim of the pool's largest types can hold is not capped: it is placed as
+//! before (one claim, then its cheapest fitting type), so small batches keep one node.
 //!
 //! Capping only removes candidate types from a new claim: every rule is still checked by the
 //! usual code on what remains (topology spread, pod (anti-)affinity, limits, minValues, ports,
@@ -55,9 +58,9 @@
 use super::*;
 
 /// Pods left below which targets are recomputed at every new claim.
-const TAIL: u64 = 64;
+const TAIL: u64 = 16;
 /// The most fit checks (shapes × types × types) the two-claim lookahead may take.
-const TAIL_CHECKS: usize = 1_000_000;
+const TAIL_CHECKS: usize = 200_000;
 /// The most claims the lookahead follows the ratio for, to compare with two claims.
 const RATIO_STEPS: usize = 16;
 
@@ -73,6 +76,8 @@ pub(super) struct Packing {
     /// Pods of each shape not placed yet.
     left: Vec<u64>,
     total_left: u64,
+    /// The requests of the whole batch, summed.
+    batch: Vec<i64>,
     /// (pool, requirements) → (pods left when computed, price cap).
     targets: HashMap<(usize, u32), (u64, f64)>,
     /// (pool, requirements) → the undominated types, cheapest first (kept across queries).
@@ -104,6 +109,12 @@ impl SchedulingContext {
             pk.left[id as usize] += 1;
             pk.total_left += 1;
         }
+        pk.batch = vec![0; self.res.names.len()];
+        for (r, l) in pk.shapes.iter().zip(&pk.left) {
+            for (t, v) in pk.batch.iter_mut().zip(r) {
+                *t += v * *l as i64;
+            }
+        }
     }
 
     /// Pod `pi` was placed: one fewer of its shape is left.
@@ -123,6 +134,11 @@ impl SchedulingContext {
     /// not sizing by cost or the cut removes nothing.
     pub(super) fn cost_capped(&mut self, p: usize, req: u32, candidates: &Bits) -> Option<Bits> {
         if !self.packing.enabled || self.packing.total_left == 0 {
+            return None;
+        }
+        // A batch that one claim of the pool's largest types holds is placed as before: one
+        // claim, its cheapest fitting type.
+        if self.packing.batch.iter().zip(&self.pools[p].max_alloc).all(|(t, m)| t <= m) {
             return None;
         }
         let left = self.packing.total_left;
@@ -387,30 +403,30 @@ mod tests {
 
     #[test]
     fn claims_stop_at_the_mid_size_type_that_is_cheaper_per_pod_than_the_largest() {
-        // 32 pods of 2 CPU / 8Gi fit one "big" (4.0/h) or eight "mid" (0.40/h each, 3.2 in all).
+        // 64 pods of 2 CPU / 8Gi fit two "big" (4.0/h each) or sixteen "mid" (0.40/h each).
         let types = vec![
             instance_type("mid", "8", "32Gi", "110", 0.40, &["a"]),
             instance_type("big", "64", "256Gi", "110", 4.0, &["a"]),
         ];
-        let pods = (0..32).map(|i| pod(&format!("p{i}")).cpu("2").memory("8Gi").build()).collect();
+        let pods = (0..64).map(|i| pod(&format!("p{i}")).cpu("2").memory("8Gi").build()).collect();
         let r = place(types, pods);
         assert!(r.errors.is_empty());
-        assert_eq!(chosen(&r), vec!["mid"; 8]);
-        assert!((claims_cost(&r) - 8.0 * 0.40 * 0.7).abs() < 1e-9, "{}", claims_cost(&r));
+        assert_eq!(chosen(&r), vec!["mid"; 16]);
+        assert!((claims_cost(&r) - 16.0 * 0.40 * 0.7).abs() < 1e-9, "{}", claims_cost(&r));
     }
 
     #[test]
     fn last_pods_take_one_larger_claim_when_two_best_ratio_claims_cost_more() {
-        // 31 one-CPU pods per "c31" (0.31/h) is the best price per pod, but 60 pods need two of
-        // them (0.62/h) where one "c64" (0.61/h) holds all.
+        // 31 one-CPU pods per "c31" (0.31/h) is the best price per pod; 124 pods need four of
+        // them (1.24/h) where two "c64" (1.22/h) hold all.
         let types = vec![
             instance_type("c31", "31", "64Gi", "110", 0.31, &["a"]),
             instance_type("c64", "64", "128Gi", "110", 0.61, &["a"]),
         ];
-        let pods = (0..60).map(|i| pod(&format!("p{i}")).cpu("1").build()).collect();
+        let pods = (0..124).map(|i| pod(&format!("p{i}")).cpu("1").build()).collect();
         let r = place(types, pods);
         assert!(r.errors.is_empty());
-        assert_eq!(chosen(&r), vec!["c64"]);
+        assert_eq!(chosen(&r), vec!["c64", "c64"]);
     }
 
     #[test]
@@ -430,10 +446,10 @@ mod tests {
                     .build()
             })
             .collect();
-        pods.extend((0..10).map(|i| pod(&format!("y{i}")).cpu("2").memory("8Gi").build()));
+        pods.extend((0..30).map(|i| pod(&format!("y{i}")).cpu("2").memory("8Gi").build()));
         let r = place(types, pods);
         assert!(r.errors.is_empty());
-        assert_eq!(r.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>(), 16);
+        assert_eq!(r.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>(), 36);
         for c in &r.new_node_claims {
             assert!(c.pods.iter().filter(|p| **p < 6).count() <= 1, "two app=x pods on one claim: {:?}", c.pods);
         }

@@ -35,6 +35,11 @@ impl SchedulingContext {
                 *m = (*m).min(*v);
             }
         }
+        if pods.is_empty() {
+            // Nothing to place (a what-if whose nodes hold only pods that stay): no sentinel
+            // left to overflow the room checks below.
+            self.min_request.fill(0);
+        }
         // Nodes that cannot take even the smallest of these pods are never tried (nodes only
         // fill up during a run), so a run costs what it places, not the cluster's size.
         self.roomy = (0..self.nodes.len())
