@@ -136,9 +136,16 @@ impl SchedulingContext {
         if !self.packing.enabled || self.packing.total_left == 0 {
             return None;
         }
-        // A batch that one claim of the pool's largest types holds is placed as before: one
+        // A batch that one claim of the largest types it may use holds is placed as before: one
         // claim, its cheapest fitting type.
-        if self.packing.batch.iter().zip(&self.pools[p].max_alloc).all(|(t, m)| t <= m) {
+        let types = self.undominated(p, req);
+        let n = self.res.names.len();
+        let free = &self.pools[p].free;
+        let fits_one = (0..n).all(|d| {
+            let most = types.iter().map(|(_, i)| free[i * n + d]).max().unwrap_or(0);
+            self.packing.batch[d] <= most
+        });
+        if fits_one {
             return None;
         }
         let left = self.packing.total_left;
