@@ -283,12 +283,13 @@ fn invert(a: &[Vec<f64>]) -> Option<Vec<Vec<f64>>> {
         for v in w[col].iter_mut() {
             *v /= p;
         }
-        for r in 0..m {
+        let pivot_row = w[col].clone();
+        for (r, row) in w.iter_mut().enumerate() {
             if r != col {
-                let f = w[r][col];
+                let f = row[col];
                 if f != 0.0 {
-                    for c in 0..2 * m {
-                        w[r][c] -= f * w[col][c];
+                    for (x, p) in row.iter_mut().zip(&pivot_row) {
+                        *x -= f * p;
                     }
                 }
             }

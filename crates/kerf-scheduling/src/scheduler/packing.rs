@@ -81,7 +81,7 @@ pub(super) struct Packing {
     /// (pool, requirements) → (pods left when computed, price cap).
     targets: HashMap<(usize, u32), (u64, f64)>,
     /// (pool, requirements) → the undominated types, cheapest first (kept across queries).
-    fleet: HashMap<(usize, u32), Arc<Vec<(f64, usize)>>>,
+    fleet: HashMap<(usize, u32), Arc<PriceOrder>>,
 }
 
 impl SchedulingContext {
@@ -177,7 +177,7 @@ impl SchedulingContext {
     /// The types of pool `p` compatible with requirements `req` that no other one dominates
     /// (as much room in every resource for at most the price), cheapest first, with their
     /// prices. Fixed for the context, so cached across queries.
-    fn undominated(&mut self, p: usize, req: u32) -> Arc<Vec<(f64, usize)>> {
+    fn undominated(&mut self, p: usize, req: u32) -> Arc<PriceOrder> {
         if let Some(v) = self.packing.fleet.get(&(p, req)) {
             return Arc::clone(v);
         }
