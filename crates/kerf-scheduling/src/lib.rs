@@ -13,6 +13,8 @@
 //! - [`predicates`]: kube-scheduler's filters and preferences on existing nodes ([`ClusterView`]).
 //! - [`scheduler`]: the provisioning Scheduler.
 //! - [`bench`](mod@bench): the generated benchmark workload of `kerf bench scheduling`.
+//! - [`packing_bound`]: the LP lower bound on the cheapest fleet that `kerf bench packing`
+//!   measures the Scheduler against.
 
 pub mod bench;
 #[cfg(test)]
@@ -20,6 +22,7 @@ mod context_tests;
 pub mod fit;
 pub mod instance;
 pub mod model;
+pub mod packing_bound;
 pub mod pod;
 pub mod predicates;
 pub mod requirements;
@@ -36,4 +39,4 @@ pub use model::{
 };
 pub use predicates::{ClusterView, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
-pub use scheduler::{PodFactsCache, SchedulingContext, schedule};
+pub use scheduler::{PodFactsCache, PoolTypeView, SchedulingContext, schedule};

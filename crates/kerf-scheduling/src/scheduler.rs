@@ -55,7 +55,7 @@
 //! `topology` (counters, anti-affinity blocks, spread domains), `preferences` (pod groups
 //! and relaxation levels), `existing` (existing nodes and the fit check on them), `claims`
 //! (new NodeClaims), `queue` (placement order and retries), `journal` (undoing a query) and
-//! `explain` (why a pod fits nowhere).
+//! `explain` (why a pod fits nowhere), `offers` (a pool's types as new claims see them), `packing` (new claims sized by cost).
 
 mod claims;
 mod existing;
@@ -63,6 +63,8 @@ mod explain;
 mod facts;
 mod interning;
 mod journal;
+mod offers;
+mod packing;
 mod pools;
 mod preferences;
 mod queue;
@@ -75,6 +77,8 @@ use facts::PodFacts;
 pub use facts::PodFactsCache;
 use interning::*;
 use journal::*;
+pub use offers::PoolTypeView;
+use packing::*;
 use pools::*;
 use preferences::*;
 use queue::*;
@@ -152,6 +156,8 @@ pub struct SchedulingContext {
     removed: Vec<usize>,
     /// The running query's nodes with room for its smallest pod, in node order.
     roomy: Vec<usize>,
+    /// Cost-driven sizing of new claims (provisioning only).
+    packing: Packing,
 }
 
 impl SchedulingContext {
@@ -233,6 +239,7 @@ impl SchedulingContext {
             pool_limits: Vec::new(),
             removed: Vec::new(),
             roomy: Vec::new(),
+            packing: Packing::default(),
         };
         s.build_pools();
         s.build_nodes();
@@ -255,7 +262,9 @@ impl SchedulingContext {
     pub fn place_pending(&mut self) -> SchedulingResult {
         let pods: Vec<usize> = (0..self.input.pods.len()).collect();
         self.begin();
+        self.packing.enabled = true;
         let run = self.run(&pods, true);
+        self.packing.enabled = false;
         let mut result = SchedulingResult {
             placements: run
                 .on_node

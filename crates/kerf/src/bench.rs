@@ -4,6 +4,8 @@
 //! holding N × P pods of the same shapes and asks, for every node, whether its pods could move
 //! elsewhere or onto one cheaper node — the disruption controller's own searches — and runs the
 //! multi-node search.
+//! `kerf bench packing [--json]` compares the fleet the Scheduler buys for mixed workloads with a
+//! lower bound on the cheapest fleet (see `packing_bench`).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -22,6 +24,9 @@ enum BenchCommand {
     Scheduling(SchedulingArgs),
     /// Evaluate every single-node consolidation candidate of a generated cluster.
     Consolidation(ConsolidationArgs),
+    /// Place mixed workloads against the built-in AWS catalog and compare the fleet's price with
+    /// a lower bound on the cheapest fleet.
+    Packing(crate::packing_bench::PackingArgs),
 }
 
 #[derive(clap::Args)]
@@ -66,6 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         BenchCommand::Scheduling(a) => scheduling(a),
         BenchCommand::Consolidation(a) => consolidation(a),
+        BenchCommand::Packing(a) => crate::packing_bench::run(a),
     }
 }
 

@@ -12,6 +12,7 @@ mod controller_env;
 mod convert;
 mod crds;
 mod instance_types;
+mod packing_bench;
 mod serve;
 mod simulate;
 mod validate;

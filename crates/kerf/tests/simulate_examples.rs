@@ -476,3 +476,17 @@ fn disrupting_logs_a_json_line_with_reason_decision_savings_and_the_command() {
     assert_eq!(f["savings"], "$1.5300/h");
     assert!(f["command"].as_str().unwrap().starts_with("Underutilized/Replace, terminating 1 node(s) (6 pods)"), "{f}");
 }
+
+#[test]
+fn mixed_workload_lands_on_a_fleet_cheaper_than_filling_claims_to_the_largest_types() {
+    let r = simulate("mixed-workload.yaml");
+    all_pods_running(&r);
+    assert_eq!(summary(&r, "pods"), 400);
+    // First-fit decreasing up to the largest types bought m5a.12xlarge + 2 m6a.metal +
+    // r6a.48xlarge for $7.7419/h; sized by price the same pods need mid-size nodes for less.
+    let cost = r["summary"]["costPerHour"].as_f64().unwrap();
+    assert!(cost < 7.5, "fleet costs ${cost}/h");
+    let nodes = r["nodes"].as_array().unwrap();
+    assert!(nodes.iter().all(|n| !n["instanceType"].as_str().unwrap().ends_with("metal")), "{nodes:#?}");
+    assert!(nodes.iter().all(|n| !n["instanceType"].as_str().unwrap().contains("48xlarge")), "{nodes:#?}");
+}

@@ -16,6 +16,10 @@ pub(super) struct Claim {
     /// Componentwise largest allocatable over the candidate types (a quick reject).
     pub(super) max_alloc: Vec<i64>,
     pub(super) open: bool,
+    /// Types the cost cap (see `packing`) kept the claim from growing into: they take no part
+    /// in placing pods, but the finished claim still lists those its pods fit (dearer
+    /// fallbacks for the launch) when the pool has no limits.
+    pub(super) spare: Option<Bits>,
 }
 
 /// A bin: an existing node (index) or a claim (index).
@@ -357,10 +361,39 @@ impl SchedulingContext {
         if !self.any_fit(p, &candidates, &candidates, &total) {
             return None;
         }
+        // Sized by cost first (see `packing`); uncapped when the capped claim cannot take the pod.
+        let capped = self.cost_capped(p, req, &candidates).filter(|b| self.any_fit(p, b, b, &total));
+        let hostname = self.values.id(&format!("{}-claim-{}", self.pools[p].name, self.claims.len()));
+        if let Some(cut) = capped {
+            let spare = Bits(candidates.0.iter().zip(&cut.0).map(|(a, b)| a & !b).collect());
+            if let Some(c) = self.open_claim(pi, g, l, p, (pool_req, req), (cut, Some(spare)), &total, hostname) {
+                return Some(c);
+            }
+        }
+        self.open_claim(pi, g, l, p, (pool_req, req), (candidates, None), &total, hostname)
+    }
+
+    /// Opens a claim of pool `p` (requirements: the pool's, and with the pod's) with candidate
+    /// types `candidates` (`spare`: the types a cost cap removed) for pod `pi`, if its topology
+    /// and the pool's limits allow.
+    #[allow(clippy::too_many_arguments)]
+    fn open_claim(
+        &mut self,
+        pi: usize,
+        g: usize,
+        l: usize,
+        p: usize,
+        (pool_req, req): (u32, u32),
+        (candidates, spare): (Bits, Option<Bits>),
+        total: &[i64],
+        hostname: u32,
+    ) -> Option<usize> {
         let c = self.claims.len();
-        let hostname = self.values.id(&format!("{}-claim-{}", self.pools[p].name, c));
-        let max_alloc =
-            if self.pools[p].limited { self.max_alloc(p, &candidates) } else { self.pools[p].max_alloc.clone() };
+        let max_alloc = if self.pools[p].limited || spare.is_some() {
+            self.max_alloc(p, &candidates)
+        } else {
+            self.pools[p].max_alloc.clone()
+        };
         self.claims.push(Claim {
             pool: p,
             req: pool_req,
@@ -372,12 +405,13 @@ impl SchedulingContext {
             reserved: vec![0; self.res.names.len()],
             max_alloc,
             open: true,
+            spare,
         });
-        match self.plan_topology(g, l, c, req, &candidates, &total) {
-            Ok(plan) if !self.limits_matter(p) || self.within_limits(c, &plan.types, &total) => {
+        match self.plan_topology(g, l, c, req, &candidates, total) {
+            Ok(plan) if !self.limits_matter(p) || self.within_limits(c, &plan.types, total) => {
                 self.pools[p].nodes_remaining -= 1;
                 if self.pools[p].limited {
-                    let reserve = self.reservation(p, &plan.types, &total);
+                    let reserve = self.reservation(p, &plan.types, total);
                     for (rem, v) in self.pools[p].remaining.iter_mut().zip(&reserve) {
                         if *rem != i64::MAX {
                             *rem -= v;
@@ -400,6 +434,14 @@ impl SchedulingContext {
     /// its cheapest fitting instance type's cheapest compatible offering.
     pub(super) fn finish_claim(&mut self, c: usize) -> (NewNodeClaim, f64) {
         let order = self.price_order(self.claims[c].pool, self.claims[c].req);
+        // Types a cost cap set aside, as far as the claim's final requirements allow them.
+        let spare = match &self.claims[c].spare {
+            Some(spare) if !self.pools[self.claims[c].pool].limited => {
+                let spare = spare.clone();
+                Some(spare.and(&self.compat(self.claims[c].pool, self.claims[c].req)))
+            }
+            _ => None,
+        };
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let r = &self.reqs[claim.req as usize];
@@ -407,7 +449,10 @@ impl SchedulingContext {
         let fitting: Vec<(f64, usize)> = order
             .iter()
             .copied()
-            .filter(|(_, i)| claim.types.contains(*i) && type_fits(&claim.requests, &pool.free[i * n..(i + 1) * n]))
+            .filter(|(_, i)| {
+                (claim.types.contains(*i) || spare.as_ref().is_some_and(|s| s.contains(*i)))
+                    && type_fits(&claim.requests, &pool.free[i * n..(i + 1) * n])
+            })
             .collect();
         let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
         let types: Vec<usize> = fitting.into_iter().map(|(_, i)| i).collect();

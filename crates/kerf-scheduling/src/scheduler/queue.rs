@@ -35,6 +35,11 @@ impl SchedulingContext {
                 *m = (*m).min(*v);
             }
         }
+        if pods.is_empty() {
+            // Nothing to place (a what-if whose nodes hold only pods that stay): no sentinel
+            // left to overflow the room checks below.
+            self.min_request.fill(0);
+        }
         // Nodes that cannot take even the smallest of these pods are never tried (nodes only
         // fill up during a run), so a run costs what it places, not the cluster's size.
         self.roomy = (0..self.nodes.len())
@@ -53,6 +58,7 @@ impl SchedulingContext {
             let (ra, rb) = (&self.pod_requests[*a], &self.pod_requests[*b]);
             rb[cpu].cmp(&ra[cpu]).then(rb[mem].cmp(&ra[mem])).then(a.cmp(b))
         });
+        self.packing_begin(&order);
         let mut run = Run::default();
         let mut queue = order;
         loop {
@@ -60,8 +66,11 @@ impl SchedulingContext {
             let mut left = Vec::new();
             for pi in queue {
                 match self.place_pod(pi) {
-                    Some(Bin::Node(n)) => run.on_node.push((pi, n)),
-                    Some(Bin::Claim(_)) => {}
+                    Some(Bin::Node(n)) => {
+                        self.packing_placed(pi);
+                        run.on_node.push((pi, n));
+                    }
+                    Some(Bin::Claim(_)) => self.packing_placed(pi),
                     None => left.push(pi),
                 }
             }

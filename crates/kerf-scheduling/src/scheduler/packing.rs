@@ -1,0 +1,465 @@
+//! Cost-driven claim sizing: how big a new NodeClaim may grow, chosen by price.
+//!
+//! # Why
+//!
+//! Pods are placed largest first and join the first open claim they fit (first-fit
+//! decreasing, as Karpenter packs). Left alone, a claim accepts pods until no instance type of
+//! its pool can hold them, so every claim grows to the pool's largest types and its type is
+//! whatever those few giants cost: a claim filled with 4-CPU / 16 GiB pods ends as a 190-core
+//! machine, though mid-size types may hold the same pods for less per pod.
+//!
+//! # What
+//!
+//! When provisioning opens a claim, it picks a *target* type by cost, and the claim may then
+//! only become a type no dearer than the target (its candidate types are cut to those priced
+//! at most the target's price; the cheapest fitting one is still chosen when the claim is
+//! finished). The target is the type that holds the most *worth* of the pods still to place
+//! per dollar:
+//!
+//! - a pod's worth is what it would cost on its own: for its shape (its request vector), the
+//!   least `price / pods of this shape the type holds` over the pool's types, the pods held
+//!   capped at the pods of that shape left (so a lone pod is worth its cheapest fitting type);
+//! - a type's worth is that of the pods it would hold when filled, as first-fit decreasing
+//!   fills it, from the pods left: shapes largest first, as many of each as still fit;
+//! - the target maximises worth / price (ties: the larger type, fewer claims). A type worth
+//!   more than it costs is one where shapes complement each other (CPU-heavy pods filling the
+//!   CPU a memory-heavy mix leaves idle); a type worth less wastes room or is dear.
+//! - the tail: when the pods left fit in two claims, the ratio may leave a dear last claim
+//!   (60 one-CPU pods: a 31-pod type is the best ratio, and two of them can cost more than one
+//!   64-pod type). There the cheapest cover by at most two claims (each type filled as above,
+//!   the second the cheapest type that holds the rest) is compared with following the ratio
+//!   claim after claim (up to 16 claims), and the first claim of the cheaper plan is the
+//!   target. This lookahead is skipped when it would take more than 200,000 fit checks.
+//!
+//! Only types no other type dominates (as much room everywhere for at most the price) are
+//! weighed.
+//!
+//! Rooms and prices are the pool's tables as every claim sees them (DaemonSet overhead and
+//! the pod-count limit included), for the requirements of the pod opening the claim (pool
+//! requirements and its node affinity), so a pod that must run on-demand sizes its claim by
+//! on-demand prices.
+//!
+//! # Constraints and determinism
+//!
+//! A batch that one claim of the pool's largest types can hold is not capped: it is placed as
+//! before (one claim, then its cheapest fitting type), so small batches keep one node.
+//!
+//! Capping only removes candidate types from a new claim: every rule is still checked by the
+//! usual code on what remains (topology spread, pod (anti-)affinity, limits, minValues, ports,
+//! volume zones). If no capped candidate lets the opening pod in, the claim is opened uncapped,
+//! exactly as without this module. Consolidation's what-ifs are not capped: they ask whether
+//! pods fit on one replacement, which a cap would split.
+//!
+//! The targets are computed from the pods left in the run and cached per (pool,
+//! requirements) until the pods left have dropped by an eighth (always recomputed for the last
+//! few pods). Everything is a function of the input and the placement order: same input, same
+//! plan.
+
+use super::*;
+
+/// Pods left below which targets are recomputed at every new claim.
+const TAIL: u64 = 16;
+/// The most fit checks (shapes × types × types) the two-claim lookahead may take.
+const TAIL_CHECKS: usize = 200_000;
+/// The most claims the lookahead follows the ratio for, to compare with two claims.
+const RATIO_STEPS: usize = 16;
+
+/// The run's pod shapes and what is left of them, and the cached targets.
+#[derive(Default)]
+pub(super) struct Packing {
+    /// Whether the running query sizes claims by cost (provisioning does; what-ifs do not).
+    pub(super) enabled: bool,
+    /// Per context pod index, its shape in the run (`u32::MAX`: not in the run).
+    shape_of: Vec<u32>,
+    /// Requests of each shape, largest first (cpu, then memory), as the queue orders pods.
+    shapes: Vec<Vec<i64>>,
+    /// Pods of each shape not placed yet.
+    left: Vec<u64>,
+    total_left: u64,
+    /// The requests of the whole batch, summed.
+    batch: Vec<i64>,
+    /// (pool, requirements) → (pods left when computed, price cap).
+    targets: HashMap<(usize, u32), (u64, f64)>,
+    /// (pool, requirements) → the undominated types, cheapest first (kept across queries).
+    fleet: HashMap<(usize, u32), Arc<PriceOrder>>,
+}
+
+impl SchedulingContext {
+    /// Starts a run over `pods` (already in queue order): their shapes and counts.
+    pub(super) fn packing_begin(&mut self, pods: &[usize]) {
+        let pk = &mut self.packing;
+        pk.targets.clear();
+        pk.shapes.clear();
+        pk.left.clear();
+        pk.total_left = 0;
+        if !pk.enabled {
+            return;
+        }
+        pk.shape_of.clear();
+        pk.shape_of.resize(self.pod_requests.len(), u32::MAX);
+        let mut ids: HashMap<&[i64], u32> = HashMap::new();
+        for &pi in pods {
+            let r = self.pod_requests[pi].as_slice();
+            let id = *ids.entry(r).or_insert_with(|| {
+                pk.shapes.push(r.to_vec());
+                pk.left.push(0);
+                (pk.shapes.len() - 1) as u32
+            });
+            pk.shape_of[pi] = id;
+            pk.left[id as usize] += 1;
+            pk.total_left += 1;
+        }
+        pk.batch = vec![0; self.res.names.len()];
+        for (r, l) in pk.shapes.iter().zip(&pk.left) {
+            for (t, v) in pk.batch.iter_mut().zip(r) {
+                *t += v * *l as i64;
+            }
+        }
+    }
+
+    /// Pod `pi` was placed: one fewer of its shape is left.
+    pub(super) fn packing_placed(&mut self, pi: usize) {
+        let pk = &mut self.packing;
+        if let Some(&s) = pk.shape_of.get(pi)
+            && s != u32::MAX
+            && pk.left[s as usize] > 0
+        {
+            pk.left[s as usize] -= 1;
+            pk.total_left -= 1;
+        }
+    }
+
+    /// The candidates of a new claim of pool `p` with requirements `req`, cut to the types no
+    /// dearer than the cost target (see the module documentation); `None` when provisioning is
+    /// not sizing by cost or the cut removes nothing.
+    pub(super) fn cost_capped(&mut self, p: usize, req: u32, candidates: &Bits) -> Option<Bits> {
+        if !self.packing.enabled || self.packing.total_left == 0 {
+            return None;
+        }
+        // A batch that one claim of the largest types it may use holds is placed as before: one
+        // claim, its cheapest fitting type.
+        let types = self.undominated(p, req);
+        let n = self.res.names.len();
+        let free = &self.pools[p].free;
+        let fits_one = (0..n).all(|d| {
+            let most = types.iter().map(|(_, i)| free[i * n + d]).max().unwrap_or(0);
+            self.packing.batch[d] <= most
+        });
+        if fits_one {
+            return None;
+        }
+        let left = self.packing.total_left;
+        let cap = match self.packing.targets.get(&(p, req)) {
+            Some(&(at, cap)) if left > TAIL && left + left / 8 >= at => cap,
+            _ => {
+                let (cap, reusable) = self.cost_target(p, req)?;
+                if reusable {
+                    self.packing.targets.insert((p, req), (left, cap));
+                }
+                cap
+            }
+        };
+        let order = self.price_order(p, req);
+        let mut out = Bits::empty(self.pools[p].types.len());
+        let mut cut = false;
+        for &(price, i) in order.iter() {
+            if candidates.contains(i) {
+                if price <= cap {
+                    out.set(i);
+                } else {
+                    cut = true;
+                }
+            }
+        }
+        (cut && !out.is_empty()).then_some(out)
+    }
+
+    /// The types of pool `p` compatible with requirements `req` that no other one dominates
+    /// (as much room in every resource for at most the price), cheapest first, with their
+    /// prices. Fixed for the context, so cached across queries.
+    fn undominated(&mut self, p: usize, req: u32) -> Arc<PriceOrder> {
+        if let Some(v) = self.packing.fleet.get(&(p, req)) {
+            return Arc::clone(v);
+        }
+        let order = self.price_order(p, req);
+        let compat = self.compat(p, req);
+        let n = self.res.names.len();
+        let pool = &self.pools[p];
+        let free = |i: usize| &pool.free[i * n..(i + 1) * n];
+        let types: Vec<(f64, usize)> = order
+            .iter()
+            .copied()
+            .filter(|(price, i)| compat.contains(*i) && *price > 0.0 && free(*i).iter().all(|v| *v >= 0))
+            .collect();
+        let dominated = |a: usize| {
+            let (pa, ia) = types[a];
+            types.iter().enumerate().any(|(b, &(pb, ib))| {
+                b != a
+                    && pb <= pa
+                    && free(ib).iter().zip(free(ia)).all(|(x, y)| x >= y)
+                    // Of two equal types, the first (cheaper, then by name) is kept.
+                    && (pb < pa || free(ib) != free(ia) || b < a)
+            })
+        };
+        let kept: Vec<(f64, usize)> = (0..types.len()).filter(|a| !dominated(*a)).map(|a| types[a]).collect();
+        let kept = Arc::new(kept);
+        self.packing.fleet.insert((p, req), Arc::clone(&kept));
+        kept
+    }
+
+    /// The price cap for a new claim of pool `p` with requirements `req`, and whether it may be
+    /// reused for the next claims (see the module documentation).
+    fn cost_target(&mut self, p: usize, req: u32) -> Option<(f64, bool)> {
+        let types = self.undominated(p, req);
+        let n = self.res.names.len();
+        let pool = &self.pools[p];
+        let table = Table { types: &types, free: &pool.free, n, shapes: &self.packing.shapes };
+        let left = &self.packing.left;
+        let (ratio_price, _) = table.ratio_pick(left)?;
+        // The tail: when what is left fits in two claims, the cheapest cover by at most two
+        // claims, if it beats going on by the ratio.
+        let mut total = vec![0i64; n];
+        for (r, l) in table.shapes.iter().zip(left) {
+            for (t, v) in total.iter_mut().zip(r) {
+                *t += v * *l as i64;
+            }
+        }
+        let shapes_left = left.iter().filter(|l| **l > 0).count();
+        let small = total.iter().zip(&pool.max_alloc).all(|(t, m)| *t <= 2 * m);
+        if small
+            && shapes_left * types.len() * types.len() <= TAIL_CHECKS
+            && let Some((pair, first)) = table.cheapest_pair(left)
+            && table.ratio_plan(left).is_some_and(|cost| pair < cost - 1e-9)
+        {
+            return Some((first, false));
+        }
+        Some((ratio_price, true))
+    }
+}
+
+/// A pool's undominated types (price, index) and room table, and the run's shapes: what the
+/// cost target is computed over.
+struct Table<'a> {
+    types: &'a [(f64, usize)],
+    free: &'a [i64],
+    n: usize,
+    shapes: &'a [Vec<i64>],
+}
+
+impl Table<'_> {
+    fn free(&self, i: usize) -> &[i64] {
+        &self.free[i * self.n..(i + 1) * self.n]
+    }
+
+    /// Each shape's worth with `left` pods of each left: its cheapest cost per pod on its own.
+    fn worth(&self, left: &[u64]) -> Vec<f64> {
+        self.shapes
+            .iter()
+            .zip(left)
+            .map(|(r, l)| {
+                if *l == 0 {
+                    return 0.0;
+                }
+                let w = self
+                    .types
+                    .iter()
+                    .filter_map(|&(price, i)| {
+                        let k = units(r, self.free(i)).min(*l);
+                        (k > 0).then(|| price / k as f64)
+                    })
+                    .fold(f64::INFINITY, f64::min);
+                if w.is_finite() { w } else { 0.0 }
+            })
+            .collect()
+    }
+
+    /// The type holding the most worth of `left` per dollar: its price and index.
+    fn ratio_pick(&self, left: &[u64]) -> Option<(f64, usize)> {
+        let worth = self.worth(left);
+        let mut rest = vec![0u64; left.len()];
+        let mut room = vec![0i64; self.n];
+        let mut best: Option<(f64, f64, usize)> = None;
+        for &(price, i) in self.types {
+            rest.copy_from_slice(left);
+            room.copy_from_slice(self.free(i));
+            let value = fill(self.shapes, &mut rest, &mut room, &worth);
+            let eff = value / price;
+            // Types come cheapest first: on a tie the later (larger) one wins.
+            if value > 0.0 && best.is_none_or(|(b, _, _)| eff >= b * (1.0 - 1e-9)) {
+                best = Some((eff, price, i));
+            }
+        }
+        best.map(|(_, price, i)| (price, i))
+    }
+
+    /// What going on by the ratio would cost for `left`, claim after claim; `None` beyond
+    /// `RATIO_STEPS` claims or when some pod fits no type.
+    fn ratio_plan(&self, left: &[u64]) -> Option<f64> {
+        let mut left = left.to_vec();
+        let mut room = vec![0i64; self.n];
+        let mut cost = 0.0;
+        for _ in 0..RATIO_STEPS {
+            if left.iter().all(|l| *l == 0) {
+                return Some(cost);
+            }
+            let (price, i) = self.ratio_pick(&left)?;
+            room.copy_from_slice(self.free(i));
+            let all = vec![1.0; left.len()];
+            fill(self.shapes, &mut left, &mut room, &all);
+            cost += price;
+        }
+        left.iter().all(|l| *l == 0).then_some(cost)
+    }
+
+    /// The cheapest cover of `left` by one or two claims (each filled as first-fit decreasing
+    /// would): its cost and the first claim's price.
+    fn cheapest_pair(&self, left: &[u64]) -> Option<(f64, f64)> {
+        let all = vec![1.0; left.len()];
+        let mut rest = vec![0u64; left.len()];
+        let mut second = vec![0u64; left.len()];
+        let mut room = vec![0i64; self.n];
+        let mut best: Option<(f64, f64)> = None;
+        for &(price, i) in self.types {
+            rest.copy_from_slice(left);
+            room.copy_from_slice(self.free(i));
+            fill(self.shapes, &mut rest, &mut room, &all);
+            let cost = if rest.iter().all(|r| *r == 0) {
+                price
+            } else {
+                // The cheapest single claim for the rest (types come cheapest first).
+                let one = self.types.iter().find(|&&(_, j)| {
+                    second.copy_from_slice(&rest);
+                    room.copy_from_slice(self.free(j));
+                    fill(self.shapes, &mut second, &mut room, &all);
+                    second.iter().all(|r| *r == 0)
+                });
+                match one {
+                    Some((p2, _)) => price + p2,
+                    None => continue,
+                }
+            };
+            if best.is_none_or(|(b, _)| cost < b - 1e-12) {
+                best = Some((cost, price));
+            }
+        }
+        best
+    }
+}
+
+/// Fills `room` as first-fit decreasing would from the pods `left` of each shape (largest shape
+/// first, as many of each as fit), taking them out of `left`; the worth of what it holds.
+fn fill(shapes: &[Vec<i64>], left: &mut [u64], room: &mut [i64], worth: &[f64]) -> f64 {
+    let mut value = 0.0;
+    for (s, r) in shapes.iter().enumerate() {
+        if left[s] == 0 || worth[s] == 0.0 {
+            continue;
+        }
+        let k = units(r, room).min(left[s]);
+        if k > 0 {
+            for (x, v) in room.iter_mut().zip(r) {
+                *x -= v * k as i64;
+            }
+            left[s] -= k;
+            value += worth[s] * k as f64;
+        }
+    }
+    value
+}
+
+/// How many pods of `requests` fit in `room` (`u64::MAX` for a pod that asks nothing).
+fn units(requests: &[i64], room: &[i64]) -> u64 {
+    let mut k = u64::MAX;
+    for (r, f) in requests.iter().zip(room) {
+        if *r > 0 {
+            if *f < *r {
+                return 0;
+            }
+            k = k.min((*f / *r) as u64);
+        }
+    }
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use kerf_api::ResourceList;
+
+    use crate::bench::claims_cost;
+    use crate::model::{NodePoolInput, SchedulingInput, SchedulingResult};
+    use crate::scheduler::schedule;
+    use crate::testing::*;
+
+    fn place(types: Vec<crate::InstanceType>, pods: Vec<Arc<k8s_openapi::api::core::v1::Pod>>) -> SchedulingResult {
+        let input = SchedulingInput {
+            node_pools: vec![NodePoolInput {
+                node_pool: Arc::new(node_pool("default", vec![])),
+                instance_types: types.into_iter().map(Arc::new).collect(),
+                in_use: ResourceList::new(),
+            }],
+            pods,
+            ..Default::default()
+        };
+        schedule(&input)
+    }
+
+    fn chosen(r: &SchedulingResult) -> Vec<&str> {
+        r.new_node_claims.iter().map(|c| c.instance_types[0].name.as_str()).collect()
+    }
+
+    #[test]
+    fn claims_stop_at_the_mid_size_type_that_is_cheaper_per_pod_than_the_largest() {
+        // 64 pods of 2 CPU / 8Gi fit two "big" (4.0/h each) or sixteen "mid" (0.40/h each).
+        let types = vec![
+            instance_type("mid", "8", "32Gi", "110", 0.40, &["a"]),
+            instance_type("big", "64", "256Gi", "110", 4.0, &["a"]),
+        ];
+        let pods = (0..64).map(|i| pod(&format!("p{i}")).cpu("2").memory("8Gi").build()).collect();
+        let r = place(types, pods);
+        assert!(r.errors.is_empty());
+        assert_eq!(chosen(&r), vec!["mid"; 16]);
+        assert!((claims_cost(&r) - 16.0 * 0.40 * 0.7).abs() < 1e-9, "{}", claims_cost(&r));
+    }
+
+    #[test]
+    fn last_pods_take_one_larger_claim_when_two_best_ratio_claims_cost_more() {
+        // 31 one-CPU pods per "c31" (0.31/h) is the best price per pod; 124 pods need four of
+        // them (1.24/h) where two "c64" (1.22/h) hold all.
+        let types = vec![
+            instance_type("c31", "31", "64Gi", "110", 0.31, &["a"]),
+            instance_type("c64", "64", "128Gi", "110", 0.61, &["a"]),
+        ];
+        let pods = (0..124).map(|i| pod(&format!("p{i}")).cpu("1").build()).collect();
+        let r = place(types, pods);
+        assert!(r.errors.is_empty());
+        assert_eq!(chosen(&r), vec!["c64", "c64"]);
+    }
+
+    #[test]
+    fn capped_claims_keep_hostname_anti_affinity_and_place_every_pod() {
+        // Pods of app=x must not share a node; the cap must not squeeze them together.
+        let types = vec![
+            instance_type("mid", "8", "32Gi", "110", 0.40, &["a"]),
+            instance_type("big", "64", "256Gi", "110", 4.0, &["a"]),
+        ];
+        let mut pods: Vec<_> = (0..6)
+            .map(|i| {
+                pod(&format!("x{i}"))
+                    .label("app", "x")
+                    .cpu("2")
+                    .memory("8Gi")
+                    .anti_affinity(kerf_api::labels::HOSTNAME, &[("app", "x")])
+                    .build()
+            })
+            .collect();
+        pods.extend((0..30).map(|i| pod(&format!("y{i}")).cpu("2").memory("8Gi").build()));
+        let r = place(types, pods);
+        assert!(r.errors.is_empty());
+        assert_eq!(r.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>(), 36);
+        for c in &r.new_node_claims {
+            assert!(c.pods.iter().filter(|p| **p < 6).count() <= 1, "two app=x pods on one claim: {:?}", c.pods);
+        }
+        assert!(chosen(&r).iter().all(|t| *t == "mid"), "{:?}", chosen(&r));
+    }
+}

@@ -1,0 +1,380 @@
+//! `kerf bench packing`: how close the Scheduler's fleet comes to the cheapest possible one.
+//!
+//! Several mixed workloads are placed by the provisioner's own decision
+//! (`SchedulingContext::new(input).place_pending()`) against the built-in AWS catalog in
+//! us-west-2, with a NodePool allowing instance categories c, m and r of generation > 2 (amd64,
+//! Linux, spot and on-demand) and three DaemonSets whose pods run on every node. The fleet's
+//! $/h (each new claim at its cheapest fitting type's cheapest allowed offering, what the cloud
+//! layer launches) is compared with a lower bound on the cheapest fleet
+//! ([`kerf_scheduling::packing_bound`]: the LP relaxation of the configuration program over the
+//! pool's types as the Scheduler sees them, DaemonSet overhead and pod-count limits included).
+//! The workloads carry no topology constraints: the bound does not model zones, so a zone
+//! spread (whose domains have different spot prices) would measure the bound's slack, not the
+//! packing.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kerf_api::labels::{ARCH, CAPACITY_TYPE, INSTANCE_CATEGORY, INSTANCE_GENERATION, OS};
+use kerf_api::nodepool::{NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, TemplateMetadata};
+use kerf_api::{NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues, Operator, ResourceList};
+use kerf_cloud::aws::{NodeClassSettings, catalog};
+use kerf_scheduling::bench::claims_cost;
+use kerf_scheduling::packing_bound::{BoundBin, BoundShape, lower_bound};
+use kerf_scheduling::{NodePoolInput, SchedulingContext, SchedulingInput, pod_requests};
+
+/// The benchmark's region.
+const REGION: &str = "us-west-2";
+
+#[derive(clap::Args)]
+pub struct PackingArgs {
+    /// Run each workload's placement this many times and report the median time.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Only the workloads with these names (all when none is given).
+    #[arg(long = "workload")]
+    workloads: Vec<String>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A deployment-like set of identical pods.
+struct Shape {
+    app: &'static str,
+    replicas: usize,
+    cpu: &'static str,
+    memory: Option<&'static str>,
+}
+
+const fn shape(app: &'static str, replicas: usize, cpu: &'static str, memory: &'static str) -> Shape {
+    Shape { app, replicas, cpu, memory: Some(memory) }
+}
+
+/// The workloads: name and shapes.
+fn workloads() -> Vec<(&'static str, Vec<Shape>)> {
+    vec![
+        ("inflate", vec![Shape { app: "inflate", replicas: 60, cpu: "1", memory: None }]),
+        // Karpenter's scale-test workload: two deployments of very different shapes.
+        ("karpenter-two-shape", vec![shape("small", 500, "900m", "3100Mi"), shape("large", 500, "3500m", "28Gi")]),
+        (
+            "five-shape",
+            vec![
+                shape("xs", 400, "250m", "512Mi"),
+                shape("s", 400, "500m", "2Gi"),
+                shape("m", 400, "1", "1Gi"),
+                shape("l", 400, "2", "4Gi"),
+                shape("xl", 400, "4", "16Gi"),
+            ],
+        ),
+        // A web tier, its API, a memory-hungry cache and CPU-bound workers.
+        (
+            "web-stack",
+            vec![
+                shape("web", 600, "500m", "768Mi"),
+                shape("api", 200, "1500m", "3Gi"),
+                shape("cache", 60, "1", "12Gi"),
+                shape("worker", 100, "2", "2Gi"),
+            ],
+        ),
+        // Memory-heavy analytics executors with small sidecar-like services.
+        (
+            "memory-analytics",
+            vec![
+                shape("executor", 150, "2", "14Gi"),
+                shape("driver", 40, "8", "60Gi"),
+                shape("agent", 400, "100m", "256Mi"),
+            ],
+        ),
+        // Many small pods: the pods-per-node limit binds before cpu or memory.
+        ("small-pods", vec![shape("tiny", 3000, "100m", "128Mi"), shape("little", 200, "250m", "256Mi")]),
+    ]
+}
+
+fn requests(cpu: &str, memory: Option<&str>) -> ResourceRequirements {
+    let mut r: BTreeMap<String, KQ> = [("cpu".to_string(), KQ(cpu.into()))].into();
+    if let Some(m) = memory {
+        r.insert("memory".to_string(), KQ(m.into()));
+    }
+    ResourceRequirements { requests: Some(r), ..Default::default() }
+}
+
+fn pods(shapes: &[Shape]) -> Vec<Arc<Pod>> {
+    let mut out = Vec::new();
+    for s in shapes {
+        let labels: BTreeMap<String, String> = [("app".to_string(), s.app.to_string())].into();
+        for i in 0..s.replicas {
+            out.push(Arc::new(Pod {
+                metadata: ObjectMeta {
+                    name: Some(format!("{}-{i}", s.app)),
+                    namespace: Some("default".into()),
+                    labels: Some(labels.clone()),
+                    ..Default::default()
+                },
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "app".into(),
+                        resources: Some(requests(s.cpu, s.memory)),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                status: None,
+            }));
+        }
+    }
+    out
+}
+
+/// The DaemonSets on every node: the VPC CNI, kube-proxy and a log shipper.
+fn daemonset_pods() -> Vec<Arc<Pod>> {
+    [("aws-node", "25m", None), ("kube-proxy", "100m", None), ("fluent-bit", "100m", Some("128Mi"))]
+        .into_iter()
+        .map(|(name, cpu, memory)| {
+            Arc::new(Pod {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("kube-system".into()),
+                    owner_references: Some(vec![OwnerReference {
+                        api_version: "apps/v1".into(),
+                        kind: "DaemonSet".into(),
+                        name: name.into(),
+                        uid: name.into(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                },
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: name.into(),
+                        resources: Some(requests(cpu, memory)),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                status: None,
+            })
+        })
+        .collect()
+}
+
+fn requirement(key: &str, operator: Operator, values: &[&str]) -> NodeSelectorRequirementWithMinValues {
+    NodeSelectorRequirementWithMinValues {
+        key: key.into(),
+        operator,
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    }
+}
+
+/// The benchmark's NodePool: c/m/r, generation > 2, amd64 Linux, spot and on-demand, no limits.
+fn node_pool() -> NodePool {
+    NodePool {
+        api_version: kerf_api::nodepool::API_VERSION.into(),
+        kind: kerf_api::nodepool::KIND.into(),
+        metadata: ObjectMeta { name: Some("default".into()), ..Default::default() },
+        spec: NodePoolSpec {
+            template: NodeClaimTemplate {
+                metadata: TemplateMetadata::default(),
+                spec: NodeClaimTemplateSpec {
+                    taints: vec![],
+                    startup_taints: vec![],
+                    requirements: vec![
+                        requirement(ARCH, Operator::In, &["amd64"]),
+                        requirement(OS, Operator::In, &["linux"]),
+                        requirement(CAPACITY_TYPE, Operator::In, &["spot", "on-demand"]),
+                        requirement(INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]),
+                        requirement(INSTANCE_GENERATION, Operator::Gt, &["2"]),
+                    ],
+                    node_class_ref: NodeClassReference {
+                        group: "karpenter.k8s.aws".into(),
+                        kind: "EC2NodeClass".into(),
+                        name: "default".into(),
+                    },
+                    expire_after: kerf_api::nodepool::default_expire_after(),
+                    termination_grace_period: None,
+                },
+            },
+            disruption: Default::default(),
+            limits: None,
+            weight: None,
+            replicas: None,
+        },
+        status: None,
+    }
+}
+
+/// One workload's figures.
+struct Outcome {
+    name: String,
+    pods: usize,
+    scheduled: usize,
+    node_claims: usize,
+    cost: f64,
+    bound: f64,
+    bound_converged: bool,
+    bound_exact: bool,
+    seconds: f64,
+    bound_seconds: f64,
+    /// Instance type name → claims of that type.
+    types: BTreeMap<String, usize>,
+}
+
+/// The scheduling input of a workload: the pool, the catalog's types, the DaemonSets, the pods.
+fn input(shapes: &[Shape]) -> anyhow::Result<SchedulingInput> {
+    let types = catalog()?.instance_types(REGION, None, &NodeClassSettings::default())?;
+    Ok(SchedulingInput {
+        node_pools: vec![NodePoolInput {
+            node_pool: Arc::new(node_pool()),
+            instance_types: types.into_iter().map(Arc::new).collect(),
+            in_use: ResourceList::new(),
+        }],
+        daemonset_pods: daemonset_pods(),
+        pods: pods(shapes),
+        ..Default::default()
+    })
+}
+
+/// Places one workload (median of `runs` timings) and computes its lower bound.
+fn measure(name: &str, shapes: &[Shape], runs: usize) -> anyhow::Result<Outcome> {
+    let input = Arc::new(input(shapes)?);
+    let mut times = Vec::with_capacity(runs);
+    let mut result = None;
+    for _ in 0..runs.max(1) {
+        let start = Instant::now();
+        let r = SchedulingContext::new(Arc::clone(&input)).place_pending();
+        times.push(start.elapsed().as_secs_f64());
+        result = Some(r);
+    }
+    let result = result.unwrap_or_default();
+    times.sort_by(f64::total_cmp);
+    let seconds = times[times.len() / 2];
+    let scheduled = result.placements.len() + result.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>();
+    let mut types = BTreeMap::new();
+    for c in &result.new_node_claims {
+        if let Some(t) = c.instance_types.first() {
+            *types.entry(t.name.clone()).or_insert(0) += 1;
+        }
+    }
+    let start = Instant::now();
+    let mut ctx = SchedulingContext::new(Arc::clone(&input));
+    let table = ctx.pool_types("default").unwrap_or_default();
+    // Resources the pods ask for, in a fixed order; the bins' room in the same order.
+    let dims = ["cpu", "memory", "pods"];
+    let dense = |list: &ResourceList| -> Vec<i64> {
+        dims.iter().map(|d| if *d == "cpu" { list.get(d).milli_ceil() } else { list.get(d).value_ceil() }).collect()
+    };
+    let bins: Vec<BoundBin> = table
+        .iter()
+        .map(|t| BoundBin { name: t.instance_type.name.clone(), free: dense(&t.free), price: t.price })
+        .collect();
+    let mut by_shape: BTreeMap<Vec<i64>, u64> = BTreeMap::new();
+    for p in &input.pods {
+        let mut r = dense(&pod_requests(p));
+        r[2] = 1;
+        *by_shape.entry(r).or_insert(0) += 1;
+    }
+    let shapes: Vec<BoundShape> =
+        by_shape.into_iter().map(|(requests, count)| BoundShape { requests, count }).collect();
+    let bound = lower_bound(&bins, &shapes).map_err(|e| anyhow::anyhow!("workload {name}: {e}"))?;
+    let bound_seconds = start.elapsed().as_secs_f64();
+    Ok(Outcome {
+        name: name.to_string(),
+        pods: input.pods.len(),
+        scheduled,
+        node_claims: result.new_node_claims.len(),
+        cost: claims_cost(&result),
+        bound: bound.value,
+        bound_converged: bound.converged,
+        bound_exact: bound.exact,
+        seconds,
+        bound_seconds,
+        types,
+    })
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
+}
+
+pub fn run(a: PackingArgs) -> anyhow::Result<ExitCode> {
+    if a.runs == 0 {
+        return Err(anyhow::Error::new(crate::BadInput("--runs: must be at least 1".into())));
+    }
+    let all = workloads();
+    for w in &a.workloads {
+        if !all.iter().any(|(n, _)| n == w) {
+            let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
+            return Err(anyhow::Error::new(crate::BadInput(format!(
+                "--workload: unknown workload {w:?} (known: {})",
+                names.join(", ")
+            ))));
+        }
+    }
+    let mut outcomes = Vec::new();
+    for (name, shapes) in &all {
+        if a.workloads.is_empty() || a.workloads.iter().any(|w| w == name) {
+            outcomes.push(measure(name, shapes, a.runs)?);
+        }
+    }
+    let ratio = |o: &Outcome| if o.bound > 0.0 { o.cost / o.bound } else { 1.0 };
+    let all_placed = outcomes.iter().all(|o| o.scheduled == o.pods);
+    if a.json {
+        let workloads: Vec<serde_json::Value> = outcomes
+            .iter()
+            .map(|o| {
+                serde_json::json!({
+                    "name": o.name,
+                    "pods": o.pods,
+                    "scheduled": o.scheduled,
+                    "nodeClaims": o.node_claims,
+                    "costPerHour": round(o.cost, 5),
+                    "lowerBound": round(o.bound, 5),
+                    "ratio": round(ratio(o), 4),
+                    "boundConverged": o.bound_converged,
+                    "boundExact": o.bound_exact,
+                    "seconds": o.seconds,
+                    "boundSeconds": o.bound_seconds,
+                    "instanceTypes": o.types,
+                })
+            })
+            .collect();
+        let max = outcomes.iter().map(ratio).fold(1.0, f64::max);
+        let out = serde_json::json!({
+            "region": REGION,
+            "runs": a.runs,
+            "workloads": workloads,
+            "maxRatio": round(max, 4),
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "{:<20} {:>6} {:>6} {:>10} {:>12} {:>7} {:>9}  instance types",
+            "workload", "pods", "nodes", "$/h", "lower bound", "ratio", "seconds"
+        );
+        for o in &outcomes {
+            let types: Vec<String> = o.types.iter().map(|(t, n)| format!("{n}x{t}")).collect();
+            println!(
+                "{:<20} {:>6} {:>6} {:>10.4} {:>12.4} {:>7.4} {:>9.4}  {}",
+                o.name,
+                o.pods,
+                o.node_claims,
+                o.cost,
+                o.bound,
+                ratio(o),
+                o.seconds,
+                types.join(" ")
+            );
+            if o.scheduled != o.pods {
+                println!("  {} of {} pods could not be placed", o.pods - o.scheduled, o.pods);
+            }
+        }
+    }
+    Ok(if all_placed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
