@@ -19,21 +19,11 @@ use crate::settings::AwsSettings;
 use amis::{Ami, AmiError};
 use network::Subnet;
 
-pub const CONDITION_READY: &str = "Ready";
-pub const CONDITION_SUBNETS_READY: &str = "SubnetsReady";
-pub const CONDITION_SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
-pub const CONDITION_AMIS_READY: &str = "AMIsReady";
-pub const CONDITION_INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
-pub const CONDITION_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
-
-/// The conditions `Ready` depends on, in the (alphabetical) order they are listed.
-pub const DEPENDENT_CONDITIONS: [&str; 5] = [
-    CONDITION_AMIS_READY,
-    CONDITION_INSTANCE_PROFILE_READY,
-    CONDITION_SECURITY_GROUPS_READY,
-    CONDITION_SUBNETS_READY,
-    CONDITION_VALIDATION_SUCCEEDED,
-];
+// Karpenter's condition types, defined once with the EC2NodeClass type.
+pub use kerf_api::ec2nodeclass::{
+    CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY, CONDITION_SECURITY_GROUPS_READY,
+    CONDITION_SUBNETS_READY, CONDITION_VALIDATION_SUCCEEDED, READY_DEPENDS_ON as DEPENDENT_CONDITIONS,
+};
 
 /// A node class with everything it resolved to.
 #[derive(Debug, Clone, PartialEq)]
