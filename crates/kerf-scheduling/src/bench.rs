@@ -62,24 +62,24 @@ pub fn instance_types(count: usize) -> Vec<Arc<InstanceType>> {
         .collect()
 }
 
-/// The benchmark's NodePool: no requirements beyond the defaults, huge limits.
-pub fn node_pool() -> NodePool {
+/// A NodePool named `name` over the `default` EC2NodeClass with these requirements and limits
+/// and Karpenter's defaults otherwise (the benchmarks' and tests' pools).
+pub fn pool(
+    name: &str,
+    requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues>,
+    limits: Option<ResourceList>,
+) -> NodePool {
     NodePool {
         api_version: kerf_api::nodepool::API_VERSION.into(),
         kind: kerf_api::nodepool::KIND.into(),
-        metadata: ObjectMeta { name: Some("default".into()), ..Default::default() },
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
         spec: NodePoolSpec {
             template: NodeClaimTemplate {
                 metadata: TemplateMetadata::default(),
                 spec: NodeClaimTemplateSpec {
                     taints: vec![],
                     startup_taints: vec![],
-                    requirements: vec![kerf_api::NodeSelectorRequirementWithMinValues {
-                        key: CAPACITY_TYPE.into(),
-                        operator: kerf_api::Operator::In,
-                        values: vec!["spot".into(), "on-demand".into()],
-                        min_values: None,
-                    }],
+                    requirements,
                     node_class_ref: NodeClassReference {
                         group: "karpenter.k8s.aws".into(),
                         kind: "EC2NodeClass".into(),
@@ -90,16 +90,30 @@ pub fn node_pool() -> NodePool {
                 },
             },
             disruption: Default::default(),
-            limits: Some(
-                ResourceList::new()
-                    .with("cpu", Quantity::from_units(1_000_000_000))
-                    .with("memory", Quantity::from_bytes(i64::MAX / 4)),
-            ),
+            limits,
             weight: None,
             replicas: None,
         },
         status: None,
     }
+}
+
+/// The benchmark's NodePool: no requirements beyond the defaults, huge limits.
+pub fn node_pool() -> NodePool {
+    pool(
+        "default",
+        vec![kerf_api::NodeSelectorRequirementWithMinValues {
+            key: CAPACITY_TYPE.into(),
+            operator: kerf_api::Operator::In,
+            values: vec!["spot".into(), "on-demand".into()],
+            min_values: None,
+        }],
+        Some(
+            ResourceList::new()
+                .with("cpu", Quantity::from_units(1_000_000_000))
+                .with("memory", Quantity::from_bytes(i64::MAX / 4)),
+        ),
+    )
 }
 
 fn selector(group: &str) -> LabelSelector {

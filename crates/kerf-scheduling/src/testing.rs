@@ -11,10 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use kerf_api::nodepool::{NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, TemplateMetadata};
-use kerf_api::{
-    NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues, Operator, Quantity, ResourceList, Taint,
-};
+use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, Quantity, ResourceList};
 
 use crate::instance::{InstanceType, Offering};
 use crate::model::ExistingNode;
@@ -274,33 +271,7 @@ pub fn req(key: &str, op: Operator, values: &[&str]) -> NodeSelectorRequirementW
 }
 
 pub fn node_pool(name: &str, reqs: Vec<NodeSelectorRequirementWithMinValues>) -> NodePool {
-    NodePool {
-        api_version: "karpenter.sh/v1".into(),
-        kind: "NodePool".into(),
-        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
-        spec: NodePoolSpec {
-            template: NodeClaimTemplate {
-                metadata: TemplateMetadata::default(),
-                spec: NodeClaimTemplateSpec {
-                    taints: Vec::<Taint>::new(),
-                    startup_taints: vec![],
-                    requirements: reqs,
-                    node_class_ref: NodeClassReference {
-                        group: "karpenter.k8s.aws".into(),
-                        kind: "EC2NodeClass".into(),
-                        name: "default".into(),
-                    },
-                    expire_after: kerf_api::nodepool::default_expire_after(),
-                    termination_grace_period: None,
-                },
-            },
-            disruption: Default::default(),
-            limits: None,
-            weight: None,
-            replicas: None,
-        },
-        status: None,
-    }
+    crate::bench::pool(name, reqs, None)
 }
 
 /// An instance type with `cpu` cores, `mem` of memory, `pods` pods, offered spot and on-demand in

@@ -21,8 +21,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kerf_api::labels::{ARCH, CAPACITY_TYPE, INSTANCE_CATEGORY, INSTANCE_GENERATION, OS};
-use kerf_api::nodepool::{NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, TemplateMetadata};
-use kerf_api::{NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues, Operator, ResourceList};
+use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, ResourceList};
 use kerf_cloud::aws::{NodeClassSettings, catalog};
 use kerf_scheduling::bench::claims_cost;
 use kerf_scheduling::packing_bound::{BoundBin, BoundShape, lower_bound};
@@ -174,39 +173,17 @@ fn requirement(key: &str, operator: Operator, values: &[&str]) -> NodeSelectorRe
 
 /// The benchmark's NodePool: c/m/r, generation > 2, amd64 Linux, spot and on-demand, no limits.
 fn node_pool() -> NodePool {
-    NodePool {
-        api_version: kerf_api::nodepool::API_VERSION.into(),
-        kind: kerf_api::nodepool::KIND.into(),
-        metadata: ObjectMeta { name: Some("default".into()), ..Default::default() },
-        spec: NodePoolSpec {
-            template: NodeClaimTemplate {
-                metadata: TemplateMetadata::default(),
-                spec: NodeClaimTemplateSpec {
-                    taints: vec![],
-                    startup_taints: vec![],
-                    requirements: vec![
-                        requirement(ARCH, Operator::In, &["amd64"]),
-                        requirement(OS, Operator::In, &["linux"]),
-                        requirement(CAPACITY_TYPE, Operator::In, &["spot", "on-demand"]),
-                        requirement(INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]),
-                        requirement(INSTANCE_GENERATION, Operator::Gt, &["2"]),
-                    ],
-                    node_class_ref: NodeClassReference {
-                        group: "karpenter.k8s.aws".into(),
-                        kind: "EC2NodeClass".into(),
-                        name: "default".into(),
-                    },
-                    expire_after: kerf_api::nodepool::default_expire_after(),
-                    termination_grace_period: None,
-                },
-            },
-            disruption: Default::default(),
-            limits: None,
-            weight: None,
-            replicas: None,
-        },
-        status: None,
-    }
+    kerf_scheduling::bench::pool(
+        "default",
+        vec![
+            requirement(ARCH, Operator::In, &["amd64"]),
+            requirement(OS, Operator::In, &["linux"]),
+            requirement(CAPACITY_TYPE, Operator::In, &["spot", "on-demand"]),
+            requirement(INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]),
+            requirement(INSTANCE_GENERATION, Operator::Gt, &["2"]),
+        ],
+        None,
+    )
 }
 
 /// One workload's figures.
