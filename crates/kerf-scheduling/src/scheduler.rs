@@ -69,6 +69,7 @@ mod pools;
 mod preferences;
 mod queue;
 mod resources;
+mod room;
 mod topology;
 
 use claims::*;
@@ -83,6 +84,7 @@ use pools::*;
 use preferences::*;
 use queue::*;
 use resources::*;
+use room::RoomIndex;
 use topology::*;
 
 use std::collections::hash_map::DefaultHasher;
@@ -130,9 +132,12 @@ pub struct SchedulingContext {
     inverses: Vec<Inverse>,
     nodes: Vec<Node>,
     node_index: HashMap<String, usize>,
+    /// The running query's new claims, in creation order.
     claims: Vec<Claim>,
-    /// Open claims in creation order (closed ones are pruned lazily).
-    open: Vec<usize>,
+    /// Which of them could take a pod of given requests (see `room`).
+    room: RoomIndex,
+    /// The groups some claim of the running query refuses (see `Group::refused`).
+    refusing: Vec<usize>,
     /// Every pod's dense requests: the pending pods (`input.pods`) first, then the pods on
     /// existing nodes (see `existing`).
     pod_requests: Vec<Vec<i64>>,
@@ -227,7 +232,8 @@ impl SchedulingContext {
             nodes: Vec::new(),
             node_index: HashMap::new(),
             claims: Vec::new(),
-            open: Vec::new(),
+            room: RoomIndex::default(),
+            refusing: Vec::new(),
             pod_requests,
             facts,
             pod_group: Vec::new(),

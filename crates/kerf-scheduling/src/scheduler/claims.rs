@@ -327,6 +327,11 @@ impl SchedulingContext {
             self.claims[c].open = false;
         }
         self.scratch = probe;
+        if self.claims[c].open {
+            self.room.set(c, &self.claims[c].max_alloc, &self.claims[c].requests);
+        } else {
+            self.room.close(c);
+        }
     }
 
     pub(super) fn new_claim(&mut self, pi: usize, g: usize, l: usize, p: usize) -> Option<usize> {
@@ -419,7 +424,7 @@ impl SchedulingContext {
                     }
                     self.claims[c].reserved = reserve;
                 }
-                self.open.push(c);
+                self.room.push(&self.claims[c].max_alloc, &self.claims[c].requests);
                 self.commit_claim(pi, g, l, c, plan);
                 Some(c)
             }

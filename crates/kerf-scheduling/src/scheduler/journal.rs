@@ -25,9 +25,17 @@ impl SchedulingContext {
     /// Starts a query: remembers the pool limits it may use up.
     pub(super) fn begin(&mut self) {
         self.journal.clear();
-        self.claims.clear();
-        self.open.clear();
+        self.forget_claims();
         self.pool_limits = self.pools.iter().map(|p| (p.remaining.clone(), p.nodes_remaining)).collect();
+    }
+
+    /// Drops the query's claims and what is known of them.
+    fn forget_claims(&mut self) {
+        self.claims.clear();
+        self.room.clear(self.res.names.len());
+        for g in std::mem::take(&mut self.refusing) {
+            self.groups[g].refused.clear();
+        }
     }
 
     /// Ends a query: puts back everything it changed.
@@ -46,8 +54,7 @@ impl SchedulingContext {
                 Undo::Removed { node, old } => self.nodes[node].schedulable = old,
             }
         }
-        self.claims.clear();
-        self.open.clear();
+        self.forget_claims();
         for (p, (remaining, nodes)) in std::mem::take(&mut self.pool_limits).into_iter().enumerate() {
             self.pools[p].remaining = remaining;
             self.pools[p].nodes_remaining = nodes;

@@ -64,6 +64,9 @@ pub(super) struct Group {
     pub(super) exhausted: bool,
     /// Claims before this index never accept this group (level 0).
     pub(super) cursor: usize,
+    /// The running query's claims that never accept this group (level 0), as a bit set over
+    /// claim indexes (see `room`).
+    pub(super) refused: Vec<u64>,
 }
 
 /// One requirement set standing for alternatives (a volume's node affinity terms): when every
@@ -238,6 +241,7 @@ impl SchedulingContext {
             admits: Vec::new(),
             exhausted: false,
             cursor: 0,
+            refused: Vec::new(),
             rep: p,
             rep_index: pi,
         }

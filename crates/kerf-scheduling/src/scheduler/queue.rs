@@ -119,6 +119,18 @@ impl SchedulingContext {
         }
     }
 
+    /// Claim `c` never takes group `g`'s pods at its first level, in the running query.
+    fn refuse(&mut self, g: usize, c: usize) {
+        let set = &mut self.groups[g].refused;
+        if set.is_empty() {
+            self.refusing.push(g);
+        }
+        if set.len() <= c / 64 {
+            set.resize(c / 64 + 1, 0);
+        }
+        set[c / 64] |= 1 << (c % 64);
+    }
+
     pub(super) fn set_cursor(&mut self, g: usize, value: usize) {
         let old = self.groups[g].cursor;
         if old != value {
@@ -137,33 +149,39 @@ impl SchedulingContext {
                 return Some(Bin::Node(n));
             }
         }
-        // Open claims, from the group's cursor.
-        let start = if l == 0 { self.groups[g].cursor } else { 0 };
+        // Open claims with room for the pod, in creation order from the group's cursor (the
+        // claims before it never take this group's pods at its first level).
         let mut advance_cursor = l == 0;
-        let mut i = start;
-        while i < self.open.len() {
-            let c = self.open[i];
-            if !self.claims[c].open {
-                i += 1;
-                continue;
+        let mut i = if l == 0 { self.groups[g].cursor } else { 0 };
+        loop {
+            let refused: &[u64] = if l == 0 { &self.groups[g].refused } else { &[] };
+            let Some(c) = self.room.first_fit(i, &self.pod_requests[pi], refused) else {
+                break;
+            };
+            // An open claim skipped for room may take a later, smaller pod of the group.
+            if advance_cursor && self.room.first_open(i).is_some_and(|o| o < c) {
+                advance_cursor = false;
             }
             match self.claim_fits(pi, g, l, c) {
                 Ok(plan) => {
                     if advance_cursor {
-                        self.set_cursor(g, i);
+                        self.set_cursor(g, c);
                     }
                     self.commit_claim(pi, g, l, c, plan);
                     return Some(Bin::Claim(c));
                 }
                 Err(permanent) => {
+                    if permanent && l == 0 {
+                        self.refuse(g, c);
+                    }
                     if advance_cursor && permanent {
-                        self.set_cursor(g, i + 1);
+                        self.set_cursor(g, c + 1);
                     } else {
                         advance_cursor = false;
                     }
                 }
             }
-            i += 1;
+            i = c + 1;
         }
         // A new claim, NodePools by weight.
         for p in 0..self.pools.len() {
