@@ -24,6 +24,10 @@ pub mod provider;
 pub mod settings;
 pub mod tags;
 
+// The SDK crates the clients are of, for callers that configure them or call EC2 themselves
+// (the `kerf` binary's end-to-end test) without depending on the SDK directly.
+pub use {aws_config, aws_sdk_ec2};
+
 pub use clients::AwsClients;
 pub use error::AwsError;
 pub use interruption::{InterruptionEvent, InterruptionKind, InterruptionQueue};
