@@ -8,7 +8,7 @@
 //! - [`nodeclass`]: EC2NodeClass resolution and status;
 //! - [`launch`]: user data, launch templates, CreateFleet;
 //! - [`instances`]: provider IDs, describe / list / terminate (only this cluster's instances);
-//! - [`instance_types`]: types, zones and prices;
+//! - [`instance_types`]: types, zones and prices; [`pricing`]: on-demand prices;
 //! - [`interruption`]: the SQS interruption queue;
 //! - [`provider`]: [`AwsProvider`], which ties them together.
 
@@ -20,6 +20,7 @@ pub mod instances;
 pub mod interruption;
 pub mod launch;
 pub mod nodeclass;
+pub mod pricing;
 pub mod provider;
 pub mod settings;
 pub mod tags;
