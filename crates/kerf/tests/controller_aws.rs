@@ -12,9 +12,9 @@ mod common;
 mod moto;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
+use common::controller::{Controller, words};
 use common::*;
 use kerf_aws::aws_sdk_ec2::types::Filter;
 use moto::{Moto, moto};
@@ -95,7 +95,6 @@ fn controller_command(s: &Served, env: &[(&str, String)]) -> Command {
     c.args(["controller", "--cloud", "aws", "--kubeconfig"])
         .arg(&s.kubeconfig)
         .args(["--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
-        .env("KERF_LOG", "info")
         .env("AWS_CONFIG_FILE", "/nonexistent")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent");
     for k in [
@@ -116,25 +115,6 @@ fn controller_command(s: &Served, env: &[(&str, String)]) -> Command {
         c.env(k, v);
     }
     c
-}
-
-/// A running controller, its stderr in a file, killed when dropped.
-struct Controller {
-    child: Child,
-    stderr: PathBuf,
-}
-
-impl Controller {
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// One EC2 instance as the test checks it.
@@ -235,14 +215,7 @@ fn aws_controller_launches_tagged_instances_in_the_discovered_subnets_and_termin
     let path = write(&s.dir, "manifests.yaml", &manifests());
     kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
 
-    let stderr = s.dir.join("controller.stderr");
-    let child = controller_command(&s, &aws_env(m))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).expect("stderr file"))
-        .spawn()
-        .expect("start kerf controller");
-    let mut c = Controller { child, stderr };
+    let mut c = Controller::spawn(&s, "aws", controller_command(&s, &aws_env(m)));
 
     // The node class resolves against moto: the discovery-tagged subnets and security group.
     eventually(60, "EC2NodeClass default Ready", || {
@@ -336,11 +309,8 @@ fn aws_controller_launches_tagged_instances_in_the_discovered_subnets_and_termin
     for other in &others {
         assert!(running.contains(instance_id(&claims[other])), "NodeClaim {other}'s instance still runs");
     }
-    drop(c);
-}
-
-fn words(s: &Served, args: &[&str]) -> BTreeSet<String> {
-    kubectl_ok(s, args).split_whitespace().map(str::to_string).collect()
+    let log = c.stderr();
+    assert!(c.stop().success(), "kerf controller stops cleanly on SIGTERM: {log}");
 }
 
 #[test]
