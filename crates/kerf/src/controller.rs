@@ -93,11 +93,12 @@ async fn bind(flag: &str, addr: &str) -> anyhow::Result<tokio::net::TcpListener>
     tokio::net::TcpListener::bind(addr).await.map_err(|e| bad(format!("{flag} {addr}: {e}")))
 }
 
+/// What `--cloud aws` says in a build without the `aws` feature.
+const NO_AWS_PROVIDER: &str = "--cloud aws: this build of kerf has no AWS provider; build it with `cargo build --features aws` (the container image is), or use --cloud kwok";
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.cloud == Cloud::Aws && !cfg!(feature = "aws") {
-        return Err(bad(
-            "--cloud aws: this build of kerf has no AWS provider; build it with `cargo build --features aws` (the container image is), or use --cloud kwok",
-        ));
+        return Err(bad(NO_AWS_PROVIDER));
     }
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the runtime")?;
@@ -154,7 +155,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         #[cfg(not(feature = "aws"))]
         Cloud::Aws => {
             let _ = version;
-            Err(bad("--cloud aws: this build of kerf has no AWS provider"))
+            Err(bad(NO_AWS_PROVIDER))
         }
     }
 }
