@@ -86,7 +86,8 @@ async fn the_built_in_catalog_stands_in_when_ec2_cannot_be_reached() {
 
 #[tokio::test]
 async fn on_demand_prices_come_from_the_built_in_table_when_the_price_list_api_cannot_answer() {
-    let clients = clients().await;
+    // Every client, the Price List API's too, at moto.
+    let clients = moto::clients().await;
     let (provider, _clock, _net, nc) =
         ready_provider("pricing", 42, clients.clone(), "  amiSelectorTerms: [{alias: al2023@latest}]\n").await;
     // moto has no Price List API: GetProducts (sent to moto, as AWS_ENDPOINT_URL would) fails.

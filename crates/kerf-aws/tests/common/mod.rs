@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-mod moto;
+pub mod moto;
 
 use std::sync::Arc;
 
@@ -14,6 +14,23 @@ use kerf_cloud::ManualClock;
 pub use moto::*;
 
 pub const CLUSTER_VERSION: &str = KUBERNETES_VERSIONS[0];
+
+/// Clients for moto, but for the Price List API, which they find closed (a refused port): the
+/// built-in table prices, as in a cluster that cannot reach the API. moto 5.2.5 does not answer
+/// the SDK's GetProducts at all, so asking it would hold every provider's first price lookup
+/// for `PRICING_TIMEOUT`; [`moto::clients`] asks moto anyway.
+pub async fn clients() -> AwsClients {
+    let mut clients = moto::clients().await;
+    let closed = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url("http://127.0.0.1:9")
+        .region(aws_config::Region::new(kerf_aws::clients::PRICING_REGION))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "kerf-tests"))
+        .retry_config(aws_config::retry::RetryConfig::disabled())
+        .load()
+        .await;
+    clients.pricing = aws_sdk_pricing::Client::new(&closed);
+    clients
+}
 
 pub fn settings(cluster: &str) -> AwsSettings {
     let mut s = AwsSettings::new(cluster, "https://cluster.example", CLUSTER_VERSION);
