@@ -1,5 +1,6 @@
-# The kerf image: `kerf` built as a static musl binary, run as a non-root user on a distroless
-# base (CA certificates, /etc/passwd with user 65532, nothing else).
+# The kerf image: `kerf` built as a static musl binary with the EC2 provider (`--features aws`:
+# the image is for clusters, `kerf controller --cloud aws`), run as a non-root user on a
+# distroless base (CA certificates, /etc/passwd with user 65532, nothing else).
 #
 #   docker build -t REGISTRY/kerf:TAG .
 #
@@ -20,7 +21,7 @@ RUN apt-get update \
 RUN rustup target add "$(uname -m)-unknown-linux-musl"
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p kerf --target "$(uname -m)-unknown-linux-musl" \
+RUN cargo build --release --locked -p kerf --features aws --target "$(uname -m)-unknown-linux-musl" \
     && cp "/src/target/$(uname -m)-unknown-linux-musl/release/kerf" /kerf \
     && /kerf --version
 

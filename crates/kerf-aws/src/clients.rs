@@ -1,6 +1,16 @@
 //! The SDK clients the provider talks through, built once from one SDK configuration.
 
-use aws_config::{BehaviorVersion, SdkConfig};
+use std::time::Duration;
+
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+
+/// Where the Price List API is asked (it serves every region's prices from there).
+pub const PRICING_REGION: &str = "us-east-1";
+/// How long one Price List API call may take, retries included: the built-in table prices
+/// when it cannot answer, so a server that accepts the call and never answers must not stall
+/// the launches waiting on prices.
+pub const PRICING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One client per AWS service kerf uses, sharing a configuration (endpoint, region,
 /// credentials, HTTP client).
@@ -10,6 +20,8 @@ pub struct AwsClients {
     pub ssm: aws_sdk_ssm::Client,
     pub iam: aws_sdk_iam::Client,
     pub sqs: aws_sdk_sqs::Client,
+    /// The Price List API, in [`PRICING_REGION`] whatever the region of the others.
+    pub pricing: aws_sdk_pricing::Client,
     region: String,
 }
 
@@ -32,6 +44,19 @@ impl AwsClients {
             ssm: aws_sdk_ssm::Client::new(config),
             iam: aws_sdk_iam::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
+            pricing: aws_sdk_pricing::Client::from_conf(
+                aws_sdk_pricing::config::Builder::from(config)
+                    .region(Region::new(PRICING_REGION))
+                    .timeout_config(
+                        config
+                            .timeout_config()
+                            .map(TimeoutConfig::to_builder)
+                            .unwrap_or_default()
+                            .operation_timeout(PRICING_TIMEOUT)
+                            .build(),
+                    )
+                    .build(),
+            ),
             region,
         })
     }

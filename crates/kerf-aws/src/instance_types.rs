@@ -1,7 +1,8 @@
 //! Instance types: the region's types from DescribeInstanceTypes and where they are sold from
 //! DescribeInstanceTypeOfferings, turned into kerf's `InstanceType`s with Karpenter's capacity
-//! and overhead (the built-in catalog's arithmetic), on-demand prices from the built-in table,
-//! spot prices from DescribeSpotPriceHistory. When EC2 cannot be asked, the built-in catalog
+//! and overhead (the built-in catalog's arithmetic), on-demand prices from the Price List API
+//! ([`crate::pricing`]) where it priced the type, else from the built-in table, spot prices
+//! from DescribeSpotPriceHistory. When EC2 cannot be asked, the built-in catalog
 //! stands in for all of it.
 
 use std::collections::BTreeMap;
@@ -14,6 +15,7 @@ use kerf_scheduling::{InstanceType, Offering};
 
 use crate::AwsClients;
 use crate::error::AwsError;
+use crate::pricing::OnDemandPrices;
 
 /// Where the instance type facts came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,7 +196,8 @@ pub async fn spot_prices(clients: &AwsClients) -> Result<SpotPrices, AwsError> {
 }
 
 /// Builds the instance types of `table` sold in `zones` with the node class `settings`:
-/// on-demand offerings where the type has a known price, spot offerings where EC2 sells it as
+/// on-demand offerings where the type has a known price (`on_demand`, from the Price List API,
+/// else the built-in table), spot offerings where EC2 sells it as
 /// spot and a spot price is known (from `spot`, else, for the built-in catalog, its model).
 pub fn build(
     table: &TypeTable,
@@ -202,10 +205,11 @@ pub fn build(
     zones: &[String],
     settings: &NodeClassSettings,
     spot: &SpotPrices,
+    on_demand: &OnDemandPrices,
 ) -> Result<Vec<InstanceType>, String> {
     let mut out = Vec::new();
     for (name, (info, type_zones)) in &table.types {
-        let Some(od_price) = on_demand_price(region, name) else { continue };
+        let Some(od_price) = on_demand.get(name).copied().or_else(|| on_demand_price(region, name)) else { continue };
         let mut offerings = Vec::new();
         for zone in type_zones.iter().filter(|z| zones.contains(z)) {
             if info.spot {
@@ -239,4 +243,28 @@ pub fn build(
         out.push(InstanceType { name: name.clone(), labels: type_labels, capacity, overhead, offerings });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_demand_of(types: &[InstanceType], name: &str) -> Option<f64> {
+        let t = types.iter().find(|t| t.name == name)?;
+        t.offerings.iter().find(|o| o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND).map(|o| o.price)
+    }
+
+    #[test]
+    fn on_demand_prices_from_the_price_list_api_win_and_the_table_prices_the_rest() {
+        let table = from_catalog("us-west-2").unwrap_or_else(|e| panic!("{e}"));
+        let zones = vec!["us-west-2a".to_string()];
+        let settings = NodeClassSettings::default();
+        let api = OnDemandPrices::from([("m5.large".to_string(), 0.5)]);
+        let types =
+            build(&table, "us-west-2", &zones, &settings, &SpotPrices::new(), &api).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(on_demand_of(&types, "m5.large"), Some(0.5));
+        let c5 = on_demand_price("us-west-2", "c5.large");
+        assert!(c5.is_some());
+        assert_eq!(on_demand_of(&types, "c5.large"), c5, "a type the API did not price keeps the table's price");
+    }
 }

@@ -8,7 +8,7 @@
 //! - [`nodeclass`]: EC2NodeClass resolution and status;
 //! - [`launch`]: user data, launch templates, CreateFleet;
 //! - [`instances`]: provider IDs, describe / list / terminate (only this cluster's instances);
-//! - [`instance_types`]: types, zones and prices;
+//! - [`instance_types`]: types, zones and prices; [`pricing`]: on-demand prices;
 //! - [`interruption`]: the SQS interruption queue;
 //! - [`provider`]: [`AwsProvider`], which ties them together.
 
@@ -20,9 +20,14 @@ pub mod instances;
 pub mod interruption;
 pub mod launch;
 pub mod nodeclass;
+pub mod pricing;
 pub mod provider;
 pub mod settings;
 pub mod tags;
+
+// The SDK crates the clients are of, for callers that configure them or call EC2 themselves
+// (the `kerf` binary's end-to-end test) without depending on the SDK directly.
+pub use {aws_config, aws_sdk_ec2};
 
 pub use clients::AwsClients;
 pub use error::AwsError;

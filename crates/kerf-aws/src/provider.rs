@@ -1,6 +1,6 @@
 //! [`AwsProvider`]: kerf's [`CloudProvider`] over EC2. It keeps what it resolved per node class,
-//! the launch templates it made, the region's instance types and spot prices (refreshed on their
-//! own schedule), and the offerings that recently had no capacity.
+//! the launch templates it made, the region's instance types, on-demand and spot prices
+//! (each refreshed on its own schedule), and the offerings that recently had no capacity.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,6 +21,7 @@ use crate::launch::fleet::{self, FleetResult, MAX_INSTANCE_TYPES, Override};
 use crate::launch::template::{LaunchTemplateCache, LaunchTemplateSpec, default_block_devices};
 use crate::launch::userdata::{self, Bootstrap};
 use crate::nodeclass::{self, ResolvedNodeClass};
+use crate::pricing::{self, OnDemandPrices};
 use crate::settings::AwsSettings;
 use crate::tags;
 
@@ -30,6 +31,11 @@ pub const INSUFFICIENT_CAPACITY_TTL: Duration = Duration::from_secs(3 * 60);
 pub const INSTANCE_TYPES_REFRESH: Duration = Duration::from_secs(60 * 60);
 /// How often spot prices are read again.
 pub const SPOT_PRICES_REFRESH: Duration = Duration::from_secs(5 * 60);
+/// How often on-demand prices are read again from the Price List API.
+pub const ON_DEMAND_PRICES_REFRESH: Duration = Duration::from_secs(12 * 60 * 60);
+/// How soon the Price List API is asked again after it could not answer (the built-in table
+/// prices meanwhile).
+pub const ON_DEMAND_PRICES_RETRY: Duration = Duration::from_secs(60 * 60);
 /// CreateFleet calls one launch may make, each without the offerings the previous ones found
 /// out of capacity.
 pub const MAX_FLEET_ATTEMPTS: usize = 3;
@@ -51,6 +57,8 @@ struct State {
     unavailable: BTreeMap<OfferingKey, Timestamp>,
     types: Option<(Arc<TypeTable>, Timestamp)>,
     spot: Option<(Arc<SpotPrices>, Timestamp)>,
+    /// Prices from the Price List API (empty: the built-in table's) and when to ask again.
+    on_demand: Option<(Arc<OnDemandPrices>, Timestamp)>,
 }
 
 /// The AWS cloud provider.
@@ -191,29 +199,60 @@ impl AwsProvider {
         Ok(n)
     }
 
+    /// Reads on-demand prices from the Price List API now; returns how many types it priced.
+    /// When it cannot answer, the prices read before stay (none: the built-in table prices)
+    /// and it is asked again after [`ON_DEMAND_PRICES_RETRY`].
+    pub async fn refresh_on_demand_prices(&self) -> Result<usize, CloudError> {
+        let result = pricing::on_demand_prices(&self.clients, self.region()).await;
+        let now = self.clock.now();
+        let mut state = self.lock();
+        match result {
+            Ok(prices) => {
+                let n = prices.len();
+                state.on_demand = Some((Arc::new(prices), add(now, ON_DEMAND_PRICES_REFRESH)));
+                Ok(n)
+            }
+            Err(e) => {
+                let kept = state.on_demand.take().map(|(p, _)| p).unwrap_or_default();
+                state.on_demand = Some((kept, add(now, ON_DEMAND_PRICES_RETRY)));
+                Err(e.into())
+            }
+        }
+    }
+
     /// The current spot price of an offering, if known.
     pub fn spot_price(&self, instance_type: &str, zone: &str) -> Option<f64> {
         let state = self.lock();
         state.spot.as_ref()?.0.get(&(instance_type.to_string(), zone.to_string())).copied()
     }
 
-    async fn tables(&self) -> Result<(Arc<TypeTable>, Arc<SpotPrices>), CloudError> {
+    async fn tables(&self) -> Result<(Arc<TypeTable>, Arc<SpotPrices>, Arc<OnDemandPrices>), CloudError> {
         let now = self.clock.now();
         let stale = |at: Timestamp, every: Duration| add(at, every) <= now;
         let types_due = self.lock().types.as_ref().is_none_or(|(_, at)| stale(*at, INSTANCE_TYPES_REFRESH));
         if types_due {
             self.refresh_instance_types().await?;
         }
-        let (source, spot_due) = {
+        let (source, spot_due, on_demand_due) = {
             let state = self.lock();
             let source = state.types.as_ref().map(|(t, _)| t.source);
-            (source, state.spot.as_ref().is_none_or(|(_, at)| stale(*at, SPOT_PRICES_REFRESH)))
+            (
+                source,
+                state.spot.as_ref().is_none_or(|(_, at)| stale(*at, SPOT_PRICES_REFRESH)),
+                state.on_demand.as_ref().is_none_or(|(_, next)| *next <= now),
+            )
         };
         if source == Some(Source::Ec2)
             && spot_due
             && let Err(e) = self.refresh_spot_prices().await
         {
             tracing::warn!(error = %e, "reading spot prices; keeping the previous ones");
+        }
+        if source == Some(Source::Ec2)
+            && on_demand_due
+            && let Err(e) = self.refresh_on_demand_prices().await
+        {
+            tracing::warn!(error = %e, "reading on-demand prices from the Price List API; the built-in table prices meanwhile");
         }
         let state = self.lock();
         let types = state
@@ -222,19 +261,20 @@ impl AwsProvider {
             .map(|(t, _)| t.clone())
             .ok_or_else(|| CloudError::Other("no instance types".into()))?;
         let spot = state.spot.as_ref().map(|(s, _)| s.clone()).unwrap_or_default();
-        Ok((types, spot))
+        let on_demand = state.on_demand.as_ref().map(|(p, _)| p.clone()).unwrap_or_default();
+        Ok((types, spot, on_demand))
     }
 
     /// The instance types a resolved node class can launch: sold in its subnets' zones, bootable
     /// by one of its AMIs, priced, with its kubelet settings, and out-of-capacity offerings marked
     /// unavailable.
     pub async fn instance_types_for(&self, resolved: &ResolvedNodeClass) -> Result<Vec<Arc<InstanceType>>, CloudError> {
-        let (table, spot) = self.tables().await?;
+        let (table, spot, on_demand) = self.tables().await?;
         let mut zones: Vec<String> = resolved.subnets.iter().map(|s| s.zone.clone()).collect();
         zones.sort();
         zones.dedup();
         let settings = NodeClassSettings::from_node_class(Some(&resolved.node_class));
-        let built = instance_types::build(&table, self.region(), &zones, &settings, &spot)
+        let built = instance_types::build(&table, self.region(), &zones, &settings, &spot, &on_demand)
             .map_err(CloudError::NodeClassNotReady)?;
         let now = self.clock.now();
         let state = self.lock();

@@ -1,5 +1,7 @@
 //! Instance types from DescribeInstanceTypes + DescribeInstanceTypeOfferings with spot prices
-//! from DescribeSpotPriceHistory, against moto; the built-in catalog when EC2 is unreachable.
+//! from DescribeSpotPriceHistory, against moto; on-demand prices from the built-in table when
+//! the Price List API cannot answer (moto does not serve it); the built-in catalog when EC2 is
+//! unreachable.
 
 mod common;
 
@@ -80,4 +82,24 @@ async fn the_built_in_catalog_stands_in_when_ec2_cannot_be_reached() {
     assert!(m5.offerings.iter().all(|o| o.zone == "us-west-2a"));
     assert!(m5.offerings.iter().any(|o| o.capacity_type == "spot" && o.price > 0.001));
     assert!(types.iter().all(|t| t.labels.get("kubernetes.io/arch").map(String::as_str) == Some("amd64")));
+}
+
+#[tokio::test]
+async fn on_demand_prices_come_from_the_built_in_table_when_the_price_list_api_cannot_answer() {
+    // Every client, the Price List API's too, at moto.
+    let clients = moto::clients().await;
+    let (provider, _clock, _net, nc) =
+        ready_provider("pricing", 42, clients.clone(), "  amiSelectorTerms: [{alias: al2023@latest}]\n").await;
+    // moto has no Price List API: GetProducts (sent to moto, as AWS_ENDPOINT_URL would) fails.
+    // (moto 5.2.5 never answers this call from the SDK: the client's operation timeout ends it.)
+    let e = provider.refresh_on_demand_prices().await.err().unwrap_or_else(|| panic!("moto priced instances"));
+    assert!(e.to_string().contains("pricing:GetProducts"), "{e}");
+    let types = provider.instance_types(&pool(), Some(&nc)).await.unwrap_or_else(|e| panic!("{e}"));
+    for name in ["m5.large", "c6g.xlarge", "r5.2xlarge"] {
+        let t = types.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no {name}"));
+        let od = t.offerings.iter().find(|o| o.capacity_type == "on-demand").unwrap_or_else(|| panic!("no od"));
+        let table = kerf_aws::instance_types::on_demand_price("us-west-2", name);
+        assert!(table.is_some_and(|p| p > 0.0), "{name}: {table:?}");
+        assert_eq!(Some(od.price), table, "{name}");
+    }
 }

@@ -163,3 +163,54 @@ pub trait CloudProvider: Send + Sync {
     /// A short name for logs (`aws`, `sim`).
     fn name(&self) -> &'static str;
 }
+
+/// A provider shared behind an `Arc` (the controllers hold one handle, whoever drives the cloud
+/// another) is the provider.
+impl<P: CloudProvider> CloudProvider for Arc<P> {
+    fn create(&self, claim: &NodeClaim) -> impl Future<Output = Result<NodeClaim, CloudError>> + Send {
+        P::create(self, claim)
+    }
+
+    fn delete(&self, claim: &NodeClaim) -> impl Future<Output = Result<(), CloudError>> + Send {
+        P::delete(self, claim)
+    }
+
+    fn get(&self, provider_id: &str) -> impl Future<Output = Result<NodeClaim, CloudError>> + Send {
+        P::get(self, provider_id)
+    }
+
+    fn list(&self) -> impl Future<Output = Result<Vec<NodeClaim>, CloudError>> + Send {
+        P::list(self)
+    }
+
+    fn instance_types(
+        &self,
+        node_pool: &NodePool,
+        node_class: Option<&EC2NodeClass>,
+    ) -> impl Future<Output = Result<Vec<Arc<InstanceType>>, CloudError>> + Send {
+        P::instance_types(self, node_pool, node_class)
+    }
+
+    fn resolve_node_class(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> impl Future<Output = Result<NodeClassResolution, CloudError>> + Send {
+        P::resolve_node_class(self, node_class)
+    }
+
+    fn is_drifted(
+        &self,
+        claim: &NodeClaim,
+        node_class: Option<&EC2NodeClass>,
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
+        P::is_drifted(self, claim, node_class)
+    }
+
+    fn interruptions(&self) -> impl Future<Output = Result<Vec<InterruptionNotice>, CloudError>> + Send {
+        P::interruptions(self)
+    }
+
+    fn name(&self) -> &'static str {
+        P::name(self)
+    }
+}

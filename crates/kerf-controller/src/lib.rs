@@ -46,6 +46,8 @@ pub use runtime::{Health, Reconciler};
 pub use state::{ClusterState, ObjectKey};
 
 #[cfg(test)]
+mod interruption_tests;
+#[cfg(test)]
 mod nodeclass_tests;
 #[cfg(test)]
 mod provisioning_tests;

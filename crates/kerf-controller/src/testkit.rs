@@ -623,11 +623,12 @@ pub fn kubelet_joins(api: &TestApi, claim: &str, node: &str, ready: bool) -> Nod
     })
 }
 
-/// A manager, its API and cloud on a clock moved by hand.
-pub struct Harness {
+/// A manager, its API and cloud on a clock moved by hand. The cloud is a [`FakeCloud`] unless
+/// another is given ([`Harness::with_cloud`], e.g. a shared `SimProvider`).
+pub struct Harness<P: CloudProvider + Clone = FakeCloud> {
     pub api: TestApi,
-    pub cloud: FakeCloud,
-    pub mgr: Manager<FakeCloud>,
+    pub cloud: P,
+    pub mgr: Manager<P>,
     pub now: Timestamp,
     pub last_wake: Option<Timestamp>,
     /// Reconciler failures are expected (else a failure fails the test).
@@ -638,6 +639,12 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(cloud: FakeCloud) -> Self {
+        Harness::with_cloud(cloud)
+    }
+}
+
+impl<P: CloudProvider + Clone> Harness<P> {
+    pub fn with_cloud(cloud: P) -> Self {
         let api = TestApi::default();
         api.set_now(t0());
         let mgr = Manager::new(cloud.clone(), Options { seed: 42, ..Options::default() });

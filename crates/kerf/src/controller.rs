@@ -1,6 +1,7 @@
 //! `kerf controller [--kubeconfig FILE] [--cloud aws|kwok] [--cluster-name NAME]
 //! [--metrics-addr ADDR] [--health-addr ADDR] [--leader-elect]`: kerf's controllers in a cluster,
-//! over kube-rs. Only wiring: the runtime is `kerf_kube::runtime`.
+//! over kube-rs. Only wiring: the runtime is `kerf_kube::runtime`; `--cloud aws` needs a build
+//! with the `aws` feature (`controller_aws`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use kerf_cloud::CloudProvider;
 use kerf_kube::endpoints::{self, Health};
 use kerf_kube::kwok::KwokProvider;
 use kerf_kube::metrics::Metrics;
@@ -91,11 +93,12 @@ async fn bind(flag: &str, addr: &str) -> anyhow::Result<tokio::net::TcpListener>
     tokio::net::TcpListener::bind(addr).await.map_err(|e| bad(format!("{flag} {addr}: {e}")))
 }
 
+/// What `--cloud aws` says in a build without the `aws` feature.
+const NO_AWS_PROVIDER: &str = "--cloud aws: this build of kerf has no AWS provider; build it with `cargo build --features aws` (the container image is), or use --cloud kwok";
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.cloud == Cloud::Aws {
-        return Err(bad(
-            "--cloud aws: this build of kerf has no AWS provider (crates/kerf-aws is not linked into it); use --cloud kwok",
-        ));
+    if args.cloud == Cloud::Aws && !cfg!(feature = "aws") {
+        return Err(bad(NO_AWS_PROVIDER));
     }
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the runtime")?;
@@ -104,12 +107,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let env = crate::controller_env::EnvSettings::read(|k| std::env::var(k).ok()).map_err(bad)?;
-    let cluster_name = args.cluster_name.clone().or_else(|| env.cluster_name.clone());
     let config = client_config(&args).await?;
     let server = config.cluster_url.to_string();
+    #[cfg(feature = "aws")]
+    let config_root_certs = config.root_cert.clone();
     let client = kerf_kube::api::client(config).map_err(|e| bad(format!("cannot build a client for {server}: {e}")))?;
-    match tokio::time::timeout(CONNECT_TIMEOUT, client.apiserver_version()).await {
-        Ok(Ok(_)) => {}
+    let version = match tokio::time::timeout(CONNECT_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(version)) => version,
         Ok(Err(e)) => return Err(bad(format!("cannot reach the API server at {server}: {e}"))),
         Err(_) => {
             return Err(bad(format!(
@@ -117,7 +121,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
                 CONNECT_TIMEOUT.as_secs()
             )));
         }
-    }
+    };
     // Karpenter's kinds must be served (their CRDs installed) for the watches to ever sync.
     for name in ["NodePool", "NodeClaim", "EC2NodeClass"] {
         let Some(kind) = kerf_kube::kinds::by_name(name) else { continue };
@@ -129,9 +133,42 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             )));
         }
     }
-    let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-west-2".to_string());
-    let cloud = KwokProvider::new(client.clone(), &region).map_err(|e| bad(format!("AWS_REGION {region}: {e}")))?;
+    match args.cloud {
+        Cloud::Kwok => {
+            let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-west-2".to_string());
+            let cloud =
+                KwokProvider::new(client.clone(), &region).map_err(|e| bad(format!("AWS_REGION {region}: {e}")))?;
+            run_controllers(&args, &env, client, &server, cloud).await
+        }
+        #[cfg(feature = "aws")]
+        Cloud::Aws => {
+            let settings = crate::controller_aws::settings(
+                args.cluster_name.as_deref().or(env.cluster_name.as_deref()),
+                &env,
+                &version,
+                config_root_certs.as_deref(),
+            )
+            .map_err(bad)?;
+            let cloud = crate::controller_aws::provider(settings).await.map_err(bad)?;
+            run_controllers(&args, &env, client, &server, cloud).await
+        }
+        #[cfg(not(feature = "aws"))]
+        Cloud::Aws => {
+            let _ = version;
+            Err(bad(NO_AWS_PROVIDER))
+        }
+    }
+}
 
+/// Serves metrics and probes and runs the controllers with `cloud` until SIGINT or SIGTERM.
+async fn run_controllers<P: CloudProvider>(
+    args: &Args,
+    env: &crate::controller_env::EnvSettings,
+    client: kube::Client,
+    server: &str,
+    cloud: P,
+) -> anyhow::Result<ExitCode> {
+    let cluster_name = args.cluster_name.clone().or_else(|| env.cluster_name.clone());
     let metrics_listener = bind("--metrics-addr", &args.metrics_addr).await?;
     let health_listener = bind("--health-addr", &args.health_addr).await?;
     let metrics = Metrics::new();
@@ -148,7 +185,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         "kerf controller: {} as {identity} against {server}; metrics on http://{metrics_at}/metrics, probes on http://{health_at}/healthz",
         if args.leader_elect { "electing a leader" } else { "acting" },
     );
-    tracing::info!(server = %server, identity = %identity, cloud = "kwok", cluster = cluster_name.as_deref().unwrap_or(""), "starting");
+    tracing::info!(server = %server, identity = %identity, cloud = cloud.name(), cluster = cluster_name.as_deref().unwrap_or(""), "starting");
 
     let settings = Settings {
         identity,

@@ -8,6 +8,8 @@ use kerf_cloud::{Clock, ManualClock};
 mod bench;
 mod consolidation_bench;
 mod controller;
+#[cfg(feature = "aws")]
+mod controller_aws;
 mod controller_env;
 mod convert;
 mod crds;

@@ -7,10 +7,11 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::controller::{Controller, get, words};
 use common::*;
 
 const MANIFESTS: &str = r#"apiVersion: karpenter.k8s.aws/v1
@@ -79,88 +80,6 @@ spec:
         limits: {vpc.amazonaws.com/pod-eni: "1"}
 "#;
 
-/// A `kerf controller` process, its stderr in a file, stopped when dropped.
-struct Controller {
-    child: Child,
-    stderr: PathBuf,
-    metrics: String,
-    health: String,
-}
-
-impl Controller {
-    fn start(s: &Served, name: &str, extra: &[&str]) -> Controller {
-        let stderr = s.dir.join(format!("controller-{name}.stderr"));
-        let child = Command::new(env!("CARGO_BIN_EXE_kerf"))
-            .args(["controller", "--cloud", "kwok", "--kubeconfig"])
-            .arg(&s.kubeconfig)
-            .args(["--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
-            .args(extra)
-            .env("KERF_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
-            .spawn()
-            .expect("start kerf controller");
-        let mut c = Controller { child, stderr, metrics: String::new(), health: String::new() };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = c.stderr();
-            if let Some(line) =
-                text.lines().find(|l| l.starts_with("kerf controller:") && l.contains("metrics on http://"))
-            {
-                let after = |marker: &str| {
-                    line.split(marker).nth(1).and_then(|r| r.split('/').next()).unwrap_or_default().to_string()
-                };
-                c.metrics = after("metrics on http://");
-                c.health = after("probes on http://");
-                break;
-            }
-            if let Ok(Some(status)) = c.child.try_wait() {
-                panic!("kerf controller exited with {status}: {text}");
-            }
-            assert!(Instant::now() < deadline, "kerf controller did not start within 30s: {text}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        c
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn metrics(&self) -> String {
-        get(&self.metrics, "/metrics").1
-    }
-
-    fn readyz(&self) -> (u16, String) {
-        get(&self.health, "/readyz")
-    }
-
-    /// SIGTERM, then the exit status.
-    fn stop(mut self) -> ExitStatus {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "kerf controller did not stop within 20s of SIGTERM: {}", self.stderr());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// User + system CPU time of a process, in clock ticks (Linux `/proc/PID/stat`).
 fn cpu_ticks(pid: u32) -> i64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
@@ -168,25 +87,6 @@ fn cpu_ticks(pid: u32) -> i64 {
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = rest.split_whitespace().collect();
     fields[11].parse::<i64>().expect("utime") + fields[12].parse::<i64>().expect("stime")
-}
-
-/// GET `path` from `addr`: (status code, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return (0, String::new()) };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
-        return (0, String::new());
-    }
-    let mut resp = String::new();
-    let _ = s.read_to_string(&mut resp);
-    let code = resp.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
-}
-
-fn words(s: &Served, args: &[&str]) -> BTreeSet<String> {
-    kubectl_ok(s, args).split_whitespace().map(str::to_string).collect()
 }
 
 fn running_pods(s: &Served) -> BTreeSet<String> {
@@ -426,7 +326,8 @@ fn bad_input_to_kerf_controller_exits_2_saying_what_is_wrong() {
         "apiVersion: v1\nkind: Config\nclusters:\n- name: x\n  cluster:\n    server: http://127.0.0.1:1\ncontexts:\n- name: x\n  context:\n    cluster: x\n    user: x\ncurrent-context: x\nusers:\n- name: x\n  user: {}\n",
     );
     let garbage = write(&dir, "garbage.kubeconfig", "clusters: [[[\n");
-    let cases: Vec<(Vec<&str>, &str)> = vec![
+    #[allow(unused_mut)]
+    let mut cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--cloud", "kwok", "--bogus"], "--bogus"),
         (vec!["--cloud", "gce"], "gce"),
         (
@@ -439,8 +340,9 @@ fn bad_input_to_kerf_controller_exits_2_saying_what_is_wrong() {
             "cannot reach the API server at http://127.0.0.1:1",
         ),
         (vec!["--cloud", "kwok"], "not running in a cluster"),
-        (vec!["--cloud", "aws", "--kubeconfig", unreachable.to_str().expect("path")], "no AWS provider"),
     ];
+    #[cfg(not(feature = "aws"))]
+    cases.push((vec!["--cloud", "aws", "--kubeconfig", unreachable.to_str().expect("path")], "--features aws"));
     for (args, expected) in cases {
         let out = kerf_controller(&args, None);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -426,7 +426,11 @@ fn dockerfile_builds_the_static_binary_and_runs_it_as_non_root() {
     let stages = dockerfile.lines().filter(|l| l.starts_with("FROM ")).count();
     assert!(stages >= 2, "a multi-stage build");
     // The path copied out is the one `cargo build --target T` writes.
-    assert!(dockerfile.contains("cargo build --release --locked -p kerf --target \"$(uname -m)-unknown-linux-musl\""));
+    assert!(
+        dockerfile.contains(
+            "cargo build --release --locked -p kerf --features aws --target \"$(uname -m)-unknown-linux-musl\""
+        )
+    );
     assert!(dockerfile.contains("cp \"/src/target/$(uname -m)-unknown-linux-musl/release/kerf\" /kerf"));
     assert!(dockerfile.contains("COPY --from=build /kerf /kerf"));
     let last_from = dockerfile.rfind("\nFROM ").unwrap();

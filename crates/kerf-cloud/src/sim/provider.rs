@@ -12,7 +12,7 @@ use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
 use crate::aws::{Catalog, NodeClassSettings, catalog};
 use crate::clock::{Clock, Timestamp};
 use crate::launch::{add, type_meets};
-use crate::provider::{CloudError, CloudProvider, NodeClassResolution};
+use crate::provider::{CloudError, CloudProvider, InterruptionKind, InterruptionNotice, NodeClassResolution};
 
 /// How long an offering that failed with insufficient capacity stays unavailable (as Karpenter's
 /// insufficient-capacity cache).
@@ -49,17 +49,20 @@ pub struct SimInstance {
     pub interrupted_at: Option<Timestamp>,
 }
 
-/// A spot interruption warning: the instance will be reclaimed [`SPOT_RECLAIM_AFTER`] later.
+/// An interruption notice the cloud sent for an instance: a spot interruption warning (the
+/// instance is reclaimed [`SPOT_RECLAIM_AFTER`] later), or a rebalance recommendation, state
+/// change or scheduled change (see [`SimProvider::notify`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Interruption {
     pub provider_id: String,
     pub node_name: String,
     pub node_claim: String,
     pub capacity_type: String,
-    /// When the warning was sent.
+    pub kind: InterruptionKind,
+    /// When the notice was sent.
     pub at: Timestamp,
-    /// When EC2 reclaims the instance.
-    pub reclaim_at: Timestamp,
+    /// When EC2 reclaims the instance (spot interruptions only).
+    pub reclaim_at: Option<Timestamp>,
 }
 
 type OfferingKey = (String, String, String);
@@ -307,11 +310,42 @@ impl SimProvider {
             node_name: i.node_name.clone(),
             node_claim: i.node_claim.clone(),
             capacity_type: i.capacity_type.clone(),
+            kind: InterruptionKind::SpotInterruption,
             at: now,
-            reclaim_at: add(at, SPOT_RECLAIM_AFTER),
+            reclaim_at: Some(add(at, SPOT_RECLAIM_AFTER)),
         };
         state.interruptions.push(warning.clone());
         Ok(warning)
+    }
+
+    /// Sends an interruption notice of `kind` for the instance, as EC2's events reach the
+    /// interruption queue. A spot interruption is [`interrupt`](Self::interrupt); a rebalance
+    /// recommendation, a state change or a scheduled change is delivered and nothing else
+    /// happens to the instance here (whoever sends one models its consequences). `NotFound`
+    /// when the instance is unknown or already gone.
+    pub fn notify(&self, provider_id: &str, kind: InterruptionKind) -> Result<Interruption, CloudError> {
+        if kind == InterruptionKind::SpotInterruption {
+            return self.interrupt(provider_id);
+        }
+        let now = self.clock.now();
+        let mut state = self.lock();
+        let i = state
+            .instances
+            .iter()
+            .map(|l| &l.instance)
+            .find(|i| i.provider_id == provider_id && !Self::observed(i, now).terminated)
+            .ok_or_else(|| CloudError::NotFound(provider_id.to_string()))?;
+        let notice = Interruption {
+            provider_id: i.provider_id.clone(),
+            node_name: i.node_name.clone(),
+            node_claim: i.node_claim.clone(),
+            capacity_type: i.capacity_type.clone(),
+            kind,
+            at: now,
+            reclaim_at: None,
+        };
+        state.interruptions.push(notice.clone());
+        Ok(notice)
     }
 
     /// [`interrupt`](Self::interrupt) for the instance whose Node is `node_name`.
@@ -331,7 +365,7 @@ impl SimProvider {
         }
     }
 
-    /// Drains the queued interruption warnings, oldest first.
+    /// Drains the queued interruption notices, oldest first.
     pub fn take_interruptions(&self) -> Vec<Interruption> {
         std::mem::take(&mut self.lock().interruptions)
     }
@@ -633,7 +667,7 @@ impl CloudProvider for SimProvider {
         })
     }
 
-    async fn interruptions(&self) -> Result<Vec<crate::InterruptionNotice>, CloudError> {
+    async fn interruptions(&self) -> Result<Vec<InterruptionNotice>, CloudError> {
         let taken = self.take_interruptions();
         let now = self.clock.now();
         let mut state = self.lock();
@@ -641,15 +675,13 @@ impl CloudProvider for SimProvider {
         for w in taken {
             // The capacity behind a reclaimed spot instance is gone for a while: as the
             // insufficient-capacity cache, the offering is unavailable until the TTL passes.
-            if let Some(l) = state.instances.iter().find(|l| l.instance.provider_id == w.provider_id) {
+            if w.kind == InterruptionKind::SpotInterruption
+                && let Some(l) = state.instances.iter().find(|l| l.instance.provider_id == w.provider_id)
+            {
                 let key = (l.instance.instance_type.name.clone(), l.instance.zone.clone(), w.capacity_type.clone());
                 state.ice.insert(key, add(now, ICE_CACHE_TTL));
             }
-            out.push(crate::InterruptionNotice {
-                provider_id: w.provider_id,
-                kind: crate::InterruptionKind::SpotInterruption,
-                terminates_at: Some(w.reclaim_at),
-            });
+            out.push(InterruptionNotice { provider_id: w.provider_id, kind: w.kind, terminates_at: w.reclaim_at });
         }
         Ok(out)
     }

@@ -1,0 +1,336 @@
+//! `kerf controller --cloud aws` (feature `aws`) against `kerf serve --controllers none` and
+//! moto's EC2 API on 127.0.0.1: kubectl creates an EC2NodeClass, a NodePool and a Deployment;
+//! the controller, pointed at moto by `AWS_ENDPOINT_URL` alone, resolves the node class in a VPC
+//! tagged for discovery and launches instances tagged as Karpenter's in its subnets. No kubelet
+//! runs on moto's instances, so the test registers their Nodes as one would; the pods then run
+//! on them. Deleting a NodeClaim terminates its instance. Settings it lacks are bad input.
+
+#![cfg(feature = "aws")]
+
+mod common;
+#[path = "../../kerf-aws/tests/common/moto.rs"]
+mod moto;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use common::controller::{Controller, words};
+use common::*;
+use kerf_aws::aws_sdk_ec2::types::Filter;
+use moto::{Moto, moto};
+
+const CLUSTER: &str = "e2e";
+
+fn manifests() -> String {
+    format!(
+        r#"apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-{CLUSTER}
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {{karpenter.sh/discovery: {CLUSTER}}}
+  securityGroupSelectorTerms:
+    - tags: {{karpenter.sh/discovery: {CLUSTER}}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
+        - {{key: karpenter.k8s.aws/instance-category, operator: In, values: ["c", "m"]}}
+        - {{key: kubernetes.io/arch, operator: In, values: ["amd64"]}}
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  limits:
+    cpu: "100"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: inflate
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {{app: inflate}}
+  template:
+    metadata:
+      labels: {{app: inflate}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+        - name: inflate
+          image: registry.k8s.io/pause:3.10
+          resources:
+            requests: {{cpu: "1"}}
+"#
+    )
+}
+
+/// The environment `kerf controller --cloud aws` gets: the cluster's settings as the Helm chart
+/// sets them, and the SDK's standard variables pointing it at moto with test credentials.
+fn aws_env(m: &Moto) -> Vec<(&'static str, String)> {
+    vec![
+        ("CLUSTER_NAME", CLUSTER.to_string()),
+        ("CLUSTER_ENDPOINT", "https://e2e.cluster.example".to_string()),
+        ("AWS_ENDPOINT_URL", m.endpoint.clone()),
+        ("AWS_REGION", m.region.clone()),
+        ("AWS_ACCESS_KEY_ID", "testing".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".to_string()),
+        // No instance metadata service to ask on a test machine.
+        ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
+    ]
+}
+
+/// `kerf controller --cloud aws` with `env`, the SDK's other sources (profiles, shared files)
+/// out of reach.
+fn controller_command(s: &Served, env: &[(&str, String)]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kerf"));
+    c.args(["controller", "--cloud", "aws", "--kubeconfig"])
+        .arg(&s.kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent");
+    for k in [
+        "CLUSTER_NAME",
+        "CLUSTER_ENDPOINT",
+        "INTERRUPTION_QUEUE",
+        "AWS_PROFILE",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    ] {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+/// One EC2 instance as the test checks it.
+#[derive(Debug)]
+struct Instance {
+    id: String,
+    state: String,
+    subnet: String,
+    private_dns_name: String,
+    tags: BTreeMap<String, String>,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime")
+}
+
+/// Every instance in moto tagged as owned by the test's cluster.
+fn owned_instances(rt: &tokio::runtime::Runtime, clients: &kerf_aws::AwsClients) -> Vec<Instance> {
+    let filter = Filter::builder().name(format!("tag:kubernetes.io/cluster/{CLUSTER}")).values("owned").build();
+    let out = rt
+        .block_on(clients.ec2.describe_instances().filters(filter).send())
+        .unwrap_or_else(|e| panic!("DescribeInstances: {e:?}"));
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .map(|i| Instance {
+            id: i.instance_id().unwrap_or_default().to_string(),
+            state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
+            subnet: i.subnet_id().unwrap_or_default().to_string(),
+            private_dns_name: i.private_dns_name().unwrap_or_default().to_string(),
+            tags: i
+                .tags()
+                .iter()
+                .map(|t| (t.key().unwrap_or_default().to_string(), t.value().unwrap_or_default().to_string()))
+                .collect(),
+        })
+        .collect()
+}
+
+/// NodeClaim name → provider ID, for claims that have one.
+fn launched_claims(s: &Served) -> BTreeMap<String, String> {
+    kubectl_ok(
+        s,
+        &["get", "nodeclaims", "-o", r#"jsonpath={range .items[*]}{.metadata.name}={.status.providerID}{"\n"}{end}"#],
+    )
+    .lines()
+    .filter_map(|l| l.split_once('='))
+    .filter(|(_, pid)| !pid.is_empty())
+    .map(|(n, pid)| (n.to_string(), pid.to_string()))
+    .collect()
+}
+
+/// What the kubelet on the instance of NodeClaim `claim` would do on EC2 (`kerf serve` has no
+/// kubelet for EC2 instances): register a Node named by the instance's private DNS name with
+/// its provider ID, the claim's labels, Karpenter's unregistered taint and the claim's
+/// capacity, and report it Ready.
+fn register_node(s: &Served, claim: &str, provider_id: &str, instance: &Instance) {
+    let json = |path: &str| -> serde_json::Value {
+        let text = kubectl_ok(s, &["get", "nodeclaim", claim, "-o", &format!("jsonpath={{{path}}}")]);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("NodeClaim {claim} {path}: {e}: {text}"))
+    };
+    let status = serde_json::json!({
+        "capacity": json(".status.capacity"),
+        "allocatable": json(".status.allocatable"),
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
+    });
+    let node = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": instance.private_dns_name, "labels": json(".metadata.labels")},
+        "spec": {
+            "providerID": provider_id,
+            "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}],
+        },
+        "status": status,
+    });
+    let path = write(&s.dir, &format!("node-{claim}.json"), &node.to_string());
+    kubectl_ok(s, &["create", "-f", path.to_str().expect("utf-8 path")]);
+    let patch = serde_json::json!({"status": status}).to_string();
+    kubectl_ok(s, &["patch", "node", &instance.private_dns_name, "--subresource=status", "--type=merge", "-p", &patch]);
+}
+
+/// The instance ID in `aws:///<zone>/<id>`.
+fn instance_id(provider_id: &str) -> &str {
+    provider_id.rsplit('/').next().unwrap_or_default()
+}
+
+#[test]
+fn aws_controller_launches_tagged_instances_in_the_discovered_subnets_and_terminates_a_deleted_claims_instance() {
+    let m = moto();
+    let rt = runtime();
+    let clients = rt.block_on(moto::clients());
+    let net = rt.block_on(moto::network_tagged(&clients, "karpenter.sh/discovery", CLUSTER, 61));
+    rt.block_on(moto::role(&clients, &format!("KarpenterNodeRole-{CLUSTER}")));
+    let subnets: BTreeSet<String> = net.subnets.iter().map(|(id, _)| id.clone()).collect();
+
+    let s = Served::start("ctrl-aws", &["--controllers", "none", "--speed", "10"]);
+    let path = write(&s.dir, "manifests.yaml", &manifests());
+    kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
+
+    let mut c = Controller::spawn(&s, "aws", controller_command(&s, &aws_env(m)));
+
+    // The node class resolves against moto: the discovery-tagged subnets and security group.
+    eventually(60, "EC2NodeClass default Ready", || {
+        let status = kubectl_ok(
+            &s,
+            &["get", "ec2nodeclass", "default", "-o", r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#],
+        );
+        (status.trim() == "True").then_some(())
+    });
+    let resolved = words(&s, &["get", "ec2nodeclass", "default", "-o", "jsonpath={.status.subnets[*].id}"]);
+    assert_eq!(resolved, subnets, "status.subnets are the discovered subnets");
+    let groups = words(&s, &["get", "ec2nodeclass", "default", "-o", "jsonpath={.status.securityGroups[*].id}"]);
+    assert_eq!(groups, BTreeSet::from([net.security_group.clone()]));
+
+    // The Deployment's pending pods lead to NodeClaims with EC2 instances behind them.
+    let claims = eventually(90, "launched NodeClaims", || {
+        if let Ok(Some(status)) = c.child.try_wait() {
+            panic!("kerf controller exited with {status}: {}", c.stderr());
+        }
+        let claims = launched_claims(&s);
+        (!claims.is_empty()).then_some(claims)
+    });
+    assert!(claims.values().all(|pid| pid.starts_with("aws:///us-west-2")), "{claims:?}: {}", c.stderr());
+    let instances = owned_instances(&rt, &clients);
+    for (claim, pid) in &claims {
+        let id = instance_id(pid);
+        let i = instances.iter().find(|i| i.id == id).unwrap_or_else(|| {
+            panic!("NodeClaim {claim}: no instance {id} tagged for {CLUSTER} in moto: {instances:?}")
+        });
+        assert_eq!(i.state, "running", "{i:?}");
+        assert!(subnets.contains(&i.subnet), "instance {id} in subnet {} outside {subnets:?}", i.subnet);
+        for (k, v) in [
+            (format!("kubernetes.io/cluster/{CLUSTER}"), "owned"),
+            ("karpenter.sh/nodepool".to_string(), "default"),
+            ("karpenter.sh/nodeclaim".to_string(), claim.as_str()),
+            ("karpenter.k8s.aws/ec2nodeclass".to_string(), "default"),
+            ("eks:eks-cluster-name".to_string(), CLUSTER),
+        ] {
+            assert_eq!(i.tags.get(&k).map(String::as_str), Some(v), "instance {id} tag {k}: {:?}", i.tags);
+        }
+    }
+    assert_eq!(
+        instances.iter().filter(|i| i.state == "running").count(),
+        claims.len(),
+        "one running instance per launched NodeClaim: {instances:?}"
+    );
+
+    // Once their kubelets register, the claims are registered and the pods run on their nodes.
+    for (claim, pid) in &claims {
+        let i = instances.iter().find(|i| i.id == instance_id(pid)).expect("instance");
+        register_node(&s, claim, pid, i);
+    }
+    eventually(60, "3 running inflate pods", || {
+        let running = words(
+            &s,
+            &["get", "pods", "--field-selector", "status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}"],
+        );
+        (running.len() == 3).then_some(())
+    });
+    let registered = words(
+        &s,
+        &[
+            "get",
+            "nodes",
+            "-l",
+            "karpenter.sh/registered=true,karpenter.sh/nodepool=default",
+            "-o",
+            "jsonpath={.items[*].spec.providerID}",
+        ],
+    );
+    assert_eq!(registered, claims.values().cloned().collect::<BTreeSet<_>>(), "every node registered to its claim");
+    let pod_nodes = words(&s, &["get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}"]);
+    let instance_nodes: BTreeSet<String> = instances.iter().map(|i| i.private_dns_name.clone()).collect();
+    assert!(pod_nodes.is_subset(&instance_nodes), "pods on {pod_nodes:?}, instances' nodes {instance_nodes:?}");
+
+    // Deleting a NodeClaim terminates its instance and the claim goes away.
+    let (victim, pid) = claims.iter().next().map(|(n, p)| (n.clone(), p.clone())).expect("a claim");
+    kubectl_ok(&s, &["delete", "nodeclaim", &victim, "--wait=false"]);
+    let id = instance_id(&pid).to_string();
+    eventually(60, &format!("instance {id} of NodeClaim {victim} terminated"), || {
+        let i = owned_instances(&rt, &clients).into_iter().find(|i| i.id == id)?;
+        matches!(i.state.as_str(), "shutting-down" | "terminated").then_some(())
+    });
+    eventually(60, &format!("NodeClaim {victim} gone"), || {
+        let names = words(&s, &["get", "nodeclaims", "-o", "jsonpath={.items[*].metadata.name}"]);
+        (!names.contains(&victim)).then_some(())
+    });
+    let others: Vec<String> = claims.keys().filter(|n| **n != victim).cloned().collect();
+    let running: BTreeSet<String> =
+        owned_instances(&rt, &clients).into_iter().filter(|i| i.state == "running").map(|i| i.id).collect();
+    for other in &others {
+        assert!(running.contains(instance_id(&claims[other])), "NodeClaim {other}'s instance still runs");
+    }
+    let log = c.stderr();
+    assert!(c.stop().success(), "kerf controller stops cleanly on SIGTERM: {log}");
+}
+
+#[test]
+fn aws_settings_the_controller_lacks_exit_2_naming_the_variable() {
+    let m = moto();
+    let s = Served::start("ctrl-aws-bad", &["--controllers", "none"]);
+    let full = aws_env(m);
+    let without = |name: &str| full.iter().filter(|(k, _)| *k != name).cloned().collect::<Vec<_>>();
+    let mut bad_endpoint = without("CLUSTER_ENDPOINT");
+    bad_endpoint.push(("CLUSTER_ENDPOINT", "e2e.cluster.example".to_string()));
+    let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
+        (without("CLUSTER_NAME"), "CLUSTER_NAME"),
+        (without("CLUSTER_ENDPOINT"), "needs CLUSTER_ENDPOINT"),
+        (bad_endpoint, "CLUSTER_ENDPOINT=e2e.cluster.example: not an http(s) URL"),
+        (without("AWS_REGION"), "AWS_REGION"),
+    ];
+    for (env, expected) in cases {
+        let out = controller_command(&s, &env).output().expect("run kerf controller");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{expected}: {stderr}");
+        assert!(stderr.contains(expected), "expected {expected:?} in {stderr}");
+    }
+}
