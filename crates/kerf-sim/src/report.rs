@@ -321,13 +321,15 @@ fn table<const N: usize>(out: &mut String, header: &[&str; N], rows: &[[String; 
     }
 }
 
-fn human_secs(s: f64) -> String {
+/// A time in seconds as people read it: `90s` is `1m30s`; `2m`, `1h`, `1h5m0s`.
+pub(crate) fn human_secs(s: f64) -> String {
     let total = s.round() as i64;
     let (h, m, sec) = (total / 3600, (total % 3600) / 60, total % 60);
     match (h, m, sec) {
         (0, 0, s) => format!("{s}s"),
         (0, m, 0) => format!("{m}m"),
         (0, m, s) => format!("{m}m{s}s"),
+        (h, 0, 0) => format!("{h}h"),
         (h, m, s) => format!("{h}h{m}m{s}s"),
     }
 }

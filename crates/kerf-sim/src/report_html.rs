@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use crate::report::human_secs;
+
 const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em 2em;color:#1d2430;background:#fff}\
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .4em;border-bottom:1px solid #dde2ea;padding-bottom:.2em}\
@@ -76,19 +78,6 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 
 fn num_of(v: &Value, key: &str) -> f64 {
     v.get(key).and_then(Value::as_f64).unwrap_or(0.0)
-}
-
-/// `90s`, `2m`, `1h5m0s`.
-pub fn human_secs(s: f64) -> String {
-    let total = s.round() as i64;
-    let (h, m, sec) = (total / 3600, (total % 3600) / 60, total % 60);
-    match (h, m, sec) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, 0) => format!("{m}m"),
-        (0, m, s) => format!("{m}m{s}s"),
-        (h, 0, 0) => format!("{h}h"),
-        (h, m, s) => format!("{h}h{m}m{s}s"),
-    }
 }
 
 /// A JSON value as table text: lists joined, `null` as a dash.
