@@ -1,5 +1,6 @@
 //! A lower bound on the cheapest fleet that holds a set of pods: what `kerf bench packing`
-//! compares the Scheduler's fleet against. Not used by any decision.
+//! compares the Scheduler's fleet against. Only its knapsack takes part in decisions: it finds
+//! the mixes of pod shapes new claims may be sized for (`scheduler::packing`).
 //!
 //! # The problem and its relaxation
 //!
@@ -132,7 +133,7 @@ pub fn lower_bound(bins: &[BoundBin], shapes: &[BoundShape]) -> Result<Bound, Bo
         rounds += 1;
         let mut added = 0;
         for b in &bins {
-            let k = knapsack(b, &shapes, &duals);
+            let k = knapsack(&b.free, &shapes, &duals, KNAPSACK_BUDGET);
             if k.best > b.price * (1.0 + 1e-9) + EPS && !columns.iter().any(|c| c.price == b.price && c.a == k.a) {
                 columns.push(Column { price: b.price, a: k.a });
                 added += 1;
@@ -147,7 +148,7 @@ pub fn lower_bound(bins: &[BoundBin], shapes: &[BoundShape]) -> Result<Bound, Bo
     let mut rho: f64 = 1.0;
     let mut exact = true;
     for b in &bins {
-        let k = knapsack(b, &shapes, &duals);
+        let k = knapsack(&b.free, &shapes, &duals, KNAPSACK_BUDGET);
         exact &= k.exact;
         rho = rho.max(k.upper / b.price);
     }
@@ -300,9 +301,9 @@ fn invert(a: &[Vec<f64>]) -> Option<Vec<Vec<f64>>> {
 
 /// A knapsack's answer: the best configuration found, its value, an upper bound on the optimum
 /// (equal to `best` when `exact`).
-struct Knapsack {
-    a: Vec<u64>,
-    best: f64,
+pub(crate) struct Knapsack {
+    pub(crate) a: Vec<u64>,
+    pub(crate) best: f64,
     upper: f64,
     exact: bool,
 }
@@ -311,16 +312,19 @@ struct Knapsack {
 /// branch and bound: shapes by dual value per share of the bin, most first; counts largest first;
 /// a node is cut when its value plus the fractional bound of the shapes left (the least, over
 /// resources, of the one-resource fractional knapsack) cannot beat the best.
-fn knapsack(b: &BoundBin, shapes: &[&BoundShape], y: &[f64]) -> Knapsack {
+///
+/// At most `budget` search nodes: past it, the best configuration found so far (not `exact`).
+/// The provisioner's claim sizing uses it too, with a small budget (see `scheduler::packing`).
+pub(crate) fn knapsack(free: &[i64], shapes: &[&BoundShape], y: &[f64], budget: usize) -> Knapsack {
     let m = shapes.len();
-    let d = b.free.len();
+    let d = free.len();
     let mut items: Vec<usize> =
-        (0..m).filter(|s| y[*s] > EPS && units_fitting(&shapes[*s].requests, &b.free) > 0).collect();
+        (0..m).filter(|s| y[*s] > EPS && units_fitting(&shapes[*s].requests, free) > 0).collect();
     let share = |s: usize| -> f64 {
         shapes[s]
             .requests
             .iter()
-            .zip(&b.free)
+            .zip(free)
             .map(|(r, f)| if *f > 0 { *r as f64 / *f as f64 } else { 0.0 })
             .sum::<f64>()
             .max(1e-12)
@@ -347,9 +351,10 @@ fn knapsack(b: &BoundBin, shapes: &[&BoundShape], y: &[f64]) -> Knapsack {
         best_a: vec![0; m],
         best: 0.0,
         nodes: 0,
+        budget,
         cut_short: false,
     };
-    let mut rem = b.free.clone();
+    let mut rem = free.to_vec();
     let root = search.bound(0, &rem);
     search.dfs(0, 0.0, &mut rem);
     let exact = !search.cut_short;
@@ -365,6 +370,7 @@ struct Search<'a> {
     best_a: Vec<u64>,
     best: f64,
     nodes: usize,
+    budget: usize,
     cut_short: bool,
 }
 
@@ -411,7 +417,7 @@ impl Search<'_> {
             return;
         }
         self.nodes += 1;
-        if self.nodes > KNAPSACK_BUDGET {
+        if self.nodes > self.budget {
             self.cut_short = true;
             return;
         }
@@ -563,7 +569,7 @@ mod tests {
         let shapes = [shape(&[6, 1, 1], 5), shape(&[5, 5, 1], 5), shape(&[4, 4, 1], 5)];
         let refs: Vec<&BoundShape> = shapes.iter().collect();
         // Values 7, 5, 4: best is 6+4 (11) over 5+5 (10) and 6 alone (7).
-        let k = knapsack(&b, &refs, &[7.0, 5.0, 4.0]);
+        let k = knapsack(&b.free, &refs, &[7.0, 5.0, 4.0], KNAPSACK_BUDGET);
         assert!(k.exact);
         assert_eq!(k.a, vec![1, 0, 1]);
         assert!((k.best - 11.0).abs() < 1e-12);

@@ -267,10 +267,30 @@ impl SchedulingContext {
     /// are indexes into `input.pods`. The context is left as it was: it can be asked again.
     pub fn place_pending(&mut self) -> SchedulingResult {
         let pods: Vec<usize> = (0..self.input.pods.len()).collect();
+        let (first, cost) = self.place_batch(&pods, false);
+        // A second plan whose claims keep room for mixes of pod shapes (see `packing`), for
+        // batches small enough to place twice; kept when it places as many pods for less.
+        if pods.len() <= MIX_PODS && self.may_mix() {
+            let (second, mixed_cost) = self.place_batch(&pods, true);
+            let placed = |r: &SchedulingResult| {
+                r.placements.len() + r.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>()
+            };
+            if placed(&second) >= placed(&first) && mixed_cost < cost * (1.0 - 1e-9) {
+                return second;
+            }
+        }
+        first
+    }
+
+    /// Places `pods` once (`mixes`: see `packing`), returning the plan and its new claims' cost.
+    fn place_batch(&mut self, pods: &[usize], mixes: bool) -> (SchedulingResult, f64) {
         self.begin();
         self.packing.enabled = true;
-        let run = self.run(&pods, true);
+        self.packing.mixes = mixes;
+        let run = self.run(pods, true);
         self.packing.enabled = false;
+        self.packing.mixes = false;
+        let mut cost = 0.0;
         let mut result = SchedulingResult {
             placements: run
                 .on_node
@@ -281,11 +301,12 @@ impl SchedulingContext {
             errors: run.errors,
         };
         for c in 0..self.claims.len() {
-            let (claim, _) = self.finish_claim(c);
+            let (claim, price) = self.finish_claim(c);
+            cost += price;
             result.new_node_claims.push(claim);
         }
         self.rollback();
-        result
+        (result, cost)
     }
 
     /// The index of the existing node (or in-flight claim) called `name`.

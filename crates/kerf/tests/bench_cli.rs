@@ -1,4 +1,4 @@
-//! `kerf bench scheduling` per the CLI contract: the JSON object's keys and exit codes.
+//! `kerf bench scheduling|consolidation|packing` per the CLI contract: the JSON object's keys and exit codes.
 
 use std::process::Command;
 
@@ -70,4 +70,51 @@ fn consolidation_zero_nodes_is_bad_input_exit_2_naming_the_flag() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--nodes"), "{err}");
+}
+
+/// `kerf bench packing --json` for the named workloads.
+fn packing(workloads: &[&str]) -> serde_json::Value {
+    let mut args = vec!["bench", "packing", "--json"];
+    for w in workloads {
+        args.extend(["--workload", w]);
+    }
+    let out = kerf(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn packing_json_gives_each_workloads_cost_lower_bound_and_their_ratio() {
+    let doc = packing(&["inflate", "memory-analytics"]);
+    let workloads = doc["workloads"].as_array().expect("workloads is a list");
+    let names: Vec<&str> = workloads.iter().filter_map(|w| w["name"].as_str()).collect();
+    assert_eq!(names, ["inflate", "memory-analytics"]);
+    for w in workloads {
+        assert_eq!(w["scheduled"], w["pods"], "{w}");
+        let cost = w["costPerHour"].as_f64().expect("costPerHour");
+        let bound = w["lowerBound"].as_f64().expect("lowerBound");
+        let ratio = w["ratio"].as_f64().expect("ratio");
+        assert!(bound > 0.0 && cost >= bound * 0.9999, "a lower bound above the fleet's cost: {w}");
+        assert!((ratio - cost / bound).abs() < 1e-3, "{w}");
+    }
+}
+
+#[test]
+fn karpenters_two_shape_workload_costs_within_three_percent_of_the_lower_bound() {
+    // 500 pods of 900m / 3100Mi and 500 of 3500m / 28Gi: largest first fills each
+    // r6a.48xlarge's memory with 50 large pods and strands its CPU; claims kept to a mix of both
+    // shapes do not.
+    let doc = packing(&["karpenter-two-shape"]);
+    let w = &doc["workloads"][0];
+    assert_eq!(w["scheduled"], 1000);
+    let ratio = w["ratio"].as_f64().expect("ratio");
+    assert!(ratio <= 1.03, "{w}");
+}
+
+#[test]
+fn packing_an_unknown_workload_is_bad_input_exit_2_naming_the_known_ones() {
+    let out = kerf(&["bench", "packing", "--workload", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope") && err.contains("web-stack"), "{err}");
 }

@@ -20,6 +20,10 @@ pub(super) struct Claim {
     /// in placing pods, but the finished claim still lists those its pods fit (dearer
     /// fallbacks for the launch) when the pool has no limits.
     pub(super) spare: Option<Bits>,
+    /// The mix the claim was sized for (see `packing::Sizing`), and the pods of each shape it
+    /// holds (empty without a mix).
+    pub(super) mix: Option<Arc<[u64]>>,
+    pub(super) held: Vec<u32>,
 }
 
 /// A bin: an existing node (index) or a claim (index).
@@ -75,6 +79,9 @@ impl SchedulingContext {
         let tolerate_prefer = self.groups[g].levels[l].tolerate_prefer;
         if !self.pool_admits(pool, g, l) {
             return Err(true);
+        }
+        if self.over_mix(c, pi) {
+            return Err(false);
         }
         let _ = tolerate_prefer;
         if !self.groups[g].ports.is_empty()
@@ -299,6 +306,7 @@ impl SchedulingContext {
         self.claims[c].types = types;
         self.claims[c].req = plan.req;
         self.claims[c].pods.push(pi);
+        self.mix_placed(c, pi);
         if !self.groups[g].ports.is_empty() {
             let ports = self.groups[g].ports.clone();
             self.claims[c].ports.extend(ports);
@@ -367,20 +375,31 @@ impl SchedulingContext {
             return None;
         }
         // Sized by cost first (see `packing`); uncapped when the capped claim cannot take the pod.
-        let capped = self.cost_capped(p, req, &candidates).filter(|b| self.any_fit(p, b, b, &total));
+        let sizing = self.cost_sizing(p, req, &candidates);
         let hostname = self.values.id(&format!("{}-claim-{}", self.pools[p].name, self.claims.len()));
-        if let Some(cut) = capped {
-            let spare = Bits(candidates.0.iter().zip(&cut.0).map(|(a, b)| a & !b).collect());
-            if let Some(c) = self.open_claim(pi, g, l, p, (pool_req, req), (cut, Some(spare)), &total, hostname) {
-                return Some(c);
+        let mut mix = None;
+        if let Some(sizing) = sizing {
+            mix = sizing.mix;
+            match sizing.cut {
+                Some(cut) if self.any_fit(p, &cut, &cut, &total) => {
+                    let spare = Bits(candidates.0.iter().zip(&cut.0).map(|(a, b)| a & !b).collect());
+                    let sized = (cut, Some(spare), mix.clone());
+                    if let Some(c) = self.open_claim(pi, g, l, p, (pool_req, req), sized, &total, hostname) {
+                        return Some(c);
+                    }
+                    // Uncapped, the claim is not the type its mix was chosen for.
+                    mix = None;
+                }
+                Some(_) => mix = None,
+                None => {}
             }
         }
-        self.open_claim(pi, g, l, p, (pool_req, req), (candidates, None), &total, hostname)
+        self.open_claim(pi, g, l, p, (pool_req, req), (candidates, None, mix), &total, hostname)
     }
 
     /// Opens a claim of pool `p` (requirements: the pool's, and with the pod's) with candidate
-    /// types `candidates` (`spare`: the types a cost cap removed) for pod `pi`, if its topology
-    /// and the pool's limits allow.
+    /// types `candidates` (`spare`: the types a cost cap removed; `mix`: see `packing::Sizing`)
+    /// for pod `pi`, if its topology and the pool's limits allow.
     #[allow(clippy::too_many_arguments)]
     fn open_claim(
         &mut self,
@@ -389,7 +408,7 @@ impl SchedulingContext {
         l: usize,
         p: usize,
         (pool_req, req): (u32, u32),
-        (candidates, spare): (Bits, Option<Bits>),
+        (candidates, spare, mix): (Bits, Option<Bits>, Option<Arc<[u64]>>),
         total: &[i64],
         hostname: u32,
     ) -> Option<usize> {
@@ -411,6 +430,8 @@ impl SchedulingContext {
             max_alloc,
             open: true,
             spare,
+            held: if mix.is_some() { vec![0; self.shape_count()] } else { Vec::new() },
+            mix,
         });
         match self.plan_topology(g, l, c, req, &candidates, total) {
             Ok(plan) if !self.limits_matter(p) || self.within_limits(c, &plan.types, total) => {

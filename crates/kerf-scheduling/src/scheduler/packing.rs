@@ -34,6 +34,20 @@
 //! Only types no other type dominates (as much room everywhere for at most the price) are
 //! weighed.
 //!
+//! # Mixes
+//!
+//! Largest first fills a claim's scarcest resource with the large pods and strands the rest
+//! (500 pods of 3500m / 28Gi fill an r6a.48xlarge's memory 50 at a time and leave 13 CPUs idle,
+//! where 47 of them and 29 pods of 900m / 3100Mi use it whole). So for batches of at most
+//! `MIX_PODS` pods with two mixable shapes or more (pods without topology constraints or host
+//! ports), provisioning places the batch a second time with *mixes*: the target's best few types
+//! (by their first-fit-decreasing worth) are also weighed with their best mix of the pods left, a
+//! knapsack over the shapes valued by worth (with a small search budget), and when a mix holds
+//! more worth per dollar, the claims opened for that target take at most the mix's count of a
+//! shape while pods of the mix's other shapes are still to be placed. A mix is chosen claim by
+//! claim, blind to how many pods of each shape the other claims will want, so it can also do
+//! worse; the cheaper of the two plans (placing no fewer pods) is kept.
+//!
 //! Rooms and prices are the pool's tables as every claim sees them (DaemonSet overhead and
 //! the pod-count limit included), for the requirements of the pod opening the claim (pool
 //! requirements and its node affinity), so a pod that must run on-demand sizes its claim by
@@ -56,30 +70,62 @@
 //! plan.
 
 use super::*;
+use crate::packing_bound::{BoundShape, knapsack};
 
+/// The largest batch provisioning also places with mixes (see `Sizing::mix`), keeping the
+/// cheaper plan.
+pub(super) const MIX_PODS: usize = 5_000;
 /// Pods left below which targets are recomputed at every new claim.
 const TAIL: u64 = 16;
 /// The most fit checks (shapes × types × types) the two-claim lookahead may take.
 const TAIL_CHECKS: usize = 200_000;
 /// The most claims the lookahead follows the ratio for, to compare with two claims.
 const RATIO_STEPS: usize = 16;
+/// The types (best by their first-fit-decreasing fill) whose best mix is also searched.
+const MIX_TYPES: usize = 6;
+/// Search nodes per mix (a bounded knapsack).
+const MIX_BUDGET: usize = 4_000;
+/// How much more worth per dollar a mix must hold than first-fit decreasing to be kept to.
+const MIX_GAIN: f64 = 1e-9;
+/// Runs with more pod shapes than this size claims by the first-fit-decreasing fill alone.
+const MIX_SHAPES: usize = 64;
+
+/// How a new claim is sized: the types it may not grow into, and the pods of each shape it
+/// keeps room for.
+pub(super) struct Sizing {
+    /// The candidates no dearer than the target; `None` when that cuts nothing.
+    pub(super) cut: Option<Bits>,
+    /// Per shape of the run, the most pods of that shape the claim takes while pods of the
+    /// other shapes it keeps room for are still to be placed; `None`: first fit decreasing.
+    pub(super) mix: Option<Arc<[u64]>>,
+}
+
+/// A mix: per shape of the run, the most pods of that shape (see `Sizing::mix`).
+type Mix = Option<Arc<[u64]>>;
+/// A cached target: pods left when computed, the price cap, the mix.
+type Target = (u64, f64, Mix);
 
 /// The run's pod shapes and what is left of them, and the cached targets.
 #[derive(Default)]
 pub(super) struct Packing {
     /// Whether the running query sizes claims by cost (provisioning does; what-ifs do not).
     pub(super) enabled: bool,
+    /// Whether new claims keep room for a mix of shapes (see `Sizing::mix`).
+    pub(super) mixes: bool,
     /// Per context pod index, its shape in the run (`u32::MAX`: not in the run).
     shape_of: Vec<u32>,
     /// Requests of each shape, largest first (cpu, then memory), as the queue orders pods.
     shapes: Vec<Vec<i64>>,
+    /// Whether a shape's pods may be mixed by quota: pods without topology constraints or
+    /// host ports (any number of them may share a node with any other).
+    mixable: Vec<bool>,
     /// Pods of each shape not placed yet.
     left: Vec<u64>,
     total_left: u64,
     /// The requests of the whole batch, summed.
     batch: Vec<i64>,
-    /// (pool, requirements) → (pods left when computed, price cap).
-    targets: HashMap<(usize, u32), (u64, f64)>,
+    /// (pool, requirements) → the target of its new claims.
+    targets: HashMap<(usize, u32), Target>,
     /// (pool, requirements) → the undominated types, cheapest first (kept across queries).
     fleet: HashMap<(usize, u32), Arc<PriceOrder>>,
 }
@@ -90,6 +136,7 @@ impl SchedulingContext {
         let pk = &mut self.packing;
         pk.targets.clear();
         pk.shapes.clear();
+        pk.mixable.clear();
         pk.left.clear();
         pk.total_left = 0;
         if !pk.enabled {
@@ -97,11 +144,21 @@ impl SchedulingContext {
         }
         pk.shape_of.clear();
         pk.shape_of.resize(self.pod_requests.len(), u32::MAX);
-        let mut ids: HashMap<&[i64], u32> = HashMap::new();
+        let mut ids: HashMap<(&[i64], bool), u32> = HashMap::new();
         for &pi in pods {
             let r = self.pod_requests[pi].as_slice();
-            let id = *ids.entry(r).or_insert_with(|| {
+            let g = &self.groups[self.pod_group[pi]];
+            let free = g.ports.is_empty()
+                && g.rejected_by.is_empty()
+                && g.hard_spread.is_empty()
+                && g.soft_spread.is_empty()
+                && g.affinity.is_empty()
+                && g.anti.is_empty()
+                && g.pref_affinity.is_empty()
+                && g.pref_anti.is_empty();
+            let id = *ids.entry((r, free)).or_insert_with(|| {
                 pk.shapes.push(r.to_vec());
+                pk.mixable.push(free);
                 pk.left.push(0);
                 (pk.shapes.len() - 1) as u32
             });
@@ -129,10 +186,10 @@ impl SchedulingContext {
         }
     }
 
-    /// The candidates of a new claim of pool `p` with requirements `req`, cut to the types no
-    /// dearer than the cost target (see the module documentation); `None` when provisioning is
-    /// not sizing by cost or the cut removes nothing.
-    pub(super) fn cost_capped(&mut self, p: usize, req: u32, candidates: &Bits) -> Option<Bits> {
+    /// How to size a new claim of pool `p` with requirements `req` whose candidates are
+    /// `candidates` (see the module documentation); `None` when provisioning is not sizing by
+    /// cost or the batch fits one claim.
+    pub(super) fn cost_sizing(&mut self, p: usize, req: u32, candidates: &Bits) -> Option<Sizing> {
         if !self.packing.enabled || self.packing.total_left == 0 {
             return None;
         }
@@ -149,14 +206,14 @@ impl SchedulingContext {
             return None;
         }
         let left = self.packing.total_left;
-        let cap = match self.packing.targets.get(&(p, req)) {
-            Some(&(at, cap)) if left > TAIL && left + left / 8 >= at => cap,
+        let (cap, mix) = match self.packing.targets.get(&(p, req)) {
+            Some((at, cap, mix)) if left > TAIL && left + left / 8 >= *at => (*cap, mix.clone()),
             _ => {
-                let (cap, reusable) = self.cost_target(p, req)?;
+                let (cap, reusable, mix) = self.cost_target(p, req)?;
                 if reusable {
-                    self.packing.targets.insert((p, req), (left, cap));
+                    self.packing.targets.insert((p, req), (left, cap, mix.clone()));
                 }
-                cap
+                (cap, mix)
             }
         };
         let order = self.price_order(p, req);
@@ -171,7 +228,44 @@ impl SchedulingContext {
                 }
             }
         }
-        (cut && !out.is_empty()).then_some(out)
+        Some(Sizing { cut: (cut && !out.is_empty()).then_some(out), mix })
+    }
+
+    /// Whether pod `pi` would take claim `c` past its mix: the claim holds its share of the
+    /// pod's shape and keeps room for pods of other shapes still to be placed.
+    pub(super) fn over_mix(&self, c: usize, pi: usize) -> bool {
+        let Some(mix) = &self.claims[c].mix else {
+            return false;
+        };
+        let s = match self.packing.shape_of.get(pi) {
+            Some(&s) if s != u32::MAX => s as usize,
+            _ => return false,
+        };
+        let held = &self.claims[c].held;
+        self.packing.mixable[s]
+            && held[s] as u64 >= mix[s]
+            && mix.iter().enumerate().any(|(t, &m)| t != s && (held[t] as u64) < m && self.packing.left[t] > 0)
+    }
+
+    /// Pod `pi` joined claim `c`: one more of its shape there.
+    pub(super) fn mix_placed(&mut self, c: usize, pi: usize) {
+        if self.claims[c].mix.is_some()
+            && let Some(&s) = self.packing.shape_of.get(pi)
+            && s != u32::MAX
+        {
+            self.claims[c].held[s as usize] += 1;
+        }
+    }
+
+    /// The run's number of shapes (the length of a claim's mix).
+    pub(super) fn shape_count(&self) -> usize {
+        self.packing.shapes.len()
+    }
+
+    /// Whether the last run had pods of two mixable shapes or more (a plan with mixes may
+    /// differ).
+    pub(super) fn may_mix(&self) -> bool {
+        self.packing.mixable.iter().filter(|m| **m).count() > 1
     }
 
     /// The types of pool `p` compatible with requirements `req` that no other one dominates
@@ -207,15 +301,22 @@ impl SchedulingContext {
         kept
     }
 
-    /// The price cap for a new claim of pool `p` with requirements `req`, and whether it may be
-    /// reused for the next claims (see the module documentation).
-    fn cost_target(&mut self, p: usize, req: u32) -> Option<(f64, bool)> {
+    /// The price cap for a new claim of pool `p` with requirements `req`, whether it may be
+    /// reused for the next claims, and the mix (see the module documentation).
+    fn cost_target(&mut self, p: usize, req: u32) -> Option<(f64, bool, Mix)> {
         let types = self.undominated(p, req);
         let n = self.res.names.len();
         let pool = &self.pools[p];
-        let table = Table { types: &types, free: &pool.free, n, shapes: &self.packing.shapes };
+        let table = Table {
+            types: &types,
+            free: &pool.free,
+            n,
+            shapes: &self.packing.shapes,
+            // No shape is mixable when mixes are off.
+            mixable: if self.packing.mixes { &self.packing.mixable } else { &[] },
+        };
         let left = &self.packing.left;
-        let (ratio_price, _) = table.ratio_pick(left)?;
+        let (ratio_price, _, mix) = table.ratio_pick(left)?;
         // The tail: when what is left fits in two claims, the cheapest cover by at most two
         // claims, if it beats going on by the ratio.
         let mut total = vec![0i64; n];
@@ -231,9 +332,9 @@ impl SchedulingContext {
             && let Some((pair, first)) = table.cheapest_pair(left)
             && table.ratio_plan(left).is_some_and(|cost| pair < cost - 1e-9)
         {
-            return Some((first, false));
+            return Some((first, false, None));
         }
-        Some((ratio_price, true))
+        Some((ratio_price, true, mix.map(Arc::from)))
     }
 }
 
@@ -244,6 +345,7 @@ struct Table<'a> {
     free: &'a [i64],
     n: usize,
     shapes: &'a [Vec<i64>],
+    mixable: &'a [bool],
 }
 
 impl Table<'_> {
@@ -273,13 +375,20 @@ impl Table<'_> {
             .collect()
     }
 
-    /// The type holding the most worth of `left` per dollar: its price and index.
-    fn ratio_pick(&self, left: &[u64]) -> Option<(f64, usize)> {
+    /// The type holding the most worth of `left` per dollar: its price, its index and, when the
+    /// best mix of pods for it beats first-fit decreasing, that mix (pods of each shape).
+    ///
+    /// Each type is weighed filled as first-fit decreasing would (largest shapes first); the
+    /// best few are also weighed with their best mix, a bounded knapsack over the shapes left
+    /// valued by worth (pods of two shapes that together use a type's every resource, where
+    /// largest-first would fill one resource and strand the other).
+    fn ratio_pick(&self, left: &[u64]) -> Option<(f64, usize, Option<Vec<u64>>)> {
         let worth = self.worth(left);
         let mut rest = vec![0u64; left.len()];
         let mut room = vec![0i64; self.n];
         let mut best: Option<(f64, f64, usize)> = None;
-        for &(price, i) in self.types {
+        let mut scored: Vec<(f64, usize)> = Vec::with_capacity(self.types.len());
+        for (k, &(price, i)) in self.types.iter().enumerate() {
             rest.copy_from_slice(left);
             room.copy_from_slice(self.free(i));
             let value = fill(self.shapes, &mut rest, &mut room, &worth);
@@ -288,8 +397,34 @@ impl Table<'_> {
             if value > 0.0 && best.is_none_or(|(b, _, _)| eff >= b * (1.0 - 1e-9)) {
                 best = Some((eff, price, i));
             }
+            if value > 0.0 {
+                scored.push((eff, k));
+            }
         }
-        best.map(|(_, price, i)| (price, i))
+        let (mut best_eff, mut price, mut index) = best?;
+        let mut mix = None;
+        let mixable_left = left.iter().zip(self.mixable).filter(|(l, m)| **l > 0 && **m).count();
+        if self.shapes.len() <= MIX_SHAPES && mixable_left > 1 {
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let shapes: Vec<BoundShape> = self
+                .shapes
+                .iter()
+                .zip(left)
+                .zip(self.mixable)
+                .map(|((r, l), m)| BoundShape { requests: r.clone(), count: if *m { *l } else { 0 } })
+                .collect();
+            let refs: Vec<&BoundShape> = shapes.iter().collect();
+            for &(_, k) in scored.iter().take(MIX_TYPES) {
+                let (p, i) = self.types[k];
+                let found = knapsack(self.free(i), &refs, &worth, MIX_BUDGET);
+                let eff = found.best / p;
+                if eff > best_eff * (1.0 + MIX_GAIN) {
+                    (best_eff, price, index) = (eff, p, i);
+                    mix = Some(found.a);
+                }
+            }
+        }
+        Some((price, index, mix))
     }
 
     /// What going on by the ratio would cost for `left`, claim after claim; `None` beyond
@@ -302,10 +437,15 @@ impl Table<'_> {
             if left.iter().all(|l| *l == 0) {
                 return Some(cost);
             }
-            let (price, i) = self.ratio_pick(&left)?;
-            room.copy_from_slice(self.free(i));
-            let all = vec![1.0; left.len()];
-            fill(self.shapes, &mut left, &mut room, &all);
+            let (price, i, mix) = self.ratio_pick(&left)?;
+            match mix {
+                Some(mix) => left.iter_mut().zip(&mix).for_each(|(l, m)| *l -= (*m).min(*l)),
+                None => {
+                    room.copy_from_slice(self.free(i));
+                    let all = vec![1.0; left.len()];
+                    fill(self.shapes, &mut left, &mut room, &all);
+                }
+            }
             cost += price;
         }
         left.iter().all(|l| *l == 0).then_some(cost)
@@ -434,6 +574,25 @@ mod tests {
         let r = place(types, pods);
         assert!(r.errors.is_empty());
         assert_eq!(chosen(&r), vec!["c64", "c64"]);
+    }
+
+    #[test]
+    fn a_plan_with_mixes_that_costs_more_than_largest_first_is_not_kept() {
+        // Per dollar, one large pod (1 CPU / 15Gi) with fifteen small ones (1 CPU / 3Gi) is the
+        // best "m"; claims kept to that mix use up the small pods on the first four and leave
+        // twenty claims with one large pod each. Largest first: three "r" (8 large, 2 small) and
+        // four "m" for the 54 small pods left, 3 x 1.00 + 4 x 0.60 = 5.40/h, which is kept.
+        let types = vec![
+            instance_type("m", "16", "64Gi", "110", 0.60, &["a"]),
+            instance_type("r", "16", "128Gi", "110", 1.00, &["a"]),
+        ];
+        let mut pods: Vec<_> = (0..24).map(|i| pod(&format!("l{i}")).cpu("1").memory("15Gi").build()).collect();
+        pods.extend((0..60).map(|i| pod(&format!("s{i}")).cpu("1").memory("3Gi").build()));
+        let r = place(types, pods);
+        assert!(r.errors.is_empty());
+        assert_eq!(r.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>(), 84);
+        assert_eq!(chosen(&r), vec!["r", "r", "r", "m", "m", "m", "m"]);
+        assert!((claims_cost(&r) - 5.40 * 0.7).abs() < 1e-9, "{}", claims_cost(&r));
     }
 
     #[test]
