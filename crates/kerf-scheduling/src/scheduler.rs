@@ -267,29 +267,32 @@ impl SchedulingContext {
     /// are indexes into `input.pods`. The context is left as it was: it can be asked again.
     pub fn place_pending(&mut self) -> SchedulingResult {
         let pods: Vec<usize> = (0..self.input.pods.len()).collect();
-        let (first, cost) = self.place_batch(&pods, false);
-        // A second plan whose claims keep room for mixes of pod shapes (see `packing`), for
-        // batches small enough to place twice; kept when it places as many pods for less.
+        let (mut best, mut cost) = self.place_batch(&pods, 0.0);
+        // Plans whose claims keep room for mixes of pod shapes (see `packing`), for batches
+        // small enough to place a few times; the cheapest placing as many pods is kept.
         if pods.len() <= MIX_PODS && self.may_mix() {
-            let (second, mixed_cost) = self.place_batch(&pods, true);
             let placed = |r: &SchedulingResult| {
                 r.placements.len() + r.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>()
             };
-            if placed(&second) >= placed(&first) && mixed_cost < cost * (1.0 - 1e-9) {
-                return second;
+            for slack in MIX_SLACKS {
+                let (plan, plan_cost) = self.place_batch(&pods, slack);
+                if placed(&plan) >= placed(&best) && plan_cost < cost * (1.0 - 1e-9) {
+                    (best, cost) = (plan, plan_cost);
+                }
             }
         }
-        first
+        best
     }
 
-    /// Places `pods` once (`mixes`: see `packing`), returning the plan and its new claims' cost.
-    fn place_batch(&mut self, pods: &[usize], mixes: bool) -> (SchedulingResult, f64) {
+    /// Places `pods` once (`mix_slack`: see `packing`; 0: no mixes), returning the plan and its
+    /// new claims' cost.
+    fn place_batch(&mut self, pods: &[usize], mix_slack: f64) -> (SchedulingResult, f64) {
         self.begin();
         self.packing.enabled = true;
-        self.packing.mixes = mixes;
+        self.packing.mix_slack = mix_slack;
         let run = self.run(pods, true);
         self.packing.enabled = false;
-        self.packing.mixes = false;
+        self.packing.mix_slack = 0.0;
         let mut cost = 0.0;
         let mut result = SchedulingResult {
             placements: run

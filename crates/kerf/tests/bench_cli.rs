@@ -118,3 +118,14 @@ fn packing_an_unknown_workload_is_bad_input_exit_2_naming_the_known_ones() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nope") && err.contains("web-stack"), "{err}");
 }
+
+#[test]
+fn mixed_workloads_cost_within_five_percent_of_the_lower_bound() {
+    // Several pod shapes each: claims mixing them where largest-first would strand a resource.
+    let doc = packing(&["five-shape", "web-stack", "memory-analytics"]);
+    for w in doc["workloads"].as_array().expect("workloads is a list") {
+        assert_eq!(w["scheduled"], w["pods"], "{w}");
+        let ratio = w["ratio"].as_f64().expect("ratio");
+        assert!(ratio <= 1.05, "{w}");
+    }
+}

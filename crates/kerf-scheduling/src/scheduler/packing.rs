@@ -40,13 +40,18 @@
 //! (500 pods of 3500m / 28Gi fill an r6a.48xlarge's memory 50 at a time and leave 13 CPUs idle,
 //! where 47 of them and 29 pods of 900m / 3100Mi use it whole). So for batches of at most
 //! `MIX_PODS` pods with two mixable shapes or more (pods without topology constraints or host
-//! ports), provisioning places the batch a second time with *mixes*: the target's best few types
-//! (by their first-fit-decreasing worth) are also weighed with their best mix of the pods left, a
+//! ports), provisioning also places the batch with *mixes*: the target's best few types (by
+//! their first-fit-decreasing worth) are also weighed with their best mix of the pods left, a
 //! knapsack over the shapes valued by worth (with a small search budget), and when a mix holds
 //! more worth per dollar, the claims opened for that target take at most the mix's count of a
-//! shape while pods of the mix's other shapes are still to be placed. A mix is chosen claim by
-//! claim, blind to how many pods of each shape the other claims will want, so it can also do
-//! worse; the cheaper of the two plans (placing no fewer pods) is kept.
+//! shape while pods of the mix's other shapes are still to be placed.
+//!
+//! A mix is chosen claim by claim; unchecked, it would take the shape that completes it best
+//! from the whole batch (one large pod and fifteen small ones per node uses the small pods up on
+//! a few nodes and strands the large ones). So a mix takes at most a claim's share of each shape:
+//! the pods left times its price over the worth of all pods left, times a slack. No one slack
+//! suits every batch, so each of `MIX_SLACKS` gives a plan, and the cheapest plan placing no
+//! fewer pods (the one without mixes first, on ties) is kept.
 //!
 //! Rooms and prices are the pool's tables as every claim sees them (DaemonSet overhead and
 //! the pod-count limit included), for the requirements of the pod opening the claim (pool
@@ -83,6 +88,9 @@ const TAIL_CHECKS: usize = 200_000;
 const RATIO_STEPS: usize = 16;
 /// The types (best by their first-fit-decreasing fill) whose best mix is also searched.
 const MIX_TYPES: usize = 6;
+/// The mix policies provisioning tries after the plan without mixes: how far past its share of
+/// the pods left a claim's mix may go (see `Table::ratio_pick`; infinite: no share).
+pub(super) const MIX_SLACKS: [f64; 4] = [1.25, 1.5, 2.0, f64::INFINITY];
 /// Search nodes per mix (a bounded knapsack).
 const MIX_BUDGET: usize = 4_000;
 /// How much more worth per dollar a mix must hold than first-fit decreasing to be kept to.
@@ -110,8 +118,9 @@ type Target = (u64, f64, Mix);
 pub(super) struct Packing {
     /// Whether the running query sizes claims by cost (provisioning does; what-ifs do not).
     pub(super) enabled: bool,
-    /// Whether new claims keep room for a mix of shapes (see `Sizing::mix`).
-    pub(super) mixes: bool,
+    /// Whether new claims keep room for a mix of shapes (see `Sizing::mix`): how far past its
+    /// share of the pods left a mix may go; 0: no mixes.
+    pub(super) mix_slack: f64,
     /// Per context pod index, its shape in the run (`u32::MAX`: not in the run).
     shape_of: Vec<u32>,
     /// Requests of each shape, largest first (cpu, then memory), as the queue orders pods.
@@ -313,7 +322,8 @@ impl SchedulingContext {
             n,
             shapes: &self.packing.shapes,
             // No shape is mixable when mixes are off.
-            mixable: if self.packing.mixes { &self.packing.mixable } else { &[] },
+            mixable: if self.packing.mix_slack > 0.0 { &self.packing.mixable } else { &[] },
+            slack: self.packing.mix_slack,
         };
         let left = &self.packing.left;
         let (ratio_price, _, mix) = table.ratio_pick(left)?;
@@ -346,6 +356,7 @@ struct Table<'a> {
     n: usize,
     shapes: &'a [Vec<i64>],
     mixable: &'a [bool],
+    slack: f64,
 }
 
 impl Table<'_> {
@@ -413,9 +424,20 @@ impl Table<'_> {
                 .zip(self.mixable)
                 .map(|((r, l), m)| BoundShape { requests: r.clone(), count: if *m { *l } else { 0 } })
                 .collect();
-            let refs: Vec<&BoundShape> = shapes.iter().collect();
+            // A claim's fair share of each shape: the pods left in proportion to its price
+            // against the worth of all pods left (with some slack).
+            let total: f64 = worth.iter().zip(left).map(|(w, l)| w * *l as f64).sum();
             for &(_, k) in scored.iter().take(MIX_TYPES) {
                 let (p, i) = self.types[k];
+                let share = if total > 0.0 { (p / total * self.slack).min(1.0) } else { 1.0 };
+                let capped: Vec<BoundShape> = shapes
+                    .iter()
+                    .map(|b| BoundShape {
+                        requests: b.requests.clone(),
+                        count: ((b.count as f64 * share).ceil() as u64).min(b.count),
+                    })
+                    .collect();
+                let refs: Vec<&BoundShape> = capped.iter().collect();
                 let found = knapsack(self.free(i), &refs, &worth, MIX_BUDGET);
                 let eff = found.best / p;
                 if eff > best_eff * (1.0 + MIX_GAIN) {
