@@ -44,8 +44,8 @@
 //! domains, counters) is computed once; label values are interned so topology counts are
 //! vectors indexed by domain id; a claim's candidate instance types are a bitset; requirement
 //! intersections and type compatibility are cached per interned requirements; resources are
-//! dense integer vectors; claims that cannot take any remaining pod are dropped from the scan,
-//! and each group keeps a cursor past the claims it can never use.
+//! dense integer vectors; a pod finds the open claims with room for it through an index that
+//! also skips the claims known never to take its group (`room`).
 //!
 //! # Modules
 //!

@@ -15,8 +15,6 @@ pub(super) enum Undo {
     Count { counter: usize, domain: u32, delta: i64 },
     /// `delta` pods holding inverse term `inverse` were counted in domain `domain`.
     Block { inverse: usize, domain: u32, delta: i64 },
-    /// Group `group`'s claim cursor was `old`.
-    Cursor { group: usize, old: usize },
     /// Node `node` was taken out of the cluster for a what-if.
     Removed { node: usize, old: bool },
 }
@@ -50,7 +48,6 @@ impl SchedulingContext {
                 Undo::NodePorts { node, len } => self.nodes[node].ports.truncate(len),
                 Undo::Count { counter, domain, delta } => self.counters[counter].add(domain, -delta),
                 Undo::Block { inverse, domain, delta } => self.inverses[inverse].block(domain, -delta),
-                Undo::Cursor { group, old } => self.groups[group].cursor = old,
                 Undo::Removed { node, old } => self.nodes[node].schedulable = old,
             }
         }

@@ -62,8 +62,6 @@ pub(super) struct Group {
     /// Per level, per pool: whether its taints and requirements take the pods (`ADMITS_*`).
     pub(super) admits: Vec<Vec<u8>>,
     pub(super) exhausted: bool,
-    /// Claims before this index never accept this group (level 0).
-    pub(super) cursor: usize,
     /// The running query's claims that never accept this group (level 0), as a bit set over
     /// claim indexes (see `room`).
     pub(super) refused: Vec<u64>,
@@ -240,7 +238,6 @@ impl SchedulingContext {
             node_ok: Vec::new(),
             admits: Vec::new(),
             exhausted: false,
-            cursor: 0,
             refused: Vec::new(),
             rep: p,
             rep_index: pi,

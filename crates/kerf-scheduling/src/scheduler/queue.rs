@@ -131,14 +131,6 @@ impl SchedulingContext {
         set[c / 64] |= 1 << (c % 64);
     }
 
-    pub(super) fn set_cursor(&mut self, g: usize, value: usize) {
-        let old = self.groups[g].cursor;
-        if old != value {
-            self.journal.push(Undo::Cursor { group: g, old });
-            self.groups[g].cursor = value;
-        }
-    }
-
     /// Tries every bin for pod `pi` at level `l` of its group, in order: existing nodes,
     /// in-flight claims, open claims, new claims. Commits the first that fits.
     pub(super) fn place(&mut self, pi: usize, g: usize, l: usize) -> Option<Bin> {
@@ -149,37 +141,21 @@ impl SchedulingContext {
                 return Some(Bin::Node(n));
             }
         }
-        // Open claims with room for the pod, in creation order from the group's cursor (the
-        // claims before it never take this group's pods at its first level).
-        let mut advance_cursor = l == 0;
-        let mut i = if l == 0 { self.groups[g].cursor } else { 0 };
+        // Open claims with room for the pod, in creation order, but those known never to take
+        // this group's pods at its first level.
+        let mut i = 0;
         loop {
             let refused: &[u64] = if l == 0 { &self.groups[g].refused } else { &[] };
             let Some(c) = self.room.first_fit(i, &self.pod_requests[pi], refused) else {
                 break;
             };
-            // An open claim skipped for room may take a later, smaller pod of the group.
-            if advance_cursor && self.room.first_open(i).is_some_and(|o| o < c) {
-                advance_cursor = false;
-            }
             match self.claim_fits(pi, g, l, c) {
                 Ok(plan) => {
-                    if advance_cursor {
-                        self.set_cursor(g, c);
-                    }
                     self.commit_claim(pi, g, l, c, plan);
                     return Some(Bin::Claim(c));
                 }
-                Err(permanent) => {
-                    if permanent && l == 0 {
-                        self.refuse(g, c);
-                    }
-                    if advance_cursor && permanent {
-                        self.set_cursor(g, c + 1);
-                    } else {
-                        advance_cursor = false;
-                    }
-                }
+                Err(true) if l == 0 => self.refuse(g, c),
+                Err(_) => {}
             }
             i = c + 1;
         }

@@ -79,14 +79,6 @@ impl RoomIndex {
         self.descend(1, 0, self.cap, from, requests, refused)
     }
 
-    /// The first open claim at or after `from`, if any.
-    pub(super) fn first_open(&self, from: usize) -> Option<usize> {
-        if from >= self.len {
-            return None;
-        }
-        self.descend_open(1, 0, self.cap, from)
-    }
-
     fn holds(&self, k: usize, requests: &[i64]) -> bool {
         let d = self.dims;
         self.max[k * d..(k + 1) * d].iter().zip(requests).all(|(m, r)| r <= m)
@@ -102,18 +94,6 @@ impl RoomIndex {
         let mid = (lo + hi) / 2;
         self.descend(2 * k, lo, mid, from, requests, refused)
             .or_else(|| self.descend(2 * k + 1, mid, hi, from, requests, refused))
-    }
-
-    fn descend_open(&self, k: usize, lo: usize, hi: usize, from: usize) -> Option<usize> {
-        // Open leaves hold rooms of at least 0; closed ones `i64::MIN`.
-        if hi <= from || lo >= self.len || self.max[k * self.dims..(k + 1) * self.dims].iter().any(|m| *m < 0) {
-            return None;
-        }
-        if hi - lo == 1 {
-            return Some(lo);
-        }
-        let mid = (lo + hi) / 2;
-        self.descend_open(2 * k, lo, mid, from).or_else(|| self.descend_open(2 * k + 1, mid, hi, from))
     }
 
     /// Recomputes the ancestors of node `k`.
@@ -219,7 +199,6 @@ mod tests {
                     && rooms[*i].is_some_and(|r| req.iter().zip(&r).all(|(q, r)| q <= r))
             });
             assert_eq!(idx.first_fit(from, &req, &refused), not_refused, "step {step}");
-            assert_eq!(idx.first_open(from), walk(&rooms, from, [0, 0]), "step {step}");
         }
         assert_eq!(idx.len, rooms.len());
     }
@@ -233,6 +212,5 @@ mod tests {
         assert_eq!(idx.first_fit(0, &[2, 1], &[]), None);
         idx.close(0);
         assert_eq!(idx.first_fit(0, &[0, 0], &[]), None);
-        assert_eq!(idx.first_open(0), None);
     }
 }
