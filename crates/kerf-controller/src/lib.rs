@@ -16,7 +16,9 @@
 //!    after `batch_idle` without new pods or `batch_max` in total), scheduled against existing
 //!    nodes, in-flight NodeClaims and NodePools, and NodeClaims are created; pods placed on
 //!    in-flight claims are nominated (a `Nominated` event) and not provisioned again while the
-//!    claim launches; pods that fit nowhere get a `FailedScheduling` event saying why.
+//!    claim launches; pods that fit nowhere get a `FailedScheduling` event saying why. Where a
+//!    pod is expected to run is written as its `status.nominatedNodeName` once that node
+//!    exists (see [`nominations`]).
 //! 3. The NodeClaim lifecycle: launch, registration, initialization, liveness.
 //! 4. Termination: nodes and claims being deleted are tainted, drained through the Eviction API
 //!    in priority tiers, their instance deleted, then their finalizers removed.
@@ -32,6 +34,7 @@ mod lifecycle;
 pub mod manager;
 mod nodeclass;
 mod nodepool;
+mod nominations;
 mod provisioner;
 pub mod runtime;
 pub mod state;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
+use crate::nominations::Nominations;
 use crate::runtime::{Health, Reconciler, Runtime};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util::{self, SplitMix64};
@@ -76,49 +77,6 @@ pub(crate) struct Batch {
     /// When to try pods that fit nowhere again, even if nothing visible changed (offerings
     /// marked unavailable come back; the cloud's view is not in the watch).
     pub retry_at: Option<Timestamp>,
-}
-
-/// Pods nominated to in-flight NodeClaims, indexed both ways.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Nominations {
-    pub by_pod: BTreeMap<ObjectKey, String>,
-    pub by_claim: BTreeMap<String, BTreeSet<ObjectKey>>,
-    /// Bumped on every change, so callers can tell whether anything moved.
-    pub generation: u64,
-}
-
-impl Nominations {
-    pub fn insert(&mut self, pod: ObjectKey, claim: &str) {
-        self.remove_pod(&pod);
-        self.by_claim.entry(claim.to_string()).or_default().insert(pod.clone());
-        self.by_pod.insert(pod, claim.to_string());
-        self.generation += 1;
-    }
-
-    pub fn remove_pod(&mut self, pod: &ObjectKey) {
-        if let Some(claim) = self.by_pod.remove(pod) {
-            if let Some(pods) = self.by_claim.get_mut(&claim) {
-                pods.remove(pod);
-                if pods.is_empty() {
-                    self.by_claim.remove(&claim);
-                }
-            }
-            self.generation += 1;
-        }
-    }
-
-    pub fn remove_claim(&mut self, claim: &str) {
-        if let Some(pods) = self.by_claim.remove(claim) {
-            for pod in pods {
-                self.by_pod.remove(&pod);
-            }
-            self.generation += 1;
-        }
-    }
-
-    pub fn contains(&self, pod: &ObjectKey) -> bool {
-        self.by_pod.contains_key(pod)
-    }
 }
 
 /// Per-reconcile bookkeeping.
@@ -254,10 +212,18 @@ impl<P: CloudProvider> Manager<P> {
             );
             let old_node = old.and_then(|o| util::pod_node_name(o)).map(str::to_string);
             let new_node = util::pod_node_name(p).map(str::to_string);
-            if old_node != new_node
-                || matches!(event, WatchEvent::Deleted(_))
-                || p.metadata.deletion_timestamp.is_some()
+            let leaving = matches!(event, WatchEvent::Deleted(_)) || p.metadata.deletion_timestamp.is_some();
+            // A bound pod going away from a node kerf is not disrupting: the workload shrank.
+            if leaving
+                && old.is_some_and(|o| o.metadata.deletion_timestamp.is_none())
+                && let Some(n) = &old_node
+                && self.state.node(n).is_some_and(|node| {
+                    node.metadata.deletion_timestamp.is_none() && !crate::termination::is_disrupted(node)
+                })
             {
+                self.disruption.workload_shrank = true;
+            }
+            if old_node != new_node || leaving {
                 self.disruption.pod_event_nodes.extend(old_node.into_iter().chain(new_node));
             }
         }
@@ -305,10 +271,10 @@ impl<P: CloudProvider> Manager<P> {
                     || util::pod_terminal(p)
                     || p.metadata.deletion_timestamp.is_some() =>
             {
-                self.provisioning.nominations.remove_pod(&crate::state::key_of(&p.metadata));
+                self.provisioning.nominations.forget_pod(&crate::state::key_of(&p.metadata));
             }
             WatchEvent::Deleted(AnyObject::Pod(p)) => {
-                self.provisioning.nominations.remove_pod(&crate::state::key_of(&p.metadata));
+                self.provisioning.nominations.forget_pod(&crate::state::key_of(&p.metadata));
             }
             WatchEvent::Applied(AnyObject::NodeClaim(c)) if c.metadata.deletion_timestamp.is_some() => {
                 self.provisioning.nominations.remove_claim(c.name());
@@ -327,6 +293,9 @@ impl<P: CloudProvider> Manager<P> {
     pub async fn reconcile<C: ClusterApi>(&mut self, api: &C, now: Timestamp) -> Option<Timestamp> {
         for node in std::mem::take(&mut self.disruption.pod_event_nodes) {
             self.disruption.last_pod_event.insert(node, now);
+        }
+        if std::mem::take(&mut self.disruption.workload_shrank) {
+            self.disruption.workload_shrank_at = Some(now);
         }
         let mut wake = None;
         for r in Reconciler::ALL {

@@ -155,7 +155,14 @@ impl<P: CloudProvider> Manager<P> {
         out
     }
 
+    /// One provisioning pass, then every pending pod's `status.nominatedNodeName` brought in
+    /// line with the plan.
     pub(crate) async fn provision<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
+        self.provision_batch(api, pass).await?;
+        self.provisioning.nominations.write(api, &self.state, pass).await
+    }
+
+    async fn provision_batch<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
         self.expire_nominations(pass);
         // Rescan the pending pods only when a pod or a nomination changed since the last scan.
         let generation = (self.state.pod_generation(), self.provisioning.nominations.generation);
@@ -252,28 +259,27 @@ impl<P: CloudProvider> Manager<P> {
                 nominated.entry(claim.as_str()).or_default().push(pod.clone());
             }
         }
-
-        let mut existing = Vec::new();
-        let mut in_flight_nodes = BTreeSet::new();
-        for (name, claim) in state.node_claims() {
-            if !in_flight(claim) {
-                continue;
-            }
-            existing.push(self.in_flight_node(claim, types, nominated.remove(name.as_str()).unwrap_or_default()));
-            if let Some(node) = state.node_for_claim(claim)
-                && let Some(n) = &node.metadata.name
+        // Pods that hold room on a node without being bound there: pending pods nominated to it
+        // (kube-scheduler keeps their room) and DaemonSet pods meant for it. The pods being
+        // placed now and those nominated to a claim are counted where they are placed.
+        let placing: BTreeSet<&ObjectKey> = pending.iter().map(|(k, _)| k).collect();
+        let mut held: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
+        for (key, pod) in state.unbound_pods() {
+            if placing.contains(key)
+                || self.provisioning.nominations.contains(key)
+                || pod.metadata.deletion_timestamp.is_some()
+                || util::pod_terminal(pod)
             {
-                in_flight_nodes.insert(n.clone());
-            }
-        }
-        for (name, node) in state.nodes() {
-            if in_flight_nodes.contains(name) {
                 continue;
             }
-            existing.push(self.existing_node(name, node, types));
+            let node =
+                util::nominated_node(pod).or_else(|| util::daemon_node(pod).filter(|_| util::owned_by_daemonset(pod)));
+            if let Some(n) = node {
+                held.entry(n).or_default().push(pod.clone());
+            }
         }
 
-        let daemonset_pods = state
+        let daemonset_pods: Vec<Arc<Pod>> = state
             .daemonsets()
             .values()
             .filter_map(|ds| {
@@ -284,6 +290,29 @@ impl<P: CloudProvider> Manager<P> {
                 Some(Arc::new(Pod { metadata, spec: template.spec, status: None }))
             })
             .collect();
+
+        let mut existing = Vec::new();
+        let mut in_flight_nodes = BTreeSet::new();
+        for (name, claim) in state.node_claims() {
+            if !in_flight(claim) {
+                continue;
+            }
+            let node_name = state.node_for_claim(claim).and_then(|n| n.metadata.name.as_deref());
+            let mut holding = nominated.remove(name.as_str()).unwrap_or_default();
+            holding.extend(node_name.and_then(|n| held.remove(n)).unwrap_or_default());
+            existing.push(self.in_flight_node(claim, types, holding, &daemonset_pods));
+            if let Some(n) = node_name {
+                in_flight_nodes.insert(n.to_string());
+            }
+        }
+        for (name, node) in state.nodes() {
+            if in_flight_nodes.contains(name) {
+                continue;
+            }
+            let mut n = self.existing_node(name, node, types);
+            n.pods.extend(held.remove(name.as_str()).unwrap_or_default());
+            existing.push(n);
+        }
 
         SchedulingInput {
             node_pools,
@@ -410,7 +439,16 @@ impl<P: CloudProvider> Manager<P> {
         self.state.pool_usage(pool, |c| likely_capacity(c, types))
     }
 
-    fn in_flight_node(&self, claim: &NodeClaim, types: &TypesByPool, nominated: Vec<Arc<Pod>>) -> ExistingNode {
+    /// An in-flight claim as the scheduler sees it: its node's (or likely type's) allocatable,
+    /// the pods bound or nominated to it, and the room of every DaemonSet that will run a pod
+    /// on it but has none there yet (its pods are created once the node exists).
+    fn in_flight_node(
+        &self,
+        claim: &NodeClaim,
+        types: &TypesByPool,
+        nominated: Vec<Arc<Pod>>,
+        daemonsets: &[Arc<Pod>],
+    ) -> ExistingNode {
         let state = &self.state;
         let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).cloned();
         let node = state.node_for_claim(claim);
@@ -435,6 +473,24 @@ impl<P: CloudProvider> Manager<P> {
             None => Vec::new(),
         };
         pods.extend(nominated);
+        let daemon_of = |p: &Pod| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.kind == "DaemonSet")
+                .map(|o| (p.metadata.namespace.clone(), o.name.clone()))
+        };
+        let present: BTreeSet<(Option<String>, String)> = pods.iter().filter_map(|p| daemon_of(p)).collect();
+        let host = node.and_then(|n| n.metadata.name.as_deref()).unwrap_or(claim.name());
+        for template in daemonsets {
+            let id = (template.metadata.namespace.clone(), template.metadata.name.clone().unwrap_or_default());
+            if !present.contains(&id)
+                && kerf_scheduling::pod::daemon_runs_on(template, host, &node_labels, &claim.spec.taints)
+            {
+                pods.push(template.clone());
+            }
+        }
         ExistingNode {
             name: claim.name().to_string(),
             node_pool: pool,
@@ -476,13 +532,18 @@ impl<P: CloudProvider> Manager<P> {
         result: SchedulingResult,
     ) -> Result<(), ControllerError> {
         // Pods placed on in-flight claims are nominated to them; pods placed on existing nodes
-        // are left to kube-scheduler.
+        // are nominated to those nodes (kube-scheduler binds them).
         let in_flight_names: BTreeSet<&str> =
             input.existing_nodes.iter().filter(|n| n.in_flight).map(|n| n.name.as_str()).collect();
+        for (key, _) in pending {
+            self.provisioning.nominations.on_nodes.remove(key);
+        }
         for placement in &result.placements {
             let Some((key, _)) = pending.get(placement.pod) else { continue };
             if in_flight_names.contains(placement.node.as_str()) {
                 self.nominate(api, key, &placement.node).await;
+            } else {
+                self.provisioning.nominations.on_nodes.insert(key.clone(), placement.node.clone());
             }
         }
 

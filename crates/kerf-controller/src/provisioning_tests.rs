@@ -538,3 +538,113 @@ mod volumes {
         assert!(!claims[0].spec.requirements.iter().any(|r| r.key == labels::ZONE), "{:?}", claims[0].spec);
     }
 }
+
+// ---- nominations written as status.nominatedNodeName ----
+
+fn nominated_node_name(h: &Harness, pod: &str) -> Option<String> {
+    let p: k8s_openapi::api::core::v1::Pod = h.api.one(Some("default"), pod).unwrap();
+    p.status.and_then(|s| s.nominated_node_name)
+}
+
+#[test]
+fn a_pod_nominated_to_a_launching_claim_gets_its_node_as_nominated_node_name_once_the_node_exists() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    assert_eq!(nominated_node_name(&h, "a"), None, "no node to name while the claim launches");
+
+    kubelet_joins(&h.api, &claim, "n1", true);
+    h.settle();
+    assert_eq!(nominated_node_name(&h, "a").as_deref(), Some("n1"));
+
+    // Bound there: nothing more is written.
+    let writes = h.api.writes();
+    bind(&h.api, "a", "n1");
+    h.settle();
+    assert!(h.mgr.nominations().is_empty());
+    let p: k8s_openapi::api::core::v1::Pod = h.api.one(Some("default"), "a").unwrap();
+    assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("n1"));
+    assert_eq!(h.api.writes(), writes, "no write for a bound pod");
+}
+
+#[test]
+fn kerf_clears_a_nomination_it_wrote_when_the_plan_changes_and_leaves_one_it_did_not_write() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    // Nominated by someone else (kube-scheduler's preemption) to a node kerf does not manage.
+    h.api.put(k8s_openapi::api::core::v1::Node {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("elsewhere".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let mut b = pending_pod("b", "100m");
+    b.status.as_mut().unwrap().nominated_node_name = Some("elsewhere".into());
+    h.api.put(b);
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let first =
+        h.claims().iter().find(|c| h.mgr.nominations().values().any(|n| n == c.name())).unwrap().name().to_string();
+    kubelet_joins(&h.api, &first, "n1", true);
+    h.settle();
+    assert_eq!(nominated_node_name(&h, "a").as_deref(), Some("n1"));
+    assert_eq!(nominated_node_name(&h, "b").as_deref(), Some("elsewhere"), "not kerf's to change");
+
+    // The claim is deleted before the pod binds: the pod is planned onto a new claim, whose
+    // node does not exist yet, so the node kerf named is no longer its expectation.
+    let claim: NodeClaim = h.api.one(None, &first).unwrap();
+    h.api.remove::<NodeClaim>(None, claim.name());
+    h.api.remove::<k8s_openapi::api::core::v1::Node>(None, "n1");
+    h.settle();
+    h.advance(Duration::from_secs(2));
+    assert_eq!(nominated_node_name(&h, "a"), None);
+    assert!(h.mgr.nominations().contains_key(&("default".to_string(), "a".to_string())), "planned again");
+}
+
+#[test]
+fn a_restarted_controller_takes_back_the_nominations_its_pods_carry_and_launches_nothing_more() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    // The node joins but is not Ready yet, so the claim stays in flight.
+    kubelet_joins(&h.api, &claim, "n1", false);
+    h.settle();
+    assert_eq!(nominated_node_name(&h, "a").as_deref(), Some("n1"));
+
+    // A new process: everything it knows comes from the cluster.
+    h.restart();
+    h.advance(Duration::from_secs(15));
+    assert_eq!(h.claims().len(), 1, "no second claim for a pod nominated to an in-flight one");
+    assert_eq!(h.mgr.nominations().values().cloned().collect::<Vec<_>>(), vec![claim]);
+    assert_eq!(nominated_node_name(&h, "a").as_deref(), Some("n1"));
+}
+
+#[test]
+fn a_launching_claim_keeps_room_for_the_daemonset_pods_its_node_will_run() {
+    // small: 2 CPU less 100m overhead. A DaemonSet of 1 CPU runs on every node.
+    let mut h = Harness::new(FakeCloud::with_types(vec![instance_type("small", "2", "4Gi", 0.10)]));
+    h.api.put(node_pool("default"));
+    h.api.put(daemonset("agent", "1"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 1);
+    // 400m is left on the launching claim once the agent runs: a 500m pod needs a new claim.
+    h.api.put(pending_pod("b", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 2, "the agent's room on the first claim is kept");
+    // A 300m pod fits beside the agent.
+    h.api.put(pending_pod("c", "300m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 2);
+}

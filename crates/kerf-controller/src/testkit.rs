@@ -586,6 +586,20 @@ pub fn pending_pod(name: &str, cpu: &str) -> Pod {
     }
 }
 
+/// A DaemonSet in `default` whose pods request `cpu` and tolerate nothing.
+pub fn daemonset(name: &str, cpu: &str) -> k8s_openapi::api::apps::v1::DaemonSet {
+    use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+    DaemonSet {
+        metadata: ObjectMeta { name: Some(name.into()), namespace: Some("default".into()), ..Default::default() },
+        spec: Some(DaemonSetSpec {
+            template: PodTemplateSpec { metadata: None, spec: pending_pod(name, cpu).spec },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
 /// Binds a pod to a node, as kube-scheduler would.
 pub fn bind(api: &TestApi, pod: &str, node: &str) {
     let mut p: Pod = api.one(Some("default"), pod).unwrap();
@@ -670,6 +684,25 @@ impl<P: CloudProvider + Clone> Harness<P> {
             }
         }
         panic!("controllers did not settle");
+    }
+
+    /// A controller crash and restart: a new Manager that learns everything from a full list
+    /// of the cluster, as a new process's watches would deliver it.
+    pub fn restart(&mut self) -> Option<Timestamp> {
+        self.mgr = Manager::new(self.cloud.clone(), Options { seed: 43, ..Options::default() });
+        self.api.drain();
+        fn relist<K: Object>(api: &TestApi, mgr: &mut Manager<impl CloudProvider>) {
+            for obj in api.all::<K>() {
+                mgr.observe(&WatchEvent::Applied(obj.into_any()));
+            }
+        }
+        relist::<EC2NodeClass>(&self.api, &mut self.mgr);
+        relist::<NodePool>(&self.api, &mut self.mgr);
+        relist::<NodeClaim>(&self.api, &mut self.mgr);
+        relist::<Node>(&self.api, &mut self.mgr);
+        relist::<k8s_openapi::api::apps::v1::DaemonSet>(&self.api, &mut self.mgr);
+        relist::<Pod>(&self.api, &mut self.mgr);
+        self.settle()
     }
 
     pub fn advance_to(&mut self, t: Timestamp) -> Option<Timestamp> {

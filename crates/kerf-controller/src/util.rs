@@ -75,6 +75,32 @@ pub fn owned_by_daemonset(pod: &Pod) -> bool {
     pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
 }
 
+/// A pod's `status.nominatedNodeName`, if set.
+pub fn nominated_node(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty())
+}
+
+/// The one node a DaemonSet pod may run on: the `metadata.name` its required node affinity
+/// names, as the DaemonSet controller pins its pods.
+pub fn daemon_node(pod: &Pod) -> Option<&str> {
+    let terms = pod
+        .spec
+        .as_ref()?
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?;
+    let mut names = terms.node_selector_terms.iter().flat_map(|t| t.match_fields.iter().flatten()).filter_map(|f| {
+        (f.key == "metadata.name" && f.operator == "In" && f.values.as_ref().is_some_and(|v| v.len() == 1))
+            .then(|| f.values.as_ref().and_then(|v| v.first()).map(String::as_str))
+            .flatten()
+    });
+    let first = names.next()?;
+    names.all(|n| n == first).then_some(first)
+}
+
 /// kube-scheduler tried and failed: `PodScheduled=False` with reason `Unschedulable`.
 pub fn marked_unschedulable(pod: &Pod) -> bool {
     pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {

@@ -110,6 +110,20 @@ pub fn untolerated_taint<'a>(pod: &Pod, taints: &'a [Taint]) -> Option<&'a Taint
     untolerated_taint_with(tolerations(pod), taints, false)
 }
 
+/// Whether the DaemonSet controller runs a pod of this template on a node with these name,
+/// labels and taints: its node selector and required node affinity match and it tolerates the
+/// node's NoSchedule and NoExecute taints.
+pub fn daemon_runs_on(template: &Pod, node: &str, labels: &BTreeMap<String, String>, taints: &[Taint]) -> bool {
+    let terms = required_node_terms(template);
+    let fields = required_node_name_fields(template);
+    let affinity_ok = terms.is_empty()
+        || terms
+            .iter()
+            .enumerate()
+            .any(|(i, t)| t.matches(labels) && fields.get(i).and_then(Option::as_ref).is_none_or(|f| f.has(node)));
+    affinity_ok && untolerated_taint(template, taints).is_none()
+}
+
 /// The first taint the tolerations do not tolerate; PreferNoSchedule counts only when
 /// `include_prefer` (the last relaxation step tolerates those).
 pub fn untolerated_taint_with<'a>(tols: &[Toleration], taints: &'a [Taint], include_prefer: bool) -> Option<&'a Taint> {
@@ -329,7 +343,7 @@ pub enum Namespaces {
 }
 
 /// A pod (anti-)affinity term resolved against its pod.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AffinityTerm {
     pub topology_key: String,
     pub selector: Option<LabelSelector>,

@@ -179,6 +179,39 @@ impl ClusterView {
         self.nodes[node].pods.push(pod);
     }
 
+    /// Undoes [`ClusterView::add_pod`] for the very pod (the same `Arc`) added to `node`: its
+    /// requests, host ports, anti-affinity and counts leave the node. Used for pods that only
+    /// hold room while nominated there (kube-scheduler's nominated pods). Returns whether the
+    /// pod was on the node.
+    pub fn remove_pod(&mut self, node: usize, pod: &Arc<Pod>) -> bool {
+        let Some(at) = self.nodes.get(node).and_then(|n| n.pods.iter().position(|p| Arc::ptr_eq(p, pod))) else {
+            return false;
+        };
+        let pod = self.nodes[node].pods.remove(at);
+        let requests = pod_requests(&pod);
+        for (free, req) in self.free_core[node].iter_mut().zip(core_of(&requests)) {
+            *free += req;
+        }
+        self.requested[node].sub(&requests);
+        for port in pod::host_ports(&pod) {
+            if let Some(i) = self.ports[node].iter().position(|p| *p == port) {
+                self.ports[node].remove(i);
+            }
+        }
+        let terms = pod::pod_affinities(&pod).required_anti;
+        if !terms.is_empty()
+            && let Some(i) = self.anti.iter().position(|(n, t)| *n == node && *t == terms)
+        {
+            self.anti.remove(i);
+        }
+        for cached in self.match_counts.get_mut().values_mut() {
+            if cached.matcher.matches(&pod, &self.namespace_labels) {
+                cached.per_node[node] = cached.per_node[node].saturating_sub(1);
+            }
+        }
+        true
+    }
+
     /// Live pods on each node that `matcher` counts (cached; see `match_counts`).
     fn counts_per_node(&self, matcher: PodMatcher) -> Vec<u32> {
         let key = matcher.key();

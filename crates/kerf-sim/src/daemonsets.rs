@@ -126,21 +126,12 @@ impl DaemonSets {
 /// Whether the daemon pod may run on `node`: node selector / affinity and NoSchedule and
 /// NoExecute taints, as the DaemonSet controller checks before creating it.
 fn eligible(pod: &Pod, node: &k8s_openapi::api::core::v1::Node) -> bool {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let empty = BTreeMap::new();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
     let name = node.metadata.name.as_deref().unwrap_or("");
-    let terms = podx::required_node_terms(pod);
-    let fields = podx::required_node_name_fields(pod);
-    let affinity_ok = terms.is_empty()
-        || terms
-            .iter()
-            .enumerate()
-            .any(|(i, t)| t.matches(&labels) && fields.get(i).and_then(Option::as_ref).is_none_or(|f| f.has(name)));
-    if !affinity_ok {
-        return false;
-    }
     let taints: Vec<Taint> =
         node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten().filter_map(Taint::from_core).collect();
-    podx::untolerated_taint(pod, &taints).is_none()
+    podx::daemon_runs_on(pod, name, labels, &taints)
 }
 
 /// The pod the DaemonSet runs on `node`.

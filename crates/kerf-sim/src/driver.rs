@@ -92,16 +92,7 @@ pub fn simulate_on(
     let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
         .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
     let region = provider.region().to_string();
-    let defaults = Options::default();
-    let options = Options {
-        seed: 0,
-        batch_idle: scenario.settings.batch_idle_duration.unwrap_or(defaults.batch_idle),
-        batch_max: scenario.settings.batch_max_duration.unwrap_or(defaults.batch_max),
-        spot_to_spot_consolidation: scenario.settings.spot_to_spot_consolidation,
-        wall_clock_offset_ms: scenario.start.map_or(0, |t| t.as_millisecond() - ManualClock::EPOCH_MILLIS),
-        ..defaults
-    };
-    let mut sim = Simulation::with_options(&scenario.name, provider, clock, &region, options);
+    let mut sim = Simulation::for_scenario(scenario, provider, clock, &region);
     sim.run(scenario)?;
     let report = sim.report();
     Ok((report, sim))
@@ -160,6 +151,23 @@ impl<P: SimCloud> Simulation<P> {
     }
 
     /// A simulation whose controllers run with `options` (their seed also seeds the cluster).
+    /// A simulation with the scenario's settings (controller options, the kube-scheduler's
+    /// handling of nominations); its steps are not run yet.
+    pub fn for_scenario(scenario: &Scenario, cloud: P, clock: ManualClock, region: &str) -> Self {
+        let defaults = Options::default();
+        let options = Options {
+            seed: 0,
+            batch_idle: scenario.settings.batch_idle_duration.unwrap_or(defaults.batch_idle),
+            batch_max: scenario.settings.batch_max_duration.unwrap_or(defaults.batch_max),
+            spot_to_spot_consolidation: scenario.settings.spot_to_spot_consolidation,
+            wall_clock_offset_ms: scenario.start.map_or(0, |t| t.as_millisecond() - ManualClock::EPOCH_MILLIS),
+            ..defaults
+        };
+        let mut sim = Self::with_options(&scenario.name, cloud, clock, region, options);
+        sim.set_honour_nominations(scenario.settings.nominated_node_name.unwrap_or(true));
+        sim
+    }
+
     pub fn with_options(name: &str, cloud: P, clock: ManualClock, region: &str, options: Options) -> Self {
         let cluster = Arc::new(SimCluster::new(clock.clone(), options.seed ^ 0x5eed));
         // Deployments are stored as JSON; the Deployment controller stand-in follows them.
@@ -203,6 +211,12 @@ impl<P: SimCloud> Simulation<P> {
     }
 
     /// Virtual time now.
+    /// Whether the simulated kube-scheduler honours pods' `status.nominatedNodeName`
+    /// (Kubernetes >= 1.35; the default).
+    pub fn set_honour_nominations(&mut self, on: bool) {
+        self.scheduler.set_honour_nominations(on);
+    }
+
     pub fn now(&self) -> Timestamp {
         self.clock.now()
     }

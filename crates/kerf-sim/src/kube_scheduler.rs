@@ -5,6 +5,13 @@
 //! preferred pod affinity, ScheduleAnyway spread and PreferNoSchedule taints), breaking ties by
 //! node name. Pods it cannot place get `PodScheduled=False` with reason `Unschedulable` and a
 //! message in kube-scheduler's words ("0/N nodes are available: ...").
+//!
+//! Nominations (Kubernetes 1.35, KEP-5278 with KEP-1923): a pending pod whose
+//! `status.nominatedNodeName` names a node is tried there first and bound there when the node
+//! passes every filter; until it is bound, it holds its room on that node against pods of no
+//! higher priority, as kube-scheduler adds nominated pods to a node before filtering it. A
+//! scenario's `settings.kubeScheduler.nominatedNodeName: false` models older clusters, where
+//! an autoscaler's nomination is not looked at.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -37,6 +44,8 @@ pub struct KubeScheduler {
     next_start: usize,
     /// DaemonSet pods: the one node each may run on.
     pinned: BTreeMap<String, String>,
+    /// Pods' `status.nominatedNodeName` is not looked at (clusters before Kubernetes 1.35).
+    ignore_nominations: bool,
 }
 
 #[derive(Debug)]
@@ -48,8 +57,35 @@ struct View {
     /// resource-list lookups.
     allocatable: Vec<[f64; 2]>,
     requested: Vec<[f64; 2]>,
-    /// Bumped each time a pod is added to the node (filter results for it may change).
+    /// Bumped each time a pod is added to or removed from the node (filter results for it may
+    /// change).
     version: Vec<u32>,
+}
+
+impl View {
+    /// Records `pod` on node `idx` (bound, or holding its room as a nominated pod).
+    fn add(&mut self, idx: usize, pod: Arc<Pod>) {
+        let req = cpu_memory(&pod_requests(&pod));
+        self.requested[idx][0] += req[0];
+        self.requested[idx][1] += req[1];
+        self.version[idx] += 1;
+        self.view.add_pod(idx, pod);
+    }
+
+    /// Takes a nominated pod's room off node `idx` again.
+    fn remove(&mut self, idx: usize, pod: &Arc<Pod>) {
+        if self.view.remove_pod(idx, pod) {
+            let req = cpu_memory(&pod_requests(pod));
+            self.requested[idx][0] -= req[0];
+            self.requested[idx][1] -= req[1];
+            self.version[idx] += 1;
+        }
+    }
+}
+
+/// The node a pending pod is nominated to, if any.
+fn nominated_node(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty())
 }
 
 /// Per node: the node's version when the filters last ran and what they said.
@@ -127,10 +163,19 @@ fn feasible_to_find(nodes: usize) -> usize {
 }
 
 impl KubeScheduler {
-    /// A pod without a node: queue it unless it already waits.
+    /// Whether pods' `status.nominatedNodeName` is honoured (default: yes, Kubernetes >= 1.35).
+    pub fn set_honour_nominations(&mut self, on: bool) {
+        self.ignore_nominations = !on;
+    }
+
+    /// A pod without a node: queue it unless it already waits. A waiting pod that carries a
+    /// nomination is queued again: a new nominated node is worth trying at once.
     pub fn enqueue(&mut self, key: &str, pod: &Pod, seq: u64) {
         if self.parked.contains_key(key) {
-            return;
+            if self.ignore_nominations || nominated_node(pod).is_none() {
+                return;
+            }
+            self.parked.remove(key);
         }
         self.active.insert((-priority(pod), seq, key.to_string()));
     }
@@ -229,12 +274,54 @@ impl KubeScheduler {
         // For those pods the filters' verdict on a node changes only when that node gets a pod:
         // remember verdicts per owner and node version (a pure function's results, reused).
         let mut memos: BTreeMap<String, (u64, Memo)> = BTreeMap::new();
+        // Pending pods nominated to a node hold their room there against pods of no higher
+        // priority: the queue runs by falling priority, so each nominee's room is taken before
+        // the first pod of its priority is tried.
+        let mut nominees: Vec<(i32, &str, usize)> = if self.ignore_nominations {
+            Vec::new()
+        } else {
+            world
+                .pods
+                .iter()
+                .filter(|(_, e)| e.node().is_none())
+                .filter_map(|(k, e)| {
+                    let idx = *view.index.get(nominated_node(&e.pod)?)?;
+                    Some((priority(&e.pod), k.as_str(), idx))
+                })
+                .collect()
+        };
+        nominees.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let mut next_nominee = 0;
+        let mut holding: BTreeMap<&str, (usize, Arc<Pod>)> = BTreeMap::new();
         for (prio, seq, key) in queue {
+            while let Some(&(p, k, idx)) = nominees.get(next_nominee)
+                && p >= -prio
+            {
+                next_nominee += 1;
+                let Some(e) = world.pods.get(k) else { continue };
+                if kerf_scheduling::pod::has_required_anti_affinity(&e.pod) {
+                    anti_epoch += 1;
+                }
+                view.add(idx, e.pod.clone());
+                holding.insert(k, (idx, e.pod.clone()));
+            }
             let Some(entry) = world.pods.get(&key) else { continue };
             if entry.node().is_some() {
                 continue;
             }
+            // The pod's own room is free for itself.
+            if let Some((idx, p)) = holding.remove(key.as_str()) {
+                if kerf_scheduling::pod::has_required_anti_affinity(&p) {
+                    anti_epoch += 1;
+                }
+                view.remove(idx, &p);
+            }
             let pod: &Pod = &entry.pod;
+            let nominated = if self.ignore_nominations {
+                None
+            } else {
+                nominated_node(pod).and_then(|n| view.index.get(n).copied())
+            };
             let owner = pod
                 .metadata
                 .owner_references
@@ -243,6 +330,7 @@ impl KubeScheduler {
                 .map(|r| format!("{}/{}", r.kind, r.name));
             let pinned = self.pinned.get(&key).cloned();
             if pinned.is_none()
+                && nominated.is_none()
                 && let Some(o) = &owner
                 && let Some(msg) = failed_owners.get(o)
             {
@@ -269,17 +357,18 @@ impl KubeScheduler {
                 }
                 _ => None,
             };
-            match self.place(&view, pod, &prepared, pinned.as_deref(), memo) {
+            let first = nominated.filter(|idx| view.view.check_prepared(&prepared, *idx).is_ok());
+            let placed = match first {
+                Some(idx) => Ok(idx),
+                None => self.place(&view, pod, &prepared, pinned.as_deref(), memo),
+            };
+            match placed {
                 Ok(idx) => {
                     if let Some(b) = bind(cluster, pod, &view.names[idx], world, now) {
                         if kerf_scheduling::pod::has_required_anti_affinity(pod) {
                             anti_epoch += 1;
                         }
-                        let req = cpu_memory(&pod_requests(pod));
-                        view.requested[idx][0] += req[0];
-                        view.requested[idx][1] += req[1];
-                        view.version[idx] += 1;
-                        view.view.add_pod(idx, Arc::new(b));
+                        view.add(idx, Arc::new(b));
                         self.just_bound.insert(key.clone());
                         self.messages.remove(&key);
                         bound += 1;
@@ -287,6 +376,7 @@ impl KubeScheduler {
                 }
                 Err(msg) => {
                     if pinned.is_none()
+                        && nominated.is_none()
                         && let Some(o) = owner
                     {
                         failed_owners.insert(o, msg.clone());
@@ -297,6 +387,10 @@ impl KubeScheduler {
                     self.park(cluster, &key, pod, prio, seq, msg, now);
                 }
             }
+        }
+        // The view keeps bound pods only.
+        for (idx, p) in holding.into_values() {
+            view.remove(idx, &p);
         }
         // A bound pod can satisfy another pod's affinity or even out a spread: retry those.
         if bound > 0 {
@@ -472,6 +566,8 @@ fn bind(cluster: &SimCluster, pod: &Pod, node: &str, world: &World, now: Timesta
     let status = p.status.get_or_insert_with(PodStatus::default);
     status.phase = Some(if ready { "Running" } else { "Pending" }.to_string());
     status.start_time = Some(Time(now));
+    // A bound pod's nomination has served its purpose.
+    status.nominated_node_name = None;
     let conds = status.conditions.get_or_insert_with(Vec::new);
     conds.retain(|c| c.type_ != "PodScheduled" && c.type_ != "Ready");
     conds.push(PodCondition {

@@ -59,6 +59,9 @@ pub struct Settings {
     pub batch_max_duration: Option<Duration>,
     /// `featureGates.spotToSpotConsolidation`.
     pub spot_to_spot_consolidation: bool,
+    /// `kubeScheduler.nominatedNodeName`: whether the simulated kube-scheduler honours pods'
+    /// `status.nominatedNodeName` (Kubernetes >= 1.35); unset means it does.
+    pub nominated_node_name: Option<bool>,
 }
 
 /// A node present at t=0 that kerf does not manage.
@@ -285,7 +288,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
 }
 
 fn parse_settings(ctx: &Ctx<'_>, v: &Value) -> Result<Settings, ScenarioError> {
-    let f = fields(ctx, "settings", v, &["batchIdleDuration", "batchMaxDuration", "featureGates"])?;
+    let f = fields(ctx, "settings", v, &["batchIdleDuration", "batchMaxDuration", "featureGates", "kubeScheduler"])?;
     let mut out = Settings::default();
     if let Some(v) = f.get("batchIdleDuration") {
         out.batch_idle_duration = Some(duration(ctx, "settings.batchIdleDuration", v)?);
@@ -302,6 +305,17 @@ fn parse_settings(ctx: &Ctx<'_>, v: &Value) -> Result<Settings, ScenarioError> {
                     format!("expected true or false, found {}", type_name(g)),
                 )
             })?;
+        }
+    }
+    if let Some(v) = f.get("kubeScheduler").copied().filter(|v| !v.is_null()) {
+        let ks = fields(ctx, "settings.kubeScheduler", v, &["nominatedNodeName"])?;
+        if let Some(n) = ks.get("nominatedNodeName") {
+            out.nominated_node_name = Some(n.as_bool().ok_or_else(|| {
+                ctx.err(
+                    "settings.kubeScheduler.nominatedNodeName",
+                    format!("expected true or false, found {}", type_name(n)),
+                )
+            })?);
         }
     }
     if let (Some(idle), Some(max)) = (out.batch_idle_duration, out.batch_max_duration)

@@ -70,7 +70,7 @@ pub fn run(args: Args, clock: ManualClock) -> anyhow::Result<ExitCode> {
     let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), Arc::new(clock.clone()))
         .map_err(|e| bad(format!("cloud.{}: {}", e.field, e.problem)))?;
     let region = provider.region().to_string();
-    let mut sim = Simulation::new(&scenario.name, provider, clock, &region, 0);
+    let mut sim = Simulation::for_scenario(&scenario, provider, clock, &region);
     sim.set_controllers(args.controllers == Controllers::Embedded);
     let cluster = sim.shared_cluster();
     cluster.enable_serving(HISTORY);

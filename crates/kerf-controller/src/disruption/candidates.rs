@@ -207,27 +207,6 @@ fn template_drift(pool: &NodePool, claim: &NodeClaim) -> Option<String> {
         .then(|| format!("NodePool {}'s template changed since it was launched", pool.name()))
 }
 
-/// The node a DaemonSet pod is pinned to (`metadata.name` match field), as the DaemonSet
-/// controller pins them.
-fn pinned_node(pod: &Pod) -> Option<&str> {
-    let terms = &pod
-        .spec
-        .as_ref()?
-        .affinity
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()?
-        .node_selector_terms;
-    terms
-        .iter()
-        .flat_map(|t| t.match_fields.iter().flatten())
-        .find(|f| f.key == "metadata.name" && f.operator == "In")
-        .and_then(|f| f.values.as_ref()?.first())
-        .map(String::as_str)
-}
-
 /// $/h of the offering the node runs on.
 pub(crate) fn node_price(types: &TypesByPool, pool: &str, itype: &str, zone: &str, capacity_type: &str) -> f64 {
     types
@@ -242,7 +221,28 @@ pub(crate) fn node_price(types: &TypesByPool, pool: &str, itype: &str, zone: &st
         .map_or(0.0, |o| o.price)
 }
 
+/// How long past `consolidateAfter` a newly launched node that runs pods is kept from
+/// consolidation while the workload does not shrink: provisioning bought it for exactly this
+/// workload, so replacing it moments later would only be churn ("launch regret").
+pub(crate) const LAUNCH_REGRET_GUARD: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
 impl<P: CloudProvider> Manager<P> {
+    /// Until when a claim launched for the current workload is kept from consolidation, if it
+    /// is now: it runs pods, it was created less than `consolidate_after` +
+    /// [`LAUNCH_REGRET_GUARD`] ago, and no pod has left the workload since.
+    fn regret_guard(
+        &self,
+        claim: &NodeClaim,
+        consolidate_after: std::time::Duration,
+        has_pods: bool,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
+        let created = claim.metadata.creation_timestamp.as_ref()?.0;
+        let until = util::after(util::after(created, consolidate_after), LAUNCH_REGRET_GUARD);
+        let shrank_since = self.disruption.workload_shrank_at.is_some_and(|t| t >= created);
+        (has_pods && now < until && !shrank_since).then_some(until)
+    }
+
     /// The wall-clock instant budgets' schedules are evaluated at.
     pub(crate) fn wall_clock(&self, now: Timestamp) -> Timestamp {
         Timestamp::from_millisecond(now.as_millisecond().saturating_add(self.options.wall_clock_offset_ms))
@@ -265,7 +265,7 @@ impl<P: CloudProvider> Manager<P> {
         for (_, pod) in state.unbound_pods() {
             if util::owned_by_daemonset(pod)
                 && util::marked_unschedulable(pod)
-                && let Some(node) = pinned_node(pod)
+                && let Some(node) = util::daemon_node(pod)
             {
                 let why = pod
                     .status
@@ -339,6 +339,18 @@ impl<P: CloudProvider> Manager<P> {
                             "consolidateAfter {} has not passed since its last pod change (consolidatable in {}s)",
                             disruption.consolidate_after,
                             (at.as_millisecond() - now.as_millisecond() + 999) / 1000
+                        ))
+                    } else if let Some(until) = self.regret_guard(claim, after, !pods.is_empty(), now) {
+                        wake = util::earliest(wake, Some(until));
+                        Some(format!(
+                            "it was launched for this workload {}s ago and the workload has not shrunk since; kerf keeps a new node for consolidateAfter + {}m (consolidatable in {}s)",
+                            claim
+                                .metadata
+                                .creation_timestamp
+                                .as_ref()
+                                .map_or(0, |c| (now.as_millisecond() - c.0.as_millisecond()) / 1000),
+                            LAUNCH_REGRET_GUARD.as_secs() / 60,
+                            (until.as_millisecond() - now.as_millisecond() + 999) / 1000
                         ))
                     } else if disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty && !pods.is_empty() {
                         Some(format!(

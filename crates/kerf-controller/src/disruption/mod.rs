@@ -127,6 +127,12 @@ pub struct DisruptionState {
     pub(crate) last_pod_event: BTreeMap<String, Timestamp>,
     /// Nodes with a pod event seen since the last reconcile (stamped with its `now`).
     pub(crate) pod_event_nodes: BTreeSet<String>,
+    /// When the workload last shrank: a bound pod deleted other than by a disruption (a scale
+    /// down, a rollout, a finished job). A node is kept from consolidation for a while after
+    /// its launch unless the workload shrank since (see `candidates`).
+    pub(crate) workload_shrank_at: Option<Timestamp>,
+    /// A shrink seen since the last reconcile (stamped with its `now`).
+    pub(crate) workload_shrank: bool,
     /// Bumped on every watch event that may change a disruption decision.
     pub(crate) generation: u64,
 }

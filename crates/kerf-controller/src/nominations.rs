@@ -1,0 +1,165 @@
+//! Where the provisioner expects each pending pod to run, and that expectation written where
+//! kube-scheduler reads it.
+//!
+//! A pod placed on an in-flight NodeClaim is nominated to the claim (it is not provisioned again
+//! while the claim launches); a pod placed on an existing node is nominated to that node. Once
+//! the nominated node exists, the pod's `status.nominatedNodeName` names it (Kubernetes 1.35,
+//! KEP-5278): kube-scheduler tries that node first and keeps the pod's room there against pods
+//! of no higher priority, so pods land where kerf planned them instead of where they happen to
+//! fit first. A pending DaemonSet pod is nominated to the one node it may run on, so its room on
+//! a new node is held as well. kerf never overwrites a nomination it did not write that names
+//! an existing node (kube-scheduler writes its own for preemption), clears only nominations it
+//! wrote itself, and a pod bound elsewhere is simply accounted where it runs.
+//! After a restart, a pending pod whose nomination names the node of an in-flight claim is
+//! nominated to that claim again: the cluster holds everything this module needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::cluster::ClusterApi;
+
+use crate::manager::{ControllerError, Pass};
+use crate::state::{ClusterState, ObjectKey};
+use crate::util;
+
+/// Pods nominated to in-flight NodeClaims (indexed both ways) or to existing nodes.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Nominations {
+    pub by_pod: BTreeMap<ObjectKey, String>,
+    pub by_claim: BTreeMap<String, BTreeSet<ObjectKey>>,
+    /// Pods the last provisioning pass placed on existing nodes: pod → node.
+    pub on_nodes: BTreeMap<ObjectKey, String>,
+    /// The `status.nominatedNodeName` kerf last wrote on each pod.
+    written: BTreeMap<ObjectKey, String>,
+    /// Bumped on every change of `by_pod`, so callers can tell whether anything moved.
+    pub generation: u64,
+}
+
+impl Nominations {
+    pub fn insert(&mut self, pod: ObjectKey, claim: &str) {
+        self.remove_pod(&pod);
+        self.by_claim.entry(claim.to_string()).or_default().insert(pod.clone());
+        self.by_pod.insert(pod, claim.to_string());
+        self.generation += 1;
+    }
+
+    pub fn remove_pod(&mut self, pod: &ObjectKey) {
+        self.on_nodes.remove(pod);
+        if let Some(claim) = self.by_pod.remove(pod) {
+            if let Some(pods) = self.by_claim.get_mut(&claim) {
+                pods.remove(pod);
+                if pods.is_empty() {
+                    self.by_claim.remove(&claim);
+                }
+            }
+            self.generation += 1;
+        }
+    }
+
+    pub fn remove_claim(&mut self, claim: &str) {
+        if let Some(pods) = self.by_claim.remove(claim) {
+            for pod in pods {
+                self.by_pod.remove(&pod);
+            }
+            self.generation += 1;
+        }
+    }
+
+    pub fn contains(&self, pod: &ObjectKey) -> bool {
+        self.by_pod.contains_key(pod)
+    }
+
+    /// A pod is gone or bound: nothing of it is left to write.
+    pub fn forget_pod(&mut self, pod: &ObjectKey) {
+        self.remove_pod(pod);
+        self.written.remove(pod);
+    }
+
+    /// The node `pod` should be nominated to now, if any.
+    fn target<'s>(&'s self, state: &'s ClusterState, key: &ObjectKey, pod: &'s Pod) -> Option<&'s str> {
+        if let Some(node) = self.on_nodes.get(key) {
+            return Some(node.as_str());
+        }
+        if let Some(claim) = self.by_pod.get(key) {
+            let claim = state.node_claim(claim)?;
+            return state.node_for_claim(claim).and_then(|n| n.metadata.name.as_deref());
+        }
+        if util::owned_by_daemonset(pod) {
+            return util::daemon_node(pod).filter(|n| state.node(n).is_some());
+        }
+        None
+    }
+
+    /// Brings every pending pod's `status.nominatedNodeName` in line with where kerf expects it
+    /// to run: written once the node exists, cleared when kerf no longer expects it there (only
+    /// values kerf wrote). A nomination found on a pod naming an in-flight claim's node is taken
+    /// as kerf's own (a restart).
+    pub async fn write<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        state: &ClusterState,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        self.adopt(state);
+        let mut writes: Vec<(ObjectKey, Option<String>)> = Vec::new();
+        for (key, pod) in state.unbound_pods() {
+            if pod.metadata.deletion_timestamp.is_some() || util::pod_terminal(pod) {
+                continue;
+            }
+            let current = util::nominated_node(pod);
+            let target = self.target(state, key, pod);
+            if target == current {
+                continue;
+            }
+            // kube-scheduler's own nomination (preemption) to a node that exists stands.
+            let ours = current.is_some() && self.written.get(key).map(String::as_str) == current;
+            if current.is_some_and(|n| state.node(n).is_some()) && !ours {
+                continue;
+            }
+            match target {
+                Some(node) => writes.push((key.clone(), Some(node.to_string()))),
+                None if ours => {
+                    writes.push((key.clone(), None));
+                }
+                None => {}
+            }
+        }
+        self.written.retain(|k, _| state.pod(&k.0, &k.1).is_some_and(|p| util::pod_node_name(p).is_none()));
+        for (key, node) in writes {
+            let Some(pod) = state.pod(&key.0, &key.1) else { continue };
+            let mut pod = Pod::clone(pod);
+            pod.status.get_or_insert_with(Default::default).nominated_node_name = node.clone();
+            if pass.soft("writing nominatedNodeName", api.update_status(pod).await)?.is_some() {
+                match node {
+                    Some(n) => {
+                        self.written.insert(key, n);
+                    }
+                    None => {
+                        self.written.remove(&key);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Pending pods nominated (by an earlier process) to the node of an in-flight claim are
+    /// nominated to that claim.
+    fn adopt(&mut self, state: &ClusterState) {
+        let mut adopted = Vec::new();
+        for (key, pod) in state.unbound_pods() {
+            if self.by_pod.contains_key(key) || self.written.contains_key(key) || util::owned_by_daemonset(pod) {
+                continue;
+            }
+            let Some(node) = util::nominated_node(pod).and_then(|n| state.node(n)) else { continue };
+            let Some(claim) = state.claim_for_node(node) else { continue };
+            if crate::provisioner::in_flight(claim) {
+                adopted.push((key.clone(), claim.name().to_string(), node.metadata.name.clone().unwrap_or_default()));
+            }
+        }
+        for (key, claim, node) in adopted {
+            self.insert(key.clone(), &claim);
+            self.written.insert(key, node);
+        }
+    }
+}
