@@ -257,6 +257,31 @@ fn node_annotated_do_not_disrupt_by_a_patch_is_not_consolidated() {
 }
 
 #[test]
+fn do_not_disrupt_in_the_nodepool_template_reaches_its_nodes_and_keeps_them_empty_or_drifted() {
+    let pool = format!(
+        "{{apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {{name: default}}, spec: {{template: {{\
+         metadata: {{annotations: {{karpenter.sh/do-not-disrupt: \"true\"}}}}, spec: {{nodeClassRef: {{group: \
+         karpenter.k8s.aws, kind: EC2NodeClass, name: default}}, requirements: []}}}}, disruption: {CONSOLIDATE_NOW}}}}}"
+    );
+    // Emptied at 1m, then drifted (a template label) at 2m: neither removes the node.
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 1m\n\
+         \x20 - scale: {{kind: Deployment, name: web, namespace: default, replicas: 0}}\n  - wait: 1m\n\
+         \x20 - patch: {{kind: NodePool, name: default, merge: {{spec: {{template: {{metadata: {{labels: {{team: blue}}}}}}}}}}}}\n  - wait: 5m\n",
+        deployment("web", 6, "1", "")
+    );
+    let r = simulate("dnd-pool", &scenario("dnd-pool", "", &pool, &steps));
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0]["name"], node_name(1));
+    assert_eq!(n[0]["pods"], 0);
+    assert_eq!(n[0]["annotations"]["karpenter.sh/do-not-disrupt"], "true", "{}", n[0]);
+    let why = n[0]["disruptionBlocked"].as_str().unwrap();
+    assert!(why.contains(&format!("node {} is annotated karpenter.sh/do-not-disrupt=true", node_name(1))), "{why}");
+}
+
+#[test]
 fn pod_disruption_budget_with_no_disruptions_left_blocks_consolidation() {
     let pdb = "{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: web}, spec: {minAvailable: 2, selector: {matchLabels: {app: web}}}}";
     let steps = format!(
