@@ -75,6 +75,11 @@ pub fn owned_by_daemonset(pod: &Pod) -> bool {
     pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
 }
 
+/// The pod is annotated `karpenter.sh/do-not-disrupt: "true"`.
+pub fn do_not_disrupt(pod: &Pod) -> bool {
+    pod.metadata.annotations.as_ref().and_then(|a| a.get(kerf_api::labels::DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
+}
+
 /// kube-scheduler tried and failed: `PodScheduled=False` with reason `Unschedulable`.
 pub fn marked_unschedulable(pod: &Pod) -> bool {
     pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
