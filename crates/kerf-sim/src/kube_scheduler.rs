@@ -235,6 +235,13 @@ impl KubeScheduler {
                 continue;
             }
             let pod: &Pod = &entry.pod;
+            // VolumeBinding's pre-filter: a missing claim, or an unbound one of a missing
+            // StorageClass, keeps the pod off every node.
+            if let Some(why) = world.volume_binding_refusal(pod) {
+                let msg = format!("0/{} nodes are available: {why}.", view.names.len());
+                self.park(cluster, &key, pod, prio, seq, msg, now);
+                continue;
+            }
             let owner = pod
                 .metadata
                 .owner_references

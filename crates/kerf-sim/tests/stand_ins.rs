@@ -341,3 +341,68 @@ steps:
     assert_ne!(db, web);
     assert_eq!(r.summary.nodes, 2);
 }
+
+/// A bare pod asking for 100m that mounts the PersistentVolumeClaim `claim`.
+fn pod_with_claim(name: &str, claim: &str) -> String {
+    format!(
+        r#"
+      - apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}}}
+        spec:
+          containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+          volumes: [{{name: data, persistentVolumeClaim: {{claimName: {claim}}}}}]
+"#
+    )
+}
+
+#[test]
+fn kube_scheduler_binds_no_pod_whose_claim_is_missing_or_of_a_missing_storage_class() {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+nodes:
+  - {{name: n1, capacity: {{cpu: "4", memory: 8Gi, pods: "20"}}}}
+steps:
+  - apply:
+      - {{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {{name: gp3}}, provisioner: ebs.csi.aws.com}}
+      - {{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {{name: orphan}}, spec: {{storageClassName: nope}}}}
+      - {{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {{name: fine}}, spec: {{storageClassName: gp3}}}}
+{}{}{}
+  - wait: 1m
+"#,
+        pod_with_claim("ghost", "data"),
+        pod_with_claim("stray", "orphan"),
+        pod_with_claim("ok", "fine"),
+    );
+    let (r, sim) = common::run_keeping(&yaml);
+    let pod = |name: &str| r.pods.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("pod {name}"));
+    assert_eq!(pod("ok").phase, "Running", "{:#?}", r.pods);
+    assert_eq!(pod("ok").node.as_deref(), Some("n1"));
+    for (name, claim) in [("ghost", "data"), ("stray", "orphan")] {
+        let p = pod(name);
+        assert_eq!(p.phase, "Pending", "{p:#?}");
+        assert!(p.node.is_none(), "{p:#?}");
+        let reason = p.reason.clone().unwrap_or_default();
+        assert!(reason.contains(&format!("persistentvolumeclaim \"{claim}\"")), "{name}: {reason}");
+    }
+    assert!(pod("stray").reason.as_deref().unwrap_or_default().contains("storageclass \"nope\" does not exist"));
+    assert_eq!(r.summary.nodes, 1, "nothing is launched for them: {:#?}", r.nodes);
+    // kube-scheduler's own words on the pods' PodScheduled condition.
+    let condition = |name: &str| {
+        let p: k8s_openapi::api::core::v1::Pod = sim.cluster().get_obj(Some("default"), name).expect("pod");
+        let conds = p.status.and_then(|s| s.conditions).unwrap_or_default();
+        conds.into_iter().find(|c| c.type_ == "PodScheduled").and_then(|c| c.message).unwrap_or_default()
+    };
+    assert_eq!(condition("ghost"), "0/1 nodes are available: persistentvolumeclaim \"data\" not found.");
+    assert_eq!(condition("stray"), "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+
+    // The pod binds once its claim exists.
+    let r = run(&yaml.replace(
+        "  - wait: 1m\n",
+        "  - wait: 1m\n  - apply:\n      - {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: data}, spec: {storageClassName: gp3}}\n  - wait: 30s\n",
+    ));
+    let ghost = r.pods.iter().find(|p| p.name == "ghost").unwrap();
+    assert_eq!(ghost.phase, "Running", "{ghost:#?}");
+    assert_eq!(r.pods.iter().find(|p| p.name == "stray").unwrap().phase, "Pending");
+}
