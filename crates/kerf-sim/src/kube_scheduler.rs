@@ -254,6 +254,10 @@ impl KubeScheduler {
                 && let Some(msg) = failed_owners.get(o)
             {
                 let msg = msg.clone();
+                // Like the pod that failed, retried when this pass binds a pod it may need.
+                if has_inter_pod_constraints(pod) {
+                    parked_inter_pod.push(key.clone());
+                }
                 self.park(cluster, &key, pod, prio, seq, msg, now);
                 continue;
             }

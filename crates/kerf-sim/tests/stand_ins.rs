@@ -406,3 +406,36 @@ steps:
     assert_eq!(ghost.phase, "Running", "{ghost:#?}");
     assert_eq!(r.pods.iter().find(|p| p.name == "stray").unwrap().phase, "Pending");
 }
+
+#[test]
+fn followers_with_zone_pod_affinity_to_a_target_pinned_to_one_zone_all_run_on_cheap_capacity_there() {
+    // The followers are created before the target (Deployments are reconciled by name), so
+    // kube-scheduler first finds no target for each of them, and must try them all again once
+    // the target is bound (with no startup taint to lift, nothing else retries them).
+    let target = "\n              affinity:\n                nodeAffinity:\n                  requiredDuringSchedulingIgnoredDuringExecution:\n                    nodeSelectorTerms: [{matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-west-2b]}]}]";
+    let follower = "\n              affinity:\n                podAffinity:\n                  requiredDuringSchedulingIgnoredDuringExecution:\n                    - labelSelector: {matchLabels: {app: target}}\n                      topologyKey: topology.kubernetes.io/zone";
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+steps:
+  - apply:
+{}{NODE_CLASS}
+{}{}
+  - wait: 3m
+"#,
+        POOL.replace(
+            "              startupTaints:\n                - {key: example.com/agent-not-ready, effect: NoSchedule}\n",
+            ""
+        ),
+        deployment("target", 1, "100m", target),
+        deployment("follower", 11, "100m", follower),
+    );
+    let r = run(&yaml);
+    assert_eq!(r.summary.pods_running, 12, "{:#?}", r.pods);
+    assert_eq!(r.summary.pods_pending, 0);
+    assert_eq!(r.nodes.len(), 1, "{:#?}", r.nodes);
+    let n = &r.nodes[0];
+    assert_eq!(n.zone.as_deref(), Some("us-west-2b"));
+    assert_eq!(n.instance_type.as_deref(), Some("small"), "1.2 CPUs of pods: the cheapest type that holds them");
+    assert_eq!(n.pods, 12);
+}
