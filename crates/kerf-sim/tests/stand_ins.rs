@@ -4,7 +4,7 @@ use std::path::Path;
 
 mod common;
 
-use common::{NODE_CLASS, deployment, run};
+use common::{NODE_CLASS, daemonset, deployment, run};
 use kerf_sim::Report;
 use kerf_sim::driver::run_scenario;
 use kerf_sim::scenario::{Step, parse};
@@ -96,17 +96,10 @@ nodes:
     capacity: {{cpu: "2", memory: 4Gi, pods: "10"}}
 steps:
   - apply:
-      - apiVersion: apps/v1
-        kind: DaemonSet
-        metadata: {{name: logs, namespace: kube-system}}
-        spec:
-          selector: {{matchLabels: {{app: logs}}}}
-          template:
-            metadata: {{labels: {{app: logs}}}}
-            spec:
-              containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+{}
   - wait: 10s
-"#
+"#,
+        daemonset("logs", "", "")
     );
     let r = run(&yaml);
     let nodes: Vec<&str> = r.pods.iter().filter_map(|p| p.node.as_deref()).collect();
@@ -438,4 +431,37 @@ steps:
     assert_eq!(n.zone.as_deref(), Some("us-west-2b"));
     assert_eq!(n.instance_type.as_deref(), Some("small"), "1.2 CPUs of pods: the cheapest type that holds them");
     assert_eq!(n.pods, 12);
+}
+
+#[test]
+fn pod_asking_for_a_daemonsets_host_port_runs_on_a_type_the_daemonset_does_not_run_on() {
+    // The proxy DaemonSet holds host port 8080 only on "large" nodes.
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+steps:
+  - apply:
+{POOL}{NODE_CLASS}
+{}
+      - apiVersion: v1
+        kind: Pod
+        metadata: {{name: web}}
+        spec:
+          containers: [{{name: c, image: i, ports: [{{containerPort: 8080, hostPort: 8080}}], resources: {{requests: {{cpu: 500m}}}}}}]
+  - wait: 2m
+"#,
+        daemonset(
+            "proxy",
+            "\n              affinity:\n                nodeAffinity:\n                  requiredDuringSchedulingIgnoredDuringExecution:\n                    \
+             nodeSelectorTerms: [{matchExpressions: [{key: node.kubernetes.io/instance-type, operator: In, values: [large]}]}]",
+            ", ports: [{containerPort: 8080, hostPort: 8080}]",
+        )
+    );
+    let r = run(&yaml);
+    let web = r.pods.iter().find(|p| p.name == "web").expect("web pod");
+    assert_eq!(web.phase, "Running", "{web:#?}");
+    assert_eq!(r.nodes.len(), 1, "{:#?}", r.nodes);
+    assert_eq!(r.nodes[0].instance_type.as_deref(), Some("small"));
+    assert_eq!(web.node.as_deref(), Some(r.nodes[0].name.as_str()));
+    assert!(r.pods.iter().all(|p| p.owner != "DaemonSet/proxy"), "no proxy pod on a small node: {:#?}", r.pods);
 }
