@@ -51,7 +51,8 @@ fn created_at(claim: &NodeClaim) -> Option<Timestamp> {
     claim.metadata.creation_timestamp.as_ref().map(|t| t.0)
 }
 
-/// The node as registration leaves it: the claim's labels and taints synced on, the
+/// The node as registration leaves it: the claim's labels, annotations (the NodePool
+/// template's among them, `karpenter.sh/do-not-disrupt` included) and taints synced on, the
 /// unregistered taint off, the termination finalizer and an owner reference to the claim on.
 fn registered_node(node: &Node, claim: &NodeClaim) -> Node {
     let mut node = node.clone();
@@ -60,6 +61,12 @@ fn registered_node(node: &Node, claim: &NodeClaim) -> Node {
         node_labels.insert(k.clone(), v.clone());
     }
     node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
+    if let Some(claim_annotations) = claim.metadata.annotations.as_ref().filter(|a| !a.is_empty()) {
+        let node_annotations = node.metadata.annotations.get_or_insert_with(Default::default);
+        for (k, v) in claim_annotations {
+            node_annotations.insert(k.clone(), v.clone());
+        }
+    }
     add_finalizer(&mut node.metadata);
     let owners = node.metadata.owner_references.get_or_insert_with(Vec::new);
     if !owners.iter().any(|o| o.kind == kerf_api::nodeclaim::KIND && o.name == claim.name()) {

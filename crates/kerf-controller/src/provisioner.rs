@@ -403,32 +403,13 @@ impl<P: CloudProvider> Manager<P> {
         let state = &self.state;
         let mut out = BTreeMap::new();
         for (_, pod) in pending {
-            let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-            let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-            for claim in volumes.into_iter().flatten().filter_map(|v| v.persistent_volume_claim.as_ref()) {
-                let name = &claim.claim_name;
-                let key = format!("{ns}/{name}");
-                if out.contains_key(&key) {
-                    continue;
-                }
-                let Some(pvc) = state.pvcs().get(&(ns.to_string(), name.clone())) else {
-                    out.insert(key, format!("persistentvolumeclaim \"{name}\" not found in namespace {ns}"));
-                    continue;
-                };
-                let spec = pvc.spec.as_ref();
-                let bound = spec.and_then(|s| s.volume_name.as_deref()).is_some_and(|v| !v.is_empty());
-                if let Some(class) = spec.and_then(|s| s.storage_class_name.as_deref())
-                    && !bound
-                    && !class.is_empty()
-                    && !state.storage_classes().contains_key(class)
-                {
-                    out.insert(
-                        key,
-                        format!(
-                            "persistentvolumeclaim \"{name}\" in namespace {ns} is unbound and its storageclass \"{class}\" does not exist"
-                        ),
-                    );
-                }
+            let found = kerf_scheduling::volume_binding::unresolvable_claims(
+                pod,
+                |ns, name| state.pvcs().get(&(ns.to_string(), name.to_string())),
+                |class| state.storage_classes().contains_key(class),
+            );
+            for u in found {
+                out.entry(u.key()).or_insert_with(|| u.explain());
             }
         }
         out

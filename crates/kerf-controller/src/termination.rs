@@ -4,7 +4,8 @@
 //! NodeClaim. A Node being deleted is tainted `karpenter.sh/disrupted:NoSchedule` so nothing new
 //! lands on it, then drained through the Eviction API one priority tier at a time (non-critical
 //! pods, non-critical DaemonSet pods, critical pods, critical DaemonSet pods); evictions a
-//! PodDisruptionBudget refuses are retried. When the NodeClaim's `terminationGracePeriod` has run
+//! PodDisruptionBudget refuses are retried; pods annotated `karpenter.sh/do-not-disrupt` are not
+//! evicted while a grace period runs. When the NodeClaim's `terminationGracePeriod` has run
 //! out, what is left is deleted without asking. Then the instance is deleted, then the Node's
 //! finalizer removed; the NodeClaim's finalizer goes last, once its Node is gone.
 
@@ -232,9 +233,12 @@ impl<P: CloudProvider> Manager<P> {
             }
             return Ok(Drain::Waiting);
         }
-        let lowest = pods.iter().map(tier).min().unwrap_or(0);
+        // With a grace period, do-not-disrupt pods are left for its end (Karpenter's drain does
+        // not evict them); without one they are evicted like the rest.
+        let evictable: Vec<&Pod> = pods.iter().filter(|p| deadline.is_none() || !util::do_not_disrupt(p)).collect();
+        let lowest = evictable.iter().map(|p| tier(p)).min().unwrap_or(0);
         let mut refused = Vec::new();
-        for pod in pods.iter().filter(|p| tier(p) == lowest) {
+        for pod in evictable.into_iter().filter(|p| tier(p) == lowest) {
             let (ns, pod_name) = pod_key(pod);
             match api.evict(&ns, &pod_name).await {
                 Ok(()) | Err(ApiError::NotFound { .. }) => {}

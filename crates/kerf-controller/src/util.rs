@@ -101,6 +101,11 @@ pub fn daemon_node(pod: &Pod) -> Option<&str> {
     names.all(|n| n == first).then_some(first)
 }
 
+/// The pod is annotated `karpenter.sh/do-not-disrupt: "true"`.
+pub fn do_not_disrupt(pod: &Pod) -> bool {
+    pod.metadata.annotations.as_ref().and_then(|a| a.get(kerf_api::labels::DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
+}
+
 /// kube-scheduler tried and failed: `PodScheduled=False` with reason `Unschedulable`.
 pub fn marked_unschedulable(pod: &Pod) -> bool {
     pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {

@@ -15,6 +15,7 @@
 //! - [`bench`](mod@bench): the generated benchmark workload of `kerf bench scheduling`.
 //! - [`packing_bound`]: the LP lower bound on the cheapest fleet that `kerf bench packing`
 //!   measures the Scheduler against.
+//! - [`volume_binding`]: the PersistentVolumeClaims that keep a pod off every node.
 
 pub mod bench;
 #[cfg(test)]
@@ -31,6 +32,7 @@ pub mod scheduler;
 mod scheduler_tests;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod volume_binding;
 
 pub use instance::{InstanceType, Offering};
 pub use model::{

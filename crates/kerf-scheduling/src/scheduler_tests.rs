@@ -1029,6 +1029,31 @@ fn daemonset_host_ports_are_taken_on_new_claims() {
 }
 
 #[test]
+fn daemonset_host_ports_count_only_on_the_types_the_daemonset_runs_on() {
+    // The 8080 DaemonSet runs only on "medium" and "large": a pod asking for 8080 goes to "small",
+    // and a claim holding it never grows into a type the DaemonSet would take the port on.
+    let ds = || pod("proxy").cpu("100m").host_port(8080).required_term(&[(INSTANCE_TYPE, "In", &["medium", "large"])]);
+    let mut inp = one_pool(vec![pod("p").cpu("100m").host_port(8080).build(), pod("q").cpu("1").build()]);
+    inp.daemonset_pods = vec![ds().build()];
+    let r = schedule(&inp);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let with_port = r.new_node_claims.iter().find(|c| c.pods.contains(&0)).expect("a claim for the pod");
+    let names: Vec<&str> = with_port.instance_types.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, vec!["small"]);
+    // Too big for "small": no type leaves the port free.
+    let mut inp = one_pool(vec![pod("p").cpu("3").host_port(8080).build()]);
+    inp.daemonset_pods = vec![ds().build()];
+    let r = schedule(&inp);
+    assert!(r.new_node_claims.is_empty(), "{:?}", r.new_node_claims);
+    assert_eq!(r.errors.len(), 1);
+    // A DaemonSet running everywhere takes the port on every new node.
+    let mut inp = one_pool(vec![pod("p").cpu("100m").host_port(8080).build()]);
+    inp.daemonset_pods = vec![pod("proxy").cpu("100m").host_port(8080).build()];
+    let r = schedule(&inp);
+    assert!(r.errors[0].1.message.contains("taken by a DaemonSet pod on every new node"), "{:?}", r.errors);
+}
+
+#[test]
 fn scheduler_explanations_and_the_kube_scheduler_view_give_the_same_reason_per_node() {
     // One fit check: the Scheduler's words for each existing node are ClusterView's.
     let mut tainted = node("tainted", &[(ZONE, "a")], &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")]);

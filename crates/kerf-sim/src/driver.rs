@@ -581,7 +581,12 @@ impl<P: SimCloud> Simulation<P> {
         if ch.pod_namespace_added {
             self.scheduler.invalidate();
         }
-        if freed || ch.namespaces_changed || !ch.nodes_changed.is_empty() || !ch.nodes_removed.is_empty() {
+        if freed
+            || ch.namespaces_changed
+            || ch.volumes_changed
+            || !ch.nodes_changed.is_empty()
+            || !ch.nodes_removed.is_empty()
+        {
             self.scheduler.cluster_changed();
         }
         for n in ch.nodes_changed.iter().chain(&ch.nodes_removed) {

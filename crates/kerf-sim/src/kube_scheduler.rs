@@ -317,6 +317,13 @@ impl KubeScheduler {
                 view.remove(idx, &p);
             }
             let pod: &Pod = &entry.pod;
+            // VolumeBinding's pre-filter: a missing claim, or an unbound one of a missing
+            // StorageClass, keeps the pod off every node.
+            if let Some(why) = world.volume_binding_refusal(pod) {
+                let msg = format!("0/{} nodes are available: {why}.", view.names.len());
+                self.park(cluster, &key, pod, prio, seq, msg, now);
+                continue;
+            }
             let nominated = if self.ignore_nominations {
                 None
             } else {
@@ -335,6 +342,10 @@ impl KubeScheduler {
                 && let Some(msg) = failed_owners.get(o)
             {
                 let msg = msg.clone();
+                // Like the pod that failed, retried when this pass binds a pod it may need.
+                if has_inter_pod_constraints(pod) {
+                    parked_inter_pod.push(key.clone());
+                }
                 self.park(cluster, &key, pod, prio, seq, msg, now);
                 continue;
             }

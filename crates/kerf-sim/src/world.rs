@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 use kerf_api::NodeClaim;
 use kerf_controller::{AnyObject, WatchEvent};
 
@@ -42,6 +42,8 @@ pub struct Changes {
     pub namespaces_changed: bool,
     /// A pod arrived in a namespace no other pod was in (the scheduler's view must learn its labels).
     pub pod_namespace_added: bool,
+    /// A PersistentVolumeClaim or StorageClass appeared, changed or went away.
+    pub volumes_changed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +55,9 @@ pub struct World {
     pub claim_by_provider: BTreeMap<String, String>,
     pub daemonsets: BTreeMap<String, Arc<DaemonSet>>,
     pub namespaces: BTreeMap<String, Arc<Namespace>>,
+    /// PersistentVolumeClaims by (namespace, name), and the StorageClasses that exist.
+    pub pvcs: BTreeMap<(String, String), Arc<PersistentVolumeClaim>>,
+    pub storage_classes: BTreeSet<String>,
     /// How many indexed pods each namespace holds: a pod's namespace exists even when no
     /// Namespace was applied.
     pod_namespaces: BTreeMap<String, usize>,
@@ -93,6 +98,17 @@ impl World {
             self.namespaces.values().map(|n| &**n),
             self.pod_namespaces.keys().map(String::as_str),
         )
+    }
+
+    /// kube-scheduler's VolumeBinding reason for binding `pod` nowhere: a claim it mounts is
+    /// missing, or unbound with a StorageClass that does not exist.
+    pub fn volume_binding_refusal(&self, pod: &Pod) -> Option<String> {
+        let found = kerf_scheduling::volume_binding::unresolvable_claims(
+            pod,
+            |ns, name| self.pvcs.get(&(ns.to_string(), name.to_string())).map(|c| &**c),
+            |class| self.storage_classes.contains(class),
+        );
+        found.first().map(|u| u.scheduler_reason())
     }
 
     pub fn is_node_ready(&self, name: &str) -> bool {
@@ -231,6 +247,30 @@ impl World {
             WatchEvent::Deleted(AnyObject::Namespace(n)) => {
                 self.namespaces.remove(n.metadata.name.as_deref().unwrap_or_default());
                 changes.namespaces_changed = true;
+            }
+            WatchEvent::Applied(AnyObject::PersistentVolumeClaim(c)) => {
+                let key = (
+                    c.metadata.namespace.clone().unwrap_or_else(|| "default".to_string()),
+                    c.metadata.name.clone().unwrap_or_default(),
+                );
+                self.pvcs.insert(key, c);
+                changes.volumes_changed = true;
+            }
+            WatchEvent::Deleted(AnyObject::PersistentVolumeClaim(c)) => {
+                let key = (
+                    c.metadata.namespace.clone().unwrap_or_else(|| "default".to_string()),
+                    c.metadata.name.clone().unwrap_or_default(),
+                );
+                self.pvcs.remove(&key);
+                changes.volumes_changed = true;
+            }
+            WatchEvent::Applied(AnyObject::StorageClass(s)) => {
+                self.storage_classes.insert(s.metadata.name.clone().unwrap_or_default());
+                changes.volumes_changed = true;
+            }
+            WatchEvent::Deleted(AnyObject::StorageClass(s)) => {
+                self.storage_classes.remove(s.metadata.name.as_deref().unwrap_or_default());
+                changes.volumes_changed = true;
             }
             _ => {}
         }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 mod common;
 
-use common::{NODE_CLASS, deployment, run};
+use common::{NODE_CLASS, daemonset, deployment, run};
 use kerf_sim::Report;
 use kerf_sim::driver::run_scenario;
 use kerf_sim::scenario::{Step, parse};
@@ -96,17 +96,10 @@ nodes:
     capacity: {{cpu: "2", memory: 4Gi, pods: "10"}}
 steps:
   - apply:
-      - apiVersion: apps/v1
-        kind: DaemonSet
-        metadata: {{name: logs, namespace: kube-system}}
-        spec:
-          selector: {{matchLabels: {{app: logs}}}}
-          template:
-            metadata: {{labels: {{app: logs}}}}
-            spec:
-              containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+{}
   - wait: 10s
-"#
+"#,
+        daemonset("logs", "", "")
     );
     let r = run(&yaml);
     let nodes: Vec<&str> = r.pods.iter().filter_map(|p| p.node.as_deref()).collect();
@@ -340,4 +333,135 @@ steps:
     assert!(db.is_some() && web.is_some(), "{:#?}", r.pods);
     assert_ne!(db, web);
     assert_eq!(r.summary.nodes, 2);
+}
+
+/// A bare pod asking for 100m that mounts the PersistentVolumeClaim `claim`.
+fn pod_with_claim(name: &str, claim: &str) -> String {
+    format!(
+        r#"
+      - apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}}}
+        spec:
+          containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+          volumes: [{{name: data, persistentVolumeClaim: {{claimName: {claim}}}}}]
+"#
+    )
+}
+
+#[test]
+fn kube_scheduler_binds_no_pod_whose_claim_is_missing_or_of_a_missing_storage_class() {
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+nodes:
+  - {{name: n1, capacity: {{cpu: "4", memory: 8Gi, pods: "20"}}}}
+steps:
+  - apply:
+      - {{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {{name: gp3}}, provisioner: ebs.csi.aws.com}}
+      - {{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {{name: orphan}}, spec: {{storageClassName: nope}}}}
+      - {{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {{name: fine}}, spec: {{storageClassName: gp3}}}}
+{}{}{}
+  - wait: 1m
+"#,
+        pod_with_claim("ghost", "data"),
+        pod_with_claim("stray", "orphan"),
+        pod_with_claim("ok", "fine"),
+    );
+    let (r, sim) = common::run_keeping(&yaml);
+    let pod = |name: &str| r.pods.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("pod {name}"));
+    assert_eq!(pod("ok").phase, "Running", "{:#?}", r.pods);
+    assert_eq!(pod("ok").node.as_deref(), Some("n1"));
+    for (name, claim) in [("ghost", "data"), ("stray", "orphan")] {
+        let p = pod(name);
+        assert_eq!(p.phase, "Pending", "{p:#?}");
+        assert!(p.node.is_none(), "{p:#?}");
+        let reason = p.reason.clone().unwrap_or_default();
+        assert!(reason.contains(&format!("persistentvolumeclaim \"{claim}\"")), "{name}: {reason}");
+    }
+    assert!(pod("stray").reason.as_deref().unwrap_or_default().contains("storageclass \"nope\" does not exist"));
+    assert_eq!(r.summary.nodes, 1, "nothing is launched for them: {:#?}", r.nodes);
+    // kube-scheduler's own words on the pods' PodScheduled condition.
+    let condition = |name: &str| {
+        let p: k8s_openapi::api::core::v1::Pod = sim.cluster().get_obj(Some("default"), name).expect("pod");
+        let conds = p.status.and_then(|s| s.conditions).unwrap_or_default();
+        conds.into_iter().find(|c| c.type_ == "PodScheduled").and_then(|c| c.message).unwrap_or_default()
+    };
+    assert_eq!(condition("ghost"), "0/1 nodes are available: persistentvolumeclaim \"data\" not found.");
+    assert_eq!(condition("stray"), "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+
+    // The pod binds once its claim exists.
+    let r = run(&yaml.replace(
+        "  - wait: 1m\n",
+        "  - wait: 1m\n  - apply:\n      - {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: data}, spec: {storageClassName: gp3}}\n  - wait: 30s\n",
+    ));
+    let ghost = r.pods.iter().find(|p| p.name == "ghost").unwrap();
+    assert_eq!(ghost.phase, "Running", "{ghost:#?}");
+    assert_eq!(r.pods.iter().find(|p| p.name == "stray").unwrap().phase, "Pending");
+}
+
+#[test]
+fn followers_with_zone_pod_affinity_to_a_target_pinned_to_one_zone_all_run_on_cheap_capacity_there() {
+    // The followers are created before the target (Deployments are reconciled by name), so
+    // kube-scheduler first finds no target for each of them, and must try them all again once
+    // the target is bound (with no startup taint to lift, nothing else retries them).
+    let target = "\n              affinity:\n                nodeAffinity:\n                  requiredDuringSchedulingIgnoredDuringExecution:\n                    nodeSelectorTerms: [{matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-west-2b]}]}]";
+    let follower = "\n              affinity:\n                podAffinity:\n                  requiredDuringSchedulingIgnoredDuringExecution:\n                    - labelSelector: {matchLabels: {app: target}}\n                      topologyKey: topology.kubernetes.io/zone";
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+steps:
+  - apply:
+{}{NODE_CLASS}
+{}{}
+  - wait: 3m
+"#,
+        POOL.replace(
+            "              startupTaints:\n                - {key: example.com/agent-not-ready, effect: NoSchedule}\n",
+            ""
+        ),
+        deployment("target", 1, "100m", target),
+        deployment("follower", 11, "100m", follower),
+    );
+    let r = run(&yaml);
+    assert_eq!(r.summary.pods_running, 12, "{:#?}", r.pods);
+    assert_eq!(r.summary.pods_pending, 0);
+    assert_eq!(r.nodes.len(), 1, "{:#?}", r.nodes);
+    let n = &r.nodes[0];
+    assert_eq!(n.zone.as_deref(), Some("us-west-2b"));
+    assert_eq!(n.instance_type.as_deref(), Some("small"), "1.2 CPUs of pods: the cheapest type that holds them");
+    assert_eq!(n.pods, 12);
+}
+
+#[test]
+fn pod_asking_for_a_daemonsets_host_port_runs_on_a_type_the_daemonset_does_not_run_on() {
+    // The proxy DaemonSet holds host port 8080 only on "large" nodes.
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+steps:
+  - apply:
+{POOL}{NODE_CLASS}
+{}
+      - apiVersion: v1
+        kind: Pod
+        metadata: {{name: web}}
+        spec:
+          containers: [{{name: c, image: i, ports: [{{containerPort: 8080, hostPort: 8080}}], resources: {{requests: {{cpu: 500m}}}}}}]
+  - wait: 2m
+"#,
+        daemonset(
+            "proxy",
+            "\n              affinity:\n                nodeAffinity:\n                  requiredDuringSchedulingIgnoredDuringExecution:\n                    \
+             nodeSelectorTerms: [{matchExpressions: [{key: node.kubernetes.io/instance-type, operator: In, values: [large]}]}]",
+            ", ports: [{containerPort: 8080, hostPort: 8080}]",
+        )
+    );
+    let r = run(&yaml);
+    let web = r.pods.iter().find(|p| p.name == "web").expect("web pod");
+    assert_eq!(web.phase, "Running", "{web:#?}");
+    assert_eq!(r.nodes.len(), 1, "{:#?}", r.nodes);
+    assert_eq!(r.nodes[0].instance_type.as_deref(), Some("small"));
+    assert_eq!(web.node.as_deref(), Some(r.nodes[0].name.as_str()));
+    assert!(r.pods.iter().all(|p| p.owner != "DaemonSet/proxy"), "no proxy pod on a small node: {:#?}", r.pods);
 }

@@ -47,6 +47,7 @@ fn candidates(input: &SchedulingInput, prices: &[f64]) -> Vec<Candidate> {
                 consolidatable: true,
                 not_consolidatable: None,
                 protected: None,
+                eventual_grace: None,
                 drifted: None,
                 unfit: None,
             }

@@ -258,6 +258,74 @@ fn a_field_the_older_api_does_not_have_exits_2_with_its_path() {
     );
 }
 
+/// A v1alpha5 Provisioner with a spot requirement that carries an empty `requirements:` key (the
+/// old API server pruned it, so the manifest ran as written).
+const STRAY_REQUIREMENTS_KEY: &str = "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: stray}\nspec:\n  \
+    providerRef: {name: stray}\n  requirements:\n    - key: karpenter.sh/capacity-type\n      operator: In\n      \
+    values: [spot]\n      requirements:\n---\napiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\n\
+    metadata: {name: stray}\nspec:\n  instanceProfile: P\n  subnetSelector: {a: b}\n  securityGroupSelector: {a: b}\n";
+
+#[test]
+fn an_empty_stray_key_in_a_requirement_is_dropped_and_named_on_stderr() {
+    let f = temp("stray.yaml", STRAY_REQUIREMENTS_KEY);
+    let run = convert(&[&f], &[]);
+    std::fs::remove_file(&f).ok();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.lines().any(|l| l.ends_with(
+            ": Provisioner/stray: spec.requirements[0].requirements: left out: `requirements` is not a field here and is empty (the older API server pruned it; expected one of: key, operator, values, minValues)"
+        ) && l.starts_with(&f.display().to_string())),
+        "{}",
+        run.stderr
+    );
+    let docs = documents(&run.stdout);
+    let reqs = &find(&docs, "NodePool", "stray")["spec"]["template"]["spec"]["requirements"];
+    let spot = reqs
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "karpenter.sh/capacity-type")
+        .expect("the capacity-type requirement is kept");
+    assert_eq!(spot["values"], serde_yaml_ng::from_str::<Value>("[spot]").unwrap());
+    assert_eq!(spot.as_mapping().unwrap().len(), 3, "only key, operator and values: {spot:?}");
+    assert_validates(&run.stdout, "stray");
+    // A stray key with something under it is still an unknown field.
+    let f = temp("stray-full.yaml", &STRAY_REQUIREMENTS_KEY.replace("requirements:\n---", "requirements: [x]\n---"));
+    let run = convert(&[&f], &[]);
+    std::fs::remove_file(&f).ok();
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("spec.requirements[0].requirements: unknown field `requirements`"), "{}", run.stderr);
+}
+
+#[test]
+fn simulate_runs_a_provisioner_with_an_empty_stray_key_in_a_requirement_as_convert_does() {
+    let dir = std::env::temp_dir().join(format!("kerf-convert-stray-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("stray.yaml"), STRAY_REQUIREMENTS_KEY).unwrap();
+    let scenario = dir.join("scenario.yaml");
+    std::fs::write(
+        &scenario,
+        "name: stray\ncloud: {region: us-west-2}\nsteps:\n  - apply: stray.yaml\n  - apply:\n      - apiVersion: v1\n        \
+         kind: Pod\n        metadata: {name: p}\n        spec: {containers: [{name: c, image: pause, resources: {requests: {cpu: 500m}}}]}\n  \
+         - wait: 2m\n",
+    )
+    .unwrap();
+    let run = kerf(&["simulate", scenario.to_str().unwrap(), "--report", "json"]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.starts_with("kerf: converted from Karpenter's older APIs to v1 for this run: "),
+        "{}",
+        run.stderr
+    );
+    let r: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(r["summary"]["podsRunning"], 1, "{}", r["pods"]);
+    let nodes = r["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0]["nodePool"], "stray");
+    assert_eq!(nodes[0]["capacityType"], "spot", "the requirement beside the stray key holds");
+}
+
 #[test]
 fn unreadable_file_and_no_file_exit_2() {
     let run = convert(&[Path::new("/nonexistent/kerf.yaml")], &[]);

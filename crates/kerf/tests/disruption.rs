@@ -257,6 +257,31 @@ fn node_annotated_do_not_disrupt_by_a_patch_is_not_consolidated() {
 }
 
 #[test]
+fn do_not_disrupt_in_the_nodepool_template_reaches_its_nodes_and_keeps_them_empty_or_drifted() {
+    let pool = format!(
+        "{{apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {{name: default}}, spec: {{template: {{\
+         metadata: {{annotations: {{karpenter.sh/do-not-disrupt: \"true\"}}}}, spec: {{nodeClassRef: {{group: \
+         karpenter.k8s.aws, kind: EC2NodeClass, name: default}}, requirements: []}}}}, disruption: {CONSOLIDATE_NOW}}}}}"
+    );
+    // Emptied at 1m, then drifted (a template label) at 2m: neither removes the node.
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 1m\n\
+         \x20 - scale: {{kind: Deployment, name: web, namespace: default, replicas: 0}}\n  - wait: 1m\n\
+         \x20 - patch: {{kind: NodePool, name: default, merge: {{spec: {{template: {{metadata: {{labels: {{team: blue}}}}}}}}}}}}\n  - wait: 5m\n",
+        deployment("web", 6, "1", "")
+    );
+    let r = simulate("dnd-pool", &scenario("dnd-pool", "", &pool, &steps));
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0]["name"], node_name(1));
+    assert_eq!(n[0]["pods"], 0);
+    assert_eq!(n[0]["annotations"]["karpenter.sh/do-not-disrupt"], "true", "{}", n[0]);
+    let why = n[0]["disruptionBlocked"].as_str().unwrap();
+    assert!(why.contains(&format!("node {} is annotated karpenter.sh/do-not-disrupt=true", node_name(1))), "{why}");
+}
+
+#[test]
 fn pod_disruption_budget_with_no_disruptions_left_blocks_consolidation() {
     let pdb = "{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: web}, spec: {minAvailable: 2, selector: {matchLabels: {app: web}}}}";
     let steps = format!(
@@ -346,6 +371,72 @@ fn nodepool_template_change_drifts_and_replaces_the_node_before_draining_it() {
     assert_eq!(n[0]["labels"]["team"], "blue");
     assert_eq!(n[0]["nodeClaim"], d[0]["replacements"][0]);
     assert_eq!(cost_per_hour(&r), 0.4);
+    assert_all_running(&r, 6);
+}
+
+/// Drift of a node whose pods are protected (four do-not-disrupt pods, two pods under a PDB that
+/// allows nothing), with `template` added to the pool's template spec and `node_patch` (a merge
+/// patch of the first node's metadata, or nothing) applied before the template changes at 1m.
+fn protected_drift(name: &str, template: &str, node_patch: &str) -> Value {
+    let pdb = "{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: db}, spec: {maxUnavailable: 0, selector: {matchLabels: {app: db}}}}";
+    let patch = if node_patch.is_empty() {
+        String::new()
+    } else {
+        format!("  - patch: {{kind: Node, name: {}, merge: {{metadata: {node_patch}}}}}\n", node_name(1))
+    };
+    let steps = format!(
+        "  - apply: [{}, {}, {pdb}]\n  - wait: 1m\n{patch}\
+         \x20 - patch: {{kind: NodePool, name: default, merge: {{spec: {{template: {{metadata: {{labels: {{team: blue}}}}}}}}}}}}\n  - wait: 6m\n",
+        deployment("web", 4, "1", ", annotations: {karpenter.sh/do-not-disrupt: \"true\"}"),
+        deployment("db", 2, "1", "")
+    );
+    simulate(name, &scenario(name, "", &pool(template, CONSOLIDATE_NOW), &steps))
+}
+
+#[test]
+fn drift_with_a_termination_grace_period_replaces_a_node_whose_pods_block_disruption() {
+    let r = protected_drift("tgp-drift", ", terminationGracePeriod: 2m", "");
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Drifted");
+    assert_eq!(d[0]["node"], node_name(1));
+    let detail = d[0]["detail"].as_str().unwrap();
+    assert!(detail.contains("NodePool default's template changed"), "{detail}");
+    assert!(detail.contains("terminationGracePeriod 2m"), "{detail}");
+    // Decided at once; the replacement is up (30 s) before the claim is deleted; the pods that
+    // may not be evicted stay until the grace period (2m) ends, then the node goes.
+    let (at, gone) = (secs(&d[0]["atSeconds"]), secs(&d[0]["terminatedSeconds"]));
+    assert!((60.0..=62.0).contains(&at), "{at}");
+    assert!(gone >= at + 30.0 + 120.0 && gone <= at + 30.0 + 130.0, "{at} {gone}");
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1, "{n:#?}");
+    assert_ne!(n[0]["name"], node_name(1));
+    assert_eq!(n[0]["labels"]["team"], "blue");
+    assert_eq!(n[0]["nodeClaim"], d[0]["replacements"][0]);
+    assert_all_running(&r, 6);
+}
+
+#[test]
+fn drift_without_a_termination_grace_period_or_against_a_do_not_disrupt_node_waits() {
+    // No grace period: the pods' protection holds.
+    let r = protected_drift("no-tgp-drift", "", "");
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    let n = nodes(&r);
+    assert_eq!(n.len(), 1);
+    let why = n[0]["disruptionBlocked"].as_str().unwrap();
+    assert!(
+        why.starts_with("Drifted (NodePool default's template changed") && why.contains("but pod default/web-"),
+        "{why}"
+    );
+    // A grace period does not override the node's own annotation.
+    let r = protected_drift(
+        "dnd-node-tgp-drift",
+        ", terminationGracePeriod: 2m",
+        "{annotations: {karpenter.sh/do-not-disrupt: \"true\"}}",
+    );
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    let why = nodes(&r)[0]["disruptionBlocked"].as_str().unwrap().to_string();
+    assert!(why.contains(&format!("but node {} is annotated karpenter.sh/do-not-disrupt=true", node_name(1))), "{why}");
     assert_all_running(&r, 6);
 }
 

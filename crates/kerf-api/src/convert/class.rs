@@ -296,7 +296,7 @@ pub(super) fn ec2_node_class_v1beta1(doc: &Value, cx: &mut Cx) -> Option<Value> 
         spec.contains_key("blockDeviceMappings"),
     );
     let mut out = Mapping::new();
-    for (k, v) in spec {
+    for (k, v) in &super::only_allowed(spec, EC2_NODE_CLASS_V1BETA1_FIELDS) {
         match k.as_str() {
             Some("amiFamily" | "amiSelectorTerms" | "metadataOptions") => {}
             _ => {

@@ -169,14 +169,24 @@ impl Cx {
     }
 
     /// The mapping at `v` (`None` for an absent or null value), every key not in `allowed`
-    /// reported as an unknown field of the older API.
+    /// reported as an unknown field of the older API. An unknown key with nothing under it is
+    /// only noted as left out: the older API server pruned unknown fields, so manifests that
+    /// ran for years can carry such leftovers. Callers that copy the mapping whole keep only
+    /// the `allowed` keys ([`only_allowed`]).
     pub fn mapping<'v>(&mut self, v: Option<&'v Value>, path: &str, allowed: &[&str]) -> Option<&'v Mapping> {
         match v {
             None | Some(Value::Null) => None,
             Some(Value::Mapping(m)) => {
-                for k in m.keys() {
+                for (k, val) in m {
                     match k.as_str() {
                         Some(k) if allowed.contains(&k) => {}
+                        Some(k) if is_empty_value(val) => self.note(
+                            &join(path, k),
+                            format!(
+                                "left out: `{k}` is not a field here and is empty (the older API server pruned it; expected one of: {})",
+                                allowed.join(", ")
+                            ),
+                        ),
                         Some(k) => self.problem(
                             &join(path, k),
                             format!("unknown field `{k}` (expected one of: {})", allowed.join(", ")),
@@ -267,6 +277,26 @@ fn describe(v: &Value) -> String {
         Value::String(s) => format!("{s:?}"),
         other => manifest::value_kind(other).to_string(),
     }
+}
+
+/// Nothing under it: `null`, `""`, `{}` or `[]`.
+fn is_empty_value(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Sequence(s) => s.is_empty(),
+        Value::Mapping(m) => m.is_empty(),
+        _ => false,
+    }
+}
+
+/// A copy of `m` with only the `allowed` keys (what [`Cx::mapping`] let through as leftovers
+/// goes).
+pub(crate) fn only_allowed(m: &Mapping, allowed: &[&str]) -> Mapping {
+    m.iter()
+        .filter(|(k, _)| k.as_str().is_some_and(|k| allowed.contains(&k)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 pub(crate) fn join(path: &str, key: &str) -> String {

@@ -54,10 +54,11 @@ fn requirements(cx: &mut Cx, v: Option<&Value>, path: &str, in_pool: bool) -> Ve
     let mut out = Vec::new();
     for (i, r) in cx.list(v, path).iter().enumerate() {
         let p = format!("{path}[{i}]");
-        let Some(m) = cx.mapping(Some(r), &p, &["key", "operator", "values", "minValues"]) else {
+        const FIELDS: &[&str] = &["key", "operator", "values", "minValues"];
+        let Some(m) = cx.mapping(Some(r), &p, FIELDS) else {
             continue;
         };
-        let mut m = m.clone();
+        let mut m = super::only_allowed(m, FIELDS);
         let key = m.get("key").and_then(Value::as_str).unwrap_or("").to_string();
         if in_pool && (key == "karpenter.sh/provisioner-name" || key == labels::NODE_POOL) {
             cx.note(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_api::duration::GoDuration;
 use kerf_api::nodeclaim::CONDITION_INITIALIZED;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_api::{NodeClaim, NodePool, labels};
@@ -38,6 +39,11 @@ pub struct Candidate {
     pub not_consolidatable: Option<String>,
     /// What forbids any voluntary disruption (do-not-disrupt, a PodDisruptionBudget).
     pub protected: Option<String>,
+    /// The claim's `terminationGracePeriod`, when `protected` comes only from its pods (a
+    /// do-not-disrupt pod, a PodDisruptionBudget): eventual disruption (drift) may still act on
+    /// the node, the grace period forcing those pods out (Karpenter's eventual disruption
+    /// class). A node's own do-not-disrupt annotation holds it against every method.
+    pub eventual_grace: Option<GoDuration>,
     /// Why it drifted, if it did.
     pub drifted: Option<String>,
     /// A DaemonSet pod meant for it that cannot fit on it.
@@ -306,21 +312,21 @@ impl<P: CloudProvider> Manager<P> {
                 .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
                 .map(|p| Arc::clone(p))
                 .collect();
-            let protected = if node
+            let node_protected = node
                 .metadata
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(labels::DO_NOT_DISRUPT))
-                .is_some_and(|v| v == "true")
-            {
+                .is_some_and(|v| v == "true");
+            let protected = if node_protected {
                 Some(format!("node {name} is annotated {}=true", labels::DO_NOT_DISRUPT))
-            } else if let Some(p) = all_pods.iter().find(|p| {
-                p.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
-            }) {
+            } else if let Some(p) = all_pods.iter().find(|p| util::do_not_disrupt(p)) {
                 Some(format!("pod {} is annotated {}=true", kerf_scheduling::pod::key(p), labels::DO_NOT_DISRUPT))
             } else {
                 pods.iter().find_map(|p| pdbs.blocking(p))
             };
+            let eventual_grace =
+                if protected.is_some() && !node_protected { claim.spec.termination_grace_period } else { None };
             // consolidateAfter counts from initialization or the last pod event, whichever is later.
             let initialized = claim
                 .status
@@ -384,6 +390,7 @@ impl<P: CloudProvider> Manager<P> {
                 consolidatable: not_consolidatable.is_none(),
                 not_consolidatable,
                 protected,
+                eventual_grace,
                 drifted,
                 unfit: unfit.get(name.as_str()).cloned(),
             });

@@ -230,6 +230,7 @@ mod tests {
             consolidatable: true,
             not_consolidatable: None,
             protected: None,
+            eventual_grace: None,
             drifted: None,
             unfit: None,
         }

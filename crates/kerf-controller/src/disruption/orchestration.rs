@@ -76,14 +76,19 @@ impl<'a> Eval<'a> {
     /// as long as every pod fits somewhere.
     fn replace_method(&self, reason: Reason, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
         let why = |c: &Candidate| if reason == Reason::Unfit { c.unfit.clone() } else { c.drifted.clone() };
+        // Drift is eventual: what only the pods protect goes when the claim has a grace period.
+        fn held_for(c: &Candidate, reason: Reason) -> Option<&String> {
+            c.protected.as_ref().filter(|_| reason != Reason::Drifted || c.eventual_grace.is_none())
+        }
+        let held = |c: &Candidate| held_for(c, reason).cloned();
         let matching: Vec<&Candidate> = self.cands.iter().filter(|c| why(c).is_some()).collect();
         for c in &matching {
-            if let Some(p) = &c.protected {
+            if let Some(p) = held(c) {
                 blocked
                     .insert(c.node.clone(), format!("{} ({}), but {p}", reason.as_str(), why(c).unwrap_or_default()));
             }
         }
-        let open: Vec<&Candidate> = matching.iter().copied().filter(|c| c.protected.is_none()).collect();
+        let open: Vec<&Candidate> = matching.iter().copied().filter(|c| held(c).is_none()).collect();
         let allowed = self.allowed(open, DisruptionReason::Drifted, blocked);
         // Empty ones go together, without replacements.
         let empties: Vec<&Candidate> = allowed.iter().copied().filter(|c| c.is_empty()).collect();
@@ -129,8 +134,14 @@ impl<'a> Eval<'a> {
                 continue;
             }
             let replacements: Vec<NewNodeClaim> = answer.new_node_claims.into_iter().map(|c| c.claim).collect();
+            let forced = match (&c.protected, c.eventual_grace) {
+                (Some(p), Some(grace)) => {
+                    format!(" ({p}: what is not evicted is deleted when its terminationGracePeriod {grace} ends)")
+                }
+                _ => String::new(),
+            };
             let detail = format!(
-                "{}; its {n} pod(s) move to {}",
+                "{}; its {n} pod(s) move to {}{forced}",
                 why(c).unwrap_or_default(),
                 match replacements.len() {
                     0 => "other nodes".to_string(),
@@ -662,6 +673,7 @@ impl<P: CloudProvider> Manager<P> {
             consolidatable: false,
             not_consolidatable: None,
             protected: None,
+            eventual_grace: None,
             drifted: None,
             unfit: None,
         }

@@ -102,8 +102,13 @@ impl SchedulingContext {
             } else {
                 let types = std::mem::replace(&mut self.claims[c].types, Bits(Vec::new()));
                 // Limits were reserved (the largest candidate's capacity) when the claim was
-                // created; its candidates only shrink, so it cannot exceed them.
-                let plan = self.plan_topology(g, l, c, req, &types, &total);
+                // created; its candidates only shrink, so it cannot exceed them. Types where a
+                // DaemonSet takes one of the pod's host ports are out.
+                let plan = match self.daemon_port_free_types(g, pool).map(|free| types.and(&free)) {
+                    Some(free) if free.is_empty() => Err(true),
+                    Some(free) => self.plan_topology(g, l, c, req, &free, &total),
+                    None => self.plan_topology(g, l, c, req, &types, &total),
+                };
                 self.claims[c].types = types;
                 plan
             }
@@ -310,6 +315,12 @@ impl SchedulingContext {
         if !self.groups[g].ports.is_empty() {
             let ports = self.groups[g].ports.clone();
             self.claims[c].ports.extend(ports);
+            // Nor may the types a cost cap set aside be ones a DaemonSet takes the ports on.
+            if let Some(free) = self.daemon_port_free_types(g, pool)
+                && let Some(spare) = self.claims[c].spare.as_ref()
+            {
+                self.claims[c].spare = Some(spare.and(&free));
+            }
         }
         // Count the pod in every counter it matches, where the claim's domain is determined.
         let req = plan.req;
@@ -371,6 +382,9 @@ impl SchedulingContext {
                 }
             }
         }
+        if let Some(free) = self.daemon_port_free_types(g, p) {
+            candidates = candidates.and(&free);
+        }
         if !self.any_fit(p, &candidates, &candidates, &total) {
             return None;
         }
@@ -425,7 +439,7 @@ impl SchedulingContext {
             requests: vec![0; self.res.names.len()],
             pods: Vec::new(),
             hostname,
-            ports: self.pools[p].daemon_ports.clone(),
+            ports: Vec::new(),
             reserved: vec![0; self.res.names.len()],
             max_alloc,
             open: true,

@@ -31,8 +31,9 @@ pub(super) struct Pool {
     /// DaemonSets has a negative pod count).
     pub(super) overhead: Vec<i64>,
     pub(super) free: Vec<i64>,
-    /// Host ports of the DaemonSets that run on some type of the pool: taken on every new claim.
-    pub(super) daemon_ports: Vec<HostPort>,
+    /// Host ports of the DaemonSets that run on some type of the pool, each with the types it
+    /// leaves free (those the DaemonSet does not run on), like the overhead above.
+    pub(super) daemon_ports: Vec<(HostPort, Bits)>,
     /// Remaining limit per resource (`i64::MAX` when unlimited) and node count.
     pub(super) remaining: Vec<i64>,
     pub(super) nodes_remaining: i64,
@@ -112,6 +113,7 @@ impl SchedulingContext {
                     let terms = pod::required_node_terms(d);
                     let requests = self.res.dense(&pod::pod_requests(d));
                     let mut runs_somewhere = false;
+                    let mut free_of = Bits::empty(types.len());
                     for (ti, treq) in type_reqs.iter().enumerate() {
                         let runs = terms
                             .iter()
@@ -121,10 +123,12 @@ impl SchedulingContext {
                             for (o, v) in overhead[ti * nres..(ti + 1) * nres].iter_mut().zip(&requests) {
                                 *o += v;
                             }
+                        } else {
+                            free_of.set(ti);
                         }
                     }
                     if runs_somewhere {
-                        daemon_ports.extend(pod::host_ports(d));
+                        daemon_ports.extend(pod::host_ports(d).into_iter().map(|port| (port, free_of.clone())));
                     }
                 }
             }
@@ -388,8 +392,26 @@ impl SchedulingContext {
 
     /// Whether group `g` asks for a host port the pool's DaemonSets take on every new node.
     pub(super) fn daemon_port_conflict(&self, g: usize, p: usize) -> bool {
+        self.daemon_port_free_types(g, p).is_some_and(|free| free.is_empty())
+    }
+
+    /// The pool's types where no DaemonSet takes a host port group `g` asks for; `None` when no
+    /// DaemonSet of the pool takes one anywhere.
+    pub(super) fn daemon_port_free_types(&self, g: usize, p: usize) -> Option<Bits> {
         let ports = &self.groups[g].ports;
-        !ports.is_empty() && ports.iter().any(|a| self.pools[p].daemon_ports.iter().any(|b| a.conflicts(b)))
+        if ports.is_empty() {
+            return None;
+        }
+        let mut free: Option<Bits> = None;
+        for (port, free_of) in &self.pools[p].daemon_ports {
+            if ports.iter().any(|a| a.conflicts(port)) {
+                free = Some(match free {
+                    Some(f) => f.and(free_of),
+                    None => free_of.clone(),
+                });
+            }
+        }
+        free
     }
 
     /// The pool's types with an offering compatible with requirements `req`, cheapest

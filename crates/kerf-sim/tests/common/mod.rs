@@ -1,5 +1,5 @@
-//! What the scenario tests share: the node class every pool here uses, a Deployment manifest,
-//! and running a scenario given as YAML text.
+//! What the scenario tests share: the node class every pool here uses, Deployment and DaemonSet
+//! manifests, and running a scenario given as YAML text.
 
 #![allow(dead_code)]
 
@@ -50,6 +50,24 @@ pub fn deployment(name: &str, replicas: u32, cpu: &str, extra: &str) -> String {
                 - name: c
                   image: i
                   resources: {{requests: {{cpu: "{cpu}"}}}}
+"#
+    )
+}
+
+/// A DaemonSet in kube-system whose pods ask for 100m; `extra` is added to the pod spec and
+/// `container` to its container (e.g. `, ports: [...]`).
+pub fn daemonset(name: &str, extra: &str, container: &str) -> String {
+    format!(
+        r#"
+      - apiVersion: apps/v1
+        kind: DaemonSet
+        metadata: {{name: {name}, namespace: kube-system}}
+        spec:
+          selector: {{matchLabels: {{app: {name}}}}}
+          template:
+            metadata: {{labels: {{app: {name}}}}}
+            spec:{extra}
+              containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}{container}}}]
 "#
     )
 }
