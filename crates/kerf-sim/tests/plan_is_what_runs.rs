@@ -1,0 +1,122 @@
+//! What kerf plans is what runs: the nominations kerf writes (`status.nominatedNodeName`) make
+//! the simulated kube-scheduler bind pods where kerf planned them, and a scenario can model a
+//! cluster whose kube-scheduler ignores them (`settings.kubeScheduler.nominatedNodeName: false`).
+
+mod common;
+
+use common::{NODE_CLASS, daemonset, deployment, run};
+use kerf_sim::Report;
+
+/// An arm64 type with room for seven 1.1-CPU pods, and a small amd64 type.
+const CLOUD: &str = r#"
+cloud:
+  region: us-west-2
+  zones: [us-west-2a]
+  launchLatency: 30s
+  instanceTypes:
+    - name: arm
+      capacity: {cpu: "8", memory: 32Gi, pods: "40"}
+      labels: {kubernetes.io/arch: arm64}
+      price: 0.40
+      offerings: [{zone: us-west-2a, capacityType: on-demand, price: 0.40}]
+    - name: small
+      capacity: {cpu: "2", memory: 8Gi, pods: "20"}
+      labels: {kubernetes.io/arch: amd64}
+      price: 0.10
+      offerings: [{zone: us-west-2a, capacityType: on-demand, price: 0.10}]
+"#;
+
+const POOL: &str = r#"
+      - apiVersion: karpenter.sh/v1
+        kind: NodePool
+        metadata: {name: default}
+        spec:
+          template:
+            spec:
+              requirements:
+                - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+              nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+"#;
+
+/// Two unconstrained 900m pods (created first) and seven arm64-only 1.1-CPU pods: kerf plans the
+/// arm64 pods on one arm node and the others on one small node. A kube-scheduler that does not
+/// look at nominations binds the unconstrained pods first, on the emptiest node: the arm node.
+fn scenario(honour: bool) -> Report {
+    let yaml = format!(
+        r#"name: t
+settings:
+  kubeScheduler: {{nominatedNodeName: {honour}}}
+{CLOUD}
+steps:
+  - apply:
+{NODE_CLASS}{POOL}
+  - apply:
+{}
+  - apply:
+{}
+  - wait: 3m
+"#,
+        deployment("any", 2, "900m", ""),
+        deployment("arm", 7, "1100m", "\n              nodeSelector: {kubernetes.io/arch: arm64}"),
+    );
+    run(&yaml)
+}
+
+fn nodes_of_type<'a>(r: &'a Report, itype: &str) -> Vec<&'a str> {
+    r.nodes.iter().filter(|n| n.instance_type.as_deref() == Some(itype)).map(|n| n.name.as_str()).collect()
+}
+
+#[test]
+fn pods_run_on_the_nodes_kerf_planned_when_kube_scheduler_honours_nominations() {
+    let r = scenario(true);
+    assert_eq!(r.summary.pods_pending, 0);
+    assert_eq!(r.summary.node_claims_launched, 2, "one launch: the plan");
+    assert!(r.disruptions.is_empty());
+    let arm = nodes_of_type(&r, "arm");
+    let small = nodes_of_type(&r, "small");
+    assert_eq!((arm.len(), small.len()), (1, 1));
+    for p in &r.pods {
+        let want = if p.name.starts_with("arm-") { arm[0] } else { small[0] };
+        assert_eq!(p.node.as_deref(), Some(want), "{} runs where kerf planned it", p.name);
+    }
+    // Every pod runs as soon as the nodes are Ready (launch latency 30 s after the 1 s batch).
+    let ready = r.timeline.iter().find(|s| s.nodes == 2).unwrap();
+    assert_eq!((ready.seconds, ready.pods_pending), (31.0, 0));
+}
+
+#[test]
+fn without_nominations_unconstrained_pods_take_the_room_planned_for_constrained_ones() {
+    let r = scenario(false);
+    // The arm pods that lost their room wait for a second launch.
+    assert!(r.summary.node_claims_launched > 2, "{:?}", r.summary);
+    let at_ready = r.timeline.iter().find(|s| s.nodes == 2).unwrap();
+    assert!(at_ready.pods_pending > 0, "{at_ready:?}");
+    assert_eq!(r.summary.pods_pending, 0, "they run in the end");
+}
+
+#[test]
+fn daemonset_pods_run_on_every_node_kerf_launches_while_more_pods_keep_arriving() {
+    // Pods arrive in waves while the first claims launch: later waves are planned onto the
+    // in-flight claims, which keep room for the agent that will run on their nodes.
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+steps:
+  - apply:
+{NODE_CLASS}{POOL}{}
+  - apply:
+{}
+  - wait: 5s
+  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 6}}
+  - wait: 5s
+  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 9}}
+  - wait: 3m
+"#,
+        daemonset("agent", "\n              tolerations: [{operator: Exists}]", ""),
+        deployment("web", 3, "500m", ""),
+    );
+    let r = run(&yaml);
+    assert_eq!(r.summary.pods_pending, 0, "{:#?}", r.pods.iter().filter(|p| p.node.is_none()).collect::<Vec<_>>());
+    let agents = r.pods.iter().filter(|p| p.owner == "DaemonSet/agent").count();
+    assert_eq!(agents, r.nodes.len(), "one agent Running on every node");
+}
