@@ -120,3 +120,63 @@ steps:
     let agents = r.pods.iter().filter(|p| p.owner == "DaemonSet/agent").count();
     assert_eq!(agents, r.nodes.len(), "one agent Running on every node");
 }
+
+#[test]
+fn a_new_node_is_kept_while_the_workload_is_unchanged_and_consolidated_as_soon_as_it_shrinks() {
+    // Three 1.2-CPU pods fit one medium node ($0.15/h) where one small node ($0.10/h) holds only
+    // one of them.
+    let yaml = format!(
+        r#"name: t
+cloud:
+  region: us-west-2
+  zones: [us-west-2a]
+  launchLatency: 30s
+  instanceTypes:
+    - name: small
+      capacity: {{cpu: "2", memory: 8Gi, pods: "20"}}
+      price: 0.10
+      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.10}}]
+    - name: medium
+      capacity: {{cpu: "4", memory: 16Gi, pods: "40"}}
+      price: 0.15
+      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.15}}]
+steps:
+  - apply:
+{NODE_CLASS}{POOL_CONSOLIDATING}
+  - apply:
+{}
+  - wait: 2m
+"#,
+        deployment("web", 3, "1200m", ""),
+    );
+    let r = run(&yaml);
+    assert_eq!(r.nodes.len(), 1);
+    assert_eq!(r.nodes[0].instance_type.as_deref(), Some("medium"));
+    let blocked = r.nodes[0].disruption_blocked.as_deref().unwrap_or_default();
+    assert!(blocked.starts_with("it was launched for this workload"), "{blocked}");
+
+    // Scaled down to one pod at 2m: the medium node is replaced by a small one right away.
+    let shrunk = run(&yaml.replace(
+        "  - wait: 2m\n",
+        "  - wait: 2m\n  - scale: {kind: Deployment, name: web, namespace: default, replicas: 1}\n  - wait: 2m\n",
+    ));
+    assert_eq!(shrunk.disruptions.len(), 1, "{:?}", shrunk.nodes);
+    let d = &shrunk.disruptions[0];
+    assert_eq!(d.reason, "Underutilized");
+    assert!(d.at_seconds.0 < 180.0, "{d:?}");
+    assert_eq!(shrunk.nodes.len(), 1);
+    assert_eq!(shrunk.nodes[0].instance_type.as_deref(), Some("small"));
+}
+
+const POOL_CONSOLIDATING: &str = r#"
+      - apiVersion: karpenter.sh/v1
+        kind: NodePool
+        metadata: {name: default}
+        spec:
+          disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}
+          template:
+            spec:
+              requirements:
+                - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+              nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+"#;

@@ -129,3 +129,30 @@ fn mixed_workloads_cost_within_five_percent_of_the_lower_bound() {
         assert!(ratio <= 1.05, "{w}");
     }
 }
+
+#[test]
+fn the_realized_fleet_after_binding_and_five_minutes_of_disruption_stays_within_three_percent_of_the_plan() {
+    let out = kerf(&[
+        "bench",
+        "packing",
+        "--json",
+        "--realized",
+        "--workload",
+        "karpenter-two-shape",
+        "--workload",
+        "web-stack",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    for w in doc["workloads"].as_array().expect("workloads") {
+        let r = &w["realized"];
+        assert_eq!(r["podsPending"], 0, "{w}");
+        let to_plan = r["toPlan"].as_f64().expect("toPlan");
+        let ratio = r["ratio"].as_f64().expect("ratio");
+        assert!(to_plan <= 1.03, "the fleet that runs costs more than the plan: {w}");
+        assert!(ratio <= 1.05, "the fleet that runs is more than 5% above the bound: {w}");
+        let cost = r["costPerHour"].as_f64().expect("costPerHour");
+        assert!((to_plan - cost / w["costPerHour"].as_f64().expect("plan")).abs() < 1e-3, "{w}");
+    }
+    assert!(doc["maxRealizedRatio"].as_f64().expect("maxRealizedRatio") <= 1.05);
+}
