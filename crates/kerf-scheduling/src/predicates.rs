@@ -779,6 +779,27 @@ mod tests {
     }
 
     #[test]
+    fn preference_scores_count_matching_pods_per_domain_and_follow_added_pods() {
+        let mut v = ClusterView::new(three_zone_nodes());
+        v.add_pod(0, pod("w1").label("app", "w").build());
+        v.add_pod(0, pod("w2").label("app", "w").build());
+        v.add_pod(1, pod("w3").label("app", "w").build());
+        v.add_pod(1, pod("db").label("app", "db").build());
+        let p = pod("p")
+            .label("app", "w")
+            .preferred_anti_affinity(10, Z, &[("app", "w")])
+            .preferred_pod_affinity(3, Z, &[("app", "db")])
+            .build();
+        // Zone a: 2 of w; zone b: 1 of w and 1 db; zone c: none.
+        assert_eq!(v.preference_scores(&p, &[0, 1, 2]), vec![-20, -7, 0]);
+        // Counted once above; a pod added later is counted in its domain.
+        v.add_pod(2, pod("w4").label("app", "w").build());
+        v.add_pod(2, pod("w5").label("app", "w").namespace("other").build());
+        assert_eq!(v.preference_scores(&p, &[2, 0]), vec![-10, -20]);
+        assert_eq!(v.preference_score(&p, 1), -7);
+    }
+
+    #[test]
     fn anti_affinity_namespace_selector_uses_namespace_labels() {
         use k8s_openapi::api::core::v1::{PodAffinityTerm, PodAntiAffinity};
         let term = PodAffinityTerm {
