@@ -46,7 +46,7 @@ struct ConsolidationArgs {
     seed: u64,
     /// Fill each node to this fraction of its allocatable (0 < F <= 1; 1: full nodes, no pod
     /// can move) so pods can move to other nodes.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     fill: f64,
     /// Print one JSON object.
     #[arg(long)]
