@@ -217,6 +217,22 @@ pub fn consolidation_cluster(
     types: usize,
     seed: u64,
 ) -> (SchedulingInput, Vec<f64>) {
+    consolidation_cluster_filled(nodes, pods_per_node, types, seed, 1.0)
+}
+
+/// [`consolidation_cluster`] with nodes filled to `fill` (0 < fill <= 1) of their allocatable:
+/// below 1 each node is the smallest type whose CPU and memory are at least the pods' requests
+/// divided by `fill`, and it takes up to `pods_per_node / fill` pods (rounded up), so pods can
+/// move between nodes. `fill` 1 is [`consolidation_cluster`]'s full nodes.
+pub fn consolidation_cluster_filled(
+    nodes: usize,
+    pods_per_node: usize,
+    types: usize,
+    seed: u64,
+    fill: f64,
+) -> (SchedulingInput, Vec<f64>) {
+    let full = fill >= 1.0;
+    let max_pods = if full { pods_per_node as i64 } else { (pods_per_node as f64 / fill).ceil() as i64 };
     use crate::model::ExistingNode;
     let mut rng = SplitMix64::new(seed);
     let catalog = instance_types(types);
@@ -249,10 +265,12 @@ pub fn consolidation_cluster(
             acc.add(&crate::pod::pod_requests(p));
             acc
         });
-        // 0%, 10%, 20% or 30% to spare, in turn.
-        let spare = 10 + (n % 4) as i64;
-        let cpu_milli = requested.get("cpu").milli_ceil() * spare / 10;
-        let mem = requested.get("memory").value_ceil() * spare / 10;
+        // Full: 0%, 10%, 20% or 30% to spare, in turn; else the requests are `fill` of the node.
+        let scaled = |v: i64| {
+            if full { v * (10 + (n % 4) as i64) / 10 } else { (v as f64 / fill).ceil() as i64 }
+        };
+        let cpu_milli = scaled(requested.get("cpu").milli_ceil());
+        let mem = scaled(requested.get("memory").value_ceil());
         let fits = |t: &InstanceType| {
             let a = t.allocatable();
             a.get("cpu").milli_ceil() >= cpu_milli
@@ -284,7 +302,7 @@ pub fn consolidation_cluster(
             node_pool: Some("default".into()),
             labels,
             taints: Vec::new(),
-            allocatable: t.allocatable().with("pods", Quantity::from_units(pods_per_node as i64)),
+            allocatable: t.allocatable().with("pods", Quantity::from_units(max_pods)),
             pods,
             in_flight: false,
             schedulable: true,

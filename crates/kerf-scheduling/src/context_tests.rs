@@ -245,3 +245,21 @@ fn a_pod_with_a_new_resource_version_is_parsed_again() {
     assert!(after.errors.iter().any(|(p, _)| *p == 3), "{:?}", after.errors);
     assert_eq!(shown(&after), shown(&schedule(&input)));
 }
+
+#[test]
+fn constraint_classes_from_the_cache_group_pods_as_comparing_them_does() {
+    let mut input = versioned_cluster();
+    // Same labels, one pinned to each node (as DaemonSet pods are), and two identical pods.
+    for (i, zone) in ["a", "b", "a"].iter().enumerate() {
+        let p = pod(&format!("agent-{i}")).label("app", "agent").node_selector(ZONE, zone);
+        input.pods.push(p.version(&format!("uid-agent-{i}"), "1").build());
+    }
+    let cache = PodFactsCache::new();
+    let cached = SchedulingContext::with_facts(input.clone(), &cache);
+    let compared = SchedulingContext::new(input.clone());
+    assert_eq!(cached.pod_groups(), compared.pod_groups());
+    // agent-0 and agent-2 share a group, agent-1 has its own.
+    let groups = &compared.pod_groups()[input.pods.len() - 3..input.pods.len()];
+    assert_eq!(groups[0], groups[2]);
+    assert_ne!(groups[0], groups[1]);
+}

@@ -58,6 +58,9 @@ enum PodMatcher {
 struct MatchCounts {
     matcher: PodMatcher,
     per_node: Vec<u32>,
+    /// The same counts summed per domain of a topology key (by interned value), for the keys
+    /// preferences asked about.
+    per_domain: Vec<(String, Vec<i64>)>,
 }
 
 impl PodMatcher {
@@ -171,9 +174,15 @@ impl ClusterView {
         if !terms.is_empty() {
             self.anti.push((node, terms));
         }
+        let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
                 cached.per_node[node] += 1;
+                for (key, counts) in &mut cached.per_domain {
+                    if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
+                        counts[d as usize] += 1;
+                    }
+                }
             }
         }
         self.nodes[node].pods.push(pod);
@@ -223,7 +232,9 @@ impl ClusterView {
             .iter()
             .map(|n| n.pods.iter().filter(|p| matcher.matches(p, &self.namespace_labels)).count() as u32)
             .collect();
-        self.match_counts.borrow_mut().insert(key, MatchCounts { matcher, per_node: per_node.clone() });
+        self.match_counts
+            .borrow_mut()
+            .insert(key, MatchCounts { matcher, per_node: per_node.clone(), per_domain: Vec::new() });
         per_node
     }
 
@@ -389,39 +400,92 @@ impl ClusterView {
     /// same for preferred anti-affinity, minus matching pods in the node's domain for each
     /// ScheduleAnyway spread constraint, minus 100 per untolerated PreferNoSchedule taint.
     pub fn preference_score(&self, pod: &Pod, node: usize) -> i64 {
-        let Some(n) = self.nodes.get(node) else { return i64::MIN };
-        let mut score: i64 = 0;
-        for (w, req) in pod::preferred_node_terms(pod) {
-            if req.matches(&n.labels) {
-                score += i64::from(w);
-            }
-        }
+        self.preference_scores(pod, &[node])[0]
+    }
+
+    /// [`preference_score`](Self::preference_score) of `pod` for each of `nodes`, reading the
+    /// matching pods per domain from counts kept per term (see `match_counts`) instead of
+    /// scanning the cluster's pods for every node.
+    pub fn preference_scores(&self, pod: &Pod, nodes: &[usize]) -> Vec<i64> {
+        let pref_node = pod::preferred_node_terms(pod);
         let aff = pod::pod_affinities(pod);
-        let domain_count = |key: &str, pred: &dyn Fn(&Pod) -> bool| -> i64 {
-            let Some(v) = n.labels.get(key) else { return 0 };
-            self.nodes
-                .iter()
-                .filter(|m| m.labels.get(key) == Some(v))
-                .flat_map(|m| m.pods.iter())
-                .filter(|p| is_live(p) && pred(p))
-                .count() as i64
-        };
+        // (weight, what is counted, topology key) of each per-domain preference.
+        let mut counted: Vec<(i64, PodMatcher, String)> = Vec::new();
         for t in &aff.preferred {
-            score += i64::from(t.weight) * domain_count(&t.topology_key, &|p| t.matches(p, &self.namespace_labels));
+            counted.push((i64::from(t.weight), PodMatcher::Term(t.clone()), t.topology_key.clone()));
         }
         for t in &aff.preferred_anti {
-            score -= i64::from(t.weight) * domain_count(&t.topology_key, &|p| t.matches(p, &self.namespace_labels));
+            counted.push((-i64::from(t.weight), PodMatcher::Term(t.clone()), t.topology_key.clone()));
         }
-        for c in pod::spread_constraints(pod).iter().filter(|c| !c.hard) {
-            score -= domain_count(&c.topology_key, &|p| c.counts(p));
+        for c in pod::spread_constraints(pod).into_iter().filter(|c| !c.hard) {
+            let key = c.topology_key.clone();
+            counted.push((-1, PodMatcher::Spread(c), key));
         }
+        let keys: Vec<(String, Arc<TopologyIndex>)> =
+            counted.iter().map(|(_, m, key)| (self.domain_counts(m, key), self.topology_index(key))).collect();
+        let cache = self.match_counts.borrow();
+        let per_domain: Vec<(i64, &TopologyIndex, &[i64])> = counted
+            .iter()
+            .zip(&keys)
+            .map(|((w, _, key), (mkey, topology))| {
+                let counts = cache
+                    .get(mkey)
+                    .and_then(|c| c.per_domain.iter().find(|(k, _)| k == key))
+                    .map_or(&[][..], |(_, v)| v.as_slice());
+                (*w, topology.as_ref(), counts)
+            })
+            .collect();
         let tols = pod::tolerations(pod);
-        score -= 100
-            * n.taints
-                .iter()
-                .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tols.iter().any(|tol| pod::tolerates(tol, t)))
-                .count() as i64;
-        score
+        nodes
+            .iter()
+            .map(|&node| {
+                let Some(n) = self.nodes.get(node) else { return i64::MIN };
+                let mut score: i64 = 0;
+                for (w, req) in &pref_node {
+                    if req.matches(&n.labels) {
+                        score += i64::from(*w);
+                    }
+                }
+                for (w, topology, counts) in &per_domain {
+                    if let Some(d) = topology.per_node[node] {
+                        score += w * counts.get(d as usize).copied().unwrap_or(0);
+                    }
+                }
+                score -= 100
+                    * n.taints
+                        .iter()
+                        .filter(|t| {
+                            t.effect == TaintEffect::PreferNoSchedule && !tols.iter().any(|tol| pod::tolerates(tol, t))
+                        })
+                        .count() as i64;
+                score
+            })
+            .collect()
+    }
+
+    /// Makes sure the live pods `matcher` counts are kept per domain of `key`; returns the
+    /// matcher's cache key.
+    fn domain_counts(&self, matcher: &PodMatcher, key: &str) -> String {
+        let mkey = matcher.key();
+        let known = self.match_counts.borrow().get(&mkey).map(|c| c.per_domain.iter().any(|(k, _)| k == key));
+        if known == Some(true) {
+            return mkey;
+        }
+        if known.is_none() {
+            self.counts_per_node(matcher.clone());
+        }
+        let topology = self.topology_index(key);
+        let mut cache = self.match_counts.borrow_mut();
+        if let Some(c) = cache.get_mut(&mkey) {
+            let mut counts = vec![0i64; topology.domains];
+            for (n, count) in c.per_node.iter().enumerate() {
+                if let Some(d) = topology.per_node[n] {
+                    counts[d as usize] += i64::from(*count);
+                }
+            }
+            c.per_domain.push((key.to_string(), counts));
+        }
+        mkey
     }
 }
 
@@ -745,6 +809,27 @@ mod tests {
         let p = pod("p").preferred_term(10, &[(Z, "In", &["b"])]).preferred_term(5, &[(Z, "In", &["c"])]).build();
         let scores: Vec<i64> = (0..3).map(|i| v.preference_score(&p, i)).collect();
         assert_eq!(scores, vec![0, 10, 5]);
+    }
+
+    #[test]
+    fn preference_scores_count_matching_pods_per_domain_and_follow_added_pods() {
+        let mut v = ClusterView::new(three_zone_nodes());
+        v.add_pod(0, pod("w1").label("app", "w").build());
+        v.add_pod(0, pod("w2").label("app", "w").build());
+        v.add_pod(1, pod("w3").label("app", "w").build());
+        v.add_pod(1, pod("db").label("app", "db").build());
+        let p = pod("p")
+            .label("app", "w")
+            .preferred_anti_affinity(10, Z, &[("app", "w")])
+            .preferred_pod_affinity(3, Z, &[("app", "db")])
+            .build();
+        // Zone a: 2 of w; zone b: 1 of w and 1 db; zone c: none.
+        assert_eq!(v.preference_scores(&p, &[0, 1, 2]), vec![-20, -7, 0]);
+        // Counted once above; a pod added later is counted in its domain.
+        v.add_pod(2, pod("w4").label("app", "w").build());
+        v.add_pod(2, pod("w5").label("app", "w").namespace("other").build());
+        assert_eq!(v.preference_scores(&p, &[2, 0]), vec![-10, -20]);
+        assert_eq!(v.preference_score(&p, 1), -7);
     }
 
     #[test]

@@ -312,6 +312,12 @@ impl SchedulingContext {
         (result, cost)
     }
 
+    /// Each pod's group (pending pods first, then existing ones), for tests of the grouping.
+    #[cfg(test)]
+    pub(crate) fn pod_groups(&self) -> &[usize] {
+        &self.pod_group
+    }
+
     /// The index of the existing node (or in-flight claim) called `name`.
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.node_index.get(name).copied()

@@ -38,6 +38,10 @@ pub trait SimCloud: CloudProvider {
     fn sim_interrupt(&self, provider_id: &str) -> Result<(), String>;
     /// Makes an applied EC2NodeClass the node class claims launch with.
     fn sim_register_node_class(&self, _node_class: &EC2NodeClass) {}
+    /// The summed hourly price of the instances not terminated, in launch order.
+    fn sim_fleet_price(&self) -> f64 {
+        self.sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum()
+    }
 }
 
 impl SimCloud for kerf_cloud::sim::SimProvider {
@@ -70,6 +74,10 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
 
     fn sim_register_node_class(&self, node_class: &EC2NodeClass) {
         self.register_node_class(node_class);
+    }
+
+    fn sim_fleet_price(&self) -> f64 {
+        self.running_price()
     }
 }
 
@@ -443,8 +451,7 @@ impl<P: SimCloud> Simulation<P> {
         let now = self.clock.now();
         if self.price_cache.is_none_or(|(at, _, stale)| stale || self.kubelet_wake.is_some_and(|w| w > at && w <= now))
         {
-            let p = self.manager.cloud().sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum::<f64>()
-                + 0.0;
+            let p = self.manager.cloud().sim_fleet_price() + 0.0;
             self.price_cache = Some((now, p, false));
         }
         self.price_cache.map_or(0.0, |(_, p, _)| p)

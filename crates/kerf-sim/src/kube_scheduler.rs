@@ -105,6 +105,25 @@ fn has_inter_pod_constraints(pod: &Pod) -> bool {
         || spec.affinity.as_ref().is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
 }
 
+/// Required spread or pod (anti-)affinity: what makes the filters' verdicts for a pod depend on
+/// the other pods (preferred terms only change scores).
+fn has_required_inter_pod_constraints(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else { return false };
+    spec.topology_spread_constraints
+        .as_ref()
+        .is_some_and(|c| c.iter().any(|c| c.when_unsatisfiable != "ScheduleAnyway"))
+        || spec.affinity.as_ref().is_some_and(|a| {
+            a.pod_affinity
+                .as_ref()
+                .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
+                .is_some_and(|t| !t.is_empty())
+                || a.pod_anti_affinity
+                    .as_ref()
+                    .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
+                    .is_some_and(|t| !t.is_empty())
+        })
+}
+
 fn has_preferences(pod: &Pod) -> bool {
     let Some(spec) = pod.spec.as_ref() else { return false };
     let aff = spec.affinity.as_ref();
@@ -349,7 +368,7 @@ impl KubeScheduler {
                 self.park(cluster, &key, pod, prio, seq, msg, now);
                 continue;
             }
-            let reusable = pinned.is_none() && !has_inter_pod_constraints(pod);
+            let reusable = pinned.is_none() && !has_required_inter_pod_constraints(pod);
             let cached = match (&owner, reusable) {
                 (Some(o), true) => shared.get(o).filter(|(_, e)| *e == anti_epoch).map(|(p, _)| p.clone()),
                 _ => None,
@@ -520,11 +539,7 @@ impl KubeScheduler {
             || feasible
                 .iter()
                 .any(|i| v.view.nodes()[*i].taints.iter().any(|t| t.effect == kerf_api::TaintEffect::PreferNoSchedule));
-        let raw_pref: Vec<i64> = if prefs {
-            feasible.iter().map(|i| v.view.preference_score(pod, *i)).collect()
-        } else {
-            vec![0; feasible.len()]
-        };
+        let raw_pref: Vec<i64> = if prefs { v.view.preference_scores(pod, &feasible) } else { vec![0; feasible.len()] };
         let (pmin, pmax) = (raw_pref.iter().copied().min().unwrap_or(0), raw_pref.iter().copied().max().unwrap_or(0));
         let mut best: Option<(i64, &str, usize)> = None;
         for (j, &idx) in feasible.iter().enumerate() {

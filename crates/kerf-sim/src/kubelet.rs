@@ -6,6 +6,7 @@
 //! as soon as they appear, as kwok does, and their startup taints lifted as for any other node.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint as CoreTaint};
@@ -34,7 +35,7 @@ pub struct Instance {
     pub capacity_type: String,
     pub price: f64,
     /// Labels the cloud says its Node carries (type, zone, region, capacity type, the claim's).
-    pub labels: BTreeMap<String, String>,
+    pub labels: Arc<BTreeMap<String, String>>,
     pub launched_at: Timestamp,
     pub ready_at: Timestamp,
     pub terminated: bool,
@@ -166,7 +167,7 @@ impl Kubelet {
                 // The claim's status has not been written yet; the write wakes us.
                 continue;
             };
-            let mut lbls = inst.labels.clone();
+            let mut lbls = BTreeMap::clone(&inst.labels);
             lbls.extend(claim.metadata.labels.clone().unwrap_or_default());
             lbls.insert(labels::HOSTNAME.to_string(), inst.node_name.clone());
             lbls.entry(labels::INSTANCE_TYPE.to_string()).or_insert_with(|| inst.instance_type.clone());

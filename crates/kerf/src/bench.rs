@@ -1,7 +1,8 @@
 //! `kerf bench`: benchmarks. `kerf bench scheduling --pods N --instance-types M [--json]` runs the
 //! scheduling workload of DESIGN.md and prints pods per second, nodes and cost.
-//! `kerf bench consolidation --nodes N --pods-per-node P [--json]` builds a cluster of N nodes
-//! holding N × P pods of the same shapes and asks, for every node, whether its pods could move
+//! `kerf bench consolidation --nodes N --pods-per-node P [--fill F] [--json]` builds a cluster of
+//! N nodes holding N × P pods of the same shapes (each node filled to F of its allocatable;
+//! default 1, full) and asks, for every node, whether its pods could move
 //! elsewhere or onto one cheaper node — the disruption controller's own searches — and runs the
 //! multi-node search.
 //! `kerf bench packing [--json]` compares the fleet the Scheduler buys for mixed workloads with a
@@ -10,7 +11,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use kerf_scheduling::bench::{claims_cost, consolidation_cluster, workload};
+use kerf_scheduling::bench::{claims_cost, consolidation_cluster_filled, workload};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -43,6 +44,10 @@ struct ConsolidationArgs {
     /// Seed of the workload generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Fill each node to this fraction of its allocatable (0 < F <= 1; 1: full nodes, no pod
+    /// can move) so pods can move to other nodes.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    fill: f64,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -85,7 +90,13 @@ fn consolidation(a: ConsolidationArgs) -> anyhow::Result<ExitCode> {
     if a.instance_types == 0 {
         return Err(anyhow::Error::new(crate::BadInput("--instance-types: must be at least 1".into())));
     }
-    let (input, prices) = consolidation_cluster(a.nodes, a.pods_per_node, a.instance_types, a.seed);
+    if !(a.fill > 0.0 && a.fill <= 1.0) {
+        return Err(anyhow::Error::new(crate::BadInput(format!(
+            "--fill: must be greater than 0 and at most 1 (a fraction of each node's allocatable), got {}",
+            a.fill
+        ))));
+    }
+    let (input, prices) = consolidation_cluster_filled(a.nodes, a.pods_per_node, a.instance_types, a.seed, a.fill);
     let pods: usize = input.existing_nodes.iter().map(|n| n.pods.len()).sum();
     // The generated nodes are spot: the spot-to-spot gate is on so replacements are considered.
     let f = crate::consolidation_bench::run(input, &prices, true);
@@ -104,6 +115,7 @@ fn consolidation(a: ConsolidationArgs) -> anyhow::Result<ExitCode> {
             "nodes": a.nodes,
             "pods": pods,
             "podsPerNode": a.pods_per_node,
+            "fill": a.fill,
             "instanceTypes": a.instance_types,
             "seed": a.seed,
             "candidates": candidates,

@@ -72,6 +72,35 @@ fn consolidation_zero_nodes_is_bad_input_exit_2_naming_the_flag() {
     assert!(err.contains("--nodes"), "{err}");
 }
 
+#[test]
+fn consolidation_with_room_moves_pods_and_deletes_nodes() {
+    let out = kerf(&["bench", "consolidation", "--nodes", "60", "--pods-per-node", "10", "--fill", "0.5", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["pods"], 600);
+    assert_eq!(doc["candidates"], 60);
+    // Half-full nodes: a node's pods fit on the others, so nodes are deletable and pods move.
+    assert!(doc["deletable"].as_u64().is_some_and(|d| d > 0), "{text}");
+    assert!(doc["podsMoved"].as_u64().is_some_and(|m| m > 0), "{text}");
+    assert!(doc["decisionSeconds"].as_f64().is_some_and(|s| s > 0.0), "{text}");
+    // Full nodes (the default): nothing can move.
+    let out = kerf(&["bench", "consolidation", "--nodes", "60", "--pods-per-node", "10", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["deletable"], 0, "{doc}");
+}
+
+#[test]
+fn consolidation_fill_outside_zero_to_one_is_bad_input_exit_2() {
+    for fill in ["0", "-0.5", "1.5", "NaN", "half"] {
+        let out = kerf(&["bench", "consolidation", "--nodes", "10", "--pods-per-node", "5", "--fill", fill]);
+        assert_eq!(out.status.code(), Some(2), "--fill {fill}");
+        assert!(out.stdout.is_empty(), "--fill {fill}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--fill"), "--fill {fill}: {err}");
+    }
+}
+
 /// `kerf bench packing --json` for the named workloads.
 fn packing(workloads: &[&str]) -> serde_json::Value {
     let mut args = vec!["bench", "packing", "--json"];

@@ -343,6 +343,46 @@ fn scale_example_has_fifty_deployments_and_thirty_thousand_replicas() {
 }
 
 #[test]
+fn scale_preferred_example_prefers_one_pod_per_node_in_every_deployment() {
+    // Its wall time is a release-build figure (README, Performance); here its shape is checked.
+    let s = kerf_sim::scenario::load(&example("scale-preferred.yaml")).unwrap();
+    let (mut deployments, mut replicas, mut preferring, mut soft_spread) = (0, 0, 0, 0);
+    for step in &s.steps {
+        let kerf_sim::scenario::Step::Apply(ms) = step else { continue };
+        for m in ms {
+            let kerf_sim::scenario::ManifestObject::Deployment(d) = &m.object else { continue };
+            deployments += 1;
+            let spec = d.spec.as_ref().unwrap();
+            replicas += spec.replicas.unwrap();
+            let pod = spec.template.spec.as_ref().unwrap();
+            let own = d.metadata.name.clone().unwrap();
+            let terms = pod
+                .affinity
+                .as_ref()
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.clone())
+                .unwrap_or_default();
+            if terms.iter().any(|t| {
+                t.pod_affinity_term.topology_key == "kubernetes.io/hostname"
+                    && t.pod_affinity_term
+                        .label_selector
+                        .as_ref()
+                        .and_then(|l| l.match_labels.as_ref())
+                        .is_some_and(|l| l.get("app") == Some(&own))
+            }) {
+                preferring += 1;
+            }
+            let spreads = pod.topology_spread_constraints.iter().flatten();
+            soft_spread += spreads.filter(|c| c.when_unsatisfiable == "ScheduleAnyway").count();
+        }
+    }
+    assert_eq!(deployments, 50);
+    assert_eq!(replicas, 30_000);
+    assert_eq!(preferring, 50, "every Deployment prefers not to share a node with its own pods");
+    assert_eq!(soft_spread, 5);
+}
+
+#[test]
 fn simulation_logs_are_json_lines_stamped_with_virtual_time() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
         .env("KERF_LOG", "info")

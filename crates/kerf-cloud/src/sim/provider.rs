@@ -37,8 +37,9 @@ pub struct SimInstance {
     pub capacity_type: String,
     /// $/h of the offering it was launched from.
     pub price: f64,
-    /// Labels its Node should carry: the claim's, the type's, zone, region, capacity type.
-    pub labels: BTreeMap<String, String>,
+    /// Labels its Node should carry: the claim's, the type's, zone, region, capacity type
+    /// (shared: listing instances does not copy them).
+    pub labels: Arc<BTreeMap<String, String>>,
     pub launched_at: Timestamp,
     /// When the Node is registered and Ready: `launched_at + launchLatency`.
     pub ready_at: Timestamp,
@@ -260,6 +261,19 @@ impl SimProvider {
         let now = self.clock.now();
         let state = self.lock();
         state.instances.iter().map(|l| Self::observed(&l.instance, now)).collect()
+    }
+
+    /// The summed hourly price of the instances not terminated, in launch order (what
+    /// [`instances`](Self::instances) would give, without copying them).
+    pub fn running_price(&self) -> f64 {
+        let now = self.clock.now();
+        let state = self.lock();
+        state.instances.iter().filter(|l| !Self::observed_terminated(&l.instance, now)).map(|l| l.instance.price).sum()
+    }
+
+    /// Whether `i` reads as terminated at `now` (see [`observed`](Self::observed)).
+    fn observed_terminated(i: &SimInstance, now: Timestamp) -> bool {
+        i.terminated || i.interrupted_at.is_some_and(|at| add(at, SPOT_RECLAIM_AFTER) <= now)
     }
 
     /// The instance with this provider ID.
@@ -489,7 +503,7 @@ impl SimProvider {
             zone: offering.zone.clone(),
             capacity_type: offering.capacity_type.clone(),
             price: offering.price,
-            labels: node_labels,
+            labels: Arc::new(node_labels),
             launched_at: now,
             ready_at: add(now, self.launch_latency()),
             terminated: false,

@@ -8,6 +8,10 @@
 //! resourceVersion changed is. Pods without a uid or resourceVersion (generated inputs, tests)
 //! are parsed on every build. A pod's constraints are parsed on first use: only the pod that
 //! stands for its group (pods with identical constraints) needs them.
+//!
+//! The cache also sorts the pods it parses into constraint classes: pods whose constraints are
+//! equal (as `preferences::same_constraints` compares them) get the same class id, so a build
+//! groups them by a hash lookup instead of comparing their affinities field by field.
 
 use std::borrow::Cow;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -23,6 +27,9 @@ pub(super) struct PodFacts {
     /// everything else whole units), with `pods` 1.
     pub(super) requests: Vec<(Cow<'static, str>, i64)>,
     pub(super) ports: Vec<HostPort>,
+    /// The constraint class the cache sorted this pod into (see the module documentation);
+    /// `None` when parsed without a cache or when the pod stands alone.
+    pub(super) class: Option<u64>,
     constraints: OnceLock<Constraints>,
 }
 
@@ -82,7 +89,7 @@ impl PodFacts {
             Some((_, v)) => *v = 1,
             None => requests.push((Cow::Borrowed(PODS), 1)),
         }
-        PodFacts { requests, ports: pod::host_ports(p), constraints: OnceLock::new() }
+        PodFacts { requests, ports: pod::host_ports(p), class: None, constraints: OnceLock::new() }
     }
 
     /// The constraints of `p` (the pod these facts were read from), parsed on first use.
@@ -115,6 +122,43 @@ struct CacheState {
     parses: u64,
     /// Builds served, to tell the entries the latest build used.
     builds: u64,
+    /// Constraint key (see [`constraint_key`]) → class id.
+    classes: HashMap<String, u64>,
+}
+
+impl CacheState {
+    /// Parses `p` and sorts it into its constraint class.
+    fn parse(&mut self, p: &Pod) -> PodFacts {
+        self.parses += 1;
+        let mut facts = PodFacts::parse(p);
+        if let Some(key) = constraint_key(p, &facts.ports) {
+            let next = self.classes.len() as u64;
+            facts.class = Some(*self.classes.entry(key).or_insert(next));
+        }
+        facts
+    }
+}
+
+/// Everything `preferences::same_constraints` compares, as one string: equal strings for pods
+/// with equal constraints, different ones otherwise. `None` for pods that stand alone or have no
+/// spec (they are grouped by comparison).
+fn constraint_key(p: &Pod, ports: &[HostPort]) -> Option<String> {
+    let spec = p.spec.as_ref()?;
+    // Generic ephemeral volumes are claims named after the pod: such a pod is a group of its own.
+    if spec.volumes.iter().flatten().any(|v| v.ephemeral.is_some()) {
+        return None;
+    }
+    let fields = (
+        pod::namespace(p),
+        pod::labels(p),
+        &spec.node_selector,
+        &spec.affinity,
+        &spec.tolerations,
+        &spec.topology_spread_constraints,
+        &spec.volumes,
+    );
+    let json = serde_json::to_string(&fields).ok()?;
+    Some(format!("{json}{ports:?}"))
 }
 
 struct Entry {
@@ -158,8 +202,7 @@ impl PodFactsCache {
             let uid = p.metadata.uid.as_deref().filter(|u| !u.is_empty());
             let rv = p.metadata.resource_version.as_deref().filter(|v| !v.is_empty());
             let (Some(uid), Some(rv)) = (uid, rv) else {
-                state.parses += 1;
-                out.push(Arc::new(PodFacts::parse(p)));
+                out.push(Arc::new(state.parse(p)));
                 continue;
             };
             match state.by_uid.get_mut(uid) {
@@ -168,8 +211,7 @@ impl PodFactsCache {
                     out.push(Arc::clone(&e.facts));
                 }
                 _ => {
-                    state.parses += 1;
-                    let facts = Arc::new(PodFacts::parse(p));
+                    let facts = Arc::new(state.parse(p));
                     let entry = Entry { resource_version: rv.to_string(), facts: Arc::clone(&facts), used: build };
                     state.by_uid.insert(uid.to_string(), entry);
                     out.push(facts);

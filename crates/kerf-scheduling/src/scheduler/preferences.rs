@@ -114,7 +114,24 @@ impl SchedulingContext {
         let mut buckets: HashMap<u64, Vec<usize>> = HashMap::new();
         let input = Arc::clone(&self.input);
         let existing = std::mem::take(&mut self.existing);
+        // Pods the facts cache sorted into constraint classes are grouped by class: equal
+        // classes are equal constraints, and a pod with a class never has the constraints of a
+        // pod without one (those have no spec or stand alone), so no comparison is needed.
+        let mut by_class: HashMap<u64, usize> = HashMap::new();
         for (pi, p) in input.pods.iter().chain(&existing).enumerate() {
+            if let Some(class) = self.facts[pi].class {
+                let g = match by_class.get(&class) {
+                    Some(g) => *g,
+                    None => {
+                        let g = self.groups.len();
+                        self.groups.push(self.make_group(pi, p.clone()));
+                        by_class.insert(class, g);
+                        g
+                    }
+                };
+                self.pod_group.push(g);
+                continue;
+            }
             let mut h = DefaultHasher::new();
             pod::namespace(p).hash(&mut h);
             pod::labels(p).hash(&mut h);
