@@ -213,9 +213,15 @@ impl ClusterView {
         {
             self.anti.remove(i);
         }
+        let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
                 cached.per_node[node] = cached.per_node[node].saturating_sub(1);
+                for (key, counts) in &mut cached.per_domain {
+                    if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
+                        counts[d as usize] = counts[d as usize].saturating_sub(1);
+                    }
+                }
             }
         }
         true
@@ -830,6 +836,30 @@ mod tests {
         v.add_pod(2, pod("w5").label("app", "w").namespace("other").build());
         assert_eq!(v.preference_scores(&p, &[2, 0]), vec![-10, -20]);
         assert_eq!(v.preference_score(&p, 1), -7);
+    }
+
+    #[test]
+    fn a_pod_removed_again_leaves_the_view_as_before_it_was_added() {
+        let mut v = ClusterView::new(three_zone_nodes());
+        v.add_pod(0, pod("w1").label("app", "w").build());
+        let p = pod("p")
+            .label("app", "w")
+            .request("cpu", "3")
+            .preferred_anti_affinity(10, Z, &[("app", "w")])
+            .anti_affinity(Z, &[("app2", "x")])
+            .build();
+        let scores = v.preference_scores(&p, &[0, 1, 2]);
+        let fits: Vec<bool> = (0..3).map(|i| v.check(&p, i).is_ok()).collect();
+        // A nominated pod holds its room in zone b, then gives it back.
+        let held = pod("held").label("app", "w").label("app2", "x").request("cpu", "2").build();
+        v.add_pod(1, held.clone());
+        assert_ne!(v.preference_scores(&p, &[0, 1, 2]), scores);
+        assert!(v.check(&p, 1).is_err(), "the held room is taken");
+        assert!(v.remove_pod(1, &held));
+        assert!(!v.remove_pod(1, &held), "only once");
+        assert_eq!(v.preference_scores(&p, &[0, 1, 2]), scores);
+        assert_eq!((0..3).map(|i| v.check(&p, i).is_ok()).collect::<Vec<_>>(), fits);
+        assert_eq!(v.requested(1).get("cpu").as_f64(), 0.0);
     }
 
     #[test]
