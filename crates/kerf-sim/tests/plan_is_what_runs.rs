@@ -38,6 +38,16 @@ const POOL: &str = r#"
               nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
 "#;
 
+/// [`POOL`] consolidating underutilized nodes as soon as `consolidateAfter` (0s) allows.
+fn consolidating_pool() -> String {
+    let pool = POOL.replace(
+        "        spec:\n          template:",
+        "        spec:\n          disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}\n          template:",
+    );
+    assert!(pool.contains("consolidateAfter"), "{pool}");
+    pool
+}
+
 /// Two unconstrained 900m pods (created first) and seven arm64-only 1.1-CPU pods: kerf plans the
 /// arm64 pods on one arm node and the others on one small node. A kube-scheduler that does not
 /// look at nominations binds the unconstrained pods first, on the emptiest node: the arm node.
@@ -142,11 +152,12 @@ cloud:
       offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.15}}]
 steps:
   - apply:
-{NODE_CLASS}{POOL_CONSOLIDATING}
+{NODE_CLASS}{}
   - apply:
 {}
   - wait: 2m
 "#,
+        consolidating_pool(),
         deployment("web", 3, "1200m", ""),
     );
     let r = run(&yaml);
@@ -167,16 +178,3 @@ steps:
     assert_eq!(shrunk.nodes.len(), 1);
     assert_eq!(shrunk.nodes[0].instance_type.as_deref(), Some("small"));
 }
-
-const POOL_CONSOLIDATING: &str = r#"
-      - apiVersion: karpenter.sh/v1
-        kind: NodePool
-        metadata: {name: default}
-        spec:
-          disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}
-          template:
-            spec:
-              requirements:
-                - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-              nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-"#;
