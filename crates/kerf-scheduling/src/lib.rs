@@ -39,6 +39,6 @@ pub use model::{
     ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, PricedClaim, SchedulingInput,
     SchedulingResult, UnknownNode, WhatIf, namespace_labels,
 };
-pub use predicates::{ClusterView, PreparedPod, Unfit, pod_requests};
+pub use predicates::{ClusterView, PreferenceParts, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
 pub use scheduler::{PodFactsCache, PoolTypeView, SchedulingContext, schedule};

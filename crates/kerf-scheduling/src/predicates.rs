@@ -409,10 +409,20 @@ impl ClusterView {
         self.preference_scores(pod, &[node])[0]
     }
 
-    /// [`preference_score`](Self::preference_score) of `pod` for each of `nodes`, reading the
-    /// matching pods per domain from counts kept per term (see `match_counts`) instead of
-    /// scanning the cluster's pods for every node.
+    /// [`preference_score`](Self::preference_score) of `pod` for each of `nodes`.
     pub fn preference_scores(&self, pod: &Pod, nodes: &[usize]) -> Vec<i64> {
+        self.preference_parts(pod, nodes)
+            .into_iter()
+            .map(|p| {
+                if p.missing { i64::MIN } else { p.node_affinity + p.inter_pod - p.spread - 100 * p.prefer_no_schedule }
+            })
+            .collect()
+    }
+
+    /// What each of kube-scheduler's preference plugins sees of `pod` on each of `nodes`, before
+    /// it normalises its scores: reading the matching pods per domain from counts kept per term
+    /// (see `match_counts`) instead of scanning the cluster's pods for every node.
+    pub fn preference_parts(&self, pod: &Pod, nodes: &[usize]) -> Vec<PreferenceParts> {
         let pref_node = pod::preferred_node_terms(pod);
         let aff = pod::pod_affinities(pod);
         // (weight, what is counted, topology key) of each per-domain preference.
@@ -427,6 +437,7 @@ impl ClusterView {
             let key = c.topology_key.clone();
             counted.push((-1, PodMatcher::Spread(c), key));
         }
+        let spread_from = counted.len() - pod::spread_constraints(pod).iter().filter(|c| !c.hard).count();
         let keys: Vec<(String, Arc<TopologyIndex>)> =
             counted.iter().map(|(_, m, key)| (self.domain_counts(m, key), self.topology_index(key))).collect();
         let cache = self.match_counts.borrow();
@@ -445,26 +456,29 @@ impl ClusterView {
         nodes
             .iter()
             .map(|&node| {
-                let Some(n) = self.nodes.get(node) else { return i64::MIN };
-                let mut score: i64 = 0;
+                let Some(n) = self.nodes.get(node) else {
+                    return PreferenceParts { missing: true, ..PreferenceParts::default() };
+                };
+                let mut parts = PreferenceParts::default();
                 for (w, req) in &pref_node {
                     if req.matches(&n.labels) {
-                        score += i64::from(*w);
+                        parts.node_affinity += i64::from(*w);
                     }
                 }
-                for (w, topology, counts) in &per_domain {
+                for (i, (w, topology, counts)) in per_domain.iter().enumerate() {
                     if let Some(d) = topology.per_node[node] {
-                        score += w * counts.get(d as usize).copied().unwrap_or(0);
+                        let v = w * counts.get(d as usize).copied().unwrap_or(0);
+                        if i < spread_from { parts.inter_pod += v } else { parts.spread -= v }
                     }
                 }
-                score -= 100
-                    * n.taints
-                        .iter()
-                        .filter(|t| {
-                            t.effect == TaintEffect::PreferNoSchedule && !tols.iter().any(|tol| pod::tolerates(tol, t))
-                        })
-                        .count() as i64;
-                score
+                parts.prefer_no_schedule = n
+                    .taints
+                    .iter()
+                    .filter(|t| {
+                        t.effect == TaintEffect::PreferNoSchedule && !tols.iter().any(|tol| pod::tolerates(tol, t))
+                    })
+                    .count() as i64;
+                parts
             })
             .collect()
     }
@@ -493,6 +507,22 @@ impl ClusterView {
         }
         mkey
     }
+}
+
+/// A pod's raw preference for one node, per kube-scheduler score plugin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PreferenceParts {
+    /// NodeAffinity: the weights of the preferred node affinity terms the node matches.
+    pub node_affinity: i64,
+    /// InterPodAffinity: preferred pod affinity weight × matching pods in the node's domain,
+    /// less the same for preferred anti-affinity.
+    pub inter_pod: i64,
+    /// PodTopologySpread (ScheduleAnyway constraints): matching pods in the node's domains.
+    pub spread: i64,
+    /// TaintToleration: the node's PreferNoSchedule taints the pod does not tolerate.
+    pub prefer_no_schedule: i64,
+    /// The node is not in the view.
+    pub missing: bool,
 }
 
 /// The fit check's questions about a prepared pod on one node of the view.

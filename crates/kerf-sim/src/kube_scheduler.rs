@@ -1,8 +1,9 @@
 //! A stand-in for kube-scheduler. It binds pending pods to existing nodes with the scheduling
 //! layer's one node-fit check (`kerf_scheduling::fit::check`, through [`ClusterView`], which
-//! keeps the counts its filters read) and scores feasible nodes like the default profile
-//! (least-allocated, balanced allocation, and the preference score for preferred node affinity,
-//! preferred pod affinity, ScheduleAnyway spread and PreferNoSchedule taints), breaking ties by
+//! keeps the counts its filters read) and scores feasible nodes like the default profile: each
+//! score plugin (NodeResourcesFit least-allocated and BalancedAllocation, weight 1;
+//! TaintToleration, 3; NodeAffinity, InterPodAffinity and PodTopologySpread, 2 each; no
+//! ImageLocality) normalises its own scores to 0..=100, and the weighted sum ranks, ties broken by
 //! node name. Pods it cannot place get `PodScheduled=False` with reason `Unschedulable` and a
 //! message in kube-scheduler's words ("0/N nodes are available: ...").
 //!
@@ -25,10 +26,43 @@ use kerf_scheduling::{ClusterView, ExistingNode, PreparedPod, pod_requests};
 use crate::cluster::SimCluster;
 use crate::world::{World, node_ready};
 
-/// kube-scheduler's default score weights (NodeResourcesFit, BalancedAllocation: 1; preferences: 2).
+/// kube-scheduler's default score plugin weights (ImageLocality is left out: the simulator pulls
+/// no images).
 const FIT_WEIGHT: i64 = 1;
 const BALANCED_WEIGHT: i64 = 1;
-const PREFERENCE_WEIGHT: i64 = 2;
+const TAINT_TOLERATION_WEIGHT: i64 = 3;
+const NODE_AFFINITY_WEIGHT: i64 = 2;
+const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
+const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
+
+/// The preference plugins' weighted scores per feasible node, each plugin's raw scores
+/// normalised to 0..=100 over the feasible nodes as that plugin does: NodeAffinity by its
+/// highest score; InterPodAffinity between its lowest and highest; PodTopologySpread and
+/// TaintToleration reversed (fewer matching pods, fewer untolerated PreferNoSchedule taints
+/// score higher).
+fn plugin_scores(parts: &[kerf_scheduling::PreferenceParts]) -> Vec<i64> {
+    let range = |f: &dyn Fn(&kerf_scheduling::PreferenceParts) -> i64| {
+        let vals = parts.iter().map(f);
+        (vals.clone().min().unwrap_or(0), vals.max().unwrap_or(0))
+    };
+    let (_, na_max) = range(&|p| p.node_affinity);
+    let (ip_min, ip_max) = range(&|p| p.inter_pod);
+    let (sp_min, sp_max) = range(&|p| p.spread);
+    let (_, tt_max) = range(&|p| p.prefer_no_schedule);
+    parts
+        .iter()
+        .map(|p| {
+            let na = if na_max > 0 { p.node_affinity * 100 / na_max } else { 0 };
+            let ip = if ip_max > ip_min { (p.inter_pod - ip_min) * 100 / (ip_max - ip_min) } else { 0 };
+            let sp = if sp_max > 0 { 100 * (sp_max + sp_min - p.spread) / sp_max } else { 100 };
+            let tt = if tt_max > 0 { 100 - p.prefer_no_schedule * 100 / tt_max } else { 100 };
+            NODE_AFFINITY_WEIGHT * na
+                + INTER_POD_AFFINITY_WEIGHT * ip
+                + POD_TOPOLOGY_SPREAD_WEIGHT * sp
+                + TAINT_TOLERATION_WEIGHT * tt
+        })
+        .collect()
+}
 
 #[derive(Debug, Default)]
 pub struct KubeScheduler {
@@ -539,13 +573,12 @@ impl KubeScheduler {
             || feasible
                 .iter()
                 .any(|i| v.view.nodes()[*i].taints.iter().any(|t| t.effect == kerf_api::TaintEffect::PreferNoSchedule));
-        let raw_pref: Vec<i64> = if prefs { v.view.preference_scores(pod, &feasible) } else { vec![0; feasible.len()] };
-        let (pmin, pmax) = (raw_pref.iter().copied().min().unwrap_or(0), raw_pref.iter().copied().max().unwrap_or(0));
+        let prefs =
+            if prefs { plugin_scores(&v.view.preference_parts(pod, &feasible)) } else { vec![0; feasible.len()] };
         let mut best: Option<(i64, &str, usize)> = None;
         for (j, &idx) in feasible.iter().enumerate() {
             let (fit, balanced) = resource_scores(v.allocatable[idx], v.requested[idx], requests);
-            let pref = if pmax > pmin { (raw_pref[j] - pmin) * 100 / (pmax - pmin) } else { 0 };
-            let score = FIT_WEIGHT * fit + BALANCED_WEIGHT * balanced + PREFERENCE_WEIGHT * pref;
+            let score = FIT_WEIGHT * fit + BALANCED_WEIGHT * balanced + prefs[j];
             let name = v.names[idx].as_str();
             let better = match best {
                 None => true,
