@@ -178,3 +178,46 @@ steps:
     assert_eq!(shrunk.nodes.len(), 1);
     assert_eq!(shrunk.nodes[0].instance_type.as_deref(), Some("small"));
 }
+
+#[test]
+fn without_nominations_a_daemonset_pod_that_lost_a_race_on_a_new_node_does_not_get_the_node_replaced() {
+    // kerf plans x (1.9 CPU) with the agent on a small node and four y (1.95 CPU) with the agent
+    // on a big one. Ignoring nominations, x lands on the big node, a y takes the small node's
+    // room and the small node's agent is left without room. The node was sized with the agent:
+    // replacing it (Unfit) would only race again.
+    let yaml = format!(
+        r#"name: t
+settings:
+  kubeScheduler: {{nominatedNodeName: false}}
+cloud:
+  region: us-west-2
+  zones: [us-west-2a]
+  launchLatency: 30s
+  instanceTypes:
+    - name: big
+      capacity: {{cpu: "8", memory: 32Gi, pods: "40"}}
+      price: 0.40
+      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.40}}]
+    - name: small
+      capacity: {{cpu: "2", memory: 8Gi, pods: "20"}}
+      price: 0.10
+      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.10}}]
+steps:
+  - apply:
+{NODE_CLASS}{POOL}{}
+  - apply:
+{}
+  - apply:
+{}
+  - wait: 5m
+"#,
+        daemonset("agent", "\n              tolerations: [{operator: Exists}]", ""),
+        deployment("x", 1, "1900m", ""),
+        deployment("y", 4, "1950m", ""),
+    );
+    let r = run(&yaml);
+    assert_eq!(r.summary.node_claims_launched, 2, "{:?}", r.nodes);
+    let pending: Vec<&str> = r.pods.iter().filter(|p| p.node.is_none()).map(|p| p.owner.as_str()).collect();
+    assert_eq!(pending, vec!["DaemonSet/agent"], "the race happened as described");
+    assert!(r.disruptions.is_empty(), "no replacement that would race again: {:?}", r.disruptions);
+}

@@ -266,8 +266,9 @@ impl<P: CloudProvider> Manager<P> {
         let state = &self.state;
         let pdbs = PdbIndex::new(state);
         let mut budgets = Budgets { wall: self.wall_clock(now), ..Budgets::default() };
-        // DaemonSet pods that cannot fit on the node they are meant for.
-        let mut unfit: BTreeMap<&str, String> = BTreeMap::new();
+        // DaemonSet pods that cannot fit on the node they are meant for, with when their
+        // DaemonSet was created.
+        let mut unfit: BTreeMap<&str, (String, Option<Timestamp>)> = BTreeMap::new();
         for (_, pod) in state.unbound_pods() {
             if util::owned_by_daemonset(pod)
                 && util::marked_unschedulable(pod)
@@ -280,8 +281,18 @@ impl<P: CloudProvider> Manager<P> {
                     .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
                     .and_then(|c| c.message.clone())
                     .unwrap_or_default();
+                let ns = pod.metadata.namespace.clone().unwrap_or_default();
+                let created = pod
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.kind == "DaemonSet")
+                    .and_then(|o| state.daemonsets().get(&(ns, o.name.clone())))
+                    .and_then(|ds| ds.metadata.creation_timestamp.as_ref())
+                    .map(|t| t.0);
                 unfit.entry(node).or_insert_with(|| {
-                    format!("DaemonSet pod {} cannot run on it: {why}", kerf_scheduling::pod::key(pod))
+                    (format!("DaemonSet pod {} cannot run on it: {why}", kerf_scheduling::pod::key(pod)), created)
                 });
             }
         }
@@ -392,7 +403,15 @@ impl<P: CloudProvider> Manager<P> {
                 protected,
                 eventual_grace,
                 drifted,
-                unfit: unfit.get(name.as_str()).cloned(),
+                // A node launched after the DaemonSet existed was sized with its pod: a pod that
+                // took its room won a scheduling race, and a replacement would only race again.
+                unfit: unfit
+                    .get(name.as_str())
+                    .filter(|(_, ds_created)| {
+                        let launched = claim.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                        !matches!((launched, ds_created), (Some(l), Some(d)) if l > *d)
+                    })
+                    .map(|(why, _)| why.clone()),
             });
         }
         (out, budgets, wake)
