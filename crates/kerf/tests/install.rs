@@ -285,6 +285,7 @@ fn rbac_grants_what_the_controller_uses_and_leases_only_in_its_namespace() {
         ":pods:watch",
         ":pods/eviction:create",
         ":pods:delete",
+        ":pods/status:update",
         ":nodes:delete",
         ":nodes:patch",
         ":events:create",
