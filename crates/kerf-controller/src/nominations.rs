@@ -16,9 +16,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_api::cluster::ClusterApi;
+use kerf_api::cluster::{ApiError, ClusterApi};
 
-use crate::manager::{ControllerError, Pass};
+use crate::manager::{ControllerError, Pass, RETRY_AFTER};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 
@@ -129,14 +129,23 @@ impl Nominations {
             let Some(pod) = state.pod(&key.0, &key.1) else { continue };
             let mut pod = Pod::clone(pod);
             pod.status.get_or_insert_with(Default::default).nominated_node_name = node.clone();
-            if pass.soft("writing nominatedNodeName", api.update_status(pod).await)?.is_some() {
-                match node {
+            match api.update_status(pod).await {
+                Ok(_) => match node {
                     Some(n) => {
                         self.written.insert(key, n);
                     }
                     None => {
                         self.written.remove(&key);
                     }
+                },
+                // The pod changed or went meanwhile: the next pass sees it as it is now.
+                Err(ApiError::Conflict { .. } | ApiError::NotFound { .. }) => pass.wake_after(RETRY_AFTER),
+                // A nomination is advice to kube-scheduler: failing to write one (no RBAC for
+                // pods/status, an API server that refuses it) must never stop provisioning.
+                Err(e) => {
+                    tracing::warn!(pod = %format!("{}/{}", key.0, key.1), error = %e, "cannot write nominatedNodeName");
+                    pass.wake_after(RETRY_AFTER);
+                    break;
                 }
             }
         }

@@ -648,3 +648,27 @@ fn a_launching_claim_keeps_room_for_the_daemonset_pods_its_node_will_run() {
     h.advance(Duration::from_secs(1));
     assert_eq!(h.claims().len(), 2);
 }
+
+#[test]
+fn a_nomination_that_cannot_be_written_never_stops_provisioning() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    // The API server refuses every pod write (say, no RBAC for pods/status).
+    h.api.fail_writes_of::<k8s_openapi::api::core::v1::Pod>(Some(kerf_api::cluster::ApiError::Other(
+        "pods \"a\" is forbidden: cannot update resource \"pods/status\"".into(),
+    )));
+    kubelet_joins(&h.api, &claim, "n1", true);
+    h.settle();
+    assert_eq!(nominated_node_name(&h, "a"), None);
+    // Provisioning goes on: a pod too big for the small node gets its own claim, and no
+    // reconciler failed.
+    h.api.put(pending_pod("b", "3"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 2);
+    assert!(h.errors.is_empty(), "{:?}", h.errors);
+}
