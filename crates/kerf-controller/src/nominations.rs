@@ -100,13 +100,18 @@ impl Nominations {
         state: &ClusterState,
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
-        self.adopt(state);
         let mut writes: Vec<(ObjectKey, Option<String>)> = Vec::new();
+        let mut adopted = Vec::new();
         for (key, pod) in state.unbound_pods() {
             if pod.metadata.deletion_timestamp.is_some() || util::pod_terminal(pod) {
                 continue;
             }
             let current = util::nominated_node(pod);
+            if let Some(claim) = self.adoptable(state, key, pod) {
+                // Already nominated where kerf would write it: nothing to write.
+                adopted.push((key.clone(), claim, current.unwrap_or_default().to_string()));
+                continue;
+            }
             let target = self.target(state, key, pod);
             if target == current {
                 continue;
@@ -123,6 +128,10 @@ impl Nominations {
                 }
                 None => {}
             }
+        }
+        for (key, claim, node) in adopted {
+            self.insert(key.clone(), &claim);
+            self.written.insert(key, node);
         }
         self.written.retain(|k, _| state.pod(&k.0, &k.1).is_some_and(|p| util::pod_node_name(p).is_none()));
         for (key, node) in writes {
@@ -152,23 +161,15 @@ impl Nominations {
         Ok(())
     }
 
-    /// Pending pods nominated (by an earlier process) to the node of an in-flight claim are
-    /// nominated to that claim.
-    fn adopt(&mut self, state: &ClusterState) {
-        let mut adopted = Vec::new();
-        for (key, pod) in state.unbound_pods() {
-            if self.by_pod.contains_key(key) || self.written.contains_key(key) || util::owned_by_daemonset(pod) {
-                continue;
-            }
-            let Some(node) = util::nominated_node(pod).and_then(|n| state.node(n)) else { continue };
-            let Some(claim) = state.claim_for_node(node) else { continue };
-            if crate::provisioner::in_flight(claim) {
-                adopted.push((key.clone(), claim.name().to_string(), node.metadata.name.clone().unwrap_or_default()));
-            }
+    /// The in-flight claim a pending pod's nomination names the node of, when kerf has no plan
+    /// of its own for the pod (an earlier process nominated it): the pod is nominated to that
+    /// claim again.
+    fn adoptable(&self, state: &ClusterState, key: &ObjectKey, pod: &Pod) -> Option<String> {
+        if self.by_pod.contains_key(key) || self.written.contains_key(key) || util::owned_by_daemonset(pod) {
+            return None;
         }
-        for (key, claim, node) in adopted {
-            self.insert(key.clone(), &claim);
-            self.written.insert(key, node);
-        }
+        let node = util::nominated_node(pod).and_then(|n| state.node(n))?;
+        let claim = state.claim_for_node(node)?;
+        crate::provisioner::in_flight(claim).then(|| claim.name().to_string())
     }
 }

@@ -454,15 +454,10 @@ impl<P: CloudProvider> Manager<P> {
             None => Vec::new(),
         };
         pods.extend(nominated);
-        let daemon_of = |p: &Pod| {
-            p.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.kind == "DaemonSet")
-                .map(|o| (p.metadata.namespace.clone(), o.name.clone()))
-        };
-        let present: BTreeSet<(Option<String>, String)> = pods.iter().filter_map(|p| daemon_of(p)).collect();
+        let present: BTreeSet<(Option<String>, String)> = pods
+            .iter()
+            .filter_map(|p| Some((p.metadata.namespace.clone(), kerf_scheduling::pod::daemonset_owner(p)?.to_string())))
+            .collect();
         let host = node.and_then(|n| n.metadata.name.as_deref()).unwrap_or(claim.name());
         for template in daemonsets {
             let id = (template.metadata.namespace.clone(), template.metadata.name.clone().unwrap_or_default());

@@ -72,13 +72,10 @@ pub fn pod_terminal(pod: &Pod) -> bool {
 }
 
 pub fn owned_by_daemonset(pod: &Pod) -> bool {
-    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
+    kerf_scheduling::pod::daemonset_owner(pod).is_some()
 }
 
-/// A pod's `status.nominatedNodeName`, if set.
-pub fn nominated_node(pod: &Pod) -> Option<&str> {
-    pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty())
-}
+pub use kerf_scheduling::pod::nominated_node;
 
 /// The one node a DaemonSet pod may run on: the `metadata.name` its required node affinity
 /// names, as the DaemonSet controller pins its pods.

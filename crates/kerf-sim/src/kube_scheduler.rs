@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::{ResourceList, Taint};
 use kerf_cloud::Timestamp;
+use kerf_scheduling::pod::nominated_node;
 use kerf_scheduling::{ClusterView, ExistingNode, PreparedPod, pod_requests};
 
 use crate::cluster::SimCluster;
@@ -115,11 +116,6 @@ impl View {
             self.version[idx] += 1;
         }
     }
-}
-
-/// The node a pending pod is nominated to, if any.
-fn nominated_node(pod: &Pod) -> Option<&str> {
-    pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty())
 }
 
 /// Per node: the node's version when the filters last ran and what they said.

@@ -282,13 +282,8 @@ impl<P: CloudProvider> Manager<P> {
                     .and_then(|c| c.message.clone())
                     .unwrap_or_default();
                 let ns = pod.metadata.namespace.clone().unwrap_or_default();
-                let created = pod
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|o| o.kind == "DaemonSet")
-                    .and_then(|o| state.daemonsets().get(&(ns, o.name.clone())))
+                let created = kerf_scheduling::pod::daemonset_owner(pod)
+                    .and_then(|name| state.daemonsets().get(&(ns, name.to_string())))
                     .and_then(|ds| ds.metadata.creation_timestamp.as_ref())
                     .map(|t| t.0);
                 unfit.entry(node).or_insert_with(|| {
