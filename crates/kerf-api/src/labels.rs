@@ -63,6 +63,9 @@ pub const TOPOLOGY_ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
 // Annotations.
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// kerf's annotation on a NodeClaim launched by a consolidation to replace other nodes: it is
+/// not consolidated itself while the workload it was sized for stays as it is.
+pub const CONSOLIDATION_REPLACEMENT: &str = "kerf.sh/consolidation-replacement";
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";

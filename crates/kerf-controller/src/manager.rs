@@ -356,6 +356,11 @@ impl<P: CloudProvider> Manager<P> {
         &self.disruption.records
     }
 
+    /// Consolidations that were undone (the provisioner launched for pods they moved).
+    pub fn consolidation_reversals(&self) -> &[crate::disruption::reversals::Reversal] {
+        &self.disruption.reversals.records
+    }
+
     /// For each managed node kerf is not disrupting: why it would not remove or replace it now.
     pub fn disruption_blocked(&self) -> &BTreeMap<String, String> {
         &self.disruption.blocked

@@ -573,6 +573,34 @@ impl<P: CloudProvider> Manager<P> {
                     self.nominate(api, key, &claim_name).await;
                 }
             }
+            let for_pods: Vec<(String, String)> = new
+                .pods
+                .iter()
+                .filter_map(|&i| pending.get(i))
+                .filter_map(|(key, pod)| Some((pod_name(key), util::owner_key(pod)?)))
+                .collect();
+            if let Some(r) = self.disruption.reversals.launched(&claim_name, &new.node_pool, &for_pods, pass.now) {
+                tracing::warn!(
+                    NodePool = %r.node_pool,
+                    NodeClaim = %claim_name,
+                    decided = %r.decided_at,
+                    pods = %r.pods.join(", "),
+                    "consolidation undone: pods it moved needed a new node; its replacement and this node are left alone until the workload changes"
+                );
+                api.record_event(EventRecord {
+                    kind: kerf_api::nodepool::KIND,
+                    name: r.node_pool.clone(),
+                    type_: "Warning",
+                    reason: "ConsolidationReversed".to_string(),
+                    message: format!(
+                        "NodeClaim {claim_name} launched for pod(s) {} that the consolidation decided at {} moved ({}); its nodes are left alone until the workload changes",
+                        r.pods.join(", "),
+                        r.decided_at,
+                        r.detail
+                    ),
+                })
+                .await;
+            }
         }
 
         self.provisioning.batch.retry_at =

@@ -71,6 +71,16 @@ pub fn pod_terminal(pod: &Pod) -> bool {
     matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded") | Some("Failed"))
 }
 
+/// `namespace/Kind/name` of the pod's controller (its ReplicaSet, StatefulSet, Job, ...); `None`
+/// for a DaemonSet's pod or a pod without one.
+pub fn owner_key(pod: &Pod) -> Option<String> {
+    if owned_by_daemonset(pod) {
+        return None;
+    }
+    let owner = pod.metadata.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true))?;
+    Some(format!("{}/{}/{}", pod.metadata.namespace.as_deref().unwrap_or_default(), owner.kind, owner.name))
+}
+
 pub fn owned_by_daemonset(pod: &Pod) -> bool {
     kerf_scheduling::pod::daemonset_owner(pod).is_some()
 }

@@ -40,6 +40,8 @@ pub struct Metrics {
     pool_limit: Family<Labels, FloatGauge>,
     price_estimate: Family<Labels, FloatGauge>,
     decisions: Family<Labels, Counter>,
+    reversals: Family<Labels, Counter>,
+    counted_reversals: usize,
     /// NodeClaims and registered Nodes already seen (so each is counted once).
     claims: BTreeSet<String>,
     registered: BTreeSet<String>,
@@ -112,8 +114,16 @@ impl Metrics {
             "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
             decisions.clone(),
         );
+        let reversals = Family::<Labels, Counter>::default();
+        registry.register(
+            "kerf_consolidation_reversals",
+            "Consolidation decisions that were undone: the provisioner launched a node for pods the consolidation had moved. Labeled by nodepool.",
+            reversals.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
+            reversals,
+            counted_reversals: 0,
             claims_created,
             claims_terminated,
             nodes_created,
@@ -195,6 +205,11 @@ impl Metrics {
     /// decisions.
     pub fn after_pass<P: CloudProvider>(&mut self, manager: &Manager<P>) {
         self.count_decisions(manager.disruptions());
+        let reversals = manager.consolidation_reversals();
+        for r in reversals.get(self.counted_reversals..).unwrap_or_default() {
+            self.reversals.get_or_create(&lset([("nodepool", r.node_pool.as_str())])).inc();
+        }
+        self.counted_reversals = reversals.len();
         let state = manager.state();
         self.pool_usage.clear();
         self.pool_limit.clear();

@@ -263,3 +263,66 @@ fn constraint_classes_from_the_cache_group_pods_as_comparing_them_does() {
     assert_eq!(groups[0], groups[2]);
     assert_ne!(groups[0], groups[1]);
 }
+
+/// n1's two pods fit in the gaps of n2 and n3 only if the large one goes first; kube-scheduler,
+/// taking the small one first, puts it in the larger gap (least allocated) and leaves the large
+/// one nowhere.
+fn gaps_only_kerfs_order_fills() -> SchedulingInput {
+    let mut n1 = big_node("n1", "a", &[]);
+    n1.pods = vec![pod("small").cpu("500m").build(), pod("large").cpu("1500m").build()];
+    cluster(vec![n1, big_node("n2", "b", &[("used2", "6500m")]), big_node("n3", "c", &[("used3", "7")])])
+}
+
+#[test]
+fn kube_replay_refuses_a_deletion_whose_pods_fit_only_in_kerfs_packing_order() {
+    let mut ctx = SchedulingContext::new(gaps_only_kerfs_order_fills());
+    let w = ctx.without_nodes(&["n1"]).unwrap();
+    assert!(w.deletable(), "kerf's own packing fits both pods: {w:?}");
+    let e = ctx.kube_replay(&["n1"], &w.pods, None).unwrap_err();
+    assert!(e.contains("default/large") && e.contains("nowhere to go"), "{e}");
+    // The replay leaves the context as it was: the same question gets the same answers.
+    let again = ctx.without_nodes(&["n1"]).unwrap();
+    assert_eq!(format!("{:?}", again.placements), format!("{:?}", w.placements));
+    assert_eq!(ctx.kube_replay(&["n1"], &w.pods, None).unwrap_err(), e);
+}
+
+#[test]
+fn kube_replay_accepts_a_deletion_when_the_pods_fit_in_any_order() {
+    let mut ctx = SchedulingContext::new(cluster(vec![
+        big_node("n1", "a", &[("p1", "1"), ("p2", "1")]),
+        big_node("n2", "b", &[]),
+    ]));
+    let w = ctx.without_nodes(&["n1"]).unwrap();
+    assert!(ctx.kube_replay(&["n1"], &w.pods, None).is_ok());
+}
+
+#[test]
+fn kube_replay_counts_the_replacement_node_with_its_daemonset_pods() {
+    use crate::model::NewNodeClaim;
+    use crate::scheduler::Replacement;
+    let mut input = gaps_only_kerfs_order_fills();
+    let small = input.node_pools[0].instance_types[0].clone();
+    let claim = NewNodeClaim {
+        node_pool: "default".into(),
+        requirements: vec![],
+        instance_types: vec![small.clone()],
+        instance_type_min_values: None,
+        labels: Default::default(),
+        taints: vec![],
+        startup_taints: vec![],
+        pods: vec![],
+        requests: ResourceList::new(),
+    };
+    let offering = small.offerings[0].clone();
+    // Without DaemonSets the small replacement (2 cpu) holds both pods.
+    let mut ctx = SchedulingContext::new(input.clone());
+    let w = ctx.without_nodes(&["n1"]).unwrap();
+    let r = Replacement { claim: &claim, instance_type: &small, offering: &offering };
+    assert!(ctx.kube_replay(&["n1"], &w.pods, Some(r)).is_ok());
+    // A DaemonSet taking 1.5 cpu on every node leaves the replacement room for the small pod
+    // only, and the large one nowhere.
+    input.daemonset_pods = vec![pod("agent").cpu("1500m").build()];
+    let mut ctx = SchedulingContext::new(input);
+    let e = ctx.kube_replay(&["n1"], &w.pods, Some(r)).unwrap_err();
+    assert!(e.contains("default/large"), "{e}");
+}

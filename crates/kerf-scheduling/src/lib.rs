@@ -22,6 +22,7 @@ pub mod bench;
 mod context_tests;
 pub mod fit;
 pub mod instance;
+pub mod kube_choice;
 pub mod model;
 pub mod packing_bound;
 pub mod pod;
@@ -41,4 +42,4 @@ pub use model::{
 };
 pub use predicates::{ClusterView, PreferenceParts, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
-pub use scheduler::{PodFactsCache, PoolTypeView, SchedulingContext, schedule};
+pub use scheduler::{PodFactsCache, PoolTypeView, Replacement, SchedulingContext, schedule};

@@ -40,8 +40,10 @@ pub struct ClusterView {
     /// first use and kept current by `add_pod`: pods of one workload share their selectors, so
     /// each pod's PreFilter reads counts instead of rescanning every pod in the cluster.
     match_counts: RefCell<HashMap<String, MatchCounts>>,
-    /// Interned node values per topology key (nodes and their labels never change in a view).
+    /// Interned node values per topology key (rebuilt when a node is pushed or popped).
     topology: RefCell<HashMap<String, Arc<TopologyIndex>>>,
+    /// Nodes set aside for a what-if (see [`ClusterView::set_hidden`]); empty when none ever was.
+    hidden: Vec<bool>,
 }
 
 /// What a cached count counts.
@@ -227,6 +229,78 @@ impl ClusterView {
         true
     }
 
+    /// Appends `node` (with its pods) to the view and returns its index: a what-if about a node
+    /// that does not exist yet. [`ClusterView::pop_node`] takes it off again. Counts kept per
+    /// node stay; topology indexes and counts per domain are rebuilt on next use.
+    pub fn push_node(&mut self, node: ExistingNode) -> usize {
+        self.forget_domains();
+        for cached in self.match_counts.get_mut().values_mut() {
+            cached.per_node.push(0);
+        }
+        let pods = node.pods.clone();
+        let idx = self.nodes.len();
+        self.nodes.push(ExistingNode { pods: Vec::new(), ..node });
+        self.requested.push(ResourceList::new());
+        self.free_core.push(core_of(&self.nodes[idx].allocatable));
+        self.ports.push(Vec::new());
+        self.hidden.resize(self.nodes.len(), false);
+        for p in pods {
+            self.add_pod(idx, p);
+        }
+        idx
+    }
+
+    /// Takes the last node off the view again (see [`ClusterView::push_node`]).
+    pub fn pop_node(&mut self) -> Option<ExistingNode> {
+        let idx = self.nodes.len().checked_sub(1)?;
+        for p in self.nodes[idx].pods.clone() {
+            self.remove_pod(idx, &p);
+        }
+        let node = self.nodes.pop()?;
+        self.requested.pop();
+        self.free_core.pop();
+        self.ports.pop();
+        self.hidden.truncate(self.nodes.len());
+        for cached in self.match_counts.get_mut().values_mut() {
+            cached.per_node.pop();
+        }
+        self.forget_domains();
+        Some(node)
+    }
+
+    /// Hides node `idx` (or shows it again): a hidden node takes no pod and is no topology
+    /// domain for spread, as if it were gone. Its pods still count; take them off with
+    /// [`ClusterView::remove_pod`] for a node that is going away with them.
+    pub fn set_hidden(&mut self, idx: usize, hidden: bool) {
+        if self.hidden.len() < self.nodes.len() {
+            self.hidden.resize(self.nodes.len(), false);
+        }
+        if let Some(h) = self.hidden.get_mut(idx) {
+            *h = hidden;
+        }
+    }
+
+    /// Whether node `idx` is set aside (see [`ClusterView::set_hidden`]).
+    pub fn is_hidden(&self, idx: usize) -> bool {
+        self.hidden.get(idx).copied().unwrap_or(false)
+    }
+
+    /// Drops the interned topology values and the counts per domain (the node set changed).
+    fn forget_domains(&mut self) {
+        self.topology.get_mut().clear();
+        for cached in self.match_counts.get_mut().values_mut() {
+            cached.per_domain.clear();
+        }
+    }
+
+    /// cpu (cores) and memory (bytes) of `node`: allocatable, and what its pods request.
+    pub fn cpu_memory(&self, node: usize) -> ([f64; 2], [f64; 2]) {
+        let n = &self.nodes[node];
+        let alloc = [n.allocatable.get(CPU).as_f64(), n.allocatable.get(MEMORY).as_f64()];
+        let used = [self.requested[node].get(CPU).as_f64(), self.requested[node].get(MEMORY).as_f64()];
+        (alloc, used)
+    }
+
     /// Live pods on each node that `matcher` counts (cached; see `match_counts`).
     fn counts_per_node(&self, matcher: PodMatcher) -> Vec<u32> {
         let key = matcher.key();
@@ -301,7 +375,7 @@ impl ClusterView {
                 spread.iter().map(|s| self.counts_per_node(PodMatcher::Spread(s.constraint.clone()))).collect();
             for (i, n) in self.nodes.iter().enumerate() {
                 // kube-scheduler counts only nodes carrying every topology key of the pod.
-                if !spread.iter().all(|s| s.topology.per_node[i].is_some()) {
+                if self.is_hidden(i) || !spread.iter().all(|s| s.topology.per_node[i].is_some()) {
                     continue;
                 }
                 let affinity_ok = self.node_affinity_ok(&node_terms, &name_fields, i);
@@ -394,7 +468,7 @@ impl ClusterView {
 
     /// The one fit check ([`crate::fit::check`]) for a prepared pod on `node`.
     pub fn check_prepared(&self, p: &PreparedPod<'_>, node: usize) -> Result<(), Unfit> {
-        if node >= self.nodes.len() {
+        if node >= self.nodes.len() || self.is_hidden(node) {
             return Err(Unfit::new("node does not exist"));
         }
         let mut q = ViewFit { v: self, p, node };

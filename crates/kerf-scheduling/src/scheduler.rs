@@ -55,7 +55,8 @@
 //! `topology` (counters, anti-affinity blocks, spread domains), `preferences` (pod groups
 //! and relaxation levels), `existing` (existing nodes and the fit check on them), `claims`
 //! (new NodeClaims), `queue` (placement order and retries), `journal` (undoing a query) and
-//! `explain` (why a pod fits nowhere), `offers` (a pool's types as new claims see them), `packing` (new claims sized by cost).
+//! `explain` (why a pod fits nowhere), `replay` (consolidation's check that kube-scheduler would
+//! bind the moved pods where the plan counts on), `offers` (a pool's types as new claims see them), `packing` (new claims sized by cost).
 
 mod claims;
 mod existing;
@@ -68,6 +69,7 @@ mod packing;
 mod pools;
 mod preferences;
 mod queue;
+mod replay;
 mod resources;
 mod room;
 mod topology;
@@ -83,6 +85,8 @@ use packing::*;
 use pools::*;
 use preferences::*;
 use queue::*;
+use replay::KubeView;
+pub use replay::Replacement;
 use resources::*;
 use room::RoomIndex;
 use topology::*;
@@ -163,6 +167,9 @@ pub struct SchedulingContext {
     roomy: Vec<usize>,
     /// Cost-driven sizing of new claims (provisioning only).
     packing: Packing,
+    /// kube-scheduler's view of the existing nodes, for [`SchedulingContext::kube_replay`]
+    /// (built on first use).
+    kube_view: Option<KubeView>,
 }
 
 impl SchedulingContext {
@@ -246,6 +253,7 @@ impl SchedulingContext {
             removed: Vec::new(),
             roomy: Vec::new(),
             packing: Packing::default(),
+            kube_view: None,
         };
         s.build_pools();
         s.build_nodes();

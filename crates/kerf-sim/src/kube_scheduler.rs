@@ -1,11 +1,9 @@
 //! A stand-in for kube-scheduler. It binds pending pods to existing nodes with the scheduling
 //! layer's one node-fit check (`kerf_scheduling::fit::check`, through [`ClusterView`], which
-//! keeps the counts its filters read) and scores feasible nodes like the default profile: each
-//! score plugin (NodeResourcesFit least-allocated and BalancedAllocation, weight 1;
-//! TaintToleration, 3; NodeAffinity, InterPodAffinity and PodTopologySpread, 2 each; no
-//! ImageLocality) normalises its own scores to 0..=100, and the weighted sum ranks, ties broken by
-//! node name. Pods it cannot place get `PodScheduled=False` with reason `Unschedulable` and a
-//! message in kube-scheduler's words ("0/N nodes are available: ...").
+//! keeps the counts its filters read) and picks among the nodes a pod fits as the default
+//! profile scores them (`kerf_scheduling::kube_choice`, which consolidation replays too). Pods
+//! it cannot place get `PodScheduled=False` with reason `Unschedulable` and a message in
+//! kube-scheduler's words ("0/N nodes are available: ...").
 //!
 //! Nominations (Kubernetes 1.35, KEP-5278 with KEP-1923): a pending pod whose
 //! `status.nominatedNodeName` names a node is tried there first and bound there when the node
@@ -26,44 +24,6 @@ use kerf_scheduling::{ClusterView, ExistingNode, PreparedPod, pod_requests};
 
 use crate::cluster::SimCluster;
 use crate::world::{World, node_ready};
-
-/// kube-scheduler's default score plugin weights (ImageLocality is left out: the simulator pulls
-/// no images).
-const FIT_WEIGHT: i64 = 1;
-const BALANCED_WEIGHT: i64 = 1;
-const TAINT_TOLERATION_WEIGHT: i64 = 3;
-const NODE_AFFINITY_WEIGHT: i64 = 2;
-const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
-const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
-
-/// The preference plugins' weighted scores per feasible node, each plugin's raw scores
-/// normalised to 0..=100 over the feasible nodes as that plugin does: NodeAffinity by its
-/// highest score; InterPodAffinity between its lowest and highest; PodTopologySpread and
-/// TaintToleration reversed (fewer matching pods, fewer untolerated PreferNoSchedule taints
-/// score higher).
-fn plugin_scores(parts: &[kerf_scheduling::PreferenceParts]) -> Vec<i64> {
-    let range = |f: &dyn Fn(&kerf_scheduling::PreferenceParts) -> i64| {
-        let vals = parts.iter().map(f);
-        (vals.clone().min().unwrap_or(0), vals.max().unwrap_or(0))
-    };
-    let (_, na_max) = range(&|p| p.node_affinity);
-    let (ip_min, ip_max) = range(&|p| p.inter_pod);
-    let (sp_min, sp_max) = range(&|p| p.spread);
-    let (_, tt_max) = range(&|p| p.prefer_no_schedule);
-    parts
-        .iter()
-        .map(|p| {
-            let na = if na_max > 0 { p.node_affinity * 100 / na_max } else { 0 };
-            let ip = if ip_max > ip_min { (p.inter_pod - ip_min) * 100 / (ip_max - ip_min) } else { 0 };
-            let sp = if sp_max > 0 { 100 * (sp_max + sp_min - p.spread) / sp_max } else { 100 };
-            let tt = if tt_max > 0 { 100 - p.prefer_no_schedule * 100 / tt_max } else { 100 };
-            NODE_AFFINITY_WEIGHT * na
-                + INTER_POD_AFFINITY_WEIGHT * ip
-                + POD_TOPOLOGY_SPREAD_WEIGHT * sp
-                + TAINT_TOLERATION_WEIGHT * tt
-        })
-        .collect()
-}
 
 #[derive(Debug, Default)]
 pub struct KubeScheduler {
@@ -152,26 +112,6 @@ fn has_required_inter_pod_constraints(pod: &Pod) -> bool {
                     .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
                     .is_some_and(|t| !t.is_empty())
         })
-}
-
-fn has_preferences(pod: &Pod) -> bool {
-    let Some(spec) = pod.spec.as_ref() else { return false };
-    let aff = spec.affinity.as_ref();
-    aff.and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
-        .is_some_and(|p| !p.is_empty())
-        || aff
-            .and_then(|a| a.pod_affinity.as_ref())
-            .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
-            .is_some_and(|p| !p.is_empty())
-        || aff
-            .and_then(|a| a.pod_anti_affinity.as_ref())
-            .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
-            .is_some_and(|p| !p.is_empty())
-        || spec
-            .topology_spread_constraints
-            .as_ref()
-            .is_some_and(|c| c.iter().any(|c| c.when_unsatisfiable == "ScheduleAnyway"))
 }
 
 /// The node as kube-scheduler's filters see it.
@@ -561,56 +501,9 @@ impl KubeScheduler {
             parts.sort();
             return Err(format!("0/{total} nodes are available: {}.", parts.join(", ")));
         }
-        if feasible.len() == 1 {
-            return Ok(feasible[0]);
-        }
-        let requests = cpu_memory(&pod_requests(pod));
-        let prefs = has_preferences(pod)
-            || feasible
-                .iter()
-                .any(|i| v.view.nodes()[*i].taints.iter().any(|t| t.effect == kerf_api::TaintEffect::PreferNoSchedule));
-        let prefs =
-            if prefs { plugin_scores(&v.view.preference_parts(pod, &feasible)) } else { vec![0; feasible.len()] };
-        let mut best: Option<(i64, &str, usize)> = None;
-        for (j, &idx) in feasible.iter().enumerate() {
-            let (fit, balanced) = resource_scores(v.allocatable[idx], v.requested[idx], requests);
-            let score = FIT_WEIGHT * fit + BALANCED_WEIGHT * balanced + prefs[j];
-            let name = v.names[idx].as_str();
-            let better = match best {
-                None => true,
-                Some((s, bn, _)) => score > s || (score == s && name < bn),
-            };
-            if better {
-                best = Some((score, name, idx));
-            }
-        }
-        best.map(|(_, _, i)| i).ok_or_else(|| "no feasible node".to_string())
+        kerf_scheduling::kube_choice::choose(&v.view, pod, &feasible, |i| (v.allocatable[i], v.requested[i]))
+            .ok_or_else(|| "no feasible node".to_string())
     }
-}
-
-/// LeastAllocated and BalancedAllocation over cpu and memory, each 0..=100.
-fn resource_scores(alloc: [f64; 2], used: [f64; 2], req: [f64; 2]) -> (i64, i64) {
-    let mut fractions = [0.0; 2];
-    let mut n = 0;
-    let mut free_sum = 0.0;
-    for r in 0..2 {
-        if alloc[r] <= 0.0 {
-            continue;
-        }
-        let frac = ((used[r] + req[r]) / alloc[r]).min(1.0);
-        fractions[n] = frac;
-        n += 1;
-        free_sum += (1.0 - frac) * 100.0;
-    }
-    if n == 0 {
-        return (0, 0);
-    }
-    let fractions = &fractions[..n];
-    let fit = (free_sum / n as f64) as i64;
-    let mean = fractions.iter().sum::<f64>() / n as f64;
-    let var = fractions.iter().map(|f| (f - mean) * (f - mean)).sum::<f64>() / n as f64;
-    let balanced = ((1.0 - var.sqrt()) * 100.0) as i64;
-    (fit, balanced)
 }
 
 /// Binds `pod` to `node` and starts it (the kubelet has nothing to pull in the simulator).

@@ -50,6 +50,7 @@ fn candidates(input: &SchedulingInput, prices: &[f64]) -> Vec<Candidate> {
                 eventual_grace: None,
                 drifted: None,
                 unfit: None,
+                replace_hold: None,
             }
         })
         .collect()

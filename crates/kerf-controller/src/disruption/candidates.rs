@@ -48,6 +48,11 @@ pub struct Candidate {
     pub drifted: Option<String>,
     /// A DaemonSet pod meant for it that cannot fit on it.
     pub unfit: Option<String>,
+    /// Why it is not replaced alone by a cheaper node: a consolidation launched it for its pods
+    /// and the workload has not shrunk since. Deleting it, or merging it with other nodes onto
+    /// fewer, still may happen — each of those removes a node, so with the workload unchanged
+    /// consolidation ends after finitely many steps.
+    pub replace_hold: Option<String>,
 }
 
 impl Candidate {
@@ -249,6 +254,19 @@ impl<P: CloudProvider> Manager<P> {
         (has_pods && now < until && !shrank_since).then_some(until)
     }
 
+    /// A claim a consolidation launched is kept from consolidation while no pod has left the
+    /// workload since its creation: it was sized for exactly these pods.
+    fn replacement_kept(&self, claim: &NodeClaim) -> bool {
+        let replacement = claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::CONSOLIDATION_REPLACEMENT))
+            .is_some_and(|v| v == "true");
+        let Some(created) = claim.metadata.creation_timestamp.as_ref().map(|t| t.0) else { return false };
+        replacement && self.disruption.workload_shrank_at.is_none_or(|t| t < created)
+    }
+
     /// The wall-clock instant budgets' schedules are evaluated at.
     pub(crate) fn wall_clock(&self, now: Timestamp) -> Timestamp {
         Timestamp::from_millisecond(now.as_millisecond().saturating_add(self.options.wall_clock_offset_ms))
@@ -352,6 +370,11 @@ impl<P: CloudProvider> Manager<P> {
                             disruption.consolidate_after,
                             (at.as_millisecond() - now.as_millisecond() + 999) / 1000
                         ))
+                    } else if !pods.is_empty()
+                        && let Some(why) =
+                            self.disruption.reversals.held_back(claim.name(), self.disruption.workload_shrank_at)
+                    {
+                        Some(why)
                     } else if let Some(until) = self.regret_guard(claim, after, !pods.is_empty(), now) {
                         wake = util::earliest(wake, Some(until));
                         Some(format!(
@@ -384,6 +407,9 @@ impl<P: CloudProvider> Manager<P> {
                     _ => None,
                 },
             };
+            let replace_hold = (!pods.is_empty() && self.replacement_kept(claim)).then(|| {
+                "a consolidation launched it for these pods and the workload has not shrunk since; kerf does not replace it alone again until the workload changes".to_string()
+            });
             out.push(Candidate {
                 claim: claim.name().to_string(),
                 node: name.clone(),
@@ -398,6 +424,7 @@ impl<P: CloudProvider> Manager<P> {
                 protected,
                 eventual_grace,
                 drifted,
+                replace_hold,
                 // A node launched after the DaemonSet existed was sized with its pod: a pod that
                 // took its room won a scheduling race, and a replacement would only race again.
                 unfit: unfit

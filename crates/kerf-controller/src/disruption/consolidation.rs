@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kerf_api::labels;
-use kerf_scheduling::{InstanceType, NewNodeClaim, Requirements, SchedulingContext, WhatIf};
+use kerf_scheduling::{InstanceType, NewNodeClaim, Replacement, Requirements, SchedulingContext, WhatIf};
 
 use super::candidates::Candidate;
 
@@ -159,7 +159,48 @@ pub fn consolidate(
     spot_to_spot: bool,
 ) -> Result<(Decision, usize), String> {
     let answer = what_if(ctx, cands)?;
-    decide(cands, &answer, spot_to_spot).map(|d| (d, answer.pods.len()))
+    let decision = decide(cands, &answer, spot_to_spot)?;
+    if let ([one], Decision::Replace { .. }) = (cands, &decision)
+        && let Some(why) = &one.replace_hold
+    {
+        return Err(why.clone());
+    }
+    confirm(ctx, cands, &answer, &decision)?;
+    Ok((decision, answer.pods.len()))
+}
+
+/// Checks a decision against kube-scheduler: the moved pods, bound one by one with its scores
+/// onto the remaining nodes (and the replacement, as the cheapest offering it launches from),
+/// must all find a node. A plan that holds only in kerf's packing order would leave a pod
+/// pending, get a node launched for it and be undone.
+pub fn confirm(
+    ctx: &mut SchedulingContext,
+    cands: &[&Candidate],
+    answer: &WhatIf,
+    decision: &Decision,
+) -> Result<(), String> {
+    let names: Vec<&str> = cands.iter().map(|c| c.node.as_str()).collect();
+    match decision {
+        Decision::Delete => ctx.kube_replay(&names, &answer.pods, None),
+        Decision::Replace { claim, instance_type, .. } => {
+            let reqs = Requirements::from_node_selector(&claim.requirements);
+            let Some(t) = claim.instance_types.iter().find(|t| &t.name == instance_type) else {
+                return Err(format!("its replacement type {instance_type} is not among the claim's types"));
+            };
+            let Some(offering) = t
+                .offerings
+                .iter()
+                .filter(|o| o.available)
+                .filter(|o| reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone)))
+                .filter(|o| reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type)))
+                .min_by(|a, b| a.price.total_cmp(&b.price))
+            else {
+                return Err(format!("its replacement type {instance_type} has no offering it may launch"));
+            };
+            let replacement = Replacement { claim, instance_type: t, offering };
+            ctx.kube_replay(&names, &answer.pods, Some(replacement))
+        }
+    }
 }
 
 /// Multi-node consolidation: the longest prefix of `list` (in [`consolidation_order`]; at least
@@ -233,6 +274,7 @@ mod tests {
             eventual_grace: None,
             drifted: None,
             unfit: None,
+            replace_hold: None,
         }
     }
 

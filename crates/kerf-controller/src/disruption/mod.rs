@@ -13,6 +13,7 @@
 pub mod candidates;
 pub mod consolidation;
 mod orchestration;
+pub mod reversals;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -135,4 +136,6 @@ pub struct DisruptionState {
     pub(crate) workload_shrank: bool,
     /// Bumped on every watch event that may change a disruption decision.
     pub(crate) generation: u64,
+    /// Consolidations watched for being undone, and the NodePools held back after one was.
+    pub(crate) reversals: reversals::Reversals,
 }

@@ -490,7 +490,14 @@ impl<P: CloudProvider> Manager<P> {
         let mut launched = Vec::new();
         for new in &cmd.replacements {
             let Some(pool) = self.state.node_pool(&new.node_pool).cloned() else { continue };
-            let claim = self.new_claim(&pool, new);
+            let mut claim = self.new_claim(&pool, new);
+            if cmd.reason == Reason::Underutilized {
+                claim
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(labels::CONSOLIDATION_REPLACEMENT.to_string(), "true".to_string());
+            }
             if let Some(created) = pass.soft("creating replacement nodeclaim", api.create(claim).await)? {
                 let name = created.name().to_string();
                 api.record_event(EventRecord {
@@ -524,6 +531,17 @@ impl<P: CloudProvider> Manager<P> {
                 replacements: launched.clone(),
                 decided_at: pass.now,
             });
+        }
+        if cmd.reason == Reason::Underutilized {
+            let owners = cmd.candidates.iter().flat_map(|c| c.pods.iter()).filter_map(|p| util::owner_key(p)).collect();
+            self.disruption.reversals.watch(
+                cmd.candidates.iter().map(|c| c.claim.clone()),
+                cmd.candidates.iter().map(|c| c.pool.clone()),
+                owners,
+                launched.clone(),
+                pass.now,
+                &cmd.detail,
+            );
         }
         let running = Running {
             reason: cmd.reason,
@@ -573,6 +591,8 @@ impl<P: CloudProvider> Manager<P> {
         why: &str,
     ) -> Result<(), ControllerError> {
         tracing::info!(reason = r.reason.as_str(), why, "abandoning disruption");
+        let claims: Vec<String> = r.candidates.iter().map(|(c, _)| c.clone()).collect();
+        self.disruption.reversals.finished(&claims, pass.now, true);
         for (claim, node) in &r.candidates {
             if let Some(n) = self.state.node(node).cloned() {
                 let clean = without_disrupted_taint(&n);
@@ -638,6 +658,8 @@ impl<P: CloudProvider> Manager<P> {
                         for n in &names {
                             self.disruption.reserved.remove(n);
                         }
+                        let claims: Vec<String> = r.candidates.iter().map(|(c, _)| c.clone()).collect();
+                        self.disruption.reversals.finished(&claims, pass.now, false);
                         tracing::debug!(reason = r.reason.as_str(), "disruption done");
                     } else {
                         self.disruption.running.push(r);
@@ -676,6 +698,7 @@ impl<P: CloudProvider> Manager<P> {
             eventual_grace: None,
             drifted: None,
             unfit: None,
+            replace_hold: None,
         }
     }
 

@@ -1,0 +1,226 @@
+//! Whether a consolidation stuck. A consolidation moves pods on the promise that they land on
+//! the remaining nodes (and its replacement); if instead the provisioner has to launch a node
+//! for the pods it moved, the decision is undone and, left alone, would be taken again and
+//! again — nodes removed and launched for as long as the workload stays as it is.
+//!
+//! Every consolidation that moves pods is watched from its decision until a while after its
+//! nodes are gone ([`SETTLE`]). A NodeClaim the provisioner launches in that time for a pod of
+//! an owner the consolidation moved is a reversal: it is recorded (a metric, an event and a
+//! warning say so), and the decision's node set — the replacements it launched and the node
+//! launched to undo it — is held back from consolidation until the workload shrinks (a pod
+//! leaves other than by a disruption). Each reversal removes nodes consolidation may still act
+//! on (the decision's candidates are gone) and adds only held ones, so on an unchanged workload
+//! reversals cannot go on forever, and neither can consolidation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kerf_cloud::Timestamp;
+
+use crate::util;
+
+/// How long after a consolidation's nodes are gone a launch for the pods it moved still counts
+/// against it (the moved pods' new copies are scheduled within seconds; a launch batch waits
+/// at most a few more).
+pub const SETTLE: Duration = Duration::from_secs(120);
+
+/// A consolidation that was undone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reversal {
+    /// When the provisioner launched for its pods.
+    pub at: Timestamp,
+    pub node_pool: String,
+    /// When the consolidation was decided, and what it said.
+    pub decided_at: Timestamp,
+    pub detail: String,
+    /// The pods the new launch is for that the consolidation had moved (`namespace/name`).
+    pub pods: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Watch {
+    /// The consolidation's claims (to know when it is done).
+    claims: BTreeSet<String>,
+    pools: BTreeSet<String>,
+    /// `namespace/Kind/name` of the moved pods' controllers.
+    owners: BTreeSet<String>,
+    /// The claims it launched to replace its nodes.
+    replacements: Vec<String>,
+    decided_at: Timestamp,
+    detail: String,
+    /// Set once its nodes are gone: watched until then.
+    until: Option<Timestamp>,
+}
+
+/// The consolidations being watched, the reversals seen, and the claims held back.
+#[derive(Debug, Default)]
+pub struct Reversals {
+    watching: Vec<Watch>,
+    pub(crate) records: Vec<Reversal>,
+    /// NodeClaim → the reversal that holds it back (when, and what the decision said).
+    held: BTreeMap<String, (Timestamp, Timestamp)>,
+}
+
+impl Reversals {
+    /// Starts watching a consolidation of `claims` (in `pools`) that moves pods of `owners`
+    /// and launched `replacements`.
+    pub(crate) fn watch(
+        &mut self,
+        claims: impl IntoIterator<Item = String>,
+        pools: impl IntoIterator<Item = String>,
+        owners: BTreeSet<String>,
+        replacements: Vec<String>,
+        decided_at: Timestamp,
+        detail: &str,
+    ) {
+        if owners.is_empty() {
+            return;
+        }
+        self.watching.push(Watch {
+            claims: claims.into_iter().collect(),
+            pools: pools.into_iter().collect(),
+            owners,
+            replacements,
+            decided_at,
+            detail: detail.to_string(),
+            until: None,
+        });
+    }
+
+    /// The consolidation of `claims` is done (its nodes are gone) at `now`, or was abandoned
+    /// (`abandoned`: nothing moved, nothing to watch).
+    pub(crate) fn finished(&mut self, claims: &[String], now: Timestamp, abandoned: bool) {
+        let first = claims.first();
+        if abandoned {
+            self.watching.retain(|w| first.is_none_or(|c| !w.claims.contains(c)));
+            return;
+        }
+        for w in &mut self.watching {
+            if w.until.is_none() && first.is_some_and(|c| w.claims.contains(c)) {
+                w.until = Some(util::after(now, SETTLE));
+            }
+        }
+    }
+
+    /// The provisioner launched `claim` of `pool` at `now` for `pods` (`namespace/name` and
+    /// owner key each). Returns the reversal this makes, if it undoes a watched consolidation
+    /// (the latest one that moved pods of those owners).
+    pub(crate) fn launched(
+        &mut self,
+        claim: &str,
+        pool: &str,
+        pods: &[(String, String)],
+        now: Timestamp,
+    ) -> Option<Reversal> {
+        self.watching.retain(|w| w.until.is_none_or(|u| now <= u));
+        // The latest consolidation that moved pods of these owners is the one undone.
+        let hits = |w: &Watch| -> Vec<String> {
+            pods.iter().filter(|(_, owner)| w.owners.contains(owner)).map(|(p, _)| p.clone()).collect()
+        };
+        let i = self.watching.iter().rposition(|w| !hits(w).is_empty())?;
+        let w = self.watching.remove(i);
+        let node_pool = if w.pools.contains(pool) {
+            pool.to_string()
+        } else {
+            w.pools.iter().next().cloned().unwrap_or_else(|| pool.to_string())
+        };
+        let r = Reversal { at: now, node_pool, decided_at: w.decided_at, detail: w.detail.clone(), pods: hits(&w) };
+        for c in w.replacements.iter().map(String::as_str).chain([claim]) {
+            self.held.insert(c.to_string(), (now, w.decided_at));
+        }
+        self.records.push(r.clone());
+        Some(r)
+    }
+
+    /// Why consolidation leaves `claim`'s node alone while it runs pods, if it does: it belongs
+    /// to a decision that was undone, and the workload has not shrunk since (`shrank_at`).
+    pub(crate) fn held_back(&self, claim: &str, shrank_at: Option<Timestamp>) -> Option<String> {
+        let (at, decided) = *self.held.get(claim)?;
+        if shrank_at.is_some_and(|s| s > at) {
+            return None;
+        }
+        Some(format!(
+            "the consolidation decided at {decided} was undone at {at} (pods it moved needed a new node) and this node took part; kerf leaves it alone until the workload changes"
+        ))
+    }
+
+    /// Whether a consolidation is still being watched (a pass with one must not be skipped).
+    pub fn watching(&self) -> bool {
+        !self.watching.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(s).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn owners(o: &[&str]) -> BTreeSet<String> {
+        o.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_launch_for_a_moved_pod_while_watched_is_a_reversal_and_holds_its_nodes_back() {
+        let mut r = Reversals::default();
+        r.watch(
+            ["c1".to_string()],
+            ["pool".to_string()],
+            owners(&["default/ReplicaSet/web"]),
+            vec!["r1".to_string()],
+            t(100),
+            "moved",
+        );
+        r.finished(&["c1".to_string()], t(150), false);
+        let pods = vec![("default/web-x".to_string(), "default/ReplicaSet/web".to_string())];
+        let got = r.launched("n1", "pool", &pods, t(160)).expect("a reversal");
+        assert_eq!(got.pods, vec!["default/web-x".to_string()]);
+        // The replacement and the node launched to undo the decision are held back.
+        assert!(r.held_back("r1", None).is_some_and(|m| m.contains("undone")));
+        assert!(r.held_back("n1", None).is_some());
+        assert!(r.held_back("other", None).is_none());
+        // Counted once per consolidation.
+        assert!(r.launched("n2", "pool", &pods, t(161)).is_none());
+        // The workload shrinking afterwards lifts the hold.
+        assert!(r.held_back("r1", Some(t(170))).is_none());
+        assert!(r.held_back("r1", Some(t(90))).is_some());
+    }
+
+    #[test]
+    fn launches_for_other_owners_or_after_the_settle_time_are_not_reversals() {
+        let mut r = Reversals::default();
+        r.watch(
+            ["c1".to_string()],
+            ["pool".to_string()],
+            owners(&["default/ReplicaSet/web"]),
+            vec!["r1".to_string()],
+            t(100),
+            "moved",
+        );
+        let other = vec![("default/db-x".to_string(), "default/StatefulSet/db".to_string())];
+        assert!(r.launched("n1", "pool", &other, t(110)).is_none());
+        r.finished(&["c1".to_string()], t(150), false);
+        let late = vec![("default/web-x".to_string(), "default/ReplicaSet/web".to_string())];
+        assert!(r.launched("n1", "pool", &late, t(150 + SETTLE.as_secs() as i64 + 1)).is_none());
+        assert!(r.held_back("n1", None).is_none());
+        assert!(!r.watching());
+    }
+
+    #[test]
+    fn an_abandoned_consolidation_is_not_watched() {
+        let mut r = Reversals::default();
+        r.watch(
+            ["c1".to_string()],
+            ["pool".to_string()],
+            owners(&["default/ReplicaSet/web"]),
+            vec!["r1".to_string()],
+            t(100),
+            "moved",
+        );
+        r.finished(&["c1".to_string()], t(120), true);
+        let pods = vec![("default/web-x".to_string(), "default/ReplicaSet/web".to_string())];
+        assert!(r.launched("n1", "pool", &pods, t(130)).is_none());
+    }
+}

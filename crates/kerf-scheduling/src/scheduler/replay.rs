@@ -1,0 +1,132 @@
+//! Consolidation's second opinion: would kube-scheduler, binding the moved pods one by one with
+//! its own scores, put every one of them somewhere? The what-if packs the pods where they fit
+//! best for kerf; kube-scheduler spreads them to the least allocated nodes first. When the plan
+//! only works in kerf's order, a pod is left pending once the nodes are gone, a node is launched
+//! for it, and the consolidation is undone — the flapping operators complain about. This module
+//! keeps one [`ClusterView`] of the existing nodes per context and replays the moved pods on it
+//! ([`crate::kube_choice::replay`]) with the removed nodes hidden and the replacement, if any,
+//! added as the node it would become.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, NODE_POOL, ZONE};
+
+use super::SchedulingContext;
+use crate::instance::{InstanceType, Offering};
+use crate::kube_choice;
+use crate::model::{ExistingNode, NewNodeClaim};
+use crate::pod;
+use crate::predicates::ClusterView;
+
+/// The existing nodes as kube-scheduler sees them, and where each is in the view.
+#[derive(Debug)]
+pub(super) struct KubeView {
+    view: ClusterView,
+    index: HashMap<String, usize>,
+}
+
+/// The node a replacement claim would become: launched as `instance_type` with `offering`.
+#[derive(Debug, Clone, Copy)]
+pub struct Replacement<'a> {
+    pub claim: &'a NewNodeClaim,
+    pub instance_type: &'a InstanceType,
+    pub offering: &'a Offering,
+}
+
+/// The hostname the replayed replacement node carries (no real node has it).
+const REPLACEMENT_NODE: &str = "replacement.kerf.invalid";
+
+impl Replacement<'_> {
+    /// The node as kube-scheduler would find it once launched and initialized: the claim's labels
+    /// and taints (startup taints gone), the type's labels and allocatable, the offering's zone
+    /// and capacity type, and the pods of the DaemonSets that run on it.
+    fn node(&self, daemonsets: &[Arc<Pod>]) -> ExistingNode {
+        let mut labels = self.claim.labels.clone();
+        labels.extend(self.instance_type.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        labels.insert(ZONE.to_string(), self.offering.zone.clone());
+        labels.insert(CAPACITY_TYPE.to_string(), self.offering.capacity_type.clone());
+        labels.insert(NODE_POOL.to_string(), self.claim.node_pool.clone());
+        labels.insert(HOSTNAME.to_string(), REPLACEMENT_NODE.to_string());
+        let taints = self.claim.taints.clone();
+        let pods =
+            daemonsets.iter().filter(|d| pod::daemon_runs_on(d, REPLACEMENT_NODE, &labels, &taints)).cloned().collect();
+        ExistingNode {
+            name: REPLACEMENT_NODE.to_string(),
+            node_pool: Some(self.claim.node_pool.clone()),
+            labels,
+            taints,
+            allocatable: self.instance_type.allocatable(),
+            pods,
+            in_flight: false,
+            schedulable: true,
+            pool_usage: Default::default(),
+        }
+    }
+}
+
+impl SchedulingContext {
+    /// Whether kube-scheduler would bind every one of `pods` (the pods a consolidation moves)
+    /// once the nodes named in `removed` are gone and `replacement`, if any, runs: each pod in
+    /// queue order (higher priority first, then as given) on the node kube-scheduler's default
+    /// scores pick. In-flight claims take no part (kube-scheduler cannot bind to them).
+    /// `Err` names the first pod left with nowhere to go and why.
+    pub fn kube_replay(
+        &mut self,
+        removed: &[&str],
+        pods: &[Arc<Pod>],
+        replacement: Option<Replacement<'_>>,
+    ) -> Result<(), String> {
+        let input = Arc::clone(&self.input);
+        let kv = self.kube_view.get_or_insert_with(|| {
+            let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
+            let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+            let view = ClusterView::new(nodes)
+                .with_volumes(input.volume_requirements.clone())
+                .with_namespace_labels(input.namespace_labels.clone());
+            KubeView { view, index }
+        });
+        // The removed nodes go, and their pods with them.
+        let mut taken: Vec<(usize, Vec<Arc<Pod>>)> = Vec::new();
+        for name in removed {
+            let Some(&idx) = kv.index.get(*name) else { continue };
+            let on_node = kv.view.nodes()[idx].pods.clone();
+            for p in &on_node {
+                kv.view.remove_pod(idx, p);
+            }
+            kv.view.set_hidden(idx, true);
+            taken.push((idx, on_node));
+        }
+        let pushed = replacement.map(|r| kv.view.push_node(r.node(&input.daemonset_pods)));
+        // The pods kube-scheduler sees are their owners' new copies: not bound, not nominated.
+        let mut order: Vec<Arc<Pod>> = pods
+            .iter()
+            .map(|p| {
+                let mut fresh = Pod::clone(p);
+                if let Some(spec) = fresh.spec.as_mut() {
+                    spec.node_name = None;
+                }
+                if let Some(status) = fresh.status.as_mut() {
+                    status.nominated_node_name = None;
+                }
+                Arc::new(fresh)
+            })
+            .collect();
+        order.sort_by_key(|p| std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
+        let result = kube_choice::replay(&mut kv.view, &order).map(|_| ()).map_err(|nb| {
+            let key = order.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
+            format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason)
+        });
+        if pushed.is_some() {
+            kv.view.pop_node();
+        }
+        for (idx, on_node) in taken.into_iter().rev() {
+            kv.view.set_hidden(idx, false);
+            for p in on_node {
+                kv.view.add_pod(idx, p);
+            }
+        }
+        result
+    }
+}
