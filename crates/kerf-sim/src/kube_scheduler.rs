@@ -7,6 +7,10 @@
 //! node name. Pods it cannot place get `PodScheduled=False` with reason `Unschedulable` and a
 //! message in kube-scheduler's words ("0/N nodes are available: ...").
 //!
+//! Node readiness is not looked at, as kube-scheduler does not: a Node that is not Ready carries
+//! the not-ready taint ([`crate::node_lifecycle`]), so its taint filter places only pods that
+//! tolerate it there. Any change to a node (its taints among them) rebuilds the view.
+//!
 //! Nominations (Kubernetes 1.35, KEP-5278 with KEP-1923): a pending pod whose
 //! `status.nominatedNodeName` names a node is tried there first and bound there when the node
 //! passes every filter; until it is bound, it holds its room on that node against pods of no
