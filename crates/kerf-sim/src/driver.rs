@@ -1,10 +1,11 @@
 //! The driver: runs kerf's controllers and the stand-ins round by round on a virtual clock.
 //!
 //! A round delivers the watch events produced since the last one (to the controllers and to the
-//! stand-ins' index; the node lifecycle taints nodes that are not Ready), runs the controllers
-//! when something changed or they asked to be woken, then the workload controllers, kubelet and
-//! kube-scheduler. When a round changes nothing, time jumps to the earliest wake-up anyone asked
-//! for, never past the end of the current `wait`.
+//! stand-ins' index; the node lifecycle taints nodes that are not Ready and the kubelet starts
+//! pods bound to Ready nodes), runs the controllers when something changed or they asked to be
+//! woken, then the workload controllers, kubelet and kube-scheduler. When a round changes
+//! nothing, time jumps to the earliest wake-up anyone asked for, never past the end of the
+//! current `wait`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -614,10 +615,16 @@ impl<P: SimCloud> Simulation<P> {
                 }
             }
         }
+        let mut unstarted = ch.unstarted_pods;
         for (n, ready) in &ch.readiness {
             let keys: Vec<String> = self.world.pods_by_node.get(n).into_iter().flatten().cloned().collect();
             self.workloads.node_readiness_changed(&keys, *ready);
+            if *ready {
+                unstarted.extend(keys);
+            }
         }
+        // The kubelet starts what is bound to a Ready node, whenever it was bound.
+        self.kubelet.start_pods(&unstarted, &self.world, &self.cluster, self.clock.now());
         for ds in ch.daemonsets_changed {
             self.daemonsets.daemonset_changed(ds);
         }

@@ -1,11 +1,13 @@
 //! Node readiness as a cluster has it: a Node that is not Ready carries the not-ready
 //! NoSchedule taint (the API server's admission at creation, the node lifecycle controller after),
-//! and kube-scheduler places only pods that tolerate it there. Driven through
+//! kube-scheduler places only pods that tolerate it there, and the kubelet starts whatever is
+//! bound to a node once the node is Ready, whenever and by whomever it was bound. Driven through
 //! the simulated cluster's API with kerf's controllers off, as `kerf serve --controllers none`
 //! runs.
 
 use std::sync::Arc;
 
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf_cloud::sim::{SimConfig, SimProvider};
 use kerf_cloud::{ManualClock, Timestamp};
@@ -146,6 +148,116 @@ fn kube_scheduler_sees_a_ready_node_go_not_ready_and_places_no_new_pod_there() {
     set_ready(&s, "n", "True");
     settle(&mut s, 1);
     assert_eq!(phase(&get_pod(&s, "second")), "Running");
+}
+
+#[test]
+fn a_pod_that_tolerates_not_ready_is_placed_on_a_node_that_is_not_ready_and_starts_once_it_is() {
+    let mut s = sim();
+    s.cluster().create_obj(node("n", None, json!({}))).unwrap();
+    let tolerates = json!({"tolerations": [{"key": NOT_READY, "operator": "Exists", "effect": "NoSchedule"}]});
+    s.cluster().create_obj(pod("p", tolerates)).unwrap();
+    settle(&mut s, 30);
+    let p = get_pod(&s, "p");
+    assert_eq!((node_name(&p), phase(&p), condition(&p, "PodScheduled")), (Some("n"), "Pending", Some("True")));
+    assert!(p.status.as_ref().and_then(|st| st.start_time.as_ref()).is_none(), "not started: {p:?}");
+    set_ready(&s, "n", "True");
+    let ready_at = s.now();
+    settle(&mut s, 1);
+    let p = get_pod(&s, "p");
+    assert_eq!((phase(&p), condition(&p, "Ready")), ("Running", Some("True")), "{p:?}");
+    assert_eq!(p.status.as_ref().and_then(|st| st.start_time.as_ref()).map(|t| t.0), Some(ready_at));
+}
+
+#[test]
+fn a_pod_bound_to_a_node_before_it_is_ready_starts_once_the_node_is_ready() {
+    let mut s = sim();
+    s.cluster().create_obj(node("n", None, json!({}))).unwrap();
+    // Bound by a client, not kube-scheduler: spec.nodeName set at creation.
+    s.cluster().create_obj(pod("p", json!({"nodeName": "n"}))).unwrap();
+    settle(&mut s, 30);
+    assert_ne!(phase(&get_pod(&s, "p")), "Running");
+    set_ready(&s, "n", "True");
+    settle(&mut s, 1);
+    let p = get_pod(&s, "p");
+    assert_eq!(
+        (phase(&p), condition(&p, "PodScheduled"), condition(&p, "Ready")),
+        ("Running", Some("True"), Some("True")),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_pod_bound_by_a_client_starts_at_once_on_a_ready_node_and_on_a_node_that_arrives_ready() {
+    let mut s = sim();
+    s.cluster().create_obj(node("up", Some("True"), json!({}))).unwrap();
+    s.cluster().create_obj(pod("on-up", json!({"nodeName": "up"}))).unwrap();
+    // Bound to a node that does not exist yet.
+    s.cluster().create_obj(pod("early", json!({"nodeName": "later"}))).unwrap();
+    settle(&mut s, 1);
+    assert_eq!(phase(&get_pod(&s, "on-up")), "Running");
+    assert_ne!(phase(&get_pod(&s, "early")), "Running");
+    s.cluster().create_obj(node("later", Some("True"), json!({}))).unwrap();
+    settle(&mut s, 1);
+    assert_eq!(phase(&get_pod(&s, "early")), "Running");
+}
+
+#[test]
+fn a_kwok_node_bound_to_before_the_kubelet_stand_in_marks_it_ready_runs_its_pods() {
+    // What `kerf controller --cloud kwok` against `kerf serve` does: the Node is created not
+    // Ready, and a pod may be bound to it in the same instant.
+    let mut s = sim();
+    s.cluster().create_obj(node("kwok-a", None, json!({"providerID": "kwok://kwok-a"}))).unwrap();
+    s.cluster().create_obj(pod("bound", json!({"nodeName": "kwok-a"}))).unwrap();
+    s.cluster().create_obj(pod("pending", json!({}))).unwrap();
+    settle(&mut s, 1);
+    let n: Node = s.cluster().get_obj(None, "kwok-a").expect("node");
+    assert!(kerf_sim::world::node_ready(&n));
+    assert!(taints(&s, "kwok-a").is_empty(), "{:?}", taints(&s, "kwok-a"));
+    for name in ["bound", "pending"] {
+        let p = get_pod(&s, name);
+        assert_eq!((node_name(&p), phase(&p)), (Some("kwok-a"), "Running"), "{p:?}");
+    }
+}
+
+fn daemonset(name: &str, extra_spec: serde_json::Value) -> DaemonSet {
+    let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
+    if let (Some(s), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        s.extend(extra.clone());
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "kube-system", "uid": format!("uid-{name}")},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}
+        }
+    }))
+    .expect("daemonset")
+}
+
+#[test]
+fn daemonset_pods_wait_for_the_node_to_be_ready_unless_they_tolerate_not_ready() {
+    let mut s = sim();
+    s.cluster().create_obj(daemonset("plain", json!({}))).unwrap();
+    s.cluster().create_obj(daemonset("cni", json!({"tolerations": [{"operator": "Exists"}]}))).unwrap();
+    s.cluster().create_obj(node("n", None, json!({}))).unwrap();
+    settle(&mut s, 10);
+    let on_node = |s: &Simulation<SimProvider>| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = s
+            .cluster()
+            .list_objs::<Pod>()
+            .iter()
+            .map(|p| (p.metadata.generate_name.clone().unwrap_or_default(), phase(p).to_string()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(on_node(&s), [("cni-".to_string(), "Pending".to_string())], "only the pod tolerating everything");
+    set_ready(&s, "n", "True");
+    settle(&mut s, 1);
+    assert_eq!(
+        on_node(&s),
+        [("cni-".to_string(), "Running".to_string()), ("plain-".to_string(), "Running".to_string())]
+    );
 }
 
 #[test]
