@@ -1,5 +1,6 @@
 //! The cluster API in memory: typed stores per kind, uids, a global resourceVersion counter,
-//! generateName, finalizers and deletionTimestamp, optimistic concurrency, PodDisruptionBudget-aware
+//! generateName, finalizers and deletionTimestamp, optimistic concurrency, admission (pod priority
+//! and RuntimeClass overhead; when asked, the not-ready taint on new Nodes), PodDisruptionBudget-aware
 //! eviction, an event log, a queue of watch events the driver drains, and (when serving) the
 //! history of changes HTTP watches resume from.
 
@@ -115,6 +116,9 @@ struct Inner {
     event_objects: bool,
     /// The Event objects created from recorded events, oldest first (namespace, name).
     event_object_keys: VecDeque<(String, String)>,
+    /// Nodes created not Ready get the not-ready taint (the TaintNodesByCondition admission
+    /// plugin); on only where a node lifecycle controller takes it off again.
+    taint_nodes_by_condition: bool,
 }
 
 /// The in-memory API server. Cheap to share by reference; all methods take `&self`.
@@ -254,6 +258,11 @@ impl Inner {
             let classes = self.stores.get("PriorityClass");
             let runtimes = self.stores.get("RuntimeClass");
             admit_pod(Arc::make_mut(p), classes, runtimes);
+        }
+        if self.taint_nodes_by_condition
+            && let Stored::Typed(AnyObject::Node(n)) = &mut obj
+        {
+            admit_node(Arc::make_mut(n));
         }
         self.uids += 1;
         let uid = format!("00000000-0000-4000-8000-{:012x}", self.uids);
@@ -398,6 +407,14 @@ impl SimCluster {
         inner.history_cap = capacity.max(1);
         inner.history_floor = inner.resource_version;
         inner.event_objects = true;
+    }
+
+    /// Turns on the TaintNodesByCondition admission plugin: a Node created without a Ready=True
+    /// condition gets `node.kubernetes.io/not-ready:NoSchedule`, so kube-scheduler places no pod
+    /// there before it is Ready. For clusters whose node lifecycle controller takes the taint off
+    /// once the node is Ready (the simulator's); off by default, as controller tests have none.
+    pub fn taint_nodes_by_condition(&self) {
+        self.lock().taint_nodes_by_condition = true;
     }
 
     /// Delivers changes of the dynamic `kind` (e.g. `Deployment`) through [`Self::drain_dynamic`].
@@ -762,6 +779,26 @@ fn admit_pod(pod: &mut Pod, classes: Option<&BTreeMap<String, Stored>>, runtimes
     }
 }
 
+/// The TaintNodesByCondition admission plugin: a new Node carries
+/// `node.kubernetes.io/not-ready:NoSchedule` until the node lifecycle controller sees it Ready.
+/// A Node created Ready is left alone: that controller would take the taint off at once.
+fn admit_node(node: &mut k8s_openapi::api::core::v1::Node) {
+    use k8s_openapi::api::core::v1::Taint;
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    if ready {
+        return;
+    }
+    let key = kerf_api::labels::NODE_NOT_READY_TAINT_KEY;
+    let taints = node.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
+    if !taints.iter().any(|t| t.key == key && t.effect == "NoSchedule") {
+        taints.push(Taint { key: key.to_string(), effect: "NoSchedule".to_string(), ..Taint::default() });
+    }
+}
+
 /// A pod counts as healthy for a disruption budget when it runs with its Ready condition true.
 fn pod_is_healthy(pod: &Pod) -> bool {
     let Some(status) = pod.status.as_ref() else { return false };
@@ -843,6 +880,37 @@ mod tests {
         assert_eq!(a.metadata.resource_version.as_deref(), Some("1"));
         assert_eq!(b.metadata.resource_version.as_deref(), Some("2"));
         assert!(matches!(c.create_obj(node("a")), Err(ApiError::AlreadyExists { .. })));
+    }
+
+    #[test]
+    fn nodes_created_not_ready_get_the_not_ready_taint_once_the_admission_plugin_is_on() {
+        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+        let keys = |n: &Node| -> Vec<(String, String)> {
+            n.spec.iter().flat_map(|s| s.taints.iter().flatten()).map(|t| (t.key.clone(), t.effect.clone())).collect()
+        };
+        let c = SimCluster::new(ManualClock::new(), 1);
+        assert!(keys(&c.create_obj(node("plain")).unwrap()).is_empty(), "off by default");
+        c.taint_nodes_by_condition();
+        let not_ready = vec![("node.kubernetes.io/not-ready".to_string(), "NoSchedule".to_string())];
+        assert_eq!(keys(&c.create_obj(node("new")).unwrap()), not_ready);
+        let with_status = |name: &str, ready: &str| {
+            let mut n = node(name);
+            n.status = Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".to_string(),
+                    status: ready.to_string(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            n
+        };
+        assert_eq!(keys(&c.create_obj(with_status("booting", "False")).unwrap()), not_ready);
+        assert!(keys(&c.create_obj(with_status("up", "True")).unwrap()).is_empty());
+        // Only creation is admitted: an update keeps what it writes.
+        let mut n = c.get_obj::<Node>(None, "new").unwrap();
+        n.spec = None;
+        assert!(keys(&c.update_obj(n).unwrap()).is_empty());
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The driver: runs kerf's controllers and the stand-ins round by round on a virtual clock.
 //!
 //! A round delivers the watch events produced since the last one (to the controllers and to the
-//! stand-ins' index), runs the controllers when something changed or they asked to be woken,
-//! then the workload controllers, kubelet and kube-scheduler. When a round changes nothing, time
-//! jumps to the earliest wake-up anyone asked for, never past the end of the current `wait`.
+//! stand-ins' index; the node lifecycle taints nodes that are not Ready and the kubelet starts
+//! pods bound to Ready nodes), runs the controllers when something changed or they asked to be
+//! woken, then the workload controllers, kubelet and kube-scheduler. When a round changes
+//! nothing, time jumps to the earliest wake-up anyone asked for, never past the end of the
+//! current `wait`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use crate::daemonsets::DaemonSets;
 use crate::deployments;
 use crate::kube_scheduler::KubeScheduler;
 use crate::kubelet::{self, Instance, Kubelet};
+use crate::node_lifecycle;
 use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, Summary, dollars};
 use crate::scenario::{ManifestObject, ObjectRef, Scenario, Step, UnmanagedNode};
 use crate::workloads::Workloads;
@@ -178,6 +181,9 @@ impl<P: SimCloud> Simulation<P> {
 
     pub fn with_options(name: &str, cloud: P, clock: ManualClock, region: &str, options: Options) -> Self {
         let cluster = Arc::new(SimCluster::new(clock.clone(), options.seed ^ 0x5eed));
+        // New Nodes that are not Ready are tainted not-ready; the node lifecycle stand-in takes
+        // the taint off once they are.
+        cluster.taint_nodes_by_condition();
         // Deployments are stored as JSON; the Deployment controller stand-in follows them.
         cluster.follow_dynamic(deployments::DEPLOYMENT);
         let manager = Manager::new(cloud, options);
@@ -513,10 +519,11 @@ impl<P: SimCloud> Simulation<P> {
         }
         let changed_nodes: Vec<String> = changes.nodes_changed.iter().cloned().collect();
         self.react(changes);
-        if !changed_nodes.is_empty()
-            && let Some(at) = self.kubelet.ready_kwok_nodes(&changed_nodes, &self.world, &self.cluster, now)
-        {
-            self.kubelet_wake = Some(self.kubelet_wake.map_or(at, |w| w.min(at)));
+        if !changed_nodes.is_empty() {
+            node_lifecycle::sync(&changed_nodes, &self.world, &self.cluster, now);
+            if let Some(at) = self.kubelet.ready_kwok_nodes(&changed_nodes, &self.world, &self.cluster, now) {
+                self.kubelet_wake = Some(self.kubelet_wake.map_or(at, |w| w.min(at)));
+            }
         }
         let due = self.manager_wake.is_some_and(|t| t <= now);
         if !self.controllers {
@@ -608,10 +615,16 @@ impl<P: SimCloud> Simulation<P> {
                 }
             }
         }
+        let mut unstarted = ch.unstarted_pods;
         for (n, ready) in &ch.readiness {
             let keys: Vec<String> = self.world.pods_by_node.get(n).into_iter().flatten().cloned().collect();
             self.workloads.node_readiness_changed(&keys, *ready);
+            if *ready {
+                unstarted.extend(keys);
+            }
         }
+        // The kubelet starts what is bound to a Ready node, whenever it was bound.
+        self.kubelet.start_pods(&unstarted, &self.world, &self.cluster, self.clock.now());
         for ds in ch.daemonsets_changed {
             self.daemonsets.daemonset_changed(ds);
         }

@@ -5,6 +5,11 @@
 //! it cannot place get `PodScheduled=False` with reason `Unschedulable` and a message in
 //! kube-scheduler's words ("0/N nodes are available: ...").
 //!
+//! Node readiness is not looked at, as kube-scheduler does not: a Node that is not Ready carries
+//! the not-ready taint ([`crate::node_lifecycle`]), so its taint filter places only pods that
+//! tolerate it there; a pod bound to such a node starts once the node is Ready
+//! ([`crate::kubelet`]). Any change to a node (its taints among them) rebuilds the view.
+//!
 //! Nominations (Kubernetes 1.35, KEP-5278 with KEP-1923): a pending pod whose
 //! `status.nominatedNodeName` names a node is tried there first and bound there when the node
 //! passes every filter; until it is bound, it holds its room on that node against pods of no
@@ -506,14 +511,13 @@ impl KubeScheduler {
     }
 }
 
-/// Binds `pod` to `node` and starts it (the kubelet has nothing to pull in the simulator).
+/// Binds `pod` to `node`; the kubelet starts it at once when the node is Ready (it has nothing
+/// to pull in the simulator), else once the node is.
 fn bind(cluster: &SimCluster, pod: &Pod, node: &str, world: &World, now: Timestamp) -> Option<Pod> {
     let ready = world.nodes.get(node).is_some_and(|n| node_ready(n));
     let mut p = pod.clone();
     p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
     let status = p.status.get_or_insert_with(PodStatus::default);
-    status.phase = Some(if ready { "Running" } else { "Pending" }.to_string());
-    status.start_time = Some(Time(now));
     // A bound pod's nomination has served its purpose.
     status.nominated_node_name = None;
     let conds = status.conditions.get_or_insert_with(Vec::new);
@@ -524,12 +528,11 @@ fn bind(cluster: &SimCluster, pod: &Pod, node: &str, world: &World, now: Timesta
         last_transition_time: Some(Time(now)),
         ..PodCondition::default()
     });
-    conds.push(PodCondition {
-        type_: "Ready".to_string(),
-        status: if ready { "True" } else { "False" }.to_string(),
-        last_transition_time: Some(Time(now)),
-        ..PodCondition::default()
-    });
+    if ready {
+        crate::kubelet::set_running(status, now);
+    } else {
+        status.phase = Some("Pending".to_string());
+    }
     match cluster.replace_obj(p) {
         Ok(b) => Some(b),
         Err(e) => {

@@ -4,12 +4,17 @@
 //! later, as the agents that own them would; a terminated instance's Node goes NotReady. Nodes
 //! created through the API for kwok "instances" (`kerf controller --cloud kwok`) are made Ready
 //! as soon as they appear, as kwok does, and their startup taints lifted as for any other node.
+//! Whatever is bound to a Node starts (phase Running, Ready) as soon as that node is Ready,
+//! however and whenever it was bound: by kube-scheduler before the node was Ready, or by a client
+//! that set `spec.nodeName` itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint as CoreTaint};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodStatus, Taint as CoreTaint,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as CoreQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kerf_api::labels;
@@ -73,6 +78,30 @@ fn ready_condition(ready: bool, now: Timestamp) -> NodeCondition {
         last_transition_time: Some(Time(now)),
         last_heartbeat_time: Some(Time(now)),
     }
+}
+
+/// What the kubelet writes for a pod it starts: phase Running since `now` (a start time already
+/// set is kept), `PodScheduled` (which it adds for pods bound without kube-scheduler) and
+/// `Ready` True. The simulator pulls no images and runs no probes, so it all happens at once.
+pub fn set_running(status: &mut PodStatus, now: Timestamp) {
+    status.phase = Some("Running".to_string());
+    status.start_time.get_or_insert(Time(now));
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    conds.retain(|c| c.type_ != "Ready");
+    if !conds.iter().any(|c| c.type_ == "PodScheduled") {
+        conds.push(PodCondition {
+            type_: "PodScheduled".to_string(),
+            status: "True".to_string(),
+            last_transition_time: Some(Time(now)),
+            ..PodCondition::default()
+        });
+    }
+    conds.push(PodCondition {
+        type_: "Ready".to_string(),
+        status: "True".to_string(),
+        last_transition_time: Some(Time(now)),
+        ..PodCondition::default()
+    });
 }
 
 /// A Node present at t=0 that kerf does not manage.
@@ -290,6 +319,32 @@ impl Kubelet {
             }
         }
         next
+    }
+}
+
+impl Kubelet {
+    /// Starts those of `pods` that are bound to a Ready node and have not started yet; the
+    /// others wait for their node's readiness to change. A write that loses a race is retried
+    /// on the pod's next change, which the winner's write is.
+    pub fn start_pods<'a>(
+        &self,
+        pods: impl IntoIterator<Item = &'a String>,
+        world: &World,
+        cluster: &SimCluster,
+        now: Timestamp,
+    ) {
+        for key in pods {
+            let Some(entry) = world.pods.get(key) else { continue };
+            let Some(node) = entry.node() else { continue };
+            if crate::world::started(&entry.pod) || !world.is_node_ready(node) {
+                continue;
+            }
+            let mut p: Pod = (*entry.pod).clone();
+            set_running(p.status.get_or_insert_with(PodStatus::default), now);
+            if let Err(e) = cluster.update_status_obj(p) {
+                tracing::debug!(pod = %key, error = %e, "cannot start pod yet");
+            }
+        }
     }
 }
 

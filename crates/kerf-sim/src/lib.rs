@@ -1,5 +1,5 @@
 //! kerf's simulator: the cluster API in memory on a virtual clock, stand-ins for kube-scheduler,
-//! kubelet and the workload controllers, the scenario loader and the reports. It runs kerf's real
+//! kubelet, the node lifecycle controller and the workload controllers, the scenario loader and the reports. It runs kerf's real
 //! controllers; it makes no provisioning decision of its own.
 
 /// The in-memory API server moved to `kerf-apiserver`; this path keeps working.
@@ -9,6 +9,7 @@ pub mod deployments;
 pub mod driver;
 pub mod kube_scheduler;
 pub mod kubelet;
+pub mod node_lifecycle;
 pub mod report;
 pub mod report_html;
 pub mod rng;

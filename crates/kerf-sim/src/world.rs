@@ -33,8 +33,11 @@ pub struct Changes {
     pub newly_bound: Vec<String>,
     pub nodes_changed: BTreeSet<String>,
     pub nodes_removed: BTreeSet<String>,
-    /// Nodes whose Ready condition flipped: (name, ready now).
+    /// Nodes whose Ready condition flipped, and new nodes that arrived Ready: (name, ready now).
     pub readiness: Vec<(String, bool)>,
+    /// Pods bound to a node that have not started (phase neither Running nor finished): the
+    /// kubelet starts them once their node is Ready.
+    pub unstarted_pods: BTreeSet<String>,
     pub daemonsets_changed: BTreeSet<String>,
     /// NodeClaims that just started deleting.
     pub claims_deleting: Vec<Arc<NodeClaim>>,
@@ -80,6 +83,11 @@ pub fn node_ready(node: &Node) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Whether the kubelet has started the pod (or it has finished).
+pub fn started(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Running" | "Succeeded" | "Failed"))
 }
 
 impl World {
@@ -159,6 +167,9 @@ impl World {
                 let entry = PodEntry { pod: p, seq };
                 match entry.node() {
                     Some(n) => {
+                        if !started(&entry.pod) {
+                            changes.unstarted_pods.insert(key.clone());
+                        }
                         self.bound_count += 1;
                         self.pods_by_node.entry(n.to_string()).or_default().insert(key.clone());
                         if old.as_ref().is_none_or(|o| o.node().is_none()) {
@@ -182,6 +193,7 @@ impl World {
             WatchEvent::Deleted(AnyObject::Pod(p)) => {
                 let key = pod_key(&p);
                 changes.unbound_pods.remove(&key);
+                changes.unstarted_pods.remove(&key);
                 if let Some(o) = self.unlink(&key) {
                     changes.removed_pods.push((key, o.node().map(str::to_string)));
                 }
@@ -190,7 +202,7 @@ impl World {
                 let name = n.metadata.name.clone().unwrap_or_default();
                 let was_ready = self.nodes.get(&name).map(|o| node_ready(o));
                 let now_ready = node_ready(&n);
-                if was_ready.is_some_and(|w| w != now_ready) {
+                if was_ready.map_or(now_ready, |w| w != now_ready) {
                     changes.readiness.push((name.clone(), now_ready));
                 }
                 self.nodes.insert(name.clone(), n);

@@ -1,6 +1,7 @@
 //! `kerf serve` driven by the installed kubectl: manifests created with `kubectl create -f`,
 //! pods running on nodes kerf launched, server-side printer columns, describe, scale, label,
-//! annotate, patch, delete, watches, and Kubernetes `Status` errors for bad requests.
+//! annotate, patch, delete, watches, Kubernetes `Status` errors for bad requests, and node
+//! readiness (a Node created not Ready is tainted, and pods bound to it start once it is Ready).
 
 mod common;
 
@@ -229,6 +230,85 @@ fn serve_runs_a_scenarios_steps_on_its_clock_then_keeps_serving() {
     assert!(drained.contains("drained"), "{drained}");
     let nodes = kubectl_ok(&s, &["get", &node]);
     assert!(nodes.contains("SchedulingDisabled"), "{nodes}");
+    assert!(s.stop().success());
+}
+
+const NOT_READY_NODE: &str = r#"apiVersion: v1
+kind: Node
+metadata:
+  name: edge-1
+  labels: {kubernetes.io/hostname: edge-1}
+status:
+  capacity: {cpu: "4", memory: 8Gi, pods: "20"}
+  allocatable: {cpu: "4", memory: 8Gi, pods: "20"}
+"#;
+
+const PODS_FOR_EDGE: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: bound-early
+spec:
+  nodeName: edge-1
+  containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: waits-for-ready
+spec:
+  containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 100m}}}]
+"#;
+
+#[test]
+fn a_pod_bound_to_a_node_before_kubectl_marks_it_ready_starts_once_it_is_ready() {
+    let s = Served::start("readiness", &["--controllers", "none", "--speed", "20"]);
+    let node = write(&s.dir, "node.yaml", NOT_READY_NODE);
+    kubectl_ok(&s, &["create", "-f", node.to_str().unwrap()]);
+    let taints = |s: &Served| kubectl_ok(s, &["get", "node", "edge-1", "-o", "jsonpath={.spec.taints}"]);
+    assert!(taints(&s).contains(r#""key":"node.kubernetes.io/not-ready""#), "{}", taints(&s));
+    let pods = write(&s.dir, "pods.yaml", PODS_FOR_EDGE);
+    kubectl_ok(&s, &["create", "-f", pods.to_str().unwrap()]);
+    // kube-scheduler leaves the free pod alone while the node is not Ready, in its own words.
+    let reason = eventually(30, "waits-for-ready to be unschedulable", || {
+        let m = kubectl_ok(
+            &s,
+            &[
+                "get",
+                "pod",
+                "waits-for-ready",
+                "-o",
+                r#"jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}"#,
+            ],
+        );
+        (!m.is_empty()).then_some(m)
+    });
+    assert_eq!(reason, "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }.");
+    let bound = kubectl_ok(&s, &["get", "pod", "bound-early", "-o", "jsonpath={.spec.nodeName} {.status.phase}"]);
+    assert!(bound.starts_with("edge-1") && !bound.contains("Running"), "{bound}");
+
+    kubectl_ok(
+        &s,
+        &[
+            "patch",
+            "node",
+            "edge-1",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}}"#,
+        ],
+    );
+    let running = eventually(30, "both pods running on edge-1", || {
+        let pods = running_pods(&s);
+        (pods.len() == 2).then_some(pods)
+    });
+    assert_eq!(running, ["pod/bound-early", "pod/waits-for-ready"]);
+    assert_eq!(
+        kubectl_ok(&s, &["get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}"]),
+        "edge-1 edge-1",
+        "the free pod went to the node once it was Ready"
+    );
+    assert!(!taints(&s).contains("not-ready"), "the taint is gone once the node is Ready: {}", taints(&s));
     assert!(s.stop().success());
 }
 
