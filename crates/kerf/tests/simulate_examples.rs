@@ -533,3 +533,29 @@ fn mixed_workload_lands_on_a_fleet_cheaper_than_filling_claims_to_the_largest_ty
     assert!(nodes.iter().all(|n| !n["instanceType"].as_str().unwrap().ends_with("metal")), "{nodes:#?}");
     assert!(nodes.iter().all(|n| !n["instanceType"].as_str().unwrap().contains("48xlarge")), "{nodes:#?}");
 }
+
+#[test]
+fn consolidation_of_an_unchanged_mixed_workload_settles_and_is_never_undone() {
+    let r = simulate("converge-mixed.yaml");
+    all_pods_running(&r);
+    let disruptions = r["disruptions"].as_array().unwrap();
+    assert!(!disruptions.is_empty(), "provisioning over-bought, consolidation has work to do");
+    // No launch undid a consolidation: every NodeClaim is either from the first provisioning
+    // pass or a replacement a consolidation launched.
+    let replacements: BTreeSet<&str> =
+        disruptions.iter().flat_map(|d| d["replacements"].as_array().unwrap()).filter_map(|c| c.as_str()).collect();
+    let timeline = r["timeline"].as_array().unwrap();
+    let first_fleet = timeline.iter().find(|t| t["podsPending"] == 0).expect("every pod placed")["nodes"].as_u64();
+    assert_eq!(
+        Some(summary(&r, "nodeClaimsLaunched") - replacements.len() as u64),
+        first_fleet,
+        "a NodeClaim was launched for pods a consolidation moved"
+    );
+    // It settles: nothing is decided in the last 35 of the 60 minutes, the fleet stays as it is.
+    let last = disruptions.iter().map(|d| d["atSeconds"].as_u64().unwrap()).max().unwrap();
+    assert!(last <= 25 * 60, "a disruption at {last}s with the workload unchanged");
+    let end = timeline.last().unwrap();
+    for t in timeline.iter().filter(|t| t["atSeconds"].as_u64().unwrap() > 26 * 60) {
+        assert_eq!((&t["nodes"], &t["costPerHour"]), (&end["nodes"], &end["costPerHour"]), "{t}");
+    }
+}
