@@ -10,6 +10,7 @@ use crate::nominations::Nominations;
 use crate::runtime::{Health, Reconciler, Runtime};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util::{self, SplitMix64};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, WatchEvent};
 
 /// Tunables of the controllers.
@@ -203,7 +204,9 @@ impl<P: CloudProvider> Manager<P> {
         if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::NodePool(_) | AnyObject::EC2NodeClass(_)) {
             self.pools.status_stale = true;
         }
-        self.disruption.generation += 1;
+        if self.changes_disruption(event) {
+            self.disruption.generation += 1;
+        }
         if let AnyObject::Pod(p) = obj {
             // consolidateAfter counts from the last pod bound to or leaving a node.
             let old = self.state.pod(
@@ -261,6 +264,44 @@ impl<P: CloudProvider> Manager<P> {
         }
         self.state.apply(event);
         self.forget_nominations(event);
+    }
+
+    /// Whether `event` can change a disruption decision. Status heartbeats (a Node's condition
+    /// times, a Pod's container statuses) cannot: a settled cluster whose kubelets report every
+    /// few seconds is not evaluated again for them.
+    fn changes_disruption(&self, event: &WatchEvent) -> bool {
+        match event {
+            WatchEvent::Applied(AnyObject::Pod(p)) => {
+                let Some(old) = self.state.pod(
+                    p.metadata.namespace.as_deref().unwrap_or_default(),
+                    p.metadata.name.as_deref().unwrap_or_default(),
+                ) else {
+                    return true;
+                };
+                let status = |x: &Pod| {
+                    x.status.as_ref().map(|s| (s.phase.clone(), s.nominated_node_name.clone())).unwrap_or_default()
+                };
+                old.metadata.deletion_timestamp != p.metadata.deletion_timestamp
+                    || old.metadata.labels != p.metadata.labels
+                    || old.metadata.annotations != p.metadata.annotations
+                    || old.spec != p.spec
+                    || status(old) != status(p)
+                    || util::marked_unschedulable(old) != util::marked_unschedulable(p)
+            }
+            WatchEvent::Applied(AnyObject::Node(n)) => {
+                let Some(old) = self.state.node(n.metadata.name.as_deref().unwrap_or_default()) else {
+                    return true;
+                };
+                let allocatable = |x: &Node| x.status.as_ref().and_then(|s| s.allocatable.clone());
+                old.metadata.deletion_timestamp != n.metadata.deletion_timestamp
+                    || old.metadata.labels != n.metadata.labels
+                    || old.metadata.annotations != n.metadata.annotations
+                    || old.spec != n.spec
+                    || allocatable(old) != allocatable(n)
+                    || util::node_ready(old) != util::node_ready(n)
+            }
+            _ => true,
+        }
     }
 
     /// A nomination ends when its pod is bound, finished or gone, or its claim is going away.
