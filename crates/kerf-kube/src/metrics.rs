@@ -1,6 +1,7 @@
 //! Prometheus metrics with Karpenter's names and label names, so its dashboards and alerts work
 //! on kerf. They are observations of what the controllers did (watch events, the disruption
-//! records, cluster state after a pass), never a second account of a decision.
+//! records, cluster state after a pass), never a second account of a decision. The registry also
+//! holds kerf's own counters of the event recorder ([`EventMetrics`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -16,6 +17,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::recorder::EventMetrics;
 
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -40,6 +43,8 @@ pub struct Metrics {
     pool_limit: Family<Labels, FloatGauge>,
     price_estimate: Family<Labels, FloatGauge>,
     decisions: Family<Labels, Counter>,
+    /// The event recorder's counters.
+    events: EventMetrics,
     /// NodeClaims and registered Nodes already seen (so each is counted once).
     claims: BTreeSet<String>,
     registered: BTreeSet<String>,
@@ -112,6 +117,7 @@ impl Metrics {
             "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
             decisions.clone(),
         );
+        let events = EventMetrics::register(&mut registry);
         Metrics {
             registry: Arc::new(registry),
             claims_created,
@@ -123,6 +129,7 @@ impl Metrics {
             pool_limit,
             price_estimate,
             decisions,
+            events,
             claims: BTreeSet::new(),
             registered: BTreeSet::new(),
             counted_records: 0,
@@ -133,6 +140,11 @@ impl Metrics {
     /// The registry, for the `/metrics` endpoint.
     pub fn registry(&self) -> Arc<Registry> {
         Arc::clone(&self.registry)
+    }
+
+    /// The event recorder's counters (`kerf_events_dropped_total`, `kerf_events_deduplicated_total`).
+    pub fn events(&self) -> EventMetrics {
+        self.events.clone()
     }
 
     /// Counts what a watch event shows kerf did: a NodeClaim created or gone, a Node registered.
