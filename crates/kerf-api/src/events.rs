@@ -3,13 +3,19 @@
 //! `kerf controller` (`kerf-kube`'s recorder, which adds a rate limit and a background writer)
 //! and `kerf serve` (the in-memory API server's Event objects) behave alike.
 //!
-//! Identical events (same object, reason and message) within a window are recorded once, as
-//! Karpenter's `events.Recorder` does with its TTL cache: two minutes for most events, five for
-//! `FailedScheduling`. Karpenter keys most events by the object alone, so a new message within
-//! the window is lost there; here the message is part of the key, so a pod's new reason, or a
-//! node's new blocking reason, is recorded at once. What changes from pass to pass without a
-//! new cause (a countdown, a count) is the emitter's business: it emits when the gist changes
-//! ([`same_apart_from_numbers`]), not every pass.
+//! Identical events within a window are recorded once, as Karpenter's `events.Recorder` does
+//! with its TTL cache: two minutes for most events, five for `FailedScheduling`. Identical means
+//! the same object, reason and message, the message compared apart from its numbers
+//! ([`same_apart_from_numbers`]): "0/17 nodes are available" and "0/18 nodes are available", or
+//! two countdowns, say the same thing, and the provisioner repeats `FailedScheduling` for a pod
+//! on every retry with whatever the counts are then. Karpenter keys most events by the object
+//! alone, so a new message within the window is lost there; here a message that says something
+//! new (a pod's new reason, a node's new blocking reason) is recorded at once. The price: two
+//! messages that differ only in the digits of a name they carry count as one within the window.
+//!
+//! An emitter that re-evaluates every pass (the disruption controller's `DisruptionBlocked`)
+//! also compares with [`same_apart_from_numbers`] and emits only when the cause changed, so its
+//! events do not come back every window either.
 //!
 //! The controllers' own event log (the simulator's, the test kit's) keeps every event emitted:
 //! the window applies where events become Event objects.
@@ -39,11 +45,12 @@ pub fn dedupe_window(reason: &str) -> Duration {
 /// Expired entries are swept once the cache holds at least this many.
 const MIN_SWEEP: usize = 1024;
 
-/// (kind, name, reason, message): what makes two events identical.
+/// (kind, name, reason, the message with each number as `#`): what makes two events identical.
 type Key = (&'static str, String, String, String);
 
 fn key(event: &EventRecord) -> Key {
-    (event.kind, event.name.clone(), event.reason.clone(), event.message.clone())
+    let message = gist(&event.message).map(|c| c.unwrap_or('#')).collect();
+    (event.kind, event.name.clone(), event.reason.clone(), message)
 }
 
 /// The events recorded recently, each with the instant its window closes.
@@ -158,6 +165,21 @@ mod tests {
         assert!(d.admit(&event("n1", "DisruptionBlocked", "Cannot disrupt Node: do-not-disrupt"), at(1)));
         // Back to the first message within its window: already recorded.
         assert!(!d.admit(&event("n1", "DisruptionBlocked", "Cannot disrupt Node: budget"), at(2)));
+    }
+
+    #[test]
+    fn an_event_whose_message_differs_only_in_its_numbers_is_a_repeat() {
+        let mut d = EventDedupe::new();
+        let failed = |n: usize| {
+            let mut e = event("default/p", "FailedScheduling", "");
+            e.kind = "Pod";
+            e.message = format!("0/{n} nodes are available: {n} Insufficient cpu; NodePool default: limits exhausted");
+            e
+        };
+        assert!(d.admit(&failed(17), at(0)));
+        assert!(!d.admit(&failed(18), at(60)));
+        assert!(!d.admit(&failed(123), at(120)));
+        assert!(d.admit(&failed(123), at(300)));
     }
 
     #[test]
