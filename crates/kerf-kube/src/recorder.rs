@@ -7,8 +7,8 @@
 //! it could not take filled the log with nothing else. So an event goes through, in order:
 //!
 //! 1. the dedupe every recorder shares ([`kerf_api::events::EventDedupe`]): an event identical
-//!    to one written within its window (2 minutes, `FailedScheduling` 5) is not written again,
-//!    as Karpenter's recorder does. These are not losses (the cluster already shows the event);
+//!    to one written within its window (2 minutes, `FailedScheduling` 5; the message compared
+//!    apart from its numbers) is not written again, as Karpenter's recorder does. These are not losses (the cluster already shows the event);
 //!    they are counted in `kerf_events_deduplicated_total`;
 //! 2. a token bucket per event reason ([`RATE_BURST`] at once, [`RATE_PER_SECOND`] sustained),
 //!    so that one reason flooding (`Nominated` in a large scale-up) neither floods the API
@@ -22,7 +22,9 @@
 //! What is lost (over the rate, the queue full, a write the API server refused or could not
 //! take) is counted in `kerf_events_dropped_total{reason="rate_limited|queue_full|write_failed"}`
 //! and summarised in at most one WARN line per [`SUMMARY_INTERVAL`] ([`DropSummary`]): counts by
-//! cause and by event reason, and the last write error. The first loss is reported at once.
+//! cause and by event reason, and the last write error. A line comes [`SUMMARY_DELAY`] after the
+//! first loss it reports (so a burst is one line, not a line saying "1" and the rest a minute
+//! later) and at least [`SUMMARY_INTERVAL`] after the line before.
 //!
 //! The deciding parts ([`Gate`], [`TokenBucket`], [`DropSummary`]) are pure and take the time as
 //! an argument, so they are tested without waiting.
@@ -52,8 +54,10 @@ pub const RATE_PER_SECOND: f64 = 50.0;
 pub const QUEUE: usize = 10_000;
 /// At most one log line about dropped events per this.
 pub const SUMMARY_INTERVAL: Duration = Duration::from_secs(60);
-/// How often the writer looks whether a summary is due (drops are also summarised as they happen).
-const SUMMARY_CHECK: Duration = Duration::from_secs(10);
+/// A log line about dropped events waits this long after the first drop it reports.
+pub const SUMMARY_DELAY: Duration = Duration::from_secs(10);
+/// How often the writer looks whether a summary is due (a drop also looks).
+const SUMMARY_CHECK: Duration = Duration::from_secs(5);
 
 /// Why an event was not written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -113,10 +117,13 @@ impl TokenBucket {
 #[derive(Debug)]
 pub struct DropSummary {
     interval: Duration,
+    delay: Duration,
     causes: BTreeMap<DropCause, u64>,
     /// By event reason (`Nominated`, ...).
     reasons: BTreeMap<String, u64>,
     last_error: Option<String>,
+    /// When the first drop not reported yet happened.
+    first: Option<Timestamp>,
     reported_at: Option<Timestamp>,
 }
 
@@ -166,12 +173,22 @@ impl DropReport {
 }
 
 impl DropSummary {
-    pub fn new(interval: Duration) -> Self {
-        DropSummary { interval, causes: BTreeMap::new(), reasons: BTreeMap::new(), last_error: None, reported_at: None }
+    /// At most one report per `interval`, each `delay` after the first drop it reports.
+    pub fn new(interval: Duration, delay: Duration) -> Self {
+        DropSummary {
+            interval,
+            delay,
+            causes: BTreeMap::new(),
+            reasons: BTreeMap::new(),
+            last_error: None,
+            first: None,
+            reported_at: None,
+        }
     }
 
-    /// One event with `reason` dropped for `cause` (`error`: what the API server said).
-    pub fn note(&mut self, cause: DropCause, reason: &str, error: Option<String>) {
+    /// One event with `reason` dropped for `cause` at `now` (`error`: what the API server said).
+    pub fn note(&mut self, cause: DropCause, reason: &str, error: Option<String>, now: Timestamp) {
+        self.first.get_or_insert(now);
         *self.causes.entry(cause).or_default() += 1;
         match self.reasons.get_mut(reason) {
             Some(n) => *n += 1,
@@ -184,15 +201,12 @@ impl DropSummary {
         }
     }
 
-    /// The drops to report at `now`, if a report is due: there are some, and the last report
-    /// is at least an interval old (the first is due at once).
+    /// The drops to report at `now`, if a report is due: there are some, the first of them is
+    /// at least the delay old, and the last report at least the interval.
     pub fn due(&mut self, now: Timestamp) -> Option<DropReport> {
-        if self.causes.is_empty() {
-            return None;
-        }
-        if let Some(at) = self.reported_at
-            && now < at.saturating_add(self.interval).unwrap_or(Timestamp::MAX)
-        {
+        let first = self.first?;
+        let after = |t: Timestamp, d: Duration| t.saturating_add(d).unwrap_or(Timestamp::MAX);
+        if now < after(first, self.delay) || self.reported_at.is_some_and(|at| now < after(at, self.interval)) {
             return None;
         }
         self.reported_at = Some(now);
@@ -201,6 +215,7 @@ impl DropSummary {
 
     /// The drops not reported yet, whenever (the last report, at shutdown).
     pub fn take(&mut self) -> Option<DropReport> {
+        self.first = None;
         if self.causes.is_empty() {
             return None;
         }
@@ -234,18 +249,19 @@ pub struct Gate {
 
 impl Default for Gate {
     fn default() -> Self {
-        Gate::new(RATE_BURST, RATE_PER_SECOND, SUMMARY_INTERVAL)
+        Gate::new(RATE_BURST, RATE_PER_SECOND)
     }
 }
 
 impl Gate {
-    pub fn new(burst: f64, per_second: f64, summary_interval: Duration) -> Self {
+    /// Per event reason, `burst` at once and `per_second` sustained.
+    pub fn new(burst: f64, per_second: f64) -> Self {
         Gate {
             dedupe: EventDedupe::new(),
             buckets: HashMap::new(),
             burst,
             per_second,
-            summary: DropSummary::new(summary_interval),
+            summary: DropSummary::new(SUMMARY_INTERVAL, SUMMARY_DELAY),
         }
     }
 
@@ -281,12 +297,12 @@ impl EventMetrics {
         let m = EventMetrics::default();
         registry.register(
             "kerf_events_dropped",
-            "Kubernetes events kerf did not write, by why: rate_limited (over the rate for their reason), queue_full (the background writer fell behind), write_failed (the API server refused the event or could not be reached).",
+            "Kubernetes events kerf did not write, by why: rate_limited (over the rate for their reason), queue_full (the background writer fell behind), write_failed (the API server refused the event or could not be reached)",
             m.dropped.clone(),
         );
         registry.register(
             "kerf_events_deduplicated",
-            "Kubernetes events kerf did not write because an identical one (same object, reason and message) was written within its window (2 minutes; FailedScheduling 5).",
+            "Kubernetes events kerf did not write because an identical one (same object and reason, the same message apart from its numbers) was written within its window (2 minutes; FailedScheduling 5)",
             m.deduplicated.clone(),
         );
         m
@@ -311,7 +327,7 @@ impl Shared {
         self.metrics.dropped(cause);
         let report = {
             let mut gate = self.gate();
-            gate.summary.note(cause, reason, error);
+            gate.summary.note(cause, reason, error, now);
             gate.summary.due(now)
         };
         if let Some(r) = report {
@@ -458,7 +474,7 @@ mod tests {
         let mut registry = Registry::default();
         let (tx, mut rx) = mpsc::channel(100);
         // 10 at once, then 2 a second, per reason.
-        let r = Recorder::with_queue(tx, Gate::new(10.0, 2.0, SUMMARY_INTERVAL), EventMetrics::register(&mut registry));
+        let r = Recorder::with_queue(tx, Gate::new(10.0, 2.0), EventMetrics::register(&mut registry));
         for i in 0..30 {
             let e = event(&format!("p{i}"), "Nominated");
             r.publish(&e, at_ms(0), || object(&e));
@@ -504,35 +520,54 @@ mod tests {
 
     #[test]
     fn drops_are_summarised_in_one_log_line_per_interval() {
-        let mut s = DropSummary::new(Duration::from_secs(60));
+        let mut s = DropSummary::new(Duration::from_secs(60), Duration::from_secs(10));
         assert_eq!(s.due(at_ms(0)), None, "nothing dropped, nothing to say");
         let mut lines = Vec::new();
-        // 1,000 drops over 150 s (one every 150 ms), the summary asked after each one.
-        for i in 0..1000 {
-            let cause = if i % 10 == 0 { DropCause::QueueFull } else { DropCause::RateLimited };
-            let reason = if i % 4 == 0 { "FailedScheduling" } else { "Nominated" };
-            s.note(cause, reason, None);
-            let now = i * 150;
+        fn ask(s: &mut DropSummary, lines: &mut Vec<(i64, DropReport)>, now: i64) {
             if let Some(line) = s.due(at_ms(now)) {
                 lines.push((now, line));
             }
         }
-        // The first drop at once, then one line a minute: at 0 s, 60 s and 120 s.
+        // A burst: 500 drops within a second, the summary asked after each one; then asked
+        // every second until 5 s later.
+        for i in 0..500 {
+            let cause = if i % 10 == 0 { DropCause::QueueFull } else { DropCause::RateLimited };
+            let reason = if i % 4 == 0 { "FailedScheduling" } else { "Nominated" };
+            s.note(cause, reason, None, at_ms(i * 2));
+            ask(&mut s, &mut lines, i * 2);
+        }
+        for t in (1..=5).map(|k| k * 1000) {
+            ask(&mut s, &mut lines, t);
+        }
+        assert!(lines.is_empty(), "a line waits 10 s after the first drop, to take the whole burst");
+        // A trickle: a drop every 150 ms from 10 s to 150 s, the summary asked after each one.
+        for i in 0..=933 {
+            let now = 10_000 + i * 150;
+            s.note(DropCause::RateLimited, "DisruptionBlocked", None, at_ms(now));
+            ask(&mut s, &mut lines, now);
+        }
+        // The burst in one line 10 s after its first drop, then one line a minute.
         let times: Vec<i64> = lines.iter().map(|(t, _)| *t).collect();
-        assert_eq!(times, vec![0, 60_000, 120_000]);
-        assert_eq!(lines[0].1.total(), 1);
+        assert_eq!(times, vec![10_000, 70_000, 130_000]);
+        let burst = &lines[0].1;
+        assert_eq!(burst.total(), 501, "the burst, and the first drop of the trickle");
+        assert_eq!(burst.count(DropCause::QueueFull), 50);
+        assert_eq!(burst.reasons_text(), "Nominated=375 FailedScheduling=125 DisruptionBlocked=1");
         assert_eq!(lines[1].1.total(), 400);
-        // Nothing is lost between lines: the rest comes with the next one that is due.
-        s.note(DropCause::WriteFailed, "Nominated", Some("Event default/p: forbidden".to_string()));
-        assert_eq!(s.due(at_ms(179_999)), None);
-        let last = s.due(at_ms(180_000)).unwrap_or_else(|| panic!("a line is due"));
+        // Nothing is lost between lines: the rest comes with the next line that is due.
+        s.note(DropCause::WriteFailed, "Nominated", Some("Event default/p: forbidden".to_string()), at_ms(150_000));
+        assert_eq!(s.due(at_ms(189_999)), None);
+        let last = s.due(at_ms(190_000)).unwrap_or_else(|| panic!("a line is due"));
         let total: u64 = lines.iter().map(|(_, l)| l.total()).sum::<u64>() + last.total();
-        assert_eq!(total, 1001);
+        assert_eq!(total, 500 + 934 + 1);
         assert_eq!(last.count(DropCause::WriteFailed), 1);
         assert_eq!(last.last_error.as_deref(), Some("Event default/p: forbidden"));
-        assert_eq!(lines[1].1.reasons_text(), "Nominated=300 FailedScheduling=100");
-        assert_eq!(lines[1].1.count(DropCause::QueueFull), 40);
         assert_eq!(s.due(at_ms(400_000)), None, "reported drops are not reported again");
+
+        // After a quiet hour, a new drop also waits its 10 s, not a minute.
+        s.note(DropCause::RateLimited, "Nominated", None, at_ms(4_000_000));
+        assert_eq!(s.due(at_ms(4_009_999)), None);
+        assert_eq!(s.due(at_ms(4_010_000)).map(|l| l.total()), Some(1));
     }
 
     #[test]
