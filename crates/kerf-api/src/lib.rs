@@ -1,6 +1,7 @@
 //! kerf's API layer: the Karpenter v1 resource types, the well-known labels, annotations and
 //! taints, Kubernetes quantities and resource lists, Go durations, validation, and the cluster API
-//! the controllers speak (`cluster`).
+//! the controllers speak (`cluster`) and what event recorders do with the events they emit
+//! (`events`).
 //!
 //! This crate does no I/O.
 
@@ -11,6 +12,7 @@ pub mod crd;
 pub mod crd_rules;
 pub mod duration;
 pub mod ec2nodeclass;
+pub mod events;
 pub mod hash;
 pub mod labels;
 pub mod manifest;

@@ -3,6 +3,11 @@
 //! and RuntimeClass overhead; when asked, the not-ready taint on new Nodes), PodDisruptionBudget-aware
 //! eviction, an event log, a queue of watch events the driver drains, and (when serving) the
 //! history of changes HTTP watches resume from.
+//!
+//! The event log keeps every event the controllers emit (the report and the tests read it);
+//! when serving, they also become core/v1 Event objects the way `kerf controller`'s recorder
+//! writes them: an identical event within its window is not written again
+//! ([`kerf_api::events::EventDedupe`], on the virtual clock).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,6 +17,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
+use kerf_api::events::EventDedupe;
 use kerf_cloud::{Clock, ManualClock, Timestamp};
 
 use kerf_api::seeded::SplitMix64;
@@ -114,6 +120,8 @@ struct Inner {
     history_floor: u64,
     /// Recorded events also become core/v1 Event objects (when serving).
     event_objects: bool,
+    /// The events written as Event objects lately (an identical one within its window is not).
+    event_dedupe: EventDedupe,
     /// The Event objects created from recorded events, oldest first (namespace, name).
     event_object_keys: VecDeque<(String, String)>,
     /// Nodes created not Ready get the not-ready taint (the TaintNodesByCondition admission
@@ -685,7 +693,7 @@ impl SimCluster {
     pub fn record(&self, event: EventRecord) {
         let time = self.clock.now();
         let mut inner = self.lock();
-        if inner.event_objects {
+        if inner.event_objects && inner.event_dedupe.admit(&event, time) {
             let mut obj = event_object(&event, time, inner.events.len());
             // The object's uid, which `kubectl describe` selects events by.
             let uid =
@@ -966,6 +974,33 @@ mod tests {
         assert_eq!(e.body["involvedObject"]["uid"].as_str(), pod.metadata.uid.as_deref());
         assert_eq!(e.body["involvedObject"]["name"], "p");
         assert_eq!(c.events().len(), MAX_EVENT_OBJECTS + 5, "the event log keeps everything");
+    }
+
+    #[test]
+    fn identical_events_within_the_window_become_one_event_object_and_the_log_keeps_every_one() {
+        let clock = ManualClock::new();
+        let c = SimCluster::new(clock.clone(), 1);
+        c.enable_serving(100);
+        let blocked = |message: &str| EventRecord {
+            kind: "Node",
+            name: "n1".to_string(),
+            type_: "Normal",
+            reason: "DisruptionBlocked".to_string(),
+            message: message.to_string(),
+        };
+        let annotated = "Cannot disrupt Node: pod default/a is annotated karpenter.sh/do-not-disrupt=true";
+        for _ in 0..10 {
+            c.record(blocked(annotated));
+            clock.advance(std::time::Duration::from_secs(10));
+        }
+        // A new message for the same node is written at once.
+        c.record(blocked("Cannot disrupt Node: NodePool default has consolidateAfter: Never"));
+        // Two minutes after the first: written again.
+        clock.advance(std::time::Duration::from_secs(20));
+        c.record(blocked(annotated));
+        let (objects, _) = c.list_stored("Event", Some("default"));
+        assert_eq!(objects.len(), 3);
+        assert_eq!(c.events().len(), 12, "the event log keeps everything");
     }
 
     #[test]

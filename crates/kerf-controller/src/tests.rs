@@ -664,3 +664,58 @@ fn an_api_error_in_one_reconciler_leaves_the_others_working() {
     assert_eq!(pool.status.unwrap().nodes, Some(1));
     assert_eq!(h.mgr.health(Reconciler::NodePoolStatus), &crate::Health::default());
 }
+
+// ---- events ----
+
+#[test]
+fn disruption_blocked_is_emitted_when_the_blocking_reason_changes_not_every_pass() {
+    let mut h = Harness::new(small_and_large());
+    let mut pool = node_pool("default");
+    pool.spec.disruption.consolidate_after = kerf_api::NillableDuration::from_secs(60);
+    h.api.put(pool);
+    h.api.put(pending_pod("a", "1"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    kubelet_joins(&h.api, &claim, "n1", true);
+    h.settle();
+    bind(&h.api, "a", "n1");
+    h.settle();
+    let blocked = |h: &Harness| -> Vec<String> {
+        h.events("DisruptionBlocked").into_iter().filter(|e| e.name == "n1").map(|e| e.message).collect()
+    };
+    let touch = |h: &mut Harness, key: &str, value: &str| {
+        let mut node: Node = h.api.one(None, "n1").unwrap();
+        node.metadata.labels.get_or_insert_with(Default::default).insert(key.into(), value.into());
+        h.api.put(node);
+        h.settle();
+    };
+    let mut reasons = BTreeMap::new();
+    for i in 0..20 {
+        // Every pass re-evaluates (a label changed), and the reason counts down each time.
+        h.advance(Duration::from_secs(5));
+        touch(&mut h, "touched", &i.to_string());
+        let why = h.mgr.disruption_blocked().get("n1").cloned().unwrap_or_default();
+        reasons.insert(why, ());
+    }
+    assert_eq!(reasons.len(), 20, "every pass gave the node a new countdown: {reasons:#?}");
+    // Two causes over those 20 passes (consolidateAfter, then the guard against launch regret):
+    // one event each, with the countdown as it stood then.
+    let events = blocked(&h);
+    assert_eq!(events.len(), 2, "{events:#?}");
+    assert!(events[0].starts_with("Cannot disrupt Node: consolidateAfter 1m0s has not passed"), "{events:#?}");
+    assert!(events[1].starts_with("Cannot disrupt Node: it was launched for this workload"), "{events:#?}");
+    let now = h.mgr.disruption_blocked().get("n1").cloned().unwrap_or_default();
+    assert_ne!(events[1], format!("Cannot disrupt Node: {now}"), "the state has the current countdown");
+
+    // A new cause is a new event at once.
+    let mut node: Node = h.api.one(None, "n1").unwrap();
+    node.metadata.annotations.get_or_insert_with(Default::default).insert(labels::DO_NOT_DISRUPT.into(), "true".into());
+    h.api.put(node);
+    h.advance(Duration::from_secs(5));
+    let events = blocked(&h);
+    assert_eq!(events.len(), 3, "{events:#?}");
+    assert!(events[2].contains(labels::DO_NOT_DISRUPT), "{events:#?}");
+    touch(&mut h, "touched", "again");
+    assert_eq!(blocked(&h).len(), 3);
+}

@@ -1,22 +1,22 @@
 //! [`KubeApi`]: the controllers' [`ClusterApi`] over a kube-rs client. Writes carry the
 //! object's resourceVersion, so a stale write fails with `Conflict`; evictions go through the
 //! Eviction subresource (a refusal by a PodDisruptionBudget, HTTP 429, is `TooManyRequests`);
-//! events are core/v1 Events against the object they are about, written in the background (a
-//! pass does not wait for them) and deduplicated for two minutes, as Karpenter's recorder does.
+//! events are core/v1 Events against the object they are about, handed to the
+//! [`Recorder`](crate::recorder) (deduplicated, rate-limited, written in the background: a pass
+//! does not wait for them).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kerf_cloud::{Clock, SystemClock};
+use kerf_cloud::{Clock, SystemClock, Timestamp};
 use kerf_controller::{AnyObject, ApiError, ClusterApi, EventRecord, Object};
 use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, PostParams};
 use kube::{Api, Client};
-use tokio::sync::mpsc;
 
 use crate::kinds::{self, Kind};
+use crate::recorder::{EventMetrics, Recorder};
 
 /// The component name events are reported by (Karpenter's, so dashboards and `kubectl get
 /// events --field-selector source=karpenter` keep working).
@@ -62,14 +62,6 @@ fn event_name(meta: &ObjectMeta) -> String {
     }
 }
 
-/// An identical event (same object, reason and message) is not recorded again within this.
-pub const EVENT_DEDUPE: Duration = Duration::from_secs(120);
-/// Events waiting to be written; more are dropped (and logged).
-const EVENT_QUEUE: usize = 10_000;
-
-/// (kind, name, reason, message) of an event, for deduplication.
-type EventKey = (String, String, String, String);
-
 /// The cluster API over a kube-rs client.
 #[derive(Clone)]
 pub struct KubeApi {
@@ -77,25 +69,7 @@ pub struct KubeApi {
     uids: Uids,
     /// Who reports events (`reportingInstance`): this process's identity.
     instance: String,
-    events: mpsc::Sender<Event>,
-    recent: Arc<Mutex<HashMap<EventKey, Instant>>>,
-}
-
-/// Writes queued events, in order, until every sender is gone.
-async fn write_events(client: Client, mut queue: mpsc::Receiver<Event>) {
-    while let Some(ev) = queue.recv().await {
-        let namespace = ev.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-        let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-        if let Err(e) = api.create(&PostParams::default(), &ev).await {
-            tracing::warn!(
-                kind = ev.involved_object.kind.as_deref().unwrap_or_default(),
-                name = ev.involved_object.name.as_deref().unwrap_or_default(),
-                reason = ev.reason.as_deref().unwrap_or_default(),
-                error = %e,
-                "cannot record event"
-            );
-        }
-    }
+    events: Recorder,
 }
 
 /// A client for the controllers. kube-rs's default retry of 429 / 503 / 504 is off: a 429 is
@@ -127,26 +101,49 @@ fn codec(kind: &'static str, name: &str, e: serde_json::Error) -> ApiError {
 }
 
 impl KubeApi {
-    /// Must be called within a tokio runtime: it starts the task that writes events.
-    pub fn new(client: Client, uids: Uids, instance: &str) -> Self {
-        let (events, queue) = mpsc::channel(EVENT_QUEUE);
-        tokio::spawn(write_events(client.clone(), queue));
-        KubeApi { client, uids, instance: instance.to_string(), events, recent: Arc::default() }
+    /// Must be called within a tokio runtime: it starts the task that writes events, counted in
+    /// `events`.
+    pub fn new(client: Client, uids: Uids, instance: &str, events: EventMetrics) -> Self {
+        let recorder = Recorder::start(client.clone(), events);
+        KubeApi { client, uids, instance: instance.to_string(), events: recorder }
     }
 
-    /// Whether the same event was recorded within [`EVENT_DEDUPE`]; remembers it if not.
-    fn seen_recently(&self, event: &EventRecord) -> bool {
-        let now = Instant::now();
-        let key = (event.kind.to_string(), event.name.clone(), event.reason.clone(), event.message.clone());
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        if recent.get(&key).is_some_and(|at| now.duration_since(*at) < EVENT_DEDUPE) {
-            return true;
+    /// The core/v1 Event `event` becomes.
+    fn event_object(&self, event: &EventRecord, now: Timestamp) -> Event {
+        let kind = kinds::by_name(event.kind);
+        let namespaced = kind.is_some_and(|k| k.namespaced);
+        let (namespace, name) = match event.name.split_once('/') {
+            Some((ns, n)) if namespaced => (ns.to_string(), n.to_string()),
+            _ => ("default".to_string(), event.name.clone()),
+        };
+        let api_version = kind.map(|k| k.resource.api_version.clone());
+        Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{name}.")),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: ObjectReference {
+                api_version,
+                kind: Some(event.kind.to_string()),
+                name: Some(name.clone()),
+                namespace: namespaced.then(|| namespace.clone()),
+                uid: self.uids.get(event.kind, &event.name),
+                ..ObjectReference::default()
+            },
+            reason: Some(event.reason.clone()),
+            message: Some(event.message.clone()),
+            type_: Some(event.type_.to_string()),
+            source: Some(EventSource { component: Some(COMPONENT.to_string()), host: None }),
+            reporting_component: Some(COMPONENT.to_string()),
+            reporting_instance: Some(self.instance.clone()),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            event_time: Some(MicroTime(now)),
+            action: Some(event.reason.clone()),
+            count: Some(1),
+            ..Event::default()
         }
-        if recent.len() >= EVENT_QUEUE {
-            recent.retain(|_, at| now.duration_since(*at) < EVENT_DEDUPE);
-        }
-        recent.insert(key, now);
-        false
     }
 
     pub fn client(&self) -> &Client {
@@ -243,47 +240,8 @@ impl ClusterApi for KubeApi {
     }
 
     async fn record_event(&self, event: EventRecord) {
-        if self.seen_recently(&event) {
-            return;
-        }
-        let kind = kinds::by_name(event.kind);
-        let namespaced = kind.is_some_and(|k| k.namespaced);
-        let (namespace, name) = match event.name.split_once('/') {
-            Some((ns, n)) if namespaced => (ns.to_string(), n.to_string()),
-            _ => ("default".to_string(), event.name.clone()),
-        };
-        let api_version = kind.map(|k| k.resource.api_version.clone());
         let now = SystemClock.now();
-        let ev = Event {
-            metadata: ObjectMeta {
-                generate_name: Some(format!("{name}.")),
-                namespace: Some(namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            involved_object: ObjectReference {
-                api_version,
-                kind: Some(event.kind.to_string()),
-                name: Some(name.clone()),
-                namespace: namespaced.then(|| namespace.clone()),
-                uid: self.uids.get(event.kind, &event.name),
-                ..ObjectReference::default()
-            },
-            reason: Some(event.reason.clone()),
-            message: Some(event.message.clone()),
-            type_: Some(event.type_.to_string()),
-            source: Some(EventSource { component: Some(COMPONENT.to_string()), host: None }),
-            reporting_component: Some(COMPONENT.to_string()),
-            reporting_instance: Some(self.instance.clone()),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            event_time: Some(MicroTime(now)),
-            action: Some(event.reason.clone()),
-            count: Some(1),
-            ..Event::default()
-        };
-        if let Err(e) = self.events.try_send(ev) {
-            tracing::warn!(kind = event.kind, name = %event.name, reason = %event.reason, error = %e, "event dropped");
-        }
+        self.events.publish(&event, now, || self.event_object(&event, now));
     }
 }
 

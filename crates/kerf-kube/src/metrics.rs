@@ -1,6 +1,7 @@
 //! Prometheus metrics with Karpenter's names and label names, so its dashboards and alerts work
 //! on kerf. They are observations of what the controllers did (watch events, the disruption
-//! records, cluster state after a pass), never a second account of a decision.
+//! records, cluster state after a pass), never a second account of a decision. The registry also
+//! holds kerf's own counters of the event recorder ([`EventMetrics`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -16,6 +17,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::recorder::EventMetrics;
 
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -42,6 +45,8 @@ pub struct Metrics {
     decisions: Family<Labels, Counter>,
     reversals: Family<Labels, Counter>,
     counted_reversals: usize,
+    /// The event recorder's counters.
+    events: EventMetrics,
     /// NodeClaims and registered Nodes already seen (so each is counted once).
     claims: BTreeSet<String>,
     registered: BTreeSet<String>,
@@ -120,6 +125,7 @@ impl Metrics {
             "Consolidation decisions that were undone: the provisioner launched a node for pods the consolidation had moved. Labeled by nodepool.",
             reversals.clone(),
         );
+        let events = EventMetrics::register(&mut registry);
         Metrics {
             registry: Arc::new(registry),
             reversals,
@@ -133,6 +139,7 @@ impl Metrics {
             pool_limit,
             price_estimate,
             decisions,
+            events,
             claims: BTreeSet::new(),
             registered: BTreeSet::new(),
             counted_records: 0,
@@ -143,6 +150,11 @@ impl Metrics {
     /// The registry, for the `/metrics` endpoint.
     pub fn registry(&self) -> Arc<Registry> {
         Arc::clone(&self.registry)
+    }
+
+    /// The event recorder's counters (`kerf_events_dropped_total`, `kerf_events_deduplicated_total`).
+    pub fn events(&self) -> EventMetrics {
+        self.events.clone()
     }
 
     /// Counts what a watch event shows kerf did: a NodeClaim created or gone, a Node registered.

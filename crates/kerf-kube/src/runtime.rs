@@ -155,7 +155,7 @@ pub async fn run<P: CloudProvider>(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     let uids = Uids::default();
-    let api = KubeApi::new(client.clone(), uids.clone(), &settings.identity);
+    let api = KubeApi::new(client.clone(), uids.clone(), &settings.identity, metrics.events());
     let (mut feed, kinds): (mpsc::Receiver<Vec<Feed>>, _) = watches::start(&client);
     let (leader_tx, mut leader_rx) = watch::channel(settings.election.is_none());
     let mut election = settings.election.as_ref().map(|e| {

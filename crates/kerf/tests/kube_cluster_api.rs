@@ -9,6 +9,7 @@ use common::*;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kerf_controller::{ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 use kerf_kube::api::{KubeApi, Uids};
+use kerf_kube::recorder::EventMetrics;
 use kube::api::ListParams;
 use kube::{Api, Client, Config};
 
@@ -56,7 +57,7 @@ fn kube_cluster_api_turns_conflicts_refused_evictions_and_missing_objects_into_a
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         let uids = Uids::default();
-        let api = KubeApi::new(client(&s).await, uids.clone(), "test");
+        let api = KubeApi::new(client(&s).await, uids.clone(), "test", EventMetrics::default());
         let mut pods: Vec<Pod> = Vec::new();
         for _ in 0..100 {
             pods = api.list::<Pod>().await.expect("list pods");

@@ -20,6 +20,7 @@ use crate::provisioner::{TypesByPool, in_flight};
 use crate::termination::{is_drainable, with_disrupted_taint, without_disrupted_taint};
 use crate::util;
 use kerf_api::cluster::{ClusterApi, EventRecord, Object};
+use kerf_api::events::same_apart_from_numbers;
 
 /// `base` with `nodes` taking no new pods (their pods still count where they are).
 fn unschedulable(base: &SchedulingInput, nodes: &BTreeSet<&str>) -> SchedulingInput {
@@ -373,10 +374,11 @@ impl<P: CloudProvider> Manager<P> {
     }
 
     /// Records the reasons and emits a `DisruptionBlocked` event for every node whose reason
-    /// changed.
+    /// changed: a reason that differs only in its numbers (the countdown to consolidateAfter,
+    /// a count of nodes or pods) is the same reason, not a new event every pass.
     async fn publish_blocked<C: ClusterApi>(&mut self, api: &C, blocked: BTreeMap<String, String>) {
         for (node, why) in &blocked {
-            if self.disruption.blocked.get(node) != Some(why) {
+            if self.disruption.blocked.get(node).is_none_or(|was| !same_apart_from_numbers(was, why)) {
                 api.record_event(EventRecord {
                     kind: "Node",
                     name: node.clone(),
