@@ -474,14 +474,11 @@ impl SchedulingContext {
     /// its cheapest fitting instance type's cheapest compatible offering.
     pub(super) fn finish_claim(&mut self, c: usize) -> (NewNodeClaim, f64) {
         let order = self.price_order(self.claims[c].pool, self.claims[c].req);
-        // Types a cost cap set aside, as far as the claim's final requirements allow them.
-        let spare = match &self.claims[c].spare {
-            Some(spare) if !self.pools[self.claims[c].pool].limited => {
-                let spare = spare.clone();
-                Some(spare.and(&self.compat(self.claims[c].pool, self.claims[c].req)))
-            }
-            _ => None,
-        };
+        // Types a cost cap set aside, as far as the claim's final requirements allow them (and,
+        // under NodePool limits, as far as the capacity the claim reserved): the claim is
+        // complete, so its cheapest fitting type is what it should launch.
+        let (pool, req) = (self.claims[c].pool, self.claims[c].req);
+        let spare = self.claims[c].spare.clone().map(|spare| spare.and(&self.compat(pool, req)));
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let r = &self.reqs[claim.req as usize];
@@ -490,8 +487,11 @@ impl SchedulingContext {
             .iter()
             .copied()
             .filter(|(_, i)| {
-                (claim.types.contains(*i) || spare.as_ref().is_some_and(|s| s.contains(*i)))
-                    && type_fits(&claim.requests, &pool.free[i * n..(i + 1) * n])
+                let set_aside = || {
+                    spare.as_ref().is_some_and(|s| s.contains(*i))
+                        && (!pool.limited || type_fits(&pool.capacity[i * n..(i + 1) * n], &claim.reserved))
+                };
+                (claim.types.contains(*i) || set_aside()) && type_fits(&claim.requests, &pool.free[i * n..(i + 1) * n])
             })
             .collect();
         let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);

@@ -643,4 +643,56 @@ mod tests {
         }
         assert!(chosen(&r).iter().all(|t| *t == "mid"), "{:?}", chosen(&r));
     }
+
+    #[test]
+    fn a_capped_claim_an_on_demand_pod_joins_launches_the_cheapest_on_demand_type_under_limits() {
+        // Sized by spot price, claims are capped to "spotty" (spot 0.10/h); "steady", the same
+        // size, is set aside (spot 0.25/h). A small on-demand pod then joins the last claim,
+        // which becomes on-demand, where "steady" (0.30/h) is cheaper than "spotty" (0.40/h):
+        // the finished claim launches "steady", NodePool limits or not ("big" stays out: more
+        // capacity than the claim reserved of the limits).
+        let with_prices = |name: &str, cpu: &str, od: f64, spot: f64| {
+            let mut t = instance_type(name, cpu, "64Gi", "110", od, &["a"]);
+            for o in &mut t.offerings {
+                if o.capacity_type == "spot" {
+                    o.price = spot;
+                }
+            }
+            t
+        };
+        let types = vec![
+            with_prices("spotty", "8", 0.40, 0.10),
+            with_prices("steady", "8", 0.30, 0.25),
+            with_prices("big", "32", 3.0, 2.0),
+        ];
+        let mut pods: Vec<_> = (0..30).map(|i| pod(&format!("f{i}")).cpu("1500m").build()).collect();
+        pods.push(
+            pod("od")
+                .cpu("100m")
+                .node_selector(kerf_api::labels::CAPACITY_TYPE, kerf_api::labels::CAPACITY_TYPE_ON_DEMAND)
+                .build(),
+        );
+        for limited in [false, true] {
+            let mut np = node_pool("default", vec![]);
+            if limited {
+                np.spec.limits = Some(rl(&[("cpu", "1000")]));
+            }
+            let input = SchedulingInput {
+                node_pools: vec![NodePoolInput {
+                    node_pool: Arc::new(np),
+                    instance_types: types.iter().cloned().map(Arc::new).collect(),
+                    in_use: ResourceList::new(),
+                }],
+                pods: pods.clone(),
+                ..Default::default()
+            };
+            let r = schedule(&input);
+            assert!(r.errors.is_empty(), "{:?}", r.errors);
+            let od = r.new_node_claims.iter().find(|c| c.pods.contains(&30)).expect("a claim for the on-demand pod");
+            assert!(od.pods.len() > 1, "the on-demand pod joined a claim: {:?}", od.pods);
+            let names: Vec<&str> = od.instance_types.iter().map(|t| t.name.as_str()).collect();
+            assert_eq!(names[0], "steady", "limited {limited}: {names:?}");
+            assert!(!limited || !names.contains(&"big"), "{names:?}");
+        }
+    }
 }
