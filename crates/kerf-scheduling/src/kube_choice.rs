@@ -105,7 +105,7 @@ pub fn has_preferences(pod: &Pod) -> bool {
             .is_some_and(|c| c.iter().any(|c| c.when_unsatisfiable == "ScheduleAnyway"))
 }
 
-fn cpu_memory_of(pod: &Pod) -> [f64; 2] {
+pub(crate) fn cpu_memory_of(pod: &Pod) -> [f64; 2] {
     let req = crate::pod::pod_requests(pod);
     [req.get(kerf_api::resources::CPU).as_f64(), req.get(kerf_api::resources::MEMORY).as_f64()]
 }

@@ -155,7 +155,7 @@ steps:
 {NODE_CLASS}{}
   - apply:
 {}
-  - wait: 2m
+  - wait: 35s
 "#,
         consolidating_pool(),
         deployment("web", 3, "1200m", ""),
@@ -166,15 +166,15 @@ steps:
     let blocked = r.nodes[0].disruption_blocked.as_deref().unwrap_or_default();
     assert!(blocked.starts_with("it was launched for this workload"), "{blocked}");
 
-    // Scaled down to one pod at 2m: the medium node is replaced by a small one right away.
+    // Scaled down to one pod at 35s: the medium node is replaced by a small one right away.
     let shrunk = run(&yaml.replace(
-        "  - wait: 2m\n",
-        "  - wait: 2m\n  - scale: {kind: Deployment, name: web, namespace: default, replicas: 1}\n  - wait: 2m\n",
+        "  - wait: 35s\n",
+        "  - wait: 35s\n  - scale: {kind: Deployment, name: web, namespace: default, replicas: 1}\n  - wait: 2m\n",
     ));
     assert_eq!(shrunk.disruptions.len(), 1, "{:?}", shrunk.nodes);
     let d = &shrunk.disruptions[0];
     assert_eq!(d.reason, "Underutilized");
-    assert!(d.at_seconds.0 < 180.0, "{d:?}");
+    assert!(d.at_seconds.0 < 61.0, "before the new node's minute was up: {d:?}");
     assert_eq!(shrunk.nodes.len(), 1);
     assert_eq!(shrunk.nodes[0].instance_type.as_deref(), Some("small"));
 }

@@ -233,9 +233,12 @@ pub(crate) fn node_price(types: &TypesByPool, pool: &str, itype: &str, zone: &st
 }
 
 /// How long past `consolidateAfter` a newly launched node that runs pods is kept from
-/// consolidation while the workload does not shrink: provisioning bought it for exactly this
-/// workload, so replacing it moments later would only be churn ("launch regret").
-pub(crate) const LAUNCH_REGRET_GUARD: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+/// consolidation while the workload does not shrink: long enough for the pods of a burst that
+/// arrive in waves (a rollout, a scale-up) to land before the nodes launched for them are
+/// judged, short enough that consolidation of what kube-scheduler actually bound is done
+/// within minutes of a launch. Every decision is still replayed as kube-scheduler would bind
+/// it, so what consolidation removes early is not launched again.
+pub(crate) const LAUNCH_REGRET_GUARD: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl<P: CloudProvider> Manager<P> {
     /// Until when a claim launched for the current workload is kept from consolidation, if it
@@ -378,13 +381,13 @@ impl<P: CloudProvider> Manager<P> {
                     } else if let Some(until) = self.regret_guard(claim, after, !pods.is_empty(), now) {
                         wake = util::earliest(wake, Some(until));
                         Some(format!(
-                            "it was launched for this workload {}s ago and the workload has not shrunk since; kerf keeps a new node for consolidateAfter + {}m (consolidatable in {}s)",
+                            "it was launched for this workload {}s ago and the workload has not shrunk since; kerf keeps a new node for consolidateAfter + {}s (consolidatable in {}s)",
                             claim
                                 .metadata
                                 .creation_timestamp
                                 .as_ref()
                                 .map_or(0, |c| (now.as_millisecond() - c.0.as_millisecond()) / 1000),
-                            LAUNCH_REGRET_GUARD.as_secs() / 60,
+                            LAUNCH_REGRET_GUARD.as_secs(),
                             (until.as_millisecond() - now.as_millisecond() + 999) / 1000
                         ))
                     } else if disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty && !pods.is_empty() {

@@ -32,6 +32,10 @@ pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
 /// deterministic). Nodes not tried keep the reason they were last given.
 pub const SINGLE_NODE_MAX_EVALUATIONS: usize = 50;
 
+/// How soon disruption looks again while single-node consolidation has candidates it has not
+/// tried since the cluster last changed (Karpenter polls every 10 s).
+pub const SWEEP_CONTINUE: Duration = Duration::from_secs(10);
+
 /// With nothing changing, disruption still looks again this often (offerings and budget
 /// windows change without a watch event).
 pub const IDLE_REEVALUATE: Duration = Duration::from_secs(5 * 60);
@@ -124,6 +128,10 @@ pub struct DisruptionState {
     reserved: BTreeSet<String>,
     /// Where single-node consolidation continues in its candidate list.
     single_cursor: usize,
+    /// Single-node candidates tried without a command since the watch generation named here:
+    /// while fewer than all of them, the sweep continues at [`SWEEP_CONTINUE`], not at
+    /// [`IDLE_REEVALUATE`].
+    single_swept: (u64, usize),
     /// Node → when a pod last bound to it or left it (consolidateAfter counts from it).
     pub(crate) last_pod_event: BTreeMap<String, Timestamp>,
     /// Nodes with a pod event seen since the last reconcile (stamped with its `now`).

@@ -14,7 +14,9 @@ use kerf_scheduling::{NewNodeClaim, PodFactsCache, SchedulingContext, Scheduling
 
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
 use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, multi_node, what_if};
-use super::{Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS};
+use super::{
+    Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE,
+};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::{TypesByPool, in_flight};
 use crate::termination::{is_drainable, with_disrupted_taint, without_disrupted_taint};
@@ -325,12 +327,24 @@ impl<P: CloudProvider> Manager<P> {
         if command.is_none() {
             command = eval.replace_method(Reason::Unfit, &mut blocked);
         }
+        // Whether single-node consolidation left candidates untried since the last change.
+        let mut sweep_unfinished = false;
         if command.is_none() {
             let list = eval.consolidation_candidates(&mut blocked);
             command = eval.multi_node(&list);
             if command.is_none() {
                 let (cmd, cursor) = eval.single_node(&list, &mut blocked, self.disruption.single_cursor);
                 self.disruption.single_cursor = cursor;
+                let generation = self.disruption.generation;
+                if cmd.is_none() {
+                    let (seen, tried) = self.disruption.single_swept;
+                    let tried =
+                        if seen == generation { tried } else { 0 } + list.len().min(SINGLE_NODE_MAX_EVALUATIONS);
+                    self.disruption.single_swept = (generation, tried);
+                    sweep_unfinished = tried < list.len();
+                } else {
+                    self.disruption.single_swept = (generation, 0);
+                }
                 command = cmd;
             }
         }
@@ -346,6 +360,9 @@ impl<P: CloudProvider> Manager<P> {
         let mut next = util::after(pass.now, IDLE_REEVALUATE);
         if let Some(w) = wake {
             next = next.min(w);
+        }
+        if sweep_unfinished {
+            next = next.min(util::after(pass.now, SWEEP_CONTINUE));
         }
         // Scheduled budgets open and close on the minute.
         if pools.values().any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some()))

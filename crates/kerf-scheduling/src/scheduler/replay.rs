@@ -68,9 +68,9 @@ impl Replacement<'_> {
 
 impl SchedulingContext {
     /// Whether kube-scheduler would bind every one of `pods` (the pods a consolidation moves)
-    /// once the nodes named in `removed` are gone and `replacement`, if any, runs: each pod in
-    /// queue order (higher priority first, then as given) on the node kube-scheduler's default
-    /// scores pick. In-flight claims take no part (kube-scheduler cannot bind to them).
+    /// once the nodes named in `removed` are gone and `replacement`, if any, runs: each pod on
+    /// the node kube-scheduler's default scores pick, higher priority first, in three orders
+    /// (as given, reversed, largest first) since the order the copies arrive in is unknown. In-flight claims take no part (kube-scheduler cannot bind to them).
     /// `Err` names the first pod left with nowhere to go and why.
     pub fn kube_replay(
         &mut self,
@@ -113,11 +113,30 @@ impl SchedulingContext {
                 Arc::new(fresh)
             })
             .collect();
-        order.sort_by_key(|p| std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
-        let result = kube_choice::replay(&mut kv.view, &order).map(|_| ()).map_err(|nb| {
-            let key = order.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
-            format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason)
-        });
+        // kube-scheduler takes the new copies as their owners create them, an order kerf cannot
+        // know: the decision must hold in queue order, in the reverse of it, and largest first
+        // (within each priority), or a pod may be left over once the nodes are gone.
+        let priority = |p: &Arc<Pod>| std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
+        order.sort_by_key(priority);
+        let mut result = Ok(());
+        for variant in 0..3 {
+            match variant {
+                0 => {}
+                1 => {
+                    order.reverse();
+                    order.sort_by_key(priority);
+                }
+                _ => order.sort_by_key(|p| {
+                    let [cpu, memory] = kube_choice::cpu_memory_of(p);
+                    (priority(p), std::cmp::Reverse(((cpu * 1000.0) as i64, memory as i64)))
+                }),
+            }
+            if let Err(nb) = kube_choice::replay(&mut kv.view, &order) {
+                let key = order.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
+                result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
+                break;
+            }
+        }
         if pushed.is_some() {
             kv.view.pop_node();
         }
