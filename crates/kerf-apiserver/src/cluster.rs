@@ -513,6 +513,31 @@ impl SimCluster {
         (items, inner.resource_version)
     }
 
+    /// The objects of `kind` (in `namespace`, or all) whose store key (`namespace/name`, or
+    /// `name`) sorts after `after`, in key order, with their keys and the resourceVersion now:
+    /// what a paged list continues from.
+    pub fn list_stored_after(
+        &self,
+        kind: &'static str,
+        namespace: Option<&str>,
+        after: Option<&str>,
+    ) -> (Vec<(String, Stored)>, u64) {
+        use std::ops::Bound;
+        let inner = self.lock();
+        let lower = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_string()));
+        let items = inner
+            .stores
+            .get(kind)
+            .map(|s| {
+                s.range((lower, Bound::Unbounded))
+                    .filter(|(_, o)| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
+                    .map(|(k, o)| (k.clone(), o.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        (items, inner.resource_version)
+    }
+
     pub fn create_stored(&self, kind: &'static str, obj: Stored) -> Result<Stored, ApiError> {
         let now = self.clock.now();
         let mut inner = self.lock();
