@@ -620,6 +620,17 @@ impl SimCluster {
         self.lock().stores.get(K::KIND).map_or(0, BTreeMap::len)
     }
 
+    /// Creates an object that existed before the simulation began, with the creation time it
+    /// had (a cluster snapshot's NodeClaims keep their age).
+    pub fn create_obj_created_at<K: Object>(&self, obj: K, created: Timestamp) -> Result<K, ApiError> {
+        let mut inner = self.lock();
+        let r = inner.create(created, K::KIND, Stored::Typed(obj.into_any()));
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+        typed_result(&r?, K::KIND)
+    }
+
     pub fn create_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
         let created = self.create_stored(K::KIND, Stored::Typed(obj.into_any()))?;
         typed_result(&created, K::KIND)

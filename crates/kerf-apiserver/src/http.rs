@@ -82,10 +82,19 @@ async fn handle(State(app): State<App>, req: Request) -> Response {
         Ok(b) => b,
         Err(e) => return error_response(&RestError::BadRequest(format!("cannot read the request body: {e}"))),
     };
-    match route(&app, &method, &path, &q, &headers, &body) {
+    let mut response = match route(&app, &method, &path, &q, &headers, &body) {
         Ok(r) => r,
         Err(e) => error_response(&e),
+    };
+    // The server's time is the simulation's (virtual) time, as a real API server's `Date` is
+    // its own clock: `kerf snapshot` reads the instant its snapshot is of from it.
+    let now = app.rest.cluster.clock().now();
+    if let Ok(date) = header::HeaderValue::from_str(
+        &k8s_openapi::jiff::fmt::rfc2822::DateTimePrinter::new().timestamp_to_rfc9110_string(&now).unwrap_or_default(),
+    ) {
+        response.headers_mut().insert(header::DATE, date);
     }
+    response
 }
 
 /// A resolved resource path.

@@ -4,6 +4,7 @@
 
 /// The in-memory API server moved to `kerf-apiserver`; this path keeps working.
 pub use kerf_apiserver::cluster;
+pub mod comparison;
 pub mod daemonsets;
 pub mod deployments;
 pub mod driver;
@@ -14,6 +15,8 @@ pub mod report;
 pub mod report_html;
 pub mod rng;
 pub mod scenario;
+pub mod scenario_writer;
+pub mod what_if;
 pub mod workloads;
 pub mod world;
 

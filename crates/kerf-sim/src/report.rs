@@ -16,6 +16,9 @@ pub struct Report {
     pub disruptions: Vec<Disruption>,
     /// Samples of the fleet: at t=0, at every change, and at the end.
     pub timeline: Vec<Sample>,
+    /// The cluster before and after the controllers ran (`kerf simulate --from-cluster`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<crate::comparison::Comparison>,
 }
 
 /// Seconds of virtual time: an integer when whole (the simulator's clock has millisecond steps).
@@ -61,6 +64,9 @@ pub struct NodeReport {
     pub capacity_type: Option<String>,
     pub zone: Option<String>,
     pub price_per_hour: Option<f64>,
+    /// Why the price of a managed node is unknown (`pricePerHour` is then null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_unknown: Option<String>,
     pub ready: bool,
     pub pods: usize,
     pub labels: BTreeMap<String, String>,
@@ -274,6 +280,10 @@ impl Report {
             s.cost,
             human_secs(self.end_seconds.0)
         );
+        if let Some(c) = &self.comparison {
+            let _ = writeln!(out);
+            out.push_str(&c.to_text(&human_secs(self.end_seconds.0)));
+        }
         out
     }
 
@@ -298,7 +308,7 @@ impl Report {
     }
 }
 
-fn table<const N: usize>(out: &mut String, header: &[&str; N], rows: &[[String; N]]) {
+pub(crate) fn table<const N: usize>(out: &mut String, header: &[&str; N], rows: &[[String; N]]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -366,6 +376,7 @@ mod tests {
                 Sample { seconds: 0.0, nodes: 0, pods_pending: 1, pods_running: 0, cost_per_hour: 0.0 },
                 Sample { seconds: 60.0, nodes: 2, pods_pending: 1, pods_running: 0, cost_per_hour: 0.2 },
             ],
+            comparison: None,
         }
     }
 
