@@ -27,6 +27,7 @@ use crate::deployments;
 use crate::kube_scheduler::KubeScheduler;
 use crate::kubelet::{self, Instance, Kubelet};
 use crate::node_lifecycle;
+use crate::owned_pods::OwnedPods;
 use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, Summary, dollars};
 use crate::scenario::{ManifestObject, ObjectRef, Scenario, ScenarioNode, Step};
 use crate::workloads::Workloads;
@@ -151,6 +152,7 @@ pub struct Simulation<P: SimCloud> {
     kubelet: Kubelet,
     workloads: Workloads,
     daemonsets: DaemonSets,
+    owned_pods: OwnedPods,
     manager_wake: Option<Timestamp>,
     kubelet_wake: Option<Timestamp>,
     /// Force a controller pass on the next round (a step changed something directly).
@@ -220,6 +222,7 @@ impl<P: SimCloud> Simulation<P> {
             kubelet: Kubelet::new(region),
             workloads: Workloads::default(),
             daemonsets: DaemonSets::default(),
+            owned_pods: OwnedPods::default(),
             manager_wake: None,
             kubelet_wake: None,
             kick: true,
@@ -603,7 +606,10 @@ impl<P: SimCloud> Simulation<P> {
                     self.workloads.observe_pod(p, false, |n| world.is_node_ready(n));
                     self.daemonsets.observe_pod(p);
                 }
-                WatchEvent::Deleted(AnyObject::Pod(p)) => self.workloads.observe_pod(p, true, |_| false),
+                WatchEvent::Deleted(AnyObject::Pod(p)) => {
+                    self.workloads.observe_pod(p, true, |_| false);
+                    self.owned_pods.pod_deleted(p);
+                }
                 WatchEvent::Applied(AnyObject::NodeClaim(_)) | WatchEvent::Deleted(AnyObject::NodeClaim(_)) => {
                     claims_changed = true;
                 }
@@ -630,6 +636,9 @@ impl<P: SimCloud> Simulation<P> {
             if let Some((_, source)) = self.manager.take_errors().into_iter().next() {
                 return Err(SimError::Controller { at: self.elapsed(), source });
             }
+        }
+        if self.owned_pods.has_work() {
+            self.owned_pods.run(&self.cluster);
         }
         if self.workloads.is_dirty() {
             self.workloads.reconcile(&self.cluster);

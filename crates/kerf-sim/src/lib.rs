@@ -11,6 +11,7 @@ pub mod driver;
 pub mod kube_scheduler;
 pub mod kubelet;
 pub mod node_lifecycle;
+pub mod owned_pods;
 pub mod report;
 pub mod report_html;
 pub mod rng;
