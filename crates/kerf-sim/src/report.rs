@@ -394,6 +394,51 @@ mod tests {
         assert!(html.contains("p&lt;1&gt;"));
     }
 
+    fn node(name: &str, pool: Option<&str>, price: Option<f64>) -> NodeReport {
+        NodeReport {
+            name: name.to_string(),
+            node_pool: pool.map(str::to_string),
+            node_claim: None,
+            instance_type: Some("m5.large".to_string()),
+            capacity_type: None,
+            zone: None,
+            price_per_hour: price,
+            price_unknown: None,
+            ready: true,
+            pods: 1,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            taints: vec![],
+            allocatable: BTreeMap::new(),
+            requested: BTreeMap::new(),
+            disruption_blocked: None,
+        }
+    }
+
+    #[test]
+    fn before_and_after_show_savings_by_nodepool_in_text_html_and_json() {
+        let mut before = report();
+        before.nodes =
+            vec![node("a", Some("web"), Some(1.0)), node("b", Some("web"), Some(0.5)), node("m", None, None)];
+        let mut after = report();
+        after.nodes = vec![node("c", Some("web"), Some(0.9)), node("m", None, None)];
+        after.comparison = Some(crate::comparison::Comparison::new(&before, &after));
+        let c = after.comparison.as_ref().unwrap();
+        assert_eq!((c.before.cost_per_hour, c.after.cost_per_hour, c.savings_per_hour), (1.5, 0.9, 0.6));
+        assert_eq!(c.by_node_pool.len(), 2);
+        assert_eq!((c.by_node_pool[0].nodes_before, c.by_node_pool[0].nodes_after), (2, 1));
+        assert_eq!(c.by_node_pool[1].node_pool, None, "the unmanaged row comes last");
+        let text = after.to_text();
+        assert!(text.contains("savings: $0.6000/hour (40.0%)"), "{text}");
+        let html = after.to_html();
+        assert!(html.contains("<dd id=\"before-after-savings\">0.6000</dd>"), "{html}");
+        assert!(html.contains(
+            "<td>(unmanaged)</td><td class=\"num\">1</td><td class=\"num\">1</td><td class=\"num\">not priced</td>"
+        ));
+        assert!(after.to_json().contains("\"savingsPerHour\": 0.6"));
+        assert!(!report().to_json().contains("comparison"), "left out of ordinary reports");
+    }
+
     #[test]
     fn text_report_lists_pending_reason() {
         let text = report().to_text();
