@@ -513,14 +513,16 @@ impl SimCluster {
         (items, inner.resource_version)
     }
 
-    /// The objects of `kind` (in `namespace`, or all) whose store key (`namespace/name`, or
-    /// `name`) sorts after `after`, in key order, with their keys and the resourceVersion now:
-    /// what a paged list continues from.
+    /// At most `max` objects of `kind` (in `namespace`, or all) that `keep` accepts and whose
+    /// store key (`namespace/name`, or `name`) sorts after `after`, in key order, with their keys,
+    /// and the resourceVersion now: what a paged list continues from.
     pub fn list_stored_after(
         &self,
         kind: &'static str,
         namespace: Option<&str>,
         after: Option<&str>,
+        max: usize,
+        keep: impl Fn(&Stored) -> bool,
     ) -> (Vec<(String, Stored)>, u64) {
         use std::ops::Bound;
         let inner = self.lock();
@@ -530,7 +532,8 @@ impl SimCluster {
             .get(kind)
             .map(|s| {
                 s.range((lower, Bound::Unbounded))
-                    .filter(|(_, o)| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
+                    .filter(|(_, o)| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)) && keep(o))
+                    .take(max)
                     .map(|(k, o)| (k.clone(), o.clone()))
                     .collect()
             })

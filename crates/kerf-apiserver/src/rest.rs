@@ -381,20 +381,22 @@ impl Rest {
         continue_token: Option<&str>,
     ) -> Result<ListPage, RestError> {
         let from = continue_token.filter(|t| !t.is_empty()).map(ContinueToken::decode).transpose()?;
+        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        // One more than the page tells whether more follow; a field selector is judged on the
+        // JSON below, so then every label-matching object is read.
+        let max = if filter.fields.is_empty() { limit.saturating_add(1) } else { usize::MAX };
         let (stored, now) = self.cluster.list_stored_after(
             kind.kind,
             filter.namespace.as_deref(),
             from.as_ref().map(|f| f.after.as_str()),
+            max,
+            |o| filter.labels.matches(o.meta().labels.as_ref()),
         );
         let rv = from.as_ref().map_or(now, |f| f.rv);
-        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
         let mut items = Vec::new();
         let mut last_key = None;
         let mut more = false;
         for (key, o) in &stored {
-            if !filter.labels.matches(o.meta().labels.as_ref()) {
-                continue;
-            }
             let j = o.to_json(kind);
             if !filter.fields.matches(&j) {
                 continue;

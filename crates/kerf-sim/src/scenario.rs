@@ -581,10 +581,11 @@ fn parse_apply(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Vec<Manifest>, Sc
 /// (together, so that a pool's kubelet settings reach its node class).
 fn decode_all(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<Manifest>, ScenarioError> {
     let mut out: Vec<Manifest> = Vec::new();
-    let mut seen: Vec<((String, String, String), String)> = Vec::new();
+    // By identity: a snapshot applies tens of thousands of objects at once.
+    let mut seen: std::collections::HashMap<(String, String, String), String> = std::collections::HashMap::new();
     for (at, value) in convert_older(ctx, docs)? {
         if let Some(id) = identity(&value) {
-            if let Some((_, first)) = seen.iter().find(|(i, _)| *i == id) {
+            if let Some(first) = seen.get(&id) {
                 let (kind, namespace, name) = &id;
                 let what =
                     if namespace.is_empty() { format!("{kind}/{name}") } else { format!("{kind} {namespace}/{name}") };
@@ -593,7 +594,7 @@ fn decode_all(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<Manifest>
                     format!("duplicate: {what} is also defined at {first}; one apply may define an object once"),
                 ));
             }
-            seen.push((id, at.clone()));
+            seen.insert(id, at.clone());
         }
         out.extend(decode_object(ctx, &at, &value)?);
     }

@@ -18,6 +18,7 @@ mod packing_bench;
 mod serve;
 mod simulate;
 mod snapshot;
+mod snapshot_bench;
 mod validate;
 
 /// Bad input (file, field and problem): exit status 2.
