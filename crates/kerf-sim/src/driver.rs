@@ -113,15 +113,23 @@ pub fn simulate(scenario: &Scenario) -> Result<(Report, Simulation<kerf_cloud::s
     simulate_on(scenario, ManualClock::new())
 }
 
+/// The simulation of a scenario on its simulated cloud, on `clock`; its steps are not run yet.
+pub fn simulation_for(
+    scenario: &Scenario,
+    clock: ManualClock,
+) -> Result<Simulation<kerf_cloud::sim::SimProvider>, SimError> {
+    let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
+        .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
+    let region = provider.region().to_string();
+    Ok(Simulation::for_scenario(scenario, provider, clock, &region))
+}
+
 /// [`simulate`] on a given virtual clock (e.g. one the caller's logs read their timestamps from).
 pub fn simulate_on(
     scenario: &Scenario,
     clock: ManualClock,
 ) -> Result<(Report, Simulation<kerf_cloud::sim::SimProvider>), SimError> {
-    let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
-        .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
-    let region = provider.region().to_string();
-    let mut sim = Simulation::for_scenario(scenario, provider, clock, &region);
+    let mut sim = simulation_for(scenario, clock)?;
     sim.run(scenario)?;
     let report = sim.report();
     Ok((report, sim))

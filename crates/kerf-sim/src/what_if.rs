@@ -19,10 +19,7 @@ pub fn run(
     duration: Duration,
     clock: ManualClock,
 ) -> Result<(Report, Simulation<kerf_cloud::sim::SimProvider>), SimError> {
-    let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
-        .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
-    let region = provider.region().to_string();
-    let mut sim = Simulation::for_scenario(scenario, provider, clock, &region);
+    let mut sim = crate::driver::simulation_for(scenario, clock)?;
     // The cluster as it is: the stand-ins start what is bound and adopt the workloads' pods;
     // kerf's controllers do nothing yet.
     sim.set_controllers(false);
