@@ -513,6 +513,34 @@ impl SimCluster {
         (items, inner.resource_version)
     }
 
+    /// At most `max` objects of `kind` (in `namespace`, or all) that `keep` accepts and whose
+    /// store key (`namespace/name`, or `name`) sorts after `after`, in key order, with their keys,
+    /// and the resourceVersion now: what a paged list continues from.
+    pub fn list_stored_after(
+        &self,
+        kind: &'static str,
+        namespace: Option<&str>,
+        after: Option<&str>,
+        max: usize,
+        keep: impl Fn(&Stored) -> bool,
+    ) -> (Vec<(String, Stored)>, u64) {
+        use std::ops::Bound;
+        let inner = self.lock();
+        let lower = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_string()));
+        let items = inner
+            .stores
+            .get(kind)
+            .map(|s| {
+                s.range((lower, Bound::Unbounded))
+                    .filter(|(_, o)| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)) && keep(o))
+                    .take(max)
+                    .map(|(k, o)| (k.clone(), o.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        (items, inner.resource_version)
+    }
+
     pub fn create_stored(&self, kind: &'static str, obj: Stored) -> Result<Stored, ApiError> {
         let now = self.clock.now();
         let mut inner = self.lock();
@@ -593,6 +621,17 @@ impl SimCluster {
 
     pub fn count<K: Object>(&self) -> usize {
         self.lock().stores.get(K::KIND).map_or(0, BTreeMap::len)
+    }
+
+    /// Creates an object that existed before the simulation began, with the creation time it
+    /// had (a cluster snapshot's NodeClaims keep their age).
+    pub fn create_obj_created_at<K: Object>(&self, obj: K, created: Timestamp) -> Result<K, ApiError> {
+        let mut inner = self.lock();
+        let r = inner.create(created, K::KIND, Stored::Typed(obj.into_any()));
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+        typed_result(&r?, K::KIND)
     }
 
     pub fn create_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {

@@ -82,10 +82,19 @@ async fn handle(State(app): State<App>, req: Request) -> Response {
         Ok(b) => b,
         Err(e) => return error_response(&RestError::BadRequest(format!("cannot read the request body: {e}"))),
     };
-    match route(&app, &method, &path, &q, &headers, &body) {
+    let mut response = match route(&app, &method, &path, &q, &headers, &body) {
         Ok(r) => r,
         Err(e) => error_response(&e),
+    };
+    // The server's time is the simulation's (virtual) time, as a real API server's `Date` is
+    // its own clock: `kerf snapshot` reads the instant its snapshot is of from it.
+    let now = app.rest.cluster.clock().now();
+    if let Ok(date) = header::HeaderValue::from_str(
+        &k8s_openapi::jiff::fmt::rfc2822::DateTimePrinter::new().timestamp_to_rfc9110_string(&now).unwrap_or_default(),
+    ) {
+        response.headers_mut().insert(header::DATE, date);
     }
+    response
 }
 
 /// A resolved resource path.
@@ -179,15 +188,31 @@ fn route(
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
                 return watch_response(app, kind, filter, q, shown);
             }
-            let (items, rv) = rest.list(kind, &filter);
+            let limit =
+                match q.get("limit").filter(|l| !l.is_empty()) {
+                    None => None,
+                    Some(l) => Some(l.parse::<usize>().map_err(|_| {
+                        RestError::BadRequest(format!("limit must be a non-negative integer, got {l:?}"))
+                    })?),
+                };
+            let page = rest.list_page(kind, &filter, limit, q.get("continue").map(String::as_str))?;
+            let rv = page.resource_version;
             if shown.table {
-                return ok(table::table(kind, &items, rv, now(), shown.include_object));
+                let mut t = table::table(kind, &page.items, rv, now(), shown.include_object);
+                if let Some(c) = &page.continue_token {
+                    t["metadata"]["continue"] = json!(c);
+                }
+                return ok(t);
+            }
+            let mut metadata = json!({"resourceVersion": rv.to_string()});
+            if let Some(c) = page.continue_token {
+                metadata["continue"] = json!(c);
             }
             ok(json!({
                 "kind": format!("{}List", kind.kind),
                 "apiVersion": kind.api_version(),
-                "metadata": {"resourceVersion": rv.to_string()},
-                "items": items,
+                "metadata": metadata,
+                "items": page.items,
             }))
         }
         (Method::GET, Some(name), sub) => {

@@ -99,6 +99,11 @@ impl LabelSelector {
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
+    /// Whether it selects everything (no requirement).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut terms = Vec::new();
         for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {

@@ -53,6 +53,25 @@ impl DaemonSets {
         }
     }
 
+    /// Adopts a pod bound to a node and owned by a DaemonSet that this stand-in did not create
+    /// (a cluster snapshot's daemon pods), as the node's pod of that DaemonSet.
+    pub fn observe_pod(&mut self, pod: &Pod) {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let Some(name) = pod.metadata.name.as_deref() else { return };
+        let pk = format!("{ns}/{name}");
+        if self.by_pod.contains_key(&pk) || pod.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { return };
+        let Some(ds) = podx::daemonset_owner(pod) else { return };
+        let slot = (format!("{ns}/{ds}"), node);
+        if self.pods.contains_key(&slot) {
+            return;
+        }
+        self.pods.insert(slot.clone(), name.to_string());
+        self.by_pod.insert(pk, slot);
+    }
+
     pub fn owner_of(&self, pod_key: &str) -> Option<String> {
         self.by_pod.get(pod_key).map(|(ds, _)| format!("DaemonSet/{}", ds.split_once('/').map_or(ds.as_str(), |x| x.1)))
     }

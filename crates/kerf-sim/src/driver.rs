@@ -27,8 +27,9 @@ use crate::deployments;
 use crate::kube_scheduler::KubeScheduler;
 use crate::kubelet::{self, Instance, Kubelet};
 use crate::node_lifecycle;
+use crate::owned_pods::OwnedPods;
 use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, Summary, dollars};
-use crate::scenario::{ManifestObject, ObjectRef, Scenario, Step, UnmanagedNode};
+use crate::scenario::{ManifestObject, ObjectRef, Scenario, ScenarioNode, Step};
 use crate::workloads::Workloads;
 use crate::world::{Changes, World, node_ready};
 
@@ -41,6 +42,15 @@ pub trait SimCloud: CloudProvider {
     fn sim_interrupt(&self, provider_id: &str) -> Result<(), String>;
     /// Makes an applied EC2NodeClass the node class claims launch with.
     fn sim_register_node_class(&self, _node_class: &EC2NodeClass) {}
+    /// Takes over an instance running before the simulation began (a node of a cluster
+    /// snapshot); the reason when this cloud cannot.
+    fn sim_adopt(&self, existing: &kerf_cloud::sim::ExistingInstance) -> Result<(), String> {
+        Err(format!("this cloud cannot take over the running instance {}", existing.provider_id))
+    }
+    /// Instances whose price the cloud does not know (provider ID → why); they count $0/h.
+    fn sim_unpriced(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
     /// The summed hourly price of the instances not terminated, in launch order.
     fn sim_fleet_price(&self) -> f64 {
         self.sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum()
@@ -82,6 +92,14 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
     fn sim_fleet_price(&self) -> f64 {
         self.running_price()
     }
+
+    fn sim_adopt(&self, existing: &kerf_cloud::sim::ExistingInstance) -> Result<(), String> {
+        self.adopt(existing).map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    fn sim_unpriced(&self) -> BTreeMap<String, String> {
+        self.unpriced()
+    }
 }
 
 /// Runs a loaded scenario to its end and returns the report.
@@ -95,15 +113,23 @@ pub fn simulate(scenario: &Scenario) -> Result<(Report, Simulation<kerf_cloud::s
     simulate_on(scenario, ManualClock::new())
 }
 
+/// The simulation of a scenario on its simulated cloud, on `clock`; its steps are not run yet.
+pub fn simulation_for(
+    scenario: &Scenario,
+    clock: ManualClock,
+) -> Result<Simulation<kerf_cloud::sim::SimProvider>, SimError> {
+    let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
+        .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
+    let region = provider.region().to_string();
+    Ok(Simulation::for_scenario(scenario, provider, clock, &region))
+}
+
 /// [`simulate`] on a given virtual clock (e.g. one the caller's logs read their timestamps from).
 pub fn simulate_on(
     scenario: &Scenario,
     clock: ManualClock,
 ) -> Result<(Report, Simulation<kerf_cloud::sim::SimProvider>), SimError> {
-    let provider = kerf_cloud::sim::SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
-        .map_err(|e| SimError::Step { step: 0, what: format!("cloud.{}", e.field), problem: e.problem })?;
-    let region = provider.region().to_string();
-    let mut sim = Simulation::for_scenario(scenario, provider, clock, &region);
+    let mut sim = simulation_for(scenario, clock)?;
     sim.run(scenario)?;
     let report = sim.report();
     Ok((report, sim))
@@ -134,6 +160,7 @@ pub struct Simulation<P: SimCloud> {
     kubelet: Kubelet,
     workloads: Workloads,
     daemonsets: DaemonSets,
+    owned_pods: OwnedPods,
     manager_wake: Option<Timestamp>,
     kubelet_wake: Option<Timestamp>,
     /// Force a controller pass on the next round (a step changed something directly).
@@ -146,6 +173,10 @@ pub struct Simulation<P: SimCloud> {
     timeline: Vec<Sample>,
     cost: f64,
     disruptions: Vec<Disruption>,
+    /// Provider IDs of the instances present at t=0 (not launched by the run).
+    adopted: std::collections::BTreeSet<String>,
+    /// Wall-clock time less virtual time (the scenario's `start`), in milliseconds.
+    wall_clock_offset_ms: i64,
 }
 
 fn secs_between(a: Timestamp, b: Timestamp) -> f64 {
@@ -186,6 +217,7 @@ impl<P: SimCloud> Simulation<P> {
         cluster.taint_nodes_by_condition();
         // Deployments are stored as JSON; the Deployment controller stand-in follows them.
         cluster.follow_dynamic(deployments::DEPLOYMENT);
+        let wall_clock_offset_ms = options.wall_clock_offset_ms;
         let manager = Manager::new(cloud, options);
         Simulation {
             name: name.to_string(),
@@ -198,6 +230,7 @@ impl<P: SimCloud> Simulation<P> {
             kubelet: Kubelet::new(region),
             workloads: Workloads::default(),
             daemonsets: DaemonSets::default(),
+            owned_pods: OwnedPods::default(),
             manager_wake: None,
             kubelet_wake: None,
             kick: true,
@@ -207,6 +240,8 @@ impl<P: SimCloud> Simulation<P> {
             timeline: Vec::new(),
             cost: 0.0,
             disruptions: Vec::new(),
+            adopted: std::collections::BTreeSet::new(),
+            wall_clock_offset_ms,
         }
     }
 
@@ -222,6 +257,8 @@ impl<P: SimCloud> Simulation<P> {
     /// Whether kerf's controllers run inside (default) or are left to a separate process.
     pub fn set_controllers(&mut self, on: bool) {
         self.controllers = on;
+        // Turned on: they take a pass on the next round, whatever happened meanwhile.
+        self.kick |= on;
     }
 
     /// Virtual time now.
@@ -247,21 +284,88 @@ impl<P: SimCloud> Simulation<P> {
         self.clock.elapsed_secs()
     }
 
-    pub fn add_unmanaged_nodes(&mut self, nodes: &[UnmanagedNode]) -> Result<(), SimError> {
+    /// Creates the nodes present at t=0. A node with a NodeClaim is kerf's: the simulated cloud
+    /// takes over its instance, and its claim is created launched, for the NodeClaim lifecycle
+    /// to register and initialize as it would after a restart.
+    pub fn add_nodes(&mut self, nodes: &[ScenarioNode]) -> Result<(), SimError> {
         let now = self.clock.now();
         for n in nodes {
-            self.cluster.create_obj(kubelet::unmanaged_node(n, now)).map_err(|e| SimError::Step {
-                step: 0,
-                what: format!("nodes: {}", n.name),
-                problem: e.to_string(),
-            })?;
+            let fail = |problem: String| SimError::Step { step: 0, what: format!("nodes: {}", n.name), problem };
+            if let (Some(claim), Some(pid)) = (&n.node_claim, &n.provider_id) {
+                let label = |k: &str| n.labels.get(k).cloned();
+                let existing = kerf_cloud::sim::ExistingInstance {
+                    provider_id: pid.clone(),
+                    node_name: n.name.clone(),
+                    claim: (**claim).clone(),
+                    instance_type: label(kerf_api::labels::INSTANCE_TYPE),
+                    zone: label(kerf_api::labels::ZONE).unwrap_or_default(),
+                    capacity_type: label(kerf_api::labels::CAPACITY_TYPE).unwrap_or_default(),
+                    capacity: n.capacity.clone(),
+                    allocatable: n.allocatable().clone(),
+                    labels: n.labels.clone(),
+                };
+                self.manager.cloud().sim_adopt(&existing).map_err(fail)?;
+                self.kubelet.adopt(pid, &n.name);
+                self.adopted.insert(pid.clone());
+                self.create_launched_claim(claim, n, pid, now).map_err(|e| fail(e.to_string()))?;
+            }
+            self.cluster.create_obj(kubelet::scenario_node(n, now)).map_err(|e| fail(e.to_string()))?;
         }
         Ok(())
     }
 
+    /// A node's NodeClaim as the lifecycle leaves it once launched: the termination finalizer,
+    /// the node's labels, status with the provider ID and resources, Launched=True.
+    fn create_launched_claim(
+        &self,
+        claim: &NodeClaim,
+        n: &ScenarioNode,
+        provider_id: &str,
+        now: Timestamp,
+    ) -> Result<(), ApiError> {
+        let mut claim = claim.clone();
+        let fs = claim.metadata.finalizers.get_or_insert_with(Vec::new);
+        if !fs.iter().any(|f| f == kerf_api::labels::TERMINATION_FINALIZER) {
+            fs.push(kerf_api::labels::TERMINATION_FINALIZER.to_string());
+        }
+        let lbls = claim.metadata.labels.get_or_insert_with(BTreeMap::new);
+        for (k, v) in &n.labels {
+            lbls.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        claim.metadata.resource_version = None;
+        claim.metadata.uid = None;
+        // Its age as the snapshot found it (virtual time is wall-clock time less the offset of
+        // the scenario's `start`), so expireAfter and consolidation see an old node as old.
+        let mut created = match claim.metadata.creation_timestamp.take() {
+            Some(t) => {
+                let virtual_ms = t.0.as_millisecond().saturating_sub(self.wall_clock_offset_ms);
+                let at = Timestamp::from_millisecond(virtual_ms).unwrap_or(now).min(now);
+                self.cluster.create_obj_created_at(claim, at)?
+            }
+            None => self.cluster.create_obj(claim)?,
+        };
+        let status = created.status.get_or_insert_with(Default::default);
+        status.provider_id = Some(provider_id.to_string());
+        status.capacity = n.capacity.clone();
+        status.allocatable = n.allocatable().clone();
+        status.image_id.get_or_insert_with(|| "ami-kerf-sim".to_string());
+        kerf_api::shared::set_condition(
+            &mut status.conditions,
+            kerf_api::Condition {
+                type_: kerf_api::nodeclaim::CONDITION_LAUNCHED.to_string(),
+                status: "True".to_string(),
+                reason: Some("Launched".to_string()),
+                message: None,
+                last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now)),
+                observed_generation: None,
+            },
+        );
+        self.cluster.update_status_obj(created).map(|_| ())
+    }
+
     /// Runs every step of the scenario, then settles at the final instant.
     pub fn run(&mut self, scenario: &Scenario) -> Result<(), SimError> {
-        self.add_unmanaged_nodes(&scenario.nodes)?;
+        self.add_nodes(&scenario.nodes)?;
         self.settle(self.clock.now())?;
         for (i, step) in scenario.steps.iter().enumerate() {
             self.step(i, step)?;
@@ -508,8 +612,12 @@ impl<P: SimCloud> Simulation<P> {
                 WatchEvent::Applied(AnyObject::Pod(p)) => {
                     let world = &self.world;
                     self.workloads.observe_pod(p, false, |n| world.is_node_ready(n));
+                    self.daemonsets.observe_pod(p);
                 }
-                WatchEvent::Deleted(AnyObject::Pod(p)) => self.workloads.observe_pod(p, true, |_| false),
+                WatchEvent::Deleted(AnyObject::Pod(p)) => {
+                    self.workloads.observe_pod(p, true, |_| false);
+                    self.owned_pods.pod_deleted(p);
+                }
                 WatchEvent::Applied(AnyObject::NodeClaim(_)) | WatchEvent::Deleted(AnyObject::NodeClaim(_)) => {
                     claims_changed = true;
                 }
@@ -536,6 +644,9 @@ impl<P: SimCloud> Simulation<P> {
             if let Some((_, source)) = self.manager.take_errors().into_iter().next() {
                 return Err(SimError::Controller { at: self.elapsed(), source });
             }
+        }
+        if self.owned_pods.has_work() {
+            self.owned_pods.run(&self.cluster);
         }
         if self.workloads.is_dirty() {
             self.workloads.reconcile(&self.cluster);
@@ -633,6 +744,7 @@ impl<P: SimCloud> Simulation<P> {
     /// The report of the run so far (DESIGN.md, "Report contract").
     pub fn report(&self) -> Report {
         let instances = self.manager.cloud().sim_instances();
+        let unpriced = self.manager.cloud().sim_unpriced();
         let by_pid: BTreeMap<&str, &Instance> = instances.iter().map(|i| (i.provider_id.as_str(), i)).collect();
         let mut nodes = Vec::new();
         for (name, node) in &self.world.nodes {
@@ -677,8 +789,11 @@ impl<P: SimCloud> Simulation<P> {
                     .cloned()
                     .or_else(|| inst.map(|i| i.capacity_type.clone())),
                 zone: labels.get(kerf_api::labels::ZONE).cloned().or_else(|| inst.map(|i| i.zone.clone())),
-                // A terminated instance costs nothing any more.
-                price_per_hour: inst.map(|i| if i.terminated { 0.0 } else { dollars(i.price) }),
+                // A terminated instance costs nothing any more; an unknown price is not made up.
+                price_per_hour: inst
+                    .filter(|i| !unpriced.contains_key(&i.provider_id))
+                    .map(|i| if i.terminated { 0.0 } else { dollars(i.price) }),
+                price_unknown: pid.and_then(|p| unpriced.get(p)).cloned(),
                 ready: node_ready(node),
                 pods: pods_here.len(),
                 // Only for managed nodes that are not being disrupted or deleted.
@@ -772,7 +887,7 @@ impl<P: SimCloud> Simulation<P> {
                 pods_running: running,
                 pods_pending: pods.len() - running,
                 nodes: nodes.len(),
-                node_claims_launched: instances.len(),
+                node_claims_launched: instances.iter().filter(|i| !self.adopted.contains(&i.provider_id)).count(),
                 node_claims_terminated: instances.iter().filter(|i| i.terminated).count(),
                 cost_per_hour: dollars(cost_per_hour),
                 cost: dollars(self.cost),
@@ -781,6 +896,7 @@ impl<P: SimCloud> Simulation<P> {
             pods,
             disruptions: self.disruption_report(&instances),
             timeline,
+            comparison: None,
         }
     }
 }

@@ -104,8 +104,8 @@ pub fn set_running(status: &mut PodStatus, now: Timestamp) {
     });
 }
 
-/// A Node present at t=0 that kerf does not manage.
-pub fn unmanaged_node(n: &crate::scenario::UnmanagedNode, now: Timestamp) -> Node {
+/// A Node present at t=0 (its NodeClaim, if any, is the driver's to create).
+pub fn scenario_node(n: &crate::scenario::ScenarioNode, now: Timestamp) -> Node {
     let mut lbls = n.labels.clone();
     lbls.insert(labels::HOSTNAME.to_string(), n.name.clone());
     Node {
@@ -117,11 +117,12 @@ pub fn unmanaged_node(n: &crate::scenario::UnmanagedNode, now: Timestamp) -> Nod
         },
         spec: Some(NodeSpec {
             taints: if n.taints.is_empty() { None } else { Some(n.taints.iter().map(Taint::to_core).collect()) },
+            provider_id: n.provider_id.clone(),
             ..NodeSpec::default()
         }),
         status: Some(NodeStatus {
             capacity: Some(quantities(&n.capacity)),
-            allocatable: Some(quantities(&n.capacity)),
+            allocatable: Some(quantities(n.allocatable())),
             conditions: Some(vec![ready_condition(true, now)]),
             ..NodeStatus::default()
         }),
@@ -131,6 +132,11 @@ pub fn unmanaged_node(n: &crate::scenario::UnmanagedNode, now: Timestamp) -> Nod
 impl Kubelet {
     pub fn new(region: &str) -> Self {
         Kubelet { region: region.to_string(), ..Kubelet::default() }
+    }
+
+    /// An instance whose Node exists already (a node present at t=0): nothing to register.
+    pub fn adopt(&mut self, provider_id: &str, node_name: &str) {
+        self.registered.insert(provider_id.to_string(), node_name.to_string());
     }
 
     /// Registers Nodes for instances that are up, lifts due startup taints, marks Nodes of

@@ -4,16 +4,20 @@
 
 /// The in-memory API server moved to `kerf-apiserver`; this path keeps working.
 pub use kerf_apiserver::cluster;
+pub mod comparison;
 pub mod daemonsets;
 pub mod deployments;
 pub mod driver;
 pub mod kube_scheduler;
 pub mod kubelet;
 pub mod node_lifecycle;
+pub mod owned_pods;
 pub mod report;
 pub mod report_html;
 pub mod rng;
 pub mod scenario;
+pub mod scenario_writer;
+pub mod what_if;
 pub mod workloads;
 pub mod world;
 

@@ -16,6 +16,9 @@ pub struct Report {
     pub disruptions: Vec<Disruption>,
     /// Samples of the fleet: at t=0, at every change, and at the end.
     pub timeline: Vec<Sample>,
+    /// The cluster before and after the controllers ran (`kerf simulate --from-cluster`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<crate::comparison::Comparison>,
 }
 
 /// Seconds of virtual time: an integer when whole (the simulator's clock has millisecond steps).
@@ -61,6 +64,9 @@ pub struct NodeReport {
     pub capacity_type: Option<String>,
     pub zone: Option<String>,
     pub price_per_hour: Option<f64>,
+    /// Why the price of a managed node is unknown (`pricePerHour` is then null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_unknown: Option<String>,
     pub ready: bool,
     pub pods: usize,
     pub labels: BTreeMap<String, String>,
@@ -274,6 +280,10 @@ impl Report {
             s.cost,
             human_secs(self.end_seconds.0)
         );
+        if let Some(c) = &self.comparison {
+            let _ = writeln!(out);
+            out.push_str(&c.to_text(&human_secs(self.end_seconds.0)));
+        }
         out
     }
 
@@ -298,7 +308,7 @@ impl Report {
     }
 }
 
-fn table<const N: usize>(out: &mut String, header: &[&str; N], rows: &[[String; N]]) {
+pub(crate) fn table<const N: usize>(out: &mut String, header: &[&str; N], rows: &[[String; N]]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -366,6 +376,7 @@ mod tests {
                 Sample { seconds: 0.0, nodes: 0, pods_pending: 1, pods_running: 0, cost_per_hour: 0.0 },
                 Sample { seconds: 60.0, nodes: 2, pods_pending: 1, pods_running: 0, cost_per_hour: 0.2 },
             ],
+            comparison: None,
         }
     }
 
@@ -381,6 +392,51 @@ mod tests {
         assert_eq!(html.matches("<svg").count(), 3);
         assert!(!html.contains("src=") && !html.contains("href="), "no external assets");
         assert!(html.contains("p&lt;1&gt;"));
+    }
+
+    fn node(name: &str, pool: Option<&str>, price: Option<f64>) -> NodeReport {
+        NodeReport {
+            name: name.to_string(),
+            node_pool: pool.map(str::to_string),
+            node_claim: None,
+            instance_type: Some("m5.large".to_string()),
+            capacity_type: None,
+            zone: None,
+            price_per_hour: price,
+            price_unknown: None,
+            ready: true,
+            pods: 1,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            taints: vec![],
+            allocatable: BTreeMap::new(),
+            requested: BTreeMap::new(),
+            disruption_blocked: None,
+        }
+    }
+
+    #[test]
+    fn before_and_after_show_savings_by_nodepool_in_text_html_and_json() {
+        let mut before = report();
+        before.nodes =
+            vec![node("a", Some("web"), Some(1.0)), node("b", Some("web"), Some(0.5)), node("m", None, None)];
+        let mut after = report();
+        after.nodes = vec![node("c", Some("web"), Some(0.9)), node("m", None, None)];
+        after.comparison = Some(crate::comparison::Comparison::new(&before, &after));
+        let c = after.comparison.as_ref().unwrap();
+        assert_eq!((c.before.cost_per_hour, c.after.cost_per_hour, c.savings_per_hour), (1.5, 0.9, 0.6));
+        assert_eq!(c.by_node_pool.len(), 2);
+        assert_eq!((c.by_node_pool[0].nodes_before, c.by_node_pool[0].nodes_after), (2, 1));
+        assert_eq!(c.by_node_pool[1].node_pool, None, "the unmanaged row comes last");
+        let text = after.to_text();
+        assert!(text.contains("savings: $0.6000/hour (40.0%)"), "{text}");
+        let html = after.to_html();
+        assert!(html.contains("<dd id=\"before-after-savings\">0.6000</dd>"), "{html}");
+        assert!(html.contains(
+            "<td>(unmanaged)</td><td class=\"num\">1</td><td class=\"num\">1</td><td class=\"num\">not priced</td>"
+        ));
+        assert!(after.to_json().contains("\"savingsPerHour\": 0.6"));
+        assert!(!report().to_json().contains("comparison"), "left out of ordinary reports");
     }
 
     #[test]

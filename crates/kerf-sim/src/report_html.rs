@@ -106,6 +106,7 @@ pub fn render(report: &Value) -> String {
         human_secs(num_of(report, "endSeconds"))
     );
     summary(&mut out, report);
+    before_after(&mut out, report);
     capacity(&mut out, report);
     pending(&mut out, report);
     disruptions(&mut out, report);
@@ -132,6 +133,65 @@ fn summary(out: &mut String, r: &Value) {
     card(out, "cost-per-hour", "$/hour at the end", format!("{:.4}", num_of(s, "costPerHour")), false);
     card(out, "cost", "$ over the run", format!("{:.4}", num_of(s, "cost")), false);
     out.push_str("</div>\n");
+}
+
+/// Before / after (`kerf simulate --from-cluster`): cost now and after, savings, by NodePool,
+/// and the nodes whose price is unknown.
+fn before_after(out: &mut String, r: &Value) {
+    let c = &r["comparison"];
+    if !c.is_object() {
+        return;
+    }
+    let (b, a) = (&c["before"], &c["after"]);
+    let _ = write!(
+        out,
+        "<h2>Before / after</h2>\n<p class=\"muted\">The cluster as the snapshot found it, and after {} of kerf's controllers.</p>\n",
+        human_secs(num_of(r, "endSeconds"))
+    );
+    let saved = num_of(c, "savingsPerHour");
+    let now = num_of(b, "costPerHour");
+    let pct = if now > 0.0 { saved / now * 100.0 } else { 0.0 };
+    out.push_str("<div class=\"cards\" id=\"before-after-summary\">");
+    for (id, label, value, bad) in [
+        ("now", "$/hour now", format!("{now:.4}"), false),
+        ("after", "$/hour after", format!("{:.4}", num_of(a, "costPerHour")), false),
+        ("savings", "Savings $/hour", format!("{saved:.4}"), saved < 0.0),
+        ("savings-percent", "Savings", format!("{pct:.1}%"), saved < 0.0),
+        ("nodes", "Nodes now → after", format!("{} → {}", num_of(b, "nodes"), num_of(a, "nodes")), false),
+        ("pending", "Pending after", format!("{}", num_of(a, "podsPending")), num_of(a, "podsPending") > 0.0),
+    ] {
+        let class = if bad { "card bad" } else { "card" };
+        let _ =
+            write!(out, "<dl class=\"{class}\"><dt>{label}</dt><dd id=\"before-after-{id}\">{}</dd></dl>", esc(&value));
+    }
+    out.push_str("</div>\n<table id=\"before-after\"><thead><tr><th>NodePool</th><th class=\"num\">Nodes now</th><th class=\"num\">Nodes after</th><th class=\"num\">$/hour now</th><th class=\"num\">$/hour after</th><th class=\"num\">Savings $/hour</th></tr></thead><tbody>\n");
+    for p in c["byNodePool"].as_array().into_iter().flatten() {
+        let priced = !p["nodePool"].is_null();
+        let money = |k: &str| if priced { format!("{:.4}", num_of(p, k)) } else { "not priced".to_string() };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(str_of(p, "nodePool").unwrap_or("(unmanaged)")),
+            num_of(p, "nodesBefore"),
+            num_of(p, "nodesAfter"),
+            money("costPerHourBefore"),
+            money("costPerHourAfter"),
+            money("savingsPerHour"),
+        );
+    }
+    out.push_str("</tbody></table>\n");
+    if let Some(list) = c["unpricedNodes"].as_array().filter(|l| !l.is_empty()) {
+        out.push_str("<p>Price unknown (left out of every sum):</p><ul id=\"unpriced\">");
+        for u in list {
+            let _ = write!(
+                out,
+                "<li>{}: {}</li>",
+                esc(str_of(u, "name").unwrap_or("")),
+                esc(str_of(u, "reason").unwrap_or(""))
+            );
+        }
+        out.push_str("</ul>\n");
+    }
 }
 
 /// Nodes, pods and $/hour grouped by one node field.

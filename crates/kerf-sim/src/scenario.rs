@@ -45,7 +45,7 @@ pub struct Scenario {
     pub start: Option<kerf_cloud::Timestamp>,
     pub settings: Settings,
     pub cloud: kerf_cloud::sim::SimConfig,
-    pub nodes: Vec<UnmanagedNode>,
+    pub nodes: Vec<ScenarioNode>,
     pub steps: Vec<Step>,
     /// Objects of Karpenter's older APIs the scenario applies, converted to v1 on loading:
     /// `FILE: KIND/NAME` of each original object.
@@ -64,14 +64,28 @@ pub struct Settings {
     pub nominated_node_name: Option<bool>,
 }
 
-/// A node present at t=0 that kerf does not manage.
+/// A node present at t=0: one kerf does not manage, or (with `nodeClaim`) one a NodePool
+/// launched, whose instance the simulated cloud takes over as it runs.
 #[derive(Debug, Clone, PartialEq)]
-pub struct UnmanagedNode {
+pub struct ScenarioNode {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub capacity: ResourceList,
+    /// What pods can use; `capacity` when not given.
+    pub allocatable: Option<ResourceList>,
+    /// `spec.providerID`: required with `nodeClaim`.
+    pub provider_id: Option<String>,
+    /// The NodeClaim the node belongs to (metadata and spec), when kerf manages it.
+    pub node_claim: Option<Box<kerf_api::NodeClaim>>,
+}
+
+impl ScenarioNode {
+    /// What pods can use.
+    pub fn allocatable(&self) -> &ResourceList {
+        self.allocatable.as_ref().unwrap_or(&self.capacity)
+    }
 }
 
 /// What a workload step names.
@@ -231,6 +245,15 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     parse(path, &text)
 }
 
+/// Loads the manifests of one file as an `apply` step would (`kerf simulate --apply FILE`):
+/// every object checked, objects of Karpenter's older APIs converted to v1.
+pub fn load_manifests(path: &Path) -> Result<Vec<Manifest>, ScenarioError> {
+    let converted = std::cell::RefCell::new(Vec::new());
+    let ctx = Ctx { file: path, converted: &converted };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    parse_apply(&ctx, "--apply", &Value::String(name))
+}
+
 /// Parses scenario text; `path` names it in errors and anchors relative manifest paths.
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let converted = std::cell::RefCell::new(Vec::new());
@@ -340,8 +363,13 @@ fn parse_cloud(ctx: &Ctx<'_>, v: Option<&Value>) -> Result<kerf_cloud::sim::SimC
     Ok(config)
 }
 
-fn parse_node(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<UnmanagedNode, ScenarioError> {
-    let f = fields(ctx, path, v, &["name", "labels", "annotations", "taints", "capacity"])?;
+fn parse_node(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<ScenarioNode, ScenarioError> {
+    let f = fields(
+        ctx,
+        path,
+        v,
+        &["name", "labels", "annotations", "taints", "capacity", "allocatable", "providerID", "nodeClaim"],
+    )?;
     let name = string(ctx, &join(path, "name"), required(ctx, path, &f, "name")?)?;
     let labels = match f.get("labels") {
         Some(v) => string_map(ctx, &join(path, "labels"), v)?,
@@ -362,15 +390,61 @@ fn parse_node(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<UnmanagedNode, Sce
             taints.push(taint);
         }
     }
-    let cap_path = join(path, "capacity");
-    let cap = string_map(ctx, &cap_path, required(ctx, path, &f, "capacity")?)?;
-    let mut capacity = ResourceList::new();
-    for (k, q) in cap {
-        let parsed =
-            Quantity::parse(&q).map_err(|e| ctx.err(join(&cap_path, &k), format!("invalid quantity {q:?}: {e}")))?;
-        capacity.set(k, parsed);
+    let capacity = resource_list(ctx, &join(path, "capacity"), required(ctx, path, &f, "capacity")?)?;
+    let allocatable = match f.get("allocatable").copied().filter(|v| !v.is_null()) {
+        Some(v) => Some(resource_list(ctx, &join(path, "allocatable"), v)?),
+        None => None,
+    };
+    let provider_id = match f.get("providerID").copied().filter(|v| !v.is_null()) {
+        Some(v) => Some(string(ctx, &join(path, "providerID"), v)?),
+        None => None,
+    };
+    let node_claim = match f.get("nodeClaim").copied().filter(|v| !v.is_null()) {
+        Some(v) => Some(Box::new(parse_node_claim(ctx, &join(path, "nodeClaim"), v)?)),
+        None => None,
+    };
+    if node_claim.is_some() {
+        if provider_id.is_none() {
+            return Err(ctx.err(join(path, "providerID"), "required for a node with a nodeClaim"));
+        }
+        if !labels.contains_key(kerf_api::labels::ZONE) {
+            return Err(ctx.err(
+                join(path, "labels"),
+                format!("a node with a nodeClaim needs the {} label", kerf_api::labels::ZONE),
+            ));
+        }
     }
-    Ok(UnmanagedNode { name, labels, annotations, taints, capacity })
+    Ok(ScenarioNode { name, labels, annotations, taints, capacity, allocatable, provider_id, node_claim })
+}
+
+/// A map of resource names to quantities.
+fn resource_list(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<ResourceList, ScenarioError> {
+    let mut out = ResourceList::new();
+    for (k, q) in string_map(ctx, path, v)? {
+        let parsed =
+            Quantity::parse(&q).map_err(|e| ctx.err(join(path, &k), format!("invalid quantity {q:?}: {e}")))?;
+        if parsed.is_negative() {
+            return Err(ctx.err(join(path, &k), format!("{q:?} is negative")));
+        }
+        out.set(k, parsed);
+    }
+    Ok(out)
+}
+
+/// A node's NodeClaim, as `kerf validate` checks one.
+fn parse_node_claim(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<kerf_api::NodeClaim, ScenarioError> {
+    match kerf_api::manifest::decode_karpenter(v) {
+        Ok(Some(kerf_api::manifest::KarpenterObject::NodeClaim(c))) => Ok(c),
+        Ok(_) => Err(ctx.err(join(path, "kind"), "expected a NodeClaim (apiVersion karpenter.sh/v1)")),
+        Err(problems) => {
+            let first = problems.first();
+            let field = match first.map(|p| p.path.as_str()) {
+                Some(f) if !f.is_empty() => join(path, f),
+                _ => path.to_string(),
+            };
+            Err(ctx.err(field, first.map_or_else(|| "invalid".to_string(), |p| p.message.clone())))
+        }
+    }
 }
 
 fn parse_ref(
@@ -507,10 +581,11 @@ fn parse_apply(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Vec<Manifest>, Sc
 /// (together, so that a pool's kubelet settings reach its node class).
 fn decode_all(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<Manifest>, ScenarioError> {
     let mut out: Vec<Manifest> = Vec::new();
-    let mut seen: Vec<((String, String, String), String)> = Vec::new();
+    // By identity: a snapshot applies tens of thousands of objects at once.
+    let mut seen: std::collections::HashMap<(String, String, String), String> = std::collections::HashMap::new();
     for (at, value) in convert_older(ctx, docs)? {
         if let Some(id) = identity(&value) {
-            if let Some((_, first)) = seen.iter().find(|(i, _)| *i == id) {
+            if let Some(first) = seen.get(&id) {
                 let (kind, namespace, name) = &id;
                 let what =
                     if namespace.is_empty() { format!("{kind}/{name}") } else { format!("{kind} {namespace}/{name}") };
@@ -519,7 +594,7 @@ fn decode_all(ctx: &Ctx<'_>, docs: Vec<(String, Value)>) -> Result<Vec<Manifest>
                     format!("duplicate: {what} is also defined at {first}; one apply may define an object once"),
                 ));
             }
-            seen.push((id, at.clone()));
+            seen.insert(id, at.clone());
         }
         out.extend(decode_object(ctx, &at, &value)?);
     }

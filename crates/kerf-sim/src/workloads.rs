@@ -55,6 +55,11 @@ pub struct Workloads {
     rs_seq: u64,
     /// (replicas, pods, available pods) last reported per ReplicaSet.
     published_sets: BTreeMap<String, [i32; 3]>,
+    /// Pods owned by a ReplicaSet this stand-in did not create (a cluster snapshot's pods,
+    /// whose ReplicaSets the cluster's Deployment controller named), by pod key: (labels, state).
+    /// The Deployment whose selector matches adopts them, as the ReplicaSet controller adopts
+    /// orphans.
+    orphans: BTreeMap<String, (BTreeMap<String, String>, PodState)>,
 }
 
 fn key(ns: &str, name: &str) -> String {
@@ -199,8 +204,15 @@ impl Workloads {
         else {
             return;
         };
-        let rk = key(ns, &owner.name);
-        let Some(rs) = self.replica_sets.get_mut(&rk) else { return };
+        // An adopted pod belongs to the ReplicaSet that adopted it, whatever its owner says.
+        let rk = match self.pods.get(&pk) {
+            Some((rk, _)) => rk.clone(),
+            None => key(ns, &owner.name),
+        };
+        let Some(rs) = self.replica_sets.get_mut(&rk) else {
+            self.observe_orphan(ns, pk, pod, deleted, node_ready);
+            return;
+        };
         if deleted || pod.metadata.deletion_timestamp.is_some() {
             rs.pods.remove(name);
             self.pods.remove(&pk);
@@ -218,6 +230,44 @@ impl Workloads {
         let prev = self.pods.insert(pk, (rk, state.clone()));
         if prev.is_none_or(|(_, p)| p.bound != state.bound || p.available != state.available) {
             self.dirty.insert(rs.deployment.clone());
+        }
+    }
+
+    /// A pod whose ReplicaSet is unknown: kept for the Deployment that matches it.
+    fn observe_orphan(&mut self, ns: &str, pk: String, pod: &Pod, deleted: bool, node_ready: impl Fn(&str) -> bool) {
+        if deleted || pod.metadata.deletion_timestamp.is_some() {
+            self.orphans.remove(&pk);
+            return;
+        }
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        let state = PodState { bound: node.is_some(), available: running && node.is_some_and(&node_ready), seq: 0 };
+        for (dk, d) in &self.deployments {
+            if d.namespace == ns && kerf_scheduling::pod::selector_matches(Some(&d.spec.selector), &labels) {
+                self.dirty.insert(dk.clone());
+            }
+        }
+        self.orphans.insert(pk, (labels, state));
+    }
+
+    /// Moves the orphans `d`'s selector matches into its ReplicaSet `rk`.
+    fn adopt_orphans(&mut self, d: &DeploymentState, rk: &str) {
+        let prefix = format!("{}/", d.namespace);
+        let matching: Vec<String> = self
+            .orphans
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(_, (labels, _))| kerf_scheduling::pod::selector_matches(Some(&d.spec.selector), labels))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for pk in matching {
+            let Some((_, mut state)) = self.orphans.remove(&pk) else { continue };
+            state.seq = self.rs_seq_next();
+            if let Some(rs) = self.replica_sets.get_mut(rk) {
+                rs.pods.insert(pk[prefix.len()..].to_string());
+            }
+            self.pods.insert(pk, (rk.to_string(), state));
         }
     }
 
@@ -277,6 +327,9 @@ impl Workloads {
                     pods: BTreeSet::new(),
                 },
             );
+        }
+        if !self.orphans.is_empty() {
+            self.adopt_orphans(&d, &new_key);
         }
         let mut olds: Vec<String> = self
             .replica_sets

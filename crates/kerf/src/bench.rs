@@ -7,6 +7,8 @@
 //! multi-node search.
 //! `kerf bench packing [--json]` compares the fleet the Scheduler buys for mixed workloads with a
 //! lower bound on the cheapest fleet (see `packing_bench`).
+//! `kerf bench snapshot --nodes N --pods P [--json]` times `kerf snapshot` of a served cluster and
+//! the what-if on it (see `snapshot_bench`).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -28,6 +30,8 @@ enum BenchCommand {
     /// Place mixed workloads against the built-in AWS catalog and compare the fleet's price with
     /// a lower bound on the cheapest fleet.
     Packing(crate::packing_bench::PackingArgs),
+    /// Snapshot a served cluster of N nodes and P pods over HTTP, then run the what-if on it.
+    Snapshot(crate::snapshot_bench::SnapshotArgs),
 }
 
 #[derive(clap::Args)]
@@ -77,6 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         BenchCommand::Scheduling(a) => scheduling(a),
         BenchCommand::Consolidation(a) => consolidation(a),
         BenchCommand::Packing(a) => crate::packing_bench::run(a),
+        BenchCommand::Snapshot(a) => crate::snapshot_bench::run(a),
     }
 }
 

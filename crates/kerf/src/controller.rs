@@ -46,15 +46,18 @@ pub struct Args {
     pub leader_elect: bool,
 }
 
-fn bad(e: impl std::fmt::Display) -> anyhow::Error {
+pub(crate) fn bad(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::Error::new(crate::BadInput(e.to_string()))
 }
 
 /// How long to wait for the API server to answer at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-async fn client_config(args: &Args) -> anyhow::Result<Config> {
-    let path = args.kubeconfig.clone().or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
+/// The client configuration: `kubeconfig` (else $KUBECONFIG) with its `context` (else the
+/// current one), or the in-cluster service account when there is no kubeconfig. Shared by
+/// `kerf controller`, `kerf snapshot` and `kerf simulate --from-cluster`.
+pub async fn client_config(kubeconfig: Option<&PathBuf>, context: Option<&str>) -> anyhow::Result<Config> {
+    let path = kubeconfig.cloned().or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
     match path {
         Some(path) => {
             if !path.is_file() {
@@ -62,10 +65,13 @@ async fn client_config(args: &Args) -> anyhow::Result<Config> {
             }
             let kc = kube::config::Kubeconfig::read_from(&path)
                 .map_err(|e| bad(format!("--kubeconfig {}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            let options =
+                kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
+            Config::from_custom_kubeconfig(kc, &options)
                 .await
                 .map_err(|e| bad(format!("--kubeconfig {}: {e}", path.display())))
         }
+        None if context.is_some() => Err(bad("--context needs a kubeconfig (--kubeconfig or $KUBECONFIG)")),
         None => Config::incluster().map_err(|e| {
             bad(format!("no --kubeconfig given and not running in a cluster (in-cluster configuration: {e})"))
         }),
@@ -107,7 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let env = crate::controller_env::EnvSettings::read(|k| std::env::var(k).ok()).map_err(bad)?;
-    let config = client_config(&args).await?;
+    let config = client_config(args.kubeconfig.as_ref(), None).await?;
     let server = config.cluster_url.to_string();
     #[cfg(feature = "aws")]
     let config_root_certs = config.root_cert.clone();

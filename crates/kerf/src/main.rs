@@ -17,6 +17,8 @@ mod instance_types;
 mod packing_bench;
 mod serve;
 mod simulate;
+mod snapshot;
+mod snapshot_bench;
 mod validate;
 
 /// Bad input (file, field and problem): exit status 2.
@@ -56,6 +58,8 @@ enum Command {
     Bench(bench::Args),
     /// Print the NodePool, NodeClaim and EC2NodeClass CustomResourceDefinitions.
     Crds(crds::Args),
+    /// Read a live cluster (list calls only) and write a scenario that reproduces it.
+    Snapshot(snapshot::Args),
 }
 
 /// Log timestamps from the simulation's virtual clock, so a simulated run's log reads as the
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
         Command::InstanceTypes(args) => instance_types::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Crds(args) => crds::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
     };
     match result {
         Ok(code) => code,

@@ -168,7 +168,7 @@ fn drive_inner(
     stop: &AtomicBool,
 ) -> Result<(), SimError> {
     let pace = Pace { real0: Instant::now(), virt0: sim.now(), speed };
-    sim.add_unmanaged_nodes(&scenario.nodes)?;
+    sim.add_nodes(&scenario.nodes)?;
     sim.settle(sim.now())?;
     for (i, step) in scenario.steps.iter().enumerate() {
         match step {

@@ -1,4 +1,4 @@
-//! `kerf bench scheduling|consolidation|packing` per the CLI contract: the JSON object's keys and exit codes.
+//! `kerf bench scheduling|consolidation|packing|snapshot` per the CLI contract: the JSON object's keys and exit codes.
 
 use std::process::Command;
 
@@ -184,4 +184,28 @@ fn the_realized_fleet_after_binding_and_five_minutes_of_disruption_stays_within_
         assert!((to_plan - cost / w["costPerHour"].as_f64().expect("plan")).abs() < 1e-3, "{w}");
     }
     assert!(doc["maxRealizedRatio"].as_f64().expect("maxRealizedRatio") <= 1.05);
+}
+
+#[test]
+fn snapshot_bench_reads_every_served_node_and_pod_and_the_half_full_cluster_consolidates() {
+    let out = kerf(&["bench", "snapshot", "--nodes", "6", "--pods", "60", "--runs", "1", "--for", "30m", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for key in ["snapshotSeconds", "whatIfSeconds", "snapshotBytes", "costPerHourBefore", "costPerHourAfter"] {
+        assert!(doc.get(key).is_some(), "missing {key}: {text}");
+    }
+    assert_eq!(
+        (doc["nodes"].clone(), doc["pods"].clone(), doc["podsPendingAfter"].clone()),
+        (6.into(), 60.into(), 0.into())
+    );
+    let (before, after) = (doc["costPerHourBefore"].as_f64().unwrap(), doc["costPerHourAfter"].as_f64().unwrap());
+    assert!(after < before, "half-full nodes consolidate: {text}");
+}
+
+#[test]
+fn snapshot_bench_with_fill_out_of_range_is_bad_input() {
+    let out = kerf(&["bench", "snapshot", "--fill", "1.5"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--fill must be in (0, 1], got 1.5"));
 }

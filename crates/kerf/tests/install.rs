@@ -153,6 +153,7 @@ fn chart_renders_the_controller_with_karpenters_layout_and_a_hardened_pod() {
             "RoleBinding/kerf",
             "Service/kerf",
             "ServiceAccount/kerf",
+            "ClusterRole/kerf-snapshot",
         ]
     );
     for o in &objects {
@@ -333,6 +334,44 @@ fn rbac_grants_what_the_controller_uses_and_leases_only_in_its_namespace() {
 }
 
 #[test]
+fn the_snapshot_role_lists_what_kerf_snapshot_reads_and_nothing_else() {
+    let objects = render(json!({}));
+    let role = objects.iter().find(|o| o["metadata"]["name"] == "kerf-snapshot").expect("kerf-snapshot");
+    let listed: Vec<String> = grants(role).into_iter().collect();
+    assert_eq!(
+        listed,
+        [
+            ":namespaces:list",
+            ":nodes:list",
+            ":persistentvolumeclaims:list",
+            ":persistentvolumes:list",
+            ":pods:list",
+            "apps:daemonsets:list",
+            "apps:deployments:list",
+            "apps:replicasets:list",
+            "karpenter.k8s.aws:ec2nodeclasses:list",
+            "karpenter.sh:nodeclaims:list",
+            "karpenter.sh:nodepools:list",
+            "node.k8s.io:runtimeclasses:list",
+            "policy:poddisruptionbudgets:list",
+            "scheduling.k8s.io:priorityclasses:list",
+            "storage.k8s.io:storageclasses:list",
+        ]
+    );
+    // Bound to nobody unless asked; to the given subjects when asked; gone when not wanted.
+    assert!(!objects.iter().any(|o| o["kind"] == "ClusterRoleBinding" && o["metadata"]["name"] == "kerf-snapshot"));
+    let group = json!({"kind": "Group", "name": "platform", "apiGroup": "rbac.authorization.k8s.io"});
+    let bound = render(json!({"snapshot": {"subjects": [group.clone()]}}));
+    let binding = bound
+        .iter()
+        .find(|o| o["kind"] == "ClusterRoleBinding" && o["metadata"]["name"] == "kerf-snapshot")
+        .expect("binding");
+    assert_eq!((binding["roleRef"]["name"].clone(), binding["subjects"][0].clone()), (json!("kerf-snapshot"), group));
+    let off = render(json!({"snapshot": {"clusterRole": {"create": false}}}));
+    assert!(!off.iter().any(|o| o["metadata"]["name"] == "kerf-snapshot"));
+}
+
+#[test]
 fn every_values_reference_in_the_chart_exists_in_values_yaml() {
     let values = default_values();
     let dir = repo("charts/kerf/templates");
@@ -396,6 +435,7 @@ fn kubectl_kustomize_builds_the_base_into_the_charts_objects_and_crds() {
         built_kinds,
         [
             "ClusterRole/kerf",
+            "ClusterRole/kerf-snapshot",
             "ClusterRoleBinding/kerf",
             "CustomResourceDefinition/ec2nodeclasses.karpenter.k8s.aws",
             "CustomResourceDefinition/nodeclaims.karpenter.sh",

@@ -7,4 +7,4 @@ pub mod provider;
 pub use config::{
     CustomInstanceType, CustomOffering, InstanceTypesSource, SimConfig, SimConfigError, UnavailableOffering,
 };
-pub use provider::{ICE_CACHE_TTL, Interruption, SPOT_RECLAIM_AFTER, SimInstance, SimProvider};
+pub use provider::{ExistingInstance, ICE_CACHE_TTL, Interruption, SPOT_RECLAIM_AFTER, SimInstance, SimProvider};

@@ -50,6 +50,23 @@ pub struct SimInstance {
     pub interrupted_at: Option<Timestamp>,
 }
 
+/// An instance running before the simulation began, as [`SimProvider::adopt`] takes it over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExistingInstance {
+    pub provider_id: String,
+    pub node_name: String,
+    /// Its NodeClaim (metadata and spec; the status is filled in).
+    pub claim: NodeClaim,
+    /// From the node's `node.kubernetes.io/instance-type` label.
+    pub instance_type: Option<String>,
+    pub zone: String,
+    pub capacity_type: String,
+    pub capacity: kerf_api::ResourceList,
+    pub allocatable: kerf_api::ResourceList,
+    /// The node's labels.
+    pub labels: BTreeMap<String, String>,
+}
+
 /// An interruption notice the cloud sent for an instance: a spot interruption warning (the
 /// instance is reclaimed [`SPOT_RECLAIM_AFTER`] later), or a rebalance recommendation, state
 /// change or scheduled change (see [`SimProvider::notify`]).
@@ -87,6 +104,10 @@ struct State {
     node_classes: BTreeMap<String, NodeClassSettings>,
     /// Node class name → (settings, types built for them), before availability is applied.
     types: BTreeMap<String, (NodeClassSettings, SharedTypes)>,
+    /// Adopted instances whose price the cloud does not know: provider ID → why.
+    unpriced: BTreeMap<String, String>,
+    /// Node names of adopted instances, which launches do not reuse.
+    adopted_names: std::collections::BTreeSet<String>,
 }
 
 /// A simulated EC2: the built-in catalog (or custom types), launch latency, insufficient
@@ -379,6 +400,90 @@ impl SimProvider {
         }
     }
 
+    /// Takes over an instance that was running before the simulation began (a node of a
+    /// snapshot of a cluster), with its NodeClaim as recorded. Its type is looked up in the
+    /// catalog (or the custom types) for the claim's node class; its price is the offering of its
+    /// zone and capacity type. A type or offering the cloud does not sell keeps the node as it
+    /// is (its capacity and labels) with no price: [`unpriced`](Self::unpriced) says why, and
+    /// the instance counts $0/h in sums rather than a guess. Launches after it never reuse its
+    /// instance ID or node name.
+    pub fn adopt(&self, existing: &ExistingInstance) -> Result<SimInstance, CloudError> {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        if state.instances.iter().any(|l| l.instance.provider_id == existing.provider_id) {
+            return Err(CloudError::Other(format!("instance {} exists already", existing.provider_id)));
+        }
+        let class_name = existing.claim.spec.node_class_ref.name.clone();
+        let settings = state.node_classes.get(&class_name).cloned().unwrap_or_default();
+        let base = self.base_types(&mut state, &class_name, &settings)?;
+        let known = existing.instance_type.as_deref().and_then(|name| base.iter().find(|t| t.name == name));
+        let offering = known.and_then(|t| {
+            t.offerings.iter().find(|o| o.zone == existing.zone && o.capacity_type == existing.capacity_type)
+        });
+        let (itype, price) = match (known, offering) {
+            (Some(t), Some(o)) => (t.clone(), Some(o.price)),
+            (known, _) => {
+                let why = match (&existing.instance_type, known) {
+                    (None, _) => "the node has no node.kubernetes.io/instance-type label".to_string(),
+                    (Some(t), None) => {
+                        format!("instance type {t} is not in the catalog for region {}", self.config.region)
+                    }
+                    (Some(_), Some(_)) if existing.capacity_type.is_empty() => {
+                        format!("the node has no {} label", labels::CAPACITY_TYPE)
+                    }
+                    (Some(t), Some(_)) => format!(
+                        "instance type {t} has no {} offering in zone {} in the catalog",
+                        existing.capacity_type, existing.zone
+                    ),
+                };
+                state.unpriced.insert(existing.provider_id.clone(), why);
+                let as_is = InstanceType {
+                    name: existing.instance_type.clone().unwrap_or_default(),
+                    labels: BTreeMap::new(),
+                    capacity: existing.capacity.clone(),
+                    overhead: existing.capacity.minus(&existing.allocatable),
+                    offerings: Vec::new(),
+                };
+                (known.cloned().unwrap_or_else(|| Arc::new(as_is)), None)
+            }
+        };
+        let instance_id = existing.provider_id.rsplit('/').next().unwrap_or_default().to_string();
+        // Launches number their instances after the highest adopted number.
+        if let Some(n) = instance_id.strip_prefix("i-").and_then(|h| u64::from_str_radix(h, 16).ok()) {
+            state.launched = state.launched.max(n);
+        }
+        state.adopted_names.insert(existing.node_name.clone());
+        let mut claim = existing.claim.clone();
+        let status = claim.status.get_or_insert_with(NodeClaimStatus::default);
+        status.provider_id = Some(existing.provider_id.clone());
+        status.node_name = Some(existing.node_name.clone());
+        status.capacity = existing.capacity.clone();
+        status.allocatable = existing.allocatable.clone();
+        let instance = SimInstance {
+            provider_id: existing.provider_id.clone(),
+            instance_id,
+            node_name: existing.node_name.clone(),
+            node_claim: claim.name().to_string(),
+            instance_type: itype,
+            zone: existing.zone.clone(),
+            capacity_type: existing.capacity_type.clone(),
+            price: price.unwrap_or(0.0),
+            labels: Arc::new(existing.labels.clone()),
+            launched_at: now,
+            ready_at: now,
+            terminated: false,
+            terminated_at: None,
+            interrupted_at: None,
+        };
+        state.instances.push(Launched { instance: instance.clone(), claim });
+        Ok(instance)
+    }
+
+    /// Adopted instances the cloud has no price for (provider ID → why), counted $0/h.
+    pub fn unpriced(&self) -> BTreeMap<String, String> {
+        self.lock().unpriced.clone()
+    }
+
     /// Drains the queued interruption notices, oldest first.
     pub fn take_interruptions(&self) -> Vec<Interruption> {
         std::mem::take(&mut self.lock().interruptions)
@@ -476,6 +581,9 @@ impl SimProvider {
         };
 
         state.launched += 1;
+        while state.adopted_names.contains(&self.node_name(state.launched, &offering.zone)) {
+            state.launched += 1;
+        }
         let n = state.launched;
         let instance_id = format!("i-{n:017x}");
         let provider_id = format!("aws:///{}/{instance_id}", offering.zone);
