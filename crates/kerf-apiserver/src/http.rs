@@ -18,6 +18,7 @@ use kerf_cloud::Clock;
 use crate::cluster::Preconditions;
 use crate::discovery;
 use crate::kinds::{self, ResourceKind};
+use crate::requests::RequestCounts;
 use crate::rest::{Filter, Part, PatchType, Rest, RestError};
 use crate::table;
 
@@ -30,6 +31,7 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(1);
 struct App {
     rest: Rest,
     shutdown: watch::Receiver<bool>,
+    requests: RequestCounts,
 }
 
 /// Serves `rest` on `listener` until `shutdown` turns true; open watches end then too.
@@ -38,7 +40,7 @@ pub async fn serve(
     rest: Rest,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let app = App { rest, shutdown: shutdown.clone() };
+    let app = App { rest, shutdown: shutdown.clone(), requests: RequestCounts::default() };
     let router = axum::Router::new().fallback(handle).with_state(app);
     let mut stop = shutdown;
     axum::serve(listener, router)
@@ -78,6 +80,25 @@ async fn handle(State(app): State<App>, req: Request) -> Response {
     let method = req.method().clone();
     let headers = req.headers().clone();
     let path = req.uri().path().to_string();
+    if method == Method::GET && path == "/metrics" {
+        return ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.requests.render()).into_response();
+    }
+    let named = {
+        // /api/v1/[namespaces/NS/]PLURAL/NAME... or /apis/G/V/[namespaces/NS/]PLURAL/NAME...
+        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let rest = match segs.as_slice() {
+            ["api", _, rest @ ..] => rest,
+            ["apis", _, _, rest @ ..] => rest,
+            _ => &[][..],
+        };
+        match rest {
+            ["namespaces", _, _, _, ..] => true,
+            ["namespaces", _] => true,
+            [_, _, ..] => rest[0] != "namespaces",
+            _ => false,
+        }
+    };
+    app.requests.record(&headers, &method, q.get("watch").is_some_and(|w| w == "true" || w == "1"), named);
     let body = match axum::body::to_bytes(req.into_body(), BODY_LIMIT).await {
         Ok(b) => b,
         Err(e) => return error_response(&RestError::BadRequest(format!("cannot read the request body: {e}"))),

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod discovery;
 pub mod http;
 pub mod kinds;
+pub mod requests;
 pub mod rest;
 pub mod selectors;
 pub mod stored;

@@ -75,8 +75,14 @@ pub struct KubeApi {
 /// A client for the controllers. kube-rs's default retry of 429 / 503 / 504 is off: a 429 is
 /// an eviction refused by a PodDisruptionBudget, which the termination controller must see at
 /// once (it retries on its own schedule), not after minutes of backoff.
+/// Requests carry `User-Agent: kerf-controller/VERSION`, so an API server's request counts and
+/// audit log name who made them.
 pub fn client(mut config: kube::Config) -> Result<Client, kube::Error> {
     config.default_retry = false;
+    let agent = concat!("kerf-controller/", env!("CARGO_PKG_VERSION"));
+    if !config.headers.iter().any(|(k, _)| k == axum::http::header::USER_AGENT) {
+        config.headers.push((axum::http::header::USER_AGENT, axum::http::HeaderValue::from_static(agent)));
+    }
     Client::try_from(config)
 }
 

@@ -5,6 +5,8 @@
 //! default 1, full) and asks, for every node, whether its pods could move
 //! elsewhere or onto one cheaper node — the disruption controller's own searches — and runs the
 //! multi-node search.
+//! `kerf bench controller --nodes N --pods P [--json]` measures `kerf controller` against a
+//! served cluster (see `controller_bench`).
 //! `kerf bench packing [--json]` compares the fleet the Scheduler buys for mixed workloads with a
 //! lower bound on the cheapest fleet (see `packing_bench`).
 //! `kerf bench snapshot --nodes N --pods P [--json]` times `kerf snapshot` of a served cluster and
@@ -32,6 +34,9 @@ enum BenchCommand {
     Packing(crate::packing_bench::PackingArgs),
     /// Snapshot a served cluster of N nodes and P pods over HTTP, then run the what-if on it.
     Snapshot(crate::snapshot_bench::SnapshotArgs),
+    /// Run `kerf controller --cloud kwok` against a served cluster of N nodes and P pods: time
+    /// to ready, to its first disruption decision, peak RSS, API requests, a 10% scale-up.
+    Controller(crate::controller_bench::ControllerArgs),
 }
 
 #[derive(clap::Args)]
@@ -82,6 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         BenchCommand::Consolidation(a) => consolidation(a),
         BenchCommand::Packing(a) => crate::packing_bench::run(a),
         BenchCommand::Snapshot(a) => crate::snapshot_bench::run(a),
+        BenchCommand::Controller(a) => crate::controller_bench::run(a),
     }
 }
 

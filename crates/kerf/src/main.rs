@@ -10,6 +10,7 @@ mod consolidation_bench;
 mod controller;
 #[cfg(feature = "aws")]
 mod controller_aws;
+mod controller_bench;
 mod controller_env;
 mod convert;
 mod crds;

@@ -381,7 +381,7 @@ impl<P: CloudProvider> Manager<P> {
         let Some(cmd) = command else { return Ok(()) };
         if matches!(cmd.reason, Reason::Empty | Reason::Underutilized) {
             let at = util::after(pass.now, super::VALIDATION_DELAY);
-            tracing::debug!(reason = cmd.reason.as_str(), nodes = cmd.candidates.len(), "validating disruption");
+            tracing::info!(reason = cmd.reason.as_str(), nodes = cmd.candidates.len(), "validating disruption");
             self.disruption.validating = Some((cmd, at));
             pass.wake_at(at);
             Ok(())

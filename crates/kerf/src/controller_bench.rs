@@ -1,0 +1,440 @@
+//! `kerf bench controller --nodes N --pods P [--json]`: `kerf controller --cloud kwok` against a
+//! served cluster of about N nodes and P pods, measured as an operator would meet it.
+//!
+//! The cluster is built the way it would be in life: `kerf serve --controllers none` with one
+//! NodePool of a single instance type and two Deployments of P pods each, and a first controller
+//! that launches the nodes for them. That controller is stopped, one Deployment is deleted (the
+//! nodes are left half full, so consolidation has work), and once the nodes are past the guard
+//! kerf keeps on new nodes, the measured controller starts: the time until it is ready (listed,
+//! synced, leading), until its first disruption decision, its peak RSS, the requests it made
+//! (counted by the server per User-Agent), and the time for a scale-up of 10% more pods until
+//! every pod runs.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+#[derive(clap::Args)]
+pub struct ControllerArgs {
+    /// Nodes in the served cluster (about: the pods are sized to need this many).
+    #[arg(long, default_value_t = 100)]
+    nodes: usize,
+    /// Pods running on them.
+    #[arg(long, default_value_t = 3_000)]
+    pods: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The node type: 16 vCPU, 64 GiB, 234 pods.
+const INSTANCE_TYPE: &str = "m6a.4xlarge";
+/// How long the build phase and each measurement may take.
+const PHASE_LIMIT: Duration = Duration::from_secs(900);
+/// How long past their creation the measured controller's nodes are (kerf keeps a node it
+/// launched for the current workload from consolidation for consolidateAfter + 1 minute).
+const NODE_AGE: Duration = Duration::from_secs(65);
+
+fn bad(msg: String) -> anyhow::Error {
+    anyhow::Error::new(crate::BadInput(msg))
+}
+
+fn scenario(pods: usize, cpu_m: usize, mem_mi: usize) -> String {
+    let deployment = |name: &str| {
+        format!(
+            r#"      - apiVersion: apps/v1
+        kind: Deployment
+        metadata: {{name: {name}, namespace: default}}
+        spec:
+          replicas: {pods}
+          selector: {{matchLabels: {{app: {name}}}}}
+          template:
+            metadata: {{labels: {{app: {name}}}}}
+            spec:
+              terminationGracePeriodSeconds: 0
+              containers:
+                - name: app
+                  image: registry.k8s.io/pause:3.10
+                  resources: {{requests: {{cpu: {cpu_m}m, memory: {mem_mi}Mi}}}}
+"#
+        )
+    };
+    format!(
+        r#"name: bench-controller
+cloud:
+  region: us-west-2
+  zones: [us-west-2a, us-west-2b, us-west-2c]
+steps:
+  - apply:
+      - apiVersion: karpenter.k8s.aws/v1
+        kind: EC2NodeClass
+        metadata: {{name: default}}
+        spec:
+          role: KarpenterNodeRole-bench
+          amiSelectorTerms: [{{alias: al2023@latest}}]
+          subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: bench}}}}]
+          securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: bench}}}}]
+      - apiVersion: karpenter.sh/v1
+        kind: NodePool
+        metadata: {{name: bench}}
+        spec:
+          template:
+            spec:
+              requirements:
+                - {{key: node.kubernetes.io/instance-type, operator: In, values: [{INSTANCE_TYPE}]}}
+                - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+              nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+          disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}}
+{}{}"#,
+        deployment("bench"),
+        deployment("filler"),
+    )
+}
+
+/// One plain HTTP/1.1 request to `addr`; (status, body).
+fn http(addr: &str, method: &str, path: &str, body: Option<(&str, &str)>) -> anyhow::Result<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(120)))?;
+    let (ctype, text) = body.unwrap_or(("application/json", ""));
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: kerf-bench\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
+    );
+    s.write_all(req.as_bytes())?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp)?;
+    let resp = String::from_utf8_lossy(&resp);
+    let code = resp.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+    let body =
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { unchunk(body) } else { body.to_string() };
+    Ok((code, body))
+}
+
+/// The body of a chunked response.
+fn unchunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Pods of the two Deployments: (all, not Running).
+fn pods(server: &str, only_not_running: bool) -> anyhow::Result<usize> {
+    let mut path = "/api/v1/namespaces/default/pods?labelSelector=app%20in%20(bench,filler)".to_string();
+    if only_not_running {
+        path.push_str("&fieldSelector=status.phase!%3DRunning");
+    }
+    let (code, body) = http(server, "GET", &path, None)?;
+    if code != 200 {
+        bail!("listing pods: HTTP {code}: {body}");
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).context("the pod list")?;
+    Ok(v["items"].as_array().map_or(0, Vec::len))
+}
+
+/// Waits until `expected` pods of the Deployments exist and every one runs.
+fn all_running(server: &str, expected: usize, what: &str) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    loop {
+        if pods(server, true)? == 0 && pods(server, false)? == expected {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > PHASE_LIMIT {
+            bail!("{what}: not every one of {expected} pods ran within {}s", PHASE_LIMIT.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn scale(server: &str, name: &str, replicas: usize) -> anyhow::Result<()> {
+    let path = format!("/apis/apps/v1/namespaces/default/deployments/{name}");
+    let patch = format!(r#"{{"spec":{{"replicas":{replicas}}}}}"#);
+    let (code, body) = http(server, "PATCH", &path, Some(("application/merge-patch+json", &patch)))?;
+    if code != 200 {
+        bail!("scaling deployment {name}: HTTP {code}: {body}");
+    }
+    Ok(())
+}
+
+/// A child process of this executable, its stderr in a file; killed when dropped.
+struct Proc {
+    child: Child,
+    stderr: PathBuf,
+}
+
+impl Proc {
+    fn spawn(dir: &Path, name: &str, args: &[&str]) -> anyhow::Result<Proc> {
+        let exe = std::env::current_exe().context("finding the kerf executable")?;
+        let stderr = dir.join(format!("{name}.stderr"));
+        let child = Command::new(exe)
+            .args(args)
+            .env("KERF_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).context("stderr file")?)
+            .spawn()
+            .with_context(|| format!("starting kerf {}", args.first().copied().unwrap_or_default()))?;
+        Ok(Proc { child, stderr })
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits for a line of stderr containing `marker`.
+    fn line(&mut self, marker: &str) -> anyhow::Result<String> {
+        let start = Instant::now();
+        loop {
+            if let Some(l) = self.stderr().lines().find(|l| l.contains(marker)) {
+                return Ok(l.to_string());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                bail!("the process exited with {status}: {}", self.stderr());
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                bail!("no '{marker}' within 60s: {}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGTERM, then waits for the exit.
+    fn stop(mut self) -> anyhow::Result<()> {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let start = Instant::now();
+        while self.child.try_wait()?.is_none() {
+            if start.elapsed() > Duration::from_secs(30) {
+                bail!("did not stop within 30s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Peak resident set size (`VmHWM`), in bytes.
+    fn peak_rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let kb = status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+        Some(kb * 1024)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A started controller and where it serves metrics and probes.
+fn controller(dir: &Path, name: &str, kubeconfig: &Path) -> anyhow::Result<(Proc, String, String)> {
+    let kc = kubeconfig.to_str().context("the kubeconfig path is not UTF-8")?;
+    let args = [
+        "controller",
+        "--cloud",
+        "kwok",
+        "--kubeconfig",
+        kc,
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--health-addr",
+        "127.0.0.1:0",
+    ];
+    let mut p = Proc::spawn(dir, name, &args)?;
+    let line = p.line("metrics on http://")?;
+    let after =
+        |marker: &str| line.split(marker).nth(1).and_then(|r| r.split('/').next()).unwrap_or_default().to_string();
+    let (metrics, health) = (after("metrics on http://"), after("probes on http://"));
+    Ok((p, metrics, health))
+}
+
+/// The sum of a metric's samples (0 without any).
+fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn wait_for(what: &str, mut check: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    loop {
+        if check()? {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > PHASE_LIMIT {
+            bail!("{what}: not within {}s", PHASE_LIMIT.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn run(a: ControllerArgs) -> anyhow::Result<ExitCode> {
+    if a.nodes == 0 || a.pods == 0 {
+        return Err(bad("--nodes and --pods: must be at least 1".to_string()));
+    }
+    // Two Deployments of P pods need the N nodes: 2P/N pods a node.
+    let per_node = (2 * a.pods).div_ceil(a.nodes);
+    if per_node > 200 {
+        return Err(bad(format!(
+            "--pods: at most 100 pods a node ({} for --nodes {}), got {}",
+            100 * a.nodes,
+            a.nodes,
+            a.pods
+        )));
+    }
+    let cpu_m = (15_000 / per_node).max(1);
+    let mem_mi = (54_000 / per_node).max(1);
+    let dir = std::env::temp_dir().join(format!("kerf-bench-controller-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = measure(&a, &dir, cpu_m, mem_mi);
+    let _ = std::fs::remove_dir_all(&dir);
+    let Measured { ready, first, executed, rss, requests, scale_up, nodes } = result?;
+    if a.json {
+        let mut req = serde_json::Map::new();
+        for (verb, n) in &requests {
+            req.insert(verb.clone(), serde_json::json!(n));
+        }
+        println!(
+            "{}",
+            serde_json::json!({
+                "nodes": nodes,
+                "pods": a.pods,
+                "readySeconds": ready,
+                "firstDecisionSeconds": first,
+                "firstDisruptionSeconds": executed,
+                "peakRssBytes": rss,
+                "apiRequests": requests.values().sum::<u64>(),
+                "apiRequestsByVerb": req,
+                "scaleUpPods": a.pods / 10,
+                "scaleUpSeconds": scale_up,
+            })
+        );
+    } else {
+        let by_verb: Vec<String> = requests.iter().map(|(v, n)| format!("{n} {v}")).collect();
+        println!(
+            "kerf controller against {nodes} nodes / {} pods: ready in {ready:.2}s, first disruption decision \
+             {first:.2}s after its start (carried out at {executed:.2}s), peak RSS {:.1} MiB, {} API requests ({}); {} more pods all Running in {scale_up:.2}s",
+            a.pods,
+            rss as f64 / (1024.0 * 1024.0),
+            requests.values().sum::<u64>(),
+            by_verb.join(", "),
+            a.pods / 10,
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the measured controller did, in seconds from its start (scale-up: from the change).
+struct Measured {
+    ready: f64,
+    first: f64,
+    executed: f64,
+    rss: u64,
+    requests: std::collections::BTreeMap<String, u64>,
+    scale_up: f64,
+    nodes: usize,
+}
+
+fn measure(a: &ControllerArgs, dir: &Path, cpu_m: usize, mem_mi: usize) -> anyhow::Result<Measured> {
+    let scenario_path = dir.join("scenario.yaml");
+    std::fs::write(&scenario_path, scenario(a.pods, cpu_m, mem_mi)).context("writing the scenario")?;
+    let kubeconfig = dir.join("kubeconfig");
+    let sc = scenario_path.to_str().context("the scenario path is not UTF-8")?;
+    let kc = kubeconfig.to_str().context("the kubeconfig path is not UTF-8")?;
+    let mut serve = Proc::spawn(
+        dir,
+        "serve",
+        &["serve", sc, "--controllers", "none", "--listen", "127.0.0.1:0", "--kubeconfig", kc],
+    )?;
+    let line = serve.line("is served on http://")?;
+    let server = line.split("http://").nth(1).map(str::trim).unwrap_or_default().to_string();
+
+    // Build: a first controller launches the nodes for both Deployments.
+    let (builder, _, _) = controller(dir, "build", &kubeconfig)?;
+    all_running(&server, 2 * a.pods, "building the cluster").context("kerf bench controller")?;
+    builder.stop().context("stopping the first controller")?;
+    let built = Instant::now();
+    scale(&server, "filler", 0)?;
+    wait_for("the filler pods gone", || Ok(pods(&server, false)? == a.pods))?;
+    let nodes = {
+        let (code, body) = http(&server, "GET", "/apis/karpenter.sh/v1/nodeclaims", None)?;
+        if code != 200 {
+            bail!("listing nodeclaims: HTTP {code}");
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).context("the nodeclaim list")?;
+        v["items"].as_array().map_or(0, Vec::len)
+    };
+    if let Some(rest) = NODE_AGE.checked_sub(built.elapsed()) {
+        std::thread::sleep(rest);
+    }
+
+    // Measure: a new controller against the built cluster.
+    let before = requests(&server)?;
+    let start = Instant::now();
+    let (measured, metrics, health) = controller(dir, "measured", &kubeconfig)?;
+    wait_for("the controller ready", || {
+        let (code, body) = get(&health, "/readyz");
+        Ok(code == 200 && body.contains("leader"))
+    })?;
+    let ready = start.elapsed().as_secs_f64();
+    // A consolidation is decided, then validated after 15 s and carried out (Karpenter's
+    // order): the decision is its "validating disruption" line, the execution the
+    // decisions metric.
+    wait_for("the first disruption decision", || {
+        Ok(measured.stderr().contains(r#""message":"validating disruption""#)
+            || metric_sum(&get(&metrics, "/metrics").1, "karpenter_voluntary_disruption_decisions_total") > 0.0)
+    })?;
+    let first = start.elapsed().as_secs_f64();
+    wait_for("the first disruption carried out", || {
+        Ok(metric_sum(&get(&metrics, "/metrics").1, "karpenter_voluntary_disruption_decisions_total") > 0.0)
+    })?;
+    let executed = start.elapsed().as_secs_f64();
+
+    // Scale up by 10%.
+    let more = a.pods / 10;
+    scale(&server, "bench", a.pods + more)?;
+    let scale_up = all_running(&server, a.pods + more, "scaling up")?.as_secs_f64();
+    let rss = measured.peak_rss().unwrap_or(0);
+    let after = requests(&server)?;
+    measured.stop().context("stopping the measured controller")?;
+    let mut made = std::collections::BTreeMap::new();
+    for (verb, n) in after {
+        let d = n - before.get(&verb).copied().unwrap_or(0);
+        if d > 0 {
+            made.insert(verb, d);
+        }
+    }
+    drop(serve);
+    Ok(Measured { ready, first, executed, rss, requests: made, scale_up, nodes })
+}
+
+/// The server's request counts of `kerf-controller` clients, by verb.
+fn requests(server: &str) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
+    let (code, text) = http(server, "GET", "/metrics", None)?;
+    if code != 200 {
+        bail!("the server's /metrics: HTTP {code}");
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for l in text.lines().filter(|l| l.starts_with("apiserver_request_total{client=\"kerf-controller\"")) {
+        let verb = l.split("verb=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("other");
+        let n = l.rsplit(' ').next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        out.insert(verb.to_string(), n);
+    }
+    Ok(out)
+}
+
+/// GET `path` from `addr` (0 and nothing when it cannot be reached).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    http(addr, "GET", path, None).unwrap_or((0, String::new()))
+}
