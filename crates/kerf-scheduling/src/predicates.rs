@@ -28,6 +28,9 @@ pub struct ClusterView {
     nodes: Vec<ExistingNode>,
     /// Sum of the requests of each node's pods.
     requested: Vec<ResourceList>,
+    /// Per node, (allocatable, requested) cpu cores and memory bytes as the scores read them,
+    /// kept with `requested` so scoring a node does no map lookups.
+    cpu_memory: Vec<([f64; 2], [f64; 2])>,
     /// Per node, allocatable minus requested for cpu, memory and pods in nano-units: the
     /// resources every pod asks for, checked without map lookups.
     free_core: Vec<[i128; 3]>,
@@ -134,6 +137,7 @@ impl ClusterView {
             let idx = v.nodes.len();
             v.nodes.push(ExistingNode { pods: Vec::new(), ..n });
             v.requested.push(ResourceList::new());
+            v.cpu_memory.push((cpu_memory_of(&v.nodes[idx].allocatable), [0.0; 2]));
             v.free_core.push(core_of(&v.nodes[idx].allocatable));
             v.ports.push(Vec::new());
             for p in pods {
@@ -171,6 +175,7 @@ impl ClusterView {
             *free -= req;
         }
         self.requested[node].add(&requests);
+        self.cpu_memory[node].1 = cpu_memory_of(&self.requested[node]);
         self.ports[node].extend(pod::host_ports(&pod));
         let terms = pod::pod_affinities(&pod).required_anti;
         if !terms.is_empty() {
@@ -204,6 +209,7 @@ impl ClusterView {
             *free += req;
         }
         self.requested[node].sub(&requests);
+        self.cpu_memory[node].1 = cpu_memory_of(&self.requested[node]);
         for port in pod::host_ports(&pod) {
             if let Some(i) = self.ports[node].iter().position(|p| *p == port) {
                 self.ports[node].remove(i);
@@ -241,6 +247,7 @@ impl ClusterView {
         let idx = self.nodes.len();
         self.nodes.push(ExistingNode { pods: Vec::new(), ..node });
         self.requested.push(ResourceList::new());
+        self.cpu_memory.push((cpu_memory_of(&self.nodes[idx].allocatable), [0.0; 2]));
         self.free_core.push(core_of(&self.nodes[idx].allocatable));
         self.ports.push(Vec::new());
         self.hidden.resize(self.nodes.len(), false);
@@ -258,6 +265,7 @@ impl ClusterView {
         }
         let node = self.nodes.pop()?;
         self.requested.pop();
+        self.cpu_memory.pop();
         self.free_core.pop();
         self.ports.pop();
         self.hidden.truncate(self.nodes.len());
@@ -295,10 +303,7 @@ impl ClusterView {
 
     /// cpu (cores) and memory (bytes) of `node`: allocatable, and what its pods request.
     pub fn cpu_memory(&self, node: usize) -> ([f64; 2], [f64; 2]) {
-        let n = &self.nodes[node];
-        let alloc = [n.allocatable.get(CPU).as_f64(), n.allocatable.get(MEMORY).as_f64()];
-        let used = [self.requested[node].get(CPU).as_f64(), self.requested[node].get(MEMORY).as_f64()];
-        (alloc, used)
+        self.cpu_memory[node]
     }
 
     /// Live pods on each node that `matcher` counts (cached; see `match_counts`).
@@ -697,6 +702,11 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
 }
 
 const CORE: [&str; 3] = [CPU, MEMORY, PODS];
+
+/// cpu (cores) and memory (bytes) of a resource list.
+fn cpu_memory_of(list: &ResourceList) -> [f64; 2] {
+    [list.get(CPU).as_f64(), list.get(MEMORY).as_f64()]
+}
 
 fn core_of(list: &ResourceList) -> [i128; 3] {
     CORE.map(|k| list.get(k).nanos())
