@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 use kerf_api::events::EventDedupe;
 use kerf_cloud::{Clock, ManualClock, Timestamp};
+use kerf_scheduling::disruption_budgets::{DisruptionBudgets, pod_healthy};
 
 use kerf_api::seeded::SplitMix64;
 use serde_json::Value;
@@ -127,6 +128,8 @@ struct Inner {
     /// Nodes created not Ready get the not-ready taint (the TaintNodesByCondition admission
     /// plugin); on only where a node lifecycle controller takes it off again.
     taint_nodes_by_condition: bool,
+    /// The pods each PodDisruptionBudget selects, for the Eviction API (finished pods count).
+    disruption_budgets: DisruptionBudgets,
 }
 
 /// The in-memory API server. Cheap to share by reference; all methods take `&self`.
@@ -200,6 +203,28 @@ fn typed_result<K: Object>(s: &Stored, kind: &'static str) -> Result<K, ApiError
 }
 
 impl Inner {
+    /// Keeps the disruption budgets' counts in step with a stored object that changed from
+    /// `before` to `after` (`None`: absent).
+    fn index(&mut self, kind: &'static str, before: Option<&Stored>, after: Option<&Stored>) {
+        match kind {
+            "Pod" => self.disruption_budgets.update_pod(before.and_then(typed::<Pod>), after.and_then(typed::<Pod>)),
+            "PodDisruptionBudget" => {
+                let Some(meta) = after.or(before).map(Stored::meta) else { return };
+                let ns = meta.namespace.clone().unwrap_or_default();
+                let key = (ns.clone(), meta.name.clone().unwrap_or_default());
+                let prefix = format!("{ns}/");
+                let pods = self
+                    .stores
+                    .get("Pod")
+                    .into_iter()
+                    .flat_map(|s| s.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)))
+                    .filter_map(|(_, o)| typed::<Pod>(o));
+                self.disruption_budgets.set_budget(key, after.and_then(typed::<PodDisruptionBudget>), pods);
+            }
+            _ => {}
+        }
+    }
+
     /// Records a change: for the driver (typed kinds and the dynamic kinds it follows) and, when
     /// serving, in the history HTTP watches replay.
     fn emit(&mut self, kind: &'static str, type_: ChangeType, object: Stored, previous: Option<Stored>) {
@@ -282,6 +307,7 @@ impl Inner {
         meta.deletion_timestamp = None;
         meta.generation = Some(1);
         self.stores.entry(kind).or_default().insert(key, obj.clone());
+        self.index(kind, None, Some(&obj));
         self.emit(kind, ChangeType::Added, obj.clone(), None);
         Ok(obj)
     }
@@ -331,9 +357,11 @@ impl Inner {
             if let Some(s) = self.stores.get_mut(kind) {
                 s.remove(&key);
             }
+            self.index(kind, Some(&previous), None);
             self.emit(kind, ChangeType::Deleted, next.clone(), None);
         } else {
             self.stores.entry(kind).or_default().insert(key, next.clone());
+            self.index(kind, Some(&previous), Some(&next));
             self.emit(kind, ChangeType::Modified, next.clone(), Some(previous));
         }
         Ok(next)
@@ -352,6 +380,7 @@ impl Inner {
         let Some(mut current) = self.stores.get(kind).and_then(|s| s.get(&key)).cloned() else {
             return Err(ApiError::NotFound { kind, name: name.to_string() });
         };
+        let before = current.clone();
         let m = current.meta();
         if pre.uid.as_ref().is_some_and(|u| m.uid.as_ref() != Some(u)) {
             return Err(ApiError::Conflict { kind, name: format!("{name} (precondition failed: uid)") });
@@ -366,6 +395,7 @@ impl Inner {
                 m.deletion_timestamp = Some(Time(now));
                 m.resource_version = Some(rv);
                 self.stores.entry(kind).or_default().insert(key, current.clone());
+                self.index(kind, Some(&before), Some(&current));
                 self.emit(kind, ChangeType::Modified, current.clone(), None);
             }
             return Ok(current);
@@ -373,6 +403,7 @@ impl Inner {
         if let Some(s) = self.stores.get_mut(kind) {
             s.remove(&key);
         }
+        self.index(kind, Some(&before), None);
         let rv = self.next_rv();
         let m = current.meta_mut();
         m.deletion_timestamp.get_or_insert(Time(now));
@@ -385,7 +416,11 @@ impl Inner {
 impl SimCluster {
     pub fn new(clock: ManualClock, seed: u64) -> Self {
         SimCluster {
-            inner: Mutex::new(Inner { rng: SplitMix64::new(seed), ..Inner::default() }),
+            inner: Mutex::new(Inner {
+                rng: SplitMix64::new(seed),
+                disruption_budgets: DisruptionBudgets::new(true),
+                ..Inner::default()
+            }),
             clock,
             changed: tokio::sync::watch::Sender::new(0),
         }
@@ -680,44 +715,15 @@ impl SimCluster {
         let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(typed::<Pod>) else {
             return Err(ApiError::NotFound { kind: "Pod", name: format!("{namespace}/{name}") });
         };
-        if !pod_is_healthy(pod) {
+        if !pod_healthy(pod) {
             return Ok(None);
         }
-        let empty = BTreeMap::new();
-        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-        let pdbs: Vec<&PodDisruptionBudget> = inner
-            .stores
-            .get("PodDisruptionBudget")
-            .into_iter()
-            .flat_map(|s| s.values())
-            .filter_map(typed::<PodDisruptionBudget>)
-            .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-            .filter(|p| {
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.selector.as_ref())
-                    .is_some_and(|sel| kerf_scheduling::pod::selector_matches(Some(sel), labels))
-            })
-            .collect();
-        let prefix = format!("{namespace}/");
-        for pdb in pdbs {
-            let Some(spec) = pdb.spec.as_ref() else { continue };
-            let Some(sel) = spec.selector.as_ref() else { continue };
-            let (mut expected, mut healthy) = (0i64, 0i64);
-            for (_, obj) in pods.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)) {
-                let Some(p) = typed::<Pod>(obj) else { continue };
-                if kerf_scheduling::pod::selector_matches(Some(sel), p.metadata.labels.as_ref().unwrap_or(&empty)) {
-                    expected += 1;
-                    healthy += i64::from(pod_is_healthy(p));
-                }
-            }
-            let desired_healthy = match (&spec.min_available, &spec.max_unavailable) {
-                (Some(min), _) => scaled(min, expected, true),
-                (None, Some(max)) => expected - scaled(max, expected, true),
-                (None, None) => expected,
-            };
-            if healthy - desired_healthy <= 0 {
-                let pdb_name = pdb.metadata.name.clone().unwrap_or_default();
+        let key = (namespace.to_string(), name.to_string());
+        for budget in inner.disruption_budgets.selecting(&key) {
+            let Some(status) = inner.disruption_budgets.status(budget) else { continue };
+            if status.allowed() <= 0 {
+                let (desired_healthy, healthy) = (status.desired_healthy, status.healthy);
+                let pdb_name = &budget.1;
                 return Ok(Some(ApiError::TooManyRequests {
                     name: format!("{namespace}/{name}"),
                     reason: format!(
@@ -844,13 +850,6 @@ fn admit_node(node: &mut k8s_openapi::api::core::v1::Node) {
     if !taints.iter().any(|t| t.key == key && t.effect == "NoSchedule") {
         taints.push(Taint { key: key.to_string(), effect: "NoSchedule".to_string(), ..Taint::default() });
     }
-}
-
-/// A pod counts as healthy for a disruption budget when it runs with its Ready condition true.
-fn pod_is_healthy(pod: &Pod) -> bool {
-    let Some(status) = pod.status.as_ref() else { return false };
-    status.phase.as_deref() == Some("Running")
-        && status.conditions.as_ref().is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// An int-or-percent scaled against `total`, rounding percentages up when `round_up`.

@@ -14,6 +14,7 @@ use kerf_api::{EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
 
 use crate::util;
 use kerf_api::cluster::{AnyObject, WatchEvent};
+use kerf_scheduling::disruption_budgets::DisruptionBudgets;
 
 /// `(namespace, name)` of a namespaced object.
 pub type ObjectKey = (String, String);
@@ -76,6 +77,8 @@ pub struct ClusterState {
     node_by_provider_id: BTreeMap<String, String>,
     /// Bumped on every pod change.
     pod_generation: u64,
+    /// The pods each PodDisruptionBudget selects (finished pods not counted).
+    disruption_budgets: DisruptionBudgets,
 }
 
 impl ClusterState {
@@ -136,7 +139,14 @@ impl ClusterState {
             AnyObject::NodePool(p) => upsert(&mut self.node_pools, &**p, |o| &o.metadata),
             AnyObject::EC2NodeClass(c) => upsert(&mut self.node_classes, &**c, |o| &o.metadata),
             AnyObject::DaemonSet(d) => upsert_ns(&mut self.daemonsets, &**d, |o| &o.metadata),
-            AnyObject::PodDisruptionBudget(p) => upsert_ns(&mut self.pdbs, &**p, |o| &o.metadata),
+            AnyObject::PodDisruptionBudget(p) => {
+                let key = key_of(&p.metadata);
+                if self.pdbs.get(&key).is_some_and(|cur| is_stale(&cur.metadata, &p.metadata)) {
+                    return;
+                }
+                self.pdbs.insert(key.clone(), (**p).clone());
+                self.reindex_budget(key);
+            }
             AnyObject::PersistentVolumeClaim(p) => upsert_ns(&mut self.pvcs, &**p, |o| &o.metadata),
             AnyObject::PersistentVolume(p) => upsert(&mut self.pvs, &**p, |o| &o.metadata),
             AnyObject::StorageClass(s) => upsert(&mut self.storage_classes, &**s, |o| &o.metadata),
@@ -156,6 +166,7 @@ impl ClusterState {
             self.unindex_pod(&key);
         }
         let pod = Arc::clone(pod);
+        self.disruption_budgets.update_pod(self.pods.get(&key).map(|p| &**p), Some(&pod));
         if let Some(node) = util::pod_node_name(&pod) {
             self.pods_by_node.entry(node.to_string()).or_default().insert(key.clone());
         } else if !util::pod_terminal(&pod) {
@@ -185,7 +196,9 @@ impl ClusterState {
                 self.pod_generation += 1;
                 let key = key_of(meta);
                 self.unindex_pod(&key);
-                self.pods.remove(&key);
+                if let Some(old) = self.pods.remove(&key) {
+                    self.disruption_budgets.update_pod(Some(&old), None);
+                }
             }
             AnyObject::Node(_) => {
                 if let Some(old) = self.nodes.remove(&name_of(meta))
@@ -211,7 +224,9 @@ impl ClusterState {
                 self.daemonsets.remove(&key_of(meta));
             }
             AnyObject::PodDisruptionBudget(_) => {
-                self.pdbs.remove(&key_of(meta));
+                let key = key_of(meta);
+                self.pdbs.remove(&key);
+                self.reindex_budget(key);
             }
             AnyObject::PersistentVolumeClaim(_) => {
                 self.pvcs.remove(&key_of(meta));
@@ -227,6 +242,13 @@ impl ClusterState {
             }
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
         }
+    }
+
+    /// Matches the budget `key` (as stored now, or gone) against its namespace's pods again.
+    fn reindex_budget(&mut self, key: ObjectKey) {
+        let ns = key.0.clone();
+        let pods = self.pods.range((ns.clone(), String::new())..).take_while(|((pns, _), _)| *pns == ns);
+        self.disruption_budgets.set_budget(key.clone(), self.pdbs.get(&key), pods.map(|(_, p)| &**p));
     }
 
     // ---- reads ----
@@ -293,6 +315,11 @@ impl ClusterState {
 
     pub fn pdbs(&self) -> &BTreeMap<ObjectKey, PodDisruptionBudget> {
         &self.pdbs
+    }
+
+    /// The pods each PodDisruptionBudget selects, and how many of them are healthy.
+    pub fn disruption_budgets(&self) -> &DisruptionBudgets {
+        &self.disruption_budgets
     }
 
     pub fn pvcs(&self) -> &BTreeMap<ObjectKey, PersistentVolumeClaim> {

@@ -145,6 +145,48 @@ pub fn choose(
     best.map(|(_, _, i)| i)
 }
 
+/// The filters' verdicts per node for the pod last replayed, reused for the next pod when it
+/// has the same spec, labels and namespace (the pods of one workload) and its verdicts depend on
+/// other pods only through the node's own pods (no required spread or pod (anti-)affinity): a
+/// verdict then changes only when its node gets a pod, which bumps the node's version.
+#[derive(Default)]
+struct FilterMemo {
+    pod: Option<Arc<Pod>>,
+    verdicts: Vec<Option<(u32, Verdict)>>,
+}
+
+/// A filter verdict: fits, or the first filter's reason.
+type Verdict = Result<(), Arc<str>>;
+
+impl FilterMemo {
+    /// Keeps the verdicts when `pod` is a twin of the memo's pod, else starts afresh for it.
+    fn start(&mut self, pod: &Arc<Pod>, nodes: usize) {
+        let reusable = !crate::pod::has_required_inter_pod_constraints(pod);
+        let twin = self.pod.as_ref().is_some_and(|p| {
+            p.metadata.namespace == pod.metadata.namespace
+                && p.metadata.labels == pod.metadata.labels
+                && p.spec == pod.spec
+        });
+        if !(reusable && twin) {
+            self.verdicts.clear();
+        }
+        self.verdicts.resize(nodes, None);
+        self.pod = reusable.then(|| Arc::clone(pod));
+    }
+
+    fn get(&self, node: usize, version: u32) -> Option<Verdict> {
+        self.verdicts[node].as_ref().filter(|(v, _)| *v == version).map(|(_, r)| r.clone())
+    }
+
+    fn put(&mut self, node: usize, version: u32, verdict: Verdict) {
+        self.verdicts[node] = Some((version, verdict));
+    }
+
+    fn clear(&mut self) {
+        self.verdicts.iter_mut().for_each(|v| *v = None);
+    }
+}
+
 /// A pod of a [`replay`] that kube-scheduler would not bind: its index in the batch and the
 /// first filter that turned it away from each node, in kube-scheduler's words.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,18 +202,30 @@ pub struct NotBound {
 pub fn replay(view: &mut ClusterView, pods: &[Arc<Pod>]) -> Result<Vec<usize>, NotBound> {
     let mut placed: Vec<(usize, Arc<Pod>)> = Vec::with_capacity(pods.len());
     let mut result = Ok(Vec::with_capacity(pods.len()));
+    let mut memo = FilterMemo::default();
+    let mut version = vec![0u32; view.nodes().len()];
     for (i, pod) in pods.iter().enumerate() {
-        let prepared: PreparedPod<'_> = view.prepare(pod);
+        memo.start(pod, view.nodes().len());
+        let mut prepared: Option<PreparedPod<'_>> = None;
         let mut feasible = Vec::new();
-        let mut first_reason = None;
-        for idx in 0..view.nodes().len() {
+        let mut first_reason: Option<Arc<str>> = None;
+        for (idx, &ver) in version.iter().enumerate() {
             if view.is_hidden(idx) {
                 continue;
             }
-            match view.check_prepared(&prepared, idx) {
+            let verdict = match memo.get(idx, ver) {
+                Some(v) => v,
+                None => {
+                    let p = prepared.get_or_insert_with(|| view.prepare(pod));
+                    let v = view.check_prepared(p, idx).map_err(|u| Arc::<str>::from(u.reason));
+                    memo.put(idx, ver, v.clone());
+                    v
+                }
+            };
+            match verdict {
                 Ok(()) => feasible.push(idx),
-                Err(u) => {
-                    first_reason.get_or_insert(u.reason);
+                Err(reason) => {
+                    first_reason.get_or_insert(reason);
                 }
             }
         }
@@ -184,6 +238,11 @@ pub fn replay(view: &mut ClusterView, pods: &[Arc<Pod>]) -> Result<Vec<usize>, N
             break;
         };
         view.add_pod(idx, Arc::clone(pod));
+        version[idx] += 1;
+        if crate::pod::has_required_anti_affinity(pod) {
+            // Its terms may turn this pod's twins away from other nodes too.
+            memo.clear();
+        }
         placed.push((idx, Arc::clone(pod)));
         if let Ok(v) = result.as_mut() {
             v.push(idx);

@@ -16,10 +16,12 @@
 //! - [`packing_bound`]: the LP lower bound on the cheapest fleet that `kerf bench packing`
 //!   measures the Scheduler against.
 //! - [`volume_binding`]: the PersistentVolumeClaims that keep a pod off every node.
+//! - [`disruption_budgets`]: the pods each PodDisruptionBudget selects, counted as they change.
 
 pub mod bench;
 #[cfg(test)]
 mod context_tests;
+pub mod disruption_budgets;
 pub mod fit;
 pub mod instance;
 pub mod kube_choice;

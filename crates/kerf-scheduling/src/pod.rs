@@ -460,6 +460,23 @@ pub fn has_required_anti_affinity(pod: &Pod) -> bool {
         .is_some_and(|t| !t.is_empty())
 }
 
+/// Required spread (DoNotSchedule) or required pod (anti-)affinity: what makes kube-scheduler's
+/// filter verdicts for the pod depend on pods on other nodes (preferred terms only change
+/// scores; existing pods' required anti-affinity is the other way round and not looked at here).
+pub fn has_required_inter_pod_constraints(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else { return false };
+    spec.topology_spread_constraints
+        .as_ref()
+        .is_some_and(|c| c.iter().any(|c| c.when_unsatisfiable != "ScheduleAnyway"))
+        || has_required_anti_affinity(pod)
+        || spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.pod_affinity.as_ref())
+            .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
+            .is_some_and(|t| !t.is_empty())
+}
+
 /// A host port the pod binds: (host IP, protocol, port); IP `0.0.0.0` stands for all.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct HostPort {

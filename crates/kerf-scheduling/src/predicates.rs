@@ -4,7 +4,7 @@
 //! decided by the one fit check ([`crate::fit::check`]), which the provisioning Scheduler uses too.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -28,12 +28,16 @@ pub struct ClusterView {
     nodes: Vec<ExistingNode>,
     /// Sum of the requests of each node's pods.
     requested: Vec<ResourceList>,
+    /// Per node, (allocatable, requested) cpu cores and memory bytes as the scores read them,
+    /// kept with `requested` so scoring a node does no map lookups.
+    cpu_memory: Vec<([f64; 2], [f64; 2])>,
     /// Per node, allocatable minus requested for cpu, memory and pods in nano-units: the
     /// resources every pod asks for, checked without map lookups.
     free_core: Vec<[i128; 3]>,
     ports: Vec<Vec<HostPort>>,
-    /// Pods with required anti-affinity: (node index, their terms).
-    anti: Vec<(usize, Vec<AffinityTerm>)>,
+    /// Pods with required anti-affinity, grouped by their terms (the pods of one workload share
+    /// them): the terms and how many such pods each node holds.
+    anti: Vec<(Vec<AffinityTerm>, BTreeMap<usize, u32>)>,
     volumes: BTreeMap<String, Vec<Requirements>>,
     namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// Per-node counts of live pods matching a spread selector or affinity term(s), computed on
@@ -95,13 +99,47 @@ pub struct PreparedPod<'p> {
     volume_terms: Vec<Vec<Requirements>>,
     spread: Vec<SpreadState>,
     affinity: PodAffinities,
-    /// Per required affinity term: pods matching all terms, per topology value.
-    affinity_counts: Vec<BTreeMap<String, i64>>,
+    /// Per required affinity term: the domains holding a pod that matches all terms.
+    affinity_domains: Vec<MarkedDomains>,
+    /// No pod anywhere matches all the required affinity terms.
+    affinity_none_anywhere: bool,
     matches_own_affinity: bool,
-    /// Per required anti-affinity term: topology values holding a matching pod.
-    anti_domains: Vec<BTreeSet<String>>,
-    /// (key, value) domains where an existing pod's anti-affinity rejects this pod.
-    existing_anti: BTreeSet<(String, String)>,
+    /// Per required anti-affinity term: the domains holding a matching pod.
+    anti_domains: Vec<MarkedDomains>,
+    /// Per topology key, the domains where an existing pod's anti-affinity rejects this pod.
+    existing_anti: Vec<MarkedDomains>,
+}
+
+/// Some domains of one topology key (those holding a matching pod, or that a pod may not go to).
+#[derive(Debug, Clone)]
+struct MarkedDomains {
+    key: String,
+    topology: Arc<TopologyIndex>,
+    /// By interned value.
+    marked: Vec<bool>,
+}
+
+impl MarkedDomains {
+    /// No domain marked, over the nodes of the view holding the key.
+    fn new(key: &str, topology: Arc<TopologyIndex>) -> Self {
+        MarkedDomains { key: key.to_string(), marked: vec![false; topology.domains], topology }
+    }
+
+    /// Marks the domain of each node with a count above zero.
+    fn mark_nodes(&mut self, counts: &[u32]) {
+        for (domain, count) in self.topology.per_node.iter().zip(counts) {
+            if *count > 0
+                && let Some(d) = domain
+            {
+                self.marked[*d as usize] = true;
+            }
+        }
+    }
+
+    /// Whether `node` lies in a marked domain (a node without the key lies in none).
+    fn contains(&self, node: usize) -> bool {
+        self.topology.per_node.get(node).copied().flatten().is_some_and(|d| self.marked[d as usize])
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -134,6 +172,7 @@ impl ClusterView {
             let idx = v.nodes.len();
             v.nodes.push(ExistingNode { pods: Vec::new(), ..n });
             v.requested.push(ResourceList::new());
+            v.cpu_memory.push((cpu_memory_of(&v.nodes[idx].allocatable), [0.0; 2]));
             v.free_core.push(core_of(&v.nodes[idx].allocatable));
             v.ports.push(Vec::new());
             for p in pods {
@@ -171,10 +210,14 @@ impl ClusterView {
             *free -= req;
         }
         self.requested[node].add(&requests);
+        self.cpu_memory[node].1 = cpu_memory_of(&self.requested[node]);
         self.ports[node].extend(pod::host_ports(&pod));
         let terms = pod::pod_affinities(&pod).required_anti;
         if !terms.is_empty() {
-            self.anti.push((node, terms));
+            match self.anti.iter_mut().find(|(t, _)| *t == terms) {
+                Some((_, nodes)) => *nodes.entry(node).or_default() += 1,
+                None => self.anti.push((terms, BTreeMap::from([(node, 1)]))),
+            }
         }
         let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
@@ -204,6 +247,7 @@ impl ClusterView {
             *free += req;
         }
         self.requested[node].sub(&requests);
+        self.cpu_memory[node].1 = cpu_memory_of(&self.requested[node]);
         for port in pod::host_ports(&pod) {
             if let Some(i) = self.ports[node].iter().position(|p| *p == port) {
                 self.ports[node].remove(i);
@@ -211,9 +255,13 @@ impl ClusterView {
         }
         let terms = pod::pod_affinities(&pod).required_anti;
         if !terms.is_empty()
-            && let Some(i) = self.anti.iter().position(|(n, t)| *n == node && *t == terms)
+            && let Some((_, nodes)) = self.anti.iter_mut().find(|(t, _)| *t == terms)
+            && let Some(count) = nodes.get_mut(&node)
         {
-            self.anti.remove(i);
+            *count -= 1;
+            if *count == 0 {
+                nodes.remove(&node);
+            }
         }
         let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
@@ -241,6 +289,7 @@ impl ClusterView {
         let idx = self.nodes.len();
         self.nodes.push(ExistingNode { pods: Vec::new(), ..node });
         self.requested.push(ResourceList::new());
+        self.cpu_memory.push((cpu_memory_of(&self.nodes[idx].allocatable), [0.0; 2]));
         self.free_core.push(core_of(&self.nodes[idx].allocatable));
         self.ports.push(Vec::new());
         self.hidden.resize(self.nodes.len(), false);
@@ -258,6 +307,7 @@ impl ClusterView {
         }
         let node = self.nodes.pop()?;
         self.requested.pop();
+        self.cpu_memory.pop();
         self.free_core.pop();
         self.ports.pop();
         self.hidden.truncate(self.nodes.len());
@@ -295,10 +345,7 @@ impl ClusterView {
 
     /// cpu (cores) and memory (bytes) of `node`: allocatable, and what its pods request.
     pub fn cpu_memory(&self, node: usize) -> ([f64; 2], [f64; 2]) {
-        let n = &self.nodes[node];
-        let alloc = [n.allocatable.get(CPU).as_f64(), n.allocatable.get(MEMORY).as_f64()];
-        let used = [self.requested[node].get(CPU).as_f64(), self.requested[node].get(MEMORY).as_f64()];
-        (alloc, used)
+        self.cpu_memory[node]
     }
 
     /// Live pods on each node that `matcher` counts (cached; see `match_counts`).
@@ -403,40 +450,42 @@ impl ClusterView {
             }
         }
         let affinity = pod::pod_affinities(pod);
-        let mut affinity_counts = vec![BTreeMap::new(); affinity.required.len()];
-        let mut anti_domains = vec![BTreeSet::new(); affinity.required_anti.len()];
+        let mut affinity_domains = Vec::with_capacity(affinity.required.len());
         if !affinity.required.is_empty() {
             let matched = self.counts_per_node(PodMatcher::AllTerms(affinity.required.clone()));
-            for (n, count) in self.nodes.iter().zip(&matched) {
-                if *count == 0 {
-                    continue;
-                }
-                for (t, counts) in affinity.required.iter().zip(affinity_counts.iter_mut()) {
-                    if let Some(v) = n.labels.get(&t.topology_key) {
-                        *counts.entry(v.clone()).or_insert(0) += i64::from(*count);
-                    }
-                }
+            for t in &affinity.required {
+                let mut d = MarkedDomains::new(&t.topology_key, self.topology_index(&t.topology_key));
+                d.mark_nodes(&matched);
+                affinity_domains.push(d);
             }
         }
-        for (t, domains) in affinity.required_anti.iter().zip(anti_domains.iter_mut()) {
+        let affinity_none_anywhere = affinity_domains.iter().all(|d| !d.marked.contains(&true));
+        let mut anti_domains = Vec::with_capacity(affinity.required_anti.len());
+        for t in &affinity.required_anti {
             let matched = self.counts_per_node(PodMatcher::Term(t.clone()));
-            for (n, count) in self.nodes.iter().zip(&matched) {
-                if *count > 0
-                    && let Some(v) = n.labels.get(&t.topology_key)
-                {
-                    domains.insert(v.clone());
-                }
-            }
+            let mut d = MarkedDomains::new(&t.topology_key, self.topology_index(&t.topology_key));
+            d.mark_nodes(&matched);
+            anti_domains.push(d);
         }
         let matches_own_affinity = affinity.required.iter().all(|t| t.matches(pod, &self.namespace_labels));
-        let mut existing_anti = BTreeSet::new();
-        for (node, terms) in &self.anti {
-            let n = &self.nodes[*node];
+        let mut existing_anti: Vec<MarkedDomains> = Vec::new();
+        for (terms, nodes) in &self.anti {
             for t in terms {
-                if let Some(v) = n.labels.get(&t.topology_key)
-                    && t.matches(pod, &self.namespace_labels)
-                {
-                    existing_anti.insert((t.topology_key.clone(), v.clone()));
+                if nodes.is_empty() || !t.matches(pod, &self.namespace_labels) {
+                    continue;
+                }
+                let at = match existing_anti.iter().position(|b| b.key == t.topology_key) {
+                    Some(at) => at,
+                    None => {
+                        existing_anti.push(MarkedDomains::new(&t.topology_key, self.topology_index(&t.topology_key)));
+                        existing_anti.len() - 1
+                    }
+                };
+                let b = &mut existing_anti[at];
+                for n in nodes.keys() {
+                    if let Some(d) = b.topology.per_node.get(*n).copied().flatten() {
+                        b.marked[d as usize] = true;
+                    }
                 }
             }
         }
@@ -454,7 +503,8 @@ impl ClusterView {
             volume_terms,
             spread,
             affinity,
-            affinity_counts,
+            affinity_domains,
+            affinity_none_anywhere,
             matches_own_affinity,
             anti_domains,
             existing_anti,
@@ -614,9 +664,11 @@ impl ViewFit<'_, '_> {
 
 impl crate::fit::FitQuery for ViewFit<'_, '_> {
     fn schedulable(&mut self) -> bool {
-        let unschedulable =
-            kerf_api::Taint::new(kerf_api::labels::NODE_UNSCHEDULABLE_TAINT_KEY, None, TaintEffect::NoSchedule);
-        self.node().schedulable || pod::tolerations(self.p.pod).iter().any(|t| pod::tolerates(t, &unschedulable))
+        self.node().schedulable || {
+            let unschedulable =
+                kerf_api::Taint::new(kerf_api::labels::NODE_UNSCHEDULABLE_TAINT_KEY, None, TaintEffect::NoSchedule);
+            pod::tolerations(self.p.pod).iter().any(|t| pod::tolerates(t, &unschedulable))
+        }
     }
     fn node_name_matches(&mut self) -> bool {
         let name = self.p.pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
@@ -662,31 +714,26 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
         Ok(())
     }
     fn existing_anti_affinity_ok(&mut self) -> bool {
-        let labels = &self.node().labels;
-        !self.p.existing_anti.iter().any(|(k, v)| labels.get(k) == Some(v))
+        !self.p.existing_anti.iter().any(|b| b.contains(self.node))
     }
     fn anti_affinity_ok(&mut self) -> bool {
-        let labels = &self.node().labels;
-        self.p
-            .affinity
-            .required_anti
-            .iter()
-            .zip(&self.p.anti_domains)
-            .all(|(t, domains)| labels.get(&t.topology_key).is_none_or(|v| !domains.contains(v)))
+        !self.p.anti_domains.iter().any(|b| b.contains(self.node))
     }
     fn affinity_ok(&mut self) -> bool {
         let required = &self.p.affinity.required;
         if required.is_empty() {
             return true;
         }
-        let labels = &self.node().labels;
-        let keys_present = required.iter().all(|t| labels.contains_key(&t.topology_key));
-        let pods_in_domains = required
-            .iter()
-            .zip(&self.p.affinity_counts)
-            .all(|(t, counts)| labels.get(&t.topology_key).is_some_and(|v| counts.get(v).is_some_and(|c| *c > 0)));
-        let none_anywhere = self.p.affinity_counts.iter().all(BTreeMap::is_empty);
-        crate::fit::pod_affinity_ok(keys_present, pods_in_domains, none_anywhere, self.p.matches_own_affinity)
+        let node = self.node;
+        let domains = &self.p.affinity_domains;
+        let keys_present = domains.iter().all(|d| d.topology.per_node.get(node).copied().flatten().is_some());
+        let pods_in_domains = domains.iter().all(|d| d.contains(node));
+        crate::fit::pod_affinity_ok(
+            keys_present,
+            pods_in_domains,
+            self.p.affinity_none_anywhere,
+            self.p.matches_own_affinity,
+        )
     }
     fn taint(&self, i: usize) -> Option<&kerf_api::Taint> {
         self.node().taints.get(i)
@@ -697,6 +744,11 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
 }
 
 const CORE: [&str; 3] = [CPU, MEMORY, PODS];
+
+/// cpu (cores) and memory (bytes) of a resource list.
+fn cpu_memory_of(list: &ResourceList) -> [f64; 2] {
+    [list.get(CPU).as_f64(), list.get(MEMORY).as_f64()]
+}
 
 fn core_of(list: &ResourceList) -> [i128; 3] {
     CORE.map(|k| list.get(k).nanos())

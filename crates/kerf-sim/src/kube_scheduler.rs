@@ -100,25 +100,6 @@ fn has_inter_pod_constraints(pod: &Pod) -> bool {
         || spec.affinity.as_ref().is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
 }
 
-/// Required spread or pod (anti-)affinity: what makes the filters' verdicts for a pod depend on
-/// the other pods (preferred terms only change scores).
-fn has_required_inter_pod_constraints(pod: &Pod) -> bool {
-    let Some(spec) = pod.spec.as_ref() else { return false };
-    spec.topology_spread_constraints
-        .as_ref()
-        .is_some_and(|c| c.iter().any(|c| c.when_unsatisfiable != "ScheduleAnyway"))
-        || spec.affinity.as_ref().is_some_and(|a| {
-            a.pod_affinity
-                .as_ref()
-                .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
-                .is_some_and(|t| !t.is_empty())
-                || a.pod_anti_affinity
-                    .as_ref()
-                    .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
-                    .is_some_and(|t| !t.is_empty())
-        })
-}
-
 /// The node as kube-scheduler's filters see it.
 pub fn existing_node(node: &Node, pods: Vec<Arc<Pod>>) -> ExistingNode {
     let labels = node.metadata.labels.clone().unwrap_or_default();
@@ -343,7 +324,7 @@ impl KubeScheduler {
                 self.park(cluster, &key, pod, prio, seq, msg, now);
                 continue;
             }
-            let reusable = pinned.is_none() && !has_required_inter_pod_constraints(pod);
+            let reusable = pinned.is_none() && !kerf_scheduling::pod::has_required_inter_pod_constraints(pod);
             let cached = match (&owner, reusable) {
                 (Some(o), true) => shared.get(o).filter(|(_, e)| *e == anti_epoch).map(|(p, _)| p.clone()),
                 _ => None,

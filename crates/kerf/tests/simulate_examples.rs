@@ -345,7 +345,19 @@ fn scale_example_has_fifty_deployments_and_thirty_thousand_replicas() {
 #[test]
 fn scale_preferred_example_prefers_one_pod_per_node_in_every_deployment() {
     // Its wall time is a release-build figure (README, Performance); here its shape is checked.
-    let s = kerf_sim::scenario::load(&example("scale-preferred.yaml")).unwrap();
+    preferred_shape("scale-preferred.yaml", 30_000);
+}
+
+#[test]
+fn scale_preferred_100k_example_is_the_same_workload_at_about_100000_pods() {
+    preferred_shape("scale-preferred-100k.yaml", 100_006);
+}
+
+/// The scale-preferred workload's shape: 50 Deployments of `total` replicas, each preferring
+/// one pod per node (preferred anti-affinity on hostname against its own pods), five spreading
+/// over zones with ScheduleAnyway.
+fn preferred_shape(file: &str, total: i32) {
+    let s = kerf_sim::scenario::load(&example(file)).unwrap();
     let (mut deployments, mut replicas, mut preferring, mut soft_spread) = (0, 0, 0, 0);
     for step in &s.steps {
         let kerf_sim::scenario::Step::Apply(ms) = step else { continue };
@@ -377,7 +389,7 @@ fn scale_preferred_example_prefers_one_pod_per_node_in_every_deployment() {
         }
     }
     assert_eq!(deployments, 50);
-    assert_eq!(replicas, 30_000);
+    assert_eq!(replicas, total);
     assert_eq!(preferring, 50, "every Deployment prefers not to share a node with its own pods");
     assert_eq!(soft_spread, 5);
 }

@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::duration::GoDuration;
 use kerf_api::nodeclaim::CONDITION_INITIALIZED;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::Requirements;
+use kerf_scheduling::disruption_budgets::{DisruptionBudgets, pod_healthy};
 
 use crate::manager::Manager;
 use crate::provisioner::TypesByPool;
@@ -65,55 +65,15 @@ impl Candidate {
     }
 }
 
-/// Disruptions each PodDisruptionBudget still allows, computed as the Eviction API does.
-pub(crate) struct PdbIndex {
-    /// (namespace, name, selector, allowed, desired healthy, healthy).
-    budgets: Vec<(String, String, k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector, i64, i64, i64)>,
+/// Disruptions each PodDisruptionBudget still allows, computed as the Eviction API does, from
+/// the counts cluster state keeps per budget.
+pub(crate) struct PdbIndex<'s> {
+    budgets: &'s DisruptionBudgets,
 }
 
-fn pod_healthy(pod: &Pod) -> bool {
-    let Some(status) = pod.status.as_ref() else { return false };
-    status.phase.as_deref() == Some("Running")
-        && status.conditions.as_ref().is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn scaled(v: &IntOrString, total: i64) -> i64 {
-    match v {
-        IntOrString::Int(i) => i64::from(*i),
-        IntOrString::String(s) => {
-            let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
-            (pct * total + 99) / 100
-        }
-    }
-}
-
-impl PdbIndex {
-    pub fn new(state: &ClusterState) -> Self {
-        let mut budgets = Vec::new();
-        for ((ns, name), pdb) in state.pdbs() {
-            let Some(spec) = pdb.spec.as_ref() else { continue };
-            let Some(sel) = spec.selector.clone() else { continue };
-            let empty = BTreeMap::new();
-            let selected: Vec<&Arc<Pod>> = state
-                .pods()
-                .range((ns.clone(), String::new())..)
-                .take_while(|((pns, _), _)| pns == ns)
-                .map(|(_, p)| p)
-                .filter(|p| !util::pod_terminal(p))
-                .filter(|p| {
-                    kerf_scheduling::pod::selector_matches(Some(&sel), p.metadata.labels.as_ref().unwrap_or(&empty))
-                })
-                .collect();
-            let expected = selected.len() as i64;
-            let healthy = selected.iter().filter(|p| pod_healthy(p)).count() as i64;
-            let desired = match (&spec.min_available, &spec.max_unavailable) {
-                (Some(min), _) => scaled(min, expected),
-                (None, Some(max)) => expected - scaled(max, expected),
-                (None, None) => expected,
-            };
-            budgets.push((ns.clone(), name.clone(), sel, healthy - desired, desired, healthy));
-        }
-        PdbIndex { budgets }
+impl<'s> PdbIndex<'s> {
+    pub fn new(state: &'s ClusterState) -> Self {
+        PdbIndex { budgets: state.disruption_budgets() }
     }
 
     /// Why evicting the pod now would be refused, if it would.
@@ -122,14 +82,13 @@ impl PdbIndex {
             return None;
         }
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let empty = BTreeMap::new();
-        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-        let mut matching = self
-            .budgets
-            .iter()
-            .filter(|(bns, _, sel, ..)| bns == ns && kerf_scheduling::pod::selector_matches(Some(sel), labels));
-        let first = matching.next()?;
-        if let Some(second) = matching.next() {
+        let key = (pod.metadata.namespace.clone().unwrap_or_default(), kerf_scheduling::pod::name(pod).to_string());
+        let (first, second) = match self.budgets.selecting(&key) {
+            [] => return None,
+            [one] => (one, None),
+            [one, two, ..] => (one, Some(two)),
+        };
+        if let Some(second) = second {
             return Some(format!(
                 "pod {ns}/{} is selected by more than one PodDisruptionBudget ({} and {}), so it cannot be evicted",
                 kerf_scheduling::pod::name(pod),
@@ -137,11 +96,14 @@ impl PdbIndex {
                 second.1
             ));
         }
-        let (_, name, _, allowed, desired, healthy) = first;
-        (*allowed <= 0).then(|| {
+        let status = self.budgets.status(first)?;
+        let name = &first.1;
+        (status.allowed() <= 0).then(|| {
             format!(
-                "PodDisruptionBudget {ns}/{name} allows no disruption of pod {ns}/{} (needs {desired} healthy pods, has {healthy})",
-                kerf_scheduling::pod::name(pod)
+                "PodDisruptionBudget {ns}/{name} allows no disruption of pod {ns}/{} (needs {} healthy pods, has {})",
+                kerf_scheduling::pod::name(pod),
+                status.desired_healthy,
+                status.healthy
             )
         })
     }
