@@ -52,8 +52,11 @@ impl<P: CloudProvider> Manager<P> {
         let live: BTreeSet<String> = instances.iter().filter_map(|i| i.provider_id().map(str::to_string)).collect();
         for instance in &instances {
             let Some(pid) = instance.provider_id() else { continue };
+            // An instance launched for a claim that has not recorded it yet is left alone while
+            // that launch may still be recorded; once the claim names another instance (it was
+            // launched again after a restart lost this one), this one is garbage.
             let known = self.state.claim_for_provider_id(pid).is_some()
-                || self.state.node_claim(instance.name()).is_some()
+                || self.state.node_claim(instance.name()).is_some_and(|c| c.provider_id().is_none())
                 || self.lifecycle.unrecorded_launches.values().any(|c| c.provider_id() == Some(pid));
             if known {
                 continue;
@@ -76,6 +79,19 @@ impl<P: CloudProvider> Manager<P> {
             .map(|c| c.name().to_string())
             .collect();
         for name in orphans {
+            // A list is eventually consistent: an instance it misses is asked for on its own
+            // before its claim goes (as Karpenter does).
+            let Some(pid) = self.state.node_claim(&name).and_then(|c| c.provider_id()).map(str::to_string) else {
+                continue;
+            };
+            match self.cloud.get(&pid).await {
+                Err(CloudError::NotFound(_)) => {}
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::error!(NodeClaim = %name, error = %e, "garbage collection: cannot confirm the instance is gone");
+                    continue;
+                }
+            }
             tracing::info!(NodeClaim = %name, "garbage collecting nodeclaim: its instance is gone");
             pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
         }

@@ -10,7 +10,7 @@ use kerf_api::nodeclaim::{
     ResourceRequirements,
 };
 use kerf_api::{NodeClaim, NodePool, Operator, Taint, TaintEffect, labels};
-use kerf_cloud::CloudError;
+use kerf_cloud::{CloudError, CloudProvider};
 
 use crate::testkit::*;
 
@@ -627,6 +627,66 @@ fn garbage_collection_deletes_a_launched_claim_whose_instance_is_gone() {
     h.cloud.lose_instance(c.provider_id().unwrap());
     h.advance_to(at(2 * 60));
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none(), "claim garbage collected");
+}
+
+#[test]
+fn garbage_collection_terminates_a_second_instance_of_a_claim_that_records_another() {
+    // The cloud launched an instance for the claim but the answer was lost (a timeout, then a
+    // restart): the claim was launched again. The first instance carries the claim's name but
+    // is garbage.
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    let recorded = h.api.one::<NodeClaim>(None, "default-aaaaa").unwrap().provider_id().unwrap().to_string();
+    h.cloud.add_orphan("default-aaaaa", "fake:///test-zone-a/i-lost");
+    h.advance_to(at(2 * 60));
+    assert_eq!(h.cloud.running(), 1, "the lost launch is terminated");
+    assert!(kerf_cloud::block_on(h.cloud.get(&recorded)).is_ok(), "the recorded instance keeps running");
+    assert!(kerf_cloud::block_on(h.cloud.get("fake:///test-zone-a/i-lost")).is_err());
+}
+
+#[test]
+fn garbage_collection_keeps_a_claim_whose_instance_a_stale_list_missed() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    h.cloud.hide_from_list(c.provider_id().unwrap());
+    h.advance_to(at(2 * 60));
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.metadata.deletion_timestamp.is_none(), "the instance is asked for before its claim goes");
+    assert!(h.cloud.deleted().is_empty());
+}
+
+#[test]
+fn a_restart_releases_a_node_left_tainted_by_a_disruption_it_no_longer_runs() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    kubelet_joins(&h.api, "default-aaaaa", "n1", true);
+    h.settle();
+    // A disruption decided before the crash: the node tainted, the claim marked.
+    let mut node: Node = h.api.one(None, "n1").unwrap();
+    node.spec
+        .get_or_insert_with(Default::default)
+        .taints
+        .get_or_insert_with(Vec::new)
+        .push(Taint::new(labels::DISRUPTED_TAINT_KEY, None, TaintEffect::NoSchedule).to_core());
+    h.api.put(node);
+    let mut c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    let status = c.status.get_or_insert_with(Default::default);
+    kerf_api::shared::set_condition(
+        &mut status.conditions,
+        crate::util::condition(kerf_api::nodeclaim::CONDITION_DISRUPTION_REASON, true, "Drifted", "", at(0)),
+    );
+    h.api.put(c);
+    h.restart();
+    let node: Node = h.api.one(None, "n1").unwrap();
+    assert!(!node_taint_keys(&node).contains(&labels::DISRUPTED_TAINT_KEY.to_string()), "{:?}", node_taint_keys(&node));
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.metadata.deletion_timestamp.is_none());
+    let conditions = &c.status.unwrap().conditions;
+    assert!(conditions.iter().all(|x| x.type_ != kerf_api::nodeclaim::CONDITION_DISRUPTION_REASON));
 }
 
 // ---- the reconciler runtime ----

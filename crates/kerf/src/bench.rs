@@ -7,6 +7,8 @@
 //! multi-node search.
 //! `kerf bench packing [--json]` compares the fleet the Scheduler buys for mixed workloads with a
 //! lower bound on the cheapest fleet (see `packing_bench`).
+//! `kerf bench chaos --iterations N [--seed S] [--fault-rate R] [--json]` runs the simulator with
+//! crashes and faults and checks kerf's invariants (see `chaos_bench`).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -28,6 +30,9 @@ enum BenchCommand {
     /// Place mixed workloads against the built-in AWS catalog and compare the fleet's price with
     /// a lower bound on the cheapest fleet.
     Packing(crate::packing_bench::PackingArgs),
+    /// Seeded random runs with controller crashes and cloud and API faults, checked against
+    /// kerf's invariants (no leaked instance, no lost pod, budgets, PDBs, do-not-disrupt).
+    Chaos(crate::chaos_bench::ChaosArgs),
 }
 
 #[derive(clap::Args)]
@@ -77,6 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         BenchCommand::Scheduling(a) => scheduling(a),
         BenchCommand::Consolidation(a) => consolidation(a),
         BenchCommand::Packing(a) => crate::packing_bench::run(a),
+        BenchCommand::Chaos(a) => crate::chaos_bench::run(a),
     }
 }
 
