@@ -30,10 +30,13 @@ impl<P: CloudProvider> Manager<P> {
             pass.wake_at(at);
             return Ok(());
         }
-        // Nothing launched, nothing to compare: run again when something is.
+        // No claim, and the cloud had no instance when last asked with nothing launched since:
+        // nothing to compare until something is launched. (A new process asks once: a launch
+        // of the process before it may have left an instance behind.)
         if self.state.node_claims().is_empty()
             && self.lifecycle.unrecorded_launches.is_empty()
             && self.garbage.next_at.is_none()
+            && self.garbage.cloud_empty
         {
             return Ok(());
         }
@@ -46,9 +49,17 @@ impl<P: CloudProvider> Manager<P> {
             Ok(list) => list,
             Err(e) => {
                 tracing::error!(error = %e, "garbage collection: cannot list instances");
+                self.garbage.next_at = Some(next);
+                pass.wake_at(next);
                 return Ok(());
             }
         };
+        self.garbage.cloud_empty = instances.is_empty();
+        if !instances.is_empty() && self.garbage.next_at.is_none() {
+            // Instances without claims: look again until they are gone.
+            self.garbage.next_at = Some(next);
+            pass.wake_at(next);
+        }
         let live: BTreeSet<String> = instances.iter().filter_map(|i| i.provider_id().map(str::to_string)).collect();
         for instance in &instances {
             let Some(pid) = instance.provider_id() else { continue };

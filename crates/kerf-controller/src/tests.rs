@@ -646,6 +646,16 @@ fn garbage_collection_terminates_a_second_instance_of_a_claim_that_records_anoth
 }
 
 #[test]
+fn a_new_process_garbage_collects_an_instance_left_behind_when_no_claim_exists() {
+    // The process before launched it and died before its claim recorded it; the claim went.
+    let mut h = Harness::new(small_and_large());
+    h.cloud.add_orphan("default-gone1", "fake:///test-zone-a/i-orphan");
+    h.settle();
+    assert_eq!(h.cloud.deleted(), vec!["default-gone1"]);
+    assert_eq!(h.cloud.running(), 0);
+}
+
+#[test]
 fn garbage_collection_keeps_a_claim_whose_instance_a_stale_list_missed() {
     let mut h = Harness::new(small_and_large());
     h.api.put(claim("default-aaaaa", vec![]));
@@ -687,6 +697,24 @@ fn a_restart_releases_a_node_left_tainted_by_a_disruption_it_no_longer_runs() {
     assert!(c.metadata.deletion_timestamp.is_none());
     let conditions = &c.status.unwrap().conditions;
     assert!(conditions.iter().all(|x| x.type_ != kerf_api::nodeclaim::CONDITION_DISRUPTION_REASON));
+}
+
+#[test]
+fn a_claim_whose_write_fails_does_not_hold_back_the_launch_of_another() {
+    let mut h = Harness::new(small_and_large());
+    h.tolerate_errors = true;
+    h.api.put(node_pool("default"));
+    h.settle();
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.api.put(claim("default-bbbbb", vec![]));
+    // The first write of the pass (claim a's finalizer) meets a 500.
+    h.api.fail_next_write(crate::ApiError::Other("the API server answered 500".into()));
+    h.settle();
+    assert_eq!(h.cloud.launched(), 1, "claim b launched in the same pass");
+    assert!(h.api.one::<NodeClaim>(None, "default-bbbbb").unwrap().is_condition_true(CONDITION_LAUNCHED));
+    // Claim a on the retry, a second later (the pass made progress: no longer backoff).
+    h.advance(Duration::from_secs(2));
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").unwrap().is_condition_true(CONDITION_LAUNCHED));
 }
 
 // ---- the reconciler runtime ----

@@ -1,11 +1,9 @@
 //! `kerf bench chaos` in CI: a few seeded runs with crashes in each and faults at the default
 //! rate keep every promise; and the checks do catch a broken one.
 
-use std::sync::Arc;
-
 use kerf_cloud::{Clock, ManualClock, Timestamp};
+use kerf_sim::chaos::invariants::CloudInstance;
 use kerf_sim::chaos::{self, Kind, Monitor, Summary};
-use kerf_sim::kubelet::Instance;
 
 #[test]
 fn seeded_runs_with_crashes_and_faults_at_the_default_rate_break_no_promise() {
@@ -32,19 +30,12 @@ fn an_instance_without_a_nodeclaim_past_the_window_is_a_leak() {
     let cluster = kerf_sim::SimCluster::new(clock.clone(), 1);
     let monitor = Monitor::new(0);
     let t0 = clock.now();
-    let instance = Instance {
+    let instance = CloudInstance {
         provider_id: "aws:///us-west-2a/i-1".to_string(),
-        node_name: "ip-10-0-0-1".to_string(),
         instance_type: "c.large".to_string(),
-        zone: "us-west-2a".to_string(),
-        capacity_type: "on-demand".to_string(),
-        price: 0.1,
-        labels: Arc::default(),
+        node_claim: "pool-0-abcde".to_string(),
         launched_at: t0,
-        ready_at: t0,
         terminated: false,
-        terminated_at: None,
-        terminates_at: None,
     };
     monitor.check_state(&cluster, std::slice::from_ref(&instance), t0);
     assert!(monitor.violations().is_empty(), "garbage collection gets its window");

@@ -21,7 +21,6 @@ use kerf_controller::DisruptionRecord;
 use kerf_controller::disruption::Reason;
 
 use crate::cluster::SimCluster;
-use crate::kubelet::Instance;
 
 /// How long an instance may run without a NodeClaim, or a launched NodeClaim lack its
 /// instance, before it counts (garbage collection runs every 2 minutes and may fail a few
@@ -30,6 +29,17 @@ pub const LEAK_WINDOW: Duration = Duration::from_secs(20 * 60);
 /// How long a node may carry the disrupted taint without being deleted (a replacement that
 /// never registers is given up after 15 minutes).
 pub const TAINT_WINDOW: Duration = Duration::from_secs(30 * 60);
+
+/// An instance as the cloud holds it (whatever the controllers were told).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloudInstance {
+    pub provider_id: String,
+    pub instance_type: String,
+    /// The NodeClaim it was launched for.
+    pub node_claim: String,
+    pub launched_at: Timestamp,
+    pub terminated: bool,
+}
 
 /// One kind of broken promise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -340,13 +350,13 @@ impl Monitor {
     /// Judges the cluster and the cloud as they are: instances without claims, launched claims
     /// without instances, nodes keeping the disrupted taint, each once it has lasted longer than
     /// its window.
-    pub fn check_state(&self, cluster: &SimCluster, instances: &[Instance], now: Timestamp) {
+    pub fn check_state(&self, cluster: &SimCluster, instances: &[CloudInstance], now: Timestamp) {
         let (leak_window, taint_window) = (LEAK_WINDOW, TAINT_WINDOW);
         let claims = cluster.list_objs::<NodeClaim>();
         let nodes = cluster.list_objs::<Node>();
         let claimed: BTreeMap<&str, &NodeClaim> =
             claims.iter().filter_map(|c| c.provider_id().map(|p| (p, c))).collect();
-        let running: BTreeMap<&str, &Instance> =
+        let running: BTreeMap<&str, &CloudInstance> =
             instances.iter().filter(|i| !i.terminated).map(|i| (i.provider_id.as_str(), i)).collect();
         let mut s = self.lock();
         let over = |since: Timestamp, window: Duration| {
@@ -362,8 +372,9 @@ impl Monitor {
             unclaimed.insert(pid.to_string(), since);
             if over(since, leak_window) {
                 let detail = format!(
-                    "instance {pid} ({}, launched at {}s) has had no NodeClaim since {}s",
+                    "instance {pid} ({}, launched for NodeClaim {} at {}s) has had no NodeClaim since {}s",
                     i.instance_type,
+                    i.node_claim,
                     secs(i.launched_at),
                     secs(since)
                 );

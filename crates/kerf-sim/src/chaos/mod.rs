@@ -202,7 +202,20 @@ fn run_with(seed: u64, faults: &Arc<Faults>, outcome: &mut RunOutcome) -> Result
             faults.restarted();
             sim.restart_controllers(kerf_api::seeded::mix64(seed.wrapping_add(*restarts)));
         }
-        let instances = sim.manager().cloud().inner().sim_instances();
+        let instances: Vec<invariants::CloudInstance> = sim
+            .manager()
+            .cloud()
+            .inner()
+            .instances()
+            .into_iter()
+            .map(|i| invariants::CloudInstance {
+                provider_id: i.provider_id,
+                instance_type: i.instance_type.name.clone(),
+                node_claim: i.node_claim,
+                launched_at: i.launched_at,
+                terminated: i.terminated,
+            })
+            .collect();
         monitor.check_state(sim.cluster(), &instances, sim.now());
     };
     let first = w.scenario.steps.first().cloned().ok_or("the generated scenario has no steps")?;
