@@ -68,7 +68,11 @@ impl<P: CloudProvider> Manager<P> {
             // launched again after a restart lost this one), this one is garbage.
             let known = self.state.claim_for_provider_id(pid).is_some()
                 || self.state.node_claim(instance.name()).is_some_and(|c| c.provider_id().is_none())
-                || self.lifecycle.unrecorded_launches.values().any(|c| c.provider_id() == Some(pid));
+                || self
+                    .lifecycle
+                    .unrecorded_launches
+                    .iter()
+                    .any(|(name, c)| c.provider_id() == Some(pid) && self.state.node_claim(name).is_some());
             if known {
                 continue;
             }

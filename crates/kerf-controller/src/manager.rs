@@ -263,6 +263,8 @@ impl<P: CloudProvider> Manager<P> {
                 }
                 if let AnyObject::NodeClaim(c) = obj {
                     self.lifecycle.launch_retry.remove(c.name());
+                    // An instance launched for it that it never recorded is garbage now.
+                    self.lifecycle.unrecorded_launches.remove(c.name());
                 }
                 if let AnyObject::NodePool(p) = obj {
                     self.pools.deleted.insert(p.name().to_string());

@@ -592,6 +592,27 @@ fn a_launch_whose_status_write_is_lost_is_recorded_later_without_a_second_instan
 }
 
 #[test]
+fn an_instance_whose_claim_went_away_before_recording_it_is_garbage_collected() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    let mut c = claim("default-aaaaa", vec![]);
+    c.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
+    h.api.put(c);
+    // Launched, but every write of the claim loses a race: the launch is kept unrecorded.
+    h.api.fail_writes_of::<NodeClaim>(Some(crate::ApiError::Conflict {
+        kind: "NodeClaim",
+        name: "default-aaaaa".into(),
+    }));
+    h.settle();
+    assert_eq!(h.cloud.running(), 1);
+    // The claim is deleted (finalizer and all) before the launch could be recorded.
+    h.api.fail_writes_of::<NodeClaim>(None);
+    h.api.remove::<NodeClaim>(None, "default-aaaaa");
+    h.advance_to(at(2 * 60));
+    assert_eq!(h.cloud.running(), 0, "the instance is terminated");
+}
+
+#[test]
 fn static_pool_claims_log_the_types_they_may_become() {
     let logs = capture_logs(|| {
         let mut h = Harness::new(small_and_large());
