@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 
+#[path = "../../kerf-api/tests/common/edits.rs"]
+mod edits;
+use edits::{edit, mutate};
+
 fn examples() -> Vec<(PathBuf, String)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut paths: Vec<PathBuf> =
@@ -26,59 +30,13 @@ fn examples() -> Vec<(PathBuf, String)> {
     out
 }
 
-/// `seed` with byte edits (overwrite / insert / delete at a position) and line edits.
-fn mutate(seed: &str, edits: &[(u8, usize, u8)]) -> String {
-    let mut bytes = seed.as_bytes().to_vec();
-    for &(op, i, b) in edits {
-        let n = bytes.len();
-        match op % 5 {
-            0 if n > 0 => bytes[i % n] = b,
-            1 => bytes.insert(i % (n + 1), b),
-            2 if n > 0 => {
-                bytes.remove(i % n);
-            }
-            3 | 4 => {
-                let text = String::from_utf8_lossy(&bytes).into_owned();
-                let mut lines: Vec<&str> = text.lines().collect();
-                if !lines.is_empty() {
-                    let k = i % lines.len();
-                    if op % 5 == 3 {
-                        lines.insert(k, lines[k]);
-                    } else {
-                        lines.remove(k);
-                    }
-                }
-                bytes = lines.join("\n").into_bytes();
-            }
-            _ => {}
-        }
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-fn structural_byte() -> impl Strategy<Value = u8> {
-    prop_oneof![
-        Just(b':'),
-        Just(b'-'),
-        Just(b' '),
-        Just(b'\n'),
-        Just(b'{'),
-        Just(b'['),
-        Just(b'&'),
-        Just(b'*'),
-        b'0'..=b'9',
-        b'a'..=b'z',
-        any::<u8>()
-    ]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn edited_examples_load_or_fail_with_an_error_naming_the_file(
         which in any::<usize>(),
-        edits in prop::collection::vec((any::<u8>(), any::<usize>(), structural_byte()), 1..8),
+        edits in prop::collection::vec(edit(), 1..8),
     ) {
         thread_local! {
             static SEEDS: Vec<(PathBuf, String)> = examples();

@@ -251,6 +251,19 @@ fn cloud_dead<T>() -> Result<T, CloudError> {
     Err(CloudError::Other(DEAD.to_string()))
 }
 
+/// A cloud call through its gate: made or not, its answer kept or lost.
+async fn cloud_call<T>(gate: Gate, call: impl Future<Output = Result<T, CloudError>>) -> Result<T, CloudError> {
+    match gate {
+        Gate::Dead => cloud_dead(),
+        Gate::Fail(f) => Err(Faults::cloud_error(f)),
+        Gate::Pass => call.await,
+        Gate::Lost(f) => {
+            let _ = call.await;
+            Err(Faults::cloud_error(f))
+        }
+    }
+}
+
 impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
     fn create(&self, claim: &NodeClaim) -> impl Future<Output = Result<NodeClaim, CloudError>> + Send {
         let gate = self.faults.gate(&[
@@ -283,28 +296,12 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
     fn delete(&self, claim: &NodeClaim) -> impl Future<Output = Result<(), CloudError>> + Send {
         let gate =
             self.faults.gate(&[(Fault::TerminateFailure, false), (Fault::Throttled, false), (Fault::Timeout, true)]);
-        async move {
-            match gate {
-                Gate::Dead => cloud_dead(),
-                Gate::Fail(f) => Err(Faults::cloud_error(f)),
-                Gate::Pass => self.inner.delete(claim).await,
-                Gate::Lost(f) => {
-                    let _ = self.inner.delete(claim).await;
-                    Err(Faults::cloud_error(f))
-                }
-            }
-        }
+        cloud_call(gate, self.inner.delete(claim))
     }
 
     fn get(&self, provider_id: &str) -> impl Future<Output = Result<NodeClaim, CloudError>> + Send {
         let gate = self.faults.gate(THROTTLED);
-        async move {
-            match gate {
-                Gate::Dead => cloud_dead(),
-                Gate::Fail(f) | Gate::Lost(f) => Err(Faults::cloud_error(f)),
-                Gate::Pass => self.inner.get(provider_id).await,
-            }
-        }
+        cloud_call(gate, self.inner.get(provider_id))
     }
 
     fn list(&self) -> impl Future<Output = Result<Vec<NodeClaim>, CloudError>> + Send {
@@ -336,13 +333,7 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
         node_class: Option<&EC2NodeClass>,
     ) -> impl Future<Output = Result<Vec<Arc<InstanceType>>, CloudError>> + Send {
         let gate = self.faults.gate(THROTTLED);
-        async move {
-            match gate {
-                Gate::Dead => cloud_dead(),
-                Gate::Fail(f) | Gate::Lost(f) => Err(Faults::cloud_error(f)),
-                Gate::Pass => self.inner.instance_types(node_pool, node_class).await,
-            }
-        }
+        cloud_call(gate, self.inner.instance_types(node_pool, node_class))
     }
 
     fn resolve_node_class(
@@ -350,13 +341,7 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
         node_class: &EC2NodeClass,
     ) -> impl Future<Output = Result<NodeClassResolution, CloudError>> + Send {
         let gate = self.faults.gate(THROTTLED);
-        async move {
-            match gate {
-                Gate::Dead => cloud_dead(),
-                Gate::Fail(f) | Gate::Lost(f) => Err(Faults::cloud_error(f)),
-                Gate::Pass => self.inner.resolve_node_class(node_class).await,
-            }
-        }
+        cloud_call(gate, self.inner.resolve_node_class(node_class))
     }
 
     fn is_drifted(
@@ -365,25 +350,13 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
         node_class: Option<&EC2NodeClass>,
     ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
         let gate = self.faults.gate(THROTTLED);
-        async move {
-            match gate {
-                Gate::Dead => cloud_dead(),
-                Gate::Fail(f) | Gate::Lost(f) => Err(Faults::cloud_error(f)),
-                Gate::Pass => self.inner.is_drifted(claim, node_class).await,
-            }
-        }
+        cloud_call(gate, self.inner.is_drifted(claim, node_class))
     }
 
     fn interruptions(&self) -> impl Future<Output = Result<Vec<InterruptionNotice>, CloudError>> + Send {
         // A failed receive leaves the messages in the queue.
         let gate = self.faults.gate(THROTTLED);
-        async move {
-            match gate {
-                Gate::Dead => cloud_dead(),
-                Gate::Fail(f) | Gate::Lost(f) => Err(Faults::cloud_error(f)),
-                Gate::Pass => self.inner.interruptions().await,
-            }
-        }
+        cloud_call(gate, self.inner.interruptions())
     }
 
     fn name(&self) -> &'static str {
@@ -449,6 +422,24 @@ fn api_dead<T>() -> Result<T, ApiError> {
     Err(ApiError::Other(DEAD.to_string()))
 }
 
+/// An API call through its gate: made or not, its answer kept or lost.
+async fn api_call<T>(
+    gate: Gate,
+    kind: &'static str,
+    name: &str,
+    call: impl Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    match gate {
+        Gate::Dead => api_dead(),
+        Gate::Fail(f) => Err(Faults::api_error(f, kind, name)),
+        Gate::Pass => call.await,
+        Gate::Lost(f) => {
+            let _ = call.await;
+            Err(Faults::api_error(f, kind, name))
+        }
+    }
+}
+
 fn name_of<K: Object>(obj: &K) -> String {
     obj.meta().name.clone().unwrap_or_default()
 }
@@ -484,39 +475,19 @@ impl<C: ClusterApi> ClusterApi for FaultyApi<'_, C> {
         name: &str,
     ) -> impl Future<Output = Result<Option<K>, ApiError>> + Send {
         let gate = self.faults.gate(READ);
-        async move {
-            match gate {
-                Gate::Dead => api_dead(),
-                Gate::Fail(f) | Gate::Lost(f) => Err(Faults::api_error(f, K::KIND, name)),
-                Gate::Pass => self.inner.get(namespace, name).await,
-            }
-        }
+        api_call(gate, K::KIND, name, self.inner.get(namespace, name))
     }
 
     fn list<K: Object>(&self) -> impl Future<Output = Result<Vec<K>, ApiError>> + Send {
         let gate = self.faults.gate(READ);
-        async move {
-            match gate {
-                Gate::Dead => api_dead(),
-                Gate::Fail(f) | Gate::Lost(f) => Err(Faults::api_error(f, K::KIND, "")),
-                Gate::Pass => self.inner.list().await,
-            }
-        }
+        api_call(gate, K::KIND, "", self.inner.list())
     }
 
     fn create<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send {
         let gate = self.faults.gate(&[(Fault::ServerError, false), (Fault::Timeout, true)]);
         async move {
             let name = name_of(&obj);
-            match gate {
-                Gate::Dead => api_dead(),
-                Gate::Fail(f) => Err(Faults::api_error(f, K::KIND, &name)),
-                Gate::Pass => self.inner.create(obj).await,
-                Gate::Lost(f) => {
-                    let _ = self.inner.create(obj).await;
-                    Err(Faults::api_error(f, K::KIND, &name))
-                }
-            }
+            api_call(gate, K::KIND, &name, self.inner.create(obj)).await
         }
     }
 
@@ -524,23 +495,17 @@ impl<C: ClusterApi> ClusterApi for FaultyApi<'_, C> {
         let gate = self.faults.gate(WRITE);
         async move {
             let name = name_of(&obj);
-            match gate {
-                Gate::Dead => api_dead(),
-                Gate::Fail(f) => Err(Faults::api_error(f, K::KIND, &name)),
-                Gate::Pass | Gate::Lost(_) => {
-                    let write = node_write(self.inner, &obj).await;
-                    let r = self.inner.update(obj).await;
-                    if r.is_ok()
-                        && let Some(w) = write
-                    {
-                        (self.watcher)(&w);
-                    }
-                    match gate {
-                        Gate::Lost(f) => Err(Faults::api_error(f, K::KIND, &name)),
-                        _ => r,
-                    }
+            let write = async {
+                let seen = node_write(self.inner, &obj).await;
+                let r = self.inner.update(obj).await;
+                if r.is_ok()
+                    && let Some(w) = seen
+                {
+                    (self.watcher)(&w);
                 }
-            }
+                r
+            };
+            api_call(gate, K::KIND, &name, write).await
         }
     }
 
@@ -548,15 +513,7 @@ impl<C: ClusterApi> ClusterApi for FaultyApi<'_, C> {
         let gate = self.faults.gate(WRITE);
         async move {
             let name = name_of(&obj);
-            match gate {
-                Gate::Dead => api_dead(),
-                Gate::Fail(f) => Err(Faults::api_error(f, K::KIND, &name)),
-                Gate::Pass => self.inner.update_status(obj).await,
-                Gate::Lost(f) => {
-                    let _ = self.inner.update_status(obj).await;
-                    Err(Faults::api_error(f, K::KIND, &name))
-                }
-            }
+            api_call(gate, K::KIND, &name, self.inner.update_status(obj)).await
         }
     }
 
@@ -567,35 +524,22 @@ impl<C: ClusterApi> ClusterApi for FaultyApi<'_, C> {
     ) -> impl Future<Output = Result<(), ApiError>> + Send {
         let gate = self.faults.gate(&[(Fault::ServerError, false), (Fault::Timeout, true)]);
         async move {
-            match gate {
-                Gate::Dead => api_dead(),
-                Gate::Fail(f) => Err(Faults::api_error(f, K::KIND, name)),
-                Gate::Pass | Gate::Lost(_) => {
-                    if K::KIND == "Pod" {
-                        (self.watcher)(&Write::PodDeleted {
-                            namespace: namespace.unwrap_or("default").to_string(),
-                            name: name.to_string(),
-                        });
-                    }
-                    let r = self.inner.delete::<K>(namespace, name).await;
-                    match gate {
-                        Gate::Lost(f) => Err(Faults::api_error(f, K::KIND, name)),
-                        _ => r,
-                    }
+            let delete = async {
+                if K::KIND == "Pod" {
+                    (self.watcher)(&Write::PodDeleted {
+                        namespace: namespace.unwrap_or("default").to_string(),
+                        name: name.to_string(),
+                    });
                 }
-            }
+                self.inner.delete::<K>(namespace, name).await
+            };
+            api_call(gate, K::KIND, name, delete).await
         }
     }
 
     fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send {
         let gate = self.faults.gate(&[(Fault::Throttled, false), (Fault::ServerError, false)]);
-        async move {
-            match gate {
-                Gate::Dead => api_dead(),
-                Gate::Fail(f) | Gate::Lost(f) => Err(Faults::api_error(f, "Pod", &format!("{namespace}/{name}"))),
-                Gate::Pass => self.inner.evict(namespace, name).await,
-            }
-        }
+        async move { api_call(gate, "Pod", &format!("{namespace}/{name}"), self.inner.evict(namespace, name)).await }
     }
 
     fn record_event(&self, event: EventRecord) -> impl Future<Output = ()> + Send {
