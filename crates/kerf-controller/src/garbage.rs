@@ -60,6 +60,12 @@ impl<P: CloudProvider> Manager<P> {
             self.garbage.next_at = Some(next);
             pass.wake_at(next);
         }
+        // A launch left unrecorded for a claim that is gone or has since recorded another
+        // instance (launched again on a stale view) is garbage.
+        let state = &self.state;
+        self.lifecycle
+            .unrecorded_launches
+            .retain(|name, _| state.node_claim(name).is_some_and(|c| c.provider_id().is_none()));
         let live: BTreeSet<String> = instances.iter().filter_map(|i| i.provider_id().map(str::to_string)).collect();
         for instance in &instances {
             let Some(pid) = instance.provider_id() else { continue };

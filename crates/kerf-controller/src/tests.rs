@@ -613,6 +613,38 @@ fn an_instance_whose_claim_went_away_before_recording_it_is_garbage_collected() 
 }
 
 #[test]
+fn an_unrecorded_launch_of_a_claim_that_recorded_another_instance_is_garbage_collected() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    let mut c = claim("default-aaaaa", vec![]);
+    c.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
+    h.api.put(c);
+    h.api.fail_writes_of::<NodeClaim>(Some(crate::ApiError::Conflict {
+        kind: "NodeClaim",
+        name: "default-aaaaa".into(),
+    }));
+    h.settle();
+    h.api.fail_writes_of::<NodeClaim>(None);
+    // Meanwhile the claim recorded another instance (an earlier launch whose answer was lost,
+    // seen only now after a watch outage).
+    h.cloud.add_orphan("default-aaaaa", "fake:///test-zone-a/i-first");
+    let mut c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    let mut status = kerf_api::nodeclaim::NodeClaimStatus {
+        provider_id: Some("fake:///test-zone-a/i-first".into()),
+        ..Default::default()
+    };
+    kerf_api::shared::set_condition(
+        &mut status.conditions,
+        crate::util::condition(CONDITION_LAUNCHED, true, "Launched", "", at(0)),
+    );
+    c.status = Some(status);
+    h.api.put(c);
+    h.advance_to(at(2 * 60));
+    assert_eq!(h.cloud.running(), 1, "only the recorded instance runs");
+    assert!(kerf_cloud::block_on(h.cloud.get("fake:///test-zone-a/i-first")).is_ok());
+}
+
+#[test]
 fn static_pool_claims_log_the_types_they_may_become() {
     let logs = capture_logs(|| {
         let mut h = Harness::new(small_and_large());
