@@ -708,7 +708,9 @@ impl SimCluster {
         self.delete_obj::<Pod>(Some(namespace), name)
     }
 
-    fn eviction_refusal(&self, namespace: &str, name: &str) -> Result<Option<ApiError>, ApiError> {
+    /// Why the Eviction API would refuse to evict the pod now (a PodDisruptionBudget selecting it
+    /// has no disruption left), if it would; `NotFound` when there is no such pod.
+    pub fn eviction_refusal(&self, namespace: &str, name: &str) -> Result<Option<ApiError>, ApiError> {
         let inner = self.lock();
         let empty_store = BTreeMap::new();
         let pods = inner.stores.get("Pod").unwrap_or(&empty_store);

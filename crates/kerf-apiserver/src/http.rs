@@ -152,6 +152,9 @@ fn resolve<'a>(group: &str, version: &str, rest: &[&'a str]) -> Result<Target<'a
     Ok(t)
 }
 
+/// The request body as JSON. Bodies are at most [`BODY_LIMIT`] bytes, and nested at most 128
+/// deep (serde_json's recursion limit): anything deeper is refused as malformed, so no later
+/// step recurses without bound.
 fn parse_json(body: &Bytes) -> Result<Value, RestError> {
     if body.is_empty() {
         return Err(RestError::BadRequest("the request has no body".to_string()));
@@ -561,5 +564,16 @@ mod tests {
         let bookmark = lines_until(&mut r, "\"BOOKMARK\"");
         assert!(bookmark.last().is_some_and(|l| l.contains("\"resourceVersion\":\"3\"")), "{bookmark:?}");
         let _ = stop.send(true);
+    }
+
+    #[test]
+    fn a_body_nested_deeper_than_128_levels_is_a_bad_request() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        match parse_json(&Bytes::from(deep)) {
+            Err(RestError::BadRequest(m)) => assert!(m.contains("recursion limit"), "{m}"),
+            other => panic!("expected a bad request, got {other:?}"),
+        }
+        let fine = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert!(parse_json(&Bytes::from(fine)).is_ok());
     }
 }

@@ -141,19 +141,27 @@ impl<P: CloudProvider> Manager<P> {
             .filter(|(_, c)| c.metadata.deletion_timestamp.is_some() || !c.is_condition_true(CONDITION_INITIALIZED))
             .map(|(n, _)| n.clone())
             .collect();
+        // Each claim on its own: one whose write fails does not hold back the others (the
+        // first failure is reported once every claim had its turn).
+        let mut failed = None;
         for name in names {
             let Some(claim) = self.state.node_claim(&name).cloned() else { continue };
-            if claim.metadata.deletion_timestamp.is_some() {
-                self.finalize_claim(api, pass, claim).await?;
+            let r = if claim.metadata.deletion_timestamp.is_some() {
+                self.finalize_claim(api, pass, claim).await
             } else if !claim.is_condition_true(CONDITION_LAUNCHED) {
-                self.launch(api, pass, claim).await?;
+                self.launch(api, pass, claim).await
             } else if !claim.is_condition_true(CONDITION_REGISTERED) {
-                self.register(api, pass, claim).await?;
+                self.register(api, pass, claim).await
             } else if !claim.is_condition_true(CONDITION_INITIALIZED) {
-                self.initialize(api, pass, claim).await?;
+                self.initialize(api, pass, claim).await
+            } else {
+                Ok(())
+            };
+            if let Err(e) = r {
+                failed.get_or_insert(e);
             }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     async fn launch<C: ClusterApi>(
@@ -188,7 +196,11 @@ impl<P: CloudProvider> Manager<P> {
         // An instance launched on an earlier pass whose status write was lost is not launched twice.
         let launched = match self.lifecycle.unrecorded_launches.remove(&name) {
             Some(launched) => Ok(launched),
-            None => self.cloud.create(&claim).await,
+            None => {
+                // Even a launch that reports failure may have left an instance.
+                self.garbage.cloud_empty = false;
+                self.cloud.create(&claim).await
+            }
         };
         match launched {
             Ok(launched) => self.record_launch(api, pass, claim, launched).await,

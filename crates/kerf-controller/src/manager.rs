@@ -85,6 +85,8 @@ pub(crate) struct Batch {
 pub(crate) struct Pass {
     pub now: Timestamp,
     pub wake: Option<Timestamp>,
+    /// A write of this pass went through (a failure after it does not grow the backoff).
+    pub progressed: bool,
 }
 
 impl Pass {
@@ -101,7 +103,10 @@ impl Pass {
     /// error log (retrying it unchanged cannot help); any other API error is fatal.
     pub fn soft<T>(&mut self, what: &str, r: Result<T, ApiError>) -> Result<Option<T>, ControllerError> {
         match r {
-            Ok(v) => Ok(Some(v)),
+            Ok(v) => {
+                self.progressed = true;
+                Ok(Some(v))
+            }
             Err(e @ (ApiError::Conflict { .. } | ApiError::NotFound { .. } | ApiError::AlreadyExists { .. })) => {
                 tracing::debug!(error = %e, "{what}: retrying");
                 self.wake_after(RETRY_AFTER);
@@ -143,6 +148,8 @@ pub(crate) struct Lifecycle {
 pub(crate) struct GarbageCollection {
     /// When it runs next.
     pub next_at: Option<Timestamp>,
+    /// The cloud listed no instance on the last run and this process launched nothing since.
+    pub cloud_empty: bool,
 }
 
 /// The NodePool reconcilers' own state.
@@ -256,6 +263,8 @@ impl<P: CloudProvider> Manager<P> {
                 }
                 if let AnyObject::NodeClaim(c) = obj {
                     self.lifecycle.launch_retry.remove(c.name());
+                    // An instance launched for it that it never recorded is garbage now.
+                    self.lifecycle.unrecorded_launches.remove(c.name());
                 }
                 if let AnyObject::NodePool(p) = obj {
                     self.pools.deleted.insert(p.name().to_string());
@@ -344,12 +353,12 @@ impl<P: CloudProvider> Manager<P> {
                 wake = util::earliest(wake, Some(at));
                 continue;
             }
-            let mut pass = Pass { now, wake: None };
+            let mut pass = Pass { now, wake: None, progressed: false };
             let result = self.run(r, api, &mut pass).await;
             wake = util::earliest(wake, pass.wake);
             match result {
                 Ok(()) => self.runtime.succeeded(r),
-                Err(e) => wake = util::earliest(wake, Some(self.runtime.failed(r, e, now))),
+                Err(e) => wake = util::earliest(wake, Some(self.runtime.failed(r, e, now, pass.progressed))),
             }
         }
         wake

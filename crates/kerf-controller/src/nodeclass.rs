@@ -82,30 +82,28 @@ impl<P: CloudProvider> Manager<P> {
             if let Some(t) = recheck {
                 pass.wake_at(t);
             }
-            self.resolved.by_class.insert(name.clone(), (class.spec.clone(), recheck));
             if class.status.as_ref() == Some(&resolution.status) {
+                self.resolved.by_class.insert(name, (class.spec.clone(), recheck));
                 continue;
             }
             let was = class.not_ready();
+            let spec = class.spec.clone();
             class.status = Some(resolution.status);
             let now = class.not_ready();
-            match pass.soft("updating nodeclass status", api.update_status(class).await)? {
-                Some(updated) => {
-                    if was != now {
-                        match &now {
-                            None => tracing::info!(EC2NodeClass = %name, "nodeclass is ready"),
-                            Some(why) => tracing::info!(EC2NodeClass = %name, reason = %why, "nodeclass is not ready"),
-                        }
+            // Resolved only once the status is written: a write that fails (the reconciler
+            // is retried) or loses a race (the retry comes a second later) resolves it again.
+            if let Some(updated) = pass.soft("updating nodeclass status", api.update_status(class).await)? {
+                self.resolved.by_class.insert(name.clone(), (spec, recheck));
+                if was != now {
+                    match &now {
+                        None => tracing::info!(EC2NodeClass = %name, "nodeclass is ready"),
+                        Some(why) => tracing::info!(EC2NodeClass = %name, reason = %why, "nodeclass is not ready"),
                     }
-                    self.state.record(updated.into_any());
-                    // Pools using it may now launch (or no longer).
-                    self.provisioning.batch.dirty = true;
-                    self.pools.status_stale = true;
                 }
-                // Lost a race: resolve again on the retry.
-                None => {
-                    self.resolved.by_class.remove(&name);
-                }
+                self.state.record(updated.into_any());
+                // Pools using it may now launch (or no longer).
+                self.provisioning.batch.dirty = true;
+                self.pools.status_stale = true;
             }
         }
         Ok(())

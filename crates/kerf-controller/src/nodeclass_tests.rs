@@ -105,6 +105,19 @@ fn a_node_class_the_cloud_cannot_resolve_is_tried_again_thirty_seconds_later() {
 }
 
 #[test]
+fn a_node_class_whose_status_write_failed_is_written_when_the_reconciler_retries() {
+    let mut h = Harness::new(small());
+    h.settle();
+    h.tolerate_errors = true;
+    h.api.fail_next_write(kerf_api::cluster::ApiError::Other("the API server answered 500".into()));
+    h.api.put(node_class("other"));
+    h.settle();
+    assert!(h.api.one::<EC2NodeClass>(None, "other").unwrap().status.is_none(), "the write failed");
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.api.one::<EC2NodeClass>(None, "other").unwrap().status, Some(ready_status()));
+}
+
+#[test]
 fn a_static_pool_whose_node_class_is_missing_creates_no_nodeclaims() {
     let mut h = Harness::new(small());
     let mut pool = node_pool("fixed");

@@ -222,7 +222,13 @@ impl<P: CloudProvider> Manager<P> {
         let types = self.instance_types_by_pool().await;
         let input = self.scheduling_input(&pending, &types);
         let result = SchedulingContext::with_facts(input.clone(), &self.pod_facts).place_pending();
-        self.apply_scheduling_result(api, pass, &pending, &input, result).await
+        let applied = self.apply_scheduling_result(api, pass, &pending, &input, result).await;
+        if applied.is_err() {
+            // The window is closed and the pods already seen: without this, the pods whose
+            // claims were not created before the failure would wait for an unrelated change.
+            self.provisioning.batch.dirty = true;
+        }
+        applied
     }
 
     /// Builds the scheduling core's input from cluster state.

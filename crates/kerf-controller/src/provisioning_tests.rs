@@ -672,3 +672,23 @@ fn a_nomination_that_cannot_be_written_never_stops_provisioning() {
     assert_eq!(h.claims().len(), 2);
     assert!(h.errors.is_empty(), "{:?}", h.errors);
 }
+
+#[test]
+fn pods_whose_nodeclaims_a_failed_pass_did_not_create_are_provisioned_when_it_is_retried() {
+    let mut h = Harness::new(small_and_large());
+    h.tolerate_errors = true;
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("big-1", "7"));
+    h.api.put(pending_pod("big-2", "7"));
+    h.settle();
+    // The API server fails the first claim's creation (a 500): the pass stops there.
+    h.api.fail_writes_of::<NodeClaim>(Some(crate::ApiError::Other("the API server answered 500".into())));
+    h.advance(Duration::from_secs(1));
+    assert!(h.claims().is_empty());
+    assert!(!h.errors.is_empty(), "the provisioner failed");
+    h.api.fail_writes_of::<NodeClaim>(None);
+    // Retried after its backoff, then a batch window.
+    h.advance(Duration::from_secs(2));
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.claims().len(), 2, "one claim per pod");
+}

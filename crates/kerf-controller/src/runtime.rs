@@ -111,9 +111,15 @@ impl Runtime {
     }
 
     /// Records a failure; returns when to retry: the backoff doubled per failure in a row, plus
-    /// up to half of it again as jitter (so many failing reconcilers do not retry in step).
-    pub fn failed(&mut self, r: Reconciler, error: ControllerError, now: Timestamp) -> Timestamp {
+    /// up to half of it again as jitter (so many failing reconcilers do not retry in step). A
+    /// pass that `progressed` (some write went through before it failed) starts the count
+    /// again: an API server that fails some calls is retried soon, one that fails every call
+    /// ever more slowly.
+    pub fn failed(&mut self, r: Reconciler, error: ControllerError, now: Timestamp, progressed: bool) -> Timestamp {
         let h = &mut self.health[r as usize];
+        if progressed {
+            h.failures = 0;
+        }
         h.failures = h.failures.saturating_add(1);
         let exp = BACKOFF_BASE.saturating_mul(1u32 << (h.failures - 1).min(20)).min(BACKOFF_MAX);
         let jitter_ms = self.jitter.next_u64() % (exp.as_millis() as u64 / 2 + 1);
@@ -141,7 +147,7 @@ mod tests {
         let t0 = Timestamp::UNIX_EPOCH;
         let mut waits = Vec::new();
         for _ in 0..12 {
-            let at = rt.failed(Reconciler::Provisioning, ControllerError::Api(ApiError::Other("x".into())), t0);
+            let at = rt.failed(Reconciler::Provisioning, ControllerError::Api(ApiError::Other("x".into())), t0, false);
             waits.push(at.as_millisecond());
         }
         for (i, w) in waits.iter().enumerate() {
@@ -152,5 +158,22 @@ mod tests {
         rt.succeeded(Reconciler::Provisioning);
         assert_eq!(rt.health(Reconciler::Provisioning), &Health::default());
         assert_eq!(rt.take_errors().len(), 12);
+    }
+
+    #[test]
+    fn a_failure_after_some_progress_is_retried_after_the_first_backoff() {
+        let mut rt = Runtime::new(7);
+        let t0 = Timestamp::UNIX_EPOCH;
+        let fail = |rt: &mut Runtime, progressed| {
+            let e = ControllerError::Api(ApiError::Other("x".into()));
+            rt.failed(Reconciler::Lifecycle, e, t0, progressed).as_millisecond()
+        };
+        for _ in 0..6 {
+            fail(&mut rt, false);
+        }
+        assert_eq!(rt.health(Reconciler::Lifecycle).failures, 6);
+        let at = fail(&mut rt, true);
+        assert!((1000..=1500).contains(&at), "{at}");
+        assert_eq!(rt.health(Reconciler::Lifecycle).failures, 1);
     }
 }

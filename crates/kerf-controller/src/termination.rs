@@ -166,39 +166,55 @@ impl<P: CloudProvider> Manager<P> {
             .filter(|(_, n)| n.metadata.deletion_timestamp.is_some() && has_finalizer(&n.metadata))
             .map(|(name, _)| name.clone())
             .collect();
+        // Each node on its own: one whose write fails does not hold back the others.
+        let mut failed = None;
         for name in deleting {
-            let Some(node) = self.state.node(&name).cloned() else { continue };
-            let claim = self.state.claim_for_node(&node).cloned();
-            if let Some(c) = claim.as_ref().filter(|c| c.metadata.deletion_timestamp.is_none()) {
-                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, c.name()).await)?;
+            if let Err(e) = self.terminate_node(api, pass, &name).await {
+                failed.get_or_insert(e);
             }
-            let tainted = with_disrupted_taint(&node);
-            let node = if tainted != node {
-                let Some(updated) = pass.soft("tainting node", api.update(tainted).await)? else { continue };
-                self.state.record(updated.clone().into_any());
-                updated
-            } else {
-                node
-            };
-            if let Drain::Waiting = self.drain(api, pass, &node, claim.as_ref()).await? {
-                continue;
-            }
-            if let Some(c) = &claim {
-                match self.cloud.delete(c).await {
-                    Ok(()) | Err(CloudError::NotFound(_)) => {}
-                    Err(e) => {
-                        tracing::error!(Node = %name, error = %e, "failed terminating instance");
-                        pass.wake_after(LAUNCH_RETRY_AFTER);
-                        continue;
-                    }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// One node being deleted: its claim deleted, tainted, drained, its instance deleted, then
+    /// released.
+    async fn terminate_node<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        name: &str,
+    ) -> Result<(), ControllerError> {
+        let Some(node) = self.state.node(name).cloned() else { return Ok(()) };
+        let claim = self.state.claim_for_node(&node).cloned();
+        if let Some(c) = claim.as_ref().filter(|c| c.metadata.deletion_timestamp.is_none()) {
+            pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, c.name()).await)?;
+        }
+        let tainted = with_disrupted_taint(&node);
+        let node = if tainted != node {
+            let Some(updated) = pass.soft("tainting node", api.update(tainted).await)? else { return Ok(()) };
+            self.state.record(updated.clone().into_any());
+            updated
+        } else {
+            node
+        };
+        if let Drain::Waiting = self.drain(api, pass, &node, claim.as_ref()).await? {
+            return Ok(());
+        }
+        if let Some(c) = &claim {
+            match self.cloud.delete(c).await {
+                Ok(()) | Err(CloudError::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::error!(Node = %name, error = %e, "failed terminating instance");
+                    pass.wake_after(LAUNCH_RETRY_AFTER);
+                    return Ok(());
                 }
             }
-            let mut released = node;
-            remove_finalizer(&mut released.metadata);
-            if let Some(gone) = pass.soft("removing node finalizer", api.update(released).await)? {
-                tracing::info!(Node = %name, "deleted node");
-                self.state.forget(&gone.into_any());
-            }
+        }
+        let mut released = node;
+        remove_finalizer(&mut released.metadata);
+        if let Some(gone) = pass.soft("removing node finalizer", api.update(released).await)? {
+            tracing::info!(Node = %name, "deleted node");
+            self.state.forget(&gone.into_any());
         }
         Ok(())
     }

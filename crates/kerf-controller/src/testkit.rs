@@ -245,6 +245,8 @@ struct CloudInner {
     no_subnets: Option<String>,
     /// Errors to return from the next node class resolutions.
     fail_resolve: Vec<CloudError>,
+    /// Instances running that `list` does not return yet (an eventually consistent list).
+    unlisted: BTreeSet<String>,
 }
 
 /// A cloud that launches the cheapest available offering a claim allows.
@@ -338,6 +340,11 @@ impl FakeCloud {
         self.inner.lock().unwrap().instances.remove(provider_id);
     }
 
+    /// `list` leaves the instance out (as an eventually consistent list may); `get` finds it.
+    pub fn hide_from_list(&self, provider_id: &str) {
+        self.inner.lock().unwrap().unlisted.insert(provider_id.to_string());
+    }
+
     pub fn running(&self) -> usize {
         self.inner.lock().unwrap().instances.len()
     }
@@ -421,7 +428,8 @@ impl CloudProvider for FakeCloud {
     }
 
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
-        Ok(self.inner.lock().unwrap().instances.values().cloned().collect())
+        let inner = self.inner.lock().unwrap();
+        Ok(inner.instances.iter().filter(|(pid, _)| !inner.unlisted.contains(*pid)).map(|(_, c)| c.clone()).collect())
     }
 
     async fn instance_types(

@@ -10,7 +10,7 @@ use kerf_api::nodeclaim::{
     ResourceRequirements,
 };
 use kerf_api::{NodeClaim, NodePool, Operator, Taint, TaintEffect, labels};
-use kerf_cloud::CloudError;
+use kerf_cloud::{CloudError, CloudProvider};
 
 use crate::testkit::*;
 
@@ -592,6 +592,59 @@ fn a_launch_whose_status_write_is_lost_is_recorded_later_without_a_second_instan
 }
 
 #[test]
+fn an_instance_whose_claim_went_away_before_recording_it_is_garbage_collected() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    let mut c = claim("default-aaaaa", vec![]);
+    c.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
+    h.api.put(c);
+    // Launched, but every write of the claim loses a race: the launch is kept unrecorded.
+    h.api.fail_writes_of::<NodeClaim>(Some(crate::ApiError::Conflict {
+        kind: "NodeClaim",
+        name: "default-aaaaa".into(),
+    }));
+    h.settle();
+    assert_eq!(h.cloud.running(), 1);
+    // The claim is deleted (finalizer and all) before the launch could be recorded.
+    h.api.fail_writes_of::<NodeClaim>(None);
+    h.api.remove::<NodeClaim>(None, "default-aaaaa");
+    h.advance_to(at(2 * 60));
+    assert_eq!(h.cloud.running(), 0, "the instance is terminated");
+}
+
+#[test]
+fn an_unrecorded_launch_of_a_claim_that_recorded_another_instance_is_garbage_collected() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    let mut c = claim("default-aaaaa", vec![]);
+    c.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
+    h.api.put(c);
+    h.api.fail_writes_of::<NodeClaim>(Some(crate::ApiError::Conflict {
+        kind: "NodeClaim",
+        name: "default-aaaaa".into(),
+    }));
+    h.settle();
+    h.api.fail_writes_of::<NodeClaim>(None);
+    // Meanwhile the claim recorded another instance (an earlier launch whose answer was lost,
+    // seen only now after a watch outage).
+    h.cloud.add_orphan("default-aaaaa", "fake:///test-zone-a/i-first");
+    let mut c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    let mut status = kerf_api::nodeclaim::NodeClaimStatus {
+        provider_id: Some("fake:///test-zone-a/i-first".into()),
+        ..Default::default()
+    };
+    kerf_api::shared::set_condition(
+        &mut status.conditions,
+        crate::util::condition(CONDITION_LAUNCHED, true, "Launched", "", at(0)),
+    );
+    c.status = Some(status);
+    h.api.put(c);
+    h.advance_to(at(2 * 60));
+    assert_eq!(h.cloud.running(), 1, "only the recorded instance runs");
+    assert!(kerf_cloud::block_on(h.cloud.get("fake:///test-zone-a/i-first")).is_ok());
+}
+
+#[test]
 fn static_pool_claims_log_the_types_they_may_become() {
     let logs = capture_logs(|| {
         let mut h = Harness::new(small_and_large());
@@ -627,6 +680,94 @@ fn garbage_collection_deletes_a_launched_claim_whose_instance_is_gone() {
     h.cloud.lose_instance(c.provider_id().unwrap());
     h.advance_to(at(2 * 60));
     assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").is_none(), "claim garbage collected");
+}
+
+#[test]
+fn garbage_collection_terminates_a_second_instance_of_a_claim_that_records_another() {
+    // The cloud launched an instance for the claim but the answer was lost (a timeout, then a
+    // restart): the claim was launched again. The first instance carries the claim's name but
+    // is garbage.
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    let recorded = h.api.one::<NodeClaim>(None, "default-aaaaa").unwrap().provider_id().unwrap().to_string();
+    h.cloud.add_orphan("default-aaaaa", "fake:///test-zone-a/i-lost");
+    h.advance_to(at(2 * 60));
+    assert_eq!(h.cloud.running(), 1, "the lost launch is terminated");
+    assert!(kerf_cloud::block_on(h.cloud.get(&recorded)).is_ok(), "the recorded instance keeps running");
+    assert!(kerf_cloud::block_on(h.cloud.get("fake:///test-zone-a/i-lost")).is_err());
+}
+
+#[test]
+fn a_new_process_garbage_collects_an_instance_left_behind_when_no_claim_exists() {
+    // The process before launched it and died before its claim recorded it; the claim went.
+    let mut h = Harness::new(small_and_large());
+    h.cloud.add_orphan("default-gone1", "fake:///test-zone-a/i-orphan");
+    h.settle();
+    assert_eq!(h.cloud.deleted(), vec!["default-gone1"]);
+    assert_eq!(h.cloud.running(), 0);
+}
+
+#[test]
+fn garbage_collection_keeps_a_claim_whose_instance_a_stale_list_missed() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    h.cloud.hide_from_list(c.provider_id().unwrap());
+    h.advance_to(at(2 * 60));
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.metadata.deletion_timestamp.is_none(), "the instance is asked for before its claim goes");
+    assert!(h.cloud.deleted().is_empty());
+}
+
+#[test]
+fn a_restart_releases_a_node_left_tainted_by_a_disruption_it_no_longer_runs() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.settle();
+    kubelet_joins(&h.api, "default-aaaaa", "n1", true);
+    h.settle();
+    // A disruption decided before the crash: the node tainted, the claim marked.
+    let mut node: Node = h.api.one(None, "n1").unwrap();
+    node.spec
+        .get_or_insert_with(Default::default)
+        .taints
+        .get_or_insert_with(Vec::new)
+        .push(Taint::new(labels::DISRUPTED_TAINT_KEY, None, TaintEffect::NoSchedule).to_core());
+    h.api.put(node);
+    let mut c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    let status = c.status.get_or_insert_with(Default::default);
+    kerf_api::shared::set_condition(
+        &mut status.conditions,
+        crate::util::condition(kerf_api::nodeclaim::CONDITION_DISRUPTION_REASON, true, "Drifted", "", at(0)),
+    );
+    h.api.put(c);
+    h.restart();
+    let node: Node = h.api.one(None, "n1").unwrap();
+    assert!(!node_taint_keys(&node).contains(&labels::DISRUPTED_TAINT_KEY.to_string()), "{:?}", node_taint_keys(&node));
+    let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
+    assert!(c.metadata.deletion_timestamp.is_none());
+    let conditions = &c.status.unwrap().conditions;
+    assert!(conditions.iter().all(|x| x.type_ != kerf_api::nodeclaim::CONDITION_DISRUPTION_REASON));
+}
+
+#[test]
+fn a_claim_whose_write_fails_does_not_hold_back_the_launch_of_another() {
+    let mut h = Harness::new(small_and_large());
+    h.tolerate_errors = true;
+    h.api.put(node_pool("default"));
+    h.settle();
+    h.api.put(claim("default-aaaaa", vec![]));
+    h.api.put(claim("default-bbbbb", vec![]));
+    // The first write of the pass (claim a's finalizer) meets a 500.
+    h.api.fail_next_write(crate::ApiError::Other("the API server answered 500".into()));
+    h.settle();
+    assert_eq!(h.cloud.launched(), 1, "claim b launched in the same pass");
+    assert!(h.api.one::<NodeClaim>(None, "default-bbbbb").unwrap().is_condition_true(CONDITION_LAUNCHED));
+    // Claim a on the retry, a second later (the pass made progress: no longer backoff).
+    h.advance(Duration::from_secs(2));
+    assert!(h.api.one::<NodeClaim>(None, "default-aaaaa").unwrap().is_condition_true(CONDITION_LAUNCHED));
 }
 
 // ---- the reconciler runtime ----

@@ -151,20 +151,20 @@ pub enum SimError {
 pub struct Simulation<P: SimCloud> {
     name: String,
     clock: ManualClock,
-    cluster: Arc<SimCluster>,
+    pub(crate) cluster: Arc<SimCluster>,
     /// Run kerf's controllers (off when a separately started controller does their work).
     controllers: bool,
-    manager: Manager<P>,
+    pub(crate) manager: Manager<P>,
     world: World,
     scheduler: KubeScheduler,
     kubelet: Kubelet,
     workloads: Workloads,
     daemonsets: DaemonSets,
     owned_pods: OwnedPods,
-    manager_wake: Option<Timestamp>,
+    pub(crate) manager_wake: Option<Timestamp>,
     kubelet_wake: Option<Timestamp>,
     /// Force a controller pass on the next round (a step changed something directly).
-    kick: bool,
+    pub(crate) kick: bool,
     deferred_scheduling: bool,
     /// Run the kubelet on the next round whatever happened (a step touched instances).
     kick_kubelet: bool,
@@ -177,6 +177,8 @@ pub struct Simulation<P: SimCloud> {
     adopted: std::collections::BTreeSet<String>,
     /// Wall-clock time less virtual time (the scenario's `start`), in milliseconds.
     wall_clock_offset_ms: i64,
+    /// Faults, crashes and invariant checks of a `kerf bench chaos` run.
+    pub(crate) chaos: Option<crate::chaos::Hooks>,
 }
 
 fn secs_between(a: Timestamp, b: Timestamp) -> f64 {
@@ -242,6 +244,7 @@ impl<P: SimCloud> Simulation<P> {
             disruptions: Vec::new(),
             adopted: std::collections::BTreeSet::new(),
             wall_clock_offset_ms,
+            chaos: None,
         }
     }
 
@@ -604,8 +607,19 @@ impl<P: SimCloud> Simulation<P> {
         let mut changes = Changes::default();
         let had_events = !events.is_empty();
         let mut claims_changed = false;
+        // A chaos run's watch outage: the controllers get nothing until it ends, then a relist.
+        let watch_down = self.chaos.as_ref().is_some_and(|c| c.watch_down(now));
+        if !watch_down && let Some(c) = self.chaos.as_mut() {
+            for ev in c.relist() {
+                self.manager.observe(&ev);
+                self.kick = true;
+            }
+        }
         for ev in events {
-            self.manager.observe(&ev);
+            match self.chaos.as_mut() {
+                Some(c) if watch_down => c.withhold(&ev),
+                _ => self.manager.observe(&ev),
+            }
             match &ev {
                 // However it was created (scenario or API), the simulated cloud learns the class.
                 WatchEvent::Applied(AnyObject::EC2NodeClass(c)) => self.manager.cloud().sim_register_node_class(c),
@@ -638,11 +652,15 @@ impl<P: SimCloud> Simulation<P> {
             self.kick = false;
         } else if had_events || due || self.kick {
             self.kick = false;
-            self.manager_wake = block_on(self.manager.reconcile(&*self.cluster, now));
-            // The in-memory API fails only on a bug: the simulation stops at the first failure
-            // rather than retrying as a controller in a cluster would.
-            if let Some((_, source)) = self.manager.take_errors().into_iter().next() {
-                return Err(SimError::Controller { at: self.elapsed(), source });
+            if let Some(c) = &self.chaos {
+                self.manager_wake = c.reconcile(&mut self.manager, &self.cluster, now);
+            } else {
+                self.manager_wake = block_on(self.manager.reconcile(&*self.cluster, now));
+                // The in-memory API fails only on a bug: the simulation stops at the first
+                // failure rather than retrying as a controller in a cluster would.
+                if let Some((_, source)) = self.manager.take_errors().into_iter().next() {
+                    return Err(SimError::Controller { at: self.elapsed(), source });
+                }
             }
         }
         if self.owned_pods.has_work() {

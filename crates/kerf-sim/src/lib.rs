@@ -4,6 +4,7 @@
 
 /// The in-memory API server moved to `kerf-apiserver`; this path keeps working.
 pub use kerf_apiserver::cluster;
+pub mod chaos;
 pub mod comparison;
 pub mod daemonsets;
 pub mod deployments;

@@ -11,6 +11,8 @@
 //! lower bound on the cheapest fleet (see `packing_bench`).
 //! `kerf bench snapshot --nodes N --pods P [--json]` times `kerf snapshot` of a served cluster and
 //! the what-if on it (see `snapshot_bench`).
+//! `kerf bench chaos --iterations N [--seed S] [--fault-rate R] [--json]` runs the simulator with
+//! crashes and faults and checks kerf's invariants (see `chaos_bench`).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -37,6 +39,9 @@ enum BenchCommand {
     /// Run `kerf controller --cloud kwok` against a served cluster of N nodes and P pods: time
     /// to ready, to its first disruption decision, peak RSS, API requests, a 10% scale-up.
     Controller(crate::controller_bench::ControllerArgs),
+    /// Seeded random runs with controller crashes and cloud and API faults, checked against
+    /// kerf's invariants (no leaked instance, no lost pod, budgets, PDBs, do-not-disrupt).
+    Chaos(crate::chaos_bench::ChaosArgs),
 }
 
 #[derive(clap::Args)]
@@ -88,6 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         BenchCommand::Packing(a) => crate::packing_bench::run(a),
         BenchCommand::Snapshot(a) => crate::snapshot_bench::run(a),
         BenchCommand::Controller(a) => crate::controller_bench::run(a),
+        BenchCommand::Chaos(a) => crate::chaos_bench::run(a),
     }
 }
 

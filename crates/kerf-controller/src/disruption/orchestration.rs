@@ -19,7 +19,7 @@ use super::{
 };
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::{TypesByPool, in_flight};
-use crate::termination::{is_drainable, with_disrupted_taint, without_disrupted_taint};
+use crate::termination::{is_disrupted, is_drainable, with_disrupted_taint, without_disrupted_taint};
 use crate::util;
 use kerf_api::cluster::{ClusterApi, EventRecord, Object};
 use kerf_api::events::same_apart_from_numbers;
@@ -272,6 +272,7 @@ impl<P: CloudProvider> Manager<P> {
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
         self.progress(api, pass).await?;
+        self.release_outdated(api, pass).await?;
         self.expire(api, pass).await?;
         if let Some((cmd, at)) = self.disruption.validating.take() {
             if pass.now < at {
@@ -613,27 +614,69 @@ impl<P: CloudProvider> Manager<P> {
         let claims: Vec<String> = r.candidates.iter().map(|(c, _)| c.clone()).collect();
         self.disruption.reversals.finished(&claims, pass.now, true);
         for (claim, node) in &r.candidates {
-            if let Some(n) = self.state.node(node).cloned() {
-                let clean = without_disrupted_taint(&n);
-                if clean != n
-                    && let Some(updated) = pass.soft("untainting node", api.update(clean).await)?
-                {
-                    self.state.record(updated.into_any());
-                }
-            }
-            if let Some(mut c) = self.state.node_claim(claim).cloned()
-                && let Some(status) = c.status.as_mut()
-            {
-                status.conditions.retain(|x| x.type_ != CONDITION_DISRUPTION_REASON);
-                if let Some(updated) = pass.soft("clearing disruption reason", api.update_status(c).await)? {
-                    self.state.record(updated.into_any());
-                }
-            }
+            self.release(api, pass, claim, node).await?;
             self.disruption.records.retain(|x| &x.node_claim != claim);
         }
         let (Phase::Launching(names) | Phase::Terminating(names)) = &r.phase;
         for n in names {
             self.disruption.reserved.remove(n);
+        }
+        Ok(())
+    }
+
+    /// Takes a node out of disruption: the `karpenter.sh/disrupted` taint off the node, the
+    /// DisruptionReason condition off its claim.
+    async fn release<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+        claim: &str,
+        node: &str,
+    ) -> Result<(), ControllerError> {
+        if let Some(n) = self.state.node(node).cloned() {
+            let clean = without_disrupted_taint(&n);
+            if clean != n
+                && let Some(updated) = pass.soft("untainting node", api.update(clean).await)?
+            {
+                self.state.record(updated.into_any());
+            }
+        }
+        if let Some(mut c) = self.state.node_claim(claim).cloned()
+            && let Some(status) = c.status.as_mut()
+            && status.conditions.iter().any(|x| x.type_ == CONDITION_DISRUPTION_REASON)
+        {
+            status.conditions.retain(|x| x.type_ != CONDITION_DISRUPTION_REASON);
+            if let Some(updated) = pass.soft("clearing disruption reason", api.update_status(c).await)? {
+                self.state.record(updated.into_any());
+            }
+        }
+        Ok(())
+    }
+
+    /// Nodes left tainted `karpenter.sh/disrupted` (or claims marked with a DisruptionReason) by
+    /// a command this process does not run (it was decided before a restart, or an abort's
+    /// writes failed) and that nothing is deleting are released, as Karpenter does on every
+    /// pass: the decision is taken again from scratch.
+    async fn release_outdated<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
+        let outdated: Vec<(String, String)> = self
+            .state
+            .node_claims()
+            .values()
+            .filter(|c| c.metadata.deletion_timestamp.is_none() && !self.in_command(c.name()))
+            .filter_map(|c| {
+                let node = self.state.node_for_claim(c);
+                let tainted = node.is_some_and(|n| is_disrupted(n) && n.metadata.deletion_timestamp.is_none());
+                let marked = c
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.conditions.iter().any(|x| x.type_ == CONDITION_DISRUPTION_REASON));
+                let node_name = node.and_then(|n| n.metadata.name.clone()).unwrap_or_default();
+                (tainted || marked).then(|| (c.name().to_string(), node_name))
+            })
+            .collect();
+        for (claim, node) in outdated {
+            tracing::info!(NodeClaim = %claim, Node = %node, "releasing a node left tainted by a disruption that is no longer running");
+            self.release(api, pass, &claim, &node).await?;
         }
         Ok(())
     }
