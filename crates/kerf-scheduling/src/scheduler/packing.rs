@@ -660,7 +660,7 @@ mod tests {
             }
             t
         };
-        let types = vec![
+        let types = [
             with_prices("spotty", "8", 0.40, 0.10),
             with_prices("steady", "8", 0.30, 0.25),
             with_prices("big", "32", 3.0, 2.0),
