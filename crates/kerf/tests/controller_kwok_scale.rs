@@ -129,10 +129,10 @@ fn a_mixed_workload_left_unchanged_settles_within_five_minutes_and_no_nodeclaim_
     let running_at = Instant::now();
 
     // Consolidation may improve on what provisioning bought; then nothing moves. Settled: the
-    // NodeClaims unchanged for 60 s.
+    // NodeClaims unchanged for 45 s.
     let mut last = claims(&s).0;
     let mut changed_at = Instant::now();
-    while changed_at.elapsed() < Duration::from_secs(60) {
+    while changed_at.elapsed() < Duration::from_secs(45) {
         assert!(
             running_at.elapsed() < Duration::from_secs(6 * 60),
             "NodeClaims still changing {}s after every pod ran: {last:?}",
@@ -151,8 +151,8 @@ fn a_mixed_workload_left_unchanged_settles_within_five_minutes_and_no_nodeclaim_
         "the last NodeClaim change came {settled_after:?} after every pod ran"
     );
 
-    // Two more minutes, the workload unchanged: every NodeClaim stays, nothing is launched, no
-    // consolidation is undone, every pod runs.
+    // 90 s more (two or three flap cycles, were there any), the workload unchanged: every
+    // NodeClaim stays, nothing is launched, no consolidation is undone, every pod runs.
     let created = |m: &str| -> f64 {
         m.lines()
             .filter(|l| l.starts_with("karpenter_nodeclaims_created_total{"))
@@ -161,7 +161,7 @@ fn a_mixed_workload_left_unchanged_settles_within_five_minutes_and_no_nodeclaim_
     };
     let created_before = created(&c.metrics());
     let watch = Instant::now();
-    while watch.elapsed() < Duration::from_secs(120) {
+    while watch.elapsed() < Duration::from_secs(90) {
         std::thread::sleep(Duration::from_secs(5));
         assert_eq!(
             claims(&s).0,
@@ -197,7 +197,7 @@ fn three_thousand_pods_all_start_with_a_quiet_log_and_go_to_zero_within_budgets(
     let (nodes, _) = claims(&s);
     assert!(nodes.len() > 30, "{} NodeClaims for {pods} pods", nodes.len());
 
-    // Scaled to zero: every node goes, never more at once than a NodePool's budget (30% of its
+    // Scaled to zero: every node goes, never more at once than a NodePool's budget (50% of its
     // nodes, rounded up, set now: the default 10% would take CI too long) allows.
     for pool in ["general", "batch"] {
         kubectl_ok(
@@ -208,7 +208,7 @@ fn three_thousand_pods_all_start_with_a_quiet_log_and_go_to_zero_within_budgets(
                 pool,
                 "--type=merge",
                 "-p",
-                r#"{"spec":{"disruption":{"budgets":[{"nodes":"30%"}]}}}"#,
+                r#"{"spec":{"disruption":{"budgets":[{"nodes":"50%"}]}}}"#,
             ],
         );
     }
@@ -221,7 +221,7 @@ fn three_thousand_pods_all_start_with_a_quiet_log_and_go_to_zero_within_budgets(
         }
         for (pool, (total, deleting)) in &pools {
             assert!(
-                *deleting <= (total * 3).div_ceil(10),
+                *deleting <= total.div_ceil(2),
                 "NodePool {pool}: {deleting} of {total} NodeClaims deleting at once"
             );
         }
