@@ -118,20 +118,23 @@ impl SchedulingContext {
         // (within each priority), or a pod may be left over once the nodes are gone.
         let priority = |p: &Arc<Pod>| std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
         order.sort_by_key(priority);
-        let mut result = Ok(());
-        for variant in 0..3 {
-            match variant {
-                0 => {}
-                1 => {
-                    order.reverse();
-                    order.sort_by_key(priority);
-                }
-                _ => order.sort_by_key(|p| {
-                    let [cpu, memory] = kube_choice::cpu_memory_of(p);
-                    (priority(p), std::cmp::Reverse(((cpu * 1000.0) as i64, memory as i64)))
-                }),
+        let mut reversed: Vec<Arc<Pod>> = order.iter().rev().cloned().collect();
+        reversed.sort_by_key(priority);
+        let mut largest = reversed.clone();
+        largest.sort_by_cached_key(|p| {
+            let [cpu, memory] = kube_choice::cpu_memory_of(p);
+            (priority(p), std::cmp::Reverse(((cpu * 1000.0) as i64, memory as i64)))
+        });
+        // An order that repeats an earlier one (one pod, pods all alike) is not replayed again.
+        let mut orders: Vec<Vec<Arc<Pod>>> = vec![order];
+        for o in [reversed, largest] {
+            if !orders.iter().any(|x| x.iter().zip(&o).all(|(a, b)| Arc::ptr_eq(a, b))) {
+                orders.push(o);
             }
-            if let Err(nb) = kube_choice::replay(&mut kv.view, &order) {
+        }
+        let mut result = Ok(());
+        for order in &orders {
+            if let Err(nb) = kube_choice::replay(&mut kv.view, order) {
                 let key = order.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
                 result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
                 break;
