@@ -10,12 +10,13 @@
 //! (counted by the server per User-Agent), and the time for a scale-up of 10% more pods until
 //! every pod runs.
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::path::Path;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+
+use crate::bench_process::{self, Proc, get, http};
 
 #[derive(clap::Args)]
 pub struct ControllerArgs {
@@ -94,40 +95,6 @@ steps:
     )
 }
 
-/// One plain HTTP/1.1 request to `addr`; (status, body).
-fn http(addr: &str, method: &str, path: &str, body: Option<(&str, &str)>) -> anyhow::Result<(u16, String)> {
-    let mut s = std::net::TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(120)))?;
-    let (ctype, text) = body.unwrap_or(("application/json", ""));
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: kerf-bench\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    );
-    s.write_all(req.as_bytes())?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp)?;
-    let resp = String::from_utf8_lossy(&resp);
-    let code = resp.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
-    let body =
-        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { unchunk(body) } else { body.to_string() };
-    Ok((code, body))
-}
-
-/// The body of a chunked response.
-fn unchunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = rest[n..].trim_start_matches("\r\n");
-    }
-    out
-}
-
 /// Pods of the two Deployments: (all, not Running).
 fn pods(server: &str, only_not_running: bool) -> anyhow::Result<usize> {
     let mut path = "/api/v1/namespaces/default/pods?labelSelector=app%20in%20(bench,filler)".to_string();
@@ -166,76 +133,6 @@ fn scale(server: &str, name: &str, replicas: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A child process of this executable, its stderr in a file; killed when dropped.
-struct Proc {
-    child: Child,
-    stderr: PathBuf,
-}
-
-impl Proc {
-    fn spawn(dir: &Path, name: &str, args: &[&str]) -> anyhow::Result<Proc> {
-        let exe = std::env::current_exe().context("finding the kerf executable")?;
-        let stderr = dir.join(format!("{name}.stderr"));
-        let child = Command::new(exe)
-            .args(args)
-            .env("KERF_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).context("stderr file")?)
-            .spawn()
-            .with_context(|| format!("starting kerf {}", args.first().copied().unwrap_or_default()))?;
-        Ok(Proc { child, stderr })
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// Waits for a line of stderr containing `marker`.
-    fn line(&mut self, marker: &str) -> anyhow::Result<String> {
-        let start = Instant::now();
-        loop {
-            if let Some(l) = self.stderr().lines().find(|l| l.contains(marker)) {
-                return Ok(l.to_string());
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                bail!("the process exited with {status}: {}", self.stderr());
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                bail!("no '{marker}' within 60s: {}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// SIGTERM, then waits for the exit.
-    fn stop(mut self) -> anyhow::Result<()> {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        let start = Instant::now();
-        while self.child.try_wait()?.is_none() {
-            if start.elapsed() > Duration::from_secs(30) {
-                bail!("did not stop within 30s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
-    }
-
-    /// Peak resident set size (`VmHWM`), in bytes.
-    fn peak_rss(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let kb = status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse::<u64>().ok()?;
-        Some(kb * 1024)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A started controller and where it serves metrics and probes.
 fn controller(dir: &Path, name: &str, kubeconfig: &Path) -> anyhow::Result<(Proc, String, String)> {
     let kc = kubeconfig.to_str().context("the kubeconfig path is not UTF-8")?;
@@ -251,7 +148,7 @@ fn controller(dir: &Path, name: &str, kubeconfig: &Path) -> anyhow::Result<(Proc
         "127.0.0.1:0",
     ];
     let mut p = Proc::spawn(dir, name, &args)?;
-    let line = p.line("metrics on http://")?;
+    let line = p.line("metrics on http://", Duration::from_secs(60))?;
     let after =
         |marker: &str| line.split(marker).nth(1).and_then(|r| r.split('/').next()).unwrap_or_default().to_string();
     let (metrics, health) = (after("metrics on http://"), after("probes on http://"));
@@ -349,16 +246,7 @@ struct Measured {
 fn measure(a: &ControllerArgs, dir: &Path, cpu_m: usize, mem_mi: usize) -> anyhow::Result<Measured> {
     let scenario_path = dir.join("scenario.yaml");
     std::fs::write(&scenario_path, scenario(a.pods, cpu_m, mem_mi)).context("writing the scenario")?;
-    let kubeconfig = dir.join("kubeconfig");
-    let sc = scenario_path.to_str().context("the scenario path is not UTF-8")?;
-    let kc = kubeconfig.to_str().context("the kubeconfig path is not UTF-8")?;
-    let mut serve = Proc::spawn(
-        dir,
-        "serve",
-        &["serve", sc, "--controllers", "none", "--listen", "127.0.0.1:0", "--kubeconfig", kc],
-    )?;
-    let line = serve.line("is served on http://")?;
-    let server = line.split("http://").nth(1).map(str::trim).unwrap_or_default().to_string();
+    let (serve, server, kubeconfig) = bench_process::serve(dir, &scenario_path, Duration::from_secs(60))?;
 
     // Build: a first controller launches the nodes for both Deployments.
     let (builder, _, _) = controller(dir, "build", &kubeconfig)?;
@@ -432,9 +320,4 @@ fn requests(server: &str) -> anyhow::Result<std::collections::BTreeMap<String, u
         out.insert(verb.to_string(), n);
     }
     Ok(out)
-}
-
-/// GET `path` from `addr` (0 and nothing when it cannot be reached).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    http(addr, "GET", path, None).unwrap_or((0, String::new()))
 }

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use kerf_cloud::{Clock, ManualClock};
 
 mod bench;
+mod bench_process;
 mod chaos_bench;
 mod consolidation_bench;
 mod controller;

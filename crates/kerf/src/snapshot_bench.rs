@@ -8,10 +8,12 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+
+use crate::bench_process::{self, Proc, http};
 
 #[derive(clap::Args)]
 pub struct SnapshotArgs {
@@ -105,68 +107,18 @@ fn cluster_scenario(nodes: usize, pods: usize, fill: f64) -> anyhow::Result<Stri
     Ok(s)
 }
 
-/// A `kerf serve` child process, stopped when dropped.
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `kerf serve` on the scenario and waits until its last pod exists.
-fn serve(dir: &Path, scenario: &Path, last_pod: &str) -> anyhow::Result<(Served, PathBuf)> {
-    let kubeconfig = dir.join("kubeconfig");
-    let exe = std::env::current_exe().context("this executable")?;
-    let child = Command::new(exe)
-        .arg("serve")
-        .arg(scenario)
-        .args(["--listen", "127.0.0.1:0", "--controllers", "none", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("serve.stderr")).context("cannot create serve.stderr")?)
-        .spawn()
-        .context("cannot start kerf serve")?;
-    let mut served = Served(child);
-    let exited = |served: &mut Served| -> anyhow::Result<()> {
-        if let Ok(Some(status)) = served.0.try_wait() {
-            let err = std::fs::read_to_string(dir.join("serve.stderr")).unwrap_or_default();
-            anyhow::bail!("kerf serve exited ({status}): {err}");
-        }
-        Ok(())
-    };
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let server = loop {
-        if let Some(line) = std::fs::read_to_string(&kubeconfig)
-            .ok()
-            .and_then(|t| t.lines().find(|l| l.trim_start().starts_with("server:")).map(str::to_string))
-        {
-            break line.trim_start().trim_start_matches("server:").trim().trim_start_matches("http://").to_string();
-        }
-        exited(&mut served)?;
-        anyhow::ensure!(Instant::now() < deadline, "kerf serve wrote no kubeconfig");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+fn serve(dir: &Path, scenario: &Path, last_pod: &str) -> anyhow::Result<(Proc, PathBuf)> {
+    let limit = Duration::from_secs(600);
+    let start = Instant::now();
+    let (mut served, server, kubeconfig) = bench_process::serve(dir, scenario, limit)?;
     let path = format!("/api/v1/namespaces/bench/pods/{last_pod}");
-    while get_status(&server, &path) != Some(200) {
-        exited(&mut served)?;
-        anyhow::ensure!(Instant::now() < deadline, "kerf serve did not load the cluster in 10 minutes");
+    while http(&server, "GET", &path, None).ok().map(|(code, _)| code) != Some(200) {
+        served.still_running().context("kerf serve")?;
+        anyhow::ensure!(start.elapsed() < limit, "kerf serve did not load the cluster in 10 minutes");
         std::thread::sleep(Duration::from_millis(200));
     }
     Ok((served, kubeconfig))
-}
-
-/// The status code of one plain HTTP GET.
-fn get_status(addr: &str, path: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
