@@ -35,15 +35,7 @@ impl Budget {
             (Some(s), Some(d)) => (s, d),
             _ => return Err(BudgetError::Incomplete),
         };
-        let cron = parse_budget_schedule(schedule).map_err(BudgetError::Schedule)?;
-        let now_s = now.as_second();
-        let span = i64::try_from(duration.0.as_secs()).unwrap_or(i64::MAX);
-        let checkpoint = UtcSecond(now_s.saturating_sub(span));
-        match cron.find_next_occurrence(&checkpoint, false) {
-            Ok(next) => Ok(next.0 <= now_s),
-            // No hit at all within croner's search range: never active.
-            Err(_) => Ok(false),
-        }
+        window_active(schedule, duration.0, now).map_err(BudgetError::Schedule)
     }
 
     /// How many of `num_nodes` nodes this budget lets be disrupted at `now`: [`UNBOUNDED`] when
@@ -54,6 +46,38 @@ impl Budget {
         }
         budget_nodes(&self.nodes, num_nodes)
     }
+}
+
+/// Whether a window that opens at each hit of the cron `schedule` (UTC, the syntax of budget
+/// schedules) and stays open for `duration` is open at `now`: the first hit after
+/// `now - duration` is not after `now`. Budgets and kerf's scheduled CapacityBuffers both ask it.
+pub fn window_active(schedule: &str, duration: std::time::Duration, now: Timestamp) -> Result<bool, String> {
+    let cron = parse_budget_schedule(schedule)?;
+    let now_s = now.as_second();
+    let span = i64::try_from(duration.as_secs()).unwrap_or(i64::MAX);
+    let checkpoint = UtcSecond(now_s.saturating_sub(span));
+    match cron.find_next_occurrence(&checkpoint, false) {
+        Ok(next) => Ok(next.0 <= now_s),
+        // No hit at all within croner's search range: never open.
+        Err(_) => Ok(false),
+    }
+}
+
+/// When the window of [`window_active`] next opens or closes after `now` (to wake then), if
+/// croner finds a hit.
+pub fn window_next_change(schedule: &str, duration: std::time::Duration, now: Timestamp) -> Option<Timestamp> {
+    let cron = parse_budget_schedule(schedule).ok()?;
+    let now_s = now.as_second();
+    let span = i64::try_from(duration.as_secs()).unwrap_or(i64::MAX);
+    // The next opening after now, and the closing of the window open now (if one is).
+    let next_open = cron.find_next_occurrence(&UtcSecond(now_s), false).ok().map(|t| t.0);
+    let open_since = cron.find_next_occurrence(&UtcSecond(now_s.saturating_sub(span)), false).ok().map(|t| t.0);
+    let closing = open_since.filter(|o| *o <= now_s).map(|o| o.saturating_add(span)).filter(|c| *c > now_s);
+    let at = match (next_open, closing) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b)?,
+    };
+    Timestamp::from_second(at).ok()
 }
 
 /// `nodes` of a budget applied to a pool of `num_nodes`.

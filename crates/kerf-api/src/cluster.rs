@@ -8,9 +8,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::{EC2NodeClass, NodeClaim, NodePool};
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use crate::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -99,6 +99,12 @@ objects! {
     Namespace, false, "", "v1", "namespaces";
     PriorityClass, false, "scheduling.k8s.io", "v1", "priorityclasses";
     RuntimeClass, false, "node.k8s.io", "v1", "runtimeclasses";
+    PodTemplate, true, "", "v1", "podtemplates";
+    CapacityBuffer, true, crate::crd::CAPACITY_BUFFER.group, crate::crd::CAPACITY_BUFFER.version, crate::crd::CAPACITY_BUFFER.plural;
+    // Read (not watched) for the workload a CapacityBuffer's scalableRef names.
+    Deployment, true, "apps", "v1", "deployments";
+    StatefulSet, true, "apps", "v1", "statefulsets";
+    ReplicaSet, true, "apps", "v1", "replicasets";
 }
 
 /// A change to one object, as a watch delivers it.

@@ -1,4 +1,5 @@
-//! The three CustomResourceDefinitions as a cluster installs them: names, short names and
+//! The CustomResourceDefinitions as a cluster installs them (Karpenter's three and SIG
+//! Autoscaling's CapacityBuffer): names, short names and
 //! categories, scope, subresources, Karpenter's printer columns and the CEL rules of the checks
 //! kerf makes (`validation`) that a CRD can express, over the generated `schema`.
 //!
@@ -70,6 +71,8 @@ pub struct CrdDefinition {
     pub categories: &'static [&'static str],
     pub scale: Option<Scale>,
     pub columns: &'static [PrinterColumn],
+    /// Objects live in a namespace (`scope: Namespaced`).
+    pub namespaced: bool,
 }
 
 use ColumnSource::{Condition, CreationTimestamp, Field, Label};
@@ -95,6 +98,7 @@ pub const NODE_POOL: CrdDefinition = CrdDefinition {
         column("CPU", "string", 1, Field("/status/resources/cpu")),
         column("Memory", "string", 1, Field("/status/resources/memory")),
     ],
+    namespaced: false,
 };
 
 /// `nodeclaims.karpenter.sh`.
@@ -121,6 +125,7 @@ pub const NODE_CLAIM: CrdDefinition = CrdDefinition {
         column("NodeClass", "string", 1, Field("/spec/nodeClassRef/name")),
         column("Drifted", "string", 1, Condition(crate::nodeclaim::CONDITION_DRIFTED)),
     ],
+    namespaced: false,
 };
 
 /// `ec2nodeclasses.karpenter.k8s.aws`.
@@ -139,12 +144,36 @@ pub const EC2_NODE_CLASS: CrdDefinition = CrdDefinition {
         column("Age", "date", 0, CreationTimestamp),
         column("Role", "string", 1, Field("/spec/role")),
     ],
+    namespaced: false,
 };
 
-/// The three CRDs, in the order `kerf crds` prints them.
-pub const ALL: [&CrdDefinition; 3] = [&NODE_POOL, &NODE_CLAIM, &EC2_NODE_CLASS];
+/// `capacitybuffers.autoscaling.x-k8s.io` (namespaced; upstream's short name and columns, the
+/// condition list shown as one column per condition).
+pub const CAPACITY_BUFFER: CrdDefinition = CrdDefinition {
+    group: crate::capacitybuffer::GROUP,
+    version: "v1beta1",
+    kind: crate::capacitybuffer::KIND,
+    list_kind: "CapacityBufferList",
+    plural: "capacitybuffers",
+    singular: "capacitybuffer",
+    short_names: &["cb"],
+    categories: &[],
+    scale: None,
+    columns: &[
+        column("Strategy", "string", 0, Field("/spec/provisioningStrategy")),
+        column("PodTemplate", "string", 0, Field("/status/podTemplateRef/name")),
+        column("Replicas", "integer", 0, Field("/status/replicas")),
+        column("ReadyForProvisioning", "string", 0, Condition(crate::capacitybuffer::CONDITION_READY_FOR_PROVISIONING)),
+        column("Provisioning", "string", 0, Condition(crate::capacitybuffer::CONDITION_PROVISIONING)),
+        column("Age", "date", 0, CreationTimestamp),
+    ],
+    namespaced: true,
+};
 
-/// The definition of `kind` (`NodePool`, `NodeClaim`, `EC2NodeClass`).
+/// The CRDs, in the order `kerf crds` prints them.
+pub const ALL: [&CrdDefinition; 4] = [&NODE_POOL, &NODE_CLAIM, &EC2_NODE_CLASS, &CAPACITY_BUFFER];
+
+/// The definition of `kind` (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`).
 pub fn definition(kind: &str) -> Option<&'static CrdDefinition> {
     ALL.into_iter().find(|d| d.kind == kind)
 }
@@ -198,7 +227,7 @@ impl CrdDefinition {
             "spec": {
                 "group": self.group,
                 "names": names,
-                "scope": "Cluster",
+                "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
                 "versions": [{
                     "name": self.version,
                     "served": true,
@@ -217,7 +246,7 @@ impl CrdDefinition {
     }
 }
 
-/// All three CRDs as a multi-document YAML stream (what `kerf crds` prints).
+/// All the CRDs as a multi-document YAML stream (what `kerf crds` prints).
 pub fn all_yaml() -> Result<String, serde_yaml_ng::Error> {
     ALL.iter().map(|d| d.yaml()).collect()
 }

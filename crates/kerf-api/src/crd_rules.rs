@@ -419,9 +419,36 @@ fn ec2_node_class() -> Vec<Addition> {
     out
 }
 
-/// The additions of one kind (`NodePool`, `NodeClaim`, `EC2NodeClass`).
+/// CapacityBuffer: upstream's two rules on the spec, and kerf's on `percentage`.
+fn capacity_buffer() -> Vec<Addition> {
+    vec![
+        rule(
+            "spec",
+            "!(has(self.podTemplateRef) && has(self.scalableRef))",
+            "set either podTemplateRef or scalableRef, not both (exactly one names the shape of the buffer's pods)",
+        ),
+        rule(
+            "spec",
+            "has(self.podTemplateRef) || has(self.scalableRef)",
+            "one of podTemplateRef or scalableRef is required (it names the shape of the buffer's pods)",
+        ),
+        rule(
+            "spec",
+            "!has(self.podTemplateRef) || has(self.replicas) || has(self.limits)",
+            "a buffer with podTemplateRef needs replicas or limits (nothing else says how many pods' room to keep)",
+        ),
+        rule(
+            "spec",
+            "!has(self.percentage) || has(self.scalableRef)",
+            "percentage needs scalableRef (it is a percentage of the referenced workload's replicas)",
+        ),
+    ]
+}
+
+/// The additions of one kind (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`).
 pub fn additions(kind: &str) -> Vec<Addition> {
     match kind {
+        crate::capacitybuffer::KIND => capacity_buffer(),
         crate::nodepool::KIND => node_pool(),
         crate::nodeclaim::KIND => node_claim(),
         crate::ec2nodeclass::KIND => ec2_node_class(),

@@ -6,6 +6,7 @@
 //! This crate does no I/O.
 
 pub mod budget;
+pub mod capacitybuffer;
 pub mod cluster;
 pub mod convert;
 pub mod crd;
@@ -25,6 +26,7 @@ pub mod seeded;
 pub mod shared;
 pub mod validation;
 
+pub use capacitybuffer::CapacityBuffer;
 pub use duration::{GoDuration, NillableDuration};
 pub use ec2nodeclass::EC2NodeClass;
 pub use manifest::{KarpenterObject, Problem, decode, decode_karpenter};

@@ -6,12 +6,13 @@ use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 use serde_yaml_ng::Value;
 
+use crate::capacitybuffer::{self, CapacityBuffer};
 use crate::ec2nodeclass::{self, EC2NodeClass};
 use crate::nodeclaim::{self, NodeClaim};
 use crate::nodepool::{self, NodePool};
 use crate::validation::{self, FieldError};
 
-/// One of the three Karpenter kinds kerf reads.
+/// One of the three Karpenter kinds kerf reads, or SIG Autoscaling's CapacityBuffer.
 // Objects are decoded once and handed on whole; boxing would only add indirection for callers.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +20,7 @@ pub enum KarpenterObject {
     NodePool(NodePool),
     NodeClaim(NodeClaim),
     EC2NodeClass(EC2NodeClass),
+    CapacityBuffer(CapacityBuffer),
 }
 
 impl KarpenterObject {
@@ -27,6 +29,7 @@ impl KarpenterObject {
             KarpenterObject::NodePool(_) => nodepool::KIND,
             KarpenterObject::NodeClaim(_) => nodeclaim::KIND,
             KarpenterObject::EC2NodeClass(_) => ec2nodeclass::KIND,
+            KarpenterObject::CapacityBuffer(_) => capacitybuffer::KIND,
         }
     }
 
@@ -35,6 +38,7 @@ impl KarpenterObject {
             KarpenterObject::NodePool(o) => o.name(),
             KarpenterObject::NodeClaim(o) => o.name(),
             KarpenterObject::EC2NodeClass(o) => o.name(),
+            KarpenterObject::CapacityBuffer(o) => o.name(),
         }
     }
 
@@ -44,6 +48,7 @@ impl KarpenterObject {
             KarpenterObject::NodePool(o) => validation::validate_node_pool(o),
             KarpenterObject::NodeClaim(o) => validation::validate_node_claim(o),
             KarpenterObject::EC2NodeClass(o) => validation::validate_ec2_node_class(o),
+            KarpenterObject::CapacityBuffer(o) => capacitybuffer::validate(o),
         }
     }
 }
@@ -439,8 +444,9 @@ pub fn document_kind(doc: &Value) -> Option<&str> {
     doc.get("kind").and_then(Value::as_str)
 }
 
-/// API groups whose kinds kerf understands (only the three v1 kinds of them).
-const KARPENTER_GROUPS: &[&str] = &["karpenter.sh", "karpenter.k8s.aws"];
+/// API groups whose kinds kerf understands (only the three v1 kinds of them, and
+/// CapacityBuffer of SIG Autoscaling's group).
+const KARPENTER_GROUPS: &[&str] = &["karpenter.sh", "karpenter.k8s.aws", capacitybuffer::GROUP];
 
 /// The v1 replacement of a kind from an older Karpenter API.
 fn replacement_of(kind: &str) -> Option<&'static str> {
@@ -492,7 +498,12 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
     if group.is_some_and(|g| !KARPENTER_GROUPS.contains(&g)) {
         return Ok(None);
     }
+    // SIG Autoscaling's group has other kinds (ProvisioningRequest) kerf does not read.
+    if group == Some(capacitybuffer::GROUP) && kind != capacitybuffer::KIND {
+        return Ok(None);
+    }
     let expected = match kind {
+        capacitybuffer::KIND => capacitybuffer::API_VERSION,
         nodepool::KIND => nodepool::API_VERSION,
         nodeclaim::KIND => nodeclaim::API_VERSION,
         ec2nodeclass::KIND => ec2nodeclass::API_VERSION,
@@ -526,6 +537,7 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
     let decoded = match kind {
         nodepool::KIND => decode_all::<NodePool>(doc).map(KarpenterObject::NodePool),
         nodeclaim::KIND => decode_all::<NodeClaim>(doc).map(KarpenterObject::NodeClaim),
+        capacitybuffer::KIND => decode_all::<CapacityBuffer>(doc).map(KarpenterObject::CapacityBuffer),
         _ => decode_all::<EC2NodeClass>(doc).map(KarpenterObject::EC2NodeClass),
     };
     let mut errors = unknown_metadata_fields(doc);
@@ -673,7 +685,7 @@ fn raw_pattern_errors(doc: &Value, kind: &str) -> Vec<FieldError> {
     let requirements_path: &[&str] =
         if kind == nodepool::KIND { &["spec", "template", "spec", "requirements"] } else { &["spec", "requirements"] };
     let holder = requirements_path[..requirements_path.len() - 1].iter().try_fold(doc, |cur, p| cur.get(*p));
-    if kind != ec2nodeclass::KIND
+    if (kind == nodepool::KIND || kind == nodeclaim::KIND)
         && let Some(holder) = holder
         && holder.get("requirements").is_none()
     {

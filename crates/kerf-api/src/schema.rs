@@ -171,12 +171,13 @@ fn structural(v: &mut Value) {
     }
 }
 
-/// `(kind, schema)` for NodePool, NodeClaim and EC2NodeClass, in that order.
+/// `(kind, schema)` for NodePool, NodeClaim, EC2NodeClass and CapacityBuffer, in that order.
 pub fn crd_schemas() -> Vec<(&'static str, Value)> {
     vec![
         (nodepool::KIND, schema_of::<NodePool>()),
         (nodeclaim::KIND, schema_of::<NodeClaim>()),
         (ec2nodeclass::KIND, schema_of::<EC2NodeClass>()),
+        (crate::capacitybuffer::KIND, schema_of::<crate::CapacityBuffer>()),
     ]
 }
 
@@ -187,7 +188,11 @@ pub fn crd_schema(kind: &str) -> Option<Value> {
 
 /// The file name of a kind's schema under `crds/` (`nodepools.karpenter.sh.schema.json`, `ec2nodeclasses.karpenter.k8s.aws.schema.json`).
 pub fn schema_file_name(kind: &str) -> String {
-    let group = if kind == ec2nodeclass::KIND { ec2nodeclass::GROUP } else { crate::labels::GROUP };
+    let group = match kind {
+        ec2nodeclass::KIND => ec2nodeclass::GROUP,
+        crate::capacitybuffer::KIND => crate::capacitybuffer::GROUP,
+        _ => crate::labels::GROUP,
+    };
     let singular = kind.to_ascii_lowercase();
     let plural = if singular.ends_with('s') { format!("{singular}es") } else { format!("{singular}s") };
     format!("{plural}.{group}.schema.json")

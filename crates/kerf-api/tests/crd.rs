@@ -110,6 +110,23 @@ fn names_scope_and_subresources_match_karpenters_crds() {
     assert_eq!(ec2["spec"]["versions"][0]["name"], "v1");
     assert_eq!(ec2["spec"]["versions"][0]["storage"], true);
     assert_eq!(crd::EC2_NODE_CLASS.file_name(), "karpenter.k8s.aws_ec2nodeclasses.yaml");
+
+    let cb = crd::CAPACITY_BUFFER.custom_resource_definition();
+    assert_eq!(cb["metadata"]["name"], "capacitybuffers.autoscaling.x-k8s.io");
+    assert_eq!(cb["spec"]["scope"], "Namespaced");
+    assert_eq!(cb["spec"]["names"]["shortNames"], serde_json::json!(["cb"]));
+    assert_eq!(cb["spec"]["versions"][0]["name"], "v1beta1");
+    assert_eq!(cb["spec"]["versions"][0]["subresources"], serde_json::json!({"status": {}}));
+    let spec = &cb["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["properties"]["provisioningStrategy"]["default"], "buffer.x-k8s.io/active-capacity");
+    let rules: Vec<&str> =
+        spec["x-kubernetes-validations"].as_array().unwrap().iter().map(|r| r["rule"].as_str().unwrap()).collect();
+    assert!(rules.contains(&"!(has(self.podTemplateRef) && has(self.scalableRef))"), "{rules:?}");
+    assert!(rules.contains(&"!has(self.podTemplateRef) || has(self.replicas) || has(self.limits)"), "{rules:?}");
+    let status = &cb["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
+    for field in ["podTemplateRef", "replicas", "podTemplateGeneration", "conditions", "provisioningStrategy"] {
+        assert!(status.get(field).is_some(), "status.{field}");
+    }
 }
 
 #[test]
@@ -202,12 +219,20 @@ fn node_class_rules_cover_selector_terms_identity_and_tags() {
 }
 
 #[test]
-fn crds_print_as_three_yaml_documents() {
+fn crds_print_as_four_yaml_documents() {
     let text = crd::all_yaml().unwrap();
     let docs: Vec<Value> =
         serde_yaml_ng::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
     let names: Vec<&str> = docs.iter().map(|d| d["metadata"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"]);
+    assert_eq!(
+        names,
+        [
+            "nodepools.karpenter.sh",
+            "nodeclaims.karpenter.sh",
+            "ec2nodeclasses.karpenter.k8s.aws",
+            "capacitybuffers.autoscaling.x-k8s.io"
+        ]
+    );
     assert!(docs.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
 }
 

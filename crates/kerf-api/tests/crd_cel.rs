@@ -343,3 +343,37 @@ fn node_class_rules_beyond_the_fixtures_agree_with_kerf() {
         assert!(problems.iter().any(|p| p.contains(message)), "{patch}: no {message:?} in {problems:#?}");
     }
 }
+
+/// The CapacityBuffer CRD refuses what `kerf validate` refuses: both references, neither, a
+/// template without a count, a percentage without a workload, negative counts.
+#[test]
+fn capacity_buffer_rules_agree_with_kerf() {
+    let ctx = cel_context();
+    let base = serde_json::json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+        "metadata": {"name": "b", "namespace": "default"},
+        "spec": {"podTemplateRef": {"name": "t"}, "replicas": 2},
+    });
+    let cases: &[(Value, &str)] = &[
+        (
+            serde_json::json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "web"}}),
+            "set either podTemplateRef or scalableRef, not both",
+        ),
+        (serde_json::json!({"podTemplateRef": null}), "one of podTemplateRef or scalableRef is required"),
+        (serde_json::json!({"replicas": null}), "a buffer with podTemplateRef needs replicas or limits"),
+        (serde_json::json!({"percentage": 20}), "percentage needs scalableRef"),
+        (serde_json::json!({"replicas": -1}), "minimum"),
+        (serde_json::json!({"podTemplateRef": {"name": ""}}), "too short"),
+    ];
+    let clean: serde_yaml_ng::Value = serde_json::from_value(base.clone()).unwrap();
+    assert_eq!(crd_problems(&ctx, &clean), Some(vec![]));
+    assert!(kerf_api::manifest::decode_karpenter(&clean).is_ok());
+    for (patch, message) in cases {
+        let mut doc = base.clone();
+        merge_patch(&mut doc["spec"], patch);
+        let yaml: serde_yaml_ng::Value = serde_json::from_value(doc).unwrap();
+        assert!(kerf_api::manifest::decode_karpenter(&yaml).is_err(), "kerf accepts {patch}");
+        let problems = crd_problems(&ctx, &yaml).unwrap();
+        assert!(problems.iter().any(|p| p.contains(message)), "{patch}: no {message:?} in {problems:#?}");
+    }
+}

@@ -16,10 +16,15 @@ fn props(v: &Value) -> Vec<&str> {
 }
 
 #[test]
-fn schemas_cover_the_three_kinds_and_their_key_fields() {
+fn schemas_cover_the_four_kinds_and_their_key_fields() {
     let schemas = crd_schemas();
     let kinds: Vec<&str> = schemas.iter().map(|(k, _)| *k).collect();
-    assert_eq!(kinds, ["NodePool", "NodeClaim", "EC2NodeClass"]);
+    assert_eq!(kinds, ["NodePool", "NodeClaim", "EC2NodeClass", "CapacityBuffer"]);
+    let buffer_spec = at(&schemas[3].1, &["properties", "spec"]);
+    assert_eq!(
+        props(buffer_spec),
+        ["limits", "percentage", "podTemplateRef", "provisioningStrategy", "replicas", "scalableRef"]
+    );
 
     let np = &schemas[0].1;
     assert_eq!(props(at(np, &["properties", "spec"])), ["disruption", "limits", "replicas", "template", "weight"]);

@@ -167,6 +167,7 @@ pub(crate) fn copy_status(into: &mut AnyObject, from: &AnyObject) {
             Arc::make_mut(a).status.clone_from(&b.status)
         }
         (AnyObject::Namespace(a), AnyObject::Namespace(b)) => Arc::make_mut(a).status.clone_from(&b.status),
+        (AnyObject::CapacityBuffer(a), AnyObject::CapacityBuffer(b)) => Arc::make_mut(a).status.clone_from(&b.status),
         _ => {}
     }
 }
@@ -186,6 +187,26 @@ pub(crate) fn any_meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachiner
         AnyObject::Namespace(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::PriorityClass(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::RuntimeClass(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::PodTemplate(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::CapacityBuffer(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::Deployment(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::StatefulSet(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::ReplicaSet(o) => &mut Arc::make_mut(o).metadata,
+    }
+}
+
+/// A workload kept as JSON as the typed object the controllers read (None for other kinds, or
+/// JSON that does not decode).
+fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+    fn decode<K: Object + serde::de::DeserializeOwned>(d: &DynamicObject) -> Option<AnyObject> {
+        serde_json::from_value::<K>(d.to_json()).ok().map(Object::into_any)
+    }
+    match kind {
+        "Deployment" => decode::<Deployment>(d),
+        "StatefulSet" => decode::<StatefulSet>(d),
+        "ReplicaSet" => decode::<ReplicaSet>(d),
+        _ => None,
     }
 }
 
@@ -641,9 +662,15 @@ impl SimCluster {
         self.write_stored(kind, Stored::Dynamic(Arc::new(obj)), mode).map(|_| ())
     }
 
+    /// The object of kind `K`; a workload kept as JSON (a Deployment, StatefulSet or ReplicaSet,
+    /// which the controllers read but do not watch) is read as its typed object.
     pub fn get_obj<K: Object>(&self, namespace: Option<&str>, name: &str) -> Option<K> {
         let key = key_of(namespace, name, K::NAMESPACED);
-        self.lock().stores.get(K::KIND).and_then(|s| s.get(&key)).and_then(typed::<K>).cloned()
+        let inner = self.lock();
+        match inner.stores.get(K::KIND).and_then(|s| s.get(&key))? {
+            Stored::Typed(a) => K::from_any(a).cloned(),
+            Stored::Dynamic(d) => workload_view(K::KIND, d).and_then(|a| K::from_any(&a).cloned()),
+        }
     }
 
     pub fn list_objs<K: Object>(&self) -> Vec<K> {

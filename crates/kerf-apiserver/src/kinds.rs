@@ -3,13 +3,13 @@
 //! how their typed objects convert to and from JSON.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{EC2NodeClass, FieldError, NodeClaim, NodePool, crd};
+use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodePool, crd};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -79,6 +79,10 @@ fn node_class_rules(a: &AnyObject) -> Vec<FieldError> {
     EC2NodeClass::from_any(a).map(kerf_api::validate_ec2_node_class).unwrap_or_default()
 }
 
+fn capacity_buffer_rules(a: &AnyObject) -> Vec<FieldError> {
+    CapacityBuffer::from_any(a).map(kerf_api::capacitybuffer::validate).unwrap_or_default()
+}
+
 const fn typed<K: Object + Serialize + DeserializeOwned>() -> Option<Typed> {
     Some(Typed { decode: decode::<K>, encode: encode::<K>, validate: no_rules })
 }
@@ -137,6 +141,8 @@ pub static KINDS: &[ResourceKind] = &[
     kind!("", "v1", "Event", "events", "event", true, ["ev"], [], status: false, scale: false, None),
     kind!("apps", "v1", "Deployment", "deployments", "deployment", true, ["deploy"], ["all"], status: true, scale: true, None),
     kind!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, ["rs"], ["all"], status: true, scale: true, None),
+    kind!("apps", "v1", "StatefulSet", "statefulsets", "statefulset", true, ["sts"], ["all"], status: true, scale: true, None),
+    typed_kind!(PodTemplate, "podtemplate", [], [], status: false, scale: false, typed::<PodTemplate>()),
     typed_kind!(DaemonSet, "daemonset", ["ds"], ["all"], status: true, scale: false, typed::<DaemonSet>()),
     typed_kind!(PodDisruptionBudget, "poddisruptionbudget", ["pdb"], [], status: true, scale: false, typed::<PodDisruptionBudget>()),
     typed_kind!(StorageClass, "storageclass", ["sc"], [], status: false, scale: false, typed::<StorageClass>()),
@@ -146,6 +152,7 @@ pub static KINDS: &[ResourceKind] = &[
     crd_kind(&crd::NODE_POOL, typed_with::<NodePool>(node_pool_rules)),
     crd_kind(&crd::NODE_CLAIM, typed_with::<NodeClaim>(node_claim_rules)),
     crd_kind(&crd::EC2_NODE_CLASS, typed_with::<EC2NodeClass>(node_class_rules)),
+    crd_kind(&crd::CAPACITY_BUFFER, typed_with::<CapacityBuffer>(capacity_buffer_rules)),
 ];
 
 /// One of kerf's CRDs, named as its CustomResourceDefinition names it. (The scale subresource
@@ -157,7 +164,7 @@ const fn crd_kind(def: &'static crd::CrdDefinition, typed: Option<Typed>) -> Res
         kind: def.kind,
         plural: def.plural,
         singular: def.singular,
-        namespaced: false,
+        namespaced: def.namespaced,
         short_names: def.short_names,
         categories: def.categories,
         status: true,

@@ -12,6 +12,10 @@
 //!    missing or not Ready launches nothing; its pods and its `NodeClassReady` condition say why.
 //! 1. NodeClaims of deleted NodePools are deleted; NodePools with `spec.replicas` get exactly
 //!    that many NodeClaims.
+//! 2. CapacityBuffers: each resolved into virtual pods (never Pod objects), placed on the room
+//!    nodes and in-flight claims have left, published in cluster state for the provisioner
+//!    (which places them after the real pods, launching what they lack) and for disruption
+//!    (which keeps their room); their status written (see [`buffers`]).
 //! 2. The provisioner: pods kube-scheduler marked unschedulable are batched (a window closes
 //!    after `batch_idle` without new pods or `batch_max` in total), scheduled against existing
 //!    nodes, in-flight NodeClaims and NodePools, and NodeClaims are created; pods placed on
@@ -27,6 +31,7 @@
 //!    kerf's `Unfit`; spot interruption notices are acted on before provisioning.
 //! 7. NodePool status: resources, node count, Ready.
 
+pub mod buffers;
 pub mod disruption;
 mod garbage;
 mod interruption;

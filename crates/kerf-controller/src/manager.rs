@@ -78,6 +78,8 @@ pub(crate) struct Batch {
     /// When to try pods that fit nowhere again, even if nothing visible changed (offerings
     /// marked unavailable come back; the cloud's view is not in the watch).
     pub retry_at: Option<Timestamp>,
+    /// The buffer room generation last looked at (room held nowhere opens a window once).
+    pub room_seen: Option<u64>,
 }
 
 /// Per-reconcile bookkeeping.
@@ -178,6 +180,8 @@ pub struct Manager<P: CloudProvider> {
     pub(crate) disruption: crate::disruption::DisruptionState,
     /// The node class status controller's memory.
     pub(crate) resolved: crate::nodeclass::Resolved,
+    /// The CapacityBuffer reconciler's memory.
+    pub(crate) buffers: crate::buffers::Buffers,
     /// Each reconciler's error policy.
     runtime: Runtime,
     /// Parsed pod facts kept across the SchedulingContexts the provisioner and the disruption
@@ -200,6 +204,7 @@ impl<P: CloudProvider> Manager<P> {
             pools: NodePools { deleted: BTreeSet::new(), status_stale: true },
             disruption: Default::default(),
             resolved: Default::default(),
+            buffers: Default::default(),
             runtime,
             pod_facts: kerf_scheduling::PodFactsCache::new(),
         }
@@ -377,6 +382,7 @@ impl<P: CloudProvider> Manager<P> {
                 self.reconcile_static_pools(api, pass).await
             }
             Reconciler::Interruption => self.reconcile_interruptions(api, pass).await,
+            Reconciler::CapacityBuffer => self.reconcile_buffers(api, pass).await,
             Reconciler::Provisioning => self.provision(api, pass).await,
             Reconciler::Lifecycle => self.reconcile_claims(api, pass).await,
             Reconciler::Termination => self.reconcile_node_termination(api, pass).await,

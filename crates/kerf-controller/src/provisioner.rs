@@ -164,6 +164,11 @@ impl<P: CloudProvider> Manager<P> {
 
     async fn provision_batch<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
         self.expire_nominations(pass);
+        // Buffer room held nowhere opens a window like a new pending pod (once per change).
+        let room = self.state.buffer_room();
+        let room_short = room.short();
+        let room_new = room_short && self.provisioning.batch.room_seen != Some(room.generation);
+        self.provisioning.batch.room_seen = Some(room.generation);
         // Rescan the pending pods only when a pod or a nomination changed since the last scan.
         let generation = (self.state.pod_generation(), self.provisioning.nominations.generation);
         let mut has_new = false;
@@ -182,7 +187,8 @@ impl<P: CloudProvider> Manager<P> {
             }
             self.provisioning.batch.observed = Some(generation);
         }
-        if self.provisioning.batch.seen.is_empty() {
+        has_new |= room_new;
+        if self.provisioning.batch.seen.is_empty() && !room_short {
             self.provisioning.batch.started = None;
             self.provisioning.batch.last_trigger = None;
             self.provisioning.batch.dirty = false;
@@ -217,10 +223,20 @@ impl<P: CloudProvider> Manager<P> {
 
         let pending = self.provisionable_pods();
         let pods = first_five_of(pending.iter().map(|(k, _)| pod_name(k)), pending.len());
-        tracing::info!(pods = %pods, count = pending.len(), "found provisionable pod(s)");
+        let room: Vec<Arc<Pod>> = self.state.buffer_room().pods.iter().map(|p| Arc::clone(&p.pod)).collect();
+        if !pending.is_empty() {
+            tracing::info!(pods = %pods, count = pending.len(), "found provisionable pod(s)");
+        }
+        if !room.is_empty() {
+            tracing::info!(count = room.len(), "placing capacity buffer room after the pending pods");
+        }
 
         let types = self.instance_types_by_pool().await;
-        let input = self.scheduling_input(&pending, &types);
+        // The buffers' room is placed last, by pods the result's indices past `pending` name
+        // (no nomination, no event: they exist only here).
+        let mut input = self.scheduling_input_with(&pending, &types, false);
+        input.placed_last = room.len();
+        input.pods.extend(room);
         let result = SchedulingContext::with_facts(input.clone(), &self.pod_facts).place_pending();
         let applied = self.apply_scheduling_result(api, pass, &pending, &input, result).await;
         if applied.is_err() {
@@ -231,8 +247,20 @@ impl<P: CloudProvider> Manager<P> {
         applied
     }
 
-    /// Builds the scheduling core's input from cluster state.
+    /// Builds the scheduling core's input from cluster state, the CapacityBuffers' room held on
+    /// the nodes that hold it (what disruption and every other what-if must keep).
     pub(crate) fn scheduling_input(&self, pending: &[(ObjectKey, Arc<Pod>)], types: &TypesByPool) -> SchedulingInput {
+        self.scheduling_input_with(pending, types, true)
+    }
+
+    /// [`Self::scheduling_input`], with the buffers' room on its nodes or (`with_room` false:
+    /// the provisioner places it itself, the buffer reconciler finds where it fits) without.
+    pub(crate) fn scheduling_input_with(
+        &self,
+        pending: &[(ObjectKey, Arc<Pod>)],
+        types: &TypesByPool,
+        with_room: bool,
+    ) -> SchedulingInput {
         let state = &self.state;
         // Pools that provision for pods; those that cannot now are named in explanations.
         let mut unavailable_node_pools = BTreeMap::new();
@@ -319,6 +347,12 @@ impl<P: CloudProvider> Manager<P> {
             n.pods.extend(held.remove(name.as_str()).unwrap_or_default());
             existing.push(n);
         }
+        if with_room && !state.buffer_room().is_empty() {
+            let mut room = state.buffer_room().held();
+            for n in &mut existing {
+                n.pods.extend(room.remove(n.name.as_str()).unwrap_or_default());
+            }
+        }
 
         SchedulingInput {
             node_pools,
@@ -334,6 +368,7 @@ impl<P: CloudProvider> Manager<P> {
                 state.pods().keys().map(|(ns, _)| ns.as_str()),
             ),
             unavailable_node_pools,
+            placed_last: 0,
         }
     }
 

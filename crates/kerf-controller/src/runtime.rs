@@ -19,6 +19,8 @@ pub enum Reconciler {
     NodePool,
     /// Spot interruption notices.
     Interruption,
+    /// CapacityBuffers: their room resolved, placed and published; their status.
+    CapacityBuffer,
     /// Pending pods → NodeClaims.
     Provisioning,
     /// NodeClaim launch, registration, initialization, liveness.
@@ -34,10 +36,11 @@ pub enum Reconciler {
 }
 
 impl Reconciler {
-    pub const ALL: [Reconciler; 9] = [
+    pub const ALL: [Reconciler; 10] = [
         Reconciler::NodeClassStatus,
         Reconciler::NodePool,
         Reconciler::Interruption,
+        Reconciler::CapacityBuffer,
         Reconciler::Provisioning,
         Reconciler::Lifecycle,
         Reconciler::Termination,
@@ -52,6 +55,7 @@ impl Reconciler {
             Reconciler::NodeClassStatus => "nodeclass.status",
             Reconciler::NodePool => "nodepool.static",
             Reconciler::Interruption => "interruption",
+            Reconciler::CapacityBuffer => "capacitybuffer",
             Reconciler::Provisioning => "provisioner",
             Reconciler::Lifecycle => "nodeclaim.lifecycle",
             Reconciler::Termination => "node.termination",

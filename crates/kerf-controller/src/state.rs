@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kerf_api::{EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
 
+use crate::buffers::BufferRoom;
 use crate::util;
 use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_scheduling::disruption_budgets::DisruptionBudgets;
@@ -79,6 +80,13 @@ pub struct ClusterState {
     pod_generation: u64,
     /// The pods each PodDisruptionBudget selects (finished pods not counted).
     disruption_budgets: DisruptionBudgets,
+    capacity_buffers: BTreeMap<ObjectKey, CapacityBuffer>,
+    pod_templates: BTreeMap<ObjectKey, PodTemplate>,
+    /// The room CapacityBuffers keep, as the buffer reconciler last resolved and placed it
+    /// (the provisioner and the disruption controller read it).
+    buffer_room: BufferRoom,
+    /// Bumped on every object added, changed or removed.
+    generation: u64,
 }
 
 impl ClusterState {
@@ -106,6 +114,7 @@ impl ClusterState {
     }
 
     fn upsert(&mut self, obj: &AnyObject) {
+        self.generation += 1;
         match obj {
             AnyObject::Pod(p) => self.upsert_pod(p),
             AnyObject::Node(n) => {
@@ -151,8 +160,12 @@ impl ClusterState {
             AnyObject::PersistentVolume(p) => upsert(&mut self.pvs, &**p, |o| &o.metadata),
             AnyObject::StorageClass(s) => upsert(&mut self.storage_classes, &**s, |o| &o.metadata),
             AnyObject::Namespace(n) => upsert(&mut self.namespaces, &**n, |o| &o.metadata),
+            AnyObject::CapacityBuffer(b) => upsert_ns(&mut self.capacity_buffers, &**b, |o| &o.metadata),
+            AnyObject::PodTemplate(t) => upsert_ns(&mut self.pod_templates, &**t, |o| &o.metadata),
             // Admission applies these to pods; the controllers read the result on the pod.
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
+            // Read on demand (a buffer's scalableRef), not kept.
+            AnyObject::Deployment(_) | AnyObject::StatefulSet(_) | AnyObject::ReplicaSet(_) => {}
         }
     }
 
@@ -190,6 +203,7 @@ impl ClusterState {
     }
 
     fn remove(&mut self, obj: &AnyObject) {
+        self.generation += 1;
         let meta = obj.meta();
         match obj {
             AnyObject::Pod(_) => {
@@ -240,7 +254,14 @@ impl ClusterState {
             AnyObject::Namespace(_) => {
                 self.namespaces.remove(&name_of(meta));
             }
+            AnyObject::CapacityBuffer(_) => {
+                self.capacity_buffers.remove(&key_of(meta));
+            }
+            AnyObject::PodTemplate(_) => {
+                self.pod_templates.remove(&key_of(meta));
+            }
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
+            AnyObject::Deployment(_) | AnyObject::StatefulSet(_) | AnyObject::ReplicaSet(_) => {}
         }
     }
 
@@ -252,6 +273,29 @@ impl ClusterState {
     }
 
     // ---- reads ----
+
+    /// Changes whenever any object is added, updated or removed.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn capacity_buffers(&self) -> &BTreeMap<ObjectKey, CapacityBuffer> {
+        &self.capacity_buffers
+    }
+
+    pub fn pod_templates(&self) -> &BTreeMap<ObjectKey, PodTemplate> {
+        &self.pod_templates
+    }
+
+    /// The room CapacityBuffers keep and where it is held.
+    pub fn buffer_room(&self) -> &BufferRoom {
+        &self.buffer_room
+    }
+
+    /// Replaces the buffers' room (the buffer reconciler's result).
+    pub(crate) fn set_buffer_room(&mut self, room: BufferRoom) {
+        self.buffer_room = room;
+    }
 
     /// Changes whenever any pod is added, updated or removed.
     pub fn pod_generation(&self) -> u64 {

@@ -3,13 +3,13 @@
 //! written as a `DynamicObject` so that one code path serves them all, including kerf's own
 //! kinds, which do not implement kube-rs's `Resource`.
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
 use kerf_controller::{AnyObject, Object};
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
@@ -37,10 +37,14 @@ fn builtin<K: k8s_openapi::Resource + Object>() -> Kind {
 }
 
 fn karpenter(api_version: &str, kind: &'static str, plural: &str) -> Kind {
+    custom(api_version, kind, plural, false)
+}
+
+fn custom(api_version: &str, kind: &'static str, plural: &str, namespaced: bool) -> Kind {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     Kind {
         kind,
-        namespaced: false,
+        namespaced,
         resource: ApiResource {
             group: group.to_string(),
             version: version.to_string(),
@@ -68,14 +72,24 @@ pub fn all() -> &'static [Kind] {
             builtin::<Node>(),
             builtin::<DaemonSet>(),
             builtin::<PodDisruptionBudget>(),
+            builtin::<PodTemplate>(),
+            custom(kerf_api::capacitybuffer::API_VERSION, kerf_api::capacitybuffer::KIND, "capacitybuffers", true),
             builtin::<Pod>(),
         ]
     })
 }
 
-/// The kind named `kind` (`Pod`, `NodeClaim`, ...).
+/// Kinds the controllers read with `get` but do not watch: the workloads a CapacityBuffer's
+/// `scalableRef` names (watching every Deployment and ReplicaSet of a cluster for the few that
+/// back buffers would cost more memory than it saves requests).
+pub fn read_only() -> &'static [Kind] {
+    static READ: std::sync::OnceLock<Vec<Kind>> = std::sync::OnceLock::new();
+    READ.get_or_init(|| vec![builtin::<Deployment>(), builtin::<StatefulSet>(), builtin::<ReplicaSet>()])
+}
+
+/// The kind named `kind` (`Pod`, `NodeClaim`, ...), watched or read only.
 pub fn by_name(kind: &str) -> Option<&'static Kind> {
-    all().iter().find(|k| k.kind == kind)
+    all().iter().chain(read_only()).find(|k| k.kind == kind)
 }
 
 /// Decodes a typed object of the named kind from its JSON.
@@ -97,6 +111,11 @@ pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> 
         "Namespace" => typed::<Namespace>(value),
         "PriorityClass" => typed::<PriorityClass>(value),
         "RuntimeClass" => typed::<RuntimeClass>(value),
+        "PodTemplate" => typed::<PodTemplate>(value),
+        "CapacityBuffer" => typed::<CapacityBuffer>(value),
+        "Deployment" => typed::<Deployment>(value),
+        "StatefulSet" => typed::<StatefulSet>(value),
+        "ReplicaSet" => typed::<ReplicaSet>(value),
         other => Err(serde::de::Error::custom(format!("kind {other} is not one the controllers use"))),
     }
 }
@@ -117,6 +136,11 @@ pub fn encode(obj: &AnyObject) -> Result<Value, serde_json::Error> {
         AnyObject::Namespace(o) => serde_json::to_value(&**o),
         AnyObject::PriorityClass(o) => serde_json::to_value(&**o),
         AnyObject::RuntimeClass(o) => serde_json::to_value(&**o),
+        AnyObject::PodTemplate(o) => serde_json::to_value(&**o),
+        AnyObject::CapacityBuffer(o) => serde_json::to_value(&**o),
+        AnyObject::Deployment(o) => serde_json::to_value(&**o),
+        AnyObject::StatefulSet(o) => serde_json::to_value(&**o),
+        AnyObject::ReplicaSet(o) => serde_json::to_value(&**o),
     }
 }
 
@@ -137,7 +161,7 @@ mod tests {
     #[test]
     fn every_watched_kind_has_a_place_and_round_trips_through_json() {
         let kinds = all();
-        assert_eq!(kinds.len(), 13, "one per AnyObject variant");
+        assert_eq!(kinds.len() + read_only().len(), 18, "one per AnyObject variant");
         let pool: NodePool = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "default"},
             "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}

@@ -97,8 +97,23 @@ fn typed(kind: &'static str, ev: Event<DynamicObject>) -> Option<Event<AnyObject
     })
 }
 
+/// Kinds a cluster may not serve (their CRD is not installed): without it there is nothing of
+/// the kind, and the watch reports the kind synced and empty instead of retrying forever.
+const OPTIONAL: &[&str] = &[kerf_api::capacitybuffer::KIND];
+
 async fn watch_kind(client: Client, kind: &'static Kind, tx: mpsc::Sender<Vec<Feed>>) {
     let api: Api<DynamicObject> = Api::all_with(client, &kind.resource);
+    if OPTIONAL.contains(&kind.kind)
+        && let Err(kube::Error::Api(e)) = api.list(&kube::api::ListParams::default().limit(1)).await
+        && e.code == 404
+    {
+        tracing::info!(
+            kind = kind.kind,
+            "the API server does not serve this kind (its CRD is not installed); not watching it"
+        );
+        let _ = tx.send(vec![Feed::Synced(kind.kind)]).await;
+        return;
+    }
     let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
     let mut diff = RelistDiff::default();
     while let Some(item) = stream.next().await {

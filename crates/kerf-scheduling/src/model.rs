@@ -38,6 +38,9 @@ pub struct SchedulingInput {
     /// NodePools that cannot launch anything now, with why (e.g. their node class is not
     /// ready). They take no part in placement; explanations name them with their reason.
     pub unavailable_node_pools: BTreeMap<String, String>,
+    /// The last this many of `pods` are placed only after every other pod has been: room kept
+    /// for pods that do not exist yet (CapacityBuffers) never takes room a real pod could use.
+    pub placed_last: usize,
 }
 
 /// A NodePool and what it can launch.

@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{EC2NodeClass, NodeClaim, NodePool, ResourceList};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList};
 use kerf_cloud::{Clock, CloudProvider, ManualClock, Timestamp, block_on};
 use kerf_controller::{AnyObject, ApiError, ControllerError, Manager, Object, Options, WatchEvent};
 use kerf_scheduling::pod_requests;
@@ -456,6 +456,8 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::PersistentVolume(o) => upsert::<PersistentVolume>(&self.cluster, (**o).clone()),
             ManifestObject::PriorityClass(o) => upsert::<PriorityClass>(&self.cluster, (**o).clone()),
             ManifestObject::RuntimeClass(o) => upsert::<RuntimeClass>(&self.cluster, (**o).clone()),
+            ManifestObject::PodTemplate(o) => upsert::<PodTemplate>(&self.cluster, (**o).clone()),
+            ManifestObject::CapacityBuffer(o) => upsert::<CapacityBuffer>(&self.cluster, (**o).clone()),
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
             ManifestObject::Namespace(o) => upsert::<Namespace>(&self.cluster, (**o).clone()),
             ManifestObject::Deployment(d) => deployments::apply(&self.cluster, d),
@@ -479,6 +481,8 @@ impl<P: SimCloud> Simulation<P> {
             "PersistentVolume" => self.cluster.delete_obj::<PersistentVolume>(None, name),
             "PriorityClass" => self.cluster.delete_obj::<PriorityClass>(None, name),
             "RuntimeClass" => self.cluster.delete_obj::<RuntimeClass>(None, name),
+            "PodTemplate" => self.cluster.delete_obj::<PodTemplate>(ns, name),
+            "CapacityBuffer" => self.cluster.delete_obj::<CapacityBuffer>(ns, name),
             // Manual disruption: the finalizer holds the object while kerf drains and removes it.
             "Node" => self.cluster.delete_obj::<Node>(None, name),
             "NodeClaim" => self.cluster.delete_obj::<NodeClaim>(None, name),
@@ -512,6 +516,8 @@ impl<P: SimCloud> Simulation<P> {
             "Namespace" => patch_obj::<Namespace>(c, None, name, merge),
             "PriorityClass" => patch_obj::<PriorityClass>(c, None, name, merge),
             "RuntimeClass" => patch_obj::<RuntimeClass>(c, None, name, merge),
+            "PodTemplate" => patch_obj::<PodTemplate>(c, ns, name, merge),
+            "CapacityBuffer" => patch_obj::<CapacityBuffer>(c, ns, name, merge),
             other => Err(format!("cannot patch kind {other}")),
         }
     }
@@ -897,6 +903,8 @@ impl<P: SimCloud> Simulation<P> {
             timeline.push(last);
         }
         let cost_per_hour = instances.iter().filter(|i| !i.terminated).map(|i| i.price).sum::<f64>();
+        let state = self.manager.state();
+        let buffers = crate::report_buffers::buffer_reports(state.capacity_buffers(), state.buffer_room(), &nodes);
         Report {
             scenario: self.name.clone(),
             end_seconds: Seconds(end),
@@ -914,6 +922,7 @@ impl<P: SimCloud> Simulation<P> {
             pods,
             disruptions: self.disruption_report(&instances),
             timeline,
+            buffers,
             comparison: None,
         }
     }

@@ -14,6 +14,7 @@ pub mod kubelet;
 pub mod node_lifecycle;
 pub mod owned_pods;
 pub mod report;
+pub mod report_buffers;
 pub mod report_html;
 pub mod rng;
 pub mod scenario;

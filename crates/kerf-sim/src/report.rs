@@ -16,6 +16,9 @@ pub struct Report {
     pub disruptions: Vec<Disruption>,
     /// Samples of the fleet: at t=0, at every change, and at the end.
     pub timeline: Vec<Sample>,
+    /// One entry per CapacityBuffer (left out when the scenario has none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub buffers: Vec<crate::report_buffers::BufferReport>,
     /// The cluster before and after the controllers ran (`kerf simulate --from-cluster`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comparison: Option<crate::comparison::Comparison>,
@@ -272,6 +275,7 @@ impl Report {
                 let _ = writeln!(out, "  {}: {}", n.name, n.disruption_blocked.as_deref().unwrap_or_default());
             }
         }
+        crate::report_buffers::text(&mut out, &self.buffers, s.cost_per_hour);
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -376,6 +380,7 @@ mod tests {
                 Sample { seconds: 0.0, nodes: 0, pods_pending: 1, pods_running: 0, cost_per_hour: 0.0 },
                 Sample { seconds: 60.0, nodes: 2, pods_pending: 1, pods_running: 0, cost_per_hour: 0.2 },
             ],
+            buffers: Vec::new(),
             comparison: None,
         }
     }

@@ -109,6 +109,7 @@ pub fn render(report: &Value) -> String {
     before_after(&mut out, report);
     capacity(&mut out, report);
     pending(&mut out, report);
+    crate::report_buffers::html(&mut out, report, esc);
     disruptions(&mut out, report);
     charts(&mut out, report);
     nodes(&mut out, report);

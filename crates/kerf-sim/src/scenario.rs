@@ -137,11 +137,13 @@ pub enum ManifestObject {
     Namespace(Box<Namespace>),
     PriorityClass(Box<PriorityClass>),
     RuntimeClass(Box<RuntimeClass>),
+    PodTemplate(Box<k8s_openapi::api::core::v1::PodTemplate>),
+    CapacityBuffer(Box<kerf_api::CapacityBuffer>),
 }
 
 const APPLY_KINDS: &str = "NodePool, EC2NodeClass, Deployment, DaemonSet, Pod, PodDisruptionBudget, \
                            PersistentVolumeClaim, PersistentVolume, StorageClass, Namespace, PriorityClass, \
-                           RuntimeClass";
+                           RuntimeClass, PodTemplate, CapacityBuffer";
 
 /// Kinds a `delete` or `patch` step may name besides the applied ones: the objects kerf and the
 /// kubelet create.
@@ -756,7 +758,14 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
         return Ok(out);
     }
     let object = match kind {
-        "NodePool" | "EC2NodeClass" => decode_karpenter(ctx, &label, v)?,
+        "NodePool" | "EC2NodeClass" | "CapacityBuffer" => decode_karpenter(ctx, &label, v)?,
+        "PodTemplate" => {
+            let t: k8s_openapi::api::core::v1::PodTemplate = typed(ctx, &label, v)?;
+            if let Some(tmpl) = &t.template {
+                check_pod_spec(ctx, &label, "template.spec", tmpl.spec.as_ref())?;
+            }
+            ManifestObject::PodTemplate(Box::new(t))
+        }
         "Deployment" => {
             check_replicas(ctx, &label, v)?;
             let d: Deployment = typed(ctx, &label, v)?;
@@ -802,7 +811,10 @@ fn decode_karpenter(ctx: &Ctx<'_>, label: &str, v: &Value) -> Result<ManifestObj
     match kerf_api::manifest::decode_karpenter(v) {
         Ok(Some(kerf_api::manifest::KarpenterObject::NodePool(p))) => Ok(ManifestObject::NodePool(Box::new(p))),
         Ok(Some(kerf_api::manifest::KarpenterObject::EC2NodeClass(c))) => Ok(ManifestObject::EC2NodeClass(Box::new(c))),
-        Ok(_) => Err(ctx.err(label, "expected a NodePool or EC2NodeClass")),
+        Ok(Some(kerf_api::manifest::KarpenterObject::CapacityBuffer(b))) => {
+            Ok(ManifestObject::CapacityBuffer(Box::new(b)))
+        }
+        Ok(_) => Err(ctx.err(label, "expected a NodePool, EC2NodeClass or CapacityBuffer")),
         Err(problems) => {
             let first = problems.first();
             let field = match first.map(|p| p.path.as_str()) {

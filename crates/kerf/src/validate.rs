@@ -1,5 +1,5 @@
-//! `kerf validate FILE...`: check NodePool / NodeClaim / EC2NodeClass manifests the way the API
-//! server's CRD validation would.
+//! `kerf validate FILE...`: check NodePool / NodeClaim / EC2NodeClass (and CapacityBuffer)
+//! manifests the way the API server's CRD validation would.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +15,7 @@ unreadable files are reported as FILE: ... with the line where known. Documents 
 (Deployment, Service, ...) are skipped; a document that is not a mapping, or that has a Karpenter
 apiVersion but no kind, is a problem, and so is a file without any document. For each file without problems, stdout gets
   FILE: ok (N NodePool, N NodeClaim, N EC2NodeClass)
+with \", N CapacityBuffer\" added when the file has any (autoscaling.x-k8s.io/v1beta1).
 
 Exit status: 0 when every file is valid, 2 when any problem is found.")]
 pub struct Args {
@@ -31,6 +32,7 @@ pub struct FileReport {
     pub node_pools: usize,
     pub node_claims: usize,
     pub ec2_node_classes: usize,
+    pub capacity_buffers: usize,
 }
 
 /// Checks the text of one manifest file.
@@ -53,6 +55,7 @@ pub fn check_text(text: &str) -> FileReport {
             Ok(Some(KarpenterObject::NodePool(_))) => report.node_pools += 1,
             Ok(Some(KarpenterObject::NodeClaim(_))) => report.node_claims += 1,
             Ok(Some(KarpenterObject::EC2NodeClass(_))) => report.ec2_node_classes += 1,
+            Ok(Some(KarpenterObject::CapacityBuffer(_))) => report.capacity_buffers += 1,
             Err(problems) => report.problems.extend(problems.iter().map(ToString::to_string)),
         }
     }
@@ -73,8 +76,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let report = check_text(&text);
         if report.problems.is_empty() {
+            let buffers = match report.capacity_buffers {
+                0 => String::new(),
+                n => format!(", {n} CapacityBuffer"),
+            };
             println!(
-                "{name}: ok ({} NodePool, {} NodeClaim, {} EC2NodeClass)",
+                "{name}: ok ({} NodePool, {} NodeClaim, {} EC2NodeClass{buffers})",
                 report.node_pools, report.node_claims, report.ec2_node_classes
             );
         } else {
@@ -99,6 +106,37 @@ mod tests {
              spec: {template: {spec: {requirements: [], nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: d}}}}\n",
         );
         assert_eq!(r, FileReport { node_pools: 1, ..FileReport::default() });
+    }
+
+    #[test]
+    fn capacity_buffers_are_checked_and_counted() {
+        let ok = check_text(
+            "apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: CapacityBuffer\nmetadata: {name: b, namespace: default}\n\
+             spec: {podTemplateRef: {name: t}, replicas: 3}\n---\n\
+             apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: ProvisioningRequest\nmetadata: {name: p}\nspec: {}\n",
+        );
+        assert_eq!(ok, FileReport { capacity_buffers: 1, ..FileReport::default() });
+        let bad = check_text(
+            "apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: CapacityBuffer\nmetadata: {name: b}\n\
+             spec: {podTemplateRef: {name: t}, scalableRef: {apiGroup: apps, kind: Deployment, name: web}, replicaz: 1}\n",
+        );
+        assert_eq!(
+            bad.problems,
+            [
+                "CapacityBuffer/b: spec.replicaz: unknown field `replicaz`, expected one of `provisioningStrategy`, `podTemplateRef`, `scalableRef`, `replicas`, `percentage`, `limits`",
+                "CapacityBuffer/b: spec: set either podTemplateRef or scalableRef, not both (exactly one names the shape of the buffer's pods)",
+                "CapacityBuffer/b: spec: a buffer with podTemplateRef needs replicas or limits (nothing else says how many pods' room to keep)",
+            ]
+        );
+        let old = check_text(
+            "apiVersion: autoscaling.x-k8s.io/v1alpha1\nkind: CapacityBuffer\nmetadata: {name: b}\nspec: {}\n",
+        );
+        assert_eq!(
+            old.problems,
+            [
+                "CapacityBuffer/b: apiVersion: autoscaling.x-k8s.io/v1alpha1 is not served for CapacityBuffer; use autoscaling.x-k8s.io/v1beta1"
+            ]
+        );
     }
 
     #[test]

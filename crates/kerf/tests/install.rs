@@ -60,15 +60,27 @@ fn committed_crd_manifests_are_what_kerf_crds_prints() {
     let printed = String::from_utf8(out.stdout).unwrap();
     let docs = documents(&printed);
     let names: Vec<&str> = docs.iter().map(|d| d["metadata"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"]);
+    assert_eq!(
+        names,
+        [
+            "nodepools.karpenter.sh",
+            "nodeclaims.karpenter.sh",
+            "ec2nodeclasses.karpenter.k8s.aws",
+            "capacitybuffers.autoscaling.x-k8s.io"
+        ]
+    );
 
     // `--dir` writes the same documents one per file, named as Karpenter's chart names them.
     let dir = std::env::temp_dir().join(format!("kerf-crds-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = kerf(&["crds", "--dir", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let files =
-        ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml", "karpenter.k8s.aws_ec2nodeclasses.yaml"];
+    let files = [
+        "karpenter.sh_nodepools.yaml",
+        "karpenter.sh_nodeclaims.yaml",
+        "karpenter.k8s.aws_ec2nodeclasses.yaml",
+        "autoscaling.x-k8s.io_capacitybuffers.yaml",
+    ];
     let joined: String = files.iter().map(|f| read(&dir.join(f))).collect();
     assert_eq!(joined, printed);
     for f in files {
@@ -437,6 +449,7 @@ fn kubectl_kustomize_builds_the_base_into_the_charts_objects_and_crds() {
             "ClusterRole/kerf",
             "ClusterRole/kerf-snapshot",
             "ClusterRoleBinding/kerf",
+            "CustomResourceDefinition/capacitybuffers.autoscaling.x-k8s.io",
             "CustomResourceDefinition/ec2nodeclasses.karpenter.k8s.aws",
             "CustomResourceDefinition/nodeclaims.karpenter.sh",
             "CustomResourceDefinition/nodepools.karpenter.sh",

@@ -571,3 +571,100 @@ fn consolidation_of_an_unchanged_mixed_workload_settles_and_is_never_undone() {
         assert_eq!((&t["nodes"], &t["costPerHour"]), (&end["nodes"], &end["costPerHour"]), "{t}");
     }
 }
+
+fn buffer<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["buffers"].as_array().expect("buffers[]").iter().find(|b| b["name"] == name).expect("buffer in report")
+}
+
+/// The first time in the timeline at which `pred` holds of a sample, at or after `from`.
+fn first_sample_at(r: &Value, from: f64, pred: impl Fn(&Value) -> bool) -> Option<f64> {
+    r["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["atSeconds"].as_f64().unwrap() >= from)
+        .find(|s| pred(s))
+        .map(|s| s["atSeconds"].as_f64().unwrap())
+}
+
+#[test]
+fn a_buffer_of_twenty_pods_room_runs_a_burst_of_twenty_at_once_and_is_back_within_launch_latency_plus_30s() {
+    let r = simulate("capacity-buffer-burst.yaml");
+    // The burst arrives at 180 s (after `wait: 3m`); the room was ready before it.
+    let running = first_sample_at(&r, 180.0, |s| s["podsRunning"] == 20).expect("the burst runs");
+    assert!(running - 180.0 <= 5.0, "the 20 pods ran {}s after their creation", running - 180.0);
+    // The nodes that held the room before the burst are the ones it runs on: no launch for it.
+    let before = first_sample_at(&r, 170.0, |_| true).unwrap();
+    let nodes_before = r["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|s| s["atSeconds"].as_f64().unwrap() <= before)
+        .unwrap()["nodes"]
+        .clone();
+    let at_burst = r["timeline"].as_array().unwrap().iter().find(|s| s["atSeconds"] == running).unwrap();
+    assert_eq!(at_burst["nodes"], nodes_before, "no node launched before the burst ran");
+    let b = buffer(&r, "burst");
+    assert_eq!((b["namespace"].as_str(), b["replicas"].as_i64()), (Some("default"), Some(20)));
+    assert_eq!(b["placed"], 20, "all the room is back on registered nodes: {b}");
+    assert_eq!(b["provisioning"], "True");
+    let back = b["provisioningSinceSeconds"].as_f64().unwrap();
+    assert!(back > 180.0 && back <= 180.0 + 30.0 + 30.0, "room back at {back}s (launch latency 30s)");
+    assert!(b["costPerHour"].as_f64().unwrap() > 0.0);
+    assert!(b["costPerHour"].as_f64().unwrap() < r["summary"]["costPerHour"].as_f64().unwrap());
+    assert_eq!(summary(&r, "podsPending"), 0);
+    for p in pods(&r, "burst-") {
+        assert_eq!(p["phase"], "Running");
+    }
+    // No Pod object was ever made for the room: every pod in the report is the Deployment's.
+    assert!(r["pods"].as_array().unwrap().iter().all(|p| p["owner"] == "Deployment/burst"));
+    let text = String::from_utf8(simulate_raw("capacity-buffer-burst.yaml", "text").stdout).unwrap();
+    assert!(text.contains("Capacity buffers (room kept for pods that do not exist yet):"), "{text}");
+    assert!(text.contains("default/burst"), "{text}");
+    assert!(text.contains("Headroom: $"), "{text}");
+    let html = String::from_utf8(simulate_raw("capacity-buffer-burst.yaml", "html").stdout).unwrap();
+    assert!(html.contains("<table id=\"buffers\">") && html.contains("id=\"headroom\""));
+}
+
+#[test]
+fn a_buffer_floor_keeps_three_nodes_while_the_pool_grows_with_demand_and_shrinks_back_to_three() {
+    let r = simulate("capacity-buffer-floor.yaml");
+    let timeline = r["timeline"].as_array().unwrap();
+    let nodes_at = |s: &Value| s["nodes"].as_u64().unwrap();
+    // Three nodes once the first launch is Ready, and never fewer after.
+    let ready = first_sample_at(&r, 0.0, |s| nodes_at(s) == 3).expect("three floor nodes");
+    assert!(ready <= 60.0, "floor ready at {ready}s");
+    for s in timeline.iter().filter(|s| s["atSeconds"].as_f64().unwrap() >= ready) {
+        assert!(nodes_at(s) >= 3, "below the floor: {s}");
+    }
+    // The pool still grows with its workload (20 one-CPU pods from 120 s) ...
+    assert!(timeline.iter().any(|s| nodes_at(s) > 3), "the pool never grew above the floor");
+    assert!(first_sample_at(&r, 120.0, |s| s["podsRunning"] == 20).is_some(), "the workload ran");
+    // ... and shrinks back to exactly the floor once it is gone.
+    assert_eq!(summary(&r, "nodes"), 3);
+    assert_eq!(summary(&r, "pods"), 0);
+    let nodes = r["nodes"].as_array().unwrap();
+    assert!(nodes.iter().all(|n| n["nodePool"] == "default" && n["pods"] == 0));
+    let b = buffer(&r, "default-floor");
+    assert_eq!((b["replicas"].as_i64(), b["placed"].as_u64()), (Some(3), Some(3)));
+    assert_eq!(b["provisioning"], "True");
+    // The floor nodes hold nothing but the room, and kerf says why it keeps each of them.
+    for n in nodes {
+        let why = n["disruptionBlocked"].as_str().unwrap_or_default();
+        assert!(why.contains("pod(s)"), "{}: {why}", n["name"]);
+    }
+}
+
+#[test]
+fn a_static_nodepool_keeps_exactly_its_replicas_without_any_pod() {
+    let r = simulate("static-nodepool-fixed-count.yaml");
+    let nodes = r["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 6);
+    for n in nodes {
+        assert_eq!(n["nodePool"], "fixed");
+        assert_eq!(n["instanceType"], "m5.large");
+        assert_eq!(n["pods"], 0);
+    }
+    assert_eq!(summary(&r, "nodeClaimsTerminated"), 0);
+    assert!(r["disruptions"].as_array().unwrap().is_empty());
+}

@@ -274,6 +274,7 @@ impl<P: CloudProvider> Manager<P> {
                 });
             }
         }
+        let mut room = state.buffer_room().held();
         let mut out = Vec::new();
         let mut wake: Option<Timestamp> = None;
         for (name, node) in state.nodes() {
@@ -296,11 +297,13 @@ impl<P: CloudProvider> Manager<P> {
             let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
             let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
             let all_pods: Vec<&Arc<Pod>> = state.pods_on_node(name).filter(|p| !util::pod_terminal(p)).collect();
-            let pods: Vec<Arc<Pod>> = all_pods
+            let mut pods: Vec<Arc<Pod>> = all_pods
                 .iter()
                 .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
                 .map(|p| Arc::clone(p))
                 .collect();
+            // Buffer room held here moves like its pods: a node holding it is not empty.
+            pods.extend(room.remove(name.as_str()).unwrap_or_default());
             let node_protected = node
                 .metadata
                 .annotations

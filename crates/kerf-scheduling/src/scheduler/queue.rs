@@ -54,9 +54,14 @@ impl SchedulingContext {
             .collect();
         let mut order: Vec<usize> = pods.to_vec();
         let (cpu, mem) = (self.res.index[CPU], self.res.index[MEMORY]);
+        let last_from = self.input.pods.len().saturating_sub(self.input.placed_last);
         order.sort_by(|a, b| {
             let (ra, rb) = (&self.pod_requests[*a], &self.pod_requests[*b]);
-            rb[cpu].cmp(&ra[cpu]).then(rb[mem].cmp(&ra[mem])).then(a.cmp(b))
+            (*a >= last_from)
+                .cmp(&(*b >= last_from))
+                .then(rb[cpu].cmp(&ra[cpu]))
+                .then(rb[mem].cmp(&ra[mem]))
+                .then(a.cmp(b))
         });
         self.packing_begin(&order);
         let mut run = Run::default();

@@ -127,6 +127,8 @@ fn full_list(cluster: &SimCluster) -> Vec<WatchEvent> {
     relist::<Namespace>(cluster, &mut out);
     relist::<PriorityClass>(cluster, &mut out);
     relist::<RuntimeClass>(cluster, &mut out);
+    relist::<k8s_openapi::api::core::v1::PodTemplate>(cluster, &mut out);
+    relist::<kerf_api::CapacityBuffer>(cluster, &mut out);
     relist::<Pod>(cluster, &mut out);
     out
 }
