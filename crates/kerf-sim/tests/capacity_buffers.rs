@@ -1,0 +1,141 @@
+//! CapacityBuffers through the simulator: a buffer sized as a percentage of a Deployment follows
+//! the Deployment as it scales, and a buffer with kerf's active-schedule window keeps room only
+//! inside the window (virtual time placed on the wall clock by the scenario's `start`).
+
+mod common;
+
+use std::path::Path;
+
+use kerf_cloud::ManualClock;
+use kerf_sim::Report;
+use kerf_sim::driver::simulation_for;
+use kerf_sim::report_buffers::BufferReport;
+use kerf_sim::scenario::parse;
+
+const POOL: &str = r#"
+      - apiVersion: karpenter.sh/v1
+        kind: NodePool
+        metadata: {name: default}
+        spec:
+          template:
+            spec:
+              requirements:
+                - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+                - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}
+              nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+          disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}
+"#;
+
+/// The report after each step of the scenario.
+fn reports_per_step(yaml: &str) -> Vec<Report> {
+    let scenario = parse(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = simulation_for(&scenario, ManualClock::new()).unwrap_or_else(|e| panic!("{e}"));
+    sim.add_nodes(&scenario.nodes).unwrap_or_else(|e| panic!("{e}"));
+    sim.settle(sim.now()).unwrap_or_else(|e| panic!("{e}"));
+    scenario
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            sim.step(i, step).unwrap_or_else(|e| panic!("{e}"));
+            sim.report()
+        })
+        .collect()
+}
+
+fn only_buffer(r: &Report) -> &BufferReport {
+    assert_eq!(r.buffers.len(), 1, "{:?}", r.buffers);
+    &r.buffers[0]
+}
+
+#[test]
+fn a_percentage_buffer_follows_its_deployment_as_it_scales() {
+    let yaml = format!(
+        r#"
+name: percentage
+steps:
+  - apply:
+{}{POOL}{}
+      - apiVersion: autoscaling.x-k8s.io/v1beta1
+        kind: CapacityBuffer
+        metadata: {{name: web-headroom, namespace: default}}
+        spec:
+          scalableRef: {{apiGroup: apps, kind: Deployment, name: web}}
+          percentage: 20
+  - wait: 2m
+  - scale: {{kind: Deployment, name: web, namespace: default, replicas: 30}}
+  - wait: 3m
+"#,
+        common::NODE_CLASS,
+        common::deployment("web", 10, "500m", "")
+    );
+    let reports = reports_per_step(&yaml);
+    let b = only_buffer(&reports[1]);
+    assert_eq!((b.replicas, b.placed), (2, 2), "20% of 10 replicas: {b:?}");
+    assert_eq!(b.provisioning.as_deref(), Some("True"));
+    let b = only_buffer(&reports[3]);
+    assert_eq!((b.replicas, b.placed), (6, 6), "20% of 30 replicas: {b:?}");
+    assert_eq!(b.provisioning.as_deref(), Some("True"));
+    let end = &reports[3];
+    assert_eq!(end.summary.pods_running, 30, "the workload's own pods all run beside the room");
+    // The room is real capacity: the fleet holds the 30 pods and 6 more of their shape.
+    let cpu: f64 = end.nodes.iter().map(|n| kerf_api::Quantity::parse(&n.allocatable["cpu"]).unwrap().as_f64()).sum();
+    assert!(cpu >= 36.0 * 0.5, "allocatable {cpu} CPUs for 30 + 6 pods of 500m");
+}
+
+#[test]
+fn a_scheduled_buffer_keeps_room_only_inside_its_active_window() {
+    let yaml = format!(
+        r#"
+name: business-hours
+start: "2025-01-06T07:00:00Z"
+steps:
+  - apply:
+{}{POOL}
+      - apiVersion: v1
+        kind: PodTemplate
+        metadata: {{name: chunk, namespace: default}}
+        template:
+          spec:
+            containers:
+              - name: c
+                image: i
+                resources: {{requests: {{cpu: "1"}}}}
+      - apiVersion: autoscaling.x-k8s.io/v1beta1
+        kind: CapacityBuffer
+        metadata:
+          name: business-hours
+          namespace: default
+          annotations:
+            kerf.dev/active-schedule: "0 8 * * mon-fri"
+            kerf.dev/active-duration: 2h
+        spec:
+          podTemplateRef: {{name: chunk}}
+          replicas: 4
+  - wait: 30m
+  - wait: 45m
+  - wait: 2h
+"#,
+        common::NODE_CLASS
+    );
+    let reports = reports_per_step(&yaml);
+    // 07:30: before the window, no room and no node.
+    let b = only_buffer(&reports[1]);
+    assert_eq!((b.replicas, b.placed), (4, 0), "{b:?}");
+    assert_eq!(b.provisioning.as_deref(), Some("False"));
+    assert!(b.message.as_deref().unwrap_or_default().contains("outside its active window"), "{b:?}");
+    assert_eq!(reports[1].nodes.len(), 0);
+    // 08:15: the window opened at 08:00 and the room was launched for it.
+    let b = only_buffer(&reports[2]);
+    assert_eq!((b.replicas, b.placed), (4, 4), "{b:?}");
+    assert_eq!(b.provisioning.as_deref(), Some("True"));
+    let opened = b.provisioning_since_seconds.map(|s| s.0).unwrap_or_default();
+    assert!((3600.0..3600.0 + 90.0).contains(&opened), "room in place {opened}s after 07:00");
+    assert!(!reports[2].nodes.is_empty());
+    // 10:15: the window closed at 10:00; the room is released and its nodes go.
+    let b = only_buffer(&reports[3]);
+    assert_eq!(b.placed, 0, "{b:?}");
+    assert_eq!(b.provisioning.as_deref(), Some("False"));
+    assert_eq!(reports[3].nodes.len(), 0, "the empty nodes were removed once the window closed");
+    assert!(reports[3].disruptions.iter().all(|d| d.reason == "Empty" && d.at_seconds.0 >= 3.0 * 3600.0));
+}
