@@ -613,6 +613,8 @@ fn a_buffer_of_twenty_pods_room_runs_a_burst_of_twenty_at_once_and_is_back_withi
     assert!(b["costPerHour"].as_f64().unwrap() > 0.0);
     assert!(b["costPerHour"].as_f64().unwrap() < r["summary"]["costPerHour"].as_f64().unwrap());
     assert_eq!(summary(&r, "podsPending"), 0);
+    // For three minutes the first node held nothing but room: it is not empty, nothing removed it.
+    assert!(r["disruptions"].as_array().unwrap().is_empty(), "{}", r["disruptions"]);
     for p in pods(&r, "burst-") {
         assert_eq!(p["phase"], "Running");
     }
