@@ -155,8 +155,8 @@ pub static KINDS: &[ResourceKind] = &[
     crd_kind(&crd::CAPACITY_BUFFER, typed_with::<CapacityBuffer>(capacity_buffer_rules)),
 ];
 
-/// One of kerf's CRDs, named as its CustomResourceDefinition names it. (The scale subresource
-/// of a static NodePool is not served here.)
+/// One of kerf's CRDs, named as its CustomResourceDefinition names it, with the scale
+/// subresource the CRD declares (a static NodePool's `spec.replicas`).
 const fn crd_kind(def: &'static crd::CrdDefinition, typed: Option<Typed>) -> ResourceKind {
     ResourceKind {
         group: def.group,
@@ -168,8 +168,24 @@ const fn crd_kind(def: &'static crd::CrdDefinition, typed: Option<Typed>) -> Res
         short_names: def.short_names,
         categories: def.categories,
         status: true,
-        scale: false,
+        scale: def.scale.is_some(),
         typed,
+    }
+}
+
+/// Rules an update is held to against the object it replaces (CEL `oldSelf` rules): a NodePool
+/// cannot turn from static (`spec.replicas` set) to dynamic or back, as Karpenter's CRD rules.
+pub fn transition_rules(old: &AnyObject, new: &AnyObject) -> Vec<FieldError> {
+    match (NodePool::from_any(old), NodePool::from_any(new)) {
+        (Some(o), Some(n)) if o.spec.replicas.is_some() != n.spec.replicas.is_some() => vec![FieldError::new(
+            "spec.replicas",
+            if o.spec.replicas.is_some() {
+                "a static NodePool cannot become dynamic (spec.replicas cannot be removed); create a new NodePool"
+            } else {
+                "a dynamic NodePool cannot become static (spec.replicas cannot be added); create a new NodePool"
+            },
+        )],
+        _ => Vec::new(),
     }
 }
 

@@ -452,6 +452,9 @@ impl Rest {
                 obj.meta().name.as_deref().unwrap_or("")
             )));
         }
+        if part == Part::Main {
+            self.check_transition(kind, namespace, name, &obj)?;
+        }
         Ok(self.cluster.write_stored(kind.kind, obj, Self::mode(kind, part))?.to_json(kind))
     }
 
@@ -477,6 +480,9 @@ impl Rest {
             let obj = self.decode(kind, namespace, doc)?;
             if obj.meta().name.as_deref() != Some(name) {
                 return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
+            }
+            if part == Part::Main {
+                self.check_transition(kind, namespace, name, &obj)?;
             }
             match self.cluster.write_stored(kind.kind, obj, Self::mode(kind, part)) {
                 Err(ApiError::Conflict { .. }) if !pinned && attempt < 5 => attempt += 1,
@@ -517,7 +523,7 @@ impl Rest {
         if !kind.scale {
             return Err(RestError::NoSuchPath);
         }
-        Ok(scale_of(&self.get(kind, namespace, name)?))
+        Ok(scale_of_kind(kind, &self.get(kind, namespace, name)?))
     }
 
     /// PUT (`patch` = None, `body` the Scale) or PATCH of the scale subresource.
@@ -536,7 +542,7 @@ impl Rest {
         let scale = match patch_type {
             None => body.clone(),
             Some(pt) => {
-                let mut s = scale_of(&current);
+                let mut s = scale_of_kind(kind, &current);
                 apply_patch(&mut s, pt, body)?;
                 s
             }
@@ -554,8 +560,26 @@ impl Rest {
             doc["metadata"]["resourceVersion"] = json!(rv);
         }
         let obj = self.decode(kind, namespace, doc)?;
+        self.check_transition(kind, namespace, name, &obj)?;
         let written = self.cluster.write_stored(kind.kind, obj, Mode::Spec)?.to_json(kind);
-        Ok(scale_of(&written))
+        Ok(scale_of_kind(kind, &written))
+    }
+
+    /// Refuses an update that breaks a rule against the object it replaces
+    /// ([`crate::kinds::transition_rules`]).
+    fn check_transition(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        new: &Stored,
+    ) -> Result<(), RestError> {
+        let (Some(Stored::Typed(old)), Stored::Typed(new)) = (self.cluster.get_stored(kind.kind, namespace, name), new)
+        else {
+            return Ok(());
+        };
+        let problems = crate::kinds::transition_rules(&old, new);
+        if problems.is_empty() { Ok(()) } else { Err(invalid(kind, name, problems)) }
     }
 
     /// Changes of `kind` after `since` that pass the filter, as (type, object), and the
@@ -585,6 +609,18 @@ impl Rest {
             .collect();
         Ok((out, last))
     }
+}
+
+/// The Scale view of an object of `kind`: a CRD's declared replica paths (a NodePool's node
+/// count is `status.nodes`), else a workload's.
+fn scale_of_kind(kind: &ResourceKind, obj: &Value) -> Value {
+    let mut scale = scale_of(obj);
+    if let Some(s) = kerf_api::crd::definition(kind.kind).and_then(|d| d.scale) {
+        let pointer = |path: &str| path.replace('.', "/");
+        scale["spec"]["replicas"] = obj.pointer(&pointer(s.spec_replicas_path)).cloned().unwrap_or(json!(0));
+        scale["status"]["replicas"] = obj.pointer(&pointer(s.status_replicas_path)).cloned().unwrap_or(json!(0));
+    }
+    scale
 }
 
 /// The Scale view of a scalable object.
@@ -684,6 +720,45 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(err.status().0, 422);
+    }
+
+    #[test]
+    fn a_static_nodepool_scales_through_its_scale_subresource_and_no_pool_turns_static_or_dynamic() {
+        let r = rest();
+        let pool = |name: &str, replicas: Option<i64>| {
+            let mut spec = json!({"template": {"spec": {"requirements": [],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}});
+            if let Some(n) = replicas {
+                spec["replicas"] = json!(n);
+            }
+            json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec})
+        };
+        r.create(kind("NodePool"), None, pool("fixed", Some(2))).unwrap();
+        r.create(kind("NodePool"), None, pool("dynamic", None)).unwrap();
+        let scale = r
+            .update_scale(kind("NodePool"), None, "fixed", &json!({"spec": {"replicas": 5}}), Some(PatchType::Merge))
+            .unwrap();
+        assert_eq!((scale["kind"].as_str(), scale["spec"]["replicas"].as_i64()), (Some("Scale"), Some(5)));
+        assert_eq!(r.get(kind("NodePool"), None, "fixed").unwrap()["spec"]["replicas"], 5);
+        assert_eq!(r.get_scale(kind("NodePool"), None, "fixed").unwrap()["status"]["replicas"], 0, "status.nodes");
+        let err = r
+            .update_scale(kind("NodePool"), None, "dynamic", &json!({"spec": {"replicas": 3}}), Some(PatchType::Merge))
+            .unwrap_err();
+        assert_eq!(err.status().0, 422);
+        assert!(
+            format!("{:?}", err.status().1).contains("a dynamic NodePool cannot become static"),
+            "{:?}",
+            err.status()
+        );
+        let err = r
+            .patch(kind("NodePool"), None, "fixed", PatchType::Merge, &json!({"spec": {"replicas": null}}), Part::Main)
+            .unwrap_err();
+        assert!(
+            format!("{:?}", err.status().1).contains("a static NodePool cannot become dynamic"),
+            "{:?}",
+            err.status()
+        );
+        assert!(r.replace(kind("NodePool"), None, "dynamic", pool("dynamic", Some(1)), Part::Main).is_err());
     }
 
     #[test]

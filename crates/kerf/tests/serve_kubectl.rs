@@ -327,3 +327,36 @@ fn serve_rejects_a_bad_scenario_or_speed_with_exit_status_2() {
     assert_eq!(speed.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&speed.stderr).contains("--speed"));
 }
+
+#[test]
+fn kubectl_scales_a_static_nodepool_through_its_scale_subresource_and_cannot_make_a_pool_static() {
+    let s = Served::start(
+        "static-pool",
+        &[repo_file("examples/static-nodepool-fixed-count.yaml").to_str().unwrap(), "--speed", "100"],
+    );
+    let claims = |s: &Served| {
+        kubectl_ok(s, &["get", "nodeclaims", "-l", "karpenter.sh/nodepool=fixed", "-o", "name"]).lines().count()
+    };
+    eventually(60, "the static pool's 6 nodeclaims", || (claims(&s) == 6).then_some(()));
+    let out = kubectl_ok(&s, &["scale", "nodepool", "fixed", "--replicas=3"]);
+    assert!(out.contains("nodepool.karpenter.sh/fixed scaled"), "{out}");
+    eventually(60, "3 nodeclaims after scaling down", || (claims(&s) == 3).then_some(()));
+    assert_eq!(kubectl_ok(&s, &["get", "nodepool", "fixed", "-o", "jsonpath={.spec.replicas}"]), "3");
+    // A dynamic pool cannot become static, by scale or by patch.
+    let elastic = write(
+        &s.dir,
+        "elastic.yaml",
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: elastic}\nspec:\n  template:\n    spec:\n      requirements: []\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
+    );
+    kubectl_ok(&s, &["create", "-f", elastic.to_str().unwrap()]);
+    let out = kubectl(&s, &["scale", "nodepool", "elastic", "--replicas=2"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a dynamic NodePool cannot become static"), "{err}");
+    let out = kubectl(
+        &s,
+        &["patch", "nodepool", "fixed", "--type", "json", "-p", r#"[{"op":"remove","path":"/spec/replicas"}]"#],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a static NodePool cannot become dynamic"));
+}
