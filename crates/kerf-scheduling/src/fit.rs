@@ -92,6 +92,14 @@ pub trait FitQuery {
 
 /// Every filter, in kube-scheduler's order; the first that fails says why.
 pub fn check(q: &mut impl FitQuery) -> Result<(), Why> {
+    check_node(q)?;
+    check_inter_pod(q)
+}
+
+/// The filters [`check`] runs first, which read only the pod and the node itself (its name,
+/// labels, taints, host ports and free resources): their verdict on a node changes only when
+/// that node or its pods do.
+pub fn check_node(q: &mut impl FitQuery) -> Result<(), Why> {
     if !q.schedulable() {
         return Err(Why::Unschedulable);
     }
@@ -113,6 +121,12 @@ pub fn check(q: &mut impl FitQuery) -> Result<(), Why> {
     if !q.volumes_match() {
         return Err(Why::VolumeZone);
     }
+    Ok(())
+}
+
+/// The filters [`check`] runs last, which read the pods of other nodes too (topology spread and
+/// pod (anti-)affinity, the pod's own and the existing pods').
+pub fn check_inter_pod(q: &mut impl FitQuery) -> Result<(), Why> {
     q.spread()?;
     if !q.existing_anti_affinity_ok() {
         return Err(Why::ExistingAntiAffinity);

@@ -11,7 +11,14 @@
 //! counts on once kube-scheduler, not kerf, places them — a plan that needs pods packed in an
 //! order kube-scheduler would not follow leaves one of them with nowhere to go, and the node
 //! launched for it undoes the consolidation.
+//!
+//! A consolidation replays its pods on a view that differs from the cluster only on the nodes
+//! it takes away and those the replay binds to, thousands of times per pass; [`Ranking`] keeps,
+//! per kind of pod, the cluster's nodes in the order kube-scheduler would prefer them, so a
+//! replay finds each pod's node without filtering and scoring every node again.
 
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -187,6 +194,198 @@ impl FilterMemo {
     }
 }
 
+/// For each kind of pod, the nodes of a base view it passes the node-local filters on
+/// ([`crate::fit::check_node`]), best first by the scores kube-scheduler gives a pod without
+/// preferences (resource scores, ties to the first name). Pods are of one kind when everything
+/// those filters and scores read of them is equal ([`kind_key`]). A replay changes few nodes
+/// of the view: an untouched node keeps its node-local verdict and its score, so the best of
+/// them is the first in this list that passes the inter-pod filters, found without filtering
+/// and scoring every node for every pod.
+#[derive(Debug, Default)]
+pub struct Ranking {
+    /// Nodes of the base view (a node pushed later is never in a list).
+    base_nodes: usize,
+    /// Some base node has a PreferNoSchedule taint (its score plugin reads every feasible node):
+    /// no kind is ranked.
+    prefer_no_schedule: bool,
+    /// Each base node's place in the base nodes sorted by name (then index).
+    name_rank: Vec<u32>,
+    /// Per kind; `None` when the kind states preferences (their scores are normalised over
+    /// every feasible node).
+    kinds: Vec<Option<RankedKind>>,
+}
+
+#[derive(Debug)]
+struct RankedKind {
+    /// The kind's cpu and memory requests, as the scores read them.
+    requests: [f64; 2],
+    /// (score, name rank, node) of the base nodes passing the node-local filters, best first.
+    nodes: Vec<(i64, u32, u32)>,
+}
+
+/// What the node-local filters and the resource scores read of a pod, as bytes: pods with
+/// equal keys are of one kind for a [`Ranking`]. Whether it states preferences, its
+/// namespace, node name, node selector and node affinity, tolerations, containers (requests and
+/// host ports), overhead and volume claims.
+pub fn kind_key(pod: &Pod) -> Vec<u8> {
+    let spec = pod.spec.as_ref();
+    let key = (
+        has_preferences(pod),
+        &pod.metadata.namespace,
+        spec.map(|s| &s.node_name),
+        spec.map(|s| &s.node_selector),
+        spec.and_then(|s| s.affinity.as_ref()).map(|a| &a.node_affinity),
+        spec.map(|s| &s.tolerations),
+        spec.map(|s| &s.containers),
+        spec.map(|s| &s.init_containers),
+        spec.map(|s| &s.overhead),
+        crate::pod::volume_claims(pod),
+    );
+    // Serializing these types into memory does not fail; were it to, the empty key is never
+    // ranked (see `Ranking::add_kind`).
+    serde_json::to_vec(&key).unwrap_or_default()
+}
+
+impl Ranking {
+    /// An empty ranking over `view` as it is now: the base view.
+    pub fn new(view: &ClusterView) -> Self {
+        let nodes = view.nodes();
+        let prefer_no_schedule = nodes.iter().any(has_prefer_no_schedule);
+        let mut by_name: Vec<usize> = (0..nodes.len()).collect();
+        by_name.sort_by(|a, b| nodes[*a].name.cmp(&nodes[*b].name).then(a.cmp(b)));
+        let mut name_rank = vec![0u32; nodes.len()];
+        for (rank, idx) in by_name.into_iter().enumerate() {
+            name_rank[idx] = rank as u32;
+        }
+        Ranking { base_nodes: nodes.len(), prefer_no_schedule, name_rank, kinds: Vec::new() }
+    }
+
+    /// Ranks the nodes of `view`, which must be the base view (as [`Ranking::new`] saw it), for
+    /// the kind of `pod` (whose [`kind_key`] is `key`), and returns the kind's id.
+    pub fn add_kind(&mut self, view: &ClusterView, pod: &Pod, key: &[u8]) -> usize {
+        let rankable = !key.is_empty() && !self.prefer_no_schedule && !has_preferences(pod);
+        let ranked = rankable.then(|| {
+            let prepared = view.prepare(pod);
+            let requests = cpu_memory_of(pod);
+            let mut nodes: Vec<(i64, u32, u32)> = (0..self.base_nodes.min(view.nodes().len()))
+                .filter(|&i| view.node_filters_pass(&prepared, i))
+                .map(|i| (resource_score(view, i, requests), self.name_rank[i], i as u32))
+                .collect();
+            nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            RankedKind { requests, nodes }
+        });
+        self.kinds.push(ranked);
+        self.kinds.len() - 1
+    }
+}
+
+fn has_prefer_no_schedule(node: &crate::model::ExistingNode) -> bool {
+    node.taints.iter().any(|t| t.effect == TaintEffect::PreferNoSchedule)
+}
+
+/// The score [`choose`] gives node `idx` for a pod without preferences asking `requests`.
+fn resource_score(view: &ClusterView, idx: usize, requests: [f64; 2]) -> i64 {
+    let (alloc, used) = view.cpu_memory(idx);
+    let (fit, balanced) = resource_scores(alloc, used, requests);
+    FIT_WEIGHT * fit + BALANCED_WEIGHT * balanced
+}
+
+/// The nodes a replay changed: base nodes it bound pods to (in bind order, a node again each
+/// time), and nodes pushed after the base view. Their node-local verdicts and scores are not
+/// the base's; each kind keeps its own of the bound nodes, brought up to date when a pod of the
+/// kind comes.
+struct Touched {
+    flag: Vec<bool>,
+    binds: Vec<usize>,
+    pushed: Vec<usize>,
+    kinds: HashMap<usize, KindTouched>,
+}
+
+#[derive(Default)]
+struct KindTouched {
+    /// How many of `Touched::binds` are reflected here.
+    seen: usize,
+    /// (score, name rank, node) of the bound nodes passing the kind's node-local filters.
+    fits: BTreeSet<(Reverse<i64>, u32, u32)>,
+    /// Each bound node's entry in `fits`, by node.
+    entry: HashMap<u32, (i64, u32)>,
+}
+
+impl Touched {
+    fn new(view: &ClusterView, base_nodes: usize) -> Self {
+        let len = view.nodes().len();
+        let base = base_nodes.min(len);
+        Touched { flag: vec![false; base], binds: Vec::new(), pushed: (base..len).collect(), kinds: HashMap::new() }
+    }
+
+    fn bound(&mut self, idx: usize) {
+        if let Some(f) = self.flag.get_mut(idx) {
+            *f = true;
+            self.binds.push(idx);
+        }
+    }
+}
+
+/// Where kube-scheduler binds a pod of a ranked kind ([`Ranking`]) — the same node [`choose`]
+/// picks among every node it fits — or `None` when it fits nowhere.
+fn choose_ranked(
+    view: &ClusterView,
+    pod: &Pod,
+    ranking: &Ranking,
+    kind_id: usize,
+    kind: &RankedKind,
+    touched: &mut Touched,
+) -> Option<usize> {
+    let prepared = view.prepare(pod);
+    let name = |i: usize| view.nodes()[i].name.as_str();
+    let better = |a: (i64, usize), b: Option<(i64, usize)>| match b {
+        None => true,
+        Some(b) => a.0 > b.0 || (a.0 == b.0 && (name(a.1), a.1) < (name(b.1), b.1)),
+    };
+    // The untouched base nodes: the first of the kind's list passing the inter-pod filters.
+    let mut best: Option<(i64, usize)> = kind
+        .nodes
+        .iter()
+        .map(|&(score, _, idx)| (score, idx as usize))
+        .find(|&(_, idx)| !touched.flag[idx] && view.inter_pod_filters_pass(&prepared, idx));
+    // The bound nodes: the kind's own ranking of them, brought up to date first.
+    let kt = touched.kinds.entry(kind_id).or_default();
+    for &idx in &touched.binds[kt.seen..] {
+        let node = idx as u32;
+        if let Some((score, rank)) = kt.entry.remove(&node) {
+            kt.fits.remove(&(Reverse(score), rank, node));
+        }
+        if view.node_filters_pass(&prepared, idx) {
+            let score = resource_score(view, idx, kind.requests);
+            let rank = ranking.name_rank[idx];
+            kt.fits.insert((Reverse(score), rank, node));
+            kt.entry.insert(node, (score, rank));
+        }
+    }
+    kt.seen = touched.binds.len();
+    let bound = kt
+        .fits
+        .iter()
+        .map(|&(Reverse(score), _, idx)| (score, idx as usize))
+        .find(|&(_, idx)| view.inter_pod_filters_pass(&prepared, idx));
+    if let Some(b) = bound
+        && better(b, best)
+    {
+        best = Some(b);
+    }
+    // Nodes pushed after the base view: every filter.
+    for &idx in &touched.pushed {
+        if view.is_hidden(idx) || view.check_prepared(&prepared, idx).is_err() {
+            continue;
+        }
+        let candidate = (resource_score(view, idx, kind.requests), idx);
+        if better(candidate, best) {
+            best = Some(candidate);
+        }
+    }
+    best.map(|(_, idx)| idx)
+}
+
 /// A pod of a [`replay`] that kube-scheduler would not bind: its index in the batch and the
 /// first filter that turned it away from each node, in kube-scheduler's words.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,12 +398,43 @@ pub struct NotBound {
 /// [`choose`] picks among every node of `view` it fits; hidden nodes take none), then takes
 /// them off the view again. Returns the node each pod went to, or the first pod that fits
 /// nowhere.
-pub fn replay(view: &mut ClusterView, pods: &[Arc<Pod>]) -> Result<Vec<usize>, NotBound> {
+///
+/// With `ranked`, the ranking of the view's base state (before the replay's nodes were hidden
+/// or pushed; their pods changed only on hidden nodes) and each pod's kind in it: pods of
+/// ranked kinds find their node through the ranking ([`Ranking`]), with the same result.
+pub fn replay(
+    view: &mut ClusterView,
+    pods: &[Arc<Pod>],
+    ranked: Option<(&Ranking, &[usize])>,
+) -> Result<Vec<usize>, NotBound> {
     let mut placed: Vec<(usize, Arc<Pod>)> = Vec::with_capacity(pods.len());
     let mut result = Ok(Vec::with_capacity(pods.len()));
     let mut memo = FilterMemo::default();
     let mut version = vec![0u32; view.nodes().len()];
+    // A node pushed with a PreferNoSchedule taint makes every pod's scores read every node.
+    let ranked = ranked.filter(|(r, _)| {
+        !r.prefer_no_schedule
+            && view
+                .nodes()
+                .iter()
+                .enumerate()
+                .skip(r.base_nodes)
+                .all(|(i, n)| view.is_hidden(i) || !has_prefer_no_schedule(n))
+    });
+    let mut touched = Touched::new(view, ranked.map_or(0, |(r, _)| r.base_nodes));
     for (i, pod) in pods.iter().enumerate() {
+        let kind = ranked.and_then(|(r, kinds)| {
+            let id = *kinds.get(i)?;
+            Some((r, id, r.kinds.get(id)?.as_ref()?))
+        });
+        let chosen = kind.and_then(|(r, id, k)| choose_ranked(view, pod, r, id, k, &mut touched));
+        if let Some(idx) = chosen {
+            bind(view, &mut placed, &mut version, &mut memo, &mut touched, idx, pod);
+            if let Ok(v) = result.as_mut() {
+                v.push(idx);
+            }
+            continue;
+        }
         memo.start(pod, view.nodes().len());
         let mut prepared: Option<PreparedPod<'_>> = None;
         let mut feasible = Vec::new();
@@ -237,13 +467,7 @@ pub fn replay(view: &mut ClusterView, pods: &[Arc<Pod>]) -> Result<Vec<usize>, N
             });
             break;
         };
-        view.add_pod(idx, Arc::clone(pod));
-        version[idx] += 1;
-        if crate::pod::has_required_anti_affinity(pod) {
-            // Its terms may turn this pod's twins away from other nodes too.
-            memo.clear();
-        }
-        placed.push((idx, Arc::clone(pod)));
+        bind(view, &mut placed, &mut version, &mut memo, &mut touched, idx, pod);
         if let Ok(v) = result.as_mut() {
             v.push(idx);
         }
@@ -252,4 +476,164 @@ pub fn replay(view: &mut ClusterView, pods: &[Arc<Pod>]) -> Result<Vec<usize>, N
         view.remove_pod(*idx, pod);
     }
     result
+}
+
+/// Binds a replayed pod to node `idx` and notes what that changes for the next pods.
+fn bind(
+    view: &mut ClusterView,
+    placed: &mut Vec<(usize, Arc<Pod>)>,
+    version: &mut [u32],
+    memo: &mut FilterMemo,
+    touched: &mut Touched,
+    idx: usize,
+    pod: &Arc<Pod>,
+) {
+    view.add_pod(idx, Arc::clone(pod));
+    version[idx] += 1;
+    touched.bound(idx);
+    if crate::pod::has_required_anti_affinity(pod) {
+        // Its terms may turn this pod's twins away from other nodes too.
+        memo.clear();
+    }
+    placed.push((idx, Arc::clone(pod)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ExistingNode;
+    use crate::testing::*;
+    use kerf_api::Taint;
+
+    const Z: &str = "topology.kubernetes.io/zone";
+    const H: &str = "kubernetes.io/hostname";
+
+    /// A small deterministic generator (the same trials every run).
+    struct Lcg(u64);
+    impl Lcg {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n.max(1)
+        }
+    }
+
+    fn cluster(rng: &mut Lcg, prefer_no_schedule: bool) -> ClusterView {
+        let zones = ["a", "b", "c"];
+        let mut nodes: Vec<ExistingNode> = (0..18)
+            .map(|i| {
+                let cpu = ["2", "4", "8"][i % 3];
+                let mem = ["4Gi", "8Gi", "16Gi"][(i / 3) % 3];
+                node(
+                    &format!("n{:02}", (i * 7) % 18),
+                    &[(Z, zones[i % 3])],
+                    &[("cpu", cpu), ("memory", mem), ("pods", "9")],
+                )
+            })
+            .collect();
+        nodes[4].schedulable = false;
+        nodes[5].taints.push(Taint::new("dedicated", Some("x"), TaintEffect::NoSchedule));
+        if prefer_no_schedule {
+            nodes[6].taints.push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
+        }
+        let mut view = ClusterView::new(nodes);
+        for i in 0..70 {
+            let p = workload_pod(rng, i);
+            let fits = (0..view.nodes().len()).filter(|n| view.check(&p, *n).is_ok()).collect::<Vec<_>>();
+            if !fits.is_empty() {
+                let n = fits[rng.below(fits.len())];
+                view.add_pod(n, p);
+            }
+        }
+        view
+    }
+
+    fn workload_pod(rng: &mut Lcg, i: usize) -> Arc<Pod> {
+        let cpu = ["100m", "250m", "500m", "1"][rng.below(4)];
+        let mem = ["128Mi", "512Mi", "1Gi"][rng.below(3)];
+        let b = pod(&format!("p{i}")).cpu(cpu).memory(mem);
+        match rng.below(9) {
+            0 => b.label("app", "spread").spread(Z, 1, &[("app", "spread")]),
+            1 => b.label("app", "host").spread(H, 1, &[("app", "host")]),
+            2 => b.label("app", "anti").anti_affinity(H, &[("app", "anti")]),
+            3 => b.label("app", "db").pod_affinity(Z, &[("app", "db")]),
+            4 => b.label("app", "pinned").node_selector(Z, "b"),
+            5 => b.label("app", "tolerant").toleration("dedicated", Some("x"), Some("NoSchedule")),
+            6 => b.label("app", "ports").host_port(8080),
+            7 => b.label("app", "pref").preferred_anti_affinity(5, H, &[("app", "pref")]),
+            _ => b.label("app", "web"),
+        }
+        .build()
+    }
+
+    fn unbound(p: &Arc<Pod>) -> Arc<Pod> {
+        let mut fresh = Pod::clone(p);
+        if let Some(spec) = fresh.spec.as_mut() {
+            spec.node_name = None;
+        }
+        Arc::new(fresh)
+    }
+
+    #[test]
+    fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does() {
+        let mut rng = Lcg(7);
+        let (mut same_failures, mut same_successes) = (0, 0);
+        for variant in 0..4 {
+            let mut view = cluster(&mut rng, variant == 3);
+            let mut ranking = Ranking::new(&view);
+            let mut kinds: HashMap<Vec<u8>, usize> = HashMap::new();
+            for _ in 0..60 {
+                // Take one to four nodes away with their pods; sometimes a replacement comes.
+                let mut removed: Vec<usize> = (0..1 + rng.below(4)).map(|_| rng.below(view.nodes().len())).collect();
+                removed.sort();
+                removed.dedup();
+                let moved: Vec<Arc<Pod>> =
+                    removed.iter().flat_map(|n| view.nodes()[*n].pods.iter().map(unbound)).collect();
+                let ids: Vec<usize> = moved
+                    .iter()
+                    .map(|p| {
+                        let key = kind_key(p);
+                        *kinds.entry(key.clone()).or_insert_with(|| ranking.add_kind(&view, p, &key))
+                    })
+                    .collect();
+                let mut taken = Vec::new();
+                for &n in &removed {
+                    let on = view.nodes()[n].pods.clone();
+                    on.iter().for_each(|p| {
+                        view.remove_pod(n, p);
+                    });
+                    view.set_hidden(n, true);
+                    taken.push((n, on));
+                }
+                let pushed = (rng.below(3) == 0).then(|| {
+                    let mut n = node("replacement", &[(Z, "c")], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "9")]);
+                    if variant == 2 {
+                        n.taints.push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
+                    }
+                    view.push_node(n)
+                });
+                let mut order: Vec<usize> = (0..moved.len()).collect();
+                if rng.below(2) == 0 {
+                    order.reverse();
+                }
+                let pods: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[*i])).collect();
+                let pod_kinds: Vec<usize> = order.iter().map(|i| ids[*i]).collect();
+                let plain = replay(&mut view, &pods, None);
+                let ranked = replay(&mut view, &pods, Some((&ranking, &pod_kinds)));
+                assert_eq!(ranked, plain, "variant {variant}, nodes {removed:?} taken away");
+                if plain.is_ok() {
+                    same_successes += 1
+                } else {
+                    same_failures += 1
+                }
+                if pushed.is_some() {
+                    view.pop_node();
+                }
+                for (n, on) in taken.into_iter().rev() {
+                    view.set_hidden(n, false);
+                    on.into_iter().for_each(|p| view.add_pod(n, p));
+                }
+            }
+        }
+        assert!(same_successes > 20 && same_failures > 20, "{same_successes} bound, {same_failures} refused");
+    }
 }

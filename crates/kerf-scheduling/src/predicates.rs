@@ -525,6 +525,22 @@ impl ClusterView {
         crate::fit::check(&mut q).map_err(|why| crate::fit::describe(&q, why))
     }
 
+    /// Whether a prepared pod passes the filters on `node` that read only the node itself
+    /// ([`crate::fit::check_node`]).
+    pub fn node_filters_pass(&self, p: &PreparedPod<'_>, node: usize) -> bool {
+        node < self.nodes.len()
+            && !self.is_hidden(node)
+            && crate::fit::check_node(&mut ViewFit { v: self, p, node }).is_ok()
+    }
+
+    /// Whether a prepared pod passes the filters on `node` that read other pods too
+    /// ([`crate::fit::check_inter_pod`]).
+    pub fn inter_pod_filters_pass(&self, p: &PreparedPod<'_>, node: usize) -> bool {
+        node < self.nodes.len()
+            && !self.is_hidden(node)
+            && crate::fit::check_inter_pod(&mut ViewFit { v: self, p, node }).is_ok()
+    }
+
     /// How much `pod` prefers `node` (higher is better): preferred node affinity weights that
     /// match, plus preferred pod affinity weight × matching pods in the node's domain, minus the
     /// same for preferred anti-affinity, minus matching pods in the node's domain for each

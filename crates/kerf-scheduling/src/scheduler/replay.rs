@@ -25,6 +25,43 @@ use crate::predicates::ClusterView;
 pub(super) struct KubeView {
     view: ClusterView,
     index: HashMap<String, usize>,
+    /// The nodes each kind of moved pod fits best on, in the view as built (see
+    /// [`kube_choice::Ranking`]).
+    ranking: kube_choice::Ranking,
+    /// The kind of each moved pod met so far, by the address of the context's pod (kept alive
+    /// here with it).
+    kind_of: HashMap<usize, (Arc<Pod>, usize)>,
+    /// The kinds met so far, by [`kube_choice::kind_key`].
+    kinds: HashMap<Vec<u8>, usize>,
+}
+
+impl KubeView {
+    /// The copy of `pod` kube-scheduler would see (its owner's new pod: not bound, not
+    /// nominated) and the copy's kind; ranks a kind not met before (the view must be as built).
+    fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
+        let mut fresh = Pod::clone(pod);
+        if let Some(spec) = fresh.spec.as_mut() {
+            spec.node_name = None;
+        }
+        if let Some(status) = fresh.status.as_mut() {
+            status.nominated_node_name = None;
+        }
+        let addr = Arc::as_ptr(pod) as usize;
+        if let Some((_, kind)) = self.kind_of.get(&addr) {
+            return (Arc::new(fresh), *kind);
+        }
+        let key = kube_choice::kind_key(&fresh);
+        let kind = match self.kinds.get(&key) {
+            Some(k) => *k,
+            None => {
+                let k = self.ranking.add_kind(&self.view, &fresh, &key);
+                self.kinds.insert(key, k);
+                k
+            }
+        };
+        self.kind_of.insert(addr, (Arc::clone(pod), kind));
+        (Arc::new(fresh), kind)
+    }
 }
 
 /// The node a replacement claim would become: launched as `instance_type` with `offering`.
@@ -85,8 +122,12 @@ impl SchedulingContext {
             let view = ClusterView::new(nodes)
                 .with_volumes(input.volume_requirements.clone())
                 .with_namespace_labels(input.namespace_labels.clone());
-            KubeView { view, index }
+            let ranking = kube_choice::Ranking::new(&view);
+            KubeView { view, index, ranking, kind_of: HashMap::new(), kinds: HashMap::new() }
         });
+        // The pods kube-scheduler sees are their owners' new copies: not bound, not nominated.
+        // Their kinds are ranked on the view as built, before any node is taken away.
+        let (order, kinds): (Vec<Arc<Pod>>, Vec<usize>) = pods.iter().map(|p| kv.copy_of(p)).unzip();
         // The removed nodes go, and their pods with them.
         let mut taken: Vec<(usize, Vec<Arc<Pod>>)> = Vec::new();
         for name in removed {
@@ -99,43 +140,33 @@ impl SchedulingContext {
             taken.push((idx, on_node));
         }
         let pushed = replacement.map(|r| kv.view.push_node(r.node(&input.daemonset_pods)));
-        // The pods kube-scheduler sees are their owners' new copies: not bound, not nominated.
-        let mut order: Vec<Arc<Pod>> = pods
-            .iter()
-            .map(|p| {
-                let mut fresh = Pod::clone(p);
-                if let Some(spec) = fresh.spec.as_mut() {
-                    spec.node_name = None;
-                }
-                if let Some(status) = fresh.status.as_mut() {
-                    status.nominated_node_name = None;
-                }
-                Arc::new(fresh)
-            })
-            .collect();
         // kube-scheduler takes the new copies as their owners create them, an order kerf cannot
         // know: the decision must hold in queue order, in the reverse of it, and largest first
-        // (within each priority), or a pod may be left over once the nodes are gone.
-        let priority = |p: &Arc<Pod>| std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
-        order.sort_by_key(priority);
-        let mut reversed: Vec<Arc<Pod>> = order.iter().rev().cloned().collect();
+        // (within each priority), or a pod may be left over once the nodes are gone. Orders
+        // are positions in `order`.
+        let priority = |i: &usize| std::cmp::Reverse(order[*i].spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
+        let mut queue: Vec<usize> = (0..order.len()).collect();
+        queue.sort_by_key(priority);
+        let mut reversed: Vec<usize> = queue.iter().rev().copied().collect();
         reversed.sort_by_key(priority);
         let mut largest = reversed.clone();
-        largest.sort_by_cached_key(|p| {
-            let [cpu, memory] = kube_choice::cpu_memory_of(p);
-            (priority(p), std::cmp::Reverse(((cpu * 1000.0) as i64, memory as i64)))
+        largest.sort_by_cached_key(|i| {
+            let [cpu, memory] = kube_choice::cpu_memory_of(&order[*i]);
+            (priority(i), std::cmp::Reverse(((cpu * 1000.0) as i64, memory as i64)))
         });
         // An order that repeats an earlier one (one pod, pods all alike) is not replayed again.
-        let mut orders: Vec<Vec<Arc<Pod>>> = vec![order];
+        let mut orders: Vec<Vec<usize>> = vec![queue];
         for o in [reversed, largest] {
-            if !orders.iter().any(|x| x.iter().zip(&o).all(|(a, b)| Arc::ptr_eq(a, b))) {
+            if !orders.contains(&o) {
                 orders.push(o);
             }
         }
         let mut result = Ok(());
-        for order in &orders {
-            if let Err(nb) = kube_choice::replay(&mut kv.view, order) {
-                let key = order.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
+        for positions in &orders {
+            let batch: Vec<Arc<Pod>> = positions.iter().map(|i| Arc::clone(&order[*i])).collect();
+            let batch_kinds: Vec<usize> = positions.iter().map(|i| kinds[*i]).collect();
+            if let Err(nb) = kube_choice::replay(&mut kv.view, &batch, Some((&kv.ranking, &batch_kinds))) {
+                let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
                 result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
                 break;
             }
