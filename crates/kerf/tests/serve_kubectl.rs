@@ -227,9 +227,17 @@ fn serve_runs_a_scenarios_steps_on_its_clock_then_keeps_serving() {
     // Draining a node evicts its pods through the Eviction API.
     let node = kubectl_ok(&s, &["get", "nodes", "-o", "name"]).lines().next().unwrap().to_string();
     let drained = kubectl_ok(&s, &["drain", &node, "--ignore-daemonsets", "--timeout=60s"]);
-    assert!(drained.contains("drained"), "{drained}");
-    let nodes = kubectl_ok(&s, &["get", &node]);
-    assert!(nodes.contains("SchedulingDisabled"), "{nodes}");
+    assert!(drained.contains("cordoned") && drained.contains("drained"), "{drained}");
+    // At 100x a drained node can be removed as empty before the next call; while it exists it is
+    // cordoned.
+    let nodes = kubectl(&s, &["get", &node]);
+    if nodes.status.success() {
+        let shown = String::from_utf8_lossy(&nodes.stdout);
+        assert!(shown.contains("SchedulingDisabled"), "{shown}");
+    } else {
+        let err = String::from_utf8_lossy(&nodes.stderr);
+        assert!(err.contains("NotFound"), "{err}");
+    }
     assert!(s.stop().success());
 }
 
