@@ -5,13 +5,16 @@
 //! A command taints its nodes `karpenter.sh/disrupted:NoSchedule`, launches its replacements,
 //! waits until every replacement is initialized (pre-spin), then deletes the nodes' claims; the
 //! termination controller drains them. Consolidation commands wait a validation delay first and
-//! are checked again before they act. Commands run one at a time (expirations and interruptions
-//! excepted), and only once the cluster has settled (no pod waiting for kube-scheduler or a
-//! launch), so a decision never races the provisioner. Every managed node that is not disrupted
-//! gets the reason in [`DisruptionState::blocked`] and a `DisruptionBlocked` event.
+//! are checked again before they act (one validates at a time). Commands on disjoint nodes run
+//! side by side, as Karpenter's orchestration queue runs them: each is decided and validated on
+//! the cluster as the running ones will leave it ([`in_flight`]), within budgets that count
+//! their nodes. A decision is taken only once the cluster has settled (no pod waiting for
+//! kube-scheduler or a launch), so it never races the provisioner. Every managed node that is
+//! not disrupted gets the reason in [`DisruptionState::blocked`] and a `DisruptionBlocked` event.
 
 pub mod candidates;
 pub mod consolidation;
+mod in_flight;
 mod orchestration;
 pub mod reversals;
 
@@ -95,6 +98,9 @@ pub(crate) struct Command {
     pub detail: String,
     /// $/h saved (consolidation), 0 otherwise.
     pub savings: f64,
+    /// Where the candidates' pods are expected to go (later decisions count them there while
+    /// the command runs).
+    pub moves: Vec<(crate::state::ObjectKey, in_flight::Destination)>,
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +118,8 @@ struct Running {
     candidates: Vec<(String, String)>,
     phase: Phase,
     waiting_reported: bool,
+    /// Pod → the node or replacement claim the command moves it to.
+    moves: Vec<(crate::state::ObjectKey, String)>,
 }
 
 /// The disruption controller's memory between passes.

@@ -14,6 +14,7 @@ use kerf_scheduling::{NewNodeClaim, PodFactsCache, SchedulingContext, Scheduling
 
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
 use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, multi_node, what_if};
+use super::in_flight::{Destination, planned_moves};
 use super::{
     Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE,
 };
@@ -23,6 +24,9 @@ use crate::termination::{is_disrupted, is_drainable, with_disrupted_taint, witho
 use crate::util;
 use kerf_api::cluster::{ClusterApi, EventRecord, Object};
 use kerf_api::events::same_apart_from_numbers;
+
+/// A forceful command's replacements and where its pods go.
+pub(crate) type ForcedReplacements = (Vec<NewNodeClaim>, Vec<(crate::state::ObjectKey, Destination)>);
 
 /// `base` with `nodes` taking no new pods (their pods still count where they are).
 fn unschedulable(base: &SchedulingInput, nodes: &BTreeSet<&str>) -> SchedulingInput {
@@ -72,6 +76,7 @@ impl<'a> Eval<'a> {
             replacements: Vec::new(),
             detail,
             savings,
+            moves: Vec::new(),
         })
     }
 
@@ -103,6 +108,7 @@ impl<'a> Eval<'a> {
                 replacements: Vec::new(),
                 detail: format!("{detail}; it is empty"),
                 savings: 0.0,
+                moves: Vec::new(),
             });
         }
         if allowed.is_empty() {
@@ -124,6 +130,7 @@ impl<'a> Eval<'a> {
                 }
             };
             let n = answer.pods.len();
+            let moves = planned_moves(&answer);
             if let Some(&i) = answer.unplaced.first() {
                 blocked.insert(
                     c.node.clone(),
@@ -151,7 +158,7 @@ impl<'a> Eval<'a> {
                     k => format!("{k} new node(s)"),
                 }
             );
-            return Some(Command { reason, candidates: vec![c.clone()], replacements, detail, savings: 0.0 });
+            return Some(Command { reason, candidates: vec![c.clone()], replacements, detail, savings: 0.0, moves });
         }
         None
     }
@@ -186,6 +193,7 @@ impl<'a> Eval<'a> {
             },
             detail,
             savings,
+            moves: Vec::new(),
         }
     }
 
@@ -283,7 +291,12 @@ impl<P: CloudProvider> Manager<P> {
             }
             return Ok(());
         }
-        if !self.disruption.running.is_empty() || self.settling() {
+        // Commands whose replacements launch do not hold the next decision back: it is taken
+        // on the cluster as they will leave it (see `in_flight`). One that deletes its nodes
+        // does, until they are gone: its pods are about to be evicted and land where
+        // kube-scheduler puts them.
+        let deleting = self.disruption.running.iter().any(|r| matches!(r.phase, Phase::Terminating(_)));
+        if deleting || self.settling() {
             return Ok(());
         }
         let changed = self.disruption.evaluated != Some(self.disruption.generation);
@@ -301,10 +314,10 @@ impl<P: CloudProvider> Manager<P> {
 
     async fn evaluate<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
         let types = self.instance_types_by_pool().await;
-        let reserved = self.disruption.reserved.clone();
-        let (cands, budgets, wake) = self.candidates(&types, pass.now, &reserved).await;
+        let exclude = self.move_targets();
+        let (cands, budgets, wake) = self.candidates(&types, pass.now, &exclude).await;
         tracing::debug!(candidates = cands.len(), generation = self.disruption.generation, "evaluating disruption");
-        let base = self.scheduling_input(&[], &types);
+        let base = self.disruption_input(&types);
         let pools = self.state.node_pools().clone();
         let mut eval = Eval {
             cands: &cands,
@@ -424,8 +437,8 @@ impl<P: CloudProvider> Manager<P> {
             return Ok(());
         }
         let types = self.instance_types_by_pool().await;
-        let reserved = self.disruption.reserved.clone();
-        let (cands, budgets, _) = self.candidates(&types, pass.now, &reserved).await;
+        let exclude = self.move_targets();
+        let (cands, budgets, _) = self.candidates(&types, pass.now, &exclude).await;
         let now: Vec<&Candidate> =
             cmd.candidates.iter().filter_map(|c| cands.iter().find(|x| x.claim == c.claim)).collect();
         if now.len() != cmd.candidates.len()
@@ -442,7 +455,7 @@ impl<P: CloudProvider> Manager<P> {
             abandon("the budget no longer allows it");
             return Ok(());
         }
-        let mut ctx = SchedulingContext::with_facts(self.scheduling_input(&[], &types), &self.pod_facts);
+        let mut ctx = SchedulingContext::with_facts(self.disruption_input(&types), &self.pod_facts);
         let (decision, pods) = match consolidate(&mut ctx, &now, self.options.spot_to_spot_consolidation) {
             Ok(d) => d,
             Err(why) => {
@@ -456,6 +469,10 @@ impl<P: CloudProvider> Manager<P> {
         }
         let mut fresh = Eval::command(&now, pods, decision);
         fresh.reason = cmd.reason;
+        // Where its pods go, as later decisions count them while it runs.
+        if let Ok(answer) = what_if(&mut ctx, &now) {
+            fresh.moves = planned_moves(&answer);
+        }
         self.execute(api, pass, fresh).await
     }
 
@@ -508,7 +525,9 @@ impl<P: CloudProvider> Manager<P> {
             "disrupting node(s)"
         );
         let mut launched = Vec::new();
-        for new in &cmd.replacements {
+        // Replacement index → the claim launched for it.
+        let mut launched_for: BTreeMap<usize, String> = BTreeMap::new();
+        for (i, new) in cmd.replacements.iter().enumerate() {
             let Some(pool) = self.state.node_pool(&new.node_pool).cloned() else { continue };
             let mut claim = self.new_claim(&pool, new);
             if cmd.reason == Reason::Underutilized {
@@ -529,6 +548,7 @@ impl<P: CloudProvider> Manager<P> {
                 })
                 .await;
                 self.state.record(created.into_any());
+                launched_for.insert(i, name.clone());
                 launched.push(name);
             }
         }
@@ -568,6 +588,17 @@ impl<P: CloudProvider> Manager<P> {
             candidates: cmd.candidates.iter().map(|c| (c.claim.clone(), c.node.clone())).collect(),
             phase: Phase::Launching(launched.clone()),
             waiting_reported: false,
+            moves: cmd
+                .moves
+                .iter()
+                .filter_map(|(pod, to)| {
+                    let to = match to {
+                        Destination::Node(n) => n.clone(),
+                        Destination::Replacement(i) => launched_for.get(i)?.clone(),
+                    };
+                    Some((pod.clone(), to))
+                })
+                .collect(),
         };
         self.disruption.reserved.extend(launched.iter().cloned());
         let running = if launched.is_empty() || cmd.reason == Reason::Interrupted {
@@ -766,16 +797,19 @@ impl<P: CloudProvider> Manager<P> {
 
     /// Replacements for a forceful command: whatever new nodes the pods need (pods that fit
     /// nowhere do not stop it).
-    pub(crate) fn forced_replacements(&self, cand: &Candidate, types: &TypesByPool) -> Vec<NewNodeClaim> {
+    pub(crate) fn forced_replacements(&self, cand: &Candidate, types: &TypesByPool) -> ForcedReplacements {
         if cand.pods.is_empty() || self.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
-        let mut ctx = SchedulingContext::with_facts(self.scheduling_input(&[], types), &self.pod_facts);
+        let mut ctx = SchedulingContext::with_facts(self.disruption_input(types), &self.pod_facts);
         match what_if(&mut ctx, &[cand]) {
-            Ok(answer) => answer.new_node_claims.into_iter().map(|c| c.claim).collect(),
+            Ok(answer) => {
+                let moves = planned_moves(&answer);
+                (answer.new_node_claims.into_iter().map(|c| c.claim).collect(), moves)
+            }
             Err(e) => {
                 tracing::warn!(node = %cand.node, error = %e, "no replacement for a forceful disruption");
-                Vec::new()
+                (Vec::new(), Vec::new())
             }
         }
     }
@@ -817,12 +851,12 @@ impl<P: CloudProvider> Manager<P> {
         let types = self.instance_types_by_pool().await;
         for (claim, after) in expired {
             let cand = self.forced_candidate(&claim, &types);
-            let replacements = self.forced_replacements(&cand, &types);
+            let (replacements, moves) = self.forced_replacements(&cand, &types);
             let detail = format!("expireAfter {after} has passed since it was created");
             self.execute(
                 api,
                 pass,
-                Command { reason: Reason::Expired, candidates: vec![cand], replacements, detail, savings: 0.0 },
+                Command { reason: Reason::Expired, candidates: vec![cand], replacements, detail, savings: 0.0, moves },
             )
             .await?;
         }
