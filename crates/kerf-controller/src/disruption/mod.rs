@@ -17,6 +17,8 @@ pub mod consolidation;
 mod in_flight;
 mod orchestration;
 pub mod reversals;
+#[cfg(test)]
+mod reversals_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -280,6 +280,7 @@ impl<P: CloudProvider> Manager<P> {
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
         self.progress(api, pass).await?;
+        self.persist_holds(api, pass).await?;
         self.release_outdated(api, pass).await?;
         self.expire(api, pass).await?;
         if let Some((cmd, at)) = self.disruption.validating.take() {
