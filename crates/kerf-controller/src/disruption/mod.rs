@@ -19,6 +19,9 @@ mod orchestration;
 pub mod reversals;
 #[cfg(test)]
 mod reversals_tests;
+mod unwatched;
+#[cfg(test)]
+mod unwatched_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -41,8 +44,9 @@ pub const SINGLE_NODE_MAX_EVALUATIONS: usize = 50;
 /// tried since the cluster last changed (Karpenter polls every 10 s).
 pub const SWEEP_CONTINUE: Duration = Duration::from_secs(10);
 
-/// With nothing changing, disruption still looks again this often (offerings and budget
-/// windows change without a watch event).
+/// With nothing changing, disruption compares this often what changes without a watch event
+/// (offerings, budget windows; see `unwatched`) with what its last evaluation saw, and
+/// evaluates again only if it differs.
 pub const IDLE_REEVALUATE: Duration = Duration::from_secs(5 * 60);
 
 /// Why a node was disrupted, as the report and the `DisruptionReason` condition name it.
@@ -134,6 +138,12 @@ pub struct DisruptionState {
     /// The watch generation the last evaluation saw.
     evaluated: Option<u64>,
     next_evaluation: Option<Timestamp>,
+    /// When the inputs no watch announces are compared next, and their fingerprint at the last
+    /// evaluation (see `unwatched`).
+    next_check: Option<Timestamp>,
+    unwatched: Option<u64>,
+    /// How many evaluations ran (a settled cluster should add none).
+    pub(crate) evaluations: u64,
     /// Replacement claims of running commands: not candidates, not "in flight" for gating.
     reserved: BTreeSet<String>,
     /// Where single-node consolidation continues in its candidate list.

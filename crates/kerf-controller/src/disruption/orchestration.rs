@@ -15,9 +15,7 @@ use kerf_scheduling::{NewNodeClaim, PodFactsCache, SchedulingContext, Scheduling
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
 use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, multi_node, what_if};
 use super::in_flight::{Destination, planned_moves};
-use super::{
-    Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE,
-};
+use super::{Command, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::{TypesByPool, in_flight};
 use crate::termination::{is_disrupted, is_drainable, with_disrupted_taint, without_disrupted_taint};
@@ -301,14 +299,22 @@ impl<P: CloudProvider> Manager<P> {
             return Ok(());
         }
         let changed = self.disruption.evaluated != Some(self.disruption.generation);
-        match self.disruption.next_evaluation {
-            _ if changed => {}
-            Some(at) if pass.now >= at => {}
-            Some(at) => {
-                pass.wake_at(at);
-                return Ok(());
+        let due = self.disruption.next_evaluation.is_some_and(|at| pass.now >= at);
+        if !changed && !due {
+            // Nothing a watch announces changed and no node's time came: evaluate again only
+            // if the offerings or a budget window changed (see `unwatched`).
+            let check = self.disruption.next_check.is_some_and(|at| pass.now >= at);
+            if check {
+                let types = self.instance_types_by_pool().await;
+                if Some(self.unwatched_inputs(&types, pass.now)) != self.disruption.unwatched {
+                    return self.evaluate(api, pass).await;
+                }
+                self.disruption.next_check = Some(self.next_unwatched_check(pass.now));
             }
-            None => return Ok(()),
+            for at in [self.disruption.next_evaluation, self.disruption.next_check].into_iter().flatten() {
+                pass.wake_at(at);
+            }
+            return Ok(());
         }
         self.evaluate(api, pass).await
     }
@@ -318,6 +324,9 @@ impl<P: CloudProvider> Manager<P> {
         let exclude = self.move_targets();
         let (cands, budgets, wake) = self.candidates(&types, pass.now, &exclude).await;
         tracing::debug!(candidates = cands.len(), generation = self.disruption.generation, "evaluating disruption");
+        self.disruption.evaluations += 1;
+        self.disruption.unwatched = Some(self.unwatched_inputs(&types, pass.now));
+        self.disruption.next_check = Some(self.next_unwatched_check(pass.now));
         let base = self.disruption_input(&types);
         let pools = self.state.node_pools().clone();
         let mut eval = Eval {
@@ -372,21 +381,16 @@ impl<P: CloudProvider> Manager<P> {
             }
         }
         self.disruption.evaluated = Some(self.disruption.generation);
-        let mut next = util::after(pass.now, IDLE_REEVALUATE);
-        if let Some(w) = wake {
-            next = next.min(w);
-        }
+        // Evaluated again when a node becomes consolidatable or the sweep goes on; otherwise
+        // only on a change (a watch event, or what `unwatched` checks on its timer).
+        let mut next = wake;
         if sweep_unfinished {
-            next = next.min(util::after(pass.now, SWEEP_CONTINUE));
+            next = util::earliest(next, Some(util::after(pass.now, SWEEP_CONTINUE)));
         }
-        // Scheduled budgets open and close on the minute.
-        if pools.values().any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some()))
-            && blocked.values().any(|b| b.contains("disruption budget"))
-        {
-            next = next.min(util::after(pass.now, std::time::Duration::from_secs(60)));
+        self.disruption.next_evaluation = next;
+        for at in [next, self.disruption.next_check].into_iter().flatten() {
+            pass.wake_at(at);
         }
-        self.disruption.next_evaluation = Some(next);
-        pass.wake_at(next);
         if let Some(cmd) = &command {
             for c in &cmd.candidates {
                 blocked.remove(&c.node);
