@@ -66,6 +66,10 @@ pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// kerf's annotation on a NodeClaim launched by a consolidation to replace other nodes: it is
 /// not consolidated itself while the workload it was sized for stays as it is.
 pub const CONSOLIDATION_REPLACEMENT: &str = "kerf.sh/consolidation-replacement";
+/// kerf's annotation on a NodeClaim that took part in a consolidation that was undone (the pods
+/// it moved needed a new node): `undone <time> decided <time>`. Consolidation leaves the node
+/// alone until the workload shrinks; a restarted controller reads the hold back from here.
+pub const CONSOLIDATION_REVERSED: &str = "kerf.sh/consolidation-reversed";
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";

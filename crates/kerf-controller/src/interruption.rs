@@ -50,7 +50,7 @@ impl<P: CloudProvider> Manager<P> {
                 continue;
             }
             let cand = self.forced_candidate(&claim, &types);
-            let replacements = self.forced_replacements(&cand, &types);
+            let (replacements, moves) = self.forced_replacements(&cand, &types);
             let detail = match notice.terminates_at {
                 Some(at) => format!(
                     "the cloud warned it reclaims the instance in {}s",
@@ -61,7 +61,14 @@ impl<P: CloudProvider> Manager<P> {
             self.execute(
                 api,
                 pass,
-                Command { reason: Reason::Interrupted, candidates: vec![cand], replacements, detail, savings: 0.0 },
+                Command {
+                    reason: Reason::Interrupted,
+                    candidates: vec![cand],
+                    replacements,
+                    detail,
+                    savings: 0.0,
+                    moves,
+                },
             )
             .await?;
         }

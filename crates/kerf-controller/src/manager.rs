@@ -417,6 +417,11 @@ impl<P: CloudProvider> Manager<P> {
         &self.disruption.reversals.records
     }
 
+    /// How many times the disruption controller evaluated the cluster.
+    pub fn disruption_evaluations(&self) -> u64 {
+        self.disruption.evaluations
+    }
+
     /// For each managed node kerf is not disrupting: why it would not remove or replace it now.
     pub fn disruption_blocked(&self) -> &BTreeMap<String, String> {
         &self.disruption.blocked

@@ -707,3 +707,46 @@ fn pods_with_hostname_anti_affinity_are_never_merged_onto_one_node() {
     assert!((cost_per_hour(&r) - 0.3).abs() < 1e-9);
     assert_all_running(&r, 3);
 }
+
+#[test]
+fn independent_consolidations_run_side_by_side_within_the_budget() {
+    // Three web pods, one per node (hostname anti-affinity), each node over-sized once the
+    // filler goes: three single-node replacements that share no node and no room.
+    let anti = |app: &str| {
+        format!(
+            ", affinity: {{podAntiAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: \
+             [{{topologyKey: kubernetes.io/hostname, labelSelector: {{matchLabels: {{app: {app}}}}}}}]}}}}"
+        )
+    };
+    let steps = format!(
+        "  - apply: [{}, {}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: filler, namespace: default, replicas: 0}}\n  - wait: 10m\n",
+        deployment_with("web", 3, "1", "", &anti("web")),
+        deployment_with("filler", 3, "2500m", "", &anti("filler"))
+    );
+    let run = |name: &str, budget: &str| {
+        let disruption = format!(
+            "{{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s, budgets: [{{nodes: \"{budget}\"}}]}}"
+        );
+        let r = simulate(name, &scenario(name, "", &pool("", &disruption), &steps));
+        assert_eq!(types_of(&r), vec!["small", "small", "small"]);
+        assert_all_running(&r, 3);
+        let mut d: Vec<(f64, f64)> =
+            disruptions(&r).iter().map(|x| (secs(&x["atSeconds"]), secs(&x["terminatedSeconds"]))).collect();
+        d.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert_eq!(d.len(), 3, "{d:?}");
+        (d, r["summary"]["nodeClaimsLaunched"].as_u64().unwrap())
+    };
+    // Budget 100%: each decision is taken (and validated, 15 s) while the replacements of the
+    // earlier ones still launch (30 s): the three overlap, and no node is launched twice.
+    let (d, launched) = run("side-by-side", "100%");
+    for pair in d.windows(2) {
+        assert!(pair[1].0 < pair[0].1, "decided while the one before still ran: {d:?}");
+        assert!(pair[1].0 >= pair[0].0 + 15.0, "one validation at a time: {d:?}");
+    }
+    assert_eq!(launched, 6, "three nodes and their three replacements");
+    // Budget 1: the next one only once the one before is gone.
+    let (d, _) = run("one-at-a-time", "1");
+    for pair in d.windows(2) {
+        assert!(pair[1].0 >= pair[0].1, "{d:?}");
+    }
+}

@@ -340,7 +340,7 @@ impl<P: CloudProvider> Manager<P> {
                         ))
                     } else if !pods.is_empty()
                         && let Some(why) =
-                            self.disruption.reversals.held_back(claim.name(), self.disruption.workload_shrank_at)
+                            self.disruption.reversals.held_back(claim, self.disruption.workload_shrank_at)
                     {
                         Some(why)
                     } else if let Some(until) = self.regret_guard(claim, after, !pods.is_empty(), now) {

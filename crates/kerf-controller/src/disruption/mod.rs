@@ -5,15 +5,23 @@
 //! A command taints its nodes `karpenter.sh/disrupted:NoSchedule`, launches its replacements,
 //! waits until every replacement is initialized (pre-spin), then deletes the nodes' claims; the
 //! termination controller drains them. Consolidation commands wait a validation delay first and
-//! are checked again before they act. Commands run one at a time (expirations and interruptions
-//! excepted), and only once the cluster has settled (no pod waiting for kube-scheduler or a
-//! launch), so a decision never races the provisioner. Every managed node that is not disrupted
-//! gets the reason in [`DisruptionState::blocked`] and a `DisruptionBlocked` event.
+//! are checked again before they act (one validates at a time). Commands on disjoint nodes run
+//! side by side, as Karpenter's orchestration queue runs them: each is decided and validated on
+//! the cluster as the running ones will leave it ([`in_flight`]), within budgets that count
+//! their nodes. A decision is taken only once the cluster has settled (no pod waiting for
+//! kube-scheduler or a launch), so it never races the provisioner. Every managed node that is
+//! not disrupted gets the reason in [`DisruptionState::blocked`] and a `DisruptionBlocked` event.
 
 pub mod candidates;
 pub mod consolidation;
+mod in_flight;
 mod orchestration;
 pub mod reversals;
+#[cfg(test)]
+mod reversals_tests;
+mod unwatched;
+#[cfg(test)]
+mod unwatched_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -36,8 +44,9 @@ pub const SINGLE_NODE_MAX_EVALUATIONS: usize = 50;
 /// tried since the cluster last changed (Karpenter polls every 10 s).
 pub const SWEEP_CONTINUE: Duration = Duration::from_secs(10);
 
-/// With nothing changing, disruption still looks again this often (offerings and budget
-/// windows change without a watch event).
+/// With nothing changing, disruption compares this often what changes without a watch event
+/// (offerings, budget windows; see `unwatched`) with what its last evaluation saw, and
+/// evaluates again only if it differs.
 pub const IDLE_REEVALUATE: Duration = Duration::from_secs(5 * 60);
 
 /// Why a node was disrupted, as the report and the `DisruptionReason` condition name it.
@@ -95,6 +104,9 @@ pub(crate) struct Command {
     pub detail: String,
     /// $/h saved (consolidation), 0 otherwise.
     pub savings: f64,
+    /// Where the candidates' pods are expected to go (later decisions count them there while
+    /// the command runs).
+    pub moves: Vec<(crate::state::ObjectKey, in_flight::Destination)>,
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +124,8 @@ struct Running {
     candidates: Vec<(String, String)>,
     phase: Phase,
     waiting_reported: bool,
+    /// Pod → the node or replacement claim the command moves it to.
+    moves: Vec<(crate::state::ObjectKey, String)>,
 }
 
 /// The disruption controller's memory between passes.
@@ -124,6 +138,12 @@ pub struct DisruptionState {
     /// The watch generation the last evaluation saw.
     evaluated: Option<u64>,
     next_evaluation: Option<Timestamp>,
+    /// When the inputs no watch announces are compared next, and their fingerprint at the last
+    /// evaluation (see `unwatched`).
+    next_check: Option<Timestamp>,
+    unwatched: Option<u64>,
+    /// How many evaluations ran (a settled cluster should add none).
+    pub(crate) evaluations: u64,
     /// Replacement claims of running commands: not candidates, not "in flight" for gating.
     reserved: BTreeSet<String>,
     /// Where single-node consolidation continues in its candidate list.

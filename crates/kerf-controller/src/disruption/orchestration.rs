@@ -14,15 +14,17 @@ use kerf_scheduling::{NewNodeClaim, PodFactsCache, SchedulingContext, Scheduling
 
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
 use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, multi_node, what_if};
-use super::{
-    Command, DisruptionRecord, IDLE_REEVALUATE, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE,
-};
+use super::in_flight::{Destination, planned_moves};
+use super::{Command, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::{TypesByPool, in_flight};
 use crate::termination::{is_disrupted, is_drainable, with_disrupted_taint, without_disrupted_taint};
 use crate::util;
 use kerf_api::cluster::{ClusterApi, EventRecord, Object};
 use kerf_api::events::same_apart_from_numbers;
+
+/// A forceful command's replacements and where its pods go.
+pub(crate) type ForcedReplacements = (Vec<NewNodeClaim>, Vec<(crate::state::ObjectKey, Destination)>);
 
 /// `base` with `nodes` taking no new pods (their pods still count where they are).
 fn unschedulable(base: &SchedulingInput, nodes: &BTreeSet<&str>) -> SchedulingInput {
@@ -72,6 +74,7 @@ impl<'a> Eval<'a> {
             replacements: Vec::new(),
             detail,
             savings,
+            moves: Vec::new(),
         })
     }
 
@@ -103,6 +106,7 @@ impl<'a> Eval<'a> {
                 replacements: Vec::new(),
                 detail: format!("{detail}; it is empty"),
                 savings: 0.0,
+                moves: Vec::new(),
             });
         }
         if allowed.is_empty() {
@@ -124,6 +128,7 @@ impl<'a> Eval<'a> {
                 }
             };
             let n = answer.pods.len();
+            let moves = planned_moves(&answer);
             if let Some(&i) = answer.unplaced.first() {
                 blocked.insert(
                     c.node.clone(),
@@ -151,7 +156,7 @@ impl<'a> Eval<'a> {
                     k => format!("{k} new node(s)"),
                 }
             );
-            return Some(Command { reason, candidates: vec![c.clone()], replacements, detail, savings: 0.0 });
+            return Some(Command { reason, candidates: vec![c.clone()], replacements, detail, savings: 0.0, moves });
         }
         None
     }
@@ -186,6 +191,7 @@ impl<'a> Eval<'a> {
             },
             detail,
             savings,
+            moves: Vec::new(),
         }
     }
 
@@ -272,6 +278,7 @@ impl<P: CloudProvider> Manager<P> {
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
         self.progress(api, pass).await?;
+        self.persist_holds(api, pass).await?;
         self.release_outdated(api, pass).await?;
         self.expire(api, pass).await?;
         if let Some((cmd, at)) = self.disruption.validating.take() {
@@ -283,28 +290,44 @@ impl<P: CloudProvider> Manager<P> {
             }
             return Ok(());
         }
-        if !self.disruption.running.is_empty() || self.settling() {
+        // Commands whose replacements launch do not hold the next decision back: it is taken
+        // on the cluster as they will leave it (see `in_flight`). One that deletes its nodes
+        // does, until they are gone: its pods are about to be evicted and land where
+        // kube-scheduler puts them.
+        let deleting = self.disruption.running.iter().any(|r| matches!(r.phase, Phase::Terminating(_)));
+        if deleting || self.settling() {
             return Ok(());
         }
         let changed = self.disruption.evaluated != Some(self.disruption.generation);
-        match self.disruption.next_evaluation {
-            _ if changed => {}
-            Some(at) if pass.now >= at => {}
-            Some(at) => {
-                pass.wake_at(at);
-                return Ok(());
+        let due = self.disruption.next_evaluation.is_some_and(|at| pass.now >= at);
+        if !changed && !due {
+            // Nothing a watch announces changed and no node's time came: evaluate again only
+            // if the offerings or a budget window changed (see `unwatched`).
+            let check = self.disruption.next_check.is_some_and(|at| pass.now >= at);
+            if check {
+                let types = self.instance_types_by_pool().await;
+                if Some(self.unwatched_inputs(&types, pass.now)) != self.disruption.unwatched {
+                    return self.evaluate(api, pass).await;
+                }
+                self.disruption.next_check = Some(self.next_unwatched_check(pass.now));
             }
-            None => return Ok(()),
+            for at in [self.disruption.next_evaluation, self.disruption.next_check].into_iter().flatten() {
+                pass.wake_at(at);
+            }
+            return Ok(());
         }
         self.evaluate(api, pass).await
     }
 
     async fn evaluate<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
         let types = self.instance_types_by_pool().await;
-        let reserved = self.disruption.reserved.clone();
-        let (cands, budgets, wake) = self.candidates(&types, pass.now, &reserved).await;
+        let exclude = self.move_targets();
+        let (cands, budgets, wake) = self.candidates(&types, pass.now, &exclude).await;
         tracing::debug!(candidates = cands.len(), generation = self.disruption.generation, "evaluating disruption");
-        let base = self.scheduling_input(&[], &types);
+        self.disruption.evaluations += 1;
+        self.disruption.unwatched = Some(self.unwatched_inputs(&types, pass.now));
+        self.disruption.next_check = Some(self.next_unwatched_check(pass.now));
+        let base = self.disruption_input(&types);
         let pools = self.state.node_pools().clone();
         let mut eval = Eval {
             cands: &cands,
@@ -358,21 +381,16 @@ impl<P: CloudProvider> Manager<P> {
             }
         }
         self.disruption.evaluated = Some(self.disruption.generation);
-        let mut next = util::after(pass.now, IDLE_REEVALUATE);
-        if let Some(w) = wake {
-            next = next.min(w);
-        }
+        // Evaluated again when a node becomes consolidatable or the sweep goes on; otherwise
+        // only on a change (a watch event, or what `unwatched` checks on its timer).
+        let mut next = wake;
         if sweep_unfinished {
-            next = next.min(util::after(pass.now, SWEEP_CONTINUE));
+            next = util::earliest(next, Some(util::after(pass.now, SWEEP_CONTINUE)));
         }
-        // Scheduled budgets open and close on the minute.
-        if pools.values().any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some()))
-            && blocked.values().any(|b| b.contains("disruption budget"))
-        {
-            next = next.min(util::after(pass.now, std::time::Duration::from_secs(60)));
+        self.disruption.next_evaluation = next;
+        for at in [next, self.disruption.next_check].into_iter().flatten() {
+            pass.wake_at(at);
         }
-        self.disruption.next_evaluation = Some(next);
-        pass.wake_at(next);
         if let Some(cmd) = &command {
             for c in &cmd.candidates {
                 blocked.remove(&c.node);
@@ -424,8 +442,8 @@ impl<P: CloudProvider> Manager<P> {
             return Ok(());
         }
         let types = self.instance_types_by_pool().await;
-        let reserved = self.disruption.reserved.clone();
-        let (cands, budgets, _) = self.candidates(&types, pass.now, &reserved).await;
+        let exclude = self.move_targets();
+        let (cands, budgets, _) = self.candidates(&types, pass.now, &exclude).await;
         let now: Vec<&Candidate> =
             cmd.candidates.iter().filter_map(|c| cands.iter().find(|x| x.claim == c.claim)).collect();
         if now.len() != cmd.candidates.len()
@@ -442,7 +460,7 @@ impl<P: CloudProvider> Manager<P> {
             abandon("the budget no longer allows it");
             return Ok(());
         }
-        let mut ctx = SchedulingContext::with_facts(self.scheduling_input(&[], &types), &self.pod_facts);
+        let mut ctx = SchedulingContext::with_facts(self.disruption_input(&types), &self.pod_facts);
         let (decision, pods) = match consolidate(&mut ctx, &now, self.options.spot_to_spot_consolidation) {
             Ok(d) => d,
             Err(why) => {
@@ -456,6 +474,10 @@ impl<P: CloudProvider> Manager<P> {
         }
         let mut fresh = Eval::command(&now, pods, decision);
         fresh.reason = cmd.reason;
+        // Where its pods go, as later decisions count them while it runs.
+        if let Ok(answer) = what_if(&mut ctx, &now) {
+            fresh.moves = planned_moves(&answer);
+        }
         self.execute(api, pass, fresh).await
     }
 
@@ -508,7 +530,9 @@ impl<P: CloudProvider> Manager<P> {
             "disrupting node(s)"
         );
         let mut launched = Vec::new();
-        for new in &cmd.replacements {
+        // Replacement index → the claim launched for it.
+        let mut launched_for: BTreeMap<usize, String> = BTreeMap::new();
+        for (i, new) in cmd.replacements.iter().enumerate() {
             let Some(pool) = self.state.node_pool(&new.node_pool).cloned() else { continue };
             let mut claim = self.new_claim(&pool, new);
             if cmd.reason == Reason::Underutilized {
@@ -529,6 +553,7 @@ impl<P: CloudProvider> Manager<P> {
                 })
                 .await;
                 self.state.record(created.into_any());
+                launched_for.insert(i, name.clone());
                 launched.push(name);
             }
         }
@@ -568,6 +593,17 @@ impl<P: CloudProvider> Manager<P> {
             candidates: cmd.candidates.iter().map(|c| (c.claim.clone(), c.node.clone())).collect(),
             phase: Phase::Launching(launched.clone()),
             waiting_reported: false,
+            moves: cmd
+                .moves
+                .iter()
+                .filter_map(|(pod, to)| {
+                    let to = match to {
+                        Destination::Node(n) => n.clone(),
+                        Destination::Replacement(i) => launched_for.get(i)?.clone(),
+                    };
+                    Some((pod.clone(), to))
+                })
+                .collect(),
         };
         self.disruption.reserved.extend(launched.iter().cloned());
         let running = if launched.is_empty() || cmd.reason == Reason::Interrupted {
@@ -766,16 +802,19 @@ impl<P: CloudProvider> Manager<P> {
 
     /// Replacements for a forceful command: whatever new nodes the pods need (pods that fit
     /// nowhere do not stop it).
-    pub(crate) fn forced_replacements(&self, cand: &Candidate, types: &TypesByPool) -> Vec<NewNodeClaim> {
+    pub(crate) fn forced_replacements(&self, cand: &Candidate, types: &TypesByPool) -> ForcedReplacements {
         if cand.pods.is_empty() || self.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
-        let mut ctx = SchedulingContext::with_facts(self.scheduling_input(&[], types), &self.pod_facts);
+        let mut ctx = SchedulingContext::with_facts(self.disruption_input(types), &self.pod_facts);
         match what_if(&mut ctx, &[cand]) {
-            Ok(answer) => answer.new_node_claims.into_iter().map(|c| c.claim).collect(),
+            Ok(answer) => {
+                let moves = planned_moves(&answer);
+                (answer.new_node_claims.into_iter().map(|c| c.claim).collect(), moves)
+            }
             Err(e) => {
                 tracing::warn!(node = %cand.node, error = %e, "no replacement for a forceful disruption");
-                Vec::new()
+                (Vec::new(), Vec::new())
             }
         }
     }
@@ -817,12 +856,12 @@ impl<P: CloudProvider> Manager<P> {
         let types = self.instance_types_by_pool().await;
         for (claim, after) in expired {
             let cand = self.forced_candidate(&claim, &types);
-            let replacements = self.forced_replacements(&cand, &types);
+            let (replacements, moves) = self.forced_replacements(&cand, &types);
             let detail = format!("expireAfter {after} has passed since it was created");
             self.execute(
                 api,
                 pass,
-                Command { reason: Reason::Expired, candidates: vec![cand], replacements, detail, savings: 0.0 },
+                Command { reason: Reason::Expired, candidates: vec![cand], replacements, detail, savings: 0.0, moves },
             )
             .await?;
         }

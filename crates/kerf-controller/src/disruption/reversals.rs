@@ -11,12 +11,19 @@
 //! leaves other than by a disruption). Each reversal removes nodes consolidation may still act
 //! on (the decision's candidates are gone) and adds only held ones, so on an unchanged workload
 //! reversals cannot go on forever, and neither can consolidation.
+//!
+//! A hold lives on its NodeClaim (the [`labels::CONSOLIDATION_REVERSED`] annotation: when the
+//! decision was undone and when it was taken), so a restarted controller, which rebuilds its
+//! state from the cluster, keeps it; it is taken off once the workload shrinks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use kerf_cloud::Timestamp;
+use kerf_api::cluster::{ClusterApi, Object};
+use kerf_api::{NodeClaim, labels};
+use kerf_cloud::{CloudProvider, Timestamp};
 
+use crate::manager::{ControllerError, Manager, Pass};
 use crate::util;
 
 /// How long after a consolidation's nodes are gone a launch for the pods it moved still counts
@@ -52,13 +59,43 @@ struct Watch {
     until: Option<Timestamp>,
 }
 
-/// The consolidations being watched, the reversals seen, and the claims held back.
+/// A NodeClaim held back from consolidation: a decision it took part in was undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hold {
+    /// When the decision was undone (the launch for the pods it moved).
+    pub at: Timestamp,
+    /// When the decision was taken.
+    pub decided: Timestamp,
+}
+
+impl Hold {
+    /// The annotation's value: `undone <RFC 3339> decided <RFC 3339>`.
+    pub fn annotation(&self) -> String {
+        format!("undone {} decided {}", self.at, self.decided)
+    }
+
+    /// The hold a claim's annotation records, if it carries a readable one.
+    pub fn of(claim: &NodeClaim) -> Option<Hold> {
+        let v = claim.metadata.annotations.as_ref()?.get(labels::CONSOLIDATION_REVERSED)?;
+        let (at, decided) = v.strip_prefix("undone ")?.split_once(" decided ")?;
+        Some(Hold { at: at.parse().ok()?, decided: decided.parse().ok()? })
+    }
+
+    /// The workload shrank after the decision was undone: the hold no longer applies.
+    pub fn lifted(&self, shrank_at: Option<Timestamp>) -> bool {
+        shrank_at.is_some_and(|s| s > self.at)
+    }
+}
+
+/// The consolidations being watched, the reversals seen, and the holds not yet written.
 #[derive(Debug, Default)]
 pub struct Reversals {
     watching: Vec<Watch>,
     pub(crate) records: Vec<Reversal>,
-    /// NodeClaim → the reversal that holds it back (when, and what the decision said).
-    held: BTreeMap<String, (Timestamp, Timestamp)>,
+    /// NodeClaim → the hold still to be written on it (see [`Manager::persist_holds`]).
+    unwritten: BTreeMap<String, Hold>,
+    /// The workload shrink the last sweep for lifted holds looked at.
+    lifted_checked: Option<Timestamp>,
 }
 
 impl Reversals {
@@ -126,7 +163,7 @@ impl Reversals {
         };
         let r = Reversal { at: now, node_pool, decided_at: w.decided_at, detail: w.detail.clone(), pods: hits(&w) };
         for c in w.replacements.iter().map(String::as_str).chain([claim]) {
-            self.held.insert(c.to_string(), (now, w.decided_at));
+            self.unwritten.insert(c.to_string(), Hold { at: now, decided: w.decided_at });
         }
         self.records.push(r.clone());
         Some(r)
@@ -134,9 +171,9 @@ impl Reversals {
 
     /// Why consolidation leaves `claim`'s node alone while it runs pods, if it does: it belongs
     /// to a decision that was undone, and the workload has not shrunk since (`shrank_at`).
-    pub(crate) fn held_back(&self, claim: &str, shrank_at: Option<Timestamp>) -> Option<String> {
-        let (at, decided) = *self.held.get(claim)?;
-        if shrank_at.is_some_and(|s| s > at) {
+    pub(crate) fn held_back(&self, claim: &NodeClaim, shrank_at: Option<Timestamp>) -> Option<String> {
+        let Hold { at, decided } = self.unwritten.get(claim.name()).copied().or_else(|| Hold::of(claim))?;
+        if (Hold { at, decided }).lifted(shrank_at) {
             return None;
         }
         Some(format!(
@@ -150,12 +187,73 @@ impl Reversals {
     }
 }
 
+impl<P: CloudProvider> Manager<P> {
+    /// Writes new holds onto their NodeClaims, and takes off those a shrinking workload lifted
+    /// (else a restart would bring them back). A write that fails is tried again next pass.
+    pub(crate) async fn persist_holds<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        pass: &mut Pass,
+    ) -> Result<(), ControllerError> {
+        let shrank = self.disruption.workload_shrank_at;
+        for (name, hold) in std::mem::take(&mut self.disruption.reversals.unwritten) {
+            let Some(claim) = self.state.node_claim(&name).filter(|c| c.metadata.deletion_timestamp.is_none()) else {
+                continue;
+            };
+            if hold.lifted(shrank) || Hold::of(claim) == Some(hold) {
+                continue;
+            }
+            let mut claim = claim.clone();
+            claim
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(labels::CONSOLIDATION_REVERSED.to_string(), hold.annotation());
+            match pass.soft("recording a consolidation hold", api.update(claim).await)? {
+                Some(updated) => self.state.record(updated.into_any()),
+                None => {
+                    self.disruption.reversals.unwritten.insert(name, hold);
+                }
+            }
+        }
+        if shrank.is_none() || self.disruption.reversals.lifted_checked == shrank {
+            return Ok(());
+        }
+        let lifted: Vec<NodeClaim> = self
+            .state
+            .node_claims()
+            .values()
+            .filter(|c| c.metadata.deletion_timestamp.is_none() && Hold::of(c).is_some_and(|h| h.lifted(shrank)))
+            .cloned()
+            .collect();
+        let mut done = true;
+        for mut claim in lifted {
+            if let Some(a) = claim.metadata.annotations.as_mut() {
+                a.remove(labels::CONSOLIDATION_REVERSED);
+            }
+            match pass.soft("lifting a consolidation hold", api.update(claim).await)? {
+                Some(updated) => self.state.record(updated.into_any()),
+                None => done = false,
+            }
+        }
+        if done {
+            self.disruption.reversals.lifted_checked = shrank;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(s).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn claim(name: &str) -> NodeClaim {
+        let spec = serde_json::json!({"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}});
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec})).unwrap()
     }
 
     fn owners(o: &[&str]) -> BTreeSet<String> {
@@ -178,14 +276,14 @@ mod tests {
         let got = r.launched("n1", "pool", &pods, t(160)).expect("a reversal");
         assert_eq!(got.pods, vec!["default/web-x".to_string()]);
         // The replacement and the node launched to undo the decision are held back.
-        assert!(r.held_back("r1", None).is_some_and(|m| m.contains("undone")));
-        assert!(r.held_back("n1", None).is_some());
-        assert!(r.held_back("other", None).is_none());
+        assert!(r.held_back(&claim("r1"), None).is_some_and(|m| m.contains("undone")));
+        assert!(r.held_back(&claim("n1"), None).is_some());
+        assert!(r.held_back(&claim("other"), None).is_none());
         // Counted once per consolidation.
         assert!(r.launched("n2", "pool", &pods, t(161)).is_none());
         // The workload shrinking afterwards lifts the hold.
-        assert!(r.held_back("r1", Some(t(170))).is_none());
-        assert!(r.held_back("r1", Some(t(90))).is_some());
+        assert!(r.held_back(&claim("r1"), Some(t(170))).is_none());
+        assert!(r.held_back(&claim("r1"), Some(t(90))).is_some());
     }
 
     #[test]
@@ -204,7 +302,7 @@ mod tests {
         r.finished(&["c1".to_string()], t(150), false);
         let late = vec![("default/web-x".to_string(), "default/ReplicaSet/web".to_string())];
         assert!(r.launched("n1", "pool", &late, t(150 + SETTLE.as_secs() as i64 + 1)).is_none());
-        assert!(r.held_back("n1", None).is_none());
+        assert!(r.held_back(&claim("n1"), None).is_none());
         assert!(!r.watching());
     }
 
@@ -222,5 +320,18 @@ mod tests {
         r.finished(&["c1".to_string()], t(120), true);
         let pods = vec![("default/web-x".to_string(), "default/ReplicaSet/web".to_string())];
         assert!(r.launched("n1", "pool", &pods, t(130)).is_none());
+    }
+
+    #[test]
+    fn a_hold_written_as_an_annotation_reads_back_the_same() {
+        let hold = Hold { at: t(160), decided: t(100) };
+        let mut c = claim("r1");
+        c.metadata.annotations = Some([(labels::CONSOLIDATION_REVERSED.to_string(), hold.annotation())].into());
+        assert_eq!(Hold::of(&c), Some(hold));
+        let r = Reversals::default();
+        assert!(r.held_back(&c, None).is_some_and(|m| m.contains("undone")));
+        assert!(r.held_back(&c, Some(t(161))).is_none());
+        c.metadata.annotations = Some([(labels::CONSOLIDATION_REVERSED.to_string(), "garbled".to_string())].into());
+        assert_eq!(Hold::of(&c), None);
     }
 }

@@ -1,0 +1,124 @@
+//! Commands in flight, as later decisions see them. Disruption does not wait for a command's
+//! replacements to launch before deciding the next (a launch takes half a minute; one command
+//! at a time made a cluster with many independent consolidations take many minutes to settle):
+//! every decision is taken on the cluster as the running commands will leave it. Their nodes
+//! take no new pods, and each of their pods already holds room where the command expects it to
+//! go (its replacement, or the node the what-if placed it on), so two commands never count on
+//! the same room; the nodes pods are moving to are not candidates themselves while the move
+//! runs. A pod headed for a replacement that is not a Node yet also still counts where it runs
+//! now: kube-scheduler's view (the replay) has no such node, and its topology counts must keep
+//! the pod. Once a command deletes its nodes, nothing new is decided until its pods have landed
+//! (see `orchestration`). Budgets count the running commands' nodes as disrupting.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_cloud::CloudProvider;
+use kerf_scheduling::{SchedulingInput, WhatIf};
+
+use crate::manager::Manager;
+use crate::provisioner::{TypesByPool, in_flight};
+use crate::state::{ObjectKey, key_of};
+
+/// Where a pod of a command's nodes is expected to go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Destination {
+    /// An existing node (or an in-flight NodeClaim, by its name).
+    Node(String),
+    /// The command's replacement with this index.
+    Replacement(usize),
+}
+
+/// Where the what-if `answer` puts each pod it moves: the node it placed it on, or the new
+/// NodeClaim (by index, the order the command launches its replacements in) it is for. Pods
+/// that fit nowhere have no destination.
+pub(crate) fn planned_moves(answer: &WhatIf) -> Vec<(ObjectKey, Destination)> {
+    let key = |i: usize| answer.pods.get(i).map(|p| key_of(&p.metadata));
+    let placed = answer.placements.iter().filter_map(|pl| Some((key(pl.pod)?, Destination::Node(pl.node.clone()))));
+    let launched = answer
+        .new_node_claims
+        .iter()
+        .enumerate()
+        .flat_map(|(k, c)| c.claim.pods.iter().filter_map(move |&i| Some((key(i)?, Destination::Replacement(k)))));
+    placed.chain(launched).collect()
+}
+
+impl<P: CloudProvider> Manager<P> {
+    /// Nodes and claims the running commands move pods to: not candidates while they do.
+    pub(crate) fn move_targets(&self) -> BTreeSet<String> {
+        let mut out = self.disruption.reserved.clone();
+        for r in &self.disruption.running {
+            for (_, to) in &r.moves {
+                out.insert(to.clone());
+                if let Some(node) = self.state.node_claim(to).and_then(|c| self.state.node_for_claim(c)) {
+                    out.extend(node.metadata.name.clone());
+                }
+            }
+        }
+        // Candidates are excluded by claim name: a node named here stands for its claim.
+        let claims: Vec<String> = out
+            .iter()
+            .filter_map(|n| self.state.node(n))
+            .filter_map(|n| self.state.claim_for_node(n))
+            .map(|c| c.name().to_string())
+            .collect();
+        out.extend(claims);
+        out
+    }
+
+    /// The scheduling input disruption decides on: the cluster as the running commands leave
+    /// it. Their nodes take no new pods, and their pods still bound there count on the node
+    /// (or in-flight claim) the command moves them to, when that one is still there.
+    pub(crate) fn disruption_input(&self, types: &TypesByPool) -> SchedulingInput {
+        let mut input = self.scheduling_input(&[], types);
+        if self.disruption.running.is_empty() {
+            return input;
+        }
+        let mut sources: BTreeSet<&str> = BTreeSet::new();
+        let mut to: BTreeMap<&ObjectKey, String> = BTreeMap::new();
+        for r in &self.disruption.running {
+            sources.extend(r.candidates.iter().map(|(_, node)| node.as_str()));
+            for (pod, target) in &r.moves {
+                to.insert(pod, self.input_name(target));
+            }
+        }
+        let index: BTreeMap<String, (usize, bool)> =
+            input.existing_nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), (i, n.in_flight))).collect();
+        let mut moving: Vec<(usize, Arc<Pod>)> = Vec::new();
+        for n in &mut input.existing_nodes {
+            if !sources.contains(n.name.as_str()) {
+                continue;
+            }
+            n.schedulable = false;
+            n.pods.retain(|p| {
+                let Some(&(target, launching)) = to.get(&key_of(&p.metadata)).and_then(|t| index.get(t)) else {
+                    return true;
+                };
+                let mut moved = Pod::clone(p);
+                if let Some(spec) = moved.spec.as_mut() {
+                    spec.node_name = None;
+                }
+                moving.push((target, Arc::new(moved)));
+                launching
+            });
+        }
+        for (target, pod) in moving {
+            if let Some(n) = input.existing_nodes.get_mut(target) {
+                n.pods.push(pod);
+            }
+        }
+        input
+    }
+
+    /// The name a move target has in the scheduling input: an in-flight claim by its own name,
+    /// an initialized one by its node's.
+    fn input_name(&self, target: &str) -> String {
+        match self.state.node_claim(target) {
+            Some(c) if !in_flight(c) => {
+                self.state.node_for_claim(c).and_then(|n| n.metadata.name.clone()).unwrap_or_else(|| target.to_string())
+            }
+            _ => target.to_string(),
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Reversal holds kept on the NodeClaims: a restarted controller, which knows only what the
+//! cluster's objects say, still leaves a reversed consolidation's nodes alone.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kerf_api::{NodeClaim, labels};
+
+use crate::testkit::*;
+
+/// A pending pod of ReplicaSet `web`.
+fn web_pod(name: &str) -> Pod {
+    let mut p = pending_pod(name, "1");
+    p.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: "web".into(),
+        uid: "web-uid".into(),
+        controller: Some(true),
+        ..Default::default()
+    }]);
+    p
+}
+
+fn hold(h: &Harness, claim: &str) -> Option<String> {
+    let c: NodeClaim = h.api.one(None, claim)?;
+    c.metadata.annotations?.get(labels::CONSOLIDATION_REVERSED).cloned()
+}
+
+#[test]
+fn a_reversed_consolidations_nodes_stay_held_back_after_a_restart_until_the_workload_shrinks() {
+    let mut h = Harness::new(FakeCloud::with_types(vec![instance_type("small", "2", "8Gi", 0.10)]));
+    h.api.put(node_pool("default"));
+    h.api.put(web_pod("a"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let first = h.claims()[0].name().to_string();
+    kubelet_joins(&h.api, &first, "n1", true);
+    h.settle();
+    bind(&h.api, "a", "n1");
+    h.settle();
+    // A consolidation moved web's pods and launched `first` as its replacement; then another
+    // web pod needs a node of its own: the provisioner's launch undoes the decision.
+    h.mgr.disruption.reversals.watch(
+        ["default-gone0".to_string()],
+        ["default".to_string()],
+        BTreeSet::from(["default/ReplicaSet/web".to_string()]),
+        vec![first.clone()],
+        h.now,
+        "its 2 pod(s) fit on other nodes",
+    );
+    h.api.put(web_pod("b"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.mgr.consolidation_reversals().len(), 1);
+    let second = h.claims().into_iter().map(|c| c.name().to_string()).find(|c| *c != first).expect("a second claim");
+    // Both nodes of the undone decision carry the hold.
+    for c in [&first, &second] {
+        let v = hold(&h, c).unwrap_or_else(|| panic!("{c} carries no hold"));
+        assert!(v.starts_with("undone "), "{v}");
+    }
+    kubelet_joins(&h.api, &second, "n2", true);
+    h.settle();
+    bind(&h.api, "b", "n2");
+    h.settle();
+
+    // A new process, past consolidateAfter and the launch guard: the holds still apply.
+    h.restart();
+    h.advance(Duration::from_secs(10 * 60));
+    for node in ["n1", "n2"] {
+        let why = h.mgr.disruption_blocked().get(node).cloned().unwrap_or_default();
+        assert!(why.contains("was undone"), "{node}: {why:?}");
+    }
+    assert!(h.mgr.consolidation_reversals().is_empty(), "the records themselves are the old process's");
+
+    // The workload shrinks: the hold is lifted and taken off the claims.
+    h.api.remove::<Pod>(Some("default"), "b");
+    h.advance(Duration::from_secs(1));
+    for c in [&first, &second] {
+        assert_eq!(hold(&h, c), None, "{c}");
+        let claim: NodeClaim = h.api.one(None, c).unwrap();
+        assert_eq!(h.mgr.disruption.reversals.held_back(&claim, h.mgr.disruption.workload_shrank_at), None);
+    }
+    // ... and stays off for the next process.
+    h.restart();
+    let claim: NodeClaim = h.api.one(None, &first).unwrap();
+    assert_eq!(h.mgr.disruption.reversals.held_back(&claim, None), None);
+}
