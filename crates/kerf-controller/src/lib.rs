@@ -58,3 +58,5 @@ mod provisioning_tests;
 mod testkit;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watch_tests;
