@@ -131,3 +131,65 @@ fn a_controller_killed_30_times_while_the_workload_changes_leaks_no_node_loses_n
     });
     assert!(c.stop().success());
 }
+
+fn holder(s: &Served) -> String {
+    kubectl_ok(
+        s,
+        &["get", "lease", "-n", "kube-system", "karpenter-leader-election", "-o", "jsonpath={.spec.holderIdentity}"],
+    )
+}
+
+/// NodeClaims a controller created, from its metrics (0 when it created none).
+fn created(c: &Controller) -> f64 {
+    c.metrics()
+        .lines()
+        .filter(|l| l.starts_with("karpenter_nodeclaims_created_total{"))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
+
+fn ready_as(c: &Controller, role: &str, secs: u64) {
+    eventually(secs, &format!("readyz {role}"), || {
+        let (code, body) = c.readyz();
+        (code == 200 && body.contains(role)).then_some(())
+    });
+}
+
+#[test]
+fn leaders_killed_three_times_hand_over_and_only_the_lease_holder_ever_creates_a_nodeclaim() {
+    let s = Served::start("ctrl-leaders", &["--controllers", "none", "--speed", "10"]);
+    let path = write(&s.dir, "manifests.yaml", MANIFESTS);
+    kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
+    let mut leader = Controller::start(&s, "l0", &["--leader-elect"]);
+    ready_as(&leader, "ok: leader", 30);
+    let mut standby = Controller::start(&s, "s0", &["--leader-elect"]);
+    ready_as(&standby, "ok: standby", 30);
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut launched = 0.0;
+    for (round, replicas) in [3, 7, 2].into_iter().enumerate() {
+        kubectl_ok(&s, &["scale", "deployment", "inflate", &format!("--replicas={replicas}")]);
+        eventually(90, &format!("{replicas} running pods"), || (running_pods(&s) == replicas).then_some(()));
+        seen.extend(names(&s, "nodeclaims"));
+        assert!(holder(&s).ends_with(&format!("_{}", leader.pid())), "round {round}: lease held by the leader");
+        assert_eq!(created(&standby), 0.0, "round {round}: the standby created a NodeClaim");
+        launched += created(&leader);
+        // The leader dies holding the lease; the standby leads once it expires, a new standby joins.
+        let _ = leader.child.kill();
+        let _ = leader.child.wait();
+        ready_as(&standby, "ok: leader", 25);
+        leader = standby;
+        standby = Controller::start(&s, &format!("s{}", round + 1), &["--leader-elect"]);
+        ready_as(&standby, "ok: standby", 30);
+    }
+    kubectl_ok(&s, &["scale", "deployment", "inflate", "--replicas=5"]);
+    eventually(90, "5 running pods, one Node per NodeClaim", || {
+        let (claims, nodes) = (names(&s, "nodeclaims"), names(&s, "nodes"));
+        (running_pods(&s) == 5 && claims == nodes).then_some(())
+    });
+    seen.extend(names(&s, "nodeclaims"));
+    assert_eq!(created(&standby), 0.0, "the last standby created a NodeClaim");
+    launched += created(&leader);
+    // Every NodeClaim ever seen was created by a process while it held the lease, once.
+    assert!(launched >= seen.len() as f64, "{launched} created by leaders, {} seen: {seen:?}", seen.len());
+    assert!(leader.stop().success());
+}
