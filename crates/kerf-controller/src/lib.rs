@@ -63,3 +63,5 @@ mod provisioning_tests;
 mod testkit;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watch_tests;

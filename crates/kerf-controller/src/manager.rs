@@ -187,6 +187,9 @@ pub struct Manager<P: CloudProvider> {
     /// Parsed pod facts kept across the SchedulingContexts the provisioner and the disruption
     /// controller build pass after pass (an unchanged pod is not parsed again).
     pub(crate) pod_facts: kerf_scheduling::PodFactsCache,
+    /// A watch failed and has not listed again: the state may miss changes (see
+    /// [`Manager::watches_interrupted`]).
+    pub(crate) watches_interrupted: bool,
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -207,6 +210,28 @@ impl<P: CloudProvider> Manager<P> {
             buffers: Default::default(),
             runtime,
             pod_facts: kerf_scheduling::PodFactsCache::new(),
+            watches_interrupted: false,
+        }
+    }
+
+    /// A watch failed: until [`Manager::watches_resynced`], the state may miss whatever changed
+    /// meanwhile (a pod bound to a node that looks empty, a node another actor started deleting),
+    /// so the disruption controller takes no voluntary decision and carries out no pending
+    /// consolidation on it. What does not depend on a complete view goes on: provisioning,
+    /// commands already running, expiration, interruptions, termination.
+    pub fn watches_interrupted(&mut self) {
+        if !self.watches_interrupted {
+            tracing::info!("a watch failed: voluntary disruption waits for every watch to list again");
+        }
+        self.watches_interrupted = true;
+    }
+
+    /// Every watch has listed again (the relist's changes already observed): decisions resume,
+    /// taken afresh.
+    pub fn watches_resynced(&mut self) {
+        if self.watches_interrupted {
+            self.watches_interrupted = false;
+            self.disruption.generation += 1;
         }
     }
 

@@ -60,6 +60,8 @@ struct Loop<P: CloudProvider> {
     metrics: Metrics,
     health: Arc<Health>,
     unsynced: BTreeSet<&'static str>,
+    /// Kinds whose watch failed and has not listed again.
+    relisting: BTreeSet<&'static str>,
     leading: bool,
     /// Events arrived since the last pass: (first, last).
     pending: Option<(Instant, Instant)>,
@@ -93,8 +95,18 @@ impl<P: CloudProvider> Loop<P> {
                         tracing::info!("caches synced");
                         self.health.set_synced(true);
                     }
+                    if self.relisting.remove(kind) && self.relisting.is_empty() {
+                        tracing::info!("every failed watch has listed again");
+                        self.manager.watches_resynced();
+                        let now = Instant::now();
+                        self.pending = Some(self.pending.map_or((now, now), |(first, _)| (first, now)));
+                    }
                 }
-                Feed::Error(kind, e) => tracing::warn!(kind, error = %e, "watch failed; retrying"),
+                Feed::Error(kind, e) => {
+                    tracing::warn!(kind, error = %e, "watch failed; listing again");
+                    self.relisting.insert(kind);
+                    self.manager.watches_interrupted();
+                }
             }
         }
     }
@@ -171,6 +183,7 @@ pub async fn run<P: CloudProvider>(
         metrics,
         health: Arc::clone(&health),
         unsynced: kinds.into_iter().collect(),
+        relisting: BTreeSet::new(),
         leading,
         pending: None,
         wake: Some(SystemClock.now()),

@@ -1,6 +1,7 @@
 //! Watches: one kube-rs watcher per kind the controllers use, merged into one ordered feed of
-//! [`WatchEvent`]s. Each watcher resumes from its last resourceVersion and relists when the
-//! server says that version is gone (410) or the stream fails (with kube-rs's default backoff).
+//! [`WatchEvent`]s. A watch that fails (the stream breaks, the server is gone, 410) is reported
+//! and started over with a list, after a backoff, so that a kind is known complete again only
+//! once its list has been delivered.
 //! A relist is turned into the changes it implies: objects no longer listed are delivered as
 //! `Deleted`, so the controllers' state never keeps an object that went away during the gap.
 //! A kind is *synced* once its first list has been delivered.
@@ -11,7 +12,6 @@ use futures_util::StreamExt;
 use kerf_controller::{AnyObject, WatchEvent};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
 
@@ -97,6 +97,12 @@ fn typed(kind: &'static str, ev: Event<DynamicObject>) -> Option<Event<AnyObject
     })
 }
 
+/// How long a failed watch waits before it lists again: doubling from 100 ms up to 10 s.
+fn relist_backoff(failures: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(100u64.saturating_mul(1 << failures.min(7)))
+        .min(std::time::Duration::from_secs(10))
+}
+
 /// Kinds a cluster may not serve (their CRD is not installed): without it there is nothing of
 /// the kind, and the watch reports the kind synced and empty instead of retrying forever.
 const OPTIONAL: &[&str] = &[kerf_api::capacitybuffer::KIND];
@@ -114,21 +120,39 @@ async fn watch_kind(client: Client, kind: &'static Kind, tx: mpsc::Sender<Vec<Fe
         let _ = tx.send(vec![Feed::Synced(kind.kind)]).await;
         return;
     }
-    let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
     let mut diff = RelistDiff::default();
-    while let Some(item) = stream.next().await {
-        let mut out = Vec::new();
-        match item {
-            Ok(ev) => {
-                if let Some(ev) = typed(kind.kind, ev) {
-                    diff.apply(kind.kind, ev, &mut out);
+    let mut failures = 0u32;
+    loop {
+        // A watch that failed starts over with a list (not a resumed watch): the controllers
+        // learn that their view is complete again from its `Synced`, and what went away during
+        // the gap (or with a restarted API server) from the diff.
+        let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+        while let Some(item) = stream.next().await {
+            let mut out = Vec::new();
+            let failed = match item {
+                Ok(ev) => {
+                    if let Some(ev) = typed(kind.kind, ev) {
+                        diff.apply(kind.kind, ev, &mut out);
+                    }
+                    if out.iter().any(|f| matches!(f, Feed::Synced(_))) {
+                        failures = 0;
+                    }
+                    false
                 }
+                Err(e) => {
+                    out.push(Feed::Error(kind.kind, e.to_string()));
+                    true
+                }
+            };
+            if !out.is_empty() && tx.send(out).await.is_err() {
+                return;
             }
-            Err(e) => out.push(Feed::Error(kind.kind, e.to_string())),
+            if failed {
+                break;
+            }
         }
-        if !out.is_empty() && tx.send(out).await.is_err() {
-            return;
-        }
+        failures = failures.saturating_add(1);
+        tokio::time::sleep(relist_backoff(failures)).await;
     }
 }
 

@@ -614,10 +614,17 @@ impl<P: SimCloud> Simulation<P> {
         let had_events = !events.is_empty();
         let mut claims_changed = false;
         // A chaos run's watch outage: the controllers get nothing until it ends, then a relist.
+        // Their watches fail, so they know their view may be stale until then.
         let watch_down = self.chaos.as_ref().is_some_and(|c| c.watch_down(now));
-        if !watch_down && let Some(c) = self.chaos.as_mut() {
-            for ev in c.relist() {
-                self.manager.observe(&ev);
+        if let Some(c) = self.chaos.as_mut() {
+            if watch_down {
+                c.outage_seen = true;
+                self.manager.watches_interrupted();
+            } else if std::mem::take(&mut c.outage_seen) {
+                for ev in c.relist() {
+                    self.manager.observe(&ev);
+                }
+                self.manager.watches_resynced();
                 self.kick = true;
             }
         }

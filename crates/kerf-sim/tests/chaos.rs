@@ -17,6 +17,19 @@ fn seeded_runs_with_crashes_and_faults_at_the_default_rate_break_no_promise() {
     assert_eq!(summary.total_violations(), 0, "{:?}", summary.failures);
 }
 
+/// Seeds that broke a promise once, each replayed: 3197, an Underutilized decision taken while
+/// the watches were down (a node of the pool already disrupting unseen), over its budget; 1839,
+/// a taint written by a pass that failed before recording its decision, once judged against an
+/// older decision of the same node (another reason, another budget).
+#[test]
+fn seeds_that_once_broke_a_promise_keep_every_one() {
+    for seed in [1839, 3197] {
+        let o = chaos::run(seed, 0.2);
+        assert!(o.crashes >= 1 && o.error.is_none(), "seed {seed}: {:?}", o.error);
+        assert!(o.violations.is_empty(), "seed {seed}: {:?}", o.violations);
+    }
+}
+
 #[test]
 fn a_run_replays_exactly_from_its_seed() {
     let a = chaos::run(7, 0.2);

@@ -281,6 +281,11 @@ impl<P: CloudProvider> Manager<P> {
         self.persist_holds(api, pass).await?;
         self.release_outdated(api, pass).await?;
         self.expire(api, pass).await?;
+        // A view a failed watch may have left stale decides nothing (a pending decision is
+        // validated once the watches have listed again).
+        if self.watches_interrupted {
+            return Ok(());
+        }
         if let Some((cmd, at)) = self.disruption.validating.take() {
             if pass.now < at {
                 self.disruption.validating = Some((cmd, at));

@@ -308,7 +308,13 @@ impl Monitor {
         let taints = std::mem::take(&mut s.taints);
         for t in taints {
             let Some(claim) = &t.claim else { continue };
-            let Some(rec) = records.iter().rev().find(|r| &r.node_claim == claim) else { continue };
+            // The decision this pass recorded for the node. A pass that failed between the taint
+            // and the record leaves the taint to be released (see `check_state`); an older
+            // record of the same claim (another command, maybe another reason) says nothing
+            // about this taint.
+            let Some(rec) = records.iter().rev().find(|r| &r.node_claim == claim && r.decided_at == now) else {
+                continue;
+            };
             let budget_reason = match rec.reason {
                 Reason::Expired | Reason::Interrupted => continue,
                 Reason::Empty => DisruptionReason::Empty,

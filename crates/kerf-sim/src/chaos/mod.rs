@@ -48,6 +48,8 @@ pub(crate) struct Hooks {
     pub monitor: Arc<Monitor>,
     /// Watch events the controllers did not get while their watches were down.
     withheld: Vec<WatchEvent>,
+    /// The watches went down and have not listed again yet.
+    pub outage_seen: bool,
 }
 
 fn event_key(ev: &WatchEvent) -> (&'static str, Option<String>, Option<String>) {
@@ -57,7 +59,7 @@ fn event_key(ev: &WatchEvent) -> (&'static str, Option<String>, Option<String>) 
 
 impl Hooks {
     pub fn new(faults: Arc<Faults>, monitor: Arc<Monitor>) -> Self {
-        Hooks { faults, monitor, withheld: Vec::new() }
+        Hooks { faults, monitor, withheld: Vec::new(), outage_seen: false }
     }
 
     pub fn watch_down(&self, now: Timestamp) -> bool {
