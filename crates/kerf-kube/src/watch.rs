@@ -36,6 +36,12 @@ fn key(obj: &AnyObject) -> String {
     }
 }
 
+/// Whether `a` has a lower resourceVersion than `b` (both integers; opaque ones never are).
+fn older(a: &kube::api::ObjectMeta, b: &kube::api::ObjectMeta) -> bool {
+    let rv = |m: &kube::api::ObjectMeta| m.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+    matches!((rv(a), rv(b)), (Some(a), Some(b)) if a < b)
+}
+
 /// Turns one kind's watcher events into feed items, keeping what it has delivered so that a
 /// relist can tell what disappeared.
 #[derive(Default)]
@@ -63,7 +69,12 @@ impl RelistDiff {
             Event::InitDone => {
                 let listed = self.listing.take().unwrap_or_default();
                 for (k, gone) in std::mem::take(&mut self.known) {
-                    if !listed.contains_key(&k) {
+                    // Gone, or listed at an older resourceVersion than delivered before: the API
+                    // server restarted without its history (a restarted `kerf serve`), and the
+                    // listed object replaces the known one (the controllers ignore an update
+                    // older than what they hold).
+                    let replaced = listed.get(&k).is_some_and(|now| older(now.meta(), gone.meta()));
+                    if !listed.contains_key(&k) || replaced {
                         out.push(Feed::Event(WatchEvent::Deleted(gone)));
                     }
                 }
@@ -209,5 +220,28 @@ mod tests {
         assert_eq!(summary(&out), ["applied c"], "nothing of a relist is delivered before it is complete");
         diff.apply("Node", Event::InitDone, &mut out);
         assert_eq!(summary(&out), ["applied c", "deleted b", "applied a", "applied c", "applied d", "synced Node"]);
+    }
+
+    #[test]
+    fn a_relist_from_a_restarted_server_at_older_versions_replaces_what_was_known() {
+        let at = |name: &str, rv: &str| {
+            let meta = ObjectMeta {
+                name: Some(name.to_string()),
+                resource_version: Some(rv.to_string()),
+                ..Default::default()
+            };
+            Node { metadata: meta, ..Default::default() }.into_any()
+        };
+        let mut diff = RelistDiff::default();
+        let mut out = Vec::new();
+        for ev in [Event::Init, Event::InitApply(at("a", "900")), Event::InitApply(at("b", "901")), Event::InitDone] {
+            diff.apply("Node", ev, &mut out);
+        }
+        out.clear();
+        // The server came back from its scenario: a again at version 12, b at a newer version.
+        for ev in [Event::Init, Event::InitApply(at("a", "12")), Event::InitApply(at("b", "950")), Event::InitDone] {
+            diff.apply("Node", ev, &mut out);
+        }
+        assert_eq!(summary(&out), ["deleted a", "applied a", "applied b", "synced Node"]);
     }
 }
