@@ -20,7 +20,8 @@ use crate::report::{NodeReport, Seconds, dollars, human_secs, table};
 pub struct BufferReport {
     pub name: String,
     pub namespace: String,
-    /// Room desired, in pods (the buffer's resolved replicas; 0 when it keeps none now).
+    /// Room desired, in pods (the buffer's resolved replicas; outside its active window it keeps
+    /// none, `placed` is 0 and `message` says so).
     pub replicas: i32,
     /// Room that exists on registered nodes, in pods.
     pub placed: usize,

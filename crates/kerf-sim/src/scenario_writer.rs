@@ -15,14 +15,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, ReplicaSet};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, Namespace, Node, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeSpec, Pod, PodSpec, PodTemplateSpec, Volume,
+    PersistentVolumeSpec, Pod, PodSpec, PodTemplate, PodTemplateSpec, Volume,
 };
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kerf_api::{EC2NodeClass, NodeClaim, NodePool, labels};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, labels};
 use serde_json::{Value, json};
 
 /// What `kerf snapshot` lists from a cluster.
@@ -43,6 +43,9 @@ pub struct ClusterObjects {
     pub node_pools: Vec<NodePool>,
     pub node_claims: Vec<NodeClaim>,
     pub node_classes: Vec<EC2NodeClass>,
+    /// Only those a CapacityBuffer refers to are written.
+    pub pod_templates: Vec<PodTemplate>,
+    pub capacity_buffers: Vec<CapacityBuffer>,
 }
 
 /// What the written scenario holds, for the command's summary line.
@@ -375,6 +378,29 @@ pub fn write(
         };
         written.workloads += 1;
         push("Deployment", "apps/v1", strip_type(to_value(&kept)));
+    }
+    // Buffers after the workloads their `scalableRef` may name; a PodTemplate only when a
+    // buffer refers to it (templates no buffer uses say nothing about scheduling).
+    let referenced: BTreeSet<(&str, &str)> = objects
+        .capacity_buffers
+        .iter()
+        .filter_map(|b| Some((b.namespace(), b.spec.pod_template_ref.as_ref()?.name.as_str())))
+        .collect();
+    for pt in &objects.pod_templates {
+        let ns = pt.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pt.metadata.name.as_deref().unwrap_or_default();
+        if !referenced.contains(&(ns, name)) {
+            continue;
+        }
+        let kept = PodTemplate { metadata: meta(&pt.metadata), template: pt.template.as_ref().map(template) };
+        push("PodTemplate", "v1", strip_type(to_value(&kept)));
+    }
+    for b in &objects.capacity_buffers {
+        push(
+            kerf_api::capacitybuffer::KIND,
+            kerf_api::capacitybuffer::API_VERSION,
+            json!({"metadata": to_value(&meta(&b.metadata)), "spec": to_value(&b.spec)}),
+        );
     }
     for p in &objects.pods {
         if finished(p) {

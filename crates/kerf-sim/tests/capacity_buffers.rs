@@ -139,3 +139,54 @@ steps:
     assert_eq!(reports[3].nodes.len(), 0, "the empty nodes were removed once the window closed");
     assert!(reports[3].disruptions.iter().all(|d| d.reason == "Empty" && d.at_seconds.0 >= 3.0 * 3600.0));
 }
+
+#[test]
+fn a_snapshot_writes_buffers_and_the_templates_they_use_and_the_written_scenario_keeps_their_room() {
+    use k8s_openapi::api::core::v1::PodTemplate;
+    use kerf_api::{CapacityBuffer, EC2NodeClass, NodePool};
+    use kerf_sim::scenario_writer::{ClusterObjects, write};
+
+    // The scenario snippets above as objects (their list indentation taken off).
+    fn object<T: serde::de::DeserializeOwned>(snippet: &str) -> T {
+        let yaml = snippet.lines().map(|l| l.get(8..).unwrap_or("")).collect::<Vec<_>>().join("\n");
+        serde_yaml_ng::from_str(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+    }
+    let pool: NodePool = object(POOL);
+    let node_class: EC2NodeClass = object(common::NODE_CLASS);
+    let template = |name: &str| -> PodTemplate {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "template": {"spec": {"containers": [{
+                "name": "room", "image": "registry.example/secret-image:1",
+                "env": [{"name": "TOKEN", "value": "do-not-copy"}],
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}
+            }]}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let buffer: CapacityBuffer = serde_json::from_value(serde_json::json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+        "metadata": {"name": "headroom", "namespace": "default"},
+        "spec": {"podTemplateRef": {"name": "chunk"}, "replicas": 2},
+        "status": {"replicas": 2}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let objects = ClusterObjects {
+        node_pools: vec![pool],
+        node_classes: vec![node_class],
+        pod_templates: vec![template("chunk"), template("unused")],
+        capacity_buffers: vec![buffer],
+        ..ClusterObjects::default()
+    };
+    let (text, _) = write("buffers", kerf_cloud::Timestamp::UNIX_EPOCH, &objects).unwrap_or_else(|e| panic!("{e}"));
+    assert!(text.contains("kind: CapacityBuffer") && text.contains("name: chunk"), "{text}");
+    for absent in ["unused", "do-not-copy", "secret-image", "status"] {
+        assert!(!text.contains(absent), "the snapshot holds {absent:?}:\n{text}");
+    }
+    // The written scenario runs: two minutes later the buffer's two chunks of room exist.
+    let reports = reports_per_step(&format!("{text}- wait: 2m\n"));
+    assert_eq!(reports.len(), 2, "the snapshot's apply step and the wait:\n{text}");
+    let last = reports.last().unwrap_or_else(|| panic!("no step ran"));
+    let b = only_buffer(last);
+    assert_eq!((b.replicas, b.placed), (2, 2), "{b:?}");
+}

@@ -11,12 +11,12 @@ use std::time::Instant;
 
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
 use kerf_sim::scenario_writer::{ClusterObjects, Written};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde::de::DeserializeOwned;
@@ -127,9 +127,9 @@ async fn read(cluster: &ClusterArgs) -> anyhow::Result<(String, kerf_cloud::Time
                 true,
             )
             .await?,
-        node_classes: lister.list::<EC2NodeClass>(&karpenter("EC2NodeClass")?, "ec2nodeclasses", false).await?,
-        node_pools: lister.list::<NodePool>(&karpenter("NodePool")?, "nodepools", false).await?,
-        node_claims: lister.list::<NodeClaim>(&karpenter("NodeClaim")?, "nodeclaims", false).await?,
+        node_classes: lister.list::<EC2NodeClass>(&kind_resource("EC2NodeClass")?, "ec2nodeclasses", false).await?,
+        node_pools: lister.list::<NodePool>(&kind_resource("NodePool")?, "nodepools", false).await?,
+        node_claims: lister.list::<NodeClaim>(&kind_resource("NodeClaim")?, "nodeclaims", false).await?,
         nodes: lister.list::<Node>(&ApiResource::erase::<Node>(&()), "nodes", true).await?,
         pod_disruption_budgets: lister
             .list::<PodDisruptionBudget>(&ApiResource::erase::<PodDisruptionBudget>(&()), "poddisruptionbudgets", true)
@@ -138,13 +138,20 @@ async fn read(cluster: &ClusterArgs) -> anyhow::Result<(String, kerf_cloud::Time
         deployments: lister.list::<Deployment>(&ApiResource::erase::<Deployment>(&()), "deployments", true).await?,
         replica_sets: lister.list::<ReplicaSet>(&ApiResource::erase::<ReplicaSet>(&()), "replicasets", true).await?,
         pods: lister.list::<Pod>(&ApiResource::erase::<Pod>(&()), "pods", true).await?,
+        pod_templates: lister
+            .list::<PodTemplate>(&ApiResource::erase::<PodTemplate>(&()), "podtemplates", true)
+            .await?,
+        capacity_buffers: lister
+            .list::<CapacityBuffer>(&kind_resource(kerf_api::capacitybuffer::KIND)?, "capacitybuffers", false)
+            .await?,
     };
     lister.progress.done();
     Ok((scenario_name(cluster), taken_at, objects))
 }
 
-/// Where a Karpenter kind lives (the same table `kerf controller` watches through).
-fn karpenter(kind: &str) -> anyhow::Result<ApiResource> {
+/// Where a custom kind (Karpenter's, CapacityBuffer) lives: the table `kerf controller` watches
+/// through.
+fn kind_resource(kind: &str) -> anyhow::Result<ApiResource> {
     kerf_kube::kinds::by_name(kind).map(|k| k.resource.clone()).with_context(|| format!("no API place for {kind}"))
 }
 

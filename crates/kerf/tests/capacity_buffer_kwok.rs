@@ -3,6 +3,7 @@
 //! Nodes for the buffer's room (no Pod is ever created for it) and writes the buffer's status;
 //! shrinking the buffer lets consolidation take the nodes it no longer needs.
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;
@@ -10,20 +11,9 @@ use std::collections::BTreeSet;
 use common::controller::{Controller, words};
 use common::*;
 
-const MANIFESTS: &str = r#"apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo}
----
-apiVersion: karpenter.sh/v1
+const MANIFESTS: &str = concat!(
+    demo_node_class!(),
+    r#"apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata:
   name: default
@@ -70,7 +60,8 @@ spec:
   podTemplateRef:
     name: floor-chunk
   replicas: 3
-"#;
+"#
+);
 
 fn claims(s: &Served) -> BTreeSet<String> {
     words(s, &["get", "nodeclaims", "-o", "jsonpath={.items[*].metadata.name}"])

@@ -4,6 +4,7 @@
 //! pod runs, no node keeps the `karpenter.sh/disrupted` taint, and scaling to zero removes
 //! everything.
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;
@@ -12,20 +13,9 @@ use std::time::Duration;
 use common::controller::{Controller, words};
 use common::*;
 
-const MANIFESTS: &str = r#"apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo}
----
-apiVersion: karpenter.sh/v1
+const MANIFESTS: &str = concat!(
+    demo_node_class!(),
+    r#"apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata:
   name: default
@@ -61,7 +51,8 @@ spec:
           image: registry.k8s.io/pause:3.10
           resources:
             requests: {cpu: "1"}
-"#;
+"#
+);
 
 /// The run's random numbers (SplitMix64 on a fixed seed, so a failure replays).
 struct Rng(u64);

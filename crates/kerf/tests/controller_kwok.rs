@@ -4,6 +4,7 @@
 //! their startup taints); metrics, probes, events, a restart, scaling to zero, leader election
 //! between two controllers, and bad input.
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;
@@ -14,20 +15,9 @@ use std::time::{Duration, Instant};
 use common::controller::{Controller, get, words};
 use common::*;
 
-const MANIFESTS: &str = r#"apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo}
----
-apiVersion: karpenter.sh/v1
+const MANIFESTS: &str = concat!(
+    demo_node_class!(),
+    r#"apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata:
   name: default
@@ -78,7 +68,8 @@ spec:
       resources:
         requests: {vpc.amazonaws.com/pod-eni: "1"}
         limits: {vpc.amazonaws.com/pod-eni: "1"}
-"#;
+"#
+);
 
 /// User + system CPU time of a process, in clock ticks (Linux `/proc/PID/stat`).
 fn cpu_ticks(pid: u32) -> i64 {

@@ -673,3 +673,30 @@ fn a_static_nodepool_keeps_exactly_its_replicas_without_any_pod() {
     assert_eq!(summary(&r, "nodeClaimsTerminated"), 0);
     assert!(r["disruptions"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn business_hours_headroom_is_launched_before_the_peak_runs_it_at_once_and_is_released_after_the_window() {
+    let r = simulate("capacity-buffer-business-hours.yaml");
+    let timeline = r["timeline"].as_array().unwrap();
+    let at = |s: &Value| s["atSeconds"].as_f64().unwrap();
+    // Starts 07:30: no node until the window opens at 07:45 (900 s).
+    for s in timeline.iter().filter(|s| at(s) < 900.0) {
+        assert_eq!(s["nodes"], 0, "room before the window opened: {s}");
+    }
+    let warm = first_sample_at(&r, 900.0, |s| s["nodes"].as_u64().unwrap() > 0).expect("room launched");
+    assert!(warm <= 900.0 + 60.0, "room ready {}s after the window opened", warm - 900.0);
+    // The peak arrives at 08:00 (1,800 s) and runs on the room at once.
+    let running = first_sample_at(&r, 1800.0, |s| s["podsRunning"] == 10).expect("the peak runs");
+    assert!(running - 1800.0 <= 5.0, "the peak ran {}s after its creation", running - 1800.0);
+    // After 09:45 (8,100 s) the room is released: the buffer keeps none, the peak still runs,
+    // and the fleet is smaller than it was in the window.
+    let b = buffer(&r, "business-hours");
+    assert_eq!((b["replicas"].as_i64(), b["placed"].as_u64()), (Some(10), Some(0)), "{b}");
+    assert_eq!(b["provisioning"], "False");
+    assert!(b["message"].as_str().unwrap_or_default().contains("outside its active window"), "{b}");
+    assert_eq!(summary(&r, "podsRunning"), 10);
+    let most = timeline.iter().map(|s| s["nodes"].as_u64().unwrap()).max().unwrap();
+    assert!(summary(&r, "nodes") < most, "the room's nodes stayed after the window");
+    let removed = r["disruptions"].as_array().unwrap();
+    assert!(!removed.is_empty() && removed.iter().all(|d| d["atSeconds"].as_f64().unwrap() >= 8100.0), "{removed:?}");
+}

@@ -3,6 +3,28 @@
 
 #![allow(dead_code)]
 
+/// The EC2NodeClass the kwok end-to-end tests apply (every selector answered by the kwok
+/// cloud), as a literal document followed by `---`, for `concat!` with the test's own objects.
+#[allow(unused_macros)]
+macro_rules! demo_node_class {
+    () => {
+        r#"apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo}
+  securityGroupSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo}
+---
+"#
+    };
+}
+
 pub mod controller;
 
 use std::path::{Path, PathBuf};
