@@ -727,6 +727,19 @@ impl<P: CloudProvider + Clone> Harness<P> {
         self.api.all::<NodeClaim>()
     }
 
+    /// The pending pod `pod` runs on a new node: the first NodeClaim launches, its kubelet
+    /// registers it as `node`, and the pod is bound there. The claim's name.
+    pub fn run_on_first_claim(&mut self, pod: &str, node: &str) -> String {
+        self.settle();
+        self.advance(Duration::from_secs(1));
+        let claim = self.claims()[0].name().to_string();
+        kubelet_joins(&self.api, &claim, node, true);
+        self.settle();
+        bind(&self.api, pod, node);
+        self.settle();
+        claim
+    }
+
     pub fn events(&self, reason: &str) -> Vec<EventRecord> {
         self.api.recorded().into_iter().filter(|e| e.reason == reason).collect()
     }

@@ -815,13 +815,7 @@ fn disruption_blocked_is_emitted_when_the_blocking_reason_changes_not_every_pass
     pool.spec.disruption.consolidate_after = kerf_api::NillableDuration::from_secs(60);
     h.api.put(pool);
     h.api.put(pending_pod("a", "1"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
-    kubelet_joins(&h.api, &claim, "n1", true);
-    h.settle();
-    bind(&h.api, "a", "n1");
-    h.settle();
+    h.run_on_first_claim("a", "n1");
     let blocked = |h: &Harness| -> Vec<String> {
         h.events("DisruptionBlocked").into_iter().filter(|e| e.name == "n1").map(|e| e.message).collect()
     };

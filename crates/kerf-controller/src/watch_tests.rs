@@ -38,13 +38,7 @@ fn no_voluntary_disruption_on_a_view_a_failed_watch_left_stale_and_decisions_res
     pool.spec.disruption.consolidate_after = kerf_api::NillableDuration::from_secs(60);
     h.api.put(pool);
     h.api.put(pending_pod("a", "1"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
-    kubelet_joins(&h.api, &claim, "n1", true);
-    h.settle();
-    bind(&h.api, "a", "n1");
-    h.settle();
+    let claim = h.run_on_first_claim("a", "n1");
 
     // The watches fail; meanwhile the pod leaves and a do-not-disrupt pod takes its place, and
     // the controllers see neither. Their view: one pod on n1, as before.

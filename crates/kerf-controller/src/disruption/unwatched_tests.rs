@@ -14,13 +14,7 @@ fn a_settled_cluster_is_evaluated_again_only_when_something_that_can_change_a_de
     let mut h = Harness::new(cloud);
     h.api.put(node_pool("default"));
     h.api.put(pending_pod("a", "1"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
-    kubelet_joins(&h.api, &claim, "n1", true);
-    h.settle();
-    bind(&h.api, "a", "n1");
-    h.settle();
+    h.run_on_first_claim("a", "n1");
     // Past consolidateAfter and the launch guard: consolidation has said what it has to say.
     h.advance(Duration::from_secs(10 * 60));
     let settled = h.mgr.disruption_evaluations();
