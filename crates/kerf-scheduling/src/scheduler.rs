@@ -86,7 +86,7 @@ use pools::*;
 use preferences::*;
 use queue::*;
 use replay::KubeView;
-pub use replay::Replacement;
+pub use replay::{Replacement, Turn};
 use resources::*;
 use room::RoomIndex;
 use topology::*;

@@ -750,3 +750,33 @@ fn independent_consolidations_run_side_by_side_within_the_budget() {
         assert!(pair[1].0 >= pair[0].1, "{d:?}");
     }
 }
+
+#[test]
+fn side_by_side_consolidations_never_count_the_same_room_twice() {
+    // A part of the scale example's generated workload on its NodePools, unchanged for 20
+    // minutes: consolidation runs several commands at once, and the pods of one land where
+    // kube-scheduler puts them, which may be room another was decided on. Each decision is
+    // checked with the running commands' pods landing first, so none is undone.
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/converge/side-by-side-scenario.yaml");
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["simulate", path.to_str().unwrap(), "--report", "json"])
+        .env("KERF_LOG", "warn")
+        .output()
+        .expect("run kerf");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kerf simulate failed: {log}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json report");
+    assert!(!disruptions(&r).is_empty(), "provisioning over-bought, consolidation has work to do");
+    assert!(!log.contains("consolidation undone"), "a consolidation was undone:\n{log}");
+    // Every NodeClaim is from the first provisioning pass or a consolidation's replacement.
+    let replacements: std::collections::BTreeSet<&str> =
+        disruptions(&r).iter().flat_map(|d| d["replacements"].as_array().unwrap()).filter_map(|c| c.as_str()).collect();
+    let timeline = r["timeline"].as_array().unwrap();
+    let first_fleet = timeline.iter().find(|t| t["podsPending"] == 0).expect("every pod placed")["nodes"].as_u64();
+    assert_eq!(
+        Some(r["summary"]["nodeClaimsLaunched"].as_u64().unwrap() - replacements.len() as u64),
+        first_fleet,
+        "a NodeClaim was launched for pods a consolidation moved"
+    );
+    assert_eq!(r["summary"]["podsPending"], 0);
+}

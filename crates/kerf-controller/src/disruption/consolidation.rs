@@ -180,27 +180,28 @@ pub fn confirm(
     decision: &Decision,
 ) -> Result<(), String> {
     let names: Vec<&str> = cands.iter().map(|c| c.node.as_str()).collect();
-    match decision {
-        Decision::Delete => ctx.kube_replay(&names, &answer.pods, None),
-        Decision::Replace { claim, instance_type, .. } => {
-            let reqs = Requirements::from_node_selector(&claim.requirements);
-            let Some(t) = claim.instance_types.iter().find(|t| &t.name == instance_type) else {
-                return Err(format!("its replacement type {instance_type} is not among the claim's types"));
-            };
-            let Some(offering) = t
-                .offerings
-                .iter()
-                .filter(|o| o.available)
-                .filter(|o| reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone)))
-                .filter(|o| reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type)))
-                .min_by(|a, b| a.price.total_cmp(&b.price))
-            else {
-                return Err(format!("its replacement type {instance_type} has no offering it may launch"));
-            };
-            let replacement = Replacement { claim, instance_type: t, offering };
-            ctx.kube_replay(&names, &answer.pods, Some(replacement))
-        }
-    }
+    ctx.kube_replay(&names, &answer.pods, replacement_of(decision)?)
+}
+
+/// The node a decision launches, as kube-scheduler would find it: the replacement type at the
+/// cheapest offering it may launch from. `None` for a delete.
+pub fn replacement_of(decision: &Decision) -> Result<Option<Replacement<'_>>, String> {
+    let Decision::Replace { claim, instance_type, .. } = decision else { return Ok(None) };
+    let reqs = Requirements::from_node_selector(&claim.requirements);
+    let Some(t) = claim.instance_types.iter().find(|t| &t.name == instance_type) else {
+        return Err(format!("its replacement type {instance_type} is not among the claim's types"));
+    };
+    let Some(offering) = t
+        .offerings
+        .iter()
+        .filter(|o| o.available)
+        .filter(|o| reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone)))
+        .filter(|o| reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type)))
+        .min_by(|a, b| a.price.total_cmp(&b.price))
+    else {
+        return Err(format!("its replacement type {instance_type} has no offering it may launch"));
+    };
+    Ok(Some(Replacement { claim, instance_type: t, offering }))
 }
 
 /// Multi-node consolidation: the longest prefix of `list` (in [`consolidation_order`]; at least

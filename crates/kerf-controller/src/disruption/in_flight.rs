@@ -9,14 +9,27 @@
 //! now: kube-scheduler's view (the replay) has no such node, and its topology counts must keep
 //! the pod. Once a command deletes its nodes, nothing new is decided until its pods have landed
 //! (see `orchestration`). Budgets count the running commands' nodes as disrupting.
+//!
+//! Where a running command's pods land is kube-scheduler's choice, not the what-if's: its
+//! copies go to the least allocated nodes that pass, which may be room the what-if left free and
+//! a later decision counted on. So every consolidation decided while others run must also hold
+//! as kube-scheduler will see it ([`Landing`]): each command's pods bound once its nodes go, in
+//! the order the commands will delete them (those deleting now, then the new decision if it
+//! deletes without a replacement, then those whose replacements launch, in the order they
+//! were carried out, each replacement joining at its command's turn, and last the new decision
+//! if it waits for its own replacement), all of their nodes tainted from the start. A decision
+//! that only holds if two commands count the same room is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::{SchedulingInput, WhatIf};
+use kerf_scheduling::{ExistingNode, SchedulingContext, SchedulingInput, Turn, WhatIf};
 
+use super::Phase;
+use super::candidates::Candidate;
+use super::consolidation::{Decision, replacement_of};
 use crate::manager::Manager;
 use crate::provisioner::{TypesByPool, in_flight};
 use crate::state::{ObjectKey, key_of};
@@ -44,7 +57,75 @@ pub(crate) fn planned_moves(answer: &WhatIf) -> Vec<(ObjectKey, Destination)> {
     placed.chain(launched).collect()
 }
 
+/// The running commands as kube-scheduler will carry them out, for checking a new decision
+/// against them (see the module doc).
+pub(crate) struct Landing {
+    /// The cluster as it is (the running commands' pods still where they run).
+    ctx: SchedulingContext,
+    /// Per running command, in the order they were carried out: whether it still waits for its
+    /// replacements, its nodes still there, and its replacements still in flight (as the nodes
+    /// they will become).
+    running: Vec<(bool, Vec<String>, Vec<ExistingNode>)>,
+}
+
+impl Landing {
+    /// Whether kube-scheduler finds a node for every pod of the running commands and then for
+    /// every pod of `cands`, gone by `decision`. `Err` says which pod would be left over.
+    pub(crate) fn check(&mut self, cands: &[&Candidate], decision: &Decision) -> Result<(), String> {
+        fn turn((_, removed, added): &(bool, Vec<String>, Vec<ExistingNode>)) -> Turn<'_> {
+            Turn { removed: removed.iter().map(String::as_str).collect(), added: added.clone(), replacement: None }
+        }
+        let replacement = replacement_of(decision)?;
+        let waits = replacement.is_some();
+        let new = Turn { removed: cands.iter().map(|c| c.node.as_str()).collect(), added: Vec::new(), replacement };
+        let mut turns: Vec<Turn<'_>> = self.running.iter().filter(|r| !r.0).map(turn).collect();
+        if !waits {
+            turns.push(new.clone());
+        }
+        turns.extend(self.running.iter().filter(|r| r.0).map(turn));
+        if waits {
+            turns.push(new);
+        }
+        self.ctx
+            .kube_replay_in_turn(&turns)
+            .map_err(|e| format!("{e} once the disruptions under way have moved their pods"))
+    }
+}
+
 impl<P: CloudProvider> Manager<P> {
+    /// The running commands whose nodes still run pods, as a [`Landing`] to check decisions
+    /// against; `None` when there are none.
+    pub(crate) fn landing(&self, types: &TypesByPool) -> Option<Landing> {
+        let running: Vec<(bool, Vec<String>, &Vec<String>)> = self
+            .disruption
+            .running
+            .iter()
+            .filter_map(|r| {
+                let nodes: Vec<String> =
+                    r.candidates.iter().filter(|(_, n)| self.state.node(n).is_some()).map(|(_, n)| n.clone()).collect();
+                let (launching, launched) = match &r.phase {
+                    Phase::Launching(l) => (true, l),
+                    Phase::Terminating(l) => (false, l),
+                };
+                (!nodes.is_empty()).then_some((launching, nodes, launched))
+            })
+            .collect();
+        if running.is_empty() {
+            return None;
+        }
+        let input = self.scheduling_input(&[], types);
+        let in_flight: BTreeMap<&str, &ExistingNode> =
+            input.existing_nodes.iter().filter(|n| n.in_flight).map(|n| (n.name.as_str(), n)).collect();
+        let running = running
+            .into_iter()
+            .map(|(launching, nodes, launched)| {
+                let added = launched.iter().filter_map(|c| in_flight.get(c.as_str()).map(|n| (*n).clone())).collect();
+                (launching, nodes, added)
+            })
+            .collect();
+        Some(Landing { ctx: SchedulingContext::with_facts(input, &self.pod_facts), running })
+    }
+
     /// Nodes and claims the running commands move pods to: not candidates while they do.
     pub(crate) fn move_targets(&self) -> BTreeSet<String> {
         let mut out = self.disruption.reserved.clone();

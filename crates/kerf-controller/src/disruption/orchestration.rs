@@ -13,8 +13,8 @@ use kerf_cloud::CloudProvider;
 use kerf_scheduling::{NewNodeClaim, PodFactsCache, SchedulingContext, SchedulingInput};
 
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
-use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, multi_node, what_if};
-use super::in_flight::{Destination, planned_moves};
+use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, what_if};
+use super::in_flight::{Destination, Landing, planned_moves};
 use super::{Command, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE};
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::{TypesByPool, in_flight};
@@ -48,6 +48,9 @@ struct Eval<'a> {
     /// The controller's parsed pod facts, for the contexts built during the evaluation.
     facts: &'a PodFactsCache,
     spot_to_spot: bool,
+    /// The running commands, when some still have pods to move: every consolidation must
+    /// also hold once their pods have landed.
+    landing: Option<Landing>,
 }
 
 impl<'a> Eval<'a> {
@@ -195,10 +198,21 @@ impl<'a> Eval<'a> {
         }
     }
 
-    /// The longest prefix of the candidates (within each pool's budget) that goes together.
+    /// One consolidation question ([`consolidate`]), on the cluster as the running commands
+    /// will leave it once their pods have landed too.
+    fn consolidate(&mut self, cands: &[&Candidate]) -> Result<(Decision, usize), String> {
+        let (decision, pods) = consolidate(&mut self.ctx, cands, self.spot_to_spot)?;
+        if let Some(landing) = self.landing.as_mut() {
+            landing.check(cands, &decision)?;
+        }
+        Ok((decision, pods))
+    }
+
+    /// The longest prefix of the candidates (within each pool's budget) that goes together
+    /// (multi-node consolidation's binary search, [`largest_prefix`]).
     fn multi_node(&mut self, list: &[&Candidate]) -> Option<Command> {
         let list = self.allowed(list.to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
-        let (k, decision, pods) = multi_node(&mut self.ctx, &list, self.spot_to_spot)?;
+        let (k, (decision, pods)) = largest_prefix(list.len(), |k| self.consolidate(&list[..k]))?;
         Some(Self::command(&list[..k], pods, decision))
     }
 
@@ -233,16 +247,14 @@ impl<'a> Eval<'a> {
         for j in 0..n.min(SINGLE_NODE_MAX_EVALUATIONS) {
             let i = (start + j) % n;
             let c = open[i];
-            match consolidate(&mut self.ctx, &[c], self.spot_to_spot) {
+            match self.consolidate(&[c]) {
                 Ok((decision, pods)) => {
                     // The nodes after it may go along: the longest prefix from here that still
                     // goes together (multi-node consolidation anchored at a node that can go
                     // alone; the plain prefix search fails when the first nodes cannot go
                     // together).
                     let rest = self.allowed(open[i..].to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
-                    let spot_to_spot = self.spot_to_spot;
-                    let ctx = &mut self.ctx;
-                    let cmd = match largest_prefix(rest.len(), |k| consolidate(ctx, &rest[..k], spot_to_spot)) {
+                    let cmd = match largest_prefix(rest.len(), |k| self.consolidate(&rest[..k])) {
                         Some((k, (d, p))) => Self::command(&rest[..k], p, d),
                         None => Self::command(&[c], pods, decision),
                     };
@@ -342,6 +354,7 @@ impl<P: CloudProvider> Manager<P> {
             facts: &self.pod_facts,
             base: &base,
             spot_to_spot: self.options.spot_to_spot_consolidation,
+            landing: self.landing(&types),
         };
         let mut blocked: BTreeMap<String, String> = BTreeMap::new();
         for c in &cands {
@@ -475,6 +488,12 @@ impl<P: CloudProvider> Manager<P> {
         };
         if matches!(decision, Decision::Delete) != cmd.replacements.is_empty() {
             abandon("the decision changed");
+            return Ok(());
+        }
+        if let Some(mut landing) = self.landing(&types)
+            && let Err(why) = landing.check(&now, &decision)
+        {
+            abandon(&why);
             return Ok(());
         }
         let mut fresh = Eval::command(&now, pods, decision);

@@ -39,13 +39,7 @@ impl KubeView {
     /// The copy of `pod` kube-scheduler would see (its owner's new pod: not bound, not
     /// nominated) and the copy's kind; ranks a kind not met before (the view must be as built).
     fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
-        let mut fresh = Pod::clone(pod);
-        if let Some(spec) = fresh.spec.as_mut() {
-            spec.node_name = None;
-        }
-        if let Some(status) = fresh.status.as_mut() {
-            status.nominated_node_name = None;
-        }
+        let fresh = unbound_copy(pod);
         let addr = Arc::as_ptr(pod) as usize;
         if let Some((_, kind)) = self.kind_of.get(&addr) {
             return (Arc::new(fresh), *kind);
@@ -62,6 +56,18 @@ impl KubeView {
         self.kind_of.insert(addr, (Arc::clone(pod), kind));
         (Arc::new(fresh), kind)
     }
+}
+
+/// The copy of `pod` its owner creates once it is evicted: not bound, not nominated.
+fn unbound_copy(pod: &Pod) -> Pod {
+    let mut fresh = pod.clone();
+    if let Some(spec) = fresh.spec.as_mut() {
+        spec.node_name = None;
+    }
+    if let Some(status) = fresh.status.as_mut() {
+        status.nominated_node_name = None;
+    }
+    fresh
 }
 
 /// The node a replacement claim would become: launched as `instance_type` with `offering`.
@@ -103,7 +109,147 @@ impl Replacement<'_> {
     }
 }
 
+/// The orders the moved pods' copies may reach kube-scheduler in (positions in `pods`): as
+/// given, reversed, and largest first, each with higher priority first. An order that repeats
+/// an earlier one (one pod, pods all alike) is left out.
+fn arrival_orders(pods: &[Arc<Pod>]) -> Vec<Vec<usize>> {
+    let priority = |i: &usize| std::cmp::Reverse(pods[*i].spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
+    let mut queue: Vec<usize> = (0..pods.len()).collect();
+    queue.sort_by_key(priority);
+    let mut reversed: Vec<usize> = queue.iter().rev().copied().collect();
+    reversed.sort_by_key(priority);
+    let mut largest = reversed.clone();
+    largest.sort_by_cached_key(|i| {
+        let [cpu, memory] = kube_choice::cpu_memory_of(&pods[*i]);
+        (priority(i), std::cmp::Reverse(((cpu * 1000.0) as i64, memory as i64)))
+    });
+    let mut orders: Vec<Vec<usize>> = vec![queue];
+    for o in [reversed, largest] {
+        if !orders.contains(&o) {
+            orders.push(o);
+        }
+    }
+    orders
+}
+
+/// One disruption command in [`SchedulingContext::kube_replay_in_turn`]: its nodes go, the
+/// nodes it launched join, and kube-scheduler binds the new copies of the pods its nodes ran.
+#[derive(Debug, Clone, Default)]
+pub struct Turn<'a> {
+    /// The command's nodes (tainted from the start, drained at its turn).
+    pub removed: Vec<&'a str>,
+    /// Nodes it launched that kube-scheduler does not see yet (in-flight claims, by the node
+    /// they will become); they join at its turn.
+    pub added: Vec<ExistingNode>,
+    /// The replacement of the command being decided, as it would launch.
+    pub replacement: Option<Replacement<'a>>,
+}
+
 impl SchedulingContext {
+    /// kube-scheduler's view of the existing nodes (built on first use).
+    fn kube_view(&mut self) -> &mut KubeView {
+        let input = Arc::clone(&self.input);
+        self.kube_view.get_or_insert_with(|| {
+            let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
+            let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+            let view = ClusterView::new(nodes)
+                .with_volumes(input.volume_requirements.clone())
+                .with_namespace_labels(input.namespace_labels.clone());
+            let ranking = kube_choice::Ranking::new(&view);
+            KubeView { view, index, ranking, kind_of: HashMap::new(), kinds: HashMap::new() }
+        })
+    }
+
+    /// Whether kube-scheduler would bind the pods of several disruption commands that run side
+    /// by side, each command's pods once its nodes go, in the order given (the order the
+    /// commands delete their nodes): every command's nodes take no pod from the start (they are
+    /// tainted) and count for topology until their turn; at its turn a command's nodes and
+    /// their pods go, the nodes it launched join, and the new copies of its reschedulable pods
+    /// are bound one by one with kube-scheduler's scores onto what the earlier turns left. Each
+    /// turn's pods arrive in the three orders of [`SchedulingContext::kube_replay`]. A command
+    /// decided on room that an earlier command's pods will take fails here, though each holds
+    /// on its own. `Err` names the first pod left with nowhere to go and why.
+    pub fn kube_replay_in_turn(&mut self, turns: &[Turn<'_>]) -> Result<(), String> {
+        let input = Arc::clone(&self.input);
+        let kv = self.kube_view();
+        let view = &mut kv.view;
+        let nodes: Vec<Vec<usize>> =
+            turns.iter().map(|t| t.removed.iter().filter_map(|n| kv.index.get(*n).copied()).collect()).collect();
+        for &idx in nodes.iter().flatten() {
+            view.set_hidden(idx, true);
+        }
+        // The pods each turn moves, as kube-scheduler sees their copies, and their orders.
+        let moved: Vec<Vec<Arc<Pod>>> = nodes
+            .iter()
+            .map(|idxs| {
+                idxs.iter()
+                    .flat_map(|&i| view.nodes()[i].pods.iter())
+                    .filter(|p| p.metadata.deletion_timestamp.is_none() && super::queue::reschedulable(p))
+                    .map(|p| Arc::new(unbound_copy(p)))
+                    .collect()
+            })
+            .collect();
+        let orders: Vec<Vec<Vec<usize>>> = moved.iter().map(|pods| arrival_orders(pods)).collect();
+        let variants = orders.iter().map(Vec::len).max().unwrap_or(0);
+        let mut result = Ok(());
+        for v in 0..variants {
+            let mut bound: Vec<(usize, Arc<Pod>)> = Vec::new();
+            let mut taken: Vec<(usize, Vec<Arc<Pod>>)> = Vec::new();
+            let mut pushed = 0usize;
+            for (t, turn) in turns.iter().enumerate() {
+                for &idx in &nodes[t] {
+                    let on_node = view.nodes()[idx].pods.clone();
+                    for p in &on_node {
+                        view.remove_pod(idx, p);
+                    }
+                    taken.push((idx, on_node));
+                }
+                for n in &turn.added {
+                    view.push_node(ExistingNode { in_flight: false, schedulable: true, ..n.clone() });
+                    pushed += 1;
+                }
+                if let Some(r) = &turn.replacement {
+                    view.push_node(r.node(&input.daemonset_pods));
+                    pushed += 1;
+                }
+                let Some(order) = orders[t].get(v).or_else(|| orders[t].last()) else { continue };
+                let batch: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[t][*i])).collect();
+                match kube_choice::replay(view, &batch, None) {
+                    Ok(placed) => {
+                        for (idx, p) in placed.into_iter().zip(batch) {
+                            view.add_pod(idx, Arc::clone(&p));
+                            bound.push((idx, p));
+                        }
+                    }
+                    Err(nb) => {
+                        let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
+                        result =
+                            Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
+                        break;
+                    }
+                }
+            }
+            for (idx, p) in bound.iter().rev() {
+                view.remove_pod(*idx, p);
+            }
+            for _ in 0..pushed {
+                view.pop_node();
+            }
+            for (idx, on_node) in taken.into_iter().rev() {
+                for p in on_node {
+                    view.add_pod(idx, p);
+                }
+            }
+            if result.is_err() {
+                break;
+            }
+        }
+        for &idx in nodes.iter().flatten() {
+            view.set_hidden(idx, false);
+        }
+        result
+    }
+
     /// Whether kube-scheduler would bind every one of `pods` (the pods a consolidation moves)
     /// once the nodes named in `removed` are gone and `replacement`, if any, runs: each pod on
     /// the node kube-scheduler's default scores pick, higher priority first, in three orders
@@ -116,15 +262,7 @@ impl SchedulingContext {
         replacement: Option<Replacement<'_>>,
     ) -> Result<(), String> {
         let input = Arc::clone(&self.input);
-        let kv = self.kube_view.get_or_insert_with(|| {
-            let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
-            let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-            let view = ClusterView::new(nodes)
-                .with_volumes(input.volume_requirements.clone())
-                .with_namespace_labels(input.namespace_labels.clone());
-            let ranking = kube_choice::Ranking::new(&view);
-            KubeView { view, index, ranking, kind_of: HashMap::new(), kinds: HashMap::new() }
-        });
+        let kv = self.kube_view();
         // The pods kube-scheduler sees are their owners' new copies: not bound, not nominated.
         // Their kinds are ranked on the view as built, before any node is taken away.
         let (order, kinds): (Vec<Arc<Pod>>, Vec<usize>) = pods.iter().map(|p| kv.copy_of(p)).unzip();
@@ -144,23 +282,7 @@ impl SchedulingContext {
         // know: the decision must hold in queue order, in the reverse of it, and largest first
         // (within each priority), or a pod may be left over once the nodes are gone. Orders
         // are positions in `order`.
-        let priority = |i: &usize| std::cmp::Reverse(order[*i].spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
-        let mut queue: Vec<usize> = (0..order.len()).collect();
-        queue.sort_by_key(priority);
-        let mut reversed: Vec<usize> = queue.iter().rev().copied().collect();
-        reversed.sort_by_key(priority);
-        let mut largest = reversed.clone();
-        largest.sort_by_cached_key(|i| {
-            let [cpu, memory] = kube_choice::cpu_memory_of(&order[*i]);
-            (priority(i), std::cmp::Reverse(((cpu * 1000.0) as i64, memory as i64)))
-        });
-        // An order that repeats an earlier one (one pod, pods all alike) is not replayed again.
-        let mut orders: Vec<Vec<usize>> = vec![queue];
-        for o in [reversed, largest] {
-            if !orders.contains(&o) {
-                orders.push(o);
-            }
-        }
+        let orders = arrival_orders(&order);
         let mut result = Ok(());
         for positions in &orders {
             let batch: Vec<Arc<Pod>> = positions.iter().map(|i| Arc::clone(&order[*i])).collect();
