@@ -11,14 +11,24 @@ EKS-optimized and Bottlerocket AMIs of an AMI alias (moto refuses PutParameter u
 and serves until its standard input closes (the test process that started it exited) or it is
 interrupted. Needs `moto[server]` (pinned in .ci/run).
 
+moto builds its answers to DescribeInstanceTypes (1,395 types), DescribeInstanceTypeOfferings and
+DescribeSpotPriceHistory from static data, slowly (15 s, 1 s and 5 s of CPU for an unfiltered
+DescribeInstanceTypes and the region's spot prices). Every provider a test makes asks them again,
+so this server answers each distinct request of those three once and then from memory, and keeps
+those answers in a file under $TMPDIR (one per moto version), which the next fixture (the next test
+binary) starts from.
+
     python3 tools/moto-fixture.py [--port 0] [--region us-west-2] [--kubernetes-version 1.33 ...]
 """
 
 import argparse
 import datetime
 import json
+import os
+import pickle
 import socket
 import sys
+import threading
 
 ACCOUNT = "123456789012"
 
@@ -81,6 +91,70 @@ def seed(region, versions):
     return seeded
 
 
+# Read-only EC2 actions whose answer depends only on the request (moto's static data).
+STATIC_ACTIONS = {"DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory"}
+
+
+def cache_file():
+    import moto
+
+    directory = os.environ.get("TMPDIR", "/tmp")
+    return os.path.join(directory, f"kerf-moto-static-{moto.__version__}.pickle")
+
+
+def load_cache(path):
+    """The answers an earlier fixture kept; none if the file is missing or unreadable."""
+    try:
+        with open(path, "rb") as f:
+            cache = pickle.load(f)
+        return cache if isinstance(cache, dict) else {}
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+        return {}
+
+
+def save_cache(path, cache):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            pickle.dump(cache, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def memoize_static_reads():
+    """Answers a repeated request of STATIC_ACTIONS from memory (successful answers only)."""
+    from moto.ec2.responses import EC2Response
+
+    original = EC2Response.call_action
+    path = cache_file()
+    cache = load_cache(path)
+    key_locks = {}
+    lock = threading.Lock()
+
+    def call_action(self):
+        action = self._get_action()
+        if action not in STATIC_ACTIONS:
+            return original(self)
+        key = (self.region, action, json.dumps(self.querystring, sort_keys=True))
+        # One computation per request: concurrent askers of the same one wait for it.
+        with lock:
+            key_lock = key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            hit = cache.get(key)
+            if hit is None:
+                status, headers, body = original(self)
+                if status != 200:
+                    return status, headers, body
+                hit = cache[key] = (status, dict(headers), body)
+                with lock:
+                    save_cache(path, dict(cache))
+        status, headers, body = hit
+        return status, dict(headers), body
+
+    EC2Response.call_action = call_action
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
@@ -92,6 +166,8 @@ def main():
     versions = args.versions or ["1.33"]
 
     from moto.server import ThreadedMotoServer
+
+    memoize_static_reads()
 
     port = args.port or free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

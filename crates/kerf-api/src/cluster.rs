@@ -57,6 +57,15 @@ macro_rules! objects {
             }
         }
 
+        /// The object as its own type serializes it.
+        impl serde::Serialize for AnyObject {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $(AnyObject::$ty(o) => o.serialize(s),)*
+                }
+            }
+        }
+
         $(
             impl Object for $ty {
                 const KIND: &'static str = stringify!($ty);

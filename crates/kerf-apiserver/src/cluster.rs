@@ -24,6 +24,8 @@ use kerf_scheduling::disruption_budgets::{DisruptionBudgets, pod_healthy};
 use kerf_api::seeded::SplitMix64;
 use serde_json::Value;
 
+use crate::history::History;
+pub use crate::history::{Change, Expired, HISTORY_BYTES};
 use crate::kinds::is_namespaced;
 use crate::stored::{DynamicObject, Stored};
 
@@ -66,32 +68,11 @@ impl ChangeType {
     }
 }
 
-/// One change in the store's history (what HTTP watches replay).
-#[derive(Debug, Clone)]
-pub struct Change {
-    pub resource_version: u64,
-    pub kind: &'static str,
-    pub type_: ChangeType,
-    pub object: Stored,
-    /// For a modification, the object before it (a filtered watch turns an object entering
-    /// its selector into ADDED and one leaving it into DELETED).
-    pub previous: Option<Stored>,
-}
-
 /// A change to a dynamic object of a kind the driver asked to follow.
 #[derive(Debug, Clone)]
 pub enum DynamicEvent {
     Applied(Arc<DynamicObject>),
     Deleted(Arc<DynamicObject>),
-}
-
-/// A watch asked to resume from a resourceVersion the history no longer holds: relist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("too old resource version: {requested} ({oldest})")]
-pub struct Expired {
-    pub requested: u64,
-    /// The oldest resourceVersion a watch can still resume from.
-    pub oldest: u64,
 }
 
 /// Preconditions of a delete (DeleteOptions.preconditions).
@@ -115,10 +96,7 @@ struct Inner {
     dynamic_kinds: BTreeSet<&'static str>,
     dynamic_watch: Vec<DynamicEvent>,
     /// Changes HTTP watches replay; empty (and not kept) unless serving.
-    history: VecDeque<Change>,
-    history_cap: usize,
-    /// Every change after this resourceVersion is still in `history`.
-    history_floor: u64,
+    history: History,
     /// Recorded events also become core/v1 Event objects (when serving).
     event_objects: bool,
     /// The events written as Event objects lately (an identical one within its window is not).
@@ -260,14 +238,7 @@ impl Inner {
             }),
             Stored::Dynamic(_) => {}
         }
-        if self.history_cap > 0 {
-            if self.history.len() >= self.history_cap
-                && let Some(old) = self.history.pop_front()
-            {
-                self.history_floor = old.resource_version;
-            }
-            self.history.push_back(Change { resource_version: self.resource_version, kind, type_, object, previous });
-        }
+        self.history.push(Change { resource_version: self.resource_version, kind, type_, object, previous });
     }
 
     fn next_rv(&mut self) -> String {
@@ -468,9 +439,16 @@ impl SimCluster {
     /// as core/v1 Event objects too. The simulator leaves this off (it costs memory per write).
     pub fn enable_serving(&self, capacity: usize) {
         let mut inner = self.lock();
-        inner.history_cap = capacity.max(1);
-        inner.history_floor = inner.resource_version;
+        let rv = inner.resource_version;
+        inner.history.enable(capacity, rv);
         inner.event_objects = true;
+    }
+
+    /// Keeps at most `bytes` of objects (as JSON) in the history HTTP watches replay
+    /// ([`HISTORY_BYTES`] unless set): older changes go first, and a watch that needs them
+    /// relists.
+    pub fn limit_history_bytes(&self, bytes: usize) {
+        self.lock().history.limit_bytes(bytes);
     }
 
     /// Turns on the TaintNodesByCondition admission plugin: a Node created without a Ready=True
@@ -513,12 +491,7 @@ impl SimCluster {
 
     /// Changes after `since`, oldest first; `Expired` when some are no longer kept.
     pub fn changes_since(&self, since: u64) -> Result<Vec<Change>, Expired> {
-        let inner = self.lock();
-        if since < inner.history_floor {
-            return Err(Expired { requested: since, oldest: inner.history_floor });
-        }
-        let start = inner.history.partition_point(|c| c.resource_version <= since);
-        Ok(inner.history.iter().skip(start).cloned().collect())
+        self.lock().history.since(since)
     }
 
     /// Every event recorded so far.

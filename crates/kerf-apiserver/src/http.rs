@@ -15,11 +15,12 @@ use tokio::sync::watch;
 
 use kerf_cloud::Clock;
 
-use crate::cluster::Preconditions;
+use crate::cluster::{Change, Preconditions};
 use crate::discovery;
 use crate::kinds::{self, ResourceKind};
 use crate::requests::RequestCounts;
 use crate::rest::{Filter, Part, PatchType, Rest, RestError};
+use crate::stored::Stored;
 use crate::table;
 
 /// Largest request body accepted.
@@ -310,6 +311,17 @@ fn route(
     }
 }
 
+/// What a watch has yet to send.
+enum Queued {
+    Line(Bytes),
+    /// An object of the initial state, turned into its `ADDED` line (if the filter takes it)
+    /// only when the client reads that far: a watch holds the objects it has to send, not
+    /// copies of them, so many watches of a large kind cost little memory.
+    Initial(Stored),
+    /// A change, turned into its line when the client reads that far.
+    Change(Change),
+}
+
 /// The state of one streaming watch.
 struct WatchState {
     app: App,
@@ -317,7 +329,7 @@ struct WatchState {
     filter: Filter,
     rv: u64,
     rx: watch::Receiver<u64>,
-    pending: VecDeque<Bytes>,
+    pending: VecDeque<Queued>,
     shown: Ask,
     bookmarks: bool,
     deadline: tokio::time::Instant,
@@ -353,19 +365,16 @@ impl WatchState {
     /// Queues the changes since the last look; false when the watch must end (history gone).
     fn poll(&mut self) -> bool {
         self.rx.borrow_and_update();
-        match self.app.rest.changes(self.kind, &self.filter, self.rv) {
+        match self.app.rest.changes_of(self.kind, self.rv) {
             Ok((changes, last)) => {
-                for (t, obj) in changes {
-                    let line = self.line(t.as_str(), &obj);
-                    self.pending.push_back(line);
-                }
+                self.pending.extend(changes.into_iter().map(Queued::Change));
                 self.rv = last;
                 true
             }
             Err(expired) => {
                 let (_, status) = RestError::Gone(expired.to_string()).status();
                 let line = self.line("ERROR", &status);
-                self.pending.push_back(line);
+                self.pending.push_back(Queued::Line(line));
                 false
             }
         }
@@ -403,22 +412,35 @@ fn watch_response(
         }
         _ => {
             // No resourceVersion (or "0"): the current state first, as ADDED events.
-            let (items, rv) = app.rest.list(kind, &state.filter);
+            let (items, rv) = app.rest.cluster.list_stored(kind.kind, state.filter.namespace.as_deref());
             state.rv = rv;
-            for item in &items {
-                let line = state.line("ADDED", item);
-                state.pending.push_back(line);
-            }
+            state.pending.extend(items.into_iter().map(Queued::Initial));
             if send_initial {
                 let b = state.bookmark(true);
-                state.pending.push_back(b);
+                state.pending.push_back(Queued::Line(b));
             }
         }
     }
     let stream = futures_util::stream::unfold(state, |mut st| async move {
         loop {
-            if let Some(b) = st.pending.pop_front() {
-                return Some((Ok::<_, Infallible>(b), st));
+            match st.pending.pop_front() {
+                Some(Queued::Line(b)) => return Some((Ok::<_, Infallible>(b), st)),
+                Some(Queued::Initial(obj)) => {
+                    let json = obj.to_json(st.kind);
+                    if st.filter.matches(&obj, &json) {
+                        let b = st.line("ADDED", &json);
+                        return Some((Ok(b), st));
+                    }
+                    continue;
+                }
+                Some(Queued::Change(c)) => {
+                    if let Some((t, json)) = Rest::event_of(st.kind, &st.filter, &c) {
+                        let b = st.line(t.as_str(), &json);
+                        return Some((Ok(b), st));
+                    }
+                    continue;
+                }
+                None => {}
             }
             if st.done {
                 return None;
@@ -435,7 +457,7 @@ fn watch_response(
                 changed = st.rx.changed() => if changed.is_err() { st.done = true },
                 _ = tokio::time::sleep(BOOKMARK_EVERY), if st.bookmarks => {
                     let b = st.bookmark(false);
-                    st.pending.push_back(b);
+                    st.pending.push_back(Queued::Line(b));
                 }
                 _ = tokio::time::sleep_until(st.deadline) => st.done = true,
                 _ = shutdown.wait_for(|s| *s) => st.done = true,

@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod discovery;
+pub mod history;
 pub mod http;
 pub mod kinds;
 pub mod requests;

@@ -8,7 +8,7 @@ use kerf_api::FieldError;
 use kerf_api::cluster::ApiError;
 use serde_json::{Value, json};
 
-use crate::cluster::{ChangeType, Expired, Mode, Preconditions, SimCluster};
+use crate::cluster::{Change, ChangeType, Expired, Mode, Preconditions, SimCluster};
 use crate::kinds::{self, ResourceKind};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::stored::{DynamicObject, Stored};
@@ -165,7 +165,7 @@ impl Filter {
         })
     }
 
-    fn matches(&self, obj: &Stored, json: &Value) -> bool {
+    pub(crate) fn matches(&self, obj: &Stored, json: &Value) -> bool {
         self.namespace.as_deref().is_none_or(|ns| obj.meta().namespace.as_deref() == Some(ns))
             && self.labels.matches(obj.meta().labels.as_ref())
             && self.fields.matches(json)
@@ -590,24 +590,31 @@ impl Rest {
         filter: &Filter,
         since: u64,
     ) -> Result<(Vec<(ChangeType, Value)>, u64), Expired> {
-        let changes = self.cluster.changes_since(since)?;
+        let (changes, last) = self.changes_of(kind, since)?;
+        Ok((changes.iter().filter_map(|c| Rest::event_of(kind, filter, c)).collect(), last))
+    }
+
+    /// The changes of `kind` after `since` as the history keeps them (nothing copied), and the
+    /// last resourceVersion looked at; [`Rest::event_of`] turns each into what a watch shows.
+    pub fn changes_of(&self, kind: &'static ResourceKind, since: u64) -> Result<(Vec<Change>, u64), Expired> {
+        let mut changes = self.cluster.changes_since(since)?;
         let last = changes.last().map_or(since, |c| c.resource_version);
-        let out = changes
-            .into_iter()
-            .filter(|c| c.kind == kind.kind)
-            .filter_map(|c| {
-                let j = c.object.to_json(kind);
-                let now = filter.matches(&c.object, &j);
-                let before = c.previous.as_ref().map(|p| filter.matches(p, &p.to_json(kind)));
-                match (before, now) {
-                    (Some(false), true) => Some((ChangeType::Added, j)),
-                    (Some(true), false) => Some((ChangeType::Deleted, j)),
-                    (_, true) => Some((c.type_, j)),
-                    (_, false) => None,
-                }
-            })
-            .collect();
-        Ok((out, last))
+        changes.retain(|c| c.kind == kind.kind);
+        Ok((changes, last))
+    }
+
+    /// What a watch filtered by `filter` shows of one change: an object entering the filter is
+    /// ADDED, one leaving it DELETED, one outside it nothing.
+    pub fn event_of(kind: &'static ResourceKind, filter: &Filter, c: &Change) -> Option<(ChangeType, Value)> {
+        let j = c.object.to_json(kind);
+        let now = filter.matches(&c.object, &j);
+        let before = c.previous.as_ref().map(|p| filter.matches(p, &p.to_json(kind)));
+        match (before, now) {
+            (Some(false), true) => Some((ChangeType::Added, j)),
+            (Some(true), false) => Some((ChangeType::Deleted, j)),
+            (_, true) => Some((c.type_, j)),
+            (_, false) => None,
+        }
     }
 }
 

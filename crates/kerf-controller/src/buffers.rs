@@ -94,6 +94,11 @@ impl BufferRoom {
         out
     }
 
+    /// The room held on one node.
+    pub fn held_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
+        self.pods.iter().filter(move |p| p.held_on.as_deref() == Some(node)).map(|p| &p.pod)
+    }
+
     /// `(chunks, chunks on registered nodes)` of one buffer.
     pub fn counts(&self, buffer: &ObjectKey) -> (usize, usize) {
         let mine = self.pods.iter().filter(|p| &p.buffer == buffer);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kerf_api::cluster::{ClusterApi, Object};
-use kerf_api::ec2nodeclass::EC2NodeClassSpec;
+use kerf_api::ec2nodeclass::{EC2NodeClassSpec, EC2NodeClassStatus};
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_cloud::{CloudProvider, Timestamp};
 
@@ -42,8 +42,26 @@ pub(crate) struct NodeClassProblem {
 /// What the node class status controller remembers of each node class.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Resolved {
-    /// The spec last resolved, and when to resolve it again although it did not change.
-    pub by_class: BTreeMap<String, (EC2NodeClassSpec, Option<Timestamp>)>,
+    pub by_class: BTreeMap<String, Resolution>,
+}
+
+/// One node class as last resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolution {
+    /// The spec resolved.
+    spec: EC2NodeClassSpec,
+    /// The status the class had once resolved (as written, or found already right). A class
+    /// whose status differs (an API server that restarted without it, another writer) is
+    /// resolved again although its spec did not change.
+    status: Option<EC2NodeClassStatus>,
+    /// When to resolve it again although nothing changed.
+    recheck: Option<Timestamp>,
+}
+
+impl Resolution {
+    fn of(class: &EC2NodeClass, recheck: Option<Timestamp>) -> Resolution {
+        Resolution { spec: class.spec.clone(), status: class.status.clone(), recheck }
+    }
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -58,9 +76,9 @@ impl<P: CloudProvider> Manager<P> {
         let mut due: Vec<EC2NodeClass> = Vec::new();
         for class in classes.values().filter(|c| c.metadata.deletion_timestamp.is_none()) {
             match self.resolved.by_class.get(class.name()) {
-                Some((spec, recheck)) if *spec == class.spec => match recheck {
-                    Some(t) if pass.now >= *t => due.push(class.clone()),
-                    Some(t) => pass.wake_at(*t),
+                Some(r) if r.spec == class.spec && r.status == class.status => match r.recheck {
+                    Some(t) if pass.now >= t => due.push(class.clone()),
+                    Some(t) => pass.wake_at(t),
                     None => {}
                 },
                 _ => due.push(class.clone()),
@@ -73,7 +91,7 @@ impl<P: CloudProvider> Manager<P> {
                 Err(e) => {
                     tracing::error!(EC2NodeClass = %name, error = %e, "failed resolving nodeclass");
                     let retry = crate::util::after(pass.now, RESOLVE_RETRY_AFTER);
-                    self.resolved.by_class.insert(name, (class.spec.clone(), Some(retry)));
+                    self.resolved.by_class.insert(name, Resolution::of(&class, Some(retry)));
                     pass.wake_at(retry);
                     continue;
                 }
@@ -83,17 +101,16 @@ impl<P: CloudProvider> Manager<P> {
                 pass.wake_at(t);
             }
             if class.status.as_ref() == Some(&resolution.status) {
-                self.resolved.by_class.insert(name, (class.spec.clone(), recheck));
+                self.resolved.by_class.insert(name, Resolution::of(&class, recheck));
                 continue;
             }
             let was = class.not_ready();
-            let spec = class.spec.clone();
             class.status = Some(resolution.status);
             let now = class.not_ready();
             // Resolved only once the status is written: a write that fails (the reconciler
             // is retried) or loses a race (the retry comes a second later) resolves it again.
             if let Some(updated) = pass.soft("updating nodeclass status", api.update_status(class).await)? {
-                self.resolved.by_class.insert(name.clone(), (spec, recheck));
+                self.resolved.by_class.insert(name.clone(), Resolution::of(&updated, recheck));
                 if was != now {
                     match &now {
                         None => tracing::info!(EC2NodeClass = %name, "nodeclass is ready"),

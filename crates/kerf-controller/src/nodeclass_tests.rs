@@ -128,3 +128,20 @@ fn a_static_pool_whose_node_class_is_missing_creates_no_nodeclaims() {
     assert!(h.api.all::<NodeClaim>().is_empty());
     assert_eq!(pool_condition(&h, "fixed", "Ready").message.as_deref(), Some("EC2NodeClass gone not found"));
 }
+
+#[test]
+fn a_node_class_deleted_and_created_again_alike_between_two_passes_is_resolved_again() {
+    // What a restarted API server without persistence looks like to the controllers: the class
+    // they resolved is gone and one of the same name and spec, without status, takes its place
+    // (the relist delivers both changes at once).
+    let mut h = Harness::new(small());
+    h.api.put(node_pool("default"));
+    h.settle();
+    h.api.remove::<EC2NodeClass>(None, "default");
+    h.api.put(node_class("default"));
+    h.api.put(pending_pod("a", "1"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.api.one::<EC2NodeClass>(None, "default").unwrap().status, Some(ready_status()));
+    assert_eq!(h.claims().len(), 1, "the pool launches for the pending pod: {:?}", failed_scheduling(&h));
+}

@@ -1,17 +1,19 @@
-//! NodePool controllers: static capacity (`spec.replicas`) and status (resources, node count,
-//! readiness).
+//! NodePool controllers: static capacity (`spec.replicas`, capped by `limits.nodes`) and status
+//! (resources, node count, readiness). Static drift (disruption/static_drift.rs) counts claims
+//! the same way, through [`StaticCount`].
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kerf_api::nodeclaim::{CONDITION_INITIALIZED, CONDITION_LAUNCHED};
 use kerf_api::nodepool::{CONDITION_NODE_CLASS_READY, CONDITION_READY, NodePoolStatus};
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, NodePool, Operator, ResourceList, labels};
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::Requirements;
+use kerf_scheduling::{InstanceType, NewNodeClaim, Requirements};
 
 use crate::manager::{ControllerError, Manager, Pass};
 use crate::provisioner::first_five;
+use crate::termination::is_disrupted;
 use crate::util;
 use kerf_api::cluster::{ClusterApi, Object};
 
@@ -21,8 +23,75 @@ fn removal_order(a: &(bool, bool, usize, String), b: &(bool, bool, usize, String
     a.cmp(b)
 }
 
+/// How many NodeClaims a static pool has, as its reconciler and static drift count them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StaticCount {
+    /// `spec.replicas`, capped by `limits.nodes`.
+    pub want: usize,
+    /// Claims that count towards the replicas: not deleting, and not on a node a disruption
+    /// is replacing (tainted `karpenter.sh/disrupted`; its replacement counts instead).
+    pub live: usize,
+    /// Every claim of the pool that still exists, deleting ones included: their instances
+    /// still run, so `limits.nodes` counts them.
+    pub claims: usize,
+    /// `limits.nodes`, if set.
+    pub limit: Option<usize>,
+}
+
+impl StaticCount {
+    /// Claims that may be created now without going over `limits.nodes`.
+    pub fn headroom(&self) -> usize {
+        self.limit.map_or(usize::MAX, |l| l.saturating_sub(self.claims))
+    }
+}
+
+/// A claim for a static pool: the pool's requirements and template, any instance type they
+/// allow (cheapest available first), no pods. The static reconciler creates these, and static
+/// drift stages one as each drifted node's replacement.
+pub(crate) fn static_new_claim(pool: &NodePool, types: &[Arc<InstanceType>]) -> NewNodeClaim {
+    let mut reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
+    reqs.add(labels::NODE_POOL, kerf_scheduling::Requirement::new(Operator::In, &[pool.name()]));
+    let mut allowed: Vec<(f64, &Arc<InstanceType>)> = types
+        .iter()
+        .filter(|t| reqs.iter().all(|(k, r)| t.labels.get(k).is_none_or(|v| r.matches(Some(v)))))
+        .filter_map(|t| t.cheapest_available().map(|o| (o.price, t)))
+        .collect();
+    allowed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    let selector = reqs.to_node_selector();
+    let instance_type_min_values = selector.iter().find(|r| r.key == labels::INSTANCE_TYPE).and_then(|r| r.min_values);
+    let spec = &pool.spec.template.spec;
+    NewNodeClaim {
+        node_pool: pool.name().to_string(),
+        requirements: selector.into_iter().filter(|r| r.key != labels::INSTANCE_TYPE).collect(),
+        instance_types: allowed.into_iter().map(|(_, t)| Arc::clone(t)).collect(),
+        instance_type_min_values,
+        labels: reqs.single_valued_labels(),
+        taints: spec.taints.clone(),
+        startup_taints: spec.startup_taints.clone(),
+        pods: Vec::new(),
+        requests: ResourceList::new(),
+    }
+}
+
 impl<P: CloudProvider> Manager<P> {
-    /// Pools with `spec.replicas` keep exactly that many NodeClaims, whatever the pods need.
+    /// The claim counts of a static pool.
+    pub(crate) fn static_count(&self, pool: &NodePool) -> StaticCount {
+        let limit = pool.node_limit().map(|l| usize::try_from(l.max(0)).unwrap_or(usize::MAX));
+        let want = usize::try_from(pool.spec.replicas.unwrap_or(0).max(0)).unwrap_or(usize::MAX);
+        let (mut live, mut claims) = (0, 0);
+        for c in self.state.claims_of_pool(pool.name()) {
+            claims += 1;
+            let replaced = self.state.node_for_claim(c).is_some_and(is_disrupted);
+            if c.metadata.deletion_timestamp.is_none() && !replaced {
+                live += 1;
+            }
+        }
+        StaticCount { want: want.min(limit.unwrap_or(usize::MAX)), live, claims, limit }
+    }
+
+    /// Pools with `spec.replicas` keep exactly that many NodeClaims, whatever the pods need,
+    /// never more than `limits.nodes` at once (a claim being deleted still counts: the claim
+    /// that refills its place waits for it when the pool is at its limit).
     pub(crate) async fn reconcile_static_pools<C: ClusterApi>(
         &mut self,
         api: &C,
@@ -36,13 +105,15 @@ impl<P: CloudProvider> Manager<P> {
             .cloned()
             .collect();
         for pool in pools {
-            // `limits.nodes`, when set, caps the replicas.
-            let cap = pool.spec.limits.as_ref().and_then(|l| l.0.get("nodes")).map(|q| q.value_ceil());
-            let want = pool.spec.replicas.unwrap_or(0).min(cap.unwrap_or(i64::MAX)).max(0) as usize;
-            let live: Vec<&NodeClaim> =
-                self.state.claims_of_pool(pool.name()).filter(|c| c.metadata.deletion_timestamp.is_none()).collect();
-            let have = live.len();
-            if have > want {
+            let count = self.static_count(&pool);
+            let want = count.want;
+            if count.live > want {
+                let live: Vec<&NodeClaim> = self
+                    .state
+                    .claims_of_pool(pool.name())
+                    .filter(|c| c.metadata.deletion_timestamp.is_none())
+                    .filter(|c| !self.state.node_for_claim(c).is_some_and(is_disrupted))
+                    .collect();
                 let mut order: Vec<(bool, bool, usize, String)> = live
                     .iter()
                     .map(|c| {
@@ -61,53 +132,49 @@ impl<P: CloudProvider> Manager<P> {
                     })
                     .collect();
                 order.sort_by(removal_order);
-                for (_, _, _, name) in order.into_iter().take(have - want) {
+                for (_, _, _, name) in order.into_iter().take(count.live - want) {
                     tracing::info!(NodePool = %pool.name(), NodeClaim = %name, replicas = want, "deleting nodeclaim: above the pool's replicas");
                     pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
                 }
             }
-            if have < want
-                && let Some(problem) = crate::nodeclass::node_class_problem(&self.state, &pool)
-            {
+            let missing = want.saturating_sub(count.live);
+            if missing == 0 {
+                continue;
+            }
+            if let Some(problem) = crate::nodeclass::node_class_problem(&self.state, &pool) {
                 tracing::debug!(NodePool = %pool.name(), reason = %problem.message, "not creating nodeclaims");
                 continue;
             }
-            // For the log: the types a claim of this pool may become, cheapest first.
-            let types = if have < want {
-                match self.cloud.instance_types(&pool, self.state.node_class_for(&pool)).await {
-                    Ok(types) => {
-                        let reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
-                        let mut allowed: Vec<(f64, String)> = types
-                            .iter()
-                            .filter(|t| reqs.iter().all(|(k, r)| t.labels.get(k).is_none_or(|v| r.matches(Some(v)))))
-                            .filter_map(|t| t.cheapest_available().map(|o| (o.price, t.name.clone())))
-                            .collect();
-                        allowed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-                        allowed.into_iter().map(|(_, n)| n).collect()
-                    }
-                    Err(_) => Vec::new(),
-                }
-            } else {
-                Vec::new()
-            };
-            for _ in have..want {
-                let mut reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
-                reqs.add(labels::NODE_POOL, kerf_scheduling::Requirement::new(Operator::In, &[pool.name()]));
-                let extra: BTreeMap<String, String> = reqs.single_valued_labels();
-                let spec = &pool.spec.template.spec;
-                let claim = self.claim_from_pool(
-                    &pool,
-                    reqs.to_node_selector(),
-                    &extra,
-                    (spec.taints.clone(), spec.startup_taints.clone()),
-                    ResourceList::new(),
+            let create = missing.min(count.headroom());
+            if create < missing {
+                tracing::debug!(
+                    NodePool = %pool.name(),
+                    missing,
+                    claims = count.claims,
+                    "limits.nodes" = count.limit.unwrap_or(usize::MAX),
+                    "waiting for deleting nodeclaims: the pool is at its node limit"
                 );
+                if create == 0 {
+                    continue;
+                }
+            }
+            let types = match self.cloud.instance_types(&pool, self.state.node_class_for(&pool)).await {
+                Ok(types) => types,
+                Err(e) => {
+                    tracing::warn!(NodePool = %pool.name(), error = %e, "not creating nodeclaims: its instance types are unknown");
+                    continue;
+                }
+            };
+            let new = static_new_claim(&pool, &types);
+            let names: Vec<String> = new.instance_types.iter().map(|t| t.name.clone()).collect();
+            for _ in 0..create {
+                let claim = self.new_claim(&pool, &new);
                 let Some(created) = pass.soft("creating nodeclaim", api.create(claim).await)? else { break };
                 tracing::info!(
                     NodePool = %pool.name(),
                     NodeClaim = %created.name(),
                     requests = %ResourceList::new(),
-                    "instance-types" = %first_five(&types),
+                    "instance-types" = %first_five(&names),
                     replicas = want,
                     "created nodeclaim"
                 );

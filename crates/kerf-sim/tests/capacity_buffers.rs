@@ -190,3 +190,85 @@ fn a_snapshot_writes_buffers_and_the_templates_they_use_and_the_written_scenario
     let b = only_buffer(last);
     assert_eq!((b.replicas, b.placed), (2, 2), "{b:?}");
 }
+
+/// A floor of three nodes under `default` (one tiny virtual pod per node, hostname
+/// anti-affinity), the pool's nodes expiring after `expire`; `extra` steps follow.
+fn floor_scenario(expire: &str, extra: &str) -> String {
+    format!(
+        r#"
+name: floor-replaced
+cloud: {{region: us-west-2, launchLatency: 30s}}
+steps:
+  - apply:
+{}
+      - apiVersion: karpenter.sh/v1
+        kind: NodePool
+        metadata: {{name: default}}
+        spec:
+          template:
+            spec:
+              expireAfter: {expire}
+              requirements:
+                - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+                - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}}
+              nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+          disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s, budgets: [{{nodes: "1"}}]}}
+      - apiVersion: v1
+        kind: PodTemplate
+        metadata: {{name: floor-chunk, namespace: default}}
+        template:
+          metadata: {{labels: {{floor: default}}}}
+          spec:
+            containers: [{{name: c, image: i, resources: {{requests: {{cpu: 10m}}}}}}]
+            affinity:
+              podAntiAffinity:
+                requiredDuringSchedulingIgnoredDuringExecution:
+                  - {{topologyKey: kubernetes.io/hostname, labelSelector: {{matchLabels: {{floor: default}}}}}}
+      - apiVersion: autoscaling.x-k8s.io/v1beta1
+        kind: CapacityBuffer
+        metadata: {{name: floor, namespace: default}}
+        spec: {{podTemplateRef: {{name: floor-chunk}}, replicas: 3}}
+  - wait: 2m
+{extra}"#,
+        common::NODE_CLASS
+    )
+}
+
+#[test]
+fn drift_replaces_a_floor_buffers_nodes_one_by_one_and_the_floor_never_drops_below_three_nodes() {
+    let drift =
+        "  - patch: {kind: NodePool, name: default, merge: {spec: {template: {metadata: {labels: {team: blue}}}}}}\n";
+    let waits: String = (0..60).map(|_| "  - wait: 5s\n").collect();
+    let reports = reports_per_step(&floor_scenario("720h", &format!("{drift}{waits}")));
+    // One node at a time (budget nodes: 1): while a node is replaced, its chunk of room is
+    // unusable (the node is tainted) and the other two stay; never fewer than three nodes.
+    for (i, r) in reports.iter().enumerate().skip(1) {
+        assert!(r.nodes.len() >= 3, "step {i}: {} nodes while the floor's nodes were replaced", r.nodes.len());
+        assert!(only_buffer(r).placed >= 2, "step {i}: {:?}", only_buffer(r));
+    }
+    let end = reports.last().unwrap();
+    let blue = end.nodes.iter().filter(|n| n.labels.get("team").is_some_and(|v| v == "blue")).count();
+    assert_eq!((end.nodes.len(), blue), (3, 3), "each floor node replaced from the new template");
+    assert_eq!(end.disruptions.iter().filter(|d| d.reason == "Drifted").count(), 3, "{:?}", end.disruptions);
+    assert_eq!(end.summary.node_claims_launched, 6, "the three replacements and nothing else");
+    let b = only_buffer(end);
+    assert_eq!((b.replicas, b.placed), (3, 3), "{b:?}");
+    assert_eq!(b.provisioning.as_deref(), Some("True"));
+}
+
+#[test]
+fn expired_floor_nodes_get_replacements_sized_for_the_buffers_room() {
+    let waits: String = (0..60).map(|_| "  - wait: 5s\n").collect();
+    let reports = reports_per_step(&floor_scenario("5m", &waits));
+    for (i, r) in reports.iter().enumerate().skip(1) {
+        assert!(r.nodes.len() >= 3, "step {i}: {} nodes while expired floor nodes were replaced", r.nodes.len());
+    }
+    let end = reports.last().unwrap();
+    let expired: Vec<_> = end.disruptions.iter().filter(|d| d.reason == "Expired").collect();
+    assert!(expired.len() >= 3, "{:?}", end.disruptions);
+    // Expiration pre-spins a replacement for the room each expired node held.
+    assert!(expired.iter().all(|d| !d.replacements.is_empty()), "{expired:?}");
+    let b = only_buffer(end);
+    assert_eq!((b.replicas, b.placed), (3, 3), "{b:?}");
+    assert_eq!(end.nodes.len(), 3);
+}

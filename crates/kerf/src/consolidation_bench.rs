@@ -51,6 +51,7 @@ fn candidates(input: &SchedulingInput, prices: &[f64]) -> Vec<Candidate> {
                 drifted: None,
                 unfit: None,
                 replace_hold: None,
+                static_pool: false,
             }
         })
         .collect()

@@ -184,3 +184,71 @@ fn leaders_killed_three_times_hand_over_and_only_the_lease_holder_ever_creates_a
     assert!(launched >= seen.len() as f64, "{launched} created by leaders, {} seen: {seen:?}", seen.len());
     assert!(leader.stop().success());
 }
+
+/// `karpenter_nodeclaims_created_total` of a controller, waiting until its metrics answer.
+fn created_by(c: &Controller) -> f64 {
+    eventually(10, "the controller's metrics", || c.metrics().contains("# TYPE").then_some(()));
+    created(c)
+}
+
+/// Waits until `pods` pods run, on nodes that are exactly the NodeClaims' (kwok names a Node
+/// after its claim; a Node without a claim is a leaked instance, a claim without a Node an
+/// orphan), for a few seconds in a row; the NodeClaims.
+fn settled_on_claims(s: &Served, pods: usize, what: &str) -> BTreeSet<String> {
+    let mut last: Option<(BTreeSet<String>, std::time::Instant)> = None;
+    eventually(60, what, || {
+        let (claims, nodes) = (names(s, "nodeclaims"), names(s, "nodes"));
+        if running_pods(s) != pods || claims.is_empty() || claims != nodes {
+            last = None;
+            return None;
+        }
+        match &last {
+            Some((seen, since)) if *seen == claims && since.elapsed() >= Duration::from_secs(3) => Some(claims),
+            Some((seen, _)) if *seen == claims => None,
+            _ => {
+                last = Some((claims, std::time::Instant::now()));
+                None
+            }
+        }
+    })
+}
+
+#[test]
+fn an_api_server_killed_and_restarted_under_the_controller_gets_capacity_again_with_no_claim_from_memory() {
+    // A restarted `kerf serve` keeps nothing: it starts from its scenario again, with the
+    // node class, the pool and five pending pods, and none of the NodeClaims and Nodes
+    // (the kwok cloud's instances) of before.
+    let dir = std::env::temp_dir().join(format!("kerf-serve-restart-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scenario dir");
+    let workload = MANIFESTS.replace("replicas: 0", "replicas: 5");
+    write(&dir, "manifests.yaml", &workload);
+    let scenario = write(&dir, "restart.yaml", "name: restart\nsteps:\n  - apply: manifests.yaml\n");
+    let scenario = scenario.to_str().expect("utf-8 path");
+    let mut s = Served::start("serve-restart", &[scenario, "--controllers", "none", "--speed", "10"]);
+    let c = Controller::start(&s, "0", &[]);
+    let first = settled_on_claims(&s, 5, "5 pods running on the first server");
+
+    // Killed once everything runs: the new server's pods get capacity again, on new claims
+    // only (none re-created from what the controller knew), as many as the first time.
+    s.kill();
+    s.restart(1);
+    let second = settled_on_claims(&s, 5, "5 pods running after the first restart");
+    assert!(first.is_disjoint(&second), "claims of the lost server came back: {first:?} {second:?}");
+    assert_eq!(second.len(), first.len(), "the same plan for the same pods: {first:?} {second:?}");
+    assert_eq!(created_by(&c), (first.len() + second.len()) as f64, "a claim was created twice");
+
+    // Killed while launching for a scale-up: what was launched on the lost server is gone
+    // with it, the controller launches for the new server's pods and nothing else.
+    kubectl_ok(&s, &["scale", "deployment", "inflate", "--replicas=9"]);
+    std::thread::sleep(Duration::from_millis(400));
+    s.kill();
+    let before = created_by(&c);
+    s.restart(2);
+    let third = settled_on_claims(&s, 5, "5 pods running after the second restart");
+    assert!(third.is_disjoint(&first) && third.is_disjoint(&second), "{third:?}");
+    assert_eq!(third.len(), first.len(), "the same plan for the same pods: {third:?}");
+    assert_eq!(created_by(&c), before + third.len() as f64, "claims created after the second restart: {third:?}");
+    assert!(tainted_nodes(&s).is_empty(), "{}", tainted_nodes(&s));
+    assert!(c.stop().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

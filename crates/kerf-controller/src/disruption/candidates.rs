@@ -53,6 +53,9 @@ pub struct Candidate {
     /// fewer, still may happen — each of those removes a node, so with the workload unchanged
     /// consolidation ends after finitely many steps.
     pub replace_hold: Option<String>,
+    /// Its pool is static (`spec.replicas`): never consolidated; drift replaces it through
+    /// static drift (one node from the pool's template, within `limits.nodes`).
+    pub static_pool: bool,
 }
 
 impl Candidate {
@@ -62,6 +65,13 @@ impl Candidate {
 
     pub fn is_spot(&self) -> bool {
         self.capacity_type == labels::CAPACITY_TYPE_SPOT
+    }
+
+    /// What keeps `reason` from disrupting it, if anything. Drift is eventual: what only its
+    /// pods protect (a do-not-disrupt pod, a PodDisruptionBudget) goes when the claim has a
+    /// `terminationGracePeriod`.
+    pub fn held_against(&self, reason: super::Reason) -> Option<&String> {
+        self.protected.as_ref().filter(|_| reason != super::Reason::Drifted || self.eventual_grace.is_none())
     }
 }
 
@@ -290,7 +300,7 @@ impl<P: CloudProvider> Manager<P> {
                 count.1 += 1;
                 continue;
             }
-            if pool.is_static() || exclude.contains(claim.name()) || !claim.is_condition_true(CONDITION_INITIALIZED) {
+            if exclude.contains(claim.name()) || !claim.is_condition_true(CONDITION_INITIALIZED) {
                 continue;
             }
             let l = node.metadata.labels.as_ref();
@@ -328,6 +338,10 @@ impl<P: CloudProvider> Manager<P> {
             let since = self.disruption.last_pod_event.get(name).copied().map_or(initialized, |t| t.max(initialized));
             let disruption = &pool.spec.disruption;
             let not_consolidatable = match disruption.consolidate_after.duration() {
+                _ if pool.is_static() => Some(format!(
+                    "NodePool {pool_name} is static (spec.replicas: {}): kerf keeps exactly its replicas and never consolidates them",
+                    pool.spec.replicas.unwrap_or(0)
+                )),
                 None => Some(format!("NodePool {pool_name} has consolidateAfter: Never")),
                 Some(after) => {
                     let at = util::after(since, after);
@@ -393,6 +407,7 @@ impl<P: CloudProvider> Manager<P> {
                 eventual_grace,
                 drifted,
                 replace_hold,
+                static_pool: pool.is_static(),
                 // A node launched after the DaemonSet existed was sized with its pod: a pod that
                 // took its room won a scheduling race, and a replacement would only race again.
                 unfit: unfit

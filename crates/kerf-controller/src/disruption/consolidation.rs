@@ -276,6 +276,7 @@ mod tests {
             drifted: None,
             unfit: None,
             replace_hold: None,
+            static_pool: false,
         }
     }
 

@@ -1,6 +1,6 @@
 //! The disruption controller: removes and replaces managed nodes, one method at a time in
-//! Karpenter's order — emptiness, drift, kerf's `Unfit`, multi-node consolidation, single-node
-//! consolidation — plus expiration (forceful: budgets and do-not-disrupt do not hold it back).
+//! Karpenter's order — emptiness, static drift, drift, kerf's `Unfit`, multi-node consolidation,
+//! single-node consolidation — plus expiration (forceful: budgets and do-not-disrupt do not hold it back).
 //!
 //! A command taints its nodes `karpenter.sh/disrupted:NoSchedule`, launches its replacements,
 //! waits until every replacement is initialized (pre-spin), then deletes the nodes' claims; the
@@ -19,6 +19,7 @@ mod orchestration;
 pub mod reversals;
 #[cfg(test)]
 mod reversals_tests;
+mod static_drift;
 mod unwatched;
 #[cfg(test)]
 mod unwatched_tests;

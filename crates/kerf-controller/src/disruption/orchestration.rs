@@ -15,8 +15,10 @@ use kerf_scheduling::{NewNodeClaim, PodFactsCache, SchedulingContext, Scheduling
 use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
 use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, what_if};
 use super::in_flight::{Destination, Landing, planned_moves};
+use super::static_drift::static_drift;
 use super::{Command, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE};
 use crate::manager::{ControllerError, Manager, Pass};
+use crate::nodepool::StaticCount;
 use crate::provisioner::{TypesByPool, in_flight};
 use crate::termination::{is_disrupted, is_drainable, with_disrupted_taint, without_disrupted_taint};
 use crate::util;
@@ -85,12 +87,9 @@ impl<'a> Eval<'a> {
     /// as long as every pod fits somewhere.
     fn replace_method(&self, reason: Reason, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
         let why = |c: &Candidate| if reason == Reason::Unfit { c.unfit.clone() } else { c.drifted.clone() };
-        // Drift is eventual: what only the pods protect goes when the claim has a grace period.
-        fn held_for(c: &Candidate, reason: Reason) -> Option<&String> {
-            c.protected.as_ref().filter(|_| reason != Reason::Drifted || c.eventual_grace.is_none())
-        }
-        let held = |c: &Candidate| held_for(c, reason).cloned();
-        let matching: Vec<&Candidate> = self.cands.iter().filter(|c| why(c).is_some()).collect();
+        let held = |c: &Candidate| c.held_against(reason).cloned();
+        // Static pools' nodes are replaced by static drift, from their pool's template.
+        let matching: Vec<&Candidate> = self.cands.iter().filter(|c| !c.static_pool && why(c).is_some()).collect();
         for c in &matching {
             if let Some(p) = held(c) {
                 blocked
@@ -346,6 +345,8 @@ impl<P: CloudProvider> Manager<P> {
         self.disruption.next_check = Some(self.next_unwatched_check(pass.now));
         let base = self.disruption_input(&types);
         let pools = self.state.node_pools().clone();
+        let statics: BTreeMap<String, StaticCount> =
+            pools.values().filter(|p| p.is_static()).map(|p| (p.name().to_string(), self.static_count(p))).collect();
         let mut eval = Eval {
             cands: &cands,
             budgets: &budgets,
@@ -363,6 +364,9 @@ impl<P: CloudProvider> Manager<P> {
             }
         }
         let mut command = eval.emptiness(&mut blocked);
+        if command.is_none() {
+            command = static_drift(&cands, &budgets, &pools, &statics, &types, &mut blocked);
+        }
         if command.is_none() {
             command = eval.replace_method(Reason::Drifted, &mut blocked);
         }
@@ -796,20 +800,21 @@ impl<P: CloudProvider> Manager<P> {
     pub(crate) fn forced_candidate(&self, claim: &NodeClaim, types: &TypesByPool) -> Candidate {
         let l = claim.metadata.labels.as_ref();
         let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
-        let pool = get(labels::NODE_POOL);
+        let pool_name = get(labels::NODE_POOL);
         let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
         let node = self.state.node_for_claim(claim).and_then(|n| n.metadata.name.clone()).unwrap_or_default();
+        // Buffer room held here moves like its pods (its replacement keeps the room).
         let pods: Vec<Arc<Pod>> = self
             .state
             .pods_on_node(&node)
             .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
+            .chain(self.state.buffer_room().held_on(&node))
             .cloned()
             .collect();
         Candidate {
             claim: claim.name().to_string(),
-            price: node_price(types, &pool, &itype, &zone, &ct),
+            price: node_price(types, &pool_name, &itype, &zone, &ct),
             node,
-            pool,
             instance_type: itype,
             capacity_type: ct,
             zone,
@@ -821,6 +826,8 @@ impl<P: CloudProvider> Manager<P> {
             drifted: None,
             unfit: None,
             replace_hold: None,
+            static_pool: self.state.node_pool(&pool_name).is_some_and(NodePool::is_static),
+            pool: pool_name,
         }
     }
 

@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 
 pub struct Served {
     child: Child,
+    /// The arguments it was started with (a restart uses them again).
+    args: Vec<String>,
     pub dir: PathBuf,
     pub kubeconfig: PathBuf,
     pub server: String,
@@ -50,17 +52,29 @@ impl Served {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         let kubeconfig = dir.join("kubeconfig");
-        let child = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let child = Served::spawn(&dir, &args, "127.0.0.1:0");
+        let mut served = Served { child, args, dir, kubeconfig, server: String::new() };
+        served.await_kubeconfig();
+        served
+    }
+
+    fn spawn(dir: &Path, args: &[String], listen: &str) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_kerf"))
             .arg("serve")
             .args(args)
-            .args(["--listen", "127.0.0.1:0", "--kubeconfig"])
-            .arg(&kubeconfig)
+            .args(["--listen", listen, "--kubeconfig"])
+            .arg(dir.join("kubeconfig"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("stderr")).expect("stderr file"))
             .spawn()
-            .expect("start kerf serve");
-        let mut served = Served { child, dir, kubeconfig, server: String::new() };
+            .expect("start kerf serve")
+    }
+
+    /// Waits until the server has written its kubeconfig, and reads its address from it.
+    fn await_kubeconfig(&mut self) {
+        let served = self;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(text) = std::fs::read_to_string(&served.kubeconfig)
@@ -75,7 +89,27 @@ impl Served {
             assert!(Instant::now() < deadline, "kerf serve wrote no kubeconfig in 30s: {}", served.stderr());
             std::thread::sleep(Duration::from_millis(50));
         }
-        served
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the server with SIGKILL: its state is lost (it keeps none on disk).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a killed server again with the same arguments on the same address, so clients'
+    /// kubeconfigs stay valid. Its stderr so far is kept in `stderr.N`.
+    pub fn restart(&mut self, n: usize) {
+        let _ = std::fs::rename(self.dir.join("stderr"), self.dir.join(format!("stderr.{n}")));
+        let _ = std::fs::remove_file(&self.kubeconfig);
+        let listen = self.addr().to_string();
+        self.child = Served::spawn(&self.dir, &self.args, &listen);
+        self.await_kubeconfig();
+        assert_eq!(self.addr(), listen, "restarted on the same address");
     }
 
     pub fn stderr(&self) -> String {

@@ -1,0 +1,101 @@
+//! Static drift: a drifted node of a static NodePool (`spec.replicas`) is replaced one for one by
+//! a node from the pool's template, pre-spun like any drift replacement. Three things bound it:
+//! the pool's disruption budget for `Drifted`; its `limits.nodes`, which every claim of the pool
+//! counts against (deleting ones and staged replacements included), so a pool at its limit keeps
+//! its drifted nodes, each with the reason, until room appears; and the pool's size: nothing is
+//! replaced while it has more live claims than its replicas (the scale-down goes first).
+//! Consolidation never touches a static pool; expiration deletes its nodes and the static
+//! reconciler refills them within the same limit.
+
+use std::collections::BTreeMap;
+
+use kerf_api::NodePool;
+use kerf_api::nodepool::DisruptionReason;
+
+use super::candidates::{Budgets, Candidate};
+use super::{Command, Reason};
+use crate::nodepool::{StaticCount, static_new_claim};
+use crate::provisioner::TypesByPool;
+
+/// The first static pool's drift command, as many of its drifted nodes as its budget and its
+/// node limit allow; every drifted static node not in it gets its reason in `blocked`.
+pub(super) fn static_drift(
+    cands: &[Candidate],
+    budgets: &Budgets,
+    pools: &BTreeMap<String, NodePool>,
+    counts: &BTreeMap<String, StaticCount>,
+    types: &TypesByPool,
+    blocked: &mut BTreeMap<String, String>,
+) -> Option<Command> {
+    let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
+    for c in cands.iter().filter(|c| c.static_pool) {
+        let Some(why) = &c.drifted else { continue };
+        match c.held_against(Reason::Drifted) {
+            Some(p) => {
+                blocked.insert(c.node.clone(), format!("Drifted ({why}), but {p}"));
+            }
+            None => by_pool.entry(c.pool.as_str()).or_default().push(c),
+        }
+    }
+    let mut command: Option<Command> = None;
+    for (name, drifted) in by_pool {
+        let (Some(pool), Some(count)) = (pools.get(name), counts.get(name)) else { continue };
+        let budget = budgets.allowed(pool, DisruptionReason::Drifted);
+        let headroom = count.headroom();
+        let why_not = |c: &Candidate| {
+            let drift = c.drifted.clone().unwrap_or_default();
+            if count.live > count.want {
+                format!(
+                    "Drifted ({drift}), but static NodePool {name} has {} live NodeClaims for {} replicas: the scale-down goes first",
+                    count.live, count.want
+                )
+            } else if headroom == 0 {
+                format!(
+                    "Drifted ({drift}), but static NodePool {name} is at its node limit (limits.nodes {}, {} NodeClaims) and cannot stage a replacement",
+                    count.limit.unwrap_or(usize::MAX),
+                    count.claims
+                )
+            } else {
+                format!("Drifted ({drift}), but {}", budgets.describe(pool, DisruptionReason::Drifted))
+            }
+        };
+        let take = if count.live > count.want || command.is_some() { 0 } else { budget.min(headroom) };
+        let (chosen, waiting) = drifted.split_at(take.min(drifted.len()));
+        for c in waiting {
+            blocked.insert(c.node.clone(), why_not(c));
+        }
+        if chosen.is_empty() {
+            continue;
+        }
+        let pool_types = types.get(name).map(Vec::as_slice).unwrap_or_default();
+        let new = static_new_claim(pool, pool_types);
+        if new.instance_types.is_empty() {
+            for c in chosen {
+                blocked.insert(
+                    c.node.clone(),
+                    format!(
+                        "Drifted ({}), but no instance type NodePool {name} allows is available for a replacement",
+                        c.drifted.clone().unwrap_or_default()
+                    ),
+                );
+            }
+            continue;
+        }
+        let detail = format!(
+            "{}; static NodePool {name} replaces it with a node from its template ({} of {} NodeClaims under limits.nodes {})",
+            chosen[0].drifted.clone().unwrap_or_default(),
+            count.claims + chosen.len(),
+            count.want,
+            count.limit.map_or_else(|| "unset".to_string(), |l| l.to_string()),
+        );
+        command = Some(Command {
+            reason: Reason::Drifted,
+            candidates: chosen.iter().map(|c| (*c).clone()).collect(),
+            replacements: vec![new; chosen.len()],
+            detail,
+            savings: 0.0,
+            moves: Vec::new(),
+        });
+    }
+    command
+}
