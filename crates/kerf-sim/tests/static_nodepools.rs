@@ -48,6 +48,15 @@ fn run_counting(yaml: &str) -> (Report, usize, Simulation<kerf_cloud::sim::SimPr
     (sim.report(), most, sim)
 }
 
+/// A scenario named `name` (launch latency 30 s) that applies the node class and `objects`,
+/// then runs `steps`.
+fn scenario(name: &str, objects: &str, steps: &str) -> String {
+    format!(
+        "name: {name}\ncloud: {{region: us-west-2, launchLatency: 30s}}\nsteps:\n  - apply:\n{}{objects}\n{steps}",
+        common::NODE_CLASS
+    )
+}
+
 /// `n` waits of `each`.
 fn waits(n: usize, each: &str) -> String {
     (0..n).map(|_| format!("  - wait: {each}\n")).collect()
@@ -62,12 +71,7 @@ fn team_blue(r: &Report) -> usize {
 
 #[test]
 fn a_drifted_static_pool_is_replaced_one_node_at_a_time_within_its_node_limit() {
-    let yaml = format!(
-        "name: static-drift\ncloud: {{region: us-west-2, launchLatency: 30s}}\nsteps:\n  - apply:\n{}{}\n  - wait: 2m\n{DRIFT}{}",
-        common::NODE_CLASS,
-        pool(3, 4, ""),
-        waits(60, "5s"),
-    );
+    let yaml = scenario("static-drift", &pool(3, 4, ""), &format!("  - wait: 2m\n{DRIFT}{}", waits(60, "5s")));
     let (r, most, _) = run_counting(&yaml);
     assert!(most <= 4, "the pool had {most} NodeClaims with limits.nodes 4");
     assert_eq!(r.nodes.len(), 3, "{:?}", r.nodes);
@@ -83,12 +87,7 @@ fn a_drifted_static_pool_is_replaced_one_node_at_a_time_within_its_node_limit() 
 #[test]
 fn a_static_pool_at_its_node_limit_keeps_its_drifted_nodes_and_says_why_until_the_limit_is_raised() {
     let raise = "  - patch: {kind: NodePool, name: fixed, merge: {spec: {limits: {nodes: \"4\"}}}}\n";
-    let held = format!(
-        "name: static-drift-at-limit\ncloud: {{region: us-west-2, launchLatency: 30s}}\nsteps:\n  - apply:\n{}{}\n  - wait: 2m\n{DRIFT}{}",
-        common::NODE_CLASS,
-        pool(3, 3, ""),
-        waits(24, "5s"),
-    );
+    let held = scenario("static-drift-at-limit", &pool(3, 3, ""), &format!("  - wait: 2m\n{DRIFT}{}", waits(24, "5s")));
     let (r, most, _) = run_counting(&held);
     assert_eq!(most, 3, "never more than limits.nodes");
     assert!(r.disruptions.is_empty(), "{:?}", r.disruptions);
@@ -126,13 +125,7 @@ fn guarded_pods() -> String {
 #[test]
 fn an_expired_static_node_is_refilled_only_once_it_is_gone_when_the_pool_is_at_its_node_limit() {
     let expire = "\n              expireAfter: 5m\n              terminationGracePeriod: 2m";
-    let at_limit = format!(
-        "name: static-expiry\ncloud: {{region: us-west-2, launchLatency: 30s}}\nsteps:\n  - apply:\n{}{}{}\n{}",
-        common::NODE_CLASS,
-        pool(2, 2, expire),
-        guarded_pods(),
-        waits(100, "5s"),
-    );
+    let at_limit = scenario("static-expiry", &format!("{}{}", pool(2, 2, expire), guarded_pods()), &waits(100, "5s"));
     let (r, most, sim) = run_counting(&at_limit);
     assert_eq!(most, 2, "a refill went over limits.nodes 2");
     assert_eq!(r.nodes.len(), 2);
