@@ -722,9 +722,8 @@ impl CloudProvider for AwsProvider {
         node_class: Option<&EC2NodeClass>,
     ) -> Result<Option<String>, CloudError> {
         let Some(nc) = node_class else { return Ok(None) };
-        let claim_hash = claim.metadata.annotations.as_ref().and_then(|a| a.get(labels::NODECLASS_HASH));
-        if claim_hash.is_some_and(|h| *h != nc.static_hash()) {
-            return Ok(Some("NodeClassDrift".to_string()));
+        if let Some(drift) = kerf_cloud::provider::node_class_hash_drift(claim, nc) {
+            return Ok(Some(drift));
         }
         let Some(status) = &nc.status else { return Ok(None) };
         if let Some(image) = claim.status.as_ref().and_then(|s| s.image_id.as_ref())

@@ -11,6 +11,20 @@ use kerf_scheduling::InstanceType;
 /// provider creates the Node, and a simulated kubelet (kwok, `kerf serve`) makes it Ready.
 pub const KWOK_PROVIDER_ID_PREFIX: &str = "kwok://";
 
+/// The one drift every provider shares: the claim's node class changed a launch setting since
+/// the claim was created. The claim carries the class's static hash from its launch; the class's
+/// current hash is the one a hash controller wrote on it (as Karpenter's drift reads it), else
+/// the hash of its spec now. Providers add only the facts they alone know (AMIs, subnets and
+/// security groups of the instance).
+pub fn node_class_hash_drift(claim: &NodeClaim, node_class: &EC2NodeClass) -> Option<String> {
+    let annotation = |a: &Option<std::collections::BTreeMap<String, String>>| {
+        a.as_ref().and_then(|a| a.get(kerf_api::labels::NODECLASS_HASH)).cloned()
+    };
+    let claim_hash = annotation(&claim.metadata.annotations)?;
+    let class_hash = annotation(&node_class.metadata.annotations).unwrap_or_else(|| node_class.static_hash());
+    (claim_hash != class_hash).then(|| "NodeClassDrift".to_string())
+}
+
 /// What can go wrong talking to a cloud.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CloudError {

@@ -47,12 +47,7 @@ pub fn node_taints(node: &Node) -> Vec<Taint> {
         .unwrap_or_default()
 }
 
-pub fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
+pub use kerf_scheduling::node::node_ready;
 
 pub fn node_allocatable(node: &Node) -> ResourceList {
     resource_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()))

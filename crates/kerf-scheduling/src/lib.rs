@@ -26,6 +26,7 @@ pub mod fit;
 pub mod instance;
 pub mod kube_choice;
 pub mod model;
+pub mod node;
 pub mod packing_bound;
 pub mod pod;
 pub mod predicates;

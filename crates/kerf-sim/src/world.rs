@@ -78,12 +78,7 @@ fn pod_namespace(pod: &Pod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or("default")
 }
 
-pub fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
+pub use kerf_scheduling::node::node_ready;
 
 /// Whether the kubelet has started the pod (or it has finished).
 pub fn started(pod: &Pod) -> bool {

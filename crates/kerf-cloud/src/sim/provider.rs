@@ -771,22 +771,7 @@ impl CloudProvider for SimProvider {
         claim: &NodeClaim,
         node_class: Option<&EC2NodeClass>,
     ) -> Result<Option<String>, CloudError> {
-        // The claim carries the node class's static hash from when it was created; the node
-        // class's current spec hashes differently once a launch setting changed. A hash the
-        // node class controller wrote on the class is taken as its current value.
-        let Some(nc) = node_class else { return Ok(None) };
-        let claim_hash = claim.metadata.annotations.as_ref().and_then(|a| a.get(labels::NODECLASS_HASH));
-        let class_hash = nc
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(labels::NODECLASS_HASH))
-            .cloned()
-            .unwrap_or_else(|| nc.static_hash());
-        Ok(match claim_hash {
-            Some(a) if *a != class_hash => Some("NodeClassDrift".to_string()),
-            _ => None,
-        })
+        Ok(node_class.and_then(|nc| crate::provider::node_class_hash_drift(claim, nc)))
     }
 
     async fn interruptions(&self) -> Result<Vec<InterruptionNotice>, CloudError> {
