@@ -74,6 +74,12 @@ pub(crate) fn static_new_claim(pool: &NodePool, types: &[Arc<InstanceType>]) -> 
 }
 
 impl<P: CloudProvider> Manager<P> {
+    /// A claim counts towards its static pool's replicas: not deleting, and not on a node a
+    /// disruption is replacing.
+    fn counts_toward_replicas(&self, claim: &NodeClaim) -> bool {
+        claim.metadata.deletion_timestamp.is_none() && !self.state.node_for_claim(claim).is_some_and(is_disrupted)
+    }
+
     /// The claim counts of a static pool.
     pub(crate) fn static_count(&self, pool: &NodePool) -> StaticCount {
         let limit = pool.node_limit().map(|l| usize::try_from(l.max(0)).unwrap_or(usize::MAX));
@@ -81,8 +87,7 @@ impl<P: CloudProvider> Manager<P> {
         let (mut live, mut claims) = (0, 0);
         for c in self.state.claims_of_pool(pool.name()) {
             claims += 1;
-            let replaced = self.state.node_for_claim(c).is_some_and(is_disrupted);
-            if c.metadata.deletion_timestamp.is_none() && !replaced {
+            if self.counts_toward_replicas(c) {
                 live += 1;
             }
         }
@@ -108,12 +113,8 @@ impl<P: CloudProvider> Manager<P> {
             let count = self.static_count(&pool);
             let want = count.want;
             if count.live > want {
-                let live: Vec<&NodeClaim> = self
-                    .state
-                    .claims_of_pool(pool.name())
-                    .filter(|c| c.metadata.deletion_timestamp.is_none())
-                    .filter(|c| !self.state.node_for_claim(c).is_some_and(is_disrupted))
-                    .collect();
+                let live: Vec<&NodeClaim> =
+                    self.state.claims_of_pool(pool.name()).filter(|c| self.counts_toward_replicas(c)).collect();
                 let mut order: Vec<(bool, bool, usize, String)> = live
                     .iter()
                     .map(|c| {

@@ -17,8 +17,9 @@ use super::{Command, Reason};
 use crate::nodepool::{StaticCount, static_new_claim};
 use crate::provisioner::TypesByPool;
 
-/// The first static pool's drift command, as many of its drifted nodes as its budget and its
-/// node limit allow; every drifted static node not in it gets its reason in `blocked`.
+/// The first static pool's drift command (pools in name order), as many of its drifted nodes as
+/// its budget and its node limit allow; each drifted static node of the pools looked at that is
+/// not in it gets its reason in `blocked`.
 pub(super) fn static_drift(
     cands: &[Candidate],
     budgets: &Budgets,
@@ -37,7 +38,6 @@ pub(super) fn static_drift(
             None => by_pool.entry(c.pool.as_str()).or_default().push(c),
         }
     }
-    let mut command: Option<Command> = None;
     for (name, drifted) in by_pool {
         let (Some(pool), Some(count)) = (pools.get(name), counts.get(name)) else { continue };
         let budget = budgets.allowed(pool, DisruptionReason::Drifted);
@@ -59,7 +59,7 @@ pub(super) fn static_drift(
                 format!("Drifted ({drift}), but {}", budgets.describe(pool, DisruptionReason::Drifted))
             }
         };
-        let take = if count.live > count.want || command.is_some() { 0 } else { budget.min(headroom) };
+        let take = if count.live > count.want { 0 } else { budget.min(headroom) };
         let (chosen, waiting) = drifted.split_at(take.min(drifted.len()));
         for c in waiting {
             blocked.insert(c.node.clone(), why_not(c));
@@ -88,7 +88,8 @@ pub(super) fn static_drift(
             count.want,
             count.limit.map_or_else(|| "unset".to_string(), |l| l.to_string()),
         );
-        command = Some(Command {
+        // One command a pass: later pools' drifted nodes keep the reason they were last given.
+        return Some(Command {
             reason: Reason::Drifted,
             candidates: chosen.iter().map(|c| (*c).clone()).collect(),
             replacements: vec![new; chosen.len()],
@@ -97,5 +98,5 @@ pub(super) fn static_drift(
             moves: Vec::new(),
         });
     }
-    command
+    None
 }
