@@ -38,7 +38,7 @@ use kerf_api::{CapacityBuffer, Condition, ResourceList};
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::SchedulingContext;
 
-use crate::manager::{ControllerError, Manager, Pass};
+use crate::ctx::{ControllerError, Ctx};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 
@@ -336,18 +336,22 @@ fn condition(
     }
 }
 
-impl<P: CloudProvider> Manager<P> {
+impl Buffers {
     /// Reads the `scalableRef` workloads not read within [`WORKLOAD_REFRESH`].
-    async fn read_workloads<C: ClusterApi>(&mut self, api: &C, now: Timestamp) -> Result<(), ControllerError> {
-        let buffers: Vec<(ObjectKey, cb::ScalableRef)> = self
-            .state
+    async fn read_workloads<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        state: &ClusterState,
+        now: Timestamp,
+    ) -> Result<(), ControllerError> {
+        let buffers: Vec<(ObjectKey, cb::ScalableRef)> = state
             .capacity_buffers()
             .iter()
             .filter_map(|(k, b)| Some((k.clone(), b.spec.scalable_ref.clone()?)))
             .collect();
-        self.buffers.workloads.retain(|k, _| buffers.iter().any(|(b, _)| b == k));
+        self.workloads.retain(|k, _| buffers.iter().any(|(b, _)| b == k));
         for (key, r) in buffers {
-            if self.buffers.workloads.get(&key).is_some_and(|(at, _)| now < util::after(*at, WORKLOAD_REFRESH)) {
+            if self.workloads.get(&key).is_some_and(|(at, _)| now < util::after(*at, WORKLOAD_REFRESH)) {
                 continue;
             }
             if r.api_group != "apps" || !SCALABLE_KINDS.contains(&r.kind.as_str()) {
@@ -366,51 +370,50 @@ impl<P: CloudProvider> Manager<P> {
                 }
                 Err(e) => return Err(e.into()),
             };
-            self.buffers.workloads.insert(key, (now, found));
+            self.workloads.insert(key, (now, found));
         }
         Ok(())
     }
 
     /// One pass: resolve every buffer, place its room, publish it, write status.
-    pub(crate) async fn reconcile_buffers<C: ClusterApi>(
+    pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        if self.state.capacity_buffers().is_empty() {
-            if !self.state.buffer_room().is_empty() {
-                let generation = self.state.buffer_room().generation + 1;
-                self.state.set_buffer_room(BufferRoom { pods: Vec::new(), generation });
+        if cx.state.capacity_buffers().is_empty() {
+            if !cx.state.buffer_room().is_empty() {
+                let generation = cx.state.buffer_room().generation + 1;
+                cx.state.set_buffer_room(BufferRoom { pods: Vec::new(), generation });
             }
-            self.buffers = Buffers::default();
+            *self = Buffers::default();
             return Ok(());
         }
-        let due = self.buffers.next_at.is_some_and(|t| pass.now >= t);
-        if !due && self.buffers.observed == Some(self.state.generation()) {
-            if let Some(t) = self.buffers.next_at {
-                pass.wake_at(t);
+        let due = self.next_at.is_some_and(|t| cx.pass.now >= t);
+        if !due && self.observed == Some(cx.state.generation()) {
+            if let Some(t) = self.next_at {
+                cx.pass.wake_at(t);
             }
             return Ok(());
         }
-        self.read_workloads(api, pass.now).await?;
-        let wall = self.wall_clock(pass.now);
+        self.read_workloads(cx.api, cx.state, cx.pass.now).await?;
+        let wall = cx.options.wall_clock(cx.pass.now);
         let mut next_at: Option<Timestamp> = None;
         let mut resolved: Vec<(ObjectKey, CapacityBuffer, Result<Resolved, String>)> = Vec::new();
-        for (key, buffer) in self.state.capacity_buffers() {
+        for (key, buffer) in cx.state.capacity_buffers() {
             if buffer.strategy() != ACTIVE_CAPACITY || buffer.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let workload = self.buffers.workloads.get(key).map(|(at, w)| {
+            let workload = self.workloads.get(key).map(|(at, w)| {
                 next_at = util::earliest(next_at, Some(util::after(*at, WORKLOAD_REFRESH)));
                 w
             });
             if let Some((schedule, duration)) = window(buffer)
                 && let Some(change) = kerf_api::budget::window_next_change(schedule, duration, wall)
             {
-                let virtual_ms = change.as_millisecond() - self.options.wall_clock_offset_ms;
+                let virtual_ms = change.as_millisecond() - cx.options.wall_clock_offset_ms;
                 next_at = util::earliest(next_at, Timestamp::from_millisecond(virtual_ms).ok());
             }
-            resolved.push((key.clone(), buffer.clone(), resolve(buffer, &self.state, workload, wall)));
+            resolved.push((key.clone(), buffer.clone(), resolve(buffer, cx.state, workload, wall)));
         }
         let mut pods = Vec::new();
         for (key, buffer, r) in &resolved {
@@ -428,206 +431,193 @@ impl<P: CloudProvider> Manager<P> {
                 pods.push(VirtualPod { buffer: key.clone(), pod: Arc::new(pod), held_on: None, registered: false });
             }
         }
-        self.place_room(&mut pods).await;
-        let old = self.state.buffer_room();
+        place_room(cx, &mut pods).await;
+        let old = cx.state.buffer_room();
         if old.pods != pods {
             let generation = old.generation + 1;
-            self.state.set_buffer_room(BufferRoom { pods, generation });
+            cx.state.set_buffer_room(BufferRoom { pods, generation });
         }
-        self.buffers.observed = Some(self.state.generation());
-        self.buffers.next_at = next_at;
+        self.observed = Some(cx.state.generation());
+        self.next_at = next_at;
         if let Some(t) = next_at {
-            pass.wake_at(t);
+            cx.pass.wake_at(t);
         }
         for (key, buffer, r) in resolved {
-            let status = self.buffer_status(&key, &buffer, &r, pass.now);
+            let status = buffer_status(cx.state, &key, &buffer, &r, cx.pass.now);
             if buffer.status.as_ref() == Some(&status) {
                 continue;
             }
             let mut updated = buffer.clone();
             updated.status = Some(status);
-            if let Some(written) = pass.soft("writing capacitybuffer status", api.update_status(updated).await)? {
-                self.state.record(kerf_api::cluster::Object::into_any(written));
+            if let Some(written) = cx.pass.soft("writing capacitybuffer status", cx.api.update_status(updated).await)? {
+                cx.state.record(kerf_api::cluster::Object::into_any(written));
             }
         }
         // The status writes changed the generation; the room does not depend on status.
-        self.buffers.observed = Some(self.state.generation());
+        self.observed = Some(cx.state.generation());
         Ok(())
     }
+}
 
-    /// Places every chunk on the room existing nodes and in-flight claims have left (pods
-    /// bound, nominated and DaemonSet pods counted), no pool launching anything. A chunk stays
-    /// on the node that held it while it still fits there (room that moves on every change
-    /// would leave the nodes it left empty, and emptiness would take them); the others go
-    /// wherever the scheduling core puts them.
-    async fn place_room(&mut self, pods: &mut [VirtualPod]) {
-        if pods.is_empty() {
-            return;
-        }
-        let types = self.instance_types_by_pool().await;
-        let mut base = self.scheduling_input_with(&[], &types, false);
-        base.node_pools.clear();
-        base.unavailable_node_pools.clear();
-        let registered: BTreeMap<String, bool> =
-            base.existing_nodes.iter().map(|n| (n.name.clone(), !n.in_flight)).collect();
-        let before: BTreeMap<&str, &str> = self
-            .state
-            .buffer_room()
-            .pods
-            .iter()
-            .filter_map(|p| Some((p.pod.metadata.name.as_deref()?, p.held_on.as_deref()?)))
-            .collect();
-        let pinned: Vec<(usize, String)> = pods
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| {
-                let node = before.get(p.pod.metadata.name.as_deref()?)?;
-                registered.contains_key(*node).then(|| (i, node.to_string()))
-            })
-            .collect();
-        if !pinned.is_empty() {
-            let mut input = base.clone();
-            input.pods = pinned.iter().map(|(i, node)| Arc::new(pinned_to(&pods[*i].pod, node))).collect();
-            let result = SchedulingContext::with_facts(input, &self.pod_facts).place_pending();
-            for placement in result.placements {
-                if let Some((i, _)) = pinned.get(placement.pod)
-                    && let Some(p) = pods.get_mut(*i)
-                {
-                    p.held_on = Some(placement.node);
-                }
+/// Places every chunk on the room existing nodes and in-flight claims have left (pods
+/// bound, nominated and DaemonSet pods counted), no pool launching anything. A chunk stays
+/// on the node that held it while it still fits there (room that moves on every change
+/// would leave the nodes it left empty, and emptiness would take them); the others go
+/// wherever the scheduling core puts them.
+async fn place_room<P: CloudProvider, C>(cx: &mut Ctx<'_, P, C>, pods: &mut [VirtualPod]) {
+    if pods.is_empty() {
+        return;
+    }
+    let types = cx.instance_types_by_pool().await;
+    let mut base = cx.view().scheduling_input_with(&[], &types, false);
+    base.node_pools.clear();
+    base.unavailable_node_pools.clear();
+    let registered: BTreeMap<String, bool> =
+        base.existing_nodes.iter().map(|n| (n.name.clone(), !n.in_flight)).collect();
+    let before: BTreeMap<&str, &str> = cx
+        .state
+        .buffer_room()
+        .pods
+        .iter()
+        .filter_map(|p| Some((p.pod.metadata.name.as_deref()?, p.held_on.as_deref()?)))
+        .collect();
+    let pinned: Vec<(usize, String)> = pods
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let node = before.get(p.pod.metadata.name.as_deref()?)?;
+            registered.contains_key(*node).then(|| (i, node.to_string()))
+        })
+        .collect();
+    if !pinned.is_empty() {
+        let mut input = base.clone();
+        input.pods = pinned.iter().map(|(i, node)| Arc::new(pinned_to(&pods[*i].pod, node))).collect();
+        let result = SchedulingContext::with_facts(input, cx.pod_facts).place_pending();
+        for placement in result.placements {
+            if let Some((i, _)) = pinned.get(placement.pod)
+                && let Some(p) = pods.get_mut(*i)
+            {
+                p.held_on = Some(placement.node);
             }
-        }
-        let rest: Vec<usize> = (0..pods.len()).filter(|i| pods[*i].held_on.is_none()).collect();
-        if !rest.is_empty() {
-            let mut input = base;
-            let mut kept: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
-            for p in pods.iter() {
-                if let Some(n) = &p.held_on {
-                    kept.entry(n.as_str()).or_default().push(Arc::clone(&p.pod));
-                }
-            }
-            for n in &mut input.existing_nodes {
-                n.pods.extend(kept.remove(n.name.as_str()).unwrap_or_default());
-            }
-            input.pods = rest.iter().map(|i| Arc::clone(&pods[*i].pod)).collect();
-            let result = SchedulingContext::with_facts(input, &self.pod_facts).place_pending();
-            for placement in result.placements {
-                if let Some(p) = rest.get(placement.pod).and_then(|i| pods.get_mut(*i)) {
-                    p.held_on = Some(placement.node);
-                }
-            }
-        }
-        for p in pods.iter_mut() {
-            p.registered = p.held_on.as_ref().is_some_and(|n| registered.get(n).copied().unwrap_or(false));
         }
     }
-
-    /// The status upstream defines for a buffer, from what it resolved to and where its room is.
-    fn buffer_status(
-        &self,
-        key: &ObjectKey,
-        buffer: &CapacityBuffer,
-        resolved: &Result<Resolved, String>,
-        now: Timestamp,
-    ) -> CapacityBufferStatus {
-        let old = buffer.status.clone().unwrap_or_default();
-        let generation = buffer.metadata.generation;
-        let mut status = CapacityBufferStatus {
-            provisioning_strategy: Some(buffer.strategy().to_string()),
-            conditions: old.conditions.clone(),
-            ..CapacityBufferStatus::default()
-        };
-        let set = |status: &mut CapacityBufferStatus, c: Condition| {
-            kerf_api::shared::set_condition(&mut status.conditions, c)
-        };
-        match resolved {
-            Err(why) => {
-                set(
-                    &mut status,
-                    condition(
-                        CONDITION_READY_FOR_PROVISIONING,
-                        false,
-                        "ResolutionFailed",
-                        why.clone(),
-                        now,
-                        generation,
-                    ),
-                );
-                set(
-                    &mut status,
-                    condition(
-                        CONDITION_PROVISIONING,
-                        false,
-                        "NotReadyForProvisioning",
-                        "the buffer could not be resolved".to_string(),
-                        now,
-                        generation,
-                    ),
-                );
+    let rest: Vec<usize> = (0..pods.len()).filter(|i| pods[*i].held_on.is_none()).collect();
+    if !rest.is_empty() {
+        let mut input = base;
+        let mut kept: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
+        for p in pods.iter() {
+            if let Some(n) = &p.held_on {
+                kept.entry(n.as_str()).or_default().push(Arc::clone(&p.pod));
             }
-            Ok(r) => {
-                status.pod_template_ref = r.template_ref.clone().map(|name| LocalObjectRef { name });
-                status.replicas = Some(r.replicas);
-                status.pod_template_generation = r.template_generation;
-                set(
-                    &mut status,
-                    condition(
-                        CONDITION_READY_FOR_PROVISIONING,
-                        true,
-                        cb::REASON_ATTRIBUTES_SET,
-                        "ready".to_string(),
-                        now,
-                        generation,
-                    ),
-                );
-                let c = match &r.inactive {
-                    Some(why) => condition(
-                        CONDITION_PROVISIONING,
-                        false,
-                        "Inactive",
-                        format!("no room kept: {why}"),
-                        now,
-                        generation,
-                    ),
-                    None => {
-                        let (all, placed) = self.state.buffer_room().counts(key);
-                        let held = self
-                            .state
-                            .buffer_room()
-                            .pods
-                            .iter()
-                            .filter(|p| &p.buffer == key && p.held_on.is_some())
-                            .count();
-                        if placed == all {
-                            condition(
-                                CONDITION_PROVISIONING,
-                                true,
-                                "CapacityProvisioned",
-                                format!("room for all {all} pod(s) exists on registered nodes"),
-                                now,
-                                generation,
-                            )
-                        } else {
-                            condition(
-                                CONDITION_PROVISIONING,
-                                false,
-                                "CapacityPending",
-                                format!(
-                                    "room for {placed} of {all} pod(s) exists on registered nodes; {} on nodes still launching, {} on no node yet",
-                                    held - placed,
-                                    all - held
-                                ),
-                                now,
-                                generation,
-                            )
-                        }
+        }
+        for n in &mut input.existing_nodes {
+            n.pods.extend(kept.remove(n.name.as_str()).unwrap_or_default());
+        }
+        input.pods = rest.iter().map(|i| Arc::clone(&pods[*i].pod)).collect();
+        let result = SchedulingContext::with_facts(input, cx.pod_facts).place_pending();
+        for placement in result.placements {
+            if let Some(p) = rest.get(placement.pod).and_then(|i| pods.get_mut(*i)) {
+                p.held_on = Some(placement.node);
+            }
+        }
+    }
+    for p in pods.iter_mut() {
+        p.registered = p.held_on.as_ref().is_some_and(|n| registered.get(n).copied().unwrap_or(false));
+    }
+}
+
+/// The status upstream defines for a buffer, from what it resolved to and where its room is.
+fn buffer_status(
+    state: &ClusterState,
+    key: &ObjectKey,
+    buffer: &CapacityBuffer,
+    resolved: &Result<Resolved, String>,
+    now: Timestamp,
+) -> CapacityBufferStatus {
+    let old = buffer.status.clone().unwrap_or_default();
+    let generation = buffer.metadata.generation;
+    let mut status = CapacityBufferStatus {
+        provisioning_strategy: Some(buffer.strategy().to_string()),
+        conditions: old.conditions.clone(),
+        ..CapacityBufferStatus::default()
+    };
+    let set =
+        |status: &mut CapacityBufferStatus, c: Condition| kerf_api::shared::set_condition(&mut status.conditions, c);
+    match resolved {
+        Err(why) => {
+            set(
+                &mut status,
+                condition(CONDITION_READY_FOR_PROVISIONING, false, "ResolutionFailed", why.clone(), now, generation),
+            );
+            set(
+                &mut status,
+                condition(
+                    CONDITION_PROVISIONING,
+                    false,
+                    "NotReadyForProvisioning",
+                    "the buffer could not be resolved".to_string(),
+                    now,
+                    generation,
+                ),
+            );
+        }
+        Ok(r) => {
+            status.pod_template_ref = r.template_ref.clone().map(|name| LocalObjectRef { name });
+            status.replicas = Some(r.replicas);
+            status.pod_template_generation = r.template_generation;
+            set(
+                &mut status,
+                condition(
+                    CONDITION_READY_FOR_PROVISIONING,
+                    true,
+                    cb::REASON_ATTRIBUTES_SET,
+                    "ready".to_string(),
+                    now,
+                    generation,
+                ),
+            );
+            let c = match &r.inactive {
+                Some(why) => condition(
+                    CONDITION_PROVISIONING,
+                    false,
+                    "Inactive",
+                    format!("no room kept: {why}"),
+                    now,
+                    generation,
+                ),
+                None => {
+                    let (all, placed) = state.buffer_room().counts(key);
+                    let held =
+                        state.buffer_room().pods.iter().filter(|p| &p.buffer == key && p.held_on.is_some()).count();
+                    if placed == all {
+                        condition(
+                            CONDITION_PROVISIONING,
+                            true,
+                            "CapacityProvisioned",
+                            format!("room for all {all} pod(s) exists on registered nodes"),
+                            now,
+                            generation,
+                        )
+                    } else {
+                        condition(
+                            CONDITION_PROVISIONING,
+                            false,
+                            "CapacityPending",
+                            format!(
+                                "room for {placed} of {all} pod(s) exists on registered nodes; {} on nodes still launching, {} on no node yet",
+                                held - placed,
+                                all - held
+                            ),
+                            now,
+                            generation,
+                        )
                     }
-                };
-                set(&mut status, c);
-            }
+                }
+            };
+            set(&mut status, c);
         }
-        status
     }
+    status
 }
 
 #[cfg(test)]

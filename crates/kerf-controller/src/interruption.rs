@@ -6,17 +6,22 @@
 
 use kerf_cloud::CloudProvider;
 
-use crate::disruption::{Command, Reason};
-use crate::manager::{ControllerError, Manager, Pass};
+use crate::ctx::{ControllerError, Ctx};
+use crate::disruption::{Command, Disruption, Reason};
 use kerf_api::cluster::{ClusterApi, EventRecord};
 
-impl<P: CloudProvider> Manager<P> {
-    pub(crate) async fn reconcile_interruptions<C: ClusterApi>(
+/// The interruption reconciler. It keeps nothing; the commands it starts are carried out by the
+/// disruption controller's orchestration, handed to it explicitly.
+#[derive(Debug, Default)]
+pub(crate) struct Interruption;
+
+impl Interruption {
+    pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
+        disruption: &mut Disruption,
     ) -> Result<(), ControllerError> {
-        let notices = match self.cloud.interruptions().await {
+        let notices = match cx.cloud.interruptions().await {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read interruption notices");
@@ -26,51 +31,52 @@ impl<P: CloudProvider> Manager<P> {
         if notices.is_empty() {
             return Ok(());
         }
-        let types = self.instance_types_by_pool().await;
+        let types = cx.instance_types_by_pool().await;
         for notice in notices {
-            let Some(claim) = self.state.claim_for_provider_id(&notice.provider_id).cloned() else {
+            let Some(claim) = cx.state.claim_for_provider_id(&notice.provider_id).cloned() else {
                 tracing::debug!("provider-id" = %notice.provider_id, "interruption notice for an instance without a nodeclaim");
                 continue;
             };
-            if claim.metadata.deletion_timestamp.is_some() || self.is_disrupting(claim.name()) {
+            if claim.metadata.deletion_timestamp.is_some() || disruption.is_disrupting(claim.name()) {
                 continue;
             }
             let name = claim.name().to_string();
             tracing::info!(NodeClaim = %name, kind = %notice.kind, "received interruption notice");
-            api.record_event(EventRecord {
-                kind: kerf_api::nodeclaim::KIND,
-                name: name.clone(),
-                type_: "Warning",
-                reason: notice.kind.event_reason().to_string(),
-                message: format!("{} notice received from the cloud", notice.kind),
-            })
-            .await;
+            cx.api
+                .record_event(EventRecord {
+                    kind: kerf_api::nodeclaim::KIND,
+                    name: name.clone(),
+                    type_: "Warning",
+                    reason: notice.kind.event_reason().to_string(),
+                    message: format!("{} notice received from the cloud", notice.kind),
+                })
+                .await;
             if !notice.kind.requires_drain() {
                 // A rebalance recommendation is only a hint: the node keeps running.
                 continue;
             }
-            let cand = self.forced_candidate(&claim, &types);
-            let (replacements, moves) = self.forced_replacements(&cand, &types);
+            let cand = disruption.forced_candidate(cx, &claim, &types);
+            let (replacements, moves) = disruption.forced_replacements(cx, &cand, &types);
             let detail = match notice.terminates_at {
                 Some(at) => format!(
                     "the cloud warned it reclaims the instance in {}s",
-                    ((at.as_millisecond() - pass.now.as_millisecond()) / 1000).max(0)
+                    ((at.as_millisecond() - cx.pass.now.as_millisecond()) / 1000).max(0)
                 ),
                 None => format!("the cloud sent a {} notice", notice.kind),
             };
-            self.execute(
-                api,
-                pass,
-                Command {
-                    reason: Reason::Interrupted,
-                    candidates: vec![cand],
-                    replacements,
-                    detail,
-                    savings: 0.0,
-                    moves,
-                },
-            )
-            .await?;
+            disruption
+                .execute(
+                    cx,
+                    Command {
+                        reason: Reason::Interrupted,
+                        candidates: vec![cand],
+                        replacements,
+                        detail,
+                        savings: 0.0,
+                        moves,
+                    },
+                )
+                .await?;
         }
         Ok(())
     }

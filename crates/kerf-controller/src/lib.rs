@@ -5,6 +5,13 @@
 //! [`Manager`] runs them: feed it every watch event with [`Manager::observe`], then call
 //! [`Manager::reconcile`] with the current time; it answers when it must run again.
 //!
+//! Each reconciler is a type that owns its state (`Provisioner`, `Lifecycle`, `Termination`,
+//! `GarbageCollection`, `Disruption`, `Interruption`, `NodePools`, `NodeClasses`, `Buffers`),
+//! takes in the watch events it cares about, and runs with a `Ctx` (see [`ctx`]): the cluster
+//! API, the cloud, the informer cache, the options, and the facts reconcilers publish for one
+//! another. No reconciler reads or writes another's state; what a restart must know is in the
+//! cluster's objects, so a new `Manager` and its first sync carry on where a crashed one left.
+//!
 //! One reconcile runs each reconciler ([`Reconciler`]) in turn, in this order; each has its own
 //! error policy (see [`runtime`]): one that fails is retried with backoff, the others go on.
 //! 0. Node classes: the cloud provider resolves new or changed EC2NodeClasses and their status
@@ -16,24 +23,27 @@
 //!    nodes and in-flight claims have left, published in cluster state for the provisioner
 //!    (which places them after the real pods, launching what they lack) and for disruption
 //!    (which keeps their room); their status written (see [`buffers`]).
-//! 2. The provisioner: pods kube-scheduler marked unschedulable are batched (a window closes
+//! 3. The provisioner: pods kube-scheduler marked unschedulable are batched (a window closes
 //!    after `batch_idle` without new pods or `batch_max` in total), scheduled against existing
 //!    nodes, in-flight NodeClaims and NodePools, and NodeClaims are created; pods placed on
 //!    in-flight claims are nominated (a `Nominated` event) and not provisioned again while the
 //!    claim launches; pods that fit nowhere get a `FailedScheduling` event saying why. Where a
 //!    pod is expected to run is written as its `status.nominatedNodeName` once that node
 //!    exists (see [`nominations`]).
-//! 3. The NodeClaim lifecycle: launch, registration, initialization, liveness.
-//! 4. Termination: nodes and claims being deleted are tainted, drained through the Eviction API
+//! 4. The NodeClaim lifecycle: launch, registration, initialization, liveness.
+//! 5. Termination: nodes and claims being deleted are tainted, drained through the Eviction API
 //!    in priority tiers, their instance deleted, then their finalizers removed.
-//! 5. Garbage collection: instances without a claim, claims without an instance.
-//! 6. Disruption: expiration, emptiness, drift, consolidation (multi- then single-node), and
+//! 6. Garbage collection: instances without a claim, claims without an instance.
+//! 7. Disruption: expiration, emptiness, drift, consolidation (multi- then single-node), and
 //!    kerf's `Unfit`; spot interruption notices are acted on before provisioning.
-//! 7. NodePool status: resources, node count, Ready.
+//! 8. NodePool status: resources, node count, Ready.
 
 pub mod buffers;
+mod claims;
+pub(crate) mod ctx;
 pub mod disruption;
 mod garbage;
+mod input;
 mod interruption;
 mod lifecycle;
 pub mod manager;

@@ -10,9 +10,11 @@ use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
-use crate::manager::{ControllerError, LAUNCH_RETRY_AFTER, Manager, Pass};
+use std::collections::BTreeMap;
+
+use crate::ctx::{ControllerError, Ctx, LAUNCH_RETRY_AFTER};
 use crate::util;
-use kerf_api::cluster::{ClusterApi, EventRecord, Object};
+use kerf_api::cluster::{AnyObject, ClusterApi, EventRecord, Object, WatchEvent};
 
 /// Taints the kubelet or node lifecycle controller put on a node that is not ready yet.
 const EPHEMERAL_TAINTS: &[&str] = &[
@@ -127,14 +129,27 @@ fn not_initialized_because(node: &Node, claim: &NodeClaim) -> Option<String> {
     None
 }
 
-impl<P: CloudProvider> Manager<P> {
-    pub(crate) async fn reconcile_claims<C: ClusterApi>(
+/// The NodeClaim lifecycle reconciler: its only memory is when to retry failed launches.
+#[derive(Debug, Default)]
+pub(crate) struct Lifecycle {
+    /// NodeClaim → earliest time to retry a failed launch.
+    launch_retry: BTreeMap<String, Timestamp>,
+}
+
+impl Lifecycle {
+    /// A claim gone from the cluster is not retried.
+    pub fn observe(&mut self, event: &WatchEvent) {
+        if let WatchEvent::Deleted(AnyObject::NodeClaim(c)) = event {
+            self.launch_retry.remove(c.name());
+        }
+    }
+
+    pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
         // Initialized claims need nothing from the lifecycle: skip them without copying.
-        let names: Vec<String> = self
+        let names: Vec<String> = cx
             .state
             .node_claims()
             .iter()
@@ -145,15 +160,15 @@ impl<P: CloudProvider> Manager<P> {
         // first failure is reported once every claim had its turn).
         let mut failed = None;
         for name in names {
-            let Some(claim) = self.state.node_claim(&name).cloned() else { continue };
+            let Some(claim) = cx.state.node_claim(&name).cloned() else { continue };
             let r = if claim.metadata.deletion_timestamp.is_some() {
-                self.finalize_claim(api, pass, claim).await
+                self.finalize_claim(cx, claim).await
             } else if !claim.is_condition_true(CONDITION_LAUNCHED) {
-                self.launch(api, pass, claim).await
+                self.launch(cx, claim).await
             } else if !claim.is_condition_true(CONDITION_REGISTERED) {
-                self.register(api, pass, claim).await
+                self.register(cx, claim).await
             } else if !claim.is_condition_true(CONDITION_INITIALIZED) {
-                self.initialize(api, pass, claim).await
+                self.initialize(cx, claim).await
             } else {
                 Ok(())
             };
@@ -164,59 +179,103 @@ impl<P: CloudProvider> Manager<P> {
         failed.map_or(Ok(()), Err)
     }
 
-    async fn launch<C: ClusterApi>(
+    /// A NodeClaim being deleted: its Node is deleted first (the Node's termination drains it and
+    /// deletes the instance); once the Node is gone, the instance is deleted if it is still
+    /// there and the claim's finalizer is removed.
+    pub(crate) async fn finalize_claim<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
+        claim: NodeClaim,
+    ) -> Result<(), ControllerError> {
+        if !has_finalizer(&claim.metadata) {
+            return Ok(());
+        }
+        let name = claim.name().to_string();
+        if let Some(node) = cx.state.node_for_claim(&claim).cloned() {
+            if node.metadata.deletion_timestamp.is_none() {
+                let node_name = node.metadata.name.clone().unwrap_or_default();
+                cx.pass.soft("deleting node", cx.api.delete::<Node>(None, &node_name).await)?;
+            }
+            return Ok(());
+        }
+        let instance = match cx.published.unrecorded_launches.remove(&name) {
+            Some(launched) => Some(launched),
+            None => claim.provider_id().is_some().then(|| claim.clone()),
+        };
+        if let Some(instance) = instance {
+            match cx.cloud.delete(&instance).await {
+                Ok(()) | Err(CloudError::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::error!(NodeClaim = %name, error = %e, "failed terminating instance");
+                    cx.pass.wake_after(LAUNCH_RETRY_AFTER);
+                    return Ok(());
+                }
+            }
+        }
+        let mut released = claim;
+        remove_finalizer(&mut released.metadata);
+        if let Some(gone) = cx.pass.soft("removing nodeclaim finalizer", cx.api.update(released).await)? {
+            tracing::info!(NodeClaim = %name, "deleted nodeclaim");
+            // Deleting and without finalizers: the API server has removed it.
+            cx.state.forget(&gone.into_any());
+            self.launch_retry.remove(&name);
+        }
+        Ok(())
+    }
+
+    async fn launch<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
         claim: NodeClaim,
     ) -> Result<(), ControllerError> {
         let name = claim.name().to_string();
         if let Some(created) = created_at(&claim) {
-            let deadline = util::after(created, self.options.registration_ttl);
-            if pass.now >= deadline {
+            let deadline = util::after(created, cx.options.registration_ttl);
+            if cx.pass.now >= deadline {
                 tracing::info!(NodeClaim = %name, "deleting nodeclaim: not launched within the registration ttl");
-                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+                cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, &name).await)?;
                 return Ok(());
             }
         }
-        if let Some(&retry) = self.lifecycle.launch_retry.get(&name) {
-            if pass.now < retry {
-                pass.wake_at(retry);
+        if let Some(&retry) = self.launch_retry.get(&name) {
+            if cx.pass.now < retry {
+                cx.pass.wake_at(retry);
                 return Ok(());
             }
-            self.lifecycle.launch_retry.remove(&name);
+            self.launch_retry.remove(&name);
         }
         let mut claim = claim;
         if !has_finalizer(&claim.metadata) {
             add_finalizer(&mut claim.metadata);
-            let Some(updated) = pass.soft("adding finalizer", api.update(claim).await)? else { return Ok(()) };
-            self.state.record(updated.clone().into_any());
+            let Some(updated) = cx.pass.soft("adding finalizer", cx.api.update(claim).await)? else { return Ok(()) };
+            cx.state.record(updated.clone().into_any());
             claim = updated;
         }
         // An instance launched on an earlier pass whose status write was lost is not launched twice.
-        let launched = match self.lifecycle.unrecorded_launches.remove(&name) {
+        let launched = match cx.published.unrecorded_launches.remove(&name) {
             Some(launched) => Ok(launched),
             None => {
                 // Even a launch that reports failure may have left an instance.
-                self.garbage.cloud_empty = false;
-                self.cloud.create(&claim).await
+                cx.published.launches += 1;
+                cx.cloud.create(&claim).await
             }
         };
         match launched {
-            Ok(launched) => self.record_launch(api, pass, claim, launched).await,
+            Ok(launched) => self.record_launch(cx, claim, launched).await,
             Err(CloudError::InsufficientCapacity(msg)) => {
                 tracing::error!(NodeClaim = %name, error = %format!("insufficient capacity: {msg}"), "failed launching nodeclaim");
-                api.record_event(EventRecord {
-                    kind: kerf_api::nodeclaim::KIND,
-                    name: name.clone(),
-                    type_: "Warning",
-                    reason: "InsufficientCapacityError".to_string(),
-                    message: format!("NodeClaim {name} event: creating instance, insufficient capacity, {msg}"),
-                })
-                .await;
+                cx.api
+                    .record_event(EventRecord {
+                        kind: kerf_api::nodeclaim::KIND,
+                        name: name.clone(),
+                        type_: "Warning",
+                        reason: "InsufficientCapacityError".to_string(),
+                        message: format!("NodeClaim {name} event: creating instance, insufficient capacity, {msg}"),
+                    })
+                    .await;
                 // The provider marked the offering unavailable: delete the claim so its pods are
                 // provisioned again against the remaining offerings.
-                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+                cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, &name).await)?;
                 Ok(())
             }
             Err(e) => {
@@ -224,17 +283,19 @@ impl<P: CloudProvider> Manager<P> {
                 let mut status = claim.status.clone().unwrap_or_default();
                 set_condition(
                     &mut status.conditions,
-                    util::condition(CONDITION_LAUNCHED, false, "LaunchFailed", &e.to_string(), pass.now),
+                    util::condition(CONDITION_LAUNCHED, false, "LaunchFailed", &e.to_string(), cx.pass.now),
                 );
                 if claim.status.as_ref() != Some(&status) {
                     claim.status = Some(status);
-                    if let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? {
-                        self.state.record(updated.into_any());
+                    if let Some(updated) =
+                        cx.pass.soft("updating nodeclaim status", cx.api.update_status(claim).await)?
+                    {
+                        cx.state.record(updated.into_any());
                     }
                 }
-                let retry = util::after(pass.now, LAUNCH_RETRY_AFTER);
-                self.lifecycle.launch_retry.insert(name, retry);
-                pass.wake_at(retry);
+                let retry = util::after(cx.pass.now, LAUNCH_RETRY_AFTER);
+                self.launch_retry.insert(name, retry);
+                cx.pass.wake_at(retry);
                 Ok(())
             }
         }
@@ -242,10 +303,9 @@ impl<P: CloudProvider> Manager<P> {
 
     /// Writes what the cloud launched onto the claim: its labels (instance type, zone, capacity
     /// type) and its status (provider ID, capacity, allocatable), Launched=True.
-    async fn record_launch<C: ClusterApi>(
+    async fn record_launch<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
         mut claim: NodeClaim,
         launched: NodeClaim,
     ) -> Result<(), ControllerError> {
@@ -256,19 +316,19 @@ impl<P: CloudProvider> Manager<P> {
             claim_labels.insert(k.clone(), v.clone());
         }
         if claim.metadata.labels != before {
-            let Some(updated) = pass.soft("labelling nodeclaim", api.update(claim).await)? else {
-                self.lifecycle.unrecorded_launches.insert(name, launched);
+            let Some(updated) = cx.pass.soft("labelling nodeclaim", cx.api.update(claim).await)? else {
+                cx.published.unrecorded_launches.insert(name, launched);
                 return Ok(());
             };
             claim = updated;
         }
         let mut status: NodeClaimStatus = launched.status.clone().unwrap_or_default();
         let mut conds = claim.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
-        set_condition(&mut conds, util::condition(CONDITION_LAUNCHED, true, "Launched", "", pass.now));
+        set_condition(&mut conds, util::condition(CONDITION_LAUNCHED, true, "Launched", "", cx.pass.now));
         status.conditions = conds;
         claim.status = Some(status);
-        let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? else {
-            self.lifecycle.unrecorded_launches.insert(name, launched);
+        let Some(updated) = cx.pass.soft("updating nodeclaim status", cx.api.update_status(claim).await)? else {
+            cx.published.unrecorded_launches.insert(name, launched);
             return Ok(());
         };
         let l = updated.metadata.labels.clone().unwrap_or_default();
@@ -282,31 +342,30 @@ impl<P: CloudProvider> Manager<P> {
             allocatable = %updated.status.as_ref().map(|s| s.allocatable.to_string()).unwrap_or_default(),
             "launched nodeclaim"
         );
-        pass.wake_after(self.options.registration_ttl);
-        self.state.record(updated.into_any());
+        cx.pass.wake_after(cx.options.registration_ttl);
+        cx.state.record(updated.into_any());
         Ok(())
     }
 
-    async fn register<C: ClusterApi>(
+    async fn register<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
         claim: NodeClaim,
     ) -> Result<(), ControllerError> {
         let name = claim.name().to_string();
-        let Some(node) = self.state.node_for_claim(&claim).cloned() else {
+        let Some(node) = cx.state.node_for_claim(&claim).cloned() else {
             // Liveness: a launched claim whose node never joins is deleted.
-            let launched_at = util::true_since(conditions(&claim), CONDITION_LAUNCHED).unwrap_or(pass.now);
-            let deadline = util::after(launched_at, self.options.registration_ttl);
-            if pass.now >= deadline {
+            let launched_at = util::true_since(conditions(&claim), CONDITION_LAUNCHED).unwrap_or(cx.pass.now);
+            let deadline = util::after(launched_at, cx.options.registration_ttl);
+            if cx.pass.now >= deadline {
                 tracing::info!(
                     NodeClaim = %name,
-                    ttl = ?self.options.registration_ttl,
+                    ttl = ?cx.options.registration_ttl,
                     "deleting nodeclaim: node did not register within the registration ttl"
                 );
-                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+                cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, &name).await)?;
             } else {
-                pass.wake_at(deadline);
+                cx.pass.wake_at(deadline);
             }
             return Ok(());
         };
@@ -316,29 +375,31 @@ impl<P: CloudProvider> Manager<P> {
         let node_name = node.metadata.name.clone().unwrap_or_default();
         let synced = registered_node(&node, &claim);
         if synced != node {
-            let Some(updated) = pass.soft("registering node", api.update(synced).await)? else { return Ok(()) };
-            self.state.record(updated.into_any());
+            let Some(updated) = cx.pass.soft("registering node", cx.api.update(synced).await)? else { return Ok(()) };
+            cx.state.record(updated.into_any());
         }
         let mut claim = claim;
         let status = claim.status.get_or_insert_with(Default::default);
         status.node_name = Some(node_name.clone());
-        set_condition(&mut status.conditions, util::condition(CONDITION_REGISTERED, true, "Registered", "", pass.now));
-        let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? else {
+        set_condition(
+            &mut status.conditions,
+            util::condition(CONDITION_REGISTERED, true, "Registered", "", cx.pass.now),
+        );
+        let Some(updated) = cx.pass.soft("updating nodeclaim status", cx.api.update_status(claim).await)? else {
             return Ok(());
         };
         tracing::info!(NodeClaim = %name, Node = %node_name, "registered nodeclaim");
-        self.state.record(updated.clone().into_any());
+        cx.state.record(updated.clone().into_any());
         // The node may already be ready: initialize in the same pass.
-        self.initialize(api, pass, updated).await
+        self.initialize(cx, updated).await
     }
 
-    async fn initialize<C: ClusterApi>(
+    async fn initialize<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
         claim: NodeClaim,
     ) -> Result<(), ControllerError> {
-        let Some(node) = self.state.node_for_claim(&claim).cloned() else { return Ok(()) };
+        let Some(node) = cx.state.node_for_claim(&claim).cloned() else { return Ok(()) };
         if node.metadata.deletion_timestamp.is_some() {
             return Ok(());
         }
@@ -355,23 +416,23 @@ impl<P: CloudProvider> Manager<P> {
                 .labels
                 .get_or_insert_with(Default::default)
                 .insert(labels::INITIALIZED.to_string(), "true".to_string());
-            let Some(updated) = pass.soft("labelling node initialized", api.update(labelled).await)? else {
+            let Some(updated) = cx.pass.soft("labelling node initialized", cx.api.update(labelled).await)? else {
                 return Ok(());
             };
-            self.state.record(updated.into_any());
+            cx.state.record(updated.into_any());
         }
         let mut claim = claim;
         let status = claim.status.get_or_insert_with(Default::default);
         set_condition(
             &mut status.conditions,
-            util::condition(CONDITION_INITIALIZED, true, "Initialized", "", pass.now),
+            util::condition(CONDITION_INITIALIZED, true, "Initialized", "", cx.pass.now),
         );
-        set_condition(&mut status.conditions, util::condition(CONDITION_READY, true, "Ready", "", pass.now));
-        let Some(updated) = pass.soft("updating nodeclaim status", api.update_status(claim).await)? else {
+        set_condition(&mut status.conditions, util::condition(CONDITION_READY, true, "Ready", "", cx.pass.now));
+        let Some(updated) = cx.pass.soft("updating nodeclaim status", cx.api.update_status(claim).await)? else {
             return Ok(());
         };
         tracing::info!(NodeClaim = %updated.name(), Node = %node_name, allocatable = %allocatable, "initialized nodeclaim");
-        self.state.record(updated.into_any());
+        cx.state.record(updated.into_any());
         Ok(())
     }
 }

@@ -10,7 +10,7 @@ use kerf_api::ec2nodeclass::{EC2NodeClassSpec, EC2NodeClassStatus};
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_cloud::{CloudProvider, Timestamp};
 
-use crate::manager::{ControllerError, Manager, Pass};
+use crate::ctx::{ControllerError, Ctx};
 use crate::state::ClusterState;
 
 /// How long to wait before resolving a node class again after the cloud failed to.
@@ -39,10 +39,10 @@ pub(crate) struct NodeClassProblem {
     pub message: String,
 }
 
-/// What the node class status controller remembers of each node class.
+/// The node class status controller: what it remembers of each node class it resolved.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Resolved {
-    pub by_class: BTreeMap<String, Resolution>,
+pub(crate) struct NodeClasses {
+    by_class: BTreeMap<String, Resolution>,
 }
 
 /// One node class as last resolved.
@@ -64,21 +64,20 @@ impl Resolution {
     }
 }
 
-impl<P: CloudProvider> Manager<P> {
+impl NodeClasses {
     /// Resolves node classes that are new, changed, or due again, and writes their status.
-    pub(crate) async fn reconcile_node_classes<C: ClusterApi>(
+    pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        let classes = self.state.node_classes();
-        self.resolved.by_class.retain(|name, _| classes.contains_key(name));
+        let classes = cx.state.node_classes();
+        self.by_class.retain(|name, _| classes.contains_key(name));
         let mut due: Vec<EC2NodeClass> = Vec::new();
         for class in classes.values().filter(|c| c.metadata.deletion_timestamp.is_none()) {
-            match self.resolved.by_class.get(class.name()) {
+            match self.by_class.get(class.name()) {
                 Some(r) if r.spec == class.spec && r.status == class.status => match r.recheck {
-                    Some(t) if pass.now >= t => due.push(class.clone()),
-                    Some(t) => pass.wake_at(t),
+                    Some(t) if cx.pass.now >= t => due.push(class.clone()),
+                    Some(t) => cx.pass.wake_at(t),
                     None => {}
                 },
                 _ => due.push(class.clone()),
@@ -86,22 +85,22 @@ impl<P: CloudProvider> Manager<P> {
         }
         for mut class in due {
             let name = class.name().to_string();
-            let resolution = match self.cloud.resolve_node_class(&class).await {
+            let resolution = match cx.cloud.resolve_node_class(&class).await {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!(EC2NodeClass = %name, error = %e, "failed resolving nodeclass");
-                    let retry = crate::util::after(pass.now, RESOLVE_RETRY_AFTER);
-                    self.resolved.by_class.insert(name, Resolution::of(&class, Some(retry)));
-                    pass.wake_at(retry);
+                    let retry = crate::util::after(cx.pass.now, RESOLVE_RETRY_AFTER);
+                    self.by_class.insert(name, Resolution::of(&class, Some(retry)));
+                    cx.pass.wake_at(retry);
                     continue;
                 }
             };
-            let recheck = resolution.recheck_after.map(|d| crate::util::after(pass.now, d));
+            let recheck = resolution.recheck_after.map(|d| crate::util::after(cx.pass.now, d));
             if let Some(t) = recheck {
-                pass.wake_at(t);
+                cx.pass.wake_at(t);
             }
             if class.status.as_ref() == Some(&resolution.status) {
-                self.resolved.by_class.insert(name, Resolution::of(&class, recheck));
+                self.by_class.insert(name, Resolution::of(&class, recheck));
                 continue;
             }
             let was = class.not_ready();
@@ -109,18 +108,18 @@ impl<P: CloudProvider> Manager<P> {
             let now = class.not_ready();
             // Resolved only once the status is written: a write that fails (the reconciler
             // is retried) or loses a race (the retry comes a second later) resolves it again.
-            if let Some(updated) = pass.soft("updating nodeclass status", api.update_status(class).await)? {
-                self.resolved.by_class.insert(name.clone(), Resolution::of(&updated, recheck));
+            if let Some(updated) = cx.pass.soft("updating nodeclass status", cx.api.update_status(class).await)? {
+                self.by_class.insert(name.clone(), Resolution::of(&updated, recheck));
                 if was != now {
                     match &now {
                         None => tracing::info!(EC2NodeClass = %name, "nodeclass is ready"),
                         Some(why) => tracing::info!(EC2NodeClass = %name, reason = %why, "nodeclass is not ready"),
                     }
                 }
-                self.state.record(updated.into_any());
+                cx.state.record(updated.into_any());
                 // Pools using it may now launch (or no longer).
-                self.provisioning.batch.dirty = true;
-                self.pools.status_stale = true;
+                cx.published.pending_may_fit = true;
+                cx.published.pool_status_stale = true;
             }
         }
         Ok(())

@@ -2,6 +2,7 @@
 //! (resources, node count, readiness). Static drift (disruption/static_drift.rs) counts claims
 //! the same way, through [`StaticCount`].
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kerf_api::nodeclaim::{CONDITION_INITIALIZED, CONDITION_LAUNCHED};
@@ -11,11 +12,12 @@ use kerf_api::{NodeClaim, NodePool, Operator, ResourceList, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{InstanceType, NewNodeClaim, Requirements};
 
-use crate::manager::{ControllerError, Manager, Pass};
+use crate::ctx::{ControllerError, Ctx};
 use crate::provisioner::first_five;
+use crate::state::ClusterState;
 use crate::termination::is_disrupted;
 use crate::util;
-use kerf_api::cluster::{ClusterApi, Object};
+use kerf_api::cluster::{AnyObject, ClusterApi, Object, WatchEvent};
 
 /// Which of a static pool's claims to remove first: ones that have not launched, then ones not
 /// initialized, then those with the fewest pods, newest name last as a tie-break.
@@ -73,36 +75,62 @@ pub(crate) fn static_new_claim(pool: &NodePool, types: &[Arc<InstanceType>]) -> 
     }
 }
 
-impl<P: CloudProvider> Manager<P> {
-    /// A claim counts towards its static pool's replicas: not deleting, and not on a node a
-    /// disruption is replacing.
-    fn counts_toward_replicas(&self, claim: &NodeClaim) -> bool {
-        claim.metadata.deletion_timestamp.is_none() && !self.state.node_for_claim(claim).is_some_and(is_disrupted)
+/// A claim counts towards its static pool's replicas: not deleting, and not on a node a
+/// disruption is replacing.
+fn counts_toward_replicas(state: &ClusterState, claim: &NodeClaim) -> bool {
+    claim.metadata.deletion_timestamp.is_none() && !state.node_for_claim(claim).is_some_and(is_disrupted)
+}
+
+/// The claim counts of a static pool.
+pub(crate) fn static_count(state: &ClusterState, pool: &NodePool) -> StaticCount {
+    let limit = pool.node_limit().map(|l| usize::try_from(l.max(0)).unwrap_or(usize::MAX));
+    let want = usize::try_from(pool.spec.replicas.unwrap_or(0).max(0)).unwrap_or(usize::MAX);
+    let (mut live, mut claims) = (0, 0);
+    for c in state.claims_of_pool(pool.name()) {
+        claims += 1;
+        if counts_toward_replicas(state, c) {
+            live += 1;
+        }
+    }
+    StaticCount { want: want.min(limit.unwrap_or(usize::MAX)), live, claims, limit }
+}
+
+/// The NodePool reconcilers: NodeClaims of deleted pools, static pools' replicas, and status.
+#[derive(Debug, Default)]
+pub(crate) struct NodePools {
+    /// NodePools seen deleted whose NodeClaims must go too (they are owned by the pool).
+    deleted: BTreeSet<String>,
+}
+
+impl NodePools {
+    pub fn observe(&mut self, event: &WatchEvent) {
+        if let WatchEvent::Deleted(AnyObject::NodePool(p)) = event {
+            self.deleted.insert(p.name().to_string());
+        }
     }
 
-    /// The claim counts of a static pool.
-    pub(crate) fn static_count(&self, pool: &NodePool) -> StaticCount {
-        let limit = pool.node_limit().map(|l| usize::try_from(l.max(0)).unwrap_or(usize::MAX));
-        let want = usize::try_from(pool.spec.replicas.unwrap_or(0).max(0)).unwrap_or(usize::MAX);
-        let (mut live, mut claims) = (0, 0);
-        for c in self.state.claims_of_pool(pool.name()) {
-            claims += 1;
-            if self.counts_toward_replicas(c) {
-                live += 1;
-            }
+    /// NodeClaims of deleted pools, then static pools' replicas.
+    pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        // Pools whose claims are not all deleted yet are tried again on the retry.
+        let deleted = self.deleted.clone();
+        if let Err(e) = self.delete_claims_of_deleted_pools(cx).await {
+            self.deleted.extend(deleted);
+            return Err(e);
         }
-        StaticCount { want: want.min(limit.unwrap_or(usize::MAX)), live, claims, limit }
+        self.reconcile_static_pools(cx).await
     }
 
     /// Pools with `spec.replicas` keep exactly that many NodeClaims, whatever the pods need,
     /// never more than `limits.nodes` at once (a claim being deleted still counts: the claim
     /// that refills its place waits for it when the pool is at its limit).
-    pub(crate) async fn reconcile_static_pools<C: ClusterApi>(
+    async fn reconcile_static_pools<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        let pools: Vec<NodePool> = self
+        let pools: Vec<NodePool> = cx
             .state
             .node_pools()
             .values()
@@ -110,19 +138,19 @@ impl<P: CloudProvider> Manager<P> {
             .cloned()
             .collect();
         for pool in pools {
-            let count = self.static_count(&pool);
+            let count = static_count(cx.state, &pool);
             let want = count.want;
             if count.live > want {
                 let live: Vec<&NodeClaim> =
-                    self.state.claims_of_pool(pool.name()).filter(|c| self.counts_toward_replicas(c)).collect();
+                    cx.state.claims_of_pool(pool.name()).filter(|c| counts_toward_replicas(cx.state, c)).collect();
                 let mut order: Vec<(bool, bool, usize, String)> = live
                     .iter()
                     .map(|c| {
-                        let pods = self
+                        let pods = cx
                             .state
                             .node_for_claim(c)
                             .and_then(|n| n.metadata.name.as_deref())
-                            .map(|n| self.state.pods_on_node(n).filter(|p| !util::pod_terminal(p)).count())
+                            .map(|n| cx.state.pods_on_node(n).filter(|p| !util::pod_terminal(p)).count())
                             .unwrap_or(0);
                         (
                             c.is_condition_true(CONDITION_LAUNCHED),
@@ -135,14 +163,14 @@ impl<P: CloudProvider> Manager<P> {
                 order.sort_by(removal_order);
                 for (_, _, _, name) in order.into_iter().take(count.live - want) {
                     tracing::info!(NodePool = %pool.name(), NodeClaim = %name, replicas = want, "deleting nodeclaim: above the pool's replicas");
-                    pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+                    cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, &name).await)?;
                 }
             }
             let missing = want.saturating_sub(count.live);
             if missing == 0 {
                 continue;
             }
-            if let Some(problem) = crate::nodeclass::node_class_problem(&self.state, &pool) {
+            if let Some(problem) = crate::nodeclass::node_class_problem(cx.state, &pool) {
                 tracing::debug!(NodePool = %pool.name(), reason = %problem.message, "not creating nodeclaims");
                 continue;
             }
@@ -159,7 +187,7 @@ impl<P: CloudProvider> Manager<P> {
                     continue;
                 }
             }
-            let types = match self.cloud.instance_types(&pool, self.state.node_class_for(&pool)).await {
+            let types = match cx.cloud.instance_types(&pool, cx.state.node_class_for(&pool)).await {
                 Ok(types) => types,
                 Err(e) => {
                     tracing::warn!(NodePool = %pool.name(), error = %e, "not creating nodeclaims: its instance types are unknown");
@@ -169,8 +197,8 @@ impl<P: CloudProvider> Manager<P> {
             let new = static_new_claim(&pool, &types);
             let names: Vec<String> = new.instance_types.iter().map(|t| t.name.clone()).collect();
             for _ in 0..create {
-                let claim = self.new_claim(&pool, &new);
-                let Some(created) = pass.soft("creating nodeclaim", api.create(claim).await)? else { break };
+                let claim = cx.new_claim(&pool, &new);
+                let Some(created) = cx.pass.soft("creating nodeclaim", cx.api.create(claim).await)? else { break };
                 tracing::info!(
                     NodePool = %pool.name(),
                     NodeClaim = %created.name(),
@@ -179,24 +207,23 @@ impl<P: CloudProvider> Manager<P> {
                     replicas = want,
                     "created nodeclaim"
                 );
-                self.state.record(created.into_any());
+                cx.state.record(created.into_any());
             }
         }
         Ok(())
     }
 
     /// NodeClaims of a deleted NodePool are deleted with it (the pool owns them).
-    pub(crate) async fn delete_claims_of_deleted_pools<C: ClusterApi>(
+    async fn delete_claims_of_deleted_pools<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        let pools = std::mem::take(&mut self.pools.deleted);
+        let pools = std::mem::take(&mut self.deleted);
         for pool in pools {
-            if self.state.node_pool(&pool).is_some() {
+            if cx.state.node_pool(&pool).is_some() {
                 continue; // re-created since
             }
-            let names: Vec<String> = self
+            let names: Vec<String> = cx
                 .state
                 .claims_of_pool(&pool)
                 .filter(|c| c.metadata.deletion_timestamp.is_none())
@@ -204,27 +231,36 @@ impl<P: CloudProvider> Manager<P> {
                 .collect();
             for name in names {
                 tracing::info!(NodePool = %pool, NodeClaim = %name, "deleting nodeclaim: its nodepool was deleted");
-                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, &name).await)?;
+                cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, &name).await)?;
             }
         }
         Ok(())
     }
 
     /// Writes each pool's status: the capacity of its launched claims, their count, and Ready.
-    pub(crate) async fn reconcile_pool_status<C: ClusterApi>(
+    /// Statuses not written are written on the retry.
+    pub(crate) async fn reconcile_status<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        if !std::mem::take(&mut self.pools.status_stale) {
+        if !std::mem::take(&mut cx.published.pool_status_stale) {
             return Ok(());
         }
+        let r = self.write_status(cx).await;
+        cx.published.pool_status_stale |= r.is_err();
+        r
+    }
+
+    async fn write_status<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
         let pools: Vec<NodePool> =
-            self.state.node_pools().values().filter(|p| p.metadata.deletion_timestamp.is_none()).cloned().collect();
+            cx.state.node_pools().values().filter(|p| p.metadata.deletion_timestamp.is_none()).cloned().collect();
         for mut pool in pools {
             let mut resources = ResourceList::new();
             let mut nodes = 0i64;
-            for claim in self.state.claims_of_pool(pool.name()) {
+            for claim in cx.state.claims_of_pool(pool.name()) {
                 if claim.metadata.deletion_timestamp.is_some() {
                     continue;
                 }
@@ -236,15 +272,15 @@ impl<P: CloudProvider> Manager<P> {
             let mut status: NodePoolStatus = pool.status.clone().unwrap_or_default();
             status.resources = resources;
             status.nodes = Some(nodes);
-            let problem = crate::nodeclass::node_class_problem(&self.state, &pool);
+            let problem = crate::nodeclass::node_class_problem(cx.state, &pool);
             let class_ready = match &problem {
-                Some(p) => util::condition(CONDITION_NODE_CLASS_READY, false, p.reason, &p.message, pass.now),
-                None => util::condition(CONDITION_NODE_CLASS_READY, true, CONDITION_NODE_CLASS_READY, "", pass.now),
+                Some(p) => util::condition(CONDITION_NODE_CLASS_READY, false, p.reason, &p.message, cx.pass.now),
+                None => util::condition(CONDITION_NODE_CLASS_READY, true, CONDITION_NODE_CLASS_READY, "", cx.pass.now),
             };
-            let ready = match (&problem, self.provisioning.pool_errors.get(pool.name())) {
-                (Some(p), _) => util::condition(CONDITION_READY, false, p.reason, &p.message, pass.now),
-                (None, Some(err)) => util::condition(CONDITION_READY, false, "NodeClassNotReady", err, pass.now),
-                (None, None) => util::condition(CONDITION_READY, true, CONDITION_READY, "", pass.now),
+            let ready = match (&problem, cx.published.pool_errors.get(pool.name())) {
+                (Some(p), _) => util::condition(CONDITION_READY, false, p.reason, &p.message, cx.pass.now),
+                (None, Some(err)) => util::condition(CONDITION_READY, false, "NodeClassNotReady", err, cx.pass.now),
+                (None, None) => util::condition(CONDITION_READY, true, CONDITION_READY, "", cx.pass.now),
             };
             set_condition(&mut status.conditions, class_ready);
             set_condition(&mut status.conditions, ready);
@@ -252,9 +288,9 @@ impl<P: CloudProvider> Manager<P> {
                 continue;
             }
             pool.status = Some(status);
-            match pass.soft("updating nodepool status", api.update_status(pool).await)? {
-                Some(updated) => self.state.record(updated.into_any()),
-                None => self.pools.status_stale = true,
+            match cx.pass.soft("updating nodepool status", cx.api.update_status(pool).await)? {
+                Some(updated) => cx.state.record(updated.into_any()),
+                None => cx.published.pool_status_stale = true,
             }
         }
         Ok(())

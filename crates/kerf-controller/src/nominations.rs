@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::cluster::{ApiError, ClusterApi};
 
-use crate::manager::{ControllerError, Pass, RETRY_AFTER};
+use crate::ctx::{ControllerError, Pass, RETRY_AFTER};
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 
@@ -170,6 +170,6 @@ impl Nominations {
         }
         let node = util::nominated_node(pod).and_then(|n| state.node(n))?;
         let claim = state.claim_for_node(node)?;
-        crate::provisioner::in_flight(claim).then(|| claim.name().to_string())
+        crate::input::in_flight(claim).then(|| claim.name().to_string())
     }
 }

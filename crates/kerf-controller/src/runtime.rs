@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kerf_cloud::Timestamp;
 
-use crate::manager::ControllerError;
+use crate::ctx::ControllerError;
 use crate::util::{self, SplitMix64};
 
 /// kerf's reconcilers, in the order one pass runs them.

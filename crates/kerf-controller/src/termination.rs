@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
+use crate::ctx::{ControllerError, Ctx, LAUNCH_RETRY_AFTER};
 use crate::lifecycle::{has_finalizer, remove_finalizer};
-use crate::manager::{ControllerError, LAUNCH_RETRY_AFTER, Manager, Pass};
 use crate::util;
 use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
 
@@ -106,60 +106,19 @@ enum Drain {
     Waiting,
 }
 
-impl<P: CloudProvider> Manager<P> {
-    /// A NodeClaim being deleted: its Node is deleted first (the Node's termination drains it and
-    /// deletes the instance); once the Node is gone, the instance is deleted if it is still
-    /// there and the claim's finalizer is removed.
-    pub(crate) async fn finalize_claim<C: ClusterApi>(
-        &mut self,
-        api: &C,
-        pass: &mut Pass,
-        claim: NodeClaim,
-    ) -> Result<(), ControllerError> {
-        if !has_finalizer(&claim.metadata) {
-            return Ok(());
-        }
-        let name = claim.name().to_string();
-        if let Some(node) = self.state.node_for_claim(&claim).cloned() {
-            if node.metadata.deletion_timestamp.is_none() {
-                let node_name = node.metadata.name.clone().unwrap_or_default();
-                pass.soft("deleting node", api.delete::<Node>(None, &node_name).await)?;
-            }
-            return Ok(());
-        }
-        let instance = match self.lifecycle.unrecorded_launches.remove(&name) {
-            Some(launched) => Some(launched),
-            None => claim.provider_id().is_some().then(|| claim.clone()),
-        };
-        if let Some(instance) = instance {
-            match self.cloud.delete(&instance).await {
-                Ok(()) | Err(CloudError::NotFound(_)) => {}
-                Err(e) => {
-                    tracing::error!(NodeClaim = %name, error = %e, "failed terminating instance");
-                    pass.wake_after(LAUNCH_RETRY_AFTER);
-                    return Ok(());
-                }
-            }
-        }
-        let mut released = claim;
-        remove_finalizer(&mut released.metadata);
-        if let Some(gone) = pass.soft("removing nodeclaim finalizer", api.update(released).await)? {
-            tracing::info!(NodeClaim = %name, "deleted nodeclaim");
-            // Deleting and without finalizers: the API server has removed it.
-            self.state.forget(&gone.into_any());
-            self.lifecycle.launch_retry.remove(&name);
-        }
-        Ok(())
-    }
+/// The node termination reconciler. It keeps nothing: the nodes being deleted and the pods
+/// still on them say where each termination stands.
+#[derive(Debug, Default)]
+pub(crate) struct Termination;
 
+impl Termination {
     /// Nodes being deleted that carry kerf's finalizer: delete their claim, taint, drain, delete
     /// the instance, release the node.
-    pub(crate) async fn reconcile_node_termination<C: ClusterApi>(
+    pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        let deleting: Vec<String> = self
+        let deleting: Vec<String> = cx
             .state
             .nodes()
             .iter()
@@ -169,7 +128,7 @@ impl<P: CloudProvider> Manager<P> {
         // Each node on its own: one whose write fails does not hold back the others.
         let mut failed = None;
         for name in deleting {
-            if let Err(e) = self.terminate_node(api, pass, &name).await {
+            if let Err(e) = self.terminate_node(cx, &name).await {
                 failed.get_or_insert(e);
             }
         }
@@ -178,72 +137,69 @@ impl<P: CloudProvider> Manager<P> {
 
     /// One node being deleted: its claim deleted, tainted, drained, its instance deleted, then
     /// released.
-    async fn terminate_node<C: ClusterApi>(
+    async fn terminate_node<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
         name: &str,
     ) -> Result<(), ControllerError> {
-        let Some(node) = self.state.node(name).cloned() else { return Ok(()) };
-        let claim = self.state.claim_for_node(&node).cloned();
+        let Some(node) = cx.state.node(name).cloned() else { return Ok(()) };
+        let claim = cx.state.claim_for_node(&node).cloned();
         if let Some(c) = claim.as_ref().filter(|c| c.metadata.deletion_timestamp.is_none()) {
-            pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, c.name()).await)?;
+            cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, c.name()).await)?;
         }
         let tainted = with_disrupted_taint(&node);
         let node = if tainted != node {
-            let Some(updated) = pass.soft("tainting node", api.update(tainted).await)? else { return Ok(()) };
-            self.state.record(updated.clone().into_any());
+            let Some(updated) = cx.pass.soft("tainting node", cx.api.update(tainted).await)? else { return Ok(()) };
+            cx.state.record(updated.clone().into_any());
             updated
         } else {
             node
         };
-        if let Drain::Waiting = self.drain(api, pass, &node, claim.as_ref()).await? {
+        if let Drain::Waiting = self.drain(cx, &node, claim.as_ref()).await? {
             return Ok(());
         }
         if let Some(c) = &claim {
-            match self.cloud.delete(c).await {
+            match cx.cloud.delete(c).await {
                 Ok(()) | Err(CloudError::NotFound(_)) => {}
                 Err(e) => {
                     tracing::error!(Node = %name, error = %e, "failed terminating instance");
-                    pass.wake_after(LAUNCH_RETRY_AFTER);
+                    cx.pass.wake_after(LAUNCH_RETRY_AFTER);
                     return Ok(());
                 }
             }
         }
         let mut released = node;
         remove_finalizer(&mut released.metadata);
-        if let Some(gone) = pass.soft("removing node finalizer", api.update(released).await)? {
+        if let Some(gone) = cx.pass.soft("removing node finalizer", cx.api.update(released).await)? {
             tracing::info!(Node = %name, "deleted node");
-            self.state.forget(&gone.into_any());
+            cx.state.forget(&gone.into_any());
         }
         Ok(())
     }
 
     /// Evicts the lowest tier of drainable pods still on the node; `Done` when none is left.
-    async fn drain<C: ClusterApi>(
+    async fn drain<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
         node: &Node,
         claim: Option<&NodeClaim>,
     ) -> Result<Drain, ControllerError> {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let pods: Vec<Pod> =
-            self.state.pods_on_node(&name).filter(|p| is_drainable(p)).map(|p| Pod::clone(p)).collect();
+        let pods: Vec<Pod> = cx.state.pods_on_node(&name).filter(|p| is_drainable(p)).map(|p| Pod::clone(p)).collect();
         if pods.is_empty() {
             return Ok(Drain::Done);
         }
         let deadline = grace_deadline(node, claim);
         if let Some(deadline) = deadline
-            && pass.now >= deadline
+            && cx.pass.now >= deadline
         {
             tracing::info!(Node = %name, pods = pods.len(), "deleting pods: terminationGracePeriod elapsed");
             for pod in &pods {
                 let (ns, pod_name) = pod_key(pod);
-                match api.delete::<Pod>(Some(&ns), &pod_name).await {
+                match cx.api.delete::<Pod>(Some(&ns), &pod_name).await {
                     Ok(()) | Err(ApiError::NotFound { .. }) => {}
                     Err(e) => {
-                        pass.soft("deleting pod", Err::<(), _>(e))?;
+                        cx.pass.soft("deleting pod", Err::<(), _>(e))?;
                     }
                 }
             }
@@ -256,32 +212,33 @@ impl<P: CloudProvider> Manager<P> {
         let mut refused = Vec::new();
         for pod in evictable.into_iter().filter(|p| tier(p) == lowest) {
             let (ns, pod_name) = pod_key(pod);
-            match api.evict(&ns, &pod_name).await {
+            match cx.api.evict(&ns, &pod_name).await {
                 Ok(()) | Err(ApiError::NotFound { .. }) => {}
                 Err(ApiError::TooManyRequests { reason, .. }) => refused.push(format!("{ns}/{pod_name}: {reason}")),
                 Err(e) => {
-                    pass.soft("evicting pod", Err::<(), _>(e))?;
+                    cx.pass.soft("evicting pod", Err::<(), _>(e))?;
                 }
             }
         }
         if !refused.is_empty() {
             tracing::info!(Node = %name, refused = refused.len(), first = %refused[0], "evictions refused; retrying");
-            api.record_event(EventRecord {
-                kind: "Node",
-                name: name.clone(),
-                type_: "Warning",
-                reason: "FailedDraining".to_string(),
-                message: format!(
-                    "Failed to drain node, {} pod(s) are waiting to be evicted: {}",
-                    refused.len(),
-                    refused[0]
-                ),
-            })
-            .await;
-            pass.wake_after(EVICTION_RETRY_AFTER);
+            cx.api
+                .record_event(EventRecord {
+                    kind: "Node",
+                    name: name.clone(),
+                    type_: "Warning",
+                    reason: "FailedDraining".to_string(),
+                    message: format!(
+                        "Failed to drain node, {} pod(s) are waiting to be evicted: {}",
+                        refused.len(),
+                        refused[0]
+                    ),
+                })
+                .await;
+            cx.pass.wake_after(EVICTION_RETRY_AFTER);
         }
         if let Some(deadline) = deadline {
-            pass.wake_at(deadline);
+            cx.pass.wake_at(deadline);
         }
         Ok(Drain::Waiting)
     }

@@ -399,10 +399,9 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
     mgr.observe(&WatchEvent::Applied(c.into_any()));
     let pod = pending_pod("a", "1");
     mgr.observe(&WatchEvent::Applied(pod.into_any()));
-    mgr.provisioning.nominations.insert(("default".into(), "a".into()), "default-aaaaa");
+    mgr.published.nominations.insert(("default".into(), "a".into()), "default-aaaaa");
 
-    let types = crate::testkit::block_on(mgr.instance_types_by_pool());
-    let input = mgr.scheduling_input(&[], &types);
+    let (input, types) = scheduling_input_of(&mut mgr);
     assert_eq!(input.existing_nodes.len(), 1);
     let n = &input.existing_nodes[0];
     assert_eq!(n.name, "default-aaaaa");
@@ -445,8 +444,7 @@ fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
         status: None,
     };
     mgr.observe(&WatchEvent::Applied(ds.into_any()));
-    let types = crate::testkit::block_on(mgr.instance_types_by_pool());
-    let input = mgr.scheduling_input(&[], &types);
+    let (input, _) = scheduling_input_of(&mut mgr);
     let pools: Vec<&str> = input.node_pools.iter().map(|p| p.node_pool.name()).collect();
     assert_eq!(pools, vec!["default"], "static pools do not provision for pods");
     assert_eq!(input.daemonset_pods.len(), 1);
@@ -474,8 +472,7 @@ fn scheduling_input_carries_namespace_labels_with_metadata_name() {
     // A pod in `default`, whose Namespace object was never seen.
     mgr.observe(&WatchEvent::Applied(pending_pod("a", "1").into_any()));
 
-    let types = crate::testkit::block_on(mgr.instance_types_by_pool());
-    let input = mgr.scheduling_input(&[], &types);
+    let (input, _) = scheduling_input_of(&mut mgr);
     let name = kerf_scheduling::NAMESPACE_NAME_LABEL.to_string();
     assert_eq!(
         input.namespace_labels,
@@ -853,4 +850,13 @@ fn disruption_blocked_is_emitted_when_the_blocking_reason_changes_not_every_pass
     assert!(events[2].contains(labels::DO_NOT_DISRUPT), "{events:#?}");
     touch(&mut h, "touched", "again");
     assert_eq!(blocked(&h).len(), 3);
+}
+
+/// The scheduling input the provisioner and disruption would build from the manager's state.
+fn scheduling_input_of(
+    mgr: &mut crate::Manager<FakeCloud>,
+) -> (kerf_scheduling::SchedulingInput, crate::input::TypesByPool) {
+    let types =
+        crate::testkit::block_on(crate::input::instance_types_by_pool(&mgr.cloud, &mgr.state, &mut mgr.published));
+    (crate::input::View { state: &mgr.state, published: &mgr.published }.scheduling_input(&[], &types), types)
 }

@@ -14,8 +14,9 @@ use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::Requirements;
 use kerf_scheduling::disruption_budgets::{DisruptionBudgets, pod_healthy};
 
-use crate::manager::Manager;
-use crate::provisioner::TypesByPool;
+use super::Disruption;
+use crate::ctx::Ctx;
+use crate::input::TypesByPool;
 use crate::state::ClusterState;
 use crate::termination::{is_disrupted, is_drainable};
 use crate::util;
@@ -212,7 +213,7 @@ pub(crate) fn node_price(types: &TypesByPool, pool: &str, itype: &str, zone: &st
 /// it, so what consolidation removes early is not launched again.
 pub(crate) const LAUNCH_REGRET_GUARD: std::time::Duration = std::time::Duration::from_secs(60);
 
-impl<P: CloudProvider> Manager<P> {
+impl Disruption {
     /// Until when a claim launched for the current workload is kept from consolidation, if it
     /// is now: it runs pods, it was created less than `consolidate_after` +
     /// [`LAUNCH_REGRET_GUARD`] ago, and no pod has left the workload since.
@@ -225,7 +226,7 @@ impl<P: CloudProvider> Manager<P> {
     ) -> Option<Timestamp> {
         let created = claim.metadata.creation_timestamp.as_ref()?.0;
         let until = util::after(util::after(created, consolidate_after), LAUNCH_REGRET_GUARD);
-        let shrank_since = self.disruption.workload_shrank_at.is_some_and(|t| t >= created);
+        let shrank_since = self.workload_shrank_at.is_some_and(|t| t >= created);
         (has_pods && now < until && !shrank_since).then_some(until)
     }
 
@@ -239,26 +240,21 @@ impl<P: CloudProvider> Manager<P> {
             .and_then(|a| a.get(labels::CONSOLIDATION_REPLACEMENT))
             .is_some_and(|v| v == "true");
         let Some(created) = claim.metadata.creation_timestamp.as_ref().map(|t| t.0) else { return false };
-        replacement && self.disruption.workload_shrank_at.is_none_or(|t| t < created)
-    }
-
-    /// The wall-clock instant budgets' schedules are evaluated at.
-    pub(crate) fn wall_clock(&self, now: Timestamp) -> Timestamp {
-        Timestamp::from_millisecond(now.as_millisecond().saturating_add(self.options.wall_clock_offset_ms))
-            .unwrap_or(now)
+        replacement && self.workload_shrank_at.is_none_or(|t| t < created)
     }
 
     /// Every managed node of a pool that disruption may consider, the budgets, and the
     /// earliest time a node becomes consolidatable (to wake then).
-    pub(crate) async fn candidates(
+    pub(crate) async fn candidates<P: CloudProvider, C>(
         &self,
+        cx: &Ctx<'_, P, C>,
         types: &TypesByPool,
         now: Timestamp,
         exclude: &BTreeSet<String>,
     ) -> (Vec<Candidate>, Budgets, Option<Timestamp>) {
-        let state = &self.state;
+        let state = &cx.state;
         let pdbs = PdbIndex::new(state);
-        let mut budgets = Budgets { wall: self.wall_clock(now), ..Budgets::default() };
+        let mut budgets = Budgets { wall: cx.options.wall_clock(now), ..Budgets::default() };
         // DaemonSet pods that cannot fit on the node they are meant for, with when their
         // DaemonSet was created.
         let mut unfit: BTreeMap<&str, (String, Option<Timestamp>)> = BTreeMap::new();
@@ -335,7 +331,7 @@ impl<P: CloudProvider> Manager<P> {
                 .as_ref()
                 .and_then(|s| util::true_since(&s.conditions, CONDITION_INITIALIZED))
                 .unwrap_or(now);
-            let since = self.disruption.last_pod_event.get(name).copied().map_or(initialized, |t| t.max(initialized));
+            let since = self.last_pod_event.get(name).copied().map_or(initialized, |t| t.max(initialized));
             let disruption = &pool.spec.disruption;
             let not_consolidatable = match disruption.consolidate_after.duration() {
                 _ if pool.is_static() => Some(format!(
@@ -353,8 +349,7 @@ impl<P: CloudProvider> Manager<P> {
                             (at.as_millisecond() - now.as_millisecond() + 999) / 1000
                         ))
                     } else if !pods.is_empty()
-                        && let Some(why) =
-                            self.disruption.reversals.held_back(claim, self.disruption.workload_shrank_at)
+                        && let Some(why) = self.reversals.held_back(claim, self.workload_shrank_at)
                     {
                         Some(why)
                     } else if let Some(until) = self.regret_guard(claim, after, !pods.is_empty(), now) {
@@ -382,7 +377,7 @@ impl<P: CloudProvider> Manager<P> {
             let class = state.node_class_for(pool);
             let drifted = match template_drift(pool, claim).or_else(|| requirement_drift(pool, node)) {
                 Some(d) => Some(d),
-                None => match self.cloud.is_drifted(claim, class).await {
+                None => match cx.cloud.is_drifted(claim, class).await {
                     Ok(Some(why)) => {
                         Some(format!("its node class {} changed ({why})", pool.spec.template.spec.node_class_ref.name))
                     }

@@ -27,11 +27,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{ExistingNode, SchedulingContext, SchedulingInput, Turn, WhatIf};
 
-use super::Phase;
 use super::candidates::Candidate;
 use super::consolidation::{Decision, replacement_of};
-use crate::manager::Manager;
-use crate::provisioner::{TypesByPool, in_flight};
+use super::{Disruption, Phase};
+use crate::ctx::Ctx;
+use crate::input::{TypesByPool, in_flight};
 use crate::state::{ObjectKey, key_of};
 
 /// Where a pod of a command's nodes is expected to go.
@@ -92,17 +92,16 @@ impl Landing {
     }
 }
 
-impl<P: CloudProvider> Manager<P> {
+impl Disruption {
     /// The running commands whose nodes still run pods, as a [`Landing`] to check decisions
     /// against; `None` when there are none.
-    pub(crate) fn landing(&self, types: &TypesByPool) -> Option<Landing> {
+    pub(crate) fn landing<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>, types: &TypesByPool) -> Option<Landing> {
         let running: Vec<(bool, Vec<String>, &Vec<String>)> = self
-            .disruption
             .running
             .iter()
             .filter_map(|r| {
                 let nodes: Vec<String> =
-                    r.candidates.iter().filter(|(_, n)| self.state.node(n).is_some()).map(|(_, n)| n.clone()).collect();
+                    r.candidates.iter().filter(|(_, n)| cx.state.node(n).is_some()).map(|(_, n)| n.clone()).collect();
                 let (launching, launched) = match &r.phase {
                     Phase::Launching(l) => (true, l),
                     Phase::Terminating(l) => (false, l),
@@ -113,7 +112,7 @@ impl<P: CloudProvider> Manager<P> {
         if running.is_empty() {
             return None;
         }
-        let input = self.scheduling_input(&[], types);
+        let input = cx.view().scheduling_input(&[], types);
         let in_flight: BTreeMap<&str, &ExistingNode> =
             input.existing_nodes.iter().filter(|n| n.in_flight).map(|n| (n.name.as_str(), n)).collect();
         let running = running
@@ -123,16 +122,16 @@ impl<P: CloudProvider> Manager<P> {
                 (launching, nodes, added)
             })
             .collect();
-        Some(Landing { ctx: SchedulingContext::with_facts(input, &self.pod_facts), running })
+        Some(Landing { ctx: SchedulingContext::with_facts(input, cx.pod_facts), running })
     }
 
     /// Nodes and claims the running commands move pods to: not candidates while they do.
-    pub(crate) fn move_targets(&self) -> BTreeSet<String> {
-        let mut out = self.disruption.reserved.clone();
-        for r in &self.disruption.running {
+    pub(crate) fn move_targets<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>) -> BTreeSet<String> {
+        let mut out = self.reserved.clone();
+        for r in &self.running {
             for (_, to) in &r.moves {
                 out.insert(to.clone());
-                if let Some(node) = self.state.node_claim(to).and_then(|c| self.state.node_for_claim(c)) {
+                if let Some(node) = cx.state.node_claim(to).and_then(|c| cx.state.node_for_claim(c)) {
                     out.extend(node.metadata.name.clone());
                 }
             }
@@ -140,8 +139,8 @@ impl<P: CloudProvider> Manager<P> {
         // Candidates are excluded by claim name: a node named here stands for its claim.
         let claims: Vec<String> = out
             .iter()
-            .filter_map(|n| self.state.node(n))
-            .filter_map(|n| self.state.claim_for_node(n))
+            .filter_map(|n| cx.state.node(n))
+            .filter_map(|n| cx.state.claim_for_node(n))
             .map(|c| c.name().to_string())
             .collect();
         out.extend(claims);
@@ -151,17 +150,21 @@ impl<P: CloudProvider> Manager<P> {
     /// The scheduling input disruption decides on: the cluster as the running commands leave
     /// it. Their nodes take no new pods, and their pods still bound there count on the node
     /// (or in-flight claim) the command moves them to, when that one is still there.
-    pub(crate) fn disruption_input(&self, types: &TypesByPool) -> SchedulingInput {
-        let mut input = self.scheduling_input(&[], types);
-        if self.disruption.running.is_empty() {
+    pub(crate) fn disruption_input<P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'_, P, C>,
+        types: &TypesByPool,
+    ) -> SchedulingInput {
+        let mut input = cx.view().scheduling_input(&[], types);
+        if self.running.is_empty() {
             return input;
         }
         let mut sources: BTreeSet<&str> = BTreeSet::new();
         let mut to: BTreeMap<&ObjectKey, String> = BTreeMap::new();
-        for r in &self.disruption.running {
+        for r in &self.running {
             sources.extend(r.candidates.iter().map(|(_, node)| node.as_str()));
             for (pod, target) in &r.moves {
-                to.insert(pod, self.input_name(target));
+                to.insert(pod, self.input_name(cx, target));
             }
         }
         let index: BTreeMap<String, (usize, bool)> =
@@ -194,10 +197,10 @@ impl<P: CloudProvider> Manager<P> {
 
     /// The name a move target has in the scheduling input: an in-flight claim by its own name,
     /// an initialized one by its node's.
-    fn input_name(&self, target: &str) -> String {
-        match self.state.node_claim(target) {
+    fn input_name<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>, target: &str) -> String {
+        match cx.state.node_claim(target) {
             Some(c) if !in_flight(c) => {
-                self.state.node_for_claim(c).and_then(|n| n.metadata.name.clone()).unwrap_or_else(|| target.to_string())
+                cx.state.node_for_claim(c).and_then(|n| n.metadata.name.clone()).unwrap_or_else(|| target.to_string())
             }
             _ => target.to_string(),
         }

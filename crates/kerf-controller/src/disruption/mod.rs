@@ -10,11 +10,12 @@
 //! the cluster as the running ones will leave it ([`in_flight`]), within budgets that count
 //! their nodes. A decision is taken only once the cluster has settled (no pod waiting for
 //! kube-scheduler or a launch), so it never races the provisioner. Every managed node that is
-//! not disrupted gets the reason in [`DisruptionState::blocked`] and a `DisruptionBlocked` event.
+//! not disrupted gets the reason in [`Disruption::blocked`] and a `DisruptionBlocked` event.
 
 pub mod candidates;
 pub mod consolidation;
 mod in_flight;
+mod observe;
 mod orchestration;
 pub mod reversals;
 #[cfg(test)]
@@ -131,7 +132,7 @@ struct Running {
 
 /// The disruption controller's memory between passes.
 #[derive(Debug, Default)]
-pub struct DisruptionState {
+pub struct Disruption {
     pub(crate) records: Vec<DisruptionRecord>,
     pub(crate) blocked: BTreeMap<String, String>,
     running: Vec<Running>,

@@ -16,10 +16,12 @@ use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_bu
 use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, what_if};
 use super::in_flight::{Destination, Landing, planned_moves};
 use super::static_drift::static_drift;
-use super::{Command, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE};
-use crate::manager::{ControllerError, Manager, Pass};
-use crate::nodepool::StaticCount;
-use crate::provisioner::{TypesByPool, in_flight};
+use super::{
+    Command, Disruption, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE,
+};
+use crate::ctx::{ControllerError, Ctx};
+use crate::input::{TypesByPool, in_flight};
+use crate::nodepool::{StaticCount, static_count};
 use crate::termination::{is_disrupted, is_drainable, with_disrupted_taint, without_disrupted_taint};
 use crate::util;
 use kerf_api::cluster::{ClusterApi, EventRecord, Object};
@@ -268,41 +270,41 @@ impl<'a> Eval<'a> {
     }
 }
 
-impl<P: CloudProvider> Manager<P> {
+impl Disruption {
     /// Something is still moving: a pod kube-scheduler has not tried yet, a pod waiting for a
     /// launch, a launch, or an open provisioning batch. Disruption waits for it.
-    fn settling(&self) -> bool {
-        let reserved = &self.disruption.reserved;
-        self.provisioning.batch.started.is_some()
-            || !self.provisioning.nominations.by_pod.is_empty()
-            || self.state.node_claims().values().any(|c| in_flight(c) && !reserved.contains(c.name()))
-            || self.state.unbound_pods().any(|(_, p)| {
+    fn settling<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>) -> bool {
+        let reserved = &self.reserved;
+        cx.published.batch_open
+            || !cx.published.nominations.by_pod.is_empty()
+            || cx.state.node_claims().values().any(|c| in_flight(c) && !reserved.contains(c.name()))
+            || cx.state.unbound_pods().any(|(_, p)| {
                 !util::owned_by_daemonset(p)
                     && p.metadata.deletion_timestamp.is_none()
                     && !util::marked_unschedulable(p)
             })
     }
 
-    pub(crate) async fn reconcile_disruption<C: ClusterApi>(
+    pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        self.progress(api, pass).await?;
-        self.persist_holds(api, pass).await?;
-        self.release_outdated(api, pass).await?;
-        self.expire(api, pass).await?;
+        self.note_launches(cx).await;
+        self.progress(cx).await?;
+        self.persist_holds(cx).await?;
+        self.release_outdated(cx).await?;
+        self.expire(cx).await?;
         // A view a failed watch may have left stale decides nothing (a pending decision is
         // validated once the watches have listed again).
-        if self.watches_interrupted {
+        if cx.watches_interrupted {
             return Ok(());
         }
-        if let Some((cmd, at)) = self.disruption.validating.take() {
-            if pass.now < at {
-                self.disruption.validating = Some((cmd, at));
-                pass.wake_at(at);
+        if let Some((cmd, at)) = self.validating.take() {
+            if cx.pass.now < at {
+                self.validating = Some((cmd, at));
+                cx.pass.wake_at(at);
             } else {
-                self.validate(api, pass, cmd).await?;
+                self.validate(cx, cmd).await?;
             }
             return Ok(());
         }
@@ -310,52 +312,58 @@ impl<P: CloudProvider> Manager<P> {
         // on the cluster as they will leave it (see `in_flight`). One that deletes its nodes
         // does, until they are gone: its pods are about to be evicted and land where
         // kube-scheduler puts them.
-        let deleting = self.disruption.running.iter().any(|r| matches!(r.phase, Phase::Terminating(_)));
-        if deleting || self.settling() {
+        let deleting = self.running.iter().any(|r| matches!(r.phase, Phase::Terminating(_)));
+        if deleting || self.settling(cx) {
             return Ok(());
         }
-        let changed = self.disruption.evaluated != Some(self.disruption.generation);
-        let due = self.disruption.next_evaluation.is_some_and(|at| pass.now >= at);
+        let changed = self.evaluated != Some(self.generation);
+        let due = self.next_evaluation.is_some_and(|at| cx.pass.now >= at);
         if !changed && !due {
             // Nothing a watch announces changed and no node's time came: evaluate again only
             // if the offerings or a budget window changed (see `unwatched`).
-            let check = self.disruption.next_check.is_some_and(|at| pass.now >= at);
+            let check = self.next_check.is_some_and(|at| cx.pass.now >= at);
             if check {
-                let types = self.instance_types_by_pool().await;
-                if Some(self.unwatched_inputs(&types, pass.now)) != self.disruption.unwatched {
-                    return self.evaluate(api, pass).await;
+                let types = cx.instance_types_by_pool().await;
+                if Some(self.unwatched_inputs(cx, &types, cx.pass.now)) != self.unwatched {
+                    return self.evaluate(cx).await;
                 }
-                self.disruption.next_check = Some(self.next_unwatched_check(pass.now));
+                self.next_check = Some(self.next_unwatched_check(cx, cx.pass.now));
             }
-            for at in [self.disruption.next_evaluation, self.disruption.next_check].into_iter().flatten() {
-                pass.wake_at(at);
+            for at in [self.next_evaluation, self.next_check].into_iter().flatten() {
+                cx.pass.wake_at(at);
             }
             return Ok(());
         }
-        self.evaluate(api, pass).await
+        self.evaluate(cx).await
     }
 
-    async fn evaluate<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
-        let types = self.instance_types_by_pool().await;
-        let exclude = self.move_targets();
-        let (cands, budgets, wake) = self.candidates(&types, pass.now, &exclude).await;
-        tracing::debug!(candidates = cands.len(), generation = self.disruption.generation, "evaluating disruption");
-        self.disruption.evaluations += 1;
-        self.disruption.unwatched = Some(self.unwatched_inputs(&types, pass.now));
-        self.disruption.next_check = Some(self.next_unwatched_check(pass.now));
-        let base = self.disruption_input(&types);
-        let pools = self.state.node_pools().clone();
-        let statics: BTreeMap<String, StaticCount> =
-            pools.values().filter(|p| p.is_static()).map(|p| (p.name().to_string(), self.static_count(p))).collect();
+    async fn evaluate<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        let types = cx.instance_types_by_pool().await;
+        let exclude = self.move_targets(cx);
+        let (cands, budgets, wake) = self.candidates(cx, &types, cx.pass.now, &exclude).await;
+        tracing::debug!(candidates = cands.len(), generation = self.generation, "evaluating disruption");
+        self.evaluations += 1;
+        self.unwatched = Some(self.unwatched_inputs(cx, &types, cx.pass.now));
+        self.next_check = Some(self.next_unwatched_check(cx, cx.pass.now));
+        let base = self.disruption_input(cx, &types);
+        let pools = cx.state.node_pools().clone();
+        let statics: BTreeMap<String, StaticCount> = pools
+            .values()
+            .filter(|p| p.is_static())
+            .map(|p| (p.name().to_string(), static_count(cx.state, p)))
+            .collect();
         let mut eval = Eval {
             cands: &cands,
             budgets: &budgets,
             pools: &pools,
-            ctx: SchedulingContext::with_facts(base.clone(), &self.pod_facts),
-            facts: &self.pod_facts,
+            ctx: SchedulingContext::with_facts(base.clone(), cx.pod_facts),
+            facts: cx.pod_facts,
             base: &base,
-            spot_to_spot: self.options.spot_to_spot_consolidation,
-            landing: self.landing(&types),
+            spot_to_spot: cx.options.spot_to_spot_consolidation,
+            landing: self.landing(cx, &types),
         };
         let mut blocked: BTreeMap<String, String> = BTreeMap::new();
         for c in &cands {
@@ -379,17 +387,17 @@ impl<P: CloudProvider> Manager<P> {
             let list = eval.consolidation_candidates(&mut blocked);
             command = eval.multi_node(&list);
             if command.is_none() {
-                let (cmd, cursor) = eval.single_node(&list, &mut blocked, self.disruption.single_cursor);
-                self.disruption.single_cursor = cursor;
-                let generation = self.disruption.generation;
+                let (cmd, cursor) = eval.single_node(&list, &mut blocked, self.single_cursor);
+                self.single_cursor = cursor;
+                let generation = self.generation;
                 if cmd.is_none() {
-                    let (seen, tried) = self.disruption.single_swept;
+                    let (seen, tried) = self.single_swept;
                     let tried =
                         if seen == generation { tried } else { 0 } + list.len().min(SINGLE_NODE_MAX_EVALUATIONS);
-                    self.disruption.single_swept = (generation, tried);
+                    self.single_swept = (generation, tried);
                     sweep_unfinished = tried < list.len();
                 } else {
-                    self.disruption.single_swept = (generation, 0);
+                    self.single_swept = (generation, 0);
                 }
                 command = cmd;
             }
@@ -397,37 +405,37 @@ impl<P: CloudProvider> Manager<P> {
         // Candidates not tried this pass keep the reason they were last given.
         for c in &cands {
             if !blocked.contains_key(&c.node)
-                && let Some(why) = self.disruption.blocked.get(&c.node)
+                && let Some(why) = self.blocked.get(&c.node)
             {
                 blocked.insert(c.node.clone(), why.clone());
             }
         }
-        self.disruption.evaluated = Some(self.disruption.generation);
+        self.evaluated = Some(self.generation);
         // Evaluated again when a node becomes consolidatable or the sweep goes on; otherwise
         // only on a change (a watch event, or what `unwatched` checks on its timer).
         let mut next = wake;
         if sweep_unfinished {
-            next = util::earliest(next, Some(util::after(pass.now, SWEEP_CONTINUE)));
+            next = util::earliest(next, Some(util::after(cx.pass.now, SWEEP_CONTINUE)));
         }
-        self.disruption.next_evaluation = next;
-        for at in [next, self.disruption.next_check].into_iter().flatten() {
-            pass.wake_at(at);
+        self.next_evaluation = next;
+        for at in [next, self.next_check].into_iter().flatten() {
+            cx.pass.wake_at(at);
         }
         if let Some(cmd) = &command {
             for c in &cmd.candidates {
                 blocked.remove(&c.node);
             }
         }
-        self.publish_blocked(api, blocked).await;
+        self.publish_blocked(cx.api, blocked).await;
         let Some(cmd) = command else { return Ok(()) };
         if matches!(cmd.reason, Reason::Empty | Reason::Underutilized) {
-            let at = util::after(pass.now, super::VALIDATION_DELAY);
+            let at = util::after(cx.pass.now, super::VALIDATION_DELAY);
             tracing::info!(reason = cmd.reason.as_str(), nodes = cmd.candidates.len(), "validating disruption");
-            self.disruption.validating = Some((cmd, at));
-            pass.wake_at(at);
+            self.validating = Some((cmd, at));
+            cx.pass.wake_at(at);
             Ok(())
         } else {
-            self.execute(api, pass, cmd).await
+            self.execute(cx, cmd).await
         }
     }
 
@@ -436,7 +444,7 @@ impl<P: CloudProvider> Manager<P> {
     /// a count of nodes or pods) is the same reason, not a new event every pass.
     async fn publish_blocked<C: ClusterApi>(&mut self, api: &C, blocked: BTreeMap<String, String>) {
         for (node, why) in &blocked {
-            if self.disruption.blocked.get(node).is_none_or(|was| !same_apart_from_numbers(was, why)) {
+            if self.blocked.get(node).is_none_or(|was| !same_apart_from_numbers(was, why)) {
                 api.record_event(EventRecord {
                     kind: "Node",
                     name: node.clone(),
@@ -447,25 +455,29 @@ impl<P: CloudProvider> Manager<P> {
                 .await;
             }
         }
-        self.disruption.blocked = blocked;
+        self.blocked = blocked;
     }
 
     /// A consolidation decision after its delay: carried out if the same nodes can still go
     /// the same way, dropped otherwise.
-    async fn validate<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass, cmd: Command) -> Result<(), ControllerError> {
+    async fn validate<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+        cmd: Command,
+    ) -> Result<(), ControllerError> {
         // Whatever happens, look again soon: an abandoned decision is re-evaluated from scratch.
-        self.disruption.evaluated = None;
-        pass.wake_after(std::time::Duration::from_secs(1));
+        self.evaluated = None;
+        cx.pass.wake_after(std::time::Duration::from_secs(1));
         let abandon = |why: &str| {
             tracing::info!(reason = cmd.reason.as_str(), why, "abandoning disruption after validation");
         };
-        if self.settling() {
+        if self.settling(cx) {
             abandon("the cluster changed");
             return Ok(());
         }
-        let types = self.instance_types_by_pool().await;
-        let exclude = self.move_targets();
-        let (cands, budgets, _) = self.candidates(&types, pass.now, &exclude).await;
+        let types = cx.instance_types_by_pool().await;
+        let exclude = self.move_targets(cx);
+        let (cands, budgets, _) = self.candidates(cx, &types, cx.pass.now, &exclude).await;
         let now: Vec<&Candidate> =
             cmd.candidates.iter().filter_map(|c| cands.iter().find(|x| x.claim == c.claim)).collect();
         if now.len() != cmd.candidates.len()
@@ -476,14 +488,14 @@ impl<P: CloudProvider> Manager<P> {
             abandon("a node is no longer a candidate");
             return Ok(());
         }
-        let pools = self.state.node_pools().clone();
+        let pools = cx.state.node_pools().clone();
         let Some(reason) = budget_reason(cmd.reason) else { return Ok(()) };
         if within_budget(now.iter().copied(), &budgets, &pools, reason, &mut BTreeMap::new()).len() != now.len() {
             abandon("the budget no longer allows it");
             return Ok(());
         }
-        let mut ctx = SchedulingContext::with_facts(self.disruption_input(&types), &self.pod_facts);
-        let (decision, pods) = match consolidate(&mut ctx, &now, self.options.spot_to_spot_consolidation) {
+        let mut ctx = SchedulingContext::with_facts(self.disruption_input(cx, &types), cx.pod_facts);
+        let (decision, pods) = match consolidate(&mut ctx, &now, cx.options.spot_to_spot_consolidation) {
             Ok(d) => d,
             Err(why) => {
                 abandon(&why);
@@ -494,7 +506,7 @@ impl<P: CloudProvider> Manager<P> {
             abandon("the decision changed");
             return Ok(());
         }
-        if let Some(mut landing) = self.landing(&types)
+        if let Some(mut landing) = self.landing(cx, &types)
             && let Err(why) = landing.check(&now, &decision)
         {
             abandon(&why);
@@ -506,35 +518,34 @@ impl<P: CloudProvider> Manager<P> {
         if let Ok(answer) = what_if(&mut ctx, &now) {
             fresh.moves = planned_moves(&answer);
         }
-        self.execute(api, pass, fresh).await
+        self.execute(cx, fresh).await
     }
 
     /// Carries out a command: taint and mark the nodes, launch the replacements; delete the
     /// nodes now when nothing has to launch first (or the reason is an interruption).
-    pub(crate) async fn execute<C: ClusterApi>(
+    pub(crate) async fn execute<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
         cmd: Command,
     ) -> Result<(), ControllerError> {
         let reason = cmd.reason.as_str();
         for c in &cmd.candidates {
-            if let Some(node) = self.state.node(&c.node).cloned() {
+            if let Some(node) = cx.state.node(&c.node).cloned() {
                 let tainted = with_disrupted_taint(&node);
                 if tainted != node
-                    && let Some(updated) = pass.soft("tainting node", api.update(tainted).await)?
+                    && let Some(updated) = cx.pass.soft("tainting node", cx.api.update(tainted).await)?
                 {
-                    self.state.record(updated.into_any());
+                    cx.state.record(updated.into_any());
                 }
             }
-            if let Some(mut claim) = self.state.node_claim(&c.claim).cloned() {
+            if let Some(mut claim) = cx.state.node_claim(&c.claim).cloned() {
                 let status = claim.status.get_or_insert_with(Default::default);
                 set_condition(
                     &mut status.conditions,
-                    util::condition(CONDITION_DISRUPTION_REASON, true, reason, &cmd.detail, pass.now),
+                    util::condition(CONDITION_DISRUPTION_REASON, true, reason, &cmd.detail, cx.pass.now),
                 );
-                if let Some(updated) = pass.soft("marking nodeclaim disrupted", api.update_status(claim).await)? {
-                    self.state.record(updated.into_any());
+                if let Some(updated) = cx.pass.soft("marking nodeclaim disrupted", cx.api.update_status(claim).await)? {
+                    cx.state.record(updated.into_any());
                 }
             }
         }
@@ -561,8 +572,8 @@ impl<P: CloudProvider> Manager<P> {
         // Replacement index → the claim launched for it.
         let mut launched_for: BTreeMap<usize, String> = BTreeMap::new();
         for (i, new) in cmd.replacements.iter().enumerate() {
-            let Some(pool) = self.state.node_pool(&new.node_pool).cloned() else { continue };
-            let mut claim = self.new_claim(&pool, new);
+            let Some(pool) = cx.state.node_pool(&new.node_pool).cloned() else { continue };
+            let mut claim = cx.new_claim(&pool, new);
             if cmd.reason == Reason::Underutilized {
                 claim
                     .metadata
@@ -570,31 +581,33 @@ impl<P: CloudProvider> Manager<P> {
                     .get_or_insert_with(Default::default)
                     .insert(labels::CONSOLIDATION_REPLACEMENT.to_string(), "true".to_string());
             }
-            if let Some(created) = pass.soft("creating replacement nodeclaim", api.create(claim).await)? {
+            if let Some(created) = cx.pass.soft("creating replacement nodeclaim", cx.api.create(claim).await)? {
                 let name = created.name().to_string();
-                api.record_event(EventRecord {
-                    kind: kerf_api::nodeclaim::KIND,
-                    name: name.clone(),
-                    type_: "Normal",
-                    reason: "DisruptionLaunching".to_string(),
-                    message: format!("Launching NodeClaim: {reason}/{decision}"),
-                })
-                .await;
-                self.state.record(created.into_any());
+                cx.api
+                    .record_event(EventRecord {
+                        kind: kerf_api::nodeclaim::KIND,
+                        name: name.clone(),
+                        type_: "Normal",
+                        reason: "DisruptionLaunching".to_string(),
+                        message: format!("Launching NodeClaim: {reason}/{decision}"),
+                    })
+                    .await;
+                cx.state.record(created.into_any());
                 launched_for.insert(i, name.clone());
                 launched.push(name);
             }
         }
         for c in &cmd.candidates {
-            api.record_event(EventRecord {
-                kind: "Node",
-                name: c.node.clone(),
-                type_: "Normal",
-                reason: "DisruptionTerminating".to_string(),
-                message: format!("Disrupting Node: {reason}/{decision}: {}", cmd.detail),
-            })
-            .await;
-            self.disruption.records.push(DisruptionRecord {
+            cx.api
+                .record_event(EventRecord {
+                    kind: "Node",
+                    name: c.node.clone(),
+                    type_: "Normal",
+                    reason: "DisruptionTerminating".to_string(),
+                    message: format!("Disrupting Node: {reason}/{decision}: {}", cmd.detail),
+                })
+                .await;
+            self.records.push(DisruptionRecord {
                 node_claim: c.claim.clone(),
                 node: Some(c.node.clone()).filter(|n| !n.is_empty()),
                 node_pool: Some(c.pool.clone()).filter(|p| !p.is_empty()),
@@ -602,17 +615,17 @@ impl<P: CloudProvider> Manager<P> {
                 reason: cmd.reason,
                 detail: cmd.detail.clone(),
                 replacements: launched.clone(),
-                decided_at: pass.now,
+                decided_at: cx.pass.now,
             });
         }
         if cmd.reason == Reason::Underutilized {
             let owners = cmd.candidates.iter().flat_map(|c| c.pods.iter()).filter_map(|p| util::owner_key(p)).collect();
-            self.disruption.reversals.watch(
+            self.reversals.watch(
                 cmd.candidates.iter().map(|c| c.claim.clone()),
                 cmd.candidates.iter().map(|c| c.pool.clone()),
                 owners,
                 launched.clone(),
-                pass.now,
+                cx.pass.now,
                 &cmd.detail,
             );
         }
@@ -633,29 +646,28 @@ impl<P: CloudProvider> Manager<P> {
                 })
                 .collect(),
         };
-        self.disruption.reserved.extend(launched.iter().cloned());
+        self.reserved.extend(launched.iter().cloned());
         let running = if launched.is_empty() || cmd.reason == Reason::Interrupted {
-            self.terminate(api, pass, running).await?
+            self.terminate(cx, running).await?
         } else if launched.len() < cmd.replacements.len() && !cmd.reason.is_forceful() {
-            self.abort(api, pass, &running, "a replacement could not be created").await?;
+            self.abort(cx, &running, "a replacement could not be created").await?;
             return Ok(());
         } else {
             running
         };
-        self.disruption.running.push(running);
+        self.running.push(running);
         Ok(())
     }
 
     /// Deletes the command's claims (the termination controller drains their nodes).
-    async fn terminate<C: ClusterApi>(
+    async fn terminate<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
         mut r: Running,
     ) -> Result<Running, ControllerError> {
         for (claim, _) in &r.candidates {
-            if self.state.node_claim(claim).is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
-                pass.soft("deleting nodeclaim", api.delete::<NodeClaim>(None, claim).await)?;
+            if cx.state.node_claim(claim).is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+                cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, claim).await)?;
             }
         }
         let replacements = match &r.phase {
@@ -667,51 +679,49 @@ impl<P: CloudProvider> Manager<P> {
 
     /// Gives up a command before anything was deleted: untaints its nodes, clears their
     /// DisruptionReason and forgets their records.
-    async fn abort<C: ClusterApi>(
+    async fn abort<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
         r: &Running,
         why: &str,
     ) -> Result<(), ControllerError> {
         tracing::info!(reason = r.reason.as_str(), why, "abandoning disruption");
         let claims: Vec<String> = r.candidates.iter().map(|(c, _)| c.clone()).collect();
-        self.disruption.reversals.finished(&claims, pass.now, true);
+        self.reversals.finished(&claims, cx.pass.now, true);
         for (claim, node) in &r.candidates {
-            self.release(api, pass, claim, node).await?;
-            self.disruption.records.retain(|x| &x.node_claim != claim);
+            self.release(cx, claim, node).await?;
+            self.records.retain(|x| &x.node_claim != claim);
         }
         let (Phase::Launching(names) | Phase::Terminating(names)) = &r.phase;
         for n in names {
-            self.disruption.reserved.remove(n);
+            self.reserved.remove(n);
         }
         Ok(())
     }
 
     /// Takes a node out of disruption: the `karpenter.sh/disrupted` taint off the node, the
     /// DisruptionReason condition off its claim.
-    async fn release<C: ClusterApi>(
+    async fn release<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
         claim: &str,
         node: &str,
     ) -> Result<(), ControllerError> {
-        if let Some(n) = self.state.node(node).cloned() {
+        if let Some(n) = cx.state.node(node).cloned() {
             let clean = without_disrupted_taint(&n);
             if clean != n
-                && let Some(updated) = pass.soft("untainting node", api.update(clean).await)?
+                && let Some(updated) = cx.pass.soft("untainting node", cx.api.update(clean).await)?
             {
-                self.state.record(updated.into_any());
+                cx.state.record(updated.into_any());
             }
         }
-        if let Some(mut c) = self.state.node_claim(claim).cloned()
+        if let Some(mut c) = cx.state.node_claim(claim).cloned()
             && let Some(status) = c.status.as_mut()
             && status.conditions.iter().any(|x| x.type_ == CONDITION_DISRUPTION_REASON)
         {
             status.conditions.retain(|x| x.type_ != CONDITION_DISRUPTION_REASON);
-            if let Some(updated) = pass.soft("clearing disruption reason", api.update_status(c).await)? {
-                self.state.record(updated.into_any());
+            if let Some(updated) = cx.pass.soft("clearing disruption reason", cx.api.update_status(c).await)? {
+                cx.state.record(updated.into_any());
             }
         }
         Ok(())
@@ -721,14 +731,17 @@ impl<P: CloudProvider> Manager<P> {
     /// a command this process does not run (it was decided before a restart, or an abort's
     /// writes failed) and that nothing is deleting are released, as Karpenter does on every
     /// pass: the decision is taken again from scratch.
-    async fn release_outdated<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
-        let outdated: Vec<(String, String)> = self
+    async fn release_outdated<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        let outdated: Vec<(String, String)> = cx
             .state
             .node_claims()
             .values()
             .filter(|c| c.metadata.deletion_timestamp.is_none() && !self.in_command(c.name()))
             .filter_map(|c| {
-                let node = self.state.node_for_claim(c);
+                let node = cx.state.node_for_claim(c);
                 let tainted = node.is_some_and(|n| is_disrupted(n) && n.metadata.deletion_timestamp.is_none());
                 let marked = c
                     .status
@@ -740,55 +753,59 @@ impl<P: CloudProvider> Manager<P> {
             .collect();
         for (claim, node) in outdated {
             tracing::info!(NodeClaim = %claim, Node = %node, "releasing a node left tainted by a disruption that is no longer running");
-            self.release(api, pass, &claim, &node).await?;
+            self.release(cx, &claim, &node).await?;
         }
         Ok(())
     }
 
     /// Moves running commands on: replacements initialized → delete the nodes; nodes gone →
     /// done.
-    async fn progress<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
-        let running = std::mem::take(&mut self.disruption.running);
+    async fn progress<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        let running = std::mem::take(&mut self.running);
         for mut r in running {
             match r.phase.clone() {
                 Phase::Launching(names) => {
                     let failed = names
                         .iter()
-                        .any(|n| self.state.node_claim(n).is_none_or(|c| c.metadata.deletion_timestamp.is_some()));
+                        .any(|n| cx.state.node_claim(n).is_none_or(|c| c.metadata.deletion_timestamp.is_some()));
                     if failed && !r.reason.is_forceful() {
-                        self.abort(api, pass, &r, "a replacement failed to launch").await?;
+                        self.abort(cx, &r, "a replacement failed to launch").await?;
                         continue;
                     }
                     let ready = names
                         .iter()
-                        .all(|n| self.state.node_claim(n).is_some_and(|c| c.is_condition_true(CONDITION_INITIALIZED)));
+                        .all(|n| cx.state.node_claim(n).is_some_and(|c| c.is_condition_true(CONDITION_INITIALIZED)));
                     if ready || failed {
-                        r = self.terminate(api, pass, r).await?;
+                        r = self.terminate(cx, r).await?;
                     } else if !r.waiting_reported {
                         r.waiting_reported = true;
                         for (_, node) in &r.candidates {
-                            api.record_event(EventRecord {
-                                kind: "Node",
-                                name: node.clone(),
-                                type_: "Normal",
-                                reason: "DisruptionWaitingReadiness".to_string(),
-                                message: "Waiting on readiness to continue disruption".to_string(),
-                            })
-                            .await;
+                            cx.api
+                                .record_event(EventRecord {
+                                    kind: "Node",
+                                    name: node.clone(),
+                                    type_: "Normal",
+                                    reason: "DisruptionWaitingReadiness".to_string(),
+                                    message: "Waiting on readiness to continue disruption".to_string(),
+                                })
+                                .await;
                         }
                     }
-                    self.disruption.running.push(r);
+                    self.running.push(r);
                 }
                 Phase::Terminating(names) => {
-                    if r.candidates.iter().all(|(claim, _)| self.state.node_claim(claim).is_none()) {
+                    if r.candidates.iter().all(|(claim, _)| cx.state.node_claim(claim).is_none()) {
                         for n in &names {
-                            self.disruption.reserved.remove(n);
+                            self.reserved.remove(n);
                         }
                         let claims: Vec<String> = r.candidates.iter().map(|(c, _)| c.clone()).collect();
-                        self.disruption.reversals.finished(&claims, pass.now, false);
+                        self.reversals.finished(&claims, cx.pass.now, false);
                         tracing::debug!(reason = r.reason.as_str(), "disruption done");
                     } else {
-                        self.disruption.running.push(r);
+                        self.running.push(r);
                     }
                 }
             }
@@ -797,18 +814,23 @@ impl<P: CloudProvider> Manager<P> {
     }
 
     /// A managed claim as a forceful command sees it (initialized or not).
-    pub(crate) fn forced_candidate(&self, claim: &NodeClaim, types: &TypesByPool) -> Candidate {
+    pub(crate) fn forced_candidate<P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'_, P, C>,
+        claim: &NodeClaim,
+        types: &TypesByPool,
+    ) -> Candidate {
         let l = claim.metadata.labels.as_ref();
         let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
         let pool_name = get(labels::NODE_POOL);
         let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
-        let node = self.state.node_for_claim(claim).and_then(|n| n.metadata.name.clone()).unwrap_or_default();
+        let node = cx.state.node_for_claim(claim).and_then(|n| n.metadata.name.clone()).unwrap_or_default();
         // Buffer room held here moves like its pods (its replacement keeps the room).
-        let pods: Vec<Arc<Pod>> = self
+        let pods: Vec<Arc<Pod>> = cx
             .state
             .pods_on_node(&node)
             .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
-            .chain(self.state.buffer_room().held_on(&node))
+            .chain(cx.state.buffer_room().held_on(&node))
             .cloned()
             .collect();
         Candidate {
@@ -826,18 +848,23 @@ impl<P: CloudProvider> Manager<P> {
             drifted: None,
             unfit: None,
             replace_hold: None,
-            static_pool: self.state.node_pool(&pool_name).is_some_and(NodePool::is_static),
+            static_pool: cx.state.node_pool(&pool_name).is_some_and(NodePool::is_static),
             pool: pool_name,
         }
     }
 
     /// Replacements for a forceful command: whatever new nodes the pods need (pods that fit
     /// nowhere do not stop it).
-    pub(crate) fn forced_replacements(&self, cand: &Candidate, types: &TypesByPool) -> ForcedReplacements {
-        if cand.pods.is_empty() || self.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
+    pub(crate) fn forced_replacements<P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'_, P, C>,
+        cand: &Candidate,
+        types: &TypesByPool,
+    ) -> ForcedReplacements {
+        if cand.pods.is_empty() || cx.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
             return (Vec::new(), Vec::new());
         }
-        let mut ctx = SchedulingContext::with_facts(self.disruption_input(types), &self.pod_facts);
+        let mut ctx = SchedulingContext::with_facts(self.disruption_input(cx, types), cx.pod_facts);
         match what_if(&mut ctx, &[cand]) {
             Ok(answer) => {
                 let moves = planned_moves(&answer);
@@ -851,19 +878,15 @@ impl<P: CloudProvider> Manager<P> {
     }
 
     fn in_command(&self, claim: &str) -> bool {
-        self.disruption.running.iter().any(|r| r.candidates.iter().any(|(c, _)| c == claim))
-            || self
-                .disruption
-                .validating
-                .as_ref()
-                .is_some_and(|(cmd, _)| cmd.candidates.iter().any(|c| c.claim == claim))
+        self.running.iter().any(|r| r.candidates.iter().any(|(c, _)| c == claim))
+            || self.validating.as_ref().is_some_and(|(cmd, _)| cmd.candidates.iter().any(|c| c.claim == claim))
     }
 
     /// Expiration: a claim older than its `expireAfter` is replaced (pre-spun) and removed,
     /// whatever budgets and do-not-disrupt say.
-    async fn expire<C: ClusterApi>(&mut self, api: &C, pass: &mut Pass) -> Result<(), ControllerError> {
+    async fn expire<P: CloudProvider, C: ClusterApi>(&mut self, cx: &mut Ctx<'_, P, C>) -> Result<(), ControllerError> {
         let mut expired = Vec::new();
-        for claim in self.state.node_claims().values() {
+        for claim in cx.state.node_claims().values() {
             if claim.metadata.deletion_timestamp.is_some() || self.in_command(claim.name()) {
                 continue;
             }
@@ -873,25 +896,24 @@ impl<P: CloudProvider> Manager<P> {
                 continue;
             };
             let at = util::after(created, after);
-            if pass.now >= at {
+            if cx.pass.now >= at {
                 expired.push((claim.clone(), claim.spec.expire_after));
             } else {
-                pass.wake_at(at);
+                cx.pass.wake_at(at);
             }
         }
         if expired.is_empty() {
             return Ok(());
         }
         // A validating consolidation may involve these nodes: it is decided again later.
-        self.disruption.validating = None;
-        let types = self.instance_types_by_pool().await;
+        self.validating = None;
+        let types = cx.instance_types_by_pool().await;
         for (claim, after) in expired {
-            let cand = self.forced_candidate(&claim, &types);
-            let (replacements, moves) = self.forced_replacements(&cand, &types);
+            let cand = self.forced_candidate(cx, &claim, &types);
+            let (replacements, moves) = self.forced_replacements(cx, &cand, &types);
             let detail = format!("expireAfter {after} has passed since it was created");
             self.execute(
-                api,
-                pass,
+                cx,
                 Command { reason: Reason::Expired, candidates: vec![cand], replacements, detail, savings: 0.0, moves },
             )
             .await?;

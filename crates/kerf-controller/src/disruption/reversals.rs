@@ -19,11 +19,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use kerf_api::cluster::{ClusterApi, Object};
+use kerf_api::cluster::{ClusterApi, EventRecord, Object};
 use kerf_api::{NodeClaim, labels};
 use kerf_cloud::{CloudProvider, Timestamp};
 
-use crate::manager::{ControllerError, Manager, Pass};
+use super::Disruption;
+use crate::ctx::{ControllerError, Ctx};
 use crate::util;
 
 /// How long after a consolidation's nodes are gone a launch for the pods it moved still counts
@@ -187,17 +188,48 @@ impl Reversals {
     }
 }
 
-impl<P: CloudProvider> Manager<P> {
+impl Disruption {
+    /// The claims the provisioner launched for pods since the last pass: one that undoes a
+    /// watched consolidation is a reversal (a warning, an event, its nodes held back).
+    pub(crate) async fn note_launches<P, C: ClusterApi>(&mut self, cx: &mut Ctx<'_, P, C>) {
+        for launch in std::mem::take(&mut cx.published.pod_launches) {
+            let claim_name = &launch.claim;
+            let Some(r) = self.reversals.launched(claim_name, &launch.node_pool, &launch.pods, launch.at) else {
+                continue;
+            };
+            tracing::warn!(
+                NodePool = %r.node_pool,
+                NodeClaim = %claim_name,
+                decided = %r.decided_at,
+                pods = %r.pods.join(", "),
+                "consolidation undone: pods it moved needed a new node; its replacement and this node are left alone until the workload changes"
+            );
+            cx.api
+                .record_event(EventRecord {
+                    kind: kerf_api::nodepool::KIND,
+                    name: r.node_pool.clone(),
+                    type_: "Warning",
+                    reason: "ConsolidationReversed".to_string(),
+                    message: format!(
+                        "NodeClaim {claim_name} launched for pod(s) {} that the consolidation decided at {} moved ({}); its nodes are left alone until the workload changes",
+                        r.pods.join(", "),
+                        r.decided_at,
+                        r.detail
+                    ),
+                })
+                .await;
+        }
+    }
+
     /// Writes new holds onto their NodeClaims, and takes off those a shrinking workload lifted
     /// (else a restart would bring them back). A write that fails is tried again next pass.
-    pub(crate) async fn persist_holds<C: ClusterApi>(
+    pub(crate) async fn persist_holds<P: CloudProvider, C: ClusterApi>(
         &mut self,
-        api: &C,
-        pass: &mut Pass,
+        cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        let shrank = self.disruption.workload_shrank_at;
-        for (name, hold) in std::mem::take(&mut self.disruption.reversals.unwritten) {
-            let Some(claim) = self.state.node_claim(&name).filter(|c| c.metadata.deletion_timestamp.is_none()) else {
+        let shrank = self.workload_shrank_at;
+        for (name, hold) in std::mem::take(&mut self.reversals.unwritten) {
+            let Some(claim) = cx.state.node_claim(&name).filter(|c| c.metadata.deletion_timestamp.is_none()) else {
                 continue;
             };
             if hold.lifted(shrank) || Hold::of(claim) == Some(hold) {
@@ -209,17 +241,17 @@ impl<P: CloudProvider> Manager<P> {
                 .annotations
                 .get_or_insert_with(Default::default)
                 .insert(labels::CONSOLIDATION_REVERSED.to_string(), hold.annotation());
-            match pass.soft("recording a consolidation hold", api.update(claim).await)? {
-                Some(updated) => self.state.record(updated.into_any()),
+            match cx.pass.soft("recording a consolidation hold", cx.api.update(claim).await)? {
+                Some(updated) => cx.state.record(updated.into_any()),
                 None => {
-                    self.disruption.reversals.unwritten.insert(name, hold);
+                    self.reversals.unwritten.insert(name, hold);
                 }
             }
         }
-        if shrank.is_none() || self.disruption.reversals.lifted_checked == shrank {
+        if shrank.is_none() || self.reversals.lifted_checked == shrank {
             return Ok(());
         }
-        let lifted: Vec<NodeClaim> = self
+        let lifted: Vec<NodeClaim> = cx
             .state
             .node_claims()
             .values()
@@ -231,13 +263,13 @@ impl<P: CloudProvider> Manager<P> {
             if let Some(a) = claim.metadata.annotations.as_mut() {
                 a.remove(labels::CONSOLIDATION_REVERSED);
             }
-            match pass.soft("lifting a consolidation hold", api.update(claim).await)? {
-                Some(updated) => self.state.record(updated.into_any()),
+            match cx.pass.soft("lifting a consolidation hold", cx.api.update(claim).await)? {
+                Some(updated) => cx.state.record(updated.into_any()),
                 None => done = false,
             }
         }
         if done {
-            self.disruption.reversals.lifted_checked = shrank;
+            self.reversals.lifted_checked = shrank;
         }
         Ok(())
     }

@@ -14,8 +14,8 @@ use kerf_api::nodepool::DisruptionReason;
 
 use super::candidates::{Budgets, Candidate};
 use super::{Command, Reason};
+use crate::input::TypesByPool;
 use crate::nodepool::{StaticCount, static_new_claim};
-use crate::provisioner::TypesByPool;
 
 /// The first static pool's drift command (pools in name order), as many of its drifted nodes as
 /// its budget and its node limit allow; each drifted static node of the pools looked at that is

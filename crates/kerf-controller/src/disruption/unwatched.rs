@@ -11,17 +11,23 @@ use std::time::Duration;
 
 use kerf_cloud::{CloudProvider, Timestamp};
 
-use crate::manager::Manager;
-use crate::provisioner::TypesByPool;
+use super::Disruption;
+use crate::ctx::Ctx;
+use crate::input::TypesByPool;
 
 /// How often the fingerprint is compared while some budget has a schedule (windows open and
 /// close on the minute).
 pub(crate) const BUDGET_WINDOW_CHECK: Duration = Duration::from_secs(60);
 
-impl<P: CloudProvider> Manager<P> {
+impl Disruption {
     /// A fingerprint of the offerings of every pool's instance types and of which scheduled
     /// budgets are active now.
-    pub(crate) fn unwatched_inputs(&self, types: &TypesByPool, now: Timestamp) -> u64 {
+    pub(crate) fn unwatched_inputs<P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'_, P, C>,
+        types: &TypesByPool,
+        now: Timestamp,
+    ) -> u64 {
         let mut h = DefaultHasher::new();
         for (pool, its) in types {
             pool.hash(&mut h);
@@ -32,8 +38,8 @@ impl<P: CloudProvider> Manager<P> {
                 }
             }
         }
-        let wall = self.wall_clock(now);
-        for (name, pool) in self.state.node_pools() {
+        let wall = cx.options.wall_clock(now);
+        for (name, pool) in cx.state.node_pools() {
             name.hash(&mut h);
             for b in &pool.spec.disruption.budgets {
                 b.is_active(wall).ok().hash(&mut h);
@@ -43,9 +49,9 @@ impl<P: CloudProvider> Manager<P> {
     }
 
     /// When the fingerprint is compared next.
-    pub(crate) fn next_unwatched_check(&self, now: Timestamp) -> Timestamp {
+    pub(crate) fn next_unwatched_check<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>, now: Timestamp) -> Timestamp {
         let scheduled =
-            self.state.node_pools().values().any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some()));
+            cx.state.node_pools().values().any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some()));
         crate::util::after(now, if scheduled { BUDGET_WINDOW_CHECK } else { super::IDLE_REEVALUATE })
     }
 }
