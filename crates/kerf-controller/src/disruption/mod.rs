@@ -14,13 +14,14 @@
 
 pub mod candidates;
 pub mod consolidation;
+mod forced;
 mod in_flight;
+mod methods;
 mod observe;
 mod orchestration;
 pub mod reversals;
 #[cfg(test)]
 mod reversals_tests;
-mod static_drift;
 mod unwatched;
 #[cfg(test)]
 mod unwatched_tests;

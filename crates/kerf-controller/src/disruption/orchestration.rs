@@ -1,274 +1,33 @@
 //! Running the disruption controller: when to evaluate, the methods in order, validation, and
 //! carrying out commands (taint, pre-spin replacements, delete, wait for termination).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::nodeclaim::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
-use kerf_api::nodepool::DisruptionReason;
 use kerf_api::shared::set_condition;
-use kerf_api::{NodeClaim, NodePool, labels};
+use kerf_api::{NodeClaim, labels};
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::{NewNodeClaim, PodFactsCache, SchedulingContext, SchedulingInput};
+use kerf_scheduling::SchedulingContext;
 
-use super::candidates::{Budgets, Candidate, budget_reason, node_price, within_budget};
-use super::consolidation::{Decision, consolidate, consolidation_order, describe, largest_prefix, what_if};
-use super::in_flight::{Destination, Landing, planned_moves};
-use super::static_drift::static_drift;
+use super::candidates::{Candidate, budget_reason, within_budget};
+use super::consolidation::{Decision, consolidate, what_if};
+use super::in_flight::{Destination, planned_moves};
+use super::methods::drift::Drift;
+use super::methods::emptiness::Emptiness;
+use super::methods::multi_node::MultiNode;
+use super::methods::single_node::SingleNode;
+use super::methods::static_drift::StaticDrift;
+use super::methods::{Eval, Method, consolidation_command};
 use super::{
     Command, Disruption, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE,
 };
 use crate::ctx::{ControllerError, Ctx};
-use crate::input::{TypesByPool, in_flight};
+use crate::input::in_flight;
 use crate::nodepool::{StaticCount, static_count};
-use crate::termination::{is_disrupted, is_drainable, with_disrupted_taint, without_disrupted_taint};
+use crate::termination::{is_disrupted, with_disrupted_taint, without_disrupted_taint};
 use crate::util;
 use kerf_api::cluster::{ClusterApi, EventRecord, Object};
 use kerf_api::events::same_apart_from_numbers;
-
-/// A forceful command's replacements and where its pods go.
-pub(crate) type ForcedReplacements = (Vec<NewNodeClaim>, Vec<(crate::state::ObjectKey, Destination)>);
-
-/// `base` with `nodes` taking no new pods (their pods still count where they are).
-fn unschedulable(base: &SchedulingInput, nodes: &BTreeSet<&str>) -> SchedulingInput {
-    let mut input = base.clone();
-    for n in &mut input.existing_nodes {
-        if nodes.contains(n.name.as_str()) {
-            n.schedulable = false;
-        }
-    }
-    input
-}
-
-/// The evaluation's shared inputs.
-struct Eval<'a> {
-    cands: &'a [Candidate],
-    budgets: &'a Budgets,
-    pools: &'a BTreeMap<String, NodePool>,
-    base: &'a SchedulingInput,
-    /// Built once from `base` for every consolidation what-if of the evaluation.
-    ctx: SchedulingContext,
-    /// The controller's parsed pod facts, for the contexts built during the evaluation.
-    facts: &'a PodFactsCache,
-    spot_to_spot: bool,
-    /// The running commands, when some still have pods to move: every consolidation must
-    /// also hold once their pods have landed.
-    landing: Option<Landing>,
-}
-
-impl<'a> Eval<'a> {
-    fn allowed<'c>(
-        &self,
-        list: Vec<&'c Candidate>,
-        reason: DisruptionReason,
-        blocked: &mut BTreeMap<String, String>,
-    ) -> Vec<&'c Candidate> {
-        within_budget(list, self.budgets, self.pools, reason, blocked)
-    }
-
-    fn emptiness(&self, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
-        let empty: Vec<&Candidate> =
-            self.cands.iter().filter(|c| c.protected.is_none() && c.is_empty() && c.consolidatable).collect();
-        let chosen = self.allowed(empty, DisruptionReason::Empty, blocked);
-        if chosen.is_empty() {
-            return None;
-        }
-        let (detail, savings) = describe(&chosen, 0, &Decision::Delete);
-        Some(Command {
-            reason: Reason::Empty,
-            candidates: chosen.into_iter().cloned().collect(),
-            replacements: Vec::new(),
-            detail,
-            savings,
-            moves: Vec::new(),
-        })
-    }
-
-    /// Drift, and kerf's `Unfit`: replace the node with whatever its pods need (no price rule),
-    /// as long as every pod fits somewhere.
-    fn replace_method(&self, reason: Reason, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
-        let why = |c: &Candidate| if reason == Reason::Unfit { c.unfit.clone() } else { c.drifted.clone() };
-        let held = |c: &Candidate| c.held_against(reason).cloned();
-        // Static pools' nodes are replaced by static drift, from their pool's template.
-        let matching: Vec<&Candidate> = self.cands.iter().filter(|c| !c.static_pool && why(c).is_some()).collect();
-        for c in &matching {
-            if let Some(p) = held(c) {
-                blocked
-                    .insert(c.node.clone(), format!("{} ({}), but {p}", reason.as_str(), why(c).unwrap_or_default()));
-            }
-        }
-        let open: Vec<&Candidate> = matching.iter().copied().filter(|c| held(c).is_none()).collect();
-        let allowed = self.allowed(open, DisruptionReason::Drifted, blocked);
-        // Empty ones go together, without replacements.
-        let empties: Vec<&Candidate> = allowed.iter().copied().filter(|c| c.is_empty()).collect();
-        if !empties.is_empty() {
-            let detail = empties.iter().filter_map(|c| why(c)).next().unwrap_or_default();
-            return Some(Command {
-                reason,
-                candidates: empties.into_iter().cloned().collect(),
-                replacements: Vec::new(),
-                detail: format!("{detail}; it is empty"),
-                savings: 0.0,
-                moves: Vec::new(),
-            });
-        }
-        if allowed.is_empty() {
-            return None;
-        }
-        // Nodes being replaced for the same reason are no place for the pods either: one
-        // context for the method, with those nodes taking no new pods.
-        let all: BTreeSet<&str> = matching.iter().map(|c| c.node.as_str()).collect();
-        let mut ctx = SchedulingContext::with_facts(unschedulable(self.base, &all), self.facts);
-        for c in allowed {
-            let answer = match what_if(&mut ctx, &[c]) {
-                Ok(a) => a,
-                Err(e) => {
-                    blocked.insert(
-                        c.node.clone(),
-                        format!("{} ({}), but {e}", reason.as_str(), why(c).unwrap_or_default()),
-                    );
-                    continue;
-                }
-            };
-            let n = answer.pods.len();
-            let moves = planned_moves(&answer);
-            if let Some(&i) = answer.unplaced.first() {
-                blocked.insert(
-                    c.node.clone(),
-                    format!(
-                        "{} ({}), but pod {} would fit nowhere else",
-                        reason.as_str(),
-                        why(c).unwrap_or_default(),
-                        answer.pods.get(i).map_or_else(|| format!("#{i}"), |p| kerf_scheduling::pod::key(p)),
-                    ),
-                );
-                continue;
-            }
-            let replacements: Vec<NewNodeClaim> = answer.new_node_claims.into_iter().map(|c| c.claim).collect();
-            let forced = match (&c.protected, c.eventual_grace) {
-                (Some(p), Some(grace)) => {
-                    format!(" ({p}: what is not evicted is deleted when its terminationGracePeriod {grace} ends)")
-                }
-                _ => String::new(),
-            };
-            let detail = format!(
-                "{}; its {n} pod(s) move to {}{forced}",
-                why(c).unwrap_or_default(),
-                match replacements.len() {
-                    0 => "other nodes".to_string(),
-                    k => format!("{k} new node(s)"),
-                }
-            );
-            return Some(Command { reason, candidates: vec![c.clone()], replacements, detail, savings: 0.0, moves });
-        }
-        None
-    }
-
-    /// Consolidatable, unprotected candidates, cheapest to disrupt first
-    /// ([`consolidation_order`]). Budgets apply per command (below).
-    fn consolidation_candidates(&self, blocked: &mut BTreeMap<String, String>) -> Vec<&'a Candidate> {
-        let mut list: Vec<&Candidate> = Vec::new();
-        for c in self.cands {
-            if c.protected.is_some() {
-                continue;
-            }
-            match &c.not_consolidatable {
-                Some(why) => {
-                    blocked.entry(c.node.clone()).or_insert_with(|| why.clone());
-                }
-                None => list.push(c),
-            }
-        }
-        consolidation_order(&mut list);
-        list
-    }
-
-    fn command(cands: &[&Candidate], pods: usize, decision: Decision) -> Command {
-        let (detail, savings) = describe(cands, pods, &decision);
-        Command {
-            reason: Reason::Underutilized,
-            candidates: cands.iter().map(|c| (*c).clone()).collect(),
-            replacements: match decision {
-                Decision::Delete => Vec::new(),
-                Decision::Replace { claim, .. } => vec![*claim],
-            },
-            detail,
-            savings,
-            moves: Vec::new(),
-        }
-    }
-
-    /// One consolidation question ([`consolidate`]), on the cluster as the running commands
-    /// will leave it once their pods have landed too.
-    fn consolidate(&mut self, cands: &[&Candidate]) -> Result<(Decision, usize), String> {
-        let (decision, pods) = consolidate(&mut self.ctx, cands, self.spot_to_spot)?;
-        if let Some(landing) = self.landing.as_mut() {
-            landing.check(cands, &decision)?;
-        }
-        Ok((decision, pods))
-    }
-
-    /// The longest prefix of the candidates (within each pool's budget) that goes together
-    /// (multi-node consolidation's binary search, [`largest_prefix`]).
-    fn multi_node(&mut self, list: &[&Candidate]) -> Option<Command> {
-        let list = self.allowed(list.to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
-        let (k, (decision, pods)) = largest_prefix(list.len(), |k| self.consolidate(&list[..k]))?;
-        Some(Self::command(&list[..k], pods, decision))
-    }
-
-    /// The first candidate that can go on its own (its pool's budget must allow one more),
-    /// trying up to [`SINGLE_NODE_MAX_EVALUATIONS`] from `cursor` on (wrapping). Returns the
-    /// command, if any, and where the next pass continues.
-    fn single_node(
-        &mut self,
-        list: &[&Candidate],
-        blocked: &mut BTreeMap<String, String>,
-        cursor: usize,
-    ) -> (Option<Command>, usize) {
-        let open: Vec<&Candidate> = list
-            .iter()
-            .copied()
-            .filter(|c| {
-                let Some(pool) = self.pools.get(&c.pool) else { return false };
-                let ok = self.budgets.allowed(pool, DisruptionReason::Underutilized) > 0;
-                if !ok {
-                    blocked
-                        .entry(c.node.clone())
-                        .or_insert_with(|| self.budgets.describe(pool, DisruptionReason::Underutilized));
-                }
-                ok
-            })
-            .collect();
-        let n = open.len();
-        if n == 0 {
-            return (None, 0);
-        }
-        let start = cursor % n;
-        for j in 0..n.min(SINGLE_NODE_MAX_EVALUATIONS) {
-            let i = (start + j) % n;
-            let c = open[i];
-            match self.consolidate(&[c]) {
-                Ok((decision, pods)) => {
-                    // The nodes after it may go along: the longest prefix from here that still
-                    // goes together (multi-node consolidation anchored at a node that can go
-                    // alone; the plain prefix search fails when the first nodes cannot go
-                    // together).
-                    let rest = self.allowed(open[i..].to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
-                    let cmd = match largest_prefix(rest.len(), |k| self.consolidate(&rest[..k])) {
-                        Some((k, (d, p))) => Self::command(&rest[..k], p, d),
-                        None => Self::command(&[c], pods, decision),
-                    };
-                    return (Some(cmd), i);
-                }
-                Err(why) => {
-                    blocked.entry(c.node.clone()).or_insert(why);
-                }
-            }
-        }
-        (None, (start + SINGLE_NODE_MAX_EVALUATIONS) % n)
-    }
-}
 
 impl Disruption {
     /// Something is still moving: a pod kube-scheduler has not tried yet, a pod waiting for a
@@ -355,51 +114,53 @@ impl Disruption {
             .filter(|p| p.is_static())
             .map(|p| (p.name().to_string(), static_count(cx.state, p)))
             .collect();
-        let mut eval = Eval {
-            cands: &cands,
-            budgets: &budgets,
-            pools: &pools,
-            ctx: SchedulingContext::with_facts(base.clone(), cx.pod_facts),
-            facts: cx.pod_facts,
-            base: &base,
-            spot_to_spot: cx.options.spot_to_spot_consolidation,
-            landing: self.landing(cx, &types),
-        };
+        let mut eval = Eval::new(
+            &cands,
+            &budgets,
+            &pools,
+            &types,
+            &statics,
+            &base,
+            cx.pod_facts,
+            cx.options.spot_to_spot_consolidation,
+            self.landing(cx, &types),
+        );
         let mut blocked: BTreeMap<String, String> = BTreeMap::new();
         for c in &cands {
             if let Some(p) = &c.protected {
                 blocked.insert(c.node.clone(), p.clone());
             }
         }
-        let mut command = eval.emptiness(&mut blocked);
-        if command.is_none() {
-            command = static_drift(&cands, &budgets, &pools, &statics, &types, &mut blocked);
-        }
-        if command.is_none() {
-            command = eval.replace_method(Reason::Drifted, &mut blocked);
-        }
-        if command.is_none() {
-            command = eval.replace_method(Reason::Unfit, &mut blocked);
+        // The methods in Karpenter's order; the first with a command takes the pass.
+        let mut single = SingleNode::starting_at(self.single_cursor);
+        let methods: [&mut dyn Method; 6] = [
+            &mut Emptiness,
+            &mut StaticDrift,
+            &mut Drift(Reason::Drifted),
+            &mut Drift(Reason::Unfit),
+            &mut MultiNode,
+            &mut single,
+        ];
+        let mut command = None;
+        for method in methods {
+            command = method.compute_command(&mut eval, &mut blocked);
+            if let Some(cmd) = &command {
+                tracing::debug!(method = method.reason().as_str(), nodes = cmd.candidates.len(), "disruption command");
+                break;
+            }
         }
         // Whether single-node consolidation left candidates untried since the last change.
         let mut sweep_unfinished = false;
-        if command.is_none() {
-            let list = eval.consolidation_candidates(&mut blocked);
-            command = eval.multi_node(&list);
+        if let Some(listed) = single.listed {
+            self.single_cursor = single.cursor;
+            let generation = self.generation;
             if command.is_none() {
-                let (cmd, cursor) = eval.single_node(&list, &mut blocked, self.single_cursor);
-                self.single_cursor = cursor;
-                let generation = self.generation;
-                if cmd.is_none() {
-                    let (seen, tried) = self.single_swept;
-                    let tried =
-                        if seen == generation { tried } else { 0 } + list.len().min(SINGLE_NODE_MAX_EVALUATIONS);
-                    self.single_swept = (generation, tried);
-                    sweep_unfinished = tried < list.len();
-                } else {
-                    self.single_swept = (generation, 0);
-                }
-                command = cmd;
+                let (seen, tried) = self.single_swept;
+                let tried = if seen == generation { tried } else { 0 } + listed.min(SINGLE_NODE_MAX_EVALUATIONS);
+                self.single_swept = (generation, tried);
+                sweep_unfinished = tried < listed;
+            } else {
+                self.single_swept = (generation, 0);
             }
         }
         // Candidates not tried this pass keep the reason they were last given.
@@ -512,7 +273,7 @@ impl Disruption {
             abandon(&why);
             return Ok(());
         }
-        let mut fresh = Eval::command(&now, pods, decision);
+        let mut fresh = consolidation_command(&now, pods, decision);
         fresh.reason = cmd.reason;
         // Where its pods go, as later decisions count them while it runs.
         if let Ok(answer) = what_if(&mut ctx, &now) {
@@ -813,112 +574,9 @@ impl Disruption {
         Ok(())
     }
 
-    /// A managed claim as a forceful command sees it (initialized or not).
-    pub(crate) fn forced_candidate<P: CloudProvider, C>(
-        &self,
-        cx: &Ctx<'_, P, C>,
-        claim: &NodeClaim,
-        types: &TypesByPool,
-    ) -> Candidate {
-        let l = claim.metadata.labels.as_ref();
-        let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
-        let pool_name = get(labels::NODE_POOL);
-        let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
-        let node = cx.state.node_for_claim(claim).and_then(|n| n.metadata.name.clone()).unwrap_or_default();
-        // Buffer room held here moves like its pods (its replacement keeps the room).
-        let pods: Vec<Arc<Pod>> = cx
-            .state
-            .pods_on_node(&node)
-            .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
-            .chain(cx.state.buffer_room().held_on(&node))
-            .cloned()
-            .collect();
-        Candidate {
-            claim: claim.name().to_string(),
-            price: node_price(types, &pool_name, &itype, &zone, &ct),
-            node,
-            instance_type: itype,
-            capacity_type: ct,
-            zone,
-            pods,
-            consolidatable: false,
-            not_consolidatable: None,
-            protected: None,
-            eventual_grace: None,
-            drifted: None,
-            unfit: None,
-            replace_hold: None,
-            static_pool: cx.state.node_pool(&pool_name).is_some_and(NodePool::is_static),
-            pool: pool_name,
-        }
-    }
-
-    /// Replacements for a forceful command: whatever new nodes the pods need (pods that fit
-    /// nowhere do not stop it).
-    pub(crate) fn forced_replacements<P: CloudProvider, C>(
-        &self,
-        cx: &Ctx<'_, P, C>,
-        cand: &Candidate,
-        types: &TypesByPool,
-    ) -> ForcedReplacements {
-        if cand.pods.is_empty() || cx.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
-            return (Vec::new(), Vec::new());
-        }
-        let mut ctx = SchedulingContext::with_facts(self.disruption_input(cx, types), cx.pod_facts);
-        match what_if(&mut ctx, &[cand]) {
-            Ok(answer) => {
-                let moves = planned_moves(&answer);
-                (answer.new_node_claims.into_iter().map(|c| c.claim).collect(), moves)
-            }
-            Err(e) => {
-                tracing::warn!(node = %cand.node, error = %e, "no replacement for a forceful disruption");
-                (Vec::new(), Vec::new())
-            }
-        }
-    }
-
-    fn in_command(&self, claim: &str) -> bool {
+    pub(super) fn in_command(&self, claim: &str) -> bool {
         self.running.iter().any(|r| r.candidates.iter().any(|(c, _)| c == claim))
             || self.validating.as_ref().is_some_and(|(cmd, _)| cmd.candidates.iter().any(|c| c.claim == claim))
-    }
-
-    /// Expiration: a claim older than its `expireAfter` is replaced (pre-spun) and removed,
-    /// whatever budgets and do-not-disrupt say.
-    async fn expire<P: CloudProvider, C: ClusterApi>(&mut self, cx: &mut Ctx<'_, P, C>) -> Result<(), ControllerError> {
-        let mut expired = Vec::new();
-        for claim in cx.state.node_claims().values() {
-            if claim.metadata.deletion_timestamp.is_some() || self.in_command(claim.name()) {
-                continue;
-            }
-            let (Some(after), Some(created)) =
-                (claim.spec.expire_after.duration(), claim.metadata.creation_timestamp.as_ref().map(|t| t.0))
-            else {
-                continue;
-            };
-            let at = util::after(created, after);
-            if cx.pass.now >= at {
-                expired.push((claim.clone(), claim.spec.expire_after));
-            } else {
-                cx.pass.wake_at(at);
-            }
-        }
-        if expired.is_empty() {
-            return Ok(());
-        }
-        // A validating consolidation may involve these nodes: it is decided again later.
-        self.validating = None;
-        let types = cx.instance_types_by_pool().await;
-        for (claim, after) in expired {
-            let cand = self.forced_candidate(cx, &claim, &types);
-            let (replacements, moves) = self.forced_replacements(cx, &cand, &types);
-            let detail = format!("expireAfter {after} has passed since it was created");
-            self.execute(
-                cx,
-                Command { reason: Reason::Expired, candidates: vec![cand], replacements, detail, savings: 0.0, moves },
-            )
-            .await?;
-        }
-        Ok(())
     }
 
     /// Whether a claim is already part of a running or validating command.

@@ -12,15 +12,33 @@ use std::collections::BTreeMap;
 use kerf_api::NodePool;
 use kerf_api::nodepool::DisruptionReason;
 
-use super::candidates::{Budgets, Candidate};
-use super::{Command, Reason};
+use super::{Eval, Method};
+use crate::disruption::candidates::{Budgets, Candidate};
+use crate::disruption::{Command, Reason};
 use crate::input::TypesByPool;
 use crate::nodepool::{StaticCount, static_new_claim};
+
+pub(in crate::disruption) struct StaticDrift;
+
+impl Method for StaticDrift {
+    fn reason(&self) -> Reason {
+        Reason::Drifted
+    }
+
+    fn should_disrupt(&self, c: &Candidate) -> bool {
+        c.static_pool && c.drifted.is_some()
+    }
+
+    fn compute_command(&mut self, eval: &mut Eval<'_>, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
+        static_drift(self, eval.cands, eval.budgets, eval.pools, eval.statics, eval.types, blocked)
+    }
+}
 
 /// The first static pool's drift command (pools in name order), as many of its drifted nodes as
 /// its budget and its node limit allow; each drifted static node of the pools looked at that is
 /// not in it gets its reason in `blocked`.
-pub(super) fn static_drift(
+fn static_drift(
+    method: &StaticDrift,
     cands: &[Candidate],
     budgets: &Budgets,
     pools: &BTreeMap<String, NodePool>,
@@ -29,7 +47,7 @@ pub(super) fn static_drift(
     blocked: &mut BTreeMap<String, String>,
 ) -> Option<Command> {
     let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
-    for c in cands.iter().filter(|c| c.static_pool) {
+    for c in cands.iter().filter(|c| method.should_disrupt(c)) {
         let Some(why) = &c.drifted else { continue };
         match c.held_against(Reason::Drifted) {
             Some(p) => {

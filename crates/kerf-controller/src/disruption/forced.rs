@@ -1,0 +1,88 @@
+//! Forceful commands (expiration, interruption): the claim as such a command sees it, initialized
+//! or not, and the replacements its pods need. Budgets and do-not-disrupt do not hold these
+//! back, and pods that fit nowhere do not stop them.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::{NodeClaim, NodePool, labels};
+use kerf_cloud::CloudProvider;
+use kerf_scheduling::{NewNodeClaim, SchedulingContext};
+
+use super::Disruption;
+use super::candidates::{Candidate, node_price};
+use super::consolidation::what_if;
+use super::in_flight::{Destination, planned_moves};
+use crate::ctx::Ctx;
+use crate::input::TypesByPool;
+use crate::termination::is_drainable;
+use crate::util;
+
+/// A forceful command's replacements and where its pods go.
+pub(crate) type ForcedReplacements = (Vec<NewNodeClaim>, Vec<(crate::state::ObjectKey, Destination)>);
+
+impl Disruption {
+    /// A managed claim as a forceful command sees it (initialized or not).
+    pub(crate) fn forced_candidate<P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'_, P, C>,
+        claim: &NodeClaim,
+        types: &TypesByPool,
+    ) -> Candidate {
+        let l = claim.metadata.labels.as_ref();
+        let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
+        let pool_name = get(labels::NODE_POOL);
+        let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
+        let node = cx.state.node_for_claim(claim).and_then(|n| n.metadata.name.clone()).unwrap_or_default();
+        // Buffer room held here moves like its pods (its replacement keeps the room).
+        let pods: Vec<Arc<Pod>> = cx
+            .state
+            .pods_on_node(&node)
+            .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
+            .chain(cx.state.buffer_room().held_on(&node))
+            .cloned()
+            .collect();
+        Candidate {
+            claim: claim.name().to_string(),
+            price: node_price(types, &pool_name, &itype, &zone, &ct),
+            node,
+            instance_type: itype,
+            capacity_type: ct,
+            zone,
+            pods,
+            consolidatable: false,
+            not_consolidatable: None,
+            protected: None,
+            eventual_grace: None,
+            drifted: None,
+            unfit: None,
+            replace_hold: None,
+            static_pool: cx.state.node_pool(&pool_name).is_some_and(NodePool::is_static),
+            pool: pool_name,
+        }
+    }
+
+    /// Replacements for a forceful command: whatever new nodes the pods need (pods that fit
+    /// nowhere do not stop it).
+    pub(crate) fn forced_replacements<P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'_, P, C>,
+        cand: &Candidate,
+        types: &TypesByPool,
+    ) -> ForcedReplacements {
+        if cand.pods.is_empty() || cx.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
+            return (Vec::new(), Vec::new());
+        }
+        let mut ctx = SchedulingContext::with_facts(self.disruption_input(cx, types), cx.pod_facts);
+        match what_if(&mut ctx, &[cand]) {
+            Ok(answer) => {
+                let moves = planned_moves(&answer);
+                (answer.new_node_claims.into_iter().map(|c| c.claim).collect(), moves)
+            }
+            Err(e) => {
+                tracing::warn!(node = %cand.node, error = %e, "no replacement for a forceful disruption");
+                (Vec::new(), Vec::new())
+            }
+        }
+    }
+}

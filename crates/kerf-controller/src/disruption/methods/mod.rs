@@ -1,0 +1,149 @@
+//! The disruption methods, one type each, in the order Karpenter runs them: emptiness, static
+//! drift, drift, kerf's `Unfit`, multi-node consolidation, single-node consolidation. Each
+//! implements [`Method`]: which candidates it acts on, and the command it proposes on one
+//! evaluation's shared inputs ([`Eval`]: candidates, budgets computed once for the pass, the
+//! scheduling context built once). The first method with a command wins the pass. Expiration is
+//! forceful (budgets and do-not-disrupt do not hold it back) and runs on every claim before any
+//! evaluation ([`expiration`]).
+
+pub(super) mod drift;
+pub(super) mod emptiness;
+pub(super) mod expiration;
+pub(super) mod multi_node;
+pub(super) mod single_node;
+pub(super) mod static_drift;
+
+use std::collections::BTreeMap;
+
+use kerf_api::NodePool;
+use kerf_api::nodepool::DisruptionReason;
+use kerf_scheduling::{PodFactsCache, SchedulingContext, SchedulingInput};
+
+use super::candidates::{Budgets, Candidate, within_budget};
+use super::consolidation::{Decision, consolidate, consolidation_order, describe};
+use super::in_flight::Landing;
+use super::{Command, Reason};
+use crate::input::TypesByPool;
+use crate::nodepool::StaticCount;
+
+/// One disruption method.
+pub(super) trait Method {
+    /// The reason its commands carry.
+    fn reason(&self) -> Reason;
+
+    /// Whether it would act on this candidate at all (before budgets and what-ifs).
+    fn should_disrupt(&self, c: &Candidate) -> bool;
+
+    /// The command it takes this pass, if any. Candidates it would act on but does not get
+    /// why in `blocked`.
+    fn compute_command(&mut self, eval: &mut Eval<'_>, blocked: &mut BTreeMap<String, String>) -> Option<Command>;
+}
+
+/// One evaluation's shared inputs.
+pub(super) struct Eval<'a> {
+    pub cands: &'a [Candidate],
+    /// The NodePools' disruption budgets, computed once for the pass.
+    pub budgets: &'a Budgets,
+    pub pools: &'a BTreeMap<String, NodePool>,
+    pub types: &'a TypesByPool,
+    /// Static pools' claim counts.
+    pub statics: &'a BTreeMap<String, StaticCount>,
+    pub base: &'a SchedulingInput,
+    /// Built once from `base` for every consolidation what-if of the evaluation.
+    pub ctx: SchedulingContext,
+    /// The controller's parsed pod facts, for the contexts built during the evaluation.
+    pub facts: &'a PodFactsCache,
+    pub spot_to_spot: bool,
+    /// The running commands, when some still have pods to move: every consolidation must
+    /// also hold once their pods have landed.
+    pub landing: Option<Landing>,
+    /// The consolidation candidates in order, once listed (both consolidation methods use it).
+    consolidation_list: Option<Vec<&'a Candidate>>,
+}
+
+impl<'a> Eval<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        cands: &'a [Candidate],
+        budgets: &'a Budgets,
+        pools: &'a BTreeMap<String, NodePool>,
+        types: &'a TypesByPool,
+        statics: &'a BTreeMap<String, StaticCount>,
+        base: &'a SchedulingInput,
+        facts: &'a PodFactsCache,
+        spot_to_spot: bool,
+        landing: Option<Landing>,
+    ) -> Self {
+        Eval {
+            cands,
+            budgets,
+            pools,
+            types,
+            statics,
+            base,
+            ctx: SchedulingContext::with_facts(base.clone(), facts),
+            facts,
+            spot_to_spot,
+            landing,
+            consolidation_list: None,
+        }
+    }
+
+    pub fn allowed<'c>(
+        &self,
+        list: Vec<&'c Candidate>,
+        reason: DisruptionReason,
+        blocked: &mut BTreeMap<String, String>,
+    ) -> Vec<&'c Candidate> {
+        within_budget(list, self.budgets, self.pools, reason, blocked)
+    }
+
+    /// Consolidatable, unprotected candidates, cheapest to disrupt first
+    /// ([`consolidation_order`]). Budgets apply per command. Listed once per evaluation.
+    pub fn consolidation_candidates(&mut self, blocked: &mut BTreeMap<String, String>) -> Vec<&'a Candidate> {
+        if let Some(list) = &self.consolidation_list {
+            return list.clone();
+        }
+        let mut list: Vec<&Candidate> = Vec::new();
+        for c in self.cands {
+            if c.protected.is_some() {
+                continue;
+            }
+            match &c.not_consolidatable {
+                Some(why) => {
+                    blocked.entry(c.node.clone()).or_insert_with(|| why.clone());
+                }
+                None => list.push(c),
+            }
+        }
+        consolidation_order(&mut list);
+        self.consolidation_list = Some(list.clone());
+        list
+    }
+
+    /// One consolidation question ([`consolidate`]), on the cluster as the running commands
+    /// will leave it once their pods have landed too.
+    pub fn consolidate(&mut self, cands: &[&Candidate]) -> Result<(Decision, usize), String> {
+        let (decision, pods) = consolidate(&mut self.ctx, cands, self.spot_to_spot)?;
+        if let Some(landing) = self.landing.as_mut() {
+            landing.check(cands, &decision)?;
+        }
+        Ok((decision, pods))
+    }
+}
+
+/// The Underutilized command for a consolidation decision on `cands`.
+pub(super) fn consolidation_command(cands: &[&Candidate], pods: usize, decision: Decision) -> Command {
+    let (detail, savings) = describe(cands, pods, &decision);
+    Command {
+        reason: Reason::Underutilized,
+        candidates: cands.iter().map(|c| (*c).clone()).collect(),
+        replacements: match decision {
+            Decision::Delete => Vec::new(),
+            Decision::Replace { claim, .. } => vec![*claim],
+        },
+        detail,
+        savings,
+        moves: Vec::new(),
+    }
+}

@@ -1,0 +1,97 @@
+//! Single-node consolidation: the first candidate (cheapest to disrupt first) whose pods fit on
+//! the other nodes, or on one strictly cheaper new node, and then the longest run of the
+//! candidates after it that go along. At most [`SINGLE_NODE_MAX_EVALUATIONS`] candidates are
+//! tried per pass, continuing where the previous pass stopped.
+
+use std::collections::BTreeMap;
+
+use kerf_api::nodepool::DisruptionReason;
+
+use super::{Eval, Method, consolidation_command};
+use crate::disruption::candidates::Candidate;
+use crate::disruption::consolidation::largest_prefix;
+use crate::disruption::{Command, Reason, SINGLE_NODE_MAX_EVALUATIONS};
+
+pub(in crate::disruption) struct SingleNode {
+    /// Where the sweep continues in the candidate list; after a pass, where the next goes on.
+    pub cursor: usize,
+    /// How many candidates the pass listed, once it ran.
+    pub listed: Option<usize>,
+}
+
+impl Method for SingleNode {
+    fn reason(&self) -> Reason {
+        Reason::Underutilized
+    }
+
+    fn should_disrupt(&self, c: &Candidate) -> bool {
+        c.protected.is_none() && c.not_consolidatable.is_none()
+    }
+
+    /// The first candidate that can go on its own (its pool's budget must allow one more),
+    /// trying up to [`SINGLE_NODE_MAX_EVALUATIONS`] from `cursor` on (wrapping). Returns the
+    /// command, if any, and where the next pass continues.
+    fn compute_command(&mut self, eval: &mut Eval<'_>, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
+        let list = eval.consolidation_candidates(blocked);
+        let (cmd, cursor) = Self::search(eval, &list, blocked, self.cursor);
+        self.cursor = cursor;
+        self.listed = Some(list.len());
+        cmd
+    }
+}
+
+impl SingleNode {
+    /// Starts where the last pass's sweep stopped.
+    pub fn starting_at(cursor: usize) -> Self {
+        SingleNode { cursor, listed: None }
+    }
+
+    fn search(
+        eval: &mut Eval<'_>,
+        list: &[&Candidate],
+        blocked: &mut BTreeMap<String, String>,
+        cursor: usize,
+    ) -> (Option<Command>, usize) {
+        let open: Vec<&Candidate> = list
+            .iter()
+            .copied()
+            .filter(|c| {
+                let Some(pool) = eval.pools.get(&c.pool) else { return false };
+                let ok = eval.budgets.allowed(pool, DisruptionReason::Underutilized) > 0;
+                if !ok {
+                    blocked
+                        .entry(c.node.clone())
+                        .or_insert_with(|| eval.budgets.describe(pool, DisruptionReason::Underutilized));
+                }
+                ok
+            })
+            .collect();
+        let n = open.len();
+        if n == 0 {
+            return (None, 0);
+        }
+        let start = cursor % n;
+        for j in 0..n.min(SINGLE_NODE_MAX_EVALUATIONS) {
+            let i = (start + j) % n;
+            let c = open[i];
+            match eval.consolidate(&[c]) {
+                Ok((decision, pods)) => {
+                    // The nodes after it may go along: the longest prefix from here that still
+                    // goes together (multi-node consolidation anchored at a node that can go
+                    // alone; the plain prefix search fails when the first nodes cannot go
+                    // together).
+                    let rest = eval.allowed(open[i..].to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
+                    let cmd = match largest_prefix(rest.len(), |k| eval.consolidate(&rest[..k])) {
+                        Some((k, (d, p))) => consolidation_command(&rest[..k], p, d),
+                        None => consolidation_command(&[c], pods, decision),
+                    };
+                    return (Some(cmd), i);
+                }
+                Err(why) => {
+                    blocked.entry(c.node.clone()).or_insert(why);
+                }
+            }
+        }
+        (None, (start + SINGLE_NODE_MAX_EVALUATIONS) % n)
+    }
+}
