@@ -70,6 +70,9 @@ pub const CONSOLIDATION_REPLACEMENT: &str = "kerf.sh/consolidation-replacement";
 /// it moved needed a new node): `undone <time> decided <time>`. Consolidation leaves the node
 /// alone until the workload shrinks; a restarted controller reads the hold back from here.
 pub const CONSOLIDATION_REVERSED: &str = "kerf.sh/consolidation-reversed";
+/// kerf's annotation on a NodePool: the consolidations of its nodes still watched for being
+/// undone (a JSON list), so a restarted controller goes on watching them.
+pub const CONSOLIDATION_WATCHES: &str = "kerf.sh/consolidation-watches";
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";

@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf_api::cluster::{AnyObject, WatchEvent};
+use kerf_api::{NodePool, labels};
 use kerf_cloud::Timestamp;
 
 use super::Disruption;
@@ -89,6 +90,20 @@ fn changes_disruption(event: &WatchEvent, old: &ClusterState) -> bool {
                 || allocatable(was) != allocatable(n)
                 || util::node_ready(was) != util::node_ready(n)
         }
+        // kerf's own record of the consolidations it watches changes no decision.
+        WatchEvent::Applied(AnyObject::NodePool(p)) => {
+            let Some(was) = old.node_pool(p.name()) else { return true };
+            without_watches(was) != without_watches(p)
+        }
         _ => true,
     }
+}
+
+/// The pool as disruption sees it: without kerf's consolidation watches annotation.
+fn without_watches(pool: &NodePool) -> NodePool {
+    let mut p = pool.clone();
+    if let Some(a) = p.metadata.annotations.as_mut() {
+        a.remove(labels::CONSOLIDATION_WATCHES);
+    }
+    p
 }

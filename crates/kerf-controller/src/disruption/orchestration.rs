@@ -48,9 +48,11 @@ impl Disruption {
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
+        self.reversals.load(cx.state, cx.pass.now);
         self.note_launches(cx).await;
         self.progress(cx).await?;
         self.persist_holds(cx).await?;
+        self.persist_watches(cx).await?;
         self.release_outdated(cx).await?;
         self.expire(cx).await?;
         // A view a failed watch may have left stale decides nothing (a pending decision is

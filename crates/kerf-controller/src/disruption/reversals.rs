@@ -14,17 +14,22 @@
 //!
 //! A hold lives on its NodeClaim (the [`labels::CONSOLIDATION_REVERSED`] annotation: when the
 //! decision was undone and when it was taken), so a restarted controller, which rebuilds its
-//! state from the cluster, keeps it; it is taken off once the workload shrinks.
+//! state from the cluster, keeps it; it is taken off once the workload shrinks. The watches
+//! live on their NodePool (the [`labels::CONSOLIDATION_WATCHES`] annotation), so a controller
+//! restarted while a consolidation settles goes on watching it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::cluster::{ClusterApi, EventRecord, Object};
-use kerf_api::{NodeClaim, labels};
+use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::{CloudProvider, Timestamp};
+use serde::{Deserialize, Serialize};
 
 use super::Disruption;
 use crate::ctx::{ControllerError, Ctx};
+use crate::state::ClusterState;
 use crate::util;
 
 /// How long after a consolidation's nodes are gone a launch for the pods it moved still counts
@@ -45,7 +50,8 @@ pub struct Reversal {
     pub pods: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Watch {
     /// The consolidation's claims (to know when it is done).
     claims: BTreeSet<String>,
@@ -54,10 +60,21 @@ struct Watch {
     owners: BTreeSet<String>,
     /// The claims it launched to replace its nodes.
     replacements: Vec<String>,
-    decided_at: Timestamp,
+    decided_at: Time,
     detail: String,
     /// Set once its nodes are gone: watched until then.
-    until: Option<Timestamp>,
+    until: Option<Time>,
+}
+
+impl Watch {
+    /// The NodePool whose annotation keeps it.
+    fn home(&self) -> Option<&String> {
+        self.pools.iter().next()
+    }
+
+    fn expired(&self, now: Timestamp) -> bool {
+        self.until.as_ref().is_some_and(|u| now > u.0)
+    }
 }
 
 /// A NodeClaim held back from consolidation: a decision it took part in was undone.
@@ -97,6 +114,10 @@ pub struct Reversals {
     unwritten: BTreeMap<String, Hold>,
     /// The workload shrink the last sweep for lifted holds looked at.
     lifted_checked: Option<Timestamp>,
+    /// NodePools whose watches annotation must be written again.
+    unsaved: BTreeSet<String>,
+    /// The watches kept on the NodePools were read (once per process).
+    loaded: bool,
 }
 
 impl Reversals {
@@ -114,28 +135,38 @@ impl Reversals {
         if owners.is_empty() {
             return;
         }
-        self.watching.push(Watch {
+        let w = Watch {
             claims: claims.into_iter().collect(),
             pools: pools.into_iter().collect(),
             owners,
             replacements,
-            decided_at,
+            decided_at: Time(decided_at),
             detail: detail.to_string(),
             until: None,
-        });
+        };
+        self.unsaved.extend(w.home().cloned());
+        self.watching.push(w);
     }
 
     /// The consolidation of `claims` is done (its nodes are gone) at `now`, or was abandoned
     /// (`abandoned`: nothing moved, nothing to watch).
     pub(crate) fn finished(&mut self, claims: &[String], now: Timestamp, abandoned: bool) {
         let first = claims.first();
+        let unsaved = &mut self.unsaved;
         if abandoned {
-            self.watching.retain(|w| first.is_none_or(|c| !w.claims.contains(c)));
+            self.watching.retain(|w| {
+                let keep = first.is_none_or(|c| !w.claims.contains(c));
+                if !keep {
+                    unsaved.extend(w.home().cloned());
+                }
+                keep
+            });
             return;
         }
         for w in &mut self.watching {
             if w.until.is_none() && first.is_some_and(|c| w.claims.contains(c)) {
-                w.until = Some(util::after(now, SETTLE));
+                w.until = Some(Time(util::after(now, SETTLE)));
+                unsaved.extend(w.home().cloned());
             }
         }
     }
@@ -150,21 +181,22 @@ impl Reversals {
         pods: &[(String, String)],
         now: Timestamp,
     ) -> Option<Reversal> {
-        self.watching.retain(|w| w.until.is_none_or(|u| now <= u));
+        self.watching.retain(|w| !w.expired(now));
         // The latest consolidation that moved pods of these owners is the one undone.
         let hits = |w: &Watch| -> Vec<String> {
             pods.iter().filter(|(_, owner)| w.owners.contains(owner)).map(|(p, _)| p.clone()).collect()
         };
         let i = self.watching.iter().rposition(|w| !hits(w).is_empty())?;
         let w = self.watching.remove(i);
+        self.unsaved.extend(w.home().cloned());
         let node_pool = if w.pools.contains(pool) {
             pool.to_string()
         } else {
             w.pools.iter().next().cloned().unwrap_or_else(|| pool.to_string())
         };
-        let r = Reversal { at: now, node_pool, decided_at: w.decided_at, detail: w.detail.clone(), pods: hits(&w) };
+        let r = Reversal { at: now, node_pool, decided_at: w.decided_at.0, detail: w.detail.clone(), pods: hits(&w) };
         for c in w.replacements.iter().map(String::as_str).chain([claim]) {
-            self.unwritten.insert(c.to_string(), Hold { at: now, decided: w.decided_at });
+            self.unwritten.insert(c.to_string(), Hold { at: now, decided: w.decided_at.0 });
         }
         self.records.push(r.clone());
         Some(r)
@@ -182,6 +214,42 @@ impl Reversals {
         ))
     }
 
+    /// Reads the watches kept on the NodePools, once per process (a restarted controller goes
+    /// on watching what the one before it decided). Unreadable or expired ones are dropped.
+    pub(crate) fn load(&mut self, state: &ClusterState, now: Timestamp) {
+        if std::mem::replace(&mut self.loaded, true) {
+            return;
+        }
+        for pool in state.node_pools().values() {
+            let Some(v) = pool.metadata.annotations.as_ref().and_then(|a| a.get(labels::CONSOLIDATION_WATCHES)) else {
+                continue;
+            };
+            match serde_json::from_str::<Vec<Watch>>(v) {
+                Ok(ws) => {
+                    for w in ws {
+                        if !w.expired(now) && !self.watching.contains(&w) {
+                            self.watching.push(w);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(NodePool = %pool.name(), error = %e, "ignoring an unreadable consolidation watch annotation");
+                    self.unsaved.insert(pool.name().to_string());
+                }
+            }
+        }
+    }
+
+    /// The annotation value `pool` should carry now: its live watches (`None`: none).
+    fn annotation_for(&self, pool: &str, now: Timestamp) -> Option<String> {
+        let mine: Vec<&Watch> =
+            self.watching.iter().filter(|w| w.home().is_some_and(|h| h == pool) && !w.expired(now)).collect();
+        if mine.is_empty() {
+            return None;
+        }
+        serde_json::to_string(&mine).ok()
+    }
+
     /// Whether a consolidation is still being watched (a pass with one must not be skipped).
     pub fn watching(&self) -> bool {
         !self.watching.is_empty()
@@ -189,6 +257,37 @@ impl Reversals {
 }
 
 impl Disruption {
+    /// Writes the watches of the NodePools whose watches changed onto them; a write that fails
+    /// is tried again next pass.
+    pub(crate) async fn persist_watches<P, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        for name in std::mem::take(&mut self.reversals.unsaved) {
+            let Some(pool) = cx.state.node_pool(&name).filter(|p| p.metadata.deletion_timestamp.is_none()) else {
+                continue;
+            };
+            let want = self.reversals.annotation_for(&name, cx.pass.now);
+            let has = pool.metadata.annotations.as_ref().and_then(|a| a.get(labels::CONSOLIDATION_WATCHES));
+            if has == want.as_ref() {
+                continue;
+            }
+            let mut pool: NodePool = pool.clone();
+            let annotations = pool.metadata.annotations.get_or_insert_with(Default::default);
+            match want {
+                Some(v) => annotations.insert(labels::CONSOLIDATION_WATCHES.to_string(), v),
+                None => annotations.remove(labels::CONSOLIDATION_WATCHES),
+            };
+            match cx.pass.soft("recording consolidation watches", cx.api.update(pool).await)? {
+                Some(updated) => cx.state.record(updated.into_any()),
+                None => {
+                    self.reversals.unsaved.insert(name);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The claims the provisioner launched for pods since the last pass: one that undoes a
     /// watched consolidation is a reversal (a warning, an event, its nodes held back).
     pub(crate) async fn note_launches<P, C: ClusterApi>(&mut self, cx: &mut Ctx<'_, P, C>) {

@@ -1,5 +1,6 @@
-//! Reversal holds kept on the NodeClaims: a restarted controller, which knows only what the
-//! cluster's objects say, still leaves a reversed consolidation's nodes alone.
+//! Reversal holds kept on the NodeClaims and watches kept on the NodePools: a restarted
+//! controller, which knows only what the cluster's objects say, still leaves a reversed
+//! consolidation's nodes alone, and still sees a consolidation it was watching undone.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -87,4 +88,73 @@ fn a_reversed_consolidations_nodes_stay_held_back_after_a_restart_until_the_work
     h.restart();
     let claim: NodeClaim = h.api.one(None, &first).unwrap();
     assert_eq!(h.mgr.disruption.reversals.held_back(&claim, None), None);
+}
+
+fn watches(h: &Harness) -> Option<String> {
+    let p: kerf_api::NodePool = h.api.one(None, "default")?;
+    p.metadata.annotations?.get(labels::CONSOLIDATION_WATCHES).cloned()
+}
+
+#[test]
+fn a_controller_restarted_while_a_consolidation_settles_still_sees_it_undone() {
+    let mut h = Harness::new(FakeCloud::with_types(vec![instance_type("small", "2", "8Gi", 0.10)]));
+    h.api.put(node_pool("default"));
+    h.api.put(web_pod("a"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let first = h.claims()[0].name().to_string();
+    kubelet_joins(&h.api, &first, "n1", true);
+    h.settle();
+    bind(&h.api, "a", "n1");
+    h.settle();
+    // A consolidation of a node that is already gone moved web's pods onto `first`.
+    h.mgr.disruption.reversals.watch(
+        ["default-gone0".to_string()],
+        ["default".to_string()],
+        BTreeSet::from(["default/ReplicaSet/web".to_string()]),
+        vec![first.clone()],
+        h.now,
+        "its 2 pod(s) fit on other nodes",
+    );
+    h.mgr.disruption.reversals.finished(&["default-gone0".to_string()], h.now, false);
+    h.advance(Duration::from_secs(1));
+    let kept = watches(&h).expect("the watch is kept on the NodePool");
+    assert!(kept.contains("default/ReplicaSet/web") && kept.contains("default-gone0"), "{kept}");
+
+    // The process dies; the next one reads the watch back, and a launch for web's pods within
+    // the settle time is still the decision undone.
+    h.restart();
+    h.api.put(web_pod("b"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let reversals = h.mgr.consolidation_reversals();
+    assert_eq!(reversals.len(), 1, "the new process saw the reversal");
+    assert_eq!(reversals[0].pods, vec!["default/b".to_string()]);
+    assert!(hold(&h, &first).is_some_and(|v| v.starts_with("undone ")), "the replacement is held back");
+    // The watch was used up: the NodePool no longer carries it.
+    assert_eq!(watches(&h), None);
+}
+
+#[test]
+fn a_watchs_settle_time_survives_a_restart_so_a_later_launch_undoes_nothing() {
+    let mut h = Harness::new(FakeCloud::with_types(vec![instance_type("small", "2", "8Gi", 0.10)]));
+    h.api.put(node_pool("default"));
+    h.settle();
+    h.mgr.disruption.reversals.watch(
+        ["default-gone0".to_string()],
+        ["default".to_string()],
+        BTreeSet::from(["default/ReplicaSet/web".to_string()]),
+        Vec::new(),
+        h.now,
+        "its 1 pod(s) fit on other nodes",
+    );
+    h.mgr.disruption.reversals.finished(&["default-gone0".to_string()], h.now, false);
+    h.advance(Duration::from_secs(1));
+    assert!(watches(&h).is_some());
+    h.advance(crate::disruption::reversals::SETTLE + Duration::from_secs(5));
+    h.restart();
+    h.api.put(web_pod("b"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert!(h.mgr.consolidation_reversals().is_empty(), "a launch after the settle time undoes nothing");
 }

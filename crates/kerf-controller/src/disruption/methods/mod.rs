@@ -132,6 +132,12 @@ impl<'a> Eval<'a> {
     }
 }
 
+/// Consolidation may look at the candidate: nothing protects it and its pool's policy and
+/// `consolidateAfter` allow it now.
+pub(super) fn consolidatable(c: &Candidate) -> bool {
+    c.protected.is_none() && c.not_consolidatable.is_none()
+}
+
 /// The Underutilized command for a consolidation decision on `cands`.
 pub(super) fn consolidation_command(cands: &[&Candidate], pods: usize, decision: Decision) -> Command {
     let (detail, savings) = describe(cands, pods, &decision);

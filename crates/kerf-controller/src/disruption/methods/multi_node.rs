@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use kerf_api::nodepool::DisruptionReason;
 
-use super::{Eval, Method, consolidation_command};
+use super::{Eval, Method, consolidatable, consolidation_command};
 use crate::disruption::candidates::Candidate;
 use crate::disruption::consolidation::largest_prefix;
 use crate::disruption::{Command, Reason};
@@ -19,7 +19,7 @@ impl Method for MultiNode {
     }
 
     fn should_disrupt(&self, c: &Candidate) -> bool {
-        c.protected.is_none() && c.not_consolidatable.is_none()
+        consolidatable(c)
     }
 
     /// The longest prefix of the candidates (within each pool's budget) that goes together

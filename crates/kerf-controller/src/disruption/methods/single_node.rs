@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use kerf_api::nodepool::DisruptionReason;
 
-use super::{Eval, Method, consolidation_command};
+use super::{Eval, Method, consolidatable, consolidation_command};
 use crate::disruption::candidates::Candidate;
 use crate::disruption::consolidation::largest_prefix;
 use crate::disruption::{Command, Reason, SINGLE_NODE_MAX_EVALUATIONS};
@@ -25,12 +25,9 @@ impl Method for SingleNode {
     }
 
     fn should_disrupt(&self, c: &Candidate) -> bool {
-        c.protected.is_none() && c.not_consolidatable.is_none()
+        consolidatable(c)
     }
 
-    /// The first candidate that can go on its own (its pool's budget must allow one more),
-    /// trying up to [`SINGLE_NODE_MAX_EVALUATIONS`] from `cursor` on (wrapping). Returns the
-    /// command, if any, and where the next pass continues.
     fn compute_command(&mut self, eval: &mut Eval<'_>, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
         let list = eval.consolidation_candidates(blocked);
         let (cmd, cursor) = Self::search(eval, &list, blocked, self.cursor);
@@ -46,6 +43,9 @@ impl SingleNode {
         SingleNode { cursor, listed: None }
     }
 
+    /// The first candidate that can go on its own (its pool's budget must allow one more),
+    /// trying up to [`SINGLE_NODE_MAX_EVALUATIONS`] from `cursor` on (wrapping). Returns the
+    /// command, if any, and where the next pass continues.
     fn search(
         eval: &mut Eval<'_>,
         list: &[&Candidate],
