@@ -136,6 +136,12 @@ impl Budgets {
         pool.allowed_disruptions(self.wall, total, reason).saturating_sub(disrupting)
     }
 
+    /// Whether one more of the pool's nodes may be disrupted for `reason` when `used` already
+    /// are by the command being built; if not, why (see [`Budgets::describe`]).
+    pub fn room(&self, pool: &NodePool, reason: DisruptionReason, used: usize) -> Result<(), String> {
+        if used < self.allowed(pool, reason) { Ok(()) } else { Err(self.describe(pool, reason)) }
+    }
+
     /// Why the budget allows nothing more: the binding budget, its window and the counts.
     pub fn describe(&self, pool: &NodePool, reason: DisruptionReason) -> String {
         let (total, disrupting) = self.counts.get(pool.name()).copied().unwrap_or((0, 0));
@@ -443,11 +449,14 @@ pub(crate) fn within_budget<'a>(
     for c in cands {
         let Some(pool) = pools.get(&c.pool) else { continue };
         let n = used.entry(c.pool.as_str()).or_default();
-        if *n < budgets.allowed(pool, reason) {
-            *n += 1;
-            out.push(c);
-        } else {
-            blocked.entry(c.node.clone()).or_insert_with(|| budgets.describe(pool, reason));
+        match budgets.room(pool, reason, *n) {
+            Ok(()) => {
+                *n += 1;
+                out.push(c);
+            }
+            Err(why) => {
+                blocked.entry(c.node.clone()).or_insert(why);
+            }
         }
     }
     out

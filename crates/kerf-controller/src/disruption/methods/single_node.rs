@@ -57,13 +57,13 @@ impl SingleNode {
             .copied()
             .filter(|c| {
                 let Some(pool) = eval.pools.get(&c.pool) else { return false };
-                let ok = eval.budgets.allowed(pool, DisruptionReason::Underutilized) > 0;
-                if !ok {
-                    blocked
-                        .entry(c.node.clone())
-                        .or_insert_with(|| eval.budgets.describe(pool, DisruptionReason::Underutilized));
+                match eval.budgets.room(pool, DisruptionReason::Underutilized, 0) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        blocked.entry(c.node.clone()).or_insert(why);
+                        false
+                    }
                 }
-                ok
             })
             .collect();
         let n = open.len();
