@@ -16,10 +16,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_api::clock::{Clock, ManualClock, Timestamp};
 use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
+use kerf_api::disruption_budgets::{DisruptionBudgets, pod_healthy};
 use kerf_api::events::EventDedupe;
-use kerf_cloud::{Clock, ManualClock, Timestamp};
-use kerf_scheduling::disruption_budgets::{DisruptionBudgets, pod_healthy};
 
 use kerf_api::seeded::SplitMix64;
 use serde_json::Value;

@@ -653,7 +653,7 @@ fn scale_of(obj: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kerf_cloud::ManualClock;
+    use kerf_api::clock::ManualClock;
 
     fn rest() -> Rest {
         let c = Arc::new(SimCluster::new(ManualClock::new(), 1));

@@ -11,7 +11,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::pod::selector_matches;
+use crate::selector::selector_matches;
 
 /// `(namespace, name)` of a pod or a budget.
 pub type Key = (String, String);
