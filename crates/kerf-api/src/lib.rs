@@ -9,7 +9,8 @@
 //!   algebra);
 //! - [`instance`]: instance types and their offerings, as cloud providers describe them and the
 //!   scheduler chooses among them;
-//! - [`selector`]: label selector matching;
+//! - [`selector`]: label selector matching; [`intstr`]: int-or-percent values; [`node`]: node
+//!   readiness;
 //! - [`disruption_budgets`]: the PodDisruptionBudget arithmetic (which pods a budget selects,
 //!   how many may be disrupted now), one home for the Eviction API and the disruption controller;
 //! - [`clock`]: the time seam (the wall clock itself is the cloud layer's).
@@ -29,8 +30,10 @@ pub mod ec2nodeclass;
 pub mod events;
 pub mod hash;
 pub mod instance;
+pub mod intstr;
 pub mod labels;
 pub mod manifest;
+pub mod node;
 pub mod nodeclaim;
 pub mod nodepool;
 pub mod quantity;

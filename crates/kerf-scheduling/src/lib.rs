@@ -26,7 +26,6 @@ mod context_tests;
 pub mod fit;
 pub mod kube_choice;
 pub mod model;
-pub mod node;
 pub mod packing_bound;
 pub mod pod;
 pub mod predicates;
@@ -39,7 +38,7 @@ pub mod volume_binding;
 
 // The model the cloud and the scheduler share lives in the API layer below both; re-exported here
 // under its old paths.
-pub use kerf_api::{disruption_budgets, instance, requirements};
+pub use kerf_api::{disruption_budgets, instance, node, requirements};
 
 pub use instance::{InstanceType, Offering};
 pub use model::{
