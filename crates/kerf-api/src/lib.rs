@@ -1,7 +1,7 @@
 //! kerf's API layer: the Karpenter v1 resource types, the well-known labels, annotations and
 //! taints, Kubernetes quantities and resource lists, Go durations, validation, and the cluster API
-//! the controllers speak (`cluster`) and what event recorders do with the events they emit
-//! (`events`).
+//! the controllers speak (`cluster`, with the [`patch`]es it applies) and what event recorders do
+//! with the events they emit (`events`).
 //!
 //! It also holds the vocabulary every layer above shares, so that the cloud, the scheduler, the
 //! API server and the controllers build side by side on it rather than on each other:
@@ -36,6 +36,7 @@ pub mod manifest;
 pub mod node;
 pub mod nodeclaim;
 pub mod nodepool;
+pub mod patch;
 pub mod quantity;
 pub mod requirements;
 pub mod resources;

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::clock::{Clock, ManualClock, Timestamp};
-use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
+use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, Patch, WatchEvent};
 use kerf_api::disruption_budgets::{DisruptionBudgets, EvictionRefusal};
 use kerf_api::events::EventDedupe;
 
@@ -26,6 +26,7 @@ use serde_json::Value;
 use crate::history::History;
 pub use crate::history::{Change, Expired, HISTORY_BYTES};
 use crate::kinds::is_namespaced;
+use crate::rest::Part;
 use crate::stored::{DynamicObject, Stored};
 
 /// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
@@ -174,7 +175,7 @@ pub(crate) fn any_meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachiner
 
 /// A workload kept as JSON as the typed object the controllers read (None for other kinds, or
 /// JSON that does not decode).
-fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
+pub(crate) fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
     fn decode<K: Object + serde::de::DeserializeOwned>(d: &DynamicObject) -> Option<AnyObject> {
         serde_json::from_value::<K>(d.to_json()).ok().map(Object::into_any)
@@ -864,6 +865,24 @@ impl ClusterApi for SimCluster {
 
     fn update_status<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send {
         std::future::ready(self.update_status_obj(obj))
+    }
+
+    fn patch<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> impl Future<Output = Result<K, ApiError>> + Send {
+        std::future::ready(self.patch_obj(namespace, name, patch, Part::Main))
+    }
+
+    fn patch_status<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> impl Future<Output = Result<K, ApiError>> + Send {
+        std::future::ready(self.patch_obj(namespace, name, patch, Part::Status))
     }
 
     fn delete<K: Object>(
