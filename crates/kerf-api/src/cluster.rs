@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+pub use crate::patch::Patch;
 use crate::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
@@ -172,6 +173,23 @@ pub trait ClusterApi: Send + Sync {
     fn update<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send;
     /// Replaces status only.
     fn update_status<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send;
+    /// Patches metadata and spec (not status) of the current object and returns the result.
+    /// A patch that writes `metadata.resourceVersion` applies only to that version (`Conflict`
+    /// on any other); one that does not applies to whichever version is current, so what it
+    /// leaves alone is never overwritten with a stale copy.
+    fn patch<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> impl Future<Output = Result<K, ApiError>> + Send;
+    /// Patches status only, as [`ClusterApi::patch`] does the rest.
+    fn patch_status<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> impl Future<Output = Result<K, ApiError>> + Send;
     fn delete<K: Object>(
         &self,
         namespace: Option<&str>,

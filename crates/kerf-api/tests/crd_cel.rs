@@ -281,22 +281,6 @@ fn every_cel_rule_compiles() {
     }
 }
 
-/// RFC 7386 merge patch (null removes).
-fn merge_patch(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
-}
-
 /// The rules no fixture reaches, each on a case of its own: kerf rejects it and the CRD names
 /// the rule.
 #[test]
@@ -336,7 +320,7 @@ fn node_class_rules_beyond_the_fixtures_agree_with_kerf() {
     assert!(kerf_api::manifest::decode_karpenter(&clean).is_ok());
     for (patch, message) in cases {
         let mut doc = base.clone();
-        merge_patch(&mut doc["spec"], patch);
+        kerf_api::patch::merge(&mut doc["spec"], patch);
         let yaml: serde_yaml_ng::Value = serde_json::from_value(doc).unwrap();
         assert!(kerf_api::manifest::decode_karpenter(&yaml).is_err(), "kerf accepts {patch}");
         let problems = crd_problems(&ctx, &yaml).unwrap();
@@ -370,7 +354,7 @@ fn capacity_buffer_rules_agree_with_kerf() {
     assert!(kerf_api::manifest::decode_karpenter(&clean).is_ok());
     for (patch, message) in cases {
         let mut doc = base.clone();
-        merge_patch(&mut doc["spec"], patch);
+        kerf_api::patch::merge(&mut doc["spec"], patch);
         let yaml: serde_yaml_ng::Value = serde_json::from_value(doc).unwrap();
         assert!(kerf_api::manifest::decode_karpenter(&yaml).is_err(), "kerf accepts {patch}");
         let problems = crd_problems(&ctx, &yaml).unwrap();

@@ -15,11 +15,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
+use kerf_api::clock::{Clock, ManualClock, Timestamp};
+use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, Patch, WatchEvent};
+use kerf_api::disruption_budgets::{DisruptionBudgets, EvictionRefusal};
 use kerf_api::events::EventDedupe;
-use kerf_cloud::{Clock, ManualClock, Timestamp};
-use kerf_scheduling::disruption_budgets::{DisruptionBudgets, pod_healthy};
 
 use kerf_api::seeded::SplitMix64;
 use serde_json::Value;
@@ -27,6 +26,7 @@ use serde_json::Value;
 use crate::history::History;
 pub use crate::history::{Change, Expired, HISTORY_BYTES};
 use crate::kinds::is_namespaced;
+use crate::rest::Part;
 use crate::stored::{DynamicObject, Stored};
 
 /// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
@@ -175,7 +175,7 @@ pub(crate) fn any_meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachiner
 
 /// A workload kept as JSON as the typed object the controllers read (None for other kinds, or
 /// JSON that does not decode).
-fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
+pub(crate) fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
     fn decode<K: Object + serde::de::DeserializeOwned>(d: &DynamicObject) -> Option<AnyObject> {
         serde_json::from_value::<K>(d.to_json()).ok().map(Object::into_any)
@@ -717,24 +717,17 @@ impl SimCluster {
         let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(typed::<Pod>) else {
             return Err(ApiError::NotFound { kind: "Pod", name: format!("{namespace}/{name}") });
         };
-        if !pod_healthy(pod) {
-            return Ok(None);
-        }
-        let key = (namespace.to_string(), name.to_string());
-        for budget in inner.disruption_budgets.selecting(&key) {
-            let Some(status) = inner.disruption_budgets.status(budget) else { continue };
-            if status.allowed() <= 0 {
-                let (desired_healthy, healthy) = (status.desired_healthy, status.healthy);
-                let pdb_name = &budget.1;
-                return Ok(Some(ApiError::TooManyRequests {
-                    name: format!("{namespace}/{name}"),
-                    reason: format!(
-                        "PodDisruptionBudget {namespace}/{pdb_name} needs {desired_healthy} healthy pods and has {healthy}"
-                    ),
-                }));
-            }
-        }
-        Ok(None)
+        let reason = match inner.disruption_budgets.eviction_refusal(pod) {
+            None => return Ok(None),
+            Some(EvictionRefusal::MoreThanOneBudget((_, first), (_, second))) => format!(
+                "it is selected by more than one PodDisruptionBudget ({namespace}/{first} and {namespace}/{second}), which the Eviction API does not support"
+            ),
+            Some(EvictionRefusal::NoneAllowed((_, pdb_name), status)) => format!(
+                "PodDisruptionBudget {namespace}/{pdb_name} needs {} healthy pods and has {}",
+                status.desired_healthy, status.healthy
+            ),
+        };
+        Ok(Some(ApiError::TooManyRequests { name: format!("{namespace}/{name}"), reason }))
     }
 
     pub fn record(&self, event: EventRecord) {
@@ -839,30 +832,13 @@ fn admit_pod(pod: &mut Pod, classes: Option<&BTreeMap<String, Stored>>, runtimes
 /// A Node created Ready is left alone: that controller would take the taint off at once.
 fn admit_node(node: &mut k8s_openapi::api::core::v1::Node) {
     use k8s_openapi::api::core::v1::Taint;
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    if ready {
+    if kerf_api::node::node_ready(node) {
         return;
     }
     let key = kerf_api::labels::NODE_NOT_READY_TAINT_KEY;
     let taints = node.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
     if !taints.iter().any(|t| t.key == key && t.effect == "NoSchedule") {
         taints.push(Taint { key: key.to_string(), effect: "NoSchedule".to_string(), ..Taint::default() });
-    }
-}
-
-/// An int-or-percent scaled against `total`, rounding percentages up when `round_up`.
-pub fn scaled(v: &IntOrString, total: i64, round_up: bool) -> i64 {
-    match v {
-        IntOrString::Int(i) => i64::from(*i),
-        IntOrString::String(s) => {
-            let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
-            let prod = pct * total;
-            if round_up { (prod + 99) / 100 } else { prod / 100 }
-        }
     }
 }
 
@@ -889,6 +865,24 @@ impl ClusterApi for SimCluster {
 
     fn update_status<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send {
         std::future::ready(self.update_status_obj(obj))
+    }
+
+    fn patch<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> impl Future<Output = Result<K, ApiError>> + Send {
+        std::future::ready(self.patch_obj(namespace, name, patch, Part::Main))
+    }
+
+    fn patch_status<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> impl Future<Output = Result<K, ApiError>> + Send {
+        std::future::ready(self.patch_obj(namespace, name, patch, Part::Status))
     }
 
     fn delete<K: Object>(
@@ -1060,10 +1054,11 @@ mod tests {
     }
 
     #[test]
-    fn eviction_blocked_by_pod_disruption_budget_with_no_disruptions_left() {
+    fn eviction_is_refused_by_a_budget_with_no_disruptions_left_and_for_a_pod_two_budgets_select() {
         use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
         use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
         let c = SimCluster::new(ManualClock::new(), 1);
         let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
         for n in ["a", "b"] {
@@ -1095,5 +1090,34 @@ mod tests {
         c.evict_pod("default", "a").unwrap();
         assert!(matches!(c.evict_pod("default", "b"), Err(ApiError::TooManyRequests { .. })));
         assert!(c.get_obj::<Pod>(Some("default"), "b").is_some());
+        // A second budget that would allow it: the pod is now selected by two, which the
+        // Eviction API refuses whatever each allows.
+        c.delete_obj::<PodDisruptionBudget>(Some("default"), "web").unwrap();
+        for pdb in ["web", "web-too"] {
+            c.create_obj(PodDisruptionBudget {
+                metadata: ObjectMeta { name: Some(pdb.to_string()), ..Default::default() },
+                spec: Some(PodDisruptionBudgetSpec {
+                    max_unavailable: Some(IntOrString::Int(5)),
+                    selector: Some(LabelSelector {
+                        match_labels: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        match c.evict_pod("default", "b") {
+            Err(ApiError::TooManyRequests { reason, .. }) => {
+                assert!(
+                    reason.contains("more than one PodDisruptionBudget (default/web and default/web-too)"),
+                    "{reason}"
+                )
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        c.delete_obj::<PodDisruptionBudget>(Some("default"), "web-too").unwrap();
+        c.evict_pod("default", "b").unwrap();
     }
 }

@@ -115,7 +115,7 @@ fn json_size(obj: &Stored) -> usize {
 mod tests {
     use k8s_openapi::api::scheduling::v1::PriorityClass;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use kerf_cloud::ManualClock;
+    use kerf_api::clock::ManualClock;
 
     use crate::SimCluster;
 

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use kerf_cloud::Clock;
+use kerf_api::clock::Clock;
 
 use crate::cluster::{Change, Preconditions};
 use crate::discovery;
@@ -499,7 +499,7 @@ mod tests {
     use std::io::{BufRead, BufReader, Write};
     use std::sync::Arc;
 
-    use kerf_cloud::ManualClock;
+    use kerf_api::clock::ManualClock;
 
     use super::*;
     use crate::cluster::SimCluster;

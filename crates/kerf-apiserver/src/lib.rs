@@ -1,13 +1,14 @@
 //! The one in-memory Kubernetes API server: objects with uids, resourceVersions, generateName,
-//! finalizers and deletionTimestamp, the status subresource, watches and eviction honouring
-//! PodDisruptionBudgets. The simulator drives it, controller tests use it, and `kerf serve`
-//! serves it over HTTP.
+//! finalizers and deletionTimestamp, the status subresource, merge and JSON patches, watches and
+//! eviction honouring PodDisruptionBudgets. The simulator drives it, controller tests use it,
+//! and `kerf serve` serves it over HTTP.
 
 pub mod cluster;
 pub mod discovery;
 pub mod history;
 pub mod http;
 pub mod kinds;
+mod patch;
 pub mod requests;
 pub mod rest;
 pub mod selectors;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use kerf_api::FieldError;
 use kerf_api::cluster::ApiError;
+use kerf_api::patch::PatchError;
 use serde_json::{Value, json};
 
 use crate::cluster::{Change, ChangeType, Expired, Mode, Preconditions, SimCluster};
@@ -236,28 +237,167 @@ fn strip_directives(v: &mut Value) {
     }
 }
 
-/// Applies a patch to a JSON document.
+/// Applies a patch to a JSON document (the merge and JSON patch semantics are
+/// [`kerf_api::patch`]'s).
 pub fn apply_patch(doc: &mut Value, patch_type: PatchType, patch: &Value) -> Result<(), RestError> {
     match patch_type {
-        PatchType::Merge => json_patch::merge(doc, patch),
+        PatchType::Merge => kerf_api::patch::merge(doc, patch),
         PatchType::Strategic => {
             let mut p = patch.clone();
             strip_directives(&mut p);
-            json_patch::merge(doc, &p);
+            kerf_api::patch::merge(doc, &p);
         }
-        PatchType::Json => {
-            let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-                .map_err(|e| RestError::BadRequest(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(doc, &ops).map_err(|e| {
-                RestError::Api(ApiError::Invalid {
-                    kind: "Patch",
-                    name: String::new(),
-                    message: format!("the JSON patch could not be applied: {e}"),
-                })
-            })?;
-        }
+        PatchType::Json => kerf_api::patch::apply_json_patch(doc, patch).map_err(|e| match e {
+            PatchError::Malformed(_) => RestError::BadRequest(e.to_string()),
+            PatchError::Failed(_) => {
+                RestError::Api(ApiError::Invalid { kind: "Patch", name: String::new(), message: e.to_string() })
+            }
+        })?,
     }
     Ok(())
+}
+
+/// The resourceVersion a patch writes, which pins it to that version.
+fn pinned_version(patch_type: PatchType, patch: &Value) -> Option<&str> {
+    match patch_type {
+        PatchType::Json => kerf_api::patch::json_patch_resource_version(patch),
+        PatchType::Merge | PatchType::Strategic => kerf_api::patch::merge_patch_resource_version(patch),
+    }
+}
+
+/// Applies a patch to the stored object (or its status) and writes the result: a PATCH request
+/// and the cluster API's `patch` both come here. A conflict with a concurrent write is retried
+/// unless the patch itself names a resourceVersion.
+pub(crate) fn patch_stored(
+    cluster: &SimCluster,
+    kind: &'static ResourceKind,
+    namespace: Option<&str>,
+    name: &str,
+    patch_type: PatchType,
+    patch: &Value,
+    part: Part,
+) -> Result<Stored, RestError> {
+    if part == Part::Status && !kind.status {
+        return Err(RestError::NoSuchPath);
+    }
+    let pinned = pinned_version(patch_type, patch).is_some();
+    let mut attempt = 0;
+    loop {
+        let current = cluster
+            .get_stored(kind.kind, namespace, name)
+            .ok_or_else(|| RestError::Api(ApiError::NotFound { kind: kind.kind, name: name.to_string() }))?;
+        let mut doc = current.to_json(kind);
+        apply_patch(&mut doc, patch_type, patch)?;
+        let obj = decode_body(kind, namespace, doc)?;
+        if obj.meta().name.as_deref() != Some(name) {
+            return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
+        }
+        if part == Part::Main {
+            check_transition(cluster, kind, namespace, name, &obj)?;
+        }
+        match cluster.write_stored(kind.kind, obj, write_mode(kind, part)) {
+            Err(ApiError::Conflict { .. }) if !pinned && attempt < 5 => attempt += 1,
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// What a write of `part` of `kind` replaces.
+fn write_mode(kind: &ResourceKind, part: Part) -> Mode {
+    match part {
+        Part::Status => Mode::Status,
+        Part::Main if kind.status => Mode::Spec,
+        Part::Main => Mode::All,
+    }
+}
+
+/// Refuses an update that breaks a rule against the object it replaces
+/// ([`crate::kinds::transition_rules`]).
+fn check_transition(
+    cluster: &SimCluster,
+    kind: &'static ResourceKind,
+    namespace: Option<&str>,
+    name: &str,
+    new: &Stored,
+) -> Result<(), RestError> {
+    let (Some(Stored::Typed(old)), Stored::Typed(new)) = (cluster.get_stored(kind.kind, namespace, name), new) else {
+        return Ok(());
+    };
+    let problems = crate::kinds::transition_rules(&old, new);
+    if problems.is_empty() { Ok(()) } else { Err(invalid(kind, name, problems)) }
+}
+
+/// Decodes a request body into a storable object of `kind`, checking what the API server
+/// checks: apiVersion / kind, the namespace against the URL's, the name, the schema and
+/// (for kerf's kinds) the CRD validation rules.
+pub fn decode_body(kind: &'static ResourceKind, namespace: Option<&str>, body: Value) -> Result<Stored, RestError> {
+    let Value::Object(mut map) = body else {
+        return Err(RestError::BadRequest(format!("the body of a {} must be a JSON object", kind.kind)));
+    };
+    let api_version = kind.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v != api_version => {
+            return Err(RestError::BadRequest(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )));
+        }
+        _ => {}
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        Some(k) if k != kind.kind => {
+            return Err(RestError::BadRequest(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                kind.kind
+            )));
+        }
+        _ => {}
+    }
+    map.insert("apiVersion".to_string(), Value::String(api_version));
+    map.insert("kind".to_string(), Value::String(kind.kind.to_string()));
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        return Err(invalid(kind, "", vec![FieldError::new("metadata", "must be an object")]));
+    }
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+    if kind.namespaced {
+        match (meta.get("namespace").and_then(Value::as_str), namespace) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(RestError::BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request".to_string(),
+                ));
+            }
+            (None, Some(ns)) => meta["namespace"] = Value::String(ns.to_string()),
+            _ => {}
+        }
+    } else if let Some(m) = meta.as_object_mut() {
+        m.remove("namespace");
+    }
+    if !name.is_empty() && !kerf_api::validation::is_dns1123_subdomain(&name) {
+        return Err(invalid(
+            kind,
+            &name,
+            vec![FieldError::new(
+                "metadata.name",
+                format!(
+                    "{name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+                ),
+            )],
+        ));
+    }
+    let value = Value::Object(map);
+    match kind.typed {
+        Some(t) => {
+            let any = (t.decode)(value).map_err(|e| invalid(kind, &name, vec![e]))?;
+            let problems = (t.validate)(&any);
+            if !problems.is_empty() {
+                return Err(invalid(kind, &name, problems));
+            }
+            Ok(Stored::Typed(any))
+        }
+        None => DynamicObject::from_json(value)
+            .map(|d| Stored::Dynamic(Arc::new(d)))
+            .map_err(|e| invalid(kind, &name, vec![e])),
+    }
 }
 
 impl Rest {
@@ -265,83 +405,14 @@ impl Rest {
         Rest { cluster }
     }
 
-    /// Decodes a request body into a storable object of `kind`, checking what the API server
-    /// checks: apiVersion / kind, the namespace against the URL's, the name, the schema and
-    /// (for kerf's kinds) the CRD validation rules.
+    /// Decodes a request body into a storable object of `kind` ([`decode_body`]).
     pub fn decode(
         &self,
         kind: &'static ResourceKind,
         namespace: Option<&str>,
         body: Value,
     ) -> Result<Stored, RestError> {
-        let Value::Object(mut map) = body else {
-            return Err(RestError::BadRequest(format!("the body of a {} must be a JSON object", kind.kind)));
-        };
-        let api_version = kind.api_version();
-        match map.get("apiVersion").and_then(Value::as_str) {
-            Some(v) if v != api_version => {
-                return Err(RestError::BadRequest(format!(
-                    "the API version in the data ({v}) does not match the expected API version ({api_version})"
-                )));
-            }
-            _ => {}
-        }
-        match map.get("kind").and_then(Value::as_str) {
-            Some(k) if k != kind.kind => {
-                return Err(RestError::BadRequest(format!(
-                    "the kind in the data ({k}) does not match the expected kind ({})",
-                    kind.kind
-                )));
-            }
-            _ => {}
-        }
-        map.insert("apiVersion".to_string(), Value::String(api_version));
-        map.insert("kind".to_string(), Value::String(kind.kind.to_string()));
-        let meta = map.entry("metadata").or_insert_with(|| json!({}));
-        if !meta.is_object() {
-            return Err(invalid(kind, "", vec![FieldError::new("metadata", "must be an object")]));
-        }
-        let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-        if kind.namespaced {
-            match (meta.get("namespace").and_then(Value::as_str), namespace) {
-                (Some(a), Some(b)) if a != b => {
-                    return Err(RestError::BadRequest(
-                        "the namespace of the provided object does not match the namespace sent on the request"
-                            .to_string(),
-                    ));
-                }
-                (None, Some(ns)) => meta["namespace"] = Value::String(ns.to_string()),
-                _ => {}
-            }
-        } else if let Some(m) = meta.as_object_mut() {
-            m.remove("namespace");
-        }
-        if !name.is_empty() && !kerf_api::validation::is_dns1123_subdomain(&name) {
-            return Err(invalid(
-                kind,
-                &name,
-                vec![FieldError::new(
-                    "metadata.name",
-                    format!(
-                        "{name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-                    ),
-                )],
-            ));
-        }
-        let value = Value::Object(map);
-        match kind.typed {
-            Some(t) => {
-                let any = (t.decode)(value).map_err(|e| invalid(kind, &name, vec![e]))?;
-                let problems = (t.validate)(&any);
-                if !problems.is_empty() {
-                    return Err(invalid(kind, &name, problems));
-                }
-                Ok(Stored::Typed(any))
-            }
-            None => DynamicObject::from_json(value)
-                .map(|d| Stored::Dynamic(Arc::new(d)))
-                .map_err(|e| invalid(kind, &name, vec![e])),
-        }
+        decode_body(kind, namespace, body)
     }
 
     fn current(&self, kind: &'static ResourceKind, namespace: Option<&str>, name: &str) -> Result<Stored, RestError> {
@@ -425,14 +496,6 @@ impl Rest {
         Ok(self.cluster.create_stored(kind.kind, obj)?.to_json(kind))
     }
 
-    fn mode(kind: &ResourceKind, part: Part) -> Mode {
-        match part {
-            Part::Status => Mode::Status,
-            Part::Main if kind.status => Mode::Spec,
-            Part::Main => Mode::All,
-        }
-    }
-
     /// PUT: replaces the object (or its status). The body's name must be the URL's.
     pub fn replace(
         &self,
@@ -453,13 +516,13 @@ impl Rest {
             )));
         }
         if part == Part::Main {
-            self.check_transition(kind, namespace, name, &obj)?;
+            check_transition(&self.cluster, kind, namespace, name, &obj)?;
         }
-        Ok(self.cluster.write_stored(kind.kind, obj, Self::mode(kind, part))?.to_json(kind))
+        Ok(self.cluster.write_stored(kind.kind, obj, write_mode(kind, part))?.to_json(kind))
     }
 
-    /// PATCH: applies the patch to the current object and writes the result; a conflict with a
-    /// concurrent write is retried unless the patch itself names a resourceVersion.
+    /// PATCH: applies the patch to the current object (or its status) and writes the result
+    /// ([`patch_stored`]).
     pub fn patch(
         &self,
         kind: &'static ResourceKind,
@@ -469,26 +532,7 @@ impl Rest {
         patch: &Value,
         part: Part,
     ) -> Result<Value, RestError> {
-        if part == Part::Status && !kind.status {
-            return Err(RestError::NoSuchPath);
-        }
-        let pinned = patch.pointer("/metadata/resourceVersion").is_some();
-        let mut attempt = 0;
-        loop {
-            let mut doc = self.current(kind, namespace, name)?.to_json(kind);
-            apply_patch(&mut doc, patch_type, patch)?;
-            let obj = self.decode(kind, namespace, doc)?;
-            if obj.meta().name.as_deref() != Some(name) {
-                return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
-            }
-            if part == Part::Main {
-                self.check_transition(kind, namespace, name, &obj)?;
-            }
-            match self.cluster.write_stored(kind.kind, obj, Self::mode(kind, part)) {
-                Err(ApiError::Conflict { .. }) if !pinned && attempt < 5 => attempt += 1,
-                r => return Ok(r?.to_json(kind)),
-            }
-        }
+        Ok(patch_stored(&self.cluster, kind, namespace, name, patch_type, patch, part)?.to_json(kind))
     }
 
     /// DELETE with optional preconditions; returns the object's last state.
@@ -560,26 +604,9 @@ impl Rest {
             doc["metadata"]["resourceVersion"] = json!(rv);
         }
         let obj = self.decode(kind, namespace, doc)?;
-        self.check_transition(kind, namespace, name, &obj)?;
+        check_transition(&self.cluster, kind, namespace, name, &obj)?;
         let written = self.cluster.write_stored(kind.kind, obj, Mode::Spec)?.to_json(kind);
         Ok(scale_of_kind(kind, &written))
-    }
-
-    /// Refuses an update that breaks a rule against the object it replaces
-    /// ([`crate::kinds::transition_rules`]).
-    fn check_transition(
-        &self,
-        kind: &'static ResourceKind,
-        namespace: Option<&str>,
-        name: &str,
-        new: &Stored,
-    ) -> Result<(), RestError> {
-        let (Some(Stored::Typed(old)), Stored::Typed(new)) = (self.cluster.get_stored(kind.kind, namespace, name), new)
-        else {
-            return Ok(());
-        };
-        let problems = crate::kinds::transition_rules(&old, new);
-        if problems.is_empty() { Ok(()) } else { Err(invalid(kind, name, problems)) }
     }
 
     /// Changes of `kind` after `since` that pass the filter, as (type, object), and the
@@ -653,7 +680,7 @@ fn scale_of(obj: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kerf_cloud::ManualClock;
+    use kerf_api::clock::ManualClock;
 
     fn rest() -> Rest {
         let c = Arc::new(SimCluster::new(ManualClock::new(), 1));

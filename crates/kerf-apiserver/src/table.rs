@@ -3,8 +3,8 @@
 //! printer columns of their CustomResourceDefinitions (`kerf_api::crd`, Karpenter's columns);
 //! the built-in kinds show kubectl's.
 
+use kerf_api::clock::Timestamp;
 use kerf_api::crd::{ColumnSource, PrinterColumn};
-use kerf_cloud::Timestamp;
 use serde_json::{Value, json};
 
 use crate::kinds::ResourceKind;

@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
+use kerf_api::clock::ManualClock;
 use kerf_apiserver::SimCluster;
 use kerf_apiserver::kinds::KINDS;
 use kerf_apiserver::rest::{Part, PatchType, Rest};
-use kerf_cloud::ManualClock;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{ArchitectureType, LocationType, UsageClassType};
 use kerf_api::labels;
+use kerf_api::{InstanceType, Offering};
 use kerf_cloud::aws::allocatable::{self, NodeClassSettings};
 use kerf_cloud::aws::catalog::{GpuInfo, TypeInfo, catalog, type_labels};
-use kerf_scheduling::{InstanceType, Offering};
 
 use crate::AwsClients;
 use crate::error::AwsError;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, Taint, TaintEffect, labels};
+use kerf_api::{InstanceType, Requirements};
 use kerf_cloud::aws::NodeClassSettings;
 use kerf_cloud::launch::{add, type_meets};
 use kerf_cloud::{Clock, CloudError, CloudProvider, InterruptionKind, InterruptionNotice, Timestamp};
-use kerf_scheduling::{InstanceType, Requirements};
 
 use crate::AwsClients;
 use crate::instance_types::{self, Source, SpotPrices, TypeTable};
@@ -781,8 +781,8 @@ impl CloudProvider for AwsProvider {
 
 #[cfg(test)]
 mod tests {
+    use kerf_api::Offering;
     use kerf_api::{Quantity, ResourceList};
-    use kerf_scheduling::Offering;
 
     use super::*;
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use kerf_api::labels;
-use kerf_scheduling::{InstanceType, Requirements};
+use kerf_api::{InstanceType, Requirements};
 
 use crate::Timestamp;
 

@@ -3,9 +3,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use kerf_api::InstanceType;
 use kerf_api::ec2nodeclass::EC2NodeClassStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
-use kerf_scheduling::InstanceType;
 
 /// Provider IDs of instances that are only Node objects (`kerf controller --cloud kwok`): the
 /// provider creates the Node, and a simulated kubelet (kwok, `kerf serve`) makes it Ready.

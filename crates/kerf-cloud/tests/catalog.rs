@@ -2,11 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use kerf_api::InstanceType;
 use kerf_api::ec2nodeclass::{BlockDevice, BlockDeviceMapping, EC2NodeClass, KubeletConfiguration};
 use kerf_api::{Quantity, labels};
 use kerf_cloud::aws::allocatable::kube_reserved_cpu_millis;
 use kerf_cloud::aws::{CatalogError, NodeClassSettings, catalog, spot_price};
-use kerf_scheduling::InstanceType;
 
 fn default_type(region: &str, name: &str) -> InstanceType {
     catalog().unwrap().instance_type(region, name, &NodeClassSettings::default()).unwrap()

@@ -25,7 +25,7 @@ use kerf_scheduling::{InstanceType, Offering, Requirements};
 
 use crate::manager::{Manager, Options};
 use crate::util;
-use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object, WatchEvent};
+use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object, Patch, WatchEvent};
 use kerf_apiserver::SimCluster;
 
 pub use kerf_cloud::block_on;
@@ -213,6 +213,16 @@ impl ClusterApi for TestApi {
     async fn update_status<K: Object>(&self, obj: K) -> Result<K, ApiError> {
         self.write_fault::<K>()?;
         self.cluster.update_status(obj).await
+    }
+
+    async fn patch<K: Object>(&self, namespace: Option<&str>, name: &str, patch: &Patch) -> Result<K, ApiError> {
+        self.write_fault::<K>()?;
+        self.cluster.patch(namespace, name, patch).await
+    }
+
+    async fn patch_status<K: Object>(&self, namespace: Option<&str>, name: &str, patch: &Patch) -> Result<K, ApiError> {
+        self.write_fault::<K>()?;
+        self.cluster.patch_status(namespace, name, patch).await
     }
 
     async fn delete<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), ApiError> {

@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kerf_api::cluster::Patch;
 use kerf_cloud::{Clock, SystemClock, Timestamp};
 use kerf_controller::{AnyObject, ApiError, ClusterApi, EventRecord, Object};
-use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, PatchParams, PostParams};
 use kube::{Api, Client};
 
 use crate::kinds::{self, Kind};
@@ -191,6 +192,37 @@ impl KubeApi {
     }
 }
 
+impl KubeApi {
+    /// PATCH of the object (or its status subresource) with a merge or JSON patch.
+    async fn send_patch<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+        status: bool,
+    ) -> Result<K, ApiError> {
+        let (api, _) = self.dynamic::<K>(namespace)?;
+        let pp = PatchParams::default();
+        let written = match patch {
+            Patch::Merge(body) => {
+                let p = kube::api::Patch::Merge(body);
+                if status { api.patch_status(name, &pp, &p).await } else { api.patch(name, &pp, &p).await }
+            }
+            Patch::Json(ops) => {
+                let ops: json_patch::Patch = serde_json::from_value(ops.clone()).map_err(|e| ApiError::Invalid {
+                    kind: K::KIND,
+                    name: name.to_string(),
+                    message: format!("invalid JSON patch: {e}"),
+                })?;
+                let p = kube::api::Patch::<()>::Json(ops);
+                if status { api.patch_status(name, &pp, &p).await } else { api.patch(name, &pp, &p).await }
+            }
+        };
+        let written = written.map_err(|e| api_error(K::KIND, name, e))?;
+        Self::typed(name, written)
+    }
+}
+
 impl ClusterApi for KubeApi {
     async fn get<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<Option<K>, ApiError> {
         let (api, _) = self.dynamic::<K>(namespace)?;
@@ -230,6 +262,14 @@ impl ClusterApi for KubeApi {
 
     async fn update_status<K: Object>(&self, obj: K) -> Result<K, ApiError> {
         self.replace(obj, true).await
+    }
+
+    async fn patch<K: Object>(&self, namespace: Option<&str>, name: &str, patch: &Patch) -> Result<K, ApiError> {
+        self.send_patch(namespace, name, patch, false).await
+    }
+
+    async fn patch_status<K: Object>(&self, namespace: Option<&str>, name: &str, patch: &Patch) -> Result<K, ApiError> {
+        self.send_patch(namespace, name, patch, true).await
     }
 
     async fn delete<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), ApiError> {

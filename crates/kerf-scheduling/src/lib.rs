@@ -6,7 +6,8 @@
 //! place, says exactly why.
 //!
 //! - [`requirements`]: the requirements algebra (value and complement sets, integer bounds,
-//!   minValues, intersection, compatibility with precise errors).
+//!   minValues, intersection, compatibility with precise errors); it lives in `kerf_api` with
+//!   [`instance`] types and offerings, so that the cloud layer uses them without the scheduler.
 //! - [`pod`]: what a pod asks of a node (requests, tolerations, node affinity, spread, pod
 //!   affinity, host ports, volumes).
 //! - [`fit`]: the one node-fit check (kube-scheduler's filters, in its order and words).
@@ -16,27 +17,28 @@
 //! - [`packing_bound`]: the LP lower bound on the cheapest fleet that `kerf bench packing`
 //!   measures the Scheduler against.
 //! - [`volume_binding`]: the PersistentVolumeClaims that keep a pod off every node.
-//! - [`disruption_budgets`]: the pods each PodDisruptionBudget selects, counted as they change.
+//! - [`disruption_budgets`] (from `kerf_api`): the pods each PodDisruptionBudget selects, counted
+//!   as they change.
 
 pub mod bench;
 #[cfg(test)]
 mod context_tests;
-pub mod disruption_budgets;
 pub mod fit;
-pub mod instance;
 pub mod kube_choice;
 pub mod model;
-pub mod node;
 pub mod packing_bound;
 pub mod pod;
 pub mod predicates;
-pub mod requirements;
 pub mod scheduler;
 #[cfg(test)]
 mod scheduler_tests;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod volume_binding;
+
+// The model the cloud and the scheduler share lives in the API layer below both; re-exported here
+// under its old paths.
+pub use kerf_api::{disruption_budgets, instance, node, requirements};
 
 pub use instance::{InstanceType, Offering};
 pub use model::{

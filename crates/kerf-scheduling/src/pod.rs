@@ -9,6 +9,7 @@ use kerf_api::resources::PODS;
 use kerf_api::{Quantity, ResourceList, Taint, TaintEffect};
 
 use crate::requirements::{Requirement, Requirements};
+pub use kerf_api::selector::selector_matches;
 
 pub fn namespace(pod: &Pod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or("default")
@@ -234,32 +235,6 @@ pub fn preferred_node_terms(pod: &Pod) -> Vec<(i32, Requirements)> {
         .collect();
     out.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
     out
-}
-
-/// Whether a label selector matches labels. `None` (a null selector) matches nothing; an empty
-/// selector matches everything.
-pub fn selector_matches(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
-    let Some(sel) = sel else { return false };
-    for (k, v) in sel.match_labels.iter().flatten() {
-        if labels.get(k) != Some(v) {
-            return false;
-        }
-    }
-    for e in sel.match_expressions.iter().flatten() {
-        let have = labels.get(&e.key);
-        let vals = e.values.as_deref().unwrap_or(&[]);
-        let ok = match e.operator.as_str() {
-            "In" => have.is_some_and(|h| vals.contains(h)),
-            "NotIn" => have.is_none_or(|h| !vals.contains(h)),
-            "Exists" => have.is_some(),
-            "DoesNotExist" => have.is_none(),
-            _ => false,
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
 }
 
 /// A selector with `key In [pod's value]` added for each of `keys` the pod has (matchLabelKeys),

@@ -32,6 +32,8 @@ use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, 
 use crate::scenario::{ManifestObject, ObjectRef, Scenario, ScenarioNode, Step};
 use crate::workloads::Workloads;
 use crate::world::{Changes, World, node_ready};
+use kerf_api::cluster::Patch;
+use kerf_apiserver::rest::Part;
 
 /// What the driver needs from the simulated cloud beyond [`CloudProvider`].
 pub trait SimCloud: CloudProvider {
@@ -975,41 +977,19 @@ impl<P: SimCloud> Simulation<P> {
     }
 }
 
-/// Applies a JSON merge patch (RFC 7386) to the object's metadata and spec.
-fn patch_obj<K>(
+/// Applies a JSON merge patch (RFC 7386) to the object's metadata and spec, as the API server
+/// applies a PATCH.
+fn patch_obj<K: Object>(
     cluster: &SimCluster,
     namespace: Option<&str>,
     name: &str,
     merge: &serde_json::Value,
-) -> Result<(), String>
-where
-    K: Object + serde::Serialize + serde::de::DeserializeOwned,
-{
-    let current = cluster.get_obj::<K>(namespace, name).ok_or_else(|| format!("no {} {name}", K::KIND))?;
-    let mut value = serde_json::to_value(&current).map_err(|e| e.to_string())?;
-    merge_patch(&mut value, merge);
-    let patched: K = serde_json::from_value(value).map_err(|e| format!("the patched object is invalid: {e}"))?;
-    cluster.update_obj(patched).map(|_| ()).map_err(|e| e.to_string())
-}
-
-/// RFC 7386: objects merge key by key, `null` removes a key, anything else replaces.
-fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
-    let serde_json::Value::Object(p) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = serde_json::Value::Object(serde_json::Map::new());
+) -> Result<(), String> {
+    if cluster.get_obj::<K>(namespace, name).is_none() {
+        return Err(format!("no {} {name}", K::KIND));
     }
-    if let serde_json::Value::Object(t) = target {
-        for (k, v) in p {
-            if v.is_null() {
-                t.remove(k);
-            } else {
-                merge_patch(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
-            }
-        }
-    }
+    let patch = Patch::Merge(merge.clone());
+    cluster.patch_obj::<K>(namespace, name, &patch, Part::Main).map(|_| ()).map_err(|e| e.to_string())
 }
 
 fn describe(r: &ObjectRef) -> String {

@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::cluster::{SimCluster, scaled};
+use kerf_api::intstr::scaled;
+
+use crate::cluster::SimCluster;
 use crate::rng::{fnv1a32, safe_encode};
 
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";

@@ -1,17 +1,20 @@
 //! kerf-kube's cluster API (the controllers' `ClusterApi` over kube-rs) against `kerf serve`:
 //! stale writes are conflicts, a PodDisruptionBudget's refusal of an eviction is
-//! `TooManyRequests`, events land against the object they are about (once within the dedupe
-//! window), and reads of missing objects say so.
+//! `TooManyRequests`, merge and JSON patches apply as the API server applies them, events land
+//! against the object they are about (once within the dedupe window), and reads of missing
+//! objects say so.
 
 mod common;
 
 use common::*;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kerf_api::cluster::Patch;
 use kerf_controller::{ApiError, ClusterApi, EventRecord, Object, WatchEvent};
 use kerf_kube::api::{KubeApi, Uids};
 use kerf_kube::recorder::EventMetrics;
 use kube::api::ListParams;
 use kube::{Api, Client, Config};
+use serde_json::json;
 
 const SCENARIO: &str = r#"name: kube-api
 nodes:
@@ -49,7 +52,7 @@ fn running(p: &Pod) -> bool {
 }
 
 #[test]
-fn kube_cluster_api_turns_conflicts_refused_evictions_and_missing_objects_into_api_errors_and_records_events() {
+fn kube_cluster_api_turns_conflicts_refused_evictions_and_missing_objects_into_api_errors_patches_and_records_events() {
     let dir = std::env::temp_dir().join(format!("kerf-kube-api-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let scenario = write(&dir, "scenario.yaml", SCENARIO);
@@ -95,6 +98,28 @@ fn kube_cluster_api_turns_conflicts_refused_evictions_and_missing_objects_into_a
         let mut again = node.clone();
         again.metadata.resource_version = None;
         assert!(matches!(api.create(again).await, Err(ApiError::AlreadyExists { kind: "Node", .. })));
+
+        // Patches: a merge patch deletes a label with null and replaces the taint list, one
+        // naming a stale resourceVersion is a conflict, a JSON patch writes status.
+        let merge = Patch::Merge(json!({"metadata": {"labels": {"a": null, "c": "3"}},
+                                        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}));
+        let patched: Node = api.patch(None, "n1", &merge).await.expect("merge patch");
+        let labels = patched.metadata.labels.clone().unwrap_or_default();
+        assert!(!labels.contains_key("a") && labels.get("c").map(String::as_str) == Some("3"), "{labels:?}");
+        let taints: Vec<String> =
+            patched.spec.iter().flat_map(|s| s.taints.iter().flatten()).map(|t| t.key.clone()).collect();
+        assert_eq!(taints, ["k"]);
+        let pinned = Patch::Merge(
+            json!({"metadata": {"resourceVersion": written.metadata.resource_version, "labels": {"d": "4"}}}),
+        );
+        assert!(matches!(api.patch::<Node>(None, "n1", &pinned).await, Err(ApiError::Conflict { kind: "Node", .. })));
+        let ops = Patch::Json(
+            json!([{"op": "add", "path": "/status/conditions/-", "value": {"type": "Example", "status": "True"}}]),
+        );
+        let status: Node = api.patch_status(None, "n1", &ops).await.expect("JSON patch of status");
+        let conditions = status.status.and_then(|s| s.conditions).unwrap_or_default();
+        assert!(conditions.iter().any(|c| c.type_ == "Example"), "{conditions:?}");
+        assert!(matches!(api.patch::<Node>(None, "nope", &merge).await, Err(ApiError::NotFound { kind: "Node", .. })));
 
         // An event about the pod, with its uid (what `kubectl describe pod` selects by).
         uids.observe(&WatchEvent::Applied(pod.clone().into_any()));

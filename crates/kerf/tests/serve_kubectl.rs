@@ -1,7 +1,8 @@
 //! `kerf serve` driven by the installed kubectl: manifests created with `kubectl create -f`,
 //! pods running on nodes kerf launched, server-side printer columns, describe, scale, label,
-//! annotate, patch, delete, watches, Kubernetes `Status` errors for bad requests, and node
-//! readiness (a Node created not Ready is tainted, and pods bound to it start once it is Ready).
+//! annotate, taint, merge / JSON patches (with a resourceVersion precondition), delete, watches,
+//! Kubernetes `Status` errors for bad requests, and node readiness (a Node created not Ready is
+//! tainted, and pods bound to it start once it is Ready).
 
 mod common;
 
@@ -367,4 +368,77 @@ fn kubectl_scales_a_static_nodepool_through_its_scale_subresource_and_cannot_mak
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("a static NodePool cannot become dynamic"));
+}
+
+const PLAIN_NODE: &str = r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: plain-1
+  labels: {kubernetes.io/hostname: plain-1, team: blue}
+status:
+  conditions: [{type: Ready, status: "True", reason: KubeletReady}]
+"#;
+
+#[test]
+fn kubectl_taints_labels_and_patches_a_node_where_null_deletes_lists_are_replaced_and_a_stale_version_conflicts() {
+    let s = Served::start("patches", &["--controllers", "none"]);
+    let node = write(&s.dir, "node.yaml", PLAIN_NODE);
+    kubectl_ok(&s, &["create", "-f", node.to_str().unwrap()]);
+    let get = |s: &Served, path: &str| kubectl_ok(s, &["get", "node", "plain-1", "-o", &format!("jsonpath={path}")]);
+
+    kubectl_ok(&s, &["taint", "node", "plain-1", "dedicated=infra:NoSchedule"]);
+    kubectl_ok(&s, &["label", "node", "plain-1", "team-", "tier=web"]);
+    kubectl_ok(&s, &["annotate", "node", "plain-1", "owner=platform"]);
+    assert_eq!(get(&s, "{.spec.taints[*].key}={.spec.taints[*].value}"), "dedicated=infra");
+    assert_eq!(get(&s, "{.metadata.labels.team}|{.metadata.labels.tier}"), "|web", "team- removes the label");
+    assert_eq!(get(&s, "{.metadata.annotations.owner}"), "platform");
+    kubectl_ok(&s, &["taint", "node", "plain-1", "dedicated:NoSchedule-"]);
+    assert_eq!(get(&s, "{.spec.taints}"), "");
+
+    // A merge patch: null deletes a key, a nested object merges, a list is replaced whole.
+    let two = r#"{"spec":{"taints":[{"key":"a","effect":"NoSchedule"},{"key":"b","effect":"NoExecute"}]}}"#;
+    kubectl_ok(&s, &["patch", "node", "plain-1", "--type=merge", "-p", two]);
+    let one = r#"{"metadata":{"annotations":{"owner":null},"labels":{"zone":"z1"}},"spec":{"taints":[{"key":"c","effect":"NoSchedule"}]}}"#;
+    kubectl_ok(&s, &["patch", "node", "plain-1", "--type=merge", "-p", one]);
+    assert_eq!(get(&s, "{.spec.taints[*].key}"), "c");
+    assert_eq!(get(&s, "{.metadata.annotations.owner}"), "");
+    assert_eq!(get(&s, "{.metadata.labels.tier} {.metadata.labels.zone}"), "web z1");
+    assert_eq!(get(&s, "{.status.conditions[0].type}"), "Ready", "status is untouched by a patch of the node");
+
+    // A patch naming a resourceVersion applies to that version only.
+    let rv = get(&s, "{.metadata.resourceVersion}");
+    let stale = kubectl(
+        &s,
+        &[
+            "patch",
+            "node",
+            "plain-1",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"resourceVersion":"1","labels":{"x":"y"}}}"#,
+        ],
+    );
+    let err = String::from_utf8_lossy(&stale.stderr);
+    assert!(!stale.status.success() && err.contains("the object has been modified"), "{err}");
+    assert_eq!(get(&s, "{.metadata.labels.x}"), "");
+    let current = format!(r#"{{"metadata":{{"resourceVersion":"{rv}","labels":{{"x":"y"}}}}}}"#);
+    kubectl_ok(&s, &["patch", "node", "plain-1", "--type=merge", "-p", &current]);
+    assert_eq!(get(&s, "{.metadata.labels.x}"), "y");
+
+    // A JSON patch, sent as the real API server takes it, on the node and on its status.
+    let ops = r#"[{"op":"add","path":"/spec/taints/-","value":{"key":"d","effect":"NoExecute"}},{"op":"remove","path":"/metadata/labels/x"}]"#;
+    let (code, text) = http(&s, "PATCH", "/api/v1/nodes/plain-1", "application/json-patch+json", ops);
+    assert_eq!(code, 200, "{text}");
+    assert_eq!(get(&s, "{.spec.taints[*].key} {.metadata.labels.x}"), "c d ");
+    let failing =
+        r#"[{"op":"test","path":"/metadata/labels/tier","value":"db"},{"op":"remove","path":"/spec/taints"}]"#;
+    let (code, text) = http(&s, "PATCH", "/api/v1/nodes/plain-1", "application/json-patch+json", failing);
+    assert_eq!(code, 422, "a failing test operation applies nothing: {text}");
+    assert_eq!(get(&s, "{.spec.taints[*].key}"), "c d");
+    let ops = r#"[{"op":"replace","path":"/status/conditions/0/reason","value":"Patched"}]"#;
+    let (code, text) = http(&s, "PATCH", "/api/v1/nodes/plain-1/status", "application/json-patch+json", ops);
+    assert_eq!(code, 200, "{text}");
+    assert_eq!(get(&s, "{.status.conditions[0].reason}"), "Patched");
+    assert!(s.stop().success());
 }

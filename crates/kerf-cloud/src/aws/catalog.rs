@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use kerf_api::labels;
-use kerf_scheduling::{InstanceType, Offering};
+use kerf_api::{InstanceType, Offering};
 use serde::Deserialize;
 
 use super::allocatable::{self, KubeletError, NodeClassSettings};

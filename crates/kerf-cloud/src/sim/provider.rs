@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, labels};
-use kerf_scheduling::{InstanceType, Offering, Requirements};
+use kerf_api::{InstanceType, Offering, Requirements};
 
 use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
 use crate::aws::{Catalog, NodeClassSettings, catalog};

@@ -12,7 +12,7 @@ use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::Requirements;
-use kerf_scheduling::disruption_budgets::{DisruptionBudgets, pod_healthy};
+use kerf_scheduling::disruption_budgets::{DisruptionBudgets, EvictionRefusal};
 
 use super::Disruption;
 use crate::ctx::Ctx;
@@ -89,33 +89,17 @@ impl<'s> PdbIndex<'s> {
 
     /// Why evicting the pod now would be refused, if it would.
     pub fn blocking(&self, pod: &Pod) -> Option<String> {
-        if self.budgets.is_empty() || !pod_healthy(pod) {
-            return None;
-        }
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let key = (pod.metadata.namespace.clone().unwrap_or_default(), kerf_scheduling::pod::name(pod).to_string());
-        let (first, second) = match self.budgets.selecting(&key) {
-            [] => return None,
-            [one] => (one, None),
-            [one, two, ..] => (one, Some(two)),
-        };
-        if let Some(second) = second {
-            return Some(format!(
-                "pod {ns}/{} is selected by more than one PodDisruptionBudget ({} and {}), so it cannot be evicted",
-                kerf_scheduling::pod::name(pod),
-                first.1,
-                second.1
-            ));
-        }
-        let status = self.budgets.status(first)?;
-        let name = &first.1;
-        (status.allowed() <= 0).then(|| {
-            format!(
-                "PodDisruptionBudget {ns}/{name} allows no disruption of pod {ns}/{} (needs {} healthy pods, has {})",
-                kerf_scheduling::pod::name(pod),
-                status.desired_healthy,
-                status.healthy
-            )
+        let pod_name = kerf_scheduling::pod::name(pod);
+        Some(match self.budgets.eviction_refusal(pod)? {
+            EvictionRefusal::MoreThanOneBudget(first, second) => format!(
+                "pod {ns}/{pod_name} is selected by more than one PodDisruptionBudget ({} and {}), so it cannot be evicted",
+                first.1, second.1
+            ),
+            EvictionRefusal::NoneAllowed((_, name), status) => format!(
+                "PodDisruptionBudget {ns}/{name} allows no disruption of pod {ns}/{pod_name} (needs {} healthy pods, has {})",
+                status.desired_healthy, status.healthy
+            ),
         })
     }
 }

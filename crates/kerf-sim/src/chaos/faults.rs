@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
+use k8s_openapi::api::core::v1::Node;
+use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, Patch};
+use kerf_api::labels;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_cloud::{CloudError, CloudProvider, InterruptionNotice, NodeClassResolution, Timestamp};
 use kerf_scheduling::InstanceType;
@@ -448,24 +450,25 @@ fn name_of<K: Object>(obj: &K) -> String {
 fn node_write<K: Object, C: ClusterApi>(inner: &C, obj: &K) -> impl Future<Output = Option<Write>> {
     let node = K::from_any(&obj.clone().into_any()).is_some().then(|| obj.clone().into_any());
     async move {
-        let kerf_api::cluster::AnyObject::Node(new) = node? else { return None };
+        let AnyObject::Node(new) = node? else { return None };
         let name = new.metadata.name.clone().unwrap_or_default();
-        let old = inner.get::<k8s_openapi::api::core::v1::Node>(None, &name).await.ok()??;
-        let tainted = |n: &k8s_openapi::api::core::v1::Node| {
-            n.spec
-                .iter()
-                .flat_map(|s| s.taints.iter().flatten())
-                .any(|t| t.key == kerf_api::labels::DISRUPTED_TAINT_KEY)
-        };
-        if tainted(&new) && !tainted(&old) {
-            return Some(Write::Tainted { node: name });
-        }
-        let finalized = |n: &k8s_openapi::api::core::v1::Node| {
-            n.metadata.finalizers.iter().flatten().any(|f| f == kerf_api::labels::TERMINATION_FINALIZER)
-        };
-        (old.metadata.deletion_timestamp.is_some() && finalized(&old) && !finalized(&new))
-            .then_some(Write::NodeReleased { node: name })
+        let old = inner.get::<Node>(None, &name).await.ok()??;
+        node_change(&old, &new)
     }
+}
+
+/// What a Node's change from `old` to `new` is, for the invariants: the disrupted taint put on,
+/// or the termination finalizer taken off a deleted node.
+fn node_change(old: &Node, new: &Node) -> Option<Write> {
+    let name = new.metadata.name.clone().unwrap_or_default();
+    let tainted =
+        |n: &Node| n.spec.iter().flat_map(|s| s.taints.iter().flatten()).any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
+    if tainted(new) && !tainted(old) {
+        return Some(Write::Tainted { node: name });
+    }
+    let finalized = |n: &Node| n.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER);
+    (old.metadata.deletion_timestamp.is_some() && finalized(old) && !finalized(new))
+        .then_some(Write::NodeReleased { node: name })
 }
 
 impl<C: ClusterApi> ClusterApi for FaultyApi<'_, C> {
@@ -515,6 +518,40 @@ impl<C: ClusterApi> ClusterApi for FaultyApi<'_, C> {
             let name = name_of(&obj);
             api_call(gate, K::KIND, &name, self.inner.update_status(obj)).await
         }
+    }
+
+    fn patch<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> impl Future<Output = Result<K, ApiError>> + Send {
+        let gate = self.faults.gate(WRITE);
+        async move {
+            let write = async {
+                let old =
+                    if K::KIND == "Node" { self.inner.get::<Node>(None, name).await.ok().flatten() } else { None };
+                let r = self.inner.patch::<K>(namespace, name, patch).await;
+                if let (Ok(new), Some(old)) = (&r, &old)
+                    && let AnyObject::Node(new) = new.clone().into_any()
+                    && let Some(w) = node_change(old, &new)
+                {
+                    (self.watcher)(&w);
+                }
+                r
+            };
+            api_call(gate, K::KIND, name, write).await
+        }
+    }
+
+    fn patch_status<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> impl Future<Output = Result<K, ApiError>> + Send {
+        let gate = self.faults.gate(WRITE);
+        api_call(gate, K::KIND, name, self.inner.patch_status(namespace, name, patch))
     }
 
     fn delete<K: Object>(

@@ -1,5 +1,5 @@
-//! What a core/v1 Node says about itself that both the controllers and the simulator's
-//! stand-ins read: whether it is Ready.
+//! What a core/v1 Node says about itself that the controllers, the simulator's stand-ins and
+//! the in-memory API server's admission read: whether it is Ready.
 
 use k8s_openapi::api::core::v1::Node;
 

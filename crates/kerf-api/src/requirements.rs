@@ -8,9 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use crate::labels::normalize_key;
+use crate::{NodeSelectorRequirementWithMinValues, Operator};
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
-use kerf_api::labels::normalize_key;
-use kerf_api::{NodeSelectorRequirementWithMinValues, Operator};
 
 /// The allowed values of one label key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use kerf_api::ResourceList;
+use crate::ResourceList;
 
 /// A launchable machine shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +41,7 @@ impl InstanceType {
         let mut a = self.capacity.clone();
         for (k, v) in self.overhead.iter() {
             let cur = a.get(k);
-            a.set(k.clone(), cur.saturating_sub(v).max(kerf_api::Quantity::ZERO.with_format(cur.format())));
+            a.set(k.clone(), cur.saturating_sub(v).max(crate::Quantity::ZERO.with_format(cur.format())));
         }
         a
     }

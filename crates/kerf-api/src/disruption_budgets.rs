@@ -11,7 +11,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::pod::selector_matches;
+use crate::intstr::scaled;
+use crate::selector::selector_matches;
 
 /// `(namespace, name)` of a pod or a budget.
 pub type Key = (String, String);
@@ -52,6 +53,16 @@ impl BudgetStatus {
     }
 }
 
+/// Why the Eviction API refuses to evict a pod now (see [`DisruptionBudgets::eviction_refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionRefusal<'a> {
+    /// More than one budget selects the pod, which the Eviction API does not support: the first
+    /// two, in key order.
+    MoreThanOneBudget(&'a Key, &'a Key),
+    /// The one budget selecting the pod allows no more disruptions.
+    NoneAllowed(&'a Key, BudgetStatus),
+}
+
 /// The index; see the module documentation.
 #[derive(Debug, Clone, Default)]
 pub struct DisruptionBudgets {
@@ -71,17 +82,6 @@ pub fn pod_healthy(pod: &Pod) -> bool {
 
 fn finished(pod: &Pod) -> bool {
     matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
-}
-
-/// An int-or-percent of `total`, a percentage rounded up.
-fn scaled(v: &IntOrString, total: i64) -> i64 {
-    match v {
-        IntOrString::Int(i) => i64::from(*i),
-        IntOrString::String(s) => {
-            let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
-            (pct * total + 99) / 100
-        }
-    }
 }
 
 fn pod_key(pod: &Pod) -> Key {
@@ -198,12 +198,30 @@ impl DisruptionBudgets {
         self.pods.get(pod).map_or(&[], |s| s.budgets.as_slice())
     }
 
+    /// Whether the Eviction API would refuse to evict `pod` now, and why: a pod that is not
+    /// healthy may always go (it counts towards no budget's healthy pods), a pod selected by
+    /// more than one budget never, else only while its budget allows one more disruption. The
+    /// one answer both the in-memory API server and the disruption controller give.
+    pub fn eviction_refusal(&self, pod: &Pod) -> Option<EvictionRefusal<'_>> {
+        if self.budgets.is_empty() || !pod_healthy(pod) {
+            return None;
+        }
+        match self.selecting(&pod_key(pod)) {
+            [] => None,
+            [first, second, ..] => Some(EvictionRefusal::MoreThanOneBudget(first, second)),
+            [budget] => {
+                let status = self.status(budget)?;
+                (status.allowed() <= 0).then_some(EvictionRefusal::NoneAllowed(budget, status))
+            }
+        }
+    }
+
     /// A budget's counts and what it needs.
     pub fn status(&self, budget: &Key) -> Option<BudgetStatus> {
         let b = self.budgets.get(budget)?;
         let desired_healthy = match (&b.min_available, &b.max_unavailable) {
-            (Some(min), _) => scaled(min, b.expected),
-            (None, Some(max)) => b.expected - scaled(max, b.expected),
+            (Some(min), _) => scaled(min, b.expected, true),
+            (None, Some(max)) => b.expected - scaled(max, b.expected, true),
             (None, None) => b.expected,
         };
         Some(BudgetStatus { expected: b.expected, desired_healthy, healthy: b.healthy })
@@ -314,6 +332,30 @@ mod tests {
         idx.set_budget(key("a-web"), None, [&p]);
         assert_eq!(idx.selecting(&key("a")), &[key("z-web")]);
         assert!(idx.status(&key("a-web")).is_none());
+    }
+
+    #[test]
+    fn eviction_is_refused_when_the_budget_allows_none_or_two_budgets_select_the_pod_but_not_for_unhealthy_pods() {
+        let mut idx = DisruptionBudgets::new(true);
+        let pods =
+            [pod("a", "web", "Running", true), pod("b", "web", "Running", true), pod("c", "web", "Pending", false)];
+        for p in &pods {
+            idx.update_pod(None, Some(p));
+        }
+        assert_eq!(idx.eviction_refusal(&pods[0]), None, "no budget selects it");
+        // maxUnavailable 33% of 3 pods is 1: two must stay healthy, and two are.
+        idx.set_budget(key("web"), Some(&pdb("web", "web", "33%")), pods.iter());
+        let status = BudgetStatus { expected: 3, desired_healthy: 2, healthy: 2 };
+        assert_eq!(idx.eviction_refusal(&pods[0]), Some(EvictionRefusal::NoneAllowed(&key("web"), status)));
+        assert_eq!(idx.eviction_refusal(&pods[2]), None, "a pod that is not healthy may always go");
+        // 34% of 3 is 2: one must stay healthy.
+        idx.set_budget(key("web"), Some(&pdb("web", "web", "34%")), pods.iter());
+        assert_eq!(idx.eviction_refusal(&pods[0]), None, "the budget allows one more");
+        idx.set_budget(key("also-web"), Some(&pdb("also-web", "web", "100%")), pods.iter());
+        assert_eq!(
+            idx.eviction_refusal(&pods[1]),
+            Some(EvictionRefusal::MoreThanOneBudget(&key("also-web"), &key("web")))
+        );
     }
 
     #[test]
