@@ -58,7 +58,7 @@ impl<P: CloudProvider> Manager<P> {
             pod_facts: PodFactsCache::new(),
             watches_interrupted: false,
             node_classes: NodeClasses::default(),
-            node_pools: NodePools::default(),
+            node_pools: NodePools,
             interruption: Interruption,
             buffers: Buffers::default(),
             provisioner: Provisioner::default(),
@@ -91,7 +91,6 @@ impl<P: CloudProvider> Manager<P> {
         self.published.observe(event, &self.state);
         self.disruption.observe(event, &self.state);
         self.lifecycle.observe(event);
-        self.node_pools.observe(event);
         self.state.apply(event);
     }
 

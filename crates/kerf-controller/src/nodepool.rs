@@ -17,7 +17,7 @@ use crate::provisioner::first_five;
 use crate::state::ClusterState;
 use crate::termination::is_disrupted;
 use crate::util;
-use kerf_api::cluster::{AnyObject, ClusterApi, Object, WatchEvent};
+use kerf_api::cluster::{ClusterApi, Object};
 
 /// Which of a static pool's claims to remove first: ones that have not launched, then ones not
 /// initialized, then those with the fewest pods, newest name last as a tie-break.
@@ -96,30 +96,18 @@ pub(crate) fn static_count(state: &ClusterState, pool: &NodePool) -> StaticCount
 }
 
 /// The NodePool reconcilers: NodeClaims of deleted pools, static pools' replicas, and status.
+/// They keep nothing: which pools are gone is read from the owner references of the claims, so a
+/// pool deleted while no controller ran loses its claims all the same.
 #[derive(Debug, Default)]
-pub(crate) struct NodePools {
-    /// NodePools seen deleted whose NodeClaims must go too (they are owned by the pool).
-    deleted: BTreeSet<String>,
-}
+pub(crate) struct NodePools;
 
 impl NodePools {
-    pub fn observe(&mut self, event: &WatchEvent) {
-        if let WatchEvent::Deleted(AnyObject::NodePool(p)) = event {
-            self.deleted.insert(p.name().to_string());
-        }
-    }
-
     /// NodeClaims of deleted pools, then static pools' replicas.
     pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        // Pools whose claims are not all deleted yet are tried again on the retry.
-        let deleted = self.deleted.clone();
-        if let Err(e) = self.delete_claims_of_deleted_pools(cx).await {
-            self.deleted.extend(deleted);
-            return Err(e);
-        }
+        self.delete_claims_of_deleted_pools(cx).await?;
         self.reconcile_static_pools(cx).await
     }
 
@@ -213,26 +201,35 @@ impl NodePools {
         Ok(())
     }
 
-    /// NodeClaims of a deleted NodePool are deleted with it (the pool owns them).
+    /// NodeClaims owned by a NodePool that no longer exists are deleted with it, as the
+    /// garbage collector of Kubernetes deletes what an owner that is gone leaves.
     async fn delete_claims_of_deleted_pools<P: CloudProvider, C: ClusterApi>(
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        let pools = std::mem::take(&mut self.deleted);
-        for pool in pools {
-            if cx.state.node_pool(&pool).is_some() {
-                continue; // re-created since
-            }
-            let names: Vec<String> = cx
-                .state
-                .claims_of_pool(&pool)
-                .filter(|c| c.metadata.deletion_timestamp.is_none())
-                .map(|c| c.name().to_string())
-                .collect();
-            for name in names {
-                tracing::info!(NodePool = %pool, NodeClaim = %name, "deleting nodeclaim: its nodepool was deleted");
-                cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, &name).await)?;
-            }
+        let gone: BTreeSet<&str> = cx
+            .state
+            .node_claims()
+            .values()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter_map(|c| {
+                let owners = c.metadata.owner_references.as_ref()?;
+                owners.iter().find(|o| o.kind == kerf_api::nodepool::KIND).map(|o| o.name.as_str())
+            })
+            .filter(|pool| cx.state.node_pool(pool).is_none())
+            .collect();
+        let doomed: Vec<(String, String)> = gone
+            .into_iter()
+            .flat_map(|pool| {
+                cx.state
+                    .claims_of_pool(pool)
+                    .filter(|c| c.metadata.deletion_timestamp.is_none())
+                    .map(move |c| (pool.to_string(), c.name().to_string()))
+            })
+            .collect();
+        for (pool, name) in doomed {
+            tracing::info!(NodePool = %pool, NodeClaim = %name, "deleting nodeclaim: its nodepool was deleted");
+            cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, &name).await)?;
         }
         Ok(())
     }

@@ -541,6 +541,31 @@ fn deleting_a_nodepool_deletes_its_nodeclaims_and_instances() {
 }
 
 #[test]
+fn a_nodepool_deleted_while_no_controller_ran_loses_its_nodeclaims_to_the_next_one() {
+    let mut h = Harness::new(small_and_large());
+    let mut pool = node_pool("default");
+    pool.spec.replicas = Some(2);
+    h.api.put(pool);
+    h.api.put(node_pool("other"));
+    let mut other = claim("other-bbbbb", vec![]);
+    other.metadata.labels = Some([(labels::NODE_POOL.to_string(), "other".to_string())].into());
+    h.api.put(other);
+    // A claim that names a pool it is not owned by is not the pool's to delete.
+    let mut stray = claim("gone-ccccc", vec![]);
+    stray.metadata.labels = Some([(labels::NODE_POOL.to_string(), "gone".to_string())].into());
+    h.api.put(stray);
+    h.settle();
+    assert_eq!(h.claims().len(), 4);
+    // The pool goes while the controller is down: the next process never sees it deleted.
+    h.api.remove::<NodePool>(None, "default");
+    h.restart();
+    h.settle();
+    let left: Vec<String> = h.claims().iter().map(|c| c.name().to_string()).collect();
+    assert_eq!(left, vec!["gone-ccccc", "other-bbbbb"]);
+    assert_eq!(h.cloud.running(), 2);
+}
+
+#[test]
 fn a_node_labelled_do_not_sync_taints_keeps_its_own_taints_but_loses_the_unregistered_one() {
     let mut h = Harness::new(small_and_large());
     let mut c = claim("default-aaaaa", vec![]);
