@@ -74,40 +74,33 @@ mod resources;
 mod room;
 mod topology;
 
-use claims::*;
-use existing::*;
+use claims::Claim;
+use existing::Node;
 use facts::PodFacts;
 pub use facts::PodFactsCache;
-use interning::*;
-use journal::*;
+use interning::{Bits, Interner};
+use journal::Undo;
 pub use offers::PoolTypeView;
-use packing::*;
-use pools::*;
-use preferences::*;
-use queue::*;
+use packing::{MIX_PODS, MIX_SLACKS, Packing};
+use pools::{Pool, PriceOrder};
+use preferences::Group;
+use queue::reschedulable;
 use replay::KubeView;
 pub use replay::{Replacement, Turn};
-use resources::*;
+use resources::Resources;
 use room::RoomIndex;
-use topology::*;
+use topology::{Counter, Inverse};
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, Toleration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::TaintEffect;
 use kerf_api::resources::{CPU, MEMORY, PODS};
-use kerf_api::{NodePool, Operator, Quantity, ResourceList, Taint, TaintEffect};
 
-use crate::instance::InstanceType;
-use crate::model::{
-    NewNodeClaim, Placement, PodError, PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf,
-};
-use crate::pod::{self, AffinityTerm, HostPort, Namespaces, SpreadConstraint};
-use crate::requirements::{Requirement, Requirements};
+use crate::model::{Placement, PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf};
+use crate::pod;
+use crate::requirements::Requirements;
 
 /// Places `input.pods`; see the module documentation. A thin wrapper: builds a
 /// [`SchedulingContext`] for the input and places its pending pods.

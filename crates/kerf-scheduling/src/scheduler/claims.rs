@@ -2,7 +2,16 @@
 //! domains are chosen (narrowing its requirements and instance types), and the finished claim
 //! with its compatible types cheapest first and its price.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
+
+use super::SchedulingContext;
+use super::interning::Bits;
+use super::resources::type_fits;
+use crate::model::NewNodeClaim;
+use crate::pod::HostPort;
 
 pub(super) struct Claim {
     pub(super) pool: usize,

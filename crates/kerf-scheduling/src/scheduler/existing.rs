@@ -2,7 +2,17 @@
 //! ([`crate::fit::check`]) asked about them, with a per-level cache of the checks that do not
 //! change during a query (taints, node affinity, volume topology).
 
-use super::*;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Toleration;
+use kerf_api::Taint;
+use kerf_api::labels::HOSTNAME;
+
+use super::SchedulingContext;
+use super::journal::Undo;
+use super::preferences::Level;
+use crate::pod::{self, HostPort};
 
 pub(super) struct Node {
     pub(super) name: String,

@@ -1,7 +1,18 @@
 //! Explanations: for a pod placed nowhere, each existing node's reason (the one fit check's
 //! words, summarized as kube-scheduler does) and, per NodePool, what excluded it.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use kerf_api::NodePool;
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
+
+use super::SchedulingContext;
+use super::existing::NodeFit;
+use super::resources::from_units;
+use super::topology::SpreadPlan;
+use crate::model::PodError;
+use crate::pod;
+use crate::requirements::Requirements;
 
 /// `a, b, c`, or the first few and how many more.
 pub(super) fn value_list(values: &[String]) -> String {

@@ -1,7 +1,7 @@
 //! The journal that makes a query reversible: every change to the context's mutable state is
 //! recorded and undone when the query ends, so one context answers many queries.
 
-use super::*;
+use super::SchedulingContext;
 
 /// One reversible change to the mutable scheduling state (see [`SchedulingContext`]): every
 /// query records what it changes and puts it back when it ends, so the context serves the next

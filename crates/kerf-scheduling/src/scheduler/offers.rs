@@ -3,7 +3,13 @@
 //! of its cheapest allowed offering. Read by `kerf bench packing` to build its lower bound from
 //! the very tables the Scheduler packs against.
 
-use super::*;
+use std::sync::Arc;
+
+use kerf_api::ResourceList;
+use kerf_api::resources::PODS;
+
+use super::SchedulingContext;
+use crate::instance::InstanceType;
 
 /// One instance type of a NodePool as a new NodeClaim would see it.
 #[derive(Debug, Clone)]

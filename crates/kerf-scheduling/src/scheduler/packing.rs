@@ -74,7 +74,13 @@
 //! few pods). Everything is a function of the input and the placement order: same input, same
 //! plan.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::SchedulingContext;
+use super::interning::Bits;
+use super::pools::PriceOrder;
+
 use crate::packing_bound::{BoundShape, knapsack};
 
 /// The largest batch provisioning also places with mixes (see `Sizing::mix`), keeping the

@@ -2,7 +2,20 @@
 //! per instance type the DaemonSet overhead and what is left for pods), limits, which types an
 //! interned requirement set admits, and price order.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
+use kerf_api::resources::PODS;
+use kerf_api::{NodePool, Operator, Taint};
+
+use super::SchedulingContext;
+use super::interning::Bits;
+use super::resources::{to_units, type_fits};
+use crate::instance::InstanceType;
+use crate::pod::{self, HostPort};
+use crate::requirements::{Requirement, Requirements};
 
 pub(super) struct Pool {
     pub(super) name: String,

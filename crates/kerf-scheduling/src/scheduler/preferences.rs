@@ -3,7 +3,20 @@
 //! order (required node affinity terms in turn, preferred pod affinity, preferred
 //! anti-affinity, preferred node affinity, ScheduleAnyway spread, PreferNoSchedule taints).
 
-use super::*;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kerf_api::Operator;
+
+use super::SchedulingContext;
+use super::facts::PodFacts;
+use super::topology::{AffinitySet, SpreadPlan};
+use crate::pod::{self, AffinityTerm, HostPort, Namespaces, SpreadConstraint};
+use crate::requirements::{Requirement, Requirements};
 
 #[derive(Clone)]
 pub(super) struct Level {

@@ -2,7 +2,14 @@
 //! open claims and new claims; the pods left are retried until a full pass places none of
 //! them (a pod may fit only once another pod of the batch is placed).
 
-use super::*;
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::resources::{CPU, MEMORY};
+
+use super::SchedulingContext;
+use super::claims::Bin;
+use crate::model::PodError;
 
 /// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
 /// the pods it could not place (when asked to explain), and those pods.

@@ -1,7 +1,10 @@
 //! Resources as dense integer vectors: the resource names of one context, a pod's requests
 //! (parsed once, see `facts`) as a vector, and the comparisons the Scheduler makes (cpu in millicores, everything else in whole units, as kube-scheduler).
 
-use super::*;
+use std::collections::HashMap;
+
+use kerf_api::resources::{CPU, MEMORY};
+use kerf_api::{Quantity, ResourceList};
 
 /// Resource names of this pass, so resource lists become dense `i64` vectors (cpu in
 /// millicores, everything else in whole units, as kube-scheduler compares them).

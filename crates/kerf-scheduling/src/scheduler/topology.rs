@@ -2,7 +2,16 @@
 //! anti-affinity blocks per domain, spread plans and their domains, and counting a pod in or
 //! out of a node's domains (journaled, so a query can take it back).
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, ZONE};
+
+use super::SchedulingContext;
+use super::journal::Undo;
+use crate::pod::{self, AffinityTerm, Namespaces, SpreadConstraint};
+use crate::requirements::Requirements;
 
 /// A counter of pods matching a selector (and every one of `also`), per topology domain.
 pub(super) struct Counter {
