@@ -8,6 +8,7 @@ use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
 
 use super::SchedulingContext;
 use super::existing::NodeFit;
+use super::ids::{Attempt, GroupIx, Idx, LevelIx, NodeIx, PodIx, PoolIx};
 use super::resources::from_units;
 use super::topology::SpreadPlan;
 use crate::model::PodError;
@@ -31,7 +32,7 @@ pub(super) fn limit_of(np: &NodePool, name: &str) -> String {
 impl SchedulingContext {
     /// The distinct values of `key` among pool `p`'s instance types (their labels, names, and
     /// available offerings' zones and capacity types), sorted.
-    pub(super) fn type_values(&self, p: usize, key: &str) -> Vec<String> {
+    pub(super) fn type_values(&self, p: PoolIx, key: &str) -> Vec<String> {
         let mut vals: BTreeSet<&str> = BTreeSet::new();
         for t in &self.pools[p].types {
             if key == ZONE || key == CAPACITY_TYPE {
@@ -49,24 +50,25 @@ impl SchedulingContext {
 
     /// Why pod `pi` fits nowhere: existing nodes summarized kube-scheduler style, then each
     /// NodePool with what excluded it (at the most relaxed level).
-    pub(super) fn explain(&mut self, pi: usize, g: usize) -> PodError {
+    pub(super) fn explain(&mut self, pi: PodIx, g: GroupIx) -> PodError {
         if let Some(why) = &self.groups[g].unresolvable {
             return PodError { reason: "UnresolvableVolume".to_string(), message: why.clone() };
         }
-        let l = self.groups[g].levels.len().saturating_sub(1);
+        let l = LevelIx::new(self.groups[g].levels.len().saturating_sub(1));
+        let at = Attempt { pod: pi, group: g, level: l };
         let mut parts: Vec<String> = Vec::new();
         if !self.nodes.is_empty() {
             let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-            for n in 0..self.nodes.len() {
-                let why = self.node_reason(pi, g, l, n);
+            for n in self.nodes.indices() {
+                let why = self.node_reason(at, n);
                 *reasons.entry(why).or_insert(0) += 1;
             }
             let list: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
             parts.push(format!("0/{} nodes are available: {}", self.nodes.len(), list.join(", ")));
         }
         let mut all_limits = !self.pools.is_empty();
-        for p in 0..self.pools.len() {
-            let (why, is_limit) = self.pool_reason(pi, g, l, p);
+        for p in self.pools.indices() {
+            let (why, is_limit) = self.pool_reason(at, p);
             all_limits &= is_limit;
             parts.push(format!("NodePool {}: {}", self.pools[p].name, why));
         }
@@ -84,12 +86,12 @@ impl SchedulingContext {
         PodError { reason: if all_limits { "NodePoolLimitExceeded" } else { "Unschedulable" }.to_string(), message }
     }
 
-    pub(super) fn node_reason(&mut self, pi: usize, g: usize, l: usize, n: usize) -> String {
-        match self.node_fit(pi, g, l, n) {
+    pub(super) fn node_reason(&mut self, at: Attempt, n: NodeIx) -> String {
+        match self.node_fit(at, n) {
             Ok(()) => "node(s) would fit".into(),
             Err(why) => {
-                let static_ok = self.node_static_ok(g, l, n);
-                crate::fit::describe(&NodeFit { s: self, pi, g, l, n, static_ok }, why).reason
+                let static_ok = self.node_static_ok(at, n);
+                crate::fit::describe(&NodeFit { s: self, at, n, static_ok }, why).reason
             }
         }
     }
@@ -108,8 +110,9 @@ impl SchedulingContext {
     }
 
     /// What excluded NodePool `p`, and whether it was (only) its limits.
-    pub(super) fn pool_reason(&mut self, pi: usize, g: usize, l: usize, p: usize) -> (String, bool) {
-        let level = self.groups[g].levels[l].clone();
+    pub(super) fn pool_reason(&mut self, at: Attempt, p: PoolIx) -> (String, bool) {
+        let (pi, g) = (at.pod, at.group);
+        let level = self.groups[g].levels[at.level].clone();
         let grp = &self.groups[g];
         let pool = &self.pools[p];
         if let Some(t) = pod::untolerated_taint_with(&grp.tolerations, &pool.taints, !level.tolerate_prefer) {
@@ -134,10 +137,9 @@ impl SchedulingContext {
             return ("a host port the pod asks for is taken by a DaemonSet pod on every new node".into(), false);
         }
         // Resources the pod needs that no type has at all, then ones too small.
-        let n = self.res.names.len();
         let total = self.pod_requests[pi].clone();
         for (ri, name) in self.res.names.iter().enumerate() {
-            if self.pod_requests[pi][ri] > 0 && (0..pool.types.len()).all(|i| pool.alloc[i * n + ri] <= 0) {
+            if self.pod_requests[pi][ri] > 0 && (0..pool.types.len()).all(|i| pool.alloc.get(i, ri) <= 0) {
                 return (format!("no instance type in NodePool {} has resource {}", pool.name, name), false);
             }
         }
@@ -181,12 +183,12 @@ impl SchedulingContext {
                 .names
                 .iter()
                 .enumerate()
-                .filter(|(ri, _)| total[*ri] > 0 && compat.iter().all(|i| pool.free[i * n + ri] < total[*ri]))
+                .filter(|(ri, _)| total[*ri] > 0 && compat.iter().all(|i| pool.free.get(i, *ri) < total[*ri]))
                 .map(|(ri, name)| {
                     // The type with the most room left after its DaemonSets.
-                    let best = compat.iter().max_by_key(|i| pool.free[i * n + ri]).unwrap_or(0);
-                    let overhead = pool.overhead.get(best * n + ri).copied().unwrap_or(0);
-                    let alloc = pool.alloc.get(best * n + ri).copied().unwrap_or(0);
+                    let best = compat.iter().max_by_key(|i| pool.free.get(*i, ri)).unwrap_or(0);
+                    let overhead = pool.overhead.get(best, ri);
+                    let alloc = pool.alloc.get(best, ri);
                     format!(
                         "{name} (needs {} plus daemonset overhead {}, largest allocatable {})",
                         from_units(name, total[ri]),
@@ -208,9 +210,7 @@ impl SchedulingContext {
         if pool.limited {
             let within: Vec<usize> = fit_any
                 .iter()
-                .filter(|i| {
-                    pool.capacity[i * n..(i + 1) * n].iter().zip(&pool.remaining).all(|(c, r)| *r == i64::MAX || c <= r)
-                })
+                .filter(|i| pool.capacity.row(*i).iter().zip(&pool.remaining).all(|(c, r)| *r == i64::MAX || c <= r))
                 .collect();
             if within.is_empty() {
                 let names: Vec<String> = self

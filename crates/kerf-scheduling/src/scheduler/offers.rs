@@ -26,20 +26,19 @@ impl SchedulingContext {
     /// for pods and its price; `None` when the context has no such pool. Types too small for
     /// their DaemonSets are left out.
     pub fn pool_types(&mut self, pool: &str) -> Option<Vec<PoolTypeView>> {
-        let p = self.pools.iter().position(|x| x.name == pool)?;
+        let p = self.pools.position(|x| x.name == pool)?;
         let req = self.intern_req(self.pools[p].reqs.clone());
         let compat = self.compat(p, req);
         let order = self.price_order(p, req);
-        let n = self.res.names.len();
         let pods = self.res.index[PODS];
         let pool = &self.pools[p];
         Some(
             order
                 .iter()
-                .filter(|(_, i)| compat.contains(*i) && pool.free[i * n + pods] >= 0)
+                .filter(|(_, i)| compat.contains(*i) && pool.free.get(*i, pods) >= 0)
                 .map(|(price, i)| PoolTypeView {
                     instance_type: Arc::clone(&pool.types[*i]),
-                    free: self.res.list(&pool.free[i * n..(i + 1) * n]),
+                    free: self.res.list(pool.free.row(*i)),
                     price: *price,
                 })
                 .collect(),
