@@ -50,13 +50,17 @@
 //! # Modules
 //!
 //! This file is the context and its queries; each part of the work has its own module:
-//! `facts` (what is read from each pod, and its cache), `resources` (dense resource vectors), `interning` (values, requirement sets, type
-//! bitsets), `pools` (NodePools, type tables, DaemonSet overhead, limits, prices),
-//! `topology` (counters, anti-affinity blocks, spread domains), `preferences` (pod groups
-//! and relaxation levels), `existing` (existing nodes and the fit check on them), `claims`
-//! (new NodeClaims), `queue` (placement order and retries), `journal` (undoing a query) and
-//! `explain` (why a pod fits nowhere), `replay` (consolidation's check that kube-scheduler would
-//! bind the moved pods where the plan counts on), `offers` (a pool's types as new claims see them), `packing` (new claims sized by cost).
+//! `ids` (typed indexes: pods, groups, levels, nodes, claims, pools, counters, and the tables
+//! they index), `facts` (what is read from each pod, and its cache), `resources` (dense
+//! resource vectors and per-type tables), `interning` (values, requirement sets, type bitsets),
+//! `pools` (NodePools, type tables, DaemonSet overhead, limits, prices), `pool_fit` (whether a
+//! pod can go on a new claim of a pool, and if not, why), `topology` (counters, anti-affinity
+//! blocks, spread domains), `preferences` (pod groups and relaxation levels), `existing`
+//! (existing nodes and the fit check on them), `claims` (new NodeClaims), `queue` (placement
+//! order and retries), `journal` (undoing a query), `explain` (why a pod fits nowhere, in
+//! words), `replay` (consolidation's check that kube-scheduler would bind the moved pods where
+//! the plan counts on), `offers` (a pool's types as new claims see them), `packing` (new claims
+//! sized by cost).
 
 mod claims;
 mod existing;
@@ -67,6 +71,7 @@ mod interning;
 mod journal;
 mod offers;
 mod packing;
+mod pool_fit;
 mod pools;
 mod preferences;
 mod queue;

@@ -10,6 +10,7 @@ use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 use super::SchedulingContext;
 use super::ids::{Attempt, ClaimIx, Idx, NodeIx, PodIx, PoolIx};
 use super::interning::Bits;
+use super::pool_fit::Depth;
 use super::resources::type_fits;
 use crate::model::NewNodeClaim;
 use crate::pod::HostPort;
@@ -103,7 +104,7 @@ impl SchedulingContext {
         let (pi, g) = (at.pod, at.group);
         let pool = self.claims[c].pool;
         let level_req = self.groups[g].levels[at.level].req;
-        if !self.pool_admits(pool, at) {
+        if self.pool_admits(pool, at).is_err() {
             return Err(true);
         }
         if self.over_mix(c, pi) {
@@ -382,15 +383,8 @@ impl SchedulingContext {
     /// Opens a claim of pool `p` for the attempt's pod, if the pool can take it.
     pub(super) fn new_claim(&mut self, at: Attempt, p: PoolIx) -> Option<ClaimIx> {
         let (pi, g) = (at.pod, at.group);
-        if self.pools[p].nodes_remaining <= 0 || !self.pool_admits(p, at) || self.daemon_port_conflict(g, p) {
-            return None;
-        }
-        let level_req = self.groups[g].levels[at.level].req;
+        let req = self.pool_fit(at, p, Depth::Admission).ok()?;
         let pool_req = self.pool_req(p);
-        let req = self.intersect(pool_req, level_req);
-        if self.unsat[req as usize] {
-            return None;
-        }
         // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
         let total: Vec<i64> = self.pod_requests[pi].clone();
         let ntypes = self.pools[p].types.len();

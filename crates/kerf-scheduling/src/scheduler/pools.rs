@@ -11,7 +11,7 @@ use kerf_api::resources::PODS;
 use kerf_api::{NodePool, Operator, Taint};
 
 use super::SchedulingContext;
-use super::ids::{Attempt, ClaimIx, GroupIx, Idx, IxVec, NodeIx, PoolIx};
+use super::ids::{ClaimIx, GroupIx, NodeIx, PoolIx};
 use super::interning::Bits;
 use super::resources::{Matrix, to_units, type_fits};
 use crate::instance::InstanceType;
@@ -35,8 +35,10 @@ pub(super) struct Pool {
     /// Per type (row), per resource.
     pub(super) alloc: Matrix,
     pub(super) capacity: Matrix,
-    /// Componentwise largest capacity and free allocatable (after DaemonSets) over the types.
+    /// Componentwise largest capacity, allocatable, and free allocatable (after DaemonSets)
+    /// over the types.
     pub(super) max_capacity: Vec<i64>,
+    pub(super) largest_alloc: Vec<i64>,
     pub(super) max_alloc: Vec<i64>,
     /// Keys some instance type labels (plus zone and capacity type from offerings).
     pub(super) type_keys: BTreeSet<String>,
@@ -54,11 +56,6 @@ pub(super) struct Pool {
     pub(super) limited: bool,
     pub(super) min_values: Vec<(String, usize)>,
 }
-
-/// What a group's level knows of a pool taking its pods (`Group::admits`).
-pub(super) const ADMITS_UNKNOWN: u8 = 0;
-pub(super) const ADMITS_YES: u8 = 1;
-pub(super) const ADMITS_NO: u8 = 2;
 
 /// A pool's instance types (by index) with their cheapest compatible price, cheapest first.
 pub(super) type PriceOrder = Vec<(f64, usize)>;
@@ -156,6 +153,7 @@ impl SchedulingContext {
                 }
             }
             let max_capacity = capacity.max_row();
+            let largest_alloc = alloc.max_row();
             let max_alloc = free.max_row();
             let limited = np.spec.limits.is_some();
             let mut remaining = vec![i64::MAX; self.res.names.len()];
@@ -187,6 +185,7 @@ impl SchedulingContext {
                 alloc,
                 capacity,
                 max_capacity,
+                largest_alloc,
                 max_alloc,
                 type_keys,
                 free,
@@ -299,30 +298,6 @@ impl SchedulingContext {
         let id = self.intern_req(self.pools[p].reqs.clone());
         self.pools[p].req_id = Some(id);
         id
-    }
-
-    /// Whether pool `p` takes the attempt's group at its level at all (taints, requirements).
-    pub(super) fn pool_admits(&mut self, p: PoolIx, at: Attempt) -> bool {
-        let (g, l) = (at.group, at.level);
-        let grp = &self.groups[g];
-        if let Some(&known) = grp.admits.get(l).and_then(|by_pool| by_pool.get(p))
-            && known != ADMITS_UNKNOWN
-        {
-            return known == ADMITS_YES;
-        }
-        let level_req = grp.levels[l].req;
-        let tolerate_prefer = grp.levels[l].tolerate_prefer;
-        let pool = &self.pools[p];
-        let ok = Self::tolerated(&grp.tolerations, &pool.taints, tolerate_prefer)
-            && pool.reqs.compatible_strict(&self.reqs[level_req as usize], |k| pool.type_keys.contains(k)).is_ok();
-        let npools = self.pools.len();
-        let admits = &mut self.groups[g].admits;
-        if admits.len() <= l.ix() {
-            admits.resize_with(l.ix() + 1, IxVec::default);
-        }
-        admits[l].resize(npools, ADMITS_UNKNOWN);
-        admits[l][p] = if ok { ADMITS_YES } else { ADMITS_NO };
-        ok
     }
 
     pub(super) fn max_alloc(&self, pool: PoolIx, types: &Bits) -> Vec<i64> {

@@ -15,6 +15,7 @@ use kerf_api::Operator;
 use super::SchedulingContext;
 use super::facts::PodFacts;
 use super::ids::{CounterIx, GroupIx, Idx, InverseIx, IxVec, LevelIx, NodeIx, PodIx, PoolIx};
+use super::pool_fit::Why;
 use super::topology::{AffinitySet, SpreadPlan};
 use crate::pod::{self, AffinityTerm, HostPort, Namespaces, SpreadConstraint};
 use crate::requirements::{Requirement, Requirements};
@@ -73,8 +74,9 @@ pub(super) struct Group {
     pub(super) levels: IxVec<LevelIx, Arc<Level>>,
     /// Per level, per existing node: taints, node affinity and volume zones allow it.
     pub(super) node_ok: IxVec<LevelIx, IxVec<NodeIx, bool>>,
-    /// Per level, per pool: whether its taints and requirements take the pods (`ADMITS_*`).
-    pub(super) admits: IxVec<LevelIx, IxVec<PoolIx, u8>>,
+    /// Per level, per pool: whether its taints and requirements take the pods, once asked
+    /// (see `pool_fit`).
+    pub(super) admits: IxVec<LevelIx, IxVec<PoolIx, Option<Result<(), Why>>>>,
     pub(super) exhausted: bool,
     /// The running query's claims that never accept this group (level 0), as a bit set over
     /// claim indexes (see `room`).

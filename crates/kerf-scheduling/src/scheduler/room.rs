@@ -70,14 +70,16 @@ impl RoomIndex {
         if from >= self.len {
             return None;
         }
-        self.descend(1, 0, self.cap, from, requests, refused)
+        self.descend(Subtree { k: 1, lo: 0, hi: self.cap }, from, requests, refused)
     }
 
     fn holds(&self, k: usize, requests: &[i64]) -> bool {
         self.max.row(k).iter().zip(requests).all(|(m, r)| r <= m)
     }
 
-    fn descend(&self, k: usize, lo: usize, hi: usize, from: usize, requests: &[i64], refused: &[u64]) -> Option<usize> {
+    /// The first claim of subtree `t` at or after `from` (see [`RoomIndex::first_fit`]).
+    fn descend(&self, t: Subtree, from: usize, requests: &[i64], refused: &[u64]) -> Option<usize> {
+        let Subtree { k, lo, hi } = t;
         if hi <= from || lo >= self.len || all_set(refused, lo, hi.min(self.len)) || !self.holds(k, requests) {
             return None;
         }
@@ -85,8 +87,8 @@ impl RoomIndex {
             return Some(lo);
         }
         let mid = (lo + hi) / 2;
-        self.descend(2 * k, lo, mid, from, requests, refused)
-            .or_else(|| self.descend(2 * k + 1, mid, hi, from, requests, refused))
+        self.descend(Subtree { k: 2 * k, lo, hi: mid }, from, requests, refused)
+            .or_else(|| self.descend(Subtree { k: 2 * k + 1, lo: mid, hi }, from, requests, refused))
     }
 
     /// Recomputes the ancestors of node `k`.
@@ -110,6 +112,14 @@ impl RoomIndex {
             self.max.set_max_of_pair(k, 2 * k);
         }
     }
+}
+
+/// A node of the tree: heap index `k`, covering claims `lo..hi`.
+#[derive(Clone, Copy)]
+struct Subtree {
+    k: usize,
+    lo: usize,
+    hi: usize,
 }
 
 /// Whether every index in `lo..hi` is in the bit set `bits`. Node ranges are aligned to their
