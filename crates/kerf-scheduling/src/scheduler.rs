@@ -50,22 +50,28 @@
 //! # Modules
 //!
 //! This file is the context and its queries; each part of the work has its own module:
-//! `facts` (what is read from each pod, and its cache), `resources` (dense resource vectors), `interning` (values, requirement sets, type
-//! bitsets), `pools` (NodePools, type tables, DaemonSet overhead, limits, prices),
-//! `topology` (counters, anti-affinity blocks, spread domains), `preferences` (pod groups
-//! and relaxation levels), `existing` (existing nodes and the fit check on them), `claims`
-//! (new NodeClaims), `queue` (placement order and retries), `journal` (undoing a query) and
-//! `explain` (why a pod fits nowhere), `replay` (consolidation's check that kube-scheduler would
-//! bind the moved pods where the plan counts on), `offers` (a pool's types as new claims see them), `packing` (new claims sized by cost).
+//! `ids` (typed indexes: pods, groups, levels, nodes, claims, pools, counters, and the tables
+//! they index), `facts` (what is read from each pod, and its cache), `resources` (dense
+//! resource vectors and per-type tables), `interning` (values, requirement sets, type bitsets),
+//! `pools` (NodePools, type tables, DaemonSet overhead, limits, prices), `pool_fit` (whether a
+//! pod can go on a new claim of a pool, and if not, why), `topology` (counters, anti-affinity
+//! blocks, spread domains), `preferences` (pod groups and relaxation levels), `existing`
+//! (existing nodes and the fit check on them), `claims` (new NodeClaims), `queue` (placement
+//! order and retries), `journal` (undoing a query), `explain` (why a pod fits nowhere, in
+//! words), `replay` (consolidation's check that kube-scheduler would bind the moved pods where
+//! the plan counts on), `offers` (a pool's types as new claims see them), `packing` (new claims
+//! sized by cost).
 
 mod claims;
 mod existing;
 mod explain;
 mod facts;
+mod ids;
 mod interning;
 mod journal;
 mod offers;
 mod packing;
+mod pool_fit;
 mod pools;
 mod preferences;
 mod queue;
@@ -74,40 +80,34 @@ mod resources;
 mod room;
 mod topology;
 
-use claims::*;
-use existing::*;
+use claims::Claim;
+use existing::Node;
 use facts::PodFacts;
 pub use facts::PodFactsCache;
-use interning::*;
-use journal::*;
+use ids::{ClaimIx, CounterIx, GroupIx, Idx, InverseIx, IxVec, NodeIx, PodIx, PoolIx};
+use interning::{Bits, Interner};
+use journal::Undo;
 pub use offers::PoolTypeView;
-use packing::*;
-use pools::*;
-use preferences::*;
-use queue::*;
+use packing::{MIX_PODS, MIX_SLACKS, Packing};
+use pools::{Pool, PriceOrder};
+use preferences::Group;
+use queue::reschedulable;
 use replay::KubeView;
 pub use replay::{Replacement, Turn};
-use resources::*;
+use resources::Resources;
 use room::RoomIndex;
-use topology::*;
+use topology::{Counter, Inverse};
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, Toleration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::TaintEffect;
 use kerf_api::resources::{CPU, MEMORY, PODS};
-use kerf_api::{NodePool, Operator, Quantity, ResourceList, Taint, TaintEffect};
 
-use crate::instance::InstanceType;
-use crate::model::{
-    NewNodeClaim, Placement, PodError, PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf,
-};
-use crate::pod::{self, AffinityTerm, HostPort, Namespaces, SpreadConstraint};
-use crate::requirements::{Requirement, Requirements};
+use crate::model::{Placement, PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf};
+use crate::pod;
+use crate::requirements::Requirements;
 
 /// Places `input.pods`; see the module documentation. A thin wrapper: builds a
 /// [`SchedulingContext`] for the input and places its pending pods.
@@ -128,26 +128,26 @@ pub struct SchedulingContext {
     req_ids: HashMap<Requirements, u32>,
     intersect_cache: HashMap<(u32, u32), u32>,
     narrow_cache: HashMap<(u32, u32, u32), u32>,
-    compat_cache: HashMap<(usize, u32), Arc<Bits>>,
-    price_cache: HashMap<(usize, u32), Arc<PriceOrder>>,
-    pools: Vec<Pool>,
-    groups: Vec<Group>,
-    counters: Vec<Counter>,
-    inverses: Vec<Inverse>,
-    nodes: Vec<Node>,
-    node_index: HashMap<String, usize>,
+    compat_cache: HashMap<(PoolIx, u32), Arc<Bits>>,
+    price_cache: HashMap<(PoolIx, u32), Arc<PriceOrder>>,
+    pools: IxVec<PoolIx, Pool>,
+    groups: IxVec<GroupIx, Group>,
+    counters: IxVec<CounterIx, Counter>,
+    inverses: IxVec<InverseIx, Inverse>,
+    nodes: IxVec<NodeIx, Node>,
+    node_index: HashMap<String, NodeIx>,
     /// The running query's new claims, in creation order.
-    claims: Vec<Claim>,
+    claims: IxVec<ClaimIx, Claim>,
     /// Which of them could take a pod of given requests (see `room`).
     room: RoomIndex,
     /// The groups some claim of the running query refuses (see `Group::refused`).
-    refusing: Vec<usize>,
+    refusing: Vec<GroupIx>,
     /// Every pod's dense requests: the pending pods (`input.pods`) first, then the pods on
     /// existing nodes (see `existing`).
-    pod_requests: Vec<Vec<i64>>,
+    pod_requests: IxVec<PodIx, Vec<i64>>,
     /// Every pod's parsed facts, by the same index.
-    facts: Vec<Arc<PodFacts>>,
-    pod_group: Vec<usize>,
+    facts: IxVec<PodIx, Arc<PodFacts>>,
+    pod_group: IxVec<PodIx, GroupIx>,
     /// The pods on existing nodes, indexed from `input.pods.len()`.
     existing: Vec<Arc<Pod>>,
     /// A reusable buffer for a claim's requests plus a pod's.
@@ -162,9 +162,9 @@ pub struct SchedulingContext {
     /// Pool limits and node counts before the running query.
     pool_limits: Vec<(Vec<i64>, i64)>,
     /// Nodes taken away by the running what-if.
-    removed: Vec<usize>,
+    removed: Vec<NodeIx>,
     /// The running query's nodes with room for its smallest pod, in node order.
-    roomy: Vec<usize>,
+    roomy: Vec<NodeIx>,
     /// Cost-driven sizing of new claims (provisioning only).
     packing: Packing,
     /// kube-scheduler's view of the existing nodes, for [`SchedulingContext::kube_replay`]
@@ -189,7 +189,7 @@ impl SchedulingContext {
 
     fn build(input: Arc<SchedulingInput>, cache: Option<&PodFactsCache>) -> Self {
         let existing: Vec<Arc<Pod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
-        let facts = facts::gather(input.pods.iter().chain(&existing), cache);
+        let facts: IxVec<PodIx, Arc<PodFacts>> = facts::gather(input.pods.iter().chain(&existing), cache).into();
         // Resource names of the whole cluster.
         let mut names: BTreeSet<String> = [CPU, MEMORY, PODS].iter().map(|s| s.to_string()).collect();
         for f in &facts {
@@ -213,7 +213,7 @@ impl SchedulingContext {
         let names: Vec<String> = names.into_iter().collect();
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let res = Resources { names, index };
-        let pod_requests: Vec<Vec<i64>> = facts.iter().map(|f| res.dense_units(&f.requests)).collect();
+        let pod_requests: IxVec<PodIx, Vec<i64>> = facts.iter().map(|f| res.dense_units(&f.requests)).collect();
         let values = Interner::default();
         let prefer_taints = input
             .node_pools
@@ -232,18 +232,18 @@ impl SchedulingContext {
             narrow_cache: HashMap::new(),
             compat_cache: HashMap::new(),
             price_cache: HashMap::new(),
-            pools: Vec::new(),
-            groups: Vec::new(),
-            counters: Vec::new(),
-            inverses: Vec::new(),
-            nodes: Vec::new(),
+            pools: IxVec::default(),
+            groups: IxVec::default(),
+            counters: IxVec::default(),
+            inverses: IxVec::default(),
+            nodes: IxVec::default(),
             node_index: HashMap::new(),
-            claims: Vec::new(),
+            claims: IxVec::default(),
             room: RoomIndex::default(),
             refusing: Vec::new(),
             pod_requests,
             facts,
-            pod_group: Vec::new(),
+            pod_group: IxVec::default(),
             existing,
             min_request: Vec::new(),
             scratch: Vec::new(),
@@ -265,16 +265,16 @@ impl SchedulingContext {
     }
 
     /// The pod with context index `pi` (pending pods first, then existing ones).
-    fn pod(&self, pi: usize) -> &Arc<Pod> {
+    fn pod(&self, pi: PodIx) -> &Arc<Pod> {
         let batch = self.input.pods.len();
-        if pi < batch { &self.input.pods[pi] } else { &self.existing[pi - batch] }
+        if pi.ix() < batch { &self.input.pods[pi.ix()] } else { &self.existing[pi.ix() - batch] }
     }
 
     /// Places the pending pods (`input.pods`): onto existing nodes and in-flight claims first,
     /// then onto new NodeClaims; explains every pod it cannot place. Pod indexes in the result
     /// are indexes into `input.pods`. The context is left as it was: it can be asked again.
     pub fn place_pending(&mut self) -> SchedulingResult {
-        let pods: Vec<usize> = (0..self.input.pods.len()).collect();
+        let pods: Vec<PodIx> = (0..self.input.pods.len()).map(PodIx::new).collect();
         let (mut best, mut cost) = self.place_batch(&pods, 0.0);
         // Plans whose claims keep room for mixes of pod shapes (see `packing`), for batches
         // small enough to place a few times; the cheapest placing as many pods is kept.
@@ -294,7 +294,7 @@ impl SchedulingContext {
 
     /// Places `pods` once (`mix_slack`: see `packing`; 0: no mixes), returning the plan and its
     /// new claims' cost.
-    fn place_batch(&mut self, pods: &[usize], mix_slack: f64) -> (SchedulingResult, f64) {
+    fn place_batch(&mut self, pods: &[PodIx], mix_slack: f64) -> (SchedulingResult, f64) {
         self.begin();
         self.packing.enabled = true;
         self.packing.mix_slack = mix_slack;
@@ -306,12 +306,12 @@ impl SchedulingContext {
             placements: run
                 .on_node
                 .into_iter()
-                .map(|(pod, n)| Placement { pod, node: self.nodes[n].name.clone() })
+                .map(|(pod, n)| Placement { pod: pod.ix(), node: self.nodes[n].name.clone() })
                 .collect(),
             new_node_claims: Vec::new(),
-            errors: run.errors,
+            errors: run.errors.into_iter().map(|(pod, e)| (pod.ix(), e)).collect(),
         };
-        for c in 0..self.claims.len() {
+        for c in self.claims.indices() {
             let (claim, price) = self.finish_claim(c);
             cost += price;
             result.new_node_claims.push(claim);
@@ -322,13 +322,13 @@ impl SchedulingContext {
 
     /// Each pod's group (pending pods first, then existing ones), for tests of the grouping.
     #[cfg(test)]
-    pub(crate) fn pod_groups(&self) -> &[usize] {
-        &self.pod_group
+    pub(crate) fn pod_groups(&self) -> Vec<usize> {
+        self.pod_group.iter().map(|g| g.ix()).collect()
     }
 
     /// The index of the existing node (or in-flight claim) called `name`.
     pub fn node_index(&self, name: &str) -> Option<usize> {
-        self.node_index.get(name).copied()
+        self.node_index.get(name).map(|n| n.ix())
     }
 
     /// The names of the existing nodes and in-flight claims, by index (initialized nodes first).
@@ -350,7 +350,7 @@ impl SchedulingContext {
     pub fn without_node_indexes(&mut self, nodes: &[usize]) -> WhatIf {
         self.begin();
         let mut moved = Vec::new();
-        for &n in nodes {
+        for n in nodes.iter().copied().map(NodeIx::new) {
             if self.removed.contains(&n) {
                 continue;
             }
@@ -372,7 +372,7 @@ impl SchedulingContext {
             }
         }
         let run = self.run(&moved, false);
-        let position = |pi: usize| moved.iter().position(|m| *m == pi).unwrap_or(usize::MAX);
+        let position = |pi: PodIx| moved.iter().position(|m| *m == pi).unwrap_or(usize::MAX);
         let mut out = WhatIf {
             pods: moved.iter().map(|pi| Arc::clone(self.pod(*pi))).collect(),
             placements: run
@@ -383,9 +383,9 @@ impl SchedulingContext {
             new_node_claims: Vec::new(),
             unplaced: run.unplaced.iter().map(|pi| position(*pi)).collect(),
         };
-        for c in 0..self.claims.len() {
+        for c in self.claims.indices() {
             let (mut claim, price) = self.finish_claim(c);
-            claim.pods = claim.pods.iter().map(|pi| position(*pi)).collect();
+            claim.pods = claim.pods.iter().map(|pi| position(PodIx::new(*pi))).collect();
             claim.pods.sort_unstable();
             out.new_node_claims.push(PricedClaim { claim, price });
         }

@@ -2,14 +2,25 @@
 //! domains are chosen (narrowing its requirements and instance types), and the finished claim
 //! with its compatible types cheapest first and its price.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
+
+use super::SchedulingContext;
+use super::ids::{Attempt, ClaimIx, Idx, NodeIx, PodIx, PoolIx};
+use super::interning::Bits;
+use super::pool_fit::Depth;
+use super::resources::type_fits;
+use crate::model::NewNodeClaim;
+use crate::pod::HostPort;
 
 pub(super) struct Claim {
-    pub(super) pool: usize,
+    pub(super) pool: PoolIx,
     pub(super) req: u32,
     pub(super) types: Bits,
     pub(super) requests: Vec<i64>,
-    pub(super) pods: Vec<usize>,
+    pub(super) pods: Vec<PodIx>,
     pub(super) hostname: u32,
     pub(super) ports: Vec<HostPort>,
     pub(super) reserved: Vec<i64>,
@@ -29,8 +40,23 @@ pub(super) struct Claim {
 /// A bin: an existing node (index) or a claim (index).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Bin {
-    Node(usize),
-    Claim(usize),
+    Node(NodeIx),
+    Claim(ClaimIx),
+}
+
+/// What a new claim opens with.
+struct Opening {
+    pool: PoolIx,
+    /// The pool's requirements (the claim's before its first pod), and with the opening pod's.
+    pool_req: u32,
+    req: u32,
+    candidates: Bits,
+    /// The types a cost cap removed from the candidates (see `Claim::spare`).
+    spare: Option<Bits>,
+    /// See `packing::Sizing::mix`.
+    mix: Option<Arc<[u64]>>,
+    /// The claim's hostname, interned.
+    hostname: u32,
 }
 
 /// The outcome of trying a pod on a claim: the narrowed requirements and candidate types.
@@ -45,7 +71,7 @@ impl SchedulingContext {
     /// requirements and the types that remain.
     pub(super) fn first_fitting_domain(
         &mut self,
-        pool: usize,
+        pool: PoolIx,
         req: u32,
         key: &str,
         types: &Bits,
@@ -63,7 +89,7 @@ impl SchedulingContext {
     }
 
     /// The domain of claim `c` (with requirements `req`) for `key`, when determined.
-    pub(super) fn claim_domain(&self, c: usize, req: u32, key: &str) -> Option<u32> {
+    pub(super) fn claim_domain(&self, c: ClaimIx, req: u32, key: &str) -> Option<u32> {
         if key == HOSTNAME {
             return Some(self.claims[c].hostname);
         }
@@ -72,18 +98,18 @@ impl SchedulingContext {
         self.values.ids.get(v).copied()
     }
 
-    /// Whether pod `pi` fits claim `c`; `Err(true)` when the claim can never take this group.
-    pub(super) fn claim_fits(&mut self, pi: usize, g: usize, l: usize, c: usize) -> Result<ClaimPlan, bool> {
+    /// Whether the attempt's pod fits claim `c`; `Err(true)` when the claim can never take
+    /// this group.
+    pub(super) fn claim_fits(&mut self, at: Attempt, c: ClaimIx) -> Result<ClaimPlan, bool> {
+        let (pi, g) = (at.pod, at.group);
         let pool = self.claims[c].pool;
-        let level_req = self.groups[g].levels[l].req;
-        let tolerate_prefer = self.groups[g].levels[l].tolerate_prefer;
-        if !self.pool_admits(pool, g, l) {
+        let level_req = self.groups[g].levels[at.level].req;
+        if self.pool_admits(pool, at).is_err() {
             return Err(true);
         }
         if self.over_mix(c, pi) {
             return Err(false);
         }
-        let _ = tolerate_prefer;
         if !self.groups[g].ports.is_empty()
             && self.groups[g].ports.iter().any(|a| self.claims[c].ports.iter().any(|b| a.conflicts(b)))
         {
@@ -106,8 +132,8 @@ impl SchedulingContext {
                 // DaemonSet takes one of the pod's host ports are out.
                 let plan = match self.daemon_port_free_types(g, pool).map(|free| types.and(&free)) {
                     Some(free) if free.is_empty() => Err(true),
-                    Some(free) => self.plan_topology(g, l, c, req, &free, &total),
-                    None => self.plan_topology(g, l, c, req, &types, &total),
+                    Some(free) => self.plan_topology(at, c, req, &free, &total),
+                    None => self.plan_topology(at, c, req, &types, &total),
                 };
                 self.claims[c].types = types;
                 plan
@@ -122,9 +148,8 @@ impl SchedulingContext {
     /// `Err(true)` when the claim can never take this group's pods.
     pub(super) fn plan_topology(
         &mut self,
-        g: usize,
-        l: usize,
-        c: usize,
+        at: Attempt,
+        c: ClaimIx,
         mut req: u32,
         types: &Bits,
         total: &[i64],
@@ -135,7 +160,8 @@ impl SchedulingContext {
             return Err(false);
         }
         let mut types = types.and(&compat);
-        let level = Arc::clone(&self.groups[g].levels[l]);
+        let g = at.group;
+        let level = Arc::clone(&self.groups[g].levels[at.level]);
         // Spread constraints.
         for s in &level.spreads {
             match self.claim_domain(c, req, &s.key) {
@@ -252,7 +278,7 @@ impl SchedulingContext {
 
     /// Values of `key` a claim of `pool` with requirements `req` and candidate `types` could take,
     /// cheapest first for zone and capacity type, else sorted by value.
-    pub(super) fn candidate_values(&mut self, pool: usize, req: u32, key: &str, types: &Bits) -> Vec<u32> {
+    pub(super) fn candidate_values(&mut self, pool: PoolIx, req: u32, key: &str, types: &Bits) -> Vec<u32> {
         let r = self.reqs[req as usize].clone();
         let p = &self.pools[pool];
         let mut vals: Vec<(f64, String)>;
@@ -285,7 +311,9 @@ impl SchedulingContext {
         vals.into_iter().map(|(_, v)| self.values.id(&v)).collect()
     }
 
-    pub(super) fn commit_claim(&mut self, pi: usize, g: usize, _l: usize, c: usize, plan: ClaimPlan) {
+    /// Puts the attempt's pod on claim `c`, as `plan` narrowed it.
+    pub(super) fn commit_claim(&mut self, at: Attempt, c: ClaimIx, plan: ClaimPlan) {
+        let (pi, g) = (at.pod, at.group);
         let pool = self.claims[c].pool;
         for (t, v) in self.claims[c].requests.iter_mut().zip(&self.pod_requests[pi]) {
             *t += v;
@@ -297,8 +325,7 @@ impl SchedulingContext {
         let narrowed = plan.types != self.claims[c].types;
         let mut types = plan.types;
         while let Some(i) = types.first() {
-            let n = self.res.names.len();
-            if type_fits(&self.claims[c].requests, &self.pools[pool].free[i * n..(i + 1) * n]) {
+            if type_fits(&self.claims[c].requests, self.pools[pool].free.row(i)) {
                 break;
             }
             types.clear(i);
@@ -347,36 +374,27 @@ impl SchedulingContext {
         }
         self.scratch = probe;
         if self.claims[c].open {
-            self.room.set(c, &self.claims[c].max_alloc, &self.claims[c].requests);
+            self.room.set(c.ix(), &self.claims[c].max_alloc, &self.claims[c].requests);
         } else {
-            self.room.close(c);
+            self.room.close(c.ix());
         }
     }
 
-    pub(super) fn new_claim(&mut self, pi: usize, g: usize, l: usize, p: usize) -> Option<usize> {
-        if self.pools[p].nodes_remaining <= 0 || !self.pool_admits(p, g, l) || self.daemon_port_conflict(g, p) {
-            return None;
-        }
-        let level_req = self.groups[g].levels[l].req;
+    /// Opens a claim of pool `p` for the attempt's pod, if the pool can take it.
+    pub(super) fn new_claim(&mut self, at: Attempt, p: PoolIx) -> Option<ClaimIx> {
+        let (pi, g) = (at.pod, at.group);
+        let req = self.pool_fit(at, p, Depth::Admission).ok()?;
         let pool_req = self.pool_req(p);
-        let req = self.intersect(pool_req, level_req);
-        if self.unsat[req as usize] {
-            return None;
-        }
         // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
         let total: Vec<i64> = self.pod_requests[pi].clone();
         let ntypes = self.pools[p].types.len();
         let mut candidates = Bits::empty(ntypes);
         {
-            let n = self.res.names.len();
             let pool = &self.pools[p];
             for i in 0..ntypes {
                 // Only types whose capacity fits the remaining limits.
                 if !pool.limited
-                    || pool.capacity[i * n..(i + 1) * n]
-                        .iter()
-                        .zip(&pool.remaining)
-                        .all(|(c, r)| *r == i64::MAX || c <= r)
+                    || pool.capacity.row(i).iter().zip(&pool.remaining).all(|(c, r)| *r == i64::MAX || c <= r)
                 {
                     candidates.set(i);
                 }
@@ -397,8 +415,16 @@ impl SchedulingContext {
             match sizing.cut {
                 Some(cut) if self.any_fit(p, &cut, &cut, &total) => {
                     let spare = Bits(candidates.0.iter().zip(&cut.0).map(|(a, b)| a & !b).collect());
-                    let sized = (cut, Some(spare), mix.clone());
-                    if let Some(c) = self.open_claim(pi, g, l, p, (pool_req, req), sized, &total, hostname) {
+                    let sized = Opening {
+                        pool: p,
+                        pool_req,
+                        req,
+                        candidates: cut,
+                        spare: Some(spare),
+                        mix: mix.clone(),
+                        hostname,
+                    };
+                    if let Some(c) = self.open_claim(at, sized, &total) {
                         return Some(c);
                     }
                     // Uncapped, the claim is not the type its mix was chosen for.
@@ -408,31 +434,23 @@ impl SchedulingContext {
                 None => {}
             }
         }
-        self.open_claim(pi, g, l, p, (pool_req, req), (candidates, None, mix), &total, hostname)
+        self.open_claim(
+            at,
+            Opening { pool: p, pool_req, req, candidates, spare: None, mix, hostname },
+            total.as_slice(),
+        )
     }
 
-    /// Opens a claim of pool `p` (requirements: the pool's, and with the pod's) with candidate
-    /// types `candidates` (`spare`: the types a cost cap removed; `mix`: see `packing::Sizing`)
-    /// for pod `pi`, if its topology and the pool's limits allow.
-    #[allow(clippy::too_many_arguments)]
-    fn open_claim(
-        &mut self,
-        pi: usize,
-        g: usize,
-        l: usize,
-        p: usize,
-        (pool_req, req): (u32, u32),
-        (candidates, spare, mix): (Bits, Option<Bits>, Option<Arc<[u64]>>),
-        total: &[i64],
-        hostname: u32,
-    ) -> Option<usize> {
-        let c = self.claims.len();
+    /// Opens the claim `opening` describes for the attempt's pod (whose requests are `total`),
+    /// if its topology and the pool's limits allow.
+    fn open_claim(&mut self, at: Attempt, opening: Opening, total: &[i64]) -> Option<ClaimIx> {
+        let Opening { pool: p, pool_req, req, candidates, spare, mix, hostname } = opening;
         let max_alloc = if self.pools[p].limited || spare.is_some() {
             self.max_alloc(p, &candidates)
         } else {
             self.pools[p].max_alloc.clone()
         };
-        self.claims.push(Claim {
+        let c = self.claims.push(Claim {
             pool: p,
             req: pool_req,
             types: candidates.clone(),
@@ -447,7 +465,7 @@ impl SchedulingContext {
             held: if mix.is_some() { vec![0; self.shape_count()] } else { Vec::new() },
             mix,
         });
-        match self.plan_topology(g, l, c, req, &candidates, total) {
+        match self.plan_topology(at, c, req, &candidates, total) {
             Ok(plan) if !self.limits_matter(p) || self.within_limits(c, &plan.types, total) => {
                 self.pools[p].nodes_remaining -= 1;
                 if self.pools[p].limited {
@@ -460,7 +478,7 @@ impl SchedulingContext {
                     self.claims[c].reserved = reserve;
                 }
                 self.room.push(&self.claims[c].max_alloc, &self.claims[c].requests);
-                self.commit_claim(pi, g, l, c, plan);
+                self.commit_claim(at, c, plan);
                 Some(c)
             }
             _ => {
@@ -472,7 +490,7 @@ impl SchedulingContext {
 
     /// Claim `c` as a NodeClaim to create (pod indexes are context indexes), and the price of
     /// its cheapest fitting instance type's cheapest compatible offering.
-    pub(super) fn finish_claim(&mut self, c: usize) -> (NewNodeClaim, f64) {
+    pub(super) fn finish_claim(&mut self, c: ClaimIx) -> (NewNodeClaim, f64) {
         let order = self.price_order(self.claims[c].pool, self.claims[c].req);
         // Types a cost cap set aside, as far as the claim's final requirements allow them (and,
         // under NodePool limits, as far as the capacity the claim reserved): the claim is
@@ -482,16 +500,15 @@ impl SchedulingContext {
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let r = &self.reqs[claim.req as usize];
-        let n = self.res.names.len();
         let fitting: Vec<(f64, usize)> = order
             .iter()
             .copied()
             .filter(|(_, i)| {
                 let set_aside = || {
                     spare.as_ref().is_some_and(|s| s.contains(*i))
-                        && (!pool.limited || type_fits(&pool.capacity[i * n..(i + 1) * n], &claim.reserved))
+                        && (!pool.limited || type_fits(pool.capacity.row(*i), &claim.reserved))
                 };
-                (claim.types.contains(*i) || set_aside()) && type_fits(&claim.requests, &pool.free[i * n..(i + 1) * n])
+                (claim.types.contains(*i) || set_aside()) && type_fits(&claim.requests, pool.free.row(*i))
             })
             .collect();
         let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
@@ -507,12 +524,12 @@ impl SchedulingContext {
                 labels.insert(k, v);
             }
         }
-        let mut pods = claim.pods.clone();
+        let mut pods: Vec<usize> = claim.pods.iter().map(|p| p.ix()).collect();
         pods.sort_unstable();
         // The pods' requests plus the DaemonSet overhead of the cheapest fitting type.
         let mut requests = claim.requests.clone();
         if let Some(first) = types.first() {
-            for (r, o) in requests.iter_mut().zip(&pool.overhead[first * n..(first + 1) * n]) {
+            for (r, o) in requests.iter_mut().zip(pool.overhead.row(*first)) {
                 *r += o;
             }
         }

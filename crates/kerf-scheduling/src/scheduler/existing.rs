@@ -2,7 +2,18 @@
 //! ([`crate::fit::check`]) asked about them, with a per-level cache of the checks that do not
 //! change during a query (taints, node affinity, volume topology).
 
-use super::*;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Toleration;
+use kerf_api::Taint;
+use kerf_api::labels::HOSTNAME;
+
+use super::SchedulingContext;
+use super::ids::{Attempt, GroupIx, Idx, IxVec, NodeIx, PodIx, PoolIx};
+use super::journal::Undo;
+use super::preferences::Level;
+use crate::pod::{self, HostPort};
 
 pub(super) struct Node {
     pub(super) name: String,
@@ -12,28 +23,26 @@ pub(super) struct Node {
     pub(super) used: Vec<i64>,
     pub(super) ports: Vec<HostPort>,
     pub(super) schedulable: bool,
-    /// The node's pods, by context index.
-    pub(super) pods: Vec<usize>,
+    /// The node's pods.
+    pub(super) pods: Vec<PodIx>,
     /// The NodePool (index) whose limits the node counts against, and what it holds of them.
-    pub(super) pool: Option<usize>,
+    pub(super) pool: Option<PoolIx>,
     pub(super) pool_usage: Vec<i64>,
 }
 
-/// The fit check's questions about pod `pi` (group `g`, level `l`) on existing node `n`,
-/// answered from the context's state. `static_ok`: the level's cached taint, node affinity and
-/// volume verdict for the node (only a failing node re-asks which one failed).
+/// The fit check's questions about an attempt's pod on existing node `n`, answered from the
+/// context's state. `static_ok`: the level's cached taint, node affinity and volume verdict for
+/// the node (only a failing node re-asks which one failed).
 pub(super) struct NodeFit<'s> {
     pub(super) s: &'s SchedulingContext,
-    pub(super) pi: usize,
-    pub(super) g: usize,
-    pub(super) l: usize,
-    pub(super) n: usize,
+    pub(super) at: Attempt,
+    pub(super) n: NodeIx,
     pub(super) static_ok: bool,
 }
 
 impl NodeFit<'_> {
     pub(super) fn level(&self) -> &Level {
-        &self.s.groups[self.g].levels[self.l]
+        &self.s.groups[self.at.group].levels[self.at.level]
     }
     pub(super) fn node(&self) -> &Node {
         &self.s.nodes[self.n]
@@ -52,7 +61,7 @@ impl crate::fit::FitQuery for NodeFit<'_> {
         if self.static_ok {
             return None;
         }
-        let grp = &self.s.groups[self.g];
+        let grp = &self.s.groups[self.at.group];
         let taints = &self.node().taints;
         let t = pod::untolerated_taint_with(&grp.tolerations, taints, !self.level().tolerate_prefer)?;
         taints.iter().position(|x| std::ptr::eq(x, t))
@@ -68,16 +77,16 @@ impl crate::fit::FitQuery for NodeFit<'_> {
             )
     }
     fn host_ports_free(&mut self) -> bool {
-        crate::fit::host_ports_free(&self.s.groups[self.g].ports, &self.node().ports)
+        crate::fit::host_ports_free(&self.s.groups[self.at.group].ports, &self.node().ports)
     }
     fn short_resource(&mut self) -> Option<usize> {
         let node = self.node();
         crate::fit::short_resource(
-            self.s.pod_requests[self.pi].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+            self.s.pod_requests[self.at.pod].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
         )
     }
     fn volumes_match(&mut self) -> bool {
-        self.static_ok || crate::fit::volumes_match(&self.s.groups[self.g].volume_alts, &self.node().labels)
+        self.static_ok || crate::fit::volumes_match(&self.s.groups[self.at.group].volume_alts, &self.node().labels)
     }
     fn spread(&mut self) -> Result<(), crate::fit::Why> {
         for (i, sp) in self.level().spreads.iter().enumerate() {
@@ -89,7 +98,7 @@ impl crate::fit::FitQuery for NodeFit<'_> {
         Ok(())
     }
     fn existing_anti_affinity_ok(&mut self) -> bool {
-        self.s.groups[self.g].rejected_by.iter().all(|&i| {
+        self.s.groups[self.at.group].rejected_by.iter().all(|&i| {
             let inv = &self.s.inverses[i];
             self.s.node_domain(self.n, &inv.key).is_none_or(|d| !inv.is_blocked(d))
         })
@@ -137,13 +146,13 @@ impl SchedulingContext {
         let mut order: Vec<usize> = (0..self.input.existing_nodes.len()).collect();
         order.sort_by_key(|i| self.input.existing_nodes[*i].in_flight);
         let input = Arc::clone(&self.input);
-        let pool_by_name: HashMap<&str, usize> =
-            self.pools.iter().enumerate().map(|(i, p)| (p.name.as_str(), i)).collect();
+        let pool_by_name: HashMap<&str, PoolIx> =
+            self.pools.iter_enumerated().map(|(i, p)| (p.name.as_str(), i)).collect();
         for i in order {
             let n = &input.existing_nodes[i];
             let mut used = vec![0i64; self.res.names.len()];
             let mut ports = Vec::new();
-            let pods: Vec<usize> = (first[i]..first[i] + n.pods.len()).collect();
+            let pods: Vec<PodIx> = (first[i]..first[i] + n.pods.len()).map(PodIx::new).collect();
             for &pi in &pods {
                 for (u, v) in used.iter_mut().zip(&self.pod_requests[pi]) {
                     *u += v;
@@ -155,7 +164,7 @@ impl SchedulingContext {
             for v in labels.values() {
                 self.values.id(v);
             }
-            self.node_index.insert(n.name.clone(), self.nodes.len());
+            self.node_index.insert(n.name.clone(), NodeIx::new(self.nodes.len()));
             self.nodes.push(Node {
                 name: n.name.clone(),
                 labels,
@@ -175,37 +184,40 @@ impl SchedulingContext {
         pod::untolerated_taint_with(tols, taints, !tolerate_prefer).is_none()
     }
 
-    pub(super) fn node_fits(&mut self, pi: usize, g: usize, l: usize, n: usize) -> bool {
+    /// Whether the attempt's pod fits existing node `n`.
+    pub(super) fn node_fits(&mut self, at: Attempt, n: NodeIx) -> bool {
         // Cheap rejections first (the answer is the same; only the reason's order differs).
         let node = &self.nodes[n];
         if !node.schedulable
             || crate::fit::short_resource(
-                self.pod_requests[pi].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+                self.pod_requests[at.pod].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
             )
             .is_some()
         {
             return false;
         }
-        self.node_fit(pi, g, l, n).is_ok()
+        self.node_fit(at, n).is_ok()
     }
 
-    /// The one node-fit check ([`crate::fit::check`]) for pod `pi` of group `g` at level `l` on
-    /// existing node `n`.
-    pub(super) fn node_fit(&mut self, pi: usize, g: usize, l: usize, n: usize) -> Result<(), crate::fit::Why> {
+    /// The one node-fit check ([`crate::fit::check`]) for the attempt's pod on existing node `n`.
+    pub(super) fn node_fit(&mut self, at: Attempt, n: NodeIx) -> Result<(), crate::fit::Why> {
         // Taints, node affinity and volume zones do not change during a query: once per level.
-        let static_ok = self.node_static_ok(g, l, n);
-        crate::fit::check(&mut NodeFit { s: self, pi, g, l, n, static_ok })
+        let static_ok = self.node_static_ok(at, n);
+        crate::fit::check(&mut NodeFit { s: self, at, n, static_ok })
     }
 
-    pub(super) fn node_static_ok(&mut self, g: usize, l: usize, n: usize) -> bool {
-        if self.groups[g].node_ok.len() <= l {
-            self.groups[g].node_ok.resize(l + 1, Vec::new());
+    /// Whether the taints, node affinity and volume zones of the attempt's group at its level
+    /// allow existing node `n` (computed for every node once per level).
+    pub(super) fn node_static_ok(&mut self, at: Attempt, n: NodeIx) -> bool {
+        let (g, l) = (at.group, at.level);
+        if self.groups[g].node_ok.len() <= l.ix() {
+            self.groups[g].node_ok.resize_with(l.ix() + 1, IxVec::default);
         }
         if self.groups[g].node_ok[l].is_empty() {
             let grp = &self.groups[g];
             let level = &grp.levels[l];
             let r = &self.reqs[level.req as usize];
-            let ok: Vec<bool> = self
+            let ok: IxVec<NodeIx, bool> = self
                 .nodes
                 .iter()
                 .map(|node| {
@@ -224,7 +236,7 @@ impl SchedulingContext {
         self.groups[g].node_ok[l][n]
     }
 
-    pub(super) fn commit_node(&mut self, pi: usize, g: usize, n: usize) {
+    pub(super) fn commit_node(&mut self, pi: PodIx, g: GroupIx, n: NodeIx) {
         for (u, v) in self.nodes[n].used.iter_mut().zip(&self.pod_requests[pi]) {
             *u += v;
         }

@@ -1,7 +1,18 @@
 //! Explanations: for a pod placed nowhere, each existing node's reason (the one fit check's
 //! words, summarized as kube-scheduler does) and, per NodePool, what excluded it.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use kerf_api::NodePool;
+use kerf_api::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
+
+use super::SchedulingContext;
+use super::existing::NodeFit;
+use super::ids::{Attempt, GroupIx, Idx, LevelIx, NodeIx, PodIx, PoolIx};
+use super::pool_fit::{Depth, Why};
+use super::resources::from_units;
+use super::topology::SpreadPlan;
+use crate::model::PodError;
 
 /// `a, b, c`, or the first few and how many more.
 pub(super) fn value_list(values: &[String]) -> String {
@@ -20,7 +31,7 @@ pub(super) fn limit_of(np: &NodePool, name: &str) -> String {
 impl SchedulingContext {
     /// The distinct values of `key` among pool `p`'s instance types (their labels, names, and
     /// available offerings' zones and capacity types), sorted.
-    pub(super) fn type_values(&self, p: usize, key: &str) -> Vec<String> {
+    pub(super) fn type_values(&self, p: PoolIx, key: &str) -> Vec<String> {
         let mut vals: BTreeSet<&str> = BTreeSet::new();
         for t in &self.pools[p].types {
             if key == ZONE || key == CAPACITY_TYPE {
@@ -38,24 +49,25 @@ impl SchedulingContext {
 
     /// Why pod `pi` fits nowhere: existing nodes summarized kube-scheduler style, then each
     /// NodePool with what excluded it (at the most relaxed level).
-    pub(super) fn explain(&mut self, pi: usize, g: usize) -> PodError {
+    pub(super) fn explain(&mut self, pi: PodIx, g: GroupIx) -> PodError {
         if let Some(why) = &self.groups[g].unresolvable {
             return PodError { reason: "UnresolvableVolume".to_string(), message: why.clone() };
         }
-        let l = self.groups[g].levels.len().saturating_sub(1);
+        let l = LevelIx::new(self.groups[g].levels.len().saturating_sub(1));
+        let at = Attempt { pod: pi, group: g, level: l };
         let mut parts: Vec<String> = Vec::new();
         if !self.nodes.is_empty() {
             let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-            for n in 0..self.nodes.len() {
-                let why = self.node_reason(pi, g, l, n);
+            for n in self.nodes.indices() {
+                let why = self.node_reason(at, n);
                 *reasons.entry(why).or_insert(0) += 1;
             }
             let list: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
             parts.push(format!("0/{} nodes are available: {}", self.nodes.len(), list.join(", ")));
         }
         let mut all_limits = !self.pools.is_empty();
-        for p in 0..self.pools.len() {
-            let (why, is_limit) = self.pool_reason(pi, g, l, p);
+        for p in self.pools.indices() {
+            let (why, is_limit) = self.pool_reason(at, p);
             all_limits &= is_limit;
             parts.push(format!("NodePool {}: {}", self.pools[p].name, why));
         }
@@ -73,12 +85,12 @@ impl SchedulingContext {
         PodError { reason: if all_limits { "NodePoolLimitExceeded" } else { "Unschedulable" }.to_string(), message }
     }
 
-    pub(super) fn node_reason(&mut self, pi: usize, g: usize, l: usize, n: usize) -> String {
-        match self.node_fit(pi, g, l, n) {
+    pub(super) fn node_reason(&mut self, at: Attempt, n: NodeIx) -> String {
+        match self.node_fit(at, n) {
             Ok(()) => "node(s) would fit".into(),
             Err(why) => {
-                let static_ok = self.node_static_ok(g, l, n);
-                crate::fit::describe(&NodeFit { s: self, pi, g, l, n, static_ok }, why).reason
+                let static_ok = self.node_static_ok(at, n);
+                crate::fit::describe(&NodeFit { s: self, at, n, static_ok }, why).reason
             }
         }
     }
@@ -96,112 +108,78 @@ impl SchedulingContext {
         )
     }
 
-    /// What excluded NodePool `p`, and whether it was (only) its limits.
-    pub(super) fn pool_reason(&mut self, pi: usize, g: usize, l: usize, p: usize) -> (String, bool) {
-        let level = self.groups[g].levels[l].clone();
-        let grp = &self.groups[g];
-        let pool = &self.pools[p];
-        if let Some(t) = pod::untolerated_taint_with(&grp.tolerations, &pool.taints, !level.tolerate_prefer) {
-            return (format!("untolerated taint {}", t), false);
-        }
-        let pod_req = self.reqs[level.req as usize].clone();
-        if let Err(e) = pool.reqs.compatible_strict(&pod_req, |k| pool.type_keys.contains(k)) {
-            let pool_side = if e.left == "undefined" {
-                format!("NodePool's nodes have no label {}", e.key)
-            } else {
-                format!("NodePool requires {} {}", e.key, e.left)
-            };
-            return (
-                format!("incompatible requirements, key {}: {pool_side}, pod requires {} {}", e.key, e.key, e.right),
-                false,
-            );
-        }
-        if pool.types.is_empty() {
-            return ("the NodePool has no instance types".into(), false);
-        }
-        if self.daemon_port_conflict(g, p) {
-            return ("a host port the pod asks for is taken by a DaemonSet pod on every new node".into(), false);
-        }
-        // Resources the pod needs that no type has at all, then ones too small.
-        let n = self.res.names.len();
-        let total = self.pod_requests[pi].clone();
-        for (ri, name) in self.res.names.iter().enumerate() {
-            if self.pod_requests[pi][ri] > 0 && (0..pool.types.len()).all(|i| pool.alloc[i * n + ri] <= 0) {
-                return (format!("no instance type in NodePool {} has resource {}", pool.name, name), false);
+    /// What excluded NodePool `p` (the pool-fit check's [`Why`] in words), and whether it was
+    /// (only) its limits.
+    pub(super) fn pool_reason(&mut self, at: Attempt, p: PoolIx) -> (String, bool) {
+        match self.pool_fit(at, p, Depth::Full) {
+            Ok(_) => {
+                ("no compatible instance type and offering fits with the pod's topology constraints".into(), false)
             }
+            Err(why) => (self.pool_words(at, p, &why), why.is_limit()),
         }
-        let pool_req = self.pool_req(p);
-        let req = self.intersect(pool_req, level.req);
-        if let Some(k) = self.reqs[req as usize].unsatisfiable_key() {
-            return (format!("incompatible requirements, key {k}: no value satisfies both"), false);
-        }
-        let compat = self.compat(p, req);
-        if compat.is_empty() {
-            // Find the requirement that excludes every type.
-            let r = self.reqs[req as usize].clone();
-            for (k, kr) in r.iter() {
-                if k == HOSTNAME || k == NODE_POOL {
-                    continue;
-                }
-                let mut one = Requirements::new();
-                one.add(k, kr.clone());
-                let id = self.intern_req(one);
-                if self.compat(p, id).is_empty() {
-                    // Name what the types do have, so both sides of the mismatch are visible.
-                    let have = self.type_values(p, k);
-                    let have = if have.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (the NodePool's instance types have {k} {})", value_list(&have))
-                    };
-                    return (
-                        format!("no instance type with an available offering satisfies requirement {k} {kr}{have}"),
-                        false,
-                    );
-                }
-            }
-            return (format!("no instance type with an available offering satisfies requirements {r}"), false);
-        }
-        let fit_any = self.fitting(p, &compat, &total);
-        if fit_any.is_empty() {
-            let pool = &self.pools[p];
-            let short: Vec<String> = self
-                .res
-                .names
-                .iter()
-                .enumerate()
-                .filter(|(ri, _)| total[*ri] > 0 && compat.iter().all(|i| pool.free[i * n + ri] < total[*ri]))
-                .map(|(ri, name)| {
-                    // The type with the most room left after its DaemonSets.
-                    let best = compat.iter().max_by_key(|i| pool.free[i * n + ri]).unwrap_or(0);
-                    let overhead = pool.overhead.get(best * n + ri).copied().unwrap_or(0);
-                    let alloc = pool.alloc.get(best * n + ri).copied().unwrap_or(0);
-                    format!(
-                        "{name} (needs {} plus daemonset overhead {}, largest allocatable {})",
-                        from_units(name, total[ri]),
-                        from_units(name, overhead),
-                        from_units(name, alloc)
-                    )
-                })
-                .collect();
-            return if short.is_empty() {
-                ("no single instance type fits all requested resources together".into(), false)
-            } else {
-                (format!("no instance type has enough {}", short.join(", ")), false)
-            };
-        }
+    }
+
+    /// `why` NodePool `p` takes no new claim for the attempt's pod, in words.
+    fn pool_words(&self, at: Attempt, p: PoolIx, why: &Why) -> String {
         let pool = &self.pools[p];
-        if pool.nodes_remaining <= 0 {
-            return (format!("limit nodes exhausted (limit {})", limit_of(&pool.node_pool, "nodes")), true);
-        }
-        if pool.limited {
-            let within: Vec<usize> = fit_any
-                .iter()
-                .filter(|i| {
-                    pool.capacity[i * n..(i + 1) * n].iter().zip(&pool.remaining).all(|(c, r)| *r == i64::MAX || c <= r)
-                })
-                .collect();
-            if within.is_empty() {
+        let total = &self.pod_requests[at.pod];
+        let name = |ri: usize| self.res.names[ri].as_str();
+        match why {
+            Why::Taint(i) => match pool.taints.get(*i) {
+                Some(t) => format!("untolerated taint {t}"),
+                None => "untolerated taint".to_string(),
+            },
+            Why::Requirements(e) => {
+                let pool_side = if e.left == "undefined" {
+                    format!("NodePool's nodes have no label {}", e.key)
+                } else {
+                    format!("NodePool requires {} {}", e.key, e.left)
+                };
+                format!("incompatible requirements, key {}: {pool_side}, pod requires {} {}", e.key, e.key, e.right)
+            }
+            Why::NoInstanceTypes => "the NodePool has no instance types".into(),
+            Why::DaemonSetPort => "a host port the pod asks for is taken by a DaemonSet pod on every new node".into(),
+            Why::NoResource(ri) => format!("no instance type in NodePool {} has resource {}", pool.name, name(*ri)),
+            Why::Unsatisfiable(req) => format!(
+                "incompatible requirements, key {}: no value satisfies both",
+                self.reqs[*req as usize].unsatisfiable_key().unwrap_or_default()
+            ),
+            Why::NoOffering { excluding: Some(excluding), .. } => {
+                let (k, kr) = &**excluding;
+                // Name what the types do have, so both sides of the mismatch are visible.
+                let have = self.type_values(p, k);
+                let have = if have.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (the NodePool's instance types have {k} {})", value_list(&have))
+                };
+                format!("no instance type with an available offering satisfies requirement {k} {kr}{have}")
+            }
+            Why::NoOffering { req, excluding: None } => format!(
+                "no instance type with an available offering satisfies requirements {}",
+                self.reqs[*req as usize]
+            ),
+            Why::TooSmall { short } if short.is_empty() => {
+                "no single instance type fits all requested resources together".into()
+            }
+            Why::TooSmall { short } => {
+                let short: Vec<String> = short
+                    .iter()
+                    .map(|&(ri, best)| {
+                        // The type with the most room left after its DaemonSets.
+                        let name = name(ri);
+                        format!(
+                            "{name} (needs {} plus daemonset overhead {}, largest allocatable {})",
+                            from_units(name, total[ri]),
+                            from_units(name, pool.overhead.get(best, ri)),
+                            from_units(name, pool.alloc.get(best, ri))
+                        )
+                    })
+                    .collect();
+                format!("no instance type has enough {}", short.join(", "))
+            }
+            Why::NodeLimit => format!("limit nodes exhausted (limit {})", limit_of(&pool.node_pool, "nodes")),
+            Why::Limits => {
                 let names: Vec<String> = self
                     .res
                     .names
@@ -216,31 +194,22 @@ impl SchedulingContext {
                         )
                     })
                     .collect();
-                return (format!("limits exhausted: {}", names.join(", ")), true);
+                format!("limits exhausted: {}", names.join(", "))
             }
-        }
-        if let Some((k, m, have)) = self.min_values_ok(p, &fit_any) {
-            return (
-                format!("minValues {m} for key {k} not met: only {have} values among fitting instance types"),
-                false,
-            );
-        }
-        // Topology.
-        for s in &level.spreads {
-            let allowed: Vec<u32> = s.domains.iter().copied().filter(|d| self.spread_allows(s, *d)).collect();
-            if allowed.is_empty() || !s.fresh {
-                return (format!("topology spread constraint not satisfiable, {}", self.spread_counts(s)), false);
+            Why::MinValues { key, min, have } => {
+                format!("minValues {min} for key {key} not met: only {have} values among fitting instance types")
             }
+            Why::Spread(i) => {
+                let level = &self.groups[at.group].levels[at.level];
+                match level.spreads.get(*i) {
+                    Some(s) => format!("topology spread constraint not satisfiable, {}", self.spread_counts(s)),
+                    None => "topology spread constraint not satisfiable".into(),
+                }
+            }
+            Why::PodAffinity => {
+                "pod affinity not satisfiable: no domain the NodePool can launch in has the required pods".into()
+            }
+            Why::PodAntiAffinity => "pod anti-affinity not satisfiable in any domain the NodePool can launch in".into(),
         }
-        if !level.affinity.is_empty() {
-            return (
-                "pod affinity not satisfiable: no domain the NodePool can launch in has the required pods".into(),
-                false,
-            );
-        }
-        if !level.anti.is_empty() || !self.groups[g].rejected_by.is_empty() {
-            return ("pod anti-affinity not satisfiable in any domain the NodePool can launch in".into(), false);
-        }
-        ("no compatible instance type and offering fits with the pod's topology constraints".into(), false)
     }
 }

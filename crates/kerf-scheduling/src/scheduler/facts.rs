@@ -1,6 +1,6 @@
 //! What the Scheduler reads from one pod — its requests, host ports and constraints (tolerations,
 //! node affinity, topology spread, pod affinity and anti-affinity, volumes) — parsed once, and a
-//! cache that keeps it across [`SchedulingContext`] builds.
+//! cache that keeps it across [`SchedulingContext`](super::SchedulingContext) builds.
 //!
 //! A controller builds a context per pass over mostly the same pods: re-reading every pod's
 //! quantities and constraints each time is most of a build. [`PodFactsCache`] keeps each pod's
@@ -14,12 +14,16 @@
 //! groups them by a hash lookup instead of comparing their affinities field by field.
 
 use std::borrow::Cow;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use kerf_api::resources::EPHEMERAL_STORAGE;
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use kerf_api::Quantity;
+use kerf_api::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 
-use super::*;
-use crate::pod::PodAffinities;
+use super::resources::to_units;
+use crate::pod::{self, HostPort, PodAffinities, SpreadConstraint};
+use crate::requirements::{Requirement, Requirements};
 
 /// What the Scheduler reads from one version of a pod.
 pub(super) struct PodFacts {
@@ -106,10 +110,11 @@ impl PodFacts {
     }
 }
 
-/// [`PodFacts`] kept by pod uid and resourceVersion across [`SchedulingContext`] builds (see
-/// the [module documentation](self)). Owned by whoever builds contexts pass after pass (the
-/// controller) and handed to [`SchedulingContext::with_facts`]. Entries of pods no longer seen
-/// are dropped when they outnumber the pods of a build.
+/// [`PodFacts`] kept by pod uid and resourceVersion across
+/// [`SchedulingContext`](super::SchedulingContext) builds (see the [module documentation](self)).
+/// Owned by whoever builds contexts pass after pass (the controller) and handed to
+/// [`SchedulingContext::with_facts`](super::SchedulingContext::with_facts). Entries of pods no
+/// longer seen are dropped when they outnumber the pods of a build.
 #[derive(Default)]
 pub struct PodFactsCache {
     inner: Mutex<CacheState>,

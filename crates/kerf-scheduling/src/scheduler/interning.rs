@@ -1,7 +1,10 @@
 //! Interning: label values (topology domains) as integer ids, requirement sets as ids with
 //! cached intersections and narrowings, and instance-type sets as bitsets.
 
-use super::*;
+use std::collections::HashMap;
+
+use super::SchedulingContext;
+use crate::requirements::{Requirement, Requirements};
 
 /// Interned strings (label values, used as topology domain ids).
 #[derive(Default)]

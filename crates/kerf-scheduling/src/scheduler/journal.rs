@@ -1,22 +1,23 @@
 //! The journal that makes a query reversible: every change to the context's mutable state is
 //! recorded and undone when the query ends, so one context answers many queries.
 
-use super::*;
+use super::SchedulingContext;
+use super::ids::{CounterIx, InverseIx, NodeIx, PodIx};
 
 /// One reversible change to the mutable scheduling state (see [`SchedulingContext`]): every
 /// query records what it changes and puts it back when it ends, so the context serves the next
 /// query without being rebuilt.
 pub(super) enum Undo {
     /// Pod `pod`'s requests were added to node `node`.
-    NodeUsed { node: usize, pod: usize },
+    NodeUsed { node: NodeIx, pod: PodIx },
     /// Node `node`'s host ports were extended from `len` entries.
-    NodePorts { node: usize, len: usize },
+    NodePorts { node: NodeIx, len: usize },
     /// `delta` pods were counted in counter `counter`, domain `domain`.
-    Count { counter: usize, domain: u32, delta: i64 },
+    Count { counter: CounterIx, domain: u32, delta: i64 },
     /// `delta` pods holding inverse term `inverse` were counted in domain `domain`.
-    Block { inverse: usize, domain: u32, delta: i64 },
+    Block { inverse: InverseIx, domain: u32, delta: i64 },
     /// Node `node` was taken out of the cluster for a what-if.
-    Removed { node: usize, old: bool },
+    Removed { node: NodeIx, old: bool },
 }
 
 impl SchedulingContext {
@@ -52,9 +53,9 @@ impl SchedulingContext {
             }
         }
         self.forget_claims();
-        for (p, (remaining, nodes)) in std::mem::take(&mut self.pool_limits).into_iter().enumerate() {
-            self.pools[p].remaining = remaining;
-            self.pools[p].nodes_remaining = nodes;
+        for (pool, (remaining, nodes)) in self.pools.iter_mut().zip(std::mem::take(&mut self.pool_limits)) {
+            pool.remaining = remaining;
+            pool.nodes_remaining = nodes;
         }
         self.removed.clear();
     }

@@ -3,7 +3,13 @@
 //! of its cheapest allowed offering. Read by `kerf bench packing` to build its lower bound from
 //! the very tables the Scheduler packs against.
 
-use super::*;
+use std::sync::Arc;
+
+use kerf_api::ResourceList;
+use kerf_api::resources::PODS;
+
+use super::SchedulingContext;
+use crate::instance::InstanceType;
 
 /// One instance type of a NodePool as a new NodeClaim would see it.
 #[derive(Debug, Clone)]
@@ -20,20 +26,19 @@ impl SchedulingContext {
     /// for pods and its price; `None` when the context has no such pool. Types too small for
     /// their DaemonSets are left out.
     pub fn pool_types(&mut self, pool: &str) -> Option<Vec<PoolTypeView>> {
-        let p = self.pools.iter().position(|x| x.name == pool)?;
+        let p = self.pools.position(|x| x.name == pool)?;
         let req = self.intern_req(self.pools[p].reqs.clone());
         let compat = self.compat(p, req);
         let order = self.price_order(p, req);
-        let n = self.res.names.len();
         let pods = self.res.index[PODS];
         let pool = &self.pools[p];
         Some(
             order
                 .iter()
-                .filter(|(_, i)| compat.contains(*i) && pool.free[i * n + pods] >= 0)
+                .filter(|(_, i)| compat.contains(*i) && pool.free.get(*i, pods) >= 0)
                 .map(|(price, i)| PoolTypeView {
                     instance_type: Arc::clone(&pool.types[*i]),
-                    free: self.res.list(&pool.free[i * n..(i + 1) * n]),
+                    free: self.res.list(pool.free.row(*i)),
                     price: *price,
                 })
                 .collect(),

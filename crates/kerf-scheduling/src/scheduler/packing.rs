@@ -74,7 +74,15 @@
 //! few pods). Everything is a function of the input and the placement order: same input, same
 //! plan.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::SchedulingContext;
+use super::ids::{ClaimIx, IxVec, PodIx, PoolIx};
+use super::interning::Bits;
+use super::pools::PriceOrder;
+use super::resources::Matrix;
+
 use crate::packing_bound::{BoundShape, knapsack};
 
 /// The largest batch provisioning also places with mixes (see `Sizing::mix`), keeping the
@@ -122,7 +130,7 @@ pub(super) struct Packing {
     /// share of the pods left a mix may go; 0: no mixes.
     pub(super) mix_slack: f64,
     /// Per context pod index, its shape in the run (`u32::MAX`: not in the run).
-    shape_of: Vec<u32>,
+    shape_of: IxVec<PodIx, u32>,
     /// Requests of each shape, largest first (cpu, then memory), as the queue orders pods.
     shapes: Vec<Vec<i64>>,
     /// Whether a shape's pods may be mixed by quota: pods without topology constraints or
@@ -134,14 +142,14 @@ pub(super) struct Packing {
     /// The requests of the whole batch, summed.
     batch: Vec<i64>,
     /// (pool, requirements) → the target of its new claims.
-    targets: HashMap<(usize, u32), Target>,
+    targets: HashMap<(PoolIx, u32), Target>,
     /// (pool, requirements) → the undominated types, cheapest first (kept across queries).
-    fleet: HashMap<(usize, u32), Arc<PriceOrder>>,
+    fleet: HashMap<(PoolIx, u32), Arc<PriceOrder>>,
 }
 
 impl SchedulingContext {
     /// Starts a run over `pods` (already in queue order): their shapes and counts.
-    pub(super) fn packing_begin(&mut self, pods: &[usize]) {
+    pub(super) fn packing_begin(&mut self, pods: &[PodIx]) {
         let pk = &mut self.packing;
         pk.targets.clear();
         pk.shapes.clear();
@@ -184,7 +192,7 @@ impl SchedulingContext {
     }
 
     /// Pod `pi` was placed: one fewer of its shape is left.
-    pub(super) fn packing_placed(&mut self, pi: usize) {
+    pub(super) fn packing_placed(&mut self, pi: PodIx) {
         let pk = &mut self.packing;
         if let Some(&s) = pk.shape_of.get(pi)
             && s != u32::MAX
@@ -198,7 +206,7 @@ impl SchedulingContext {
     /// How to size a new claim of pool `p` with requirements `req` whose candidates are
     /// `candidates` (see the module documentation); `None` when provisioning is not sizing by
     /// cost or the batch fits one claim.
-    pub(super) fn cost_sizing(&mut self, p: usize, req: u32, candidates: &Bits) -> Option<Sizing> {
+    pub(super) fn cost_sizing(&mut self, p: PoolIx, req: u32, candidates: &Bits) -> Option<Sizing> {
         if !self.packing.enabled || self.packing.total_left == 0 {
             return None;
         }
@@ -208,7 +216,7 @@ impl SchedulingContext {
         let n = self.res.names.len();
         let free = &self.pools[p].free;
         let fits_one = (0..n).all(|d| {
-            let most = types.iter().map(|(_, i)| free[i * n + d]).max().unwrap_or(0);
+            let most = types.iter().map(|(_, i)| free.get(*i, d)).max().unwrap_or(0);
             self.packing.batch[d] <= most
         });
         if fits_one {
@@ -242,7 +250,7 @@ impl SchedulingContext {
 
     /// Whether pod `pi` would take claim `c` past its mix: the claim holds its share of the
     /// pod's shape and keeps room for pods of other shapes still to be placed.
-    pub(super) fn over_mix(&self, c: usize, pi: usize) -> bool {
+    pub(super) fn over_mix(&self, c: ClaimIx, pi: PodIx) -> bool {
         let Some(mix) = &self.claims[c].mix else {
             return false;
         };
@@ -257,7 +265,7 @@ impl SchedulingContext {
     }
 
     /// Pod `pi` joined claim `c`: one more of its shape there.
-    pub(super) fn mix_placed(&mut self, c: usize, pi: usize) {
+    pub(super) fn mix_placed(&mut self, c: ClaimIx, pi: PodIx) {
         if self.claims[c].mix.is_some()
             && let Some(&s) = self.packing.shape_of.get(pi)
             && s != u32::MAX
@@ -280,15 +288,14 @@ impl SchedulingContext {
     /// The types of pool `p` compatible with requirements `req` that no other one dominates
     /// (as much room in every resource for at most the price), cheapest first, with their
     /// prices. Fixed for the context, so cached across queries.
-    fn undominated(&mut self, p: usize, req: u32) -> Arc<PriceOrder> {
+    fn undominated(&mut self, p: PoolIx, req: u32) -> Arc<PriceOrder> {
         if let Some(v) = self.packing.fleet.get(&(p, req)) {
             return Arc::clone(v);
         }
         let order = self.price_order(p, req);
         let compat = self.compat(p, req);
-        let n = self.res.names.len();
         let pool = &self.pools[p];
-        let free = |i: usize| &pool.free[i * n..(i + 1) * n];
+        let free = |i: usize| pool.free.row(i);
         let types: Vec<(f64, usize)> = order
             .iter()
             .copied()
@@ -312,7 +319,7 @@ impl SchedulingContext {
 
     /// The price cap for a new claim of pool `p` with requirements `req`, whether it may be
     /// reused for the next claims, and the mix (see the module documentation).
-    fn cost_target(&mut self, p: usize, req: u32) -> Option<(f64, bool, Mix)> {
+    fn cost_target(&mut self, p: PoolIx, req: u32) -> Option<(f64, bool, Mix)> {
         let types = self.undominated(p, req);
         let n = self.res.names.len();
         let pool = &self.pools[p];
@@ -352,7 +359,7 @@ impl SchedulingContext {
 /// cost target is computed over.
 struct Table<'a> {
     types: &'a [(f64, usize)],
-    free: &'a [i64],
+    free: &'a Matrix,
     n: usize,
     shapes: &'a [Vec<i64>],
     mixable: &'a [bool],
@@ -361,7 +368,7 @@ struct Table<'a> {
 
 impl Table<'_> {
     fn free(&self, i: usize) -> &[i64] {
-        &self.free[i * self.n..(i + 1) * self.n]
+        self.free.row(i)
     }
 
     /// Each shape's worth with `left` pods of each left: its cheapest cost per pod on its own.

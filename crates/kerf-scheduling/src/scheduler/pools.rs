@@ -2,7 +2,21 @@
 //! per instance type the DaemonSet overhead and what is left for pods), limits, which types an
 //! interned requirement set admits, and price order.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
+use kerf_api::resources::PODS;
+use kerf_api::{NodePool, Operator, Taint};
+
+use super::SchedulingContext;
+use super::ids::{ClaimIx, GroupIx, NodeIx, PoolIx};
+use super::interning::Bits;
+use super::resources::{Matrix, to_units, type_fits};
+use crate::instance::InstanceType;
+use crate::pod::{self, HostPort};
+use crate::requirements::{Requirement, Requirements};
 
 pub(super) struct Pool {
     pub(super) name: String,
@@ -18,19 +32,21 @@ pub(super) struct Pool {
     pub(super) startup_taints: Vec<Taint>,
     /// Sorted by cheapest available offering, then name.
     pub(super) types: Vec<Arc<InstanceType>>,
-    /// Flat: type × resource.
-    pub(super) alloc: Vec<i64>,
-    pub(super) capacity: Vec<i64>,
-    /// Componentwise largest capacity and free allocatable (after DaemonSets) over the types.
+    /// Per type (row), per resource.
+    pub(super) alloc: Matrix,
+    pub(super) capacity: Matrix,
+    /// Componentwise largest capacity, allocatable, and free allocatable (after DaemonSets)
+    /// over the types.
     pub(super) max_capacity: Vec<i64>,
+    pub(super) largest_alloc: Vec<i64>,
     pub(super) max_alloc: Vec<i64>,
     /// Keys some instance type labels (plus zone and capacity type from offerings).
     pub(super) type_keys: BTreeSet<String>,
-    /// Flat: type × resource. The requests of the DaemonSet pods that would run on each type,
+    /// Per type, per resource: the requests of the DaemonSet pods that would run on each type,
     /// and what is left for other pods (`alloc - overhead`; a type too small for its
     /// DaemonSets has a negative pod count).
-    pub(super) overhead: Vec<i64>,
-    pub(super) free: Vec<i64>,
+    pub(super) overhead: Matrix,
+    pub(super) free: Matrix,
     /// Host ports of the DaemonSets that run on some type of the pool, each with the types it
     /// leaves free (those the DaemonSet does not run on), like the overhead above.
     pub(super) daemon_ports: Vec<(HostPort, Bits)>,
@@ -40,11 +56,6 @@ pub(super) struct Pool {
     pub(super) limited: bool,
     pub(super) min_values: Vec<(String, usize)>,
 }
-
-/// What a group's level knows of a pool taking its pods (`Group::admits`).
-pub(super) const ADMITS_UNKNOWN: u8 = 0;
-pub(super) const ADMITS_YES: u8 = 1;
-pub(super) const ADMITS_NO: u8 = 2;
 
 /// A pool's instance types (by index) with their cheapest compatible price, cheapest first.
 pub(super) type PriceOrder = Vec<(f64, usize)>;
@@ -88,18 +99,18 @@ impl SchedulingContext {
             let mut types: Vec<Arc<InstanceType>> = p.instance_types.clone();
             let cheapest = |t: &InstanceType| t.cheapest_available().map(|o| o.price).unwrap_or(f64::INFINITY);
             types.sort_by(|a, b| cheapest(a).total_cmp(&cheapest(b)).then_with(|| a.name.cmp(&b.name)));
-            let mut alloc = Vec::with_capacity(types.len() * self.res.names.len());
-            let mut capacity = Vec::with_capacity(alloc.capacity());
+            let nres = self.res.names.len();
+            let mut alloc = Matrix::new(nres);
+            let mut capacity = Matrix::new(nres);
             let mut type_keys: BTreeSet<String> = [ZONE, CAPACITY_TYPE].iter().map(|s| s.to_string()).collect();
             for t in &types {
-                alloc.extend(self.res.dense(&t.allocatable()));
-                capacity.extend(self.res.dense(&t.capacity));
+                alloc.push_row(&self.res.dense(&t.allocatable()));
+                capacity.push_row(&self.res.dense(&t.capacity));
                 type_keys.extend(t.labels.keys().map(|k| kerf_api::labels::normalize_key(k).to_string()));
             }
             // DaemonSet pods that would run on this pool's nodes, per instance type: a DaemonSet
             // whose node affinity excludes a type adds nothing to it.
-            let nres = self.res.names.len();
-            let mut overhead = vec![0i64; alloc.len()];
+            let mut overhead = Matrix::filled(types.len(), nres, 0);
             let mut daemon_ports = Vec::new();
             let daemons: Vec<&Arc<Pod>> = self
                 .input
@@ -120,7 +131,7 @@ impl SchedulingContext {
                             .any(|t| treq.compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok());
                         if runs {
                             runs_somewhere = true;
-                            for (o, v) in overhead[ti * nres..(ti + 1) * nres].iter_mut().zip(&requests) {
+                            for (o, v) in overhead.row_mut(ti).iter_mut().zip(&requests) {
                                 *o += v;
                             }
                         } else {
@@ -134,26 +145,16 @@ impl SchedulingContext {
             }
             // What pods can use on each type once its DaemonSets run; a type too small for
             // its DaemonSets takes no pod.
-            let mut free: Vec<i64> = alloc.iter().zip(&overhead).map(|(a, o)| a - o).collect();
+            let mut free = alloc.minus(&overhead);
             let pods_index = self.res.index[PODS];
-            for chunk in free.chunks_mut(nres.max(1)) {
-                if chunk.iter().any(|v| *v < 0) {
-                    chunk[pods_index] = -1;
+            for row in free.rows_mut() {
+                if row.iter().any(|v| *v < 0) {
+                    row[pods_index] = -1;
                 }
             }
-            let nres = self.res.names.len();
-            let mut max_capacity = vec![0i64; nres];
-            for chunk in capacity.chunks(nres.max(1)) {
-                for (m, v) in max_capacity.iter_mut().zip(chunk) {
-                    *m = (*m).max(*v);
-                }
-            }
-            let mut max_alloc = vec![0i64; nres];
-            for chunk in free.chunks(nres.max(1)) {
-                for (m, v) in max_alloc.iter_mut().zip(chunk) {
-                    *m = (*m).max(*v);
-                }
-            }
+            let max_capacity = capacity.max_row();
+            let largest_alloc = alloc.max_row();
+            let max_alloc = free.max_row();
             let limited = np.spec.limits.is_some();
             let mut remaining = vec![i64::MAX; self.res.names.len()];
             let mut nodes_remaining = i64::MAX;
@@ -184,6 +185,7 @@ impl SchedulingContext {
                 alloc,
                 capacity,
                 max_capacity,
+                largest_alloc,
                 max_alloc,
                 type_keys,
                 free,
@@ -198,7 +200,7 @@ impl SchedulingContext {
     }
 
     /// Types of `pool` whose labels and some available offering satisfy requirements `req`.
-    pub(super) fn compat(&mut self, pool: usize, req: u32) -> Arc<Bits> {
+    pub(super) fn compat(&mut self, pool: PoolIx, req: u32) -> Arc<Bits> {
         if let Some(b) = self.compat_cache.get(&(pool, req)) {
             return Arc::clone(b);
         }
@@ -237,12 +239,11 @@ impl SchedulingContext {
     }
 
     /// Types among `types` that fit `requests`.
-    pub(super) fn fitting(&self, pool: usize, types: &Bits, requests: &[i64]) -> Bits {
+    pub(super) fn fitting(&self, pool: PoolIx, types: &Bits, requests: &[i64]) -> Bits {
         let p = &self.pools[pool];
-        let n = self.res.names.len();
         let mut out = Bits::empty(p.types.len());
         for i in types.iter() {
-            if type_fits(requests, &p.free[i * n..(i + 1) * n]) {
+            if type_fits(requests, p.free.row(i)) {
                 out.set(i);
             }
         }
@@ -250,15 +251,14 @@ impl SchedulingContext {
     }
 
     /// Whether some type in `a ∧ b` fits `requests` (no allocation).
-    pub(super) fn any_fit(&self, pool: usize, a: &Bits, b: &Bits, requests: &[i64]) -> bool {
+    pub(super) fn any_fit(&self, pool: PoolIx, a: &Bits, b: &Bits, requests: &[i64]) -> bool {
         let p = &self.pools[pool];
-        let n = self.res.names.len();
         for (wi, (x, y)) in a.0.iter().zip(&b.0).enumerate() {
             let mut w = x & y;
             while w != 0 {
                 let i = wi * 64 + w.trailing_zeros() as usize;
                 w &= w - 1;
-                if type_fits(requests, &p.free[i * n..(i + 1) * n]) {
+                if type_fits(requests, p.free.row(i)) {
                     return true;
                 }
             }
@@ -267,7 +267,7 @@ impl SchedulingContext {
     }
 
     /// Whether `types` still offer at least minValues distinct values for each key that has one.
-    pub(super) fn min_values_ok(&self, pool: usize, types: &Bits) -> Option<(String, usize, usize)> {
+    pub(super) fn min_values_ok(&self, pool: PoolIx, types: &Bits) -> Option<(String, usize, usize)> {
         let p = &self.pools[pool];
         for (k, m) in &p.min_values {
             let mut vals: BTreeSet<&str> = BTreeSet::new();
@@ -291,7 +291,7 @@ impl SchedulingContext {
     }
 
     /// Pool `p`'s requirements, interned.
-    pub(super) fn pool_req(&mut self, p: usize) -> u32 {
+    pub(super) fn pool_req(&mut self, p: PoolIx) -> u32 {
         if let Some(id) = self.pools[p].req_id {
             return id;
         }
@@ -300,55 +300,32 @@ impl SchedulingContext {
         id
     }
 
-    /// Whether pool `p` takes pods of group `g` at level `l` at all (taints, requirements).
-    pub(super) fn pool_admits(&mut self, p: usize, g: usize, l: usize) -> bool {
-        let grp = &self.groups[g];
-        if let Some(&known) = grp.admits.get(l).and_then(|by_pool| by_pool.get(p))
-            && known != ADMITS_UNKNOWN
-        {
-            return known == ADMITS_YES;
-        }
-        let level_req = grp.levels[l].req;
-        let tolerate_prefer = grp.levels[l].tolerate_prefer;
-        let pool = &self.pools[p];
-        let ok = Self::tolerated(&grp.tolerations, &pool.taints, tolerate_prefer)
-            && pool.reqs.compatible_strict(&self.reqs[level_req as usize], |k| pool.type_keys.contains(k)).is_ok();
-        let npools = self.pools.len();
-        let admits = &mut self.groups[g].admits;
-        if admits.len() <= l {
-            admits.resize(l + 1, Vec::new());
-        }
-        admits[l].resize(npools, ADMITS_UNKNOWN);
-        admits[l][p] = if ok { ADMITS_YES } else { ADMITS_NO };
-        ok
-    }
-
-    pub(super) fn max_alloc(&self, pool: usize, types: &Bits) -> Vec<i64> {
+    pub(super) fn max_alloc(&self, pool: PoolIx, types: &Bits) -> Vec<i64> {
         let mut r = Vec::new();
         self.max_alloc_into(pool, types, &mut r);
         r
     }
 
     /// [`max_alloc`](Self::max_alloc) into `out` (no allocation when it has room).
-    pub(super) fn max_alloc_into(&self, pool: usize, types: &Bits, out: &mut Vec<i64>) {
+    pub(super) fn max_alloc_into(&self, pool: PoolIx, types: &Bits, out: &mut Vec<i64>) {
         let p = &self.pools[pool];
         let n = self.res.names.len();
         out.clear();
         out.resize(n, 0);
         for i in types.iter() {
-            for (k, v) in out.iter_mut().zip(&p.free[i * n..(i + 1) * n]) {
+            for (k, v) in out.iter_mut().zip(p.free.row(i)) {
                 *k = (*k).max(*v);
             }
         }
     }
 
     /// The limit reservation of claim `c` if its candidates were `types`: the largest capacity.
-    pub(super) fn reservation(&self, pool: usize, types: &Bits, requests: &[i64]) -> Vec<i64> {
+    pub(super) fn reservation(&self, pool: PoolIx, types: &Bits, requests: &[i64]) -> Vec<i64> {
         let p = &self.pools[pool];
         let n = self.res.names.len();
         let mut r = vec![0i64; n];
-        for i in types.iter().filter(|i| type_fits(requests, &p.free[i * n..(i + 1) * n])) {
-            for (k, v) in r.iter_mut().zip(&p.capacity[i * n..(i + 1) * n]) {
+        for i in types.iter().filter(|i| type_fits(requests, p.free.row(*i))) {
+            for (k, v) in r.iter_mut().zip(p.capacity.row(i)) {
                 *k = (*k).max(*v);
             }
         }
@@ -357,12 +334,12 @@ impl SchedulingContext {
 
     /// Whether any remaining limit of `pool` is below its largest type's capacity (else no
     /// claim can reach the limit and the check is skipped).
-    pub(super) fn limits_matter(&self, pool: usize) -> bool {
+    pub(super) fn limits_matter(&self, pool: PoolIx) -> bool {
         let p = &self.pools[pool];
         p.limited && p.remaining.iter().zip(&p.max_capacity).any(|(r, m)| *r != i64::MAX && r < m)
     }
 
-    pub(super) fn within_limits(&self, c: usize, types: &Bits, total: &[i64]) -> bool {
+    pub(super) fn within_limits(&self, c: ClaimIx, types: &Bits, total: &[i64]) -> bool {
         let pool = self.claims[c].pool;
         let new = self.reservation(pool, types, total);
         let p = &self.pools[pool];
@@ -374,7 +351,7 @@ impl SchedulingContext {
 
     /// Gives what removed node `n` holds of its NodePool's limits back to the pool for the
     /// running what-if (a replacement may use it); `rollback` restores the limits.
-    pub(super) fn release_limits(&mut self, n: usize) {
+    pub(super) fn release_limits(&mut self, n: NodeIx) {
         let Some(p) = self.nodes[n].pool else { return };
         let node = &self.nodes[n];
         let pool = &mut self.pools[p];
@@ -391,13 +368,13 @@ impl SchedulingContext {
     }
 
     /// Whether group `g` asks for a host port the pool's DaemonSets take on every new node.
-    pub(super) fn daemon_port_conflict(&self, g: usize, p: usize) -> bool {
+    pub(super) fn daemon_port_conflict(&self, g: GroupIx, p: PoolIx) -> bool {
         self.daemon_port_free_types(g, p).is_some_and(|free| free.is_empty())
     }
 
     /// The pool's types where no DaemonSet takes a host port group `g` asks for; `None` when no
     /// DaemonSet of the pool takes one anywhere.
-    pub(super) fn daemon_port_free_types(&self, g: usize, p: usize) -> Option<Bits> {
+    pub(super) fn daemon_port_free_types(&self, g: GroupIx, p: PoolIx) -> Option<Bits> {
         let ports = &self.groups[g].ports;
         if ports.is_empty() {
             return None;
@@ -416,7 +393,7 @@ impl SchedulingContext {
 
     /// The pool's types with an offering compatible with requirements `req`, cheapest
     /// compatible offering first (then name), with that price.
-    pub(super) fn price_order(&mut self, pool: usize, req: u32) -> Arc<PriceOrder> {
+    pub(super) fn price_order(&mut self, pool: PoolIx, req: u32) -> Arc<PriceOrder> {
         if let Some(v) = self.price_cache.get(&(pool, req)) {
             return Arc::clone(v);
         }

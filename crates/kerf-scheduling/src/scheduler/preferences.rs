@@ -3,7 +3,22 @@
 //! order (required node affinity terms in turn, preferred pod affinity, preferred
 //! anti-affinity, preferred node affinity, ScheduleAnyway spread, PreferNoSchedule taints).
 
-use super::*;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kerf_api::Operator;
+
+use super::SchedulingContext;
+use super::facts::PodFacts;
+use super::ids::{CounterIx, GroupIx, Idx, InverseIx, IxVec, LevelIx, NodeIx, PodIx, PoolIx};
+use super::pool_fit::Why;
+use super::topology::{AffinitySet, SpreadPlan};
+use crate::pod::{self, AffinityTerm, HostPort, Namespaces, SpreadConstraint};
+use crate::requirements::{Requirement, Requirements};
 
 #[derive(Clone)]
 pub(super) struct Level {
@@ -14,7 +29,7 @@ pub(super) struct Level {
     pub(super) spreads: Vec<SpreadPlan>,
     /// The required affinity terms as one set, and each still-preferred term as a set of its own.
     pub(super) affinity: Vec<AffinitySet>,
-    pub(super) anti: Vec<usize>,
+    pub(super) anti: Vec<CounterIx>,
     /// Relaxation state that produced this level.
     pub(super) state: Relax,
     /// Human description of what was relaxed to reach this level.
@@ -34,7 +49,7 @@ pub(super) struct Relax {
 pub(super) struct Group {
     pub(super) rep: Arc<Pod>,
     /// The context index of `rep`.
-    pub(super) rep_index: usize,
+    pub(super) rep_index: PodIx,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) terms: Vec<Requirements>,
     pub(super) name_fields: Vec<Option<Requirement>>,
@@ -51,16 +66,17 @@ pub(super) struct Group {
     /// Why a volume the pods mount cannot be resolved (they are not placed).
     pub(super) unresolvable: Option<String>,
     /// Counters this group's pods count toward.
-    pub(super) counted_by: Vec<usize>,
+    pub(super) counted_by: Vec<CounterIx>,
     /// Anti-affinity terms (of others) that reject this group's pods.
-    pub(super) rejected_by: Vec<usize>,
+    pub(super) rejected_by: Vec<InverseIx>,
     /// This group's own required anti-affinity terms, as inverse ids.
-    pub(super) own_inverse: Vec<usize>,
-    pub(super) levels: Vec<Arc<Level>>,
+    pub(super) own_inverse: Vec<InverseIx>,
+    pub(super) levels: IxVec<LevelIx, Arc<Level>>,
     /// Per level, per existing node: taints, node affinity and volume zones allow it.
-    pub(super) node_ok: Vec<Vec<bool>>,
-    /// Per level, per pool: whether its taints and requirements take the pods (`ADMITS_*`).
-    pub(super) admits: Vec<Vec<u8>>,
+    pub(super) node_ok: IxVec<LevelIx, IxVec<NodeIx, bool>>,
+    /// Per level, per pool: whether its taints and requirements take the pods, once asked
+    /// (see `pool_fit`).
+    pub(super) admits: IxVec<LevelIx, IxVec<PoolIx, Option<Result<(), Why>>>>,
     pub(super) exhausted: bool,
     /// The running query's claims that never accept this group (level 0), as a bit set over
     /// claim indexes (see `room`).
@@ -111,20 +127,20 @@ pub(super) fn same_constraints(a: &Pod, fa: &PodFacts, b: &Pod, fb: &PodFacts) -
 
 impl SchedulingContext {
     pub(super) fn build_groups(&mut self) {
-        let mut buckets: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut buckets: HashMap<u64, Vec<GroupIx>> = HashMap::new();
         let input = Arc::clone(&self.input);
         let existing = std::mem::take(&mut self.existing);
         // Pods the facts cache sorted into constraint classes are grouped by class: equal
         // classes are equal constraints, and a pod with a class never has the constraints of a
         // pod without one (those have no spec or stand alone), so no comparison is needed.
-        let mut by_class: HashMap<u64, usize> = HashMap::new();
+        let mut by_class: HashMap<u64, GroupIx> = HashMap::new();
         for (pi, p) in input.pods.iter().chain(&existing).enumerate() {
+            let pi = PodIx::new(pi);
             if let Some(class) = self.facts[pi].class {
                 let g = match by_class.get(&class) {
                     Some(g) => *g,
                     None => {
-                        let g = self.groups.len();
-                        self.groups.push(self.make_group(pi, p.clone()));
+                        let g = self.groups.push(self.make_group(pi, p.clone()));
                         by_class.insert(class, g);
                         g
                     }
@@ -144,8 +160,7 @@ impl SchedulingContext {
             let g = match found {
                 Some(g) => g,
                 None => {
-                    let g = self.groups.len();
-                    self.groups.push(self.make_group(pi, p.clone()));
+                    let g = self.groups.push(self.make_group(pi, p.clone()));
                     candidates.push(g);
                     g
                 }
@@ -154,7 +169,7 @@ impl SchedulingContext {
         }
         self.existing = existing;
         // Counters and inverse terms for every constraint any group may use.
-        for g in 0..self.groups.len() {
+        for g in self.groups.indices() {
             let grp = &self.groups[g];
             let terms: Vec<(String, Option<LabelSelector>, Namespaces)> = grp
                 .hard_spread
@@ -185,15 +200,17 @@ impl SchedulingContext {
                 self.set_counter_id(&required, i);
             }
             let anti = self.groups[g].anti.clone();
-            let own: Vec<usize> = anti.iter().map(|t| self.inverse_id(t)).collect();
+            let own: Vec<InverseIx> = anti.iter().map(|t| self.inverse_id(t)).collect();
             self.groups[g].own_inverse = own;
         }
         let ns = &input.namespace_labels;
-        for g in 0..self.groups.len() {
+        for g in self.groups.indices() {
             let rep = self.groups[g].rep.clone();
             self.groups[g].counted_by =
-                (0..self.counters.len()).filter(|c| self.counters[*c].matches(&rep, ns)).collect();
-            self.groups[g].rejected_by = (0..self.inverses.len())
+                self.counters.indices().filter(|c| self.counters[*c].matches(&rep, ns)).collect();
+            self.groups[g].rejected_by = self
+                .inverses
+                .indices()
                 .filter(|i| {
                     let inv = &self.inverses[*i];
                     AffinityTerm {
@@ -209,7 +226,7 @@ impl SchedulingContext {
     }
 
     /// The group of pod `pi` (`p`), from its facts.
-    pub(super) fn make_group(&self, pi: usize, p: Arc<Pod>) -> Group {
+    pub(super) fn make_group(&self, pi: PodIx, p: Arc<Pod>) -> Group {
         let c = self.facts[pi].constraints(&p);
         let aff = &c.affinities;
         let mut pref_affinity = aff.preferred.clone();
@@ -251,9 +268,9 @@ impl SchedulingContext {
             counted_by: Vec::new(),
             rejected_by: Vec::new(),
             own_inverse: Vec::new(),
-            levels: Vec::new(),
-            node_ok: Vec::new(),
-            admits: Vec::new(),
+            levels: IxVec::default(),
+            node_ok: IxVec::default(),
+            admits: IxVec::default(),
             exhausted: false,
             refused: Vec::new(),
             rep: p,
@@ -263,8 +280,8 @@ impl SchedulingContext {
 
     /// The level `l` of group `g`, building it (by relaxing the previous level) when needed.
     /// `None` when nothing is left to relax.
-    pub(super) fn level(&mut self, g: usize, l: usize) -> Option<usize> {
-        while self.groups[g].levels.len() <= l {
+    pub(super) fn level(&mut self, g: GroupIx, l: LevelIx) -> Option<LevelIx> {
+        while self.groups[g].levels.len() <= l.ix() {
             if self.groups[g].exhausted {
                 return None;
             }
@@ -287,7 +304,7 @@ impl SchedulingContext {
     }
 
     /// The next relaxation in Karpenter's order.
-    pub(super) fn relax(&self, g: usize, s: Relax) -> Option<(Relax, Option<String>)> {
+    pub(super) fn relax(&self, g: GroupIx, s: Relax) -> Option<(Relax, Option<String>)> {
         let grp = &self.groups[g];
         let mut n = s;
         if s.term + 1 < grp.terms.len() {
@@ -317,7 +334,7 @@ impl SchedulingContext {
         None
     }
 
-    pub(super) fn build_level(&mut self, g: usize, s: Relax, relaxed: Option<String>) -> Level {
+    pub(super) fn build_level(&mut self, g: GroupIx, s: Relax, relaxed: Option<String>) -> Level {
         let grp = &self.groups[g];
         let mut r = grp.terms.get(s.term).cloned().unwrap_or_default();
         if let Some((_, pref)) = grp.pref_node.get(s.pref_node) {
@@ -379,7 +396,7 @@ impl SchedulingContext {
                 matches_own: t.matches(&rep, ns),
             });
         }
-        let anti: Vec<usize> =
+        let anti: Vec<CounterIx> =
             anti_terms.iter().map(|t| self.counter_id(&t.topology_key, &t.selector, &t.namespaces)).collect();
         Level { req, name_field, tolerate_prefer: s.tolerate_prefer, spreads: plans, affinity, anti, state: s, relaxed }
     }

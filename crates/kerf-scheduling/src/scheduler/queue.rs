@@ -2,15 +2,23 @@
 //! open claims and new claims; the pods left are retried until a full pass places none of
 //! them (a pod may fit only once another pod of the batch is placed).
 
-use super::*;
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::resources::{CPU, MEMORY};
+
+use super::SchedulingContext;
+use super::claims::Bin;
+use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx, NodeIx, PodIx};
+use crate::model::PodError;
 
 /// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
 /// the pods it could not place (when asked to explain), and those pods.
 #[derive(Default)]
 pub(super) struct Run {
-    pub(super) on_node: Vec<(usize, usize)>,
-    pub(super) errors: Vec<(usize, PodError)>,
-    pub(super) unplaced: Vec<usize>,
+    pub(super) on_node: Vec<(PodIx, NodeIx)>,
+    pub(super) errors: Vec<(PodIx, PodError)>,
+    pub(super) unplaced: Vec<PodIx>,
 }
 
 /// Whether consolidation moves `p` when its node goes: not a DaemonSet's pod (it goes with its
@@ -27,7 +35,7 @@ impl SchedulingContext {
     /// Places `pods` (context indexes), largest first, retrying the ones that did not fit until
     /// a full pass places none of them (a pod may fit only once another pod of the batch is
     /// placed). With `explain`, says why for each pod left.
-    pub(super) fn run(&mut self, pods: &[usize], explain: bool) -> Run {
+    pub(super) fn run(&mut self, pods: &[PodIx], explain: bool) -> Run {
         let nres = self.res.names.len();
         self.min_request = vec![i64::MAX; nres];
         for &pi in pods {
@@ -42,7 +50,9 @@ impl SchedulingContext {
         }
         // Nodes that cannot take even the smallest of these pods are never tried (nodes only
         // fill up during a run), so a run costs what it places, not the cluster's size.
-        self.roomy = (0..self.nodes.len())
+        self.roomy = self
+            .nodes
+            .indices()
             .filter(|n| {
                 let node = &self.nodes[*n];
                 node.schedulable
@@ -52,13 +62,13 @@ impl SchedulingContext {
                     .is_none()
             })
             .collect();
-        let mut order: Vec<usize> = pods.to_vec();
+        let mut order: Vec<PodIx> = pods.to_vec();
         let (cpu, mem) = (self.res.index[CPU], self.res.index[MEMORY]);
         let last_from = self.input.pods.len().saturating_sub(self.input.placed_last);
         order.sort_by(|a, b| {
             let (ra, rb) = (&self.pod_requests[*a], &self.pod_requests[*b]);
-            (*a >= last_from)
-                .cmp(&(*b >= last_from))
+            (a.ix() >= last_from)
+                .cmp(&(b.ix() >= last_from))
                 .then(rb[cpu].cmp(&ra[cpu]))
                 .then(rb[mem].cmp(&ra[mem]))
                 .then(a.cmp(b))
@@ -86,7 +96,7 @@ impl SchedulingContext {
         }
         run.on_node.sort();
         if explain {
-            let mut explained: HashMap<(usize, Vec<i64>), PodError> = HashMap::new();
+            let mut explained: HashMap<(GroupIx, Vec<i64>), PodError> = HashMap::new();
             for &pi in &queue {
                 let g = self.pod_group[pi];
                 // Identical pods (same group and requests) get the same explanation.
@@ -109,15 +119,15 @@ impl SchedulingContext {
     }
 
     /// Tries pod `pi` at each level of its group, most constrained first.
-    pub(super) fn place_pod(&mut self, pi: usize) -> Option<Bin> {
+    pub(super) fn place_pod(&mut self, pi: PodIx) -> Option<Bin> {
         let g = self.pod_group[pi];
         if self.groups[g].unresolvable.is_some() {
             return None;
         }
         let mut l = 0;
         loop {
-            let level = self.level(g, l)?;
-            if let Some(bin) = self.place(pi, g, level) {
+            let level = self.level(g, LevelIx::new(l))?;
+            if let Some(bin) = self.place(Attempt { pod: pi, group: g, level }) {
                 return Some(bin);
             }
             l += 1;
@@ -125,7 +135,8 @@ impl SchedulingContext {
     }
 
     /// Claim `c` never takes group `g`'s pods at its first level, in the running query.
-    fn refuse(&mut self, g: usize, c: usize) {
+    fn refuse(&mut self, g: GroupIx, c: ClaimIx) {
+        let c = c.ix();
         let set = &mut self.groups[g].refused;
         if set.is_empty() {
             self.refusing.push(g);
@@ -136,12 +147,13 @@ impl SchedulingContext {
         set[c / 64] |= 1 << (c % 64);
     }
 
-    /// Tries every bin for pod `pi` at level `l` of its group, in order: existing nodes,
-    /// in-flight claims, open claims, new claims. Commits the first that fits.
-    pub(super) fn place(&mut self, pi: usize, g: usize, l: usize) -> Option<Bin> {
+    /// Tries every bin for the attempt's pod at its level, in order: existing nodes, in-flight
+    /// claims, open claims, new claims. Commits the first that fits.
+    pub(super) fn place(&mut self, at: Attempt) -> Option<Bin> {
+        let (pi, g) = (at.pod, at.group);
         for j in 0..self.roomy.len() {
             let n = self.roomy[j];
-            if self.node_fits(pi, g, l, n) {
+            if self.node_fits(at, n) {
                 self.commit_node(pi, g, n);
                 return Some(Bin::Node(n));
             }
@@ -150,23 +162,24 @@ impl SchedulingContext {
         // this group's pods at its first level.
         let mut i = 0;
         loop {
-            let refused: &[u64] = if l == 0 { &self.groups[g].refused } else { &[] };
-            let Some(c) = self.room.first_fit(i, &self.pod_requests[pi], refused) else {
+            let first_level = at.level.ix() == 0;
+            let refused: &[u64] = if first_level { &self.groups[g].refused } else { &[] };
+            let Some(c) = self.room.first_fit(i, &self.pod_requests[pi], refused).map(ClaimIx::new) else {
                 break;
             };
-            match self.claim_fits(pi, g, l, c) {
+            match self.claim_fits(at, c) {
                 Ok(plan) => {
-                    self.commit_claim(pi, g, l, c, plan);
+                    self.commit_claim(at, c, plan);
                     return Some(Bin::Claim(c));
                 }
-                Err(true) if l == 0 => self.refuse(g, c),
+                Err(true) if first_level => self.refuse(g, c),
                 Err(_) => {}
             }
-            i = c + 1;
+            i = c.ix() + 1;
         }
         // A new claim, NodePools by weight.
-        for p in 0..self.pools.len() {
-            if let Some(c) = self.new_claim(pi, g, l, p) {
+        for p in self.pools.indices() {
+            if let Some(c) = self.new_claim(at, p) {
                 return Some(Bin::Claim(c));
             }
         }

@@ -1,7 +1,12 @@
 //! Resources as dense integer vectors: the resource names of one context, a pod's requests
-//! (parsed once, see `facts`) as a vector, and the comparisons the Scheduler makes (cpu in millicores, everything else in whole units, as kube-scheduler).
+//! (parsed once, see `facts`) as a vector, tables of such vectors ([`Matrix`]: one row per
+//! instance type), and the comparisons the Scheduler makes (cpu in millicores, everything else
+//! in whole units, as kube-scheduler).
 
-use super::*;
+use std::collections::HashMap;
+
+use kerf_api::resources::{CPU, MEMORY};
+use kerf_api::{Quantity, ResourceList};
 
 /// Resource names of this pass, so resource lists become dense `i64` vectors (cpu in
 /// millicores, everything else in whole units, as kube-scheduler compares them).
@@ -57,4 +62,81 @@ pub(super) fn from_units(name: &str, v: i64) -> Quantity {
 
 pub(super) fn type_fits(requests: &[i64], alloc: &[i64]) -> bool {
     requests.iter().zip(alloc).all(|(r, a)| *r == 0 || r <= a)
+}
+
+/// A table of `i64` rows of one length (per instance type, per resource): one home for the
+/// stride arithmetic of a flat matrix.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Matrix {
+    cells: Vec<i64>,
+    cols: usize,
+}
+
+impl Matrix {
+    /// An empty table of rows `cols` long.
+    pub(super) fn new(cols: usize) -> Self {
+        Matrix { cells: Vec::new(), cols }
+    }
+    /// `rows` rows of `cols` cells, each `fill`.
+    pub(super) fn filled(rows: usize, cols: usize, fill: i64) -> Self {
+        Matrix { cells: vec![fill; rows * cols], cols }
+    }
+    /// Row `i`.
+    #[inline(always)]
+    pub(super) fn row(&self, i: usize) -> &[i64] {
+        &self.cells[i * self.cols..(i + 1) * self.cols]
+    }
+    #[inline(always)]
+    pub(super) fn row_mut(&mut self, i: usize) -> &mut [i64] {
+        &mut self.cells[i * self.cols..(i + 1) * self.cols]
+    }
+    /// Cell `r` of row `i`.
+    #[inline(always)]
+    pub(super) fn get(&self, i: usize, r: usize) -> i64 {
+        self.cells[i * self.cols + r]
+    }
+    /// Empties the table, then gives it `rows` rows of `cols` cells, each `fill` (keeping its
+    /// allocation).
+    pub(super) fn reset(&mut self, rows: usize, cols: usize, fill: i64) {
+        self.cols = cols;
+        self.cells.clear();
+        self.cells.resize(rows * cols, fill);
+    }
+    pub(super) fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Row `k` becomes the cellwise maximum of the two rows from `first` (`first` and
+    /// `first + 1`).
+    #[inline]
+    pub(super) fn set_max_of_pair(&mut self, k: usize, first: usize) {
+        let c = self.cols;
+        for j in 0..c {
+            self.cells[k * c + j] = self.cells[first * c + j].max(self.cells[(first + 1) * c + j]);
+        }
+    }
+    pub(super) fn push_row(&mut self, row: &[i64]) {
+        debug_assert_eq!(row.len(), self.cols);
+        self.cells.extend_from_slice(row);
+    }
+    /// The rows, in order.
+    pub(super) fn rows(&self) -> std::slice::ChunksExact<'_, i64> {
+        self.cells.chunks_exact(self.cols.max(1))
+    }
+    pub(super) fn rows_mut(&mut self) -> std::slice::ChunksExactMut<'_, i64> {
+        self.cells.chunks_exact_mut(self.cols.max(1))
+    }
+    /// Cellwise `self - other` (tables of one shape).
+    pub(super) fn minus(&self, other: &Matrix) -> Matrix {
+        Matrix { cells: self.cells.iter().zip(&other.cells).map(|(a, b)| a - b).collect(), cols: self.cols }
+    }
+    /// The componentwise largest row (zeros for no rows).
+    pub(super) fn max_row(&self) -> Vec<i64> {
+        let mut out = vec![0i64; self.cols];
+        for row in self.rows() {
+            for (m, v) in out.iter_mut().zip(row) {
+                *m = (*m).max(*v);
+            }
+        }
+        out
+    }
 }

@@ -20,27 +20,25 @@
 //! each resource may come from different types): the index only rules claims out, the claim's
 //! own checks decide.
 
+use super::resources::Matrix;
+
 /// See the module documentation.
 #[derive(Default)]
 pub(super) struct RoomIndex {
-    /// Resources per entry.
-    dims: usize,
     /// Leaves (a power of two, at least 1).
     cap: usize,
     /// Claims indexed.
     len: usize,
-    /// Node `k` (1-based heap order; leaves from `cap`) at `k * dims .. (k + 1) * dims`.
-    max: Vec<i64>,
+    /// Node `k` (1-based heap order; leaves from `cap`) is row `k`, a room per resource.
+    max: Matrix,
 }
 
 impl RoomIndex {
     /// Empties the index for claims with `dims` resources.
     pub(super) fn clear(&mut self, dims: usize) {
-        self.dims = dims;
         self.len = 0;
         self.cap = 1;
-        self.max.clear();
-        self.max.resize(2 * dims, i64::MIN);
+        self.max.reset(2, dims, i64::MIN);
     }
 
     /// Indexes the next claim (index `len()`) with the room `max_alloc - requests`.
@@ -54,19 +52,15 @@ impl RoomIndex {
 
     /// Claim `i`'s room is now `max_alloc - requests`.
     pub(super) fn set(&mut self, i: usize, max_alloc: &[i64], requests: &[i64]) {
-        let d = self.dims;
-        let leaf = (self.cap + i) * d;
-        for (k, (a, r)) in max_alloc.iter().zip(requests).enumerate().take(d) {
-            self.max[leaf + k] = a.saturating_sub(*r).max(0);
+        for (m, (a, r)) in self.max.row_mut(self.cap + i).iter_mut().zip(max_alloc.iter().zip(requests)) {
+            *m = a.saturating_sub(*r).max(0);
         }
         self.lift(self.cap + i);
     }
 
     /// Claim `i` takes no more pods.
     pub(super) fn close(&mut self, i: usize) {
-        let d = self.dims;
-        let leaf = (self.cap + i) * d;
-        self.max[leaf..leaf + d].fill(i64::MIN);
+        self.max.row_mut(self.cap + i).fill(i64::MIN);
         self.lift(self.cap + i);
     }
 
@@ -76,15 +70,16 @@ impl RoomIndex {
         if from >= self.len {
             return None;
         }
-        self.descend(1, 0, self.cap, from, requests, refused)
+        self.descend(Subtree { k: 1, lo: 0, hi: self.cap }, from, requests, refused)
     }
 
     fn holds(&self, k: usize, requests: &[i64]) -> bool {
-        let d = self.dims;
-        self.max[k * d..(k + 1) * d].iter().zip(requests).all(|(m, r)| r <= m)
+        self.max.row(k).iter().zip(requests).all(|(m, r)| r <= m)
     }
 
-    fn descend(&self, k: usize, lo: usize, hi: usize, from: usize, requests: &[i64], refused: &[u64]) -> Option<usize> {
+    /// The first claim of subtree `t` at or after `from` (see [`RoomIndex::first_fit`]).
+    fn descend(&self, t: Subtree, from: usize, requests: &[i64], refused: &[u64]) -> Option<usize> {
+        let Subtree { k, lo, hi } = t;
         if hi <= from || lo >= self.len || all_set(refused, lo, hi.min(self.len)) || !self.holds(k, requests) {
             return None;
         }
@@ -92,36 +87,39 @@ impl RoomIndex {
             return Some(lo);
         }
         let mid = (lo + hi) / 2;
-        self.descend(2 * k, lo, mid, from, requests, refused)
-            .or_else(|| self.descend(2 * k + 1, mid, hi, from, requests, refused))
+        self.descend(Subtree { k: 2 * k, lo, hi: mid }, from, requests, refused)
+            .or_else(|| self.descend(Subtree { k: 2 * k + 1, lo: mid, hi }, from, requests, refused))
     }
 
     /// Recomputes the ancestors of node `k`.
     fn lift(&mut self, mut k: usize) {
-        let d = self.dims;
         while k > 1 {
             k /= 2;
-            for j in 0..d {
-                self.max[k * d + j] = self.max[2 * k * d + j].max(self.max[(2 * k + 1) * d + j]);
-            }
+            self.max.set_max_of_pair(k, 2 * k);
         }
     }
 
     /// Doubles the leaves, keeping the claims indexed.
     fn grow(&mut self) {
-        let d = self.dims;
+        let old = std::mem::take(&mut self.max);
         let old_cap = self.cap;
-        let leaves: Vec<i64> = self.max[old_cap * d..(old_cap + self.len) * d].to_vec();
         self.cap = (old_cap * 2).max(1);
-        self.max.clear();
-        self.max.resize(2 * self.cap * d, i64::MIN);
-        self.max[self.cap * d..self.cap * d + leaves.len()].copy_from_slice(&leaves);
+        self.max.reset(2 * self.cap, old.cols(), i64::MIN);
+        for i in 0..self.len {
+            self.max.row_mut(self.cap + i).copy_from_slice(old.row(old_cap + i));
+        }
         for k in (1..self.cap).rev() {
-            for j in 0..d {
-                self.max[k * d + j] = self.max[2 * k * d + j].max(self.max[(2 * k + 1) * d + j]);
-            }
+            self.max.set_max_of_pair(k, 2 * k);
         }
     }
+}
+
+/// A node of the tree: heap index `k`, covering claims `lo..hi`.
+#[derive(Clone, Copy)]
+struct Subtree {
+    k: usize,
+    lo: usize,
+    hi: usize,
 }
 
 /// Whether every index in `lo..hi` is in the bit set `bits`. Node ranges are aligned to their

@@ -2,7 +2,17 @@
 //! anti-affinity blocks per domain, spread plans and their domains, and counting a pod in or
 //! out of a node's domains (journaled, so a query can take it back).
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, ZONE};
+
+use super::SchedulingContext;
+use super::ids::{CounterIx, InverseIx, NodeIx, PodIx};
+use super::journal::Undo;
+use crate::pod::{self, AffinityTerm, Namespaces, SpreadConstraint};
+use crate::requirements::Requirements;
 
 /// A counter of pods matching a selector (and every one of `also`), per topology domain.
 pub(super) struct Counter {
@@ -46,7 +56,7 @@ impl Counter {
 #[derive(Clone)]
 pub(super) struct AffinitySet {
     /// One counter per term: pods matching every term of the set, in that term's domains.
-    pub(super) counters: Vec<usize>,
+    pub(super) counters: Vec<CounterIx>,
     pub(super) matches_own: bool,
 }
 
@@ -74,7 +84,7 @@ impl Inverse {
 
 #[derive(Clone)]
 pub(super) struct SpreadPlan {
-    pub(super) counter: usize,
+    pub(super) counter: CounterIx,
     pub(super) key: String,
     pub(super) max_skew: i64,
     pub(super) self_match: i64,
@@ -90,7 +100,12 @@ pub(super) struct SpreadPlan {
 }
 
 impl SchedulingContext {
-    pub(super) fn counter_id(&mut self, key: &str, selector: &Option<LabelSelector>, namespaces: &Namespaces) -> usize {
+    pub(super) fn counter_id(
+        &mut self,
+        key: &str,
+        selector: &Option<LabelSelector>,
+        namespaces: &Namespaces,
+    ) -> CounterIx {
         self.counter_id_with(key, selector, namespaces, Vec::new())
     }
 
@@ -100,10 +115,9 @@ impl SchedulingContext {
         selector: &Option<LabelSelector>,
         namespaces: &Namespaces,
         also: Vec<(Option<LabelSelector>, Namespaces)>,
-    ) -> usize {
+    ) -> CounterIx {
         if let Some(i) = self
             .counters
-            .iter()
             .position(|c| c.key == key && c.selector == *selector && c.namespaces == *namespaces && c.also == also)
         {
             return i;
@@ -115,13 +129,12 @@ impl SchedulingContext {
             also,
             counts: Vec::new(),
             total: 0,
-        });
-        self.counters.len() - 1
+        })
     }
 
     /// The counter of term `i` of an affinity set: pods matching every term, in term `i`'s
     /// domains (a plain per-term counter when the set has one term).
-    pub(super) fn set_counter_id(&mut self, terms: &[AffinityTerm], i: usize) -> usize {
+    pub(super) fn set_counter_id(&mut self, terms: &[AffinityTerm], i: usize) -> CounterIx {
         let also = terms
             .iter()
             .enumerate()
@@ -132,10 +145,9 @@ impl SchedulingContext {
         self.counter_id_with(&t.topology_key, &t.selector, &t.namespaces, also)
     }
 
-    pub(super) fn inverse_id(&mut self, t: &AffinityTerm) -> usize {
+    pub(super) fn inverse_id(&mut self, t: &AffinityTerm) -> InverseIx {
         if let Some(i) = self
             .inverses
-            .iter()
             .position(|c| c.key == t.topology_key && c.selector == t.selector && c.namespaces == t.namespaces)
         {
             return i;
@@ -145,12 +157,11 @@ impl SchedulingContext {
             selector: t.selector.clone(),
             namespaces: t.namespaces.clone(),
             blocked: Vec::new(),
-        });
-        self.inverses.len() - 1
+        })
     }
 
     pub(super) fn count_existing(&mut self) {
-        for n in 0..self.nodes.len() {
+        for n in self.nodes.indices() {
             for j in 0..self.nodes[n].pods.len() {
                 let pi = self.nodes[n].pods[j];
                 if self.pod(pi).metadata.deletion_timestamp.is_some() {
@@ -163,7 +174,7 @@ impl SchedulingContext {
 
     /// Counts pod `pi` (`delta` = 1) or takes it away (`delta` = -1) in the domains of existing
     /// node `n`: every counter it matches and every anti-affinity term it holds.
-    pub(super) fn count_pod(&mut self, n: usize, pi: usize, delta: i64) {
+    pub(super) fn count_pod(&mut self, n: NodeIx, pi: PodIx, delta: i64) {
         let g = self.pod_group[pi];
         for j in 0..self.groups[g].counted_by.len() {
             let c = self.groups[g].counted_by[j];
@@ -180,13 +191,13 @@ impl SchedulingContext {
     }
 
     /// Adds `delta` to counter `c` in domain `d`, recorded in the journal.
-    pub(super) fn count(&mut self, c: usize, d: u32, delta: i64) {
+    pub(super) fn count(&mut self, c: CounterIx, d: u32, delta: i64) {
         self.counters[c].add(d, delta);
         self.journal.push(Undo::Count { counter: c, domain: d, delta });
     }
 
     /// Adds `delta` to inverse term `i` in domain `d`, recorded in the journal.
-    pub(super) fn block(&mut self, i: usize, d: u32, delta: i64) {
+    pub(super) fn block(&mut self, i: InverseIx, d: u32, delta: i64) {
         self.inverses[i].block(d, delta);
         self.journal.push(Undo::Block { inverse: i, domain: d, delta });
     }
@@ -215,8 +226,7 @@ impl SchedulingContext {
             out.entry(self.values.id(v)).or_default().0 += 1;
         }
         let key = kerf_api::labels::normalize_key(&c.topology_key).to_string();
-        for pi in 0..self.pools.len() {
-            let pool = &self.pools[pi];
+        for pool in &self.pools {
             if c.honor_node_taints && pod::untolerated_taint_with(tols, &pool.taints, false).is_some() {
                 continue;
             }
@@ -267,7 +277,7 @@ impl SchedulingContext {
     }
 
     /// The domain of existing node `n` for `key` (its label values are interned up front).
-    pub(super) fn node_domain(&self, n: usize, key: &str) -> Option<u32> {
+    pub(super) fn node_domain(&self, n: NodeIx, key: &str) -> Option<u32> {
         self.nodes[n].labels.get(key).and_then(|v| self.values.ids.get(v.as_str()).copied())
     }
 

@@ -1,0 +1,316 @@
+//! Whether a pod can go on a new claim of a NodePool, and if not, why: the one check placement
+//! refuses a pool by and the explanations put into words ([`Why`]; `explain` only formats it).
+//!
+//! [`SchedulingContext::pool_fit`] asks, in one order: the pool's taints and requirements
+//! (cached per group level and pool, and asked of open claims of the pool too), whether it has
+//! instance types, DaemonSet host ports, resources no type has at all, requirements no value
+//! satisfies, then — on the pool's whole type table — available offerings, room, NodePool limits
+//! and minValues, and last the pod's topology constraints.
+//!
+//! Placement asks at [`Depth::Admission`]: the checks that need no sizing of a claim, to refuse
+//! a pool before it opens one (the rest are decided when the claim is opened, on the types and
+//! domains it is opened with). An explanation asks at [`Depth::Full`] about a pod placement left
+//! with nowhere to go: past the pool's own checks, the pod's topology constraints are what kept
+//! it out, so the first of them is named.
+
+use std::sync::Arc;
+
+use kerf_api::labels::{HOSTNAME, NODE_POOL};
+
+use super::SchedulingContext;
+use super::ids::{Attempt, Idx, IxVec, PoolIx};
+use crate::pod;
+use crate::requirements::{Incompatible, Requirement, Requirements};
+
+/// Why a pod cannot go on a new claim of a NodePool.
+#[derive(Clone, Debug)]
+pub(super) enum Why {
+    /// The pool's taint at this index is not tolerated.
+    Taint(usize),
+    /// The pool's requirements and the pod's cannot both hold.
+    Requirements(Arc<Incompatible>),
+    NoInstanceTypes,
+    /// A host port the pod asks for is taken by a DaemonSet pod on every type.
+    DaemonSetPort,
+    /// No instance type has the resource at this index at all.
+    NoResource(usize),
+    /// No value satisfies both the pool's and the pod's requirements (interned) for some key.
+    Unsatisfiable(u32),
+    /// No instance type with an available offering satisfies the requirements `req`
+    /// (interned); `excluding`: the one requirement that alone excludes every type, if any.
+    NoOffering {
+        req: u32,
+        excluding: Option<Box<(String, Requirement)>>,
+    },
+    /// No compatible type fits the pod's requests: per resource no type has enough of, that
+    /// resource's index and the compatible type with the most of it left after DaemonSets.
+    TooSmall {
+        short: Vec<(usize, usize)>,
+    },
+    /// The pool's node limit is used up.
+    NodeLimit,
+    /// No compatible type that fits is within the pool's remaining resource limits.
+    Limits,
+    /// The fitting types offer only `have` distinct values of `key`, where minValues asks `min`.
+    MinValues {
+        key: String,
+        min: usize,
+        have: usize,
+    },
+    /// The level's spread constraint at this index cannot be met on a new node.
+    Spread(usize),
+    PodAffinity,
+    PodAntiAffinity,
+}
+
+impl Why {
+    /// Whether the pool was kept out by its limits alone.
+    pub(super) fn is_limit(&self) -> bool {
+        matches!(self, Why::NodeLimit | Why::Limits)
+    }
+}
+
+/// How far [`SchedulingContext::pool_fit`] checks (see the module documentation).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Depth {
+    /// The checks placement refuses a pool by before sizing a claim.
+    Admission,
+    /// Every check, for a pod placement left with nowhere to go.
+    Full,
+}
+
+impl SchedulingContext {
+    /// Whether the attempt's pod can go on a new claim of pool `p`: the claim's requirements
+    /// (the pool's with the pod's, interned), or why not. See the module documentation.
+    pub(super) fn pool_fit(&mut self, at: Attempt, p: PoolIx, depth: Depth) -> Result<u32, Why> {
+        // Placement refuses an exhausted pool before anything else (nothing to intern).
+        if depth == Depth::Admission && self.pools[p].nodes_remaining <= 0 {
+            return Err(Why::NodeLimit);
+        }
+        match depth {
+            Depth::Admission => self.pool_admits(p, at)?,
+            Depth::Full => self.admission(p, at)?,
+        }
+        let (pi, g) = (at.pod, at.group);
+        let full = depth == Depth::Full;
+        // A pool without types, or without a resource the pod asks for, fits nothing: a
+        // claim's room check says so too, so placement leaves that to it.
+        if full && self.pools[p].types.is_empty() {
+            return Err(Why::NoInstanceTypes);
+        }
+        if self.daemon_port_conflict(g, p) {
+            return Err(Why::DaemonSetPort);
+        }
+        let pool = &self.pools[p];
+        if full
+            && let Some(ri) =
+                self.pod_requests[pi].iter().zip(&pool.largest_alloc).position(|(r, most)| *r > 0 && *most <= 0)
+        {
+            return Err(Why::NoResource(ri));
+        }
+        let level_req = self.groups[g].levels[at.level].req;
+        let pool_req = self.pool_req(p);
+        let req = self.intersect(pool_req, level_req);
+        if self.unsat[req as usize] {
+            return Err(Why::Unsatisfiable(req));
+        }
+        if !full {
+            return Ok(req);
+        }
+        let compat = self.compat(p, req);
+        if compat.is_empty() {
+            return Err(Why::NoOffering { req, excluding: self.excluding_requirement(p, req) });
+        }
+        let total = self.pod_requests[pi].clone();
+        let fit_any = self.fitting(p, &compat, &total);
+        let pool = &self.pools[p];
+        if fit_any.is_empty() {
+            let short = (0..self.res.names.len())
+                .filter(|ri| total[*ri] > 0 && compat.iter().all(|i| pool.free.get(i, *ri) < total[*ri]))
+                .map(|ri| (ri, compat.iter().max_by_key(|i| pool.free.get(*i, ri)).unwrap_or(0)))
+                .collect();
+            return Err(Why::TooSmall { short });
+        }
+        if pool.nodes_remaining <= 0 {
+            return Err(Why::NodeLimit);
+        }
+        if pool.limited
+            && !fit_any
+                .iter()
+                .any(|i| pool.capacity.row(i).iter().zip(&pool.remaining).all(|(c, r)| *r == i64::MAX || c <= r))
+        {
+            return Err(Why::Limits);
+        }
+        if let Some((key, min, have)) = self.min_values_ok(p, &fit_any) {
+            return Err(Why::MinValues { key, min, have });
+        }
+        // Topology: the pool can launch a node for the pod, yet placement found none.
+        let level = &self.groups[g].levels[at.level];
+        for (i, s) in level.spreads.iter().enumerate() {
+            if !s.fresh || !s.domains.iter().any(|d| self.spread_allows(s, *d)) {
+                return Err(Why::Spread(i));
+            }
+        }
+        if !level.affinity.is_empty() {
+            return Err(Why::PodAffinity);
+        }
+        if !level.anti.is_empty() || !self.groups[g].rejected_by.is_empty() {
+            return Err(Why::PodAntiAffinity);
+        }
+        Ok(req)
+    }
+
+    /// Whether pool `p`'s taints and requirements take the attempt's group at its level
+    /// (cached per level and pool; asked of new and open claims of the pool alike).
+    pub(super) fn pool_admits(&mut self, p: PoolIx, at: Attempt) -> Result<(), Why> {
+        let (g, l) = (at.group, at.level);
+        if let Some(Some(known)) = self.groups[g].admits.get(l).and_then(|by_pool| by_pool.get(p)) {
+            return known.clone();
+        }
+        let verdict = self.admission(p, at);
+        let npools = self.pools.len();
+        let admits = &mut self.groups[g].admits;
+        if admits.len() <= l.ix() {
+            admits.resize_with(l.ix() + 1, IxVec::default);
+        }
+        admits[l].resize(npools, None);
+        admits[l][p] = Some(verdict.clone());
+        verdict
+    }
+
+    /// The pool's taints, then its requirements, against the attempt's group at its level.
+    fn admission(&self, p: PoolIx, at: Attempt) -> Result<(), Why> {
+        let grp = &self.groups[at.group];
+        let level = &grp.levels[at.level];
+        let pool = &self.pools[p];
+        if let Some(t) = pod::untolerated_taint_with(&grp.tolerations, &pool.taints, !level.tolerate_prefer) {
+            return Err(Why::Taint(pool.taints.iter().position(|x| std::ptr::eq(x, t)).unwrap_or(0)));
+        }
+        pool.reqs
+            .compatible_strict(&self.reqs[level.req as usize], |k| pool.type_keys.contains(k))
+            .map_err(|e| Why::Requirements(Arc::new(e)))
+    }
+
+    /// The first of requirements `req` (interned) that alone leaves pool `p` no instance type
+    /// with an available offering.
+    fn excluding_requirement(&mut self, p: PoolIx, req: u32) -> Option<Box<(String, Requirement)>> {
+        let r = self.reqs[req as usize].clone();
+        for (k, kr) in r.iter() {
+            if k == HOSTNAME || k == NODE_POOL {
+                continue;
+            }
+            let mut one = Requirements::new();
+            one.add(k, kr.clone());
+            let id = self.intern_req(one);
+            if self.compat(p, id).is_empty() {
+                return Some(Box::new((k.clone(), kr.clone())));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kerf_api::ResourceList;
+    use kerf_api::labels::{INSTANCE_TYPE, ZONE};
+
+    use crate::instance::InstanceType;
+    use crate::model::{NodePoolInput, SchedulingInput};
+    use crate::scheduler::schedule;
+    use crate::testing::*;
+
+    /// NodePools named `pools` with the types each offers, and one pending pod.
+    fn one_pod(pools: Vec<(&str, Vec<InstanceType>)>, pod: Arc<Pod>) -> SchedulingInput {
+        let pool = |(name, types): (&str, Vec<InstanceType>)| NodePoolInput {
+            node_pool: Arc::new(node_pool(name, vec![])),
+            instance_types: types.into_iter().map(Arc::new).collect(),
+            in_use: ResourceList::new(),
+        };
+        SchedulingInput { node_pools: pools.into_iter().map(pool).collect(), pods: vec![pod], ..Default::default() }
+    }
+
+    /// The message the one pending pod of `input` is left with.
+    fn message(input: SchedulingInput) -> String {
+        let r = schedule(&input);
+        assert_eq!(r.errors.len(), 1, "{r:?}");
+        r.errors[0].1.message.clone()
+    }
+
+    fn it(name: &str, cpu: &str, mem: &str, zones: &[&str]) -> InstanceType {
+        instance_type(name, cpu, mem, "10", 0.1, zones)
+    }
+
+    #[test]
+    fn a_pool_without_instance_types_and_one_without_the_resource_say_so() {
+        let pools = vec![("empty", vec![]), ("cpu-only", vec![it("c", "4", "8Gi", &["a"])])];
+        assert_eq!(
+            message(one_pod(pools, pod("p").cpu("1").request("example.com/fpga", "1").build())),
+            "NodePool cpu-only: no instance type in NodePool cpu-only has resource example.com/fpga; \
+             NodePool empty: the NodePool has no instance types"
+        );
+    }
+
+    #[test]
+    fn requirements_that_exclude_every_type_only_together_are_named_whole() {
+        let pools = vec![("default", vec![it("small", "2", "4Gi", &["b"]), it("medium", "4", "8Gi", &["a"])])];
+        let p = pod("p").cpu("1").node_selector(ZONE, "a").node_selector(INSTANCE_TYPE, "small").build();
+        assert_eq!(
+            message(one_pod(pools, p)),
+            "NodePool default: no instance type with an available offering satisfies requirements \
+             karpenter.sh/nodepool In [default], node.kubernetes.io/instance-type In [small], \
+             topology.kubernetes.io/zone In [a]"
+        );
+    }
+
+    #[test]
+    fn a_pod_larger_than_every_type_gets_each_short_resource_with_the_largest_room() {
+        let pools = vec![("default", vec![it("small", "2", "4Gi", &["a"]), it("large", "8", "16Gi", &["a"])])];
+        let mut input = one_pod(pools, pod("p").cpu("12").memory("2Gi").build());
+        input.daemonset_pods = vec![pod("ds").cpu("500m").build()];
+        assert_eq!(
+            message(input),
+            "NodePool default: no instance type has enough cpu (needs 12 plus daemonset overhead 500m, \
+             largest allocatable 8)"
+        );
+    }
+
+    #[test]
+    fn a_pod_each_of_whose_requests_some_type_holds_but_no_type_all_of_them_says_so() {
+        let pools = vec![("default", vec![it("cpu-heavy", "16", "4Gi", &["a"]), it("mem-heavy", "2", "64Gi", &["a"])])];
+        assert_eq!(
+            message(one_pod(pools, pod("p").cpu("8").memory("32Gi").build())),
+            "NodePool default: no single instance type fits all requested resources together"
+        );
+    }
+
+    #[test]
+    fn required_pod_affinity_to_pods_that_run_nowhere_names_the_affinity() {
+        let pools = vec![("default", vec![it("c", "4", "8Gi", &["a", "b"])])];
+        assert_eq!(
+            message(one_pod(pools, pod("p").cpu("1").pod_affinity(ZONE, &[("app", "db")]).build())),
+            "NodePool default: pod affinity not satisfiable: no domain the NodePool can launch in has the \
+             required pods"
+        );
+    }
+
+    #[test]
+    fn anti_affinity_that_every_zone_blocks_names_the_anti_affinity() {
+        let pools = vec![("default", vec![it("c", "4", "8Gi", &["a", "b"])])];
+        let p = pod("p").label("app", "x").cpu("1").anti_affinity(ZONE, &[("app", "x")]).build();
+        let mut input = one_pod(pools, p);
+        for zone in ["a", "b"] {
+            let mut n = node(&format!("n-{zone}"), &[(ZONE, zone)], &[("cpu", "1"), ("memory", "1Gi"), ("pods", "10")]);
+            n.pods = vec![pod(&format!("x-{zone}")).label("app", "x").cpu("1").build()];
+            input.existing_nodes.push(n);
+        }
+        assert_eq!(
+            message(input),
+            "0/2 nodes are available: 2 Insufficient cpu; NodePool default: pod anti-affinity not \
+             satisfiable in any domain the NodePool can launch in"
+        );
+    }
+}
