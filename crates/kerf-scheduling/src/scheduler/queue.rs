@@ -50,18 +50,13 @@ impl SchedulingContext {
         }
         // Nodes that cannot take even the smallest of these pods are never tried (nodes only
         // fill up during a run), so a run costs what it places, not the cluster's size.
-        self.roomy = self
-            .nodes
-            .indices()
-            .filter(|n| {
-                let node = &self.nodes[*n];
-                node.schedulable
-                    && crate::fit::short_resource(
-                        self.min_request.iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
-                    )
-                    .is_none()
-            })
-            .collect();
+        self.roomy.clear();
+        for (n, node) in self.nodes.iter_enumerated() {
+            let room = self.min_request.iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a));
+            if node.schedulable && crate::fit::short_resource(room).is_none() {
+                self.roomy.push(n);
+            }
+        }
         let mut order: Vec<PodIx> = pods.to_vec();
         let (cpu, mem) = (self.res.index[CPU], self.res.index[MEMORY]);
         let last_from = self.input.pods.len().saturating_sub(self.input.placed_last);

@@ -84,11 +84,13 @@ impl Matrix {
     /// Row `i`.
     #[inline(always)]
     pub(super) fn row(&self, i: usize) -> &[i64] {
-        &self.cells[i * self.cols..(i + 1) * self.cols]
+        let start = i * self.cols;
+        &self.cells[start..start + self.cols]
     }
     #[inline(always)]
     pub(super) fn row_mut(&mut self, i: usize) -> &mut [i64] {
-        &mut self.cells[i * self.cols..(i + 1) * self.cols]
+        let start = i * self.cols;
+        &mut self.cells[start..start + self.cols]
     }
     /// Cell `r` of row `i`.
     #[inline(always)]
