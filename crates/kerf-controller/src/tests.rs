@@ -521,8 +521,8 @@ fn lifecycle_steps_log_karpenter_style_lines_with_fields() {
     assert!(line("deleted nodeclaim").contains("NodeClaim=default-aaaaa"));
 }
 
-#[test]
-fn deleting_a_nodepool_deletes_its_nodeclaims_and_instances() {
+/// A static pool `default` of two claims and a pool `other` with one claim, settled.
+fn two_pools_with_claims() -> Harness {
     let mut h = Harness::new(small_and_large());
     let mut pool = node_pool("default");
     pool.spec.replicas = Some(2);
@@ -532,6 +532,12 @@ fn deleting_a_nodepool_deletes_its_nodeclaims_and_instances() {
     other.metadata.labels = Some([(labels::NODE_POOL.to_string(), "other".to_string())].into());
     h.api.put(other);
     h.settle();
+    h
+}
+
+#[test]
+fn deleting_a_nodepool_deletes_its_nodeclaims_and_instances() {
+    let mut h = two_pools_with_claims();
     assert_eq!(h.claims().len(), 3);
     h.api.remove::<NodePool>(None, "default");
     h.settle();
@@ -542,14 +548,7 @@ fn deleting_a_nodepool_deletes_its_nodeclaims_and_instances() {
 
 #[test]
 fn a_nodepool_deleted_while_no_controller_ran_loses_its_nodeclaims_to_the_next_one() {
-    let mut h = Harness::new(small_and_large());
-    let mut pool = node_pool("default");
-    pool.spec.replicas = Some(2);
-    h.api.put(pool);
-    h.api.put(node_pool("other"));
-    let mut other = claim("other-bbbbb", vec![]);
-    other.metadata.labels = Some([(labels::NODE_POOL.to_string(), "other".to_string())].into());
-    h.api.put(other);
+    let mut h = two_pools_with_claims();
     // A claim that names a pool it is not owned by is not the pool's to delete.
     let mut stray = claim("gone-ccccc", vec![]);
     stray.metadata.labels = Some([(labels::NODE_POOL.to_string(), "gone".to_string())].into());

@@ -30,8 +30,8 @@ fn hold(h: &Harness, claim: &str) -> Option<String> {
     c.metadata.annotations?.get(labels::CONSOLIDATION_REVERSED).cloned()
 }
 
-#[test]
-fn a_reversed_consolidations_nodes_stay_held_back_after_a_restart_until_the_workload_shrinks() {
+/// A cluster with one node, `n1` of claim `first`, running web's pod `a`.
+fn web_on_one_node() -> (Harness, String) {
     let mut h = Harness::new(FakeCloud::with_types(vec![instance_type("small", "2", "8Gi", 0.10)]));
     h.api.put(node_pool("default"));
     h.api.put(web_pod("a"));
@@ -42,16 +42,28 @@ fn a_reversed_consolidations_nodes_stay_held_back_after_a_restart_until_the_work
     h.settle();
     bind(&h.api, "a", "n1");
     h.settle();
-    // A consolidation moved web's pods and launched `first` as its replacement; then another
-    // web pod needs a node of its own: the provisioner's launch undoes the decision.
+    (h, first)
+}
+
+/// A consolidation (of a node already gone, `default-gone0`) moved web's pods and launched
+/// `first` as its replacement: it is being watched.
+fn watch_web_moved_onto(h: &mut Harness, first: &str) {
     h.mgr.disruption.reversals.watch(
         ["default-gone0".to_string()],
         ["default".to_string()],
         BTreeSet::from(["default/ReplicaSet/web".to_string()]),
-        vec![first.clone()],
+        vec![first.to_string()],
         h.now,
         "its 2 pod(s) fit on other nodes",
     );
+}
+
+#[test]
+fn a_reversed_consolidations_nodes_stay_held_back_after_a_restart_until_the_workload_shrinks() {
+    let (mut h, first) = web_on_one_node();
+    // A consolidation moved web's pods and launched `first` as its replacement; then another
+    // web pod needs a node of its own: the provisioner's launch undoes the decision.
+    watch_web_moved_onto(&mut h, &first);
     h.api.put(web_pod("b"));
     h.settle();
     h.advance(Duration::from_secs(1));
@@ -97,25 +109,9 @@ fn watches(h: &Harness) -> Option<String> {
 
 #[test]
 fn a_controller_restarted_while_a_consolidation_settles_still_sees_it_undone() {
-    let mut h = Harness::new(FakeCloud::with_types(vec![instance_type("small", "2", "8Gi", 0.10)]));
-    h.api.put(node_pool("default"));
-    h.api.put(web_pod("a"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let first = h.claims()[0].name().to_string();
-    kubelet_joins(&h.api, &first, "n1", true);
-    h.settle();
-    bind(&h.api, "a", "n1");
-    h.settle();
+    let (mut h, first) = web_on_one_node();
     // A consolidation of a node that is already gone moved web's pods onto `first`.
-    h.mgr.disruption.reversals.watch(
-        ["default-gone0".to_string()],
-        ["default".to_string()],
-        BTreeSet::from(["default/ReplicaSet/web".to_string()]),
-        vec![first.clone()],
-        h.now,
-        "its 2 pod(s) fit on other nodes",
-    );
+    watch_web_moved_onto(&mut h, &first);
     h.mgr.disruption.reversals.finished(&["default-gone0".to_string()], h.now, false);
     h.advance(Duration::from_secs(1));
     let kept = watches(&h).expect("the watch is kept on the NodePool");
