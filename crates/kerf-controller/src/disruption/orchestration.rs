@@ -116,17 +116,19 @@ impl Disruption {
             .filter(|p| p.is_static())
             .map(|p| (p.name().to_string(), static_count(cx.state, p)))
             .collect();
-        let mut eval = Eval::new(
-            &cands,
-            &budgets,
-            &pools,
-            &types,
-            &statics,
-            &base,
-            cx.pod_facts,
-            cx.options.spot_to_spot_consolidation,
-            self.landing(cx, &types),
-        );
+        let mut eval = Eval {
+            cands: &cands,
+            budgets: &budgets,
+            pools: &pools,
+            types: &types,
+            statics: &statics,
+            base: &base,
+            ctx: SchedulingContext::with_facts(base.clone(), cx.pod_facts),
+            facts: cx.pod_facts,
+            spot_to_spot: cx.options.spot_to_spot_consolidation,
+            landing: self.landing(cx, &types),
+            consolidation_list: None,
+        };
         let mut blocked: BTreeMap<String, String> = BTreeMap::new();
         for c in &cands {
             if let Some(p) = &c.protected {

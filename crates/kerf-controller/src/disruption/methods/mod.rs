@@ -57,38 +57,12 @@ pub(super) struct Eval<'a> {
     /// The running commands, when some still have pods to move: every consolidation must
     /// also hold once their pods have landed.
     pub landing: Option<Landing>,
-    /// The consolidation candidates in order, once listed (both consolidation methods use it).
-    consolidation_list: Option<Vec<&'a Candidate>>,
+    /// The consolidation candidates in order, once listed (both consolidation methods use it);
+    /// `None` until then.
+    pub consolidation_list: Option<Vec<&'a Candidate>>,
 }
 
 impl<'a> Eval<'a> {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        cands: &'a [Candidate],
-        budgets: &'a Budgets,
-        pools: &'a BTreeMap<String, NodePool>,
-        types: &'a TypesByPool,
-        statics: &'a BTreeMap<String, StaticCount>,
-        base: &'a SchedulingInput,
-        facts: &'a PodFactsCache,
-        spot_to_spot: bool,
-        landing: Option<Landing>,
-    ) -> Self {
-        Eval {
-            cands,
-            budgets,
-            pools,
-            types,
-            statics,
-            base,
-            ctx: SchedulingContext::with_facts(base.clone(), facts),
-            facts,
-            spot_to_spot,
-            landing,
-            consolidation_list: None,
-        }
-    }
-
     pub fn allowed<'c>(
         &self,
         list: Vec<&'c Candidate>,
