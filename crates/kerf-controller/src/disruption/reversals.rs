@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kerf_api::cluster::{ClusterApi, EventRecord, Object};
+use kerf_api::cluster::{ClusterApi, EventRecord, Object, Patch};
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::{CloudProvider, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -256,6 +256,11 @@ impl Reversals {
     }
 }
 
+/// A merge patch that sets (or, with `None`, removes) one annotation.
+fn annotation_patch(key: &str, value: Option<&str>) -> Patch {
+    Patch::Merge(serde_json::json!({ "metadata": { "annotations": { key: value } } }))
+}
+
 impl Disruption {
     /// Writes the watches of the NodePools whose watches changed onto them; a write that fails
     /// is tried again next pass.
@@ -272,13 +277,13 @@ impl Disruption {
             if has == want.as_ref() {
                 continue;
             }
-            let mut pool: NodePool = pool.clone();
-            let annotations = pool.metadata.annotations.get_or_insert_with(Default::default);
-            match want {
-                Some(v) => annotations.insert(labels::CONSOLIDATION_WATCHES.to_string(), v),
-                None => annotations.remove(labels::CONSOLIDATION_WATCHES),
-            };
-            match cx.pass.soft("recording consolidation watches", cx.api.update(pool).await)? {
+            // A merge patch of the one annotation: a concurrent change of the pool (its status,
+            // a user's apply) is neither overwritten nor a conflict.
+            let patch = annotation_patch(labels::CONSOLIDATION_WATCHES, want.as_deref());
+            match cx
+                .pass
+                .soft("recording consolidation watches", cx.api.patch::<NodePool>(None, &name, &patch).await)?
+            {
                 Some(updated) => cx.state.record(updated.into_any()),
                 None => {
                     self.reversals.unsaved.insert(name);
@@ -334,13 +339,11 @@ impl Disruption {
             if hold.lifted(shrank) || Hold::of(claim) == Some(hold) {
                 continue;
             }
-            let mut claim = claim.clone();
-            claim
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(labels::CONSOLIDATION_REVERSED.to_string(), hold.annotation());
-            match cx.pass.soft("recording a consolidation hold", cx.api.update(claim).await)? {
+            let patch = annotation_patch(labels::CONSOLIDATION_REVERSED, Some(&hold.annotation()));
+            match cx
+                .pass
+                .soft("recording a consolidation hold", cx.api.patch::<NodeClaim>(None, &name, &patch).await)?
+            {
                 Some(updated) => cx.state.record(updated.into_any()),
                 None => {
                     self.reversals.unwritten.insert(name, hold);
@@ -350,19 +353,17 @@ impl Disruption {
         if shrank.is_none() || self.reversals.lifted_checked == shrank {
             return Ok(());
         }
-        let lifted: Vec<NodeClaim> = cx
+        let lifted: Vec<String> = cx
             .state
             .node_claims()
             .values()
             .filter(|c| c.metadata.deletion_timestamp.is_none() && Hold::of(c).is_some_and(|h| h.lifted(shrank)))
-            .cloned()
+            .map(|c| c.name().to_string())
             .collect();
         let mut done = true;
-        for mut claim in lifted {
-            if let Some(a) = claim.metadata.annotations.as_mut() {
-                a.remove(labels::CONSOLIDATION_REVERSED);
-            }
-            match cx.pass.soft("lifting a consolidation hold", cx.api.update(claim).await)? {
+        let patch = annotation_patch(labels::CONSOLIDATION_REVERSED, None);
+        for name in lifted {
+            match cx.pass.soft("lifting a consolidation hold", cx.api.patch::<NodeClaim>(None, &name, &patch).await)? {
                 Some(updated) => cx.state.record(updated.into_any()),
                 None => done = false,
             }
