@@ -24,6 +24,10 @@ mod snapshot;
 mod snapshot_bench;
 mod validate;
 
+/// mimalloc instead of the system allocator (see the workspace manifest for why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Bad input (file, field and problem): exit status 2.
 #[derive(Debug)]
 pub struct BadInput(pub String);
