@@ -154,31 +154,54 @@ impl Budgets {
     }
 }
 
-/// Labels a node must carry to satisfy its pool's requirements; the first one it breaks.
-fn requirement_drift(pool: &NodePool, node: &Node) -> Option<String> {
-    let reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
-    let empty = BTreeMap::new();
-    let node_labels = node.metadata.labels.as_ref().unwrap_or(&empty);
-    for (key, req) in reqs.iter() {
-        let value = node_labels.get(key).map(String::as_str);
-        if !req.matches(value) {
-            return Some(format!(
-                "its label {key}={} no longer satisfies NodePool {}'s requirements",
-                value.unwrap_or("(none)"),
-                pool.name()
-            ));
-        }
-    }
-    None
+/// What a pool's nodes are checked against for drift, worked out once per evaluation: its
+/// requirements and its template's static hash.
+struct PoolDrift<'p> {
+    pool: &'p NodePool,
+    requirements: Requirements,
+    template_hash: String,
 }
 
-/// The pool template's static hash differs from the one the claim was created with.
-fn template_drift(pool: &NodePool, claim: &NodeClaim) -> Option<String> {
-    let ann = claim.metadata.annotations.as_ref()?;
-    let version = ann.get(labels::NODEPOOL_HASH_VERSION)?;
-    let hash = ann.get(labels::NODEPOOL_HASH)?;
-    (version == kerf_api::hash::NODEPOOL_HASH_VERSION && *hash != pool.template_hash())
-        .then(|| format!("NodePool {}'s template changed since it was launched", pool.name()))
+impl<'p> PoolDrift<'p> {
+    fn of(pool: &'p NodePool) -> Self {
+        PoolDrift {
+            pool,
+            requirements: Requirements::from_node_selector(&pool.spec.template.spec.requirements),
+            template_hash: pool.template_hash(),
+        }
+    }
+
+    /// Why the claim or its node drifted from the pool, if either did: the template changed
+    /// since the claim was launched, or the node's labels no longer satisfy the requirements.
+    fn drift(&self, claim: &NodeClaim, node: &Node) -> Option<String> {
+        self.template_drift(claim).or_else(|| self.requirement_drift(node))
+    }
+
+    /// Labels a node must carry to satisfy its pool's requirements; the first one it breaks.
+    fn requirement_drift(&self, node: &Node) -> Option<String> {
+        let empty = BTreeMap::new();
+        let node_labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+        for (key, req) in self.requirements.iter() {
+            let value = node_labels.get(key).map(String::as_str);
+            if !req.matches(value) {
+                return Some(format!(
+                    "its label {key}={} no longer satisfies NodePool {}'s requirements",
+                    value.unwrap_or("(none)"),
+                    self.pool.name()
+                ));
+            }
+        }
+        None
+    }
+
+    /// The pool template's static hash differs from the one the claim was created with.
+    fn template_drift(&self, claim: &NodeClaim) -> Option<String> {
+        let ann = claim.metadata.annotations.as_ref()?;
+        let version = ann.get(labels::NODEPOOL_HASH_VERSION)?;
+        let hash = ann.get(labels::NODEPOOL_HASH)?;
+        (version == kerf_api::hash::NODEPOOL_HASH_VERSION && *hash != self.template_hash)
+            .then(|| format!("NodePool {}'s template changed since it was launched", self.pool.name()))
+    }
 }
 
 /// $/h of the offering the node runs on.
@@ -271,6 +294,7 @@ impl Disruption {
             }
         }
         let mut room = state.buffer_room().held();
+        let mut drift_of: BTreeMap<&str, PoolDrift<'_>> = BTreeMap::new();
         let mut out = Vec::new();
         let mut wake: Option<Timestamp> = None;
         for (name, node) in state.nodes() {
@@ -365,7 +389,8 @@ impl Disruption {
                 }
             };
             let class = state.node_class_for(pool);
-            let drifted = match template_drift(pool, claim).or_else(|| requirement_drift(pool, node)) {
+            let drift = drift_of.entry(pool.name()).or_insert_with(|| PoolDrift::of(pool));
+            let drifted = match drift.drift(claim, node) {
                 Some(d) => Some(d),
                 None => match cx.cloud.is_drifted(claim, class).await {
                     Ok(Some(why)) => {

@@ -73,7 +73,7 @@ impl Disruption {
         if cand.pods.is_empty() || cx.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
             return (Vec::new(), Vec::new());
         }
-        let mut ctx = SchedulingContext::with_facts(self.disruption_input(cx, types), cx.pod_facts);
+        let mut ctx = SchedulingContext::with_facts(self.decision_inputs(cx, types).base, cx.pod_facts);
         match what_if(&mut ctx, &[cand]) {
             Ok(answer) => {
                 let moves = planned_moves(&answer);

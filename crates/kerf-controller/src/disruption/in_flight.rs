@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::{ExistingNode, SchedulingContext, SchedulingInput, Turn, WhatIf};
+use kerf_scheduling::{ExistingNode, PodFactsCache, SchedulingContext, SchedulingInput, Turn, WhatIf};
 
 use super::candidates::Candidate;
 use super::consolidation::{Decision, replacement_of};
@@ -58,17 +58,20 @@ pub(crate) fn planned_moves(answer: &WhatIf) -> Vec<(ObjectKey, Destination)> {
 }
 
 /// The running commands as kube-scheduler will carry them out, for checking a new decision
-/// against them (see the module doc).
-pub(crate) struct Landing {
+/// against them (see the module doc). Its scheduling context is built on the first check: most
+/// evaluations find no decision to check.
+pub(crate) struct Landing<'f> {
     /// The cluster as it is (the running commands' pods still where they run).
-    ctx: SchedulingContext,
+    input: Arc<SchedulingInput>,
+    facts: &'f PodFactsCache,
+    ctx: Option<SchedulingContext>,
     /// Per running command, in the order they were carried out: whether it still waits for its
     /// replacements, its nodes still there, and its replacements still in flight (as the nodes
     /// they will become).
     running: Vec<(bool, Vec<String>, Vec<ExistingNode>)>,
 }
 
-impl Landing {
+impl Landing<'_> {
     /// Whether kube-scheduler finds a node for every pod of the running commands and then for
     /// every pod of `cands`, gone by `decision`. `Err` says which pod would be left over.
     pub(crate) fn check(&mut self, cands: &[&Candidate], decision: &Decision) -> Result<(), String> {
@@ -86,16 +89,45 @@ impl Landing {
         if waits {
             turns.push(new);
         }
+        let (input, facts) = (&self.input, self.facts);
         self.ctx
+            .get_or_insert_with(|| SchedulingContext::with_facts(Arc::clone(input), facts))
             .kube_replay_in_turn(&turns)
             .map_err(|e| format!("{e} once the disruptions under way have moved their pods"))
     }
 }
 
+/// What a disruption evaluation decides on (see [`Disruption::decision_inputs`]).
+pub(crate) struct DecisionInputs<'f> {
+    /// The cluster as the running commands leave it.
+    pub base: Arc<SchedulingInput>,
+    /// The running commands to check decisions against, when some still have pods to move.
+    pub landing: Option<Landing<'f>>,
+}
+
 impl Disruption {
-    /// The running commands whose nodes still run pods, as a [`Landing`] to check decisions
-    /// against; `None` when there are none.
-    pub(crate) fn landing<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>, types: &TypesByPool) -> Option<Landing> {
+    /// The scheduling inputs of one evaluation, from one reading of the cluster: the input
+    /// decisions are taken on (the cluster as the running commands leave it) and the running
+    /// commands whose nodes still run pods, as a [`Landing`] on the cluster as it is.
+    pub(crate) fn decision_inputs<'f, P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'f, P, C>,
+        types: &TypesByPool,
+    ) -> DecisionInputs<'f> {
+        let plain = Arc::new(cx.view().scheduling_input(&[], types));
+        let landing = self.landing(cx, &plain);
+        let base =
+            if self.running.is_empty() { plain } else { Arc::new(self.moved(cx, SchedulingInput::clone(&plain))) };
+        DecisionInputs { base, landing }
+    }
+
+    /// The running commands whose nodes still run pods, as a [`Landing`] on `plain` (the
+    /// cluster as it is); `None` when there are none.
+    fn landing<'f, P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'f, P, C>,
+        plain: &Arc<SchedulingInput>,
+    ) -> Option<Landing<'f>> {
         let running: Vec<(bool, Vec<String>, &Vec<String>)> = self
             .running
             .iter()
@@ -112,9 +144,8 @@ impl Disruption {
         if running.is_empty() {
             return None;
         }
-        let input = cx.view().scheduling_input(&[], types);
         let in_flight: BTreeMap<&str, &ExistingNode> =
-            input.existing_nodes.iter().filter(|n| n.in_flight).map(|n| (n.name.as_str(), n)).collect();
+            plain.existing_nodes.iter().filter(|n| n.in_flight).map(|n| (n.name.as_str(), n)).collect();
         let running = running
             .into_iter()
             .map(|(launching, nodes, launched)| {
@@ -122,7 +153,7 @@ impl Disruption {
                 (launching, nodes, added)
             })
             .collect();
-        Some(Landing { ctx: SchedulingContext::with_facts(input, cx.pod_facts), running })
+        Some(Landing { input: Arc::clone(plain), facts: cx.pod_facts, ctx: None, running })
     }
 
     /// Nodes and claims the running commands move pods to: not candidates while they do.
@@ -147,18 +178,10 @@ impl Disruption {
         out
     }
 
-    /// The scheduling input disruption decides on: the cluster as the running commands leave
-    /// it. Their nodes take no new pods, and their pods still bound there count on the node
-    /// (or in-flight claim) the command moves them to, when that one is still there.
-    pub(crate) fn disruption_input<P: CloudProvider, C>(
-        &self,
-        cx: &Ctx<'_, P, C>,
-        types: &TypesByPool,
-    ) -> SchedulingInput {
-        let mut input = cx.view().scheduling_input(&[], types);
-        if self.running.is_empty() {
-            return input;
-        }
+    /// `input` (the cluster as it is) as the running commands leave it: their nodes take no new
+    /// pods, and their pods still bound there count on the node (or in-flight claim) the
+    /// command moves them to, when that one is still there.
+    fn moved<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>, mut input: SchedulingInput) -> SchedulingInput {
         let mut sources: BTreeSet<&str> = BTreeSet::new();
         let mut to: BTreeMap<&ObjectKey, String> = BTreeMap::new();
         for r in &self.running {

@@ -2,6 +2,7 @@
 //! carrying out commands (taint, pre-spin replacements, delete, wait for termination).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kerf_api::nodeclaim::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
 use kerf_api::shared::set_condition;
@@ -109,7 +110,7 @@ impl Disruption {
         self.evaluations += 1;
         self.unwatched = Some(self.unwatched_inputs(cx, &types, cx.pass.now));
         self.next_check = Some(self.next_unwatched_check(cx, cx.pass.now));
-        let base = self.disruption_input(cx, &types);
+        let inputs = self.decision_inputs(cx, &types);
         let pools = cx.state.node_pools().clone();
         let statics: BTreeMap<String, StaticCount> = pools
             .values()
@@ -122,11 +123,11 @@ impl Disruption {
             pools: &pools,
             types: &types,
             statics: &statics,
-            base: &base,
-            ctx: SchedulingContext::with_facts(base.clone(), cx.pod_facts),
+            base: &inputs.base,
+            ctx: SchedulingContext::with_facts(Arc::clone(&inputs.base), cx.pod_facts),
             facts: cx.pod_facts,
             spot_to_spot: cx.options.spot_to_spot_consolidation,
-            landing: self.landing(cx, &types),
+            landing: inputs.landing,
             consolidation_list: None,
         };
         let mut blocked: BTreeMap<String, String> = BTreeMap::new();
@@ -259,7 +260,8 @@ impl Disruption {
             abandon("the budget no longer allows it");
             return Ok(());
         }
-        let mut ctx = SchedulingContext::with_facts(self.disruption_input(cx, &types), cx.pod_facts);
+        let inputs = self.decision_inputs(cx, &types);
+        let mut ctx = SchedulingContext::with_facts(inputs.base, cx.pod_facts);
         let (decision, pods) = match consolidate(&mut ctx, &now, cx.options.spot_to_spot_consolidation) {
             Ok(d) => d,
             Err(why) => {
@@ -271,7 +273,7 @@ impl Disruption {
             abandon("the decision changed");
             return Ok(());
         }
-        if let Some(mut landing) = self.landing(cx, &types)
+        if let Some(mut landing) = inputs.landing
             && let Err(why) = landing.check(&now, &decision)
         {
             abandon(&why);

@@ -119,16 +119,29 @@ impl SchedulingContext {
                 .filter(|d| pod::untolerated_taint(d, &tmpl.spec.taints).is_none())
                 .collect();
             if !daemons.is_empty() {
-                let type_reqs: Vec<Requirements> = types.iter().map(|t| type_requirements(&reqs, t)).collect();
+                // Each type's requirements, built for the first DaemonSet pod whose node
+                // affinity could turn a type away (one with an empty term runs on every type).
+                let mut type_reqs: Option<Vec<Requirements>> = None;
                 for d in daemons {
                     let terms = pod::required_node_terms(d);
+                    let everywhere = terms.iter().any(Requirements::is_empty);
+                    let type_reqs = if everywhere {
+                        None
+                    } else {
+                        Some(
+                            &*type_reqs
+                                .get_or_insert_with(|| types.iter().map(|t| type_requirements(&reqs, t)).collect()),
+                        )
+                    };
                     let requests = self.res.dense(&pod::pod_requests(d));
                     let mut runs_somewhere = false;
                     let mut free_of = Bits::empty(types.len());
-                    for (ti, treq) in type_reqs.iter().enumerate() {
-                        let runs = terms
-                            .iter()
-                            .any(|t| treq.compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok());
+                    for ti in 0..types.len() {
+                        let runs = type_reqs.is_none_or(|type_reqs| {
+                            terms.iter().any(|t| {
+                                type_reqs[ti].compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok()
+                            })
+                        });
                         if runs {
                             runs_somewhere = true;
                             for (o, v) in overhead.row_mut(ti).iter_mut().zip(&requests) {

@@ -56,7 +56,7 @@ pub(super) struct Eval<'a> {
     pub spot_to_spot: bool,
     /// The running commands, when some still have pods to move: every consolidation must
     /// also hold once their pods have landed.
-    pub landing: Option<Landing>,
+    pub landing: Option<Landing<'a>>,
     /// The consolidation candidates in order, once listed (both consolidation methods use it);
     /// `None` until then.
     pub consolidation_list: Option<Vec<&'a Candidate>>,
