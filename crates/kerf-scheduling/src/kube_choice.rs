@@ -22,7 +22,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_api::TaintEffect;
+use kerf_api::resources::{CPU, MEMORY};
+use kerf_api::{ResourceList, TaintEffect};
 
 use crate::predicates::{ClusterView, PreferenceParts, PreparedPod};
 
@@ -217,6 +218,9 @@ pub struct Ranking {
 
 #[derive(Debug)]
 struct RankedKind {
+    /// The kind's requests ([`crate::pod::pod_requests`]: pods of one kind have the same
+    /// containers and overhead), parsed once for all its pods.
+    resources: Arc<ResourceList>,
     /// The kind's cpu and memory requests, as the scores read them.
     requests: [f64; 2],
     /// (score, name rank, node) of the base nodes passing the node-local filters, best first.
@@ -265,17 +269,23 @@ impl Ranking {
     pub fn add_kind(&mut self, view: &ClusterView, pod: &Pod, key: &[u8]) -> usize {
         let rankable = !key.is_empty() && !self.prefer_no_schedule && !has_preferences(pod);
         let ranked = rankable.then(|| {
-            let prepared = view.prepare(pod);
-            let requests = cpu_memory_of(pod);
+            let resources = Arc::new(crate::pod::pod_requests(pod));
+            let requests = [resources.get(CPU).as_f64(), resources.get(MEMORY).as_f64()];
+            let prepared = view.prepare_with(pod, Some(Arc::clone(&resources)));
             let mut nodes: Vec<(i64, u32, u32)> = (0..self.base_nodes.min(view.nodes().len()))
                 .filter(|&i| view.node_filters_pass(&prepared, i))
                 .map(|i| (resource_score(view, i, requests), self.name_rank[i], i as u32))
                 .collect();
             nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            RankedKind { requests, nodes }
+            RankedKind { resources, requests, nodes }
         });
         self.kinds.push(ranked);
         self.kinds.len() - 1
+    }
+
+    /// The cpu and memory requests of the pods of `kind`, when it is ranked.
+    pub fn kind_cpu_memory(&self, kind: usize) -> Option<[f64; 2]> {
+        self.kinds.get(kind)?.as_ref().map(|k| k.requests)
     }
 }
 
@@ -307,8 +317,8 @@ struct KindTouched {
     seen: usize,
     /// (score, name rank, node) of the bound nodes passing the kind's node-local filters.
     fits: BTreeSet<(Reverse<i64>, u32, u32)>,
-    /// Each bound node's entry in `fits`, by node.
-    entry: HashMap<u32, (i64, u32)>,
+    /// Each bound node's entry in `fits`, indexed by node (sized on first use).
+    entry: Vec<Option<(i64, u32)>>,
 }
 
 impl Touched {
@@ -336,7 +346,7 @@ fn choose_ranked(
     kind: &RankedKind,
     touched: &mut Touched,
 ) -> Option<usize> {
-    let prepared = view.prepare(pod);
+    let prepared = view.prepare_with(pod, Some(Arc::clone(&kind.resources)));
     let name = |i: usize| view.nodes()[i].name.as_str();
     let better = |a: (i64, usize), b: Option<(i64, usize)>| match b {
         None => true,
@@ -350,16 +360,19 @@ fn choose_ranked(
         .find(|&(_, idx)| !touched.flag[idx] && view.inter_pod_filters_pass(&prepared, idx));
     // The bound nodes: the kind's own ranking of them, brought up to date first.
     let kt = touched.kinds.entry(kind_id).or_default();
+    if kt.seen < touched.binds.len() && kt.entry.len() < touched.flag.len() {
+        kt.entry.resize(touched.flag.len(), None);
+    }
     for &idx in &touched.binds[kt.seen..] {
         let node = idx as u32;
-        if let Some((score, rank)) = kt.entry.remove(&node) {
+        if let Some((score, rank)) = kt.entry[idx].take() {
             kt.fits.remove(&(Reverse(score), rank, node));
         }
         if view.node_filters_pass(&prepared, idx) {
             let score = resource_score(view, idx, kind.requests);
             let rank = ranking.name_rank[idx];
             kt.fits.insert((Reverse(score), rank, node));
-            kt.entry.insert(node, (score, rank));
+            kt.entry[idx] = Some((score, rank));
         }
     }
     kt.seen = touched.binds.len();
@@ -428,8 +441,8 @@ pub fn replay(
             Some((r, id, r.kinds.get(id)?.as_ref()?))
         });
         let chosen = kind.and_then(|(r, id, k)| choose_ranked(view, pod, r, id, k, &mut touched));
-        if let Some(idx) = chosen {
-            bind(view, &mut placed, &mut version, &mut memo, &mut touched, idx, pod);
+        if let (Some(idx), Some((_, _, k))) = (chosen, kind) {
+            bind(view, &mut placed, &mut version, &mut memo, &mut touched, idx, pod, Some(Arc::clone(&k.resources)));
             if let Ok(v) = result.as_mut() {
                 v.push(idx);
             }
@@ -467,7 +480,7 @@ pub fn replay(
             });
             break;
         };
-        bind(view, &mut placed, &mut version, &mut memo, &mut touched, idx, pod);
+        bind(view, &mut placed, &mut version, &mut memo, &mut touched, idx, pod, None);
         if let Ok(v) = result.as_mut() {
             v.push(idx);
         }
@@ -479,6 +492,8 @@ pub fn replay(
 }
 
 /// Binds a replayed pod to node `idx` and notes what that changes for the next pods.
+/// `requests` are the pod's, when known.
+#[allow(clippy::too_many_arguments)]
 fn bind(
     view: &mut ClusterView,
     placed: &mut Vec<(usize, Arc<Pod>)>,
@@ -487,8 +502,12 @@ fn bind(
     touched: &mut Touched,
     idx: usize,
     pod: &Arc<Pod>,
+    requests: Option<Arc<ResourceList>>,
 ) {
-    view.add_pod(idx, Arc::clone(pod));
+    match requests {
+        Some(r) => view.add_pod_with(idx, Arc::clone(pod), r),
+        None => view.add_pod(idx, Arc::clone(pod)),
+    }
     version[idx] += 1;
     touched.bound(idx);
     if crate::pod::has_required_anti_affinity(pod) {
@@ -571,6 +590,54 @@ mod tests {
             spec.node_name = None;
         }
         Arc::new(fresh)
+    }
+
+    #[test]
+    fn a_view_whose_pods_were_taken_off_and_added_back_with_their_requests_equals_one_built_afresh() {
+        let mut rng = Lcg(11);
+        let mut view = cluster(&mut rng, false);
+        for step in 0..200 {
+            let n = rng.below(view.nodes().len());
+            match (rng.below(3), view.nodes()[n].pods.len()) {
+                (0, _) | (_, 0) => {
+                    let p = workload_pod(&mut rng, 1000 + step);
+                    let requests = Arc::new(crate::pod::pod_requests(&p));
+                    view.add_pod_with(n, p, requests);
+                }
+                (1, len) => {
+                    let p = Arc::clone(&view.nodes()[n].pods[rng.below(len)]);
+                    let requests = view.take_pod(n, &p).expect("the pod is on the node");
+                    let to = rng.below(view.nodes().len());
+                    view.add_pod_with(to, p, requests);
+                }
+                (_, len) => {
+                    let p = Arc::clone(&view.nodes()[n].pods[rng.below(len)]);
+                    assert!(view.remove_pod(n, &p));
+                }
+            }
+        }
+        let fresh = ClusterView::new(view.nodes().to_vec());
+        for n in 0..view.nodes().len() {
+            // Taking every pod off leaves zero quantities where a fresh view has no entry.
+            let nonzero = |v: &ClusterView| {
+                v.requested(n)
+                    .iter()
+                    .filter(|(_, q)| !q.is_zero())
+                    .map(|(k, q)| (k.clone(), q.nanos()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(nonzero(&view), nonzero(&fresh), "node {n}");
+            assert_eq!(view.cpu_memory(n), fresh.cpu_memory(n), "node {n}");
+        }
+        for i in 0..40 {
+            let p = workload_pod(&mut rng, 2000 + i);
+            assert_eq!(view.feasible_nodes(&p), fresh.feasible_nodes(&p), "pod {i}");
+            let known = view.prepare_with(&p, Some(Arc::new(crate::pod::pod_requests(&p))));
+            let verdicts = |v: &ClusterView, pp: &PreparedPod<'_>| {
+                (0..v.nodes().len()).map(|n| v.check_prepared(pp, n).map_err(|u| u.reason)).collect::<Vec<_>>()
+            };
+            assert_eq!(verdicts(&view, &known), verdicts(&fresh, &fresh.prepare(&p)), "pod {i}");
+        }
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub use crate::fit::{
 #[derive(Debug, Clone, Default)]
 pub struct ClusterView {
     nodes: Vec<ExistingNode>,
+    /// The requests ([`pod_requests`]) of each node's pods, in the order of its `pods`: parsed
+    /// once when a pod is added, so taking it off again parses nothing.
+    pod_requests: Vec<Vec<Arc<ResourceList>>>,
     /// Sum of the requests of each node's pods.
     requested: Vec<ResourceList>,
     /// Per node, (allocatable, requested) cpu cores and memory bytes as the scores read them,
@@ -89,7 +92,7 @@ impl PodMatcher {
 #[derive(Debug, Clone)]
 pub struct PreparedPod<'p> {
     pod: &'p Pod,
-    requests: ResourceList,
+    requests: Arc<ResourceList>,
     /// cpu, memory and pods of `requests`, and whether it asks for nothing else.
     core_requests: [i128; 3],
     only_core: bool,
@@ -166,17 +169,25 @@ struct TopologyIndex {
 
 impl ClusterView {
     pub fn new(nodes: Vec<ExistingNode>) -> Self {
+        Self::with_requests(nodes, |p| Arc::new(pod_requests(p)))
+    }
+
+    /// [`ClusterView::new`], with each pod's requests ([`pod_requests`]) from `requests`
+    /// (called for the pods in order, node by node), when the caller has them parsed already.
+    pub fn with_requests(nodes: Vec<ExistingNode>, mut requests: impl FnMut(&Arc<Pod>) -> Arc<ResourceList>) -> Self {
         let mut v = ClusterView { nodes: Vec::new(), ..Default::default() };
         for n in nodes {
             let pods = n.pods.clone();
             let idx = v.nodes.len();
             v.nodes.push(ExistingNode { pods: Vec::new(), ..n });
+            v.pod_requests.push(Vec::new());
             v.requested.push(ResourceList::new());
             v.cpu_memory.push((cpu_memory_of(&v.nodes[idx].allocatable), [0.0; 2]));
             v.free_core.push(core_of(&v.nodes[idx].allocatable));
             v.ports.push(Vec::new());
             for p in pods {
-                v.add_pod(idx, p);
+                let r = requests(&p);
+                v.add_pod_with(idx, p, r);
             }
         }
         v
@@ -205,7 +216,12 @@ impl ClusterView {
 
     /// Records a pod bound (or nominated) to `node`.
     pub fn add_pod(&mut self, node: usize, pod: Arc<Pod>) {
-        let requests = pod_requests(&pod);
+        let requests = Arc::new(pod_requests(&pod));
+        self.add_pod_with(node, pod, requests);
+    }
+
+    /// [`ClusterView::add_pod`] for a pod whose requests ([`pod_requests`]) are known already.
+    pub fn add_pod_with(&mut self, node: usize, pod: Arc<Pod>, requests: Arc<ResourceList>) {
         for (free, req) in self.free_core[node].iter_mut().zip(core_of(&requests)) {
             *free -= req;
         }
@@ -231,6 +247,7 @@ impl ClusterView {
             }
         }
         self.nodes[node].pods.push(pod);
+        self.pod_requests[node].push(requests);
     }
 
     /// Undoes [`ClusterView::add_pod`] for the very pod (the same `Arc`) added to `node`: its
@@ -238,11 +255,15 @@ impl ClusterView {
     /// hold room while nominated there (kube-scheduler's nominated pods). Returns whether the
     /// pod was on the node.
     pub fn remove_pod(&mut self, node: usize, pod: &Arc<Pod>) -> bool {
-        let Some(at) = self.nodes.get(node).and_then(|n| n.pods.iter().position(|p| Arc::ptr_eq(p, pod))) else {
-            return false;
-        };
+        self.take_pod(node, pod).is_some()
+    }
+
+    /// [`ClusterView::remove_pod`], returning the pod's requests (for
+    /// [`ClusterView::add_pod_with`]) when it was on the node.
+    pub fn take_pod(&mut self, node: usize, pod: &Arc<Pod>) -> Option<Arc<ResourceList>> {
+        let at = self.nodes.get(node)?.pods.iter().position(|p| Arc::ptr_eq(p, pod))?;
         let pod = self.nodes[node].pods.remove(at);
-        let requests = pod_requests(&pod);
+        let requests = self.pod_requests[node].remove(at);
         for (free, req) in self.free_core[node].iter_mut().zip(core_of(&requests)) {
             *free += req;
         }
@@ -274,7 +295,7 @@ impl ClusterView {
                 }
             }
         }
-        true
+        Some(requests)
     }
 
     /// Appends `node` (with its pods) to the view and returns its index: a what-if about a node
@@ -288,6 +309,7 @@ impl ClusterView {
         let pods = node.pods.clone();
         let idx = self.nodes.len();
         self.nodes.push(ExistingNode { pods: Vec::new(), ..node });
+        self.pod_requests.push(Vec::new());
         self.requested.push(ResourceList::new());
         self.cpu_memory.push((cpu_memory_of(&self.nodes[idx].allocatable), [0.0; 2]));
         self.free_core.push(core_of(&self.nodes[idx].allocatable));
@@ -306,6 +328,7 @@ impl ClusterView {
             self.remove_pod(idx, &p);
         }
         let node = self.nodes.pop()?;
+        self.pod_requests.pop();
         self.requested.pop();
         self.cpu_memory.pop();
         self.free_core.pop();
@@ -350,19 +373,24 @@ impl ClusterView {
 
     /// Live pods on each node that `matcher` counts (cached; see `match_counts`).
     fn counts_per_node(&self, matcher: PodMatcher) -> Vec<u32> {
+        let key = self.count_matching(matcher);
+        self.match_counts.borrow().get(&key).map(|c| c.per_node.clone()).unwrap_or_default()
+    }
+
+    /// Makes sure the live pods on each node that `matcher` counts are cached (see
+    /// `match_counts`); returns the cache key.
+    fn count_matching(&self, matcher: PodMatcher) -> String {
         let key = matcher.key();
-        if let Some(cached) = self.match_counts.borrow().get(&key) {
-            return cached.per_node.clone();
+        if self.match_counts.borrow().contains_key(&key) {
+            return key;
         }
         let per_node: Vec<u32> = self
             .nodes
             .iter()
             .map(|n| n.pods.iter().filter(|p| matcher.matches(p, &self.namespace_labels)).count() as u32)
             .collect();
-        self.match_counts
-            .borrow_mut()
-            .insert(key, MatchCounts { matcher, per_node: per_node.clone(), per_domain: Vec::new() });
-        per_node
+        self.match_counts.borrow_mut().insert(key.clone(), MatchCounts { matcher, per_node, per_domain: Vec::new() });
+        key
     }
 
     fn topology_index(&self, key: &str) -> Arc<TopologyIndex> {
@@ -398,6 +426,12 @@ impl ClusterView {
 
     /// Computes what the filters need for `pod` once (counts for spread and affinity).
     pub fn prepare<'p>(&self, pod: &'p Pod) -> PreparedPod<'p> {
+        self.prepare_with(pod, None)
+    }
+
+    /// [`ClusterView::prepare`], with the pod's requests ([`pod_requests`]) when they are known
+    /// already.
+    pub fn prepare_with<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>) -> PreparedPod<'p> {
         let node_terms = pod::required_node_terms(pod);
         let name_fields = pod::required_node_name_fields(pod);
         let volume_terms = pod::volume_claims(pod).iter().filter_map(|c| self.volumes.get(c).cloned()).collect();
@@ -418,15 +452,25 @@ impl ClusterView {
             })
             .collect();
         if !spread.is_empty() {
-            let matched: Vec<Vec<u32>> =
-                spread.iter().map(|s| self.counts_per_node(PodMatcher::Spread(s.constraint.clone()))).collect();
+            let keys: Vec<String> =
+                spread.iter().map(|s| self.count_matching(PodMatcher::Spread(s.constraint.clone()))).collect();
+            let cache = self.match_counts.borrow();
+            let matched: Vec<&[u32]> =
+                keys.iter().map(|k| cache.get(k).map_or(&[][..], |c| c.per_node.as_slice())).collect();
+            // Node affinity and taints are read per node only when a constraint honours them
+            // and they can turn a node away (a pod without node affinity matches every node).
+            let check_affinity = spread.iter().any(|s| s.constraint.honor_node_affinity)
+                && !(!node_terms.is_empty()
+                    && node_terms.iter().all(Requirements::is_empty)
+                    && name_fields.iter().all(Option::is_none));
+            let check_taints = spread.iter().any(|s| s.constraint.honor_node_taints);
             for (i, n) in self.nodes.iter().enumerate() {
                 // kube-scheduler counts only nodes carrying every topology key of the pod.
                 if self.is_hidden(i) || !spread.iter().all(|s| s.topology.per_node[i].is_some()) {
                     continue;
                 }
-                let affinity_ok = self.node_affinity_ok(&node_terms, &name_fields, i);
-                let taints_ok = pod::untolerated_taint_with(tols, &n.taints, false).is_none();
+                let affinity_ok = !check_affinity || self.node_affinity_ok(&node_terms, &name_fields, i);
+                let taints_ok = !check_taints || pod::untolerated_taint_with(tols, &n.taints, false).is_none();
                 for (s, matched) in spread.iter_mut().zip(&matched) {
                     if (s.constraint.honor_node_affinity && !affinity_ok)
                         || (s.constraint.honor_node_taints && !taints_ok)
@@ -435,7 +479,7 @@ impl ClusterView {
                     }
                     let Some(domain) = s.topology.per_node[i] else { continue };
                     s.eligible[domain as usize] = true;
-                    s.counts[domain as usize] += i64::from(matched[i]);
+                    s.counts[domain as usize] += i64::from(matched.get(i).copied().unwrap_or(0));
                 }
             }
             for s in spread.iter_mut() {
@@ -489,7 +533,7 @@ impl ClusterView {
                 }
             }
         }
-        let requests = pod_requests(pod);
+        let requests = requests.unwrap_or_else(|| Arc::new(pod_requests(pod)));
         let core_requests = core_of(&requests);
         let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
         PreparedPod {

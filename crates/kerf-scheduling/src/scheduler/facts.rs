@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use k8s_openapi::api::core::v1::{Pod, Toleration};
-use kerf_api::Quantity;
 use kerf_api::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+use kerf_api::{Quantity, ResourceList};
 
 use super::resources::to_units;
 use crate::pod::{self, HostPort, PodAffinities, SpreadConstraint};
@@ -35,6 +35,8 @@ pub(super) struct PodFacts {
     /// `None` when parsed without a cache or when the pod stands alone.
     pub(super) class: Option<u64>,
     constraints: OnceLock<Constraints>,
+    /// The requests as kube-scheduler's view keeps them ([`pod::pod_requests`]), on first use.
+    request_list: OnceLock<Arc<ResourceList>>,
 }
 
 /// A pod's scheduling constraints, as its group is built from them.
@@ -93,7 +95,19 @@ impl PodFacts {
             Some((_, v)) => *v = 1,
             None => requests.push((Cow::Borrowed(PODS), 1)),
         }
-        PodFacts { requests, ports: pod::host_ports(p), class: None, constraints: OnceLock::new() }
+        PodFacts {
+            requests,
+            ports: pod::host_ports(p),
+            class: None,
+            constraints: OnceLock::new(),
+            request_list: OnceLock::new(),
+        }
+    }
+
+    /// The requests of `p` (the pod these facts were read from) as a resource list, for
+    /// kube-scheduler's view of the cluster; worked out once per version of the pod.
+    pub(super) fn request_list(&self, p: &Pod) -> Arc<ResourceList> {
+        Arc::clone(self.request_list.get_or_init(|| Arc::new(pod::pod_requests(p))))
     }
 
     /// The constraints of `p` (the pod these facts were read from), parsed on first use.

@@ -11,9 +11,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use kerf_api::ResourceList;
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, NODE_POOL, ZONE};
 
 use super::SchedulingContext;
+use super::ids::{Idx, PodIx};
 use crate::instance::{InstanceType, Offering};
 use crate::kube_choice;
 use crate::model::{ExistingNode, NewNodeClaim};
@@ -69,6 +71,9 @@ fn unbound_copy(pod: &Pod) -> Pod {
     }
     fresh
 }
+
+/// A pod taken off a removed node, with its requests (to put it back without parsing them).
+type PodWithRequests = (Arc<Pod>, Arc<ResourceList>);
 
 /// The node a replacement claim would become: launched as `instance_type` with `offering`.
 #[derive(Debug, Clone, Copy)]
@@ -149,12 +154,27 @@ impl SchedulingContext {
     /// kube-scheduler's view of the existing nodes (built on first use).
     fn kube_view(&mut self) -> &mut KubeView {
         let input = Arc::clone(&self.input);
+        let facts = &self.facts;
         self.kube_view.get_or_insert_with(|| {
             let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
             let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-            let view = ClusterView::new(nodes)
-                .with_volumes(input.volume_requirements.clone())
-                .with_namespace_labels(input.namespace_labels.clone());
+            // The existing pods' facts follow the pending ones, node after node (see `build`).
+            let mut pi = input.pods.len();
+            let mut requests = Vec::new();
+            for n in &input.existing_nodes {
+                for p in &n.pods {
+                    if !n.in_flight {
+                        requests.push(facts[PodIx::new(pi)].request_list(p));
+                    }
+                    pi += 1;
+                }
+            }
+            let mut requests = requests.into_iter();
+            let view = ClusterView::with_requests(nodes, |p| {
+                requests.next().unwrap_or_else(|| Arc::new(crate::pod::pod_requests(p)))
+            })
+            .with_volumes(input.volume_requirements.clone())
+            .with_namespace_labels(input.namespace_labels.clone());
             let ranking = kube_choice::Ranking::new(&view);
             KubeView { view, index, ranking, kind_of: HashMap::new(), kinds: HashMap::new() }
         })
@@ -194,14 +214,16 @@ impl SchedulingContext {
         let mut result = Ok(());
         for v in 0..variants {
             let mut bound: Vec<(usize, Arc<Pod>)> = Vec::new();
-            let mut taken: Vec<(usize, Vec<Arc<Pod>>)> = Vec::new();
+            let mut taken: Vec<(usize, Vec<PodWithRequests>)> = Vec::new();
             let mut pushed = 0usize;
             for (t, turn) in turns.iter().enumerate() {
                 for &idx in &nodes[t] {
-                    let on_node = view.nodes()[idx].pods.clone();
-                    for p in &on_node {
-                        view.remove_pod(idx, p);
-                    }
+                    let on_node: Vec<PodWithRequests> = view.nodes()[idx]
+                        .pods
+                        .clone()
+                        .into_iter()
+                        .filter_map(|p| view.take_pod(idx, &p).map(|r| (p, r)))
+                        .collect();
                     taken.push((idx, on_node));
                 }
                 for n in &turn.added {
@@ -236,8 +258,8 @@ impl SchedulingContext {
                 view.pop_node();
             }
             for (idx, on_node) in taken.into_iter().rev() {
-                for p in on_node {
-                    view.add_pod(idx, p);
+                for (p, requests) in on_node {
+                    view.add_pod_with(idx, p, requests);
                 }
             }
             if result.is_err() {
@@ -267,13 +289,15 @@ impl SchedulingContext {
         // Their kinds are ranked on the view as built, before any node is taken away.
         let (order, kinds): (Vec<Arc<Pod>>, Vec<usize>) = pods.iter().map(|p| kv.copy_of(p)).unzip();
         // The removed nodes go, and their pods with them.
-        let mut taken: Vec<(usize, Vec<Arc<Pod>>)> = Vec::new();
+        let mut taken: Vec<(usize, Vec<PodWithRequests>)> = Vec::new();
         for name in removed {
             let Some(&idx) = kv.index.get(*name) else { continue };
-            let on_node = kv.view.nodes()[idx].pods.clone();
-            for p in &on_node {
-                kv.view.remove_pod(idx, p);
-            }
+            let on_node: Vec<PodWithRequests> = kv.view.nodes()[idx]
+                .pods
+                .clone()
+                .into_iter()
+                .filter_map(|p| kv.view.take_pod(idx, &p).map(|r| (p, r)))
+                .collect();
             kv.view.set_hidden(idx, true);
             taken.push((idx, on_node));
         }
@@ -298,8 +322,8 @@ impl SchedulingContext {
         }
         for (idx, on_node) in taken.into_iter().rev() {
             kv.view.set_hidden(idx, false);
-            for p in on_node {
-                kv.view.add_pod(idx, p);
+            for (p, requests) in on_node {
+                kv.view.add_pod_with(idx, p, requests);
             }
         }
         result
