@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::nodeclaim::{CONDITION_INITIALIZED, CONDITION_LAUNCHED, NodeClaimSpec, ResourceRequirements};
-use kerf_api::{NodeClaim, labels};
+use kerf_api::{NodeClaim, NodePool, labels};
 
 use crate::testkit::*;
 
@@ -91,6 +91,25 @@ fn a_label_a_user_adds_to_a_node_before_it_is_initialized_stays_beside_the_initi
     assert_eq!(label(&node.metadata, labels::INITIALIZED), Some("true"));
     let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
     assert!(c.is_condition_true(CONDITION_INITIALIZED));
+}
+
+#[test]
+fn a_nodepool_status_write_keeps_a_spec_change_the_controllers_have_not_seen_and_is_no_conflict() {
+    let mut h = Harness::new(cloud());
+    h.api.put(node_pool("default"));
+    h.settle();
+    assert_eq!(h.api.one::<NodePool>(None, "default").unwrap().status.unwrap().nodes, Some(0));
+    // A claim of the pool launches (its capacity changes the pool's status) while a user's
+    // change of the pool's weight has not reached the controllers.
+    h.api.put(claim("default-aaaaa", true));
+    deliver(&mut h);
+    let mut pool: NodePool = h.api.one(None, "default").unwrap();
+    pool.spec.weight = Some(7);
+    h.api.put_unseen(pool);
+    h.settle();
+    let pool: NodePool = h.api.one(None, "default").unwrap();
+    assert_eq!(pool.spec.weight, Some(7), "the user's spec change stays");
+    assert_eq!(pool.status.unwrap().nodes, Some(1), "the status is written at once");
 }
 
 #[test]
