@@ -33,12 +33,13 @@ use kerf_api::capacitybuffer::{
     self as cb, ACTIVE_CAPACITY, CONDITION_PROVISIONING, CONDITION_READY_FOR_PROVISIONING, CapacityBufferStatus,
     LocalObjectRef,
 };
-use kerf_api::cluster::{ApiError, ClusterApi};
+use kerf_api::cluster::{ApiError, ClusterApi, Patch};
 use kerf_api::{CapacityBuffer, Condition, ResourceList};
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::SchedulingContext;
 
 use crate::ctx::{ControllerError, Ctx};
+use crate::patches::status_changes;
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 
@@ -444,12 +445,13 @@ impl Buffers {
         }
         for (key, buffer, r) in resolved {
             let status = buffer_status(cx.state, &key, &buffer, &r, cx.pass.now);
-            if buffer.status.as_ref() == Some(&status) {
-                continue;
-            }
-            let mut updated = buffer.clone();
-            updated.status = Some(status);
-            if let Some(written) = cx.pass.soft("writing capacitybuffer status", cx.api.update_status(updated).await)? {
+            // A merge patch of what changed: the buffer's spec, edited meanwhile, stays.
+            let Some(patch) = status_changes(buffer.status.as_ref(), &status)? else { continue };
+            let written = cx
+                .api
+                .patch_status::<CapacityBuffer>(Some(buffer.namespace()), buffer.name(), &Patch::Merge(patch))
+                .await;
+            if let Some(written) = cx.pass.soft("writing capacitybuffer status", written)? {
                 cx.state.record(kerf_api::cluster::Object::into_any(written));
             }
         }

@@ -50,6 +50,7 @@ pub mod manager;
 mod nodeclass;
 mod nodepool;
 mod nominations;
+mod patches;
 mod provisioner;
 pub mod runtime;
 pub mod state;
@@ -75,3 +76,5 @@ mod testkit;
 mod tests;
 #[cfg(test)]
 mod watch_tests;
+#[cfg(test)]
+mod write_tests;

@@ -13,8 +13,9 @@ use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 use std::collections::BTreeMap;
 
 use crate::ctx::{ControllerError, Ctx, LAUNCH_RETRY_AFTER};
+use crate::patches::{changes, pinned, status_changes};
 use crate::util;
-use kerf_api::cluster::{AnyObject, ClusterApi, EventRecord, Object, WatchEvent};
+use kerf_api::cluster::{AnyObject, ClusterApi, EventRecord, Object, Patch, WatchEvent};
 
 /// Taints the kubelet or node lifecycle controller put on a node that is not ready yet.
 const EPHEMERAL_TAINTS: &[&str] = &[
@@ -129,6 +130,19 @@ fn not_initialized_because(node: &Node, claim: &NodeClaim) -> Option<String> {
     None
 }
 
+/// Writes `status` as the claim's: a merge patch of what changed from the claim as read (its
+/// metadata and spec, and status fields the patch does not name, stay as the API server has
+/// them). `None` when the write failed softly (the claim is gone; it is retried).
+async fn write_status<P: CloudProvider, C: ClusterApi>(
+    cx: &mut Ctx<'_, P, C>,
+    claim: &NodeClaim,
+    status: &NodeClaimStatus,
+) -> Result<Option<NodeClaim>, ControllerError> {
+    let Some(patch) = status_changes(claim.status.as_ref(), status)? else { return Ok(Some(claim.clone())) };
+    let written = cx.api.patch_status::<NodeClaim>(None, claim.name(), &Patch::Merge(patch)).await;
+    cx.pass.soft("updating nodeclaim status", written)
+}
+
 /// The NodeClaim lifecycle reconciler: its only memory is when to retry failed launches.
 #[derive(Debug, Default)]
 pub(crate) struct Lifecycle {
@@ -212,9 +226,12 @@ impl Lifecycle {
                 }
             }
         }
-        let mut released = claim;
+        // The finalizers are a list others edit too: the write is pinned to the claim as read.
+        let mut released = claim.clone();
         remove_finalizer(&mut released.metadata);
-        if let Some(gone) = cx.pass.soft("removing nodeclaim finalizer", cx.api.update(released).await)? {
+        let Some(patch) = changes(&claim, &released)?.map(|p| pinned(&claim.metadata, p)) else { return Ok(()) };
+        let gone = cx.api.patch::<NodeClaim>(None, &name, &patch).await;
+        if let Some(gone) = cx.pass.soft("removing nodeclaim finalizer", gone)? {
             tracing::info!(NodeClaim = %name, "deleted nodeclaim");
             // Deleting and without finalizers: the API server has removed it.
             cx.state.forget(&gone.into_any());
@@ -246,10 +263,14 @@ impl Lifecycle {
         }
         let mut claim = claim;
         if !has_finalizer(&claim.metadata) {
-            add_finalizer(&mut claim.metadata);
-            let Some(updated) = cx.pass.soft("adding finalizer", cx.api.update(claim).await)? else { return Ok(()) };
-            cx.state.record(updated.clone().into_any());
-            claim = updated;
+            let mut finalized = claim.clone();
+            add_finalizer(&mut finalized.metadata);
+            if let Some(patch) = changes(&claim, &finalized)?.map(|p| pinned(&claim.metadata, p)) {
+                let written = cx.api.patch::<NodeClaim>(None, &name, &patch).await;
+                let Some(updated) = cx.pass.soft("adding finalizer", written)? else { return Ok(()) };
+                cx.state.record(updated.clone().into_any());
+                claim = updated;
+            }
         }
         // An instance launched on an earlier pass whose status write was lost is not launched twice.
         let launched = match cx.published.unrecorded_launches.remove(&name) {
@@ -285,13 +306,10 @@ impl Lifecycle {
                     &mut status.conditions,
                     util::condition(CONDITION_LAUNCHED, false, "LaunchFailed", &e.to_string(), cx.pass.now),
                 );
-                if claim.status.as_ref() != Some(&status) {
-                    claim.status = Some(status);
-                    if let Some(updated) =
-                        cx.pass.soft("updating nodeclaim status", cx.api.update_status(claim).await)?
-                    {
-                        cx.state.record(updated.into_any());
-                    }
+                if claim.status.as_ref() != Some(&status)
+                    && let Some(updated) = write_status(cx, &claim, &status).await?
+                {
+                    cx.state.record(updated.into_any());
                 }
                 let retry = util::after(cx.pass.now, LAUNCH_RETRY_AFTER);
                 self.launch_retry.insert(name, retry);
@@ -310,13 +328,16 @@ impl Lifecycle {
         launched: NodeClaim,
     ) -> Result<(), ControllerError> {
         let name = claim.name().to_string();
-        let before = claim.metadata.labels.clone();
-        let claim_labels = claim.metadata.labels.get_or_insert_with(Default::default);
+        let mut labelled = claim.clone();
+        let claim_labels = labelled.metadata.labels.get_or_insert_with(Default::default);
         for (k, v) in launched.metadata.labels.iter().flatten() {
             claim_labels.insert(k.clone(), v.clone());
         }
-        if claim.metadata.labels != before {
-            let Some(updated) = cx.pass.soft("labelling nodeclaim", cx.api.update(claim).await)? else {
+        if labelled.metadata.labels != claim.metadata.labels
+            && let Some(patch) = changes(&claim, &labelled)?
+        {
+            let written = cx.api.patch::<NodeClaim>(None, &name, &Patch::Merge(patch)).await;
+            let Some(updated) = cx.pass.soft("labelling nodeclaim", written)? else {
                 cx.published.unrecorded_launches.insert(name, launched);
                 return Ok(());
             };
@@ -326,8 +347,7 @@ impl Lifecycle {
         let mut conds = claim.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
         set_condition(&mut conds, util::condition(CONDITION_LAUNCHED, true, "Launched", "", cx.pass.now));
         status.conditions = conds;
-        claim.status = Some(status);
-        let Some(updated) = cx.pass.soft("updating nodeclaim status", cx.api.update_status(claim).await)? else {
+        let Some(updated) = write_status(cx, &claim, &status).await? else {
             cx.published.unrecorded_launches.insert(name, launched);
             return Ok(());
         };
@@ -373,19 +393,21 @@ impl Lifecycle {
             return Ok(());
         }
         let node_name = node.metadata.name.clone().unwrap_or_default();
+        // Registration writes the node's finalizers, owner references and taints, lists the
+        // kubelet and other controllers edit too: pinned to the node as read.
         let synced = registered_node(&node, &claim);
-        if synced != node {
-            let Some(updated) = cx.pass.soft("registering node", cx.api.update(synced).await)? else { return Ok(()) };
+        if let Some(patch) = changes(&node, &synced)?.map(|p| pinned(&node.metadata, p)) {
+            let written = cx.api.patch::<Node>(None, &node_name, &patch).await;
+            let Some(updated) = cx.pass.soft("registering node", written)? else { return Ok(()) };
             cx.state.record(updated.into_any());
         }
-        let mut claim = claim;
-        let status = claim.status.get_or_insert_with(Default::default);
+        let mut status = claim.status.clone().unwrap_or_default();
         status.node_name = Some(node_name.clone());
         set_condition(
             &mut status.conditions,
             util::condition(CONDITION_REGISTERED, true, "Registered", "", cx.pass.now),
         );
-        let Some(updated) = cx.pass.soft("updating nodeclaim status", cx.api.update_status(claim).await)? else {
+        let Some(updated) = write_status(cx, &claim, &status).await? else {
             return Ok(());
         };
         tracing::info!(NodeClaim = %name, Node = %node_name, "registered nodeclaim");
@@ -410,25 +432,20 @@ impl Lifecycle {
         let node_name = node.metadata.name.clone().unwrap_or_default();
         let allocatable = util::node_allocatable(&node);
         if node.metadata.labels.as_ref().and_then(|l| l.get(labels::INITIALIZED)).map(String::as_str) != Some("true") {
-            let mut labelled = node;
-            labelled
-                .metadata
-                .labels
-                .get_or_insert_with(Default::default)
-                .insert(labels::INITIALIZED.to_string(), "true".to_string());
-            let Some(updated) = cx.pass.soft("labelling node initialized", cx.api.update(labelled).await)? else {
+            let patch = serde_json::json!({ "metadata": { "labels": { labels::INITIALIZED: "true" } } });
+            let written = cx.api.patch::<Node>(None, &node_name, &Patch::Merge(patch)).await;
+            let Some(updated) = cx.pass.soft("labelling node initialized", written)? else {
                 return Ok(());
             };
             cx.state.record(updated.into_any());
         }
-        let mut claim = claim;
-        let status = claim.status.get_or_insert_with(Default::default);
+        let mut status = claim.status.clone().unwrap_or_default();
         set_condition(
             &mut status.conditions,
             util::condition(CONDITION_INITIALIZED, true, "Initialized", "", cx.pass.now),
         );
         set_condition(&mut status.conditions, util::condition(CONDITION_READY, true, "Ready", "", cx.pass.now));
-        let Some(updated) = cx.pass.soft("updating nodeclaim status", cx.api.update_status(claim).await)? else {
+        let Some(updated) = write_status(cx, &claim, &status).await? else {
             return Ok(());
         };
         tracing::info!(NodeClaim = %updated.name(), Node = %node_name, allocatable = %allocatable, "initialized nodeclaim");

@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kerf_api::cluster::{ClusterApi, Object};
+use kerf_api::cluster::{ClusterApi, Object, Patch};
 use kerf_api::ec2nodeclass::{EC2NodeClassSpec, EC2NodeClassStatus};
 use kerf_api::{EC2NodeClass, NodePool};
 use kerf_cloud::{CloudProvider, Timestamp};
 
 use crate::ctx::{ControllerError, Ctx};
+use crate::patches::status_changes;
 use crate::state::ClusterState;
 
 /// How long to wait before resolving a node class again after the cloud failed to.
@@ -83,7 +84,7 @@ impl NodeClasses {
                 _ => due.push(class.clone()),
             }
         }
-        for mut class in due {
+        for class in due {
             let name = class.name().to_string();
             let resolution = match cx.cloud.resolve_node_class(&class).await {
                 Ok(r) => r,
@@ -104,11 +105,14 @@ impl NodeClasses {
                 continue;
             }
             let was = class.not_ready();
-            class.status = Some(resolution.status);
-            let now = class.not_ready();
-            // Resolved only once the status is written: a write that fails (the reconciler
-            // is retried) or loses a race (the retry comes a second later) resolves it again.
-            if let Some(updated) = cx.pass.soft("updating nodeclass status", cx.api.update_status(class).await)? {
+            let Some(patch) = status_changes(class.status.as_ref(), &resolution.status)? else { continue };
+            let mut resolved = class.clone();
+            resolved.status = Some(resolution.status);
+            let now = resolved.not_ready();
+            // Resolved only once the status is written (a merge patch of what changed): a write
+            // that fails (the reconciler is retried) or finds the class gone resolves it again.
+            let written = cx.api.patch_status::<EC2NodeClass>(None, &name, &Patch::Merge(patch)).await;
+            if let Some(updated) = cx.pass.soft("updating nodeclass status", written)? {
                 self.by_class.insert(name.clone(), Resolution::of(&updated, recheck));
                 if was != now {
                     match &now {

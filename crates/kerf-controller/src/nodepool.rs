@@ -13,11 +13,12 @@ use kerf_cloud::CloudProvider;
 use kerf_scheduling::{InstanceType, NewNodeClaim, Requirements};
 
 use crate::ctx::{ControllerError, Ctx};
+use crate::patches::status_changes;
 use crate::provisioner::first_five;
 use crate::state::ClusterState;
 use crate::termination::is_disrupted;
 use crate::util;
-use kerf_api::cluster::{ClusterApi, Object};
+use kerf_api::cluster::{ClusterApi, Object, Patch};
 
 /// Which of a static pool's claims to remove first: ones that have not launched, then ones not
 /// initialized, then those with the fewest pods, newest name last as a tie-break.
@@ -254,7 +255,7 @@ impl NodePools {
     ) -> Result<(), ControllerError> {
         let pools: Vec<NodePool> =
             cx.state.node_pools().values().filter(|p| p.metadata.deletion_timestamp.is_none()).cloned().collect();
-        for mut pool in pools {
+        for pool in pools {
             let mut resources = ResourceList::new();
             let mut nodes = 0i64;
             for claim in cx.state.claims_of_pool(pool.name()) {
@@ -281,11 +282,11 @@ impl NodePools {
             };
             set_condition(&mut status.conditions, class_ready);
             set_condition(&mut status.conditions, ready);
-            if pool.status.as_ref() == Some(&status) {
-                continue;
-            }
-            pool.status = Some(status);
-            match cx.pass.soft("updating nodepool status", cx.api.update_status(pool).await)? {
+            // A merge patch of what changed: a concurrent change of the pool's spec (a user's
+            // apply) is neither overwritten nor a conflict.
+            let Some(patch) = status_changes(pool.status.as_ref(), &status)? else { continue };
+            let written = cx.api.patch_status::<NodePool>(None, pool.name(), &Patch::Merge(patch)).await;
+            match cx.pass.soft("updating nodepool status", written)? {
                 Some(updated) => cx.state.record(updated.into_any()),
                 None => cx.published.pool_status_stale = true,
             }

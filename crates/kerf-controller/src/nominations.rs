@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::cluster::{ApiError, ClusterApi};
 
 use crate::ctx::{ControllerError, Pass, RETRY_AFTER};
+use crate::patches::pinned;
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 
@@ -136,9 +137,10 @@ impl Nominations {
         self.written.retain(|k, _| state.pod(&k.0, &k.1).is_some_and(|p| util::pod_node_name(p).is_none()));
         for (key, node) in writes {
             let Some(pod) = state.pod(&key.0, &key.1) else { continue };
-            let mut pod = Pod::clone(pod);
-            pod.status.get_or_insert_with(Default::default).nominated_node_name = node.clone();
-            match api.update_status(pod).await {
+            // Only right for the pod as read (unbound, with the nomination seen): kube-scheduler
+            // binds pods and writes nominations too, so the patch is pinned to that version.
+            let patch = pinned(&pod.metadata, serde_json::json!({ "status": { "nominatedNodeName": node } }));
+            match api.patch_status::<Pod>(Some(&key.0), &key.1, &patch).await {
                 Ok(_) => match node {
                     Some(n) => {
                         self.written.insert(key, n);

@@ -17,6 +17,7 @@ use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
 use crate::ctx::{ControllerError, Ctx, LAUNCH_RETRY_AFTER};
 use crate::lifecycle::{has_finalizer, remove_finalizer};
+use crate::patches::{changes, pinned};
 use crate::util;
 use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
 
@@ -147,13 +148,17 @@ impl Termination {
         if let Some(c) = claim.as_ref().filter(|c| c.metadata.deletion_timestamp.is_none()) {
             cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, c.name()).await)?;
         }
+        // Taints and finalizers are lists the kubelet and other controllers edit too: their
+        // writes are pinned to the node as read.
         let tainted = with_disrupted_taint(&node);
-        let node = if tainted != node {
-            let Some(updated) = cx.pass.soft("tainting node", cx.api.update(tainted).await)? else { return Ok(()) };
-            cx.state.record(updated.clone().into_any());
-            updated
-        } else {
-            node
+        let node = match changes(&node, &tainted)?.map(|p| pinned(&node.metadata, p)) {
+            Some(patch) => {
+                let written = cx.api.patch::<Node>(None, name, &patch).await;
+                let Some(updated) = cx.pass.soft("tainting node", written)? else { return Ok(()) };
+                cx.state.record(updated.clone().into_any());
+                updated
+            }
+            None => node,
         };
         if let Drain::Waiting = self.drain(cx, &node, claim.as_ref()).await? {
             return Ok(());
@@ -168,9 +173,11 @@ impl Termination {
                 }
             }
         }
-        let mut released = node;
+        let mut released = node.clone();
         remove_finalizer(&mut released.metadata);
-        if let Some(gone) = cx.pass.soft("removing node finalizer", cx.api.update(released).await)? {
+        let Some(patch) = changes(&node, &released)?.map(|p| pinned(&node.metadata, p)) else { return Ok(()) };
+        let gone = cx.api.patch::<Node>(None, name, &patch).await;
+        if let Some(gone) = cx.pass.soft("removing node finalizer", gone)? {
             tracing::info!(Node = %name, "deleted node");
             cx.state.forget(&gone.into_any());
         }

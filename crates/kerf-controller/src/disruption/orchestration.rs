@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Node;
 use kerf_api::nodeclaim::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, labels};
@@ -25,9 +26,10 @@ use super::{
 use crate::ctx::{ControllerError, Ctx};
 use crate::input::in_flight;
 use crate::nodepool::{StaticCount, static_count};
+use crate::patches::{changes, pinned, status_changes};
 use crate::termination::{is_disrupted, with_disrupted_taint, without_disrupted_taint};
 use crate::util;
-use kerf_api::cluster::{ClusterApi, EventRecord, Object};
+use kerf_api::cluster::{ClusterApi, EventRecord, Object, Patch};
 use kerf_api::events::same_apart_from_numbers;
 
 impl Disruption {
@@ -297,22 +299,26 @@ impl Disruption {
     ) -> Result<(), ControllerError> {
         let reason = cmd.reason.as_str();
         for c in &cmd.candidates {
-            if let Some(node) = cx.state.node(&c.node).cloned() {
-                let tainted = with_disrupted_taint(&node);
-                if tainted != node
-                    && let Some(updated) = cx.pass.soft("tainting node", cx.api.update(tainted).await)?
-                {
-                    cx.state.record(updated.into_any());
-                }
+            // The taints are a list others edit too: pinned to the node as read. The condition
+            // is a merge patch of the claim's status (kerf alone writes its conditions).
+            if let Some(node) = cx.state.node(&c.node).cloned()
+                && let Some(patch) = changes(&node, &with_disrupted_taint(&node))?.map(|p| pinned(&node.metadata, p))
+                && let Some(updated) =
+                    cx.pass.soft("tainting node", cx.api.patch::<Node>(None, &c.node, &patch).await)?
+            {
+                cx.state.record(updated.into_any());
             }
-            if let Some(mut claim) = cx.state.node_claim(&c.claim).cloned() {
-                let status = claim.status.get_or_insert_with(Default::default);
+            if let Some(claim) = cx.state.node_claim(&c.claim).cloned() {
+                let mut status = claim.status.clone().unwrap_or_default();
                 set_condition(
                     &mut status.conditions,
                     util::condition(CONDITION_DISRUPTION_REASON, true, reason, &cmd.detail, cx.pass.now),
                 );
-                if let Some(updated) = cx.pass.soft("marking nodeclaim disrupted", cx.api.update_status(claim).await)? {
-                    cx.state.record(updated.into_any());
+                if let Some(patch) = status_changes(claim.status.as_ref(), &status)? {
+                    let written = cx.api.patch_status::<NodeClaim>(None, &c.claim, &Patch::Merge(patch)).await;
+                    if let Some(updated) = cx.pass.soft("marking nodeclaim disrupted", written)? {
+                        cx.state.record(updated.into_any());
+                    }
                 }
             }
         }
@@ -474,20 +480,24 @@ impl Disruption {
         claim: &str,
         node: &str,
     ) -> Result<(), ControllerError> {
-        if let Some(n) = cx.state.node(node).cloned() {
-            let clean = without_disrupted_taint(&n);
-            if clean != n
-                && let Some(updated) = cx.pass.soft("untainting node", cx.api.update(clean).await)?
-            {
-                cx.state.record(updated.into_any());
-            }
+        if let Some(n) = cx.state.node(node).cloned()
+            && let Some(patch) = changes(&n, &without_disrupted_taint(&n))?.map(|p| pinned(&n.metadata, p))
+            && let Some(updated) = cx.pass.soft("untainting node", cx.api.patch::<Node>(None, node, &patch).await)?
+        {
+            cx.state.record(updated.into_any());
         }
-        if let Some(mut c) = cx.state.node_claim(claim).cloned()
-            && let Some(status) = c.status.as_mut()
+        if let Some(c) = cx.state.node_claim(claim).cloned()
+            && let Some(status) = c.status.as_ref()
             && status.conditions.iter().any(|x| x.type_ == CONDITION_DISRUPTION_REASON)
         {
-            status.conditions.retain(|x| x.type_ != CONDITION_DISRUPTION_REASON);
-            if let Some(updated) = cx.pass.soft("clearing disruption reason", cx.api.update_status(c).await)? {
+            let mut cleared = status.clone();
+            cleared.conditions.retain(|x| x.type_ != CONDITION_DISRUPTION_REASON);
+            if let Some(patch) = status_changes(Some(status), &cleared)?
+                && let Some(updated) = cx.pass.soft(
+                    "clearing disruption reason",
+                    cx.api.patch_status::<NodeClaim>(None, claim, &Patch::Merge(patch)).await,
+                )?
+            {
                 cx.state.record(updated.into_any());
             }
         }
