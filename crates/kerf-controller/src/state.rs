@@ -61,7 +61,7 @@ pub struct ClusterState {
     nodes: BTreeMap<String, Node>,
     node_claims: BTreeMap<String, NodeClaim>,
     pods: BTreeMap<ObjectKey, Arc<Pod>>,
-    pods_by_node: BTreeMap<String, BTreeSet<ObjectKey>>,
+    pods_by_node: BTreeMap<String, BTreeMap<ObjectKey, Arc<Pod>>>,
     /// Pods not bound to a node and not terminal.
     unbound_pods: BTreeSet<ObjectKey>,
     node_pools: BTreeMap<String, NodePool>,
@@ -181,7 +181,7 @@ impl ClusterState {
         let pod = Arc::clone(pod);
         self.disruption_budgets.update_pod(self.pods.get(&key).map(|p| &**p), Some(&pod));
         if let Some(node) = util::pod_node_name(&pod) {
-            self.pods_by_node.entry(node.to_string()).or_default().insert(key.clone());
+            self.pods_by_node.entry(node.to_string()).or_default().insert(key.clone(), Arc::clone(&pod));
         } else if !util::pod_terminal(&pod) {
             self.unbound_pods.insert(key.clone());
         }
@@ -345,7 +345,7 @@ impl ClusterState {
 
     /// Pods bound to `node` (terminal ones included; callers filter).
     pub fn pods_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
-        self.pods_by_node.get(node).into_iter().flatten().filter_map(|k| self.pods.get(k))
+        self.pods_by_node.get(node).into_iter().flat_map(BTreeMap::values)
     }
 
     /// Pods not bound to any node and not terminal, in key order.
