@@ -1,6 +1,9 @@
 //! Cluster state: an index of the objects the controllers read, built from watch events.
 //!
-//! Everything is kept in ordered maps so that iterating it is deterministic.
+//! Everything is kept in ordered maps so that iterating it is deterministic. Pods, Nodes and
+//! NodeClaims are kept as the watch delivered them (the `Arc` of the event, shared with the
+//! watch's own record of what it delivered), never copied: at 1,000 nodes and 30,000 pods the
+//! objects themselves are most of the controller's memory.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -58,8 +61,8 @@ fn upsert_ns<V: Clone>(map: &mut BTreeMap<ObjectKey, V>, obj: &V, meta: impl Fn(
 /// The controllers' view of the cluster.
 #[derive(Debug, Default, Clone)]
 pub struct ClusterState {
-    nodes: BTreeMap<String, Node>,
-    node_claims: BTreeMap<String, NodeClaim>,
+    nodes: BTreeMap<String, Arc<Node>>,
+    node_claims: BTreeMap<String, Arc<NodeClaim>>,
     pods: BTreeMap<ObjectKey, Arc<Pod>>,
     pods_by_node: BTreeMap<String, BTreeMap<ObjectKey, Arc<Pod>>>,
     /// Pods not bound to a node and not terminal.
@@ -129,7 +132,7 @@ impl ClusterState {
                 if let Some(pid) = util::node_provider_id(n) {
                     self.node_by_provider_id.insert(pid.to_string(), name_of(&n.metadata));
                 }
-                self.nodes.insert(name_of(&n.metadata), (**n).clone());
+                self.nodes.insert(name_of(&n.metadata), Arc::clone(n));
             }
             AnyObject::NodeClaim(c) => {
                 if let Some(old) = self.node_claims.get(c.name()) {
@@ -143,7 +146,7 @@ impl ClusterState {
                 if let Some(pid) = c.provider_id() {
                     self.claim_by_provider_id.insert(pid.to_string(), c.name().to_string());
                 }
-                self.node_claims.insert(c.name().to_string(), (**c).clone());
+                self.node_claims.insert(c.name().to_string(), Arc::clone(c));
             }
             AnyObject::NodePool(p) => upsert(&mut self.node_pools, &**p, |o| &o.metadata),
             AnyObject::EC2NodeClass(c) => upsert(&mut self.node_classes, &**c, |o| &o.metadata),
@@ -302,20 +305,20 @@ impl ClusterState {
         self.pod_generation
     }
 
-    pub fn nodes(&self) -> &BTreeMap<String, Node> {
+    pub fn nodes(&self) -> &BTreeMap<String, Arc<Node>> {
         &self.nodes
     }
 
     pub fn node(&self, name: &str) -> Option<&Node> {
-        self.nodes.get(name)
+        self.nodes.get(name).map(|n| &**n)
     }
 
-    pub fn node_claims(&self) -> &BTreeMap<String, NodeClaim> {
+    pub fn node_claims(&self) -> &BTreeMap<String, Arc<NodeClaim>> {
         &self.node_claims
     }
 
     pub fn node_claim(&self, name: &str) -> Option<&NodeClaim> {
-        self.node_claims.get(name)
+        self.node_claims.get(name).map(|c| &**c)
     }
 
     pub fn node_pools(&self) -> &BTreeMap<String, NodePool> {
@@ -384,12 +387,12 @@ impl ClusterState {
 
     /// The NodeClaim launched with this provider ID.
     pub fn claim_for_provider_id(&self, provider_id: &str) -> Option<&NodeClaim> {
-        self.claim_by_provider_id.get(provider_id).and_then(|n| self.node_claims.get(n))
+        self.claim_by_provider_id.get(provider_id).and_then(|n| self.node_claims.get(n)).map(|c| &**c)
     }
 
     /// The Node that joined with this provider ID.
     pub fn node_for_provider_id(&self, provider_id: &str) -> Option<&Node> {
-        self.node_by_provider_id.get(provider_id).and_then(|n| self.nodes.get(n))
+        self.node_by_provider_id.get(provider_id).and_then(|n| self.nodes.get(n)).map(|n| &**n)
     }
 
     /// The Node a claim became, if it has joined.
@@ -404,7 +407,7 @@ impl ClusterState {
 
     /// NodeClaims of a pool, in name order.
     pub fn claims_of_pool<'a>(&'a self, pool: &'a str) -> impl Iterator<Item = &'a NodeClaim> + 'a {
-        self.node_claims.values().filter(move |c| {
+        self.node_claims.values().map(|c| &**c).filter(move |c| {
             c.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).map(String::as_str) == Some(pool)
         })
     }

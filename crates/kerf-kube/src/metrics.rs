@@ -21,6 +21,11 @@ use prometheus_client::registry::Registry;
 use crate::recorder::EventMetrics;
 
 type Labels = Vec<(String, String)>;
+/// `karpenter_pods_state`'s labels: static names and shared values. The gauge has one series
+/// per pod, so its label sets are most of what the metrics hold in a big cluster; the values
+/// other than the pod's name (namespace, owner, the node's labels, phase) repeat across
+/// thousands of pods and are stored once per pass ([`Interned`]).
+type PodLabels = [(&'static str, Arc<str>); 10];
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 fn lset<const N: usize>(pairs: [(&str, &str); N]) -> Labels {
@@ -37,7 +42,7 @@ pub struct Metrics {
     claims_created: Family<Labels, Counter>,
     claims_terminated: Family<Labels, Counter>,
     nodes_created: Family<Labels, Counter>,
-    pods_state: Family<Labels, Gauge>,
+    pods_state: Family<PodLabels, Gauge>,
     scheduling_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pool_usage: Family<Labels, FloatGauge>,
     pool_limit: Family<Labels, FloatGauge>,
@@ -82,7 +87,7 @@ impl Metrics {
             "Number of nodes created in total by Karpenter. Labeled by owning nodepool.",
             nodes_created.clone(),
         );
-        let pods_state = Family::<Labels, Gauge>::default();
+        let pods_state = Family::<PodLabels, Gauge>::default();
         registry.register(
             "karpenter_pods_state",
             "Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type and pod phase.",
@@ -236,9 +241,10 @@ impl Metrics {
         if self.pod_generation != Some(state.pod_generation()) {
             self.pod_generation = Some(state.pod_generation());
             self.pods_state.clear();
+            let mut values = Interned::default();
             for pod in state.pods().values() {
                 let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| state.node(n));
-                self.pods_state.get_or_create(&pod_labels(pod, node)).set(1);
+                self.pods_state.get_or_create(&pod_labels(pod, node, &mut values)).set(1);
             }
         }
     }
@@ -293,7 +299,22 @@ impl Metrics {
     }
 }
 
-fn pod_labels(pod: &Pod, node: Option<&k8s_openapi::api::core::v1::Node>) -> Labels {
+/// Label values handed out once each: equal values share one allocation.
+#[derive(Default)]
+struct Interned(std::collections::HashSet<Arc<str>>);
+
+impl Interned {
+    fn get(&mut self, v: &str) -> Arc<str> {
+        if let Some(have) = self.0.get(v) {
+            return Arc::clone(have);
+        }
+        let new: Arc<str> = Arc::from(v);
+        self.0.insert(Arc::clone(&new));
+        new
+    }
+}
+
+fn pod_labels(pod: &Pod, node: Option<&k8s_openapi::api::core::v1::Node>, values: &mut Interned) -> PodLabels {
     let owner = pod
         .metadata
         .owner_references
@@ -302,21 +323,26 @@ fn pod_labels(pod: &Pod, node: Option<&k8s_openapi::api::core::v1::Node>) -> Lab
         .find(|o| o.controller == Some(true))
         .map(|o| format!("{}/{}", o.kind, o.name))
         .unwrap_or_default();
-    let node_labels = node.and_then(|n| n.metadata.labels.clone()).unwrap_or_default();
-    let nl = |k: &str| node_labels.get(k).cloned().unwrap_or_default();
-    let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".to_string());
-    lset([
-        ("name", pod.metadata.name.as_deref().unwrap_or_default()),
-        ("namespace", pod.metadata.namespace.as_deref().unwrap_or_default()),
-        ("owner", &owner),
-        ("node", node.and_then(|n| n.metadata.name.as_deref()).unwrap_or_default()),
-        ("nodepool", &nl(labels::NODE_POOL)),
-        ("zone", &nl(labels::ZONE)),
-        ("arch", &nl(labels::ARCH)),
-        ("capacity_type", &nl(labels::CAPACITY_TYPE)),
-        ("instance_type", &nl(labels::INSTANCE_TYPE)),
-        ("phase", &phase),
-    ])
+    let node_labels = node.and_then(|n| n.metadata.labels.as_ref());
+    let mut nl = |k: &str| values.get(node_labels.and_then(|l| l.get(k)).map(String::as_str).unwrap_or_default());
+    let node_pool = nl(labels::NODE_POOL);
+    let zone = nl(labels::ZONE);
+    let arch = nl(labels::ARCH);
+    let capacity_type = nl(labels::CAPACITY_TYPE);
+    let instance_type = nl(labels::INSTANCE_TYPE);
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    [
+        ("name", Arc::from(pod.metadata.name.as_deref().unwrap_or_default())),
+        ("namespace", values.get(pod.metadata.namespace.as_deref().unwrap_or_default())),
+        ("owner", values.get(&owner)),
+        ("node", values.get(node.and_then(|n| n.metadata.name.as_deref()).unwrap_or_default())),
+        ("nodepool", node_pool),
+        ("zone", zone),
+        ("arch", arch),
+        ("capacity_type", capacity_type),
+        ("instance_type", instance_type),
+        ("phase", values.get(phase)),
+    ]
 }
 
 /// The registry in Prometheus's text format.
