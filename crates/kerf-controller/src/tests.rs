@@ -19,7 +19,7 @@ fn small_and_large() -> FakeCloud {
 }
 
 /// A claim for pool `default`, as the provisioner would create it.
-fn claim(name: &str, requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues>) -> NodeClaim {
+pub(crate) fn claim(name: &str, requirements: Vec<kerf_api::NodeSelectorRequirementWithMinValues>) -> NodeClaim {
     let pool = node_pool("default");
     NodeClaim {
         api_version: kerf_api::nodeclaim::API_VERSION.into(),

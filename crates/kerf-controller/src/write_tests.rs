@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kerf_api::nodeclaim::{CONDITION_INITIALIZED, CONDITION_LAUNCHED, NodeClaimSpec, ResourceRequirements};
+use kerf_api::nodeclaim::{CONDITION_INITIALIZED, CONDITION_LAUNCHED};
 use kerf_api::{NodeClaim, NodePool, labels};
 
 use crate::testkit::*;
@@ -17,27 +17,9 @@ fn cloud() -> FakeCloud {
 
 /// A claim for pool `default` as the provisioner creates it (`finalized`: with kerf's finalizer).
 fn claim(name: &str, finalized: bool) -> NodeClaim {
-    let pool = node_pool("default");
-    NodeClaim {
-        api_version: kerf_api::nodeclaim::API_VERSION.into(),
-        kind: kerf_api::nodeclaim::KIND.into(),
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([(labels::NODE_POOL.to_string(), "default".to_string())].into()),
-            finalizers: finalized.then(|| vec![labels::TERMINATION_FINALIZER.to_string()]),
-            ..Default::default()
-        },
-        spec: NodeClaimSpec {
-            taints: vec![],
-            startup_taints: vec![],
-            requirements: vec![],
-            resources: ResourceRequirements::default(),
-            node_class_ref: pool.spec.template.spec.node_class_ref.clone(),
-            expire_after: pool.spec.template.spec.expire_after,
-            termination_grace_period: None,
-        },
-        status: None,
-    }
+    let mut c = crate::tests::claim(name, vec![]);
+    c.metadata.finalizers = finalized.then(|| vec![labels::TERMINATION_FINALIZER.to_string()]);
+    c
 }
 
 /// The controllers take in the watch events so far, without reconciling.
