@@ -172,6 +172,22 @@ pub struct SchedulingContext {
     kube_view: Option<KubeView>,
 }
 
+/// The context indexes ([`PodIx`]) of each existing node's pods, node by node in input order:
+/// the pending pods come first, then each existing node's pods in turn (as `build` lays out
+/// `facts`).
+fn existing_pod_ranges(input: &SchedulingInput) -> Vec<std::ops::Range<usize>> {
+    let mut next = input.pods.len();
+    input
+        .existing_nodes
+        .iter()
+        .map(|n| {
+            let range = next..next + n.pods.len();
+            next = range.end;
+            range
+        })
+        .collect()
+}
+
 impl SchedulingContext {
     /// Builds the context for `input`: pools with their type tables and daemonset overhead,
     /// existing nodes with their pods counted in every topology counter, and the parsed facts of

@@ -136,12 +136,7 @@ impl crate::fit::FitQuery for NodeFit<'_> {
 impl SchedulingContext {
     pub(super) fn build_nodes(&mut self) {
         // Each existing node's pods, by context index.
-        let mut first = Vec::with_capacity(self.input.existing_nodes.len());
-        let mut next = self.input.pods.len();
-        for n in &self.input.existing_nodes {
-            first.push(next);
-            next += n.pods.len();
-        }
+        let ranges = super::existing_pod_ranges(&self.input);
         // Initialized nodes first, then in-flight claims (stable).
         let mut order: Vec<usize> = (0..self.input.existing_nodes.len()).collect();
         order.sort_by_key(|i| self.input.existing_nodes[*i].in_flight);
@@ -152,7 +147,7 @@ impl SchedulingContext {
             let n = &input.existing_nodes[i];
             let mut used = vec![0i64; self.res.names.len()];
             let mut ports = Vec::new();
-            let pods: Vec<PodIx> = (first[i]..first[i] + n.pods.len()).map(PodIx::new).collect();
+            let pods: Vec<PodIx> = ranges[i].clone().map(PodIx::new).collect();
             for &pi in &pods {
                 for (u, v) in used.iter_mut().zip(&self.pod_requests[pi]) {
                     *u += v;

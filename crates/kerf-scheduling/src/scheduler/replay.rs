@@ -158,18 +158,14 @@ impl SchedulingContext {
         self.kube_view.get_or_insert_with(|| {
             let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
             let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-            // The existing pods' facts follow the pending ones, node after node (see `build`).
-            let mut pi = input.pods.len();
-            let mut requests = Vec::new();
-            for n in &input.existing_nodes {
-                for p in &n.pods {
-                    if !n.in_flight {
-                        requests.push(facts[PodIx::new(pi)].request_list(p));
-                    }
-                    pi += 1;
-                }
-            }
-            let mut requests = requests.into_iter();
+            let ranges = super::existing_pod_ranges(&input);
+            let mut requests = input
+                .existing_nodes
+                .iter()
+                .zip(ranges)
+                .filter(|(n, _)| !n.in_flight)
+                .flat_map(|(n, range)| n.pods.iter().zip(range))
+                .map(|(p, pi)| facts[PodIx::new(pi)].request_list(p));
             let view = ClusterView::with_requests(nodes, |p| {
                 requests.next().unwrap_or_else(|| Arc::new(crate::pod::pod_requests(p)))
             })
