@@ -224,7 +224,7 @@ pub(crate) fn node_price(types: &TypesByPool, pool: &str, itype: &str, zone: &st
 /// judged, short enough that consolidation of what kube-scheduler actually bound is done
 /// within minutes of a launch. Every decision is still replayed as kube-scheduler would bind
 /// it, so what consolidation removes early is not launched again.
-pub(crate) const LAUNCH_REGRET_GUARD: std::time::Duration = std::time::Duration::from_secs(60);
+pub const LAUNCH_REGRET_GUARD: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Disruption {
     /// Until when a claim launched for the current workload is kept from consolidation, if it

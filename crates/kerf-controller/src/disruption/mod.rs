@@ -32,7 +32,7 @@ use std::time::Duration;
 use kerf_cloud::Timestamp;
 use kerf_scheduling::NewNodeClaim;
 
-pub use candidates::Candidate;
+pub use candidates::{Candidate, LAUNCH_REGRET_GUARD};
 
 /// How long a consolidation decision waits before it is checked again and carried out
 /// (Karpenter: 15 s).
