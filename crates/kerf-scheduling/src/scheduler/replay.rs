@@ -115,21 +115,29 @@ impl Replacement<'_> {
 }
 
 /// The orders the moved pods' copies may reach kube-scheduler in (positions in `pods`): as
-/// given, reversed, and largest first, each with higher priority first. An order that repeats
-/// an earlier one (one pod, pods all alike) is left out.
+/// given, reversed, largest first, smallest first (the largest pods last, when the room left is
+/// most cut up), and owner by owner (namespace, then owner; as given within one: the order a
+/// Deployment controller that reconciles its Deployments in turn creates them in, as kerf's
+/// own stand-ins do), each with higher priority first. An order that repeats an earlier one
+/// (one pod, pods all alike) is left out.
 fn arrival_orders(pods: &[Arc<Pod>]) -> Vec<Vec<usize>> {
     let priority = |i: &usize| std::cmp::Reverse(pods[*i].spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
+    let size = |i: &usize| {
+        let [cpu, memory] = kube_choice::cpu_memory_of(&pods[*i]);
+        ((cpu * 1000.0) as i64, memory as i64)
+    };
     let mut queue: Vec<usize> = (0..pods.len()).collect();
     queue.sort_by_key(priority);
     let mut reversed: Vec<usize> = queue.iter().rev().copied().collect();
     reversed.sort_by_key(priority);
     let mut largest = reversed.clone();
-    largest.sort_by_cached_key(|i| {
-        let [cpu, memory] = kube_choice::cpu_memory_of(&pods[*i]);
-        (priority(i), std::cmp::Reverse(((cpu * 1000.0) as i64, memory as i64)))
-    });
+    largest.sort_by_cached_key(|i| (priority(i), std::cmp::Reverse(size(i))));
+    let mut smallest = queue.clone();
+    smallest.sort_by_cached_key(|i| (priority(i), size(i)));
+    let mut by_owner = queue.clone();
+    by_owner.sort_by_cached_key(|i| (priority(i), pods[*i].metadata.namespace.clone(), pod::owner(&pods[*i])));
     let mut orders: Vec<Vec<usize>> = vec![queue];
-    for o in [reversed, largest] {
+    for o in [reversed, largest, smallest, by_owner] {
         if !orders.contains(&o) {
             orders.push(o);
         }
@@ -182,7 +190,7 @@ impl SchedulingContext {
     /// tainted) and count for topology until their turn; at its turn a command's nodes and
     /// their pods go, the nodes it launched join, and the new copies of its reschedulable pods
     /// are bound one by one with kube-scheduler's scores onto what the earlier turns left. Each
-    /// turn's pods arrive in the three orders of [`SchedulingContext::kube_replay`]. A command
+    /// turn's pods arrive in the orders of [`SchedulingContext::kube_replay`]. A command
     /// decided on room that an earlier command's pods will take fails here, though each holds
     /// on its own. `Err` names the first pod left with nowhere to go and why.
     pub fn kube_replay_in_turn(&mut self, turns: &[Turn<'_>]) -> Result<(), String> {
@@ -270,9 +278,11 @@ impl SchedulingContext {
 
     /// Whether kube-scheduler would bind every one of `pods` (the pods a consolidation moves)
     /// once the nodes named in `removed` are gone and `replacement`, if any, runs: each pod on
-    /// the node kube-scheduler's default scores pick, higher priority first, in three orders
-    /// (as given, reversed, largest first) since the order the copies arrive in is unknown. In-flight claims take no part (kube-scheduler cannot bind to them).
-    /// `Err` names the first pod left with nowhere to go and why.
+    /// the node kube-scheduler's default scores pick, higher priority first, in each of
+    /// [`arrival_orders`] (as given, reversed, largest first, smallest first, owner by owner)
+    /// since the order the copies arrive in is unknown. In-flight claims take no part
+    /// (kube-scheduler cannot bind to them). `Err` names the first pod left with nowhere to go
+    /// and why.
     pub fn kube_replay(
         &mut self,
         removed: &[&str],
@@ -299,9 +309,8 @@ impl SchedulingContext {
         }
         let pushed = replacement.map(|r| kv.view.push_node(r.node(&input.daemonset_pods)));
         // kube-scheduler takes the new copies as their owners create them, an order kerf cannot
-        // know: the decision must hold in queue order, in the reverse of it, and largest first
-        // (within each priority), or a pod may be left over once the nodes are gone. Orders
-        // are positions in `order`.
+        // know: the decision must hold in each of `arrival_orders` (within each priority), or a
+        // pod may be left over once the nodes are gone. Orders are positions in `order`.
         let orders = arrival_orders(&order);
         let mut result = Ok(());
         for positions in &orders {
