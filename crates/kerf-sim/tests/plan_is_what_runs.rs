@@ -180,6 +180,45 @@ steps:
 }
 
 #[test]
+fn a_node_whose_launch_guard_runs_out_in_a_quiet_cluster_is_tried_by_single_node_consolidation() {
+    // 66 nodes whose one pod fits nowhere else (more than one single-node pass tries), then a
+    // 67th launched for a new Deployment. Its launch guard runs out with no watch event: the
+    // sweep starts again over the longer list, so the new node is tried and its reason is
+    // current, not the guard's countdown from a minute before.
+    let yaml = format!(
+        r#"name: t
+cloud:
+  region: us-west-2
+  zones: [us-west-2a]
+  launchLatency: 30s
+  instanceTypes:
+    - name: small
+      capacity: {{cpu: "2", memory: 8Gi, pods: "20"}}
+      price: 0.10
+      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.10}}]
+steps:
+  - apply:
+{NODE_CLASS}{}
+  - apply:
+{}
+  - wait: 3m
+  - apply:
+{}
+  - wait: 5m
+"#,
+        consolidating_pool(),
+        deployment("fixed", 66, "1500m", ""),
+        deployment("late", 1, "1500m", ""),
+    );
+    let r = run(&yaml);
+    assert_eq!(r.nodes.len(), 67, "nothing could go");
+    let late = r.pods.iter().find(|p| p.owner == "Deployment/late").and_then(|p| p.node.clone()).unwrap();
+    let node = r.nodes.iter().find(|n| n.name == late).unwrap();
+    let blocked = node.disruption_blocked.as_deref().unwrap_or_default();
+    assert!(!blocked.is_empty() && !blocked.starts_with("it was launched for this workload"), "{blocked}");
+}
+
+#[test]
 fn without_nominations_a_daemonset_pod_that_lost_a_race_on_a_new_node_does_not_get_the_node_replaced() {
     // kerf plans x (1.9 CPU) with the agent on a small node and four y (1.95 CPU) with the agent
     // on a big one. Ignoring nominations, x lands on the big node, a y takes the small node's

@@ -151,10 +151,12 @@ pub struct Disruption {
     reserved: BTreeSet<String>,
     /// Where single-node consolidation continues in its candidate list.
     single_cursor: usize,
-    /// Single-node candidates tried without a command since the watch generation named here:
-    /// while fewer than all of them, the sweep continues at [`SWEEP_CONTINUE`], not at
-    /// [`IDLE_REEVALUATE`].
-    single_swept: (u64, usize),
+    /// Single-node candidates tried without a command since the watch generation and the
+    /// candidate list (a hash of its nodes) named here: while fewer than all of them, the sweep
+    /// continues at [`SWEEP_CONTINUE`], not at [`IDLE_REEVALUATE`]. A node that becomes a
+    /// candidate without a watch event (its consolidateAfter or launch guard ran out) starts
+    /// the sweep again, so it is tried.
+    single_swept: (u64, u64, usize),
     /// Node → when a pod last bound to it or left it (consolidateAfter counts from it).
     pub(crate) last_pod_event: BTreeMap<String, Timestamp>,
     /// Nodes with a pod event seen since the last reconcile (stamped with its `now`).

@@ -158,16 +158,17 @@ impl Disruption {
         }
         // Whether single-node consolidation left candidates untried since the last change.
         let mut sweep_unfinished = false;
-        if let Some(listed) = single.listed {
+        if let Some((listed, which)) = single.listed {
             self.single_cursor = single.cursor;
             let generation = self.generation;
             if command.is_none() {
-                let (seen, tried) = self.single_swept;
-                let tried = if seen == generation { tried } else { 0 } + listed.min(SINGLE_NODE_MAX_EVALUATIONS);
-                self.single_swept = (generation, tried);
+                let (seen, seen_which, tried) = self.single_swept;
+                let before = if (seen, seen_which) == (generation, which) { tried } else { 0 };
+                let tried = before + listed.min(SINGLE_NODE_MAX_EVALUATIONS);
+                self.single_swept = (generation, which, tried);
                 sweep_unfinished = tried < listed;
             } else {
-                self.single_swept = (generation, 0);
+                self.single_swept = (generation, which, 0);
             }
         }
         // Candidates not tried this pass keep the reason they were last given.

@@ -4,6 +4,7 @@
 //! tried per pass, continuing where the previous pass stopped.
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 
 use kerf_api::nodepool::DisruptionReason;
 
@@ -15,8 +16,8 @@ use crate::disruption::{Command, Reason, SINGLE_NODE_MAX_EVALUATIONS};
 pub(in crate::disruption) struct SingleNode {
     /// Where the sweep continues in the candidate list; after a pass, where the next goes on.
     pub cursor: usize,
-    /// How many candidates the pass listed, once it ran.
-    pub listed: Option<usize>,
+    /// How many candidates the pass listed, and which (a hash of their nodes), once it ran.
+    pub listed: Option<(usize, u64)>,
 }
 
 impl Method for SingleNode {
@@ -32,7 +33,11 @@ impl Method for SingleNode {
         let list = eval.consolidation_candidates(blocked);
         let (cmd, cursor) = Self::search(eval, &list, blocked, self.cursor);
         self.cursor = cursor;
-        self.listed = Some(list.len());
+        let mut names = std::collections::hash_map::DefaultHasher::new();
+        for c in &list {
+            c.node.hash(&mut names);
+        }
+        self.listed = Some((list.len(), names.finish()));
         cmd
     }
 }
