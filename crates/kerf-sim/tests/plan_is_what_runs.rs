@@ -48,6 +48,22 @@ fn consolidating_pool() -> String {
     pool
 }
 
+/// One zone whose launches take 30 s, with a small on-demand type ($0.10/h, 2 CPUs) and
+/// `more` instance types after it.
+fn small_cloud(more: &str) -> String {
+    format!(
+        r#"cloud:
+  region: us-west-2
+  zones: [us-west-2a]
+  launchLatency: 30s
+  instanceTypes:
+    - name: small
+      capacity: {{cpu: "2", memory: 8Gi, pods: "20"}}
+      price: 0.10
+      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.10}}]{more}"#
+    )
+}
+
 /// Two unconstrained 900m pods (created first) and seven arm64-only 1.1-CPU pods: kerf plans the
 /// arm64 pods on one arm node and the others on one small node. A kube-scheduler that does not
 /// look at nominations binds the unconstrained pods first, on the emptiest node: the arm node.
@@ -135,21 +151,14 @@ steps:
 fn a_new_node_is_kept_while_the_workload_is_unchanged_and_consolidated_as_soon_as_it_shrinks() {
     // Three 1.2-CPU pods fit one medium node ($0.15/h) where one small node ($0.10/h) holds only
     // one of them.
+    let medium = r#"
+    - name: medium
+      capacity: {cpu: "4", memory: 16Gi, pods: "40"}
+      price: 0.15
+      offerings: [{zone: us-west-2a, capacityType: on-demand, price: 0.15}]"#;
     let yaml = format!(
         r#"name: t
-cloud:
-  region: us-west-2
-  zones: [us-west-2a]
-  launchLatency: 30s
-  instanceTypes:
-    - name: small
-      capacity: {{cpu: "2", memory: 8Gi, pods: "20"}}
-      price: 0.10
-      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.10}}]
-    - name: medium
-      capacity: {{cpu: "4", memory: 16Gi, pods: "40"}}
-      price: 0.15
-      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.15}}]
+{}
 steps:
   - apply:
 {NODE_CLASS}{}
@@ -157,6 +166,7 @@ steps:
 {}
   - wait: 35s
 "#,
+        small_cloud(medium),
         consolidating_pool(),
         deployment("web", 3, "1200m", ""),
     );
@@ -187,15 +197,7 @@ fn a_node_whose_launch_guard_runs_out_in_a_quiet_cluster_is_tried_by_single_node
     // current, not the guard's countdown from a minute before.
     let yaml = format!(
         r#"name: t
-cloud:
-  region: us-west-2
-  zones: [us-west-2a]
-  launchLatency: 30s
-  instanceTypes:
-    - name: small
-      capacity: {{cpu: "2", memory: 8Gi, pods: "20"}}
-      price: 0.10
-      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.10}}]
+{}
 steps:
   - apply:
 {NODE_CLASS}{}
@@ -206,6 +208,7 @@ steps:
 {}
   - wait: 5m
 "#,
+        small_cloud(""),
         consolidating_pool(),
         deployment("fixed", 66, "1500m", ""),
         deployment("late", 1, "1500m", ""),
