@@ -30,22 +30,32 @@ pub(super) struct KubeView {
     /// The nodes each kind of moved pod fits best on, in the view as built (see
     /// [`kube_choice::Ranking`]).
     ranking: kube_choice::Ranking,
-    /// The kind of each moved pod met so far, by the address of the context's pod (kept alive
-    /// here with it).
-    kind_of: HashMap<usize, (Arc<Pod>, usize)>,
+    /// The copy and kind of each moved pod met so far, by the address of the context's pod
+    /// (kept alive here with it): a pod asked about again is not copied again.
+    kind_of: HashMap<usize, MetPod>,
     /// The kinds met so far, by [`kube_choice::kind_key`].
     kinds: HashMap<Vec<u8>, usize>,
+}
+
+/// A moved pod met before: the pod itself (keeping its address taken), the copy kube-scheduler
+/// sees, and the copy's kind.
+#[derive(Debug)]
+struct MetPod {
+    _pod: Arc<Pod>,
+    copy: Arc<Pod>,
+    kind: usize,
 }
 
 impl KubeView {
     /// The copy of `pod` kube-scheduler would see (its owner's new pod: not bound, not
     /// nominated) and the copy's kind; ranks a kind not met before (the view must be as built).
+    /// One pod's copy is the same every time (a replay takes off the view what it put there).
     fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
-        let fresh = unbound_copy(pod);
         let addr = Arc::as_ptr(pod) as usize;
-        if let Some((_, kind)) = self.kind_of.get(&addr) {
-            return (Arc::new(fresh), *kind);
+        if let Some(met) = self.kind_of.get(&addr) {
+            return (Arc::clone(&met.copy), met.kind);
         }
+        let fresh = Arc::new(unbound_copy(pod));
         let key = kube_choice::kind_key(&fresh);
         let kind = match self.kinds.get(&key) {
             Some(k) => *k,
@@ -55,8 +65,8 @@ impl KubeView {
                 k
             }
         };
-        self.kind_of.insert(addr, (Arc::clone(pod), kind));
-        (Arc::new(fresh), kind)
+        self.kind_of.insert(addr, MetPod { _pod: Arc::clone(pod), copy: Arc::clone(&fresh), kind });
+        (fresh, kind)
     }
 }
 
@@ -117,7 +127,7 @@ impl Replacement<'_> {
 /// The orders the moved pods' copies may reach kube-scheduler in (positions in `pods`): as
 /// given, reversed, and largest first, each with higher priority first. An order that repeats
 /// an earlier one (one pod, pods all alike) is left out.
-fn arrival_orders(pods: &[Arc<Pod>]) -> Vec<Vec<usize>> {
+fn arrival_orders(pods: &[Arc<Pod>], cpu_memory: impl Fn(usize) -> [f64; 2]) -> Vec<Vec<usize>> {
     let priority = |i: &usize| std::cmp::Reverse(pods[*i].spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
     let mut queue: Vec<usize> = (0..pods.len()).collect();
     queue.sort_by_key(priority);
@@ -125,7 +135,7 @@ fn arrival_orders(pods: &[Arc<Pod>]) -> Vec<Vec<usize>> {
     reversed.sort_by_key(priority);
     let mut largest = reversed.clone();
     largest.sort_by_cached_key(|i| {
-        let [cpu, memory] = kube_choice::cpu_memory_of(&pods[*i]);
+        let [cpu, memory] = cpu_memory(*i);
         (priority(i), std::cmp::Reverse(((cpu * 1000.0) as i64, memory as i64)))
     });
     let mut orders: Vec<Vec<usize>> = vec![queue];
@@ -205,7 +215,8 @@ impl SchedulingContext {
                     .collect()
             })
             .collect();
-        let orders: Vec<Vec<Vec<usize>>> = moved.iter().map(|pods| arrival_orders(pods)).collect();
+        let orders: Vec<Vec<Vec<usize>>> =
+            moved.iter().map(|pods| arrival_orders(pods, |i| kube_choice::cpu_memory_of(&pods[i]))).collect();
         let variants = orders.iter().map(Vec::len).max().unwrap_or(0);
         let mut result = Ok(());
         for v in 0..variants {
@@ -302,7 +313,10 @@ impl SchedulingContext {
         // know: the decision must hold in queue order, in the reverse of it, and largest first
         // (within each priority), or a pod may be left over once the nodes are gone. Orders
         // are positions in `order`.
-        let orders = arrival_orders(&order);
+        let ranking = &kv.ranking;
+        let orders = arrival_orders(&order, |i| {
+            ranking.kind_cpu_memory(kinds[i]).unwrap_or_else(|| kube_choice::cpu_memory_of(&order[i]))
+        });
         let mut result = Ok(());
         for positions in &orders {
             let batch: Vec<Arc<Pod>> = positions.iter().map(|i| Arc::clone(&order[*i])).collect();
