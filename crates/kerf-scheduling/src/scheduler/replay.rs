@@ -30,32 +30,22 @@ pub(super) struct KubeView {
     /// The nodes each kind of moved pod fits best on, in the view as built (see
     /// [`kube_choice::Ranking`]).
     ranking: kube_choice::Ranking,
-    /// The copy and kind of each moved pod met so far, by the address of the context's pod
-    /// (kept alive here with it): a pod asked about again is not copied again.
-    kind_of: HashMap<usize, MetPod>,
+    /// The kind of each moved pod met so far, by the address of the context's pod (kept alive
+    /// here with it).
+    kind_of: HashMap<usize, (Arc<Pod>, usize)>,
     /// The kinds met so far, by [`kube_choice::kind_key`].
     kinds: HashMap<Vec<u8>, usize>,
-}
-
-/// A moved pod met before: the pod itself (keeping its address taken), the copy kube-scheduler
-/// sees, and the copy's kind.
-#[derive(Debug)]
-struct MetPod {
-    _pod: Arc<Pod>,
-    copy: Arc<Pod>,
-    kind: usize,
 }
 
 impl KubeView {
     /// The copy of `pod` kube-scheduler would see (its owner's new pod: not bound, not
     /// nominated) and the copy's kind; ranks a kind not met before (the view must be as built).
-    /// One pod's copy is the same every time (a replay takes off the view what it put there).
     fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
+        let fresh = unbound_copy(pod);
         let addr = Arc::as_ptr(pod) as usize;
-        if let Some(met) = self.kind_of.get(&addr) {
-            return (Arc::clone(&met.copy), met.kind);
+        if let Some((_, kind)) = self.kind_of.get(&addr) {
+            return (Arc::new(fresh), *kind);
         }
-        let fresh = Arc::new(unbound_copy(pod));
         let key = kube_choice::kind_key(&fresh);
         let kind = match self.kinds.get(&key) {
             Some(k) => *k,
@@ -65,8 +55,8 @@ impl KubeView {
                 k
             }
         };
-        self.kind_of.insert(addr, MetPod { _pod: Arc::clone(pod), copy: Arc::clone(&fresh), kind });
-        (fresh, kind)
+        self.kind_of.insert(addr, (Arc::clone(pod), kind));
+        (Arc::new(fresh), kind)
     }
 }
 
