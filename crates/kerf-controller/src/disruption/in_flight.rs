@@ -60,10 +60,9 @@ pub(crate) fn planned_moves(answer: &WhatIf) -> Vec<(ObjectKey, Destination)> {
 /// The running commands as kube-scheduler will carry them out, for checking a new decision
 /// against them (see the module doc). Its scheduling context is built on the first check: most
 /// evaluations find no decision to check.
-pub(crate) struct Landing<'f> {
+pub(crate) struct Landing {
     /// The cluster as it is (the running commands' pods still where they run).
     input: Arc<SchedulingInput>,
-    facts: &'f PodFactsCache,
     ctx: Option<SchedulingContext>,
     /// Per running command, in the order they were carried out: whether it still waits for its
     /// replacements, its nodes still there, and its replacements still in flight (as the nodes
@@ -71,10 +70,16 @@ pub(crate) struct Landing<'f> {
     running: Vec<(bool, Vec<String>, Vec<ExistingNode>)>,
 }
 
-impl Landing<'_> {
+impl Landing {
     /// Whether kube-scheduler finds a node for every pod of the running commands and then for
     /// every pod of `cands`, gone by `decision`. `Err` says which pod would be left over.
-    pub(crate) fn check(&mut self, cands: &[&Candidate], decision: &Decision) -> Result<(), String> {
+    /// `facts` serve the context built on the first check.
+    pub(crate) fn check(
+        &mut self,
+        facts: &PodFactsCache,
+        cands: &[&Candidate],
+        decision: &Decision,
+    ) -> Result<(), String> {
         fn turn((_, removed, added): &(bool, Vec<String>, Vec<ExistingNode>)) -> Turn<'_> {
             Turn { removed: removed.iter().map(String::as_str).collect(), added: added.clone(), replacement: None }
         }
@@ -89,7 +94,7 @@ impl Landing<'_> {
         if waits {
             turns.push(new);
         }
-        let (input, facts) = (&self.input, self.facts);
+        let input = &self.input;
         self.ctx
             .get_or_insert_with(|| SchedulingContext::with_facts(Arc::clone(input), facts))
             .kube_replay_in_turn(&turns)
@@ -98,22 +103,22 @@ impl Landing<'_> {
 }
 
 /// What a disruption evaluation decides on (see [`Disruption::decision_inputs`]).
-pub(crate) struct DecisionInputs<'f> {
+pub(crate) struct DecisionInputs {
     /// The cluster as the running commands leave it.
     pub base: Arc<SchedulingInput>,
     /// The running commands to check decisions against, when some still have pods to move.
-    pub landing: Option<Landing<'f>>,
+    pub landing: Option<Landing>,
 }
 
 impl Disruption {
     /// The scheduling inputs of one evaluation, from one reading of the cluster: the input
     /// decisions are taken on (the cluster as the running commands leave it) and the running
     /// commands whose nodes still run pods, as a [`Landing`] on the cluster as it is.
-    pub(crate) fn decision_inputs<'f, P: CloudProvider, C>(
+    pub(crate) fn decision_inputs<P: CloudProvider, C>(
         &self,
-        cx: &Ctx<'f, P, C>,
+        cx: &Ctx<'_, P, C>,
         types: &TypesByPool,
-    ) -> DecisionInputs<'f> {
+    ) -> DecisionInputs {
         let plain = Arc::new(cx.view().scheduling_input(&[], types));
         let landing = self.landing(cx, &plain);
         let base =
@@ -123,11 +128,7 @@ impl Disruption {
 
     /// The running commands whose nodes still run pods, as a [`Landing`] on `plain` (the
     /// cluster as it is); `None` when there are none.
-    fn landing<'f, P: CloudProvider, C>(
-        &self,
-        cx: &Ctx<'f, P, C>,
-        plain: &Arc<SchedulingInput>,
-    ) -> Option<Landing<'f>> {
+    fn landing<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>, plain: &Arc<SchedulingInput>) -> Option<Landing> {
         let running: Vec<(bool, Vec<String>, &Vec<String>)> = self
             .running
             .iter()
@@ -153,7 +154,7 @@ impl Disruption {
                 (launching, nodes, added)
             })
             .collect();
-        Some(Landing { input: Arc::clone(plain), facts: cx.pod_facts, ctx: None, running })
+        Some(Landing { input: Arc::clone(plain), ctx: None, running })
     }
 
     /// Nodes and claims the running commands move pods to: not candidates while they do.

@@ -19,6 +19,7 @@ mod in_flight;
 mod methods;
 mod observe;
 mod orchestration;
+mod prepared;
 pub mod reversals;
 #[cfg(test)]
 mod reversals_tests;
@@ -112,7 +113,7 @@ pub(crate) struct Command {
     pub moves: Vec<(crate::state::ObjectKey, in_flight::Destination)>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum Phase {
     /// Waiting for these replacement claims to be initialized.
     Launching(Vec<String>),
@@ -120,7 +121,7 @@ enum Phase {
     Terminating(Vec<String>),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Running {
     reason: Reason,
     /// (claim, node) of each candidate.
@@ -171,4 +172,7 @@ pub struct Disruption {
     pub(crate) generation: u64,
     /// Consolidations watched for being undone, and the NodePools held back after one was.
     pub(crate) reversals: reversals::Reversals,
+    /// The last evaluation's scheduling inputs, while another evaluation is due soon (see
+    /// `prepared`).
+    prepared: Option<prepared::Prepared>,
 }

@@ -9,7 +9,6 @@ use kerf_api::nodeclaim::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, labels};
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::SchedulingContext;
 
 use super::candidates::{Candidate, budget_reason, within_budget};
 use super::consolidation::{Decision, consolidate, what_if};
@@ -112,7 +111,8 @@ impl Disruption {
         self.evaluations += 1;
         self.unwatched = Some(self.unwatched_inputs(cx, &types, cx.pass.now));
         self.next_check = Some(self.next_unwatched_check(cx, cx.pass.now));
-        let inputs = self.decision_inputs(cx, &types);
+        let mut prepared = self.take_prepared(cx, &types);
+        let base = Arc::clone(&prepared.base);
         let pools = cx.state.node_pools().clone();
         let statics: BTreeMap<String, StaticCount> = pools
             .values()
@@ -125,11 +125,9 @@ impl Disruption {
             pools: &pools,
             types: &types,
             statics: &statics,
-            base: &inputs.base,
-            ctx: SchedulingContext::with_facts(Arc::clone(&inputs.base), cx.pod_facts),
+            base: &base,
+            prepared: &mut prepared,
             facts: cx.pod_facts,
-            spot_to_spot: cx.options.spot_to_spot_consolidation,
-            landing: inputs.landing,
             consolidation_list: None,
         };
         let mut blocked: BTreeMap<String, String> = BTreeMap::new();
@@ -187,6 +185,11 @@ impl Disruption {
             next = util::earliest(next, Some(util::after(cx.pass.now, SWEEP_CONTINUE)));
         }
         self.next_evaluation = next;
+        // The inputs serve the next evaluation when it comes soon and nothing changed by then.
+        let validates = command.as_ref().is_some_and(|c| matches!(c.reason, Reason::Empty | Reason::Underutilized));
+        if sweep_unfinished || validates {
+            self.keep_prepared(prepared);
+        }
         for at in [next, self.next_check].into_iter().flatten() {
             cx.pass.wake_at(at);
         }
@@ -242,6 +245,7 @@ impl Disruption {
         };
         if self.settling(cx) {
             abandon("the cluster changed");
+            self.prepared = None;
             return Ok(());
         }
         let types = cx.instance_types_by_pool().await;
@@ -263,29 +267,32 @@ impl Disruption {
             abandon("the budget no longer allows it");
             return Ok(());
         }
-        let inputs = self.decision_inputs(cx, &types);
-        let mut ctx = SchedulingContext::with_facts(inputs.base, cx.pod_facts);
-        let (decision, pods) = match consolidate(&mut ctx, &now, cx.options.spot_to_spot_consolidation) {
+        let mut prepared = self.take_prepared(cx, &types);
+        let (decision, pods) = match consolidate(&mut prepared.ctx, &now, cx.options.spot_to_spot_consolidation) {
             Ok(d) => d,
             Err(why) => {
                 abandon(&why);
+                // The evaluation that follows may find the cluster unchanged.
+                self.keep_prepared(prepared);
                 return Ok(());
             }
         };
         if matches!(decision, Decision::Delete) != cmd.replacements.is_empty() {
             abandon("the decision changed");
+            self.keep_prepared(prepared);
             return Ok(());
         }
-        if let Some(mut landing) = inputs.landing
-            && let Err(why) = landing.check(&now, &decision)
+        if let Some(landing) = prepared.landing.as_mut()
+            && let Err(why) = landing.check(cx.pod_facts, &now, &decision)
         {
             abandon(&why);
+            self.keep_prepared(prepared);
             return Ok(());
         }
         let mut fresh = consolidation_command(&now, pods, decision);
         fresh.reason = cmd.reason;
         // Where its pods go, as later decisions count them while it runs.
-        if let Ok(answer) = what_if(&mut ctx, &now) {
+        if let Ok(answer) = what_if(&mut prepared.ctx, &now) {
             fresh.moves = planned_moves(&answer);
         }
         self.execute(cx, fresh).await

@@ -118,12 +118,12 @@ impl Replacement<'_> {
 /// given, reversed, largest first, smallest first (the largest pods last, when the room left is
 /// most cut up), and owner by owner (namespace, then owner; as given within one: the order a
 /// Deployment controller that reconciles its Deployments in turn creates them in, as kerf's
-/// own stand-ins do), each with higher priority first. An order that repeats an earlier one
-/// (one pod, pods all alike) is left out.
-fn arrival_orders(pods: &[Arc<Pod>]) -> Vec<Vec<usize>> {
+/// own stand-ins do), each with higher priority first (`cpu_memory` gives a pod's cores and
+/// bytes). An order that repeats an earlier one (one pod, pods all alike) is left out.
+fn arrival_orders(pods: &[Arc<Pod>], cpu_memory: impl Fn(usize) -> [f64; 2]) -> Vec<Vec<usize>> {
     let priority = |i: &usize| std::cmp::Reverse(pods[*i].spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
     let size = |i: &usize| {
-        let [cpu, memory] = kube_choice::cpu_memory_of(&pods[*i]);
+        let [cpu, memory] = cpu_memory(*i);
         ((cpu * 1000.0) as i64, memory as i64)
     };
     let mut queue: Vec<usize> = (0..pods.len()).collect();
@@ -213,7 +213,8 @@ impl SchedulingContext {
                     .collect()
             })
             .collect();
-        let orders: Vec<Vec<Vec<usize>>> = moved.iter().map(|pods| arrival_orders(pods)).collect();
+        let orders: Vec<Vec<Vec<usize>>> =
+            moved.iter().map(|pods| arrival_orders(pods, |i| kube_choice::cpu_memory_of(&pods[i]))).collect();
         let variants = orders.iter().map(Vec::len).max().unwrap_or(0);
         let mut result = Ok(());
         for v in 0..variants {
@@ -311,7 +312,10 @@ impl SchedulingContext {
         // kube-scheduler takes the new copies as their owners create them, an order kerf cannot
         // know: the decision must hold in each of `arrival_orders` (within each priority), or a
         // pod may be left over once the nodes are gone. Orders are positions in `order`.
-        let orders = arrival_orders(&order);
+        let ranking = &kv.ranking;
+        let orders = arrival_orders(&order, |i| {
+            ranking.kind_cpu_memory(kinds[i]).unwrap_or_else(|| kube_choice::cpu_memory_of(&order[i]))
+        });
         let mut result = Ok(());
         for positions in &orders {
             let batch: Vec<Arc<Pod>> = positions.iter().map(|i| Arc::clone(&order[*i])).collect();

@@ -17,11 +17,11 @@ use std::collections::BTreeMap;
 
 use kerf_api::NodePool;
 use kerf_api::nodepool::DisruptionReason;
-use kerf_scheduling::{PodFactsCache, SchedulingContext, SchedulingInput};
+use kerf_scheduling::{PodFactsCache, SchedulingInput};
 
 use super::candidates::{Budgets, Candidate, within_budget};
-use super::consolidation::{Decision, consolidate, consolidation_order, describe};
-use super::in_flight::Landing;
+use super::consolidation::{Decision, consolidation_order, describe};
+use super::prepared::Prepared;
 use super::{Command, Reason};
 use crate::input::TypesByPool;
 use crate::nodepool::StaticCount;
@@ -49,14 +49,12 @@ pub(super) struct Eval<'a> {
     /// Static pools' claim counts.
     pub statics: &'a BTreeMap<String, StaticCount>,
     pub base: &'a SchedulingInput,
-    /// Built once from `base` for every consolidation what-if of the evaluation.
-    pub ctx: SchedulingContext,
+    /// The scheduling context built from `base` for every consolidation what-if, the running
+    /// commands every consolidation must also hold with once their pods have landed, and the
+    /// answers given so far (kept from an earlier evaluation on the same inputs).
+    pub prepared: &'a mut Prepared,
     /// The controller's parsed pod facts, for the contexts built during the evaluation.
     pub facts: &'a PodFactsCache,
-    pub spot_to_spot: bool,
-    /// The running commands, when some still have pods to move: every consolidation must
-    /// also hold once their pods have landed.
-    pub landing: Option<Landing<'a>>,
     /// The consolidation candidates in order, once listed (both consolidation methods use it);
     /// `None` until then.
     pub consolidation_list: Option<Vec<&'a Candidate>>,
@@ -98,11 +96,7 @@ impl<'a> Eval<'a> {
     /// One consolidation question ([`consolidate`]), on the cluster as the running commands
     /// will leave it once their pods have landed too.
     pub fn consolidate(&mut self, cands: &[&Candidate]) -> Result<(Decision, usize), String> {
-        let (decision, pods) = consolidate(&mut self.ctx, cands, self.spot_to_spot)?;
-        if let Some(landing) = self.landing.as_mut() {
-            landing.check(cands, &decision)?;
-        }
-        Ok((decision, pods))
+        self.prepared.consolidate(self.facts, cands)
     }
 }
 
