@@ -28,6 +28,27 @@ mod validate;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// mimalloc's option setter, linked through the `mimalloc` crate's static library (its Rust
+// binding declares it only with a feature that brings another crate, and names no constant for
+// the option set here).
+unsafe extern "C" {
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+}
+
+/// `mi_option_purge_delay` in mimalloc's `mi_option_t` (v2 and v3 alike).
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
+/// Makes the allocator give memory that is no longer used back to the system at once instead
+/// of after its default 10 ms (scaled up for whole arenas). For the long-running controller,
+/// whose peak is what a memory limit has to fit: `kerf bench controller --nodes 100 --pods 3000`
+/// peaked at 84.8 MB with it against 92.7 MB without. The simulator keeps the default: it frees
+/// and allocates scheduling contexts all the time, and each purge is a system call.
+pub fn return_freed_memory_at_once() {
+    // SAFETY: sets one integer option of the allocator, which mimalloc allows at any time;
+    // called before the controller starts its runtime, while no other thread allocates.
+    unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+}
+
 /// Bad input (file, field and problem): exit status 2.
 #[derive(Debug)]
 pub struct BadInput(pub String);
