@@ -4,7 +4,8 @@
 //! once its list has been delivered.
 //! A relist is turned into the changes it implies: objects no longer listed are delivered as
 //! `Deleted`, so the controllers' state never keeps an object that went away during the gap.
-//! A kind is *synced* once its first list has been delivered.
+//! A kind is *synced* once its first list has been delivered. Pods are kept without the fields
+//! no controller reads ([`crate::slim`]).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
 
 use crate::kinds::{self, Kind};
+use crate::slim;
 
 /// What the watches deliver, in order per kind.
 #[derive(Debug)]
@@ -89,8 +91,11 @@ impl RelistDiff {
 }
 
 fn typed(kind: &'static str, ev: Event<DynamicObject>) -> Option<Event<AnyObject>> {
-    let convert = |o: DynamicObject| {
+    let convert = |mut o: DynamicObject| {
         let name = o.metadata.name.clone().unwrap_or_default();
+        if kind == "Pod" {
+            slim::pod(&mut o);
+        }
         match kinds::from_dynamic(kind, o) {
             Ok(a) => Some(a),
             Err(e) => {

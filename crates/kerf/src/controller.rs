@@ -106,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.cloud == Cloud::Aws && !cfg!(feature = "aws") {
         return Err(bad(NO_AWS_PROVIDER));
     }
+    crate::keep_memory_tight();
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the runtime")?;
     runtime.block_on(run_async(args))
