@@ -48,19 +48,17 @@ fn consolidating_pool() -> String {
     pool
 }
 
-/// One zone whose launches take 30 s, with a small on-demand type ($0.10/h, 2 CPUs) and
-/// `more` instance types after it.
-fn small_cloud(more: &str) -> String {
-    format!(
-        r#"cloud:
-  region: us-west-2
-  zones: [us-west-2a]
-  launchLatency: 30s
-  instanceTypes:
-    - name: small
-      capacity: {{cpu: "2", memory: 8Gi, pods: "20"}}
+/// A small on-demand type of the one zone of [`one_zone_cloud`] ($0.10/h, 2 CPUs).
+const SMALL: &str = r#"    - name: small
+      capacity: {cpu: "2", memory: 8Gi, pods: "20"}
       price: 0.10
-      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.10}}]{more}"#
+      offerings: [{zone: us-west-2a, capacityType: on-demand, price: 0.10}]"#;
+
+/// One zone whose launches take 30 s, offering `types` (instance type entries).
+fn one_zone_cloud(types: &[&str]) -> String {
+    format!(
+        "cloud:\n  region: us-west-2\n  zones: [us-west-2a]\n  launchLatency: 30s\n  instanceTypes:\n{}",
+        types.join("\n")
     )
 }
 
@@ -151,8 +149,7 @@ steps:
 fn a_new_node_is_kept_while_the_workload_is_unchanged_and_consolidated_as_soon_as_it_shrinks() {
     // Three 1.2-CPU pods fit one medium node ($0.15/h) where one small node ($0.10/h) holds only
     // one of them.
-    let medium = r#"
-    - name: medium
+    let medium = r#"    - name: medium
       capacity: {cpu: "4", memory: 16Gi, pods: "40"}
       price: 0.15
       offerings: [{zone: us-west-2a, capacityType: on-demand, price: 0.15}]"#;
@@ -166,7 +163,7 @@ steps:
 {}
   - wait: 35s
 "#,
-        small_cloud(medium),
+        one_zone_cloud(&[SMALL, medium]),
         consolidating_pool(),
         deployment("web", 3, "1200m", ""),
     );
@@ -208,7 +205,7 @@ steps:
 {}
   - wait: 5m
 "#,
-        small_cloud(""),
+        one_zone_cloud(&[SMALL]),
         consolidating_pool(),
         deployment("fixed", 66, "1500m", ""),
         deployment("late", 1, "1500m", ""),
@@ -227,23 +224,15 @@ fn without_nominations_a_daemonset_pod_that_lost_a_race_on_a_new_node_does_not_g
     // on a big one. Ignoring nominations, x lands on the big node, a y takes the small node's
     // room and the small node's agent is left without room. The node was sized with the agent:
     // replacing it (Unfit) would only race again.
+    let big = r#"    - name: big
+      capacity: {cpu: "8", memory: 32Gi, pods: "40"}
+      price: 0.40
+      offerings: [{zone: us-west-2a, capacityType: on-demand, price: 0.40}]"#;
     let yaml = format!(
         r#"name: t
 settings:
   kubeScheduler: {{nominatedNodeName: false}}
-cloud:
-  region: us-west-2
-  zones: [us-west-2a]
-  launchLatency: 30s
-  instanceTypes:
-    - name: big
-      capacity: {{cpu: "8", memory: 32Gi, pods: "40"}}
-      price: 0.40
-      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.40}}]
-    - name: small
-      capacity: {{cpu: "2", memory: 8Gi, pods: "20"}}
-      price: 0.10
-      offerings: [{{zone: us-west-2a, capacityType: on-demand, price: 0.10}}]
+{}
 steps:
   - apply:
 {NODE_CLASS}{POOL}{}
@@ -253,6 +242,7 @@ steps:
 {}
   - wait: 5m
 "#,
+        one_zone_cloud(&[big, SMALL]),
         daemonset("agent", "\n              tolerations: [{operator: Exists}]", ""),
         deployment("x", 1, "1900m", ""),
         deployment("y", 4, "1950m", ""),
