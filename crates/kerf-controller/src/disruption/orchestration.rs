@@ -11,7 +11,7 @@ use kerf_api::{NodeClaim, labels};
 use kerf_cloud::CloudProvider;
 
 use super::candidates::{Candidate, budget_reason, within_budget};
-use super::consolidation::{Decision, consolidate, what_if};
+use super::consolidation::{Decision, what_if};
 use super::in_flight::{Destination, planned_moves};
 use super::methods::drift::Drift;
 use super::methods::emptiness::Emptiness;
@@ -267,28 +267,20 @@ impl Disruption {
             abandon("the budget no longer allows it");
             return Ok(());
         }
+        // The same question as the evaluation's, on the cluster as it is now (answered as it was
+        // if nothing changed since).
         let mut prepared = self.take_prepared(cx, &types);
-        let (decision, pods) = match consolidate(&mut prepared.ctx, &now, cx.options.spot_to_spot_consolidation) {
-            Ok(d) => d,
-            Err(why) => {
-                abandon(&why);
+        let (decision, pods) = match prepared.consolidate(cx.pod_facts, &now) {
+            Ok((decision, pods)) if matches!(decision, Decision::Delete) == cmd.replacements.is_empty() => {
+                (decision, pods)
+            }
+            answer => {
+                abandon(answer.err().as_deref().unwrap_or("the decision changed"));
                 // The evaluation that follows may find the cluster unchanged.
                 self.keep_prepared(prepared);
                 return Ok(());
             }
         };
-        if matches!(decision, Decision::Delete) != cmd.replacements.is_empty() {
-            abandon("the decision changed");
-            self.keep_prepared(prepared);
-            return Ok(());
-        }
-        if let Some(landing) = prepared.landing.as_mut()
-            && let Err(why) = landing.check(cx.pod_facts, &now, &decision)
-        {
-            abandon(&why);
-            self.keep_prepared(prepared);
-            return Ok(());
-        }
         let mut fresh = consolidation_command(&now, pods, decision);
         fresh.reason = cmd.reason;
         // Where its pods go, as later decisions count them while it runs.

@@ -81,7 +81,7 @@ pub(crate) struct Prepared {
     /// The context built from `base` for every consolidation what-if.
     pub ctx: SchedulingContext,
     /// The running commands to check decisions against, when some still have pods to move.
-    pub landing: Option<Landing>,
+    landing: Option<Landing>,
     /// Consolidation answers given on these inputs, by candidate set.
     answers: HashMap<Vec<CandidateKey>, Answer>,
 }
