@@ -12,9 +12,14 @@
 //! wrote itself, and a pod bound elsewhere is simply accounted where it runs.
 //! After a restart, a pending pod whose nomination names the node of an in-flight claim is
 //! nominated to that claim again: the cluster holds everything this module needs.
+//!
+//! A write goes out once per version of a pod: until the watch delivers a newer version of it
+//! (the write's own echo, or kube-scheduler's bind that made it conflict), a pass does not send
+//! it again, however far the watch lags. Writes go out a few at a time ([`IN_FLIGHT`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures_util::stream::{self, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::cluster::{ApiError, ClusterApi};
 
@@ -22,6 +27,10 @@ use crate::ctx::{ControllerError, Pass, RETRY_AFTER};
 use crate::patches::pinned;
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
+
+/// Nomination writes sent at once: enough to keep a round trip's latency from limiting a burst
+/// of thousands of new pods, few enough not to crowd out the API server's other clients.
+const IN_FLIGHT: usize = 16;
 
 /// Pods nominated to in-flight NodeClaims (indexed both ways) or to existing nodes.
 #[derive(Debug, Default, Clone)]
@@ -32,6 +41,9 @@ pub(crate) struct Nominations {
     pub on_nodes: BTreeMap<ObjectKey, String>,
     /// The `status.nominatedNodeName` kerf last wrote on each pod.
     written: BTreeMap<ObjectKey, String>,
+    /// The resourceVersion each pod had when kerf last sent it a write (answered or refused):
+    /// nothing more is sent to the pod until the watch shows it changed.
+    sent_at: BTreeMap<ObjectKey, String>,
     /// Bumped on every change of `by_pod`, so callers can tell whether anything moved.
     pub generation: u64,
 }
@@ -74,6 +86,7 @@ impl Nominations {
     pub fn forget_pod(&mut self, pod: &ObjectKey) {
         self.remove_pod(pod);
         self.written.remove(pod);
+        self.sent_at.remove(pod);
     }
 
     /// The node `pod` should be nominated to now, if any.
@@ -117,6 +130,13 @@ impl Nominations {
             if target == current {
                 continue;
             }
+            // Sent to this very version already: its answer (or the change that refused it) is
+            // still on its way through the watch.
+            if pod.metadata.resource_version.is_some()
+                && self.sent_at.get(key).map(String::as_str) == pod.metadata.resource_version.as_deref()
+            {
+                continue;
+            }
             // kube-scheduler's own nomination (preemption) to a node that exists stands.
             let ours = current.is_some() && self.written.get(key).map(String::as_str) == current;
             if current.is_some_and(|n| state.node(n).is_some()) && !ours {
@@ -134,16 +154,26 @@ impl Nominations {
             self.insert(key.clone(), &claim);
             self.written.insert(key, node);
         }
-        self.written.retain(|k, _| state.pod(&k.0, &k.1).is_some_and(|p| util::pod_node_name(p).is_none()));
-        for (key, node) in writes {
-            let Some(pod) = state.pod(&key.0, &key.1) else { continue };
+        let unbound = |k: &ObjectKey| state.pod(&k.0, &k.1).is_some_and(|p| util::pod_node_name(p).is_none());
+        self.written.retain(|k, _| unbound(k));
+        self.sent_at.retain(|k, _| unbound(k));
+        let sends = writes.into_iter().filter_map(|(key, node)| {
+            let pod = state.pod(&key.0, &key.1)?;
             // Only right for the pod as read (unbound, with the nomination seen): kube-scheduler
             // binds pods and writes nominations too, so the patch is pinned to that version.
             let patch = pinned(&pod.metadata, serde_json::json!({ "status": { "nominatedNodeName": node } }));
-            match api.patch_status::<Pod>(Some(&key.0), &key.1, &patch).await {
+            let version = pod.metadata.resource_version.clone();
+            Some(async move {
+                let answer = api.patch_status::<Pod>(Some(&key.0), &key.1, &patch).await;
+                (key, node, version, answer)
+            })
+        });
+        let mut answers = stream::iter(sends).buffered(IN_FLIGHT);
+        while let Some((key, node, version, answer)) = answers.next().await {
+            match answer {
                 Ok(_) => match node {
                     Some(n) => {
-                        self.written.insert(key, n);
+                        self.written.insert(key.clone(), n);
                     }
                     None => {
                         self.written.remove(&key);
@@ -158,6 +188,9 @@ impl Nominations {
                     pass.wake_after(RETRY_AFTER);
                     break;
                 }
+            }
+            if let Some(v) = version {
+                self.sent_at.insert(key, v);
             }
         }
         Ok(())

@@ -570,6 +570,74 @@ fn a_pod_nominated_to_a_launching_claim_gets_its_node_as_nominated_node_name_onc
     assert_eq!(h.api.writes(), writes, "no write for a bound pod");
 }
 
+/// Reconciles `passes` times, delivering every watch event except those of pods (a watch that
+/// lags behind the pods' changes); the writes sent meanwhile.
+fn passes_with_pod_events_held_back(h: &mut Harness, passes: usize) -> usize {
+    let before = h.api.writes_of::<k8s_openapi::api::core::v1::Pod>();
+    for _ in 0..passes {
+        for e in h.api.drain() {
+            let pod = matches!(&e, kerf_api::cluster::WatchEvent::Applied(kerf_api::cluster::AnyObject::Pod(_)));
+            if !pod {
+                h.mgr.observe(&e);
+            }
+        }
+        h.now = crate::util::after(h.now, Duration::from_secs(1));
+        h.api.set_now(h.now);
+        crate::testkit::block_on(h.mgr.reconcile(&h.api, h.now));
+        assert!(h.mgr.take_errors().is_empty());
+    }
+    h.api.writes_of::<k8s_openapi::api::core::v1::Pod>() - before
+}
+
+#[test]
+fn a_nomination_is_sent_once_per_version_of_the_pod_however_long_the_watch_lags() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    // The node registers, Ready; the watch delivers it but not the pod's changes.
+    kubelet_joins(&h.api, &claim, "n1", true);
+    let writes = passes_with_pod_events_held_back(&mut h, 5);
+    assert_eq!(nominated_node_name(&h, "a").as_deref(), Some("n1"));
+    assert_eq!(writes, 1, "the nomination was written once");
+    // Passes that still see the pod un-nominated do not write it again.
+    let more = passes_with_pod_events_held_back(&mut h, 5);
+    assert_eq!(more, 0, "no write while the watch has not delivered the pod's new version");
+    // The watch catches up: the nomination it shows is kerf's, nothing to write.
+    let writes = h.api.writes_of::<k8s_openapi::api::core::v1::Pod>();
+    h.settle();
+    assert_eq!(h.api.writes_of::<k8s_openapi::api::core::v1::Pod>(), writes);
+    assert_eq!(nominated_node_name(&h, "a").as_deref(), Some("n1"));
+}
+
+#[test]
+fn a_nomination_refused_because_the_pod_changed_is_not_sent_again_until_the_watch_shows_the_change() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    // kube-scheduler binds the pod as soon as its node registers, before the controller's
+    // watch shows either the bind or anything else about the pod.
+    kubelet_joins(&h.api, &claim, "n1", true);
+    bind(&h.api, "a", "n1");
+    let pod_writes = |h: &Harness| h.api.writes_of::<k8s_openapi::api::core::v1::Pod>();
+    let before = pod_writes(&h);
+    passes_with_pod_events_held_back(&mut h, 6);
+    let p: k8s_openapi::api::core::v1::Pod = h.api.one(Some("default"), "a").unwrap();
+    assert_eq!(p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()), None, "the bound version refused it");
+    // One refused write, then none while the view is stale.
+    assert_eq!(pod_writes(&h) - before, 1, "the refused nomination was sent once");
+    // The watch catches up: the pod is bound, nothing is left to write.
+    h.mgr.observe(&kerf_api::cluster::WatchEvent::Applied(kerf_api::cluster::AnyObject::Pod(std::sync::Arc::new(p))));
+    h.settle();
+    assert!(h.mgr.nominations().is_empty());
+    assert_eq!(pod_writes(&h) - before, 1);
+}
+
 #[test]
 fn kerf_clears_a_nomination_it_wrote_when_the_plan_changes_and_leaves_one_it_did_not_write() {
     let mut h = Harness::new(small_and_large());

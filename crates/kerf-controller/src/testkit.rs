@@ -43,6 +43,8 @@ pub fn at(secs: i64) -> Timestamp {
 struct Faults {
     /// Writes the controllers made (create, update, update_status, delete).
     writes: usize,
+    /// The same, by kind.
+    writes_of: BTreeMap<&'static str, usize>,
     /// When set, creating an object of this kind fails validation with this message.
     reject_creates: Option<(&'static str, String)>,
     /// Errors for the next updates (update or update_status), in order.
@@ -121,6 +123,11 @@ impl TestApi {
         self.faults().writes
     }
 
+    /// Writes the controllers made to objects of kind `K`.
+    pub fn writes_of<K: Object>(&self) -> usize {
+        self.faults().writes_of.get(K::KIND).copied().unwrap_or(0)
+    }
+
     pub fn all<K: Object>(&self) -> Vec<K> {
         self.cluster.list_objs::<K>()
     }
@@ -168,6 +175,7 @@ impl TestApi {
     fn write_fault<K: Object>(&self) -> Result<(), ApiError> {
         let mut faults = self.faults();
         faults.writes += 1;
+        *faults.writes_of.entry(K::KIND).or_default() += 1;
         if let Some((kind, e)) = &faults.fail_kind
             && *kind == K::KIND
         {
@@ -190,6 +198,7 @@ impl ClusterApi for TestApi {
         {
             let mut faults = self.faults();
             faults.writes += 1;
+            *faults.writes_of.entry(K::KIND).or_default() += 1;
             if let Some((kind, e)) = &faults.fail_kind
                 && *kind == K::KIND
             {
@@ -226,7 +235,11 @@ impl ClusterApi for TestApi {
     }
 
     async fn delete<K: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), ApiError> {
-        self.faults().writes += 1;
+        {
+            let mut faults = self.faults();
+            faults.writes += 1;
+            *faults.writes_of.entry(K::KIND).or_default() += 1;
+        }
         self.cluster.delete::<K>(namespace, name).await
     }
 
