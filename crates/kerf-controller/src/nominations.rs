@@ -22,15 +22,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use futures_util::stream::{self, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::cluster::{ApiError, ClusterApi};
+use kerf_cloud::Timestamp;
+use std::time::Duration;
 
-use crate::ctx::{ControllerError, Pass, RETRY_AFTER};
+use crate::ctx::{ControllerError, IN_FLIGHT, Pass, RETRY_AFTER};
 use crate::patches::pinned;
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 
-/// Nomination writes sent at once: enough to keep a round trip's latency from limiting a burst
-/// of thousands of new pods, few enough not to crowd out the API server's other clients.
-const IN_FLIGHT: usize = 16;
+/// How many grace periods a nomination lasts after its node was initialized while the watch
+/// has not yet shown the pod carrying it (the write was refused, or the watch lags far behind).
+pub(crate) const UNSEEN_GRACE: u32 = 6;
 
 /// Pods nominated to in-flight NodeClaims (indexed both ways) or to existing nodes.
 #[derive(Debug, Default, Clone)]
@@ -44,6 +46,10 @@ pub(crate) struct Nominations {
     /// The resourceVersion each pod had when kerf last sent it a write (answered or refused):
     /// nothing more is sent to the pod until the watch shows it changed.
     sent_at: BTreeMap<ObjectKey, String>,
+    /// When the watch first showed each pod nominated to a claim carrying the nomination kerf
+    /// wrote: from then on the cache has seen the pod as it was after its node joined, so a bind
+    /// that came soon after is seen soon after too (see [`Nominations::expire`]).
+    echoed: BTreeMap<ObjectKey, Timestamp>,
     /// Bumped on every change of `by_pod`, so callers can tell whether anything moved.
     pub generation: u64,
 }
@@ -58,6 +64,7 @@ impl Nominations {
 
     pub fn remove_pod(&mut self, pod: &ObjectKey) {
         self.on_nodes.remove(pod);
+        self.echoed.remove(pod);
         if let Some(claim) = self.by_pod.remove(pod) {
             if let Some(pods) = self.by_claim.get_mut(&claim) {
                 pods.remove(pod);
@@ -73,6 +80,7 @@ impl Nominations {
         if let Some(pods) = self.by_claim.remove(claim) {
             for pod in pods {
                 self.by_pod.remove(&pod);
+                self.echoed.remove(&pod);
             }
             self.generation += 1;
         }
@@ -80,6 +88,63 @@ impl Nominations {
 
     pub fn contains(&self, pod: &ObjectKey) -> bool {
         self.by_pod.contains_key(pod)
+    }
+
+    /// Drops nominations to claims that are gone or going, and a pod's nomination once the
+    /// claim's node has been initialized for `grace` and the pod is still not bound (it is then
+    /// provisioned again). The window starts at the later of the initialization and the moment
+    /// the cache first showed the pod carrying the nomination kerf wrote; while it has not shown
+    /// it (the write was refused, or the watch lags far behind), [`UNSEEN_GRACE`] windows after
+    /// the initialization. Timed from the cache's own view of the pod, a watch that lags behind a
+    /// burst of thousands of binds does not make their pods look unbound for good and provisioned
+    /// a second time. Pod-side ends are handled as watch events arrive.
+    pub fn expire(&mut self, state: &ClusterState, pass: &mut Pass, grace: Duration) {
+        let mut expired_claims = Vec::new();
+        let mut expired_pods = Vec::new();
+        for (claim_name, pods) in &self.by_claim {
+            let Some(claim) = state.node_claim(claim_name) else {
+                expired_claims.push(claim_name.clone());
+                continue;
+            };
+            if claim.metadata.deletion_timestamp.is_some() {
+                expired_claims.push(claim_name.clone());
+                continue;
+            }
+            let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+            let Some(since) = util::true_since(conditions, kerf_api::nodeclaim::CONDITION_INITIALIZED) else {
+                continue;
+            };
+            for key in pods {
+                let carried = || {
+                    let pod = state.pod(&key.0, &key.1)?;
+                    let ours = self.written.get(key)?;
+                    (util::nominated_node(pod) == Some(ours.as_str())).then_some(())
+                };
+                let seen = match self.echoed.get(key) {
+                    Some(&t) => Some(t),
+                    None if carried().is_some() => {
+                        self.echoed.insert(key.clone(), pass.now);
+                        Some(pass.now)
+                    }
+                    None => None,
+                };
+                let expires = match seen {
+                    Some(seen) => util::after(seen.max(since), grace),
+                    None => util::after(since, grace * UNSEEN_GRACE),
+                };
+                if pass.now >= expires {
+                    expired_pods.push(key.clone());
+                } else {
+                    pass.wake_at(expires);
+                }
+            }
+        }
+        for claim in expired_claims {
+            self.remove_claim(&claim);
+        }
+        for pod in expired_pods {
+            self.remove_pod(&pod);
+        }
     }
 
     /// A pod is gone or bound: nothing of it is left to write.

@@ -4,11 +4,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use futures_util::stream::{self, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::{SchedulingContext, SchedulingInput, SchedulingResult};
 
-use crate::ctx::{ControllerError, Ctx, PodLaunch, UNSCHEDULABLE_RETRY_AFTER};
+use crate::ctx::{ControllerError, Ctx, IN_FLIGHT, PodLaunch, UNSCHEDULABLE_RETRY_AFTER};
 use crate::nominations::Nominations;
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
@@ -73,36 +74,6 @@ pub(crate) struct Provisioner {
     batch: Batch,
 }
 
-/// Drops nominations to claims that are gone or going, or whose node has been initialized
-/// for a full batch window (the pod should have been bound by then; if not, it is
-/// provisioned again). Pod-side ends are handled as watch events arrive.
-fn expire_nominations<P, C>(cx: &mut Ctx<'_, P, C>) {
-    let grace = cx.options.batch_max;
-    let mut expired = Vec::new();
-    for claim_name in cx.published.nominations.by_claim.keys() {
-        let Some(claim) = cx.state.node_claim(claim_name) else {
-            expired.push(claim_name.clone());
-            continue;
-        };
-        if claim.metadata.deletion_timestamp.is_some() {
-            expired.push(claim_name.clone());
-            continue;
-        }
-        let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-        if let Some(since) = util::true_since(conditions, kerf_api::nodeclaim::CONDITION_INITIALIZED) {
-            let expires = util::after(since, grace);
-            if cx.pass.now >= expires {
-                expired.push(claim_name.clone());
-            } else {
-                cx.pass.wake_at(expires);
-            }
-        }
-    }
-    for claim in expired {
-        cx.published.nominations.remove_claim(&claim);
-    }
-}
-
 impl Provisioner {
     /// One provisioning pass, then every pending pod's `status.nominatedNodeName` brought in
     /// line with the plan.
@@ -121,7 +92,7 @@ impl Provisioner {
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        expire_nominations(cx);
+        cx.published.nominations.expire(cx.state, &mut cx.pass, cx.options.batch_max);
         // Buffer room held nowhere opens a window like a new pending pod (once per change).
         let room = cx.state.buffer_room();
         let room_short = room.short();
@@ -232,10 +203,18 @@ impl Provisioner {
             let pods: usize = result.new_node_claims.iter().map(|c| c.pods.len()).sum();
             tracing::info!(nodeclaims = result.new_node_claims.len(), pods, "computed new nodeclaim(s) to fit pod(s)");
         }
+        // Named in plan order (one seeded generator), created IN_FLIGHT at a time, answers
+        // taken in that order.
+        let mut claims = Vec::with_capacity(result.new_node_claims.len());
         for new in &result.new_node_claims {
             let Some(pool) = cx.state.node_pool(&new.node_pool).cloned() else { continue };
-            let claim = cx.new_claim(&pool, new);
-            let created = match cx.api.create(claim).await {
+            claims.push((new, cx.new_claim(&pool, new)));
+        }
+        let api = cx.api;
+        let mut answers =
+            stream::iter(claims).map(|(new, claim)| async move { (new, api.create(claim).await) }).buffered(IN_FLIGHT);
+        while let Some((new, created)) = answers.next().await {
+            let created = match created {
                 Err(ApiError::Invalid { message, .. }) => {
                     // Retrying the same claim cannot help: tell its pods why they stay pending.
                     tracing::error!(NodePool = %new.node_pool, error = %message, "failed creating nodeclaim");

@@ -613,6 +613,54 @@ fn a_nomination_is_sent_once_per_version_of_the_pod_however_long_the_watch_lags(
 }
 
 #[test]
+fn a_nomination_outlasts_a_watch_that_lags_behind_the_pod_and_lapses_a_window_after_the_pod_is_seen_carrying_it() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    let key = ("default".to_string(), "a".to_string());
+    // The node joins, Ready, and the claim is initialized; the watch shows nothing of the pod
+    // for 30 s (three batch windows): the nomination kerf wrote is not seen, the pod is not
+    // provisioned again.
+    kubelet_joins(&h.api, &claim, "n1", true);
+    passes_with_pod_events_held_back(&mut h, 30);
+    assert!(h.claims()[0].is_condition_true(kerf_api::nodeclaim::CONDITION_INITIALIZED));
+    assert!(h.mgr.nominations().contains_key(&key), "held while the pod's nomination is not seen");
+    assert_eq!(h.claims().len(), 1);
+    // The watch catches up: the pod carries the nomination, still unbound. It lapses one
+    // window (10 s) later.
+    let p: k8s_openapi::api::core::v1::Pod = h.api.one(Some("default"), "a").unwrap();
+    h.mgr.observe(&kerf_api::cluster::WatchEvent::Applied(kerf_api::cluster::AnyObject::Pod(std::sync::Arc::new(p))));
+    h.settle();
+    h.advance(Duration::from_secs(9));
+    assert!(h.mgr.nominations().contains_key(&key));
+    h.advance(Duration::from_secs(1));
+    assert!(!h.mgr.nominations().contains_key(&key), "lapsed a window after it was seen");
+    // Provisioned again, it fits on the node that exists: nothing new is launched.
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 1);
+}
+
+#[test]
+fn a_nomination_the_watch_never_shows_lapses_six_windows_after_its_node_is_initialized() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    let key = ("default".to_string(), "a".to_string());
+    kubelet_joins(&h.api, &claim, "n1", true);
+    // Initialized on the first of these passes (1 s in); 60 s later the nomination lapses.
+    passes_with_pod_events_held_back(&mut h, 60);
+    assert!(h.mgr.nominations().contains_key(&key));
+    passes_with_pod_events_held_back(&mut h, 1);
+    assert!(!h.mgr.nominations().contains_key(&key));
+}
+
+#[test]
 fn a_nomination_refused_because_the_pod_changed_is_not_sent_again_until_the_watch_shows_the_change() {
     let mut h = Harness::new(small_and_large());
     h.api.put(node_pool("default"));
@@ -759,4 +807,109 @@ fn pods_whose_nodeclaims_a_failed_pass_did_not_create_are_provisioned_when_it_is
     h.advance(Duration::from_secs(2));
     h.advance(Duration::from_secs(2));
     assert_eq!(h.claims().len(), 2, "one claim per pod");
+}
+
+// ---- bursts: many claims created and launched a few at a time ----
+
+mod bursts {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll};
+    use std::time::Duration;
+
+    use kerf_api::nodeclaim::CONDITION_LAUNCHED;
+    use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+    use kerf_cloud::{CloudError, CloudProvider, NodeClassResolution};
+    use kerf_scheduling::InstanceType;
+
+    use crate::testkit::*;
+
+    /// Not ready on its first poll (it asks to be polled again), ready on the second: a call
+    /// that takes a round trip.
+    struct RoundTrip(bool);
+
+    impl Future for RoundTrip {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            if self.0 {
+                return Poll::Ready(());
+            }
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+
+    /// The fake cloud, whose launches each take a round trip; it counts how many are under way
+    /// at once.
+    #[derive(Clone)]
+    struct Remote {
+        inner: FakeCloud,
+        launching: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+    }
+
+    impl CloudProvider for Remote {
+        async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
+            let now = self.launching.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            RoundTrip(false).await;
+            self.launching.fetch_sub(1, Ordering::SeqCst);
+            self.inner.create(claim).await
+        }
+        async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+            self.inner.delete(claim).await
+        }
+        async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
+            self.inner.get(provider_id).await
+        }
+        async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+            self.inner.list().await
+        }
+        async fn instance_types(
+            &self,
+            node_pool: &NodePool,
+            node_class: Option<&EC2NodeClass>,
+        ) -> Result<Vec<Arc<InstanceType>>, CloudError> {
+            self.inner.instance_types(node_pool, node_class).await
+        }
+        async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {
+            self.inner.resolve_node_class(node_class).await
+        }
+        async fn is_drifted(
+            &self,
+            claim: &NodeClaim,
+            node_class: Option<&EC2NodeClass>,
+        ) -> Result<Option<String>, CloudError> {
+            self.inner.is_drifted(claim, node_class).await
+        }
+        fn name(&self) -> &'static str {
+            "remote"
+        }
+    }
+
+    #[test]
+    fn a_burst_of_forty_claims_launches_sixteen_at_a_time_and_every_one_is_recorded() {
+        let cloud = Remote {
+            inner: FakeCloud::with_types(vec![instance_type("small", "2", "4Gi", 0.10)]),
+            launching: Arc::default(),
+            most: Arc::default(),
+        };
+        let mut h = Harness::with_cloud(cloud.clone());
+        h.api.put(node_pool("default"));
+        // 40 pods of 1.5 CPU: one small node each.
+        for i in 0..40 {
+            h.api.put(pending_pod(&format!("p{i:02}"), "1500m"));
+        }
+        h.settle();
+        h.advance(Duration::from_secs(1));
+        let claims = h.claims();
+        assert_eq!(claims.len(), 40);
+        assert!(claims.iter().all(|c| c.is_condition_true(CONDITION_LAUNCHED)), "every launch recorded");
+        assert_eq!(cloud.inner.launched(), 40, "one instance per claim");
+        assert_eq!(cloud.most.load(Ordering::SeqCst), 16, "launches under way at once");
+        assert_eq!(cloud.launching.load(Ordering::SeqCst), 0);
+    }
 }
