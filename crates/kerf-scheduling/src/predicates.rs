@@ -37,6 +37,9 @@ pub struct ClusterView {
     /// Per node, allocatable minus requested for cpu, memory and pods in nano-units: the
     /// resources every pod asks for, checked without map lookups.
     free_core: Vec<[i128; 3]>,
+    /// Per node, the cpu and memory its pods request in nano-units (as `requested` sums them),
+    /// so adding or taking a pod updates `cpu_memory` without map lookups.
+    used_cpu_memory: Vec<[i128; 2]>,
     ports: Vec<Vec<HostPort>>,
     /// Pods with required anti-affinity, grouped by their terms (the pods of one workload share
     /// them): the terms and how many such pods each node holds.
@@ -184,6 +187,7 @@ impl ClusterView {
             v.requested.push(ResourceList::new());
             v.cpu_memory.push((cpu_memory_of(&v.nodes[idx].allocatable), [0.0; 2]));
             v.free_core.push(core_of(&v.nodes[idx].allocatable));
+            v.used_cpu_memory.push([0; 2]);
             v.ports.push(Vec::new());
             for p in pods {
                 let r = requests(&p);
@@ -222,14 +226,19 @@ impl ClusterView {
 
     /// [`ClusterView::add_pod`] for a pod whose requests ([`pod_requests`]) are known already.
     pub fn add_pod_with(&mut self, node: usize, pod: Arc<Pod>, requests: Arc<ResourceList>) {
-        for (free, req) in self.free_core[node].iter_mut().zip(core_of(&requests)) {
+        let core = core_of(&requests);
+        for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free -= req;
         }
         self.requested[node].add(&requests);
-        self.cpu_memory[node].1 = cpu_memory_of(&self.requested[node]);
+        let used = &mut self.used_cpu_memory[node];
+        for (u, r) in used.iter_mut().zip(core) {
+            *u = u.saturating_add(r);
+        }
+        self.cpu_memory[node].1 = used.map(nanos_f64);
         self.ports[node].extend(pod::host_ports(&pod));
-        let terms = pod::pod_affinities(&pod).required_anti;
-        if !terms.is_empty() {
+        if pod::has_required_anti_affinity(&pod) {
+            let terms = pod::pod_affinities(&pod).required_anti;
             match self.anti.iter_mut().find(|(t, _)| *t == terms) {
                 Some((_, nodes)) => *nodes.entry(node).or_default() += 1,
                 None => self.anti.push((terms, BTreeMap::from([(node, 1)]))),
@@ -264,17 +273,25 @@ impl ClusterView {
         let at = self.nodes.get(node)?.pods.iter().position(|p| Arc::ptr_eq(p, pod))?;
         let pod = self.nodes[node].pods.remove(at);
         let requests = self.pod_requests[node].remove(at);
-        for (free, req) in self.free_core[node].iter_mut().zip(core_of(&requests)) {
+        let core = core_of(&requests);
+        for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free += req;
         }
         self.requested[node].sub(&requests);
-        self.cpu_memory[node].1 = cpu_memory_of(&self.requested[node]);
-        for port in pod::host_ports(&pod) {
-            if let Some(i) = self.ports[node].iter().position(|p| *p == port) {
-                self.ports[node].remove(i);
+        let used = &mut self.used_cpu_memory[node];
+        for (u, r) in used.iter_mut().zip(core) {
+            *u = u.saturating_sub(r);
+        }
+        self.cpu_memory[node].1 = used.map(nanos_f64);
+        if !self.ports[node].is_empty() {
+            for port in pod::host_ports(&pod) {
+                if let Some(i) = self.ports[node].iter().position(|p| *p == port) {
+                    self.ports[node].remove(i);
+                }
             }
         }
-        let terms = pod::pod_affinities(&pod).required_anti;
+        let terms =
+            if pod::has_required_anti_affinity(&pod) { pod::pod_affinities(&pod).required_anti } else { Vec::new() };
         if !terms.is_empty()
             && let Some((_, nodes)) = self.anti.iter_mut().find(|(t, _)| *t == terms)
             && let Some(count) = nodes.get_mut(&node)
@@ -313,6 +330,7 @@ impl ClusterView {
         self.requested.push(ResourceList::new());
         self.cpu_memory.push((cpu_memory_of(&self.nodes[idx].allocatable), [0.0; 2]));
         self.free_core.push(core_of(&self.nodes[idx].allocatable));
+        self.used_cpu_memory.push([0; 2]);
         self.ports.push(Vec::new());
         self.hidden.resize(self.nodes.len(), false);
         for p in pods {
@@ -332,6 +350,7 @@ impl ClusterView {
         self.requested.pop();
         self.cpu_memory.pop();
         self.free_core.pop();
+        self.used_cpu_memory.pop();
         self.ports.pop();
         self.hidden.truncate(self.nodes.len());
         for cached in self.match_counts.get_mut().values_mut() {
@@ -567,6 +586,12 @@ impl ClusterView {
         }
         let mut q = ViewFit { v: self, p, node };
         crate::fit::check(&mut q).map_err(|why| crate::fit::describe(&q, why))
+    }
+
+    /// Whether a prepared pod passes every filter on `node`: [`ClusterView::check_prepared`]
+    /// without putting the reason into words.
+    pub fn passes(&self, p: &PreparedPod<'_>, node: usize) -> bool {
+        node < self.nodes.len() && !self.is_hidden(node) && crate::fit::check(&mut ViewFit { v: self, p, node }).is_ok()
     }
 
     /// Whether a prepared pod passes the filters on `node` that read only the node itself
@@ -812,6 +837,11 @@ fn cpu_memory_of(list: &ResourceList) -> [f64; 2] {
 
 fn core_of(list: &ResourceList) -> [i128; 3] {
     CORE.map(|k| list.get(k).nanos())
+}
+
+/// A quantity's nano-units as [`kerf_api::Quantity::as_f64`] reads them.
+fn nanos_f64(nanos: i128) -> f64 {
+    kerf_api::Quantity::from_nanos(nanos, kerf_api::quantity::Format::DecimalSI).as_f64()
 }
 
 /// Pods being deleted no longer count in spread or affinity.
