@@ -318,8 +318,8 @@ struct KindTouched {
     seen: usize,
     /// (score, name rank, node) of the bound nodes passing the kind's node-local filters.
     fits: BTreeSet<(Reverse<i64>, u32, u32)>,
-    /// Each bound node's entry in `fits`, indexed by node (sized on first use).
-    entry: Vec<Option<(i64, u32)>>,
+    /// Each bound node's entry in `fits`, by node (a replay binds to few of the nodes).
+    entry: HashMap<usize, (i64, u32)>,
 }
 
 impl Touched {
@@ -361,19 +361,16 @@ fn choose_ranked(
         .find(|&(_, idx)| !touched.flag[idx] && view.inter_pod_filters_pass(&prepared, idx));
     // The bound nodes: the kind's own ranking of them, brought up to date first.
     let kt = touched.kinds.entry(kind_id).or_default();
-    if kt.seen < touched.binds.len() && kt.entry.len() < touched.flag.len() {
-        kt.entry.resize(touched.flag.len(), None);
-    }
     for &idx in &touched.binds[kt.seen..] {
         let node = idx as u32;
-        if let Some((score, rank)) = kt.entry[idx].take() {
+        if let Some((score, rank)) = kt.entry.remove(&idx) {
             kt.fits.remove(&(Reverse(score), rank, node));
         }
         if view.node_filters_pass(&prepared, idx) {
             let score = resource_score(view, idx, kind.requests);
             let rank = ranking.name_rank[idx];
             kt.fits.insert((Reverse(score), rank, node));
-            kt.entry[idx] = Some((score, rank));
+            kt.entry.insert(idx, (score, rank));
         }
     }
     kt.seen = touched.binds.len();

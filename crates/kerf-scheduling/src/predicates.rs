@@ -73,6 +73,20 @@ struct MatchCounts {
     /// The same counts summed per domain of a topology key (by interned value), for the keys
     /// preferences asked about.
     per_domain: Vec<(String, Vec<i64>)>,
+    /// The same counts summed per domain of a topology key over the nodes not hidden, for the
+    /// keys required spread asked about.
+    visible: Vec<VisibleDomains>,
+}
+
+/// Matching pods per domain of one topology key over the nodes not hidden, and how many of those
+/// nodes each domain has: what a required spread constraint counts, kept up to date as pods
+/// are added or taken and nodes hidden or shown, so preparing a pod does not count over every
+/// node.
+#[derive(Debug, Clone)]
+struct VisibleDomains {
+    key: String,
+    counts: Vec<i64>,
+    nodes: Vec<u32>,
 }
 
 impl PodMatcher {
@@ -244,6 +258,7 @@ impl ClusterView {
                 None => self.anti.push((terms, BTreeMap::from([(node, 1)]))),
             }
         }
+        let hidden = self.is_hidden(node);
         let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
@@ -251,6 +266,11 @@ impl ClusterView {
                 for (key, counts) in &mut cached.per_domain {
                     if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
                         counts[d as usize] += 1;
+                    }
+                }
+                for v in cached.visible.iter_mut().filter(|_| !hidden) {
+                    if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[node]) {
+                        v.counts[d as usize] += 1;
                     }
                 }
             }
@@ -301,13 +321,20 @@ impl ClusterView {
                 nodes.remove(&node);
             }
         }
+        let hidden = self.is_hidden(node);
         let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
+                let counted = cached.per_node[node] > 0;
                 cached.per_node[node] = cached.per_node[node].saturating_sub(1);
                 for (key, counts) in &mut cached.per_domain {
                     if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
                         counts[d as usize] = counts[d as usize].saturating_sub(1);
+                    }
+                }
+                for v in cached.visible.iter_mut().filter(|_| counted && !hidden) {
+                    if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[node]) {
+                        v.counts[d as usize] -= 1;
                     }
                 }
             }
@@ -367,8 +394,21 @@ impl ClusterView {
         if self.hidden.len() < self.nodes.len() {
             self.hidden.resize(self.nodes.len(), false);
         }
-        if let Some(h) = self.hidden.get_mut(idx) {
-            *h = hidden;
+        let Some(h) = self.hidden.get_mut(idx) else { return };
+        if *h == hidden {
+            return;
+        }
+        *h = hidden;
+        let sign: i64 = if hidden { -1 } else { 1 };
+        let topology = self.topology.get_mut();
+        for cached in self.match_counts.get_mut().values_mut() {
+            let count = i64::from(cached.per_node[idx]);
+            for v in &mut cached.visible {
+                if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[idx]) {
+                    v.counts[d as usize] += sign * count;
+                    v.nodes[d as usize] = v.nodes[d as usize].saturating_add_signed(sign as i32);
+                }
+            }
         }
     }
 
@@ -382,6 +422,7 @@ impl ClusterView {
         self.topology.get_mut().clear();
         for cached in self.match_counts.get_mut().values_mut() {
             cached.per_domain.clear();
+            cached.visible.clear();
         }
     }
 
@@ -408,7 +449,9 @@ impl ClusterView {
             .iter()
             .map(|n| n.pods.iter().filter(|p| matcher.matches(p, &self.namespace_labels)).count() as u32)
             .collect();
-        self.match_counts.borrow_mut().insert(key.clone(), MatchCounts { matcher, per_node, per_domain: Vec::new() });
+        self.match_counts
+            .borrow_mut()
+            .insert(key.clone(), MatchCounts { matcher, per_node, per_domain: Vec::new(), visible: Vec::new() });
         key
     }
 
@@ -473,9 +516,6 @@ impl ClusterView {
         if !spread.is_empty() {
             let keys: Vec<String> =
                 spread.iter().map(|s| self.count_matching(PodMatcher::Spread(s.constraint.clone()))).collect();
-            let cache = self.match_counts.borrow();
-            let matched: Vec<&[u32]> =
-                keys.iter().map(|k| cache.get(k).map_or(&[][..], |c| c.per_node.as_slice())).collect();
             // Node affinity and taints are read per node only when a constraint honours them
             // and they can turn a node away (a pod without node affinity matches every node).
             let check_affinity = spread.iter().any(|s| s.constraint.honor_node_affinity)
@@ -483,7 +523,18 @@ impl ClusterView {
                     && node_terms.iter().all(Requirements::is_empty)
                     && name_fields.iter().all(Option::is_none));
             let check_taints = spread.iter().any(|s| s.constraint.honor_node_taints);
-            for (i, n) in self.nodes.iter().enumerate() {
+            // One constraint that counts every node not hidden: its counts are kept per domain.
+            let mut kept = false;
+            if let ([s], [mkey]) = (spread.as_mut_slice(), keys.as_slice())
+                && !check_affinity
+                && !check_taints
+            {
+                kept = self.visible_domain_counts(mkey, s);
+            }
+            let cache = self.match_counts.borrow();
+            let matched: Vec<&[u32]> =
+                keys.iter().map(|k| cache.get(k).map_or(&[][..], |c| c.per_node.as_slice())).collect();
+            for (i, n) in self.nodes.iter().enumerate().filter(|_| !kept) {
                 // kube-scheduler counts only nodes carrying every topology key of the pod.
                 if self.is_hidden(i) || !spread.iter().all(|s| s.topology.per_node[i].is_some()) {
                     continue;
@@ -690,6 +741,42 @@ impl ClusterView {
                 parts
             })
             .collect()
+    }
+
+    /// Fills `spread`'s counts and eligible domains from the live pods its matcher (cached under
+    /// `mkey`) counts on the nodes not hidden, kept per domain of its topology key (counted over
+    /// the nodes once, then kept up to date). `false` when the matcher is not cached.
+    fn visible_domain_counts(&self, mkey: &str, spread: &mut SpreadState) -> bool {
+        let key = spread.constraint.topology_key.as_str();
+        let mut cache = self.match_counts.borrow_mut();
+        let Some(c) = cache.get_mut(mkey) else { return false };
+        let topology = &spread.topology;
+        let at = match c.visible.iter().position(|v| v.key == key) {
+            Some(at) => at,
+            None => {
+                let mut v = VisibleDomains {
+                    key: key.to_string(),
+                    counts: vec![0; topology.domains],
+                    nodes: vec![0; topology.domains],
+                };
+                for (n, count) in c.per_node.iter().enumerate() {
+                    if let Some(d) = topology.per_node[n]
+                        && !self.is_hidden(n)
+                    {
+                        v.counts[d as usize] += i64::from(*count);
+                        v.nodes[d as usize] += 1;
+                    }
+                }
+                c.visible.push(v);
+                c.visible.len() - 1
+            }
+        };
+        let v = &c.visible[at];
+        spread.counts.copy_from_slice(&v.counts);
+        for (e, n) in spread.eligible.iter_mut().zip(&v.nodes) {
+            *e = *n > 0;
+        }
+        true
     }
 
     /// Makes sure the live pods `matcher` counts are kept per domain of `key`; returns the
