@@ -1222,6 +1222,50 @@ mod tests {
     }
 
     #[test]
+    fn spread_counts_kept_per_domain_follow_pods_and_hidden_nodes_as_a_fresh_count_does() {
+        let mut nodes: Vec<ExistingNode> = (0..6)
+            .map(|i| {
+                let z = ["a", "b", "c"][i % 3];
+                node(&format!("n{i}"), &[(Z, z)], &[("cpu", "8"), ("memory", "16Gi"), ("pods", "20")])
+            })
+            .collect();
+        nodes.push(node("bare", &[], &[("cpu", "8"), ("pods", "20")]));
+        let mut v = ClusterView::new(nodes);
+        let zone = pod("p").label("app", "w").spread(Z, 1, &[("app", "w")]).build();
+        let host = pod("p").label("app", "w").spread("kubernetes.io/hostname", 1, &[("app", "w")]).build();
+        // Counted once here; kept from now on.
+        assert_eq!(v.feasible_nodes(&zone), vec![0, 1, 2, 3, 4, 5]);
+        let mut added = Vec::new();
+        for (step, n) in [0usize, 0, 3, 1, 4, 6, 2, 0].into_iter().enumerate() {
+            let p = pod(&format!("w{step}")).label("app", "w").build();
+            v.add_pod(n, Arc::clone(&p));
+            added.push((n, p));
+            if step == 2 {
+                v.set_hidden(1, true);
+            }
+            if step == 4 {
+                v.set_hidden(0, true);
+                let (n, p) = added.remove(0);
+                assert!(v.remove_pod(n, &p));
+            }
+            if step == 6 {
+                v.set_hidden(1, false);
+            }
+            let mut fresh = ClusterView::new(v.nodes().to_vec());
+            (0..v.nodes().len()).for_each(|i| fresh.set_hidden(i, v.is_hidden(i)));
+            for p in [&zone, &host] {
+                let verdicts = |view: &ClusterView| {
+                    let pp = view.prepare(p);
+                    (0..view.nodes().len())
+                        .map(|i| view.check_prepared(&pp, i).map_err(|u| u.reason))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(verdicts(&v), verdicts(&fresh), "step {step}");
+            }
+        }
+    }
+
+    #[test]
     fn spread_match_label_keys_count_only_the_same_revision() {
         let mut v = ClusterView::new(three_zone_nodes());
         for (i, z) in [0usize, 0, 1].iter().enumerate() {
