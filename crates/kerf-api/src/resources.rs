@@ -71,16 +71,25 @@ impl ResourceList {
     /// Adds every entry of `other` (saturating).
     pub fn add(&mut self, other: &ResourceList) {
         for (k, v) in &other.0 {
-            let e = self.0.entry(k.clone()).or_insert(Quantity::ZERO);
-            *e = e.saturating_add(v);
+            // The name is copied only for a resource not listed yet.
+            match self.0.get_mut(k.as_str()) {
+                Some(e) => *e = e.saturating_add(v),
+                None => {
+                    self.0.insert(k.clone(), Quantity::ZERO.saturating_add(v));
+                }
+            }
         }
     }
 
     /// Subtracts every entry of `other`; results may be negative.
     pub fn sub(&mut self, other: &ResourceList) {
         for (k, v) in &other.0 {
-            let e = self.0.entry(k.clone()).or_insert(Quantity::ZERO);
-            *e = e.saturating_sub(v);
+            match self.0.get_mut(k.as_str()) {
+                Some(e) => *e = e.saturating_sub(v),
+                None => {
+                    self.0.insert(k.clone(), Quantity::ZERO.saturating_sub(v));
+                }
+            }
         }
     }
 

@@ -163,8 +163,9 @@ struct FilterMemo {
     verdicts: Vec<Option<(u32, Verdict)>>,
 }
 
-/// A filter verdict: fits, or the first filter's reason.
-type Verdict = Result<(), Arc<str>>;
+/// A filter verdict: whether the pod passes every filter (the reason a node turns it away is
+/// put into words only when no node takes the pod).
+type Verdict = bool;
 
 impl FilterMemo {
     /// Keeps the verdicts when `pod` is a twin of the memo's pod, else starts afresh for it.
@@ -183,7 +184,7 @@ impl FilterMemo {
     }
 
     fn get(&self, node: usize, version: u32) -> Option<Verdict> {
-        self.verdicts[node].as_ref().filter(|(v, _)| *v == version).map(|(_, r)| r.clone())
+        self.verdicts[node].as_ref().filter(|(v, _)| *v == version).map(|(_, r)| *r)
     }
 
     fn put(&mut self, node: usize, version: u32, verdict: Verdict) {
@@ -317,8 +318,8 @@ struct KindTouched {
     seen: usize,
     /// (score, name rank, node) of the bound nodes passing the kind's node-local filters.
     fits: BTreeSet<(Reverse<i64>, u32, u32)>,
-    /// Each bound node's entry in `fits`, indexed by node (sized on first use).
-    entry: Vec<Option<(i64, u32)>>,
+    /// Each bound node's entry in `fits`, by node (a replay binds to few of the nodes).
+    entry: HashMap<usize, (i64, u32)>,
 }
 
 impl Touched {
@@ -360,19 +361,16 @@ fn choose_ranked(
         .find(|&(_, idx)| !touched.flag[idx] && view.inter_pod_filters_pass(&prepared, idx));
     // The bound nodes: the kind's own ranking of them, brought up to date first.
     let kt = touched.kinds.entry(kind_id).or_default();
-    if kt.seen < touched.binds.len() && kt.entry.len() < touched.flag.len() {
-        kt.entry.resize(touched.flag.len(), None);
-    }
     for &idx in &touched.binds[kt.seen..] {
         let node = idx as u32;
-        if let Some((score, rank)) = kt.entry[idx].take() {
+        if let Some((score, rank)) = kt.entry.remove(&idx) {
             kt.fits.remove(&(Reverse(score), rank, node));
         }
         if view.node_filters_pass(&prepared, idx) {
             let score = resource_score(view, idx, kind.requests);
             let rank = ranking.name_rank[idx];
             kt.fits.insert((Reverse(score), rank, node));
-            kt.entry[idx] = Some((score, rank));
+            kt.entry.insert(idx, (score, rank));
         }
     }
     kt.seen = touched.binds.len();
@@ -420,75 +418,127 @@ pub fn replay(
     pods: &[Arc<Pod>],
     ranked: Option<(&Ranking, &[usize])>,
 ) -> Result<Vec<usize>, NotBound> {
-    let mut placed: Vec<(usize, Arc<Pod>)> = Vec::with_capacity(pods.len());
-    let mut result = Ok(Vec::with_capacity(pods.len()));
-    let mut memo = FilterMemo::default();
-    let mut version = vec![0u32; view.nodes().len()];
-    // A node pushed with a PreferNoSchedule taint makes every pod's scores read every node.
-    let ranked = ranked.filter(|(r, _)| {
-        !r.prefer_no_schedule
-            && view
-                .nodes()
-                .iter()
-                .enumerate()
-                .skip(r.base_nodes)
-                .all(|(i, n)| view.is_hidden(i) || !has_prefer_no_schedule(n))
-    });
-    let mut touched = Touched::new(view, ranked.map_or(0, |(r, _)| r.base_nodes));
-    for (i, pod) in pods.iter().enumerate() {
-        let kind = ranked.and_then(|(r, kinds)| {
-            let id = *kinds.get(i)?;
-            Some((r, id, r.kinds.get(id)?.as_ref()?))
+    let mut session = Replay::new(view, ranked.map(|(r, _)| r));
+    let result = session.bind(view, pods, ranked.map(|(_, kinds)| kinds));
+    session.finish(view);
+    result
+}
+
+/// A [`replay`] in several batches: the pods one batch binds stay for the next, and between
+/// batches nodes may be hidden (their pods taken off) or pushed; [`Replay::finish`] takes every
+/// pod it bound off the view again. With a ranking, the view must be the ranking's base state
+/// when the replay starts, and change only that way and through the replay's own binds until
+/// it finishes.
+pub struct Replay<'r> {
+    ranking: Option<&'r Ranking>,
+    placed: Vec<(usize, Arc<Pod>)>,
+    version: Vec<u32>,
+    touched: Touched,
+}
+
+impl<'r> Replay<'r> {
+    /// A replay on `view` as it is now, with the ranking of that state when given.
+    pub fn new(view: &ClusterView, ranking: Option<&'r Ranking>) -> Self {
+        let touched = Touched::new(view, ranking.map_or(0, |r| r.base_nodes));
+        Replay { ranking, placed: Vec::new(), version: vec![0; view.nodes().len()], touched }
+    }
+
+    /// Binds `pods` as [`replay`] does (`kinds`: each pod's kind in the ranking), after the
+    /// pods of the earlier batches; they stay bound. Returns the node each pod went to, or the
+    /// first pod that fits nowhere.
+    pub fn bind(
+        &mut self,
+        view: &mut ClusterView,
+        pods: &[Arc<Pod>],
+        kinds: Option<&[usize]>,
+    ) -> Result<Vec<usize>, NotBound> {
+        let len = view.nodes().len();
+        self.version.resize(len, 0);
+        self.touched.pushed = (self.touched.flag.len()..len).collect();
+        let mut result = Ok(Vec::with_capacity(pods.len()));
+        // Verdicts are remembered within a batch only: pods taken off hidden nodes between
+        // batches may change them.
+        let mut memo = FilterMemo::default();
+        // A node pushed with a PreferNoSchedule taint makes every pod's scores read every node.
+        let ranked = self.ranking.zip(kinds).filter(|(r, _)| {
+            !r.prefer_no_schedule
+                && view
+                    .nodes()
+                    .iter()
+                    .enumerate()
+                    .skip(r.base_nodes)
+                    .all(|(i, n)| view.is_hidden(i) || !has_prefer_no_schedule(n))
         });
-        let chosen = kind.and_then(|(r, id, k)| choose_ranked(view, pod, r, id, k, &mut touched));
-        if let (Some(idx), Some((_, _, k))) = (chosen, kind) {
-            bind(view, &mut placed, &mut version, &mut memo, &mut touched, idx, pod, Some(Arc::clone(&k.resources)));
+        for (i, pod) in pods.iter().enumerate() {
+            let kind = ranked.and_then(|(r, kinds)| {
+                let id = *kinds.get(i)?;
+                Some((r, id, r.kinds.get(id)?.as_ref()?))
+            });
+            let chosen = kind.and_then(|(r, id, k)| choose_ranked(view, pod, r, id, k, &mut self.touched));
+            if let (Some(idx), Some((_, _, k))) = (chosen, kind) {
+                bind(
+                    view,
+                    &mut self.placed,
+                    &mut self.version,
+                    &mut memo,
+                    &mut self.touched,
+                    idx,
+                    pod,
+                    Some(Arc::clone(&k.resources)),
+                );
+                if let Ok(v) = result.as_mut() {
+                    v.push(idx);
+                }
+                continue;
+            }
+            memo.start(pod, view.nodes().len());
+            let mut prepared: Option<PreparedPod<'_>> = None;
+            let mut feasible = Vec::new();
+            let mut first_refusal: Option<usize> = None;
+            for (idx, &ver) in self.version.iter().enumerate() {
+                if view.is_hidden(idx) {
+                    continue;
+                }
+                let fits = match memo.get(idx, ver) {
+                    Some(v) => v,
+                    None => {
+                        let p = prepared.get_or_insert_with(|| view.prepare(pod));
+                        let v = view.passes(p, idx);
+                        memo.put(idx, ver, v);
+                        v
+                    }
+                };
+                if fits {
+                    feasible.push(idx);
+                } else {
+                    first_refusal.get_or_insert(idx);
+                }
+            }
+            let Some(idx) = choose(view, pod, &feasible, |n| view.cpu_memory(n)) else {
+                // The first node's refusal, in kube-scheduler's words (the view is as the verdicts
+                // saw it).
+                let reason = first_refusal.and_then(|n| {
+                    let p = prepared.get_or_insert_with(|| view.prepare(pod));
+                    view.check_prepared(p, n).err().map(|u| u.reason)
+                });
+                result = Err(NotBound { pod: i, reason: reason.unwrap_or_else(|| "no nodes".to_string()) });
+                break;
+            };
+            drop(prepared);
+            bind(view, &mut self.placed, &mut self.version, &mut memo, &mut self.touched, idx, pod, None);
             if let Ok(v) = result.as_mut() {
                 v.push(idx);
             }
-            continue;
         }
-        memo.start(pod, view.nodes().len());
-        let mut prepared: Option<PreparedPod<'_>> = None;
-        let mut feasible = Vec::new();
-        let mut first_reason: Option<Arc<str>> = None;
-        for (idx, &ver) in version.iter().enumerate() {
-            if view.is_hidden(idx) {
-                continue;
-            }
-            let verdict = match memo.get(idx, ver) {
-                Some(v) => v,
-                None => {
-                    let p = prepared.get_or_insert_with(|| view.prepare(pod));
-                    let v = view.check_prepared(p, idx).map_err(|u| Arc::<str>::from(u.reason));
-                    memo.put(idx, ver, v.clone());
-                    v
-                }
-            };
-            match verdict {
-                Ok(()) => feasible.push(idx),
-                Err(reason) => {
-                    first_reason.get_or_insert(reason);
-                }
-            }
-        }
-        drop(prepared);
-        let Some(idx) = choose(view, pod, &feasible, |n| view.cpu_memory(n)) else {
-            result = Err(NotBound {
-                pod: i,
-                reason: first_reason.map_or_else(|| "no nodes".to_string(), |r| r.to_string()),
-            });
-            break;
-        };
-        bind(view, &mut placed, &mut version, &mut memo, &mut touched, idx, pod, None);
-        if let Ok(v) = result.as_mut() {
-            v.push(idx);
+        result
+    }
+
+    /// Takes every pod the replay bound off the view again.
+    pub fn finish(self, view: &mut ClusterView) {
+        for (idx, pod) in self.placed.iter().rev() {
+            view.remove_pod(*idx, pod);
         }
     }
-    for (idx, pod) in placed.iter().rev() {
-        view.remove_pod(*idx, pod);
-    }
-    result
 }
 
 /// Binds a replayed pod to node `idx` and notes what that changes for the next pods.
@@ -518,189 +568,5 @@ fn bind(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::ExistingNode;
-    use crate::testing::*;
-    use kerf_api::Taint;
-
-    const Z: &str = "topology.kubernetes.io/zone";
-    const H: &str = "kubernetes.io/hostname";
-
-    /// A small deterministic generator (the same trials every run).
-    struct Lcg(u64);
-    impl Lcg {
-        fn below(&mut self, n: usize) -> usize {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((self.0 >> 33) as usize) % n.max(1)
-        }
-    }
-
-    fn cluster(rng: &mut Lcg, prefer_no_schedule: bool) -> ClusterView {
-        let zones = ["a", "b", "c"];
-        let mut nodes: Vec<ExistingNode> = (0..18)
-            .map(|i| {
-                let cpu = ["2", "4", "8"][i % 3];
-                let mem = ["4Gi", "8Gi", "16Gi"][(i / 3) % 3];
-                node(
-                    &format!("n{:02}", (i * 7) % 18),
-                    &[(Z, zones[i % 3])],
-                    &[("cpu", cpu), ("memory", mem), ("pods", "9")],
-                )
-            })
-            .collect();
-        nodes[4].schedulable = false;
-        nodes[5].taints.push(Taint::new("dedicated", Some("x"), TaintEffect::NoSchedule));
-        if prefer_no_schedule {
-            nodes[6].taints.push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
-        }
-        let mut view = ClusterView::new(nodes);
-        for i in 0..70 {
-            let p = workload_pod(rng, i);
-            let fits = (0..view.nodes().len()).filter(|n| view.check(&p, *n).is_ok()).collect::<Vec<_>>();
-            if !fits.is_empty() {
-                let n = fits[rng.below(fits.len())];
-                view.add_pod(n, p);
-            }
-        }
-        view
-    }
-
-    fn workload_pod(rng: &mut Lcg, i: usize) -> Arc<Pod> {
-        let cpu = ["100m", "250m", "500m", "1"][rng.below(4)];
-        let mem = ["128Mi", "512Mi", "1Gi"][rng.below(3)];
-        let b = pod(&format!("p{i}")).cpu(cpu).memory(mem);
-        match rng.below(9) {
-            0 => b.label("app", "spread").spread(Z, 1, &[("app", "spread")]),
-            1 => b.label("app", "host").spread(H, 1, &[("app", "host")]),
-            2 => b.label("app", "anti").anti_affinity(H, &[("app", "anti")]),
-            3 => b.label("app", "db").pod_affinity(Z, &[("app", "db")]),
-            4 => b.label("app", "pinned").node_selector(Z, "b"),
-            5 => b.label("app", "tolerant").toleration("dedicated", Some("x"), Some("NoSchedule")),
-            6 => b.label("app", "ports").host_port(8080),
-            7 => b.label("app", "pref").preferred_anti_affinity(5, H, &[("app", "pref")]),
-            _ => b.label("app", "web"),
-        }
-        .build()
-    }
-
-    fn unbound(p: &Arc<Pod>) -> Arc<Pod> {
-        let mut fresh = Pod::clone(p);
-        if let Some(spec) = fresh.spec.as_mut() {
-            spec.node_name = None;
-        }
-        Arc::new(fresh)
-    }
-
-    #[test]
-    fn a_view_whose_pods_were_taken_off_and_added_back_with_their_requests_equals_one_built_afresh() {
-        let mut rng = Lcg(11);
-        let mut view = cluster(&mut rng, false);
-        for step in 0..200 {
-            let n = rng.below(view.nodes().len());
-            match (rng.below(3), view.nodes()[n].pods.len()) {
-                (0, _) | (_, 0) => {
-                    let p = workload_pod(&mut rng, 1000 + step);
-                    let requests = Arc::new(crate::pod::pod_requests(&p));
-                    view.add_pod_with(n, p, requests);
-                }
-                (1, len) => {
-                    let p = Arc::clone(&view.nodes()[n].pods[rng.below(len)]);
-                    let requests = view.take_pod(n, &p).expect("the pod is on the node");
-                    let to = rng.below(view.nodes().len());
-                    view.add_pod_with(to, p, requests);
-                }
-                (_, len) => {
-                    let p = Arc::clone(&view.nodes()[n].pods[rng.below(len)]);
-                    assert!(view.remove_pod(n, &p));
-                }
-            }
-        }
-        let fresh = ClusterView::new(view.nodes().to_vec());
-        for n in 0..view.nodes().len() {
-            // Taking every pod off leaves zero quantities where a fresh view has no entry.
-            let nonzero = |v: &ClusterView| {
-                v.requested(n)
-                    .iter()
-                    .filter(|(_, q)| !q.is_zero())
-                    .map(|(k, q)| (k.clone(), q.nanos()))
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(nonzero(&view), nonzero(&fresh), "node {n}");
-            assert_eq!(view.cpu_memory(n), fresh.cpu_memory(n), "node {n}");
-        }
-        for i in 0..40 {
-            let p = workload_pod(&mut rng, 2000 + i);
-            assert_eq!(view.feasible_nodes(&p), fresh.feasible_nodes(&p), "pod {i}");
-            let known = view.prepare_with(&p, Some(Arc::new(crate::pod::pod_requests(&p))));
-            let verdicts = |v: &ClusterView, pp: &PreparedPod<'_>| {
-                (0..v.nodes().len()).map(|n| v.check_prepared(pp, n).map_err(|u| u.reason)).collect::<Vec<_>>()
-            };
-            assert_eq!(verdicts(&view, &known), verdicts(&fresh, &fresh.prepare(&p)), "pod {i}");
-        }
-    }
-
-    #[test]
-    fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does() {
-        let mut rng = Lcg(7);
-        let (mut same_failures, mut same_successes) = (0, 0);
-        for variant in 0..4 {
-            let mut view = cluster(&mut rng, variant == 3);
-            let mut ranking = Ranking::new(&view);
-            let mut kinds: HashMap<Vec<u8>, usize> = HashMap::new();
-            for _ in 0..60 {
-                // Take one to four nodes away with their pods; sometimes a replacement comes.
-                let mut removed: Vec<usize> = (0..1 + rng.below(4)).map(|_| rng.below(view.nodes().len())).collect();
-                removed.sort();
-                removed.dedup();
-                let moved: Vec<Arc<Pod>> =
-                    removed.iter().flat_map(|n| view.nodes()[*n].pods.iter().map(unbound)).collect();
-                let ids: Vec<usize> = moved
-                    .iter()
-                    .map(|p| {
-                        let key = kind_key(p);
-                        *kinds.entry(key.clone()).or_insert_with(|| ranking.add_kind(&view, p, &key))
-                    })
-                    .collect();
-                let mut taken = Vec::new();
-                for &n in &removed {
-                    let on = view.nodes()[n].pods.clone();
-                    on.iter().for_each(|p| {
-                        view.remove_pod(n, p);
-                    });
-                    view.set_hidden(n, true);
-                    taken.push((n, on));
-                }
-                let pushed = (rng.below(3) == 0).then(|| {
-                    let mut n = node("replacement", &[(Z, "c")], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "9")]);
-                    if variant == 2 {
-                        n.taints.push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
-                    }
-                    view.push_node(n)
-                });
-                let mut order: Vec<usize> = (0..moved.len()).collect();
-                if rng.below(2) == 0 {
-                    order.reverse();
-                }
-                let pods: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[*i])).collect();
-                let pod_kinds: Vec<usize> = order.iter().map(|i| ids[*i]).collect();
-                let plain = replay(&mut view, &pods, None);
-                let ranked = replay(&mut view, &pods, Some((&ranking, &pod_kinds)));
-                assert_eq!(ranked, plain, "variant {variant}, nodes {removed:?} taken away");
-                if plain.is_ok() {
-                    same_successes += 1
-                } else {
-                    same_failures += 1
-                }
-                if pushed.is_some() {
-                    view.pop_node();
-                }
-                for (n, on) in taken.into_iter().rev() {
-                    view.set_hidden(n, false);
-                    on.into_iter().for_each(|p| view.add_pod(n, p));
-                }
-            }
-        }
-        assert!(same_successes > 20 && same_failures > 20, "{same_successes} bound, {same_failures} refused");
-    }
-}
+#[path = "kube_choice_tests.rs"]
+mod tests;

@@ -47,4 +47,4 @@ pub use model::{
 };
 pub use predicates::{ClusterView, PreferenceParts, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
-pub use scheduler::{PodFactsCache, PoolTypeView, Replacement, SchedulingContext, Turn, schedule};
+pub use scheduler::{KubeReplay, PodFactsCache, PoolTypeView, Replacement, SchedulingContext, Turn, schedule};

@@ -37,6 +37,9 @@ pub struct ClusterView {
     /// Per node, allocatable minus requested for cpu, memory and pods in nano-units: the
     /// resources every pod asks for, checked without map lookups.
     free_core: Vec<[i128; 3]>,
+    /// Per node, the cpu and memory its pods request in nano-units (as `requested` sums them),
+    /// so adding or taking a pod updates `cpu_memory` without map lookups.
+    used_cpu_memory: Vec<[i128; 2]>,
     ports: Vec<Vec<HostPort>>,
     /// Pods with required anti-affinity, grouped by their terms (the pods of one workload share
     /// them): the terms and how many such pods each node holds.
@@ -70,6 +73,20 @@ struct MatchCounts {
     /// The same counts summed per domain of a topology key (by interned value), for the keys
     /// preferences asked about.
     per_domain: Vec<(String, Vec<i64>)>,
+    /// The same counts summed per domain of a topology key over the nodes not hidden, for the
+    /// keys required spread asked about.
+    visible: Vec<VisibleDomains>,
+}
+
+/// Matching pods per domain of one topology key over the nodes not hidden, and how many of those
+/// nodes each domain has: what a required spread constraint counts, kept up to date as pods
+/// are added or taken and nodes hidden or shown, so preparing a pod does not count over every
+/// node.
+#[derive(Debug, Clone)]
+struct VisibleDomains {
+    key: String,
+    counts: Vec<i64>,
+    nodes: Vec<u32>,
 }
 
 impl PodMatcher {
@@ -184,6 +201,7 @@ impl ClusterView {
             v.requested.push(ResourceList::new());
             v.cpu_memory.push((cpu_memory_of(&v.nodes[idx].allocatable), [0.0; 2]));
             v.free_core.push(core_of(&v.nodes[idx].allocatable));
+            v.used_cpu_memory.push([0; 2]);
             v.ports.push(Vec::new());
             for p in pods {
                 let r = requests(&p);
@@ -222,19 +240,25 @@ impl ClusterView {
 
     /// [`ClusterView::add_pod`] for a pod whose requests ([`pod_requests`]) are known already.
     pub fn add_pod_with(&mut self, node: usize, pod: Arc<Pod>, requests: Arc<ResourceList>) {
-        for (free, req) in self.free_core[node].iter_mut().zip(core_of(&requests)) {
+        let core = core_of(&requests);
+        for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free -= req;
         }
         self.requested[node].add(&requests);
-        self.cpu_memory[node].1 = cpu_memory_of(&self.requested[node]);
+        let used = &mut self.used_cpu_memory[node];
+        for (u, r) in used.iter_mut().zip(core) {
+            *u = u.saturating_add(r);
+        }
+        self.cpu_memory[node].1 = used.map(nanos_f64);
         self.ports[node].extend(pod::host_ports(&pod));
-        let terms = pod::pod_affinities(&pod).required_anti;
-        if !terms.is_empty() {
+        if pod::has_required_anti_affinity(&pod) {
+            let terms = pod::pod_affinities(&pod).required_anti;
             match self.anti.iter_mut().find(|(t, _)| *t == terms) {
                 Some((_, nodes)) => *nodes.entry(node).or_default() += 1,
                 None => self.anti.push((terms, BTreeMap::from([(node, 1)]))),
             }
         }
+        let hidden = self.is_hidden(node);
         let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
@@ -242,6 +266,11 @@ impl ClusterView {
                 for (key, counts) in &mut cached.per_domain {
                     if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
                         counts[d as usize] += 1;
+                    }
+                }
+                for v in cached.visible.iter_mut().filter(|_| !hidden) {
+                    if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[node]) {
+                        v.counts[d as usize] += 1;
                     }
                 }
             }
@@ -264,17 +293,25 @@ impl ClusterView {
         let at = self.nodes.get(node)?.pods.iter().position(|p| Arc::ptr_eq(p, pod))?;
         let pod = self.nodes[node].pods.remove(at);
         let requests = self.pod_requests[node].remove(at);
-        for (free, req) in self.free_core[node].iter_mut().zip(core_of(&requests)) {
+        let core = core_of(&requests);
+        for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free += req;
         }
         self.requested[node].sub(&requests);
-        self.cpu_memory[node].1 = cpu_memory_of(&self.requested[node]);
-        for port in pod::host_ports(&pod) {
-            if let Some(i) = self.ports[node].iter().position(|p| *p == port) {
-                self.ports[node].remove(i);
+        let used = &mut self.used_cpu_memory[node];
+        for (u, r) in used.iter_mut().zip(core) {
+            *u = u.saturating_sub(r);
+        }
+        self.cpu_memory[node].1 = used.map(nanos_f64);
+        if !self.ports[node].is_empty() {
+            for port in pod::host_ports(&pod) {
+                if let Some(i) = self.ports[node].iter().position(|p| *p == port) {
+                    self.ports[node].remove(i);
+                }
             }
         }
-        let terms = pod::pod_affinities(&pod).required_anti;
+        let terms =
+            if pod::has_required_anti_affinity(&pod) { pod::pod_affinities(&pod).required_anti } else { Vec::new() };
         if !terms.is_empty()
             && let Some((_, nodes)) = self.anti.iter_mut().find(|(t, _)| *t == terms)
             && let Some(count) = nodes.get_mut(&node)
@@ -284,13 +321,20 @@ impl ClusterView {
                 nodes.remove(&node);
             }
         }
+        let hidden = self.is_hidden(node);
         let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
+                let counted = cached.per_node[node] > 0;
                 cached.per_node[node] = cached.per_node[node].saturating_sub(1);
                 for (key, counts) in &mut cached.per_domain {
                     if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
                         counts[d as usize] = counts[d as usize].saturating_sub(1);
+                    }
+                }
+                for v in cached.visible.iter_mut().filter(|_| counted && !hidden) {
+                    if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[node]) {
+                        v.counts[d as usize] -= 1;
                     }
                 }
             }
@@ -313,6 +357,7 @@ impl ClusterView {
         self.requested.push(ResourceList::new());
         self.cpu_memory.push((cpu_memory_of(&self.nodes[idx].allocatable), [0.0; 2]));
         self.free_core.push(core_of(&self.nodes[idx].allocatable));
+        self.used_cpu_memory.push([0; 2]);
         self.ports.push(Vec::new());
         self.hidden.resize(self.nodes.len(), false);
         for p in pods {
@@ -332,6 +377,7 @@ impl ClusterView {
         self.requested.pop();
         self.cpu_memory.pop();
         self.free_core.pop();
+        self.used_cpu_memory.pop();
         self.ports.pop();
         self.hidden.truncate(self.nodes.len());
         for cached in self.match_counts.get_mut().values_mut() {
@@ -348,8 +394,21 @@ impl ClusterView {
         if self.hidden.len() < self.nodes.len() {
             self.hidden.resize(self.nodes.len(), false);
         }
-        if let Some(h) = self.hidden.get_mut(idx) {
-            *h = hidden;
+        let Some(h) = self.hidden.get_mut(idx) else { return };
+        if *h == hidden {
+            return;
+        }
+        *h = hidden;
+        let sign: i64 = if hidden { -1 } else { 1 };
+        let topology = self.topology.get_mut();
+        for cached in self.match_counts.get_mut().values_mut() {
+            let count = i64::from(cached.per_node[idx]);
+            for v in &mut cached.visible {
+                if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[idx]) {
+                    v.counts[d as usize] += sign * count;
+                    v.nodes[d as usize] = v.nodes[d as usize].saturating_add_signed(sign as i32);
+                }
+            }
         }
     }
 
@@ -363,6 +422,7 @@ impl ClusterView {
         self.topology.get_mut().clear();
         for cached in self.match_counts.get_mut().values_mut() {
             cached.per_domain.clear();
+            cached.visible.clear();
         }
     }
 
@@ -389,7 +449,9 @@ impl ClusterView {
             .iter()
             .map(|n| n.pods.iter().filter(|p| matcher.matches(p, &self.namespace_labels)).count() as u32)
             .collect();
-        self.match_counts.borrow_mut().insert(key.clone(), MatchCounts { matcher, per_node, per_domain: Vec::new() });
+        self.match_counts
+            .borrow_mut()
+            .insert(key.clone(), MatchCounts { matcher, per_node, per_domain: Vec::new(), visible: Vec::new() });
         key
     }
 
@@ -454,9 +516,6 @@ impl ClusterView {
         if !spread.is_empty() {
             let keys: Vec<String> =
                 spread.iter().map(|s| self.count_matching(PodMatcher::Spread(s.constraint.clone()))).collect();
-            let cache = self.match_counts.borrow();
-            let matched: Vec<&[u32]> =
-                keys.iter().map(|k| cache.get(k).map_or(&[][..], |c| c.per_node.as_slice())).collect();
             // Node affinity and taints are read per node only when a constraint honours them
             // and they can turn a node away (a pod without node affinity matches every node).
             let check_affinity = spread.iter().any(|s| s.constraint.honor_node_affinity)
@@ -464,7 +523,18 @@ impl ClusterView {
                     && node_terms.iter().all(Requirements::is_empty)
                     && name_fields.iter().all(Option::is_none));
             let check_taints = spread.iter().any(|s| s.constraint.honor_node_taints);
-            for (i, n) in self.nodes.iter().enumerate() {
+            // One constraint that counts every node not hidden: its counts are kept per domain.
+            let mut kept = false;
+            if let ([s], [mkey]) = (spread.as_mut_slice(), keys.as_slice())
+                && !check_affinity
+                && !check_taints
+            {
+                kept = self.visible_domain_counts(mkey, s);
+            }
+            let cache = self.match_counts.borrow();
+            let matched: Vec<&[u32]> =
+                keys.iter().map(|k| cache.get(k).map_or(&[][..], |c| c.per_node.as_slice())).collect();
+            for (i, n) in self.nodes.iter().enumerate().filter(|_| !kept) {
                 // kube-scheduler counts only nodes carrying every topology key of the pod.
                 if self.is_hidden(i) || !spread.iter().all(|s| s.topology.per_node[i].is_some()) {
                     continue;
@@ -569,6 +639,12 @@ impl ClusterView {
         crate::fit::check(&mut q).map_err(|why| crate::fit::describe(&q, why))
     }
 
+    /// Whether a prepared pod passes every filter on `node`: [`ClusterView::check_prepared`]
+    /// without putting the reason into words.
+    pub fn passes(&self, p: &PreparedPod<'_>, node: usize) -> bool {
+        node < self.nodes.len() && !self.is_hidden(node) && crate::fit::check(&mut ViewFit { v: self, p, node }).is_ok()
+    }
+
     /// Whether a prepared pod passes the filters on `node` that read only the node itself
     /// ([`crate::fit::check_node`]).
     pub fn node_filters_pass(&self, p: &PreparedPod<'_>, node: usize) -> bool {
@@ -665,6 +741,42 @@ impl ClusterView {
                 parts
             })
             .collect()
+    }
+
+    /// Fills `spread`'s counts and eligible domains from the live pods its matcher (cached under
+    /// `mkey`) counts on the nodes not hidden, kept per domain of its topology key (counted over
+    /// the nodes once, then kept up to date). `false` when the matcher is not cached.
+    fn visible_domain_counts(&self, mkey: &str, spread: &mut SpreadState) -> bool {
+        let key = spread.constraint.topology_key.as_str();
+        let mut cache = self.match_counts.borrow_mut();
+        let Some(c) = cache.get_mut(mkey) else { return false };
+        let topology = &spread.topology;
+        let at = match c.visible.iter().position(|v| v.key == key) {
+            Some(at) => at,
+            None => {
+                let mut v = VisibleDomains {
+                    key: key.to_string(),
+                    counts: vec![0; topology.domains],
+                    nodes: vec![0; topology.domains],
+                };
+                for (n, count) in c.per_node.iter().enumerate() {
+                    if let Some(d) = topology.per_node[n]
+                        && !self.is_hidden(n)
+                    {
+                        v.counts[d as usize] += i64::from(*count);
+                        v.nodes[d as usize] += 1;
+                    }
+                }
+                c.visible.push(v);
+                c.visible.len() - 1
+            }
+        };
+        let v = &c.visible[at];
+        spread.counts.copy_from_slice(&v.counts);
+        for (e, n) in spread.eligible.iter_mut().zip(&v.nodes) {
+            *e = *n > 0;
+        }
+        true
     }
 
     /// Makes sure the live pods `matcher` counts are kept per domain of `key`; returns the
@@ -812,6 +924,11 @@ fn cpu_memory_of(list: &ResourceList) -> [f64; 2] {
 
 fn core_of(list: &ResourceList) -> [i128; 3] {
     CORE.map(|k| list.get(k).nanos())
+}
+
+/// A quantity's nano-units as [`kerf_api::Quantity::as_f64`] reads them.
+fn nanos_f64(nanos: i128) -> f64 {
+    kerf_api::Quantity::from_nanos(nanos, kerf_api::quantity::Format::DecimalSI).as_f64()
 }
 
 /// Pods being deleted no longer count in spread or affinity.
@@ -1102,6 +1219,50 @@ mod tests {
         v.add_pod(0, pod("db1").namespace("red-ns").label("app", "db").build());
         v.add_pod(1, pod("db2").namespace("blue-ns").label("app", "db").build());
         assert_eq!(v.feasible_nodes(&p), vec![1, 2]);
+    }
+
+    #[test]
+    fn spread_counts_kept_per_domain_follow_pods_and_hidden_nodes_as_a_fresh_count_does() {
+        let mut nodes: Vec<ExistingNode> = (0..6)
+            .map(|i| {
+                let z = ["a", "b", "c"][i % 3];
+                node(&format!("n{i}"), &[(Z, z)], &[("cpu", "8"), ("memory", "16Gi"), ("pods", "20")])
+            })
+            .collect();
+        nodes.push(node("bare", &[], &[("cpu", "8"), ("pods", "20")]));
+        let mut v = ClusterView::new(nodes);
+        let zone = pod("p").label("app", "w").spread(Z, 1, &[("app", "w")]).build();
+        let host = pod("p").label("app", "w").spread("kubernetes.io/hostname", 1, &[("app", "w")]).build();
+        // Counted once here; kept from now on.
+        assert_eq!(v.feasible_nodes(&zone), vec![0, 1, 2, 3, 4, 5]);
+        let mut added = Vec::new();
+        for (step, n) in [0usize, 0, 3, 1, 4, 6, 2, 0].into_iter().enumerate() {
+            let p = pod(&format!("w{step}")).label("app", "w").build();
+            v.add_pod(n, Arc::clone(&p));
+            added.push((n, p));
+            if step == 2 {
+                v.set_hidden(1, true);
+            }
+            if step == 4 {
+                v.set_hidden(0, true);
+                let (n, p) = added.remove(0);
+                assert!(v.remove_pod(n, &p));
+            }
+            if step == 6 {
+                v.set_hidden(1, false);
+            }
+            let mut fresh = ClusterView::new(v.nodes().to_vec());
+            (0..v.nodes().len()).for_each(|i| fresh.set_hidden(i, v.is_hidden(i)));
+            for p in [&zone, &host] {
+                let verdicts = |view: &ClusterView| {
+                    let pp = view.prepare(p);
+                    (0..view.nodes().len())
+                        .map(|i| view.check_prepared(&pp, i).map_err(|u| u.reason))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(verdicts(&v), verdicts(&fresh), "step {step}");
+            }
+        }
     }
 
     #[test]

@@ -93,7 +93,7 @@ use pools::{Pool, PriceOrder};
 use preferences::Group;
 use queue::reschedulable;
 use replay::KubeView;
-pub use replay::{Replacement, Turn};
+pub use replay::{KubeReplay, Replacement, Turn};
 use resources::Resources;
 use room::RoomIndex;
 use topology::{Counter, Inverse};

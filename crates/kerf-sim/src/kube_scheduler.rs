@@ -17,7 +17,7 @@
 //! scenario's `settings.kubeScheduler.nominatedNodeName: false` models older clusters, where
 //! an autoscaler's nomination is not looked at.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
@@ -39,6 +39,9 @@ pub struct KubeScheduler {
     /// The latest reason each pending pod could not be placed.
     messages: BTreeMap<String, String>,
     view: Option<View>,
+    /// The requests of the pods the last view was built with, by the pod's address (the pod is
+    /// kept alive here, so the address is not reused): a rebuilt view parses only new pods'.
+    requests: HashMap<usize, (Arc<Pod>, Arc<ResourceList>)>,
     /// Pods this stand-in bound whose watch events have not come back yet.
     just_bound: BTreeSet<String>,
     next_start: usize,
@@ -203,7 +206,7 @@ impl KubeScheduler {
         self.messages.get(key).map(String::as_str)
     }
 
-    fn build_view(world: &World) -> View {
+    fn build_view(&mut self, world: &World) -> View {
         let mut nodes = Vec::with_capacity(world.nodes.len());
         let mut index = BTreeMap::new();
         let mut names = Vec::with_capacity(world.nodes.len());
@@ -220,7 +223,18 @@ impl KubeScheduler {
             names.push(name.clone());
             nodes.push(existing_node(node, pods));
         }
-        let view = ClusterView::new(nodes).with_namespace_labels(world.namespace_labels());
+        let mut known = std::mem::take(&mut self.requests);
+        let requests = &mut self.requests;
+        let view = ClusterView::with_requests(nodes, |p| {
+            let addr = Arc::as_ptr(p) as usize;
+            let r = match known.remove(&addr) {
+                Some((_, r)) => r,
+                None => Arc::new(pod_requests(p)),
+            };
+            requests.insert(addr, (Arc::clone(p), Arc::clone(&r)));
+            r
+        })
+        .with_namespace_labels(world.namespace_labels());
         let allocatable = view.nodes().iter().map(|n| cpu_memory(&n.allocatable)).collect();
         let requested = (0..view.nodes().len()).map(|i| cpu_memory(view.requested(i))).collect();
         let version = vec![0; names.len()];
@@ -234,7 +248,7 @@ impl KubeScheduler {
         }
         let mut view = match self.view.take() {
             Some(v) => v,
-            None => Self::build_view(world),
+            None => self.build_view(world),
         };
         let queue = std::mem::take(&mut self.active);
         let mut bound = 0;

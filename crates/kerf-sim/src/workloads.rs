@@ -300,8 +300,18 @@ impl Workloads {
     }
 
     fn available(&self, rs: &ReplicaSetState) -> i32 {
-        rs.pods.iter().filter(|p| self.pods.get(&key(&rs.namespace, p)).is_some_and(|(_, s)| s.available)).count()
-            as i32
+        // One key buffer for all the set's pods (this runs for every pod on every publish).
+        let mut k = String::new();
+        rs.pods
+            .iter()
+            .filter(|p| {
+                k.clear();
+                k.push_str(&rs.namespace);
+                k.push('/');
+                k.push_str(p);
+                self.pods.get(k.as_str()).is_some_and(|(_, s)| s.available)
+            })
+            .count() as i32
     }
 
     fn reconcile_deployment(&mut self, cluster: &SimCluster, dk: &str) {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::{ExistingNode, PodFactsCache, SchedulingContext, SchedulingInput, Turn, WhatIf};
+use kerf_scheduling::{ExistingNode, KubeReplay, PodFactsCache, SchedulingInput, Turn, WhatIf};
 
 use super::candidates::Candidate;
 use super::consolidation::{Decision, replacement_of};
@@ -58,12 +58,12 @@ pub(crate) fn planned_moves(answer: &WhatIf) -> Vec<(ObjectKey, Destination)> {
 }
 
 /// The running commands as kube-scheduler will carry them out, for checking a new decision
-/// against them (see the module doc). Its scheduling context is built on the first check: most
+/// against them (see the module doc). Its view of the cluster is built on the first check: most
 /// evaluations find no decision to check.
 pub(crate) struct Landing {
     /// The cluster as it is (the running commands' pods still where they run).
     input: Arc<SchedulingInput>,
-    ctx: Option<SchedulingContext>,
+    view: Option<KubeReplay>,
     /// Per running command, in the order they were carried out: whether it still waits for its
     /// replacements, its nodes still there, and its replacements still in flight (as the nodes
     /// they will become).
@@ -95,9 +95,9 @@ impl Landing {
             turns.push(new);
         }
         let input = &self.input;
-        self.ctx
-            .get_or_insert_with(|| SchedulingContext::with_facts(Arc::clone(input), facts))
-            .kube_replay_in_turn(&turns)
+        self.view
+            .get_or_insert_with(|| KubeReplay::new(Arc::clone(input), facts))
+            .in_turn(&turns)
             .map_err(|e| format!("{e} once the disruptions under way have moved their pods"))
     }
 }
@@ -154,7 +154,7 @@ impl Disruption {
                 (launching, nodes, added)
             })
             .collect();
-        Some(Landing { input: Arc::clone(plain), ctx: None, running })
+        Some(Landing { input: Arc::clone(plain), view: None, running })
     }
 
     /// Nodes and claims the running commands move pods to: not candidates while they do.

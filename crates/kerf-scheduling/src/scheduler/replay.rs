@@ -5,16 +5,20 @@
 //! for it, and the consolidation is undone — the flapping operators complain about. This module
 //! keeps one [`ClusterView`] of the existing nodes per context and replays the moved pods on it
 //! ([`crate::kube_choice::replay`]) with the removed nodes hidden and the replacement, if any,
-//! added as the node it would become.
+//! added as the node it would become. [`KubeReplay`] is that view alone, for a caller that only
+//! replays commands in turn.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::ResourceList;
+
+use crate::model::SchedulingInput;
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, NODE_POOL, ZONE};
 
 use super::SchedulingContext;
+use super::facts::{PodFacts, PodFactsCache};
 use super::ids::{Idx, PodIx};
 use crate::instance::{InstanceType, Offering};
 use crate::kube_choice;
@@ -30,9 +34,9 @@ pub(super) struct KubeView {
     /// The nodes each kind of moved pod fits best on, in the view as built (see
     /// [`kube_choice::Ranking`]).
     ranking: kube_choice::Ranking,
-    /// The kind of each moved pod met so far, by the address of the context's pod (kept alive
-    /// here with it).
-    kind_of: HashMap<usize, (Arc<Pod>, usize)>,
+    /// The copy and kind of each moved pod met so far, by the address of the context's pod
+    /// (kept alive here with them).
+    kind_of: HashMap<usize, (Arc<Pod>, Arc<Pod>, usize)>,
     /// The kinds met so far, by [`kube_choice::kind_key`].
     kinds: HashMap<Vec<u8>, usize>,
 }
@@ -41,11 +45,11 @@ impl KubeView {
     /// The copy of `pod` kube-scheduler would see (its owner's new pod: not bound, not
     /// nominated) and the copy's kind; ranks a kind not met before (the view must be as built).
     fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
-        let fresh = unbound_copy(pod);
         let addr = Arc::as_ptr(pod) as usize;
-        if let Some((_, kind)) = self.kind_of.get(&addr) {
-            return (Arc::new(fresh), *kind);
+        if let Some((_, copy, kind)) = self.kind_of.get(&addr) {
+            return (Arc::clone(copy), *kind);
         }
+        let fresh = Arc::new(unbound_copy(pod));
         let key = kube_choice::kind_key(&fresh);
         let kind = match self.kinds.get(&key) {
             Some(k) => *k,
@@ -55,8 +59,8 @@ impl KubeView {
                 k
             }
         };
-        self.kind_of.insert(addr, (Arc::clone(pod), kind));
-        (Arc::new(fresh), kind)
+        self.kind_of.insert(addr, (Arc::clone(pod), Arc::clone(&fresh), kind));
+        (fresh, kind)
     }
 }
 
@@ -158,30 +162,61 @@ pub struct Turn<'a> {
     pub replacement: Option<Replacement<'a>>,
 }
 
+impl KubeView {
+    /// kube-scheduler's view of `input`'s initialized nodes; `facts` are the facts of the
+    /// input's pods, pending pods first, then each existing node's pods in turn (as
+    /// [`SchedulingContext`] lays them out).
+    fn build<'f>(input: &SchedulingInput, facts: impl Fn(usize) -> &'f PodFacts) -> Self {
+        let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
+        let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        let ranges = super::existing_pod_ranges(input);
+        let mut requests = input
+            .existing_nodes
+            .iter()
+            .zip(ranges)
+            .filter(|(n, _)| !n.in_flight)
+            .flat_map(|(n, range)| n.pods.iter().zip(range))
+            .map(|(p, pi)| facts(pi).request_list(p));
+        let view = ClusterView::with_requests(nodes, |p| {
+            requests.next().unwrap_or_else(|| Arc::new(crate::pod::pod_requests(p)))
+        })
+        .with_volumes(input.volume_requirements.clone())
+        .with_namespace_labels(input.namespace_labels.clone());
+        let ranking = kube_choice::Ranking::new(&view);
+        KubeView { view, index, ranking, kind_of: HashMap::new(), kinds: HashMap::new() }
+    }
+}
+
+/// kube-scheduler's view of a cluster for [`KubeReplay::in_turn`] alone: what a
+/// [`SchedulingContext`] keeps for [`SchedulingContext::kube_replay_in_turn`], without the
+/// rest of the context (pools, groups, topology counters), for a caller that asks nothing else.
+pub struct KubeReplay {
+    input: Arc<SchedulingInput>,
+    view: KubeView,
+}
+
+impl KubeReplay {
+    /// The view of `input`'s initialized nodes, reading each pod's facts from `cache` when the
+    /// pod is unchanged since an earlier build (see [`SchedulingContext::with_facts`]).
+    pub fn new(input: Arc<SchedulingInput>, cache: &PodFactsCache) -> Self {
+        let existing = input.existing_nodes.iter().flat_map(|n| n.pods.iter());
+        let facts = super::facts::gather(input.pods.iter().chain(existing), Some(cache));
+        let view = KubeView::build(&input, |pi| facts[pi].as_ref());
+        KubeReplay { input, view }
+    }
+
+    /// [`SchedulingContext::kube_replay_in_turn`] on this view.
+    pub fn in_turn(&mut self, turns: &[Turn<'_>]) -> Result<(), String> {
+        replay_in_turn(&self.input, &mut self.view, turns)
+    }
+}
+
 impl SchedulingContext {
     /// kube-scheduler's view of the existing nodes (built on first use).
     fn kube_view(&mut self) -> &mut KubeView {
-        let input = Arc::clone(&self.input);
+        let input = &self.input;
         let facts = &self.facts;
-        self.kube_view.get_or_insert_with(|| {
-            let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
-            let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-            let ranges = super::existing_pod_ranges(&input);
-            let mut requests = input
-                .existing_nodes
-                .iter()
-                .zip(ranges)
-                .filter(|(n, _)| !n.in_flight)
-                .flat_map(|(n, range)| n.pods.iter().zip(range))
-                .map(|(p, pi)| facts[PodIx::new(pi)].request_list(p));
-            let view = ClusterView::with_requests(nodes, |p| {
-                requests.next().unwrap_or_else(|| Arc::new(crate::pod::pod_requests(p)))
-            })
-            .with_volumes(input.volume_requirements.clone())
-            .with_namespace_labels(input.namespace_labels.clone());
-            let ranking = kube_choice::Ranking::new(&view);
-            KubeView { view, index, ranking, kind_of: HashMap::new(), kinds: HashMap::new() }
-        })
+        self.kube_view.get_or_insert_with(|| KubeView::build(input, |pi| facts[PodIx::new(pi)].as_ref()))
     }
 
     /// Whether kube-scheduler would bind the pods of several disruption commands that run side
@@ -195,86 +230,7 @@ impl SchedulingContext {
     /// on its own. `Err` names the first pod left with nowhere to go and why.
     pub fn kube_replay_in_turn(&mut self, turns: &[Turn<'_>]) -> Result<(), String> {
         let input = Arc::clone(&self.input);
-        let kv = self.kube_view();
-        let view = &mut kv.view;
-        let nodes: Vec<Vec<usize>> =
-            turns.iter().map(|t| t.removed.iter().filter_map(|n| kv.index.get(*n).copied()).collect()).collect();
-        for &idx in nodes.iter().flatten() {
-            view.set_hidden(idx, true);
-        }
-        // The pods each turn moves, as kube-scheduler sees their copies, and their orders.
-        let moved: Vec<Vec<Arc<Pod>>> = nodes
-            .iter()
-            .map(|idxs| {
-                idxs.iter()
-                    .flat_map(|&i| view.nodes()[i].pods.iter())
-                    .filter(|p| p.metadata.deletion_timestamp.is_none() && super::queue::reschedulable(p))
-                    .map(|p| Arc::new(unbound_copy(p)))
-                    .collect()
-            })
-            .collect();
-        let orders: Vec<Vec<Vec<usize>>> =
-            moved.iter().map(|pods| arrival_orders(pods, |i| kube_choice::cpu_memory_of(&pods[i]))).collect();
-        let variants = orders.iter().map(Vec::len).max().unwrap_or(0);
-        let mut result = Ok(());
-        for v in 0..variants {
-            let mut bound: Vec<(usize, Arc<Pod>)> = Vec::new();
-            let mut taken: Vec<(usize, Vec<PodWithRequests>)> = Vec::new();
-            let mut pushed = 0usize;
-            for (t, turn) in turns.iter().enumerate() {
-                for &idx in &nodes[t] {
-                    let on_node: Vec<PodWithRequests> = view.nodes()[idx]
-                        .pods
-                        .clone()
-                        .into_iter()
-                        .filter_map(|p| view.take_pod(idx, &p).map(|r| (p, r)))
-                        .collect();
-                    taken.push((idx, on_node));
-                }
-                for n in &turn.added {
-                    view.push_node(ExistingNode { in_flight: false, schedulable: true, ..n.clone() });
-                    pushed += 1;
-                }
-                if let Some(r) = &turn.replacement {
-                    view.push_node(r.node(&input.daemonset_pods));
-                    pushed += 1;
-                }
-                let Some(order) = orders[t].get(v).or_else(|| orders[t].last()) else { continue };
-                let batch: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[t][*i])).collect();
-                match kube_choice::replay(view, &batch, None) {
-                    Ok(placed) => {
-                        for (idx, p) in placed.into_iter().zip(batch) {
-                            view.add_pod(idx, Arc::clone(&p));
-                            bound.push((idx, p));
-                        }
-                    }
-                    Err(nb) => {
-                        let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
-                        result =
-                            Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
-                        break;
-                    }
-                }
-            }
-            for (idx, p) in bound.iter().rev() {
-                view.remove_pod(*idx, p);
-            }
-            for _ in 0..pushed {
-                view.pop_node();
-            }
-            for (idx, on_node) in taken.into_iter().rev() {
-                for (p, requests) in on_node {
-                    view.add_pod_with(idx, p, requests);
-                }
-            }
-            if result.is_err() {
-                break;
-            }
-        }
-        for &idx in nodes.iter().flatten() {
-            view.set_hidden(idx, false);
-        }
-        result
+        replay_in_turn(&input, self.kube_view(), turns)
     }
 
     /// Whether kube-scheduler would bind every one of `pods` (the pods a consolidation moves)
@@ -337,4 +293,88 @@ impl SchedulingContext {
         }
         result
     }
+}
+
+/// [`SchedulingContext::kube_replay_in_turn`] on the view `kv` of `input`.
+fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]) -> Result<(), String> {
+    let nodes: Vec<Vec<usize>> =
+        turns.iter().map(|t| t.removed.iter().filter_map(|n| kv.index.get(*n).copied()).collect()).collect();
+    // The pods each turn moves, as kube-scheduler sees their copies, with their kinds (ranked on
+    // the view as built, before any node is hidden), and their orders.
+    let (moved, kinds): (Vec<Vec<Arc<Pod>>>, Vec<Vec<usize>>) = nodes
+        .iter()
+        .map(|idxs| {
+            let on_nodes: Vec<Arc<Pod>> = idxs
+                .iter()
+                .flat_map(|&i| kv.view.nodes()[i].pods.iter())
+                .filter(|p| p.metadata.deletion_timestamp.is_none() && super::queue::reschedulable(p))
+                .cloned()
+                .collect();
+            on_nodes.iter().map(|p| kv.copy_of(p)).unzip()
+        })
+        .unzip();
+    let KubeView { view, ranking, .. } = kv;
+    for &idx in nodes.iter().flatten() {
+        view.set_hidden(idx, true);
+    }
+    let orders: Vec<Vec<Vec<usize>>> = moved
+        .iter()
+        .zip(&kinds)
+        .map(|(pods, kinds)| {
+            arrival_orders(pods, |i| {
+                ranking.kind_cpu_memory(kinds[i]).unwrap_or_else(|| kube_choice::cpu_memory_of(&pods[i]))
+            })
+        })
+        .collect();
+    let variants = orders.iter().map(Vec::len).max().unwrap_or(0);
+    let mut result = Ok(());
+    for v in 0..variants {
+        // The pods bound at each turn stay bound for the turns after it.
+        let mut session = kube_choice::Replay::new(view, Some(ranking));
+        let mut taken: Vec<(usize, Vec<PodWithRequests>)> = Vec::new();
+        let mut pushed = 0usize;
+        for (t, turn) in turns.iter().enumerate() {
+            for &idx in &nodes[t] {
+                let on_node: Vec<PodWithRequests> = view.nodes()[idx]
+                    .pods
+                    .clone()
+                    .into_iter()
+                    .filter_map(|p| view.take_pod(idx, &p).map(|r| (p, r)))
+                    .collect();
+                taken.push((idx, on_node));
+            }
+            for n in &turn.added {
+                view.push_node(ExistingNode { in_flight: false, schedulable: true, ..n.clone() });
+                pushed += 1;
+            }
+            if let Some(r) = &turn.replacement {
+                view.push_node(r.node(&input.daemonset_pods));
+                pushed += 1;
+            }
+            let Some(order) = orders[t].get(v).or_else(|| orders[t].last()) else { continue };
+            let batch: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[t][*i])).collect();
+            let batch_kinds: Vec<usize> = order.iter().map(|i| kinds[t][*i]).collect();
+            if let Err(nb) = session.bind(view, &batch, Some(&batch_kinds)) {
+                let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
+                result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
+                break;
+            }
+        }
+        session.finish(view);
+        for _ in 0..pushed {
+            view.pop_node();
+        }
+        for (idx, on_node) in taken.into_iter().rev() {
+            for (p, requests) in on_node {
+                view.add_pod_with(idx, p, requests);
+            }
+        }
+        if result.is_err() {
+            break;
+        }
+    }
+    for &idx in nodes.iter().flatten() {
+        view.set_hidden(idx, false);
+    }
+    result
 }

@@ -1,0 +1,261 @@
+//! [`kube_choice`](crate::kube_choice)'s replays checked against filtering and scoring every
+//! node for every pod, on small random clusters.
+
+use crate::kube_choice::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kerf_api::TaintEffect;
+
+use crate::model::ExistingNode;
+use crate::predicates::{ClusterView, PreparedPod};
+use crate::testing::*;
+use kerf_api::Taint;
+
+const Z: &str = "topology.kubernetes.io/zone";
+const H: &str = "kubernetes.io/hostname";
+
+/// A small deterministic generator (the same trials every run).
+struct Lcg(u64);
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n.max(1)
+    }
+}
+
+fn cluster(rng: &mut Lcg, prefer_no_schedule: bool) -> ClusterView {
+    let zones = ["a", "b", "c"];
+    let mut nodes: Vec<ExistingNode> = (0..18)
+        .map(|i| {
+            let cpu = ["2", "4", "8"][i % 3];
+            let mem = ["4Gi", "8Gi", "16Gi"][(i / 3) % 3];
+            node(
+                &format!("n{:02}", (i * 7) % 18),
+                &[(Z, zones[i % 3])],
+                &[("cpu", cpu), ("memory", mem), ("pods", "9")],
+            )
+        })
+        .collect();
+    nodes[4].schedulable = false;
+    nodes[5].taints.push(Taint::new("dedicated", Some("x"), TaintEffect::NoSchedule));
+    if prefer_no_schedule {
+        nodes[6].taints.push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
+    }
+    let mut view = ClusterView::new(nodes);
+    for i in 0..70 {
+        let p = workload_pod(rng, i);
+        let fits = (0..view.nodes().len()).filter(|n| view.check(&p, *n).is_ok()).collect::<Vec<_>>();
+        if !fits.is_empty() {
+            let n = fits[rng.below(fits.len())];
+            view.add_pod(n, p);
+        }
+    }
+    view
+}
+
+fn workload_pod(rng: &mut Lcg, i: usize) -> Arc<Pod> {
+    let cpu = ["100m", "250m", "500m", "1"][rng.below(4)];
+    let mem = ["128Mi", "512Mi", "1Gi"][rng.below(3)];
+    let b = pod(&format!("p{i}")).cpu(cpu).memory(mem);
+    match rng.below(9) {
+        0 => b.label("app", "spread").spread(Z, 1, &[("app", "spread")]),
+        1 => b.label("app", "host").spread(H, 1, &[("app", "host")]),
+        2 => b.label("app", "anti").anti_affinity(H, &[("app", "anti")]),
+        3 => b.label("app", "db").pod_affinity(Z, &[("app", "db")]),
+        4 => b.label("app", "pinned").node_selector(Z, "b"),
+        5 => b.label("app", "tolerant").toleration("dedicated", Some("x"), Some("NoSchedule")),
+        6 => b.label("app", "ports").host_port(8080),
+        7 => b.label("app", "pref").preferred_anti_affinity(5, H, &[("app", "pref")]),
+        _ => b.label("app", "web"),
+    }
+    .build()
+}
+
+fn unbound(p: &Arc<Pod>) -> Arc<Pod> {
+    let mut fresh = Pod::clone(p);
+    if let Some(spec) = fresh.spec.as_mut() {
+        spec.node_name = None;
+    }
+    Arc::new(fresh)
+}
+
+#[test]
+fn a_view_whose_pods_were_taken_off_and_added_back_with_their_requests_equals_one_built_afresh() {
+    let mut rng = Lcg(11);
+    let mut view = cluster(&mut rng, false);
+    for step in 0..200 {
+        let n = rng.below(view.nodes().len());
+        match (rng.below(3), view.nodes()[n].pods.len()) {
+            (0, _) | (_, 0) => {
+                let p = workload_pod(&mut rng, 1000 + step);
+                let requests = Arc::new(crate::pod::pod_requests(&p));
+                view.add_pod_with(n, p, requests);
+            }
+            (1, len) => {
+                let p = Arc::clone(&view.nodes()[n].pods[rng.below(len)]);
+                let requests = view.take_pod(n, &p).expect("the pod is on the node");
+                let to = rng.below(view.nodes().len());
+                view.add_pod_with(to, p, requests);
+            }
+            (_, len) => {
+                let p = Arc::clone(&view.nodes()[n].pods[rng.below(len)]);
+                assert!(view.remove_pod(n, &p));
+            }
+        }
+    }
+    let fresh = ClusterView::new(view.nodes().to_vec());
+    for n in 0..view.nodes().len() {
+        // Taking every pod off leaves zero quantities where a fresh view has no entry.
+        let nonzero = |v: &ClusterView| {
+            v.requested(n).iter().filter(|(_, q)| !q.is_zero()).map(|(k, q)| (k.clone(), q.nanos())).collect::<Vec<_>>()
+        };
+        assert_eq!(nonzero(&view), nonzero(&fresh), "node {n}");
+        assert_eq!(view.cpu_memory(n), fresh.cpu_memory(n), "node {n}");
+    }
+    for i in 0..40 {
+        let p = workload_pod(&mut rng, 2000 + i);
+        assert_eq!(view.feasible_nodes(&p), fresh.feasible_nodes(&p), "pod {i}");
+        let known = view.prepare_with(&p, Some(Arc::new(crate::pod::pod_requests(&p))));
+        let verdicts = |v: &ClusterView, pp: &PreparedPod<'_>| {
+            (0..v.nodes().len()).map(|n| v.check_prepared(pp, n).map_err(|u| u.reason)).collect::<Vec<_>>()
+        };
+        assert_eq!(verdicts(&view, &known), verdicts(&fresh, &fresh.prepare(&p)), "pod {i}");
+    }
+}
+
+#[test]
+fn a_ranked_replay_in_turns_binds_every_pod_where_filtering_and_scoring_every_node_does() {
+    // Three commands in turn: their nodes hidden from the start, the first's pods bound once
+    // its node goes, then the second's (after a replacement joins, sometimes), on what the
+    // first left, then the third's.
+    let mut rng = Lcg(5);
+    let (mut bound, mut refused) = (0, 0);
+    for variant in 0..3 {
+        let mut view = cluster(&mut rng, variant == 2);
+        let mut ranking = Ranking::new(&view);
+        let mut kinds: HashMap<Vec<u8>, usize> = HashMap::new();
+        for _ in 0..60 {
+            let n = view.nodes().len();
+            let turns = [rng.below(n), rng.below(n), rng.below(n)];
+            if turns[0] == turns[1] || turns[1] == turns[2] || turns[0] == turns[2] {
+                continue;
+            }
+            let moved: Vec<Vec<Arc<Pod>>> =
+                turns.iter().map(|n| view.nodes()[*n].pods.iter().map(unbound).collect()).collect();
+            let ids: Vec<Vec<usize>> = moved
+                .iter()
+                .map(|pods| {
+                    pods.iter()
+                        .map(|p| {
+                            let key = kind_key(p);
+                            *kinds.entry(key.clone()).or_insert_with(|| ranking.add_kind(&view, p, &key))
+                        })
+                        .collect()
+                })
+                .collect();
+            let push = rng.below(2) == 0;
+            let mut outcomes = Vec::new();
+            for ranked in [false, true] {
+                turns.iter().for_each(|n| view.set_hidden(*n, true));
+                let mut session = Replay::new(&view, ranked.then_some(&ranking));
+                let mut taken = Vec::new();
+                let mut pushed = false;
+                let mut outcome = Vec::new();
+                for (t, &n) in turns.iter().enumerate() {
+                    let on = view.nodes()[n].pods.clone();
+                    on.iter().for_each(|p| {
+                        view.remove_pod(n, p);
+                    });
+                    taken.push((n, on));
+                    if t == 1 && push {
+                        view.push_node(node("joined", &[(Z, "a")], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "9")]));
+                        pushed = true;
+                    }
+                    let r = session.bind(&mut view, &moved[t], Some(&ids[t]));
+                    let failed = r.is_err();
+                    outcome.push(r);
+                    if failed {
+                        break;
+                    }
+                }
+                session.finish(&mut view);
+                if pushed {
+                    view.pop_node();
+                }
+                for (n, on) in taken.into_iter().rev() {
+                    on.into_iter().for_each(|p| view.add_pod(n, p));
+                }
+                turns.iter().for_each(|n| view.set_hidden(*n, false));
+                outcomes.push(outcome);
+            }
+            assert_eq!(outcomes[1], outcomes[0], "variant {variant}, nodes {turns:?} in turn");
+            if outcomes[0].iter().all(Result::is_ok) { bound += 1 } else { refused += 1 }
+        }
+    }
+    assert!(bound > 10 && refused > 5, "{bound} bound, {refused} refused");
+}
+
+#[test]
+fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does() {
+    let mut rng = Lcg(7);
+    let (mut same_failures, mut same_successes) = (0, 0);
+    for variant in 0..4 {
+        let mut view = cluster(&mut rng, variant == 3);
+        let mut ranking = Ranking::new(&view);
+        let mut kinds: HashMap<Vec<u8>, usize> = HashMap::new();
+        for _ in 0..60 {
+            // Take one to four nodes away with their pods; sometimes a replacement comes.
+            let mut removed: Vec<usize> = (0..1 + rng.below(4)).map(|_| rng.below(view.nodes().len())).collect();
+            removed.sort();
+            removed.dedup();
+            let moved: Vec<Arc<Pod>> = removed.iter().flat_map(|n| view.nodes()[*n].pods.iter().map(unbound)).collect();
+            let ids: Vec<usize> = moved
+                .iter()
+                .map(|p| {
+                    let key = kind_key(p);
+                    *kinds.entry(key.clone()).or_insert_with(|| ranking.add_kind(&view, p, &key))
+                })
+                .collect();
+            let mut taken = Vec::new();
+            for &n in &removed {
+                let on = view.nodes()[n].pods.clone();
+                on.iter().for_each(|p| {
+                    view.remove_pod(n, p);
+                });
+                view.set_hidden(n, true);
+                taken.push((n, on));
+            }
+            let pushed = (rng.below(3) == 0).then(|| {
+                let mut n = node("replacement", &[(Z, "c")], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "9")]);
+                if variant == 2 {
+                    n.taints.push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
+                }
+                view.push_node(n)
+            });
+            let mut order: Vec<usize> = (0..moved.len()).collect();
+            if rng.below(2) == 0 {
+                order.reverse();
+            }
+            let pods: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[*i])).collect();
+            let pod_kinds: Vec<usize> = order.iter().map(|i| ids[*i]).collect();
+            let plain = replay(&mut view, &pods, None);
+            let ranked = replay(&mut view, &pods, Some((&ranking, &pod_kinds)));
+            assert_eq!(ranked, plain, "variant {variant}, nodes {removed:?} taken away");
+            if plain.is_ok() {
+                same_successes += 1
+            } else {
+                same_failures += 1
+            }
+            if pushed.is_some() {
+                view.pop_node();
+            }
+            for (n, on) in taken.into_iter().rev() {
+                view.set_hidden(n, false);
+                on.into_iter().for_each(|p| view.add_pod(n, p));
+            }
+        }
+    }
+    assert!(same_successes > 20 && same_failures > 20, "{same_successes} bound, {same_failures} refused");
+}
