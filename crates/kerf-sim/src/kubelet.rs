@@ -2,12 +2,8 @@
 //! latency has passed, its Node registers Ready with the NodeClaim's labels and taints (startup
 //! taints and `karpenter.sh/unregistered` included); startup taints are lifted a few seconds
 //! later, as the agents that own them would; a terminated instance's Node goes NotReady. Nodes
-//! created through the API for kwok "instances" (`kerf controller --cloud kwok`) stand for a
-//! kubelet that has just registered: they are made Ready [`KWOK_READY_DELAY`] after they appear
-//! (a registered node's network and runtime take a few seconds to come up; kwok itself makes them
-//! Ready at once, which no cloud does, and which lets kube-scheduler bind a burst of pods before
-//! an autoscaler's nominations for the new node are written), and their startup taints lifted as
-//! for any other node.
+//! created through the API for kwok "instances" (`kerf controller --cloud kwok`) are made Ready
+//! as soon as they appear, as kwok does, and their startup taints lifted as for any other node.
 //! Whatever is bound to a Node starts (phase Running, Ready) as soon as that node is Ready,
 //! however and whenever it was bound: by kube-scheduler before the node was Ready, or by a client
 //! that set `spec.nodeName` itself.
@@ -30,8 +26,6 @@ use crate::world::World;
 
 /// How long after Ready the agents owning startup taints take to remove them.
 pub const STARTUP_TAINT_DELAY: Duration = Duration::from_secs(5);
-/// How long after a kwok node appears it is made Ready.
-pub const KWOK_READY_DELAY: Duration = Duration::from_secs(5);
 /// How long pods stay on a NotReady node before taint-based eviction removes them (the
 /// default `tolerationSeconds` of the not-ready / unreachable tolerations).
 pub const NOT_READY_EVICTION_DELAY: Duration = Duration::from_secs(300);
@@ -68,8 +62,6 @@ pub struct Kubelet {
     evictions: Vec<(Timestamp, String)>,
     /// kwok nodes whose startup taints are scheduled to be lifted.
     kwok_lifts: BTreeSet<String>,
-    /// kwok nodes not Ready yet: when they will be.
-    kwok_ready: BTreeMap<String, Timestamp>,
     region: String,
 }
 
@@ -283,18 +275,14 @@ impl Kubelet {
                 self.startup_lifts.push((now, node, startup));
             }
         }
-        if let Some(at) = self.ready_due_kwok_nodes(world, cluster, now) {
-            wake(at);
-        }
         next
     }
 }
 
 impl Kubelet {
-    /// Schedules the kwok nodes among `changed` that are not Ready yet (and not going away) to
-    /// be made Ready [`KWOK_READY_DELAY`] after they were first seen, marks Ready those whose time
-    /// has come, and schedules the lifting of their claim's startup taints (once the claim names
-    /// the node's provider ID). Returns when it must run again.
+    /// Marks Ready the kwok nodes among `changed` that are not Ready yet (and not going away),
+    /// and schedules the lifting of their claim's startup taints (once the claim names the
+    /// node's provider ID). Returns when it must run again.
     pub fn ready_kwok_nodes<'a>(
         &mut self,
         changed: impl IntoIterator<Item = &'a String>,
@@ -303,7 +291,6 @@ impl Kubelet {
         now: Timestamp,
     ) -> Option<Timestamp> {
         self.kwok_lifts.retain(|n| world.nodes.contains_key(n));
-        self.kwok_ready.retain(|n, _| world.nodes.contains_key(n));
         let mut next = None;
         for name in changed {
             let Some(n) = world.nodes.get(name) else { continue };
@@ -322,44 +309,22 @@ impl Kubelet {
                 && !claim.spec.startup_taints.is_empty()
                 && self.kwok_lifts.insert(name.clone())
             {
-                // Lifted once the node has been Ready for a while.
-                let after = KWOK_READY_DELAY + STARTUP_TAINT_DELAY;
-                let at = Timestamp::from_millisecond(now.as_millisecond() + after.as_millis() as i64).unwrap_or(now);
+                let at = Timestamp::from_millisecond(now.as_millisecond() + STARTUP_TAINT_DELAY.as_millis() as i64)
+                    .unwrap_or(now);
                 self.startup_lifts.push((at, name.clone(), claim.spec.startup_taints.clone()));
                 next = Some(next.map_or(at, |t: Timestamp| t.min(at)));
             }
             if crate::world::node_ready(n) {
-                self.kwok_ready.remove(name);
-                continue;
-            }
-            self.kwok_ready.entry(name.clone()).or_insert_with(|| {
-                Timestamp::from_millisecond(now.as_millisecond() + KWOK_READY_DELAY.as_millis() as i64).unwrap_or(now)
-            });
-        }
-        if let Some(at) = self.ready_due_kwok_nodes(world, cluster, now) {
-            next = Some(next.map_or(at, |t: Timestamp| t.min(at)));
-        }
-        next
-    }
-
-    /// Marks Ready the kwok nodes whose time has come; when the next one is due.
-    fn ready_due_kwok_nodes(&mut self, world: &World, cluster: &SimCluster, now: Timestamp) -> Option<Timestamp> {
-        let due: Vec<String> = self.kwok_ready.iter().filter(|(_, at)| **at <= now).map(|(n, _)| n.clone()).collect();
-        for name in due {
-            self.kwok_ready.remove(&name);
-            let Some(n) = world.nodes.get(&name) else { continue };
-            if n.metadata.deletion_timestamp.is_some() || crate::world::node_ready(n) {
                 continue;
             }
             let mut n = (**n).clone();
             n.status.get_or_insert_with(NodeStatus::default).conditions = Some(vec![ready_condition(true, now)]);
-            // Someone else wrote the node first: try again with the fresh copy.
+            // A lost race is retried on the node's next change, which the winner's write is.
             if let Err(e) = cluster.update_status_obj(n) {
                 tracing::debug!(node = %name, error = %e, "cannot mark kwok node ready yet");
-                self.kwok_ready.insert(name, now);
             }
         }
-        self.kwok_ready.values().min().copied()
+        next
     }
 }
 

@@ -202,22 +202,14 @@ fn a_pod_bound_by_a_client_starts_at_once_on_a_ready_node_and_on_a_node_that_arr
 }
 
 #[test]
-fn a_kwok_node_is_made_ready_five_seconds_after_it_appears_and_then_runs_the_pods_bound_to_it() {
+fn a_kwok_node_bound_to_before_the_kubelet_stand_in_marks_it_ready_runs_its_pods() {
     // What `kerf controller --cloud kwok` against `kerf serve` does: the Node is created not
     // Ready, and a pod may be bound to it in the same instant.
     let mut s = sim();
     s.cluster().create_obj(node("kwok-a", None, json!({"providerID": "kwok://kwok-a"}))).unwrap();
     s.cluster().create_obj(pod("bound", json!({"nodeName": "kwok-a"}))).unwrap();
     s.cluster().create_obj(pod("pending", json!({}))).unwrap();
-    settle(&mut s, 4);
-    // Registered, not Ready yet: the not-ready taint keeps kube-scheduler's pods off it and
-    // what was bound to it waits.
-    let n: Node = s.cluster().get_obj(None, "kwok-a").expect("node");
-    assert!(!kerf_sim::world::node_ready(&n));
-    assert!(taints(&s, "kwok-a").iter().any(|t| t.contains("not-ready")), "{:?}", taints(&s, "kwok-a"));
-    assert_ne!(phase(&get_pod(&s, "bound")), "Running");
-    assert_eq!(node_name(&get_pod(&s, "pending")), None);
-    settle(&mut s, 2);
+    settle(&mut s, 1);
     let n: Node = s.cluster().get_obj(None, "kwok-a").expect("node");
     assert!(kerf_sim::world::node_ready(&n));
     assert!(taints(&s, "kwok-a").is_empty(), "{:?}", taints(&s, "kwok-a"));
