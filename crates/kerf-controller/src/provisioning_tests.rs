@@ -548,12 +548,7 @@ fn nominated_node_name(h: &Harness, pod: &str) -> Option<String> {
 
 #[test]
 fn a_pod_nominated_to_a_launching_claim_gets_its_node_as_nominated_node_name_once_the_node_exists() {
-    let mut h = Harness::new(small_and_large());
-    h.api.put(node_pool("default"));
-    h.api.put(pending_pod("a", "500m"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
+    let (mut h, claim) = pod_a_on_a_launching_claim();
     assert_eq!(nominated_node_name(&h, "a"), None, "no node to name while the claim launches");
 
     kubelet_joins(&h.api, &claim, "n1", true);
@@ -568,6 +563,18 @@ fn a_pod_nominated_to_a_launching_claim_gets_its_node_as_nominated_node_name_onc
     let p: k8s_openapi::api::core::v1::Pod = h.api.one(Some("default"), "a").unwrap();
     assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("n1"));
     assert_eq!(h.api.writes(), writes, "no write for a bound pod");
+}
+
+/// A 500m pod `a`, pending, and the NodeClaim launched for it (not registered yet): the harness
+/// and the claim's name.
+fn pod_a_on_a_launching_claim() -> (Harness, String) {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    (h, claim)
 }
 
 /// Reconciles `passes` times, delivering every watch event except those of pods (a watch that
@@ -591,12 +598,7 @@ fn passes_with_pod_events_held_back(h: &mut Harness, passes: usize) -> usize {
 
 #[test]
 fn a_nomination_is_sent_once_per_version_of_the_pod_however_long_the_watch_lags() {
-    let mut h = Harness::new(small_and_large());
-    h.api.put(node_pool("default"));
-    h.api.put(pending_pod("a", "500m"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
+    let (mut h, claim) = pod_a_on_a_launching_claim();
     // The node registers, Ready; the watch delivers it but not the pod's changes.
     kubelet_joins(&h.api, &claim, "n1", true);
     let writes = passes_with_pod_events_held_back(&mut h, 5);
@@ -614,12 +616,7 @@ fn a_nomination_is_sent_once_per_version_of_the_pod_however_long_the_watch_lags(
 
 #[test]
 fn a_nomination_outlasts_a_watch_that_lags_behind_the_pod_and_lapses_a_window_after_the_pod_is_seen_carrying_it() {
-    let mut h = Harness::new(small_and_large());
-    h.api.put(node_pool("default"));
-    h.api.put(pending_pod("a", "500m"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
+    let (mut h, claim) = pod_a_on_a_launching_claim();
     let key = ("default".to_string(), "a".to_string());
     // The node joins, Ready, and the claim is initialized; the watch shows nothing of the pod
     // for 30 s (three batch windows): the nomination kerf wrote is not seen, the pod is not
@@ -645,12 +642,7 @@ fn a_nomination_outlasts_a_watch_that_lags_behind_the_pod_and_lapses_a_window_af
 
 #[test]
 fn a_nomination_the_watch_never_shows_lapses_six_windows_after_its_node_is_initialized() {
-    let mut h = Harness::new(small_and_large());
-    h.api.put(node_pool("default"));
-    h.api.put(pending_pod("a", "500m"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
+    let (mut h, claim) = pod_a_on_a_launching_claim();
     let key = ("default".to_string(), "a".to_string());
     kubelet_joins(&h.api, &claim, "n1", true);
     // Initialized on the first of these passes (1 s in); 60 s later the nomination lapses.
@@ -662,12 +654,7 @@ fn a_nomination_the_watch_never_shows_lapses_six_windows_after_its_node_is_initi
 
 #[test]
 fn a_nomination_refused_because_the_pod_changed_is_not_sent_again_until_the_watch_shows_the_change() {
-    let mut h = Harness::new(small_and_large());
-    h.api.put(node_pool("default"));
-    h.api.put(pending_pod("a", "500m"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
+    let (mut h, claim) = pod_a_on_a_launching_claim();
     // kube-scheduler binds the pod as soon as its node registers, before the controller's
     // watch shows either the bind or anything else about the pod.
     kubelet_joins(&h.api, &claim, "n1", true);
@@ -724,12 +711,7 @@ fn kerf_clears_a_nomination_it_wrote_when_the_plan_changes_and_leaves_one_it_did
 
 #[test]
 fn a_restarted_controller_takes_back_the_nominations_its_pods_carry_and_launches_nothing_more() {
-    let mut h = Harness::new(small_and_large());
-    h.api.put(node_pool("default"));
-    h.api.put(pending_pod("a", "500m"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
+    let (mut h, claim) = pod_a_on_a_launching_claim();
     // The node joins but is not Ready yet, so the claim stays in flight.
     kubelet_joins(&h.api, &claim, "n1", false);
     h.settle();
@@ -767,12 +749,7 @@ fn a_launching_claim_keeps_room_for_the_daemonset_pods_its_node_will_run() {
 
 #[test]
 fn a_nomination_that_cannot_be_written_never_stops_provisioning() {
-    let mut h = Harness::new(small_and_large());
-    h.api.put(node_pool("default"));
-    h.api.put(pending_pod("a", "500m"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
+    let (mut h, claim) = pod_a_on_a_launching_claim();
     // The API server refuses every pod write (say, no RBAC for pods/status).
     h.api.fail_writes_of::<k8s_openapi::api::core::v1::Pod>(Some(kerf_api::cluster::ApiError::Other(
         "pods \"a\" is forbidden: cannot update resource \"pods/status\"".into(),
