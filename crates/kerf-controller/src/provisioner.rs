@@ -206,9 +206,15 @@ impl Provisioner {
         // Named in plan order (one seeded generator), created IN_FLIGHT at a time, answers
         // taken in that order.
         let mut claims = Vec::with_capacity(result.new_node_claims.len());
+        let mut named = BTreeSet::new();
         for new in &result.new_node_claims {
             let Some(pool) = cx.state.node_pool(&new.node_pool).cloned() else { continue };
-            claims.push((new, cx.new_claim(&pool, new)));
+            let mut claim = cx.new_claim(&pool, new);
+            // Not created yet, so not in the cache: a name drawn twice in one batch is drawn again.
+            while !named.insert(claim.name().to_string()) {
+                claim.metadata.name = Some(crate::claims::claim_name(cx.state, cx.names, pool.name()));
+            }
+            claims.push((new, claim));
         }
         let api = cx.api;
         let mut answers =
