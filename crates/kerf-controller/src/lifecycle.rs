@@ -194,10 +194,9 @@ struct Turn<'a, P, C> {
     /// Taken from [`crate::ctx::Published::unrecorded_launches`]; what is left here goes back.
     unrecorded: Option<NodeClaim>,
     launches: u64,
-    /// A failed launch: the earliest time to try it again.
+    /// The earliest time to try a failed launch again, read from and written back to
+    /// [`Lifecycle`]'s memory.
     retry_at: Option<Timestamp>,
-    /// The claim is gone: forget its launch retry.
-    gone: bool,
     effects: Vec<Effect>,
 }
 
@@ -230,15 +229,6 @@ impl Lifecycle {
         let mut turns = Vec::new();
         for (name, claim) in cx.state.node_claims() {
             let Some(stage) = Stage::of(claim) else { continue };
-            if stage == Stage::Launch
-                && let Some(&retry) = self.launch_retry.get(name)
-            {
-                if cx.pass.now < retry {
-                    cx.pass.wake_at(retry);
-                    continue;
-                }
-                self.launch_retry.remove(name);
-            }
             let unrecorded = match stage {
                 Stage::Finalize | Stage::Launch => cx.published.unrecorded_launches.remove(name),
                 Stage::Register | Stage::Initialize => None,
@@ -251,8 +241,7 @@ impl Lifecycle {
                 node: cx.state.node_for_claim(claim).cloned(),
                 unrecorded,
                 launches: 0,
-                retry_at: None,
-                gone: false,
+                retry_at: self.launch_retry.get(name).copied(),
                 effects: Vec::new(),
             };
             turns.push((stage, NodeClaim::clone(claim), turn));
@@ -285,12 +274,10 @@ impl Lifecycle {
             if let Some(launched) = turn.unrecorded {
                 cx.published.unrecorded_launches.insert(name.clone(), launched);
             }
-            if turn.gone {
-                self.launch_retry.remove(&name);
-            }
-            if let Some(retry) = turn.retry_at {
-                self.launch_retry.insert(name, retry);
-            }
+            match turn.retry_at {
+                Some(retry) => self.launch_retry.insert(name, retry),
+                None => self.launch_retry.remove(&name),
+            };
             if let Err(e) = r {
                 failed.get_or_insert(e);
             }
@@ -341,7 +328,7 @@ async fn finalize_claim<P: CloudProvider, C: ClusterApi>(
         tracing::info!(NodeClaim = %name, "deleted nodeclaim");
         // Deleting and without finalizers: the API server has removed it.
         cx.effects.push(Effect::Forget(gone.into_any()));
-        cx.gone = true;
+        cx.retry_at = None;
     }
     Ok(())
 }
@@ -358,6 +345,13 @@ async fn launch<P: CloudProvider, C: ClusterApi>(
             cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, &name).await)?;
             return Ok(());
         }
+    }
+    if let Some(retry) = cx.retry_at {
+        if cx.pass.now < retry {
+            cx.pass.wake_at(retry);
+            return Ok(());
+        }
+        cx.retry_at = None;
     }
     let mut claim = claim;
     if !has_finalizer(&claim.metadata) {

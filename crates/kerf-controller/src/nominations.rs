@@ -18,12 +18,12 @@
 //! it again, however far the watch lags. Writes go out a few at a time ([`IN_FLIGHT`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::cluster::{ApiError, ClusterApi};
 use kerf_cloud::Timestamp;
-use std::time::Duration;
 
 use crate::ctx::{ControllerError, IN_FLIGHT, Pass, RETRY_AFTER};
 use crate::patches::pinned;
