@@ -174,6 +174,17 @@ pub trait CloudProvider: Send + Sync {
         async { Ok(Vec::new()) }
     }
 
+    /// The name the claim's Node will have, when the provider knows it before the Node
+    /// registers (a kwok Node is named after its claim and appears, Ready, the moment it is
+    /// launched). Pods kerf plans onto the claim are nominated to that name before the launch, so
+    /// kube-scheduler holds their room from the moment the Node appears instead of handing it to
+    /// whichever pending pod it tries first. Clouds that name nodes at boot keep the default: not
+    /// known until the Node registers.
+    fn expected_node_name<'c>(&self, claim: &'c NodeClaim) -> Option<&'c str> {
+        let _ = claim;
+        None
+    }
+
     /// A short name for logs (`aws`, `sim`).
     fn name(&self) -> &'static str;
 }
@@ -222,6 +233,10 @@ impl<P: CloudProvider> CloudProvider for Arc<P> {
 
     fn interruptions(&self) -> impl Future<Output = Result<Vec<InterruptionNotice>, CloudError>> + Send {
         P::interruptions(self)
+    }
+
+    fn expected_node_name<'c>(&self, claim: &'c NodeClaim) -> Option<&'c str> {
+        P::expected_node_name(self, claim)
     }
 
     fn name(&self) -> &'static str {

@@ -6,7 +6,10 @@
 //! the nominated node exists, the pod's `status.nominatedNodeName` names it (Kubernetes 1.35,
 //! KEP-5278): kube-scheduler tries that node first and keeps the pod's room there against pods
 //! of no higher priority, so pods land where kerf planned them instead of where they happen to
-//! fit first. A pending DaemonSet pod is nominated to the one node it may run on, so its room on
+//! fit first. When the cloud knows a claim's node name before the node exists
+//! ([`CloudProvider::expected_node_name`]: a kwok Node appears, Ready, the moment it is launched),
+//! the nomination names it before the claim launches: kube-scheduler keeps nominated pods by node
+//! name, so their room is held from the node's first moment. A pending DaemonSet pod is nominated to the one node it may run on, so its room on
 //! a new node is held as well. kerf never overwrites a nomination it did not write that names
 //! an existing node (kube-scheduler writes its own for preemption), clears only nominations it
 //! wrote itself, and a pod bound elsewhere is simply accounted where it runs.
@@ -22,8 +25,9 @@ use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use kerf_api::NodeClaim;
 use kerf_api::cluster::{ApiError, ClusterApi};
-use kerf_cloud::Timestamp;
+use kerf_cloud::{CloudProvider, Timestamp};
 
 use crate::ctx::{ControllerError, IN_FLIGHT, Pass, RETRY_AFTER};
 use crate::patches::pinned;
@@ -154,14 +158,24 @@ impl Nominations {
         self.sent_at.remove(pod);
     }
 
-    /// The node `pod` should be nominated to now, if any.
-    fn target<'s>(&'s self, state: &'s ClusterState, key: &ObjectKey, pod: &'s Pod) -> Option<&'s str> {
+    /// The node `pod` should be nominated to now, if any: for a pod on an in-flight claim, the
+    /// claim's node, or the name the cloud says it will have while it does not exist yet.
+    fn target<'s, P: CloudProvider>(
+        &'s self,
+        cloud: &P,
+        state: &'s ClusterState,
+        key: &ObjectKey,
+        pod: &'s Pod,
+    ) -> Option<&'s str> {
         if let Some(node) = self.on_nodes.get(key) {
             return Some(node.as_str());
         }
         if let Some(claim) = self.by_pod.get(key) {
             let claim = state.node_claim(claim)?;
-            return state.node_for_claim(claim).and_then(|n| n.metadata.name.as_deref());
+            return match state.node_for_claim(claim) {
+                Some(node) => node.metadata.name.as_deref(),
+                None => cloud.expected_node_name(claim),
+            };
         }
         if util::owned_by_daemonset(pod) {
             return util::daemon_node(pod).filter(|n| state.node(n).is_some());
@@ -173,25 +187,28 @@ impl Nominations {
     /// to run: written once the node exists, cleared when kerf no longer expects it there (only
     /// values kerf wrote). A nomination found on a pod naming an in-flight claim's node is taken
     /// as kerf's own (a restart).
-    pub async fn write<C: ClusterApi>(
+    pub async fn write<P: CloudProvider, C: ClusterApi>(
         &mut self,
         api: &C,
+        cloud: &P,
         state: &ClusterState,
         pass: &mut Pass,
     ) -> Result<(), ControllerError> {
         let mut writes: Vec<(ObjectKey, Option<String>)> = Vec::new();
         let mut adopted = Vec::new();
+        // In-flight claims by the name the cloud says their node will have (built when needed).
+        let mut expected: Option<BTreeMap<&str, &NodeClaim>> = None;
         for (key, pod) in state.unbound_pods() {
             if pod.metadata.deletion_timestamp.is_some() || util::pod_terminal(pod) {
                 continue;
             }
             let current = util::nominated_node(pod);
-            if let Some(claim) = self.adoptable(state, key, pod) {
+            if let Some(claim) = self.adoptable(cloud, state, &mut expected, key, pod) {
                 // Already nominated where kerf would write it: nothing to write.
                 adopted.push((key.clone(), claim, current.unwrap_or_default().to_string()));
                 continue;
             }
-            let target = self.target(state, key, pod);
+            let target = self.target(cloud, state, key, pod);
             if target == current {
                 continue;
             }
@@ -261,15 +278,36 @@ impl Nominations {
         Ok(())
     }
 
-    /// The in-flight claim a pending pod's nomination names the node of, when kerf has no plan
-    /// of its own for the pod (an earlier process nominated it): the pod is nominated to that
-    /// claim again.
-    fn adoptable(&self, state: &ClusterState, key: &ObjectKey, pod: &Pod) -> Option<String> {
+    /// The in-flight claim a pending pod's nomination names the node of (or the name its node
+    /// will have), when kerf has no plan of its own for the pod (an earlier process nominated
+    /// it): the pod is nominated to that claim again.
+    fn adoptable<'s, P: CloudProvider>(
+        &self,
+        cloud: &P,
+        state: &'s ClusterState,
+        expected: &mut Option<BTreeMap<&'s str, &'s NodeClaim>>,
+        key: &ObjectKey,
+        pod: &Pod,
+    ) -> Option<String> {
         if self.by_pod.contains_key(key) || self.written.contains_key(key) || util::owned_by_daemonset(pod) {
             return None;
         }
-        let node = util::nominated_node(pod).and_then(|n| state.node(n))?;
-        let claim = state.claim_for_node(node)?;
+        let name = util::nominated_node(pod)?;
+        let claim = match state.node(name) {
+            Some(node) => state.claim_for_node(node)?,
+            None => {
+                let by_name = expected.get_or_insert_with(|| {
+                    state
+                        .node_claims()
+                        .values()
+                        .map(|c| &**c)
+                        .filter(|c| state.node_for_claim(c).is_none())
+                        .filter_map(|c| Some((cloud.expected_node_name(c)?, c)))
+                        .collect()
+                });
+                *by_name.get(name)?
+            }
+        };
         crate::input::in_flight(claim).then(|| claim.name().to_string())
     }
 }

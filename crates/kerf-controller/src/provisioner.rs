@@ -85,7 +85,7 @@ impl Provisioner {
         let r = self.provision_batch(cx).await;
         cx.published.batch_open = self.batch.started.is_some();
         r?;
-        cx.published.nominations.write(cx.api, cx.state, &mut cx.pass).await
+        cx.published.nominations.write(cx.api, cx.cloud, cx.state, &mut cx.pass).await
     }
 
     async fn provision_batch<P: CloudProvider, C: ClusterApi>(

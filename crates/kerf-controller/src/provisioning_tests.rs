@@ -1,5 +1,6 @@
 //! Provisioning behaviour end to end with the real scheduling core.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kerf_api::nodeclaim::CONDITION_LAUNCHED;
@@ -723,6 +724,60 @@ fn a_restarted_controller_takes_back_the_nominations_its_pods_carry_and_launches
     assert_eq!(h.claims().len(), 1, "no second claim for a pod nominated to an in-flight one");
     assert_eq!(h.mgr.nominations().values().cloned().collect::<Vec<_>>(), vec![claim]);
     assert_eq!(nominated_node_name(&h, "a").as_deref(), Some("n1"));
+}
+
+/// Pod `a` pending, planned onto a claim that launches (its node not registered); the cloud
+/// names each claim's node after the claim in advance when `names_known`. The harness, and pod
+/// `a`'s `status.nominatedNodeName` as it was each time a launch was asked for.
+fn pod_a_on_a_claim_whose_node_name_is_known(names_known: bool) -> (Harness, Arc<Mutex<Vec<Option<String>>>>) {
+    let cloud = small_and_large();
+    if names_known {
+        cloud.name_nodes_after_claims();
+    }
+    let h = Harness::new(cloud);
+    let at_launch = Arc::new(Mutex::new(Vec::new()));
+    let (api, seen) = (h.api.clone(), at_launch.clone());
+    h.cloud.on_create(move |_| {
+        let pod: Option<k8s_openapi::api::core::v1::Pod> = api.one(Some("default"), "a");
+        seen.lock().unwrap().push(pod.and_then(|p| p.status?.nominated_node_name));
+    });
+    let mut h = h;
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    (h, at_launch)
+}
+
+#[test]
+fn a_pod_is_nominated_to_the_name_its_claims_node_will_have_before_the_claim_launches() {
+    let (h, at_launch) = pod_a_on_a_claim_whose_node_name_is_known(true);
+    let claim = h.claims()[0].name().to_string();
+    assert_eq!(h.cloud.launched(), 1);
+    // A kwok Node appears, Ready, the moment it is launched: the nomination is already there.
+    assert_eq!(*at_launch.lock().unwrap(), vec![Some(claim.clone())]);
+    assert_eq!(nominated_node_name(&h, "a"), Some(claim));
+}
+
+#[test]
+fn a_pod_is_nominated_only_once_the_node_exists_when_the_cloud_names_nodes_at_boot() {
+    let (h, at_launch) = pod_a_on_a_claim_whose_node_name_is_known(false);
+    assert_eq!(*at_launch.lock().unwrap(), vec![None]);
+    assert_eq!(nominated_node_name(&h, "a"), None);
+}
+
+#[test]
+fn a_restarted_controller_takes_back_a_nomination_to_a_node_that_does_not_exist_yet() {
+    let (mut h, _) = pod_a_on_a_claim_whose_node_name_is_known(true);
+    let claim = h.claims()[0].name().to_string();
+    assert_eq!(nominated_node_name(&h, "a").as_deref(), Some(claim.as_str()));
+
+    // A new process, before any batch window of its own has closed: the pod is its claim's.
+    h.restart();
+    assert_eq!(h.mgr.nominations().values().cloned().collect::<Vec<_>>(), vec![claim.clone()]);
+    h.advance(Duration::from_secs(15));
+    assert_eq!(h.claims().len(), 1);
+    assert_eq!(nominated_node_name(&h, "a"), Some(claim));
 }
 
 #[test]

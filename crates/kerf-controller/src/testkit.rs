@@ -270,7 +270,14 @@ struct CloudInner {
     fail_resolve: Vec<CloudError>,
     /// Instances running that `list` does not return yet (an eventually consistent list).
     unlisted: BTreeSet<String>,
+    /// Claims' nodes will be named after the claims, known before launch (as kwok's are).
+    names_nodes_after_claims: bool,
+    /// Called with each claim as its launch is asked for, before anything else.
+    on_create: Option<LaunchHook>,
 }
+
+/// What a test looks at when the cloud is asked to launch a claim.
+type LaunchHook = Arc<dyn Fn(&NodeClaim) + Send + Sync>;
 
 /// A cloud that launches the cheapest available offering a claim allows.
 #[derive(Default, Clone)]
@@ -343,6 +350,16 @@ impl FakeCloud {
         self.inner.lock().unwrap().fail_next.push(e);
     }
 
+    /// Says that each claim's node will be named after the claim, before it launches.
+    pub fn name_nodes_after_claims(&self) {
+        self.inner.lock().unwrap().names_nodes_after_claims = true;
+    }
+
+    /// Calls `hook` with each claim the cloud is asked to launch, before launching it.
+    pub fn on_create(&self, hook: impl Fn(&NodeClaim) + Send + Sync + 'static) {
+        self.inner.lock().unwrap().on_create = Some(Arc::new(hook));
+    }
+
     pub fn launched(&self) -> u64 {
         self.inner.lock().unwrap().launched
     }
@@ -390,6 +407,10 @@ impl FakeCloud {
 
 impl CloudProvider for FakeCloud {
     async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
+        let hook = self.inner.lock().unwrap().on_create.clone();
+        if let Some(hook) = hook {
+            hook(claim);
+        }
         let mut inner = self.inner.lock().unwrap();
         if !inner.fail_next.is_empty() {
             return Err(inner.fail_next.remove(0));
@@ -488,6 +509,10 @@ impl CloudProvider for FakeCloud {
 
     async fn is_drifted(&self, _: &NodeClaim, _: Option<&EC2NodeClass>) -> Result<Option<String>, CloudError> {
         Ok(None)
+    }
+
+    fn expected_node_name<'c>(&self, claim: &'c NodeClaim) -> Option<&'c str> {
+        self.inner.lock().unwrap().names_nodes_after_claims.then(|| claim.name())
     }
 
     fn name(&self) -> &'static str {

@@ -196,6 +196,11 @@ impl CloudProvider for KwokProvider {
         self.catalog.is_drifted(claim, node_class).await
     }
 
+    /// A claim's Node is named after the claim (see [`CloudProvider::create`] above).
+    fn expected_node_name<'c>(&self, claim: &'c NodeClaim) -> Option<&'c str> {
+        Some(claim.name())
+    }
+
     fn name(&self) -> &'static str {
         "kwok"
     }

@@ -361,6 +361,10 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
         cloud_call(gate, self.inner.interruptions())
     }
 
+    fn expected_node_name<'c>(&self, claim: &'c NodeClaim) -> Option<&'c str> {
+        self.inner.expected_node_name(claim)
+    }
+
     fn name(&self) -> &'static str {
         self.inner.name()
     }
