@@ -200,6 +200,13 @@ impl View<'_> {
             }
             let mut n = self.existing_node(name, node, types);
             n.pods.extend(held.remove(name.as_str()).unwrap_or_default());
+            // Pods nominated to the node's claim hold their room there after the claim is
+            // initialized too, until they bind or their nomination lapses: kube-scheduler keeps
+            // it for them, so other pods planned into it would find none.
+            if let Some(claim) = state.claim_for_node(node) {
+                let waiting = nominated.remove(claim.name()).unwrap_or_default();
+                n.pods.extend(waiting.into_iter().filter(|p| util::pod_node_name(p).is_none()));
+            }
             existing.push(n);
         }
         if with_room && !state.buffer_room().is_empty() {

@@ -346,6 +346,27 @@ fn a_nomination_ends_a_batch_window_after_its_claim_initializes() {
 }
 
 #[test]
+fn a_pod_nominated_to_a_claim_keeps_its_room_on_the_initialized_node_until_it_binds() {
+    let mut h = Harness::new(small_and_large());
+    h.api.put(node_pool("default"));
+    h.api.put(pending_pod("a", "500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    let claim = h.claims()[0].name().to_string();
+    kubelet_joins(&h.api, &claim, "n1", true);
+    h.advance(Duration::from_secs(2));
+    assert!(h.claims()[0].is_condition_true(kerf_api::nodeclaim::CONDITION_INITIALIZED));
+    assert_eq!(nominated_node_name(&h, "a").as_deref(), Some("n1"));
+    // kube-scheduler has not bound `a` yet. A small node has 1900m: b (1500m) fits there only
+    // if a's room is taken for b, and then one of them would find no room at all.
+    h.api.put(pending_pod("b", "1500m"));
+    h.settle();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.claims().len(), 2, "b gets a node of its own");
+    assert_ne!(nominated_node_name(&h, "b").as_deref(), Some("n1"));
+}
+
+#[test]
 fn a_rejected_nodeclaim_tells_its_pods_why_and_does_not_stop_the_controllers() {
     let mut h = Harness::new(small_and_large());
     h.api.reject_creates::<NodeClaim>("spec.requirements: too many values");
