@@ -47,4 +47,6 @@ pub use model::{
 };
 pub use predicates::{ClusterView, PreferenceParts, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
-pub use scheduler::{KubeReplay, PodFactsCache, PoolTypeView, Replacement, SchedulingContext, Turn, schedule};
+pub use scheduler::{
+    KeptKubeView, KubeReplay, PodFactsCache, PoolTypeView, Replacement, SchedulingContext, Turn, schedule,
+};

@@ -17,6 +17,8 @@ use crate::requirements::{Requirement, Requirements};
 
 pub use crate::pod::pod_requests;
 
+pub(crate) mod node_edits;
+
 pub use crate::fit::{
     EXISTING_ANTI_AFFINITY, HOST_PORTS, NODE_AFFINITY, NODE_NAME, POD_AFFINITY, POD_ANTI_AFFINITY, SPREAD,
     SPREAD_MISSING_LABEL, UNSCHEDULABLE, Unfit, VOLUME_ZONE,

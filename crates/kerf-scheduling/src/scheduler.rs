@@ -59,7 +59,8 @@
 //! (existing nodes and the fit check on them), `claims` (new NodeClaims), `queue` (placement
 //! order and retries), `journal` (undoing a query), `explain` (why a pod fits nowhere, in
 //! words), `replay` (consolidation's check that kube-scheduler would bind the moved pods where
-//! the plan counts on), `offers` (a pool's types as new claims see them), `packing` (new claims
+//! the plan counts on), `kept_view` (that view kept from one context for the next and edited
+//! to its cluster instead of built again), `offers` (a pool's types as new claims see them), `packing` (new claims
 //! sized by cost).
 
 mod claims;
@@ -69,6 +70,7 @@ mod facts;
 mod ids;
 mod interning;
 mod journal;
+mod kept_view;
 mod offers;
 mod packing;
 mod pool_fit;
@@ -87,6 +89,7 @@ pub use facts::PodFactsCache;
 use ids::{ClaimIx, CounterIx, GroupIx, Idx, InverseIx, IxVec, NodeIx, PodIx, PoolIx};
 use interning::{Bits, Interner};
 use journal::Undo;
+pub use kept_view::KeptKubeView;
 pub use offers::PoolTypeView;
 use packing::{MIX_PODS, MIX_SLACKS, Packing};
 use pools::{Pool, PriceOrder};
@@ -170,6 +173,8 @@ pub struct SchedulingContext {
     /// kube-scheduler's view of the existing nodes, for [`SchedulingContext::kube_replay`]
     /// (built on first use).
     kube_view: Option<KubeView>,
+    /// A view kept from an earlier context, edited into `kube_view` on first use.
+    kept_kube_view: KeptKubeView,
 }
 
 /// The context indexes ([`PodIx`]) of each existing node's pods, node by node in input order:
@@ -270,6 +275,7 @@ impl SchedulingContext {
             roomy: Vec::new(),
             packing: Packing::default(),
             kube_view: None,
+            kept_kube_view: KeptKubeView::default(),
         };
         s.build_pools();
         s.build_nodes();

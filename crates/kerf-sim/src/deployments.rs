@@ -91,7 +91,9 @@ pub fn observe(cluster: &SimCluster, workloads: &mut Workloads, ev: DynamicEvent
 /// Writes the ReplicaSets the stand-in keeps and the Deployments' status counts that changed
 /// (kubectl's READY / UP-TO-DATE / AVAILABLE; `observedGeneration` for `rollout status`).
 pub fn publish(cluster: &SimCluster, workloads: &mut Workloads) {
-    for (key, obj) in workloads.take_replica_set_changes() {
+    // Nothing changes the workloads while they are published: their pods are counted once.
+    let available = workloads.available_by_set();
+    for (key, obj) in workloads.take_replica_set_changes(&available) {
         let Some((ns, name)) = key.split_once('/') else { continue };
         let written = match obj {
             Some(obj) => DynamicObject::from_json(obj)
@@ -106,7 +108,7 @@ pub fn publish(cluster: &SimCluster, workloads: &mut Workloads) {
             tracing::warn!(replicaset = %key, error = %e, "cannot publish ReplicaSet");
         }
     }
-    for (ns, name, [replicas, updated, available]) in workloads.status_counts() {
+    for (ns, name, [replicas, updated, available]) in workloads.status_counts(&available) {
         let Some(d) = cluster.get_dynamic(DEPLOYMENT, Some(&ns), &name) else { continue };
         let status = json!({
             "observedGeneration": d.metadata.generation.unwrap_or(1),

@@ -714,6 +714,7 @@ impl<P: SimCloud> Simulation<P> {
     }
 
     fn react(&mut self, ch: Changes) {
+        self.scheduler.touch(ch.pods_touched.iter().chain(&ch.nodes_changed).chain(&ch.nodes_removed));
         for key in &ch.newly_bound {
             if !self.scheduler.take_own_binding(key) {
                 // Bound by someone else (a manifest with spec.nodeName): the view must learn it.
@@ -736,8 +737,9 @@ impl<P: SimCloud> Simulation<P> {
             self.daemonsets.pod_removed(key);
             freed |= node.is_some();
         }
-        if ch.pod_namespace_added {
-            self.scheduler.invalidate();
+        if ch.pod_namespace_added || ch.namespaces_changed {
+            // Namespace labels are read throughout the view.
+            self.scheduler.rebuild();
         }
         if freed
             || ch.namespaces_changed

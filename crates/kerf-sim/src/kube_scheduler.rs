@@ -8,7 +8,12 @@
 //! Node readiness is not looked at, as kube-scheduler does not: a Node that is not Ready carries
 //! the not-ready taint ([`crate::node_lifecycle`]), so its taint filter places only pods that
 //! tolerate it there; a pod bound to such a node starts once the node is Ready
-//! ([`crate::kubelet`]). Any change to a node (its taints among them) rebuilds the view.
+//! ([`crate::kubelet`]).
+//!
+//! The view is brought up to date when the cluster changed (a node added, changed or gone, a
+//! pod freed or bound by someone else) before the next pass: only the nodes the changes
+//! touched are edited, to what a view built afresh from the cluster holds (their fields, and
+//! their pods in the cluster's order); a change of namespaces builds it again.
 //!
 //! Nominations (Kubernetes 1.35, KEP-5278 with KEP-1923): a pending pod whose
 //! `status.nominatedNodeName` names a node is tried there first and bound there when the node
@@ -17,7 +22,7 @@
 //! scenario's `settings.kubeScheduler.nominatedNodeName: false` models older clusters, where
 //! an autoscaler's nomination is not looked at.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
@@ -30,6 +35,8 @@ use kerf_scheduling::{ClusterView, ExistingNode, PreparedPod, pod_requests};
 use crate::cluster::SimCluster;
 use crate::world::{World, node_ready};
 
+mod sync;
+
 #[derive(Debug, Default)]
 pub struct KubeScheduler {
     /// Pods to try, in queue order: (-priority, creation order, key).
@@ -39,9 +46,10 @@ pub struct KubeScheduler {
     /// The latest reason each pending pod could not be placed.
     messages: BTreeMap<String, String>,
     view: Option<View>,
-    /// The requests of the pods the last view was built with, by the pod's address (the pod is
-    /// kept alive here, so the address is not reused): a rebuilt view parses only new pods'.
-    requests: HashMap<usize, (Arc<Pod>, Arc<ResourceList>)>,
+    /// The view must be brought up to date before the next pass (the cluster changed).
+    stale: bool,
+    /// Nodes whose object or bound pods changed since the view was last brought up to date.
+    touched: BTreeSet<String>,
     /// Pods this stand-in bound whose watch events have not come back yet.
     just_bound: BTreeSet<String>,
     next_start: usize,
@@ -182,13 +190,26 @@ impl KubeScheduler {
     /// The cluster changed so parked pods may fit now (kube-scheduler's queue moves on
     /// node add/update and pod delete).
     pub fn cluster_changed(&mut self) {
-        self.view = None;
+        self.stale = true;
         self.unpark_all();
     }
 
-    /// The node set or a bound pod changed: rebuild the view before the next pass.
+    /// The node set or a bound pod changed: bring the view up to date before the next pass.
     pub fn invalidate(&mut self) {
+        self.stale = true;
+    }
+
+    /// Namespaces (or their labels) changed: build the view again before the next pass.
+    pub fn rebuild(&mut self) {
         self.view = None;
+        self.touched.clear();
+    }
+
+    /// These nodes, or the pods bound to them, changed (see `touched`).
+    pub fn touch<'a>(&mut self, nodes: impl IntoIterator<Item = &'a String>) {
+        if self.view.is_some() {
+            self.touched.extend(nodes.into_iter().cloned());
+        }
     }
 
     fn unpark_all(&mut self) {
@@ -223,18 +244,7 @@ impl KubeScheduler {
             names.push(name.clone());
             nodes.push(existing_node(node, pods));
         }
-        let mut known = std::mem::take(&mut self.requests);
-        let requests = &mut self.requests;
-        let view = ClusterView::with_requests(nodes, |p| {
-            let addr = Arc::as_ptr(p) as usize;
-            let r = match known.remove(&addr) {
-                Some((_, r)) => r,
-                None => Arc::new(pod_requests(p)),
-            };
-            requests.insert(addr, (Arc::clone(p), Arc::clone(&r)));
-            r
-        })
-        .with_namespace_labels(world.namespace_labels());
+        let view = ClusterView::new(nodes).with_namespace_labels(world.namespace_labels());
         let allocatable = view.nodes().iter().map(|n| cpu_memory(&n.allocatable)).collect();
         let requested = (0..view.nodes().len()).map(|i| cpu_memory(view.requested(i))).collect();
         let version = vec![0; names.len()];
@@ -247,9 +257,17 @@ impl KubeScheduler {
             return 0;
         }
         let mut view = match self.view.take() {
+            Some(mut v) if self.stale => {
+                v.sync(world, std::mem::take(&mut self.touched));
+                v
+            }
             Some(v) => v,
-            None => self.build_view(world),
+            None => {
+                self.touched.clear();
+                self.build_view(world)
+            }
         };
+        self.stale = false;
         let queue = std::mem::take(&mut self.active);
         let mut bound = 0;
         // Pods of one owner share a spec: once one fails in this pass, the rest wait too.

@@ -85,10 +85,13 @@ impl Workloads {
 
     /// The ReplicaSets whose size or pod counts changed since the last call, as the API shows
     /// them (`Some(object)`), and those gone since (`None`), by `namespace/name`.
-    pub fn take_replica_set_changes(&mut self) -> Vec<(String, Option<serde_json::Value>)> {
+    pub fn take_replica_set_changes(
+        &mut self,
+        available: &BTreeMap<String, i32>,
+    ) -> Vec<(String, Option<serde_json::Value>)> {
         let mut out = Vec::new();
         for (rk, rs) in &self.replica_sets {
-            let counts = [rs.replicas, rs.pods.len() as i32, self.available(rs)];
+            let counts = [rs.replicas, rs.pods.len() as i32, available.get(rk).copied().unwrap_or(0)];
             if self.published_sets.get(rk) == Some(&counts) {
                 continue;
             }
@@ -124,18 +127,18 @@ impl Workloads {
 
     /// Each Deployment's status counts (replicas, updatedReplicas, availableReplicas): what
     /// the Deployment controller writes to `.status`.
-    pub fn status_counts(&self) -> Vec<(String, String, [i32; 3])> {
+    pub fn status_counts(&self, available_by_set: &BTreeMap<String, i32>) -> Vec<(String, String, [i32; 3])> {
         let mut out = Vec::new();
         for (dk, d) in &self.deployments {
             let current = format!("{}-{}", d.name, template_hash(&d.spec.template));
             let (mut total, mut updated, mut available) = (0, 0, 0);
-            for rs in self.replica_sets.values().filter(|rs| &rs.deployment == dk) {
+            for (rk, rs) in self.replica_sets.iter().filter(|(_, rs)| &rs.deployment == dk) {
                 let n = rs.pods.len() as i32;
                 total += n;
                 if rs.name == current {
                     updated += n;
                 }
-                available += self.available(rs);
+                available += available_by_set.get(rk).copied().unwrap_or(0);
             }
             out.push((d.namespace.clone(), d.name.clone(), [total, updated, available]));
         }
@@ -297,6 +300,12 @@ impl Workloads {
         for dk in dirty {
             self.reconcile_deployment(cluster, &dk);
         }
+    }
+
+    /// The available pods of every ReplicaSet, by key: counted once for a publish, whose
+    /// ReplicaSet and Deployment statuses both read them.
+    pub fn available_by_set(&self) -> BTreeMap<String, i32> {
+        self.replica_sets.iter().map(|(rk, rs)| (rk.clone(), self.available(rs))).collect()
     }
 
     fn available(&self, rs: &ReplicaSetState) -> i32 {

@@ -47,6 +47,8 @@ pub struct Changes {
     pub pod_namespace_added: bool,
     /// A PersistentVolumeClaim or StorageClass appeared, changed or went away.
     pub volumes_changed: bool,
+    /// Nodes a pod was bound to or taken off, or whose bound pod changed.
+    pub pods_touched: BTreeSet<String>,
 }
 
 #[derive(Debug, Default)]
@@ -145,6 +147,9 @@ impl World {
             WatchEvent::Applied(AnyObject::Pod(p)) => {
                 let key = pod_key(&p);
                 let old = self.unlink(&key);
+                if let Some(n) = old.as_ref().and_then(PodEntry::node) {
+                    changes.pods_touched.insert(n.to_string());
+                }
                 if p.metadata.deletion_timestamp.is_some() {
                     // A terminating pod: gone for the stand-ins' purposes.
                     if let Some(o) = old {
@@ -162,6 +167,7 @@ impl World {
                 let entry = PodEntry { pod: p, seq };
                 match entry.node() {
                     Some(n) => {
+                        changes.pods_touched.insert(n.to_string());
                         if !started(&entry.pod) {
                             changes.unstarted_pods.insert(key.clone());
                         }
@@ -190,6 +196,9 @@ impl World {
                 changes.unbound_pods.remove(&key);
                 changes.unstarted_pods.remove(&key);
                 if let Some(o) = self.unlink(&key) {
+                    if let Some(n) = o.node() {
+                        changes.pods_touched.insert(n.to_string());
+                    }
                     changes.removed_pods.push((key, o.node().map(str::to_string)));
                 }
             }

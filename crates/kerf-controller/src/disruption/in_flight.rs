@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::{ExistingNode, KubeReplay, PodFactsCache, SchedulingInput, Turn, WhatIf};
+use kerf_scheduling::{ExistingNode, KeptKubeView, KubeReplay, PodFactsCache, SchedulingInput, Turn, WhatIf};
 
 use super::candidates::Candidate;
 use super::consolidation::{Decision, replacement_of};
@@ -64,6 +64,8 @@ pub(crate) struct Landing {
     /// The cluster as it is (the running commands' pods still where they run).
     input: Arc<SchedulingInput>,
     view: Option<KubeReplay>,
+    /// A view kept from an earlier evaluation, edited into `view` on the first check.
+    kept: KeptKubeView,
     /// Per running command, in the order they were carried out: whether it still waits for its
     /// replacements, its nodes still there, and its replacements still in flight (as the nodes
     /// they will become).
@@ -95,10 +97,28 @@ impl Landing {
             turns.push(new);
         }
         let input = &self.input;
+        let kept = &mut self.kept;
         self.view
-            .get_or_insert_with(|| KubeReplay::new(Arc::clone(input), facts))
+            .get_or_insert_with(|| KubeReplay::with_kept(Arc::clone(input), facts, std::mem::take(kept)))
             .in_turn(&turns)
             .map_err(|e| format!("{e} once the disruptions under way have moved their pods"))
+    }
+}
+
+impl Landing {
+    /// Hands over a view kept from an earlier evaluation (see [`Landing::check`]).
+    pub(crate) fn keep_view_from(&mut self, kept: KeptKubeView) {
+        if self.view.is_none() {
+            self.kept = kept;
+        }
+    }
+
+    /// The view of the checks (or the one handed over and not used yet), to keep.
+    pub(crate) fn take_view(&mut self) -> KeptKubeView {
+        match self.view.take() {
+            Some(v) => v.into_kept(),
+            None => std::mem::take(&mut self.kept),
+        }
     }
 }
 
@@ -154,7 +174,7 @@ impl Disruption {
                 (launching, nodes, added)
             })
             .collect();
-        Some(Landing { input: Arc::clone(plain), view: None, running })
+        Some(Landing { input: Arc::clone(plain), view: None, kept: KeptKubeView::default(), running })
     }
 
     /// Nodes and claims the running commands move pods to: not candidates while they do.

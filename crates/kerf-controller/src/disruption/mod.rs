@@ -175,4 +175,6 @@ pub struct Disruption {
     /// The last evaluation's scheduling inputs, while another evaluation is due soon (see
     /// `prepared`).
     prepared: Option<prepared::Prepared>,
+    /// kube-scheduler's views of the last inputs dropped, while commands run (see `prepared`).
+    kept_views: prepared::KeptViews,
 }

@@ -189,6 +189,8 @@ impl Disruption {
         let validates = command.as_ref().is_some_and(|c| matches!(c.reason, Reason::Empty | Reason::Underutilized));
         if sweep_unfinished || validates {
             self.keep_prepared(prepared);
+        } else {
+            self.drop_prepared(prepared);
         }
         for at in [next, self.next_check].into_iter().flatten() {
             cx.pass.wake_at(at);
@@ -245,7 +247,9 @@ impl Disruption {
         };
         if self.settling(cx) {
             abandon("the cluster changed");
-            self.prepared = None;
+            if let Some(p) = self.prepared.take() {
+                self.drop_prepared(p);
+            }
             return Ok(());
         }
         let types = cx.instance_types_by_pool().await;
@@ -287,7 +291,10 @@ impl Disruption {
         if let Ok(answer) = what_if(&mut prepared.ctx, &now) {
             fresh.moves = planned_moves(&answer);
         }
-        self.execute(cx, fresh).await
+        let result = self.execute(cx, fresh).await;
+        // The command runs now: the next inputs may edit this evaluation's views.
+        self.drop_prepared(prepared);
+        result
     }
 
     /// Carries out a command: taint and mark the nodes, launch the replacements; delete the

@@ -12,12 +12,17 @@
 //! Disruption keeps them only while another evaluation is due soon (a sweep that goes on, a
 //! decision waiting for validation); otherwise they are dropped so a settled controller does
 //! not hold a cluster-sized context.
+//!
+//! When inputs are dropped while commands still run (each one's pods about to move, the next
+//! evaluation soon after), the kube-scheduler views they built are kept ([`KeptViews`]): the
+//! next inputs edit them to their own cluster ([`KeptKubeView`]) instead of building them from
+//! every pod again, with the same answers. They are dropped once no command runs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::{PodFactsCache, SchedulingContext, SchedulingInput};
+use kerf_scheduling::{KeptKubeView, PodFactsCache, SchedulingContext, SchedulingInput};
 
 use super::candidates::Candidate;
 use super::consolidation::{Decision, consolidate};
@@ -68,6 +73,14 @@ impl CandidateKey {
             replace_hold: c.replace_hold.clone(),
         }
     }
+}
+
+/// kube-scheduler's views of dropped inputs: the context's (the cluster as the running
+/// commands leave it) and the landing check's (the cluster as it is).
+#[derive(Debug, Default)]
+pub(crate) struct KeptViews {
+    ctx: KeptKubeView,
+    landing: KeptKubeView,
 }
 
 /// One consolidation answer: the decision and the pods it moves, or why not.
@@ -137,18 +150,43 @@ impl Disruption {
     /// [`Disruption::keep_prepared`] or drops them.
     pub(crate) fn take_prepared<P: CloudProvider, C>(&mut self, cx: &Ctx<'_, P, C>, types: &TypesByPool) -> Prepared {
         let basis = self.basis(cx, types);
-        if let Some(kept) = self.prepared.take()
-            && kept.basis == basis
-        {
-            return kept;
+        if let Some(kept) = self.prepared.take() {
+            if kept.basis == basis {
+                return kept;
+            }
+            self.drop_prepared(kept);
         }
         let inputs = self.decision_inputs(cx, types);
-        let ctx = SchedulingContext::with_facts(Arc::clone(&inputs.base), cx.pod_facts);
-        Prepared { basis, base: inputs.base, ctx, landing: inputs.landing, answers: HashMap::new() }
+        let mut ctx = SchedulingContext::with_facts(Arc::clone(&inputs.base), cx.pod_facts);
+        let mut landing = inputs.landing;
+        let views = std::mem::take(&mut self.kept_views);
+        ctx.keep_kube_view_from(views.ctx);
+        if let Some(l) = landing.as_mut() {
+            l.keep_view_from(views.landing);
+        }
+        Prepared { basis, base: inputs.base, ctx, landing, answers: HashMap::new() }
     }
 
     /// Keeps `prepared` for the next evaluation.
     pub(crate) fn keep_prepared(&mut self, prepared: Prepared) {
         self.prepared = Some(prepared);
+    }
+
+    /// Drops `prepared` (and any inputs kept), keeping their kube-scheduler views while
+    /// commands run (see the module doc).
+    pub(crate) fn drop_prepared(&mut self, mut prepared: Prepared) {
+        if self.running.is_empty() {
+            self.kept_views = KeptViews::default();
+            return;
+        }
+        let ctx = prepared.ctx.take_kube_view();
+        if ctx.is_some() {
+            self.kept_views.ctx = ctx;
+        }
+        if let Some(landing) = prepared.landing.as_mut().map(Landing::take_view)
+            && landing.is_some()
+        {
+            self.kept_views.landing = landing;
+        }
     }
 }

@@ -8,7 +8,7 @@
 //! added as the node it would become. [`KubeReplay`] is that view alone, for a caller that only
 //! replays commands in turn.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -20,6 +20,7 @@ use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, NODE_POOL, ZONE};
 use super::SchedulingContext;
 use super::facts::{PodFacts, PodFactsCache};
 use super::ids::{Idx, PodIx};
+use super::kept_view::KeptKubeView;
 use crate::instance::{InstanceType, Offering};
 use crate::kube_choice;
 use crate::model::{ExistingNode, NewNodeClaim};
@@ -29,16 +30,19 @@ use crate::predicates::ClusterView;
 /// The existing nodes as kube-scheduler sees them, and where each is in the view.
 #[derive(Debug)]
 pub(super) struct KubeView {
-    view: ClusterView,
-    index: HashMap<String, usize>,
+    pub(super) view: ClusterView,
+    pub(super) index: HashMap<String, usize>,
     /// The nodes each kind of moved pod fits best on, in the view as built (see
     /// [`kube_choice::Ranking`]).
-    ranking: kube_choice::Ranking,
+    pub(super) ranking: kube_choice::Ranking,
     /// The copy and kind of each moved pod met so far, by the address of the context's pod
     /// (kept alive here with them).
-    kind_of: HashMap<usize, (Arc<Pod>, Arc<Pod>, usize)>,
+    pub(super) kind_of: HashMap<usize, (Arc<Pod>, Arc<Pod>, usize)>,
     /// The kinds met so far, by [`kube_choice::kind_key`].
-    kinds: HashMap<Vec<u8>, usize>,
+    pub(super) kinds: HashMap<Vec<u8>, usize>,
+    /// The input's volume topology and namespace labels the view was built with.
+    pub(super) volumes: BTreeMap<String, Vec<crate::requirements::Requirements>>,
+    pub(super) namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl KubeView {
@@ -166,7 +170,7 @@ impl KubeView {
     /// kube-scheduler's view of `input`'s initialized nodes; `facts` are the facts of the
     /// input's pods, pending pods first, then each existing node's pods in turn (as
     /// [`SchedulingContext`] lays them out).
-    fn build<'f>(input: &SchedulingInput, facts: impl Fn(usize) -> &'f PodFacts) -> Self {
+    pub(super) fn build<'f>(input: &SchedulingInput, facts: impl Fn(usize) -> &'f PodFacts) -> Self {
         let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
         let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let ranges = super::existing_pod_ranges(input);
@@ -183,7 +187,24 @@ impl KubeView {
         .with_volumes(input.volume_requirements.clone())
         .with_namespace_labels(input.namespace_labels.clone());
         let ranking = kube_choice::Ranking::new(&view);
-        KubeView { view, index, ranking, kind_of: HashMap::new(), kinds: HashMap::new() }
+        KubeView {
+            view,
+            index,
+            ranking,
+            kind_of: HashMap::new(),
+            kinds: HashMap::new(),
+            volumes: input.volume_requirements.clone(),
+            namespace_labels: input.namespace_labels.clone(),
+        }
+    }
+
+    /// The view of `input`: `kept` edited to it when it can be, else built (see
+    /// [`super::kept_view`]).
+    fn of<'f>(input: &SchedulingInput, kept: KeptKubeView, facts: impl Fn(usize) -> &'f PodFacts) -> Self {
+        match kept.0.and_then(|v| v.edited_to(input)) {
+            Some(v) => v,
+            None => KubeView::build(input, facts),
+        }
     }
 }
 
@@ -199,10 +220,26 @@ impl KubeReplay {
     /// The view of `input`'s initialized nodes, reading each pod's facts from `cache` when the
     /// pod is unchanged since an earlier build (see [`SchedulingContext::with_facts`]).
     pub fn new(input: Arc<SchedulingInput>, cache: &PodFactsCache) -> Self {
-        let existing = input.existing_nodes.iter().flat_map(|n| n.pods.iter());
-        let facts = super::facts::gather(input.pods.iter().chain(existing), Some(cache));
-        let view = KubeView::build(&input, |pi| facts[pi].as_ref());
+        Self::with_kept(input, cache, KeptKubeView::default())
+    }
+
+    /// [`KubeReplay::new`], editing the view `kept` from an earlier replay or context to this
+    /// input instead of building one, when it can (the view answers the same either way).
+    pub fn with_kept(input: Arc<SchedulingInput>, cache: &PodFactsCache, kept: KeptKubeView) -> Self {
+        let view = match kept.0.and_then(|v| v.edited_to(&input)) {
+            Some(v) => v,
+            None => {
+                let existing = input.existing_nodes.iter().flat_map(|n| n.pods.iter());
+                let facts = super::facts::gather(input.pods.iter().chain(existing), Some(cache));
+                KubeView::build(&input, |pi| facts[pi].as_ref())
+            }
+        };
         KubeReplay { input, view }
+    }
+
+    /// The view, to keep for a later replay or context ([`KubeReplay::with_kept`]).
+    pub fn into_kept(self) -> KeptKubeView {
+        KeptKubeView(Some(self.view))
     }
 
     /// [`SchedulingContext::kube_replay_in_turn`] on this view.
@@ -212,11 +249,31 @@ impl KubeReplay {
 }
 
 impl SchedulingContext {
-    /// kube-scheduler's view of the existing nodes (built on first use).
+    /// kube-scheduler's view of the existing nodes (built on first use, or edited from the
+    /// view handed over with [`SchedulingContext::keep_kube_view_from`]).
     fn kube_view(&mut self) -> &mut KubeView {
         let input = &self.input;
         let facts = &self.facts;
-        self.kube_view.get_or_insert_with(|| KubeView::build(input, |pi| facts[PodIx::new(pi)].as_ref()))
+        let kept = &mut self.kept_kube_view;
+        self.kube_view
+            .get_or_insert_with(|| KubeView::of(input, std::mem::take(kept), |pi| facts[PodIx::new(pi)].as_ref()))
+    }
+
+    /// Hands over a view kept from an earlier context or replay: the first replay of this
+    /// context edits it to this context's input instead of building its own view.
+    pub fn keep_kube_view_from(&mut self, kept: KeptKubeView) {
+        if self.kube_view.is_none() {
+            self.kept_kube_view = kept;
+        }
+    }
+
+    /// The context's view (or the one handed over and not used yet), to keep for a later
+    /// context or replay.
+    pub fn take_kube_view(&mut self) -> KeptKubeView {
+        match self.kube_view.take() {
+            Some(v) => KeptKubeView(Some(v)),
+            None => std::mem::take(&mut self.kept_kube_view),
+        }
     }
 
     /// Whether kube-scheduler would bind the pods of several disruption commands that run side

@@ -16,11 +16,17 @@ pub(super) struct Resources {
 }
 
 impl Resources {
+    /// The position of resource `name` (names are few and sorted: a search of the names costs
+    /// less than hashing the name).
+    fn position(&self, name: &str) -> Option<usize> {
+        self.names.binary_search_by(|n| n.as_str().cmp(name)).ok()
+    }
+
     pub(super) fn dense(&self, list: &ResourceList) -> Vec<i64> {
         let mut v = vec![0i64; self.names.len()];
         for (k, q) in list.iter() {
-            if let Some(i) = self.index.get(k) {
-                v[*i] = to_units(k, q);
+            if let Some(i) = self.position(k) {
+                v[i] = to_units(k, q);
             }
         }
         v
@@ -29,8 +35,8 @@ impl Resources {
     pub(super) fn dense_units<K: AsRef<str>>(&self, list: &[(K, i64)]) -> Vec<i64> {
         let mut v = vec![0i64; self.names.len()];
         for (k, units) in list {
-            if let Some(i) = self.index.get(k.as_ref()) {
-                v[*i] = *units;
+            if let Some(i) = self.position(k.as_ref()) {
+                v[i] = *units;
             }
         }
         v
