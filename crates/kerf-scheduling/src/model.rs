@@ -80,6 +80,21 @@ pub struct ExistingNode {
     pub pool_usage: ResourceList,
 }
 
+impl ExistingNode {
+    /// Whether `other` is this node as it was or will be, apart from its pods: what a view kept
+    /// from one input to the next must edit when it is not.
+    pub fn same_apart_from_pods(&self, other: &ExistingNode) -> bool {
+        self.name == other.name
+            && self.node_pool == other.node_pool
+            && self.labels == other.labels
+            && self.taints == other.taints
+            && self.allocatable == other.allocatable
+            && self.in_flight == other.in_flight
+            && self.schedulable == other.schedulable
+            && self.pool_usage == other.pool_usage
+    }
+}
+
 /// The outcome of one scheduling pass.
 #[derive(Debug, Clone, Default)]
 pub struct SchedulingResult {

@@ -32,18 +32,6 @@ impl KeptKubeView {
     }
 }
 
-/// Whether two nodes are alike apart from their pods.
-fn same_node(a: &ExistingNode, b: &ExistingNode) -> bool {
-    a.name == b.name
-        && a.node_pool == b.node_pool
-        && a.labels == b.labels
-        && a.taints == b.taints
-        && a.allocatable == b.allocatable
-        && a.in_flight == b.in_flight
-        && a.schedulable == b.schedulable
-        && a.pool_usage == b.pool_usage
-}
-
 /// Whether a node holds the very same pods, in the same order.
 fn same_pods(a: &[Arc<k8s_openapi::api::core::v1::Pod>], b: &[Arc<k8s_openapi::api::core::v1::Pod>]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
@@ -82,7 +70,7 @@ impl KubeView {
                 reindex = true;
                 continue;
             }
-            if !same_node(&self.view.nodes()[i], n) {
+            if !self.view.nodes()[i].same_apart_from_pods(n) {
                 self.view.update_node(i, ExistingNode { pods: Vec::new(), ..(*n).clone() });
             }
             if !same_pods(&self.view.nodes()[i].pods, &n.pods) {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_scheduling::{ExistingNode, pod_requests};
+use kerf_scheduling::pod_requests;
 
 use super::{View, cpu_memory, existing_node};
 use crate::world::{World, pod_key};
@@ -38,18 +38,6 @@ fn same_pods(held: &[Arc<Pod>], now: &[Arc<Pod>]) -> bool {
                 && h.metadata.resource_version.is_some()
                 && h.metadata.resource_version == n.metadata.resource_version)
     })
-}
-
-/// Whether two nodes are alike apart from their pods.
-fn same_node(a: &ExistingNode, b: &ExistingNode) -> bool {
-    a.name == b.name
-        && a.node_pool == b.node_pool
-        && a.labels == b.labels
-        && a.taints == b.taints
-        && a.allocatable == b.allocatable
-        && a.in_flight == b.in_flight
-        && a.schedulable == b.schedulable
-        && a.pool_usage == b.pool_usage
 }
 
 impl View {
@@ -92,7 +80,7 @@ impl View {
             }
             let (Some(&idx), Some(node)) = (self.index.get(name), world.nodes.get(name)) else { continue };
             let now = existing_node(node, Vec::new());
-            if !same_node(&self.view.nodes()[idx], &now) {
+            if !self.view.nodes()[idx].same_apart_from_pods(&now) {
                 self.view.update_node(idx, now);
                 self.allocatable[idx] = cpu_memory(&self.view.nodes()[idx].allocatable);
             }
