@@ -347,12 +347,7 @@ fn a_nomination_ends_a_batch_window_after_its_claim_initializes() {
 
 #[test]
 fn a_pod_nominated_to_a_claim_keeps_its_room_on_the_initialized_node_until_it_binds() {
-    let mut h = Harness::new(small_and_large());
-    h.api.put(node_pool("default"));
-    h.api.put(pending_pod("a", "500m"));
-    h.settle();
-    h.advance(Duration::from_secs(1));
-    let claim = h.claims()[0].name().to_string();
+    let (mut h, claim) = pod_a_on_a_launching_claim();
     kubelet_joins(&h.api, &claim, "n1", true);
     h.advance(Duration::from_secs(2));
     assert!(h.claims()[0].is_condition_true(kerf_api::nodeclaim::CONDITION_INITIALIZED));
