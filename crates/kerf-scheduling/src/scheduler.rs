@@ -60,8 +60,8 @@
 //! order and retries), `journal` (undoing a query), `explain` (why a pod fits nowhere, in
 //! words), `replay` (consolidation's check that kube-scheduler would bind the moved pods where
 //! the plan counts on), `kept_view` (that view kept from one context for the next and edited
-//! to its cluster instead of built again), `offers` (a pool's types as new claims see them), `packing` (new claims
-//! sized by cost).
+//! to its cluster instead of built again), `offers` (a pool's types as new claims see them),
+//! `packing` (new claims sized by cost).
 
 mod claims;
 mod existing;

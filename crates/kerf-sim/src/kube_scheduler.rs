@@ -232,17 +232,9 @@ impl KubeScheduler {
         let mut index = BTreeMap::new();
         let mut names = Vec::with_capacity(world.nodes.len());
         for (name, node) in &world.nodes {
-            let pods: Vec<Arc<Pod>> = world
-                .pods_by_node
-                .get(name)
-                .into_iter()
-                .flatten()
-                .filter_map(|k| world.pods.get(k))
-                .map(|e| e.pod.clone())
-                .collect();
             index.insert(name.clone(), nodes.len());
             names.push(name.clone());
-            nodes.push(existing_node(node, pods));
+            nodes.push(existing_node(node, sync::bound_pods(world, name)));
         }
         let view = ClusterView::new(nodes).with_namespace_labels(world.namespace_labels());
         let allocatable = view.nodes().iter().map(|n| cpu_memory(&n.allocatable)).collect();

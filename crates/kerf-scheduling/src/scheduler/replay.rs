@@ -198,13 +198,10 @@ impl KubeView {
         }
     }
 
-    /// The view of `input`: `kept` edited to it when it can be, else built (see
+    /// The view of `input`: `kept` edited to it when it can be, else `build()` (see
     /// [`super::kept_view`]).
-    fn of<'f>(input: &SchedulingInput, kept: KeptKubeView, facts: impl Fn(usize) -> &'f PodFacts) -> Self {
-        match kept.0.and_then(|v| v.edited_to(input)) {
-            Some(v) => v,
-            None => KubeView::build(input, facts),
-        }
+    fn of(input: &SchedulingInput, kept: KeptKubeView, build: impl FnOnce() -> Self) -> Self {
+        kept.0.and_then(|v| v.edited_to(input)).unwrap_or_else(build)
     }
 }
 
@@ -226,14 +223,11 @@ impl KubeReplay {
     /// [`KubeReplay::new`], editing the view `kept` from an earlier replay or context to this
     /// input instead of building one, when it can (the view answers the same either way).
     pub fn with_kept(input: Arc<SchedulingInput>, cache: &PodFactsCache, kept: KeptKubeView) -> Self {
-        let view = match kept.0.and_then(|v| v.edited_to(&input)) {
-            Some(v) => v,
-            None => {
-                let existing = input.existing_nodes.iter().flat_map(|n| n.pods.iter());
-                let facts = super::facts::gather(input.pods.iter().chain(existing), Some(cache));
-                KubeView::build(&input, |pi| facts[pi].as_ref())
-            }
-        };
+        let view = KubeView::of(&input, kept, || {
+            let existing = input.existing_nodes.iter().flat_map(|n| n.pods.iter());
+            let facts = super::facts::gather(input.pods.iter().chain(existing), Some(cache));
+            KubeView::build(&input, |pi| facts[pi].as_ref())
+        });
         KubeReplay { input, view }
     }
 
@@ -255,8 +249,9 @@ impl SchedulingContext {
         let input = &self.input;
         let facts = &self.facts;
         let kept = &mut self.kept_kube_view;
-        self.kube_view
-            .get_or_insert_with(|| KubeView::of(input, std::mem::take(kept), |pi| facts[PodIx::new(pi)].as_ref()))
+        self.kube_view.get_or_insert_with(|| {
+            KubeView::of(input, std::mem::take(kept), || KubeView::build(input, |pi| facts[PodIx::new(pi)].as_ref()))
+        })
     }
 
     /// Hands over a view kept from an earlier context or replay: the first replay of this

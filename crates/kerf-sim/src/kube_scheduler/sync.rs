@@ -13,7 +13,7 @@ use super::{View, cpu_memory, existing_node};
 use crate::world::{World, pod_key};
 
 /// The pods bound to `node`, in the cluster's order (by key).
-fn bound_pods(world: &World, node: &str) -> Vec<Arc<Pod>> {
+pub(super) fn bound_pods(world: &World, node: &str) -> Vec<Arc<Pod>> {
     world
         .pods_by_node
         .get(node)
