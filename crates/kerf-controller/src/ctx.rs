@@ -13,7 +13,7 @@ use std::time::Duration;
 use kerf_api::cluster::{AnyObject, ApiError, WatchEvent};
 use kerf_api::{NodeClaim, NodePool};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
-use kerf_scheduling::{NewNodeClaim, PodFactsCache};
+use kerf_scheduling::{NewNodeClaim, PodFactsCache, PreferencePolicy};
 
 use crate::input::{TypesByPool, View};
 use crate::nominations::Nominations;
@@ -34,6 +34,9 @@ pub struct Options {
     /// Karpenter's `featureGates.spotToSpotConsolidation`: a spot node may be replaced by a
     /// cheaper spot node (single-node consolidation, at least 15 cheaper types).
     pub spot_to_spot_consolidation: bool,
+    /// Karpenter's `preferencePolicy`: how pods' preferences shape provisioning and
+    /// consolidation plans.
+    pub preference_policy: PreferencePolicy,
     /// Added to `now` to get the wall-clock instant disruption budget schedules run on (the
     /// simulator's virtual clock starts at a fixed epoch; a scenario's `start` moves it).
     pub wall_clock_offset_ms: i64,
@@ -47,6 +50,7 @@ impl Default for Options {
             registration_ttl: Duration::from_secs(15 * 60),
             seed: 0,
             spot_to_spot_consolidation: false,
+            preference_policy: PreferencePolicy::default(),
             wall_clock_offset_ms: 0,
         }
     }
@@ -246,7 +250,7 @@ pub(crate) struct Ctx<'a, P, C> {
 impl<P: CloudProvider, C> Ctx<'_, P, C> {
     /// The cluster as the scheduling core is shown it.
     pub fn view(&self) -> View<'_> {
-        View { state: self.state, published: self.published }
+        View { state: self.state, published: self.published, preference_policy: self.options.preference_policy }
     }
 
     /// Instance types of every live NodePool (see [`crate::input::instance_types_by_pool`]).

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::{NodeClaim, NodePool, ResourceList, labels};
 use kerf_cloud::CloudProvider;
-use kerf_scheduling::{ExistingNode, InstanceType, NodePoolInput, Requirements, SchedulingInput};
+use kerf_scheduling::{ExistingNode, InstanceType, NodePoolInput, PreferencePolicy, Requirements, SchedulingInput};
 
 use crate::ctx::Published;
 use crate::state::{ClusterState, ObjectKey};
@@ -99,6 +99,7 @@ pub(crate) async fn instance_types_by_pool<P: CloudProvider>(
 pub(crate) struct View<'a> {
     pub state: &'a ClusterState,
     pub published: &'a Published,
+    pub preference_policy: PreferencePolicy,
 }
 
 impl View<'_> {
@@ -231,6 +232,7 @@ impl View<'_> {
             ),
             unavailable_node_pools,
             placed_last: 0,
+            preference_policy: self.preference_policy,
         }
     }
 

@@ -882,5 +882,13 @@ fn scheduling_input_of(
 ) -> (kerf_scheduling::SchedulingInput, crate::input::TypesByPool) {
     let types =
         crate::testkit::block_on(crate::input::instance_types_by_pool(&mgr.cloud, &mgr.state, &mut mgr.published));
-    (crate::input::View { state: &mgr.state, published: &mgr.published }.scheduling_input(&[], &types), types)
+    (
+        crate::input::View {
+            state: &mgr.state,
+            published: &mgr.published,
+            preference_policy: mgr.options().preference_policy,
+        }
+        .scheduling_input(&[], &types),
+        types,
+    )
 }

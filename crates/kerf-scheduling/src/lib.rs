@@ -29,6 +29,8 @@ pub mod model;
 pub mod packing_bound;
 pub mod pod;
 pub mod predicates;
+#[cfg(test)]
+mod preference_policy_tests;
 pub mod scheduler;
 #[cfg(test)]
 mod scheduler_tests;
@@ -42,8 +44,8 @@ pub use kerf_api::{disruption_budgets, instance, node, requirements};
 
 pub use instance::{InstanceType, Offering};
 pub use model::{
-    ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, PricedClaim, SchedulingInput,
-    SchedulingResult, UnknownNode, WhatIf, namespace_labels,
+    ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, PreferencePolicy,
+    PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf, namespace_labels,
 };
 pub use predicates::{ClusterView, PreferenceParts, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};

@@ -41,6 +41,40 @@ pub struct SchedulingInput {
     /// The last this many of `pods` are placed only after every other pod has been: room kept
     /// for pods that do not exist yet (CapacityBuffers) never takes room a real pod could use.
     pub placed_last: usize,
+    /// How pods' preferences shape what is planned (Karpenter's `preferencePolicy`).
+    pub preference_policy: PreferencePolicy,
+}
+
+/// How the scheduling core treats pods' preferences (preferred node and pod (anti-)affinity,
+/// ScheduleAnyway topology spread) when it plans, under Karpenter's setting name
+/// `preferencePolicy`. kube-scheduler only ever scores them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum PreferencePolicy {
+    /// kerf's default: preferences are honoured as Karpenter's `Respect` honours them, except
+    /// that a preference about each node on its own (over `kubernetes.io/hostname`: "one
+    /// replica per node") is honoured on room that is there, never by buying a node per pod.
+    #[default]
+    RespectWithinRoom,
+    /// Karpenter's `Respect`: every preference is taken as required, and dropped one by one
+    /// only when a pod fits nowhere, new nodes included.
+    Respect,
+    /// Karpenter's `Ignore`: preferences play no part in the plan.
+    Ignore,
+}
+
+impl PreferencePolicy {
+    /// The setting's values, as written.
+    pub const NAMES: [&str; 3] = ["RespectWithinRoom", "Respect", "Ignore"];
+
+    /// The policy named `name` (as written in a setting), if any.
+    pub fn parse(name: &str) -> Option<PreferencePolicy> {
+        match name {
+            "RespectWithinRoom" => Some(PreferencePolicy::RespectWithinRoom),
+            "Respect" => Some(PreferencePolicy::Respect),
+            "Ignore" => Some(PreferencePolicy::Ignore),
+            _ => None,
+        }
+    }
 }
 
 /// A NodePool and what it can launch.

@@ -206,6 +206,7 @@ impl<P: SimCloud> Simulation<P> {
             batch_idle: scenario.settings.batch_idle_duration.unwrap_or(defaults.batch_idle),
             batch_max: scenario.settings.batch_max_duration.unwrap_or(defaults.batch_max),
             spot_to_spot_consolidation: scenario.settings.spot_to_spot_consolidation,
+            preference_policy: scenario.settings.preference_policy.unwrap_or(defaults.preference_policy),
             wall_clock_offset_ms: scenario.start.map_or(0, |t| t.as_millisecond() - ManualClock::EPOCH_MILLIS),
             ..defaults
         };

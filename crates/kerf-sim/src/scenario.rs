@@ -62,6 +62,8 @@ pub struct Settings {
     /// `kubeScheduler.nominatedNodeName`: whether the simulated kube-scheduler honours pods'
     /// `status.nominatedNodeName` (Kubernetes >= 1.35); unset means it does.
     pub nominated_node_name: Option<bool>,
+    /// `preferencePolicy`: how pods' preferences shape kerf's plans; unset keeps the default.
+    pub preference_policy: Option<kerf_scheduling::PreferencePolicy>,
 }
 
 /// A node present at t=0: one kerf does not manage, or (with `nodeClaim`) one a NodePool
@@ -313,7 +315,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
 }
 
 fn parse_settings(ctx: &Ctx<'_>, v: &Value) -> Result<Settings, ScenarioError> {
-    let f = fields(ctx, "settings", v, &["batchIdleDuration", "batchMaxDuration", "featureGates", "kubeScheduler"])?;
+    let f = fields(
+        ctx,
+        "settings",
+        v,
+        &["batchIdleDuration", "batchMaxDuration", "featureGates", "kubeScheduler", "preferencePolicy"],
+    )?;
     let mut out = Settings::default();
     if let Some(v) = f.get("batchIdleDuration") {
         out.batch_idle_duration = Some(duration(ctx, "settings.batchIdleDuration", v)?);
@@ -342,6 +349,18 @@ fn parse_settings(ctx: &Ctx<'_>, v: &Value) -> Result<Settings, ScenarioError> {
                 )
             })?);
         }
+    }
+    if let Some(v) = f.get("preferencePolicy") {
+        let names = kerf_scheduling::PreferencePolicy::NAMES.join(", ");
+        let name = v.as_str().ok_or_else(|| {
+            ctx.err("settings.preferencePolicy", format!("expected one of {names}, found {}", type_name(v)))
+        })?;
+        out.preference_policy = Some(kerf_scheduling::PreferencePolicy::parse(name).ok_or_else(|| {
+            ctx.err(
+                "settings.preferencePolicy",
+                format!("{name:?} is not a preference policy: expected one of {names}"),
+            )
+        })?);
     }
     if let (Some(idle), Some(max)) = (out.batch_idle_duration, out.batch_max_duration)
         && idle > max

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use kerf_api::GoDuration;
+use kerf_scheduling::PreferencePolicy;
 
 /// Settings from the environment; `None` where the variable is unset or empty.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,6 +19,8 @@ pub struct EnvSettings {
     pub batch_max: Option<Duration>,
     /// `FEATURE_GATES=SpotToSpotConsolidation=true`.
     pub spot_to_spot_consolidation: Option<bool>,
+    /// `PREFERENCE_POLICY` (Karpenter's `Respect` or `Ignore`, or kerf's `RespectWithinRoom`).
+    pub preference_policy: Option<PreferencePolicy>,
 }
 
 impl EnvSettings {
@@ -52,6 +55,13 @@ impl EnvSettings {
                 }
             }
         }
+        let preference_policy = value("PREFERENCE_POLICY")
+            .map(|v| {
+                PreferencePolicy::parse(&v).ok_or_else(|| {
+                    format!("PREFERENCE_POLICY={v}: expected one of {}", PreferencePolicy::NAMES.join(", "))
+                })
+            })
+            .transpose()?;
         Ok(EnvSettings {
             cluster_name: value("CLUSTER_NAME"),
             cluster_endpoint: value("CLUSTER_ENDPOINT"),
@@ -60,6 +70,7 @@ impl EnvSettings {
             batch_idle: duration("BATCH_IDLE_DURATION")?,
             batch_max: duration("BATCH_MAX_DURATION")?,
             spot_to_spot_consolidation: spot_to_spot,
+            preference_policy,
         })
     }
 
@@ -69,6 +80,7 @@ impl EnvSettings {
             batch_idle: self.batch_idle.unwrap_or(base.batch_idle),
             batch_max: self.batch_max.unwrap_or(base.batch_max),
             spot_to_spot_consolidation: self.spot_to_spot_consolidation.unwrap_or(base.spot_to_spot_consolidation),
+            preference_policy: self.preference_policy.unwrap_or(base.preference_policy),
             ..base
         }
     }
@@ -94,6 +106,7 @@ mod tests {
             ("BATCH_IDLE_DURATION", "2s"),
             ("BATCH_MAX_DURATION", "1m"),
             ("FEATURE_GATES", "SpotToSpotConsolidation=true,NodeRepair=false"),
+            ("PREFERENCE_POLICY", "Respect"),
         ])
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.cluster_name.as_deref(), Some("prod"));
@@ -103,6 +116,7 @@ mod tests {
         assert_eq!(o.batch_idle, Duration::from_secs(2));
         assert_eq!(o.batch_max, Duration::from_secs(60));
         assert!(o.spot_to_spot_consolidation);
+        assert_eq!(o.preference_policy, PreferencePolicy::Respect);
     }
 
     #[test]
@@ -113,6 +127,11 @@ mod tests {
         assert!(e.contains("expected true or false"), "{e}");
         let e = read(&[("FEATURE_GATES", "Teleport=true")]).err().unwrap_or_default();
         assert!(e.contains("unknown feature gate \"Teleport\""), "{e}");
+        let e = read(&[("PREFERENCE_POLICY", "Sometimes")]).err().unwrap_or_default();
+        assert!(
+            e.starts_with("PREFERENCE_POLICY=Sometimes: expected one of RespectWithinRoom, Respect, Ignore"),
+            "{e}"
+        );
     }
 
     #[test]

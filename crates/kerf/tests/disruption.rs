@@ -641,6 +641,10 @@ fn bad_settings_and_start_are_rejected_with_the_field_named() {
             "settings.batchIdleDuration: must not be longer",
         ),
         ("settings: {consolidationPolicy: x}\n", "settings.consolidationPolicy: unknown field"),
+        (
+            "settings: {preferencePolicy: Sometimes}\n",
+            "settings.preferencePolicy: \"Sometimes\" is not a preference policy: expected one of RespectWithinRoom, Respect, Ignore",
+        ),
     ];
     for (head, want) in cases {
         let dir = std::env::temp_dir().join(format!("kerf-disruption-bad-{}", std::process::id()));
@@ -779,4 +783,25 @@ fn side_by_side_consolidations_never_count_the_same_room_twice() {
         "a NodeClaim was launched for pods a consolidation moved"
     );
     assert_eq!(r["summary"]["podsPending"], 0);
+}
+
+#[test]
+fn replicas_preferring_one_per_node_get_the_nodes_their_requests_need_and_the_fleet_stays_put() {
+    // Twelve 1-CPU replicas preferring one per node, as most Helm charts ship them, left
+    // unchanged for 15 minutes. kerf honours the preference on room that is there and never
+    // buys a node per replica for it, so what it launches is what consolidation keeps;
+    // Karpenter's Respect launches a node per replica.
+    let anti = ", affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 100, \
+                podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}}]}}";
+    let steps = format!("  - apply: [{}]\n  - wait: 15m\n", deployment_with("web", 12, "1", "", anti));
+    let run = |name: &str, head: &str| simulate(name, &scenario(name, head, &pool("", CONSOLIDATE_NOW), &steps));
+    let within = run("prefer-within-room", "");
+    assert_all_running(&within, 12);
+    assert!(disruptions(&within).is_empty(), "{:#?}", disruptions(&within));
+    let launched = within["summary"]["nodeClaimsLaunched"].as_u64().unwrap();
+    assert!(launched <= 2, "{launched} nodes for 12 CPUs of 1-CPU pods: {:?}", types_of(&within));
+    let respect = run("prefer-respect", "settings: {preferencePolicy: Respect}\n");
+    assert_all_running(&respect, 12);
+    assert_eq!(respect["summary"]["nodeClaimsLaunched"], 12, "{:?}", types_of(&respect));
+    assert!(cost_per_hour(&within) < cost_per_hour(&respect));
 }

@@ -205,6 +205,7 @@ fn chart_renders_the_controller_with_karpenters_layout_and_a_hardened_pod() {
         "BATCH_MAX_DURATION",
         "BATCH_IDLE_DURATION",
         "FEATURE_GATES",
+        "PREFERENCE_POLICY",
         "SYSTEM_NAMESPACE",
     ] {
         assert!(env.contains(name), "no {name} in {env:?}");

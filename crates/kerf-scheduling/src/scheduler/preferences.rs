@@ -10,13 +10,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kerf_api::Operator;
+use kerf_api::{Operator, labels};
 
 use super::SchedulingContext;
 use super::facts::PodFacts;
 use super::ids::{CounterIx, GroupIx, Idx, InverseIx, IxVec, LevelIx, NodeIx, PodIx, PoolIx};
 use super::pool_fit::Why;
 use super::topology::{AffinitySet, SpreadPlan};
+use crate::model::PreferencePolicy;
 use crate::pod::{self, AffinityTerm, HostPort, Namespaces, SpreadConstraint};
 use crate::requirements::{Requirement, Requirements};
 
@@ -81,6 +82,29 @@ pub(super) struct Group {
     /// The running query's claims that never accept this group (level 0), as a bit set over
     /// claim indexes (see `room`).
     pub(super) refused: Vec<u64>,
+}
+
+impl Group {
+    /// Whether the pods prefer something of each node on its own: a preferred pod affinity or
+    /// anti-affinity term, or a ScheduleAnyway spread, over `kubernetes.io/hostname`. Honoured
+    /// on new capacity, such a preference buys a node per pod; these pods take the room that is
+    /// there first (see `queue`).
+    pub(super) fn prefers_per_node(&self) -> bool {
+        self.pref_affinity.iter().chain(&self.pref_anti).any(|t| t.topology_key == labels::HOSTNAME)
+            || self.soft_spread.iter().any(|c| c.topology_key == labels::HOSTNAME)
+    }
+
+    /// Whether a level's relaxation `s` dropped only per-node preferences (required node
+    /// affinity terms taken in turn are alternatives, not preferences): the levels at which these
+    /// pods may take room that is there rather than a new claim.
+    pub(super) fn relaxes_only_per_node(&self, s: &Relax) -> bool {
+        let per_node = |t: &AffinityTerm| t.topology_key == labels::HOSTNAME;
+        self.pref_affinity[..s.pref_affinity].iter().all(per_node)
+            && self.pref_anti[..s.pref_anti].iter().all(per_node)
+            && s.pref_node == 0
+            && self.soft_spread[..s.soft_spread].iter().all(|c| c.topology_key == labels::HOSTNAME)
+            && !s.tolerate_prefer
+    }
 }
 
 /// One requirement set standing for alternatives (a volume's node affinity terms): when every
@@ -229,9 +253,11 @@ impl SchedulingContext {
     pub(super) fn make_group(&self, pi: PodIx, p: Arc<Pod>) -> Group {
         let c = self.facts[pi].constraints(&p);
         let aff = &c.affinities;
-        let mut pref_affinity = aff.preferred.clone();
+        // Under `Ignore` the plan knows of no preference at all.
+        let prefer = self.input.preference_policy != PreferencePolicy::Ignore;
+        let mut pref_affinity = if prefer { aff.preferred.clone() } else { Vec::new() };
         pref_affinity.sort_by_key(|t| std::cmp::Reverse(t.weight));
-        let mut pref_anti = aff.preferred_anti.clone();
+        let mut pref_anti = if prefer { aff.preferred_anti.clone() } else { Vec::new() };
         pref_anti.sort_by_key(|t| std::cmp::Reverse(t.weight));
         let spreads = &c.spreads;
         let volume_alts: Vec<Vec<Requirements>> = c
@@ -255,9 +281,9 @@ impl SchedulingContext {
             tolerations: c.tolerations.clone(),
             terms: c.terms.clone(),
             name_fields: c.name_fields.clone(),
-            pref_node: c.pref_node.clone(),
+            pref_node: if prefer { c.pref_node.clone() } else { Vec::new() },
             hard_spread: spreads.iter().filter(|c| c.hard).cloned().collect(),
-            soft_spread: spreads.iter().filter(|c| !c.hard).cloned().collect(),
+            soft_spread: spreads.iter().filter(|c| prefer && !c.hard).cloned().collect(),
             affinity: aff.required.clone(),
             anti: aff.required_anti.clone(),
             pref_affinity,

@@ -1,6 +1,22 @@
 //! The placement queue: pods largest first, each tried at its group's levels on existing nodes,
 //! open claims and new claims; the pods left are retried until a full pass places none of
 //! them (a pod may fit only once another pod of the batch is placed).
+//!
+//! A preference per node never buys a node per pod. A pod that prefers something of each node on
+//! its own (preferred pod affinity or anti-affinity, or a ScheduleAnyway spread, over
+//! `kubernetes.io/hostname`; most Helm charts ship "prefer one replica per node") goes where
+//! its preferences hold if the room is already there: existing nodes, in-flight claims, claims
+//! this plan opened. When it is not, it takes room that is there at its most constrained level
+//! that fits, having dropped per-node preferences only (in Karpenter's order); only a pod that
+//! fits nowhere so opens a new claim, where its preferences hold. kube-scheduler treats these
+//! terms as scores: among nodes with room it favours those that keep them and never leaves a
+//! pod pending for them. Buying a node per replica for them (Karpenter's way) plans capacity
+//! kube-scheduler fills differently — pods bound into other nodes' room before their own node is
+//! up — and consolidation then takes back the nodes left idle: churn with an unchanged workload.
+//! Consolidation's what-ifs run this same queue, so what provisioning plans is what
+//! consolidation keeps. Zone-wide and node-affinity preferences still shape new capacity as
+//! Karpenter's do: they choose where nodes go, not how many. Pods keep their largest-first
+//! order: the pods a batch places first still open the claims the rest fill.
 
 use std::collections::HashMap;
 
@@ -10,7 +26,7 @@ use kerf_api::resources::{CPU, MEMORY};
 use super::SchedulingContext;
 use super::claims::Bin;
 use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx, NodeIx, PodIx};
-use crate::model::PodError;
+use crate::model::{PodError, PreferencePolicy};
 
 /// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
 /// the pods it could not place (when asked to explain), and those pods.
@@ -71,18 +87,17 @@ impl SchedulingContext {
         self.packing_begin(&order);
         let mut run = Run::default();
         let mut queue = order;
+        let within_room = self.input.preference_policy == PreferencePolicy::RespectWithinRoom;
         loop {
             let before = queue.len();
             let mut left = Vec::new();
             for pi in queue {
-                match self.place_pod(pi) {
-                    Some(Bin::Node(n)) => {
-                        self.packing_placed(pi);
-                        run.on_node.push((pi, n));
-                    }
-                    Some(Bin::Claim(_)) => self.packing_placed(pi),
-                    None => left.push(pi),
-                }
+                let bin = if within_room && self.groups[self.pod_group[pi]].prefers_per_node() {
+                    self.place_preferring(pi)
+                } else {
+                    self.place_pod(pi)
+                };
+                self.record(&mut run, &mut left, pi, bin);
             }
             queue = left;
             if queue.is_empty() || queue.len() == before {
@@ -113,7 +128,19 @@ impl SchedulingContext {
         run
     }
 
-    /// Tries pod `pi` at each level of its group, most constrained first.
+    /// Notes where pod `pi` went (`None`: nowhere yet, so it is tried again).
+    fn record(&mut self, run: &mut Run, left: &mut Vec<PodIx>, pi: PodIx, bin: Option<Bin>) {
+        match bin {
+            Some(Bin::Node(n)) => {
+                self.packing_placed(pi);
+                run.on_node.push((pi, n));
+            }
+            Some(Bin::Claim(_)) => self.packing_placed(pi),
+            None => left.push(pi),
+        }
+    }
+
+    /// Tries pod `pi` at each level of its group, most constrained first, new claims included.
     pub(super) fn place_pod(&mut self, pi: PodIx) -> Option<Bin> {
         let g = self.pod_group[pi];
         if self.groups[g].unresolvable.is_some() {
@@ -122,7 +149,35 @@ impl SchedulingContext {
         let mut l = 0;
         loop {
             let level = self.level(g, LevelIx::new(l))?;
-            if let Some(bin) = self.place(Attempt { pod: pi, group: g, level }) {
+            if let Some(bin) = self.place(Attempt { pod: pi, group: g, level }, true) {
+                return Some(bin);
+            }
+            l += 1;
+        }
+    }
+
+    /// A pod preferring something per node: on the room already there (existing nodes,
+    /// in-flight and open claims) at its most constrained level that fits, else as any other
+    /// pod — a new claim, where its preferences hold.
+    fn place_preferring(&mut self, pi: PodIx) -> Option<Bin> {
+        self.place_in_room(pi).or_else(|| self.place_pod(pi))
+    }
+
+    /// Pod `pi` on the room already there, never on a new claim: at each level in turn that
+    /// dropped per-node preferences only.
+    fn place_in_room(&mut self, pi: PodIx) -> Option<Bin> {
+        let g = self.pod_group[pi];
+        if self.groups[g].unresolvable.is_some() {
+            return None;
+        }
+        let mut l = 0;
+        loop {
+            let level = self.level(g, LevelIx::new(l))?;
+            let grp = &self.groups[g];
+            if !grp.relaxes_only_per_node(&grp.levels[level].state) {
+                return None;
+            }
+            if let Some(bin) = self.place(Attempt { pod: pi, group: g, level }, false) {
                 return Some(bin);
             }
             l += 1;
@@ -143,8 +198,8 @@ impl SchedulingContext {
     }
 
     /// Tries every bin for the attempt's pod at its level, in order: existing nodes, in-flight
-    /// claims, open claims, new claims. Commits the first that fits.
-    pub(super) fn place(&mut self, at: Attempt) -> Option<Bin> {
+    /// claims, open claims, new claims (when it may `buy`). Commits the first that fits.
+    pub(super) fn place(&mut self, at: Attempt, buy: bool) -> Option<Bin> {
         let (pi, g) = (at.pod, at.group);
         for j in 0..self.roomy.len() {
             let n = self.roomy[j];
@@ -171,6 +226,9 @@ impl SchedulingContext {
                 Err(_) => {}
             }
             i = c.ix() + 1;
+        }
+        if !buy {
+            return None;
         }
         // A new claim, NodePools by weight.
         for p in self.pools.indices() {
