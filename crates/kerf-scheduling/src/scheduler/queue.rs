@@ -142,30 +142,20 @@ impl SchedulingContext {
 
     /// Tries pod `pi` at each level of its group, most constrained first, new claims included.
     pub(super) fn place_pod(&mut self, pi: PodIx) -> Option<Bin> {
-        let g = self.pod_group[pi];
-        if self.groups[g].unresolvable.is_some() {
-            return None;
-        }
-        let mut l = 0;
-        loop {
-            let level = self.level(g, LevelIx::new(l))?;
-            if let Some(bin) = self.place(Attempt { pod: pi, group: g, level }, true) {
-                return Some(bin);
-            }
-            l += 1;
-        }
+        self.place_levels(pi, true)
     }
 
     /// A pod preferring something per node: on the room already there (existing nodes,
     /// in-flight and open claims) at its most constrained level that fits, else as any other
     /// pod — a new claim, where its preferences hold.
     fn place_preferring(&mut self, pi: PodIx) -> Option<Bin> {
-        self.place_in_room(pi).or_else(|| self.place_pod(pi))
+        self.place_levels(pi, false).or_else(|| self.place_pod(pi))
     }
 
-    /// Pod `pi` on the room already there, never on a new claim: at each level in turn that
-    /// dropped per-node preferences only.
-    fn place_in_room(&mut self, pi: PodIx) -> Option<Bin> {
+    /// Pod `pi` at each level of its group in turn: with `buy`, every level, new claims
+    /// included; without, only on the room already there and only at the levels that dropped
+    /// per-node preferences alone.
+    fn place_levels(&mut self, pi: PodIx, buy: bool) -> Option<Bin> {
         let g = self.pod_group[pi];
         if self.groups[g].unresolvable.is_some() {
             return None;
@@ -174,10 +164,10 @@ impl SchedulingContext {
         loop {
             let level = self.level(g, LevelIx::new(l))?;
             let grp = &self.groups[g];
-            if !grp.relaxes_only_per_node(&grp.levels[level].state) {
+            if !buy && !grp.relaxes_only_per_node(&grp.levels[level].state) {
                 return None;
             }
-            if let Some(bin) = self.place(Attempt { pod: pi, group: g, level }, false) {
+            if let Some(bin) = self.place(Attempt { pod: pi, group: g, level }, buy) {
                 return Some(bin);
             }
             l += 1;
