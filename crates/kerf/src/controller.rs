@@ -102,13 +102,24 @@ async fn bind(flag: &str, addr: &str) -> anyhow::Result<tokio::net::TcpListener>
 /// What `--cloud aws` says in a build without the `aws` feature.
 const NO_AWS_PROVIDER: &str = "--cloud aws: this build of kerf has no AWS provider; build it with `cargo build --features aws` (the container image is), or use --cloud kwok";
 
+/// Worker threads beside the controllers' own: watches decoding what the API server sends while a
+/// pass computes.
+const WATCH_THREADS: usize = 1;
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.cloud == Cloud::Aws && !cfg!(feature = "aws") {
         return Err(bad(NO_AWS_PROVIDER));
     }
     crate::keep_memory_tight();
-    let runtime =
-        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the runtime")?;
+    // The controllers' loop runs on this thread (`block_on`); the watches, the HTTP connections
+    // and the servers run on the worker. A pass that plans thousands of pods computes for
+    // seconds without yielding; on one thread the watches stood still meanwhile, the state fell
+    // minutes behind the cluster at 30,000 pods, and pods already bound looked pending again.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WATCH_THREADS)
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
     runtime.block_on(run_async(args))
 }
 
