@@ -167,8 +167,13 @@ impl Disruption {
     ) -> DecisionInputs {
         let plain = Arc::new(cx.view().scheduling_input(&[], types));
         let landing = self.landing(cx, &plain);
-        let base =
-            if self.running.is_empty() { plain } else { Arc::new(self.moved(cx, SchedulingInput::clone(&plain))) };
+        let base = if self.running.is_empty() {
+            plain
+        } else {
+            // The cluster as it is is kept only for a landing check: without one, edited in place.
+            let input = Arc::try_unwrap(plain).unwrap_or_else(|shared| SchedulingInput::clone(&shared));
+            Arc::new(self.moved(cx, input))
+        };
         DecisionInputs { base, landing }
     }
 

@@ -51,7 +51,7 @@ pub(super) struct KubeView {
 pub(super) struct Copies {
     /// By the address of the context's pod (kept alive here): that pod, its copy and its kind
     /// (an index into `kinds`).
-    pub(super) by_pod: HashMap<usize, (Arc<Pod>, Arc<Pod>, usize)>,
+    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, Arc<Pod>, usize)>,
     /// The kinds met so far, by key.
     ids: HashMap<Vec<u8>, usize>,
     /// Per kind: the copy it was first met with, its key, and its id in the view's ranking
