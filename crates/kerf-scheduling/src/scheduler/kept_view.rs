@@ -185,6 +185,8 @@ mod tests {
         let _ = edited.copy_of(&w1);
         let edited = edited.edited_to(&input).expect("same namespaces and volumes");
         assert!(copied(&edited), "a pod still held keeps its copy across the edit");
+        let edited = edited.edited_to(&input).expect("same namespaces and volumes");
+        assert!(!copied(&edited), "a copy not asked for since the last edit is dropped at the next");
         let answers = replays(edited);
         assert!(answers[1].is_err(), "{answers:?}");
         assert_eq!(answers, replays(build(&input)));

@@ -44,14 +44,17 @@ pub(super) struct KubeView {
 
 /// The copies kube-scheduler sees of the moved pods met so far and their kinds
 /// ([`kube_choice::kind_key`]). They outlive the ranking: a view edited to another cluster
-/// ([`super::kept_view`]) keeps the copies of the pods still in use and ranks each kind again
-/// on the view as edited when a pod of it is met, so a pod is copied and keyed once while it
-/// lasts rather than once per view.
+/// ([`super::kept_view`]) keeps the copies met since the last edit whose pods are still held
+/// elsewhere, and ranks each kind again on the view as edited when a pod of it is met, so a
+/// pod replayed evaluation after evaluation is copied and keyed once rather than once per view,
+/// and a copy not asked for since the last edit is not kept.
 #[derive(Debug, Default)]
 pub(super) struct Copies {
-    /// By the address of the context's pod (kept alive here): that pod, its copy and its kind
-    /// (an index into `kinds`).
-    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, Arc<Pod>, usize)>,
+    /// By the address of the context's pod (kept alive here): that pod, its copy, its kind (an
+    /// index into `kinds`) and the last `edits` it was met at.
+    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, Arc<Pod>, usize, u64)>,
+    /// How many times the ranking was made anew.
+    edits: u64,
     /// The kinds met so far, by key.
     ids: HashMap<Vec<u8>, usize>,
     /// Per kind: the copy it was first met with, its key, and its id in the view's ranking
@@ -61,9 +64,12 @@ pub(super) struct Copies {
 
 impl Copies {
     /// The ranking is made anew ([`kube_choice::Ranking::new`]): no kind is ranked on it yet,
-    /// and the copies of pods no one else holds any more are dropped.
+    /// and the copies not met since it was last made, or of pods no one else holds any more,
+    /// are dropped.
     pub(super) fn ranking_made_anew(&mut self) {
-        self.by_pod.retain(|_, (pod, _, _)| Arc::strong_count(pod) > 1);
+        let edits = self.edits;
+        self.by_pod.retain(|_, (pod, _, _, met)| *met == edits && Arc::strong_count(pod) > 1);
+        self.edits += 1;
         for kind in &mut self.kinds {
             kind.2 = None;
         }
@@ -78,8 +84,11 @@ impl KubeView {
     pub(super) fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
         let addr = Arc::as_ptr(pod) as usize;
         let copies = &mut self.copies;
-        let (copy, kind) = match copies.by_pod.get(&addr) {
-            Some((_, copy, kind)) => (Arc::clone(copy), *kind),
+        let (copy, kind) = match copies.by_pod.get_mut(&addr) {
+            Some((_, copy, kind, met)) => {
+                *met = copies.edits;
+                (Arc::clone(copy), *kind)
+            }
             None => {
                 let fresh = Arc::new(unbound_copy(pod));
                 let key = kube_choice::kind_key(&fresh);
@@ -91,7 +100,7 @@ impl KubeView {
                         copies.kinds.len() - 1
                     }
                 };
-                copies.by_pod.insert(addr, (Arc::clone(pod), Arc::clone(&fresh), kind));
+                copies.by_pod.insert(addr, (Arc::clone(pod), Arc::clone(&fresh), kind, copies.edits));
                 (fresh, kind)
             }
         };
