@@ -18,7 +18,9 @@
 //! replay finds each pod's node without filtering and scoring every node again.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use crate::index_hash::ByIndex;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -309,7 +311,7 @@ struct Touched {
     flag: Vec<bool>,
     binds: Vec<usize>,
     pushed: Vec<usize>,
-    kinds: HashMap<usize, KindTouched>,
+    kinds: ByIndex<KindTouched>,
 }
 
 #[derive(Default)]
@@ -319,14 +321,14 @@ struct KindTouched {
     /// (score, name rank, node) of the bound nodes passing the kind's node-local filters.
     fits: BTreeSet<(Reverse<i64>, u32, u32)>,
     /// Each bound node's entry in `fits`, by node (a replay binds to few of the nodes).
-    entry: HashMap<usize, (i64, u32)>,
+    entry: ByIndex<(i64, u32)>,
 }
 
 impl Touched {
     fn new(view: &ClusterView, base_nodes: usize) -> Self {
         let len = view.nodes().len();
         let base = base_nodes.min(len);
-        Touched { flag: vec![false; base], binds: Vec::new(), pushed: (base..len).collect(), kinds: HashMap::new() }
+        Touched { flag: vec![false; base], binds: Vec::new(), pushed: (base..len).collect(), kinds: ByIndex::default() }
     }
 
     fn bound(&mut self, idx: usize) {

@@ -24,6 +24,7 @@ pub mod bench;
 #[cfg(test)]
 mod context_tests;
 pub mod fit;
+mod index_hash;
 pub mod kube_choice;
 pub mod model;
 pub mod packing_bound;

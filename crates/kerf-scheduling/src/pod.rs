@@ -267,7 +267,7 @@ pub fn selector_with_label_keys(
 }
 
 /// A topology spread constraint, resolved against its pod.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpreadConstraint {
     pub topology_key: String,
     pub max_skew: i32,

@@ -52,14 +52,22 @@ pub struct ClusterView {
     /// first use and kept current by `add_pod`: pods of one workload share their selectors, so
     /// each pod's PreFilter reads counts instead of rescanning every pod in the cluster.
     match_counts: RefCell<HashMap<String, MatchCounts>>,
+    /// The cache keys of the matchers met so far ([`PodMatcher::key`]), found again by comparing
+    /// matchers: every pod prepared asks for its matchers' keys, and writing a key out costs
+    /// far more than comparing a matcher with the few a cluster has.
+    matcher_keys: RefCell<Vec<(PodMatcher, String)>>,
     /// Interned node values per topology key (rebuilt when a node is pushed or popped).
     topology: RefCell<HashMap<String, Arc<TopologyIndex>>>,
     /// Nodes set aside for a what-if (see [`ClusterView::set_hidden`]); empty when none ever was.
     hidden: Vec<bool>,
 }
 
+/// How many matchers' keys a view keeps (see `ClusterView::matcher_keys`): a cluster's
+/// workloads have a few; past that, keys are written out each time.
+const MATCHER_KEYS_KEPT: usize = 64;
+
 /// What a cached count counts.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum PodMatcher {
     Spread(SpreadConstraint),
     /// Pods matching every one of these terms (required pod affinity).
@@ -442,7 +450,7 @@ impl ClusterView {
     /// Makes sure the live pods on each node that `matcher` counts are cached (see
     /// `match_counts`); returns the cache key.
     fn count_matching(&self, matcher: PodMatcher) -> String {
-        let key = matcher.key();
+        let key = self.key_of(&matcher);
         if self.match_counts.borrow().contains_key(&key) {
             return key;
         }
@@ -454,6 +462,20 @@ impl ClusterView {
         self.match_counts
             .borrow_mut()
             .insert(key.clone(), MatchCounts { matcher, per_node, per_domain: Vec::new(), visible: Vec::new() });
+        key
+    }
+
+    /// `matcher`'s cache key ([`PodMatcher::key`]): the one kept for an equal matcher met
+    /// before, else written out (and kept, up to a bound).
+    fn key_of(&self, matcher: &PodMatcher) -> String {
+        if let Some((_, key)) = self.matcher_keys.borrow().iter().find(|(m, _)| m == matcher) {
+            return key.clone();
+        }
+        let key = matcher.key();
+        let mut keys = self.matcher_keys.borrow_mut();
+        if keys.len() < MATCHER_KEYS_KEPT {
+            keys.push((matcher.clone(), key.clone()));
+        }
         key
     }
 
@@ -784,7 +806,7 @@ impl ClusterView {
     /// Makes sure the live pods `matcher` counts are kept per domain of `key`; returns the
     /// matcher's cache key.
     fn domain_counts(&self, matcher: &PodMatcher, key: &str) -> String {
-        let mkey = matcher.key();
+        let mkey = self.key_of(matcher);
         let known = self.match_counts.borrow().get(&mkey).map(|c| c.per_domain.iter().any(|(k, _)| k == key));
         if known == Some(true) {
             return mkey;

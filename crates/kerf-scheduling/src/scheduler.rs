@@ -79,6 +79,7 @@ mod preferences;
 mod queue;
 mod replay;
 mod resources;
+mod reuse;
 mod room;
 mod topology;
 
@@ -198,24 +199,42 @@ impl SchedulingContext {
     /// existing nodes with their pods counted in every topology counter, and the parsed facts of
     /// every pod (pending and existing).
     pub fn new(input: impl Into<Arc<SchedulingInput>>) -> Self {
-        Self::build(input.into(), None)
+        Self::build(input.into(), None, None)
     }
 
     /// [`new`](Self::new), reading each pod's facts from `cache` when the pod (uid and
     /// resourceVersion) is unchanged since an earlier build, and keeping the facts of the pods
     /// it parses there for the next build.
     pub fn with_facts(input: impl Into<Arc<SchedulingInput>>, cache: &PodFactsCache) -> Self {
-        Self::build(input.into(), Some(cache))
+        Self::build(input.into(), Some(cache), None)
     }
 
-    fn build(input: Arc<SchedulingInput>, cache: Option<&PodFactsCache>) -> Self {
+    /// [`with_facts`](Self::with_facts), taking over from `earlier` (a context of an earlier,
+    /// mostly equal input, dropped here) the facts and dense requests of the pods of nodes it
+    /// had with the very same pods (see `reuse`). The context answers as one built by
+    /// [`with_facts`](Self::with_facts) does.
+    pub fn with_facts_from(
+        input: impl Into<Arc<SchedulingInput>>,
+        cache: &PodFactsCache,
+        earlier: SchedulingContext,
+    ) -> Self {
+        Self::build(input.into(), Some(cache), Some(earlier))
+    }
+
+    fn build(input: Arc<SchedulingInput>, cache: Option<&PodFactsCache>, earlier: Option<SchedulingContext>) -> Self {
         let existing: Vec<Arc<Pod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
-        let facts: IxVec<PodIx, Arc<PodFacts>> = facts::gather(input.pods.iter().chain(&existing), cache).into();
+        let (facts, taken) = match earlier {
+            Some(e) => reuse::facts_from(&input, &existing, cache, e),
+            None => (facts::gather(input.pods.iter().chain(&existing), cache), reuse::Requests::none()),
+        };
+        let facts: IxVec<PodIx, Arc<PodFacts>> = facts.into();
         // Resource names of the whole cluster.
         let mut names: BTreeSet<String> = [CPU, MEMORY, PODS].iter().map(|s| s.to_string()).collect();
         for f in &facts {
             for (k, _) in &f.requests {
-                if !names.contains(k.as_ref()) {
+                // cpu, memory and pods are named already (most pods ask nothing else).
+                let known = matches!(k, std::borrow::Cow::Borrowed(n) if [CPU, MEMORY, PODS].contains(n));
+                if !known && !names.contains(k.as_ref()) {
                     names.insert(k.to_string());
                 }
             }
@@ -234,7 +253,12 @@ impl SchedulingContext {
         let names: Vec<String> = names.into_iter().collect();
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let res = Resources { names, index };
-        let pod_requests: IxVec<PodIx, Vec<i64>> = facts.iter().map(|f| res.dense_units(&f.requests)).collect();
+        let mut taken = taken.for_names(&res.names);
+        let pod_requests: IxVec<PodIx, Vec<i64>> = facts
+            .iter()
+            .enumerate()
+            .map(|(pi, f)| taken.get_mut(pi).and_then(Option::take).unwrap_or_else(|| res.dense_units(&f.requests)))
+            .collect();
         let values = Interner::default();
         let prefer_taints = input
             .node_pools

@@ -3,6 +3,7 @@
 //! maxUnavailable. A pod counts as available when it runs on a Ready node.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
@@ -309,18 +310,26 @@ impl Workloads {
     }
 
     fn available(&self, rs: &ReplicaSetState) -> i32 {
-        // One key buffer for all the set's pods (this runs for every pod on every publish).
-        let mut k = String::new();
-        rs.pods
-            .iter()
-            .filter(|p| {
-                k.clear();
-                k.push_str(&rs.namespace);
-                k.push('/');
-                k.push_str(p);
-                self.pods.get(k.as_str()).is_some_and(|(_, s)| s.available)
-            })
-            .count() as i32
+        // This runs for every pod on every publish: one walk of the pods from the set's first
+        // (the set's names, sorted, are its pods' keys in order behind "namespace/") instead
+        // of a lookup per pod.
+        let Some(first) = rs.pods.first() else { return 0 };
+        let prefix = format!("{}/", rs.namespace);
+        let start = format!("{prefix}{first}");
+        let mut pods = self.pods.range::<str, _>((Bound::Included(start.as_str()), Bound::Unbounded)).peekable();
+        let mut count = 0;
+        for name in &rs.pods {
+            // Keys from `start` on that leave the namespace sort after every key in it.
+            let below = |k: &str| k.strip_prefix(prefix.as_str()).is_some_and(|n| n < name.as_str());
+            while pods.next_if(|(k, _)| below(k)).is_some() {}
+            if let Some((k, (_, state))) = pods.peek()
+                && k.strip_prefix(prefix.as_str()) == Some(name.as_str())
+                && state.available
+            {
+                count += 1;
+            }
+        }
+        count
     }
 
     fn reconcile_deployment(&mut self, cluster: &SimCluster, dk: &str) {

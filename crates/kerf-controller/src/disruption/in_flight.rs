@@ -20,7 +20,7 @@
 //! if it waits for its own replacement), all of their nodes tainted from the start. A decision
 //! that only holds if two commands count the same room is refused.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -122,6 +122,32 @@ impl Landing {
     }
 }
 
+/// The copies of running commands' pods as they count where they move to (not bound), kept
+/// from one evaluation's input for the next: a pod unchanged since gets the very copy the last
+/// input had, so the views kept across evaluations (`KeptKubeView`) find its destination node
+/// unchanged instead of editing it, and nothing is cloned again. By the address of the pod
+/// copied, which each entry holds (so no other pod takes that address while it is kept); only
+/// the pods the last input moved are kept.
+#[derive(Debug, Default)]
+pub(crate) struct MovedCopies(HashMap<usize, (Arc<Pod>, Arc<Pod>)>);
+
+impl MovedCopies {
+    /// The moved copy of `p`: the one `earlier` holds, else a new one; kept here.
+    fn copy_of(&mut self, earlier: &mut MovedCopies, p: &Arc<Pod>) -> Arc<Pod> {
+        let addr = Arc::as_ptr(p) as usize;
+        let entry = earlier.0.remove(&addr).unwrap_or_else(|| {
+            let mut moved = Pod::clone(p);
+            if let Some(spec) = moved.spec.as_mut() {
+                spec.node_name = None;
+            }
+            (Arc::clone(p), Arc::new(moved))
+        });
+        let copy = Arc::clone(&entry.1);
+        self.0.insert(addr, entry);
+        copy
+    }
+}
+
 /// What a disruption evaluation decides on (see [`Disruption::decision_inputs`]).
 pub(crate) struct DecisionInputs {
     /// The cluster as the running commands leave it.
@@ -141,8 +167,13 @@ impl Disruption {
     ) -> DecisionInputs {
         let plain = Arc::new(cx.view().scheduling_input(&[], types));
         let landing = self.landing(cx, &plain);
-        let base =
-            if self.running.is_empty() { plain } else { Arc::new(self.moved(cx, SchedulingInput::clone(&plain))) };
+        let base = if self.running.is_empty() {
+            plain
+        } else {
+            // The cluster as it is is kept only for a landing check: without one, edited in place.
+            let input = Arc::try_unwrap(plain).unwrap_or_else(|shared| SchedulingInput::clone(&shared));
+            Arc::new(self.moved(cx, input))
+        };
         DecisionInputs { base, landing }
     }
 
@@ -214,6 +245,8 @@ impl Disruption {
         let index: BTreeMap<String, (usize, bool)> =
             input.existing_nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), (i, n.in_flight))).collect();
         let mut moving: Vec<(usize, Arc<Pod>)> = Vec::new();
+        let mut copies = self.moved_copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut kept = MovedCopies::default();
         for n in &mut input.existing_nodes {
             if !sources.contains(n.name.as_str()) {
                 continue;
@@ -223,14 +256,12 @@ impl Disruption {
                 let Some(&(target, launching)) = to.get(&key_of(&p.metadata)).and_then(|t| index.get(t)) else {
                     return true;
                 };
-                let mut moved = Pod::clone(p);
-                if let Some(spec) = moved.spec.as_mut() {
-                    spec.node_name = None;
-                }
-                moving.push((target, Arc::new(moved)));
+                moving.push((target, kept.copy_of(&mut copies, p)));
                 launching
             });
         }
+        *copies = kept;
+        drop(copies);
         for (target, pod) in moving {
             if let Some(n) = input.existing_nodes.get_mut(target) {
                 n.pods.push(pod);

@@ -14,9 +14,12 @@
 //! not hold a cluster-sized context.
 //!
 //! When inputs are dropped while commands still run (each one's pods about to move, the next
-//! evaluation soon after), the kube-scheduler views they built are kept ([`KeptViews`]): the
-//! next inputs edit them to their own cluster ([`KeptKubeView`]) instead of building them from
-//! every pod again, with the same answers. They are dropped once no command runs.
+//! evaluation soon after), or replaced by the next evaluation's, their context and the
+//! kube-scheduler views they built are kept ([`KeptViews`]): the next context takes over the
+//! facts and dense requests of the pods of every node that kept its very pods
+//! ([`SchedulingContext::with_facts_from`]), and the next inputs edit the views to their own
+//! cluster ([`KeptKubeView`]) instead of building them from every pod again, with the same
+//! answers. They are dropped once no command runs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -75,12 +78,19 @@ impl CandidateKey {
     }
 }
 
-/// kube-scheduler's views of dropped inputs: the context's (the cluster as the running
-/// commands leave it) and the landing check's (the cluster as it is).
-#[derive(Debug, Default)]
+/// What is kept of dropped inputs: their context (the cluster as the running commands leave
+/// it; the next context takes over its pods' facts, and edits its kube-scheduler view) and the
+/// landing check's kube-scheduler view (the cluster as it is).
+#[derive(Default)]
 pub(crate) struct KeptViews {
-    ctx: KeptKubeView,
+    ctx: Option<SchedulingContext>,
     landing: KeptKubeView,
+}
+
+impl std::fmt::Debug for KeptViews {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptViews").field("ctx", &self.ctx.is_some()).field("landing", &self.landing).finish()
+    }
 }
 
 /// One consolidation answer: the decision and the pods it moves, or why not.
@@ -154,13 +164,21 @@ impl Disruption {
             if kept.basis == basis {
                 return kept;
             }
-            self.drop_prepared(kept);
+            // Built anew right away: from what the kept inputs hold, whether commands run or not.
+            self.keep_views_of(kept);
         }
         let inputs = self.decision_inputs(cx, types);
-        let mut ctx = SchedulingContext::with_facts(Arc::clone(&inputs.base), cx.pod_facts);
-        let mut landing = inputs.landing;
         let views = std::mem::take(&mut self.kept_views);
-        ctx.keep_kube_view_from(views.ctx);
+        let ctx = match views.ctx {
+            Some(mut earlier) => {
+                let view = earlier.take_kube_view();
+                let mut ctx = SchedulingContext::with_facts_from(Arc::clone(&inputs.base), cx.pod_facts, earlier);
+                ctx.keep_kube_view_from(view);
+                ctx
+            }
+            None => SchedulingContext::with_facts(Arc::clone(&inputs.base), cx.pod_facts),
+        };
+        let mut landing = inputs.landing;
         if let Some(l) = landing.as_mut() {
             l.keep_view_from(views.landing);
         }
@@ -172,17 +190,27 @@ impl Disruption {
         self.prepared = Some(prepared);
     }
 
-    /// Drops `prepared` (and any inputs kept), keeping their kube-scheduler views while
-    /// commands run (see the module doc).
-    pub(crate) fn drop_prepared(&mut self, mut prepared: Prepared) {
+    /// Drops `prepared` (and any inputs kept), keeping its context and kube-scheduler views
+    /// while commands run (see the module doc).
+    pub(crate) fn drop_prepared(&mut self, prepared: Prepared) {
         if self.running.is_empty() {
             self.kept_views = KeptViews::default();
             return;
         }
-        let ctx = prepared.ctx.take_kube_view();
-        if ctx.is_some() {
-            self.kept_views.ctx = ctx;
+        self.keep_views_of(prepared);
+    }
+
+    /// Keeps the context and kube-scheduler views of `prepared` for the next inputs.
+    fn keep_views_of(&mut self, mut prepared: Prepared) {
+        // The context's view, else the one kept before (the context did not use it).
+        let mut view = prepared.ctx.take_kube_view();
+        if !view.is_some()
+            && let Some(earlier) = self.kept_views.ctx.as_mut()
+        {
+            view = earlier.take_kube_view();
         }
+        prepared.ctx.keep_kube_view_from(view);
+        self.kept_views.ctx = Some(prepared.ctx);
         if let Some(landing) = prepared.landing.as_mut().map(Landing::take_view)
             && landing.is_some()
         {

@@ -211,10 +211,15 @@ impl PodFactsCache {
     }
 
     /// The facts of each of `pods`, from the cache when its uid and resourceVersion are known.
-    fn facts<'a>(&self, pods: impl Iterator<Item = &'a Arc<Pod>>) -> Vec<Arc<PodFacts>> {
+    /// `whole`: these are all the pods of a build (entries no build used since are dropped when
+    /// they outnumber them); else a part of a build whose other pods' facts come from elsewhere
+    /// (nothing is dropped).
+    fn facts<'a>(&self, pods: impl Iterator<Item = &'a Arc<Pod>>, whole: bool) -> Vec<Arc<PodFacts>> {
         let mut state = self.state();
         let state = &mut *state;
-        state.builds += 1;
+        if whole {
+            state.builds += 1;
+        }
         let build = state.builds;
         let mut out = Vec::with_capacity(pods.size_hint().0);
         for p in pods {
@@ -237,7 +242,7 @@ impl PodFactsCache {
                 }
             }
         }
-        if state.by_uid.len() > 2 * out.len() + 1024 {
+        if whole && state.by_uid.len() > 2 * out.len() + 1024 {
             state.by_uid.retain(|_, e| e.used == build);
         }
         out
@@ -250,7 +255,19 @@ pub(super) fn gather<'a>(
     cache: Option<&PodFactsCache>,
 ) -> Vec<Arc<PodFacts>> {
     match cache {
-        Some(c) => c.facts(pods),
+        Some(c) => c.facts(pods, true),
+        None => pods.map(|p| Arc::new(PodFacts::parse(p))).collect(),
+    }
+}
+
+/// [`gather`] for some of a build's pods (the others' facts are taken over from an earlier
+/// context): the cache drops nothing.
+pub(super) fn gather_some<'a>(
+    pods: impl Iterator<Item = &'a Arc<Pod>>,
+    cache: Option<&PodFactsCache>,
+) -> Vec<Arc<PodFacts>> {
+    match cache {
+        Some(c) => c.facts(pods, false),
         None => pods.map(|p| Arc::new(PodFacts::parse(p))).collect(),
     }
 }

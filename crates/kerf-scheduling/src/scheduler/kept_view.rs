@@ -81,8 +81,7 @@ impl KubeView {
             self.index = self.view.nodes().iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         }
         self.ranking = kube_choice::Ranking::new(&self.view);
-        self.kind_of.clear();
-        self.kinds.clear();
+        self.copies.ranking_made_anew();
         Some(self)
     }
 }
@@ -165,6 +164,34 @@ mod tests {
         input.existing_nodes.push(zone_node("d", "z3", vec![db("d2")]));
         let edited = edited.edited_to(&input).expect("same namespaces and volumes");
         assert_built_as(&edited, &input, "the second edit");
+
+        // Replays on the edited view answer as on a view built afresh, whether kube-scheduler
+        // finds room for the drained node's pods (c's) or not (b2's: a second db pod fits no
+        // other node).
+        let input = Arc::new(input);
+        let replays = |kv: KubeView| -> Vec<Result<(), String>> {
+            let mut replay = super::super::KubeReplay::with_kept(
+                Arc::clone(&input),
+                &super::super::PodFactsCache::new(),
+                KeptKubeView(Some(kv)),
+            );
+            [vec!["c"], vec!["b2"], vec!["c", "d"]]
+                .iter()
+                .map(|removed| replay.in_turn(&[super::super::Turn { removed: removed.clone(), ..Default::default() }]))
+                .collect()
+        };
+        let copied = |kv: &KubeView| kv.copies.by_pod.contains_key(&(Arc::as_ptr(&w1) as usize));
+        let mut edited = edited;
+        let _ = edited.copy_of(&w1);
+        let edited = edited.edited_to(&input).expect("same namespaces and volumes");
+        assert!(copied(&edited), "a pod still held keeps its copy across the edit");
+        let edited = edited.edited_to(&input).expect("same namespaces and volumes");
+        assert!(!copied(&edited), "a copy not asked for since the last edit is dropped at the next");
+        let answers = replays(edited);
+        assert!(answers[1].is_err(), "{answers:?}");
+        assert_eq!(answers, replays(build(&input)));
+        let mut input = Arc::unwrap_or_clone(input);
+        let edited = build(&input);
 
         // Nodes both clusters have, in another order: built again.
         input.existing_nodes.reverse();

@@ -35,36 +35,78 @@ pub(super) struct KubeView {
     /// The nodes each kind of moved pod fits best on, in the view as built (see
     /// [`kube_choice::Ranking`]).
     pub(super) ranking: kube_choice::Ranking,
-    /// The copy and kind of each moved pod met so far, by the address of the context's pod
-    /// (kept alive here with them).
-    pub(super) kind_of: HashMap<usize, (Arc<Pod>, Arc<Pod>, usize)>,
-    /// The kinds met so far, by [`kube_choice::kind_key`].
-    pub(super) kinds: HashMap<Vec<u8>, usize>,
+    /// The copies of the moved pods met so far, with their kinds.
+    pub(super) copies: Copies,
     /// The input's volume topology and namespace labels the view was built with.
     pub(super) volumes: BTreeMap<String, Vec<crate::requirements::Requirements>>,
     pub(super) namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
+/// The copies kube-scheduler sees of the moved pods met so far and their kinds
+/// ([`kube_choice::kind_key`]). They outlive the ranking: a view edited to another cluster
+/// ([`super::kept_view`]) keeps the copies met since the last edit whose pods are still held
+/// elsewhere, and ranks each kind again on the view as edited when a pod of it is met, so a
+/// pod replayed evaluation after evaluation is copied and keyed once rather than once per view,
+/// and a copy not asked for since the last edit is not kept.
+#[derive(Debug, Default)]
+pub(super) struct Copies {
+    /// By the address of the context's pod (kept alive here): that pod, its copy, its kind (an
+    /// index into `kinds`) and the last `edits` it was met at.
+    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, Arc<Pod>, usize, u64)>,
+    /// How many times the ranking was made anew.
+    edits: u64,
+    /// The kinds met so far, by key.
+    ids: HashMap<Vec<u8>, usize>,
+    /// Per kind: the copy it was first met with, its key, and its id in the view's ranking
+    /// once ranked there.
+    kinds: Vec<(Arc<Pod>, Vec<u8>, Option<usize>)>,
+}
+
+impl Copies {
+    /// The ranking is made anew ([`kube_choice::Ranking::new`]): no kind is ranked on it yet,
+    /// and the copies not met since it was last made, or of pods no one else holds any more,
+    /// are dropped.
+    pub(super) fn ranking_made_anew(&mut self) {
+        let edits = self.edits;
+        self.by_pod.retain(|_, (pod, _, _, met)| *met == edits && Arc::strong_count(pod) > 1);
+        self.edits += 1;
+        for kind in &mut self.kinds {
+            kind.2 = None;
+        }
+    }
+}
+
 impl KubeView {
     /// The copy of `pod` kube-scheduler would see (its owner's new pod: not bound, not
-    /// nominated) and the copy's kind; ranks a kind not met before (the view must be as built).
-    fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
+    /// nominated) and the copy's kind in the ranking; ranks a kind not ranked yet (the view
+    /// must be as built). Pods of one kind read the same of the view ([`kube_choice::kind_key`]),
+    /// so the kind is ranked with whichever of its copies was met first.
+    pub(super) fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
         let addr = Arc::as_ptr(pod) as usize;
-        if let Some((_, copy, kind)) = self.kind_of.get(&addr) {
-            return (Arc::clone(copy), *kind);
-        }
-        let fresh = Arc::new(unbound_copy(pod));
-        let key = kube_choice::kind_key(&fresh);
-        let kind = match self.kinds.get(&key) {
-            Some(k) => *k,
+        let copies = &mut self.copies;
+        let (copy, kind) = match copies.by_pod.get_mut(&addr) {
+            Some((_, copy, kind, met)) => {
+                *met = copies.edits;
+                (Arc::clone(copy), *kind)
+            }
             None => {
-                let k = self.ranking.add_kind(&self.view, &fresh, &key);
-                self.kinds.insert(key, k);
-                k
+                let fresh = Arc::new(unbound_copy(pod));
+                let key = kube_choice::kind_key(&fresh);
+                let kind = match copies.ids.get(&key) {
+                    Some(k) => *k,
+                    None => {
+                        copies.kinds.push((Arc::clone(&fresh), key.clone(), None));
+                        copies.ids.insert(key, copies.kinds.len() - 1);
+                        copies.kinds.len() - 1
+                    }
+                };
+                copies.by_pod.insert(addr, (Arc::clone(pod), Arc::clone(&fresh), kind, copies.edits));
+                (fresh, kind)
             }
         };
-        self.kind_of.insert(addr, (Arc::clone(pod), Arc::clone(&fresh), kind));
-        (fresh, kind)
+        let (first, key, ranked) = &mut copies.kinds[kind];
+        let ranked = *ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key));
+        (copy, ranked)
     }
 }
 
@@ -191,8 +233,7 @@ impl KubeView {
             view,
             index,
             ranking,
-            kind_of: HashMap::new(),
-            kinds: HashMap::new(),
+            copies: Copies::default(),
             volumes: input.volume_requirements.clone(),
             namespace_labels: input.namespace_labels.clone(),
         }

@@ -1,0 +1,185 @@
+//! What a context takes over from an earlier one instead of working it out again. Disruption
+//! builds a context per evaluation after every change, and consecutive evaluations see clusters
+//! that differ in a few nodes: reading every pod's facts from the [`PodFactsCache`] (a lookup
+//! by uid) and its dense requests were a third of a build. A node of the new input that holds
+//! the very same pods (by identity, in the same order) as a node of the earlier context's input
+//! takes their facts and dense requests from it; only the other pods go through the cache. What
+//! is taken is what the build would have worked out: facts are read from the cache by uid and
+//! resourceVersion, which an identical pod has unchanged, and dense requests depend only on the
+//! facts and the resource names, taken only when the names are the same.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::SchedulingContext;
+use super::facts::{self, PodFacts, PodFactsCache};
+use super::ids::{Idx, PodIx};
+use crate::model::SchedulingInput;
+
+/// The dense requests taken over from an earlier context, for the pods whose facts were.
+pub(super) struct Requests {
+    /// The earlier context's resource names (the order of each vector's entries).
+    names: Vec<String>,
+    /// By the new context's pod index; `None` for pods not taken over.
+    taken: Vec<Option<Vec<i64>>>,
+}
+
+impl Requests {
+    /// Nothing taken over.
+    pub(super) fn none() -> Self {
+        Requests { names: Vec::new(), taken: Vec::new() }
+    }
+
+    /// The dense requests taken over, by pod index, when `names` are the earlier context's
+    /// resource names (else none: their entries would be in another order).
+    pub(super) fn for_names(self, names: &[String]) -> Vec<Option<Vec<i64>>> {
+        if self.names == names { self.taken } else { Vec::new() }
+    }
+}
+
+/// Whether two nodes hold the very same pods, in the same order.
+fn same_pods(a: &[Arc<Pod>], b: &[Arc<Pod>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
+}
+
+/// The facts of `input`'s pods laid out as a build lays them out (pending pods first, then
+/// `existing`: each existing node's pods in turn), those of nodes `earlier` had with the same
+/// pods taken from it with their dense requests, the others read through `cache`.
+pub(super) fn facts_from(
+    input: &SchedulingInput,
+    existing: &[Arc<Pod>],
+    cache: Option<&PodFactsCache>,
+    mut earlier: SchedulingContext,
+) -> (Vec<Arc<PodFacts>>, Requests) {
+    let total = input.pods.len() + existing.len();
+    let mut out: Vec<Option<Arc<PodFacts>>> = vec![None; total];
+    let mut taken: Vec<Option<Vec<i64>>> = (0..total).map(|_| None).collect();
+    let old_input = Arc::clone(&earlier.input);
+    let old_ranges = super::existing_pod_ranges(&old_input);
+    let position: std::collections::HashMap<&str, usize> =
+        old_input.existing_nodes.iter().enumerate().map(|(j, n)| (n.name.as_str(), j)).collect();
+    for (n, range) in input.existing_nodes.iter().zip(super::existing_pod_ranges(input)) {
+        let Some(&j) = position.get(n.name.as_str()) else { continue };
+        if !same_pods(&old_input.existing_nodes[j].pods, &n.pods) {
+            continue;
+        }
+        for (new, old) in range.zip(old_ranges[j].clone()) {
+            let old = PodIx::new(old);
+            out[new] = Some(Arc::clone(&earlier.facts[old]));
+            let requests = std::mem::take(&mut earlier.pod_requests[old]);
+            taken[new] = (!requests.is_empty()).then_some(requests);
+        }
+    }
+    let requests = Requests { names: std::mem::take(&mut earlier.res.names), taken };
+    drop(earlier);
+    let pod = |pi: usize| if pi < input.pods.len() { &input.pods[pi] } else { &existing[pi - input.pods.len()] };
+    let missing: Vec<usize> = (0..total).filter(|&pi| out[pi].is_none()).collect();
+    let read = facts::gather_some(missing.iter().map(|&pi| pod(pi)), cache);
+    for (pi, f) in missing.into_iter().zip(read) {
+        out[pi] = Some(f);
+    }
+    let facts = out
+        .into_iter()
+        .enumerate()
+        .map(|(pi, f)| f.unwrap_or_else(|| facts::gather_some(std::iter::once(pod(pi)), cache).remove(0)))
+        .collect();
+    (facts, requests)
+}
+
+#[cfg(test)]
+mod tests {
+    use kerf_api::ResourceList;
+    use kerf_api::labels::{HOSTNAME, ZONE};
+
+    use super::*;
+    use crate::model::{ExistingNode, NodePoolInput};
+    use crate::testing::*;
+
+    const ZONES: [&str; 3] = ["a", "b", "c"];
+
+    fn zone_node(name: &str, zone: &str, pods: Vec<Arc<Pod>>) -> ExistingNode {
+        let mut n = node(name, &[(ZONE, zone)], &[("cpu", "8"), ("memory", "16Gi"), ("pods", "80")]);
+        n.node_pool = Some("default".into());
+        n.pods = pods;
+        n
+    }
+
+    fn web(name: &str, cpu: &str) -> Arc<Pod> {
+        pod(name).label("app", "web").spread(ZONE, 1, &[("app", "web")]).cpu(cpu).version(name, "1").build()
+    }
+
+    fn db(name: &str) -> Arc<Pod> {
+        pod(name).label("app", "db").anti_affinity(HOSTNAME, &[("app", "db")]).cpu("1").version(name, "1").build()
+    }
+
+    fn cluster(nodes: Vec<ExistingNode>) -> SchedulingInput {
+        SchedulingInput {
+            node_pools: vec![NodePoolInput {
+                node_pool: Arc::new(node_pool("default", vec![])),
+                instance_types: vec![
+                    Arc::new(instance_type("small", "2", "4Gi", "20", 0.10, &ZONES)),
+                    Arc::new(instance_type("large", "8", "16Gi", "80", 0.40, &ZONES)),
+                ],
+                in_use: ResourceList::new(),
+            }],
+            existing_nodes: nodes,
+            ..Default::default()
+        }
+    }
+
+    /// Everything a context answers about `input`: its pods' groups and dense requests, the
+    /// placing of the pending pods, and the what-if without each node and without all of them.
+    fn answers(ctx: &mut SchedulingContext, input: &SchedulingInput) -> Vec<String> {
+        let mut out = vec![
+            format!("{:?}", ctx.pod_groups()),
+            format!("{:?} {:?}", ctx.res.names, ctx.pod_requests.iter().collect::<Vec<_>>()),
+            format!("{:?}", ctx.place_pending()),
+        ];
+        let names: Vec<&str> = input.existing_nodes.iter().map(|n| n.name.as_str()).collect();
+        for n in &names {
+            out.push(format!("{n}: {:?}", ctx.without_nodes(&[n])));
+        }
+        out.push(format!("all: {:?}", ctx.without_nodes(&names)));
+        out
+    }
+
+    #[test]
+    fn a_context_taking_over_an_earlier_ones_pods_answers_as_one_built_afresh() {
+        let (w1, w2, d1, plain) = (web("w1", "1"), web("w2", "2"), db("d1"), pod("plain").cpu("3").build());
+        let mut input = cluster(vec![
+            zone_node("n1", "a", vec![Arc::clone(&w1), Arc::clone(&d1)]),
+            zone_node("n2", "b", vec![Arc::clone(&w2)]),
+            zone_node("n3", "c", vec![Arc::clone(&plain)]),
+            zone_node("n4", "a", vec![db("d2")]),
+        ]);
+        input.pods = vec![web("w3", "1"), db("d3")];
+        let cache = PodFactsCache::new();
+        let earlier = SchedulingContext::with_facts(input.clone(), &cache);
+        // n2's and n3's pods are taken over (their dense requests are the very vectors).
+        let kept: Vec<usize> =
+            [4, 5].iter().map(|&pi| earlier.pod_requests[PodIx::new(pi)].as_ptr() as usize).collect();
+
+        // A node gone, one joined, a pod moved as a running command moves it (a new copy), a
+        // node relabelled, a new pending pod; n2 and n3 keep their very pods.
+        input.existing_nodes.remove(3);
+        input.existing_nodes[0].pods = vec![Arc::clone(&d1)];
+        input.existing_nodes.push(zone_node("n5", "b", vec![Arc::new(Pod::clone(&w1)), db("d4")]));
+        input.existing_nodes[2].labels.insert(ZONE.to_string(), "b".to_string());
+        input.pods.push(web("w4", "2"));
+        let input = Arc::new(input);
+        let mut taken = SchedulingContext::with_facts_from(Arc::clone(&input), &cache, earlier);
+        let at: Vec<usize> = [4, 5].iter().map(|&pi| taken.pod_requests[PodIx::new(pi)].as_ptr() as usize).collect();
+        assert_eq!(at, kept, "n2's and n3's dense requests are taken over");
+        let mut fresh = SchedulingContext::with_facts(Arc::clone(&input), &PodFactsCache::new());
+        assert_eq!(answers(&mut taken, &input), answers(&mut fresh, &input));
+
+        // A pod asking for a resource no pod asked for before: other resource names, so no
+        // dense requests are taken over, and the answers are still the same.
+        let mut next = SchedulingInput::clone(&input);
+        next.existing_nodes[1].pods.push(pod("gpu").request("example.com/gpu", "1").build());
+        let mut taken = SchedulingContext::with_facts_from(next.clone(), &cache, taken);
+        let mut fresh = SchedulingContext::with_facts(next.clone(), &PodFactsCache::new());
+        assert_eq!(answers(&mut taken, &next), answers(&mut fresh, &next));
+    }
+}
