@@ -6,26 +6,9 @@ use std::sync::Arc;
 use kerf_api::ResourceList;
 use kerf_api::labels::{HOSTNAME, ZONE};
 
-use crate::model::{ExistingNode, NodePoolInput, SchedulingInput};
+use crate::model::{ExistingNode, SchedulingInput};
 use crate::scheduler::{PodFactsCache, SchedulingContext, schedule};
 use crate::testing::*;
-
-const ZONES: [&str; 3] = ["a", "b", "c"];
-
-fn cluster(nodes: Vec<ExistingNode>) -> SchedulingInput {
-    SchedulingInput {
-        node_pools: vec![NodePoolInput {
-            node_pool: Arc::new(node_pool("default", vec![])),
-            instance_types: vec![
-                Arc::new(instance_type("small", "2", "4Gi", "20", 0.10, &ZONES)),
-                Arc::new(instance_type("large", "8", "16Gi", "80", 0.40, &ZONES)),
-            ],
-            in_use: ResourceList::new(),
-        }],
-        existing_nodes: nodes,
-        ..Default::default()
-    }
-}
 
 fn big_node(name: &str, zone: &str, pods: &[(&str, &str)]) -> ExistingNode {
     let mut n = node(name, &[(ZONE, zone)], &[("cpu", "8"), ("memory", "16Gi"), ("pods", "80")]);
@@ -36,7 +19,7 @@ fn big_node(name: &str, zone: &str, pods: &[(&str, &str)]) -> ExistingNode {
 
 #[test]
 fn what_if_without_a_node_whose_pods_fit_elsewhere_is_deletable() {
-    let mut ctx = SchedulingContext::new(cluster(vec![
+    let mut ctx = SchedulingContext::new(small_large_cluster(vec![
         big_node("n1", "a", &[("p1", "1"), ("p2", "1")]),
         big_node("n2", "b", &[]),
     ]));
@@ -48,7 +31,7 @@ fn what_if_without_a_node_whose_pods_fit_elsewhere_is_deletable() {
 
 #[test]
 fn what_if_needs_one_cheaper_claim_when_the_pods_fit_nowhere_else() {
-    let mut ctx = SchedulingContext::new(cluster(vec![
+    let mut ctx = SchedulingContext::new(small_large_cluster(vec![
         big_node("n1", "a", &[("p1", "500m")]),
         big_node("n2", "b", &[("full", "8")]),
     ]));
@@ -68,7 +51,7 @@ fn what_if_leaves_the_context_as_it_was_for_the_next_query() {
         big_node("n2", "b", &[("p3", "4")]),
         big_node("n3", "c", &[("p4", "6")]),
     ];
-    let mut input = cluster(nodes);
+    let mut input = small_large_cluster(nodes);
     input.pods = vec![pod("pending-1").cpu("3").build(), pod("pending-2").cpu("7").build()];
     let mut ctx = SchedulingContext::new(input.clone());
     let first: Vec<String> =
@@ -88,7 +71,7 @@ fn what_if_leaves_the_context_as_it_was_for_the_next_query() {
 fn what_if_leaves_daemonset_pods_with_their_node() {
     let mut n1 = big_node("n1", "a", &[("app", "1")]);
     n1.pods.push(pod("agent").cpu("100m").owner("DaemonSet", "agent").build());
-    let mut ctx = SchedulingContext::new(cluster(vec![n1, big_node("n2", "b", &[])]));
+    let mut ctx = SchedulingContext::new(small_large_cluster(vec![n1, big_node("n2", "b", &[])]));
     let w = ctx.without_nodes(&["n1"]).unwrap();
     assert_eq!(w.pods.len(), 1);
     assert_eq!(w.pods[0].metadata.name.as_deref(), Some("app"));
@@ -105,7 +88,7 @@ fn what_if_frees_the_removed_nodes_spread_and_anti_affinity_domains() {
     let mut n2 = big_node("n2", "b", &[]);
     n2.pods.push(anti("db-2"));
     let n3 = big_node("n3", "c", &[]);
-    let mut ctx = SchedulingContext::new(cluster(vec![n1, n2, n3]));
+    let mut ctx = SchedulingContext::new(small_large_cluster(vec![n1, n2, n3]));
     let w = ctx.without_nodes(&["n1"]).unwrap();
     assert!(w.deletable(), "{w:?}");
     assert_eq!(w.placements[0].node, "n3");
@@ -116,7 +99,7 @@ fn what_if_frees_the_removed_nodes_spread_and_anti_affinity_domains() {
 
 #[test]
 fn what_if_names_an_unknown_node() {
-    let mut ctx = SchedulingContext::new(cluster(vec![big_node("n1", "a", &[])]));
+    let mut ctx = SchedulingContext::new(small_large_cluster(vec![big_node("n1", "a", &[])]));
     let err = ctx.without_nodes(&["nope"]).unwrap_err();
     assert_eq!(err.to_string(), "no existing node or in-flight NodeClaim named nope");
 }
@@ -139,7 +122,7 @@ fn at_cpu_limit(mut input: SchedulingInput, cpu: &str) -> SchedulingInput {
 #[test]
 fn pool_at_its_cpu_limit_can_still_replace_a_node_by_a_cheaper_one_in_a_what_if() {
     // The pool's 8 CPUs are all held by n1; without n1 they are free for its replacement.
-    let mut input = at_cpu_limit(cluster(vec![big_node("n1", "a", &[("p1", "500m")])]), "8");
+    let mut input = at_cpu_limit(small_large_cluster(vec![big_node("n1", "a", &[("p1", "500m")])]), "8");
     input.pods = vec![pod("pending").cpu("1").build()];
     let mut ctx = SchedulingContext::new(input);
     let w = ctx.without_nodes(&["n1"]).unwrap();
@@ -159,7 +142,10 @@ fn what_if_releases_only_the_removed_nodes_share_of_the_pool_limit() {
     // Two nodes hold 16 of the pool's 16 CPUs. Without n1 its pods need 5 CPUs: the 8 n1 held
     // are enough for one new node (a large one, the small one being too small).
     let input = at_cpu_limit(
-        cluster(vec![big_node("n1", "a", &[("p1", "3"), ("p2", "2")]), big_node("n2", "b", &[("full", "8")])]),
+        small_large_cluster(vec![
+            big_node("n1", "a", &[("p1", "3"), ("p2", "2")]),
+            big_node("n2", "b", &[("full", "8")]),
+        ]),
         "16",
     );
     let mut ctx = SchedulingContext::new(input.clone());
@@ -196,7 +182,7 @@ fn versioned_cluster() -> SchedulingInput {
     ];
     let mut n2 = big_node("n2", "b", &[]);
     n2.pods = vec![web("web-2", "1").build()];
-    let mut input = cluster(vec![n1, n2]);
+    let mut input = small_large_cluster(vec![n1, n2]);
     input.pods = vec![
         web("web-3", "2").build(),
         db("db-2").build(),
@@ -270,7 +256,7 @@ fn constraint_classes_from_the_cache_group_pods_as_comparing_them_does() {
 fn gaps_only_kerfs_order_fills() -> SchedulingInput {
     let mut n1 = big_node("n1", "a", &[]);
     n1.pods = vec![pod("small").cpu("500m").build(), pod("large").cpu("1500m").build()];
-    cluster(vec![n1, big_node("n2", "b", &[("used2", "6500m")]), big_node("n3", "c", &[("used3", "7")])])
+    small_large_cluster(vec![n1, big_node("n2", "b", &[("used2", "6500m")]), big_node("n3", "c", &[("used3", "7")])])
 }
 
 #[test]
@@ -288,7 +274,7 @@ fn kube_replay_refuses_a_deletion_whose_pods_fit_only_in_kerfs_packing_order() {
 
 #[test]
 fn kube_replay_accepts_a_deletion_when_the_pods_fit_in_any_order() {
-    let mut ctx = SchedulingContext::new(cluster(vec![
+    let mut ctx = SchedulingContext::new(small_large_cluster(vec![
         big_node("n1", "a", &[("p1", "1"), ("p2", "1")]),
         big_node("n2", "b", &[]),
     ]));

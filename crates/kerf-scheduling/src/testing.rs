@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, Quantity, ResourceList};
 
 use crate::instance::{InstanceType, Offering};
-use crate::model::ExistingNode;
+use crate::model::{ExistingNode, NodePoolInput, SchedulingInput};
 
 pub fn q(s: &str) -> Quantity {
     Quantity::parse(s).unwrap()
@@ -297,5 +297,23 @@ pub fn instance_type(name: &str, cpu: &str, mem: &str, pods: &str, price: f64, z
         capacity: rl(&[("cpu", cpu), ("memory", mem), ("pods", pods)]),
         overhead: ResourceList::new(),
         offerings,
+    }
+}
+
+/// A cluster of `nodes` with one NodePool `default` of two types (small: 2 CPUs, large: 8 CPUs)
+/// in zones a, b and c.
+pub fn small_large_cluster(nodes: Vec<ExistingNode>) -> SchedulingInput {
+    const ZONES: [&str; 3] = ["a", "b", "c"];
+    SchedulingInput {
+        node_pools: vec![NodePoolInput {
+            node_pool: Arc::new(node_pool("default", vec![])),
+            instance_types: vec![
+                Arc::new(instance_type("small", "2", "4Gi", "20", 0.10, &ZONES)),
+                Arc::new(instance_type("large", "8", "16Gi", "80", 0.40, &ZONES)),
+            ],
+            in_use: ResourceList::new(),
+        }],
+        existing_nodes: nodes,
+        ..Default::default()
     }
 }

@@ -89,14 +89,11 @@ pub(super) fn facts_from(
 
 #[cfg(test)]
 mod tests {
-    use kerf_api::ResourceList;
     use kerf_api::labels::{HOSTNAME, ZONE};
 
     use super::*;
-    use crate::model::{ExistingNode, NodePoolInput};
+    use crate::model::ExistingNode;
     use crate::testing::*;
-
-    const ZONES: [&str; 3] = ["a", "b", "c"];
 
     fn zone_node(name: &str, zone: &str, pods: Vec<Arc<Pod>>) -> ExistingNode {
         let mut n = node(name, &[(ZONE, zone)], &[("cpu", "8"), ("memory", "16Gi"), ("pods", "80")]);
@@ -111,21 +108,6 @@ mod tests {
 
     fn db(name: &str) -> Arc<Pod> {
         pod(name).label("app", "db").anti_affinity(HOSTNAME, &[("app", "db")]).cpu("1").version(name, "1").build()
-    }
-
-    fn cluster(nodes: Vec<ExistingNode>) -> SchedulingInput {
-        SchedulingInput {
-            node_pools: vec![NodePoolInput {
-                node_pool: Arc::new(node_pool("default", vec![])),
-                instance_types: vec![
-                    Arc::new(instance_type("small", "2", "4Gi", "20", 0.10, &ZONES)),
-                    Arc::new(instance_type("large", "8", "16Gi", "80", 0.40, &ZONES)),
-                ],
-                in_use: ResourceList::new(),
-            }],
-            existing_nodes: nodes,
-            ..Default::default()
-        }
     }
 
     /// Everything a context answers about `input`: its pods' groups and dense requests, the
@@ -147,7 +129,7 @@ mod tests {
     #[test]
     fn a_context_taking_over_an_earlier_ones_pods_answers_as_one_built_afresh() {
         let (w1, w2, d1, plain) = (web("w1", "1"), web("w2", "2"), db("d1"), pod("plain").cpu("3").build());
-        let mut input = cluster(vec![
+        let mut input = small_large_cluster(vec![
             zone_node("n1", "a", vec![Arc::clone(&w1), Arc::clone(&d1)]),
             zone_node("n2", "b", vec![Arc::clone(&w2)]),
             zone_node("n3", "c", vec![Arc::clone(&plain)]),
