@@ -10,9 +10,10 @@
 //! ([`CloudProvider::expected_node_name`]: a kwok Node appears, Ready, the moment it is launched),
 //! the nomination names it before the claim launches: kube-scheduler keeps nominated pods by node
 //! name, so their room is held from the node's first moment. A pending DaemonSet pod is
-//! nominated to the one node it may run on, so its room on a new node is held as well. kerf never overwrites a nomination it did not write that names
-//! an existing node (kube-scheduler writes its own for preemption), clears only nominations it
-//! wrote itself, and a pod bound elsewhere is simply accounted where it runs.
+//! nominated to the one node it may run on, so its room on a new node is held as well. kerf
+//! never overwrites a nomination it did not write that names an existing node (kube-scheduler
+//! writes its own for preemption), clears only nominations it wrote itself, and a pod bound
+//! elsewhere is simply accounted where it runs.
 //! After a restart, a pending pod whose nomination names the node of an in-flight claim is
 //! nominated to that claim again: the cluster holds everything this module needs.
 //!

@@ -19,14 +19,13 @@
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
-
-use crate::index_hash::ByIndex;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::resources::{CPU, MEMORY};
 use kerf_api::{ResourceList, TaintEffect};
 
+use crate::index_hash::ByIndex;
 use crate::predicates::{ClusterView, PreferenceParts, PreparedPod};
 
 /// kube-scheduler's default score plugin weights (ImageLocality is left out: nothing here pulls

@@ -127,6 +127,11 @@ impl ExistingNode {
             && self.schedulable == other.schedulable
             && self.pool_usage == other.pool_usage
     }
+
+    /// Whether `other` holds the very same pods (the same `Arc`s), in the same order.
+    pub fn holds_same_pods(&self, other: &ExistingNode) -> bool {
+        self.pods.len() == other.pods.len() && self.pods.iter().zip(&other.pods).all(|(x, y)| Arc::ptr_eq(x, y))
+    }
 }
 
 /// The outcome of one scheduling pass.

@@ -254,10 +254,7 @@ pub(super) fn gather<'a>(
     pods: impl Iterator<Item = &'a Arc<Pod>>,
     cache: Option<&PodFactsCache>,
 ) -> Vec<Arc<PodFacts>> {
-    match cache {
-        Some(c) => c.facts(pods, true),
-        None => pods.map(|p| Arc::new(PodFacts::parse(p))).collect(),
-    }
+    gather_part(pods, cache, true)
 }
 
 /// [`gather`] for some of a build's pods (the others' facts are taken over from an earlier
@@ -266,8 +263,16 @@ pub(super) fn gather_some<'a>(
     pods: impl Iterator<Item = &'a Arc<Pod>>,
     cache: Option<&PodFactsCache>,
 ) -> Vec<Arc<PodFacts>> {
+    gather_part(pods, cache, false)
+}
+
+fn gather_part<'a>(
+    pods: impl Iterator<Item = &'a Arc<Pod>>,
+    cache: Option<&PodFactsCache>,
+    whole: bool,
+) -> Vec<Arc<PodFacts>> {
     match cache {
-        Some(c) => c.facts(pods, false),
+        Some(c) => c.facts(pods, whole),
         None => pods.map(|p| Arc::new(PodFacts::parse(p))).collect(),
     }
 }

@@ -32,11 +32,6 @@ impl KeptKubeView {
     }
 }
 
-/// Whether a node holds the very same pods, in the same order.
-fn same_pods(a: &[Arc<k8s_openapi::api::core::v1::Pod>], b: &[Arc<k8s_openapi::api::core::v1::Pod>]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
-}
-
 impl KubeView {
     /// This view (of an earlier input, as built: no node hidden or pushed) edited to the view
     /// [`KubeView::build`] builds from `input`; `None` when it cannot be (the namespaces or
@@ -73,7 +68,7 @@ impl KubeView {
             if !self.view.nodes()[i].same_apart_from_pods(n) {
                 self.view.update_node(i, ExistingNode { pods: Vec::new(), ..(*n).clone() });
             }
-            if !same_pods(&self.view.nodes()[i].pods, &n.pods) {
+            if !self.view.nodes()[i].holds_same_pods(n) {
                 self.view.set_pods(i, n.pods.clone(), parse);
             }
         }

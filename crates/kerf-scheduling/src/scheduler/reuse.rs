@@ -38,11 +38,6 @@ impl Requests {
     }
 }
 
-/// Whether two nodes hold the very same pods, in the same order.
-fn same_pods(a: &[Arc<Pod>], b: &[Arc<Pod>]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
-}
-
 /// The facts of `input`'s pods laid out as a build lays them out (pending pods first, then
 /// `existing`: each existing node's pods in turn), those of nodes `earlier` had with the same
 /// pods taken from it with their dense requests, the others read through `cache`.
@@ -61,7 +56,7 @@ pub(super) fn facts_from(
         old_input.existing_nodes.iter().enumerate().map(|(j, n)| (n.name.as_str(), j)).collect();
     for (n, range) in input.existing_nodes.iter().zip(super::existing_pod_ranges(input)) {
         let Some(&j) = position.get(n.name.as_str()) else { continue };
-        if !same_pods(&old_input.existing_nodes[j].pods, &n.pods) {
+        if !old_input.existing_nodes[j].holds_same_pods(n) {
             continue;
         }
         for (new, old) in range.zip(old_ranges[j].clone()) {
@@ -79,11 +74,9 @@ pub(super) fn facts_from(
     for (pi, f) in missing.into_iter().zip(read) {
         out[pi] = Some(f);
     }
-    let facts = out
-        .into_iter()
-        .enumerate()
-        .map(|(pi, f)| f.unwrap_or_else(|| facts::gather_some(std::iter::once(pod(pi)), cache).remove(0)))
-        .collect();
+    // Every pod's facts are there now: taken over, or read just above.
+    let facts: Vec<Arc<PodFacts>> = out.into_iter().flatten().collect();
+    debug_assert_eq!(facts.len(), total);
     (facts, requests)
 }
 
