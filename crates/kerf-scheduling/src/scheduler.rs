@@ -61,7 +61,8 @@
 //! words), `replay` (consolidation's check that kube-scheduler would bind the moved pods where
 //! the plan counts on), `kept_view` (that view kept from one context for the next and edited
 //! to its cluster instead of built again), `offers` (a pool's types as new claims see them),
-//! `packing` (new claims sized by cost).
+//! `packing` (new claims sized by cost), `join_cost` (a pod making the claim it joins dearer than
+//! it is worth).
 
 mod claims;
 mod existing;
@@ -69,6 +70,7 @@ mod explain;
 mod facts;
 mod ids;
 mod interning;
+mod join_cost;
 mod journal;
 mod kept_view;
 mod offers;

@@ -126,6 +126,9 @@ type Target = (u64, f64, Mix);
 pub(super) struct Packing {
     /// Whether the running query sizes claims by cost (provisioning does; what-ifs do not).
     pub(super) enabled: bool,
+    /// Whether a pod narrowing a claim's requirements joins it only when that costs no more
+    /// than the pod is worth (see `join_cost`): the first pass of a run; retries join anyway.
+    pub(super) joins_by_worth: bool,
     /// Whether new claims keep room for a mix of shapes (see `Sizing::mix`): how far past its
     /// share of the pods left a mix may go; 0: no mixes.
     pub(super) mix_slack: f64,
@@ -145,6 +148,8 @@ pub(super) struct Packing {
     targets: HashMap<(PoolIx, u32), Target>,
     /// (pool, requirements) → the undominated types, cheapest first (kept across queries).
     fleet: HashMap<(PoolIx, u32), Arc<PriceOrder>>,
+    /// (pool, requirements, shape) → pods of the shape left when computed, a pod's worth.
+    worth: HashMap<(PoolIx, u32, u32), (u64, f64)>,
 }
 
 impl SchedulingContext {
@@ -152,6 +157,8 @@ impl SchedulingContext {
     pub(super) fn packing_begin(&mut self, pods: &[PodIx]) {
         let pk = &mut self.packing;
         pk.targets.clear();
+        pk.worth.clear();
+        pk.joins_by_worth = pk.enabled;
         pk.shapes.clear();
         pk.mixable.clear();
         pk.left.clear();
@@ -246,6 +253,43 @@ impl SchedulingContext {
             }
         }
         Some(Sizing { cut: (cut && !out.is_empty()).then_some(out), mix })
+    }
+
+    /// The pods of pod `pi`'s shape not placed yet (`None`: not sizing by cost, or not in the run).
+    pub(super) fn shape_left(&self, pi: PodIx) -> Option<u64> {
+        let s = *self.packing.shape_of.get(pi)?;
+        (self.packing.enabled && s != u32::MAX).then(|| self.packing.left[s as usize])
+    }
+
+    /// What pod `pi` is worth on a claim of pool `p` with requirements `req` (its own, not a
+    /// claim's): the least price per pod of its shape over the undominated types, as many of
+    /// the shape's pods left as a type holds sharing it (see the module documentation).
+    /// `None` when provisioning is not sizing by cost or no type holds the pod.
+    pub(super) fn pod_worth(&mut self, p: PoolIx, req: u32, pi: PodIx) -> Option<f64> {
+        if !self.packing.enabled {
+            return None;
+        }
+        let s = *self.packing.shape_of.get(pi)?;
+        if s == u32::MAX {
+            return None;
+        }
+        let left = self.packing.left[s as usize].max(1);
+        match self.packing.worth.get(&(p, req, s)) {
+            Some(&(at, w)) if left > TAIL && left + left / 8 >= at => return w.is_finite().then_some(w),
+            _ => {}
+        }
+        let types = self.undominated(p, req);
+        let shape = &self.packing.shapes[s as usize];
+        let free = &self.pools[p].free;
+        let w = types
+            .iter()
+            .filter_map(|&(price, i)| {
+                let k = units(shape, free.row(i)).min(left);
+                (k > 0).then(|| price / k as f64)
+            })
+            .fold(f64::INFINITY, f64::min);
+        self.packing.worth.insert((p, req, s), (left, w));
+        w.is_finite().then_some(w)
     }
 
     /// Whether pod `pi` would take claim `c` past its mix: the claim holds its share of the
@@ -536,7 +580,7 @@ fn fill(shapes: &[Vec<i64>], left: &mut [u64], room: &mut [i64], worth: &[f64]) 
 }
 
 /// How many pods of `requests` fit in `room` (`u64::MAX` for a pod that asks nothing).
-fn units(requests: &[i64], room: &[i64]) -> u64 {
+pub(super) fn units(requests: &[i64], room: &[i64]) -> u64 {
     let mut k = u64::MAX;
     for (r, f) in requests.iter().zip(room) {
         if *r > 0 {

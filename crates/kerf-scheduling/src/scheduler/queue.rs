@@ -26,6 +26,7 @@ use kerf_api::resources::{CPU, MEMORY};
 use super::SchedulingContext;
 use super::claims::Bin;
 use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx, NodeIx, PodIx};
+use super::join_cost::JoinCost;
 use crate::model::{PodError, PreferencePolicy};
 
 /// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
@@ -100,9 +101,16 @@ impl SchedulingContext {
                 self.record(&mut run, &mut left, pi, bin);
             }
             queue = left;
-            if queue.is_empty() || queue.len() == before {
+            if queue.is_empty() {
                 break;
             }
+            if queue.len() == before {
+                // Cost preferences never leave a pod pending: one more pass without them.
+                if !self.packing.joins_by_worth {
+                    break;
+                }
+            }
+            self.packing.joins_by_worth = false;
         }
         run.on_node.sort();
         if explain {
@@ -200,7 +208,9 @@ impl SchedulingContext {
         }
         // Open claims with room for the pod, in creation order, but those known never to take
         // this group's pods at its first level.
+        // A claim the pod would make dearer (see `join_cost`) only when none takes it as it is.
         let mut i = 0;
+        let mut dearer = None;
         loop {
             let first_level = at.level.ix() == 0;
             let refused: &[u64] = if first_level { &self.groups[g].refused } else { &[] };
@@ -208,14 +218,22 @@ impl SchedulingContext {
                 break;
             };
             match self.claim_fits(at, c) {
-                Ok(plan) => {
-                    self.commit_claim(at, c, plan);
-                    return Some(Bin::Claim(c));
-                }
+                Ok(plan) => match self.join_cost(at, c, &plan) {
+                    JoinCost::Free => {
+                        self.commit_claim(at, c, plan);
+                        return Some(Bin::Claim(c));
+                    }
+                    JoinCost::Worth if dearer.is_none() => dearer = Some((c, plan)),
+                    JoinCost::Worth | JoinCost::Dearer => {}
+                },
                 Err(true) if first_level => self.refuse(g, c),
                 Err(_) => {}
             }
             i = c.ix() + 1;
+        }
+        if let Some((c, plan)) = dearer {
+            self.commit_claim(at, c, plan);
+            return Some(Bin::Claim(c));
         }
         if !buy {
             return None;
