@@ -488,45 +488,34 @@ impl SchedulingContext {
         }
     }
 
-    /// The types claim `c` may launch as under requirements `req`, `types` its candidates: those,
-    /// and the types a cost cap set aside as far as `req` allows them (and, under NodePool
-    /// limits, as far as the capacity the claim reserved): a complete claim launches its
-    /// cheapest fitting type.
-    pub(super) fn launchable(&mut self, c: ClaimIx, req: u32, types: &Bits) -> Bits {
-        let pool = self.claims[c].pool;
-        let Some(spare) = self.claims[c].spare.clone() else {
-            return types.clone();
-        };
-        let mut out = spare.and(&self.compat(pool, req));
-        let (p, claim) = (&self.pools[pool], &self.claims[c]);
-        if p.limited {
-            for i in 0..p.types.len() {
-                if out.contains(i) && !type_fits(p.capacity.row(i), &claim.reserved) {
-                    out.clear(i);
-                }
-            }
-        }
-        for (o, t) in out.0.iter_mut().zip(&types.0) {
-            *o |= t;
-        }
-        out
+    /// Whether claim `c` may launch as type `i`, `types` its candidates and `compat` the types its
+    /// requirements allow: a candidate, or a type a cost cap set aside as far as the requirements
+    /// allow it (and, under NodePool limits, as far as the capacity the claim reserved): a
+    /// complete claim launches its cheapest fitting type.
+    pub(super) fn launchable(&self, c: ClaimIx, types: &Bits, compat: &Bits, i: usize) -> bool {
+        let claim = &self.claims[c];
+        types.contains(i)
+            || claim.spare.as_ref().is_some_and(|s| s.contains(i))
+                && compat.contains(i)
+                && (!self.pools[claim.pool].limited
+                    || type_fits(self.pools[claim.pool].capacity.row(i), &claim.reserved))
     }
 
     /// Claim `c` as a NodeClaim to create (pod indexes are context indexes), and the price of
     /// its cheapest fitting instance type's cheapest compatible offering.
     pub(super) fn finish_claim(&mut self, c: ClaimIx) -> (NewNodeClaim, f64) {
-        let order = self.price_order(self.claims[c].pool, self.claims[c].req);
-        let req = self.claims[c].req;
-        let types = std::mem::replace(&mut self.claims[c].types, Bits(Vec::new()));
-        let launchable = self.launchable(c, req, &types);
-        self.claims[c].types = types;
+        let (pool, req) = (self.claims[c].pool, self.claims[c].req);
+        let order = self.price_order(pool, req);
+        let compat = self.compat(pool, req);
         let claim = &self.claims[c];
         let pool = &self.pools[claim.pool];
         let r = &self.reqs[claim.req as usize];
         let fitting: Vec<(f64, usize)> = order
             .iter()
             .copied()
-            .filter(|(_, i)| launchable.contains(*i) && type_fits(&claim.requests, pool.free.row(*i)))
+            .filter(|(_, i)| {
+                self.launchable(c, &claim.types, &compat, *i) && type_fits(&claim.requests, pool.free.row(*i))
+            })
             .collect();
         let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
         let types: Vec<usize> = fitting.into_iter().map(|(_, i)| i).collect();

@@ -27,7 +27,7 @@
 
 use super::SchedulingContext;
 use super::claims::ClaimPlan;
-use super::ids::{Attempt, ClaimIx, PoolIx};
+use super::ids::{Attempt, ClaimIx};
 use super::interning::Bits;
 use super::packing::units;
 use super::resources::type_fits;
@@ -51,14 +51,10 @@ impl SchedulingContext {
         }
         let total: Vec<i64> =
             self.claims[c].requests.iter().zip(&self.pod_requests[at.pod]).map(|(a, b)| a + b).collect();
-        let types = std::mem::replace(&mut self.claims[c].types, Bits(Vec::new()));
-        let launchable = self.launchable(c, req, &types);
-        self.claims[c].types = types;
-        let Some((before, _)) = self.cheapest_fitting(pool, req, &launchable, &total) else {
+        let Some((before, _)) = self.cheapest_fitting(c, req, None, &total) else {
             return JoinCost::Free;
         };
-        let launchable = self.launchable(c, plan.req, &plan.types);
-        let Some((after, t)) = self.cheapest_fitting(pool, plan.req, &launchable, &total) else {
+        let Some((after, t)) = self.cheapest_fitting(c, plan.req, Some(&plan.types), &total) else {
             return JoinCost::Free;
         };
         if after <= before {
@@ -76,12 +72,16 @@ impl SchedulingContext {
         if (after - before) / sharing as f64 > worth { JoinCost::Dearer } else { JoinCost::Worth }
     }
 
-    /// The cheapest of `types` (compatible with `req`) that holds `total`, at the prices `req`
-    /// allows, as the claim would launch: its price and index.
-    fn cheapest_fitting(&mut self, pool: PoolIx, req: u32, types: &Bits, total: &[i64]) -> Option<(f64, usize)> {
+    /// The cheapest type claim `c` may launch as under requirements `req`, `types` its
+    /// candidates (`None`: the claim's own), that holds `total`, at the prices `req` allows: its
+    /// price and index.
+    fn cheapest_fitting(&mut self, c: ClaimIx, req: u32, types: Option<&Bits>, total: &[i64]) -> Option<(f64, usize)> {
+        let pool = self.claims[c].pool;
         let order = self.price_order(pool, req);
+        let compat = self.compat(pool, req);
+        let types = types.unwrap_or(&self.claims[c].types);
         let free = &self.pools[pool].free;
-        order.iter().copied().find(|(_, i)| types.contains(*i) && type_fits(total, free.row(*i)))
+        order.iter().copied().find(|(_, i)| type_fits(total, free.row(*i)) && self.launchable(c, types, &compat, *i))
     }
 }
 
