@@ -489,16 +489,21 @@ impl SimProvider {
         std::mem::take(&mut self.lock().interruptions)
     }
 
+    /// The node name of the `n`th instance launched, in `zone`: an address of the zone's share of
+    /// 10.0.0.0/8 (32 /24 blocks of each /16 per zone, eight zones), unique for the first
+    /// 2,080,768 instances (254 addresses × 32 blocks × 256).
     fn node_name(&self, n: u64, zone: &str) -> String {
         let zone_index = self.zones.iter().position(|z| z == zone).unwrap_or(0) as u64;
-        let third = (zone_index * 32 + (n / 254) % 32) % 256;
+        let block = n / 254;
+        let second = (block / 32) % 256;
+        let third = (zone_index * 32 + block % 32) % 256;
         let fourth = n % 254 + 1;
         let domain = if self.config.region == "us-east-1" {
             "ec2.internal".to_string()
         } else {
             format!("{}.compute.internal", self.config.region)
         };
-        format!("ip-10-0-{third}-{fourth}.{domain}")
+        format!("ip-10-{second}-{third}-{fourth}.{domain}")
     }
 
     fn launch(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
