@@ -259,3 +259,63 @@ fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does()
     }
     assert!(same_successes > 20 && same_failures > 20, "{same_successes} bound, {same_failures} refused");
 }
+
+/// `p` as bound to the node named `node` (its `spec.nodeName` set).
+fn bound_to(p: &Arc<Pod>, node: &str) -> Arc<Pod> {
+    let mut b = Pod::clone(p);
+    if let Some(spec) = b.spec.as_mut() {
+        spec.node_name = Some(node.to_string());
+    }
+    Arc::new(b)
+}
+
+#[test]
+fn a_replay_binds_pods_still_naming_their_old_node_as_it_binds_their_unbound_copies() {
+    // The moved pods are replayed as they are, still bound to the node taken away: every
+    // replay, plain and ranked, must bind them where it binds their owners' new copies.
+    let mut rng = Lcg(23);
+    let (mut bound, mut refused) = (0, 0);
+    for variant in 0..3 {
+        let mut view = cluster(&mut rng, variant == 2);
+        let mut ranking = Ranking::new(&view);
+        let mut kinds: HashMap<Vec<u8>, usize> = HashMap::new();
+        for _ in 0..40 {
+            let mut removed: Vec<usize> = (0..1 + rng.below(3)).map(|_| rng.below(view.nodes().len())).collect();
+            removed.sort();
+            removed.dedup();
+            let on: Vec<(usize, Arc<Pod>)> =
+                removed.iter().flat_map(|n| view.nodes()[*n].pods.iter().map(|p| (*n, Arc::clone(p)))).collect();
+            let named: Vec<Arc<Pod>> = on.iter().map(|(n, p)| bound_to(p, &view.nodes()[*n].name)).collect();
+            let copies: Vec<Arc<Pod>> = on.iter().map(|(_, p)| unbound(p)).collect();
+            let mut kind_of = |p: &Arc<Pod>| {
+                let key = kind_key(p);
+                *kinds.entry(key.clone()).or_insert_with(|| ranking.add_kind(&view, p, &key))
+            };
+            let ids: Vec<usize> = copies.iter().map(&mut kind_of).collect();
+            assert_eq!(named.iter().map(&mut kind_of).collect::<Vec<_>>(), ids, "a pod's kind does not read its node");
+            let mut taken = Vec::new();
+            for &n in &removed {
+                let pods = view.nodes()[n].pods.clone();
+                pods.iter().for_each(|p| {
+                    view.remove_pod(n, p);
+                });
+                view.set_hidden(n, true);
+                taken.push((n, pods));
+            }
+            let copies_plain = replay(&mut view, &copies, None);
+            assert_eq!(replay(&mut view, &named, None), copies_plain, "plain, nodes {removed:?} taken away");
+            let named_ranked = replay(&mut view, &named, Some((&ranking, &ids)));
+            assert_eq!(named_ranked, copies_plain, "ranked, nodes {removed:?} taken away");
+            if copies_plain.is_ok() {
+                bound += 1
+            } else {
+                refused += 1
+            }
+            for (n, pods) in taken.into_iter().rev() {
+                view.set_hidden(n, false);
+                pods.into_iter().for_each(|p| view.add_pod(n, p));
+            }
+        }
+    }
+    assert!(bound > 10 && refused > 5, "{bound} bound, {refused} refused");
+}

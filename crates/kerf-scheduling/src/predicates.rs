@@ -119,6 +119,9 @@ impl PodMatcher {
 #[derive(Debug, Clone)]
 pub struct PreparedPod<'p> {
     pod: &'p Pod,
+    /// Checked as its owner's new copy would be, not bound yet: `spec.nodeName` is not read
+    /// (see [`ClusterView::prepare_unbound`]).
+    unbound: bool,
     requests: Arc<ResourceList>,
     /// cpu, memory and pods of `requests`, and whether it asks for nothing else.
     core_requests: [i128; 3],
@@ -518,6 +521,17 @@ impl ClusterView {
     /// [`ClusterView::prepare`], with the pod's requests ([`pod_requests`]) when they are known
     /// already.
     pub fn prepare_with<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>) -> PreparedPod<'p> {
+        self.prepare_as(pod, requests, false)
+    }
+
+    /// [`ClusterView::prepare_with`] for the copy of `pod` its owner creates once it is
+    /// evicted: the same pod, not bound (its `spec.nodeName` is not read), so a replay of moved
+    /// pods checks them without copying each one.
+    pub fn prepare_unbound<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>) -> PreparedPod<'p> {
+        self.prepare_as(pod, requests, true)
+    }
+
+    fn prepare_as<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>, unbound: bool) -> PreparedPod<'p> {
         let node_terms = pod::required_node_terms(pod);
         let name_fields = pod::required_node_name_fields(pod);
         let volume_terms = pod::volume_claims(pod).iter().filter_map(|c| self.volumes.get(c).cloned()).collect();
@@ -632,6 +646,7 @@ impl ClusterView {
         let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
         PreparedPod {
             pod,
+            unbound,
             core_requests,
             only_core,
             requests,
@@ -867,6 +882,9 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
         }
     }
     fn node_name_matches(&mut self) -> bool {
+        if self.p.unbound {
+            return true;
+        }
         let name = self.p.pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         name.is_none_or(|n| n.is_empty() || n == self.node().name)
     }

@@ -35,40 +35,41 @@ pub(super) struct KubeView {
     /// The nodes each kind of moved pod fits best on, in the view as built (see
     /// [`kube_choice::Ranking`]).
     pub(super) ranking: kube_choice::Ranking,
-    /// The copies of the moved pods met so far, with their kinds.
+    /// The moved pods met so far, with their kinds.
     pub(super) copies: Copies,
     /// The input's volume topology and namespace labels the view was built with.
     pub(super) volumes: BTreeMap<String, Vec<crate::requirements::Requirements>>,
     pub(super) namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-/// The copies kube-scheduler sees of the moved pods met so far and their kinds
-/// ([`kube_choice::kind_key`]). They outlive the ranking: a view edited to another cluster
-/// ([`super::kept_view`]) keeps the copies met since the last edit whose pods are still held
-/// elsewhere, and ranks each kind again on the view as edited when a pod of it is met, so a
-/// pod replayed evaluation after evaluation is copied and keyed once rather than once per view,
-/// and a copy not asked for since the last edit is not kept.
+/// The moved pods met so far and their kinds ([`kube_choice::kind_key`]). kube-scheduler sees
+/// each as its owner's new copy (not bound, not nominated), which the replay reads the pod itself
+/// as ([`kube_choice::replay`]): no copy is made. They outlive the ranking: a view edited to
+/// another cluster ([`super::kept_view`]) keeps the pods met since the last edit that are still
+/// held elsewhere, and ranks each kind again on the view as edited when a pod of it is met, so a
+/// pod replayed evaluation after evaluation is keyed once rather than once per view, and a pod
+/// not asked for since the last edit is not kept.
 #[derive(Debug, Default)]
 pub(super) struct Copies {
-    /// By the address of the context's pod (kept alive here): that pod, its copy, its kind (an
-    /// index into `kinds`) and the last `edits` it was met at.
-    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, Arc<Pod>, usize, u64)>,
+    /// By the address of the context's pod (kept alive here): that pod, its kind (an index into
+    /// `kinds`) and the last `edits` it was met at.
+    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, usize, u64)>,
     /// How many times the ranking was made anew.
     edits: u64,
     /// The kinds met so far, by key.
     ids: HashMap<Vec<u8>, usize>,
-    /// Per kind: the copy it was first met with, its key, and its id in the view's ranking
-    /// once ranked there.
+    /// Per kind: the pod it was first met with, its key, and its id in the view's ranking once
+    /// ranked there.
     kinds: Vec<(Arc<Pod>, Vec<u8>, Option<usize>)>,
 }
 
 impl Copies {
     /// The ranking is made anew ([`kube_choice::Ranking::new`]): no kind is ranked on it yet,
-    /// and the copies not met since it was last made, or of pods no one else holds any more,
-    /// are dropped.
+    /// and the pods not met since it was last made, or that no one else holds any more, are
+    /// dropped.
     pub(super) fn ranking_made_anew(&mut self) {
         let edits = self.edits;
-        self.by_pod.retain(|_, (pod, _, _, met)| *met == edits && Arc::strong_count(pod) > 1);
+        self.by_pod.retain(|_, (pod, _, met)| *met == edits && Arc::strong_count(pod) > 1);
         self.edits += 1;
         for kind in &mut self.kinds {
             kind.2 = None;
@@ -77,49 +78,35 @@ impl Copies {
 }
 
 impl KubeView {
-    /// The copy of `pod` kube-scheduler would see (its owner's new pod: not bound, not
-    /// nominated) and the copy's kind in the ranking; ranks a kind not ranked yet (the view
-    /// must be as built). Pods of one kind read the same of the view ([`kube_choice::kind_key`]),
-    /// so the kind is ranked with whichever of its copies was met first.
-    pub(super) fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
+    /// The kind in the ranking of `pod` (a moved pod, replayed as its owner's new copy); ranks a
+    /// kind not ranked yet (the view must be as built). Pods of one kind read the same of the
+    /// view ([`kube_choice::kind_key`]), so the kind is ranked with whichever of its pods was
+    /// met first.
+    pub(super) fn kind_of(&mut self, pod: &Arc<Pod>) -> usize {
         let addr = Arc::as_ptr(pod) as usize;
         let copies = &mut self.copies;
-        let (copy, kind) = match copies.by_pod.get_mut(&addr) {
-            Some((_, copy, kind, met)) => {
+        let kind = match copies.by_pod.get_mut(&addr) {
+            Some((_, kind, met)) => {
                 *met = copies.edits;
-                (Arc::clone(copy), *kind)
+                *kind
             }
             None => {
-                let fresh = Arc::new(unbound_copy(pod));
-                let key = kube_choice::kind_key(&fresh);
+                let key = kube_choice::kind_key(pod);
                 let kind = match copies.ids.get(&key) {
                     Some(k) => *k,
                     None => {
-                        copies.kinds.push((Arc::clone(&fresh), key.clone(), None));
+                        copies.kinds.push((Arc::clone(pod), key.clone(), None));
                         copies.ids.insert(key, copies.kinds.len() - 1);
                         copies.kinds.len() - 1
                     }
                 };
-                copies.by_pod.insert(addr, (Arc::clone(pod), Arc::clone(&fresh), kind, copies.edits));
-                (fresh, kind)
+                copies.by_pod.insert(addr, (Arc::clone(pod), kind, copies.edits));
+                kind
             }
         };
         let (first, key, ranked) = &mut copies.kinds[kind];
-        let ranked = *ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key));
-        (copy, ranked)
+        *ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key))
     }
-}
-
-/// The copy of `pod` its owner creates once it is evicted: not bound, not nominated.
-fn unbound_copy(pod: &Pod) -> Pod {
-    let mut fresh = pod.clone();
-    if let Some(spec) = fresh.spec.as_mut() {
-        spec.node_name = None;
-    }
-    if let Some(status) = fresh.status.as_mut() {
-        status.nominated_node_name = None;
-    }
-    fresh
 }
 
 /// A pod taken off a removed node, with its requests (to put it back without parsing them).
@@ -341,9 +328,11 @@ impl SchedulingContext {
     ) -> Result<(), String> {
         let input = Arc::clone(&self.input);
         let kv = self.kube_view();
-        // The pods kube-scheduler sees are their owners' new copies: not bound, not nominated.
-        // Their kinds are ranked on the view as built, before any node is taken away.
-        let (order, kinds): (Vec<Arc<Pod>>, Vec<usize>) = pods.iter().map(|p| kv.copy_of(p)).unzip();
+        // The pods kube-scheduler sees are their owners' new copies: not bound, not nominated,
+        // as the replay reads the pods themselves. Their kinds are ranked on the view as built,
+        // before any node is taken away.
+        let order = pods;
+        let kinds: Vec<usize> = pods.iter().map(|p| kv.kind_of(p)).collect();
         // The removed nodes go, and their pods with them.
         let mut taken: Vec<(usize, Vec<PodWithRequests>)> = Vec::new();
         for name in removed {
@@ -362,7 +351,7 @@ impl SchedulingContext {
         // know: the decision must hold in each of `arrival_orders` (within each priority), or a
         // pod may be left over once the nodes are gone. Orders are positions in `order`.
         let ranking = &kv.ranking;
-        let orders = arrival_orders(&order, |i| {
+        let orders = arrival_orders(order, |i| {
             ranking.kind_cpu_memory(kinds[i]).unwrap_or_else(|| kube_choice::cpu_memory_of(&order[i]))
         });
         let mut result = Ok(());
@@ -392,8 +381,8 @@ impl SchedulingContext {
 fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]) -> Result<(), String> {
     let nodes: Vec<Vec<usize>> =
         turns.iter().map(|t| t.removed.iter().filter_map(|n| kv.index.get(*n).copied()).collect()).collect();
-    // The pods each turn moves, as kube-scheduler sees their copies, with their kinds (ranked on
-    // the view as built, before any node is hidden), and their orders.
+    // The pods each turn moves (replayed as kube-scheduler sees their copies), with their kinds
+    // (ranked on the view as built, before any node is hidden), and their orders.
     let (moved, kinds): (Vec<Vec<Arc<Pod>>>, Vec<Vec<usize>>) = nodes
         .iter()
         .map(|idxs| {
@@ -403,7 +392,8 @@ fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]
                 .filter(|p| p.metadata.deletion_timestamp.is_none() && super::queue::reschedulable(p))
                 .cloned()
                 .collect();
-            on_nodes.iter().map(|p| kv.copy_of(p)).unzip()
+            let kinds = on_nodes.iter().map(|p| kv.kind_of(p)).collect();
+            (on_nodes, kinds)
         })
         .unzip();
     let KubeView { view, ranking, .. } = kv;
