@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::resources::{CPU, MEMORY};
 use kerf_api::{ResourceList, TaintEffect};
 
-use crate::predicates::{ClusterView, PreferenceParts, PreparedPod};
+use crate::predicates::{ClusterView, PodFilters, PreferenceParts, PreparedPod};
 
 /// kube-scheduler's default score plugin weights (ImageLocality is left out: nothing here pulls
 /// images).
@@ -370,9 +370,13 @@ fn choose_ranked(
     ranking: &Ranking,
     kind_id: usize,
     kind: &RankedKind,
+    filters: Option<&Arc<PodFilters>>,
     touched: &mut Touched,
 ) -> Option<usize> {
-    let prepared = view.prepare_unbound(pod, Some(Arc::clone(&kind.resources)));
+    let prepared = match filters {
+        Some(f) => view.prepare_unbound_from(pod, f),
+        None => view.prepare_unbound(pod, Some(Arc::clone(&kind.resources))),
+    };
     let name = |i: usize| view.nodes()[i].name.as_str();
     let better = |a: (i64, usize), b: Option<(i64, usize)>| match b {
         None => true,
@@ -447,13 +451,18 @@ pub struct NotBound {
 /// With `ranked`, the ranking of the view's base state (before the replay's nodes were hidden
 /// or pushed; their pods changed only on hidden nodes) and each pod's kind in it: pods of
 /// ranked kinds find their node through the ranking ([`Ranking`]), with the same result.
+///
+/// With `filters`, each pod's filters kept from [`ClusterView::pod_filters`] (on a view with the
+/// same volume topology and namespace labels): the pods are prepared from them instead of parsed
+/// again, with the same result.
 pub fn replay(
     view: &mut ClusterView,
     pods: &[Arc<Pod>],
     ranked: Option<(&Ranking, &[usize])>,
+    filters: Option<&[Arc<PodFilters>]>,
 ) -> Result<Vec<usize>, NotBound> {
     let mut session = Replay::new(view, ranked.map(|(r, _)| r));
-    let result = session.bind(view, pods, ranked.map(|(_, kinds)| kinds));
+    let result = session.bind(view, pods, ranked.map(|(_, kinds)| kinds), filters);
     session.finish(view);
     result
 }
@@ -477,14 +486,15 @@ impl<'r> Replay<'r> {
         Replay { ranking, placed: Vec::new(), version: vec![0; view.nodes().len()], touched }
     }
 
-    /// Binds `pods` as [`replay`] does (`kinds`: each pod's kind in the ranking), after the
-    /// pods of the earlier batches; they stay bound. Returns the node each pod went to, or the
-    /// first pod that fits nowhere.
+    /// Binds `pods` as [`replay`] does (`kinds`: each pod's kind in the ranking; `filters`: each
+    /// pod's kept filters), after the pods of the earlier batches; they stay bound. Returns the
+    /// node each pod went to, or the first pod that fits nowhere.
     pub fn bind(
         &mut self,
         view: &mut ClusterView,
         pods: &[Arc<Pod>],
         kinds: Option<&[usize]>,
+        filters: Option<&[Arc<PodFilters>]>,
     ) -> Result<Vec<usize>, NotBound> {
         let len = view.nodes().len();
         self.version.resize(len, 0);
@@ -508,7 +518,8 @@ impl<'r> Replay<'r> {
                 let id = *kinds.get(i)?;
                 Some((r, id, r.kinds.get(id)?.as_ref()?))
             });
-            let chosen = kind.and_then(|(r, id, k)| choose_ranked(view, pod, r, id, k, &mut self.touched));
+            let filters = filters.and_then(|f| f.get(i));
+            let chosen = kind.and_then(|(r, id, k)| choose_ranked(view, pod, r, id, k, filters, &mut self.touched));
             if let (Some(idx), Some((_, _, k))) = (chosen, kind) {
                 bind(
                     view,
@@ -536,7 +547,7 @@ impl<'r> Replay<'r> {
                 let fits = match memo.get(idx, ver) {
                     Some(v) => v,
                     None => {
-                        let p = prepared.get_or_insert_with(|| view.prepare_unbound(pod, None));
+                        let p = prepared.get_or_insert_with(|| prepare(view, pod, filters));
                         let v = view.passes(p, idx);
                         memo.put(idx, ver, v);
                         v
@@ -552,14 +563,15 @@ impl<'r> Replay<'r> {
                 // The first node's refusal, in kube-scheduler's words (the view is as the verdicts
                 // saw it).
                 let reason = first_refusal.and_then(|n| {
-                    let p = prepared.get_or_insert_with(|| view.prepare_unbound(pod, None));
+                    let p = prepared.get_or_insert_with(|| prepare(view, pod, filters));
                     view.check_prepared(p, n).err().map(|u| u.reason)
                 });
                 result = Err(NotBound { pod: i, reason: reason.unwrap_or_else(|| "no nodes".to_string()) });
                 break;
             };
             drop(prepared);
-            bind(view, &mut self.placed, &mut self.version, &mut memo, &mut self.touched, idx, pod, None);
+            let requests = filters.map(|f| Arc::clone(f.requests()));
+            bind(view, &mut self.placed, &mut self.version, &mut memo, &mut self.touched, idx, pod, requests);
             if let Ok(v) = result.as_mut() {
                 v.push(idx);
             }
@@ -572,6 +584,14 @@ impl<'r> Replay<'r> {
         for (idx, pod) in self.placed.iter().rev() {
             view.remove_pod(*idx, pod);
         }
+    }
+}
+
+/// A replayed pod prepared as its owner's new copy, from its kept filters when given.
+fn prepare<'p>(view: &ClusterView, pod: &'p Pod, filters: Option<&Arc<PodFilters>>) -> PreparedPod<'p> {
+    match filters {
+        Some(f) => view.prepare_unbound_from(pod, f),
+        None => view.prepare_unbound(pod, None),
     }
 }
 

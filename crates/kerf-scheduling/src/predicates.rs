@@ -82,7 +82,7 @@ struct MatchCounts {
     per_node: Vec<u32>,
     /// The same counts summed per domain of a topology key (by interned value), for the keys
     /// preferences asked about.
-    per_domain: Vec<(String, Vec<i64>)>,
+    per_domain: Vec<(String, Arc<TopologyIndex>, Vec<i64>)>,
     /// The same counts summed per domain of a topology key over the nodes not hidden, for the
     /// keys required spread asked about.
     visible: Vec<VisibleDomains>,
@@ -95,6 +95,7 @@ struct MatchCounts {
 #[derive(Debug, Clone)]
 struct VisibleDomains {
     key: String,
+    topology: Arc<TopologyIndex>,
     counts: Vec<i64>,
     nodes: Vec<u32>,
 }
@@ -122,6 +123,27 @@ pub struct PreparedPod<'p> {
     /// Checked as its owner's new copy would be, not bound yet: `spec.nodeName` is not read
     /// (see [`ClusterView::prepare_unbound`]).
     unbound: bool,
+    /// What the filters read of the pod alone.
+    fixed: Arc<PodFilters>,
+    spread: Vec<SpreadState>,
+    /// Per required affinity term: the domains holding a pod that matches all terms.
+    affinity_domains: Vec<MarkedDomains>,
+    /// No pod anywhere matches all the required affinity terms.
+    affinity_none_anywhere: bool,
+    /// Per required anti-affinity term: the domains holding a matching pod.
+    anti_domains: Vec<MarkedDomains>,
+    /// Per topology key, the domains where an existing pod's anti-affinity rejects this pod.
+    existing_anti: Vec<MarkedDomains>,
+}
+
+/// The part of a [`PreparedPod`] read from the pod alone (and the view's volume topology and
+/// namespace labels, which a view keeps): its requests, required node terms, host ports,
+/// volume terms, hard spread constraints and pod (anti-)affinity, parsed once. A caller that
+/// prepares one pod again and again (a replay, order after order) keeps them
+/// ([`ClusterView::pod_filters`]) and prepares from them ([`ClusterView::prepare_unbound_from`]):
+/// only the counts over the view's pods are taken anew.
+#[derive(Debug)]
+pub struct PodFilters {
     requests: Arc<ResourceList>,
     /// cpu, memory and pods of `requests`, and whether it asks for nothing else.
     core_requests: [i128; 3],
@@ -130,17 +152,17 @@ pub struct PreparedPod<'p> {
     name_fields: Vec<Option<Requirement>>,
     ports: Vec<HostPort>,
     volume_terms: Vec<Vec<Requirements>>,
-    spread: Vec<SpreadState>,
+    /// The hard spread constraints, each with whether the pod counts for itself.
+    spread: Vec<(SpreadConstraint, i64)>,
     affinity: PodAffinities,
-    /// Per required affinity term: the domains holding a pod that matches all terms.
-    affinity_domains: Vec<MarkedDomains>,
-    /// No pod anywhere matches all the required affinity terms.
-    affinity_none_anywhere: bool,
     matches_own_affinity: bool,
-    /// Per required anti-affinity term: the domains holding a matching pod.
-    anti_domains: Vec<MarkedDomains>,
-    /// Per topology key, the domains where an existing pod's anti-affinity rejects this pod.
-    existing_anti: Vec<MarkedDomains>,
+}
+
+impl PodFilters {
+    /// The pod's requests ([`pod_requests`]).
+    pub fn requests(&self) -> &Arc<ResourceList> {
+        &self.requests
+    }
 }
 
 /// Some domains of one topology key (those holding a matching pod, or that a pod may not go to).
@@ -272,17 +294,16 @@ impl ClusterView {
             }
         }
         let hidden = self.is_hidden(node);
-        let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
                 cached.per_node[node] += 1;
-                for (key, counts) in &mut cached.per_domain {
-                    if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
+                for (_, topology, counts) in &mut cached.per_domain {
+                    if let Some(d) = topology.per_node[node] {
                         counts[d as usize] += 1;
                     }
                 }
                 for v in cached.visible.iter_mut().filter(|_| !hidden) {
-                    if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[node]) {
+                    if let Some(d) = v.topology.per_node[node] {
                         v.counts[d as usize] += 1;
                     }
                 }
@@ -335,18 +356,17 @@ impl ClusterView {
             }
         }
         let hidden = self.is_hidden(node);
-        let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
                 let counted = cached.per_node[node] > 0;
                 cached.per_node[node] = cached.per_node[node].saturating_sub(1);
-                for (key, counts) in &mut cached.per_domain {
-                    if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
+                for (_, topology, counts) in &mut cached.per_domain {
+                    if let Some(d) = topology.per_node[node] {
                         counts[d as usize] = counts[d as usize].saturating_sub(1);
                     }
                 }
                 for v in cached.visible.iter_mut().filter(|_| counted && !hidden) {
-                    if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[node]) {
+                    if let Some(d) = v.topology.per_node[node] {
                         v.counts[d as usize] -= 1;
                     }
                 }
@@ -413,11 +433,10 @@ impl ClusterView {
         }
         *h = hidden;
         let sign: i64 = if hidden { -1 } else { 1 };
-        let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             let count = i64::from(cached.per_node[idx]);
             for v in &mut cached.visible {
-                if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[idx]) {
+                if let Some(d) = v.topology.per_node[idx] {
                     v.counts[d as usize] += sign * count;
                     v.nodes[d as usize] = v.nodes[d as usize].saturating_add_signed(sign as i32);
                 }
@@ -448,6 +467,14 @@ impl ClusterView {
     fn counts_per_node(&self, matcher: PodMatcher) -> Vec<u32> {
         let key = self.count_matching(matcher);
         self.match_counts.borrow().get(&key).map(|c| c.per_node.clone()).unwrap_or_default()
+    }
+
+    /// Marks in `d` the domain of each node holding a live pod the matcher cached under `key`
+    /// counts (see [`ClusterView::count_matching`]).
+    fn mark_counted(&self, key: &str, d: &mut MarkedDomains) {
+        if let Some(c) = self.match_counts.borrow().get(key) {
+            d.mark_nodes(&c.per_node);
+        }
     }
 
     /// Makes sure the live pods on each node that `matcher` counts are cached (see
@@ -532,21 +559,61 @@ impl ClusterView {
     }
 
     fn prepare_as<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>, unbound: bool) -> PreparedPod<'p> {
-        let node_terms = pod::required_node_terms(pod);
-        let name_fields = pod::required_node_name_fields(pod);
-        let volume_terms = pod::volume_claims(pod).iter().filter_map(|c| self.volumes.get(c).cloned()).collect();
+        self.prepare_from(pod, self.pod_filters(pod, requests), unbound)
+    }
+
+    /// What the filters read of `pod` alone (see [`PodFilters`]), with its requests when they
+    /// are known already. They hold for this view and any view with its volume topology and
+    /// namespace labels.
+    pub fn pod_filters(&self, pod: &Pod, requests: Option<Arc<ResourceList>>) -> Arc<PodFilters> {
+        let requests = requests.unwrap_or_else(|| Arc::new(pod_requests(pod)));
+        let core_requests = core_of(&requests);
+        let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
+        let affinity = pod::pod_affinities(pod);
+        let matches_own_affinity = affinity.required.iter().all(|t| t.matches(pod, &self.namespace_labels));
+        Arc::new(PodFilters {
+            core_requests,
+            only_core,
+            requests,
+            node_terms: pod::required_node_terms(pod),
+            name_fields: pod::required_node_name_fields(pod),
+            ports: pod::host_ports(pod),
+            volume_terms: pod::volume_claims(pod).iter().filter_map(|c| self.volumes.get(c).cloned()).collect(),
+            spread: pod::spread_constraints(pod)
+                .into_iter()
+                .filter(|c| c.hard)
+                .map(|c| {
+                    let self_match = i64::from(c.counts(pod));
+                    (c, self_match)
+                })
+                .collect(),
+            affinity,
+            matches_own_affinity,
+        })
+    }
+
+    /// [`ClusterView::prepare_unbound`] from the pod's filters kept from
+    /// [`ClusterView::pod_filters`] (on this view or one with the same volume topology and
+    /// namespace labels): the same verdicts, without parsing the pod again.
+    pub fn prepare_unbound_from<'p>(&self, pod: &'p Pod, filters: &Arc<PodFilters>) -> PreparedPod<'p> {
+        self.prepare_from(pod, Arc::clone(filters), true)
+    }
+
+    fn prepare_from<'p>(&self, pod: &'p Pod, fixed: Arc<PodFilters>, unbound: bool) -> PreparedPod<'p> {
+        let node_terms = &fixed.node_terms;
+        let name_fields = &fixed.name_fields;
         let tols = pod::tolerations(pod);
-        let constraints: Vec<SpreadConstraint> = pod::spread_constraints(pod).into_iter().filter(|c| c.hard).collect();
-        let mut spread: Vec<SpreadState> = constraints
-            .into_iter()
-            .map(|c| {
+        let mut spread: Vec<SpreadState> = fixed
+            .spread
+            .iter()
+            .map(|(c, self_match)| {
                 let topology = self.topology_index(&c.topology_key);
                 SpreadState {
-                    self_match: i64::from(c.counts(pod)),
+                    self_match: *self_match,
                     counts: vec![0; topology.domains],
                     eligible: vec![false; topology.domains],
                     topology,
-                    constraint: c,
+                    constraint: c.clone(),
                     min: None,
                 }
             })
@@ -577,7 +644,7 @@ impl ClusterView {
                 if self.is_hidden(i) || !spread.iter().all(|s| s.topology.per_node[i].is_some()) {
                     continue;
                 }
-                let affinity_ok = !check_affinity || self.node_affinity_ok(&node_terms, &name_fields, i);
+                let affinity_ok = !check_affinity || self.node_affinity_ok(node_terms, name_fields, i);
                 let taints_ok = !check_taints || pod::untolerated_taint_with(tols, &n.taints, false).is_none();
                 for (s, matched) in spread.iter_mut().zip(&matched) {
                     if (s.constraint.honor_node_affinity && !affinity_ok)
@@ -601,25 +668,24 @@ impl ClusterView {
                 s.min = min;
             }
         }
-        let affinity = pod::pod_affinities(pod);
+        let affinity = &fixed.affinity;
         let mut affinity_domains = Vec::with_capacity(affinity.required.len());
         if !affinity.required.is_empty() {
-            let matched = self.counts_per_node(PodMatcher::AllTerms(affinity.required.clone()));
+            let key = self.count_matching(PodMatcher::AllTerms(affinity.required.clone()));
             for t in &affinity.required {
                 let mut d = MarkedDomains::new(&t.topology_key, self.topology_index(&t.topology_key));
-                d.mark_nodes(&matched);
+                self.mark_counted(&key, &mut d);
                 affinity_domains.push(d);
             }
         }
         let affinity_none_anywhere = affinity_domains.iter().all(|d| !d.marked.contains(&true));
         let mut anti_domains = Vec::with_capacity(affinity.required_anti.len());
         for t in &affinity.required_anti {
-            let matched = self.counts_per_node(PodMatcher::Term(t.clone()));
+            let key = self.count_matching(PodMatcher::Term(t.clone()));
             let mut d = MarkedDomains::new(&t.topology_key, self.topology_index(&t.topology_key));
-            d.mark_nodes(&matched);
+            self.mark_counted(&key, &mut d);
             anti_domains.push(d);
         }
-        let matches_own_affinity = affinity.required.iter().all(|t| t.matches(pod, &self.namespace_labels));
         let mut existing_anti: Vec<MarkedDomains> = Vec::new();
         for (terms, nodes) in &self.anti {
             for t in terms {
@@ -641,24 +707,13 @@ impl ClusterView {
                 }
             }
         }
-        let requests = requests.unwrap_or_else(|| Arc::new(pod_requests(pod)));
-        let core_requests = core_of(&requests);
-        let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
         PreparedPod {
             pod,
             unbound,
-            core_requests,
-            only_core,
-            requests,
-            node_terms,
-            name_fields,
-            ports: pod::host_ports(pod),
-            volume_terms,
+            fixed,
             spread,
-            affinity,
             affinity_domains,
             affinity_none_anywhere,
-            matches_own_affinity,
             anti_domains,
             existing_anti,
         }
@@ -746,8 +801,8 @@ impl ClusterView {
             .map(|((w, _, key), (mkey, topology))| {
                 let counts = cache
                     .get(mkey)
-                    .and_then(|c| c.per_domain.iter().find(|(k, _)| k == key))
-                    .map_or(&[][..], |(_, v)| v.as_slice());
+                    .and_then(|c| c.per_domain.iter().find(|(k, _, _)| k == key))
+                    .map_or(&[][..], |(_, _, v)| v.as_slice());
                 (*w, topology.as_ref(), counts)
             })
             .collect();
@@ -795,6 +850,7 @@ impl ClusterView {
             None => {
                 let mut v = VisibleDomains {
                     key: key.to_string(),
+                    topology: Arc::clone(topology),
                     counts: vec![0; topology.domains],
                     nodes: vec![0; topology.domains],
                 };
@@ -822,7 +878,7 @@ impl ClusterView {
     /// matcher's cache key.
     fn domain_counts(&self, matcher: &PodMatcher, key: &str) -> String {
         let mkey = self.key_of(matcher);
-        let known = self.match_counts.borrow().get(&mkey).map(|c| c.per_domain.iter().any(|(k, _)| k == key));
+        let known = self.match_counts.borrow().get(&mkey).map(|c| c.per_domain.iter().any(|(k, _, _)| k == key));
         if known == Some(true) {
             return mkey;
         }
@@ -838,7 +894,7 @@ impl ClusterView {
                     counts[d as usize] += i64::from(*count);
                 }
             }
-            c.per_domain.push((key.to_string(), counts));
+            c.per_domain.push((key.to_string(), Arc::clone(&topology), counts));
         }
         mkey
     }
@@ -894,27 +950,28 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
         taints.iter().position(|x| std::ptr::eq(x, t))
     }
     fn node_affinity_matches(&mut self) -> bool {
-        self.v.node_affinity_ok(&self.p.node_terms, &self.p.name_fields, self.node)
+        self.v.node_affinity_ok(&self.p.fixed.node_terms, &self.p.fixed.name_fields, self.node)
     }
     fn host_ports_free(&mut self) -> bool {
-        crate::fit::host_ports_free(&self.p.ports, &self.v.ports[self.node])
+        crate::fit::host_ports_free(&self.p.fixed.ports, &self.v.ports[self.node])
     }
     fn short_resource(&mut self) -> Option<usize> {
         // cpu, memory and pods without map lookups when that is all the pod asks for.
         let free = &self.v.free_core[self.node];
-        if self.p.only_core
-            && crate::fit::short_resource(self.p.core_requests.iter().zip(free).map(|(r, f)| (*r, 0, *f))).is_none()
+        if self.p.fixed.only_core
+            && crate::fit::short_resource(self.p.fixed.core_requests.iter().zip(free).map(|(r, f)| (*r, 0, *f)))
+                .is_none()
         {
             return None;
         }
         let used = &self.v.requested[self.node];
         let alloc = &self.node().allocatable;
         crate::fit::short_resource(
-            self.p.requests.iter().map(|(k, q)| (q.nanos(), used.get(k).nanos(), alloc.get(k).nanos())),
+            self.p.fixed.requests.iter().map(|(k, q)| (q.nanos(), used.get(k).nanos(), alloc.get(k).nanos())),
         )
     }
     fn volumes_match(&mut self) -> bool {
-        crate::fit::volumes_match(&self.p.volume_terms, &self.node().labels)
+        crate::fit::volumes_match(&self.p.fixed.volume_terms, &self.node().labels)
     }
     fn spread(&mut self) -> Result<(), crate::fit::Why> {
         for (i, s) in self.p.spread.iter().enumerate() {
@@ -934,7 +991,7 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
         !self.p.anti_domains.iter().any(|b| b.contains(self.node))
     }
     fn affinity_ok(&mut self) -> bool {
-        let required = &self.p.affinity.required;
+        let required = &self.p.fixed.affinity.required;
         if required.is_empty() {
             return true;
         }
@@ -946,14 +1003,14 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
             keys_present,
             pods_in_domains,
             self.p.affinity_none_anywhere,
-            self.p.matches_own_affinity,
+            self.p.fixed.matches_own_affinity,
         )
     }
     fn taint(&self, i: usize) -> Option<&kerf_api::Taint> {
         self.node().taints.get(i)
     }
     fn resource_name(&self, i: usize) -> &str {
-        self.p.requests.iter().nth(i).map(|(k, _)| k.as_str()).unwrap_or("")
+        self.p.fixed.requests.iter().nth(i).map(|(k, _)| k.as_str()).unwrap_or("")
     }
 }
 

@@ -25,7 +25,7 @@ use crate::instance::{InstanceType, Offering};
 use crate::kube_choice;
 use crate::model::{ExistingNode, NewNodeClaim};
 use crate::pod;
-use crate::predicates::ClusterView;
+use crate::predicates::{ClusterView, PodFilters};
 
 /// The existing nodes as kube-scheduler sees them, and where each is in the view.
 #[derive(Debug)]
@@ -52,8 +52,10 @@ pub(super) struct KubeView {
 #[derive(Debug, Default)]
 pub(super) struct Copies {
     /// By the address of the context's pod (kept alive here): that pod, its kind (an index into
-    /// `kinds`) and the last `edits` it was met at.
-    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, usize, u64)>,
+    /// `kinds`), the last `edits` it was met at, and its filters ([`ClusterView::pod_filters`]:
+    /// a view edited to another cluster keeps its volume topology and namespace labels, for
+    /// which they hold).
+    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, usize, u64, Arc<PodFilters>)>,
     /// How many times the ranking was made anew.
     edits: u64,
     /// The kinds met so far, by key.
@@ -69,7 +71,7 @@ impl Copies {
     /// dropped.
     pub(super) fn ranking_made_anew(&mut self) {
         let edits = self.edits;
-        self.by_pod.retain(|_, (pod, _, met)| *met == edits && Arc::strong_count(pod) > 1);
+        self.by_pod.retain(|_, (pod, _, met, _)| *met == edits && Arc::strong_count(pod) > 1);
         self.edits += 1;
         for kind in &mut self.kinds {
             kind.2 = None;
@@ -78,17 +80,17 @@ impl Copies {
 }
 
 impl KubeView {
-    /// The kind in the ranking of `pod` (a moved pod, replayed as its owner's new copy); ranks a
-    /// kind not ranked yet (the view must be as built). Pods of one kind read the same of the
-    /// view ([`kube_choice::kind_key`]), so the kind is ranked with whichever of its pods was
-    /// met first.
-    pub(super) fn kind_of(&mut self, pod: &Arc<Pod>) -> usize {
+    /// The kind in the ranking of `pod` (a moved pod, replayed as its owner's new copy) and its
+    /// filters; ranks a kind not ranked yet (the view must be as built). Pods of one kind read
+    /// the same of the view ([`kube_choice::kind_key`]), so the kind is ranked with whichever of
+    /// its pods was met first.
+    pub(super) fn kind_of(&mut self, pod: &Arc<Pod>) -> (usize, Arc<PodFilters>) {
         let addr = Arc::as_ptr(pod) as usize;
         let copies = &mut self.copies;
-        let kind = match copies.by_pod.get_mut(&addr) {
-            Some((_, kind, met)) => {
+        let (kind, filters) = match copies.by_pod.get_mut(&addr) {
+            Some((_, kind, met, filters)) => {
                 *met = copies.edits;
-                *kind
+                (*kind, Arc::clone(filters))
             }
             None => {
                 let key = kube_choice::kind_key(pod);
@@ -100,12 +102,13 @@ impl KubeView {
                         copies.kinds.len() - 1
                     }
                 };
-                copies.by_pod.insert(addr, (Arc::clone(pod), kind, copies.edits));
-                kind
+                let filters = self.view.pod_filters(pod, None);
+                copies.by_pod.insert(addr, (Arc::clone(pod), kind, copies.edits, Arc::clone(&filters)));
+                (kind, filters)
             }
         };
         let (first, key, ranked) = &mut copies.kinds[kind];
-        *ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key))
+        (*ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key)), filters)
     }
 }
 
@@ -332,7 +335,7 @@ impl SchedulingContext {
         // as the replay reads the pods themselves. Their kinds are ranked on the view as built,
         // before any node is taken away.
         let order = pods;
-        let kinds: Vec<usize> = pods.iter().map(|p| kv.kind_of(p)).collect();
+        let (kinds, filters): (Vec<usize>, Vec<Arc<PodFilters>>) = pods.iter().map(|p| kv.kind_of(p)).unzip();
         // The removed nodes go, and their pods with them.
         let mut taken: Vec<(usize, Vec<PodWithRequests>)> = Vec::new();
         for name in removed {
@@ -358,7 +361,9 @@ impl SchedulingContext {
         for positions in &orders {
             let batch: Vec<Arc<Pod>> = positions.iter().map(|i| Arc::clone(&order[*i])).collect();
             let batch_kinds: Vec<usize> = positions.iter().map(|i| kinds[*i]).collect();
-            if let Err(nb) = kube_choice::replay(&mut kv.view, &batch, Some((&kv.ranking, &batch_kinds))) {
+            let batch_filters: Vec<Arc<PodFilters>> = positions.iter().map(|i| Arc::clone(&filters[*i])).collect();
+            let ranked = Some((&kv.ranking, batch_kinds.as_slice()));
+            if let Err(nb) = kube_choice::replay(&mut kv.view, &batch, ranked, Some(&batch_filters)) {
                 let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
                 result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
                 break;
@@ -383,19 +388,21 @@ fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]
         turns.iter().map(|t| t.removed.iter().filter_map(|n| kv.index.get(*n).copied()).collect()).collect();
     // The pods each turn moves (replayed as kube-scheduler sees their copies), with their kinds
     // (ranked on the view as built, before any node is hidden), and their orders.
-    let (moved, kinds): (Vec<Vec<Arc<Pod>>>, Vec<Vec<usize>>) = nodes
-        .iter()
-        .map(|idxs| {
-            let on_nodes: Vec<Arc<Pod>> = idxs
-                .iter()
-                .flat_map(|&i| kv.view.nodes()[i].pods.iter())
-                .filter(|p| p.metadata.deletion_timestamp.is_none() && super::queue::reschedulable(p))
-                .cloned()
-                .collect();
-            let kinds = on_nodes.iter().map(|p| kv.kind_of(p)).collect();
-            (on_nodes, kinds)
-        })
-        .unzip();
+    let mut moved: Vec<Vec<Arc<Pod>>> = Vec::with_capacity(nodes.len());
+    let mut kinds: Vec<Vec<usize>> = Vec::with_capacity(nodes.len());
+    let mut filters: Vec<Vec<Arc<PodFilters>>> = Vec::with_capacity(nodes.len());
+    for idxs in &nodes {
+        let on_nodes: Vec<Arc<Pod>> = idxs
+            .iter()
+            .flat_map(|&i| kv.view.nodes()[i].pods.iter())
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && super::queue::reschedulable(p))
+            .cloned()
+            .collect();
+        let (k, f): (Vec<usize>, Vec<Arc<PodFilters>>) = on_nodes.iter().map(|p| kv.kind_of(p)).unzip();
+        moved.push(on_nodes);
+        kinds.push(k);
+        filters.push(f);
+    }
     let KubeView { view, ranking, .. } = kv;
     for &idx in nodes.iter().flatten() {
         view.set_hidden(idx, true);
@@ -437,7 +444,8 @@ fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]
             let Some(order) = orders[t].get(v).or_else(|| orders[t].last()) else { continue };
             let batch: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[t][*i])).collect();
             let batch_kinds: Vec<usize> = order.iter().map(|i| kinds[t][*i]).collect();
-            if let Err(nb) = session.bind(view, &batch, Some(&batch_kinds)) {
+            let batch_filters: Vec<Arc<PodFilters>> = order.iter().map(|i| Arc::clone(&filters[t][*i])).collect();
+            if let Err(nb) = session.bind(view, &batch, Some(&batch_kinds), Some(&batch_filters)) {
                 let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
                 result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
                 break;
