@@ -224,6 +224,10 @@ struct RankedKind {
     requests: [f64; 2],
     /// (score, name rank, node) of the base nodes passing the node-local filters, best first.
     nodes: Vec<(i64, u32, u32)>,
+    /// Per base node, whether it passes the node-local filters (is in `nodes`). A replay only
+    /// adds pods to a base node it binds to: one that failed still fails, and one that passed
+    /// passes while its host ports and resources do ([`ClusterView::room_filters_pass`]).
+    passes: Vec<bool>,
 }
 
 /// What the node-local filters and the resource scores read of a pod, as bytes: pods with
@@ -276,7 +280,11 @@ impl Ranking {
                 .map(|i| (resource_score(view, i, requests), self.name_rank[i], i as u32))
                 .collect();
             nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            RankedKind { resources, requests, nodes }
+            let mut passes = vec![false; self.base_nodes];
+            for &(_, _, idx) in &nodes {
+                passes[idx as usize] = true;
+            }
+            RankedKind { resources, requests, nodes, passes }
         });
         self.kinds.push(ranked);
         self.kinds.len() - 1
@@ -326,9 +334,12 @@ const REFUSED: i64 = i64::MIN;
 struct KindTouched {
     /// How many of `Touched::binds` are reflected here.
     seen: usize,
-    /// Per slot of `Touched::nodes`: the node's score for the kind, or `REFUSED` when it fails
-    /// the kind's node-local filters.
-    fits: Vec<i64>,
+    /// Per slot of `Touched::nodes`: the node's score for the kind (`REFUSED` when it fails the
+    /// kind's node-local filters) and its name rank.
+    fits: Vec<(i64, u32)>,
+    /// How many of the kind's ranked nodes (`RankedKind::nodes`), from the first, are bound
+    /// nodes: a node once bound to stays so for the replay, so they are not looked at again.
+    touched_head: usize,
 }
 
 impl Touched {
@@ -343,10 +354,6 @@ impl Touched {
             pushed: (base..len).collect(),
             kinds: Vec::new(),
         }
-    }
-
-    fn is_touched(&self, idx: usize) -> bool {
-        self.slot[idx] != UNTOUCHED
     }
 
     fn bound(&mut self, idx: usize) {
@@ -382,40 +389,40 @@ fn choose_ranked(
         None => true,
         Some(b) => a.0 > b.0 || (a.0 == b.0 && (name(a.1), a.1) < (name(b.1), b.1)),
     };
-    // The untouched base nodes: the first of the kind's list passing the inter-pod filters.
-    let mut best: Option<(i64, usize)> = kind
-        .nodes
-        .iter()
-        .map(|&(score, _, idx)| (score, idx as usize))
-        .find(|&(_, idx)| !touched.is_touched(idx) && view.inter_pod_filters_pass(&prepared, idx));
-    // The bound nodes: the kind's own verdicts and scores of them, brought up to date first
-    // (a node bound to again since is read once, at its last bind: the view as it is now).
     if touched.kinds.len() <= kind_id {
         touched.kinds.resize_with(kind_id + 1, KindTouched::default);
     }
     let kt = &mut touched.kinds[kind_id];
-    kt.fits.resize(touched.nodes.len(), REFUSED);
+    // The untouched base nodes: the first of the kind's list passing the inter-pod filters.
+    while kind.nodes.get(kt.touched_head).is_some_and(|&(_, _, idx)| touched.slot[idx as usize] != UNTOUCHED) {
+        kt.touched_head += 1;
+    }
+    let mut best: Option<(i64, usize)> = kind.nodes[kt.touched_head..]
+        .iter()
+        .map(|&(score, _, idx)| (score, idx as usize))
+        .find(|&(_, idx)| touched.slot[idx] == UNTOUCHED && view.inter_pod_filters_pass(&prepared, idx));
+    // The bound nodes: the kind's own verdicts and scores of them, brought up to date first
+    // (a node bound to again since is read once, at its last bind: the view as it is now).
+    kt.fits.resize(touched.nodes.len(), (REFUSED, 0));
     for (at, &slot) in touched.binds.iter().enumerate().skip(kt.seen) {
         let slot = slot as usize;
         if touched.last_bind[slot] as usize != at {
             continue;
         }
         let idx = touched.nodes[slot] as usize;
-        kt.fits[slot] =
-            if view.node_filters_pass(&prepared, idx) { resource_score(view, idx, kind.requests) } else { REFUSED };
+        let fits = kind.passes[idx] && view.room_filters_pass(&prepared, idx);
+        kt.fits[slot] = (if fits { resource_score(view, idx, kind.requests) } else { REFUSED }, ranking.name_rank[idx]);
     }
     kt.seen = touched.binds.len();
     // The best of them that beats the best untouched node and passes the inter-pod filters.
-    let rank_of = |b: Option<(i64, usize)>| b.map(|(score, idx)| (score, ranking.name_rank[idx]));
-    let mut bar = rank_of(best);
-    for (slot, &score) in kt.fits.iter().enumerate() {
-        if score == REFUSED {
+    let mut bar = best.map(|(score, idx)| (score, ranking.name_rank[idx]));
+    for (slot, &(score, rank)) in kt.fits.iter().enumerate() {
+        let beats = score != REFUSED && bar.is_none_or(|(s, r)| score > s || (score == s && rank < r));
+        if !beats {
             continue;
         }
         let idx = touched.nodes[slot] as usize;
-        let rank = ranking.name_rank[idx];
-        let beats = bar.is_none_or(|(s, r)| score > s || (score == s && rank < r));
-        if beats && view.inter_pod_filters_pass(&prepared, idx) {
+        if view.inter_pod_filters_pass(&prepared, idx) {
             best = Some((score, idx));
             bar = Some((score, rank));
         }

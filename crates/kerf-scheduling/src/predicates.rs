@@ -747,6 +747,15 @@ impl ClusterView {
             && crate::fit::check_node(&mut ViewFit { v: self, p, node }).is_ok()
     }
 
+    /// Whether a prepared pod passes the node-local filters on `node` that read its pods
+    /// ([`crate::fit::check_room`]): on a node that passed [`ClusterView::node_filters_pass`]
+    /// and has only gained pods since, the same answer.
+    pub fn room_filters_pass(&self, p: &PreparedPod<'_>, node: usize) -> bool {
+        node < self.nodes.len()
+            && !self.is_hidden(node)
+            && crate::fit::check_room(&mut ViewFit { v: self, p, node }).is_ok()
+    }
+
     /// Whether a prepared pod passes the filters on `node` that read other pods too
     /// ([`crate::fit::check_inter_pod`]).
     pub fn inter_pod_filters_pass(&self, p: &PreparedPod<'_>, node: usize) -> bool {
