@@ -290,6 +290,11 @@ impl Ranking {
         self.kinds.len() - 1
     }
 
+    /// The requests of the pods of `kind` ([`crate::pod::pod_requests`]), when it is ranked.
+    pub fn kind_requests(&self, kind: usize) -> Option<&Arc<ResourceList>> {
+        self.kinds.get(kind)?.as_ref().map(|k| &k.resources)
+    }
+
     /// The cpu and memory requests of the pods of `kind`, when it is ranked.
     pub fn kind_cpu_memory(&self, kind: usize) -> Option<[f64; 2]> {
         self.kinds.get(kind)?.as_ref().map(|k| k.requests)

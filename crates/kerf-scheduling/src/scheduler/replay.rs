@@ -87,28 +87,29 @@ impl KubeView {
     pub(super) fn kind_of(&mut self, pod: &Arc<Pod>) -> (usize, Arc<PodFilters>) {
         let addr = Arc::as_ptr(pod) as usize;
         let copies = &mut self.copies;
-        let (kind, filters) = match copies.by_pod.get_mut(&addr) {
-            Some((_, kind, met, filters)) => {
-                *met = copies.edits;
-                (*kind, Arc::clone(filters))
-            }
+        if let Some((_, kind, met, filters)) = copies.by_pod.get_mut(&addr) {
+            *met = copies.edits;
+            let (kind, filters) = (*kind, Arc::clone(filters));
+            let (first, key, ranked) = &mut copies.kinds[kind];
+            return (*ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key)), filters);
+        }
+        let key = kube_choice::kind_key(pod);
+        let kind = match copies.ids.get(&key) {
+            Some(k) => *k,
             None => {
-                let key = kube_choice::kind_key(pod);
-                let kind = match copies.ids.get(&key) {
-                    Some(k) => *k,
-                    None => {
-                        copies.kinds.push((Arc::clone(pod), key.clone(), None));
-                        copies.ids.insert(key, copies.kinds.len() - 1);
-                        copies.kinds.len() - 1
-                    }
-                };
-                let filters = self.view.pod_filters(pod, None);
-                copies.by_pod.insert(addr, (Arc::clone(pod), kind, copies.edits, Arc::clone(&filters)));
-                (kind, filters)
+                copies.kinds.push((Arc::clone(pod), key.clone(), None));
+                copies.ids.insert(key, copies.kinds.len() - 1);
+                copies.kinds.len() - 1
             }
         };
         let (first, key, ranked) = &mut copies.kinds[kind];
-        (*ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key)), filters)
+        let ranked = *ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key));
+        // Pods of one kind have the same containers and overhead: a ranked kind's requests are
+        // this pod's.
+        let requests = self.ranking.kind_requests(ranked).cloned();
+        let filters = self.view.pod_filters(pod, requests);
+        copies.by_pod.insert(addr, (Arc::clone(pod), kind, copies.edits, Arc::clone(&filters)));
+        (ranked, filters)
     }
 }
 
