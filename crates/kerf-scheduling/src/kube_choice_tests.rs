@@ -370,3 +370,38 @@ fn a_pod_prepared_from_filters_kept_from_an_earlier_view_state_answers_as_one_pr
     }
     assert!(fits > 100 && refusals > 100, "{fits} fits, {refusals} refusals");
 }
+
+#[test]
+fn a_views_requested_equals_its_pods_requests_summed_extended_resources_included() {
+    // The view sums cpu, memory and pods apart from other resources: what it reports must be
+    // the plain sum of its pods' requests as pods come and go.
+    let mut rng = Lcg(41);
+    let mut view = cluster(&mut rng, false);
+    for step in 0..120 {
+        let n = rng.below(view.nodes().len());
+        match (rng.below(3), view.nodes()[n].pods.len()) {
+            (0, _) | (_, 0) => {
+                let b = pod(&format!("x{step}")).cpu("100m").memory("64Mi");
+                let p = if step % 2 == 0 { b.request("vpc.amazonaws.com/pod-eni", "1").build() } else { b.build() };
+                view.add_pod(n, p);
+            }
+            (_, len) => {
+                let p = Arc::clone(&view.nodes()[n].pods[rng.below(len)]);
+                assert!(view.remove_pod(n, &p));
+            }
+        }
+    }
+    let nonzero = |list: &kerf_api::ResourceList| {
+        list.iter().filter(|(_, q)| !q.is_zero()).map(|(k, q)| (k.clone(), q.nanos())).collect::<Vec<_>>()
+    };
+    let mut extended = 0;
+    for n in 0..view.nodes().len() {
+        let summed = view.nodes()[n].pods.iter().fold(kerf_api::ResourceList::new(), |mut acc, p| {
+            acc.add(&crate::pod::pod_requests(p));
+            acc
+        });
+        assert_eq!(nonzero(&view.requested(n)), nonzero(&summed), "node {n}");
+        extended += usize::from(!summed.get("vpc.amazonaws.com/pod-eni").is_zero());
+    }
+    assert!(extended > 3, "{extended} nodes hold pods asking for pod-eni");
+}

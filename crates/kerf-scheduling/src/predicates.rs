@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::resources::{CPU, MEMORY, PODS};
-use kerf_api::{ResourceList, TaintEffect};
+use kerf_api::{Quantity, ResourceList, TaintEffect};
 
 use crate::model::ExistingNode;
 use crate::pod::{self, AffinityTerm, HostPort, PodAffinities, SpreadConstraint};
@@ -31,17 +31,18 @@ pub struct ClusterView {
     /// The requests ([`pod_requests`]) of each node's pods, in the order of its `pods`: parsed
     /// once when a pod is added, so taking it off again parses nothing.
     pod_requests: Vec<Vec<Arc<ResourceList>>>,
-    /// Sum of the requests of each node's pods.
-    requested: Vec<ResourceList>,
+    /// Sum of the requests of each node's pods other than cpu, memory and pods (those are
+    /// summed in `used_core`): most pods ask for nothing else, and adding or taking one then
+    /// touches no map.
+    extended: Vec<ResourceList>,
     /// Per node, (allocatable, requested) cpu cores and memory bytes as the scores read them,
-    /// kept with `requested` so scoring a node does no map lookups.
+    /// kept with `used_core` so scoring a node does no map lookups.
     cpu_memory: Vec<([f64; 2], [f64; 2])>,
     /// Per node, allocatable minus requested for cpu, memory and pods in nano-units: the
     /// resources every pod asks for, checked without map lookups.
     free_core: Vec<[i128; 3]>,
-    /// Per node, the cpu and memory its pods request in nano-units (as `requested` sums them),
-    /// so adding or taking a pod updates `cpu_memory` without map lookups.
-    used_cpu_memory: Vec<[i128; 2]>,
+    /// Per node, the cpu, memory and pods its pods request in nano-units (saturating sums).
+    used_core: Vec<[i128; 3]>,
     ports: Vec<Vec<HostPort>>,
     /// Pods with required anti-affinity, grouped by their terms (the pods of one workload share
     /// them): the terms and how many such pods each node holds.
@@ -233,10 +234,10 @@ impl ClusterView {
             let idx = v.nodes.len();
             v.nodes.push(ExistingNode { pods: Vec::new(), ..n });
             v.pod_requests.push(Vec::new());
-            v.requested.push(ResourceList::new());
+            v.extended.push(ResourceList::new());
             v.cpu_memory.push((cpu_memory_of(&v.nodes[idx].allocatable), [0.0; 2]));
             v.free_core.push(core_of(&v.nodes[idx].allocatable));
-            v.used_cpu_memory.push([0; 2]);
+            v.used_core.push([0; 3]);
             v.ports.push(Vec::new());
             for p in pods {
                 let r = requests(&p);
@@ -262,9 +263,15 @@ impl ClusterView {
         &self.nodes
     }
 
-    /// What the pods on `node` request in total.
-    pub fn requested(&self, node: usize) -> &ResourceList {
-        &self.requested[node]
+    /// What the pods on `node` request in total (a resource they ask none of left out or zero).
+    pub fn requested(&self, node: usize) -> ResourceList {
+        let mut list = self.extended[node].clone();
+        for (name, nanos) in CORE.iter().zip(self.used_core[node]) {
+            if nanos != 0 {
+                list.set(*name, Quantity::from_nanos(nanos, kerf_api::quantity::Format::DecimalSI));
+            }
+        }
+        list
     }
 
     /// Records a pod bound (or nominated) to `node`.
@@ -275,16 +282,15 @@ impl ClusterView {
 
     /// [`ClusterView::add_pod`] for a pod whose requests ([`pod_requests`]) are known already.
     pub fn add_pod_with(&mut self, node: usize, pod: Arc<Pod>, requests: Arc<ResourceList>) {
-        let core = core_of(&requests);
+        let core = self.split_requests(node, &requests, Quantity::saturating_add);
         for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free -= req;
         }
-        self.requested[node].add(&requests);
-        let used = &mut self.used_cpu_memory[node];
+        let used = &mut self.used_core[node];
         for (u, r) in used.iter_mut().zip(core) {
             *u = u.saturating_add(r);
         }
-        self.cpu_memory[node].1 = used.map(nanos_f64);
+        self.cpu_memory[node].1 = [nanos_f64(used[0]), nanos_f64(used[1])];
         self.ports[node].extend(pod::host_ports(&pod));
         if pod::has_required_anti_affinity(&pod) {
             let terms = pod::pod_affinities(&pod).required_anti;
@@ -313,6 +319,29 @@ impl ClusterView {
         self.pod_requests[node].push(requests);
     }
 
+    /// A pod's cpu, memory and pods requests in nano-units ([`core_of`]), read in one pass over
+    /// `requests`; any other resource it asks for is added to (or, with `saturating_sub`,
+    /// taken from) node `node`'s `extended` sum with `op`.
+    fn split_requests(
+        &mut self,
+        node: usize,
+        requests: &ResourceList,
+        op: fn(&Quantity, &Quantity) -> Quantity,
+    ) -> [i128; 3] {
+        let mut core = [0i128; 3];
+        for (name, q) in requests.iter() {
+            match CORE.iter().position(|c| *c == name) {
+                Some(i) => core[i] = q.nanos(),
+                None => {
+                    let sum = &mut self.extended[node];
+                    let now = op(&sum.get(name), q);
+                    sum.set(name.clone(), now);
+                }
+            }
+        }
+        core
+    }
+
     /// Undoes [`ClusterView::add_pod`] for the very pod (the same `Arc`) added to `node`: its
     /// requests, host ports, anti-affinity and counts leave the node. Used for pods that only
     /// hold room while nominated there (kube-scheduler's nominated pods). Returns whether the
@@ -327,16 +356,15 @@ impl ClusterView {
         let at = self.nodes.get(node)?.pods.iter().position(|p| Arc::ptr_eq(p, pod))?;
         let pod = self.nodes[node].pods.remove(at);
         let requests = self.pod_requests[node].remove(at);
-        let core = core_of(&requests);
+        let core = self.split_requests(node, &requests, Quantity::saturating_sub);
         for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free += req;
         }
-        self.requested[node].sub(&requests);
-        let used = &mut self.used_cpu_memory[node];
+        let used = &mut self.used_core[node];
         for (u, r) in used.iter_mut().zip(core) {
             *u = u.saturating_sub(r);
         }
-        self.cpu_memory[node].1 = used.map(nanos_f64);
+        self.cpu_memory[node].1 = [nanos_f64(used[0]), nanos_f64(used[1])];
         if !self.ports[node].is_empty() {
             for port in pod::host_ports(&pod) {
                 if let Some(i) = self.ports[node].iter().position(|p| *p == port) {
@@ -387,10 +415,10 @@ impl ClusterView {
         let idx = self.nodes.len();
         self.nodes.push(ExistingNode { pods: Vec::new(), ..node });
         self.pod_requests.push(Vec::new());
-        self.requested.push(ResourceList::new());
+        self.extended.push(ResourceList::new());
         self.cpu_memory.push((cpu_memory_of(&self.nodes[idx].allocatable), [0.0; 2]));
         self.free_core.push(core_of(&self.nodes[idx].allocatable));
-        self.used_cpu_memory.push([0; 2]);
+        self.used_core.push([0; 3]);
         self.ports.push(Vec::new());
         self.hidden.resize(self.nodes.len(), false);
         for p in pods {
@@ -407,10 +435,10 @@ impl ClusterView {
         }
         let node = self.nodes.pop()?;
         self.pod_requests.pop();
-        self.requested.pop();
+        self.extended.pop();
         self.cpu_memory.pop();
         self.free_core.pop();
-        self.used_cpu_memory.pop();
+        self.used_core.pop();
         self.ports.pop();
         self.hidden.truncate(self.nodes.len());
         for cached in self.match_counts.get_mut().values_mut() {
@@ -973,10 +1001,14 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
         {
             return None;
         }
-        let used = &self.v.requested[self.node];
+        let (used_core, extended) = (&self.v.used_core[self.node], &self.v.extended[self.node]);
+        let used = |k: &str| match CORE.iter().position(|c| *c == k) {
+            Some(i) => used_core[i],
+            None => extended.get(k).nanos(),
+        };
         let alloc = &self.node().allocatable;
         crate::fit::short_resource(
-            self.p.fixed.requests.iter().map(|(k, q)| (q.nanos(), used.get(k).nanos(), alloc.get(k).nanos())),
+            self.p.fixed.requests.iter().map(|(k, q)| (q.nanos(), used(k), alloc.get(k).nanos())),
         )
     }
     fn volumes_match(&mut self) -> bool {
