@@ -153,9 +153,14 @@ pub struct PodFilters {
     name_fields: Vec<Option<Requirement>>,
     ports: Vec<HostPort>,
     volume_terms: Vec<Vec<Requirements>>,
-    /// The hard spread constraints, each with whether the pod counts for itself.
-    spread: Vec<(SpreadConstraint, i64)>,
+    /// The hard spread constraints, each with whether the pod counts for itself and the
+    /// cache key of the pods it counts ([`ClusterView::key_of`]).
+    spread: Vec<(SpreadConstraint, i64, String)>,
     affinity: PodAffinities,
+    /// The cache key of the pods matching every required affinity term (empty when none).
+    affinity_key: String,
+    /// The cache key of the pods matching each required anti-affinity term.
+    anti_keys: Vec<String>,
     matches_own_affinity: bool,
 }
 
@@ -509,9 +514,17 @@ impl ClusterView {
     /// `match_counts`); returns the cache key.
     fn count_matching(&self, matcher: PodMatcher) -> String {
         let key = self.key_of(&matcher);
-        if self.match_counts.borrow().contains_key(&key) {
-            return key;
+        self.count_keyed(&key, || matcher);
+        key
+    }
+
+    /// [`ClusterView::count_matching`] for a matcher whose cache key is `key` (kept from
+    /// [`ClusterView::key_of`]), made by `matcher` only when it is not cached yet.
+    fn count_keyed(&self, key: &str, matcher: impl FnOnce() -> PodMatcher) {
+        if self.match_counts.borrow().contains_key(key) {
+            return;
         }
+        let matcher = matcher();
         let per_node: Vec<u32> = self
             .nodes
             .iter()
@@ -519,8 +532,7 @@ impl ClusterView {
             .collect();
         self.match_counts
             .borrow_mut()
-            .insert(key.clone(), MatchCounts { matcher, per_node, per_domain: Vec::new(), visible: Vec::new() });
-        key
+            .insert(key.to_string(), MatchCounts { matcher, per_node, per_domain: Vec::new(), visible: Vec::new() });
     }
 
     /// `matcher`'s cache key ([`PodMatcher::key`]): the one kept for an equal matcher met
@@ -599,6 +611,12 @@ impl ClusterView {
         let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
         let affinity = pod::pod_affinities(pod);
         let matches_own_affinity = affinity.required.iter().all(|t| t.matches(pod, &self.namespace_labels));
+        let affinity_key = if affinity.required.is_empty() {
+            String::new()
+        } else {
+            self.key_of(&PodMatcher::AllTerms(affinity.required.clone()))
+        };
+        let anti_keys = affinity.required_anti.iter().map(|t| self.key_of(&PodMatcher::Term(t.clone()))).collect();
         Arc::new(PodFilters {
             core_requests,
             only_core,
@@ -612,9 +630,12 @@ impl ClusterView {
                 .filter(|c| c.hard)
                 .map(|c| {
                     let self_match = i64::from(c.counts(pod));
-                    (c, self_match)
+                    let key = self.key_of(&PodMatcher::Spread(c.clone()));
+                    (c, self_match, key)
                 })
                 .collect(),
+            affinity_key,
+            anti_keys,
             affinity,
             matches_own_affinity,
         })
@@ -634,7 +655,7 @@ impl ClusterView {
         let mut spread: Vec<SpreadState> = fixed
             .spread
             .iter()
-            .map(|(c, self_match)| {
+            .map(|(c, self_match, _)| {
                 let topology = self.topology_index(&c.topology_key);
                 SpreadState {
                     self_match: *self_match,
@@ -647,8 +668,10 @@ impl ClusterView {
             })
             .collect();
         if !spread.is_empty() {
-            let keys: Vec<String> =
-                spread.iter().map(|s| self.count_matching(PodMatcher::Spread(s.constraint.clone()))).collect();
+            let keys: Vec<&str> = fixed.spread.iter().map(|(_, _, key)| key.as_str()).collect();
+            for (s, key) in spread.iter().zip(&keys) {
+                self.count_keyed(key, || PodMatcher::Spread(s.constraint.clone()));
+            }
             // Node affinity and taints are read per node only when a constraint honours them
             // and they can turn a node away (a pod without node affinity matches every node).
             let check_affinity = spread.iter().any(|s| s.constraint.honor_node_affinity)
@@ -666,7 +689,7 @@ impl ClusterView {
             }
             let cache = self.match_counts.borrow();
             let matched: Vec<&[u32]> =
-                keys.iter().map(|k| cache.get(k).map_or(&[][..], |c| c.per_node.as_slice())).collect();
+                keys.iter().map(|k| cache.get(*k).map_or(&[][..], |c| c.per_node.as_slice())).collect();
             for (i, n) in self.nodes.iter().enumerate().filter(|_| !kept) {
                 // kube-scheduler counts only nodes carrying every topology key of the pod.
                 if self.is_hidden(i) || !spread.iter().all(|s| s.topology.per_node[i].is_some()) {
@@ -699,19 +722,20 @@ impl ClusterView {
         let affinity = &fixed.affinity;
         let mut affinity_domains = Vec::with_capacity(affinity.required.len());
         if !affinity.required.is_empty() {
-            let key = self.count_matching(PodMatcher::AllTerms(affinity.required.clone()));
+            let key = &fixed.affinity_key;
+            self.count_keyed(key, || PodMatcher::AllTerms(affinity.required.clone()));
             for t in &affinity.required {
                 let mut d = MarkedDomains::new(&t.topology_key, self.topology_index(&t.topology_key));
-                self.mark_counted(&key, &mut d);
+                self.mark_counted(key, &mut d);
                 affinity_domains.push(d);
             }
         }
         let affinity_none_anywhere = affinity_domains.iter().all(|d| !d.marked.contains(&true));
         let mut anti_domains = Vec::with_capacity(affinity.required_anti.len());
-        for t in &affinity.required_anti {
-            let key = self.count_matching(PodMatcher::Term(t.clone()));
+        for (t, key) in affinity.required_anti.iter().zip(&fixed.anti_keys) {
+            self.count_keyed(key, || PodMatcher::Term(t.clone()));
             let mut d = MarkedDomains::new(&t.topology_key, self.topology_index(&t.topology_key));
-            self.mark_counted(&key, &mut d);
+            self.mark_counted(key, &mut d);
             anti_domains.push(d);
         }
         let mut existing_anti: Vec<MarkedDomains> = Vec::new();
