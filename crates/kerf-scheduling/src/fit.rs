@@ -124,6 +124,19 @@ pub fn check_node(q: &mut impl FitQuery) -> Result<(), Why> {
     Ok(())
 }
 
+/// The filters of [`check_node`] that read the node's pods (host ports, free resources). On a
+/// node that passed [`check_node`] for a pod and has only gained pods since, [`check_node`]
+/// passes exactly when these do: the others read the pod and the node alone.
+pub fn check_room(q: &mut impl FitQuery) -> Result<(), Why> {
+    if !q.host_ports_free() {
+        return Err(Why::HostPorts);
+    }
+    if let Some(r) = q.short_resource() {
+        return Err(Why::Resource(r));
+    }
+    Ok(())
+}
+
 /// The filters [`check`] runs last, which read the pods of other nodes too (topology spread and
 /// pod (anti-)affinity, the pod's own and the existing pods').
 pub fn check_inter_pod(q: &mut impl FitQuery) -> Result<(), Why> {

@@ -17,16 +17,13 @@
 //! per kind of pod, the cluster's nodes in the order kube-scheduler would prefer them, so a
 //! replay finds each pod's node without filtering and scoring every node again.
 
-use std::cmp::Reverse;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::resources::{CPU, MEMORY};
 use kerf_api::{ResourceList, TaintEffect};
 
-use crate::index_hash::ByIndex;
-use crate::predicates::{ClusterView, PreferenceParts, PreparedPod};
+use crate::predicates::{ClusterView, PodFilters, PreferenceParts, PreparedPod};
 
 /// kube-scheduler's default score plugin weights (ImageLocality is left out: nothing here pulls
 /// images).
@@ -227,18 +224,22 @@ struct RankedKind {
     requests: [f64; 2],
     /// (score, name rank, node) of the base nodes passing the node-local filters, best first.
     nodes: Vec<(i64, u32, u32)>,
+    /// Per base node, whether it passes the node-local filters (is in `nodes`). A replay only
+    /// adds pods to a base node it binds to: one that failed still fails, and one that passed
+    /// passes while its host ports and resources do ([`ClusterView::room_filters_pass`]).
+    passes: Vec<bool>,
 }
 
 /// What the node-local filters and the resource scores read of a pod, as bytes: pods with
 /// equal keys are of one kind for a [`Ranking`]. Whether it states preferences, its
-/// namespace, node name, node selector and node affinity, tolerations, containers (requests and
-/// host ports), overhead and volume claims.
+/// namespace, node selector and node affinity, tolerations, containers (requests and host
+/// ports), overhead and volume claims (not its node name: a replay reads every pod as not bound,
+/// see [`replay`]).
 pub fn kind_key(pod: &Pod) -> Vec<u8> {
     let spec = pod.spec.as_ref();
     let key = (
         has_preferences(pod),
         &pod.metadata.namespace,
-        spec.map(|s| &s.node_name),
         spec.map(|s| &s.node_selector),
         spec.and_then(|s| s.affinity.as_ref()).map(|a| &a.node_affinity),
         spec.map(|s| &s.tolerations),
@@ -273,16 +274,25 @@ impl Ranking {
         let ranked = rankable.then(|| {
             let resources = Arc::new(crate::pod::pod_requests(pod));
             let requests = [resources.get(CPU).as_f64(), resources.get(MEMORY).as_f64()];
-            let prepared = view.prepare_with(pod, Some(Arc::clone(&resources)));
+            let prepared = view.prepare_unbound(pod, Some(Arc::clone(&resources)));
             let mut nodes: Vec<(i64, u32, u32)> = (0..self.base_nodes.min(view.nodes().len()))
                 .filter(|&i| view.node_filters_pass(&prepared, i))
                 .map(|i| (resource_score(view, i, requests), self.name_rank[i], i as u32))
                 .collect();
             nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            RankedKind { resources, requests, nodes }
+            let mut passes = vec![false; self.base_nodes];
+            for &(_, _, idx) in &nodes {
+                passes[idx as usize] = true;
+            }
+            RankedKind { resources, requests, nodes, passes }
         });
         self.kinds.push(ranked);
         self.kinds.len() - 1
+    }
+
+    /// The requests of the pods of `kind` ([`crate::pod::pod_requests`]), when it is ranked.
+    pub fn kind_requests(&self, kind: usize) -> Option<&Arc<ResourceList>> {
+        self.kinds.get(kind)?.as_ref().map(|k| &k.resources)
     }
 
     /// The cpu and memory requests of the pods of `kind`, when it is ranked.
@@ -302,39 +312,65 @@ fn resource_score(view: &ClusterView, idx: usize, requests: [f64; 2]) -> i64 {
     FIT_WEIGHT * fit + BALANCED_WEIGHT * balanced
 }
 
-/// The nodes a replay changed: base nodes it bound pods to (in bind order, a node again each
-/// time), and nodes pushed after the base view. Their node-local verdicts and scores are not
-/// the base's; each kind keeps its own of the bound nodes, brought up to date when a pod of the
-/// kind comes.
+/// The nodes a replay changed: base nodes it bound pods to, and nodes pushed after the base
+/// view. Their node-local verdicts and scores are not the base's; each kind keeps its own of the
+/// bound nodes, brought up to date when a pod of the kind comes.
 struct Touched {
-    flag: Vec<bool>,
-    binds: Vec<usize>,
+    /// Per base node, its slot among the bound nodes (`UNTOUCHED` while none is bound to it).
+    slot: Vec<u32>,
+    /// The bound nodes, by slot (in the order they were first bound to).
+    nodes: Vec<u32>,
+    /// Per slot, the index in `binds` of the last bind to that node.
+    last_bind: Vec<u32>,
+    /// The slot of each bind, in bind order (a node again each time).
+    binds: Vec<u32>,
     pushed: Vec<usize>,
-    kinds: ByIndex<KindTouched>,
+    /// Per kind id (as far as a pod of it came).
+    kinds: Vec<KindTouched>,
 }
+
+/// No pod bound to the base node yet (see `Touched::slot`).
+const UNTOUCHED: u32 = u32::MAX;
+
+/// A bound node the kind's node-local filters turn away (see `KindTouched::fits`).
+const REFUSED: i64 = i64::MIN;
 
 #[derive(Default)]
 struct KindTouched {
     /// How many of `Touched::binds` are reflected here.
     seen: usize,
-    /// (score, name rank, node) of the bound nodes passing the kind's node-local filters.
-    fits: BTreeSet<(Reverse<i64>, u32, u32)>,
-    /// Each bound node's entry in `fits`, by node (a replay binds to few of the nodes).
-    entry: ByIndex<(i64, u32)>,
+    /// Per slot of `Touched::nodes`: the node's score for the kind (`REFUSED` when it fails the
+    /// kind's node-local filters) and its name rank.
+    fits: Vec<(i64, u32)>,
+    /// How many of the kind's ranked nodes (`RankedKind::nodes`), from the first, are bound
+    /// nodes: a node once bound to stays so for the replay, so they are not looked at again.
+    touched_head: usize,
 }
 
 impl Touched {
     fn new(view: &ClusterView, base_nodes: usize) -> Self {
         let len = view.nodes().len();
         let base = base_nodes.min(len);
-        Touched { flag: vec![false; base], binds: Vec::new(), pushed: (base..len).collect(), kinds: ByIndex::default() }
+        Touched {
+            slot: vec![UNTOUCHED; base],
+            nodes: Vec::new(),
+            last_bind: Vec::new(),
+            binds: Vec::new(),
+            pushed: (base..len).collect(),
+            kinds: Vec::new(),
+        }
     }
 
     fn bound(&mut self, idx: usize) {
-        if let Some(f) = self.flag.get_mut(idx) {
-            *f = true;
-            self.binds.push(idx);
+        let Some(slot) = self.slot.get_mut(idx) else { return };
+        if *slot == UNTOUCHED {
+            *slot = self.nodes.len() as u32;
+            self.nodes.push(idx as u32);
+            self.last_bind.push(0);
         }
+        let s = *slot as usize;
+        self.last_bind[s] = self.binds.len() as u32;
+        self.binds.push(s as u32);
     }
 }
 
@@ -346,44 +382,55 @@ fn choose_ranked(
     ranking: &Ranking,
     kind_id: usize,
     kind: &RankedKind,
+    filters: Option<&Arc<PodFilters>>,
     touched: &mut Touched,
 ) -> Option<usize> {
-    let prepared = view.prepare_with(pod, Some(Arc::clone(&kind.resources)));
+    let prepared = match filters {
+        Some(f) => view.prepare_unbound_from(pod, f),
+        None => view.prepare_unbound(pod, Some(Arc::clone(&kind.resources))),
+    };
     let name = |i: usize| view.nodes()[i].name.as_str();
     let better = |a: (i64, usize), b: Option<(i64, usize)>| match b {
         None => true,
         Some(b) => a.0 > b.0 || (a.0 == b.0 && (name(a.1), a.1) < (name(b.1), b.1)),
     };
+    if touched.kinds.len() <= kind_id {
+        touched.kinds.resize_with(kind_id + 1, KindTouched::default);
+    }
+    let kt = &mut touched.kinds[kind_id];
     // The untouched base nodes: the first of the kind's list passing the inter-pod filters.
-    let mut best: Option<(i64, usize)> = kind
-        .nodes
+    while kind.nodes.get(kt.touched_head).is_some_and(|&(_, _, idx)| touched.slot[idx as usize] != UNTOUCHED) {
+        kt.touched_head += 1;
+    }
+    let mut best: Option<(i64, usize)> = kind.nodes[kt.touched_head..]
         .iter()
         .map(|&(score, _, idx)| (score, idx as usize))
-        .find(|&(_, idx)| !touched.flag[idx] && view.inter_pod_filters_pass(&prepared, idx));
-    // The bound nodes: the kind's own ranking of them, brought up to date first.
-    let kt = touched.kinds.entry(kind_id).or_default();
-    for &idx in &touched.binds[kt.seen..] {
-        let node = idx as u32;
-        if let Some((score, rank)) = kt.entry.remove(&idx) {
-            kt.fits.remove(&(Reverse(score), rank, node));
+        .find(|&(_, idx)| touched.slot[idx] == UNTOUCHED && view.inter_pod_filters_pass(&prepared, idx));
+    // The bound nodes: the kind's own verdicts and scores of them, brought up to date first
+    // (a node bound to again since is read once, at its last bind: the view as it is now).
+    kt.fits.resize(touched.nodes.len(), (REFUSED, 0));
+    for (at, &slot) in touched.binds.iter().enumerate().skip(kt.seen) {
+        let slot = slot as usize;
+        if touched.last_bind[slot] as usize != at {
+            continue;
         }
-        if view.node_filters_pass(&prepared, idx) {
-            let score = resource_score(view, idx, kind.requests);
-            let rank = ranking.name_rank[idx];
-            kt.fits.insert((Reverse(score), rank, node));
-            kt.entry.insert(idx, (score, rank));
-        }
+        let idx = touched.nodes[slot] as usize;
+        let fits = kind.passes[idx] && view.room_filters_pass(&prepared, idx);
+        kt.fits[slot] = (if fits { resource_score(view, idx, kind.requests) } else { REFUSED }, ranking.name_rank[idx]);
     }
     kt.seen = touched.binds.len();
-    let bound = kt
-        .fits
-        .iter()
-        .map(|&(Reverse(score), _, idx)| (score, idx as usize))
-        .find(|&(_, idx)| view.inter_pod_filters_pass(&prepared, idx));
-    if let Some(b) = bound
-        && better(b, best)
-    {
-        best = Some(b);
+    // The best of them that beats the best untouched node and passes the inter-pod filters.
+    let mut bar = best.map(|(score, idx)| (score, ranking.name_rank[idx]));
+    for (slot, &(score, rank)) in kt.fits.iter().enumerate() {
+        let beats = score != REFUSED && bar.is_none_or(|(s, r)| score > s || (score == s && rank < r));
+        if !beats {
+            continue;
+        }
+        let idx = touched.nodes[slot] as usize;
+        if view.inter_pod_filters_pass(&prepared, idx) {
+            best = Some((score, idx));
+            bar = Some((score, rank));
+        }
     }
     // Nodes pushed after the base view: every filter.
     for &idx in &touched.pushed {
@@ -408,19 +455,26 @@ pub struct NotBound {
 
 /// Binds `pods` one at a time, in order, the way kube-scheduler would (each on the node
 /// [`choose`] picks among every node of `view` it fits; hidden nodes take none), then takes
-/// them off the view again. Returns the node each pod went to, or the first pod that fits
+/// them off the view again. Each pod is read as its owner's new copy, not bound: its
+/// `spec.nodeName` is not read ([`ClusterView::prepare_unbound`]), so moved pods are replayed
+/// as they are, without a copy each. Returns the node each pod went to, or the first pod that fits
 /// nowhere.
 ///
 /// With `ranked`, the ranking of the view's base state (before the replay's nodes were hidden
 /// or pushed; their pods changed only on hidden nodes) and each pod's kind in it: pods of
 /// ranked kinds find their node through the ranking ([`Ranking`]), with the same result.
+///
+/// With `filters`, each pod's filters kept from [`ClusterView::pod_filters`] (on a view with the
+/// same volume topology and namespace labels): the pods are prepared from them instead of parsed
+/// again, with the same result.
 pub fn replay(
     view: &mut ClusterView,
     pods: &[Arc<Pod>],
     ranked: Option<(&Ranking, &[usize])>,
+    filters: Option<&[Arc<PodFilters>]>,
 ) -> Result<Vec<usize>, NotBound> {
     let mut session = Replay::new(view, ranked.map(|(r, _)| r));
-    let result = session.bind(view, pods, ranked.map(|(_, kinds)| kinds));
+    let result = session.bind(view, pods, ranked.map(|(_, kinds)| kinds), filters);
     session.finish(view);
     result
 }
@@ -444,18 +498,19 @@ impl<'r> Replay<'r> {
         Replay { ranking, placed: Vec::new(), version: vec![0; view.nodes().len()], touched }
     }
 
-    /// Binds `pods` as [`replay`] does (`kinds`: each pod's kind in the ranking), after the
-    /// pods of the earlier batches; they stay bound. Returns the node each pod went to, or the
-    /// first pod that fits nowhere.
+    /// Binds `pods` as [`replay`] does (`kinds`: each pod's kind in the ranking; `filters`: each
+    /// pod's kept filters), after the pods of the earlier batches; they stay bound. Returns the
+    /// node each pod went to, or the first pod that fits nowhere.
     pub fn bind(
         &mut self,
         view: &mut ClusterView,
         pods: &[Arc<Pod>],
         kinds: Option<&[usize]>,
+        filters: Option<&[Arc<PodFilters>]>,
     ) -> Result<Vec<usize>, NotBound> {
         let len = view.nodes().len();
         self.version.resize(len, 0);
-        self.touched.pushed = (self.touched.flag.len()..len).collect();
+        self.touched.pushed = (self.touched.slot.len()..len).collect();
         let mut result = Ok(Vec::with_capacity(pods.len()));
         // Verdicts are remembered within a batch only: pods taken off hidden nodes between
         // batches may change them.
@@ -475,7 +530,8 @@ impl<'r> Replay<'r> {
                 let id = *kinds.get(i)?;
                 Some((r, id, r.kinds.get(id)?.as_ref()?))
             });
-            let chosen = kind.and_then(|(r, id, k)| choose_ranked(view, pod, r, id, k, &mut self.touched));
+            let filters = filters.and_then(|f| f.get(i));
+            let chosen = kind.and_then(|(r, id, k)| choose_ranked(view, pod, r, id, k, filters, &mut self.touched));
             if let (Some(idx), Some((_, _, k))) = (chosen, kind) {
                 bind(
                     view,
@@ -503,7 +559,7 @@ impl<'r> Replay<'r> {
                 let fits = match memo.get(idx, ver) {
                     Some(v) => v,
                     None => {
-                        let p = prepared.get_or_insert_with(|| view.prepare(pod));
+                        let p = prepared.get_or_insert_with(|| prepare(view, pod, filters));
                         let v = view.passes(p, idx);
                         memo.put(idx, ver, v);
                         v
@@ -519,14 +575,15 @@ impl<'r> Replay<'r> {
                 // The first node's refusal, in kube-scheduler's words (the view is as the verdicts
                 // saw it).
                 let reason = first_refusal.and_then(|n| {
-                    let p = prepared.get_or_insert_with(|| view.prepare(pod));
+                    let p = prepared.get_or_insert_with(|| prepare(view, pod, filters));
                     view.check_prepared(p, n).err().map(|u| u.reason)
                 });
                 result = Err(NotBound { pod: i, reason: reason.unwrap_or_else(|| "no nodes".to_string()) });
                 break;
             };
             drop(prepared);
-            bind(view, &mut self.placed, &mut self.version, &mut memo, &mut self.touched, idx, pod, None);
+            let requests = filters.map(|f| Arc::clone(f.requests()));
+            bind(view, &mut self.placed, &mut self.version, &mut memo, &mut self.touched, idx, pod, requests);
             if let Ok(v) = result.as_mut() {
                 v.push(idx);
             }
@@ -539,6 +596,14 @@ impl<'r> Replay<'r> {
         for (idx, pod) in self.placed.iter().rev() {
             view.remove_pod(*idx, pod);
         }
+    }
+}
+
+/// A replayed pod prepared as its owner's new copy, from its kept filters when given.
+fn prepare<'p>(view: &ClusterView, pod: &'p Pod, filters: Option<&Arc<PodFilters>>) -> PreparedPod<'p> {
+    match filters {
+        Some(f) => view.prepare_unbound_from(pod, f),
+        None => view.prepare_unbound(pod, None),
     }
 }
 

@@ -155,6 +155,9 @@ fn a_ranked_replay_in_turns_binds_every_pod_where_filtering_and_scoring_every_no
                         .collect()
                 })
                 .collect();
+            // The ranked replay prepares the pods from filters kept from before any node went.
+            let filters: Vec<Vec<_>> =
+                moved.iter().map(|pods| pods.iter().map(|p| view.pod_filters(p, None)).collect()).collect();
             let push = rng.below(2) == 0;
             let mut outcomes = Vec::new();
             for ranked in [false, true] {
@@ -173,7 +176,7 @@ fn a_ranked_replay_in_turns_binds_every_pod_where_filtering_and_scoring_every_no
                         view.push_node(node("joined", &[(Z, "a")], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "9")]));
                         pushed = true;
                     }
-                    let r = session.bind(&mut view, &moved[t], Some(&ids[t]));
+                    let r = session.bind(&mut view, &moved[t], Some(&ids[t]), ranked.then_some(filters[t].as_slice()));
                     let failed = r.is_err();
                     outcome.push(r);
                     if failed {
@@ -218,6 +221,8 @@ fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does()
                     *kinds.entry(key.clone()).or_insert_with(|| ranking.add_kind(&view, p, &key))
                 })
                 .collect();
+            // Kept from the view before the nodes go, in the order the pods are replayed.
+            let mut filters: Vec<_> = moved.iter().map(|p| view.pod_filters(p, None)).collect();
             let mut taken = Vec::new();
             for &n in &removed {
                 let on = view.nodes()[n].pods.clone();
@@ -239,9 +244,20 @@ fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does()
                 order.reverse();
             }
             let pods: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[*i])).collect();
+            filters = order.iter().map(|i| Arc::clone(&filters[*i])).collect();
             let pod_kinds: Vec<usize> = order.iter().map(|i| ids[*i]).collect();
-            let plain = replay(&mut view, &pods, None);
-            let ranked = replay(&mut view, &pods, Some((&ranking, &pod_kinds)));
+            let plain = replay(&mut view, &pods, None, None);
+            let ranked = replay(&mut view, &pods, Some((&ranking, &pod_kinds)), None);
+            assert_eq!(
+                replay(&mut view, &pods, Some((&ranking, &pod_kinds)), Some(&filters)),
+                ranked,
+                "ranked with kept filters, variant {variant}, nodes {removed:?} taken away"
+            );
+            assert_eq!(
+                replay(&mut view, &pods, None, Some(&filters)),
+                plain,
+                "plain with kept filters, variant {variant}, nodes {removed:?} taken away"
+            );
             assert_eq!(ranked, plain, "variant {variant}, nodes {removed:?} taken away");
             if plain.is_ok() {
                 same_successes += 1
@@ -258,4 +274,134 @@ fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does()
         }
     }
     assert!(same_successes > 20 && same_failures > 20, "{same_successes} bound, {same_failures} refused");
+}
+
+/// `p` as bound to the node named `node` (its `spec.nodeName` set).
+fn bound_to(p: &Arc<Pod>, node: &str) -> Arc<Pod> {
+    let mut b = Pod::clone(p);
+    if let Some(spec) = b.spec.as_mut() {
+        spec.node_name = Some(node.to_string());
+    }
+    Arc::new(b)
+}
+
+#[test]
+fn a_replay_binds_pods_still_naming_their_old_node_as_it_binds_their_unbound_copies() {
+    // The moved pods are replayed as they are, still bound to the node taken away: every
+    // replay, plain and ranked, must bind them where it binds their owners' new copies.
+    let mut rng = Lcg(23);
+    let (mut bound, mut refused) = (0, 0);
+    for variant in 0..3 {
+        let mut view = cluster(&mut rng, variant == 2);
+        let mut ranking = Ranking::new(&view);
+        let mut kinds: HashMap<Vec<u8>, usize> = HashMap::new();
+        for _ in 0..40 {
+            let mut removed: Vec<usize> = (0..1 + rng.below(3)).map(|_| rng.below(view.nodes().len())).collect();
+            removed.sort();
+            removed.dedup();
+            let on: Vec<(usize, Arc<Pod>)> =
+                removed.iter().flat_map(|n| view.nodes()[*n].pods.iter().map(|p| (*n, Arc::clone(p)))).collect();
+            let named: Vec<Arc<Pod>> = on.iter().map(|(n, p)| bound_to(p, &view.nodes()[*n].name)).collect();
+            let copies: Vec<Arc<Pod>> = on.iter().map(|(_, p)| unbound(p)).collect();
+            let mut kind_of = |p: &Arc<Pod>| {
+                let key = kind_key(p);
+                *kinds.entry(key.clone()).or_insert_with(|| ranking.add_kind(&view, p, &key))
+            };
+            let ids: Vec<usize> = copies.iter().map(&mut kind_of).collect();
+            assert_eq!(named.iter().map(&mut kind_of).collect::<Vec<_>>(), ids, "a pod's kind does not read its node");
+            let mut taken = Vec::new();
+            for &n in &removed {
+                let pods = view.nodes()[n].pods.clone();
+                pods.iter().for_each(|p| {
+                    view.remove_pod(n, p);
+                });
+                view.set_hidden(n, true);
+                taken.push((n, pods));
+            }
+            let copies_plain = replay(&mut view, &copies, None, None);
+            assert_eq!(replay(&mut view, &named, None, None), copies_plain, "plain, nodes {removed:?} taken away");
+            let named_ranked = replay(&mut view, &named, Some((&ranking, &ids)), None);
+            assert_eq!(named_ranked, copies_plain, "ranked, nodes {removed:?} taken away");
+            if copies_plain.is_ok() {
+                bound += 1
+            } else {
+                refused += 1
+            }
+            for (n, pods) in taken.into_iter().rev() {
+                view.set_hidden(n, false);
+                pods.into_iter().for_each(|p| view.add_pod(n, p));
+            }
+        }
+    }
+    assert!(bound > 10 && refused > 5, "{bound} bound, {refused} refused");
+}
+
+#[test]
+fn a_pod_prepared_from_filters_kept_from_an_earlier_view_state_answers_as_one_prepared_afresh() {
+    // Filters kept for every pod up front; pods then come and go, nodes are hidden, one is
+    // pushed: every node's verdict (and its words) must match a pod prepared from scratch.
+    let mut rng = Lcg(31);
+    let mut view = cluster(&mut rng, false);
+    let pods: Vec<Arc<Pod>> = (0..40).map(|i| workload_pod(&mut rng, 3000 + i)).collect();
+    let kept: Vec<_> = pods.iter().map(|p| view.pod_filters(p, None)).collect();
+    let verdicts = |v: &ClusterView, pp: &PreparedPod<'_>| {
+        (0..v.nodes().len()).map(|n| v.check_prepared(pp, n).map_err(|u| u.reason)).collect::<Vec<_>>()
+    };
+    let (mut fits, mut refusals) = (0, 0);
+    for step in 0..30 {
+        let n = rng.below(view.nodes().len());
+        match (rng.below(4), view.nodes()[n].pods.len()) {
+            (0, _) | (_, 0) => view.add_pod(n, workload_pod(&mut rng, 4000 + step)),
+            (1, _) => view.set_hidden(n, !view.is_hidden(n)),
+            (2, _) if step == 10 => {
+                view.push_node(node("joined", &[(Z, "b")], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "9")]));
+            }
+            (_, len) => {
+                let p = Arc::clone(&view.nodes()[n].pods[rng.below(len)]);
+                assert!(view.remove_pod(n, &p));
+            }
+        }
+        for (i, (p, f)) in pods.iter().zip(&kept).enumerate() {
+            let from_kept = verdicts(&view, &view.prepare_unbound_from(p, f));
+            assert_eq!(from_kept, verdicts(&view, &view.prepare_unbound(p, None)), "step {step}, pod {i}");
+            fits += from_kept.iter().filter(|v| v.is_ok()).count();
+            refusals += from_kept.iter().filter(|v| v.is_err()).count();
+        }
+    }
+    assert!(fits > 100 && refusals > 100, "{fits} fits, {refusals} refusals");
+}
+
+#[test]
+fn a_views_requested_equals_its_pods_requests_summed_extended_resources_included() {
+    // The view sums cpu, memory and pods apart from other resources: what it reports must be
+    // the plain sum of its pods' requests as pods come and go.
+    let mut rng = Lcg(41);
+    let mut view = cluster(&mut rng, false);
+    for step in 0..120 {
+        let n = rng.below(view.nodes().len());
+        match (rng.below(3), view.nodes()[n].pods.len()) {
+            (0, _) | (_, 0) => {
+                let b = pod(&format!("x{step}")).cpu("100m").memory("64Mi");
+                let p = if step % 2 == 0 { b.request("vpc.amazonaws.com/pod-eni", "1").build() } else { b.build() };
+                view.add_pod(n, p);
+            }
+            (_, len) => {
+                let p = Arc::clone(&view.nodes()[n].pods[rng.below(len)]);
+                assert!(view.remove_pod(n, &p));
+            }
+        }
+    }
+    let nonzero = |list: &kerf_api::ResourceList| {
+        list.iter().filter(|(_, q)| !q.is_zero()).map(|(k, q)| (k.clone(), q.nanos())).collect::<Vec<_>>()
+    };
+    let mut extended = 0;
+    for n in 0..view.nodes().len() {
+        let summed = view.nodes()[n].pods.iter().fold(kerf_api::ResourceList::new(), |mut acc, p| {
+            acc.add(&crate::pod::pod_requests(p));
+            acc
+        });
+        assert_eq!(nonzero(&view.requested(n)), nonzero(&summed), "node {n}");
+        extended += usize::from(!summed.get("vpc.amazonaws.com/pod-eni").is_zero());
+    }
+    assert!(extended > 3, "{extended} nodes hold pods asking for pod-eni");
 }

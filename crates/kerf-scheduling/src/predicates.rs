@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::resources::{CPU, MEMORY, PODS};
-use kerf_api::{ResourceList, TaintEffect};
+use kerf_api::{Quantity, ResourceList, TaintEffect};
 
 use crate::model::ExistingNode;
 use crate::pod::{self, AffinityTerm, HostPort, PodAffinities, SpreadConstraint};
@@ -31,17 +31,18 @@ pub struct ClusterView {
     /// The requests ([`pod_requests`]) of each node's pods, in the order of its `pods`: parsed
     /// once when a pod is added, so taking it off again parses nothing.
     pod_requests: Vec<Vec<Arc<ResourceList>>>,
-    /// Sum of the requests of each node's pods.
-    requested: Vec<ResourceList>,
+    /// Sum of the requests of each node's pods other than cpu, memory and pods (those are
+    /// summed in `used_core`): most pods ask for nothing else, and adding or taking one then
+    /// touches no map.
+    extended: Vec<ResourceList>,
     /// Per node, (allocatable, requested) cpu cores and memory bytes as the scores read them,
-    /// kept with `requested` so scoring a node does no map lookups.
+    /// kept with `used_core` so scoring a node does no map lookups.
     cpu_memory: Vec<([f64; 2], [f64; 2])>,
     /// Per node, allocatable minus requested for cpu, memory and pods in nano-units: the
     /// resources every pod asks for, checked without map lookups.
     free_core: Vec<[i128; 3]>,
-    /// Per node, the cpu and memory its pods request in nano-units (as `requested` sums them),
-    /// so adding or taking a pod updates `cpu_memory` without map lookups.
-    used_cpu_memory: Vec<[i128; 2]>,
+    /// Per node, the cpu, memory and pods its pods request in nano-units (saturating sums).
+    used_core: Vec<[i128; 3]>,
     ports: Vec<Vec<HostPort>>,
     /// Pods with required anti-affinity, grouped by their terms (the pods of one workload share
     /// them): the terms and how many such pods each node holds.
@@ -82,7 +83,7 @@ struct MatchCounts {
     per_node: Vec<u32>,
     /// The same counts summed per domain of a topology key (by interned value), for the keys
     /// preferences asked about.
-    per_domain: Vec<(String, Vec<i64>)>,
+    per_domain: Vec<(String, Arc<TopologyIndex>, Vec<i64>)>,
     /// The same counts summed per domain of a topology key over the nodes not hidden, for the
     /// keys required spread asked about.
     visible: Vec<VisibleDomains>,
@@ -95,6 +96,7 @@ struct MatchCounts {
 #[derive(Debug, Clone)]
 struct VisibleDomains {
     key: String,
+    topology: Arc<TopologyIndex>,
     counts: Vec<i64>,
     nodes: Vec<u32>,
 }
@@ -119,6 +121,30 @@ impl PodMatcher {
 #[derive(Debug, Clone)]
 pub struct PreparedPod<'p> {
     pod: &'p Pod,
+    /// Checked as its owner's new copy would be, not bound yet: `spec.nodeName` is not read
+    /// (see [`ClusterView::prepare_unbound`]).
+    unbound: bool,
+    /// What the filters read of the pod alone.
+    fixed: Arc<PodFilters>,
+    spread: Vec<SpreadState>,
+    /// Per required affinity term: the domains holding a pod that matches all terms.
+    affinity_domains: Vec<MarkedDomains>,
+    /// No pod anywhere matches all the required affinity terms.
+    affinity_none_anywhere: bool,
+    /// Per required anti-affinity term: the domains holding a matching pod.
+    anti_domains: Vec<MarkedDomains>,
+    /// Per topology key, the domains where an existing pod's anti-affinity rejects this pod.
+    existing_anti: Vec<MarkedDomains>,
+}
+
+/// The part of a [`PreparedPod`] read from the pod alone (and the view's volume topology and
+/// namespace labels, which a view keeps): its requests, required node terms, host ports,
+/// volume terms, hard spread constraints and pod (anti-)affinity, parsed once. A caller that
+/// prepares one pod again and again (a replay, order after order) keeps them
+/// ([`ClusterView::pod_filters`]) and prepares from them ([`ClusterView::prepare_unbound_from`]):
+/// only the counts over the view's pods are taken anew.
+#[derive(Debug)]
+pub struct PodFilters {
     requests: Arc<ResourceList>,
     /// cpu, memory and pods of `requests`, and whether it asks for nothing else.
     core_requests: [i128; 3],
@@ -127,17 +153,22 @@ pub struct PreparedPod<'p> {
     name_fields: Vec<Option<Requirement>>,
     ports: Vec<HostPort>,
     volume_terms: Vec<Vec<Requirements>>,
-    spread: Vec<SpreadState>,
+    /// The hard spread constraints, each with whether the pod counts for itself and the
+    /// cache key of the pods it counts ([`ClusterView::key_of`]).
+    spread: Vec<(SpreadConstraint, i64, String)>,
     affinity: PodAffinities,
-    /// Per required affinity term: the domains holding a pod that matches all terms.
-    affinity_domains: Vec<MarkedDomains>,
-    /// No pod anywhere matches all the required affinity terms.
-    affinity_none_anywhere: bool,
+    /// The cache key of the pods matching every required affinity term (empty when none).
+    affinity_key: String,
+    /// The cache key of the pods matching each required anti-affinity term.
+    anti_keys: Vec<String>,
     matches_own_affinity: bool,
-    /// Per required anti-affinity term: the domains holding a matching pod.
-    anti_domains: Vec<MarkedDomains>,
-    /// Per topology key, the domains where an existing pod's anti-affinity rejects this pod.
-    existing_anti: Vec<MarkedDomains>,
+}
+
+impl PodFilters {
+    /// The pod's requests ([`pod_requests`]).
+    pub fn requests(&self) -> &Arc<ResourceList> {
+        &self.requests
+    }
 }
 
 /// Some domains of one topology key (those holding a matching pod, or that a pod may not go to).
@@ -208,10 +239,10 @@ impl ClusterView {
             let idx = v.nodes.len();
             v.nodes.push(ExistingNode { pods: Vec::new(), ..n });
             v.pod_requests.push(Vec::new());
-            v.requested.push(ResourceList::new());
+            v.extended.push(ResourceList::new());
             v.cpu_memory.push((cpu_memory_of(&v.nodes[idx].allocatable), [0.0; 2]));
             v.free_core.push(core_of(&v.nodes[idx].allocatable));
-            v.used_cpu_memory.push([0; 2]);
+            v.used_core.push([0; 3]);
             v.ports.push(Vec::new());
             for p in pods {
                 let r = requests(&p);
@@ -237,9 +268,15 @@ impl ClusterView {
         &self.nodes
     }
 
-    /// What the pods on `node` request in total.
-    pub fn requested(&self, node: usize) -> &ResourceList {
-        &self.requested[node]
+    /// What the pods on `node` request in total (a resource they ask none of left out or zero).
+    pub fn requested(&self, node: usize) -> ResourceList {
+        let mut list = self.extended[node].clone();
+        for (name, nanos) in CORE.iter().zip(self.used_core[node]) {
+            if nanos != 0 {
+                list.set(*name, Quantity::from_nanos(nanos, kerf_api::quantity::Format::DecimalSI));
+            }
+        }
+        list
     }
 
     /// Records a pod bound (or nominated) to `node`.
@@ -250,16 +287,15 @@ impl ClusterView {
 
     /// [`ClusterView::add_pod`] for a pod whose requests ([`pod_requests`]) are known already.
     pub fn add_pod_with(&mut self, node: usize, pod: Arc<Pod>, requests: Arc<ResourceList>) {
-        let core = core_of(&requests);
+        let core = self.split_requests(node, &requests, Quantity::saturating_add);
         for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free -= req;
         }
-        self.requested[node].add(&requests);
-        let used = &mut self.used_cpu_memory[node];
+        let used = &mut self.used_core[node];
         for (u, r) in used.iter_mut().zip(core) {
             *u = u.saturating_add(r);
         }
-        self.cpu_memory[node].1 = used.map(nanos_f64);
+        self.cpu_memory[node].1 = [nanos_f64(used[0]), nanos_f64(used[1])];
         self.ports[node].extend(pod::host_ports(&pod));
         if pod::has_required_anti_affinity(&pod) {
             let terms = pod::pod_affinities(&pod).required_anti;
@@ -269,17 +305,16 @@ impl ClusterView {
             }
         }
         let hidden = self.is_hidden(node);
-        let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
                 cached.per_node[node] += 1;
-                for (key, counts) in &mut cached.per_domain {
-                    if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
+                for (_, topology, counts) in &mut cached.per_domain {
+                    if let Some(d) = topology.per_node[node] {
                         counts[d as usize] += 1;
                     }
                 }
                 for v in cached.visible.iter_mut().filter(|_| !hidden) {
-                    if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[node]) {
+                    if let Some(d) = v.topology.per_node[node] {
                         v.counts[d as usize] += 1;
                     }
                 }
@@ -287,6 +322,29 @@ impl ClusterView {
         }
         self.nodes[node].pods.push(pod);
         self.pod_requests[node].push(requests);
+    }
+
+    /// A pod's cpu, memory and pods requests in nano-units ([`core_of`]), read in one pass over
+    /// `requests`; any other resource it asks for is added to (or, with `saturating_sub`,
+    /// taken from) node `node`'s `extended` sum with `op`.
+    fn split_requests(
+        &mut self,
+        node: usize,
+        requests: &ResourceList,
+        op: fn(&Quantity, &Quantity) -> Quantity,
+    ) -> [i128; 3] {
+        let mut core = [0i128; 3];
+        for (name, q) in requests.iter() {
+            match CORE.iter().position(|c| *c == name) {
+                Some(i) => core[i] = q.nanos(),
+                None => {
+                    let sum = &mut self.extended[node];
+                    let now = op(&sum.get(name), q);
+                    sum.set(name.clone(), now);
+                }
+            }
+        }
+        core
     }
 
     /// Undoes [`ClusterView::add_pod`] for the very pod (the same `Arc`) added to `node`: its
@@ -303,16 +361,15 @@ impl ClusterView {
         let at = self.nodes.get(node)?.pods.iter().position(|p| Arc::ptr_eq(p, pod))?;
         let pod = self.nodes[node].pods.remove(at);
         let requests = self.pod_requests[node].remove(at);
-        let core = core_of(&requests);
+        let core = self.split_requests(node, &requests, Quantity::saturating_sub);
         for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free += req;
         }
-        self.requested[node].sub(&requests);
-        let used = &mut self.used_cpu_memory[node];
+        let used = &mut self.used_core[node];
         for (u, r) in used.iter_mut().zip(core) {
             *u = u.saturating_sub(r);
         }
-        self.cpu_memory[node].1 = used.map(nanos_f64);
+        self.cpu_memory[node].1 = [nanos_f64(used[0]), nanos_f64(used[1])];
         if !self.ports[node].is_empty() {
             for port in pod::host_ports(&pod) {
                 if let Some(i) = self.ports[node].iter().position(|p| *p == port) {
@@ -332,18 +389,17 @@ impl ClusterView {
             }
         }
         let hidden = self.is_hidden(node);
-        let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             if cached.matcher.matches(&pod, &self.namespace_labels) {
                 let counted = cached.per_node[node] > 0;
                 cached.per_node[node] = cached.per_node[node].saturating_sub(1);
-                for (key, counts) in &mut cached.per_domain {
-                    if let Some(d) = topology.get(key.as_str()).and_then(|t| t.per_node[node]) {
+                for (_, topology, counts) in &mut cached.per_domain {
+                    if let Some(d) = topology.per_node[node] {
                         counts[d as usize] = counts[d as usize].saturating_sub(1);
                     }
                 }
                 for v in cached.visible.iter_mut().filter(|_| counted && !hidden) {
-                    if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[node]) {
+                    if let Some(d) = v.topology.per_node[node] {
                         v.counts[d as usize] -= 1;
                     }
                 }
@@ -364,10 +420,10 @@ impl ClusterView {
         let idx = self.nodes.len();
         self.nodes.push(ExistingNode { pods: Vec::new(), ..node });
         self.pod_requests.push(Vec::new());
-        self.requested.push(ResourceList::new());
+        self.extended.push(ResourceList::new());
         self.cpu_memory.push((cpu_memory_of(&self.nodes[idx].allocatable), [0.0; 2]));
         self.free_core.push(core_of(&self.nodes[idx].allocatable));
-        self.used_cpu_memory.push([0; 2]);
+        self.used_core.push([0; 3]);
         self.ports.push(Vec::new());
         self.hidden.resize(self.nodes.len(), false);
         for p in pods {
@@ -384,10 +440,10 @@ impl ClusterView {
         }
         let node = self.nodes.pop()?;
         self.pod_requests.pop();
-        self.requested.pop();
+        self.extended.pop();
         self.cpu_memory.pop();
         self.free_core.pop();
-        self.used_cpu_memory.pop();
+        self.used_core.pop();
         self.ports.pop();
         self.hidden.truncate(self.nodes.len());
         for cached in self.match_counts.get_mut().values_mut() {
@@ -410,11 +466,10 @@ impl ClusterView {
         }
         *h = hidden;
         let sign: i64 = if hidden { -1 } else { 1 };
-        let topology = self.topology.get_mut();
         for cached in self.match_counts.get_mut().values_mut() {
             let count = i64::from(cached.per_node[idx]);
             for v in &mut cached.visible {
-                if let Some(d) = topology.get(v.key.as_str()).and_then(|t| t.per_node[idx]) {
+                if let Some(d) = v.topology.per_node[idx] {
                     v.counts[d as usize] += sign * count;
                     v.nodes[d as usize] = v.nodes[d as usize].saturating_add_signed(sign as i32);
                 }
@@ -447,13 +502,29 @@ impl ClusterView {
         self.match_counts.borrow().get(&key).map(|c| c.per_node.clone()).unwrap_or_default()
     }
 
+    /// Marks in `d` the domain of each node holding a live pod the matcher cached under `key`
+    /// counts (see [`ClusterView::count_matching`]).
+    fn mark_counted(&self, key: &str, d: &mut MarkedDomains) {
+        if let Some(c) = self.match_counts.borrow().get(key) {
+            d.mark_nodes(&c.per_node);
+        }
+    }
+
     /// Makes sure the live pods on each node that `matcher` counts are cached (see
     /// `match_counts`); returns the cache key.
     fn count_matching(&self, matcher: PodMatcher) -> String {
         let key = self.key_of(&matcher);
-        if self.match_counts.borrow().contains_key(&key) {
-            return key;
+        self.count_keyed(&key, || matcher);
+        key
+    }
+
+    /// [`ClusterView::count_matching`] for a matcher whose cache key is `key` (kept from
+    /// [`ClusterView::key_of`]), made by `matcher` only when it is not cached yet.
+    fn count_keyed(&self, key: &str, matcher: impl FnOnce() -> PodMatcher) {
+        if self.match_counts.borrow().contains_key(key) {
+            return;
         }
+        let matcher = matcher();
         let per_node: Vec<u32> = self
             .nodes
             .iter()
@@ -461,8 +532,7 @@ impl ClusterView {
             .collect();
         self.match_counts
             .borrow_mut()
-            .insert(key.clone(), MatchCounts { matcher, per_node, per_domain: Vec::new(), visible: Vec::new() });
-        key
+            .insert(key.to_string(), MatchCounts { matcher, per_node, per_domain: Vec::new(), visible: Vec::new() });
     }
 
     /// `matcher`'s cache key ([`PodMatcher::key`]): the one kept for an equal matcher met
@@ -518,28 +588,90 @@ impl ClusterView {
     /// [`ClusterView::prepare`], with the pod's requests ([`pod_requests`]) when they are known
     /// already.
     pub fn prepare_with<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>) -> PreparedPod<'p> {
-        let node_terms = pod::required_node_terms(pod);
-        let name_fields = pod::required_node_name_fields(pod);
-        let volume_terms = pod::volume_claims(pod).iter().filter_map(|c| self.volumes.get(c).cloned()).collect();
+        self.prepare_as(pod, requests, false)
+    }
+
+    /// [`ClusterView::prepare_with`] for the copy of `pod` its owner creates once it is
+    /// evicted: the same pod, not bound (its `spec.nodeName` is not read), so a replay of moved
+    /// pods checks them without copying each one.
+    pub fn prepare_unbound<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>) -> PreparedPod<'p> {
+        self.prepare_as(pod, requests, true)
+    }
+
+    fn prepare_as<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>, unbound: bool) -> PreparedPod<'p> {
+        self.prepare_from(pod, self.pod_filters(pod, requests), unbound)
+    }
+
+    /// What the filters read of `pod` alone (see [`PodFilters`]), with its requests when they
+    /// are known already. They hold for this view and any view with its volume topology and
+    /// namespace labels.
+    pub fn pod_filters(&self, pod: &Pod, requests: Option<Arc<ResourceList>>) -> Arc<PodFilters> {
+        let requests = requests.unwrap_or_else(|| Arc::new(pod_requests(pod)));
+        let core_requests = core_of(&requests);
+        let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
+        let affinity = pod::pod_affinities(pod);
+        let matches_own_affinity = affinity.required.iter().all(|t| t.matches(pod, &self.namespace_labels));
+        let affinity_key = if affinity.required.is_empty() {
+            String::new()
+        } else {
+            self.key_of(&PodMatcher::AllTerms(affinity.required.clone()))
+        };
+        let anti_keys = affinity.required_anti.iter().map(|t| self.key_of(&PodMatcher::Term(t.clone()))).collect();
+        Arc::new(PodFilters {
+            core_requests,
+            only_core,
+            requests,
+            node_terms: pod::required_node_terms(pod),
+            name_fields: pod::required_node_name_fields(pod),
+            ports: pod::host_ports(pod),
+            volume_terms: pod::volume_claims(pod).iter().filter_map(|c| self.volumes.get(c).cloned()).collect(),
+            spread: pod::spread_constraints(pod)
+                .into_iter()
+                .filter(|c| c.hard)
+                .map(|c| {
+                    let self_match = i64::from(c.counts(pod));
+                    let key = self.key_of(&PodMatcher::Spread(c.clone()));
+                    (c, self_match, key)
+                })
+                .collect(),
+            affinity_key,
+            anti_keys,
+            affinity,
+            matches_own_affinity,
+        })
+    }
+
+    /// [`ClusterView::prepare_unbound`] from the pod's filters kept from
+    /// [`ClusterView::pod_filters`] (on this view or one with the same volume topology and
+    /// namespace labels): the same verdicts, without parsing the pod again.
+    pub fn prepare_unbound_from<'p>(&self, pod: &'p Pod, filters: &Arc<PodFilters>) -> PreparedPod<'p> {
+        self.prepare_from(pod, Arc::clone(filters), true)
+    }
+
+    fn prepare_from<'p>(&self, pod: &'p Pod, fixed: Arc<PodFilters>, unbound: bool) -> PreparedPod<'p> {
+        let node_terms = &fixed.node_terms;
+        let name_fields = &fixed.name_fields;
         let tols = pod::tolerations(pod);
-        let constraints: Vec<SpreadConstraint> = pod::spread_constraints(pod).into_iter().filter(|c| c.hard).collect();
-        let mut spread: Vec<SpreadState> = constraints
-            .into_iter()
-            .map(|c| {
+        let mut spread: Vec<SpreadState> = fixed
+            .spread
+            .iter()
+            .map(|(c, self_match, _)| {
                 let topology = self.topology_index(&c.topology_key);
                 SpreadState {
-                    self_match: i64::from(c.counts(pod)),
+                    self_match: *self_match,
                     counts: vec![0; topology.domains],
                     eligible: vec![false; topology.domains],
                     topology,
-                    constraint: c,
+                    constraint: c.clone(),
                     min: None,
                 }
             })
             .collect();
         if !spread.is_empty() {
-            let keys: Vec<String> =
-                spread.iter().map(|s| self.count_matching(PodMatcher::Spread(s.constraint.clone()))).collect();
+            let keys: Vec<&str> = fixed.spread.iter().map(|(_, _, key)| key.as_str()).collect();
+            for (s, key) in spread.iter().zip(&keys) {
+                self.count_keyed(key, || PodMatcher::Spread(s.constraint.clone()));
+            }
             // Node affinity and taints are read per node only when a constraint honours them
             // and they can turn a node away (a pod without node affinity matches every node).
             let check_affinity = spread.iter().any(|s| s.constraint.honor_node_affinity)
@@ -557,13 +689,13 @@ impl ClusterView {
             }
             let cache = self.match_counts.borrow();
             let matched: Vec<&[u32]> =
-                keys.iter().map(|k| cache.get(k).map_or(&[][..], |c| c.per_node.as_slice())).collect();
+                keys.iter().map(|k| cache.get(*k).map_or(&[][..], |c| c.per_node.as_slice())).collect();
             for (i, n) in self.nodes.iter().enumerate().filter(|_| !kept) {
                 // kube-scheduler counts only nodes carrying every topology key of the pod.
                 if self.is_hidden(i) || !spread.iter().all(|s| s.topology.per_node[i].is_some()) {
                     continue;
                 }
-                let affinity_ok = !check_affinity || self.node_affinity_ok(&node_terms, &name_fields, i);
+                let affinity_ok = !check_affinity || self.node_affinity_ok(node_terms, name_fields, i);
                 let taints_ok = !check_taints || pod::untolerated_taint_with(tols, &n.taints, false).is_none();
                 for (s, matched) in spread.iter_mut().zip(&matched) {
                     if (s.constraint.honor_node_affinity && !affinity_ok)
@@ -587,25 +719,25 @@ impl ClusterView {
                 s.min = min;
             }
         }
-        let affinity = pod::pod_affinities(pod);
+        let affinity = &fixed.affinity;
         let mut affinity_domains = Vec::with_capacity(affinity.required.len());
         if !affinity.required.is_empty() {
-            let matched = self.counts_per_node(PodMatcher::AllTerms(affinity.required.clone()));
+            let key = &fixed.affinity_key;
+            self.count_keyed(key, || PodMatcher::AllTerms(affinity.required.clone()));
             for t in &affinity.required {
                 let mut d = MarkedDomains::new(&t.topology_key, self.topology_index(&t.topology_key));
-                d.mark_nodes(&matched);
+                self.mark_counted(key, &mut d);
                 affinity_domains.push(d);
             }
         }
         let affinity_none_anywhere = affinity_domains.iter().all(|d| !d.marked.contains(&true));
         let mut anti_domains = Vec::with_capacity(affinity.required_anti.len());
-        for t in &affinity.required_anti {
-            let matched = self.counts_per_node(PodMatcher::Term(t.clone()));
+        for (t, key) in affinity.required_anti.iter().zip(&fixed.anti_keys) {
+            self.count_keyed(key, || PodMatcher::Term(t.clone()));
             let mut d = MarkedDomains::new(&t.topology_key, self.topology_index(&t.topology_key));
-            d.mark_nodes(&matched);
+            self.mark_counted(key, &mut d);
             anti_domains.push(d);
         }
-        let matches_own_affinity = affinity.required.iter().all(|t| t.matches(pod, &self.namespace_labels));
         let mut existing_anti: Vec<MarkedDomains> = Vec::new();
         for (terms, nodes) in &self.anti {
             for t in terms {
@@ -627,23 +759,13 @@ impl ClusterView {
                 }
             }
         }
-        let requests = requests.unwrap_or_else(|| Arc::new(pod_requests(pod)));
-        let core_requests = core_of(&requests);
-        let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
         PreparedPod {
             pod,
-            core_requests,
-            only_core,
-            requests,
-            node_terms,
-            name_fields,
-            ports: pod::host_ports(pod),
-            volume_terms,
+            unbound,
+            fixed,
             spread,
-            affinity,
             affinity_domains,
             affinity_none_anywhere,
-            matches_own_affinity,
             anti_domains,
             existing_anti,
         }
@@ -675,6 +797,15 @@ impl ClusterView {
         node < self.nodes.len()
             && !self.is_hidden(node)
             && crate::fit::check_node(&mut ViewFit { v: self, p, node }).is_ok()
+    }
+
+    /// Whether a prepared pod passes the node-local filters on `node` that read its pods
+    /// ([`crate::fit::check_room`]): on a node that passed [`ClusterView::node_filters_pass`]
+    /// and has only gained pods since, the same answer.
+    pub fn room_filters_pass(&self, p: &PreparedPod<'_>, node: usize) -> bool {
+        node < self.nodes.len()
+            && !self.is_hidden(node)
+            && crate::fit::check_room(&mut ViewFit { v: self, p, node }).is_ok()
     }
 
     /// Whether a prepared pod passes the filters on `node` that read other pods too
@@ -731,8 +862,8 @@ impl ClusterView {
             .map(|((w, _, key), (mkey, topology))| {
                 let counts = cache
                     .get(mkey)
-                    .and_then(|c| c.per_domain.iter().find(|(k, _)| k == key))
-                    .map_or(&[][..], |(_, v)| v.as_slice());
+                    .and_then(|c| c.per_domain.iter().find(|(k, _, _)| k == key))
+                    .map_or(&[][..], |(_, _, v)| v.as_slice());
                 (*w, topology.as_ref(), counts)
             })
             .collect();
@@ -780,6 +911,7 @@ impl ClusterView {
             None => {
                 let mut v = VisibleDomains {
                     key: key.to_string(),
+                    topology: Arc::clone(topology),
                     counts: vec![0; topology.domains],
                     nodes: vec![0; topology.domains],
                 };
@@ -807,7 +939,7 @@ impl ClusterView {
     /// matcher's cache key.
     fn domain_counts(&self, matcher: &PodMatcher, key: &str) -> String {
         let mkey = self.key_of(matcher);
-        let known = self.match_counts.borrow().get(&mkey).map(|c| c.per_domain.iter().any(|(k, _)| k == key));
+        let known = self.match_counts.borrow().get(&mkey).map(|c| c.per_domain.iter().any(|(k, _, _)| k == key));
         if known == Some(true) {
             return mkey;
         }
@@ -823,7 +955,7 @@ impl ClusterView {
                     counts[d as usize] += i64::from(*count);
                 }
             }
-            c.per_domain.push((key.to_string(), counts));
+            c.per_domain.push((key.to_string(), Arc::clone(&topology), counts));
         }
         mkey
     }
@@ -867,6 +999,9 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
         }
     }
     fn node_name_matches(&mut self) -> bool {
+        if self.p.unbound {
+            return true;
+        }
         let name = self.p.pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         name.is_none_or(|n| n.is_empty() || n == self.node().name)
     }
@@ -876,27 +1011,32 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
         taints.iter().position(|x| std::ptr::eq(x, t))
     }
     fn node_affinity_matches(&mut self) -> bool {
-        self.v.node_affinity_ok(&self.p.node_terms, &self.p.name_fields, self.node)
+        self.v.node_affinity_ok(&self.p.fixed.node_terms, &self.p.fixed.name_fields, self.node)
     }
     fn host_ports_free(&mut self) -> bool {
-        crate::fit::host_ports_free(&self.p.ports, &self.v.ports[self.node])
+        crate::fit::host_ports_free(&self.p.fixed.ports, &self.v.ports[self.node])
     }
     fn short_resource(&mut self) -> Option<usize> {
         // cpu, memory and pods without map lookups when that is all the pod asks for.
         let free = &self.v.free_core[self.node];
-        if self.p.only_core
-            && crate::fit::short_resource(self.p.core_requests.iter().zip(free).map(|(r, f)| (*r, 0, *f))).is_none()
+        if self.p.fixed.only_core
+            && crate::fit::short_resource(self.p.fixed.core_requests.iter().zip(free).map(|(r, f)| (*r, 0, *f)))
+                .is_none()
         {
             return None;
         }
-        let used = &self.v.requested[self.node];
+        let (used_core, extended) = (&self.v.used_core[self.node], &self.v.extended[self.node]);
+        let used = |k: &str| match CORE.iter().position(|c| *c == k) {
+            Some(i) => used_core[i],
+            None => extended.get(k).nanos(),
+        };
         let alloc = &self.node().allocatable;
         crate::fit::short_resource(
-            self.p.requests.iter().map(|(k, q)| (q.nanos(), used.get(k).nanos(), alloc.get(k).nanos())),
+            self.p.fixed.requests.iter().map(|(k, q)| (q.nanos(), used(k), alloc.get(k).nanos())),
         )
     }
     fn volumes_match(&mut self) -> bool {
-        crate::fit::volumes_match(&self.p.volume_terms, &self.node().labels)
+        crate::fit::volumes_match(&self.p.fixed.volume_terms, &self.node().labels)
     }
     fn spread(&mut self) -> Result<(), crate::fit::Why> {
         for (i, s) in self.p.spread.iter().enumerate() {
@@ -916,7 +1056,7 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
         !self.p.anti_domains.iter().any(|b| b.contains(self.node))
     }
     fn affinity_ok(&mut self) -> bool {
-        let required = &self.p.affinity.required;
+        let required = &self.p.fixed.affinity.required;
         if required.is_empty() {
             return true;
         }
@@ -928,14 +1068,14 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
             keys_present,
             pods_in_domains,
             self.p.affinity_none_anywhere,
-            self.p.matches_own_affinity,
+            self.p.fixed.matches_own_affinity,
         )
     }
     fn taint(&self, i: usize) -> Option<&kerf_api::Taint> {
         self.node().taints.get(i)
     }
     fn resource_name(&self, i: usize) -> &str {
-        self.p.requests.iter().nth(i).map(|(k, _)| k.as_str()).unwrap_or("")
+        self.p.fixed.requests.iter().nth(i).map(|(k, _)| k.as_str()).unwrap_or("")
     }
 }
 

@@ -238,7 +238,7 @@ impl KubeScheduler {
         }
         let view = ClusterView::new(nodes).with_namespace_labels(world.namespace_labels());
         let allocatable = view.nodes().iter().map(|n| cpu_memory(&n.allocatable)).collect();
-        let requested = (0..view.nodes().len()).map(|i| cpu_memory(view.requested(i))).collect();
+        let requested = (0..view.nodes().len()).map(|i| cpu_memory(&view.requested(i))).collect();
         let version = vec![0; names.len()];
         View { view, index, names, allocatable, requested, version }
     }

@@ -28,10 +28,10 @@ impl ClusterView {
         let mut node = self.nodes.remove(idx);
         node.pods = pods;
         self.pod_requests.remove(idx);
-        self.requested.remove(idx);
+        self.extended.remove(idx);
         self.cpu_memory.remove(idx);
         self.free_core.remove(idx);
-        self.used_cpu_memory.remove(idx);
+        self.used_core.remove(idx);
         self.ports.remove(idx);
         if idx < self.hidden.len() {
             self.hidden.remove(idx);
@@ -69,10 +69,10 @@ impl ClusterView {
         let pods = node.pods.clone();
         self.nodes.insert(idx, ExistingNode { pods: Vec::new(), ..node });
         self.pod_requests.insert(idx, Vec::new());
-        self.requested.insert(idx, ResourceList::new());
+        self.extended.insert(idx, ResourceList::new());
         self.cpu_memory.insert(idx, (cpu_memory_of(&self.nodes[idx].allocatable), [0.0; 2]));
         self.free_core.insert(idx, core_of(&self.nodes[idx].allocatable));
-        self.used_cpu_memory.insert(idx, [0; 2]);
+        self.used_core.insert(idx, [0; 3]);
         self.ports.insert(idx, Vec::new());
         for p in pods {
             let r = requests(&p);

@@ -175,13 +175,13 @@ mod tests {
                 .map(|removed| replay.in_turn(&[super::super::Turn { removed: removed.clone(), ..Default::default() }]))
                 .collect()
         };
-        let copied = |kv: &KubeView| kv.copies.by_pod.contains_key(&(Arc::as_ptr(&w1) as usize));
+        let kept = |kv: &KubeView| kv.copies.by_pod.contains_key(&(Arc::as_ptr(&w1) as usize));
         let mut edited = edited;
-        let _ = edited.copy_of(&w1);
+        let _ = edited.kind_of(&w1);
         let edited = edited.edited_to(&input).expect("same namespaces and volumes");
-        assert!(copied(&edited), "a pod still held keeps its copy across the edit");
+        assert!(kept(&edited), "a pod still held keeps its kind across the edit");
         let edited = edited.edited_to(&input).expect("same namespaces and volumes");
-        assert!(!copied(&edited), "a copy not asked for since the last edit is dropped at the next");
+        assert!(!kept(&edited), "a pod not asked for since the last edit is dropped at the next");
         let answers = replays(edited);
         assert!(answers[1].is_err(), "{answers:?}");
         assert_eq!(answers, replays(build(&input)));

@@ -25,7 +25,7 @@ use crate::instance::{InstanceType, Offering};
 use crate::kube_choice;
 use crate::model::{ExistingNode, NewNodeClaim};
 use crate::pod;
-use crate::predicates::ClusterView;
+use crate::predicates::{ClusterView, PodFilters};
 
 /// The existing nodes as kube-scheduler sees them, and where each is in the view.
 #[derive(Debug)]
@@ -35,40 +35,43 @@ pub(super) struct KubeView {
     /// The nodes each kind of moved pod fits best on, in the view as built (see
     /// [`kube_choice::Ranking`]).
     pub(super) ranking: kube_choice::Ranking,
-    /// The copies of the moved pods met so far, with their kinds.
+    /// The moved pods met so far, with their kinds.
     pub(super) copies: Copies,
     /// The input's volume topology and namespace labels the view was built with.
     pub(super) volumes: BTreeMap<String, Vec<crate::requirements::Requirements>>,
     pub(super) namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-/// The copies kube-scheduler sees of the moved pods met so far and their kinds
-/// ([`kube_choice::kind_key`]). They outlive the ranking: a view edited to another cluster
-/// ([`super::kept_view`]) keeps the copies met since the last edit whose pods are still held
-/// elsewhere, and ranks each kind again on the view as edited when a pod of it is met, so a
-/// pod replayed evaluation after evaluation is copied and keyed once rather than once per view,
-/// and a copy not asked for since the last edit is not kept.
+/// The moved pods met so far and their kinds ([`kube_choice::kind_key`]). kube-scheduler sees
+/// each as its owner's new copy (not bound, not nominated), which the replay reads the pod itself
+/// as ([`kube_choice::replay`]): no copy is made. They outlive the ranking: a view edited to
+/// another cluster ([`super::kept_view`]) keeps the pods met since the last edit that are still
+/// held elsewhere, and ranks each kind again on the view as edited when a pod of it is met, so a
+/// pod replayed evaluation after evaluation is keyed once rather than once per view, and a pod
+/// not asked for since the last edit is not kept.
 #[derive(Debug, Default)]
 pub(super) struct Copies {
-    /// By the address of the context's pod (kept alive here): that pod, its copy, its kind (an
-    /// index into `kinds`) and the last `edits` it was met at.
-    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, Arc<Pod>, usize, u64)>,
+    /// By the address of the context's pod (kept alive here): that pod, its kind (an index into
+    /// `kinds`), the last `edits` it was met at, and its filters ([`ClusterView::pod_filters`]:
+    /// a view edited to another cluster keeps its volume topology and namespace labels, for
+    /// which they hold).
+    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, usize, u64, Arc<PodFilters>)>,
     /// How many times the ranking was made anew.
     edits: u64,
     /// The kinds met so far, by key.
     ids: HashMap<Vec<u8>, usize>,
-    /// Per kind: the copy it was first met with, its key, and its id in the view's ranking
-    /// once ranked there.
+    /// Per kind: the pod it was first met with, its key, and its id in the view's ranking once
+    /// ranked there.
     kinds: Vec<(Arc<Pod>, Vec<u8>, Option<usize>)>,
 }
 
 impl Copies {
     /// The ranking is made anew ([`kube_choice::Ranking::new`]): no kind is ranked on it yet,
-    /// and the copies not met since it was last made, or of pods no one else holds any more,
-    /// are dropped.
+    /// and the pods not met since it was last made, or that no one else holds any more, are
+    /// dropped.
     pub(super) fn ranking_made_anew(&mut self) {
         let edits = self.edits;
-        self.by_pod.retain(|_, (pod, _, _, met)| *met == edits && Arc::strong_count(pod) > 1);
+        self.by_pod.retain(|_, (pod, _, met, _)| *met == edits && Arc::strong_count(pod) > 1);
         self.edits += 1;
         for kind in &mut self.kinds {
             kind.2 = None;
@@ -77,49 +80,37 @@ impl Copies {
 }
 
 impl KubeView {
-    /// The copy of `pod` kube-scheduler would see (its owner's new pod: not bound, not
-    /// nominated) and the copy's kind in the ranking; ranks a kind not ranked yet (the view
-    /// must be as built). Pods of one kind read the same of the view ([`kube_choice::kind_key`]),
-    /// so the kind is ranked with whichever of its copies was met first.
-    pub(super) fn copy_of(&mut self, pod: &Arc<Pod>) -> (Arc<Pod>, usize) {
+    /// The kind in the ranking of `pod` (a moved pod, replayed as its owner's new copy) and its
+    /// filters; ranks a kind not ranked yet (the view must be as built). Pods of one kind read
+    /// the same of the view ([`kube_choice::kind_key`]), so the kind is ranked with whichever of
+    /// its pods was met first.
+    pub(super) fn kind_of(&mut self, pod: &Arc<Pod>) -> (usize, Arc<PodFilters>) {
         let addr = Arc::as_ptr(pod) as usize;
         let copies = &mut self.copies;
-        let (copy, kind) = match copies.by_pod.get_mut(&addr) {
-            Some((_, copy, kind, met)) => {
-                *met = copies.edits;
-                (Arc::clone(copy), *kind)
-            }
+        if let Some((_, kind, met, filters)) = copies.by_pod.get_mut(&addr) {
+            *met = copies.edits;
+            let (kind, filters) = (*kind, Arc::clone(filters));
+            let (first, key, ranked) = &mut copies.kinds[kind];
+            return (*ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key)), filters);
+        }
+        let key = kube_choice::kind_key(pod);
+        let kind = match copies.ids.get(&key) {
+            Some(k) => *k,
             None => {
-                let fresh = Arc::new(unbound_copy(pod));
-                let key = kube_choice::kind_key(&fresh);
-                let kind = match copies.ids.get(&key) {
-                    Some(k) => *k,
-                    None => {
-                        copies.kinds.push((Arc::clone(&fresh), key.clone(), None));
-                        copies.ids.insert(key, copies.kinds.len() - 1);
-                        copies.kinds.len() - 1
-                    }
-                };
-                copies.by_pod.insert(addr, (Arc::clone(pod), Arc::clone(&fresh), kind, copies.edits));
-                (fresh, kind)
+                copies.kinds.push((Arc::clone(pod), key.clone(), None));
+                copies.ids.insert(key, copies.kinds.len() - 1);
+                copies.kinds.len() - 1
             }
         };
         let (first, key, ranked) = &mut copies.kinds[kind];
         let ranked = *ranked.get_or_insert_with(|| self.ranking.add_kind(&self.view, first, key));
-        (copy, ranked)
+        // Pods of one kind have the same containers and overhead: a ranked kind's requests are
+        // this pod's.
+        let requests = self.ranking.kind_requests(ranked).cloned();
+        let filters = self.view.pod_filters(pod, requests);
+        copies.by_pod.insert(addr, (Arc::clone(pod), kind, copies.edits, Arc::clone(&filters)));
+        (ranked, filters)
     }
-}
-
-/// The copy of `pod` its owner creates once it is evicted: not bound, not nominated.
-fn unbound_copy(pod: &Pod) -> Pod {
-    let mut fresh = pod.clone();
-    if let Some(spec) = fresh.spec.as_mut() {
-        spec.node_name = None;
-    }
-    if let Some(status) = fresh.status.as_mut() {
-        status.nominated_node_name = None;
-    }
-    fresh
 }
 
 /// A pod taken off a removed node, with its requests (to put it back without parsing them).
@@ -341,9 +332,11 @@ impl SchedulingContext {
     ) -> Result<(), String> {
         let input = Arc::clone(&self.input);
         let kv = self.kube_view();
-        // The pods kube-scheduler sees are their owners' new copies: not bound, not nominated.
-        // Their kinds are ranked on the view as built, before any node is taken away.
-        let (order, kinds): (Vec<Arc<Pod>>, Vec<usize>) = pods.iter().map(|p| kv.copy_of(p)).unzip();
+        // The pods kube-scheduler sees are their owners' new copies: not bound, not nominated,
+        // as the replay reads the pods themselves. Their kinds are ranked on the view as built,
+        // before any node is taken away.
+        let order = pods;
+        let (kinds, filters): (Vec<usize>, Vec<Arc<PodFilters>>) = pods.iter().map(|p| kv.kind_of(p)).unzip();
         // The removed nodes go, and their pods with them.
         let mut taken: Vec<(usize, Vec<PodWithRequests>)> = Vec::new();
         for name in removed {
@@ -362,14 +355,16 @@ impl SchedulingContext {
         // know: the decision must hold in each of `arrival_orders` (within each priority), or a
         // pod may be left over once the nodes are gone. Orders are positions in `order`.
         let ranking = &kv.ranking;
-        let orders = arrival_orders(&order, |i| {
+        let orders = arrival_orders(order, |i| {
             ranking.kind_cpu_memory(kinds[i]).unwrap_or_else(|| kube_choice::cpu_memory_of(&order[i]))
         });
         let mut result = Ok(());
         for positions in &orders {
             let batch: Vec<Arc<Pod>> = positions.iter().map(|i| Arc::clone(&order[*i])).collect();
             let batch_kinds: Vec<usize> = positions.iter().map(|i| kinds[*i]).collect();
-            if let Err(nb) = kube_choice::replay(&mut kv.view, &batch, Some((&kv.ranking, &batch_kinds))) {
+            let batch_filters: Vec<Arc<PodFilters>> = positions.iter().map(|i| Arc::clone(&filters[*i])).collect();
+            let ranked = Some((&kv.ranking, batch_kinds.as_slice()));
+            if let Err(nb) = kube_choice::replay(&mut kv.view, &batch, ranked, Some(&batch_filters)) {
                 let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
                 result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
                 break;
@@ -392,20 +387,23 @@ impl SchedulingContext {
 fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]) -> Result<(), String> {
     let nodes: Vec<Vec<usize>> =
         turns.iter().map(|t| t.removed.iter().filter_map(|n| kv.index.get(*n).copied()).collect()).collect();
-    // The pods each turn moves, as kube-scheduler sees their copies, with their kinds (ranked on
-    // the view as built, before any node is hidden), and their orders.
-    let (moved, kinds): (Vec<Vec<Arc<Pod>>>, Vec<Vec<usize>>) = nodes
-        .iter()
-        .map(|idxs| {
-            let on_nodes: Vec<Arc<Pod>> = idxs
-                .iter()
-                .flat_map(|&i| kv.view.nodes()[i].pods.iter())
-                .filter(|p| p.metadata.deletion_timestamp.is_none() && super::queue::reschedulable(p))
-                .cloned()
-                .collect();
-            on_nodes.iter().map(|p| kv.copy_of(p)).unzip()
-        })
-        .unzip();
+    // The pods each turn moves (replayed as kube-scheduler sees their copies), with their kinds
+    // (ranked on the view as built, before any node is hidden), and their orders.
+    let mut moved: Vec<Vec<Arc<Pod>>> = Vec::with_capacity(nodes.len());
+    let mut kinds: Vec<Vec<usize>> = Vec::with_capacity(nodes.len());
+    let mut filters: Vec<Vec<Arc<PodFilters>>> = Vec::with_capacity(nodes.len());
+    for idxs in &nodes {
+        let on_nodes: Vec<Arc<Pod>> = idxs
+            .iter()
+            .flat_map(|&i| kv.view.nodes()[i].pods.iter())
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && super::queue::reschedulable(p))
+            .cloned()
+            .collect();
+        let (k, f): (Vec<usize>, Vec<Arc<PodFilters>>) = on_nodes.iter().map(|p| kv.kind_of(p)).unzip();
+        moved.push(on_nodes);
+        kinds.push(k);
+        filters.push(f);
+    }
     let KubeView { view, ranking, .. } = kv;
     for &idx in nodes.iter().flatten() {
         view.set_hidden(idx, true);
@@ -447,7 +445,8 @@ fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]
             let Some(order) = orders[t].get(v).or_else(|| orders[t].last()) else { continue };
             let batch: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[t][*i])).collect();
             let batch_kinds: Vec<usize> = order.iter().map(|i| kinds[t][*i]).collect();
-            if let Err(nb) = session.bind(view, &batch, Some(&batch_kinds)) {
+            let batch_filters: Vec<Arc<PodFilters>> = order.iter().map(|i| Arc::clone(&filters[t][*i])).collect();
+            if let Err(nb) = session.bind(view, &batch, Some(&batch_kinds), Some(&batch_filters)) {
                 let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
                 result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
                 break;
