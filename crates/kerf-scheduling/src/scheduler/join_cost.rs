@@ -7,7 +7,7 @@
 //! those of every pod it takes. A small pod that must run on-demand, joining a claim opened
 //! for pods that may run on spot, turns the whole claim on-demand: two to four times the price,
 //! for one pod. The smallest pods come last and fill the last room of many claims: in the
-//! 30,000-pod scale example they made 718 nodes on-demand for one on-demand pod each, nearly
+//! 30,000-pod scale example they made 728 nodes on-demand for one on-demand pod each, nearly
 //! half the fleet's cost, and consolidation then spent the next minutes merging those nodes.
 //!
 //! # What
