@@ -63,17 +63,19 @@ pub enum PreferencePolicy {
 }
 
 impl PreferencePolicy {
+    /// Every policy with its name as written in a setting.
+    const ALL: [(&str, PreferencePolicy); 3] = [
+        ("RespectWithinRoom", PreferencePolicy::RespectWithinRoom),
+        ("Respect", PreferencePolicy::Respect),
+        ("Ignore", PreferencePolicy::Ignore),
+    ];
+
     /// The setting's values, as written.
-    pub const NAMES: [&str; 3] = ["RespectWithinRoom", "Respect", "Ignore"];
+    pub const NAMES: [&str; 3] = [Self::ALL[0].0, Self::ALL[1].0, Self::ALL[2].0];
 
     /// The policy named `name` (as written in a setting), if any.
     pub fn parse(name: &str) -> Option<PreferencePolicy> {
-        match name {
-            "RespectWithinRoom" => Some(PreferencePolicy::RespectWithinRoom),
-            "Respect" => Some(PreferencePolicy::Respect),
-            "Ignore" => Some(PreferencePolicy::Ignore),
-            _ => None,
-        }
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p)
     }
 }
 

@@ -112,3 +112,12 @@ fn a_preferred_zone_picks_the_new_nodes_zone_unless_preferences_are_ignored() {
     let reqs = &ignored.new_node_claims[0].requirements;
     assert!(!reqs.iter().any(|r| r.key == ZONE && r.values == ["c"]), "{reqs:?}");
 }
+
+#[test]
+fn each_policy_name_reads_as_its_own_policy_and_others_are_refused() {
+    let read: Vec<PreferencePolicy> =
+        PreferencePolicy::NAMES.iter().filter_map(|n| PreferencePolicy::parse(n)).collect();
+    assert_eq!(read, [PreferencePolicy::RespectWithinRoom, PreferencePolicy::Respect, PreferencePolicy::Ignore]);
+    assert_eq!(PreferencePolicy::parse("respect"), None, "names are case-sensitive, as Karpenter's");
+    assert_eq!(PreferencePolicy::parse(""), None);
+}
