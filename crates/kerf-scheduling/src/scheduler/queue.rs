@@ -101,15 +101,11 @@ impl SchedulingContext {
                 self.record(&mut run, &mut left, pi, bin);
             }
             queue = left;
-            if queue.is_empty() {
+            if queue.is_empty() || (queue.len() == before && !self.packing.joins_by_worth) {
                 break;
             }
-            if queue.len() == before {
-                // Cost preferences never leave a pod pending: one more pass without them.
-                if !self.packing.joins_by_worth {
-                    break;
-                }
-            }
+            // Retries join claims whatever it costs them: a cost preference (see `join_cost`)
+            // never leaves a pod pending.
             self.packing.joins_by_worth = false;
         }
         run.on_node.sort();
@@ -207,8 +203,8 @@ impl SchedulingContext {
             }
         }
         // Open claims with room for the pod, in creation order, but those known never to take
-        // this group's pods at its first level.
-        // A claim the pod would make dearer (see `join_cost`) only when none takes it as it is.
+        // this group's pods at its first level; one the pod would make dearer (see `join_cost`)
+        // only when none takes it as it is.
         let mut i = 0;
         let mut dearer = None;
         loop {
