@@ -21,15 +21,15 @@
 //! worth on capacity of its own requirements (see `SchedulingContext::pod_worth`), and even then
 //! the pod takes an open claim it joins as it is (one of its own requirements, opened earlier)
 //! first. Otherwise the pod goes on: to another claim, or to a claim of its own requirements
-//! that pods like it then share. The rule is a preference, never a reason to leave a pod pending: pods the first pass
-//! left are retried without it (a NodePool's limits may leave no room for a claim of their
-//! own). Consolidation's what-ifs do not size by cost and do not apply it.
+//! that pods like it then share. The rule is a preference, never a reason to leave a pod
+//! pending: pods the first pass left are retried without it (a NodePool's limits may leave no
+//! room for a claim of their own). Consolidation's what-ifs do not size by cost and do not
+//! apply it.
 
 use super::SchedulingContext;
 use super::claims::ClaimPlan;
 use super::ids::{Attempt, ClaimIx};
 use super::interning::Bits;
-use super::packing::units;
 use super::resources::type_fits;
 
 /// What a pod joining an open claim costs it.
@@ -45,16 +45,25 @@ pub(super) enum JoinCost {
 impl SchedulingContext {
     /// What the attempt's pod joining claim `c` as `plan` says costs the claim.
     pub(super) fn join_cost(&mut self, at: Attempt, c: ClaimIx, plan: &ClaimPlan) -> JoinCost {
-        let (pool, req) = (self.claims[c].pool, self.claims[c].req);
-        if !self.packing.enabled || !self.packing.joins_by_worth || plan.req == req {
+        if !self.packing.enabled || !self.packing.joins_by_worth || plan.req == self.claims[c].req {
             return JoinCost::Free;
         }
-        let total: Vec<i64> =
-            self.claims[c].requests.iter().zip(&self.pod_requests[at.pod]).map(|(a, b)| a + b).collect();
-        let Some((before, _)) = self.cheapest_fitting(c, req, None, &total) else {
+        let mut total = std::mem::take(&mut self.scratch);
+        total.clear();
+        total.extend(self.claims[c].requests.iter().zip(&self.pod_requests[at.pod]).map(|(a, b)| a + b));
+        let cost = self.narrowing_cost(at, c, plan, &total);
+        self.scratch = total;
+        cost
+    }
+
+    /// `join_cost` once the claim's requirements narrow: `total` is the claim's requests with
+    /// the pod's.
+    fn narrowing_cost(&mut self, at: Attempt, c: ClaimIx, plan: &ClaimPlan, total: &[i64]) -> JoinCost {
+        let (pool, req) = (self.claims[c].pool, self.claims[c].req);
+        let Some((before, _)) = self.cheapest_fitting(c, req, None, total) else {
             return JoinCost::Free;
         };
-        let Some((after, t)) = self.cheapest_fitting(c, plan.req, Some(&plan.types), &total) else {
+        let Some((after, t)) = self.cheapest_fitting(c, plan.req, Some(&plan.types), total) else {
             return JoinCost::Free;
         };
         if after <= before {
@@ -67,8 +76,9 @@ impl SchedulingContext {
             return JoinCost::Worth;
         };
         // The narrowing is paid once: pods like this one the claim still has room for share it.
-        let room: Vec<i64> = self.pools[pool].free.row(t).iter().zip(&total).map(|(f, u)| f - u).collect();
-        let sharing = units(&self.pod_requests[at.pod], &room).saturating_add(1).min(left.max(1));
+        let requests = &self.pod_requests[at.pod];
+        let more = units_left(requests, self.pools[pool].free.row(t), total);
+        let sharing = more.saturating_add(1).min(left.max(1));
         if (after - before) / sharing as f64 > worth { JoinCost::Dearer } else { JoinCost::Worth }
     }
 
@@ -83,6 +93,18 @@ impl SchedulingContext {
         let free = &self.pools[pool].free;
         order.iter().copied().find(|(_, i)| type_fits(total, free.row(*i)) && self.launchable(c, types, &compat, *i))
     }
+}
+
+/// How many more pods of `requests` fit in `free` once `used` is taken (`u64::MAX` for a pod
+/// that asks nothing).
+fn units_left(requests: &[i64], free: &[i64], used: &[i64]) -> u64 {
+    let mut k = u64::MAX;
+    for ((r, f), u) in requests.iter().zip(free).zip(used) {
+        if *r > 0 {
+            k = k.min(((f - u).max(0) / r) as u64);
+        }
+    }
+    k
 }
 
 #[cfg(test)]

@@ -580,7 +580,7 @@ fn fill(shapes: &[Vec<i64>], left: &mut [u64], room: &mut [i64], worth: &[f64]) 
 }
 
 /// How many pods of `requests` fit in `room` (`u64::MAX` for a pod that asks nothing).
-pub(super) fn units(requests: &[i64], room: &[i64]) -> u64 {
+fn units(requests: &[i64], room: &[i64]) -> u64 {
     let mut k = u64::MAX;
     for (r, f) in requests.iter().zip(room) {
         if *r > 0 {
