@@ -237,8 +237,8 @@ impl KubeScheduler {
             nodes.push(existing_node(node, sync::bound_pods(world, name)));
         }
         let view = ClusterView::new(nodes).with_namespace_labels(world.namespace_labels());
-        let allocatable = view.nodes().iter().map(|n| cpu_memory(&n.allocatable)).collect();
-        let requested = (0..view.nodes().len()).map(|i| cpu_memory(&view.requested(i))).collect();
+        // The view keeps each node's cpu and memory, allocatable and requested, as these count them.
+        let (allocatable, requested) = (0..view.nodes().len()).map(|i| view.cpu_memory(i)).unzip();
         let version = vec![0; names.len()];
         View { view, index, names, allocatable, requested, version }
     }
