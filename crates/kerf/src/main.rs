@@ -24,19 +24,24 @@ mod snapshot;
 mod snapshot_bench;
 mod validate;
 
-/// mimalloc instead of the system allocator (see the workspace manifest for why).
+/// mimalloc instead of the system allocator (see the workspace manifest for why). The
+/// `system-allocator` feature keeps the system's, for heap profilers that hook malloc.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 // mimalloc's option setter, linked through the `mimalloc` crate's static library (its Rust
 // binding declares it only with a feature that brings another crate, and names no constant for
 // the options set here).
+#[cfg(not(feature = "system-allocator"))]
 unsafe extern "C" {
     fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
 }
 
 // Options of mimalloc's `mi_option_t` (the v3 allocator the `mimalloc` crate builds).
+#[cfg(not(feature = "system-allocator"))]
 const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+#[cfg(not(feature = "system-allocator"))]
 const MI_OPTION_ALLOW_THP: std::ffi::c_int = 43;
 
 #[cfg(target_os = "linux")]
@@ -59,6 +64,7 @@ const PR_SET_THP_DISABLE: std::ffi::c_int = 41;
 pub fn keep_memory_tight() {
     // SAFETY: sets integer options of the allocator, which mimalloc allows at any time; called
     // before the controller starts its runtime, while no other thread allocates.
+    #[cfg(not(feature = "system-allocator"))]
     unsafe {
         mi_option_set(MI_OPTION_PURGE_DELAY, 0);
         mi_option_set(MI_OPTION_ALLOW_THP, 0);
