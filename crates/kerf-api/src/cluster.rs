@@ -33,7 +33,11 @@ pub trait Object: Clone + Send + Sync + 'static {
     fn meta(&self) -> &ObjectMeta;
     fn meta_mut(&mut self) -> &mut ObjectMeta;
     fn into_any(self) -> AnyObject;
-    fn from_any(obj: &AnyObject) -> Option<&Self>;
+    fn from_any(obj: &AnyObject) -> Option<&Self> {
+        Self::from_any_shared(obj).map(|o| &**o)
+    }
+    /// The object's shared allocation, for holders that keep it without a copy of their own.
+    fn from_any_shared(obj: &AnyObject) -> Option<&Arc<Self>>;
 }
 
 macro_rules! objects {
@@ -83,7 +87,7 @@ macro_rules! objects {
                 fn into_any(self) -> AnyObject {
                     AnyObject::$ty(Arc::new(self))
                 }
-                fn from_any(obj: &AnyObject) -> Option<&Self> {
+                fn from_any_shared(obj: &AnyObject) -> Option<&Arc<Self>> {
                     match obj {
                         AnyObject::$ty(o) => Some(o),
                         #[allow(unreachable_patterns)]

@@ -126,30 +126,6 @@ fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
     }
 }
 
-/// Copies `from`'s status into `into` (same kind), leaving everything else of `into`.
-pub(crate) fn copy_status(into: &mut AnyObject, from: &AnyObject) {
-    match (into, from) {
-        (AnyObject::Pod(a), AnyObject::Pod(b)) => Arc::make_mut(a).status.clone_from(&b.status),
-        (AnyObject::Node(a), AnyObject::Node(b)) => Arc::make_mut(a).status.clone_from(&b.status),
-        (AnyObject::NodeClaim(a), AnyObject::NodeClaim(b)) => Arc::make_mut(a).status.clone_from(&b.status),
-        (AnyObject::NodePool(a), AnyObject::NodePool(b)) => Arc::make_mut(a).status.clone_from(&b.status),
-        (AnyObject::EC2NodeClass(a), AnyObject::EC2NodeClass(b)) => Arc::make_mut(a).status.clone_from(&b.status),
-        (AnyObject::DaemonSet(a), AnyObject::DaemonSet(b)) => Arc::make_mut(a).status.clone_from(&b.status),
-        (AnyObject::PodDisruptionBudget(a), AnyObject::PodDisruptionBudget(b)) => {
-            Arc::make_mut(a).status.clone_from(&b.status)
-        }
-        (AnyObject::PersistentVolumeClaim(a), AnyObject::PersistentVolumeClaim(b)) => {
-            Arc::make_mut(a).status.clone_from(&b.status)
-        }
-        (AnyObject::PersistentVolume(a), AnyObject::PersistentVolume(b)) => {
-            Arc::make_mut(a).status.clone_from(&b.status)
-        }
-        (AnyObject::Namespace(a), AnyObject::Namespace(b)) => Arc::make_mut(a).status.clone_from(&b.status),
-        (AnyObject::CapacityBuffer(a), AnyObject::CapacityBuffer(b)) => Arc::make_mut(a).status.clone_from(&b.status),
-        _ => {}
-    }
-}
-
 pub(crate) fn any_meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
     match obj {
         AnyObject::Pod(o) => &mut Arc::make_mut(o).metadata,
@@ -195,10 +171,12 @@ fn typed<K: Object>(s: &Stored) -> Option<&K> {
     }
 }
 
-fn typed_result<K: Object>(s: &Stored, kind: &'static str) -> Result<K, ApiError> {
-    typed::<K>(s)
-        .cloned()
-        .ok_or_else(|| ApiError::Other(format!("{kind} {}: wrong kind", s.meta().name.as_deref().unwrap_or(""))))
+fn typed_shared<K: Object>(s: &Stored, kind: &'static str) -> Result<Arc<K>, ApiError> {
+    match s {
+        Stored::Typed(a) => K::from_any_shared(a).cloned(),
+        Stored::Dynamic(_) => None,
+    }
+    .ok_or_else(|| ApiError::Other(format!("{kind} {}: wrong kind", s.meta().name.as_deref().unwrap_or(""))))
 }
 
 impl Inner {
@@ -660,38 +638,42 @@ impl SimCluster {
 
     /// Creates an object that existed before the simulation began, with the creation time it
     /// had (a cluster snapshot's NodeClaims keep their age).
-    pub fn create_obj_created_at<K: Object>(&self, obj: K, created: Timestamp) -> Result<K, ApiError> {
+    pub fn create_obj_created_at<K: Object>(&self, obj: K, created: Timestamp) -> Result<Arc<K>, ApiError> {
         let mut inner = self.lock();
         let r = inner.create(created, K::KIND, Stored::Typed(obj.into_any()));
         let rv = inner.resource_version;
         drop(inner);
         self.notify(rv);
-        typed_result(&r?, K::KIND)
+        typed_shared(&r?, K::KIND)
     }
 
-    pub fn create_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+    /// Creates `obj`; the answer is the stored object, shared.
+    pub fn create_obj<K: Object>(&self, obj: K) -> Result<Arc<K>, ApiError> {
         let created = self.create_stored(K::KIND, Stored::Typed(obj.into_any()))?;
-        typed_result(&created, K::KIND)
+        typed_shared(&created, K::KIND)
     }
 
     /// Writes `obj`: only its status, everything but its status, or (for the simulator's own
-    /// stand-ins) both.
-    fn write<K: Object>(&self, obj: K, mode: Mode) -> Result<K, ApiError> {
+    /// stand-ins) both. The answer is the stored object itself, shared: a holder of it (the
+    /// simulated kube-scheduler's view of bound pods) keeps no copy of its own.
+    fn write<K: Object>(&self, obj: K, mode: Mode) -> Result<Arc<K>, ApiError> {
         let written = self.write_stored(K::KIND, Stored::Typed(obj.into_any()), mode)?;
-        typed_result(&written, K::KIND)
+        typed_shared(&written, K::KIND)
     }
 
-    pub fn update_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+    pub fn update_obj<K: Object>(&self, obj: K) -> Result<Arc<K>, ApiError> {
         self.write(obj, Mode::Spec)
     }
 
-    pub fn update_status_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+    pub fn update_status_obj<K: Object>(&self, obj: K) -> Result<Arc<K>, ApiError> {
         self.write(obj, Mode::Status)
     }
 
     /// Replaces the whole object (metadata, spec and status) — what the sim's own stand-ins use
-    /// when they own every part they write (e.g. kube-scheduler binding and kubelet status).
-    pub fn replace_obj<K: Object>(&self, obj: K) -> Result<K, ApiError> {
+    /// when they own every part they write (e.g. kube-scheduler binding and kubelet status), or
+    /// write a new status on the object exactly as they read it: at the version read (a newer
+    /// one is a conflict), it is the status write without the copy of the stored object.
+    pub fn replace_obj<K: Object>(&self, obj: K) -> Result<Arc<K>, ApiError> {
         self.write(obj, Mode::All)
     }
 
@@ -856,15 +838,15 @@ impl ClusterApi for SimCluster {
     }
 
     fn create<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send {
-        std::future::ready(self.create_obj(obj))
+        std::future::ready(self.create_obj(obj).map(Arc::unwrap_or_clone))
     }
 
     fn update<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send {
-        std::future::ready(self.update_obj(obj))
+        std::future::ready(self.update_obj(obj).map(Arc::unwrap_or_clone))
     }
 
     fn update_status<K: Object>(&self, obj: K) -> impl Future<Output = Result<K, ApiError>> + Send {
-        std::future::ready(self.update_status_obj(obj))
+        std::future::ready(self.update_status_obj(obj).map(Arc::unwrap_or_clone))
     }
 
     fn patch<K: Object>(
@@ -958,7 +940,7 @@ mod tests {
     #[test]
     fn update_with_stale_resource_version_conflicts() {
         let c = SimCluster::new(ManualClock::new(), 1);
-        let a = c.create_obj(node("a")).unwrap();
+        let a = Arc::unwrap_or_clone(c.create_obj(node("a")).unwrap());
         let mut fresh = a.clone();
         fresh.metadata.labels = Some(BTreeMap::from([("x".to_string(), "1".to_string())]));
         c.update_obj(fresh).unwrap();
@@ -1046,7 +1028,7 @@ mod tests {
                 metadata: ObjectMeta { generate_name: Some("inflate-abc-".to_string()), ..Default::default() },
                 ..Default::default()
             };
-            c.create_obj(p).unwrap().metadata.name.unwrap()
+            c.create_obj(p).unwrap().metadata.name.clone().unwrap()
         };
         let a = make();
         assert!(a.starts_with("inflate-abc-") && a.len() == "inflate-abc-".len() + 5, "{a}");

@@ -12,6 +12,7 @@ mod patch;
 pub mod requests;
 pub mod rest;
 pub mod selectors;
+mod status;
 pub mod stored;
 pub mod table;
 

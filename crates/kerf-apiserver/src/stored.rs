@@ -83,7 +83,7 @@ impl Stored {
     /// Copies `from`'s status into `self` (same kind), leaving everything else.
     pub fn copy_status_from(&mut self, from: &Stored) {
         match (self, from) {
-            (Stored::Typed(a), Stored::Typed(b)) => crate::cluster::copy_status(a, b),
+            (Stored::Typed(a), Stored::Typed(b)) => crate::status::copy_status(a, b),
             (Stored::Dynamic(a), Stored::Dynamic(b)) => {
                 let a = Arc::make_mut(a);
                 match b.body.get("status") {

@@ -144,9 +144,9 @@ impl TestApi {
         if exists {
             let mut obj = obj;
             obj.meta_mut().resource_version = None;
-            self.cluster.replace_obj(obj).unwrap()
+            std::sync::Arc::unwrap_or_clone(self.cluster.replace_obj(obj).unwrap())
         } else {
-            self.cluster.create_obj(obj).unwrap()
+            std::sync::Arc::unwrap_or_clone(self.cluster.create_obj(obj).unwrap())
         }
     }
 

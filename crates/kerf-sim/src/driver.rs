@@ -342,7 +342,7 @@ impl<P: SimCloud> Simulation<P> {
         claim.metadata.uid = None;
         // Its age as the snapshot found it (virtual time is wall-clock time less the offset of
         // the scenario's `start`), so expireAfter and consolidation see an old node as old.
-        let mut created = match claim.metadata.creation_timestamp.take() {
+        let created = match claim.metadata.creation_timestamp.take() {
             Some(t) => {
                 let virtual_ms = t.0.as_millisecond().saturating_sub(self.wall_clock_offset_ms);
                 let at = Timestamp::from_millisecond(virtual_ms).unwrap_or(now).min(now);
@@ -350,6 +350,7 @@ impl<P: SimCloud> Simulation<P> {
             }
             None => self.cluster.create_obj(claim)?,
         };
+        let mut created = Arc::unwrap_or_clone(created);
         let status = created.status.get_or_insert_with(Default::default);
         status.provider_id = Some(provider_id.to_string());
         status.capacity = n.capacity.clone();

@@ -378,7 +378,7 @@ impl KubeScheduler {
                         if kerf_scheduling::pod::has_required_anti_affinity(pod) {
                             anti_epoch += 1;
                         }
-                        view.add(idx, Arc::new(b));
+                        view.add(idx, b);
                         self.just_bound.insert(key.clone());
                         self.messages.remove(&key);
                         bound += 1;
@@ -441,7 +441,9 @@ impl KubeScheduler {
             last_transition_time: Some(Time(now)),
             ..PodCondition::default()
         });
-        let _ = cluster.update_status_obj(p);
+        // `p` is the stored pod as read with a new status: written whole (a newer version is a
+        // conflict either way), without the status write's copy of the stored pod.
+        let _ = cluster.replace_obj(p);
     }
 
     /// Filters then scores; the chosen node's index, or kube-scheduler's message.
@@ -517,8 +519,8 @@ impl KubeScheduler {
 }
 
 /// Binds `pod` to `node`; the kubelet starts it at once when the node is Ready (it has nothing
-/// to pull in the simulator), else once the node is.
-fn bind(cluster: &SimCluster, pod: &Pod, node: &str, world: &World, now: Timestamp) -> Option<Pod> {
+/// to pull in the simulator), else once the node is. The answer is the stored pod, shared.
+fn bind(cluster: &SimCluster, pod: &Pod, node: &str, world: &World, now: Timestamp) -> Option<Arc<Pod>> {
     let ready = world.nodes.get(node).is_some_and(|n| node_ready(n));
     let mut p = pod.clone();
     p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());

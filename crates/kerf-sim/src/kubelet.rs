@@ -320,7 +320,7 @@ impl Kubelet {
             let mut n = (**n).clone();
             n.status.get_or_insert_with(NodeStatus::default).conditions = Some(vec![ready_condition(true, now)]);
             // A lost race is retried on the node's next change, which the winner's write is.
-            if let Err(e) = cluster.update_status_obj(n) {
+            if let Err(e) = cluster.replace_obj(n) {
                 tracing::debug!(node = %name, error = %e, "cannot mark kwok node ready yet");
             }
         }
@@ -347,7 +347,8 @@ impl Kubelet {
             }
             let mut p: Pod = (*entry.pod).clone();
             set_running(p.status.get_or_insert_with(PodStatus::default), now);
-            if let Err(e) = cluster.update_status_obj(p) {
+            // The stored pod as read, with its new status: written whole (see `replace_obj`).
+            if let Err(e) = cluster.replace_obj(p) {
                 tracing::debug!(pod = %key, error = %e, "cannot start pod yet");
             }
         }
