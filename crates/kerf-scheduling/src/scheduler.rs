@@ -62,9 +62,10 @@
 //! the plan counts on), `kept_view` (that view kept from one context for the next and edited
 //! to its cluster instead of built again), `offers` (a pool's types as new claims see them),
 //! `packing` (new claims sized by cost), `join_cost` (a pod making the claim it joins dearer than
-//! it is worth).
+//! it is worth), `dearer` (the claims a group's pods found dearer, skipped until that changes).
 
 mod claims;
+mod dearer;
 mod existing;
 mod explain;
 mod facts;
@@ -148,6 +149,16 @@ pub struct SchedulingContext {
     room: RoomIndex,
     /// The groups some claim of the running query refuses (see `Group::refused`).
     refusing: Vec<GroupIx>,
+    /// Open claims found dearer for a group's pods at a level (see `dearer`), by slot.
+    dearer: Vec<dearer::Dearer>,
+    dearer_slot: HashMap<(GroupIx, ids::LevelIx), usize>,
+    /// The slots holding verdicts.
+    dearing: Vec<usize>,
+    /// Tests: whether verdicts are kept, and how many were.
+    #[cfg(test)]
+    dearer_off: bool,
+    #[cfg(test)]
+    dearer_noted: usize,
     /// Every pod's dense requests: the pending pods (`input.pods`) first, then the pods on
     /// existing nodes (see `existing`).
     pod_requests: IxVec<PodIx, Vec<i64>>,
@@ -288,6 +299,13 @@ impl SchedulingContext {
             claims: IxVec::default(),
             room: RoomIndex::default(),
             refusing: Vec::new(),
+            dearer: Vec::new(),
+            dearer_slot: HashMap::new(),
+            dearing: Vec::new(),
+            #[cfg(test)]
+            dearer_off: false,
+            #[cfg(test)]
+            dearer_noted: 0,
             pod_requests,
             facts,
             pod_group: IxVec::default(),

@@ -314,6 +314,7 @@ impl SchedulingContext {
     /// Puts the attempt's pod on claim `c`, as `plan` narrowed it.
     pub(super) fn commit_claim(&mut self, at: Attempt, c: ClaimIx, plan: ClaimPlan) {
         let (pi, g) = (at.pod, at.group);
+        self.claim_changed(c);
         let pool = self.claims[c].pool;
         for (t, v) in self.claims[c].requests.iter_mut().zip(&self.pod_requests[pi]) {
             *t += v;

@@ -38,8 +38,10 @@ pub(super) enum JoinCost {
     Free,
     /// A dearer claim, worth it when no other claim takes the pod as it is.
     Worth,
-    /// A claim dearer than the pod is worth: the pod goes elsewhere.
-    Dearer,
+    /// A claim dearer than the pod is worth: the pod goes elsewhere. With the number of pods of
+    /// its shape sharing the narrowing when that is the claim's room, not the pods left (a
+    /// verdict `dearer` may keep).
+    Dearer(Option<u64>),
 }
 
 impl SchedulingContext {
@@ -78,8 +80,13 @@ impl SchedulingContext {
         // The narrowing is paid once: pods like this one the claim still has room for share it.
         let requests = &self.pod_requests[at.pod];
         let more = units_left(requests, self.pools[pool].free.row(t), total);
-        let sharing = more.saturating_add(1).min(left.max(1));
-        if (after - before) / sharing as f64 > worth { JoinCost::Dearer } else { JoinCost::Worth }
+        let room = more.saturating_add(1);
+        let sharing = room.min(left.max(1));
+        if (after - before) / sharing as f64 > worth {
+            JoinCost::Dearer((room == sharing).then_some(room))
+        } else {
+            JoinCost::Worth
+        }
     }
 
     /// The cheapest type claim `c` may launch as under requirements `req`, `types` its

@@ -35,6 +35,7 @@ impl SchedulingContext {
         for g in std::mem::take(&mut self.refusing) {
             self.groups[g].refused.clear();
         }
+        self.forget_dearer();
     }
 
     /// Ends a query: puts back everything it changed.

@@ -150,6 +150,8 @@ pub(super) struct Packing {
     fleet: HashMap<(PoolIx, u32), Arc<PriceOrder>>,
     /// (pool, requirements, shape) → pods of the shape left when computed, a pod's worth.
     worth: HashMap<(PoolIx, u32, u32), (u64, f64)>,
+    /// Per shape, bumped whenever one of its worths is computed (see `dearer`).
+    worth_epoch: Vec<u64>,
 }
 
 impl SchedulingContext {
@@ -162,6 +164,7 @@ impl SchedulingContext {
         pk.shapes.clear();
         pk.mixable.clear();
         pk.left.clear();
+        pk.worth_epoch.clear();
         pk.total_left = 0;
         if !pk.enabled {
             return;
@@ -184,6 +187,7 @@ impl SchedulingContext {
                 pk.shapes.push(r.to_vec());
                 pk.mixable.push(free);
                 pk.left.push(0);
+                pk.worth_epoch.push(0);
                 (pk.shapes.len() - 1) as u32
             });
             pk.shape_of[pi] = id;
@@ -261,6 +265,12 @@ impl SchedulingContext {
         (self.packing.enabled && s != u32::MAX).then(|| self.packing.left[s as usize])
     }
 
+    /// Pod `pi`'s shape and the shape's worth epoch (`None`: not sizing by cost, or not in the run).
+    pub(super) fn shape_epoch(&self, pi: PodIx) -> Option<(u32, u64)> {
+        let s = *self.packing.shape_of.get(pi)?;
+        (self.packing.enabled && s != u32::MAX).then(|| (s, self.packing.worth_epoch[s as usize]))
+    }
+
     /// What pod `pi` is worth on a claim of pool `p` with requirements `req` (its own, not a
     /// claim's): the least price per pod of its shape over the undominated types, as many of
     /// the shape's pods left as a type holds sharing it (see the module documentation).
@@ -289,6 +299,7 @@ impl SchedulingContext {
             })
             .fold(f64::INFINITY, f64::min);
         self.packing.worth.insert((p, req, s), (left, w));
+        self.packing.worth_epoch[s as usize] += 1;
         w.is_finite().then_some(w)
     }
 

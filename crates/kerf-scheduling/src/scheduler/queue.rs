@@ -205,12 +205,15 @@ impl SchedulingContext {
         // Open claims with room for the pod, in creation order, but those known never to take
         // this group's pods at its first level; one the pod would make dearer (see `join_cost`)
         // only when none takes it as it is.
+        // Claims this group's pods found dearer, and nothing changed since, are skipped too.
         let mut i = 0;
         let mut dearer = None;
+        let slot = self.refresh_dearer(at);
         loop {
             let first_level = at.level.ix() == 0;
             let refused: &[u64] = if first_level { &self.groups[g].refused } else { &[] };
-            let Some(c) = self.room.first_fit(i, &self.pod_requests[pi], refused).map(ClaimIx::new) else {
+            let skip = [refused, self.dearer_claims(slot)];
+            let Some(c) = self.room.first_fit(i, &self.pod_requests[pi], skip).map(ClaimIx::new) else {
                 break;
             };
             match self.claim_fits(at, c) {
@@ -220,7 +223,8 @@ impl SchedulingContext {
                         return Some(Bin::Claim(c));
                     }
                     JoinCost::Worth if dearer.is_none() => dearer = Some((c, plan)),
-                    JoinCost::Worth | JoinCost::Dearer => {}
+                    JoinCost::Worth => {}
+                    JoinCost::Dearer(sharing) => self.note_dearer(at, slot, c, sharing),
                 },
                 Err(true) if first_level => self.refuse(g, c),
                 Err(_) => {}

@@ -64,13 +64,13 @@ impl RoomIndex {
         self.lift(self.cap + i);
     }
 
-    /// The first claim at or after `from` whose room holds `requests` and that is not in
-    /// `refused` (a bit set over claim indexes), if any.
-    pub(super) fn first_fit(&self, from: usize, requests: &[i64], refused: &[u64]) -> Option<usize> {
+    /// The first claim at or after `from` whose room holds `requests` and that is in neither
+    /// bit set of `skip` (over claim indexes: the claims refused, those found dearer), if any.
+    pub(super) fn first_fit(&self, from: usize, requests: &[i64], skip: [&[u64]; 2]) -> Option<usize> {
         if from >= self.len {
             return None;
         }
-        self.descend(Subtree { k: 1, lo: 0, hi: self.cap }, from, requests, refused)
+        self.descend(Subtree { k: 1, lo: 0, hi: self.cap }, from, requests, skip)
     }
 
     fn holds(&self, k: usize, requests: &[i64]) -> bool {
@@ -78,17 +78,17 @@ impl RoomIndex {
     }
 
     /// The first claim of subtree `t` at or after `from` (see [`RoomIndex::first_fit`]).
-    fn descend(&self, t: Subtree, from: usize, requests: &[i64], refused: &[u64]) -> Option<usize> {
+    fn descend(&self, t: Subtree, from: usize, requests: &[i64], skip: [&[u64]; 2]) -> Option<usize> {
         let Subtree { k, lo, hi } = t;
-        if hi <= from || lo >= self.len || all_set(refused, lo, hi.min(self.len)) || !self.holds(k, requests) {
+        if hi <= from || lo >= self.len || all_set(skip, lo, hi.min(self.len)) || !self.holds(k, requests) {
             return None;
         }
         if hi - lo == 1 {
             return Some(lo);
         }
         let mid = (lo + hi) / 2;
-        self.descend(Subtree { k: 2 * k, lo, hi: mid }, from, requests, refused)
-            .or_else(|| self.descend(Subtree { k: 2 * k + 1, lo: mid, hi }, from, requests, refused))
+        self.descend(Subtree { k: 2 * k, lo, hi: mid }, from, requests, skip)
+            .or_else(|| self.descend(Subtree { k: 2 * k + 1, lo: mid, hi }, from, requests, skip))
     }
 
     /// Recomputes the ancestors of node `k`.
@@ -122,24 +122,20 @@ struct Subtree {
     hi: usize,
 }
 
-/// Whether every index in `lo..hi` is in the bit set `bits`. Node ranges are aligned to their
-/// power-of-two size, so a range is whole words or lies within one word.
-fn all_set(bits: &[u64], lo: usize, hi: usize) -> bool {
+/// Whether every index in `lo..hi` is in one of the bit sets `sets` (their union). Node ranges
+/// are aligned to their power-of-two size, so a range is whole words or lies within one word.
+fn all_set(sets: [&[u64]; 2], lo: usize, hi: usize) -> bool {
+    let word = |j: usize| sets[0].get(j).copied().unwrap_or(0) | sets[1].get(j).copied().unwrap_or(0);
     if hi - lo >= 64 {
-        return bits.get(lo / 64..hi.div_ceil(64)).is_some_and(|ws| {
-            ws.iter().enumerate().all(|(j, w)| {
-                // The last word may be partly past `hi`.
-                let end = (hi - (lo / 64 + j) * 64).min(64);
-                let mask = if end == 64 { u64::MAX } else { (1u64 << end) - 1 };
-                w & mask == mask
-            })
+        return (lo / 64..hi.div_ceil(64)).all(|j| {
+            // The last word may be partly past `hi`.
+            let end = (hi - j * 64).min(64);
+            let mask = if end == 64 { u64::MAX } else { (1u64 << end) - 1 };
+            word(j) & mask == mask
         });
     }
-    let Some(w) = bits.get(lo / 64) else {
-        return false;
-    };
     let mask = ((1u64 << (hi - lo)) - 1) << (lo % 64);
-    w & mask == mask
+    word(lo / 64) & mask == mask
 }
 
 #[cfg(test)]
@@ -152,7 +148,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_fit_is_the_first_open_unrefused_claim_with_room_a_linear_walk_would_find() {
+    fn the_first_fit_is_the_first_open_claim_with_room_outside_both_skipped_sets_a_linear_walk_would_find() {
         let mut idx = RoomIndex::default();
         idx.clear(2);
         let mut rooms: Vec<Option<[i64; 2]>> = Vec::new();
@@ -179,7 +175,7 @@ mod tests {
             }
             let from = rng.below(rooms.len() + 2);
             let req = [rng.below(18) as i64, rng.below(18) as i64];
-            assert_eq!(idx.first_fit(from, &req, &[]), walk(&rooms, from, req), "step {step}");
+            assert_eq!(idx.first_fit(from, &req, [&[], &[]]), walk(&rooms, from, req), "step {step}");
             // Refused claims in runs of random length: the walk's first claim that is not refused.
             let mut refused = vec![0u64; rooms.len().div_ceil(64)];
             let mut i = 0;
@@ -196,7 +192,15 @@ mod tests {
                 refused[i / 64] & (1 << (i % 64)) == 0
                     && rooms[*i].is_some_and(|r| req.iter().zip(&r).all(|(q, r)| q <= r))
             });
-            assert_eq!(idx.first_fit(from, &req, &refused), not_refused, "step {step}");
+            assert_eq!(idx.first_fit(from, &req, [&refused, &[]]), not_refused, "step {step}");
+            // The same claims split between the two sets at random: their union is skipped.
+            let (mut a, mut b) = (vec![0u64; refused.len()], vec![0u64; refused.len()]);
+            for (j, w) in refused.iter().enumerate() {
+                let pick = rng.next_u64();
+                a[j] = w & pick;
+                b[j] = w & !pick;
+            }
+            assert_eq!(idx.first_fit(from, &req, [&a, &b]), not_refused, "step {step}, split");
         }
         assert_eq!(idx.len, rooms.len());
     }
@@ -206,9 +210,9 @@ mod tests {
         let mut idx = RoomIndex::default();
         idx.clear(2);
         idx.push(&[4, -1], &[1, 0]);
-        assert_eq!(idx.first_fit(0, &[2, 0], &[]), Some(0));
-        assert_eq!(idx.first_fit(0, &[2, 1], &[]), None);
+        assert_eq!(idx.first_fit(0, &[2, 0], [&[], &[]]), Some(0));
+        assert_eq!(idx.first_fit(0, &[2, 1], [&[], &[]]), None);
         idx.close(0);
-        assert_eq!(idx.first_fit(0, &[0, 0], &[]), None);
+        assert_eq!(idx.first_fit(0, &[0, 0], [&[], &[]]), None);
     }
 }

@@ -1,0 +1,225 @@
+//! Open claims a group's pods found dearer to join (see `join_cost`), remembered so that the
+//! next pods of the group skip them instead of pricing each one again.
+//!
+//! # Why
+//!
+//! A pod that makes most open claims dearer than it is worth (an on-demand pod among spot
+//! claims, a pod of one zone among claims of others) walked every open claim with room and
+//! priced its narrowing twice per claim, and so did every pod like it: in the 100,000-pod
+//! example 25 million verdicts, most of them "dearer", a third of the run.
+//!
+//! # What
+//!
+//! Per group, a bit set over the query's claims found dearer for its pods at one level and of
+//! one shape, which the room index skips like the claims the group is refused by. A verdict is
+//! kept exactly as long as what it rests on is unchanged, so placements are those of pricing
+//! every claim:
+//! - the claim: any pod joining it clears its bit in every group (its requests, requirements,
+//!   candidate types and topology domains change only then);
+//! - the pod's plan on the claim: kept only for levels whose topology is the claim's own
+//!   (anti-affinity over `kubernetes.io/hostname` at most; no spread or affinity, whose domain
+//!   counts other claims change);
+//! - the pod's worth (`pod_worth`): a shape's worth changes when its cache entry is computed
+//!   again, which bumps the shape's epoch and drops the verdicts of that shape;
+//! - the pods left of the shape: a verdict's sharing is the claim's room for pods of the shape
+//!   as long as at least that many are left, and the set is dropped once fewer are.
+//!
+//! Only the first, cost-respecting pass of a run keeps verdicts (retries join whatever the
+//! cost), and a query's end drops them with its claims.
+
+use kerf_api::labels::HOSTNAME;
+
+use super::SchedulingContext;
+use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx};
+
+/// One group's remembered verdicts at one level (see the module documentation).
+#[derive(Default)]
+pub(super) struct Dearer {
+    /// The shape, and the shape's worth epoch, the verdicts hold for.
+    key: Option<(u32, u64)>,
+    /// Whether the level's plans depend on the claim alone.
+    usable: bool,
+    /// The most pods of the shape any verdict needs left to stand.
+    needs_left: u64,
+    /// Whether listed in `SchedulingContext::dearing`.
+    listed: bool,
+    /// Claims found dearer, a bit set over claim indexes.
+    claims: Vec<u64>,
+}
+
+impl SchedulingContext {
+    /// Checks the attempt's remembered dearer claims against what they rest on, dropping them
+    /// if that changed; their slot, when verdicts are kept at all (see [`Self::dearer_claims`]).
+    pub(super) fn refresh_dearer(&mut self, at: Attempt) -> Option<usize> {
+        let key = self.dearer_key(at)?;
+        let left = self.shape_left(at.pod).unwrap_or(0);
+        let slot = match self.dearer_slot.get(&(at.group, at.level)) {
+            Some(&k) => k,
+            None => {
+                let usable = self.plans_claim_local(at.group, at.level);
+                self.dearer.push(Dearer { usable, ..Dearer::default() });
+                self.dearer_slot.insert((at.group, at.level), self.dearer.len() - 1);
+                self.dearer.len() - 1
+            }
+        };
+        let memo = &mut self.dearer[slot];
+        if memo.key != Some(key) || left < memo.needs_left {
+            memo.key = Some(key);
+            memo.needs_left = 0;
+            memo.claims.clear();
+        }
+        memo.usable.then_some(slot)
+    }
+
+    /// The claims slot `slot` (of [`Self::refresh_dearer`]) remembers as dearer, a bit set.
+    pub(super) fn dearer_claims(&self, slot: Option<usize>) -> &[u64] {
+        slot.map_or(&[], |k| &self.dearer[k].claims)
+    }
+
+    /// Remembers in `slot` that claim `c` is dearer for the attempt's pod, the claim's room
+    /// holding `sharing` pods of its shape (`None`: a verdict resting on the pods left, not kept).
+    pub(super) fn note_dearer(&mut self, at: Attempt, slot: Option<usize>, c: ClaimIx, sharing: Option<u64>) {
+        let (Some(slot), Some(sharing), Some(key)) = (slot, sharing, self.dearer_key(at)) else {
+            return;
+        };
+        let memo = &mut self.dearer[slot];
+        if memo.key != Some(key) {
+            // The shape's worth was computed again during this scan: earlier verdicts may rest
+            // on the old one.
+            memo.key = Some(key);
+            memo.needs_left = 0;
+            memo.claims.clear();
+        }
+        let c = c.ix();
+        if memo.claims.len() <= c / 64 {
+            memo.claims.resize(c / 64 + 1, 0);
+        }
+        memo.claims[c / 64] |= 1 << (c % 64);
+        memo.needs_left = memo.needs_left.max(sharing);
+        #[cfg(test)]
+        {
+            self.dearer_noted += 1;
+        }
+        let memo = &mut self.dearer[slot];
+        if !memo.listed {
+            memo.listed = true;
+            self.dearing.push(slot);
+        }
+    }
+
+    /// A pod joined claim `c`: every verdict on it is void.
+    pub(super) fn claim_changed(&mut self, c: ClaimIx) {
+        let (w, bit) = (c.ix() / 64, 1u64 << (c.ix() % 64));
+        for &k in &self.dearing {
+            if let Some(word) = self.dearer[k].claims.get_mut(w) {
+                *word &= !bit;
+            }
+        }
+    }
+
+    /// Drops every verdict (the query's claims are gone).
+    pub(super) fn forget_dearer(&mut self) {
+        for k in std::mem::take(&mut self.dearing) {
+            let memo = &mut self.dearer[k];
+            memo.claims.clear();
+            memo.key = None;
+            memo.needs_left = 0;
+            memo.listed = false;
+        }
+    }
+
+    /// The shape and worth epoch of the attempt's pod, when verdicts are kept at all.
+    fn dearer_key(&self, at: Attempt) -> Option<(u32, u64)> {
+        #[cfg(test)]
+        if self.dearer_off {
+            return None;
+        }
+        if !self.packing.enabled || !self.packing.joins_by_worth {
+            return None;
+        }
+        self.shape_epoch(at.pod)
+    }
+
+    /// Whether a plan of group `g`'s pods at `level` on a claim depends on that claim alone:
+    /// no spread or pod affinity, anti-affinity (its own terms and others' against it) only
+    /// over each node's own hostname.
+    fn plans_claim_local(&self, g: GroupIx, level: LevelIx) -> bool {
+        let group = &self.groups[g];
+        let l = &group.levels[level];
+        l.spreads.is_empty()
+            && l.affinity.is_empty()
+            && l.anti.iter().all(|ci| self.counters[*ci].key == HOSTNAME)
+            && group.rejected_by.iter().all(|ii| self.inverses[*ii].key == HOSTNAME)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kerf_api::ResourceList;
+    use kerf_api::labels::{CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, HOSTNAME, ZONE};
+    use kerf_api::seeded::SplitMix64;
+
+    use crate::model::{NodePoolInput, SchedulingInput};
+    use crate::scheduler::SchedulingContext;
+    use crate::testing::*;
+
+    /// Three types in three zones, zone c a third dearer; `n` pods of random sizes, some that
+    /// must run on-demand, some in one zone, some one per node (required anti-affinity over
+    /// the hostname), some spread over zones.
+    fn workload(seed: u64, n: usize) -> SchedulingInput {
+        let mut rng = SplitMix64::new(seed);
+        let types = [("s", "2", "8Gi", 0.10), ("m", "4", "16Gi", 0.19), ("l", "8", "32Gi", 0.37)]
+            .into_iter()
+            .map(|(name, cpu, mem, price)| {
+                let mut t = instance_type(name, cpu, mem, "110", price, &["a", "b", "c"]);
+                for o in t.offerings.iter_mut().filter(|o| o.zone == "c") {
+                    o.price *= 1.3;
+                }
+                Arc::new(t)
+            })
+            .collect();
+        let sizes = ["100m", "250m", "500m", "1", "1500m"];
+        let pods: Vec<Arc<Pod>> = (0..n)
+            .map(|i| {
+                let app = format!("app{}", rng.below(6));
+                let mut p = pod(&format!("p{i}")).cpu(sizes[rng.below(sizes.len())]).label("app", &app);
+                p = match rng.below(8) {
+                    0 | 1 => p.node_selector(CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND),
+                    2 => p.node_selector(ZONE, ["a", "b", "c"][rng.below(3)]),
+                    3 => p.anti_affinity(HOSTNAME, &[("app", &app)]),
+                    4 | 5 => p.spread(ZONE, 1, &[("app", &app)]),
+                    _ => p,
+                };
+                p.build()
+            })
+            .collect();
+        SchedulingInput {
+            node_pools: vec![NodePoolInput {
+                node_pool: Arc::new(node_pool("default", vec![])),
+                instance_types: types,
+                in_use: ResourceList::new(),
+            }],
+            pods,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn skipping_claims_found_dearer_places_every_pod_where_pricing_every_claim_does() {
+        let mut kept = 0;
+        for seed in 0..40 {
+            let input = workload(seed, 200 + 20 * seed as usize);
+            let mut priced = SchedulingContext::new(input.clone());
+            priced.dearer_off = true;
+            let mut skipping = SchedulingContext::new(input);
+            let (a, b) = (priced.place_pending(), skipping.place_pending());
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "seed {seed}");
+            assert_eq!(priced.dearer_noted, 0);
+            kept += skipping.dearer_noted;
+        }
+        assert!(kept > 0, "the workloads have claims found dearer, and they were kept");
+    }
+}
