@@ -17,12 +17,25 @@ pub const KWOK_PROVIDER_ID_PREFIX: &str = "kwok://";
 /// the hash of its spec now. Providers add only the facts they alone know (AMIs, subnets and
 /// security groups of the instance).
 pub fn node_class_hash_drift(claim: &NodeClaim, node_class: &EC2NodeClass) -> Option<String> {
-    let annotation = |a: &Option<std::collections::BTreeMap<String, String>>| {
-        a.as_ref().and_then(|a| a.get(kerf_api::labels::NODECLASS_HASH)).cloned()
-    };
+    node_class_hash_drift_with(claim, node_class, EC2NodeClass::static_hash)
+}
+
+/// [`node_class_hash_drift`], the hash of a node class's spec from `static_hash` (a cache of
+/// [`EC2NodeClass::static_hash`]).
+pub fn node_class_hash_drift_with(
+    claim: &NodeClaim,
+    node_class: &EC2NodeClass,
+    static_hash: impl FnOnce(&EC2NodeClass) -> String,
+) -> Option<String> {
+    fn annotation(a: &Option<std::collections::BTreeMap<String, String>>) -> Option<&String> {
+        a.as_ref().and_then(|a| a.get(kerf_api::labels::NODECLASS_HASH))
+    }
     let claim_hash = annotation(&claim.metadata.annotations)?;
-    let class_hash = annotation(&node_class.metadata.annotations).unwrap_or_else(|| node_class.static_hash());
-    (claim_hash != class_hash).then(|| "NodeClassDrift".to_string())
+    let drifted = match annotation(&node_class.metadata.annotations) {
+        Some(h) => claim_hash != h,
+        None => *claim_hash != static_hash(node_class),
+    };
+    drifted.then(|| "NodeClassDrift".to_string())
 }
 
 /// What can go wrong talking to a cloud.

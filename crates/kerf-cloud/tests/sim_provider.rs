@@ -321,6 +321,29 @@ fn claim_is_drifted_when_its_node_class_hash_changed() {
 }
 
 #[test]
+fn a_node_class_without_a_hash_annotation_drifts_its_claims_once_its_spec_changes() {
+    let (p, _) = provider(TWO_TYPES);
+    let class = |rv: &str, ami: &str| -> EC2NodeClass {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "default", "resourceVersion": rv},
+            "spec": {"amiFamily": "AL2023", "userData": ami}
+        }))
+        .unwrap()
+    };
+    let first = class("5", "one");
+    let mut c = block_on(p.create(&claim("a", serde_json::json!([])))).unwrap();
+    c.metadata.annotations = Some([("karpenter.k8s.aws/ec2nodeclass-hash".to_string(), first.static_hash())].into());
+    assert_eq!(block_on(p.is_drifted(&c, Some(&first))).unwrap(), None);
+    assert_eq!(block_on(p.is_drifted(&c, Some(&first))).unwrap(), None, "asked again");
+    // The spec changed (a new version): the hash of the new spec, not the one of the version
+    // seen before.
+    let changed = class("6", "two");
+    assert_eq!(block_on(p.is_drifted(&c, Some(&changed))).unwrap().as_deref(), Some("NodeClassDrift"));
+    // Changed back (another version, the first spec): not drifted.
+    assert_eq!(block_on(p.is_drifted(&c, Some(&class("7", "one")))).unwrap(), None);
+}
+
+#[test]
 fn catalog_spot_launches_take_each_types_cheapest_zone_which_is_not_always_the_first() {
     let (p, _) = provider("{}");
     let cat = kerf_cloud::aws::catalog().unwrap();

@@ -120,6 +120,8 @@ pub struct SimProvider {
     /// Custom types, built once (they do not depend on the node class).
     custom: Option<SharedTypes>,
     state: Mutex<State>,
+    /// Node class name → the resourceVersion last seen and the hash of that version's spec.
+    class_hashes: Mutex<BTreeMap<String, (Option<String>, String)>>,
 }
 
 impl SimProvider {
@@ -187,7 +189,14 @@ impl SimProvider {
                 ));
             }
         }
-        Ok(SimProvider { config, zones, clock, custom, state: Mutex::new(State::default()) })
+        Ok(SimProvider {
+            config,
+            zones,
+            clock,
+            custom,
+            state: Mutex::new(State::default()),
+            class_hashes: Mutex::new(BTreeMap::new()),
+        })
     }
 
     pub fn config(&self) -> &SimConfig {
@@ -776,7 +785,17 @@ impl CloudProvider for SimProvider {
         claim: &NodeClaim,
         node_class: Option<&EC2NodeClass>,
     ) -> Result<Option<String>, CloudError> {
-        Ok(node_class.and_then(|nc| crate::provider::node_class_hash_drift(claim, nc)))
+        // Every claim is checked on every disruption pass: each node class version's hash is
+        // computed once (its spec, encoded and hashed, was 2% of a 30,000-pod simulation).
+        let hash = |nc: &EC2NodeClass| {
+            let mut hashes = self.class_hashes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let entry = hashes.entry(nc.metadata.name.clone().unwrap_or_default()).or_default();
+            if entry.0.is_none() || entry.0 != nc.metadata.resource_version {
+                *entry = (nc.metadata.resource_version.clone(), nc.static_hash());
+            }
+            entry.1.clone()
+        };
+        Ok(node_class.and_then(|nc| crate::provider::node_class_hash_drift_with(claim, nc, hash)))
     }
 
     async fn interruptions(&self) -> Result<Vec<InterruptionNotice>, CloudError> {
