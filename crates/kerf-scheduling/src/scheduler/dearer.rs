@@ -19,10 +19,11 @@
 //! - the pod's plan on the claim: kept only for levels whose topology is the claim's own
 //!   (anti-affinity over `kubernetes.io/hostname` at most; no spread or affinity, whose domain
 //!   counts other claims change);
-//! - the pod's worth (`pod_worth`): a shape's worth changes when its cache entry is computed
-//!   again, which bumps the shape's epoch and drops the verdicts of that shape;
-//! - the pods left of the shape: a verdict's sharing is the claim's room for pods of the shape
-//!   as long as at least that many are left, and the set is dropped once fewer are.
+//! - the pod's worth (`pod_worth`, cached while about as many pods of the shape are left as when
+//!   it was computed): verdicts are kept only while the worth they used would be read from
+//!   that cache still, and a worth computed again bumps the shape's epoch and drops them;
+//! - the pods left of the shape otherwise: with fewer left, fewer pods share a claim's
+//!   narrowing, so a claim found dearer stays dearer as pods are placed (the worth unchanged).
 //!
 //! Only the first, cost-respecting pass of a run keeps verdicts (retries join whatever the
 //! cost), and a query's end drops them with its claims.
@@ -31,6 +32,7 @@ use kerf_api::labels::HOSTNAME;
 
 use super::SchedulingContext;
 use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx};
+use super::packing::still_holds;
 
 /// One group's remembered verdicts at one level (see the module documentation).
 #[derive(Default)]
@@ -39,8 +41,8 @@ pub(super) struct Dearer {
     key: Option<(u32, u64)>,
     /// Whether the level's plans depend on the claim alone.
     usable: bool,
-    /// The most pods of the shape any verdict needs left to stand.
-    needs_left: u64,
+    /// The most pods of the shape left when a worth the verdicts used was computed.
+    worth_at: u64,
     /// Whether listed in `SchedulingContext::dearing`.
     listed: bool,
     /// Claims found dearer, a bit set over claim indexes.
@@ -63,9 +65,9 @@ impl SchedulingContext {
             }
         };
         let memo = &mut self.dearer[slot];
-        if memo.key != Some(key) || left < memo.needs_left {
+        if memo.key != Some(key) || !still_holds(left, memo.worth_at) {
             memo.key = Some(key);
-            memo.needs_left = 0;
+            memo.worth_at = 0;
             memo.claims.clear();
         }
         memo.usable.then_some(slot)
@@ -76,26 +78,30 @@ impl SchedulingContext {
         slot.map_or(&[], |k| &self.dearer[k].claims)
     }
 
-    /// Remembers in `slot` that claim `c` is dearer for the attempt's pod, the claim's room
-    /// holding `sharing` pods of its shape (`None`: a verdict resting on the pods left, not kept).
-    pub(super) fn note_dearer(&mut self, at: Attempt, slot: Option<usize>, c: ClaimIx, sharing: Option<u64>) {
-        let (Some(slot), Some(sharing), Some(key)) = (slot, sharing, self.dearer_key(at)) else {
+    /// Remembers in `slot` that claim `c` is dearer for the attempt's pod, by a worth computed
+    /// with `worth_at` pods of its shape left.
+    pub(super) fn note_dearer(&mut self, at: Attempt, slot: Option<usize>, c: ClaimIx, worth_at: Option<u64>) {
+        let (Some(slot), Some(key), Some(worth_at)) = (slot, self.dearer_key(at), worth_at) else {
             return;
         };
+        // A worth the next pod would compute again (the shape's tail) keeps no verdict.
+        if !still_holds(self.shape_left(at.pod).unwrap_or(0), worth_at) {
+            return;
+        }
         let memo = &mut self.dearer[slot];
         if memo.key != Some(key) {
             // The shape's worth was computed again during this scan: earlier verdicts may rest
             // on the old one.
             memo.key = Some(key);
-            memo.needs_left = 0;
+            memo.worth_at = 0;
             memo.claims.clear();
         }
+        memo.worth_at = memo.worth_at.max(worth_at);
         let c = c.ix();
         if memo.claims.len() <= c / 64 {
             memo.claims.resize(c / 64 + 1, 0);
         }
         memo.claims[c / 64] |= 1 << (c % 64);
-        memo.needs_left = memo.needs_left.max(sharing);
         #[cfg(test)]
         {
             self.dearer_noted += 1;
@@ -123,7 +129,7 @@ impl SchedulingContext {
             let memo = &mut self.dearer[k];
             memo.claims.clear();
             memo.key = None;
-            memo.needs_left = 0;
+            memo.worth_at = 0;
             memo.listed = false;
         }
     }
@@ -205,6 +211,51 @@ mod tests {
             pods,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_claim_found_dearer_is_priced_again_once_the_pods_worth_would_be_computed_again() {
+        // 30 pods of 3 CPUs that may run on spot fill fifteen spot claims of one 8-CPU type
+        // ($0.40/h on-demand, $0.04/h spot) two each, 2 CPUs of room left on each; 60 pods of
+        // 100m that must run on-demand, one per node. Turning a spot claim on-demand costs
+        // $0.36/h, shared by the twenty such pods its room holds: $0.018/h a pod; a pod's worth
+        // is $0.40/h over the pods of its shape left (at most 80 a node): dearer while more than
+        // about 22 are left, worth it after, when the pods join the spot claims rather than
+        // open on-demand nodes of their own. The worth is cached while about as many pods are
+        // left, so a verdict must be dropped once it would be computed again, though no claim
+        // was priced since.
+        let mut n8 = instance_type("n8", "8", "32Gi", "110", 0.40, &["a"]);
+        for o in n8.offerings.iter_mut().filter(|o| o.capacity_type == "spot") {
+            o.price = 0.04;
+        }
+        let mut pods: Vec<Arc<Pod>> = (0..30).map(|i| pod(&format!("flex{i}")).cpu("3").build()).collect();
+        pods.extend((0..60).map(|i| {
+            pod(&format!("od{i}"))
+                .cpu("100m")
+                .label("app", "od")
+                .node_selector(CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND)
+                .anti_affinity(HOSTNAME, &[("app", "od")])
+                .build()
+        }));
+        let input = SchedulingInput {
+            node_pools: vec![NodePoolInput {
+                node_pool: Arc::new(node_pool("default", vec![])),
+                instance_types: vec![Arc::new(n8)],
+                in_use: ResourceList::new(),
+            }],
+            pods,
+            ..Default::default()
+        };
+        let mut priced = SchedulingContext::new(input.clone());
+        priced.dearer_off = true;
+        let mut skipping = SchedulingContext::new(input);
+        let (a, b) = (priced.place_pending(), skipping.place_pending());
+        assert!(a.errors.is_empty(), "{:?}", a.errors);
+        let shared =
+            a.new_node_claims.iter().filter(|c| c.pods.iter().any(|p| *p < 30) && c.pods.iter().any(|p| *p >= 30));
+        assert!(shared.count() > 0, "on-demand pods join spot claims once few are left");
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        assert!(skipping.dearer_noted > 0, "verdicts were kept");
     }
 
     #[test]

@@ -38,9 +38,8 @@ pub(super) enum JoinCost {
     Free,
     /// A dearer claim, worth it when no other claim takes the pod as it is.
     Worth,
-    /// A claim dearer than the pod is worth: the pod goes elsewhere. With the number of pods of
-    /// its shape sharing the narrowing when that is the claim's room, not the pods left (a
-    /// verdict `dearer` may keep).
+    /// A claim dearer than the pod is worth: the pod goes elsewhere. With the pods of its shape
+    /// that were left when that worth was computed (what `dearer` keeps the verdict by).
     Dearer(Option<u64>),
 }
 
@@ -80,10 +79,9 @@ impl SchedulingContext {
         // The narrowing is paid once: pods like this one the claim still has room for share it.
         let requests = &self.pod_requests[at.pod];
         let more = units_left(requests, self.pools[pool].free.row(t), total);
-        let room = more.saturating_add(1);
-        let sharing = room.min(left.max(1));
+        let sharing = more.saturating_add(1).min(left.max(1));
         if (after - before) / sharing as f64 > worth {
-            JoinCost::Dearer((room == sharing).then_some(room))
+            JoinCost::Dearer(self.worth_computed_at(pool, own, at.pod))
         } else {
             JoinCost::Worth
         }

@@ -90,6 +90,12 @@ use crate::packing_bound::{BoundShape, knapsack};
 pub(super) const MIX_PODS: usize = 5_000;
 /// Pods left below which targets are recomputed at every new claim.
 const TAIL: u64 = 16;
+
+/// Whether a target or worth computed with `at` pods of its shape left still stands with `left`
+/// left: not in the tail, and no more than about an eighth fewer left since.
+pub(super) fn still_holds(left: u64, at: u64) -> bool {
+    left > TAIL && left + left / 8 >= at
+}
 /// The most fit checks (shapes × types × types) the two-claim lookahead may take.
 const TAIL_CHECKS: usize = 200_000;
 /// The most claims the lookahead follows the ratio for, to compare with two claims.
@@ -235,7 +241,7 @@ impl SchedulingContext {
         }
         let left = self.packing.total_left;
         let (cap, mix) = match self.packing.targets.get(&(p, req)) {
-            Some((at, cap, mix)) if left > TAIL && left + left / 8 >= *at => (*cap, mix.clone()),
+            Some((at, cap, mix)) if still_holds(left, *at) => (*cap, mix.clone()),
             _ => {
                 let (cap, reusable, mix) = self.cost_target(p, req)?;
                 if reusable {
@@ -265,6 +271,13 @@ impl SchedulingContext {
         (self.packing.enabled && s != u32::MAX).then(|| self.packing.left[s as usize])
     }
 
+    /// The pods of pod `pi`'s shape that were left when its worth on a claim of pool `p` with
+    /// requirements `req` was last computed (see [`Self::pod_worth`]).
+    pub(super) fn worth_computed_at(&self, p: PoolIx, req: u32, pi: PodIx) -> Option<u64> {
+        let s = *self.packing.shape_of.get(pi)?;
+        self.packing.worth.get(&(p, req, s)).map(|(at, _)| *at)
+    }
+
     /// Pod `pi`'s shape and the shape's worth epoch (`None`: not sizing by cost, or not in the run).
     pub(super) fn shape_epoch(&self, pi: PodIx) -> Option<(u32, u64)> {
         let s = *self.packing.shape_of.get(pi)?;
@@ -285,7 +298,7 @@ impl SchedulingContext {
         }
         let left = self.packing.left[s as usize].max(1);
         match self.packing.worth.get(&(p, req, s)) {
-            Some(&(at, w)) if left > TAIL && left + left / 8 >= at => return w.is_finite().then_some(w),
+            Some(&(at, w)) if still_holds(left, at) => return w.is_finite().then_some(w),
             _ => {}
         }
         let types = self.undominated(p, req);

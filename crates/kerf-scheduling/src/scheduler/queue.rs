@@ -224,7 +224,7 @@ impl SchedulingContext {
                     }
                     JoinCost::Worth if dearer.is_none() => dearer = Some((c, plan)),
                     JoinCost::Worth => {}
-                    JoinCost::Dearer(sharing) => self.note_dearer(at, slot, c, sharing),
+                    JoinCost::Dearer(worth_at) => self.note_dearer(at, slot, c, worth_at),
                 },
                 Err(true) if first_level => self.refuse(g, c),
                 Err(_) => {}
