@@ -170,14 +170,20 @@ fn undominated(bins: &[BoundBin]) -> Vec<&BoundBin> {
 }
 
 /// How many pods of `requests` fit in `free` (`u64::MAX` for a pod that asks nothing).
-fn units_fitting(requests: &[i64], free: &[i64]) -> u64 {
+pub(crate) fn units_fitting(requests: &[i64], free: &[i64]) -> u64 {
+    units_in(requests, free.iter().copied())
+}
+
+/// How many pods of `requests` fit in `room`, one amount per resource, any of which may be
+/// negative (`u64::MAX` for a pod that asks nothing).
+pub(crate) fn units_in(requests: &[i64], room: impl IntoIterator<Item = i64>) -> u64 {
     let mut k = u64::MAX;
-    for (r, f) in requests.iter().zip(free) {
+    for (r, f) in requests.iter().zip(room) {
         if *r > 0 {
-            if *f < *r {
+            if f < *r {
                 return 0;
             }
-            k = k.min((*f / *r) as u64);
+            k = k.min((f / *r) as u64);
         }
     }
     k

@@ -31,6 +31,7 @@ use super::claims::ClaimPlan;
 use super::ids::{Attempt, ClaimIx};
 use super::interning::Bits;
 use super::resources::type_fits;
+use crate::packing_bound::units_in;
 
 /// What a pod joining an open claim costs it.
 pub(super) enum JoinCost {
@@ -78,7 +79,8 @@ impl SchedulingContext {
         };
         // The narrowing is paid once: pods like this one the claim still has room for share it.
         let requests = &self.pod_requests[at.pod];
-        let more = units_left(requests, self.pools[pool].free.row(t), total);
+        let free = self.pools[pool].free.row(t);
+        let more = units_in(requests, free.iter().zip(total).map(|(f, u)| f - u));
         let sharing = more.saturating_add(1).min(left.max(1));
         if (after - before) / sharing as f64 > worth {
             JoinCost::Dearer(self.worth_computed_at(pool, own, at.pod))
@@ -98,18 +100,6 @@ impl SchedulingContext {
         let free = &self.pools[pool].free;
         order.iter().copied().find(|(_, i)| type_fits(total, free.row(*i)) && self.launchable(c, types, &compat, *i))
     }
-}
-
-/// How many more pods of `requests` fit in `free` once `used` is taken (`u64::MAX` for a pod
-/// that asks nothing).
-fn units_left(requests: &[i64], free: &[i64], used: &[i64]) -> u64 {
-    let mut k = u64::MAX;
-    for ((r, f), u) in requests.iter().zip(free).zip(used) {
-        if *r > 0 {
-            k = k.min(((f - u).max(0) / r) as u64);
-        }
-    }
-    k
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ use super::interning::Bits;
 use super::pools::PriceOrder;
 use super::resources::Matrix;
 
-use crate::packing_bound::{BoundShape, knapsack};
+use crate::packing_bound::{BoundShape, knapsack, units_fitting};
 
 /// The largest batch provisioning also places with mixes (see `Sizing::mix`), keeping the
 /// cheaper plan.
@@ -307,7 +307,7 @@ impl SchedulingContext {
         let w = types
             .iter()
             .filter_map(|&(price, i)| {
-                let k = units(shape, free.row(i)).min(left);
+                let k = units_fitting(shape, free.row(i)).min(left);
                 (k > 0).then(|| price / k as f64)
             })
             .fold(f64::INFINITY, f64::min);
@@ -452,7 +452,7 @@ impl Table<'_> {
                     .types
                     .iter()
                     .filter_map(|&(price, i)| {
-                        let k = units(r, self.free(i)).min(*l);
+                        let k = units_fitting(r, self.free(i)).min(*l);
                         (k > 0).then(|| price / k as f64)
                     })
                     .fold(f64::INFINITY, f64::min);
@@ -591,7 +591,7 @@ fn fill(shapes: &[Vec<i64>], left: &mut [u64], room: &mut [i64], worth: &[f64]) 
         if left[s] == 0 || worth[s] == 0.0 {
             continue;
         }
-        let k = units(r, room).min(left[s]);
+        let k = units_fitting(r, room).min(left[s]);
         if k > 0 {
             for (x, v) in room.iter_mut().zip(r) {
                 *x -= v * k as i64;
@@ -601,20 +601,6 @@ fn fill(shapes: &[Vec<i64>], left: &mut [u64], room: &mut [i64], worth: &[f64]) 
         }
     }
     value
-}
-
-/// How many pods of `requests` fit in `room` (`u64::MAX` for a pod that asks nothing).
-fn units(requests: &[i64], room: &[i64]) -> u64 {
-    let mut k = u64::MAX;
-    for (r, f) in requests.iter().zip(room) {
-        if *r > 0 {
-            if *f < *r {
-                return 0;
-            }
-            k = k.min((*f / *r) as u64);
-        }
-    }
-    k
 }
 
 #[cfg(test)]
