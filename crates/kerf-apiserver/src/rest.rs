@@ -281,48 +281,56 @@ pub(crate) fn patch_stored(
         return Err(RestError::NoSuchPath);
     }
     let pinned = pinned_version(patch_type, patch).is_some();
+    let status_only =
+        (part == Part::Status && patch_type == PatchType::Merge).then(|| crate::status::status_only(patch)).flatten();
     let mut attempt = 0;
-    if part == Part::Status
-        && patch_type == PatchType::Merge
-        && let Some((status_patch, version)) = crate::status::status_only(patch)
-    {
-        loop {
-            let current = cluster
-                .get_stored(kind.kind, namespace, name)
-                .ok_or_else(|| RestError::Api(ApiError::NotFound { kind: kind.kind, name: name.to_string() }))?;
-            let (Stored::Typed(typed), Some(codec)) = (&current, kind.typed) else { break };
-            let Some(next) = crate::status::patch_status(typed, status_patch, version) else { break };
-            let next = next.map_err(|e| invalid(kind, name, vec![e]))?;
-            let problems = (codec.validate)(&next);
-            if !problems.is_empty() {
-                return Err(invalid(kind, name, problems));
-            }
-            // The patched object is the stored one with its new status: written whole, at the
-            // version it was read at (or pinned to), so a change in between is a conflict.
-            match cluster.write_stored(kind.kind, Stored::Typed(next), Mode::All) {
-                Err(ApiError::Conflict { .. }) if !pinned && attempt < 5 => attempt += 1,
-                r => return Ok(r?),
-            }
-        }
-    }
     loop {
         let current = cluster
             .get_stored(kind.kind, namespace, name)
             .ok_or_else(|| RestError::Api(ApiError::NotFound { kind: kind.kind, name: name.to_string() }))?;
-        let mut doc = current.to_json(kind);
-        apply_patch(&mut doc, patch_type, patch)?;
-        let obj = decode_body(kind, namespace, doc)?;
-        if obj.meta().name.as_deref() != Some(name) {
-            return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
-        }
-        if part == Part::Main {
-            check_transition(cluster, kind, namespace, name, &obj)?;
-        }
-        match cluster.write_stored(kind.kind, obj, write_mode(kind, part)) {
+        // A status patch of the status alone: the stored object with its new status, written
+        // whole at the version it was read at (or pinned to), so a change in between is a
+        // conflict. Anything else: the whole object patched and decoded.
+        let (obj, mode) =
+            match status_only.and_then(|(sp, version)| patch_status_alone(kind, name, &current, sp, version)) {
+                Some(next) => (next?, Mode::All),
+                None => {
+                    let mut doc = current.to_json(kind);
+                    apply_patch(&mut doc, patch_type, patch)?;
+                    let obj = decode_body(kind, namespace, doc)?;
+                    if obj.meta().name.as_deref() != Some(name) {
+                        return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
+                    }
+                    if part == Part::Main {
+                        check_transition(cluster, kind, namespace, name, &obj)?;
+                    }
+                    (obj, write_mode(kind, part))
+                }
+            };
+        match cluster.write_stored(kind.kind, obj, mode) {
             Err(ApiError::Conflict { .. }) if !pinned && attempt < 5 => attempt += 1,
             r => return Ok(r?),
         }
     }
+}
+
+/// `current` with a merge patch of its status alone (`status_patch`, pinned to `version` when
+/// given) applied and checked as a decoded body would be; `None` for an object or kind kept
+/// without a typed status.
+fn patch_status_alone(
+    kind: &'static ResourceKind,
+    name: &str,
+    current: &Stored,
+    status_patch: &Value,
+    version: Option<&str>,
+) -> Option<Result<Stored, RestError>> {
+    let (Stored::Typed(typed), Some(codec)) = (current, kind.typed) else { return None };
+    let next = match crate::status::patch_status(typed, status_patch, version)? {
+        Ok(next) => next,
+        Err(e) => return Some(Err(invalid(kind, name, vec![e]))),
+    };
+    let problems = (codec.validate)(&next);
+    Some(if problems.is_empty() { Ok(Stored::Typed(next)) } else { Err(invalid(kind, name, problems)) })
 }
 
 /// What a write of `part` of `kind` replaces.
