@@ -5,11 +5,12 @@
 //! It lives below the controllers and the in-memory API server so both speak it without one
 //! depending on the other. Only the trait is here: implementations do the I/O.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 
 pub use crate::patch::Patch;
-use crate::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
+use crate::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, SlimPod};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::node::v1::RuntimeClass;
@@ -40,8 +41,18 @@ pub trait Object: Clone + Send + Sync + 'static {
     fn from_any_shared(obj: &AnyObject) -> Option<&Arc<Self>>;
 }
 
+/// The kind a type stands for: its own name, or the one given after `as`.
+macro_rules! kind_name {
+    ($ty:ident) => {
+        stringify!($ty)
+    };
+    ($ty:ident $kind:literal) => {
+        $kind
+    };
+}
+
 macro_rules! objects {
-    ($($ty:ident, $namespaced:expr, $group:expr, $version:expr, $plural:expr;)*) => {
+    ($($ty:ident $(as $kind:literal)?, $namespaced:expr, $group:expr, $version:expr, $plural:expr;)*) => {
         /// Any object of the kinds the controllers watch.
         #[derive(Debug, Clone)]
         pub enum AnyObject {
@@ -51,7 +62,7 @@ macro_rules! objects {
         impl AnyObject {
             pub fn kind(&self) -> &'static str {
                 match self {
-                    $(AnyObject::$ty(_) => stringify!($ty),)*
+                    $(AnyObject::$ty(_) => kind_name!($ty $($kind)?),)*
                 }
             }
 
@@ -73,7 +84,7 @@ macro_rules! objects {
 
         $(
             impl Object for $ty {
-                const KIND: &'static str = stringify!($ty);
+                const KIND: &'static str = kind_name!($ty $($kind)?);
                 const NAMESPACED: bool = $namespaced;
                 const GROUP: &'static str = $group;
                 const VERSION: &'static str = $version;
@@ -101,6 +112,8 @@ macro_rules! objects {
 
 objects! {
     Pod, true, "", "v1", "pods";
+    // A Pod as the controllers keep it (what a watch of pods delivers to them).
+    SlimPod as "Pod", true, "", "v1", "pods";
     Node, false, "", "v1", "nodes";
     NodeClaim, false, crate::crd::NODE_CLAIM.group, crate::crd::NODE_CLAIM.version, crate::crd::NODE_CLAIM.plural;
     NodePool, false, crate::crd::NODE_POOL.group, crate::crd::NODE_POOL.version, crate::crd::NODE_POOL.plural;
@@ -121,6 +134,17 @@ objects! {
     ReplicaSet, true, "apps", "v1", "replicasets";
 }
 
+impl AnyObject {
+    /// The object as the controllers keep it: a whole Pod made a [`SlimPod`] (see
+    /// [`crate::slim_pod`]), any other object as it is.
+    pub fn kept(&self) -> Cow<'_, AnyObject> {
+        match self {
+            AnyObject::Pod(p) => Cow::Owned(AnyObject::SlimPod(Arc::new(SlimPod::from(&**p)))),
+            other => Cow::Borrowed(other),
+        }
+    }
+}
+
 /// A change to one object, as a watch delivers it.
 #[derive(Debug, Clone)]
 pub enum WatchEvent {
@@ -128,6 +152,36 @@ pub enum WatchEvent {
     Applied(AnyObject),
     /// Gone from the API (finalizers, if any, were already removed).
     Deleted(AnyObject),
+}
+
+impl WatchEvent {
+    /// The event as the controllers keep its object (see [`AnyObject::kept`]).
+    pub fn kept(&self) -> Cow<'_, WatchEvent> {
+        let (obj, applied) = match self {
+            WatchEvent::Applied(o) => (o, true),
+            WatchEvent::Deleted(o) => (o, false),
+        };
+        match obj.kept() {
+            Cow::Borrowed(_) => Cow::Borrowed(self),
+            Cow::Owned(o) if applied => Cow::Owned(WatchEvent::Applied(o)),
+            Cow::Owned(o) => Cow::Owned(WatchEvent::Deleted(o)),
+        }
+    }
+}
+
+impl WatchEvent {
+    /// [`WatchEvent::kept`], taking the event.
+    pub fn into_kept(self) -> WatchEvent {
+        match self {
+            WatchEvent::Applied(AnyObject::Pod(p)) => {
+                WatchEvent::Applied(AnyObject::SlimPod(Arc::new(SlimPod::from(&*p))))
+            }
+            WatchEvent::Deleted(AnyObject::Pod(p)) => {
+                WatchEvent::Deleted(AnyObject::SlimPod(Arc::new(SlimPod::from(&*p))))
+            }
+            other => other,
+        }
+    }
 }
 
 /// Errors from the cluster API.

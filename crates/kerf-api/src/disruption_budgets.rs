@@ -6,13 +6,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::intstr::scaled;
 use crate::selector::selector_matches;
+use crate::slim_pod::PodView;
 
 /// `(namespace, name)` of a pod or a budget.
 pub type Key = (String, String);
@@ -74,22 +74,20 @@ pub struct DisruptionBudgets {
 }
 
 /// A pod counts as healthy for a disruption budget when it runs with its Ready condition true.
-pub fn pod_healthy(pod: &Pod) -> bool {
-    let Some(status) = pod.status.as_ref() else { return false };
-    status.phase.as_deref() == Some("Running")
-        && status.conditions.as_ref().is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+pub fn pod_healthy(pod: &impl PodView) -> bool {
+    pod.phase() == Some("Running") && pod.conditions().iter().any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-fn finished(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+fn finished(pod: &impl PodView) -> bool {
+    matches!(pod.phase(), Some("Succeeded" | "Failed"))
 }
 
-fn pod_key(pod: &Pod) -> Key {
-    (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default())
+fn pod_key(pod: &impl PodView) -> Key {
+    (pod.meta().namespace.clone().unwrap_or_default(), pod.meta().name.clone().unwrap_or_default())
 }
 
-fn same_labels(a: &Pod, b: &Pod) -> bool {
-    a.metadata.namespace == b.metadata.namespace && a.metadata.labels == b.metadata.labels
+fn same_labels(a: &impl PodView, b: &impl PodView) -> bool {
+    a.meta().namespace == b.meta().namespace && a.meta().labels == b.meta().labels
 }
 
 impl DisruptionBudgets {
@@ -106,7 +104,7 @@ impl DisruptionBudgets {
 
     /// A pod changed from `old` to `new` (`None`: it did not exist / is gone). `old` must be
     /// the version last given as `new` for the same pod.
-    pub fn update_pod(&mut self, old: Option<&Pod>, new: Option<&Pod>) {
+    pub fn update_pod<P: PodView>(&mut self, old: Option<&P>, new: Option<&P>) {
         let key = match (old, new) {
             (_, Some(p)) | (Some(p), None) => pod_key(p),
             (None, None) => return,
@@ -129,10 +127,10 @@ impl DisruptionBudgets {
         self.pods.insert(key, s);
     }
 
-    fn selecting_budgets(&self, pod: &Pod) -> Vec<Key> {
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    fn selecting_budgets(&self, pod: &impl PodView) -> Vec<Key> {
+        let ns = pod.meta().namespace.clone().unwrap_or_default();
         let empty = BTreeMap::new();
-        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+        let labels = pod.meta().labels.as_ref().unwrap_or(&empty);
         self.budgets
             .range((ns.clone(), String::new())..)
             .take_while(|((bns, _), _)| *bns == ns)
@@ -156,11 +154,11 @@ impl DisruptionBudgets {
 
     /// A budget was created, changed (`Some`) or deleted (`None`); `namespace_pods` are the
     /// pods of its namespace now (its selector is matched against each).
-    pub fn set_budget<'p>(
+    pub fn set_budget<'p, P: PodView + 'p>(
         &mut self,
         key: Key,
         pdb: Option<&PodDisruptionBudget>,
-        namespace_pods: impl IntoIterator<Item = &'p Pod>,
+        namespace_pods: impl IntoIterator<Item = &'p P>,
     ) {
         if self.budgets.remove(&key).is_some() {
             self.pods.retain(|_, s| {
@@ -179,7 +177,7 @@ impl DisruptionBudgets {
         };
         let empty = BTreeMap::new();
         for pod in namespace_pods {
-            if !selector_matches(Some(&budget.selector), pod.metadata.labels.as_ref().unwrap_or(&empty)) {
+            if !selector_matches(Some(&budget.selector), pod.meta().labels.as_ref().unwrap_or(&empty)) {
                 continue;
             }
             let counted = self.count_finished || !finished(pod);
@@ -202,7 +200,7 @@ impl DisruptionBudgets {
     /// healthy may always go (it counts towards no budget's healthy pods), a pod selected by
     /// more than one budget never, else only while its budget allows one more disruption. The
     /// one answer both the in-memory API server and the disruption controller give.
-    pub fn eviction_refusal(&self, pod: &Pod) -> Option<EvictionRefusal<'_>> {
+    pub fn eviction_refusal(&self, pod: &impl PodView) -> Option<EvictionRefusal<'_>> {
         if self.budgets.is_empty() || !pod_healthy(pod) {
             return None;
         }
@@ -231,7 +229,7 @@ impl DisruptionBudgets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+    use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
     use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -282,7 +280,7 @@ mod tests {
             .filter(|p| p.metadata.labels.as_ref().unwrap()["app"] == app)
             .filter(|p| count_finished || !finished(p))
             .collect();
-        (sel.len() as i64, sel.iter().filter(|p| pod_healthy(p)).count() as i64)
+        (sel.len() as i64, sel.iter().filter(pod_healthy).count() as i64)
     }
 
     #[test]

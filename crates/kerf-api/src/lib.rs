@@ -44,6 +44,7 @@ pub mod schema;
 pub mod seeded;
 pub mod selector;
 pub mod shared;
+pub mod slim_pod;
 pub mod validation;
 
 pub use capacitybuffer::CapacityBuffer;
@@ -57,4 +58,5 @@ pub use quantity::Quantity;
 pub use requirements::{Incompatible, Requirement, Requirements};
 pub use resources::ResourceList;
 pub use shared::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Operator, Taint, TaintEffect};
+pub use slim_pod::{SlimContainer, SlimPod, SlimPodSpec, SlimPodStatus, SlimVolume};
 pub use validation::{FieldError, validate_ec2_node_class, validate_node_claim, validate_node_pool};

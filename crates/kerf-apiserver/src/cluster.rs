@@ -129,6 +129,7 @@ fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
 pub(crate) fn any_meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
     match obj {
         AnyObject::Pod(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::SlimPod(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::Node(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::NodeClaim(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::NodePool(o) => &mut Arc::make_mut(o).metadata,

@@ -27,8 +27,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kerf_api::SlimPod;
 use kerf_api::capacitybuffer::{
     self as cb, ACTIVE_CAPACITY, CONDITION_PROVISIONING, CONDITION_READY_FOR_PROVISIONING, CapacityBufferStatus,
     LocalObjectRef,
@@ -58,7 +59,7 @@ pub const MAX_CHUNKS: i64 = 10_000;
 pub struct VirtualPod {
     /// The buffer, `(namespace, name)`.
     pub buffer: ObjectKey,
-    pub pod: Arc<Pod>,
+    pub pod: Arc<SlimPod>,
     /// The node (or in-flight NodeClaim) whose free room holds it, if any does.
     pub held_on: Option<String>,
     /// `held_on` is a registered, initialized node (not a claim still launching).
@@ -85,8 +86,8 @@ impl BufferRoom {
     }
 
     /// The virtual pods held on a node or in-flight claim, by its name.
-    pub fn held(&self) -> BTreeMap<&str, Vec<Arc<Pod>>> {
-        let mut out: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
+    pub fn held(&self) -> BTreeMap<&str, Vec<Arc<SlimPod>>> {
+        let mut out: BTreeMap<&str, Vec<Arc<SlimPod>>> = BTreeMap::new();
         for p in &self.pods {
             if let Some(n) = &p.held_on {
                 out.entry(n.as_str()).or_default().push(Arc::clone(&p.pod));
@@ -96,7 +97,7 @@ impl BufferRoom {
     }
 
     /// The room held on one node.
-    pub fn held_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
+    pub fn held_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a Arc<SlimPod>> + 'a {
         self.pods.iter().filter(move |p| p.held_on.as_deref() == Some(node)).map(|p| &p.pod)
     }
 
@@ -244,9 +245,9 @@ fn window(buffer: &CapacityBuffer) -> Option<(&str, Duration)> {
 
 /// Chunk `i` of a buffer as a pod: the template's labels and spec, in the buffer's namespace,
 /// with an identity the scheduling core can cache (`version` changes with buffer or template).
-fn virtual_pod_of(template: &PodTemplateSpec, ns: &str, buffer: &str, i: i64, version: &str) -> Pod {
+fn virtual_pod_of(template: &PodTemplateSpec, ns: &str, buffer: &str, i: i64, version: &str) -> SlimPod {
     let meta = template.metadata.clone().unwrap_or_default();
-    Pod {
+    SlimPod {
         metadata: ObjectMeta {
             namespace: Some(ns.to_string()),
             name: Some(format!("{buffer}-buffer-{i}")),
@@ -256,14 +257,14 @@ fn virtual_pod_of(template: &PodTemplateSpec, ns: &str, buffer: &str, i: i64, ve
             annotations: Some([(BUFFER_ANNOTATION.to_string(), format!("{ns}/{buffer}"))].into()),
             ..ObjectMeta::default()
         },
-        spec: template.spec.clone(),
+        spec: template.spec.as_ref().map(kerf_api::SlimPodSpec::from),
         status: None,
     }
 }
 
 /// `pod` with every term of its required node affinity narrowed to the node (or in-flight
 /// claim) named `node`.
-fn pinned_to(pod: &Pod, node: &str) -> Pod {
+fn pinned_to(pod: &SlimPod, node: &str) -> SlimPod {
     use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
     let field = NodeSelectorRequirement {
         key: "metadata.name".to_string(),
@@ -506,7 +507,7 @@ async fn place_room<P: CloudProvider, C>(cx: &mut Ctx<'_, P, C>, pods: &mut [Vir
     let rest: Vec<usize> = (0..pods.len()).filter(|i| pods[*i].held_on.is_none()).collect();
     if !rest.is_empty() {
         let mut input = base;
-        let mut kept: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
+        let mut kept: BTreeMap<&str, Vec<Arc<SlimPod>>> = BTreeMap::new();
         for p in pods.iter() {
             if let Some(n) = &p.held_on {
                 kept.entry(n.as_str()).or_default().push(Arc::clone(&p.pod));

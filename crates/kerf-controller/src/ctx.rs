@@ -201,7 +201,7 @@ impl Published {
                 self.pending_may_fit |= spec_changed;
             }
             WatchEvent::Deleted(obj) => {
-                if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::Node(_) | AnyObject::Pod(_)) {
+                if matches!(obj, AnyObject::NodeClaim(_) | AnyObject::Node(_) | AnyObject::SlimPod(_)) {
                     self.pending_may_fit = true;
                 }
                 // An instance launched for a deleted claim that it never recorded is garbage now.
@@ -212,14 +212,14 @@ impl Published {
         }
         // A nomination ends when its pod is bound, finished or gone, or its claim is going away.
         match event {
-            WatchEvent::Applied(AnyObject::Pod(p))
+            WatchEvent::Applied(AnyObject::SlimPod(p))
                 if util::pod_node_name(p).is_some()
                     || util::pod_terminal(p)
                     || p.metadata.deletion_timestamp.is_some() =>
             {
                 self.nominations.forget_pod(&key_of(&p.metadata));
             }
-            WatchEvent::Deleted(AnyObject::Pod(p)) => self.nominations.forget_pod(&key_of(&p.metadata)),
+            WatchEvent::Deleted(AnyObject::SlimPod(p)) => self.nominations.forget_pod(&key_of(&p.metadata)),
             WatchEvent::Applied(AnyObject::NodeClaim(c)) if c.metadata.deletion_timestamp.is_some() => {
                 self.nominations.remove_claim(c.name());
             }

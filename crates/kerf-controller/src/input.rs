@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::{NodeClaim, NodePool, ResourceList, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{ExistingNode, InstanceType, NodePoolInput, PreferencePolicy, Requirements, SchedulingInput};
@@ -105,7 +105,11 @@ pub(crate) struct View<'a> {
 impl View<'_> {
     /// Builds the scheduling core's input from cluster state, the CapacityBuffers' room held on
     /// the nodes that hold it (what disruption and every other what-if must keep).
-    pub(crate) fn scheduling_input(&self, pending: &[(ObjectKey, Arc<Pod>)], types: &TypesByPool) -> SchedulingInput {
+    pub(crate) fn scheduling_input(
+        &self,
+        pending: &[(ObjectKey, Arc<SlimPod>)],
+        types: &TypesByPool,
+    ) -> SchedulingInput {
         self.scheduling_input_with(pending, types, true)
     }
 
@@ -113,7 +117,7 @@ impl View<'_> {
     /// the provisioner places it itself, the buffer reconciler finds where it fits) without.
     pub(crate) fn scheduling_input_with(
         &self,
-        pending: &[(ObjectKey, Arc<Pod>)],
+        pending: &[(ObjectKey, Arc<SlimPod>)],
         types: &TypesByPool,
         with_room: bool,
     ) -> SchedulingInput {
@@ -143,7 +147,7 @@ impl View<'_> {
             })
             .collect();
 
-        let mut nominated: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
+        let mut nominated: BTreeMap<&str, Vec<Arc<SlimPod>>> = BTreeMap::new();
         for ((ns, name), claim) in &self.published.nominations.by_pod {
             if let Some(pod) = state.pod(ns, name) {
                 nominated.entry(claim.as_str()).or_default().push(pod.clone());
@@ -153,7 +157,7 @@ impl View<'_> {
         // (kube-scheduler keeps their room) and DaemonSet pods meant for it. The pods being
         // placed now and those nominated to a claim are counted where they are placed.
         let placing: BTreeSet<&ObjectKey> = pending.iter().map(|(k, _)| k).collect();
-        let mut held: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
+        let mut held: BTreeMap<&str, Vec<Arc<SlimPod>>> = BTreeMap::new();
         for (key, pod) in state.unbound_pods() {
             if placing.contains(key)
                 || self.published.nominations.contains(key)
@@ -169,7 +173,7 @@ impl View<'_> {
             }
         }
 
-        let daemonset_pods: Vec<Arc<Pod>> = state
+        let daemonset_pods: Vec<Arc<SlimPod>> = state
             .daemonsets()
             .values()
             .filter_map(|ds| {
@@ -177,7 +181,11 @@ impl View<'_> {
                 let mut metadata = template.metadata.unwrap_or_default();
                 metadata.namespace = ds.metadata.namespace.clone();
                 metadata.name = ds.metadata.name.clone();
-                Some(Arc::new(Pod { metadata, spec: template.spec, status: None }))
+                Some(Arc::new(SlimPod {
+                    metadata,
+                    spec: template.spec.as_ref().map(kerf_api::SlimPodSpec::from),
+                    status: None,
+                }))
             })
             .collect();
 
@@ -304,7 +312,7 @@ impl View<'_> {
     /// not exist, or it is unbound and names a StorageClass that does not exist. Karpenter does
     /// not provision for such pods, and kube-scheduler would not bind them anywhere. Generic
     /// ephemeral volumes are left out: their claim is created with the pod.
-    fn unresolvable_volumes(&self, pending: &[(ObjectKey, Arc<Pod>)]) -> BTreeMap<String, String> {
+    fn unresolvable_volumes(&self, pending: &[(ObjectKey, Arc<SlimPod>)]) -> BTreeMap<String, String> {
         let state = self.state;
         let mut out = BTreeMap::new();
         for (_, pod) in pending {
@@ -332,8 +340,8 @@ impl View<'_> {
         &self,
         claim: &NodeClaim,
         types: &TypesByPool,
-        nominated: Vec<Arc<Pod>>,
-        daemonsets: &[Arc<Pod>],
+        nominated: Vec<Arc<SlimPod>>,
+        daemonsets: &[Arc<SlimPod>],
     ) -> ExistingNode {
         let state = self.state;
         let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).cloned();
@@ -354,7 +362,7 @@ impl View<'_> {
             let its = pool.as_ref().and_then(|p| types.get(p)).unwrap_or(&empty);
             allocatable = likely_type(claim, its).map(|t| t.allocatable()).unwrap_or_default();
         }
-        let mut pods: Vec<Arc<Pod>> = match node.and_then(|n| n.metadata.name.as_deref()) {
+        let mut pods: Vec<Arc<SlimPod>> = match node.and_then(|n| n.metadata.name.as_deref()) {
             Some(n) => state.pods_on_node(n).filter(|p| !util::pod_terminal(p)).cloned().collect(),
             None => Vec::new(),
         };

@@ -87,7 +87,9 @@ impl<P: CloudProvider> Manager<P> {
     }
 
     /// Feed every watch event (in order) before calling [`Manager::reconcile`].
+    /// A whole Pod an event carries is kept as a [`kerf_api::SlimPod`], made once here.
     pub fn observe(&mut self, event: &WatchEvent) {
+        let event = &*event.kept();
         self.published.observe(event, &self.state);
         self.disruption.observe(event, &self.state);
         self.lifecycle.observe(event);

@@ -21,12 +21,13 @@
 //! (the write's own echo, or kube-scheduler's bind that made it conflict), a pass does not send
 //! it again, however far the watch lags. Writes go out a few at a time ([`IN_FLIGHT`]).
 
+use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::NodeClaim;
+use kerf_api::SlimPod;
 use kerf_api::cluster::{ApiError, ClusterApi};
 use kerf_cloud::{CloudProvider, Timestamp};
 
@@ -166,7 +167,7 @@ impl Nominations {
         cloud: &P,
         state: &'s ClusterState,
         key: &ObjectKey,
-        pod: &'s Pod,
+        pod: &'s SlimPod,
     ) -> Option<&'s str> {
         if let Some(node) = self.on_nodes.get(key) {
             return Some(node.as_str());
@@ -288,7 +289,7 @@ impl Nominations {
         state: &'s ClusterState,
         expected: &mut Option<BTreeMap<&'s str, &'s NodeClaim>>,
         key: &ObjectKey,
-        pod: &Pod,
+        pod: &SlimPod,
     ) -> Option<String> {
         if self.by_pod.contains_key(key) || self.written.contains_key(key) || util::owned_by_daemonset(pod) {
             return None;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::{SchedulingContext, SchedulingInput, SchedulingResult};
 
@@ -32,14 +32,14 @@ fn pod_name(key: &ObjectKey) -> String {
 
 /// Whether kerf should provision for this pod: kube-scheduler marked it unschedulable, it is
 /// not terminating, not a DaemonSet's, and not already nominated to an in-flight claim.
-fn provisionable(nominations: &Nominations, key: &ObjectKey, pod: &Pod) -> bool {
+fn provisionable(nominations: &Nominations, key: &ObjectKey, pod: &SlimPod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && util::marked_unschedulable(pod)
         && !util::owned_by_daemonset(pod)
         && !nominations.contains(key)
 }
 
-fn provisionable_pods(state: &ClusterState, nominations: &Nominations) -> Vec<(ObjectKey, Arc<Pod>)> {
+fn provisionable_pods(state: &ClusterState, nominations: &Nominations) -> Vec<(ObjectKey, Arc<SlimPod>)> {
     state
         .unbound_pods()
         .filter(|(k, p)| provisionable(nominations, k, p))
@@ -152,7 +152,7 @@ impl Provisioner {
 
         let pending = provisionable_pods(cx.state, &cx.published.nominations);
         let pods = first_five_of(pending.iter().map(|(k, _)| pod_name(k)), pending.len());
-        let room: Vec<Arc<Pod>> = cx.state.buffer_room().pods.iter().map(|p| Arc::clone(&p.pod)).collect();
+        let room: Vec<Arc<SlimPod>> = cx.state.buffer_room().pods.iter().map(|p| Arc::clone(&p.pod)).collect();
         if !pending.is_empty() {
             tracing::info!(pods = %pods, count = pending.len(), "found provisionable pod(s)");
         }
@@ -179,7 +179,7 @@ impl Provisioner {
     async fn apply_scheduling_result<P: CloudProvider, C: ClusterApi>(
         &mut self,
         cx: &mut Ctx<'_, P, C>,
-        pending: &[(ObjectKey, Arc<Pod>)],
+        pending: &[(ObjectKey, Arc<SlimPod>)],
         input: &SchedulingInput,
         result: SchedulingResult,
     ) -> Result<(), ControllerError> {

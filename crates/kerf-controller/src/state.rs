@@ -3,16 +3,19 @@
 //! Everything is kept in ordered maps so that iterating it is deterministic. Pods, Nodes and
 //! NodeClaims are kept as the watch delivered them (the `Arc` of the event, shared with the
 //! watch's own record of what it delivered), never copied: at 1,000 nodes and 30,000 pods the
-//! objects themselves are most of the controller's memory.
+//! objects themselves are most of the controller's memory. Pods are kept as
+//! [`SlimPod`](kerf_api::SlimPod)s (what the controllers read of them); a whole Pod an event or
+//! an API answer carries is made slim as it arrives.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, PodTemplate};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::SlimPod;
 use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
 
 use crate::buffers::BufferRoom;
@@ -63,8 +66,8 @@ fn upsert_ns<V: Clone>(map: &mut BTreeMap<ObjectKey, V>, obj: &V, meta: impl Fn(
 pub struct ClusterState {
     nodes: BTreeMap<String, Arc<Node>>,
     node_claims: BTreeMap<String, Arc<NodeClaim>>,
-    pods: BTreeMap<ObjectKey, Arc<Pod>>,
-    pods_by_node: BTreeMap<String, BTreeMap<ObjectKey, Arc<Pod>>>,
+    pods: BTreeMap<ObjectKey, Arc<SlimPod>>,
+    pods_by_node: BTreeMap<String, BTreeMap<ObjectKey, Arc<SlimPod>>>,
     /// Pods not bound to a node and not terminal.
     unbound_pods: BTreeSet<ObjectKey>,
     node_pools: BTreeMap<String, NodePool>,
@@ -119,7 +122,8 @@ impl ClusterState {
     fn upsert(&mut self, obj: &AnyObject) {
         self.generation += 1;
         match obj {
-            AnyObject::Pod(p) => self.upsert_pod(p),
+            AnyObject::SlimPod(p) => self.upsert_pod(p),
+            AnyObject::Pod(p) => self.upsert_pod(&Arc::new(SlimPod::from(&**p))),
             AnyObject::Node(n) => {
                 if let Some(old) = self.nodes.get(&name_of(&n.metadata)) {
                     if is_stale(&old.metadata, &n.metadata) {
@@ -172,7 +176,7 @@ impl ClusterState {
         }
     }
 
-    fn upsert_pod(&mut self, pod: &Arc<Pod>) {
+    fn upsert_pod(&mut self, pod: &Arc<SlimPod>) {
         self.pod_generation += 1;
         let key = key_of(&pod.metadata);
         if let Some(old) = self.pods.get(&key) {
@@ -209,7 +213,7 @@ impl ClusterState {
         self.generation += 1;
         let meta = obj.meta();
         match obj {
-            AnyObject::Pod(_) => {
+            AnyObject::Pod(_) | AnyObject::SlimPod(_) => {
                 self.pod_generation += 1;
                 let key = key_of(meta);
                 self.unindex_pod(&key);
@@ -338,21 +342,21 @@ impl ClusterState {
         self.node_classes.get(&pool.spec.template.spec.node_class_ref.name)
     }
 
-    pub fn pods(&self) -> &BTreeMap<ObjectKey, Arc<Pod>> {
+    pub fn pods(&self) -> &BTreeMap<ObjectKey, Arc<SlimPod>> {
         &self.pods
     }
 
-    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<Pod>> {
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<SlimPod>> {
         self.pods.get(&(namespace.to_string(), name.to_string()))
     }
 
     /// Pods bound to `node` (terminal ones included; callers filter).
-    pub fn pods_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
+    pub fn pods_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Arc<SlimPod>> + 'a {
         self.pods_by_node.get(node).into_iter().flat_map(BTreeMap::values)
     }
 
     /// Pods not bound to any node and not terminal, in key order.
-    pub fn unbound_pods(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Pod>)> {
+    pub fn unbound_pods(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<SlimPod>)> {
         self.unbound_pods.iter().filter_map(|k| self.pods.get(k).map(|p| (k, p)))
     }
 
@@ -439,18 +443,19 @@ impl ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeSpec, PodSpec};
+    use k8s_openapi::api::core::v1::NodeSpec;
+    use kerf_api::SlimPodSpec;
     use kerf_api::cluster::Object;
 
-    fn pod(name: &str, node: Option<&str>, rv: &str) -> Pod {
-        Pod {
+    fn pod(name: &str, node: Option<&str>, rv: &str) -> SlimPod {
+        SlimPod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),
                 resource_version: Some(rv.into()),
                 ..Default::default()
             },
-            spec: Some(PodSpec { node_name: node.map(str::to_string), ..Default::default() }),
+            spec: Some(SlimPodSpec { node_name: node.map(str::to_string), ..Default::default() }),
             status: None,
         }
     }
@@ -463,7 +468,7 @@ mod tests {
         }
     }
 
-    fn names<'a>(it: impl Iterator<Item = &'a Arc<Pod>>) -> Vec<String> {
+    fn names<'a>(it: impl Iterator<Item = &'a Arc<SlimPod>>) -> Vec<String> {
         it.map(|p| p.metadata.name.clone().unwrap_or_default()).collect()
     }
 

@@ -9,9 +9,11 @@
 //! out, what is left is deleted without asking. Then the instance is deleted, then the Node's
 //! finalizer removed; the NodeClaim's finalizer goes last, once its Node is gone.
 
+use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+use kerf_api::SlimPod;
 use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
@@ -60,7 +62,7 @@ pub(crate) fn without_disrupted_taint(node: &Node) -> Node {
 }
 
 /// Pods with `system-cluster-critical` / `system-node-critical` priority are evicted last.
-pub(crate) fn is_critical(pod: &Pod) -> bool {
+pub(crate) fn is_critical(pod: &SlimPod) -> bool {
     matches!(
         pod.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()),
         Some("system-cluster-critical" | "system-node-critical")
@@ -68,14 +70,14 @@ pub(crate) fn is_critical(pod: &Pod) -> bool {
 }
 
 /// A static (mirror) pod belongs to its node and cannot be evicted.
-fn is_mirror(pod: &Pod) -> bool {
+fn is_mirror(pod: &SlimPod) -> bool {
     pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node")
 }
 
 /// Whether draining must remove the pod: it holds resources, is not already going, is not the
 /// node's own, and would not simply schedule back onto the node (it does not tolerate the
 /// disrupted taint).
-pub(crate) fn is_drainable(pod: &Pod) -> bool {
+pub(crate) fn is_drainable(pod: &SlimPod) -> bool {
     !util::pod_terminal(pod)
         && pod.metadata.deletion_timestamp.is_none()
         && !is_mirror(pod)
@@ -86,11 +88,11 @@ pub(crate) fn is_drainable(pod: &Pod) -> bool {
 
 /// The eviction tier of a pod: 0 non-critical, 1 non-critical DaemonSet, 2 critical,
 /// 3 critical DaemonSet.
-fn tier(pod: &Pod) -> u8 {
+fn tier(pod: &SlimPod) -> u8 {
     u8::from(is_critical(pod)) * 2 + u8::from(util::owned_by_daemonset(pod))
 }
 
-fn pod_key(pod: &Pod) -> (String, String) {
+fn pod_key(pod: &SlimPod) -> (String, String) {
     (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default())
 }
 
@@ -192,7 +194,8 @@ impl Termination {
         claim: Option<&NodeClaim>,
     ) -> Result<Drain, ControllerError> {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let pods: Vec<Pod> = cx.state.pods_on_node(&name).filter(|p| is_drainable(p)).map(|p| Pod::clone(p)).collect();
+        let pods: Vec<SlimPod> =
+            cx.state.pods_on_node(&name).filter(|p| is_drainable(p)).map(|p| SlimPod::clone(p)).collect();
         if pods.is_empty() {
             return Ok(Drain::Done);
         }
@@ -214,7 +217,7 @@ impl Termination {
         }
         // With a grace period, do-not-disrupt pods are left for its end (Karpenter's drain does
         // not evict them); without one they are evicted like the rest.
-        let evictable: Vec<&Pod> = pods.iter().filter(|p| deadline.is_none() || !util::do_not_disrupt(p)).collect();
+        let evictable: Vec<&SlimPod> = pods.iter().filter(|p| deadline.is_none() || !util::do_not_disrupt(p)).collect();
         let lowest = evictable.iter().map(|p| tier(p)).min().unwrap_or(0);
         let mut refused = Vec::new();
         for pod in evictable.into_iter().filter(|p| tier(p) == lowest) {
@@ -254,18 +257,19 @@ impl Termination {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, Toleration};
+    use k8s_openapi::api::core::v1::Toleration;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use kerf_api::SlimPodSpec;
 
-    fn pod(critical: bool, daemon: bool) -> Pod {
-        Pod {
+    fn pod(critical: bool, daemon: bool) -> SlimPod {
+        SlimPod {
             metadata: ObjectMeta {
                 owner_references: daemon.then(|| {
                     vec![OwnerReference { kind: "DaemonSet".into(), name: "ds".into(), ..Default::default() }]
                 }),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
+            spec: Some(SlimPodSpec {
                 priority_class_name: critical.then(|| "system-node-critical".to_string()),
                 ..Default::default()
             }),

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kerf_api::SlimPod;
 use kerf_api::{Condition, Quantity, ResourceList, Taint};
 use kerf_cloud::Timestamp;
 
@@ -57,18 +58,18 @@ pub fn node_provider_id(node: &Node) -> Option<&str> {
     node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|p| !p.is_empty())
 }
 
-pub fn pod_node_name(pod: &Pod) -> Option<&str> {
+pub fn pod_node_name(pod: &SlimPod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
 }
 
 /// Succeeded or Failed: the pod holds no resources any more.
-pub fn pod_terminal(pod: &Pod) -> bool {
+pub fn pod_terminal(pod: &SlimPod) -> bool {
     matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded") | Some("Failed"))
 }
 
 /// `namespace/Kind/name` of the pod's controller (its ReplicaSet, StatefulSet, Job, ...); `None`
 /// for a DaemonSet's pod or a pod without one.
-pub fn owner_key(pod: &Pod) -> Option<String> {
+pub fn owner_key(pod: &SlimPod) -> Option<String> {
     if owned_by_daemonset(pod) {
         return None;
     }
@@ -76,7 +77,7 @@ pub fn owner_key(pod: &Pod) -> Option<String> {
     Some(format!("{}/{}/{}", pod.metadata.namespace.as_deref().unwrap_or_default(), owner.kind, owner.name))
 }
 
-pub fn owned_by_daemonset(pod: &Pod) -> bool {
+pub fn owned_by_daemonset(pod: &SlimPod) -> bool {
     kerf_scheduling::pod::daemonset_owner(pod).is_some()
 }
 
@@ -84,7 +85,7 @@ pub use kerf_scheduling::pod::nominated_node;
 
 /// The one node a DaemonSet pod may run on: the `metadata.name` its required node affinity
 /// names, as the DaemonSet controller pins its pods.
-pub fn daemon_node(pod: &Pod) -> Option<&str> {
+pub fn daemon_node(pod: &SlimPod) -> Option<&str> {
     let terms = pod
         .spec
         .as_ref()?
@@ -104,12 +105,12 @@ pub fn daemon_node(pod: &Pod) -> Option<&str> {
 }
 
 /// The pod is annotated `karpenter.sh/do-not-disrupt: "true"`.
-pub fn do_not_disrupt(pod: &Pod) -> bool {
+pub fn do_not_disrupt(pod: &SlimPod) -> bool {
     pod.metadata.annotations.as_ref().and_then(|a| a.get(kerf_api::labels::DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
 }
 
 /// kube-scheduler tried and failed: `PodScheduled=False` with reason `Unschedulable`.
-pub fn marked_unschedulable(pod: &Pod) -> bool {
+pub fn marked_unschedulable(pod: &SlimPod) -> bool {
     pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
         cs.iter()
             .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))

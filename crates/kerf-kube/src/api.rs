@@ -35,7 +35,14 @@ impl Uids {
     /// Keeps the index up to date with one watch event (only kinds events are recorded about).
     pub fn observe(&self, event: &kerf_controller::WatchEvent) {
         let (kerf_controller::WatchEvent::Applied(obj) | kerf_controller::WatchEvent::Deleted(obj)) = event;
-        if !matches!(obj, AnyObject::Pod(_) | AnyObject::Node(_) | AnyObject::NodeClaim(_) | AnyObject::NodePool(_)) {
+        if !matches!(
+            obj,
+            AnyObject::Pod(_)
+                | AnyObject::SlimPod(_)
+                | AnyObject::Node(_)
+                | AnyObject::NodeClaim(_)
+                | AnyObject::NodePool(_)
+        ) {
             return;
         }
         let meta = obj.meta();
@@ -319,5 +326,25 @@ mod tests {
             other => panic!("429 is TooManyRequests, got {other:?}"),
         }
         assert!(matches!(api_error("Node", "a", status(500, "InternalError")), ApiError::Other(_)));
+    }
+
+    #[test]
+    fn events_about_a_pod_name_its_uid_whether_the_watch_delivered_it_whole_or_slim() {
+        use kerf_controller::{Object, WatchEvent};
+        let meta = |name: &str, uid: &str| ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            uid: Some(uid.into()),
+            ..ObjectMeta::default()
+        };
+        let uids = Uids::default();
+        let whole = k8s_openapi::api::core::v1::Pod { metadata: meta("a", "u-a"), ..Default::default() };
+        let slim = kerf_api::SlimPod { metadata: meta("b", "u-b"), ..Default::default() };
+        uids.observe(&WatchEvent::Applied(whole.into_any()));
+        uids.observe(&WatchEvent::Applied(slim.clone().into_any()));
+        assert_eq!(uids.get("Pod", "default/a").as_deref(), Some("u-a"));
+        assert_eq!(uids.get("Pod", "default/b").as_deref(), Some("u-b"));
+        uids.observe(&WatchEvent::Deleted(slim.into_any()));
+        assert_eq!(uids.get("Pod", "default/b"), None);
     }
 }

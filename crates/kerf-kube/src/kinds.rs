@@ -124,6 +124,7 @@ pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> 
 pub fn encode(obj: &AnyObject) -> Result<Value, serde_json::Error> {
     match obj {
         AnyObject::Pod(o) => serde_json::to_value(&**o),
+        AnyObject::SlimPod(o) => serde_json::to_value(&**o),
         AnyObject::Node(o) => serde_json::to_value(&**o),
         AnyObject::NodeClaim(o) => serde_json::to_value(&**o),
         AnyObject::NodePool(o) => serde_json::to_value(&**o),

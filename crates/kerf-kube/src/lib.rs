@@ -1,6 +1,6 @@
 //! The kube layer: kerf's controllers in a real cluster, over kube-rs. [`api::KubeApi`] is the
 //! controllers' cluster API; [`watch`] feeds their state from one watcher per kind (with
-//! relists; pods without the fields no controller reads, [`slim`]); [`lease`] is leader election; [`recorder`] writes the controllers' events
+//! relists; pods decoded slim, `kerf_api::slim_pod`); [`lease`] is leader election; [`recorder`] writes the controllers' events
 //! (deduplicated, rate-limited, in the background); [`metrics`] and [`endpoints`] serve
 //! Prometheus metrics with Karpenter's names and the health probes; [`runtime`] drives it all on the wall
 //! clock; [`kwok::KwokProvider`] launches "instances" as Node objects. No decision lives here:
@@ -14,5 +14,4 @@ pub mod lease;
 pub mod metrics;
 pub mod recorder;
 pub mod runtime;
-pub mod slim;
 pub mod watch;

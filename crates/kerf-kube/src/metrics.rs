@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::labels;
 use kerf_cloud::CloudProvider;
 use kerf_controller::{AnyObject, DisruptionRecord, Manager, WatchEvent};
@@ -314,7 +313,11 @@ impl Interned {
     }
 }
 
-fn pod_labels(pod: &Pod, node: Option<&k8s_openapi::api::core::v1::Node>, values: &mut Interned) -> PodLabels {
+fn pod_labels(
+    pod: &kerf_api::SlimPod,
+    node: Option<&k8s_openapi::api::core::v1::Node>,
+    values: &mut Interned,
+) -> PodLabels {
     let owner = pod
         .metadata
         .owner_references

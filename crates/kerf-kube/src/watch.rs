@@ -4,12 +4,14 @@
 //! once its list has been delivered.
 //! A relist is turned into the changes it implies: objects no longer listed are delivered as
 //! `Deleted`, so the controllers' state never keeps an object that went away during the gap.
-//! A kind is *synced* once its first list has been delivered. Pods are kept without the fields
-//! no controller reads ([`crate::slim`]).
+//! A kind is *synced* once its first list has been delivered. Pods are decoded as
+//! [`SlimPod`]s, without the fields no controller reads.
 
 use std::collections::BTreeMap;
 
 use futures_util::StreamExt;
+use kerf_api::SlimPod;
+use kerf_api::cluster::Object;
 use kerf_controller::{AnyObject, WatchEvent};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
@@ -17,7 +19,6 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
 
 use crate::kinds::{self, Kind};
-use crate::slim;
 
 /// What the watches deliver, in order per kind.
 #[derive(Debug)]
@@ -91,12 +92,18 @@ impl RelistDiff {
 }
 
 fn typed(kind: &'static str, ev: Event<DynamicObject>) -> Option<Event<AnyObject>> {
-    let convert = |mut o: DynamicObject| {
+    let convert = |o: DynamicObject| {
         let name = o.metadata.name.clone().unwrap_or_default();
-        if kind == "Pod" {
-            slim::pod(&mut o);
-        }
-        match kinds::from_dynamic(kind, o) {
+        // Pods are kept slim (see `kerf_api::slim_pod`): decoded as what the controllers read.
+        let decoded = if kind == "Pod" {
+            let DynamicObject { metadata, mut data, .. } = o;
+            let mut part = |k: &str| data.get_mut(k).map(serde_json::Value::take);
+            let (spec, status) = (part("spec"), part("status"));
+            SlimPod::from_parts(metadata, spec, status).map(Object::into_any)
+        } else {
+            kinds::from_dynamic(kind, o)
+        };
+        match decoded {
             Ok(a) => Some(a),
             Err(e) => {
                 tracing::warn!(kind, name = %name, error = %e, "cannot decode object; ignored");

@@ -9,14 +9,15 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements,
-    TopologySpreadConstraint,
+    Affinity, PodAffinity, PodAffinityTerm, PodAntiAffinity, ResourceRequirements, TopologySpreadConstraint,
 };
+
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kerf_api::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, OS, ZONE};
 use kerf_api::nodepool::{NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, TemplateMetadata};
 use kerf_api::{NodeClassReference, NodePool, Quantity, ResourceList};
+use kerf_api::{SlimContainer, SlimPod, SlimPodSpec};
 
 use crate::instance::{InstanceType, Offering};
 use crate::model::{NodePoolInput, SchedulingInput};
@@ -120,13 +121,13 @@ fn selector(group: &str) -> LabelSelector {
     LabelSelector { match_labels: Some([("app".to_string(), group.to_string())].into()), match_expressions: None }
 }
 
-fn bench_pod(i: usize, group: usize, rng: &mut SplitMix64) -> Pod {
+fn bench_pod(i: usize, group: usize, rng: &mut SplitMix64) -> SlimPod {
     let names = ["generic", "zone-spread", "host-spread", "zone-affinity", "host-anti-affinity"];
     let app = format!("bench-{}", names[group]);
     let cpu = CPUS[rng.below(CPUS.len())];
     let mem = MEMORIES[rng.below(MEMORIES.len())];
-    let mut spec = PodSpec {
-        containers: vec![Container {
+    let mut spec = SlimPodSpec {
+        containers: vec![SlimContainer {
             name: "app".into(),
             resources: Some(ResourceRequirements {
                 requests: Some([("cpu".to_string(), KQ(cpu.into())), ("memory".to_string(), KQ(mem.into()))].into()),
@@ -171,7 +172,7 @@ fn bench_pod(i: usize, group: usize, rng: &mut SplitMix64) -> Pod {
         }
         _ => {}
     }
-    Pod {
+    SlimPod {
         metadata: ObjectMeta {
             name: Some(format!("{app}-{i}")),
             namespace: Some("default".into()),

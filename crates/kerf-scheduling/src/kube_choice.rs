@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::resources::{CPU, MEMORY};
 use kerf_api::{ResourceList, TaintEffect};
 
@@ -91,7 +91,7 @@ pub fn resource_scores(alloc: [f64; 2], used: [f64; 2], req: [f64; 2]) -> (i64, 
 
 /// Whether `pod` states any preference a score plugin reads (preferred node or pod
 /// (anti-)affinity, ScheduleAnyway spread).
-pub fn has_preferences(pod: &Pod) -> bool {
+pub fn has_preferences(pod: &SlimPod) -> bool {
     let Some(spec) = pod.spec.as_ref() else { return false };
     let aff = spec.affinity.as_ref();
     aff.and_then(|a| a.node_affinity.as_ref())
@@ -111,7 +111,7 @@ pub fn has_preferences(pod: &Pod) -> bool {
             .is_some_and(|c| c.iter().any(|c| c.when_unsatisfiable == "ScheduleAnyway"))
 }
 
-pub(crate) fn cpu_memory_of(pod: &Pod) -> [f64; 2] {
+pub(crate) fn cpu_memory_of(pod: &SlimPod) -> [f64; 2] {
     let req = crate::pod::pod_requests(pod);
     [req.get(kerf_api::resources::CPU).as_f64(), req.get(kerf_api::resources::MEMORY).as_f64()]
 }
@@ -121,7 +121,7 @@ pub(crate) fn cpu_memory_of(pod: &Pod) -> [f64; 2] {
 /// memory bytes). `None` only when `feasible` is empty.
 pub fn choose(
     view: &ClusterView,
-    pod: &Pod,
+    pod: &SlimPod,
     feasible: &[usize],
     usage: impl Fn(usize) -> ([f64; 2], [f64; 2]),
 ) -> Option<usize> {
@@ -157,7 +157,7 @@ pub fn choose(
 /// verdict then changes only when its node gets a pod, which bumps the node's version.
 #[derive(Default)]
 struct FilterMemo {
-    pod: Option<Arc<Pod>>,
+    pod: Option<Arc<SlimPod>>,
     verdicts: Vec<Option<(u32, Verdict)>>,
 }
 
@@ -167,7 +167,7 @@ type Verdict = bool;
 
 impl FilterMemo {
     /// Keeps the verdicts when `pod` is a twin of the memo's pod, else starts afresh for it.
-    fn start(&mut self, pod: &Arc<Pod>, nodes: usize) {
+    fn start(&mut self, pod: &Arc<SlimPod>, nodes: usize) {
         let reusable = !crate::pod::has_required_inter_pod_constraints(pod);
         let twin = self.pod.as_ref().is_some_and(|p| {
             p.metadata.namespace == pod.metadata.namespace
@@ -235,7 +235,7 @@ struct RankedKind {
 /// namespace, node selector and node affinity, tolerations, containers (requests and host
 /// ports), overhead and volume claims (not its node name: a replay reads every pod as not bound,
 /// see [`replay`]).
-pub fn kind_key(pod: &Pod) -> Vec<u8> {
+pub fn kind_key(pod: &SlimPod) -> Vec<u8> {
     let spec = pod.spec.as_ref();
     let key = (
         has_preferences(pod),
@@ -269,7 +269,7 @@ impl Ranking {
 
     /// Ranks the nodes of `view`, which must be the base view (as [`Ranking::new`] saw it), for
     /// the kind of `pod` (whose [`kind_key`] is `key`), and returns the kind's id.
-    pub fn add_kind(&mut self, view: &ClusterView, pod: &Pod, key: &[u8]) -> usize {
+    pub fn add_kind(&mut self, view: &ClusterView, pod: &SlimPod, key: &[u8]) -> usize {
         let rankable = !key.is_empty() && !self.prefer_no_schedule && !has_preferences(pod);
         let ranked = rankable.then(|| {
             let resources = Arc::new(crate::pod::pod_requests(pod));
@@ -378,7 +378,7 @@ impl Touched {
 /// picks among every node it fits — or `None` when it fits nowhere.
 fn choose_ranked(
     view: &ClusterView,
-    pod: &Pod,
+    pod: &SlimPod,
     ranking: &Ranking,
     kind_id: usize,
     kind: &RankedKind,
@@ -469,7 +469,7 @@ pub struct NotBound {
 /// again, with the same result.
 pub fn replay(
     view: &mut ClusterView,
-    pods: &[Arc<Pod>],
+    pods: &[Arc<SlimPod>],
     ranked: Option<(&Ranking, &[usize])>,
     filters: Option<&[Arc<PodFilters>]>,
 ) -> Result<Vec<usize>, NotBound> {
@@ -486,7 +486,7 @@ pub fn replay(
 /// it finishes.
 pub struct Replay<'r> {
     ranking: Option<&'r Ranking>,
-    placed: Vec<(usize, Arc<Pod>)>,
+    placed: Vec<(usize, Arc<SlimPod>)>,
     version: Vec<u32>,
     touched: Touched,
 }
@@ -504,7 +504,7 @@ impl<'r> Replay<'r> {
     pub fn bind(
         &mut self,
         view: &mut ClusterView,
-        pods: &[Arc<Pod>],
+        pods: &[Arc<SlimPod>],
         kinds: Option<&[usize]>,
         filters: Option<&[Arc<PodFilters>]>,
     ) -> Result<Vec<usize>, NotBound> {
@@ -600,7 +600,7 @@ impl<'r> Replay<'r> {
 }
 
 /// A replayed pod prepared as its owner's new copy, from its kept filters when given.
-fn prepare<'p>(view: &ClusterView, pod: &'p Pod, filters: Option<&Arc<PodFilters>>) -> PreparedPod<'p> {
+fn prepare<'p>(view: &ClusterView, pod: &'p SlimPod, filters: Option<&Arc<PodFilters>>) -> PreparedPod<'p> {
     match filters {
         Some(f) => view.prepare_unbound_from(pod, f),
         None => view.prepare_unbound(pod, None),
@@ -612,12 +612,12 @@ fn prepare<'p>(view: &ClusterView, pod: &'p Pod, filters: Option<&Arc<PodFilters
 #[allow(clippy::too_many_arguments)]
 fn bind(
     view: &mut ClusterView,
-    placed: &mut Vec<(usize, Arc<Pod>)>,
+    placed: &mut Vec<(usize, Arc<SlimPod>)>,
     version: &mut [u32],
     memo: &mut FilterMemo,
     touched: &mut Touched,
     idx: usize,
-    pod: &Arc<Pod>,
+    pod: &Arc<SlimPod>,
     requests: Option<Arc<ResourceList>>,
 ) {
     match requests {

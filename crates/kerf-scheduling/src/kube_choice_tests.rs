@@ -5,7 +5,7 @@ use crate::kube_choice::*;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::TaintEffect;
 
 use crate::model::ExistingNode;
@@ -55,7 +55,7 @@ fn cluster(rng: &mut Lcg, prefer_no_schedule: bool) -> ClusterView {
     view
 }
 
-fn workload_pod(rng: &mut Lcg, i: usize) -> Arc<Pod> {
+fn workload_pod(rng: &mut Lcg, i: usize) -> Arc<SlimPod> {
     let cpu = ["100m", "250m", "500m", "1"][rng.below(4)];
     let mem = ["128Mi", "512Mi", "1Gi"][rng.below(3)];
     let b = pod(&format!("p{i}")).cpu(cpu).memory(mem);
@@ -73,8 +73,8 @@ fn workload_pod(rng: &mut Lcg, i: usize) -> Arc<Pod> {
     .build()
 }
 
-fn unbound(p: &Arc<Pod>) -> Arc<Pod> {
-    let mut fresh = Pod::clone(p);
+fn unbound(p: &Arc<SlimPod>) -> Arc<SlimPod> {
+    let mut fresh = SlimPod::clone(p);
     if let Some(spec) = fresh.spec.as_mut() {
         spec.node_name = None;
     }
@@ -142,7 +142,7 @@ fn a_ranked_replay_in_turns_binds_every_pod_where_filtering_and_scoring_every_no
             if turns[0] == turns[1] || turns[1] == turns[2] || turns[0] == turns[2] {
                 continue;
             }
-            let moved: Vec<Vec<Arc<Pod>>> =
+            let moved: Vec<Vec<Arc<SlimPod>>> =
                 turns.iter().map(|n| view.nodes()[*n].pods.iter().map(unbound).collect()).collect();
             let ids: Vec<Vec<usize>> = moved
                 .iter()
@@ -213,7 +213,8 @@ fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does()
             let mut removed: Vec<usize> = (0..1 + rng.below(4)).map(|_| rng.below(view.nodes().len())).collect();
             removed.sort();
             removed.dedup();
-            let moved: Vec<Arc<Pod>> = removed.iter().flat_map(|n| view.nodes()[*n].pods.iter().map(unbound)).collect();
+            let moved: Vec<Arc<SlimPod>> =
+                removed.iter().flat_map(|n| view.nodes()[*n].pods.iter().map(unbound)).collect();
             let ids: Vec<usize> = moved
                 .iter()
                 .map(|p| {
@@ -243,7 +244,7 @@ fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does()
             if rng.below(2) == 0 {
                 order.reverse();
             }
-            let pods: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[*i])).collect();
+            let pods: Vec<Arc<SlimPod>> = order.iter().map(|i| Arc::clone(&moved[*i])).collect();
             filters = order.iter().map(|i| Arc::clone(&filters[*i])).collect();
             let pod_kinds: Vec<usize> = order.iter().map(|i| ids[*i]).collect();
             let plain = replay(&mut view, &pods, None, None);
@@ -277,8 +278,8 @@ fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does()
 }
 
 /// `p` as bound to the node named `node` (its `spec.nodeName` set).
-fn bound_to(p: &Arc<Pod>, node: &str) -> Arc<Pod> {
-    let mut b = Pod::clone(p);
+fn bound_to(p: &Arc<SlimPod>, node: &str) -> Arc<SlimPod> {
+    let mut b = SlimPod::clone(p);
     if let Some(spec) = b.spec.as_mut() {
         spec.node_name = Some(node.to_string());
     }
@@ -299,11 +300,11 @@ fn a_replay_binds_pods_still_naming_their_old_node_as_it_binds_their_unbound_cop
             let mut removed: Vec<usize> = (0..1 + rng.below(3)).map(|_| rng.below(view.nodes().len())).collect();
             removed.sort();
             removed.dedup();
-            let on: Vec<(usize, Arc<Pod>)> =
+            let on: Vec<(usize, Arc<SlimPod>)> =
                 removed.iter().flat_map(|n| view.nodes()[*n].pods.iter().map(|p| (*n, Arc::clone(p)))).collect();
-            let named: Vec<Arc<Pod>> = on.iter().map(|(n, p)| bound_to(p, &view.nodes()[*n].name)).collect();
-            let copies: Vec<Arc<Pod>> = on.iter().map(|(_, p)| unbound(p)).collect();
-            let mut kind_of = |p: &Arc<Pod>| {
+            let named: Vec<Arc<SlimPod>> = on.iter().map(|(n, p)| bound_to(p, &view.nodes()[*n].name)).collect();
+            let copies: Vec<Arc<SlimPod>> = on.iter().map(|(_, p)| unbound(p)).collect();
+            let mut kind_of = |p: &Arc<SlimPod>| {
                 let key = kind_key(p);
                 *kinds.entry(key.clone()).or_insert_with(|| ranking.add_kind(&view, p, &key))
             };
@@ -342,7 +343,7 @@ fn a_pod_prepared_from_filters_kept_from_an_earlier_view_state_answers_as_one_pr
     // pushed: every node's verdict (and its words) must match a pod prepared from scratch.
     let mut rng = Lcg(31);
     let mut view = cluster(&mut rng, false);
-    let pods: Vec<Arc<Pod>> = (0..40).map(|i| workload_pod(&mut rng, 3000 + i)).collect();
+    let pods: Vec<Arc<SlimPod>> = (0..40).map(|i| workload_pod(&mut rng, 3000 + i)).collect();
     let kept: Vec<_> = pods.iter().map(|p| view.pod_filters(p, None)).collect();
     let verdicts = |v: &ClusterView, pp: &PreparedPod<'_>| {
         (0..v.nodes().len()).map(|n| v.check_prepared(pp, n).map_err(|u| u.reason)).collect::<Vec<_>>()

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::labels::INSTANCE_TYPE;
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, ResourceList, Taint};
 
@@ -21,9 +21,9 @@ pub struct SchedulingInput {
     pub existing_nodes: Vec<ExistingNode>,
     /// The pod template of each DaemonSet in the cluster, as a Pod. A DaemonSet's pod counts
     /// against a new node only when it would run on that node (tolerations, node affinity).
-    pub daemonset_pods: Vec<Arc<Pod>>,
+    pub daemonset_pods: Vec<Arc<SlimPod>>,
     /// The pending pods to place, in any order.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<SlimPod>>,
     /// Where each PersistentVolumeClaim's volume can be used, keyed `namespace/claim`: the bound
     /// PersistentVolume's node affinity terms, or for an unbound WaitForFirstConsumer claim its
     /// StorageClass's allowedTopologies terms. The terms are alternatives; claims not listed
@@ -103,7 +103,7 @@ pub struct ExistingNode {
     pub allocatable: ResourceList,
     /// Pods bound or nominated to this node. They use its resources and count in topology
     /// spread and pod (anti-)affinity.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<SlimPod>>,
     /// True for a NodeClaim whose Node is not initialized yet (placements onto it are
     /// nominations, not bindings).
     pub in_flight: bool,
@@ -203,7 +203,7 @@ impl NewNodeClaim {
 pub struct WhatIf {
     /// The pods that would have to move (DaemonSet, mirror, finished and terminating pods stay
     /// with their node); every index below is into this list.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<SlimPod>>,
     /// Pods that fit on remaining existing nodes or in-flight claims.
     pub placements: Vec<Placement>,
     /// NodeClaims that would have to be launched for the rest, each with its price.

@@ -3,30 +3,33 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodAffinityTerm, Toleration, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{PodAffinityTerm, Toleration, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kerf_api::SlimContainer;
+use kerf_api::SlimPod;
 use kerf_api::resources::PODS;
+use kerf_api::slim_pod::PodView;
 use kerf_api::{Quantity, ResourceList, Taint, TaintEffect};
 
 use crate::requirements::{Requirement, Requirements};
 pub use kerf_api::selector::selector_matches;
 
-pub fn namespace(pod: &Pod) -> &str {
-    pod.metadata.namespace.as_deref().unwrap_or("default")
+pub fn namespace(pod: &impl PodView) -> &str {
+    pod.meta().namespace.as_deref().unwrap_or("default")
 }
 
-pub fn name(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or("")
+pub fn name(pod: &impl PodView) -> &str {
+    pod.meta().name.as_deref().unwrap_or("")
 }
 
 /// `namespace/name`.
-pub fn key(pod: &Pod) -> String {
+pub fn key(pod: &impl PodView) -> String {
     format!("{}/{}", namespace(pod), name(pod))
 }
 
 static EMPTY_LABELS: BTreeMap<String, String> = BTreeMap::new();
 
-pub fn labels(pod: &Pod) -> &BTreeMap<String, String> {
+pub fn labels(pod: &SlimPod) -> &BTreeMap<String, String> {
     pod.metadata.labels.as_ref().unwrap_or(&EMPTY_LABELS)
 }
 
@@ -43,7 +46,7 @@ fn parse_list(m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::r
 
 /// A container's requests, defaulting each resource with only a limit to that limit (as the
 /// API server does).
-pub fn container_requests(c: &Container) -> ResourceList {
+pub fn container_requests(c: &SlimContainer) -> ResourceList {
     let Some(r) = &c.resources else { return ResourceList::new() };
     let mut req = parse_list(r.requests.as_ref());
     for (k, v) in parse_list(r.limits.as_ref()).iter() {
@@ -57,7 +60,7 @@ pub fn container_requests(c: &Container) -> ResourceList {
 /// What the pod needs from a node, as kube-scheduler computes it: the larger of the sum of its
 /// containers (plus sidecar init containers) and the peak during init, plus the pod overhead,
 /// plus one `pods`.
-pub fn pod_requests(pod: &Pod) -> ResourceList {
+pub fn pod_requests(pod: &SlimPod) -> ResourceList {
     let mut total = ResourceList::new();
     let Some(spec) = &pod.spec else { return total.with(PODS, Quantity::from_units(1)) };
     for c in &spec.containers {
@@ -102,29 +105,29 @@ pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
     }
 }
 
-pub fn tolerations(pod: &Pod) -> &[Toleration] {
+pub fn tolerations(pod: &SlimPod) -> &[Toleration] {
     pod.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or(&[])
 }
 
 /// The first taint with a blocking effect (NoSchedule, NoExecute) the pod does not tolerate.
-pub fn untolerated_taint<'a>(pod: &Pod, taints: &'a [Taint]) -> Option<&'a Taint> {
+pub fn untolerated_taint<'a>(pod: &SlimPod, taints: &'a [Taint]) -> Option<&'a Taint> {
     untolerated_taint_with(tolerations(pod), taints, false)
 }
 
 /// The node a pending pod is nominated to (`status.nominatedNodeName`), if any.
-pub fn nominated_node(pod: &Pod) -> Option<&str> {
+pub fn nominated_node(pod: &SlimPod) -> Option<&str> {
     pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty())
 }
 
 /// The DaemonSet that owns the pod, by name (in the pod's namespace), if one does.
-pub fn daemonset_owner(pod: &Pod) -> Option<&str> {
+pub fn daemonset_owner(pod: &SlimPod) -> Option<&str> {
     pod.metadata.owner_references.iter().flatten().find(|o| o.kind == "DaemonSet").map(|o| o.name.as_str())
 }
 
 /// Whether the DaemonSet controller runs a pod of this template on a node with these name,
 /// labels and taints: its node selector and required node affinity match and it tolerates the
 /// node's NoSchedule and NoExecute taints.
-pub fn daemon_runs_on(template: &Pod, node: &str, labels: &BTreeMap<String, String>, taints: &[Taint]) -> bool {
+pub fn daemon_runs_on(template: &SlimPod, node: &str, labels: &BTreeMap<String, String>, taints: &[Taint]) -> bool {
     let terms = required_node_terms(template);
     let fields = required_node_name_fields(template);
     let affinity_ok = terms.is_empty()
@@ -150,7 +153,7 @@ pub fn taint_message(taint: &Taint) -> String {
 
 /// The pod's required node constraints: `nodeSelector` intersected into each term of its
 /// required node affinity (the terms are alternatives). Always at least one entry.
-pub fn required_node_terms(pod: &Pod) -> Vec<Requirements> {
+pub fn required_node_terms(pod: &SlimPod) -> Vec<Requirements> {
     let Some(spec) = &pod.spec else { return vec![Requirements::new()] };
     let base = spec.node_selector.as_ref().map(Requirements::from_labels).unwrap_or_default();
     let terms = spec
@@ -192,7 +195,7 @@ pub const NO_NODE_KEY: &str = "kerf.internal/no-node";
 
 /// `matchFields` node names of each required term (`metadata.name In [...]`), `None` when a
 /// term has none. Same order as [`required_node_terms`].
-pub fn required_node_name_fields(pod: &Pod) -> Vec<Option<Requirement>> {
+pub fn required_node_name_fields(pod: &SlimPod) -> Vec<Option<Requirement>> {
     let terms = pod
         .spec
         .as_ref()
@@ -222,7 +225,7 @@ pub fn required_node_name_fields(pod: &Pod) -> Vec<Option<Requirement>> {
 }
 
 /// Preferred node affinity terms with their weights, heaviest first (stable by position).
-pub fn preferred_node_terms(pod: &Pod) -> Vec<(i32, Requirements)> {
+pub fn preferred_node_terms(pod: &SlimPod) -> Vec<(i32, Requirements)> {
     let mut out: Vec<(i32, Requirements)> = pod
         .spec
         .as_ref()
@@ -284,7 +287,7 @@ pub struct SpreadConstraint {
 }
 
 impl SpreadConstraint {
-    pub fn from_core(c: &TopologySpreadConstraint, pod: &Pod) -> Self {
+    pub fn from_core(c: &TopologySpreadConstraint, pod: &SlimPod) -> Self {
         SpreadConstraint {
             topology_key: c.topology_key.clone(),
             max_skew: c.max_skew.max(1),
@@ -303,12 +306,12 @@ impl SpreadConstraint {
     }
 
     /// Whether `other` counts toward this constraint.
-    pub fn counts(&self, other: &Pod) -> bool {
+    pub fn counts(&self, other: &SlimPod) -> bool {
         namespace(other) == self.namespace && selector_matches(self.selector.as_ref(), labels(other))
     }
 }
 
-pub fn spread_constraints(pod: &Pod) -> Vec<SpreadConstraint> {
+pub fn spread_constraints(pod: &SlimPod) -> Vec<SpreadConstraint> {
     pod.spec
         .as_ref()
         .and_then(|s| s.topology_spread_constraints.as_ref())
@@ -338,7 +341,7 @@ pub struct AffinityTerm {
 }
 
 impl AffinityTerm {
-    pub fn from_core(t: &PodAffinityTerm, pod: &Pod, weight: i32) -> Self {
+    pub fn from_core(t: &PodAffinityTerm, pod: &SlimPod, weight: i32) -> Self {
         let namespaces = match &t.namespace_selector {
             Some(sel)
                 if sel.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
@@ -369,7 +372,7 @@ impl AffinityTerm {
 
     /// Whether `other` is a pod this term refers to. `namespace_labels` gives the labels of each
     /// namespace (for namespaceSelector).
-    pub fn matches(&self, other: &Pod, namespace_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
+    pub fn matches(&self, other: &SlimPod, namespace_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
         let ns = namespace(other);
         let ns_ok = match &self.namespaces {
             Namespaces::All => true,
@@ -403,7 +406,7 @@ impl PodAffinities {
     }
 }
 
-pub fn pod_affinities(pod: &Pod) -> PodAffinities {
+pub fn pod_affinities(pod: &SlimPod) -> PodAffinities {
     let mut out = PodAffinities::default();
     let Some(aff) = pod.spec.as_ref().and_then(|s| s.affinity.as_ref()) else { return out };
     if let Some(a) = &aff.pod_affinity {
@@ -426,7 +429,7 @@ pub fn pod_affinities(pod: &Pod) -> PodAffinities {
 }
 
 /// Whether the pod has required anti-affinity terms (existing pods with them constrain others).
-pub fn has_required_anti_affinity(pod: &Pod) -> bool {
+pub fn has_required_anti_affinity(pod: &SlimPod) -> bool {
     pod.spec
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
@@ -438,7 +441,7 @@ pub fn has_required_anti_affinity(pod: &Pod) -> bool {
 /// Required spread (DoNotSchedule) or required pod (anti-)affinity: what makes kube-scheduler's
 /// filter verdicts for the pod depend on pods on other nodes (preferred terms only change
 /// scores; existing pods' required anti-affinity is the other way round and not looked at here).
-pub fn has_required_inter_pod_constraints(pod: &Pod) -> bool {
+pub fn has_required_inter_pod_constraints(pod: &SlimPod) -> bool {
     let Some(spec) = pod.spec.as_ref() else { return false };
     spec.topology_spread_constraints
         .as_ref()
@@ -468,7 +471,7 @@ impl HostPort {
     }
 }
 
-pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
+pub fn host_ports(pod: &SlimPod) -> Vec<HostPort> {
     let Some(spec) = &pod.spec else { return Vec::new() };
     spec.containers
         .iter()
@@ -484,7 +487,7 @@ pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
 
 /// The PersistentVolumeClaims the pod mounts, as `namespace/claim` (generic ephemeral volumes
 /// get the claim `<pod>-<volume>`).
-pub fn volume_claims(pod: &Pod) -> Vec<String> {
+pub fn volume_claims(pod: &SlimPod) -> Vec<String> {
     let ns = namespace(pod);
     pod.spec
         .as_ref()
@@ -504,7 +507,7 @@ pub fn volume_claims(pod: &Pod) -> Vec<String> {
 }
 
 /// The pod's owner as `Kind/name`, or `""`.
-pub fn owner(pod: &Pod) -> String {
+pub fn owner(pod: &SlimPod) -> String {
     pod.metadata
         .owner_references
         .iter()
@@ -518,11 +521,12 @@ pub fn owner(pod: &Pod) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+    use k8s_openapi::api::core::v1::ResourceRequirements;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
+    use kerf_api::SlimPodSpec;
 
-    fn container(cpu: &str, restart: Option<&str>) -> Container {
-        Container {
+    fn container(cpu: &str, restart: Option<&str>) -> SlimContainer {
+        SlimContainer {
             name: "c".into(),
             restart_policy: restart.map(str::to_string),
             resources: Some(ResourceRequirements {
@@ -535,8 +539,8 @@ mod tests {
 
     #[test]
     fn init_containers_count_at_their_peak_and_sidecars_add_up() {
-        let pod = Pod {
-            spec: Some(PodSpec {
+        let pod = SlimPod {
+            spec: Some(SlimPodSpec {
                 containers: vec![container("1", None), container("500m", None)],
                 init_containers: Some(vec![container("200m", Some("Always")), container("2", None)]),
                 overhead: Some([("cpu".to_string(), KQ("100m".into()))].into()),

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::resources::{CPU, MEMORY, PODS};
 use kerf_api::{Quantity, ResourceList, TaintEffect};
 
@@ -106,7 +106,7 @@ impl PodMatcher {
         format!("{self:?}")
     }
 
-    fn matches(&self, pod: &Pod, namespace_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
+    fn matches(&self, pod: &SlimPod, namespace_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
         is_live(pod)
             && match self {
                 PodMatcher::Spread(c) => c.counts(pod),
@@ -120,7 +120,7 @@ impl PodMatcher {
 /// PreFilter state).
 #[derive(Debug, Clone)]
 pub struct PreparedPod<'p> {
-    pod: &'p Pod,
+    pod: &'p SlimPod,
     /// Checked as its owner's new copy would be, not bound yet: `spec.nodeName` is not read
     /// (see [`ClusterView::prepare_unbound`]).
     unbound: bool,
@@ -232,7 +232,10 @@ impl ClusterView {
 
     /// [`ClusterView::new`], with each pod's requests ([`pod_requests`]) from `requests`
     /// (called for the pods in order, node by node), when the caller has them parsed already.
-    pub fn with_requests(nodes: Vec<ExistingNode>, mut requests: impl FnMut(&Arc<Pod>) -> Arc<ResourceList>) -> Self {
+    pub fn with_requests(
+        nodes: Vec<ExistingNode>,
+        mut requests: impl FnMut(&Arc<SlimPod>) -> Arc<ResourceList>,
+    ) -> Self {
         let mut v = ClusterView { nodes: Vec::new(), ..Default::default() };
         for n in nodes {
             let pods = n.pods.clone();
@@ -280,13 +283,13 @@ impl ClusterView {
     }
 
     /// Records a pod bound (or nominated) to `node`.
-    pub fn add_pod(&mut self, node: usize, pod: Arc<Pod>) {
+    pub fn add_pod(&mut self, node: usize, pod: Arc<SlimPod>) {
         let requests = Arc::new(pod_requests(&pod));
         self.add_pod_with(node, pod, requests);
     }
 
     /// [`ClusterView::add_pod`] for a pod whose requests ([`pod_requests`]) are known already.
-    pub fn add_pod_with(&mut self, node: usize, pod: Arc<Pod>, requests: Arc<ResourceList>) {
+    pub fn add_pod_with(&mut self, node: usize, pod: Arc<SlimPod>, requests: Arc<ResourceList>) {
         let core = self.split_requests(node, &requests, Quantity::saturating_add);
         for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free -= req;
@@ -351,13 +354,13 @@ impl ClusterView {
     /// requests, host ports, anti-affinity and counts leave the node. Used for pods that only
     /// hold room while nominated there (kube-scheduler's nominated pods). Returns whether the
     /// pod was on the node.
-    pub fn remove_pod(&mut self, node: usize, pod: &Arc<Pod>) -> bool {
+    pub fn remove_pod(&mut self, node: usize, pod: &Arc<SlimPod>) -> bool {
         self.take_pod(node, pod).is_some()
     }
 
     /// [`ClusterView::remove_pod`], returning the pod's requests (for
     /// [`ClusterView::add_pod_with`]) when it was on the node.
-    pub fn take_pod(&mut self, node: usize, pod: &Arc<Pod>) -> Option<Arc<ResourceList>> {
+    pub fn take_pod(&mut self, node: usize, pod: &Arc<SlimPod>) -> Option<Arc<ResourceList>> {
         let at = self.nodes.get(node)?.pods.iter().position(|p| Arc::ptr_eq(p, pod))?;
         let pod = self.nodes[node].pods.remove(at);
         let requests = self.pod_requests[node].remove(at);
@@ -570,42 +573,42 @@ impl ClusterView {
     }
 
     /// Every kube-scheduler filter for `pod` on node `node`.
-    pub fn check(&self, pod: &Pod, node: usize) -> Result<(), Unfit> {
+    pub fn check(&self, pod: &SlimPod, node: usize) -> Result<(), Unfit> {
         self.check_prepared(&self.prepare(pod), node)
     }
 
     /// The nodes `pod` fits, by index.
-    pub fn feasible_nodes(&self, pod: &Pod) -> Vec<usize> {
+    pub fn feasible_nodes(&self, pod: &SlimPod) -> Vec<usize> {
         let p = self.prepare(pod);
         (0..self.nodes.len()).filter(|i| self.check_prepared(&p, *i).is_ok()).collect()
     }
 
     /// Computes what the filters need for `pod` once (counts for spread and affinity).
-    pub fn prepare<'p>(&self, pod: &'p Pod) -> PreparedPod<'p> {
+    pub fn prepare<'p>(&self, pod: &'p SlimPod) -> PreparedPod<'p> {
         self.prepare_with(pod, None)
     }
 
     /// [`ClusterView::prepare`], with the pod's requests ([`pod_requests`]) when they are known
     /// already.
-    pub fn prepare_with<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>) -> PreparedPod<'p> {
+    pub fn prepare_with<'p>(&self, pod: &'p SlimPod, requests: Option<Arc<ResourceList>>) -> PreparedPod<'p> {
         self.prepare_as(pod, requests, false)
     }
 
     /// [`ClusterView::prepare_with`] for the copy of `pod` its owner creates once it is
     /// evicted: the same pod, not bound (its `spec.nodeName` is not read), so a replay of moved
     /// pods checks them without copying each one.
-    pub fn prepare_unbound<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>) -> PreparedPod<'p> {
+    pub fn prepare_unbound<'p>(&self, pod: &'p SlimPod, requests: Option<Arc<ResourceList>>) -> PreparedPod<'p> {
         self.prepare_as(pod, requests, true)
     }
 
-    fn prepare_as<'p>(&self, pod: &'p Pod, requests: Option<Arc<ResourceList>>, unbound: bool) -> PreparedPod<'p> {
+    fn prepare_as<'p>(&self, pod: &'p SlimPod, requests: Option<Arc<ResourceList>>, unbound: bool) -> PreparedPod<'p> {
         self.prepare_from(pod, self.pod_filters(pod, requests), unbound)
     }
 
     /// What the filters read of `pod` alone (see [`PodFilters`]), with its requests when they
     /// are known already. They hold for this view and any view with its volume topology and
     /// namespace labels.
-    pub fn pod_filters(&self, pod: &Pod, requests: Option<Arc<ResourceList>>) -> Arc<PodFilters> {
+    pub fn pod_filters(&self, pod: &SlimPod, requests: Option<Arc<ResourceList>>) -> Arc<PodFilters> {
         let requests = requests.unwrap_or_else(|| Arc::new(pod_requests(pod)));
         let core_requests = core_of(&requests);
         let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
@@ -644,11 +647,11 @@ impl ClusterView {
     /// [`ClusterView::prepare_unbound`] from the pod's filters kept from
     /// [`ClusterView::pod_filters`] (on this view or one with the same volume topology and
     /// namespace labels): the same verdicts, without parsing the pod again.
-    pub fn prepare_unbound_from<'p>(&self, pod: &'p Pod, filters: &Arc<PodFilters>) -> PreparedPod<'p> {
+    pub fn prepare_unbound_from<'p>(&self, pod: &'p SlimPod, filters: &Arc<PodFilters>) -> PreparedPod<'p> {
         self.prepare_from(pod, Arc::clone(filters), true)
     }
 
-    fn prepare_from<'p>(&self, pod: &'p Pod, fixed: Arc<PodFilters>, unbound: bool) -> PreparedPod<'p> {
+    fn prepare_from<'p>(&self, pod: &'p SlimPod, fixed: Arc<PodFilters>, unbound: bool) -> PreparedPod<'p> {
         let node_terms = &fixed.node_terms;
         let name_fields = &fixed.name_fields;
         let tols = pod::tolerations(pod);
@@ -820,12 +823,12 @@ impl ClusterView {
     /// match, plus preferred pod affinity weight × matching pods in the node's domain, minus the
     /// same for preferred anti-affinity, minus matching pods in the node's domain for each
     /// ScheduleAnyway spread constraint, minus 100 per untolerated PreferNoSchedule taint.
-    pub fn preference_score(&self, pod: &Pod, node: usize) -> i64 {
+    pub fn preference_score(&self, pod: &SlimPod, node: usize) -> i64 {
         self.preference_scores(pod, &[node])[0]
     }
 
     /// [`preference_score`](Self::preference_score) of `pod` for each of `nodes`.
-    pub fn preference_scores(&self, pod: &Pod, nodes: &[usize]) -> Vec<i64> {
+    pub fn preference_scores(&self, pod: &SlimPod, nodes: &[usize]) -> Vec<i64> {
         self.preference_parts(pod, nodes)
             .into_iter()
             .map(|p| {
@@ -837,7 +840,7 @@ impl ClusterView {
     /// What each of kube-scheduler's preference plugins sees of `pod` on each of `nodes`, before
     /// it normalises its scores: reading the matching pods per domain from counts kept per term
     /// (see `match_counts`) instead of scanning the cluster's pods for every node.
-    pub fn preference_parts(&self, pod: &Pod, nodes: &[usize]) -> Vec<PreferenceParts> {
+    pub fn preference_parts(&self, pod: &SlimPod, nodes: &[usize]) -> Vec<PreferenceParts> {
         let pref_node = pod::preferred_node_terms(pod);
         let aff = pod::pod_affinities(pod);
         // (weight, what is counted, topology key) of each per-domain preference.
@@ -1096,7 +1099,7 @@ fn nanos_f64(nanos: i128) -> f64 {
 }
 
 /// Pods being deleted no longer count in spread or affinity.
-fn is_live(p: &Pod) -> bool {
+fn is_live(p: &SlimPod) -> bool {
     p.metadata.deletion_timestamp.is_none()
 }
 

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::ResourceList;
+use kerf_api::SlimPod;
 use kerf_api::labels::{HOSTNAME, ZONE};
 
 use crate::instance::InstanceType;
@@ -23,12 +23,12 @@ fn types() -> Vec<InstanceType> {
     ]
 }
 
-fn plan(pods: Vec<Arc<Pod>>, policy: PreferencePolicy) -> SchedulingResult {
+fn plan(pods: Vec<Arc<SlimPod>>, policy: PreferencePolicy) -> SchedulingResult {
     plan_with(pods, policy, |_| {})
 }
 
 fn plan_with(
-    pods: Vec<Arc<Pod>>,
+    pods: Vec<Arc<SlimPod>>,
     policy: PreferencePolicy,
     edit: impl FnOnce(&mut SchedulingInput),
 ) -> SchedulingResult {
@@ -45,7 +45,7 @@ fn plan_with(
 }
 
 /// `n` replicas of `app` asking `cpu` each, preferring one replica per node.
-fn one_per_node(app: &str, n: usize, cpu: &str) -> Vec<Arc<Pod>> {
+fn one_per_node(app: &str, n: usize, cpu: &str) -> Vec<Arc<SlimPod>> {
     (0..n)
         .map(|i| {
             pod(&format!("{app}-{i}"))
@@ -58,7 +58,7 @@ fn one_per_node(app: &str, n: usize, cpu: &str) -> Vec<Arc<Pod>> {
 }
 
 /// How many pods of `app` each new claim holds, claim by claim.
-fn per_claim(r: &SchedulingResult, pods: &[Arc<Pod>], app: &str) -> Vec<usize> {
+fn per_claim(r: &SchedulingResult, pods: &[Arc<SlimPod>], app: &str) -> Vec<usize> {
     let of_app =
         |i: &usize| pods[*i].metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str) == Some(app);
     r.new_node_claims.iter().map(|c| c.pods.iter().filter(|i| of_app(i)).count()).collect()
@@ -77,7 +77,7 @@ fn replicas_preferring_one_per_node_share_the_nodes_their_requests_need_rather_t
 
 #[test]
 fn replicas_preferring_one_per_node_take_one_each_of_the_nodes_other_pods_need() {
-    let mut pods: Vec<Arc<Pod>> =
+    let mut pods: Vec<Arc<SlimPod>> =
         (0..3).map(|i| pod(&format!("batch-{i}")).label("app", "batch").cpu("6").build()).collect();
     pods.extend(one_per_node("web", 3, "1"));
     let r = plan(pods.clone(), PreferencePolicy::RespectWithinRoom);

@@ -108,7 +108,7 @@ use topology::{Counter, Inverse};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::TaintEffect;
 use kerf_api::resources::{CPU, MEMORY, PODS};
 
@@ -166,7 +166,7 @@ pub struct SchedulingContext {
     facts: IxVec<PodIx, Arc<PodFacts>>,
     pod_group: IxVec<PodIx, GroupIx>,
     /// The pods on existing nodes, indexed from `input.pods.len()`.
-    existing: Vec<Arc<Pod>>,
+    existing: Vec<Arc<SlimPod>>,
     /// A reusable buffer for a claim's requests plus a pod's.
     scratch: Vec<i64>,
     /// Componentwise minimum request over the pods being placed (a claim that cannot fit it is
@@ -235,7 +235,7 @@ impl SchedulingContext {
     }
 
     fn build(input: Arc<SchedulingInput>, cache: Option<&PodFactsCache>, earlier: Option<SchedulingContext>) -> Self {
-        let existing: Vec<Arc<Pod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
+        let existing: Vec<Arc<SlimPod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
         let (facts, taken) = match earlier {
             Some(e) => reuse::facts_from(&input, &existing, cache, e),
             None => (facts::gather(input.pods.iter().chain(&existing), cache), reuse::Requests::none()),
@@ -331,7 +331,7 @@ impl SchedulingContext {
     }
 
     /// The pod with context index `pi` (pending pods first, then existing ones).
-    fn pod(&self, pi: PodIx) -> &Arc<Pod> {
+    fn pod(&self, pi: PodIx) -> &Arc<SlimPod> {
         let batch = self.input.pods.len();
         if pi.ix() < batch { &self.input.pods[pi.ix()] } else { &self.existing[pi.ix() - batch] }
     }

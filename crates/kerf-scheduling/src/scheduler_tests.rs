@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+use kerf_api::SlimPod;
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 use kerf_api::{NodePool, Operator, ResourceList, Taint, TaintEffect};
 
@@ -30,11 +31,11 @@ fn default_types() -> Vec<InstanceType> {
     ]
 }
 
-fn input(pools: Vec<NodePoolInput>, pods: Vec<Arc<Pod>>) -> SchedulingInput {
+fn input(pools: Vec<NodePoolInput>, pods: Vec<Arc<SlimPod>>) -> SchedulingInput {
     SchedulingInput { node_pools: pools, pods, ..Default::default() }
 }
 
-fn one_pool(pods: Vec<Arc<Pod>>) -> SchedulingInput {
+fn one_pool(pods: Vec<Arc<SlimPod>>) -> SchedulingInput {
     input(vec![pool_input(node_pool("default", vec![]), default_types())], pods)
 }
 
@@ -55,7 +56,7 @@ fn placed(r: &SchedulingResult) -> usize {
     r.placements.len() + r.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>()
 }
 
-fn spread_pods(n: usize, key: &str, skew: i32) -> Vec<Arc<Pod>> {
+fn spread_pods(n: usize, key: &str, skew: i32) -> Vec<Arc<SlimPod>> {
     (0..n)
         .map(|i| pod(&format!("w{i}")).label("app", "w").cpu("1").spread(key, skew, &[("app", "w")]).build())
         .collect()
@@ -114,7 +115,7 @@ fn capacity_type_spread_uses_spot_and_on_demand() {
 
 #[test]
 fn node_affinity_policy_honor_counts_only_reachable_zones_ignore_counts_all() {
-    let make = |policy: Option<&str>| -> Vec<Arc<Pod>> {
+    let make = |policy: Option<&str>| -> Vec<Arc<SlimPod>> {
         (0..4)
             .map(|i| {
                 pod(&format!("w{i}"))
@@ -216,7 +217,7 @@ fn relaxation_drops_required_terms_then_preferred_node_affinity_heaviest_first()
 
 #[test]
 fn schedule_anyway_spread_is_honoured_until_relaxed() {
-    let pods: Vec<Arc<Pod>> = (0..3)
+    let pods: Vec<Arc<SlimPod>> = (0..3)
         .map(|i| {
             pod(&format!("w{i}"))
                 .label("app", "w")
@@ -335,12 +336,12 @@ fn existing_nodes_first_then_new_claims_larger_pods_first() {
 
 #[test]
 fn hostname_anti_affinity_gives_each_pod_its_own_node_and_zone_affinity_keeps_a_zone() {
-    let anti: Vec<Arc<Pod>> = (0..3)
+    let anti: Vec<Arc<SlimPod>> = (0..3)
         .map(|i| pod(&format!("a{i}")).label("app", "a").cpu("100m").anti_affinity(HOSTNAME, &[("app", "a")]).build())
         .collect();
     let r = schedule(&one_pool(anti));
     assert_eq!(r.new_node_claims.len(), 3);
-    let aff: Vec<Arc<Pod>> = (0..6)
+    let aff: Vec<Arc<SlimPod>> = (0..6)
         .map(|i| pod(&format!("f{i}")).label("app", "f").cpu("1500m").pod_affinity(ZONE, &[("app", "f")]).build())
         .collect();
     let r = schedule(&one_pool(aff));
@@ -437,7 +438,7 @@ fn seed_000_capacity_spread_over_two_pools_keeps_on_demand_pods_placeable() {
 /// All 20 must be placed, across all zones.
 #[test]
 fn seed_004_twenty_replicas_with_hostname_and_zone_spread_all_placed_across_zones() {
-    let pods: Vec<Arc<Pod>> = (0..20)
+    let pods: Vec<Arc<SlimPod>> = (0..20)
         .map(|i| {
             pod(&format!("host-spread-{i}"))
                 .label("app", "host-spread")
@@ -527,7 +528,7 @@ fn node_taints_policy_honor_skips_pools_whose_taints_the_pod_does_not_tolerate()
     let mut tainted = node_pool("tainted", vec![req(ZONE, Operator::In, &["c"])]);
     tainted.spec.template.spec.taints = vec![Taint::new("t", None, TaintEffect::NoSchedule)];
     let open = node_pool("open", vec![req(ZONE, Operator::In, &["a", "b"])]);
-    let make = |policy: Option<&str>| -> Vec<Arc<Pod>> {
+    let make = |policy: Option<&str>| -> Vec<Arc<SlimPod>> {
         (0..4)
             .map(|i| {
                 pod(&format!("w{i}"))
@@ -668,7 +669,7 @@ fn benchmark_outcome_obeys_every_constraint() {
 }
 
 /// A pod with required affinity to app=a on the hostname and to tier=b in the zone.
-fn two_term_pod(name: &str, own: &[(&str, &str)]) -> Arc<Pod> {
+fn two_term_pod(name: &str, own: &[(&str, &str)]) -> Arc<SlimPod> {
     let mut b = pod(name).cpu("100m").pod_affinity(HOSTNAME, &[("app", "a")]).pod_affinity(ZONE, &[("tier", "b")]);
     for (k, v) in own {
         b = b.label(k, v);
@@ -902,7 +903,7 @@ fn startup_taints_of_a_node_pool_do_not_block_pods_and_go_on_the_claim() {
 #[test]
 fn required_anti_affinity_namespace_selector_matches_pods_in_selected_namespaces_only() {
     use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity};
-    let mut p = Pod::clone(&pod("p").cpu("1").build());
+    let mut p = SlimPod::clone(&pod("p").cpu("1").build());
     p.spec.as_mut().unwrap().affinity = Some(Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
             required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {

@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, PreferredSchedulingTerm, ResourceRequirements, Toleration,
+    Affinity, ContainerPort, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodAffinity,
+    PodAffinityTerm, PodAntiAffinity, PreferredSchedulingTerm, ResourceRequirements, Toleration,
     TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
+
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, Quantity, ResourceList};
+use kerf_api::{SlimContainer, SlimPod, SlimPodSpec};
 
 use crate::instance::{InstanceType, Offering};
 use crate::model::{ExistingNode, NodePoolInput, SchedulingInput};
@@ -32,13 +34,13 @@ pub fn selector(pairs: &[(&str, &str)]) -> LabelSelector {
     LabelSelector { match_labels: Some(labels(pairs)), match_expressions: None }
 }
 
-pub struct PodBuilder(Pod);
+pub struct PodBuilder(SlimPod);
 
 pub fn pod(name: &str) -> PodBuilder {
-    PodBuilder(Pod {
+    PodBuilder(SlimPod {
         metadata: ObjectMeta { name: Some(name.into()), namespace: Some("default".into()), ..Default::default() },
-        spec: Some(PodSpec {
-            containers: vec![Container { name: "c".into(), ..Default::default() }],
+        spec: Some(SlimPodSpec {
+            containers: vec![SlimContainer { name: "c".into(), ..Default::default() }],
             ..Default::default()
         }),
         status: None,
@@ -46,7 +48,7 @@ pub fn pod(name: &str) -> PodBuilder {
 }
 
 impl PodBuilder {
-    fn spec(&mut self) -> &mut PodSpec {
+    fn spec(&mut self) -> &mut SlimPodSpec {
         self.0.spec.as_mut().unwrap()
     }
     fn affinity(&mut self) -> &mut Affinity {
@@ -229,7 +231,7 @@ impl PodBuilder {
     }
 
     pub fn pvc(mut self, claim: &str) -> Self {
-        self.spec().volumes.get_or_insert_with(Vec::new).push(k8s_openapi::api::core::v1::Volume {
+        self.spec().volumes.get_or_insert_with(Vec::new).push(kerf_api::SlimVolume {
             name: claim.into(),
             persistent_volume_claim: Some(k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
                 claim_name: claim.into(),
@@ -240,7 +242,7 @@ impl PodBuilder {
         self
     }
 
-    pub fn build(self) -> Arc<Pod> {
+    pub fn build(self) -> Arc<SlimPod> {
         Arc::new(self.0)
     }
 }

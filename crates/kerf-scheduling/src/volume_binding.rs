@@ -3,7 +3,8 @@
 //! that does not exist, can go to no node at all. kerf's provisioner launches nothing for such a
 //! pod and the simulated kube-scheduler binds it nowhere; both ask [`unresolvable_claims`].
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kerf_api::SlimPod;
 
 /// Why a claim the pod mounts keeps it off every node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +54,7 @@ impl UnresolvableClaim {
 /// claim once. `claim(namespace, name)` looks a claim up; `class_exists(name)` says whether a
 /// StorageClass exists.
 pub fn unresolvable_claims<'c>(
-    pod: &Pod,
+    pod: &SlimPod,
     claim: impl Fn(&str, &str) -> Option<&'c PersistentVolumeClaim>,
     class_exists: impl Fn(&str) -> bool,
 ) -> Vec<UnresolvableClaim> {
@@ -85,17 +86,18 @@ pub fn unresolvable_claims<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec, Volume};
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kerf_api::{SlimPodSpec, SlimVolume};
 
-    fn pod(claims: &[&str]) -> Pod {
-        Pod {
+    fn pod(claims: &[&str]) -> SlimPod {
+        SlimPod {
             metadata: ObjectMeta { name: Some("p".into()), namespace: Some("apps".into()), ..Default::default() },
-            spec: Some(PodSpec {
+            spec: Some(SlimPodSpec {
                 volumes: Some(
                     claims
                         .iter()
-                        .map(|c| Volume {
+                        .map(|c| SlimVolume {
                             name: format!("v-{c}"),
                             persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
                                 claim_name: c.to_string(),

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kerf_api::Taint;
+use kerf_api::{SlimPod, Taint};
 use kerf_scheduling::pod as podx;
 
 use crate::cluster::SimCluster;
@@ -55,7 +55,7 @@ impl DaemonSets {
 
     /// Adopts a pod bound to a node and owned by a DaemonSet that this stand-in did not create
     /// (a cluster snapshot's daemon pods), as the node's pod of that DaemonSet.
-    pub fn observe_pod(&mut self, pod: &Pod) {
+    pub fn observe_pod(&mut self, pod: &SlimPod) {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let Some(name) = pod.metadata.name.as_deref() else { return };
         let pk = format!("{ns}/{name}");
@@ -150,7 +150,7 @@ fn eligible(pod: &Pod, node: &k8s_openapi::api::core::v1::Node) -> bool {
     let name = node.metadata.name.as_deref().unwrap_or("");
     let taints: Vec<Taint> =
         node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten().filter_map(Taint::from_core).collect();
-    podx::daemon_runs_on(pod, name, labels, &taints)
+    podx::daemon_runs_on(&SlimPod::from(pod), name, labels, &taints)
 }
 
 /// The pod the DaemonSet runs on `node`.

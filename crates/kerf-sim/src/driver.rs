@@ -16,7 +16,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList, SlimPod};
 use kerf_cloud::{Clock, CloudProvider, ManualClock, Timestamp, block_on};
 use kerf_controller::{AnyObject, ApiError, ControllerError, Manager, Object, Options, WatchEvent};
 use kerf_scheduling::pod_requests;
@@ -633,6 +633,18 @@ impl<P: SimCloud> Simulation<P> {
             }
         }
         for ev in events {
+            // A StatefulSet's or Job's pod is made again from the whole pod deleted.
+            if let WatchEvent::Deleted(AnyObject::Pod(p)) = &ev {
+                self.owned_pods.pod_deleted(p);
+            }
+            // Pods are kept slim from here on: the controllers, the world and the stand-ins
+            // share one copy of each version (a pod kube-scheduler bound: the one its view holds).
+            let ev = match ev {
+                WatchEvent::Applied(AnyObject::Pod(p)) if let Some(slim) = self.scheduler.own_binding(&p) => {
+                    WatchEvent::Applied(AnyObject::SlimPod(slim))
+                }
+                other => other.into_kept(),
+            };
             match self.chaos.as_mut() {
                 Some(c) if watch_down => c.withhold(&ev),
                 _ => self.manager.observe(&ev),
@@ -640,15 +652,12 @@ impl<P: SimCloud> Simulation<P> {
             match &ev {
                 // However it was created (scenario or API), the simulated cloud learns the class.
                 WatchEvent::Applied(AnyObject::EC2NodeClass(c)) => self.manager.cloud().sim_register_node_class(c),
-                WatchEvent::Applied(AnyObject::Pod(p)) => {
+                WatchEvent::Applied(AnyObject::SlimPod(p)) => {
                     let world = &self.world;
                     self.workloads.observe_pod(p, false, |n| world.is_node_ready(n));
                     self.daemonsets.observe_pod(p);
                 }
-                WatchEvent::Deleted(AnyObject::Pod(p)) => {
-                    self.workloads.observe_pod(p, true, |_| false);
-                    self.owned_pods.pod_deleted(p);
-                }
+                WatchEvent::Deleted(AnyObject::SlimPod(p)) => self.workloads.observe_pod(p, true, |_| false),
                 WatchEvent::Applied(AnyObject::NodeClaim(_)) | WatchEvent::Deleted(AnyObject::NodeClaim(_)) => {
                     claims_changed = true;
                 }
@@ -790,7 +799,7 @@ impl<P: SimCloud> Simulation<P> {
             let inst = pid.and_then(|p| by_pid.get(p)).copied();
             let claim = pid.and_then(|p| self.world.claim_by_provider.get(p)).cloned();
             let managed = inst.is_some() || claim.is_some();
-            let pods_here: Vec<&Pod> = self
+            let pods_here: Vec<&SlimPod> = self
                 .world
                 .pods_by_node
                 .get(name)

@@ -27,13 +27,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kerf_api::SlimPod;
 use kerf_api::{ResourceList, Taint};
 use kerf_cloud::Timestamp;
 use kerf_scheduling::pod::nominated_node;
 use kerf_scheduling::{ClusterView, ExistingNode, PreparedPod, pod_requests};
 
 use crate::cluster::SimCluster;
-use crate::world::{World, node_ready};
+use crate::world::{World, node_ready, stored_pod};
 
 mod sync;
 
@@ -50,8 +51,9 @@ pub struct KubeScheduler {
     stale: bool,
     /// Nodes whose object or bound pods changed since the view was last brought up to date.
     touched: BTreeSet<String>,
-    /// Pods this stand-in bound whose watch events have not come back yet.
-    just_bound: BTreeSet<String>,
+    /// Pods this stand-in bound whose watch events have not come back yet, as the view holds
+    /// them.
+    just_bound: BTreeMap<String, Arc<SlimPod>>,
     next_start: usize,
     /// DaemonSet pods: the one node each may run on.
     pinned: BTreeMap<String, String>,
@@ -75,7 +77,7 @@ struct View {
 
 impl View {
     /// Records `pod` on node `idx` (bound, or holding its room as a nominated pod).
-    fn add(&mut self, idx: usize, pod: Arc<Pod>) {
+    fn add(&mut self, idx: usize, pod: Arc<SlimPod>) {
         let req = cpu_memory(&pod_requests(&pod));
         self.requested[idx][0] += req[0];
         self.requested[idx][1] += req[1];
@@ -84,7 +86,7 @@ impl View {
     }
 
     /// Takes a nominated pod's room off node `idx` again.
-    fn remove(&mut self, idx: usize, pod: &Arc<Pod>) {
+    fn remove(&mut self, idx: usize, pod: &Arc<SlimPod>) {
         if self.view.remove_pod(idx, pod) {
             let req = cpu_memory(&pod_requests(pod));
             self.requested[idx][0] -= req[0];
@@ -101,18 +103,18 @@ fn cpu_memory(list: &ResourceList) -> [f64; 2] {
     [list.get("cpu").as_f64(), list.get("memory").as_f64()]
 }
 
-fn priority(pod: &Pod) -> i32 {
+fn priority(pod: &SlimPod) -> i32 {
     pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
 }
 
-fn has_inter_pod_constraints(pod: &Pod) -> bool {
+fn has_inter_pod_constraints(pod: &SlimPod) -> bool {
     let Some(spec) = pod.spec.as_ref() else { return false };
     spec.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty())
         || spec.affinity.as_ref().is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
 }
 
 /// The node as kube-scheduler's filters see it.
-pub fn existing_node(node: &Node, pods: Vec<Arc<Pod>>) -> ExistingNode {
+pub fn existing_node(node: &Node, pods: Vec<Arc<SlimPod>>) -> ExistingNode {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let taints: Vec<Taint> =
         node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten().filter_map(Taint::from_core).collect();
@@ -156,7 +158,7 @@ impl KubeScheduler {
 
     /// A pod without a node: queue it unless it already waits. A waiting pod that carries a
     /// nomination is queued again: a new nominated node is worth trying at once.
-    pub fn enqueue(&mut self, key: &str, pod: &Pod, seq: u64) {
+    pub fn enqueue(&mut self, key: &str, pod: &SlimPod, seq: u64) {
         if self.parked.contains_key(key) {
             if self.ignore_nominations || nominated_node(pod).is_none() {
                 return;
@@ -171,7 +173,7 @@ impl KubeScheduler {
     }
 
     /// A pod left (deleted or bound elsewhere).
-    pub fn forget(&mut self, key: &str, pod: Option<&Pod>, seq: u64) {
+    pub fn forget(&mut self, key: &str, pod: Option<&SlimPod>, seq: u64) {
         if let Some(p) = pod {
             self.active.remove(&(-priority(p), seq, key.to_string()));
         } else {
@@ -184,7 +186,15 @@ impl KubeScheduler {
 
     /// Whether this stand-in bound `key` itself (the view already has it).
     pub fn take_own_binding(&mut self, key: &str) -> bool {
-        self.just_bound.remove(key)
+        self.just_bound.remove(key).is_some()
+    }
+
+    /// The view's copy of a pod this stand-in bound, when `pod` is that version of it: its watch
+    /// event then shares the view's copy instead of making one more.
+    pub fn own_binding(&self, pod: &Pod) -> Option<Arc<SlimPod>> {
+        let bound = self.just_bound.get(&kerf_scheduling::pod::key(pod))?;
+        let rv = &pod.metadata.resource_version;
+        (rv.is_some() && bound.metadata.resource_version == *rv).then(|| Arc::clone(bound))
     }
 
     /// The cluster changed so parked pods may fit now (kube-scheduler's queue moves on
@@ -291,7 +301,7 @@ impl KubeScheduler {
         };
         nominees.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         let mut next_nominee = 0;
-        let mut holding: BTreeMap<&str, (usize, Arc<Pod>)> = BTreeMap::new();
+        let mut holding: BTreeMap<&str, (usize, Arc<SlimPod>)> = BTreeMap::new();
         for (prio, seq, key) in queue {
             while let Some(&(p, k, idx)) = nominees.get(next_nominee)
                 && p >= -prio
@@ -315,7 +325,7 @@ impl KubeScheduler {
                 }
                 view.remove(idx, &p);
             }
-            let pod: &Pod = &entry.pod;
+            let pod: &SlimPod = &entry.pod;
             // VolumeBinding's pre-filter: a missing claim, or an unbound one of a missing
             // StorageClass, keeps the pod off every node.
             if let Some(why) = world.volume_binding_refusal(pod) {
@@ -378,8 +388,8 @@ impl KubeScheduler {
                         if kerf_scheduling::pod::has_required_anti_affinity(pod) {
                             anti_epoch += 1;
                         }
-                        view.add(idx, b);
-                        self.just_bound.insert(key.clone());
+                        view.add(idx, Arc::clone(&b));
+                        self.just_bound.insert(key.clone(), b);
                         self.messages.remove(&key);
                         bound += 1;
                     }
@@ -415,7 +425,16 @@ impl KubeScheduler {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn park(&mut self, cluster: &SimCluster, key: &str, pod: &Pod, prio: i32, seq: u64, msg: String, now: Timestamp) {
+    fn park(
+        &mut self,
+        cluster: &SimCluster,
+        key: &str,
+        pod: &SlimPod,
+        prio: i32,
+        seq: u64,
+        msg: String,
+        now: Timestamp,
+    ) {
         self.parked.insert(key.to_string(), (prio, seq));
         let already = pod
             .status
@@ -428,7 +447,7 @@ impl KubeScheduler {
             // retry would flood the watch with no new information.
             return;
         }
-        let mut p = pod.clone();
+        let Some(mut p) = stored_pod(cluster, pod) else { return };
         let status = p.status.get_or_insert_with(PodStatus::default);
         status.phase = Some("Pending".to_string());
         let conds = status.conditions.get_or_insert_with(Vec::new);
@@ -441,8 +460,8 @@ impl KubeScheduler {
             last_transition_time: Some(Time(now)),
             ..PodCondition::default()
         });
-        // `p` is the stored pod as read with a new status: written whole (a newer version is a
-        // conflict either way), without the status write's copy of the stored pod.
+        // `p` is the stored pod as the world read it with a new status: written whole (a newer
+        // version is a conflict either way), without the status write's copy of the stored pod.
         let _ = cluster.replace_obj(p);
     }
 
@@ -450,7 +469,7 @@ impl KubeScheduler {
     fn place(
         &mut self,
         v: &View,
-        pod: &Pod,
+        pod: &SlimPod,
         prepared: &PreparedPod<'_>,
         pinned: Option<&str>,
         mut memo: Option<&mut Memo>,
@@ -519,10 +538,11 @@ impl KubeScheduler {
 }
 
 /// Binds `pod` to `node`; the kubelet starts it at once when the node is Ready (it has nothing
-/// to pull in the simulator), else once the node is. The answer is the stored pod, shared.
-fn bind(cluster: &SimCluster, pod: &Pod, node: &str, world: &World, now: Timestamp) -> Option<Arc<Pod>> {
+/// to pull in the simulator), else once the node is. The answer is the bound pod as the view
+/// keeps it.
+fn bind(cluster: &SimCluster, pod: &SlimPod, node: &str, world: &World, now: Timestamp) -> Option<Arc<SlimPod>> {
     let ready = world.nodes.get(node).is_some_and(|n| node_ready(n));
-    let mut p = pod.clone();
+    let mut p = stored_pod(cluster, pod)?;
     p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
     let status = p.status.get_or_insert_with(PodStatus::default);
     // A bound pod's nomination has served its purpose.
@@ -541,7 +561,7 @@ fn bind(cluster: &SimCluster, pod: &Pod, node: &str, world: &World, now: Timesta
         status.phase = Some("Pending".to_string());
     }
     match cluster.replace_obj(p) {
-        Ok(b) => Some(b),
+        Ok(b) => Some(Arc::new(SlimPod::from(&*b))),
         Err(e) => {
             tracing::debug!(pod = ?pod.metadata.name, error = %e, "bind failed; will retry");
             None

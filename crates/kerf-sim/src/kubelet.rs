@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodStatus, Taint as CoreTaint,
+    Node, NodeCondition, NodeSpec, NodeStatus, PodCondition, PodStatus, Taint as CoreTaint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as CoreQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -345,7 +345,7 @@ impl Kubelet {
             if crate::world::started(&entry.pod) || !world.is_node_ready(node) {
                 continue;
             }
-            let mut p: Pod = (*entry.pod).clone();
+            let Some(mut p) = crate::world::stored_pod(cluster, &entry.pod) else { continue };
             set_running(p.status.get_or_insert_with(PodStatus::default), now);
             // The stored pod as read, with its new status: written whole (see `replace_obj`).
             if let Err(e) = cluster.replace_obj(p) {

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use kerf_api::SlimPod;
 use kerf_api::intstr::scaled;
 
 use crate::cluster::SimCluster;
@@ -198,7 +199,7 @@ impl Workloads {
 
     /// Records a pod's state from a watch event; marks its Deployment for a reconcile when the
     /// change matters to it.
-    pub fn observe_pod(&mut self, pod: &Pod, deleted: bool, node_ready: impl Fn(&str) -> bool) {
+    pub fn observe_pod(&mut self, pod: &SlimPod, deleted: bool, node_ready: impl Fn(&str) -> bool) {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
         let pk = key(ns, name);
@@ -240,7 +241,14 @@ impl Workloads {
     }
 
     /// A pod whose ReplicaSet is unknown: kept for the Deployment that matches it.
-    fn observe_orphan(&mut self, ns: &str, pk: String, pod: &Pod, deleted: bool, node_ready: impl Fn(&str) -> bool) {
+    fn observe_orphan(
+        &mut self,
+        ns: &str,
+        pk: String,
+        pod: &SlimPod,
+        deleted: bool,
+        node_ready: impl Fn(&str) -> bool,
+    ) {
         if deleted || pod.metadata.deletion_timestamp.is_some() {
             self.orphans.remove(&pk);
             return;
@@ -612,10 +620,10 @@ mod tests {
                             p.status = Some(PodStatus { phase: Some("Running".to_string()), ..PodStatus::default() });
                             let _ = c.replace_obj(p);
                         } else {
-                            w.observe_pod(&p, false, |_| true);
+                            w.observe_pod(&SlimPod::from(&p), false, |_| true);
                         }
                     }
-                    WatchEvent::Deleted(AnyObject::Pod(p)) => w.observe_pod(&p, true, |_| true),
+                    WatchEvent::Deleted(AnyObject::Pod(p)) => w.observe_pod(&SlimPod::from(&*p), true, |_| true),
                     _ => {}
                 }
             }

@@ -5,13 +5,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
-use kerf_api::NodeClaim;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
+use kerf_api::{NodeClaim, SlimPod};
 use kerf_controller::{AnyObject, WatchEvent};
+
+use crate::cluster::SimCluster;
 
 #[derive(Debug, Clone)]
 pub struct PodEntry {
-    pub pod: Arc<Pod>,
+    pub pod: Arc<SlimPod>,
     /// Creation order, for kube-scheduler's first-come queue order.
     pub seq: u64,
 }
@@ -72,18 +75,27 @@ pub struct World {
     bound_count: usize,
 }
 
-pub fn pod_key(pod: &Pod) -> String {
+/// The stored Pod the world's `pod` stands for, for a stand-in to write back whole with a change
+/// of its own (see `SimCluster::replace_obj`): pinned at the version the world holds, so the
+/// write is refused as a conflict when the pod changed since. `None` when it is gone.
+pub fn stored_pod(cluster: &SimCluster, pod: &SlimPod) -> Option<Pod> {
+    let mut stored: Pod = cluster.get_obj(pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref()?)?;
+    stored.metadata.resource_version.clone_from(&pod.metadata.resource_version);
+    Some(stored)
+}
+
+pub fn pod_key(pod: &SlimPod) -> String {
     format!("{}/{}", pod_namespace(pod), pod.metadata.name.as_deref().unwrap_or(""))
 }
 
-fn pod_namespace(pod: &Pod) -> &str {
+fn pod_namespace(pod: &SlimPod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or("default")
 }
 
 pub use kerf_scheduling::node::node_ready;
 
 /// Whether the kubelet has started the pod (or it has finished).
-pub fn started(pod: &Pod) -> bool {
+pub fn started(pod: &SlimPod) -> bool {
     matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Running" | "Succeeded" | "Failed"))
 }
 
@@ -107,7 +119,7 @@ impl World {
 
     /// kube-scheduler's VolumeBinding reason for binding `pod` nowhere: a claim it mounts is
     /// missing, or unbound with a StorageClass that does not exist.
-    pub fn volume_binding_refusal(&self, pod: &Pod) -> Option<String> {
+    pub fn volume_binding_refusal(&self, pod: &SlimPod) -> Option<String> {
         let found = kerf_scheduling::volume_binding::unresolvable_claims(
             pod,
             |ns, name| self.pvcs.get(&(ns.to_string(), name.to_string())).map(|c| &**c),
@@ -144,7 +156,7 @@ impl World {
     /// Takes in one watch event (by value: the index keeps the objects without copying them).
     pub fn apply(&mut self, event: WatchEvent, changes: &mut Changes) {
         match event {
-            WatchEvent::Applied(AnyObject::Pod(p)) => {
+            WatchEvent::Applied(AnyObject::SlimPod(p)) => {
                 let key = pod_key(&p);
                 let old = self.unlink(&key);
                 if let Some(n) = old.as_ref().and_then(PodEntry::node) {
@@ -191,7 +203,7 @@ impl World {
                 *count += 1;
                 self.pods.insert(key, entry);
             }
-            WatchEvent::Deleted(AnyObject::Pod(p)) => {
+            WatchEvent::Deleted(AnyObject::SlimPod(p)) => {
                 let key = pod_key(&p);
                 changes.unbound_pods.remove(&key);
                 changes.unstarted_pods.remove(&key);

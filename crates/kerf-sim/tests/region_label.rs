@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::labels::REGION;
 use kerf_api::{NodeClaim, NodePool};
 use kerf_cloud::aws::{NodeClassSettings, catalog};
@@ -38,7 +38,7 @@ fn pool() -> NodePool {
     .unwrap()
 }
 
-fn pod_selecting_region(name: &str, region: &str) -> Arc<Pod> {
+fn pod_selecting_region(name: &str, region: &str) -> Arc<SlimPod> {
     Arc::new(
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "namespace": "default"},
@@ -51,7 +51,7 @@ fn pod_selecting_region(name: &str, region: &str) -> Arc<Pod> {
     )
 }
 
-fn schedule_on(p: &SimProvider, pods: Vec<Arc<Pod>>) -> SchedulingResult {
+fn schedule_on(p: &SimProvider, pods: Vec<Arc<SlimPod>>) -> SchedulingResult {
     let types = block_on(p.instance_types(&pool(), None)).unwrap();
     let input = SchedulingInput {
         node_pools: vec![NodePoolInput {

@@ -22,11 +22,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kerf_api::labels::{ARCH, CAPACITY_TYPE, INSTANCE_CATEGORY, INSTANCE_GENERATION, OS};
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, ResourceList};
+use kerf_api::{SlimContainer, SlimPod, SlimPodSpec};
 use kerf_cloud::aws::{NodeClassSettings, catalog};
 use kerf_scheduling::bench::claims_cost;
 use kerf_scheduling::packing_bound::{BoundBin, BoundShape, lower_bound};
@@ -112,20 +113,20 @@ fn requests(cpu: &str, memory: Option<&str>) -> ResourceRequirements {
     ResourceRequirements { requests: Some(r), ..Default::default() }
 }
 
-fn pods(shapes: &[Shape]) -> Vec<Arc<Pod>> {
+fn pods(shapes: &[Shape]) -> Vec<Arc<SlimPod>> {
     let mut out = Vec::new();
     for s in shapes {
         let labels: BTreeMap<String, String> = [("app".to_string(), s.app.to_string())].into();
         for i in 0..s.replicas {
-            out.push(Arc::new(Pod {
+            out.push(Arc::new(SlimPod {
                 metadata: ObjectMeta {
                     name: Some(format!("{}-{i}", s.app)),
                     namespace: Some("default".into()),
                     labels: Some(labels.clone()),
                     ..Default::default()
                 },
-                spec: Some(PodSpec {
-                    containers: vec![Container {
+                spec: Some(SlimPodSpec {
+                    containers: vec![SlimContainer {
                         name: "app".into(),
                         resources: Some(requests(s.cpu, s.memory)),
                         ..Default::default()
@@ -140,11 +141,11 @@ fn pods(shapes: &[Shape]) -> Vec<Arc<Pod>> {
 }
 
 /// The DaemonSets on every node: the VPC CNI, kube-proxy and a log shipper.
-fn daemonset_pods() -> Vec<Arc<Pod>> {
+fn daemonset_pods() -> Vec<Arc<SlimPod>> {
     [("aws-node", "25m", None), ("kube-proxy", "100m", None), ("fluent-bit", "100m", Some("128Mi"))]
         .into_iter()
         .map(|(name, cpu, memory)| {
-            Arc::new(Pod {
+            Arc::new(SlimPod {
                 metadata: ObjectMeta {
                     name: Some(name.into()),
                     namespace: Some("kube-system".into()),
@@ -157,8 +158,8 @@ fn daemonset_pods() -> Vec<Arc<Pod>> {
                     }]),
                     ..Default::default()
                 },
-                spec: Some(PodSpec {
-                    containers: vec![Container {
+                spec: Some(SlimPodSpec {
+                    containers: vec![SlimContainer {
                         name: name.into(),
                         resources: Some(requests(cpu, memory)),
                         ..Default::default()

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+use kerf_api::SlimPod;
 use kerf_api::duration::GoDuration;
 use kerf_api::nodeclaim::CONDITION_INITIALIZED;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
@@ -33,7 +34,7 @@ pub struct Candidate {
     /// $/h of the offering it runs on.
     pub price: f64,
     /// Pods that would have to move: not DaemonSet pods, not finished, not the node's own.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<SlimPod>>,
     /// Consolidation may act on it (policy and `consolidateAfter` allow it now).
     pub consolidatable: bool,
     /// Why consolidation may not act on it yet, when it may not.
@@ -88,7 +89,7 @@ impl<'s> PdbIndex<'s> {
     }
 
     /// Why evicting the pod now would be refused, if it would.
-    pub fn blocking(&self, pod: &Pod) -> Option<String> {
+    pub fn blocking(&self, pod: &SlimPod) -> Option<String> {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let pod_name = kerf_scheduling::pod::name(pod);
         Some(match self.budgets.eviction_refusal(pod)? {
@@ -316,8 +317,8 @@ impl Disruption {
             let l = node.metadata.labels.as_ref();
             let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
             let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
-            let all_pods: Vec<&Arc<Pod>> = state.pods_on_node(name).filter(|p| !util::pod_terminal(p)).collect();
-            let mut pods: Vec<Arc<Pod>> = all_pods
+            let all_pods: Vec<&Arc<SlimPod>> = state.pods_on_node(name).filter(|p| !util::pod_terminal(p)).collect();
+            let mut pods: Vec<Arc<SlimPod>> = all_pods
                 .iter()
                 .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
                 .map(|p| Arc::clone(p))

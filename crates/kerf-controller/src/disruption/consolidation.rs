@@ -58,7 +58,7 @@ fn dollars(v: f64) -> String {
 pub fn decide(cands: &[&Candidate], answer: &WhatIf, spot_to_spot: bool) -> Result<Decision, String> {
     let n = answer.pods.len();
     if let Some(&i) = answer.unplaced.first() {
-        let pod = answer.pods.get(i).map_or_else(|| format!("#{i}"), |p| kerf_scheduling::pod::key(p));
+        let pod = answer.pods.get(i).map_or_else(|| format!("#{i}"), kerf_scheduling::pod::key);
         return Err(format!("pod {pod} would fit nowhere else"));
     }
     let total: f64 = cands.iter().map(|c| c.price).sum();
@@ -237,8 +237,8 @@ pub fn largest_prefix<T>(len: usize, mut evaluate: impl FnMut(usize) -> Result<T
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Pod;
     use kerf_api::Operator;
+    use kerf_api::SlimPod;
     use kerf_scheduling::{Offering, PricedClaim};
 
     fn itype(name: &str, price: f64) -> Arc<InstanceType> {
@@ -299,8 +299,8 @@ mod tests {
         }
     }
 
-    fn pod() -> Arc<Pod> {
-        Arc::new(Pod::default())
+    fn pod() -> Arc<SlimPod> {
+        Arc::new(SlimPod::default())
     }
 
     /// A what-if that moves one pod and needs `claims`.

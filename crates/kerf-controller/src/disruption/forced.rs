@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{NewNodeClaim, SchedulingContext};
@@ -35,7 +35,7 @@ impl Disruption {
         let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
         let node = cx.state.node_for_claim(claim).and_then(|n| n.metadata.name.clone()).unwrap_or_default();
         // Buffer room held here moves like its pods (its replacement keeps the room).
-        let pods: Vec<Arc<Pod>> = cx
+        let pods: Vec<Arc<SlimPod>> = cx
             .state
             .pods_on_node(&node)
             .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))

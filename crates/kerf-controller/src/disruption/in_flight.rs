@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{ExistingNode, KeptKubeView, KubeReplay, PodFactsCache, SchedulingInput, Turn, WhatIf};
 
@@ -129,14 +129,14 @@ impl Landing {
 /// copied, which each entry holds (so no other pod takes that address while it is kept); only
 /// the pods the last input moved are kept.
 #[derive(Debug, Default)]
-pub(crate) struct MovedCopies(HashMap<usize, (Arc<Pod>, Arc<Pod>)>);
+pub(crate) struct MovedCopies(HashMap<usize, (Arc<SlimPod>, Arc<SlimPod>)>);
 
 impl MovedCopies {
     /// The moved copy of `p`: the one `earlier` holds, else a new one; kept here.
-    fn copy_of(&mut self, earlier: &mut MovedCopies, p: &Arc<Pod>) -> Arc<Pod> {
+    fn copy_of(&mut self, earlier: &mut MovedCopies, p: &Arc<SlimPod>) -> Arc<SlimPod> {
         let addr = Arc::as_ptr(p) as usize;
         let entry = earlier.0.remove(&addr).unwrap_or_else(|| {
-            let mut moved = Pod::clone(p);
+            let mut moved = SlimPod::clone(p);
             if let Some(spec) = moved.spec.as_mut() {
                 spec.node_name = None;
             }
@@ -244,7 +244,7 @@ impl Disruption {
         }
         let index: BTreeMap<String, (usize, bool)> =
             input.existing_nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), (i, n.in_flight))).collect();
-        let mut moving: Vec<(usize, Arc<Pod>)> = Vec::new();
+        let mut moving: Vec<(usize, Arc<SlimPod>)> = Vec::new();
         let mut copies = self.moved_copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut kept = MovedCopies::default();
         for n in &mut input.existing_nodes {

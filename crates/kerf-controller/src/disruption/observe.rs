@@ -2,7 +2,8 @@
 //! decision (the watch generation), when a pod last bound to or left each node (consolidateAfter
 //! counts from it), and when the workload last shrank.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+use kerf_api::SlimPod;
 use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_api::{NodePool, labels};
 use kerf_cloud::Timestamp;
@@ -17,7 +18,7 @@ impl Disruption {
         if changes_disruption(event, old) {
             self.generation += 1;
         }
-        let (WatchEvent::Applied(AnyObject::Pod(p)) | WatchEvent::Deleted(AnyObject::Pod(p))) = event else {
+        let (WatchEvent::Applied(AnyObject::SlimPod(p)) | WatchEvent::Deleted(AnyObject::SlimPod(p))) = event else {
             return;
         };
         let was = old
@@ -61,14 +62,14 @@ impl Disruption {
 /// few seconds is not evaluated again for them.
 fn changes_disruption(event: &WatchEvent, old: &ClusterState) -> bool {
     match event {
-        WatchEvent::Applied(AnyObject::Pod(p)) => {
+        WatchEvent::Applied(AnyObject::SlimPod(p)) => {
             let Some(was) = old.pod(
                 p.metadata.namespace.as_deref().unwrap_or_default(),
                 p.metadata.name.as_deref().unwrap_or_default(),
             ) else {
                 return true;
             };
-            let status = |x: &Pod| {
+            let status = |x: &SlimPod| {
                 x.status.as_ref().map(|s| (s.phase.clone(), s.nominated_node_name.clone())).unwrap_or_default()
             };
             was.metadata.deletion_timestamp != p.metadata.deletion_timestamp

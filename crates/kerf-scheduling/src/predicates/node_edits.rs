@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::ResourceList;
+use kerf_api::SlimPod;
 
 use super::{ClusterView, core_of, cpu_memory_of};
 use crate::model::ExistingNode;
@@ -53,7 +53,7 @@ impl ClusterView {
         &mut self,
         idx: usize,
         node: ExistingNode,
-        mut requests: impl FnMut(&Arc<Pod>) -> Arc<ResourceList>,
+        mut requests: impl FnMut(&Arc<SlimPod>) -> Arc<ResourceList>,
     ) {
         let idx = idx.min(self.nodes.len());
         self.forget_domains();
@@ -108,12 +108,12 @@ impl ClusterView {
     pub fn set_pods(
         &mut self,
         idx: usize,
-        pods: Vec<Arc<Pod>>,
-        mut requests: impl FnMut(&Arc<Pod>) -> Arc<ResourceList>,
+        pods: Vec<Arc<SlimPod>>,
+        mut requests: impl FnMut(&Arc<SlimPod>) -> Arc<ResourceList>,
     ) {
         let Some(node) = self.nodes.get(idx) else { return };
         let old = node.pods.clone();
-        let mut known: Vec<(Arc<Pod>, Arc<ResourceList>)> = Vec::with_capacity(old.len());
+        let mut known: Vec<(Arc<SlimPod>, Arc<ResourceList>)> = Vec::with_capacity(old.len());
         for p in old.iter().rev() {
             if let Some(r) = self.take_pod(idx, p) {
                 known.push((Arc::clone(p), r));

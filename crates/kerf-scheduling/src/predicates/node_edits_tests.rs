@@ -12,7 +12,7 @@ fn zone_node(name: &str, zone: &str) -> ExistingNode {
 }
 
 /// Pods whose verdicts and scores read every kind of count the view keeps.
-fn probes() -> Vec<Arc<Pod>> {
+fn probes() -> Vec<Arc<SlimPod>> {
     vec![
         pod("zone-spread").label("app", "w").cpu("500m").spread(Z, 1, &[("app", "w")]).build(),
         pod("host-spread").label("app", "w").spread(HOST, 1, &[("app", "w")]).build(),

@@ -163,8 +163,8 @@ impl SchedulingContext {
 mod tests {
     use std::sync::Arc;
 
-    use k8s_openapi::api::core::v1::Pod;
     use kerf_api::ResourceList;
+    use kerf_api::SlimPod;
     use kerf_api::labels::{CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, HOSTNAME, ZONE};
     use kerf_api::seeded::SplitMix64;
 
@@ -188,7 +188,7 @@ mod tests {
             })
             .collect();
         let sizes = ["100m", "250m", "500m", "1", "1500m"];
-        let pods: Vec<Arc<Pod>> = (0..n)
+        let pods: Vec<Arc<SlimPod>> = (0..n)
             .map(|i| {
                 let app = format!("app{}", rng.below(6));
                 let mut p = pod(&format!("p{i}")).cpu(sizes[rng.below(sizes.len())]).label("app", &app);
@@ -228,7 +228,7 @@ mod tests {
         for o in n8.offerings.iter_mut().filter(|o| o.capacity_type == "spot") {
             o.price = 0.04;
         }
-        let mut pods: Vec<Arc<Pod>> = (0..30).map(|i| pod(&format!("flex{i}")).cpu("3").build()).collect();
+        let mut pods: Vec<Arc<SlimPod>> = (0..30).map(|i| pod(&format!("flex{i}")).cpu("3").build()).collect();
         pods.extend((0..60).map(|i| {
             pod(&format!("od{i}"))
                 .cpu("100m")

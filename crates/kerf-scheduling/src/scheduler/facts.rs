@@ -17,7 +17,8 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::api::core::v1::Toleration;
+use kerf_api::SlimPod;
 use kerf_api::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 use kerf_api::{Quantity, ResourceList};
 
@@ -70,7 +71,7 @@ fn add_units(list: &mut Vec<(Cow<'static, str>, i64)>, k: &str, v: i64) {
 
 impl PodFacts {
     /// Reads `p`'s requests and host ports; its constraints wait for [`PodFacts::constraints`].
-    pub(super) fn parse(p: &Pod) -> Self {
+    pub(super) fn parse(p: &SlimPod) -> Self {
         let spec = p.spec.as_ref();
         let simple = spec.is_some_and(|s| s.init_containers.as_ref().is_none_or(Vec::is_empty) && s.overhead.is_none());
         let mut requests: Vec<(Cow<'static, str>, i64)> = Vec::with_capacity(3);
@@ -106,12 +107,12 @@ impl PodFacts {
 
     /// The requests of `p` (the pod these facts were read from) as a resource list, for
     /// kube-scheduler's view of the cluster; worked out once per version of the pod.
-    pub(super) fn request_list(&self, p: &Pod) -> Arc<ResourceList> {
+    pub(super) fn request_list(&self, p: &SlimPod) -> Arc<ResourceList> {
         Arc::clone(self.request_list.get_or_init(|| Arc::new(pod::pod_requests(p))))
     }
 
     /// The constraints of `p` (the pod these facts were read from), parsed on first use.
-    pub(super) fn constraints(&self, p: &Pod) -> &Constraints {
+    pub(super) fn constraints(&self, p: &SlimPod) -> &Constraints {
         self.constraints.get_or_init(|| Constraints {
             tolerations: pod::tolerations(p).to_vec(),
             terms: pod::required_node_terms(p),
@@ -147,7 +148,7 @@ struct CacheState {
 
 impl CacheState {
     /// Parses `p` and sorts it into its constraint class.
-    fn parse(&mut self, p: &Pod) -> PodFacts {
+    fn parse(&mut self, p: &SlimPod) -> PodFacts {
         self.parses += 1;
         let mut facts = PodFacts::parse(p);
         if let Some(key) = constraint_key(p, &facts.ports) {
@@ -161,7 +162,7 @@ impl CacheState {
 /// Everything `preferences::same_constraints` compares, as one string: equal strings for pods
 /// with equal constraints, different ones otherwise. `None` for pods that stand alone or have no
 /// spec (they are grouped by comparison).
-fn constraint_key(p: &Pod, ports: &[HostPort]) -> Option<String> {
+fn constraint_key(p: &SlimPod, ports: &[HostPort]) -> Option<String> {
     let spec = p.spec.as_ref()?;
     // Generic ephemeral volumes are claims named after the pod: such a pod is a group of its own.
     if spec.volumes.iter().flatten().any(|v| v.ephemeral.is_some()) {
@@ -214,7 +215,7 @@ impl PodFactsCache {
     /// `whole`: these are all the pods of a build (entries no build used since are dropped when
     /// they outnumber them); else a part of a build whose other pods' facts come from elsewhere
     /// (nothing is dropped).
-    fn facts<'a>(&self, pods: impl Iterator<Item = &'a Arc<Pod>>, whole: bool) -> Vec<Arc<PodFacts>> {
+    fn facts<'a>(&self, pods: impl Iterator<Item = &'a Arc<SlimPod>>, whole: bool) -> Vec<Arc<PodFacts>> {
         let mut state = self.state();
         let state = &mut *state;
         if whole {
@@ -251,7 +252,7 @@ impl PodFactsCache {
 
 /// The facts of each of `pods`: through `cache` when there is one, else parsed.
 pub(super) fn gather<'a>(
-    pods: impl Iterator<Item = &'a Arc<Pod>>,
+    pods: impl Iterator<Item = &'a Arc<SlimPod>>,
     cache: Option<&PodFactsCache>,
 ) -> Vec<Arc<PodFacts>> {
     gather_part(pods, cache, true)
@@ -260,14 +261,14 @@ pub(super) fn gather<'a>(
 /// [`gather`] for some of a build's pods (the others' facts are taken over from an earlier
 /// context): the cache drops nothing.
 pub(super) fn gather_some<'a>(
-    pods: impl Iterator<Item = &'a Arc<Pod>>,
+    pods: impl Iterator<Item = &'a Arc<SlimPod>>,
     cache: Option<&PodFactsCache>,
 ) -> Vec<Arc<PodFacts>> {
     gather_part(pods, cache, false)
 }
 
 fn gather_part<'a>(
-    pods: impl Iterator<Item = &'a Arc<Pod>>,
+    pods: impl Iterator<Item = &'a Arc<SlimPod>>,
     cache: Option<&PodFactsCache>,
     whole: bool,
 ) -> Vec<Arc<PodFacts>> {

@@ -106,8 +106,8 @@ impl SchedulingContext {
 mod tests {
     use std::sync::Arc;
 
-    use k8s_openapi::api::core::v1::Pod;
     use kerf_api::ResourceList;
+    use kerf_api::SlimPod;
     use kerf_api::labels::{CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND};
 
     use crate::bench::claims_cost;
@@ -123,7 +123,7 @@ mod tests {
         if let Some(cpu) = limit {
             np.spec.limits = Some(rl(&[("cpu", cpu)]));
         }
-        let mut pods: Vec<Arc<Pod>> = (0..30).map(|i| pod(&format!("flex{i}")).cpu("1500m").build()).collect();
+        let mut pods: Vec<Arc<SlimPod>> = (0..30).map(|i| pod(&format!("flex{i}")).cpu("1500m").build()).collect();
         pods.extend(
             (0..od).map(|i| {
                 pod(&format!("od{i}")).cpu(od_cpu).node_selector(CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND).build()

@@ -58,7 +58,7 @@ impl KubeView {
             }
             last = at;
         }
-        let parse = |p: &Arc<k8s_openapi::api::core::v1::Pod>| Arc::new(pod_requests(p));
+        let parse = |p: &Arc<kerf_api::SlimPod>| Arc::new(pod_requests(p));
         for (i, n) in nodes.iter().enumerate() {
             if self.view.nodes().get(i).map(|v| v.name.as_str()) != Some(n.name.as_str()) {
                 self.view.insert_node(i, (*n).clone(), parse);
@@ -90,17 +90,17 @@ mod tests {
     const Z: &str = "topology.kubernetes.io/zone";
     const HOST: &str = "kubernetes.io/hostname";
 
-    fn zone_node(name: &str, zone: &str, pods: Vec<Arc<k8s_openapi::api::core::v1::Pod>>) -> ExistingNode {
+    fn zone_node(name: &str, zone: &str, pods: Vec<Arc<kerf_api::SlimPod>>) -> ExistingNode {
         let mut n = node(name, &[(Z, zone), (HOST, name)], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "8")]);
         n.pods = pods;
         n
     }
 
-    fn web(name: &str) -> Arc<k8s_openapi::api::core::v1::Pod> {
+    fn web(name: &str) -> Arc<kerf_api::SlimPod> {
         pod(name).label("app", "w").cpu("500m").build()
     }
 
-    fn db(name: &str) -> Arc<k8s_openapi::api::core::v1::Pod> {
+    fn db(name: &str) -> Arc<kerf_api::SlimPod> {
         pod(name).label("app", "db").anti_affinity(HOST, &[("app", "db")]).build()
     }
 

@@ -614,7 +614,7 @@ mod tests {
     use crate::scheduler::schedule;
     use crate::testing::*;
 
-    fn place(types: Vec<crate::InstanceType>, pods: Vec<Arc<k8s_openapi::api::core::v1::Pod>>) -> SchedulingResult {
+    fn place(types: Vec<crate::InstanceType>, pods: Vec<Arc<kerf_api::SlimPod>>) -> SchedulingResult {
         let input = SchedulingInput {
             node_pools: vec![NodePoolInput {
                 node_pool: Arc::new(node_pool("default", vec![])),

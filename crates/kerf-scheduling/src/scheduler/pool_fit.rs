@@ -214,8 +214,8 @@ impl SchedulingContext {
 mod tests {
     use std::sync::Arc;
 
-    use k8s_openapi::api::core::v1::Pod;
     use kerf_api::ResourceList;
+    use kerf_api::SlimPod;
     use kerf_api::labels::{INSTANCE_TYPE, ZONE};
 
     use crate::instance::InstanceType;
@@ -224,7 +224,7 @@ mod tests {
     use crate::testing::*;
 
     /// NodePools named `pools` with the types each offers, and one pending pod.
-    fn one_pod(pools: Vec<(&str, Vec<InstanceType>)>, pod: Arc<Pod>) -> SchedulingInput {
+    fn one_pod(pools: Vec<(&str, Vec<InstanceType>)>, pod: Arc<SlimPod>) -> SchedulingInput {
         let pool = |(name, types): (&str, Vec<InstanceType>)| NodePoolInput {
             node_pool: Arc::new(node_pool(name, vec![])),
             instance_types: types.into_iter().map(Arc::new).collect(),

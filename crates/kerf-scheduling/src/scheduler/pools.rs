@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
 use kerf_api::resources::PODS;
 use kerf_api::{NodePool, Operator, Taint};
@@ -112,7 +112,7 @@ impl SchedulingContext {
             // whose node affinity excludes a type adds nothing to it.
             let mut overhead = Matrix::filled(types.len(), nres, 0);
             let mut daemon_ports = Vec::new();
-            let daemons: Vec<&Arc<Pod>> = self
+            let daemons: Vec<&Arc<SlimPod>> = self
                 .input
                 .daemonset_pods
                 .iter()

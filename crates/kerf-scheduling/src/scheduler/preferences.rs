@@ -8,8 +8,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kerf_api::SlimPod;
 use kerf_api::{Operator, labels};
 
 use super::SchedulingContext;
@@ -48,7 +49,7 @@ pub(super) struct Relax {
 }
 
 pub(super) struct Group {
-    pub(super) rep: Arc<Pod>,
+    pub(super) rep: Arc<SlimPod>,
     /// The context index of `rep`.
     pub(super) rep_index: PodIx,
     pub(super) tolerations: Vec<Toleration>,
@@ -133,7 +134,7 @@ pub(super) fn volume_union(alts: &[Requirements]) -> Requirements {
 
 /// Whether two pods (same namespace and labels; `fa`, `fb` their facts) have the same scheduling
 /// constraints.
-pub(super) fn same_constraints(a: &Pod, fa: &PodFacts, b: &Pod, fb: &PodFacts) -> bool {
+pub(super) fn same_constraints(a: &SlimPod, fa: &PodFacts, b: &SlimPod, fb: &PodFacts) -> bool {
     let (Some(x), Some(y)) = (&a.spec, &b.spec) else { return a.spec.is_none() && b.spec.is_none() };
     pod::namespace(a) == pod::namespace(b)
         && pod::labels(a) == pod::labels(b)
@@ -250,7 +251,7 @@ impl SchedulingContext {
     }
 
     /// The group of pod `pi` (`p`), from its facts.
-    pub(super) fn make_group(&self, pi: PodIx, p: Arc<Pod>) -> Group {
+    pub(super) fn make_group(&self, pi: PodIx, p: Arc<SlimPod>) -> Group {
         let c = self.facts[pi].constraints(&p);
         let aff = &c.affinities;
         // Under `Ignore` the plan knows of no preference at all.

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_api::resources::{CPU, MEMORY};
 
 use super::SchedulingContext;
@@ -40,7 +40,7 @@ pub(super) struct Run {
 
 /// Whether consolidation moves `p` when its node goes: not a DaemonSet's pod (it goes with its
 /// node), not a mirror pod, not finished.
-pub(super) fn reschedulable(p: &Pod) -> bool {
+pub(super) fn reschedulable(p: &SlimPod) -> bool {
     let daemon = p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet");
     let mirror = p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
     let finished =

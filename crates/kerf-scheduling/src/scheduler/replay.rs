@@ -11,8 +11,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::ResourceList;
+use kerf_api::SlimPod;
 
 use crate::model::SchedulingInput;
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, NODE_POOL, ZONE};
@@ -55,14 +55,14 @@ pub(super) struct Copies {
     /// `kinds`), the last `edits` it was met at, and its filters ([`ClusterView::pod_filters`]:
     /// a view edited to another cluster keeps its volume topology and namespace labels, for
     /// which they hold).
-    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<Pod>, usize, u64, Arc<PodFilters>)>,
+    pub(super) by_pod: crate::index_hash::ByIndex<(Arc<SlimPod>, usize, u64, Arc<PodFilters>)>,
     /// How many times the ranking was made anew.
     edits: u64,
     /// The kinds met so far, by key.
     ids: HashMap<Vec<u8>, usize>,
     /// Per kind: the pod it was first met with, its key, and its id in the view's ranking once
     /// ranked there.
-    kinds: Vec<(Arc<Pod>, Vec<u8>, Option<usize>)>,
+    kinds: Vec<(Arc<SlimPod>, Vec<u8>, Option<usize>)>,
 }
 
 impl Copies {
@@ -84,7 +84,7 @@ impl KubeView {
     /// filters; ranks a kind not ranked yet (the view must be as built). Pods of one kind read
     /// the same of the view ([`kube_choice::kind_key`]), so the kind is ranked with whichever of
     /// its pods was met first.
-    pub(super) fn kind_of(&mut self, pod: &Arc<Pod>) -> (usize, Arc<PodFilters>) {
+    pub(super) fn kind_of(&mut self, pod: &Arc<SlimPod>) -> (usize, Arc<PodFilters>) {
         let addr = Arc::as_ptr(pod) as usize;
         let copies = &mut self.copies;
         if let Some((_, kind, met, filters)) = copies.by_pod.get_mut(&addr) {
@@ -114,7 +114,7 @@ impl KubeView {
 }
 
 /// A pod taken off a removed node, with its requests (to put it back without parsing them).
-type PodWithRequests = (Arc<Pod>, Arc<ResourceList>);
+type PodWithRequests = (Arc<SlimPod>, Arc<ResourceList>);
 
 /// The node a replacement claim would become: launched as `instance_type` with `offering`.
 #[derive(Debug, Clone, Copy)]
@@ -131,7 +131,7 @@ impl Replacement<'_> {
     /// The node as kube-scheduler would find it once launched and initialized: the claim's labels
     /// and taints (startup taints gone), the type's labels and allocatable, the offering's zone
     /// and capacity type, and the pods of the DaemonSets that run on it.
-    fn node(&self, daemonsets: &[Arc<Pod>]) -> ExistingNode {
+    fn node(&self, daemonsets: &[Arc<SlimPod>]) -> ExistingNode {
         let mut labels = self.claim.labels.clone();
         labels.extend(self.instance_type.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         labels.insert(ZONE.to_string(), self.offering.zone.clone());
@@ -161,7 +161,7 @@ impl Replacement<'_> {
 /// Deployment controller that reconciles its Deployments in turn creates them in, as kerf's
 /// own stand-ins do), each with higher priority first (`cpu_memory` gives a pod's cores and
 /// bytes). An order that repeats an earlier one (one pod, pods all alike) is left out.
-fn arrival_orders(pods: &[Arc<Pod>], cpu_memory: impl Fn(usize) -> [f64; 2]) -> Vec<Vec<usize>> {
+fn arrival_orders(pods: &[Arc<SlimPod>], cpu_memory: impl Fn(usize) -> [f64; 2]) -> Vec<Vec<usize>> {
     let priority = |i: &usize| std::cmp::Reverse(pods[*i].spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
     let size = |i: &usize| {
         let [cpu, memory] = cpu_memory(*i);
@@ -327,7 +327,7 @@ impl SchedulingContext {
     pub fn kube_replay(
         &mut self,
         removed: &[&str],
-        pods: &[Arc<Pod>],
+        pods: &[Arc<SlimPod>],
         replacement: Option<Replacement<'_>>,
     ) -> Result<(), String> {
         let input = Arc::clone(&self.input);
@@ -360,12 +360,12 @@ impl SchedulingContext {
         });
         let mut result = Ok(());
         for positions in &orders {
-            let batch: Vec<Arc<Pod>> = positions.iter().map(|i| Arc::clone(&order[*i])).collect();
+            let batch: Vec<Arc<SlimPod>> = positions.iter().map(|i| Arc::clone(&order[*i])).collect();
             let batch_kinds: Vec<usize> = positions.iter().map(|i| kinds[*i]).collect();
             let batch_filters: Vec<Arc<PodFilters>> = positions.iter().map(|i| Arc::clone(&filters[*i])).collect();
             let ranked = Some((&kv.ranking, batch_kinds.as_slice()));
             if let Err(nb) = kube_choice::replay(&mut kv.view, &batch, ranked, Some(&batch_filters)) {
-                let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
+                let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), pod::key);
                 result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
                 break;
             }
@@ -389,11 +389,11 @@ fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]
         turns.iter().map(|t| t.removed.iter().filter_map(|n| kv.index.get(*n).copied()).collect()).collect();
     // The pods each turn moves (replayed as kube-scheduler sees their copies), with their kinds
     // (ranked on the view as built, before any node is hidden), and their orders.
-    let mut moved: Vec<Vec<Arc<Pod>>> = Vec::with_capacity(nodes.len());
+    let mut moved: Vec<Vec<Arc<SlimPod>>> = Vec::with_capacity(nodes.len());
     let mut kinds: Vec<Vec<usize>> = Vec::with_capacity(nodes.len());
     let mut filters: Vec<Vec<Arc<PodFilters>>> = Vec::with_capacity(nodes.len());
     for idxs in &nodes {
-        let on_nodes: Vec<Arc<Pod>> = idxs
+        let on_nodes: Vec<Arc<SlimPod>> = idxs
             .iter()
             .flat_map(|&i| kv.view.nodes()[i].pods.iter())
             .filter(|p| p.metadata.deletion_timestamp.is_none() && super::queue::reschedulable(p))
@@ -443,11 +443,11 @@ fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]
                 pushed += 1;
             }
             let Some(order) = orders[t].get(v).or_else(|| orders[t].last()) else { continue };
-            let batch: Vec<Arc<Pod>> = order.iter().map(|i| Arc::clone(&moved[t][*i])).collect();
+            let batch: Vec<Arc<SlimPod>> = order.iter().map(|i| Arc::clone(&moved[t][*i])).collect();
             let batch_kinds: Vec<usize> = order.iter().map(|i| kinds[t][*i]).collect();
             let batch_filters: Vec<Arc<PodFilters>> = order.iter().map(|i| Arc::clone(&filters[t][*i])).collect();
             if let Err(nb) = session.bind(view, &batch, Some(&batch_kinds), Some(&batch_filters)) {
-                let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), |p| pod::key(p));
+                let key = batch.get(nb.pod).map_or_else(|| format!("#{}", nb.pod), pod::key);
                 result = Err(format!("kube-scheduler would leave pod {key} with nowhere to go ({})", nb.reason));
                 break;
             }

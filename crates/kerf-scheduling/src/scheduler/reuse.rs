@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 
 use super::SchedulingContext;
 use super::facts::{self, PodFacts, PodFactsCache};
@@ -43,7 +43,7 @@ impl Requests {
 /// pods taken from it with their dense requests, the others read through `cache`.
 pub(super) fn facts_from(
     input: &SchedulingInput,
-    existing: &[Arc<Pod>],
+    existing: &[Arc<SlimPod>],
     cache: Option<&PodFactsCache>,
     mut earlier: SchedulingContext,
 ) -> (Vec<Arc<PodFacts>>, Requests) {
@@ -88,18 +88,18 @@ mod tests {
     use crate::model::ExistingNode;
     use crate::testing::*;
 
-    fn zone_node(name: &str, zone: &str, pods: Vec<Arc<Pod>>) -> ExistingNode {
+    fn zone_node(name: &str, zone: &str, pods: Vec<Arc<SlimPod>>) -> ExistingNode {
         let mut n = node(name, &[(ZONE, zone)], &[("cpu", "8"), ("memory", "16Gi"), ("pods", "80")]);
         n.node_pool = Some("default".into());
         n.pods = pods;
         n
     }
 
-    fn web(name: &str, cpu: &str) -> Arc<Pod> {
+    fn web(name: &str, cpu: &str) -> Arc<SlimPod> {
         pod(name).label("app", "web").spread(ZONE, 1, &[("app", "web")]).cpu(cpu).version(name, "1").build()
     }
 
-    fn db(name: &str) -> Arc<Pod> {
+    fn db(name: &str) -> Arc<SlimPod> {
         pod(name).label("app", "db").anti_affinity(HOSTNAME, &[("app", "db")]).cpu("1").version(name, "1").build()
     }
 
@@ -139,7 +139,7 @@ mod tests {
         // node relabelled, a new pending pod; n2 and n3 keep their very pods.
         input.existing_nodes.remove(3);
         input.existing_nodes[0].pods = vec![Arc::clone(&d1)];
-        input.existing_nodes.push(zone_node("n5", "b", vec![Arc::new(Pod::clone(&w1)), db("d4")]));
+        input.existing_nodes.push(zone_node("n5", "b", vec![Arc::new(SlimPod::clone(&w1)), db("d4")]));
         input.existing_nodes[2].labels.insert(ZONE.to_string(), "b".to_string());
         input.pods.push(web("w4", "2"));
         let input = Arc::new(input);

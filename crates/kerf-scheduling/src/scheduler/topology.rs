@@ -4,8 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kerf_api::SlimPod;
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, ZONE};
 
 use super::SchedulingContext;
@@ -38,7 +39,7 @@ impl Counter {
         self.counts[i] += delta;
         self.total += delta;
     }
-    pub(super) fn matches(&self, p: &Pod, ns_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
+    pub(super) fn matches(&self, p: &SlimPod, ns_labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
         let term = |selector: &Option<LabelSelector>, namespaces: &Namespaces| AffinityTerm {
             topology_key: self.key.clone(),
             selector: selector.clone(),

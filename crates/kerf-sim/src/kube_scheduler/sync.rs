@@ -6,14 +6,14 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use kerf_api::SlimPod;
 use kerf_scheduling::pod_requests;
 
 use super::{View, cpu_memory, existing_node};
 use crate::world::{World, pod_key};
 
 /// The pods bound to `node`, in the cluster's order (by key).
-pub(super) fn bound_pods(world: &World, node: &str) -> Vec<Arc<Pod>> {
+pub(super) fn bound_pods(world: &World, node: &str) -> Vec<Arc<SlimPod>> {
     world
         .pods_by_node
         .get(node)
@@ -26,11 +26,11 @@ pub(super) fn bound_pods(world: &World, node: &str) -> Vec<Arc<Pod>> {
 
 /// Whether the view's pods of a node are the cluster's: the same pods (by key), each at the
 /// same version.
-fn same_pods(held: &[Arc<Pod>], now: &[Arc<Pod>]) -> bool {
+fn same_pods(held: &[Arc<SlimPod>], now: &[Arc<SlimPod>]) -> bool {
     if held.len() != now.len() {
         return false;
     }
-    let mut held: Vec<(String, &Arc<Pod>)> = held.iter().map(|p| (pod_key(p), p)).collect();
+    let mut held: Vec<(String, &Arc<SlimPod>)> = held.iter().map(|p| (pod_key(p), p)).collect();
     held.sort_by(|a, b| a.0.cmp(&b.0));
     held.iter().zip(now).all(|((key, h), n)| {
         Arc::ptr_eq(h, n)
@@ -44,7 +44,7 @@ impl View {
     /// Edits the view to what [`super::KubeScheduler::build_view`] would build from `world`
     /// now, given the nodes whose object or bound pods changed since it last matched.
     pub(super) fn sync(&mut self, world: &World, touched: BTreeSet<String>) {
-        let parse = |p: &Arc<Pod>| Arc::new(pod_requests(p));
+        let parse = |p: &Arc<SlimPod>| Arc::new(pod_requests(p));
         let mut reindex = false;
         for idx in (0..self.names.len()).rev() {
             if !world.nodes.contains_key(&self.names[idx]) {

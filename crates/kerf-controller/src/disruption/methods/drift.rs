@@ -98,7 +98,7 @@ impl Method for Drift {
                         "{} ({}), but pod {} would fit nowhere else",
                         reason.as_str(),
                         why(c).unwrap_or_default(),
-                        answer.pods.get(i).map_or_else(|| format!("#{i}"), |p| kerf_scheduling::pod::key(p)),
+                        answer.pods.get(i).map_or_else(|| format!("#{i}"), kerf_scheduling::pod::key),
                     ),
                 );
                 continue;

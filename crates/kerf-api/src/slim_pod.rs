@@ -1,0 +1,400 @@
+//! A Pod as the controllers and the decision core keep it: the fields scheduling, disruption,
+//! termination and the metrics read, in the shapes Kubernetes gives them, and nothing else.
+//!
+//! Every pod of a cluster stays in the controllers' state for as long as it exists, and the
+//! generated `Pod` type spends kilobytes on each one even when most of it is empty: a `PodSpec`
+//! and a `PodStatus` carry every field of the API inline, each `Container` its probes, lifecycle
+//! hooks and security settings, each `Volume` every volume source there is. At 30,000 pods that
+//! was most of the controller's memory. [`SlimPod`] keeps the same field names and types for
+//! what it keeps, so code reads `pod.spec.as_ref().and_then(|s| s.affinity.as_ref())` whichever
+//! it holds, and it decodes straight from a Pod's JSON, skipping the rest as it goes.
+//!
+//! Kept: the metadata (less the server-side apply bookkeeping and kubectl's copy of the last
+//! applied manifest), the spec's placement constraints (node name and selector, affinity,
+//! tolerations, topology spread, priority, runtime class, OS, host network), its resources
+//! (containers' and init containers' requests, limits, ports and restart policies, pod-level
+//! resources, overhead), the volumes that bind claims, the termination grace period and
+//! scheduler name;
+//! the status's phase, its `PodScheduled` and `Ready` conditions, host IP, nominated node,
+//! reason, message and start time.
+//!
+//! A slim pod is never written back whole: controllers patch named fields, evict or delete.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, ContainerPort, EphemeralVolumeSource, PersistentVolumeClaimVolumeSource, Pod, PodCondition,
+    PodOS, PodSpec, PodStatus, ResourceRequirements, Toleration, TopologySpreadConstraint, Volume,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde::{Deserialize, Serialize};
+
+/// kubectl's copy of the manifest it last applied, kept on the object by client-side apply.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The pod conditions kept: `PodScheduled` (kube-scheduler found no node, and why) and `Ready`
+/// (the pod counts as healthy for its disruption budgets).
+pub const CONDITIONS: &[&str] = &["PodScheduled", "Ready"];
+
+/// A Pod as the controllers keep it (see the module's doc).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SlimPod {
+    #[serde(deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SlimPodSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<SlimPodStatus>,
+}
+
+/// What a [`SlimPod`] keeps of a `PodSpec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SlimPodSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    pub containers: Vec<SlimContainer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_network: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init_containers: Option<Vec<SlimContainer>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<PodOS>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead: Option<BTreeMap<String, Quantity>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption_policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_class_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduler_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+    /// Only the volumes that bind a claim (`persistentVolumeClaim` or `ephemeral`).
+    #[serde(deserialize_with = "claim_volumes", skip_serializing_if = "Option::is_none")]
+    pub volumes: Option<Vec<SlimVolume>>,
+}
+
+/// What a [`SlimPod`] keeps of a `Container`: what it asks of a node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SlimContainer {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Vec<ContainerPort>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// `Always` on an init container makes it a sidecar that runs beside the app containers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
+}
+
+/// What a [`SlimPod`] keeps of a `Volume` that binds a claim (its zones constrain where the
+/// pod can run); a pod's other volumes (config maps, secrets, projected tokens) are not kept.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SlimVolume {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ephemeral: Option<Box<EphemeralVolumeSource>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
+}
+
+/// What a [`SlimPod`] keeps of a `PodStatus`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SlimPodStatus {
+    /// Only the conditions in [`CONDITIONS`].
+    #[serde(deserialize_with = "kept_conditions", skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<PodCondition>>,
+    #[serde(rename = "hostIP", skip_serializing_if = "Option::is_none")]
+    pub host_ip: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nominated_node_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+}
+
+/// What code serving both forms of a pod (the API server's whole `Pod`, the controllers'
+/// [`SlimPod`]) reads of either.
+pub trait PodView {
+    fn meta(&self) -> &ObjectMeta;
+    fn phase(&self) -> Option<&str>;
+    fn conditions(&self) -> &[PodCondition];
+}
+
+/// Both forms keep a pod's metadata, phase and conditions in the same places.
+macro_rules! pod_view {
+    ($($ty:ty),*) => {$(
+        impl PodView for $ty {
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn phase(&self) -> Option<&str> {
+                self.status.as_ref().and_then(|s| s.phase.as_deref())
+            }
+            fn conditions(&self) -> &[PodCondition] {
+                self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default()
+            }
+        }
+    )*};
+}
+pod_view!(Pod, SlimPod);
+
+/// A reference or a shared pointer to a pod reads as the pod.
+macro_rules! pod_view_through {
+    ($($wrapper:ty),*) => {$(
+        impl<P: PodView + ?Sized> PodView for $wrapper {
+            fn meta(&self) -> &ObjectMeta {
+                (**self).meta()
+            }
+            fn phase(&self) -> Option<&str> {
+                (**self).phase()
+            }
+            fn conditions(&self) -> &[PodCondition] {
+                (**self).conditions()
+            }
+        }
+    )*};
+}
+pod_view_through!(&P, std::sync::Arc<P>);
+
+impl SlimVolume {
+    fn binds_claim(&self) -> bool {
+        self.persistent_volume_claim.is_some() || self.ephemeral.is_some()
+    }
+}
+
+fn claim_volumes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<SlimVolume>>, D::Error> {
+    let volumes = Option::<Vec<SlimVolume>>::deserialize(d)?;
+    Ok(volumes.map(|mut v| {
+        v.retain(SlimVolume::binds_claim);
+        v
+    }))
+}
+
+fn kept_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<PodCondition>>, D::Error> {
+    Ok(Option::<Vec<PodCondition>>::deserialize(d)?.map(keep_conditions))
+}
+
+fn keep_conditions(mut conditions: Vec<PodCondition>) -> Vec<PodCondition> {
+    conditions.retain(|c| CONDITIONS.contains(&c.type_.as_str()));
+    conditions
+}
+
+/// Metadata without what no controller reads.
+fn slim_meta<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let mut meta = ObjectMeta::deserialize(d)?;
+    trim_meta(&mut meta);
+    Ok(meta)
+}
+
+fn trim_meta(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+    }
+}
+
+impl SlimPod {
+    /// A slim pod from a pod's metadata and the JSON of its spec and status, as a client that
+    /// decoded the object generically holds them: each part decoded as what a slim pod keeps,
+    /// without a copy of the whole object's JSON first.
+    pub fn from_parts(
+        mut metadata: ObjectMeta,
+        spec: Option<serde_json::Value>,
+        status: Option<serde_json::Value>,
+    ) -> Result<SlimPod, serde_json::Error> {
+        trim_meta(&mut metadata);
+        fn part<T: serde::de::DeserializeOwned>(v: Option<serde_json::Value>) -> Result<Option<T>, serde_json::Error> {
+            v.filter(|v| !v.is_null()).map(serde_json::from_value).transpose()
+        }
+        Ok(SlimPod { metadata, spec: part(spec)?, status: part(status)? })
+    }
+}
+
+impl From<&Container> for SlimContainer {
+    fn from(c: &Container) -> Self {
+        SlimContainer {
+            name: c.name.clone(),
+            ports: c.ports.clone(),
+            resources: c.resources.clone(),
+            restart_policy: c.restart_policy.clone(),
+        }
+    }
+}
+
+impl From<&Volume> for SlimVolume {
+    fn from(v: &Volume) -> Self {
+        SlimVolume {
+            name: v.name.clone(),
+            ephemeral: v.ephemeral.clone().map(Box::new),
+            persistent_volume_claim: v.persistent_volume_claim.clone(),
+        }
+    }
+}
+
+impl From<&PodSpec> for SlimPodSpec {
+    fn from(s: &PodSpec) -> Self {
+        SlimPodSpec {
+            affinity: s.affinity.clone(),
+            containers: s.containers.iter().map(SlimContainer::from).collect(),
+            host_network: s.host_network,
+            init_containers: s.init_containers.as_ref().map(|c| c.iter().map(SlimContainer::from).collect()),
+            node_name: s.node_name.clone(),
+            node_selector: s.node_selector.clone(),
+            os: s.os.clone(),
+            overhead: s.overhead.clone(),
+            preemption_policy: s.preemption_policy.clone(),
+            priority: s.priority,
+            priority_class_name: s.priority_class_name.clone(),
+            resources: s.resources.clone(),
+            restart_policy: s.restart_policy.clone(),
+            runtime_class_name: s.runtime_class_name.clone(),
+            scheduler_name: s.scheduler_name.clone(),
+            termination_grace_period_seconds: s.termination_grace_period_seconds,
+            tolerations: s.tolerations.clone(),
+            topology_spread_constraints: s.topology_spread_constraints.clone(),
+            volumes: s
+                .volumes
+                .as_ref()
+                .map(|v| v.iter().map(SlimVolume::from).filter(SlimVolume::binds_claim).collect()),
+        }
+    }
+}
+
+impl From<&PodStatus> for SlimPodStatus {
+    fn from(s: &PodStatus) -> Self {
+        SlimPodStatus {
+            conditions: s
+                .conditions
+                .as_ref()
+                .map(|c| c.iter().filter(|c| CONDITIONS.contains(&c.type_.as_str())).cloned().collect()),
+            host_ip: s.host_ip.clone(),
+            message: s.message.clone(),
+            nominated_node_name: s.nominated_node_name.clone(),
+            phase: s.phase.clone(),
+            reason: s.reason.clone(),
+            start_time: s.start_time.clone(),
+        }
+    }
+}
+
+impl From<&Pod> for SlimPod {
+    fn from(p: &Pod) -> Self {
+        let mut metadata = ObjectMeta { managed_fields: None, ..p.metadata.clone() };
+        trim_meta(&mut metadata);
+        SlimPod {
+            metadata,
+            spec: p.spec.as_ref().map(SlimPodSpec::from),
+            status: p.status.as_ref().map(SlimPodStatus::from),
+        }
+    }
+}
+
+impl From<Pod> for SlimPod {
+    fn from(p: Pod) -> Self {
+        SlimPod::from(&p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watched_pod_keeps_what_scheduling_reads_and_loses_env_probes_and_statuses() {
+        let full = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "web-1", "namespace": "shop", "labels": {"app": "web"},
+                "annotations": {"karpenter.sh/do-not-disrupt": "true", LAST_APPLIED: "{\"big\":1}"},
+                "managedFields": [{"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": true}]
+            },
+            "spec": {
+                "nodeName": "n1",
+                "containers": [{
+                    "name": "app", "image": "web:1", "command": ["/web"], "args": ["--port=80"],
+                    "env": [{"name": "A", "value": "1"}],
+                    "livenessProbe": {"httpGet": {"path": "/", "port": 80}},
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    "ports": [{"containerPort": 80, "hostPort": 8080}],
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}
+                }],
+                "initContainers": [{"name": "sidecar", "image": "proxy:1", "restartPolicy": "Always", "env": [{"name": "B", "value": "2"}], "resources": {"requests": {"cpu": "100m"}}}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}}, {"name": "config", "configMap": {"name": "web"}}],
+                "tolerations": [{"key": "gpu", "operator": "Exists"}]
+            },
+            "status": {
+                "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1", "podIPs": [{"ip": "10.1.0.1"}],
+                "qosClass": "Burstable",
+                "conditions": [
+                    {"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"},
+                    {"type": "ContainersReady", "status": "True"}, {"type": "PodScheduled", "status": "True"}
+                ],
+                "containerStatuses": [{"name": "app", "image": "web:1", "imageID": "", "ready": true, "restartCount": 0}]
+            }
+        });
+        let expected = serde_json::json!({
+            "metadata": {
+                "name": "web-1", "namespace": "shop", "labels": {"app": "web"},
+                "annotations": {"karpenter.sh/do-not-disrupt": "true"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": true}]
+            },
+            "spec": {
+                "nodeName": "n1",
+                "containers": [{
+                    "name": "app",
+                    "ports": [{"containerPort": 80, "hostPort": 8080}],
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}
+                }],
+                "initContainers": [{"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}}],
+                "tolerations": [{"key": "gpu", "operator": "Exists"}]
+            },
+            "status": {
+                "phase": "Running", "hostIP": "10.0.0.1",
+                "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]
+            }
+        });
+        let decoded: SlimPod = serde_json::from_value(full.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&decoded).unwrap(), expected);
+        // A whole pod made slim is the pod decoded slim.
+        let whole: Pod = serde_json::from_value(full.clone()).unwrap();
+        assert_eq!(SlimPod::from(&whole), decoded);
+        // Decoded in parts, as a generic client holds a pod, it is the same.
+        let mut parts = full.clone();
+        let (spec, status) = (parts["spec"].take(), parts["status"].take());
+        let meta: ObjectMeta = serde_json::from_value(parts["metadata"].take()).unwrap();
+        assert_eq!(SlimPod::from_parts(meta, Some(spec), Some(status)).unwrap(), decoded);
+        // What a slim pod writes reads back the same.
+        let again: SlimPod = serde_json::from_value(serde_json::to_value(&decoded).unwrap()).unwrap();
+        assert_eq!(again, decoded);
+    }
+}
