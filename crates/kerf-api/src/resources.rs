@@ -1,8 +1,9 @@
 //! Resource lists (`{cpu: 1, memory: 2Gi}`) and their arithmetic.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -22,10 +23,34 @@ pub const HABANA_GAUDI: &str = "habana.ai/gaudi";
 pub const EFA: &str = "vpc.amazonaws.com/efa";
 pub const POD_ENI: &str = "vpc.amazonaws.com/pod-eni";
 
-/// A map from resource name to quantity, ordered by name (so output is deterministic).
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A map from resource name to quantity, ordered by name (so output is deterministic). Equal
+/// (and hashed) by amounts, whatever their formats.
+#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ResourceList(pub BTreeMap<String, Quantity>);
+
+/// Resource lists kept once per distinct list (equal in every amount and format): the replicas
+/// of a workload ask for the same, and holders of a list per pod (kube-scheduler's views, the
+/// scheduler's facts) held megabytes of copies at 30,000 pods.
+#[derive(Debug, Clone, Default)]
+pub struct SharedLists(HashSet<Arc<ResourceList>>);
+
+impl SharedLists {
+    /// `list`, or the equal list kept already. A list equal in amounts to a kept one but
+    /// written in other formats (`1Gi` against `1073741824`) is handed back as it is.
+    pub fn share(&mut self, list: Arc<ResourceList>) -> Arc<ResourceList> {
+        match self.0.get(&*list) {
+            Some(known) => {
+                let same_formats = known.iter().zip(list.iter()).all(|((_, a), (_, b))| a.format() == b.format());
+                if same_formats { Arc::clone(known) } else { list }
+            }
+            None => {
+                self.0.insert(Arc::clone(&list));
+                list
+            }
+        }
+    }
+}
 
 /// One resource that does not fit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,6 +205,21 @@ mod tests {
 
     fn rl(pairs: &[(&str, &str)]) -> ResourceList {
         pairs.iter().map(|(k, v)| (*k, Quantity::parse(v).unwrap())).collect()
+    }
+
+    #[test]
+    fn equal_lists_are_shared_and_lists_written_in_other_formats_are_kept_apart() {
+        let mut shared = SharedLists::default();
+        let first = shared.share(Arc::new(rl(&[("cpu", "250m"), ("memory", "1Gi")])));
+        let same = shared.share(Arc::new(rl(&[("cpu", "250m"), ("memory", "1Gi")])));
+        assert!(Arc::ptr_eq(&first, &same));
+        // Equal amounts in another format: the list as given, so it prints as it was written.
+        let bytes = shared.share(Arc::new(rl(&[("cpu", "250m"), ("memory", "1073741824")])));
+        assert!(!Arc::ptr_eq(&first, &bytes));
+        assert_eq!(bytes.get("memory").to_string(), "1073741824");
+        let other = shared.share(Arc::new(rl(&[("cpu", "500m"), ("memory", "1Gi")])));
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(other.get("cpu").to_string(), "500m");
     }
 
     #[test]

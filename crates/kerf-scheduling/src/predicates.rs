@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
-use kerf_api::resources::{CPU, MEMORY, PODS};
+use kerf_api::resources::{CPU, MEMORY, PODS, SharedLists};
 use kerf_api::{Quantity, ResourceList, TaintEffect};
 
 use crate::model::ExistingNode;
@@ -61,6 +61,8 @@ pub struct ClusterView {
     topology: RefCell<HashMap<String, Arc<TopologyIndex>>>,
     /// Nodes set aside for a what-if (see [`ClusterView::set_hidden`]); empty when none ever was.
     hidden: Vec<bool>,
+    /// The pods' request lists, one per distinct list (see [`SharedLists`]).
+    request_lists: SharedLists,
 }
 
 /// How many matchers' keys a view keeps (see `ClusterView::matcher_keys`): a cluster's
@@ -290,6 +292,7 @@ impl ClusterView {
 
     /// [`ClusterView::add_pod`] for a pod whose requests ([`pod_requests`]) are known already.
     pub fn add_pod_with(&mut self, node: usize, pod: Arc<SlimPod>, requests: Arc<ResourceList>) {
+        let requests = self.request_lists.share(requests);
         let core = self.split_requests(node, &requests, Quantity::saturating_add);
         for (free, req) in self.free_core[node].iter_mut().zip(core) {
             *free -= req;
@@ -1121,6 +1124,20 @@ mod tests {
 
     fn reason(r: Result<(), Unfit>) -> String {
         r.err().map(|u| u.reason).unwrap_or_else(|| "fits".into())
+    }
+
+    #[test]
+    fn a_workloads_replicas_share_one_request_list_in_the_view() {
+        let mut n = node("n", &[], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "10")]);
+        n.pods.push(pod("web-1").cpu("1").memory("1Gi").build());
+        n.pods.push(pod("web-2").cpu("1").memory("1Gi").build());
+        let mut v = ClusterView::new(vec![n]);
+        v.add_pod(0, pod("web-3").cpu("1").memory("1Gi").build());
+        v.add_pod(0, pod("db-1").cpu("2").memory("1Gi").build());
+        let lists = &v.pod_requests[0];
+        assert!(Arc::ptr_eq(&lists[0], &lists[1]) && Arc::ptr_eq(&lists[0], &lists[2]));
+        assert!(!Arc::ptr_eq(&lists[0], &lists[3]));
+        assert_eq!(v.requested(0).get("cpu").to_string(), "5");
     }
 
     #[test]

@@ -51,9 +51,23 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(dir: &Path, name: &str, args: &[&str]) -> anyhow::Result<Proc> {
+        Proc::spawn_wrapped(dir, name, args, None)
+    }
+
+    /// As [`Proc::spawn`], run by `wrapper` (a profiler, e.g. `heaptrack`) when one is given:
+    /// `wrapper EXE ARGS`. Figures read from the process (its peak RSS) are then the wrapper's.
+    pub fn spawn_wrapped(dir: &Path, name: &str, args: &[&str], wrapper: Option<&str>) -> anyhow::Result<Proc> {
         let exe = std::env::current_exe().context("finding the kerf executable")?;
         let stderr = dir.join(format!("{name}.stderr"));
-        let child = Command::new(exe)
+        let mut command = match wrapper {
+            Some(w) => {
+                let mut c = Command::new(w);
+                c.arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        let child = command
             .args(args)
             .env("KERF_LOG", "info")
             .stdin(Stdio::null())

@@ -147,7 +147,9 @@ fn controller(dir: &Path, name: &str, kubeconfig: &Path) -> anyhow::Result<(Proc
         "--health-addr",
         "127.0.0.1:0",
     ];
-    let mut p = Proc::spawn(dir, name, &args)?;
+    // A profiler to run the measured controller under (`KERF_BENCH_WRAP=/path/to/script`).
+    let wrapper = std::env::var("KERF_BENCH_WRAP").ok().filter(|w| !w.is_empty());
+    let mut p = Proc::spawn_wrapped(dir, name, &args, wrapper.as_deref())?;
     let line = p.line("metrics on http://", Duration::from_secs(60))?;
     let after =
         |marker: &str| line.split(marker).nth(1).and_then(|r| r.split('/').next()).unwrap_or_default().to_string();

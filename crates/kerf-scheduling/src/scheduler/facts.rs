@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use k8s_openapi::api::core::v1::Toleration;
 use kerf_api::SlimPod;
+use kerf_api::resources::SharedLists;
 use kerf_api::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 use kerf_api::{Quantity, ResourceList};
 
@@ -106,9 +107,10 @@ impl PodFacts {
     }
 
     /// The requests of `p` (the pod these facts were read from) as a resource list, for
-    /// kube-scheduler's view of the cluster; worked out once per version of the pod.
-    pub(super) fn request_list(&self, p: &SlimPod) -> Arc<ResourceList> {
-        Arc::clone(self.request_list.get_or_init(|| Arc::new(pod::pod_requests(p))))
+    /// kube-scheduler's view of the cluster; worked out once per version of the pod, and kept
+    /// as the list `shared` holds when it holds an equal one.
+    pub(super) fn request_list(&self, p: &SlimPod, shared: &mut SharedLists) -> Arc<ResourceList> {
+        Arc::clone(self.request_list.get_or_init(|| shared.share(Arc::new(pod::pod_requests(p)))))
     }
 
     /// The constraints of `p` (the pod these facts were read from), parsed on first use.

@@ -207,13 +207,14 @@ impl KubeView {
         let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
         let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let ranges = super::existing_pod_ranges(input);
+        let mut shared = kerf_api::resources::SharedLists::default();
         let mut requests = input
             .existing_nodes
             .iter()
             .zip(ranges)
             .filter(|(n, _)| !n.in_flight)
             .flat_map(|(n, range)| n.pods.iter().zip(range))
-            .map(|(p, pi)| facts(pi).request_list(p));
+            .map(|(p, pi)| facts(pi).request_list(p, &mut shared));
         let view = ClusterView::with_requests(nodes, |p| {
             requests.next().unwrap_or_else(|| Arc::new(crate::pod::pod_requests(p)))
         })
