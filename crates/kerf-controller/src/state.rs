@@ -7,7 +7,7 @@
 //! [`SlimPod`](kerf_api::SlimPod)s (what the controllers read of them); a whole Pod an event or
 //! an API answer carries is made slim as it arrives.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -68,8 +68,8 @@ pub struct ClusterState {
     node_claims: BTreeMap<String, Arc<NodeClaim>>,
     pods: BTreeMap<ObjectKey, Arc<SlimPod>>,
     pods_by_node: BTreeMap<String, BTreeMap<ObjectKey, Arc<SlimPod>>>,
-    /// Pods not bound to a node and not terminal.
-    unbound_pods: BTreeSet<ObjectKey>,
+    /// Pods not bound to a node and not terminal (each with the pod: every pass reads them).
+    unbound_pods: BTreeMap<ObjectKey, Arc<SlimPod>>,
     node_pools: BTreeMap<String, NodePool>,
     node_classes: BTreeMap<String, EC2NodeClass>,
     daemonsets: BTreeMap<ObjectKey, DaemonSet>,
@@ -190,7 +190,7 @@ impl ClusterState {
         if let Some(node) = util::pod_node_name(&pod) {
             self.pods_by_node.entry(node.to_string()).or_default().insert(key.clone(), Arc::clone(&pod));
         } else if !util::pod_terminal(&pod) {
-            self.unbound_pods.insert(key.clone());
+            self.unbound_pods.insert(key.clone(), Arc::clone(&pod));
         }
         self.pods.insert(key, pod);
     }
@@ -357,7 +357,7 @@ impl ClusterState {
 
     /// Pods not bound to any node and not terminal, in key order.
     pub fn unbound_pods(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<SlimPod>)> {
-        self.unbound_pods.iter().filter_map(|k| self.pods.get(k).map(|p| (k, p)))
+        self.unbound_pods.iter()
     }
 
     pub fn daemonsets(&self) -> &BTreeMap<ObjectKey, DaemonSet> {
