@@ -139,10 +139,22 @@ impl AnyObject {
     /// [`crate::slim_pod`]), any other object as it is.
     pub fn kept(&self) -> Cow<'_, AnyObject> {
         match self {
-            AnyObject::Pod(p) => Cow::Owned(AnyObject::SlimPod(Arc::new(SlimPod::from(&**p)))),
+            AnyObject::Pod(p) => Cow::Owned(slim(p)),
             other => Cow::Borrowed(other),
         }
     }
+
+    /// [`AnyObject::kept`], taking the object.
+    pub fn into_kept(self) -> AnyObject {
+        match self {
+            AnyObject::Pod(p) => slim(&p),
+            other => other,
+        }
+    }
+}
+
+fn slim(pod: &Pod) -> AnyObject {
+    AnyObject::SlimPod(Arc::new(SlimPod::from(pod)))
 }
 
 /// A change to one object, as a watch delivers it.
@@ -167,19 +179,12 @@ impl WatchEvent {
             Cow::Owned(o) => Cow::Owned(WatchEvent::Deleted(o)),
         }
     }
-}
 
-impl WatchEvent {
     /// [`WatchEvent::kept`], taking the event.
     pub fn into_kept(self) -> WatchEvent {
         match self {
-            WatchEvent::Applied(AnyObject::Pod(p)) => {
-                WatchEvent::Applied(AnyObject::SlimPod(Arc::new(SlimPod::from(&*p))))
-            }
-            WatchEvent::Deleted(AnyObject::Pod(p)) => {
-                WatchEvent::Deleted(AnyObject::SlimPod(Arc::new(SlimPod::from(&*p))))
-            }
-            other => other,
+            WatchEvent::Applied(o) => WatchEvent::Applied(o.into_kept()),
+            WatchEvent::Deleted(o) => WatchEvent::Deleted(o.into_kept()),
         }
     }
 }

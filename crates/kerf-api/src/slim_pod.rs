@@ -203,8 +203,12 @@ fn kept_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<
 }
 
 fn keep_conditions(mut conditions: Vec<PodCondition>) -> Vec<PodCondition> {
-    conditions.retain(|c| CONDITIONS.contains(&c.type_.as_str()));
+    conditions.retain(kept_condition);
     conditions
+}
+
+fn kept_condition(c: &PodCondition) -> bool {
+    CONDITIONS.contains(&c.type_.as_str())
 }
 
 /// Metadata without what no controller reads.
@@ -291,10 +295,7 @@ impl From<&PodSpec> for SlimPodSpec {
 impl From<&PodStatus> for SlimPodStatus {
     fn from(s: &PodStatus) -> Self {
         SlimPodStatus {
-            conditions: s
-                .conditions
-                .as_ref()
-                .map(|c| c.iter().filter(|c| CONDITIONS.contains(&c.type_.as_str())).cloned().collect()),
+            conditions: s.conditions.as_ref().map(|c| c.iter().filter(|c| kept_condition(c)).cloned().collect()),
             host_ip: s.host_ip.clone(),
             message: s.message.clone(),
             nominated_node_name: s.nominated_node_name.clone(),
@@ -307,19 +308,13 @@ impl From<&PodStatus> for SlimPodStatus {
 
 impl From<&Pod> for SlimPod {
     fn from(p: &Pod) -> Self {
-        let mut metadata = ObjectMeta { managed_fields: None, ..p.metadata.clone() };
+        let mut metadata = p.metadata.clone();
         trim_meta(&mut metadata);
         SlimPod {
             metadata,
             spec: p.spec.as_ref().map(SlimPodSpec::from),
             status: p.status.as_ref().map(SlimPodStatus::from),
         }
-    }
-}
-
-impl From<Pod> for SlimPod {
-    fn from(p: Pod) -> Self {
-        SlimPod::from(&p)
     }
 }
 
