@@ -3,14 +3,17 @@
 //! records, cluster state after a pass), never a second account of a decision. The registry also
 //! holds kerf's own counters of the event recorder ([`EventMetrics`]).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 use kerf_api::labels;
 use kerf_cloud::CloudProvider;
 use kerf_controller::{AnyObject, DisruptionRecord, Manager, WatchEvent};
 use kerf_scheduling::InstanceType;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -20,11 +23,6 @@ use prometheus_client::registry::Registry;
 use crate::recorder::EventMetrics;
 
 type Labels = Vec<(String, String)>;
-/// `karpenter_pods_state`'s labels: static names and shared values. The gauge has one series
-/// per pod, so its label sets are most of what the metrics hold in a big cluster; the values
-/// other than the pod's name (namespace, owner, the node's labels, phase) repeat across
-/// thousands of pods and are stored once per pass ([`Interned`]).
-type PodLabels = [(&'static str, Arc<str>); 10];
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 fn lset<const N: usize>(pairs: [(&str, &str); N]) -> Labels {
@@ -41,7 +39,7 @@ pub struct Metrics {
     claims_created: Family<Labels, Counter>,
     claims_terminated: Family<Labels, Counter>,
     nodes_created: Family<Labels, Counter>,
-    pods_state: Family<PodLabels, Gauge>,
+    pods_state: Arc<PodsState>,
     scheduling_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pool_usage: Family<Labels, FloatGauge>,
     pool_limit: Family<Labels, FloatGauge>,
@@ -86,12 +84,8 @@ impl Metrics {
             "Number of nodes created in total by Karpenter. Labeled by owning nodepool.",
             nodes_created.clone(),
         );
-        let pods_state = Family::<PodLabels, Gauge>::default();
-        registry.register(
-            "karpenter_pods_state",
-            "Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type and pod phase.",
-            pods_state.clone(),
-        );
+        let pods_state = Arc::new(PodsState::default());
+        registry.register_collector(Box::new(Arc::clone(&pods_state)));
         let scheduling_duration =
             Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(scheduling_histogram);
         registry.register(
@@ -239,12 +233,12 @@ impl Metrics {
         }
         if self.pod_generation != Some(state.pod_generation()) {
             self.pod_generation = Some(state.pod_generation());
-            self.pods_state.clear();
-            let mut values = Interned::default();
+            let mut rows = PodRows::default();
             for pod in state.pods().values() {
                 let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| state.node(n));
-                self.pods_state.get_or_create(&pod_labels(pod, node, &mut values)).set(1);
+                rows.push(pod, node);
             }
+            self.pods_state.set(rows.done());
         }
     }
 
@@ -298,54 +292,118 @@ impl Metrics {
     }
 }
 
-/// Label values handed out once each: equal values share one allocation.
-#[derive(Default)]
-struct Interned(std::collections::HashSet<Arc<str>>);
+/// `karpenter_pods_state`: one series per pod, labeled by the pod's name, namespace and owner,
+/// its node and that node's pool, zone, architecture, capacity type and instance type, and its
+/// phase. In a big cluster these series are most of what the metrics hold, so they are not kept
+/// as a metric family (a label set and a gauge per pod) but as rows of indexes into one table of
+/// label values, written at each scrape; every value but the pod's name repeats across
+/// thousands of pods and is stored once.
+#[derive(Debug, Default)]
+struct PodsState(Mutex<Arc<PodRows>>);
 
-impl Interned {
-    fn get(&mut self, v: &str) -> Arc<str> {
-        if let Some(have) = self.0.get(v) {
-            return Arc::clone(have);
+const POD_LABELS: [&str; 10] =
+    ["name", "namespace", "owner", "node", "nodepool", "zone", "arch", "capacity_type", "instance_type", "phase"];
+
+impl PodsState {
+    fn set(&self, rows: PodRows) {
+        let rows = Arc::new(rows);
+        match self.0.lock() {
+            Ok(mut have) => *have = rows,
+            Err(poisoned) => *poisoned.into_inner() = rows,
         }
-        let new: Arc<str> = Arc::from(v);
-        self.0.insert(Arc::clone(&new));
-        new
+    }
+
+    fn rows(&self) -> Arc<PodRows> {
+        match self.0.lock() {
+            Ok(have) => Arc::clone(&have),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
     }
 }
 
-fn pod_labels(
-    pod: &kerf_api::SlimPod,
-    node: Option<&k8s_openapi::api::core::v1::Node>,
-    values: &mut Interned,
-) -> PodLabels {
-    let owner = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-        .map(|o| format!("{}/{}", o.kind, o.name))
-        .unwrap_or_default();
-    let node_labels = node.and_then(|n| n.metadata.labels.as_ref());
-    let mut nl = |k: &str| values.get(node_labels.and_then(|l| l.get(k)).map(String::as_str).unwrap_or_default());
-    let node_pool = nl(labels::NODE_POOL);
-    let zone = nl(labels::ZONE);
-    let arch = nl(labels::ARCH);
-    let capacity_type = nl(labels::CAPACITY_TYPE);
-    let instance_type = nl(labels::INSTANCE_TYPE);
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-    [
-        ("name", Arc::from(pod.metadata.name.as_deref().unwrap_or_default())),
-        ("namespace", values.get(pod.metadata.namespace.as_deref().unwrap_or_default())),
-        ("owner", values.get(&owner)),
-        ("node", values.get(node.and_then(|n| n.metadata.name.as_deref()).unwrap_or_default())),
-        ("nodepool", node_pool),
-        ("zone", zone),
-        ("arch", arch),
-        ("capacity_type", capacity_type),
-        ("instance_type", instance_type),
-        ("phase", values.get(phase)),
-    ]
+impl Collector for PodsState {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let rows = self.rows();
+        let mut metric = encoder.encode_descriptor(
+            "karpenter_pods_state",
+            "Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type and pod phase.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for row in &rows.rows {
+            let labels: [(&str, &str); 10] = std::array::from_fn(|i| (POD_LABELS[i], rows.value(row[i])));
+            metric.encode_family(&labels)?.encode_gauge(&1_i64)?;
+        }
+        Ok(())
+    }
+}
+
+/// The pods' label values: `rows[pod][label]` indexes `spans`, each a range of `text`.
+#[derive(Debug, Default)]
+struct PodRows {
+    text: String,
+    spans: Vec<(u32, u32)>,
+    rows: Vec<[u32; 10]>,
+    /// Values seen in this table (all but pod names), while it is built.
+    seen: HashMap<String, u32>,
+}
+
+impl PodRows {
+    fn value(&self, i: u32) -> &str {
+        let (start, end) = self.spans.get(i as usize).copied().unwrap_or_default();
+        self.text.get(start as usize..end as usize).unwrap_or_default()
+    }
+
+    fn add(&mut self, v: &str) -> u32 {
+        let start = self.text.len() as u32;
+        self.text.push_str(v);
+        self.spans.push((start, self.text.len() as u32));
+        (self.spans.len() - 1) as u32
+    }
+
+    fn shared(&mut self, v: &str) -> u32 {
+        if let Some(&i) = self.seen.get(v) {
+            return i;
+        }
+        let i = self.add(v);
+        self.seen.insert(v.to_string(), i);
+        i
+    }
+
+    fn push(&mut self, pod: &kerf_api::SlimPod, node: Option<&k8s_openapi::api::core::v1::Node>) {
+        let owner = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| format!("{}/{}", o.kind, o.name))
+            .unwrap_or_default();
+        let node_labels = node.and_then(|n| n.metadata.labels.as_ref());
+        let node_label = |k: &str| node_labels.and_then(|l| l.get(k)).map(String::as_str).unwrap_or_default();
+        let row = [
+            self.add(pod.metadata.name.as_deref().unwrap_or_default()),
+            self.shared(pod.metadata.namespace.as_deref().unwrap_or_default()),
+            self.shared(&owner),
+            self.shared(node.and_then(|n| n.metadata.name.as_deref()).unwrap_or_default()),
+            self.shared(node_label(labels::NODE_POOL)),
+            self.shared(node_label(labels::ZONE)),
+            self.shared(node_label(labels::ARCH)),
+            self.shared(node_label(labels::CAPACITY_TYPE)),
+            self.shared(node_label(labels::INSTANCE_TYPE)),
+            self.shared(pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")),
+        ];
+        self.rows.push(row);
+    }
+
+    /// The table as it is kept: the build's index of values dropped, the rest trimmed.
+    fn done(mut self) -> Self {
+        self.seen = HashMap::new();
+        self.text.shrink_to_fit();
+        self.spans.shrink_to_fit();
+        self.rows.shrink_to_fit();
+        self
+    }
 }
 
 /// The registry in Prometheus's text format.
@@ -358,7 +416,7 @@ pub fn encode(registry: &Registry) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use kerf_controller::Object;
 
@@ -369,6 +427,68 @@ mod tests {
         }))
         .expect("claim");
         c.into_any()
+    }
+
+    fn pod(name: &str, node: Option<&str>, phase: &str) -> kerf_api::SlimPod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "shop", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9", "uid": "u1", "controller": true}
+            ]},
+            "spec": {"nodeName": node, "containers": [{"name": "app"}]},
+            "status": {"phase": phase}
+        }))
+        .expect("pod")
+    }
+
+    /// A registry holding `karpenter_pods_state` of `pods`, those bound to it on `node`.
+    pub(crate) fn pods_state_registry(pods: &[kerf_api::SlimPod], node: &k8s_openapi::api::core::v1::Node) -> Registry {
+        let state = Arc::new(PodsState::default());
+        state.set(rows_of(pods, node).done());
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(state));
+        registry
+    }
+
+    fn rows_of(pods: &[kerf_api::SlimPod], node: &k8s_openapi::api::core::v1::Node) -> PodRows {
+        let mut rows = PodRows::default();
+        for p in pods {
+            let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == node.metadata.name.as_deref();
+            rows.push(p, on.then_some(node));
+        }
+        rows
+    }
+
+    pub(crate) fn node_n1() -> k8s_openapi::api::core::v1::Node {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "n1", "labels": {
+            "karpenter.sh/nodepool": "default", "topology.kubernetes.io/zone": "us-west-2a",
+            "kubernetes.io/arch": "amd64", "karpenter.sh/capacity-type": "spot",
+            "node.kubernetes.io/instance-type": "m5.large"
+        }}}))
+        .expect("node")
+    }
+
+    #[test]
+    fn pods_state_has_a_series_per_pod_labeled_by_its_owner_node_and_phase() {
+        let pods = [pod("web-1", Some("n1"), "Running"), pod("web-2", None, "Pending")];
+        let text = encode(&pods_state_registry(&pods, &node_n1()));
+        let series: Vec<&str> = text.lines().filter(|l| l.starts_with("karpenter_pods_state{")).collect();
+        assert_eq!(
+            series,
+            [
+                r#"karpenter_pods_state{name="web-1",namespace="shop",owner="ReplicaSet/web-7d9",node="n1",nodepool="default",zone="us-west-2a",arch="amd64",capacity_type="spot",instance_type="m5.large",phase="Running"} 1"#,
+                r#"karpenter_pods_state{name="web-2",namespace="shop",owner="ReplicaSet/web-7d9",node="",nodepool="",zone="",arch="",capacity_type="",instance_type="",phase="Pending"} 1"#,
+            ],
+            "{text}"
+        );
+        assert!(text.contains("# TYPE karpenter_pods_state gauge"), "{text}");
+    }
+
+    #[test]
+    fn pods_state_keeps_each_repeated_value_once() {
+        let pods: Vec<_> = (0..100).map(|i| pod(&format!("web-{i}"), Some("n1"), "Running")).collect();
+        let rows = rows_of(&pods, &node_n1()).done();
+        // 100 names, then namespace, owner, node, five node labels and the phase once each.
+        assert_eq!(rows.spans.len(), 100 + 9);
     }
 
     #[test]
