@@ -21,6 +21,7 @@
 //! A slim pod is never written back whole: controllers patch named fields, evict or delete.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, EphemeralVolumeSource, PersistentVolumeClaimVolumeSource, Pod, PodCondition,
@@ -49,10 +50,21 @@ pub struct SlimPod {
     pub status: Option<SlimPodStatus>,
 }
 
-/// What a [`SlimPod`] keeps of a `PodSpec`.
+/// What a [`SlimPod`] keeps of a `PodSpec`: the node it is bound to, and the rest, its shape,
+/// which the replicas of a workload share: one copy of each distinct shape is kept (see
+/// [`crate::pod_shapes`]). It reads as its shape (`spec.affinity`, `spec.containers`); changing
+/// a field of the shape gives this spec a copy of its own.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "PodShape")]
+pub struct SlimPodSpec {
+    pub node_name: Option<String>,
+    shape: Arc<PodShape>,
+}
+
+/// A [`SlimPodSpec`] less its node name: what the replicas of a workload share.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-pub struct SlimPodSpec {
+pub struct PodShape {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
     pub containers: Vec<SlimContainer>,
@@ -60,7 +72,9 @@ pub struct SlimPodSpec {
     pub host_network: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub init_containers: Option<Vec<SlimContainer>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The node name as decoded or written in a literal; a [`SlimPodSpec`] made of this shape
+    /// takes it as its own (in a shared shape it is always `None`).
+    #[serde(skip_serializing)]
     pub node_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<BTreeMap<String, String>>,
@@ -185,7 +199,7 @@ macro_rules! pod_view_through {
 pod_view_through!(&P, std::sync::Arc<P>);
 
 impl SlimVolume {
-    fn binds_claim(&self) -> bool {
+    pub(crate) fn binds_claim(&self) -> bool {
         self.persistent_volume_claim.is_some() || self.ephemeral.is_some()
     }
 }
@@ -263,14 +277,61 @@ impl From<&Volume> for SlimVolume {
     }
 }
 
+impl SlimPodSpec {
+    /// The shape, shared with the pods that have the same.
+    pub fn shape(&self) -> &Arc<PodShape> {
+        &self.shape
+    }
+}
+
+impl std::ops::Deref for SlimPodSpec {
+    type Target = PodShape;
+    fn deref(&self) -> &PodShape {
+        &self.shape
+    }
+}
+
+impl std::ops::DerefMut for SlimPodSpec {
+    fn deref_mut(&mut self) -> &mut PodShape {
+        Arc::make_mut(&mut self.shape)
+    }
+}
+
+impl From<PodShape> for SlimPodSpec {
+    fn from(mut shape: PodShape) -> Self {
+        let node_name = shape.node_name.take();
+        SlimPodSpec { node_name, shape: crate::pod_shapes::shared(shape) }
+    }
+}
+
+impl Serialize for SlimPodSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Written<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            node_name: &'a Option<String>,
+            #[serde(flatten)]
+            shape: &'a PodShape,
+        }
+        Written { node_name: &self.node_name, shape: &self.shape }.serialize(s)
+    }
+}
+
 impl From<&PodSpec> for SlimPodSpec {
     fn from(s: &PodSpec) -> Self {
-        SlimPodSpec {
+        SlimPodSpec { node_name: s.node_name.clone(), shape: crate::pod_shapes::shared_from(s) }
+    }
+}
+
+impl From<&PodSpec> for PodShape {
+    fn from(s: &PodSpec) -> Self {
+        PodShape {
             affinity: s.affinity.clone(),
             containers: s.containers.iter().map(SlimContainer::from).collect(),
             host_network: s.host_network,
             init_containers: s.init_containers.as_ref().map(|c| c.iter().map(SlimContainer::from).collect()),
-            node_name: s.node_name.clone(),
+            node_name: None,
             node_selector: s.node_selector.clone(),
             os: s.os.clone(),
             overhead: s.overhead.clone(),

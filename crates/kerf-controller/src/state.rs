@@ -444,8 +444,8 @@ impl ClusterState {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::NodeSpec;
-    use kerf_api::SlimPodSpec;
     use kerf_api::cluster::Object;
+    use kerf_api::{PodShape, SlimPodSpec};
 
     fn pod(name: &str, node: Option<&str>, rv: &str) -> SlimPod {
         SlimPod {
@@ -455,7 +455,7 @@ mod tests {
                 resource_version: Some(rv.into()),
                 ..Default::default()
             },
-            spec: Some(SlimPodSpec { node_name: node.map(str::to_string), ..Default::default() }),
+            spec: Some(SlimPodSpec::from(PodShape { node_name: node.map(str::to_string), ..Default::default() })),
             status: None,
         }
     }

@@ -259,7 +259,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Toleration;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-    use kerf_api::SlimPodSpec;
+    use kerf_api::{PodShape, SlimPodSpec};
 
     fn pod(critical: bool, daemon: bool) -> SlimPod {
         SlimPod {
@@ -269,10 +269,10 @@ mod tests {
                 }),
                 ..Default::default()
             },
-            spec: Some(SlimPodSpec {
+            spec: Some(SlimPodSpec::from(PodShape {
                 priority_class_name: critical.then(|| "system-node-critical".to_string()),
                 ..Default::default()
-            }),
+            })),
             status: None,
         }
     }

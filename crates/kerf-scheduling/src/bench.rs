@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kerf_api::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, OS, ZONE};
 use kerf_api::nodepool::{NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, TemplateMetadata};
 use kerf_api::{NodeClassReference, NodePool, Quantity, ResourceList};
-use kerf_api::{SlimContainer, SlimPod, SlimPodSpec};
+use kerf_api::{PodShape, SlimContainer, SlimPod, SlimPodSpec};
 
 use crate::instance::{InstanceType, Offering};
 use crate::model::{NodePoolInput, SchedulingInput};
@@ -126,7 +126,7 @@ fn bench_pod(i: usize, group: usize, rng: &mut SplitMix64) -> SlimPod {
     let app = format!("bench-{}", names[group]);
     let cpu = CPUS[rng.below(CPUS.len())];
     let mem = MEMORIES[rng.below(MEMORIES.len())];
-    let mut spec = SlimPodSpec {
+    let mut spec = PodShape {
         containers: vec![SlimContainer {
             name: "app".into(),
             resources: Some(ResourceRequirements {
@@ -179,7 +179,7 @@ fn bench_pod(i: usize, group: usize, rng: &mut SplitMix64) -> SlimPod {
             labels: Some([("app".to_string(), app.clone())].into()),
             ..Default::default()
         },
-        spec: Some(spec),
+        spec: Some(SlimPodSpec::from(spec)),
         status: None,
     }
 }

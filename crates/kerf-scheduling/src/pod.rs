@@ -523,7 +523,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ResourceRequirements;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
-    use kerf_api::SlimPodSpec;
+    use kerf_api::{PodShape, SlimPodSpec};
 
     fn container(cpu: &str, restart: Option<&str>) -> SlimContainer {
         SlimContainer {
@@ -540,12 +540,12 @@ mod tests {
     #[test]
     fn init_containers_count_at_their_peak_and_sidecars_add_up() {
         let pod = SlimPod {
-            spec: Some(SlimPodSpec {
+            spec: Some(SlimPodSpec::from(PodShape {
                 containers: vec![container("1", None), container("500m", None)],
                 init_containers: Some(vec![container("200m", Some("Always")), container("2", None)]),
                 overhead: Some([("cpu".to_string(), KQ("100m".into()))].into()),
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         };
         // containers 1.5 + sidecar 0.2 = 1.7; init peak 2 + 0.2 = 2.2; plus overhead 0.1.

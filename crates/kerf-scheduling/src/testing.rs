@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, Quantity, ResourceList};
-use kerf_api::{SlimContainer, SlimPod, SlimPodSpec};
+use kerf_api::{PodShape, SlimContainer, SlimPod, SlimPodSpec};
 
 use crate::instance::{InstanceType, Offering};
 use crate::model::{ExistingNode, NodePoolInput, SchedulingInput};
@@ -39,10 +39,10 @@ pub struct PodBuilder(SlimPod);
 pub fn pod(name: &str) -> PodBuilder {
     PodBuilder(SlimPod {
         metadata: ObjectMeta { name: Some(name.into()), namespace: Some("default".into()), ..Default::default() },
-        spec: Some(SlimPodSpec {
+        spec: Some(SlimPodSpec::from(PodShape {
             containers: vec![SlimContainer { name: "c".into(), ..Default::default() }],
             ..Default::default()
-        }),
+        })),
         status: None,
     })
 }

@@ -88,12 +88,12 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use kerf_api::{SlimPodSpec, SlimVolume};
+    use kerf_api::{PodShape, SlimPodSpec, SlimVolume};
 
     fn pod(claims: &[&str]) -> SlimPod {
         SlimPod {
             metadata: ObjectMeta { name: Some("p".into()), namespace: Some("apps".into()), ..Default::default() },
-            spec: Some(SlimPodSpec {
+            spec: Some(SlimPodSpec::from(PodShape {
                 volumes: Some(
                     claims
                         .iter()
@@ -108,7 +108,7 @@ mod tests {
                         .collect(),
                 ),
                 ..Default::default()
-            }),
+            })),
             status: None,
         }
     }

@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQ;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kerf_api::labels::{ARCH, CAPACITY_TYPE, INSTANCE_CATEGORY, INSTANCE_GENERATION, OS};
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, ResourceList};
-use kerf_api::{SlimContainer, SlimPod, SlimPodSpec};
+use kerf_api::{PodShape, SlimContainer, SlimPod, SlimPodSpec};
 use kerf_cloud::aws::{NodeClassSettings, catalog};
 use kerf_scheduling::bench::claims_cost;
 use kerf_scheduling::packing_bound::{BoundBin, BoundShape, lower_bound};
@@ -125,14 +125,14 @@ fn pods(shapes: &[Shape]) -> Vec<Arc<SlimPod>> {
                     labels: Some(labels.clone()),
                     ..Default::default()
                 },
-                spec: Some(SlimPodSpec {
+                spec: Some(SlimPodSpec::from(PodShape {
                     containers: vec![SlimContainer {
                         name: "app".into(),
                         resources: Some(requests(s.cpu, s.memory)),
                         ..Default::default()
                     }],
                     ..Default::default()
-                }),
+                })),
                 status: None,
             }));
         }
@@ -158,14 +158,14 @@ fn daemonset_pods() -> Vec<Arc<SlimPod>> {
                     }]),
                     ..Default::default()
                 },
-                spec: Some(SlimPodSpec {
+                spec: Some(SlimPodSpec::from(PodShape {
                     containers: vec![SlimContainer {
                         name: name.into(),
                         resources: Some(requests(cpu, memory)),
                         ..Default::default()
                     }],
                     ..Default::default()
-                }),
+                })),
                 status: None,
             })
         })

@@ -1,0 +1,304 @@
+//! One copy of each distinct pod shape (a [`PodShape`]: a pod's spec less its node name).
+//!
+//! The replicas of a Deployment, a StatefulSet or a Job are made from one template, so a
+//! cluster of 30,000 pods has tens or hundreds of shapes, and every version of every pod the
+//! controllers keep would otherwise carry its own copy: containers, their request and limit
+//! maps, affinity, tolerations, topology spread. Shapes are handed out shared from a
+//! process-wide table, found by a fingerprint of their requests and confirmed equal field by
+//! field; the table holds them weakly, so a shape no pod has any more is freed and its entry
+//! swept.
+//!
+//! A whole `PodSpec` is matched against the table without being copied first
+//! ([`shared_from`]): a pod that changes status keeps its shape at the cost of a comparison.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
+
+use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements, Volume};
+
+use crate::slim_pod::{PodShape, SlimContainer, SlimVolume};
+
+/// The shape `shape` is equal to, shared.
+pub fn shared(shape: PodShape) -> Arc<PodShape> {
+    let print = fingerprint(
+        shape.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())),
+        shape.priority,
+        shape.init_containers.as_ref().map_or(0, Vec::len),
+    );
+    let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(have) = table.find(print, |s| *s == shape) {
+        return have;
+    }
+    table.insert(print, shape)
+}
+
+/// The shape of `spec`, shared: copied from `spec` only when no pod has it yet.
+pub fn shared_from(spec: &PodSpec) -> Arc<PodShape> {
+    let print = fingerprint(
+        spec.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())),
+        spec.priority,
+        spec.init_containers.as_ref().map_or(0, Vec::len),
+    );
+    let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(have) = table.find(print, |s| is_shape_of(s, spec)) {
+        return have;
+    }
+    table.insert(print, PodShape::from(spec))
+}
+
+static TABLE: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(Table::default()));
+
+/// Shapes by fingerprint, held weakly.
+#[derive(Default)]
+struct Table {
+    by_print: HashMap<u64, Vec<Weak<PodShape>>>,
+    entries: usize,
+    /// The entry count at which the next sweep of freed shapes runs.
+    sweep_at: usize,
+}
+
+/// Sweeps run when the table doubles since the last one, and not below this many entries.
+const MIN_SWEEP: usize = 1024;
+
+impl Table {
+    fn find(&self, print: u64, same: impl Fn(&PodShape) -> bool) -> Option<Arc<PodShape>> {
+        self.by_print.get(&print)?.iter().filter_map(Weak::upgrade).find(|s| same(s))
+    }
+
+    fn insert(&mut self, print: u64, shape: PodShape) -> Arc<PodShape> {
+        if self.entries >= self.sweep_at {
+            self.by_print.retain(|_, shapes| {
+                shapes.retain(|s| s.strong_count() > 0);
+                !shapes.is_empty()
+            });
+            self.entries = self.by_print.values().map(Vec::len).sum();
+            self.sweep_at = (2 * self.entries).max(MIN_SWEEP);
+        }
+        let shape = Arc::new(shape);
+        self.by_print.entry(print).or_default().push(Arc::downgrade(&shape));
+        self.entries += 1;
+        shape
+    }
+
+    #[cfg(test)]
+    fn live(&self, print: u64) -> usize {
+        self.by_print.get(&print).map_or(0, |v| v.iter().filter(|s| s.strong_count() > 0).count())
+    }
+}
+
+/// What tells most shapes apart cheaply: the containers' names and requests, the priority,
+/// the number of init containers. Equal shapes have equal fingerprints, whichever form they
+/// are read from.
+fn fingerprint<'a>(
+    containers: impl Iterator<Item = (&'a str, Option<&'a ResourceRequirements>)>,
+    priority: Option<i32>,
+    init_containers: usize,
+) -> u64 {
+    let mut h = DefaultHasher::new();
+    for (name, resources) in containers {
+        name.hash(&mut h);
+        for (resource, q) in resources.and_then(|r| r.requests.as_ref()).into_iter().flatten() {
+            resource.hash(&mut h);
+            q.0.hash(&mut h);
+        }
+    }
+    priority.hash(&mut h);
+    init_containers.hash(&mut h);
+    h.finish()
+}
+
+/// Whether `shape` is what `PodShape::from(spec)` would make, field by field (the pattern
+/// names every field, so a field added to the shape must be compared here).
+fn is_shape_of(shape: &PodShape, spec: &PodSpec) -> bool {
+    let PodShape {
+        affinity,
+        containers,
+        host_network,
+        init_containers,
+        node_name,
+        node_selector,
+        os,
+        overhead,
+        preemption_policy,
+        priority,
+        priority_class_name,
+        resources,
+        restart_policy,
+        runtime_class_name,
+        scheduler_name,
+        termination_grace_period_seconds,
+        tolerations,
+        topology_spread_constraints,
+        volumes,
+    } = shape;
+    node_name.is_none()
+        && *priority == spec.priority
+        && *host_network == spec.host_network
+        && *termination_grace_period_seconds == spec.termination_grace_period_seconds
+        && *preemption_policy == spec.preemption_policy
+        && *priority_class_name == spec.priority_class_name
+        && *restart_policy == spec.restart_policy
+        && *runtime_class_name == spec.runtime_class_name
+        && *scheduler_name == spec.scheduler_name
+        && *node_selector == spec.node_selector
+        && *os == spec.os
+        && *overhead == spec.overhead
+        && *resources == spec.resources
+        && *affinity == spec.affinity
+        && *tolerations == spec.tolerations
+        && *topology_spread_constraints == spec.topology_spread_constraints
+        && same_containers(containers, &spec.containers)
+        && match (init_containers, &spec.init_containers) {
+            (None, None) => true,
+            (Some(kept), Some(all)) => same_containers(kept, all),
+            _ => false,
+        }
+        && match (volumes, &spec.volumes) {
+            (None, None) => true,
+            (Some(kept), Some(all)) => same_volumes(kept, all),
+            _ => false,
+        }
+}
+
+fn same_containers(kept: &[SlimContainer], all: &[Container]) -> bool {
+    kept.len() == all.len()
+        && kept.iter().zip(all).all(|(k, c)| {
+            let SlimContainer { name, ports, resources, restart_policy } = k;
+            *name == c.name && *ports == c.ports && *resources == c.resources && *restart_policy == c.restart_policy
+        })
+}
+
+/// The claim-binding volumes of `all` are `kept`, in order.
+fn same_volumes(kept: &[SlimVolume], all: &[Volume]) -> bool {
+    let mut binding = all.iter().filter(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
+    kept.iter().all(|k| {
+        let SlimVolume { name, ephemeral, persistent_volume_claim } = k;
+        binding.next().is_some_and(|v| {
+            *name == v.name
+                && ephemeral.as_deref() == v.ephemeral.as_ref()
+                && *persistent_volume_claim == v.persistent_volume_claim
+        })
+    }) && binding.next().is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slim_pod::SlimPodSpec;
+
+    /// A spec with every kept field set, named uniquely by `app`.
+    fn spec(app: &str) -> PodSpec {
+        serde_json::from_value(serde_json::json!({
+            "nodeName": "n1",
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 50, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": app}}}
+            }]}},
+            "containers": [{"name": app, "image": "x", "ports": [{"containerPort": 80}], "resources": {"requests": {"cpu": "1"}}}],
+            "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],
+            "hostNetwork": false,
+            "nodeSelector": {"disk": "ssd"},
+            "os": {"name": "linux"},
+            "overhead": {"cpu": "10m"},
+            "preemptionPolicy": "Never",
+            "priority": 10,
+            "priorityClassName": "high",
+            "restartPolicy": "Always",
+            "runtimeClassName": "gvisor",
+            "schedulerName": "default-scheduler",
+            "terminationGracePeriodSeconds": 30,
+            "tolerations": [{"key": "gpu", "operator": "Exists"}],
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}, {"name": "cfg", "configMap": {"name": "c"}}]
+        }))
+        .expect("spec")
+    }
+
+    #[test]
+    fn replicas_of_one_template_share_one_shape_whichever_form_they_arrive_in() {
+        let whole = spec("shapes-share");
+        let a = SlimPodSpec::from(&whole);
+        let mut other_node = whole.clone();
+        other_node.node_name = Some("n2".into());
+        let b = SlimPodSpec::from(&other_node);
+        let decoded: SlimPodSpec = serde_json::from_value(serde_json::to_value(&whole).expect("json")).expect("decode");
+        assert!(Arc::ptr_eq(a.shape(), b.shape()));
+        assert!(Arc::ptr_eq(a.shape(), decoded.shape()));
+        assert_eq!((a.node_name.as_deref(), b.node_name.as_deref()), (Some("n1"), Some("n2")));
+        assert_eq!(a.shape().node_name, None);
+        assert_eq!(**a.shape(), PodShape { node_name: None, ..PodShape::from(&whole) });
+    }
+
+    #[test]
+    fn a_spec_differing_in_any_kept_field_gets_a_shape_of_its_own() {
+        let base = spec("shapes-differ");
+        let shared_base = SlimPodSpec::from(&base);
+        type Edit = (&'static str, fn(&mut PodSpec));
+        let edits: Vec<Edit> = vec![
+            ("affinity", |s| s.affinity = None),
+            ("container name", |s| s.containers[0].name = "other".into()),
+            ("container ports", |s| s.containers[0].ports = None),
+            ("container limits", |s| {
+                s.containers[0].resources.get_or_insert_default().limits = Some(
+                    [("cpu".to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()))].into(),
+                )
+            }),
+            ("container restart policy", |s| s.containers[0].restart_policy = Some("Always".into())),
+            ("init containers", |s| s.init_containers = None),
+            ("init container restart policy", |s| {
+                if let Some(c) = s.init_containers.as_mut() {
+                    c[0].restart_policy = None
+                }
+            }),
+            ("host network", |s| s.host_network = Some(true)),
+            ("node selector", |s| s.node_selector = None),
+            ("os", |s| s.os = None),
+            ("overhead", |s| s.overhead = None),
+            ("preemption policy", |s| s.preemption_policy = None),
+            ("priority", |s| s.priority = Some(11)),
+            ("priority class", |s| s.priority_class_name = None),
+            ("pod resources", |s| s.resources = Some(Default::default())),
+            ("restart policy", |s| s.restart_policy = None),
+            ("runtime class", |s| s.runtime_class_name = None),
+            ("scheduler", |s| s.scheduler_name = None),
+            ("grace period", |s| s.termination_grace_period_seconds = Some(5)),
+            ("tolerations", |s| s.tolerations = None),
+            ("topology spread", |s| s.topology_spread_constraints = None),
+            ("claim volume", |s| {
+                if let Some(v) = s.volumes.as_mut() {
+                    v.remove(0);
+                }
+            }),
+            ("volumes absent", |s| s.volumes = None),
+        ];
+        for (field, edit) in edits {
+            let mut edited = base.clone();
+            edit(&mut edited);
+            let from_whole = SlimPodSpec::from(&edited);
+            assert!(!Arc::ptr_eq(shared_base.shape(), from_whole.shape()), "{field}");
+            assert_eq!(**from_whole.shape(), PodShape::from(&edited), "{field}");
+        }
+        // A volume that binds no claim is not kept, so it does not tell shapes apart.
+        let mut other_config = base.clone();
+        if let Some(v) = other_config.volumes.as_mut() {
+            v[1].name = "other-config".into();
+        }
+        assert!(Arc::ptr_eq(shared_base.shape(), SlimPodSpec::from(&other_config).shape()));
+    }
+
+    #[test]
+    fn a_shape_no_pod_holds_is_freed_and_a_changed_shape_is_a_copy() {
+        let whole = spec("shapes-freed");
+        let mut a = SlimPodSpec::from(&whole);
+        let print =
+            fingerprint(whole.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())), whole.priority, 1);
+        let live = || TABLE.lock().unwrap_or_else(PoisonError::into_inner).live(print);
+        assert_eq!(live(), 1);
+        let b = SlimPodSpec::from(&whole);
+        a.tolerations = None; // a's own copy now; b keeps the shared one
+        assert!(!Arc::ptr_eq(a.shape(), b.shape()));
+        assert_eq!(b.tolerations.as_ref().map(Vec::len), Some(1));
+        drop(b);
+        assert_eq!(live(), 0);
+    }
+}
