@@ -36,7 +36,9 @@ pub(super) struct PodFacts {
     /// The constraint class the cache sorted this pod into (see the module documentation);
     /// `None` when parsed without a cache or when the pod stands alone.
     pub(super) class: Option<u64>,
-    constraints: OnceLock<Constraints>,
+    /// Boxed: most pods never parse them (one pod stands for its group), and every pod's facts
+    /// are kept between passes.
+    constraints: OnceLock<Box<Constraints>>,
     /// The requests as kube-scheduler's view keeps them ([`pod::pod_requests`]), on first use.
     request_list: OnceLock<Arc<ResourceList>>,
 }
@@ -115,14 +117,16 @@ impl PodFacts {
 
     /// The constraints of `p` (the pod these facts were read from), parsed on first use.
     pub(super) fn constraints(&self, p: &SlimPod) -> &Constraints {
-        self.constraints.get_or_init(|| Constraints {
-            tolerations: pod::tolerations(p).to_vec(),
-            terms: pod::required_node_terms(p),
-            name_fields: pod::required_node_name_fields(p),
-            pref_node: pod::preferred_node_terms(p),
-            spreads: pod::spread_constraints(p),
-            affinities: pod::pod_affinities(p),
-            volume_claims: pod::volume_claims(p),
+        self.constraints.get_or_init(|| {
+            Box::new(Constraints {
+                tolerations: pod::tolerations(p).to_vec(),
+                terms: pod::required_node_terms(p),
+                name_fields: pod::required_node_name_fields(p),
+                pref_node: pod::preferred_node_terms(p),
+                spreads: pod::spread_constraints(p),
+                affinities: pod::pod_affinities(p),
+                volume_claims: pod::volume_claims(p),
+            })
         })
     }
 }
