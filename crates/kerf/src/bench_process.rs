@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -43,10 +44,17 @@ fn unchunk(mut body: &str) -> String {
     out
 }
 
-/// A child process of this executable, its stderr in a file; killed when dropped.
+/// A child process of this executable, its stderr in a file; stopped when dropped. A wrapped
+/// process leads a process group of its own, so the wrapper's children (a profiler runs the
+/// measured process as its child) are signalled with it; an unwrapped one stays in this
+/// process's group (an interrupt at the terminal reaches it).
 pub struct Proc {
     child: Child,
     stderr: PathBuf,
+    /// Whether signals go to the process's group (a wrapped process) or the process alone.
+    group: bool,
+    /// How long a stop waits after SIGTERM before SIGKILL (a profiler writes its data first).
+    grace: Duration,
 }
 
 impl Proc {
@@ -67,6 +75,9 @@ impl Proc {
             }
             None => Command::new(exe),
         };
+        if wrapper.is_some() {
+            command.process_group(0);
+        }
         let child = command
             .args(args)
             .env("KERF_LOG", "info")
@@ -75,7 +86,9 @@ impl Proc {
             .stderr(std::fs::File::create(&stderr).context("stderr file")?)
             .spawn()
             .with_context(|| format!("starting kerf {}", args.first().copied().unwrap_or_default()))?;
-        Ok(Proc { child, stderr })
+        let group = wrapper.is_some();
+        let grace = Duration::from_secs(if group { 120 } else { 30 });
+        Ok(Proc { child, stderr, group, grace })
     }
 
     pub fn stderr(&self) -> String {
@@ -105,17 +118,23 @@ impl Proc {
         Ok(())
     }
 
-    /// SIGTERM, then waits for the exit.
+    /// SIGTERM, then waits for the process to exit.
     pub fn stop(mut self) -> anyhow::Result<()> {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        self.signal("-TERM");
         let start = Instant::now();
         while self.child.try_wait()?.is_none() {
-            if start.elapsed() > Duration::from_secs(30) {
-                bail!("did not stop within 30s of SIGTERM");
+            if start.elapsed() > self.grace {
+                bail!("did not stop within {}s of SIGTERM", self.grace.as_secs());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(())
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id();
+        let target = if self.group { format!("-{pid}") } else { pid.to_string() };
+        let _ = Command::new("kill").args([signal, "--", &target]).stderr(Stdio::null()).status();
     }
 
     /// Peak resident set size (`VmHWM`), in bytes.
@@ -127,7 +146,17 @@ impl Proc {
 }
 
 impl Drop for Proc {
+    /// An unwrapped process is killed; a wrapped one gets SIGTERM, and SIGKILL with its group
+    /// after the grace period (a profiler writes its data as the process exits).
     fn drop(&mut self) {
+        if self.group && matches!(self.child.try_wait(), Ok(None)) {
+            self.signal("-TERM");
+            let start = Instant::now();
+            while matches!(self.child.try_wait(), Ok(None)) && start.elapsed() < self.grace {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            self.signal("-KILL");
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
