@@ -216,8 +216,10 @@ fn kept_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<
     Ok(Option::<Vec<PodCondition>>::deserialize(d)?.map(keep_conditions))
 }
 
+/// The kept conditions, in a list of their length (a decoded list has room for more).
 fn keep_conditions(mut conditions: Vec<PodCondition>) -> Vec<PodCondition> {
     conditions.retain(kept_condition);
+    conditions.shrink_to_fit();
     conditions
 }
 
@@ -232,10 +234,18 @@ fn slim_meta<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Er
     Ok(meta)
 }
 
+/// Drops what no controller reads, and the spare room of decoded lists (a decoder grows a list
+/// of one owner to room for four: most of what a pod's owner reference costs).
 fn trim_meta(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
     if let Some(a) = meta.annotations.as_mut() {
         a.remove(LAST_APPLIED);
+    }
+    if let Some(o) = meta.owner_references.as_mut() {
+        o.shrink_to_fit();
+    }
+    if let Some(f) = meta.finalizers.as_mut() {
+        f.shrink_to_fit();
     }
 }
 
@@ -356,7 +366,11 @@ impl From<&PodSpec> for PodShape {
 impl From<&PodStatus> for SlimPodStatus {
     fn from(s: &PodStatus) -> Self {
         SlimPodStatus {
-            conditions: s.conditions.as_ref().map(|c| c.iter().filter(|c| kept_condition(c)).cloned().collect()),
+            conditions: s.conditions.as_ref().map(|c| {
+                let mut kept: Vec<PodCondition> = c.iter().filter(|c| kept_condition(c)).cloned().collect();
+                kept.shrink_to_fit();
+                kept
+            }),
             host_ip: s.host_ip.clone(),
             message: s.message.clone(),
             nominated_node_name: s.nominated_node_name.clone(),
@@ -452,5 +466,21 @@ mod tests {
         // What a slim pod writes reads back the same.
         let again: SlimPod = serde_json::from_value(serde_json::to_value(&decoded).unwrap()).unwrap();
         assert_eq!(again, decoded);
+    }
+
+    #[test]
+    fn a_decoded_pod_keeps_its_owners_and_conditions_without_spare_room() {
+        let json = serde_json::json!({
+            "metadata": {"name": "web-1", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}]}
+        });
+        let decoded: SlimPod = serde_json::from_value(json.clone()).unwrap();
+        let whole: Pod = serde_json::from_value(json).unwrap();
+        for pod in [decoded, SlimPod::from(&whole)] {
+            let owners = pod.metadata.owner_references.as_ref().unwrap();
+            let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).unwrap();
+            assert_eq!((owners.len(), owners.capacity()), (1, 1));
+            assert_eq!((conditions.len(), conditions.capacity()), (1, 1));
+        }
     }
 }
