@@ -3,8 +3,8 @@
 //! finding where it serves, stopping it, and asking it things.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
