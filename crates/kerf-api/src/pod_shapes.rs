@@ -17,7 +17,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements, Volume};
 
-use crate::slim_pod::{PodShape, SlimContainer, SlimVolume};
+use crate::slim_pod::{PodShape, SlimContainer, SlimVolume, volume_binds_claim};
 
 /// The shape `shape` is equal to, shared.
 pub fn shared(shape: PodShape) -> Arc<PodShape> {
@@ -171,7 +171,7 @@ fn same_containers(kept: &[SlimContainer], all: &[Container]) -> bool {
 
 /// The claim-binding volumes of `all` are `kept`, in order.
 fn same_volumes(kept: &[SlimVolume], all: &[Volume]) -> bool {
-    let mut binding = all.iter().filter(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
+    let mut binding = all.iter().filter(|v| volume_binds_claim(v));
     kept.iter().all(|k| {
         let SlimVolume { name, ephemeral, persistent_volume_claim } = k;
         binding.next().is_some_and(|v| {

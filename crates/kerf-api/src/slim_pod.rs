@@ -199,9 +199,14 @@ macro_rules! pod_view_through {
 pod_view_through!(&P, std::sync::Arc<P>);
 
 impl SlimVolume {
-    pub(crate) fn binds_claim(&self) -> bool {
+    fn binds_claim(&self) -> bool {
         self.persistent_volume_claim.is_some() || self.ephemeral.is_some()
     }
+}
+
+/// Whether a pod's volume binds a claim, so a [`SlimVolume`] keeps it.
+pub(crate) fn volume_binds_claim(v: &Volume) -> bool {
+    v.persistent_volume_claim.is_some() || v.ephemeral.is_some()
 }
 
 fn claim_volumes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<SlimVolume>>, D::Error> {
@@ -358,7 +363,7 @@ impl From<&PodSpec> for PodShape {
             volumes: s
                 .volumes
                 .as_ref()
-                .map(|v| v.iter().map(SlimVolume::from).filter(SlimVolume::binds_claim).collect()),
+                .map(|v| v.iter().filter(|v| volume_binds_claim(v)).map(SlimVolume::from).collect()),
         }
     }
 }
