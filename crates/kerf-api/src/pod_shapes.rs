@@ -15,17 +15,18 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements, Volume};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, PodSpec, ResourceRequirements, TopologySpreadConstraint, Volume,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::slim_pod::{PodShape, SlimContainer, SlimVolume, volume_binds_claim};
 
 /// The shape `shape` is equal to, shared.
 pub fn shared(shape: PodShape) -> Arc<PodShape> {
-    let print = fingerprint(
-        shape.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())),
-        shape.priority,
-        shape.init_containers.as_ref().map_or(0, Vec::len),
-    );
+    let print = shape_print(&shape);
     let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(have) = table.find(print, |s| *s == shape) {
         return have;
@@ -35,11 +36,7 @@ pub fn shared(shape: PodShape) -> Arc<PodShape> {
 
 /// The shape of `spec`, shared: copied from `spec` only when no pod has it yet.
 pub fn shared_from(spec: &PodSpec) -> Arc<PodShape> {
-    let print = fingerprint(
-        spec.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())),
-        spec.priority,
-        spec.init_containers.as_ref().map_or(0, Vec::len),
-    );
+    let print = spec_print(spec);
     let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(have) = table.find(print, |s| is_shape_of(s, spec)) {
         return have;
@@ -87,13 +84,50 @@ impl Table {
     }
 }
 
-/// What tells most shapes apart cheaply: the containers' names and requests, the priority,
-/// the number of init containers. Equal shapes have equal fingerprints, whichever form they
-/// are read from.
-fn fingerprint<'a>(
-    containers: impl Iterator<Item = (&'a str, Option<&'a ResourceRequirements>)>,
+fn shape_print(shape: &PodShape) -> u64 {
+    fingerprint(
+        shape.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())),
+        Told {
+            priority: shape.priority,
+            init_containers: shape.init_containers.as_ref().map_or(0, Vec::len),
+            node_selector: shape.node_selector.as_ref(),
+            affinity: shape.affinity.as_ref(),
+            spread: shape.topology_spread_constraints.as_deref(),
+        },
+    )
+}
+
+fn spec_print(spec: &PodSpec) -> u64 {
+    fingerprint(
+        spec.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())),
+        Told {
+            priority: spec.priority,
+            init_containers: spec.init_containers.as_ref().map_or(0, Vec::len),
+            node_selector: spec.node_selector.as_ref(),
+            affinity: spec.affinity.as_ref(),
+            spread: spec.topology_spread_constraints.as_deref(),
+        },
+    )
+}
+
+/// What besides the containers tells shapes apart in the fingerprint.
+struct Told<'a> {
     priority: Option<i32>,
     init_containers: usize,
+    node_selector: Option<&'a BTreeMap<String, String>>,
+    affinity: Option<&'a Affinity>,
+    spread: Option<&'a [TopologySpreadConstraint]>,
+}
+
+/// What tells shapes apart cheaply: the containers' names and requests, the priority, the
+/// number of init containers, the node selector, the required node affinity (a DaemonSet's
+/// pods differ only in the node it names), and the label selectors and topology keys of pod
+/// (anti-)affinity and topology spread (the workloads of one namespace often differ only
+/// there: one copy of a chart per app). Equal shapes have equal fingerprints, whichever form
+/// they are read from; unequal ones that collide are told apart by comparison.
+fn fingerprint<'a>(
+    containers: impl Iterator<Item = (&'a str, Option<&'a ResourceRequirements>)>,
+    told: Told<'_>,
 ) -> u64 {
     let mut h = DefaultHasher::new();
     for (name, resources) in containers {
@@ -103,9 +137,53 @@ fn fingerprint<'a>(
             q.0.hash(&mut h);
         }
     }
-    priority.hash(&mut h);
-    init_containers.hash(&mut h);
+    told.priority.hash(&mut h);
+    told.init_containers.hash(&mut h);
+    told.node_selector.hash(&mut h);
+    let pod_terms = told.affinity.into_iter().flat_map(|a| {
+        let (affinity, anti) = (a.pod_affinity.as_ref(), a.pod_anti_affinity.as_ref());
+        let required = affinity
+            .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
+            .into_iter()
+            .chain(anti.and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref()))
+            .flatten();
+        let preferred = affinity
+            .and_then(|p| p.preferred_during_scheduling_ignored_during_execution.as_ref())
+            .into_iter()
+            .chain(anti.and_then(|p| p.preferred_during_scheduling_ignored_during_execution.as_ref()))
+            .flatten()
+            .map(|w| &w.pod_affinity_term);
+        required.chain(preferred)
+    });
+    for term in pod_terms {
+        term.topology_key.hash(&mut h);
+        hash_selector(term.label_selector.as_ref(), &mut h);
+    }
+    // A DaemonSet's pods differ only in the node their required node affinity names.
+    let node_terms = told
+        .affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .into_iter()
+        .flat_map(|r| &r.node_selector_terms);
+    for term in node_terms {
+        for e in term.match_expressions.iter().flatten().chain(term.match_fields.iter().flatten()) {
+            (&e.key, &e.operator, &e.values).hash(&mut h);
+        }
+    }
+    for spread in told.spread.into_iter().flatten() {
+        spread.topology_key.hash(&mut h);
+        hash_selector(spread.label_selector.as_ref(), &mut h);
+    }
     h.finish()
+}
+
+fn hash_selector(selector: Option<&LabelSelector>, h: &mut DefaultHasher) {
+    let Some(selector) = selector else { return };
+    selector.match_labels.hash(h);
+    for e in selector.match_expressions.iter().flatten() {
+        (&e.key, &e.operator, &e.values).hash(h);
+    }
 }
 
 /// Whether `shape` is what `PodShape::from(spec)` would make, field by field (the pattern
@@ -290,8 +368,7 @@ mod tests {
     fn a_shape_no_pod_holds_is_freed_and_a_changed_shape_is_a_copy() {
         let whole = spec("shapes-freed");
         let mut a = SlimPodSpec::from(&whole);
-        let print =
-            fingerprint(whole.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())), whole.priority, 1);
+        let print = spec_print(&whole);
         let live = || TABLE.lock().unwrap_or_else(PoisonError::into_inner).live(print);
         assert_eq!(live(), 1);
         let b = SlimPodSpec::from(&whole);
@@ -300,5 +377,45 @@ mod tests {
         assert_eq!(b.tolerations.as_ref().map(Vec::len), Some(1));
         drop(b);
         assert_eq!(live(), 0);
+    }
+
+    #[test]
+    fn charts_differing_only_in_their_selectors_are_told_apart_by_fingerprint() {
+        // Replicas of many copies of one chart differ only in the app their selectors name:
+        // their shapes must not share a fingerprint, or each conversion compares them all.
+        let chart = |app: &str| {
+            let mut s = spec(app);
+            s.containers[0].name = "app".into();
+            s
+        };
+        let prints: std::collections::BTreeSet<u64> =
+            ["a", "b", "c"].iter().map(|app| spec_print(&chart(app))).collect();
+        assert_eq!(prints.len(), 3);
+        let mut spread_only = chart("a");
+        spread_only.affinity = None;
+        let mut other_spread = spread_only.clone();
+        if let Some(t) = other_spread.topology_spread_constraints.as_mut() {
+            t[0].label_selector = Some(LabelSelector {
+                match_labels: Some([("app".to_string(), "b".to_string())].into()),
+                ..Default::default()
+            });
+        }
+        assert_ne!(spec_print(&spread_only), spec_print(&other_spread));
+        assert_eq!(spec_print(&spread_only), shape_print(&PodShape::from(&spread_only)));
+    }
+
+    #[test]
+    fn daemon_pods_pinned_to_different_nodes_are_told_apart_by_fingerprint() {
+        let pinned = |node: &str| -> PodSpec {
+            serde_json::from_value(serde_json::json!({
+                "containers": [{"name": "agent", "resources": {"requests": {"cpu": "100m"}}}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]}}}
+            }))
+            .expect("spec")
+        };
+        assert_ne!(spec_print(&pinned("n1")), spec_print(&pinned("n2")));
+        assert_eq!(spec_print(&pinned("n1")), shape_print(&PodShape::from(&pinned("n1"))));
     }
 }
