@@ -4,18 +4,16 @@
 //! cluster of 30,000 pods has tens or hundreds of shapes, and every version of every pod the
 //! controllers keep would otherwise carry its own copy: containers, their request and limit
 //! maps, affinity, tolerations, topology spread. Shapes are handed out shared from a
-//! process-wide table, found by a fingerprint of their requests and confirmed equal field by
-//! field; the table holds them weakly, so a shape no pod has any more is freed and its entry
+//! process-wide table, found by a fingerprint (requests, selectors, affinity terms) and
+//! confirmed equal field by field; the table holds them weakly, so a shape no pod has any more is freed and its entry
 //! swept.
 //!
 //! A whole `PodSpec` is matched against the table without being copied first
 //! ([`shared_from`]): a pod that changes status keeps its shape at the cost of a comparison.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
-
-use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, PodSpec, ResourceRequirements, TopologySpreadConstraint, Volume,
@@ -84,30 +82,29 @@ impl Table {
     }
 }
 
+/// The fingerprint of a [`PodShape`] or a `PodSpec`: the fields it reads have the same names
+/// and types in both.
+macro_rules! print_of {
+    ($s:expr) => {
+        fingerprint(
+            $s.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())),
+            Told {
+                priority: $s.priority,
+                init_containers: $s.init_containers.as_ref().map_or(0, Vec::len),
+                node_selector: $s.node_selector.as_ref(),
+                affinity: $s.affinity.as_ref(),
+                spread: $s.topology_spread_constraints.as_deref(),
+            },
+        )
+    };
+}
+
 fn shape_print(shape: &PodShape) -> u64 {
-    fingerprint(
-        shape.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())),
-        Told {
-            priority: shape.priority,
-            init_containers: shape.init_containers.as_ref().map_or(0, Vec::len),
-            node_selector: shape.node_selector.as_ref(),
-            affinity: shape.affinity.as_ref(),
-            spread: shape.topology_spread_constraints.as_deref(),
-        },
-    )
+    print_of!(shape)
 }
 
 fn spec_print(spec: &PodSpec) -> u64 {
-    fingerprint(
-        spec.containers.iter().map(|c| (c.name.as_str(), c.resources.as_ref())),
-        Told {
-            priority: spec.priority,
-            init_containers: spec.init_containers.as_ref().map_or(0, Vec::len),
-            node_selector: spec.node_selector.as_ref(),
-            affinity: spec.affinity.as_ref(),
-            spread: spec.topology_spread_constraints.as_deref(),
-        },
-    )
+    print_of!(spec)
 }
 
 /// What besides the containers tells shapes apart in the fingerprint.

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use kerf_api::labels;
 use kerf_cloud::CloudProvider;
@@ -306,18 +306,11 @@ const POD_LABELS: [&str; 10] =
 
 impl PodsState {
     fn set(&self, rows: PodRows) {
-        let rows = Arc::new(rows);
-        match self.0.lock() {
-            Ok(mut have) => *have = rows,
-            Err(poisoned) => *poisoned.into_inner() = rows,
-        }
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(rows);
     }
 
     fn rows(&self) -> Arc<PodRows> {
-        match self.0.lock() {
-            Ok(have) => Arc::clone(&have),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        Arc::clone(&self.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
