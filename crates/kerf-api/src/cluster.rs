@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 pub use crate::patch::Patch;
-use crate::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, SlimPod};
+use crate::{CapacityBuffer, EC2NodeClass, MetaView, NodeClaim, NodePool, SlimMeta, SlimPod};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::node::v1::RuntimeClass;
@@ -31,8 +31,10 @@ pub trait Object: Clone + Send + Sync + 'static {
     const PLURAL: &'static str;
     /// Whether objects of this kind live in a namespace.
     const NAMESPACED: bool;
-    fn meta(&self) -> &ObjectMeta;
-    fn meta_mut(&mut self) -> &mut ObjectMeta;
+    /// Its metadata's type: `ObjectMeta`, or a pod's [`SlimMeta`] for a [`SlimPod`].
+    type Meta: MetaView;
+    fn meta(&self) -> &Self::Meta;
+    fn meta_mut(&mut self) -> &mut Self::Meta;
     fn into_any(self) -> AnyObject;
     fn from_any(obj: &AnyObject) -> Option<&Self> {
         Self::from_any_shared(obj).map(|o| &**o)
@@ -51,8 +53,18 @@ macro_rules! kind_name {
     };
 }
 
+/// The metadata type of a kind: `ObjectMeta`, or the one given after `with`.
+macro_rules! meta_type {
+    () => {
+        ObjectMeta
+    };
+    ($meta:ty) => {
+        $meta
+    };
+}
+
 macro_rules! objects {
-    ($($ty:ident $(as $kind:literal)?, $namespaced:expr, $group:expr, $version:expr, $plural:expr;)*) => {
+    ($($ty:ident $(as $kind:literal)? $(with $meta:ty)?, $namespaced:expr, $group:expr, $version:expr, $plural:expr;)*) => {
         /// Any object of the kinds the controllers watch.
         #[derive(Debug, Clone)]
         pub enum AnyObject {
@@ -66,7 +78,7 @@ macro_rules! objects {
                 }
             }
 
-            pub fn meta(&self) -> &ObjectMeta {
+            pub fn meta(&self) -> &dyn MetaView {
                 match self {
                     $(AnyObject::$ty(o) => o.meta(),)*
                 }
@@ -89,10 +101,11 @@ macro_rules! objects {
                 const GROUP: &'static str = $group;
                 const VERSION: &'static str = $version;
                 const PLURAL: &'static str = $plural;
-                fn meta(&self) -> &ObjectMeta {
+                type Meta = meta_type!($($meta)?);
+                fn meta(&self) -> &Self::Meta {
                     &self.metadata
                 }
-                fn meta_mut(&mut self) -> &mut ObjectMeta {
+                fn meta_mut(&mut self) -> &mut Self::Meta {
                     &mut self.metadata
                 }
                 fn into_any(self) -> AnyObject {
@@ -113,7 +126,7 @@ macro_rules! objects {
 objects! {
     Pod, true, "", "v1", "pods";
     // A Pod as the controllers keep it (what a watch of pods delivers to them).
-    SlimPod as "Pod", true, "", "v1", "pods";
+    SlimPod as "Pod" with SlimMeta, true, "", "v1", "pods";
     Node, false, "", "v1", "nodes";
     NodeClaim, false, crate::crd::NODE_CLAIM.group, crate::crd::NODE_CLAIM.version, crate::crd::NODE_CLAIM.plural;
     NodePool, false, crate::crd::NODE_POOL.group, crate::crd::NODE_POOL.version, crate::crd::NODE_POOL.plural;
@@ -214,6 +227,8 @@ pub struct EventRecord {
     /// Kind and name of the object it is about, e.g. (`Pod`, `default/inflate-abc`).
     pub kind: &'static str,
     pub name: String,
+    /// The object's uid, as the recorder knows it (an Event names the object's incarnation).
+    pub uid: Option<String>,
     /// `Normal` or `Warning`.
     pub type_: &'static str,
     pub reason: String,

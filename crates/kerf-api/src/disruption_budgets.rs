@@ -83,11 +83,14 @@ fn finished(pod: &impl PodView) -> bool {
 }
 
 fn pod_key(pod: &impl PodView) -> Key {
-    (pod.meta().namespace.clone().unwrap_or_default(), pod.meta().name.clone().unwrap_or_default())
+    (
+        pod.meta().namespace().map(str::to_string).unwrap_or_default(),
+        pod.meta().name().map(str::to_string).unwrap_or_default(),
+    )
 }
 
 fn same_labels(a: &impl PodView, b: &impl PodView) -> bool {
-    a.meta().namespace == b.meta().namespace && a.meta().labels == b.meta().labels
+    a.meta().namespace() == b.meta().namespace() && a.meta().labels() == b.meta().labels()
 }
 
 impl DisruptionBudgets {
@@ -128,9 +131,9 @@ impl DisruptionBudgets {
     }
 
     fn selecting_budgets(&self, pod: &impl PodView) -> Vec<Key> {
-        let ns = pod.meta().namespace.clone().unwrap_or_default();
+        let ns = pod.meta().namespace().map(str::to_string).unwrap_or_default();
         let empty = BTreeMap::new();
-        let labels = pod.meta().labels.as_ref().unwrap_or(&empty);
+        let labels = pod.meta().labels().unwrap_or(&empty);
         self.budgets
             .range((ns.clone(), String::new())..)
             .take_while(|((bns, _), _)| *bns == ns)
@@ -177,7 +180,7 @@ impl DisruptionBudgets {
         };
         let empty = BTreeMap::new();
         for pod in namespace_pods {
-            if !selector_matches(Some(&budget.selector), pod.meta().labels.as_ref().unwrap_or(&empty)) {
+            if !selector_matches(Some(&budget.selector), pod.meta().labels().unwrap_or(&empty)) {
                 continue;
             }
             let counted = self.count_finished || !finished(pod);

@@ -137,6 +137,7 @@ mod tests {
         EventRecord {
             kind: "Node",
             name: name.to_string(),
+            uid: None,
             type_: "Normal",
             reason: reason.to_string(),
             message: message.to_string(),

@@ -45,8 +45,10 @@ pub mod schema;
 pub mod seeded;
 pub mod selector;
 pub mod shared;
+pub mod slim_meta;
 pub mod slim_pod;
 pub mod validation;
+mod weak_table;
 
 pub use capacitybuffer::CapacityBuffer;
 pub use duration::{GoDuration, NillableDuration};
@@ -59,5 +61,6 @@ pub use quantity::Quantity;
 pub use requirements::{Incompatible, Requirement, Requirements};
 pub use resources::ResourceList;
 pub use shared::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues, Operator, Taint, TaintEffect};
+pub use slim_meta::{MetaView, SlimMeta};
 pub use slim_pod::{PodShape, SlimContainer, SlimPod, SlimPodSpec, SlimPodStatus, SlimVolume};
 pub use validation::{FieldError, validate_ec2_node_class, validate_node_claim, validate_node_pool};

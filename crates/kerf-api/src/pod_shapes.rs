@@ -11,9 +11,9 @@
 //! A whole `PodSpec` is matched against the table without being copied first
 //! ([`shared_from`]): a pod that changes status keeps its shape at the cost of a comparison.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, PodSpec, ResourceRequirements, TopologySpreadConstraint, Volume,
@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::slim_pod::{PodShape, SlimContainer, SlimVolume, volume_binds_claim};
+use crate::weak_table::WeakTable;
 
 /// The shape `shape` is equal to, shared.
 pub fn shared(shape: PodShape) -> Arc<PodShape> {
@@ -42,45 +43,7 @@ pub fn shared_from(spec: &PodSpec) -> Arc<PodShape> {
     table.insert(print, PodShape::from(spec))
 }
 
-static TABLE: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(Table::default()));
-
-/// Shapes by fingerprint, held weakly.
-#[derive(Default)]
-struct Table {
-    by_print: HashMap<u64, Vec<Weak<PodShape>>>,
-    entries: usize,
-    /// The entry count at which the next sweep of freed shapes runs.
-    sweep_at: usize,
-}
-
-/// Sweeps run when the table doubles since the last one, and not below this many entries.
-const MIN_SWEEP: usize = 1024;
-
-impl Table {
-    fn find(&self, print: u64, same: impl Fn(&PodShape) -> bool) -> Option<Arc<PodShape>> {
-        self.by_print.get(&print)?.iter().filter_map(Weak::upgrade).find(|s| same(s))
-    }
-
-    fn insert(&mut self, print: u64, shape: PodShape) -> Arc<PodShape> {
-        if self.entries >= self.sweep_at {
-            self.by_print.retain(|_, shapes| {
-                shapes.retain(|s| s.strong_count() > 0);
-                !shapes.is_empty()
-            });
-            self.entries = self.by_print.values().map(Vec::len).sum();
-            self.sweep_at = (2 * self.entries).max(MIN_SWEEP);
-        }
-        let shape = Arc::new(shape);
-        self.by_print.entry(print).or_default().push(Arc::downgrade(&shape));
-        self.entries += 1;
-        shape
-    }
-
-    #[cfg(test)]
-    fn live(&self, print: u64) -> usize {
-        self.by_print.get(&print).map_or(0, |v| v.iter().filter(|s| s.strong_count() > 0).count())
-    }
-}
+static TABLE: LazyLock<Mutex<WeakTable<PodShape>>> = LazyLock::new(|| Mutex::new(WeakTable::new()));
 
 /// The fingerprint of a [`PodShape`] or a `PodSpec`: the fields it reads have the same names
 /// and types in both.

@@ -31,6 +31,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
+use crate::{MetaView, SlimMeta};
+
 /// kubectl's copy of the manifest it last applied, kept on the object by client-side apply.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -42,8 +44,7 @@ pub const CONDITIONS: &[&str] = &["PodScheduled", "Ready"];
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct SlimPod {
-    #[serde(deserialize_with = "slim_meta")]
-    pub metadata: ObjectMeta,
+    pub metadata: SlimMeta,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spec: Option<SlimPodSpec>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -157,7 +158,7 @@ pub struct SlimPodStatus {
 /// What code serving both forms of a pod (the API server's whole `Pod`, the controllers'
 /// [`SlimPod`]) reads of either.
 pub trait PodView {
-    fn meta(&self) -> &ObjectMeta;
+    fn meta(&self) -> &dyn MetaView;
     fn phase(&self) -> Option<&str>;
     fn conditions(&self) -> &[PodCondition];
 }
@@ -166,7 +167,7 @@ pub trait PodView {
 macro_rules! pod_view {
     ($($ty:ty),*) => {$(
         impl PodView for $ty {
-            fn meta(&self) -> &ObjectMeta {
+            fn meta(&self) -> &dyn MetaView {
                 &self.metadata
             }
             fn phase(&self) -> Option<&str> {
@@ -184,7 +185,7 @@ pod_view!(Pod, SlimPod);
 macro_rules! pod_view_through {
     ($($wrapper:ty),*) => {$(
         impl<P: PodView + ?Sized> PodView for $wrapper {
-            fn meta(&self) -> &ObjectMeta {
+            fn meta(&self) -> &dyn MetaView {
                 (**self).meta()
             }
             fn phase(&self) -> Option<&str> {
@@ -232,42 +233,19 @@ fn kept_condition(c: &PodCondition) -> bool {
     CONDITIONS.contains(&c.type_.as_str())
 }
 
-/// Metadata without what no controller reads.
-fn slim_meta<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    let mut meta = ObjectMeta::deserialize(d)?;
-    trim_meta(&mut meta);
-    Ok(meta)
-}
-
-/// Drops what no controller reads, and the spare room of decoded lists (a decoder grows a list
-/// of one owner to room for four: most of what a pod's owner reference costs).
-fn trim_meta(meta: &mut ObjectMeta) {
-    meta.managed_fields = None;
-    if let Some(a) = meta.annotations.as_mut() {
-        a.remove(LAST_APPLIED);
-    }
-    if let Some(o) = meta.owner_references.as_mut() {
-        o.shrink_to_fit();
-    }
-    if let Some(f) = meta.finalizers.as_mut() {
-        f.shrink_to_fit();
-    }
-}
-
 impl SlimPod {
     /// A slim pod from a pod's metadata and the JSON of its spec and status, as a client that
     /// decoded the object generically holds them: each part decoded as what a slim pod keeps,
     /// without a copy of the whole object's JSON first.
     pub fn from_parts(
-        mut metadata: ObjectMeta,
+        metadata: ObjectMeta,
         spec: Option<serde_json::Value>,
         status: Option<serde_json::Value>,
     ) -> Result<SlimPod, serde_json::Error> {
-        trim_meta(&mut metadata);
         fn part<T: serde::de::DeserializeOwned>(v: Option<serde_json::Value>) -> Result<Option<T>, serde_json::Error> {
             v.filter(|v| !v.is_null()).map(serde_json::from_value).transpose()
         }
-        Ok(SlimPod { metadata, spec: part(spec)?, status: part(status)? })
+        Ok(SlimPod { metadata: SlimMeta::from(metadata), spec: part(spec)?, status: part(status)? })
     }
 }
 
@@ -388,10 +366,8 @@ impl From<&PodStatus> for SlimPodStatus {
 
 impl From<&Pod> for SlimPod {
     fn from(p: &Pod) -> Self {
-        let mut metadata = p.metadata.clone();
-        trim_meta(&mut metadata);
         SlimPod {
-            metadata,
+            metadata: SlimMeta::from(&p.metadata),
             spec: p.spec.as_ref().map(SlimPodSpec::from),
             status: p.status.as_ref().map(SlimPodStatus::from),
         }

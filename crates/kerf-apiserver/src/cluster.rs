@@ -126,10 +126,21 @@ fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
     }
 }
 
-pub(crate) fn any_meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-    match obj {
+/// The metadata of a stored object, to write the server's fields. The store keeps pods whole:
+/// a pod in the controllers' slim form (which drops most of a pod) is refused.
+pub(crate) fn any_meta_mut(
+    obj: &mut AnyObject,
+) -> Result<&mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, ApiError> {
+    Ok(match obj {
         AnyObject::Pod(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::SlimPod(o) => &mut Arc::make_mut(o).metadata,
+        AnyObject::SlimPod(o) => {
+            return Err(ApiError::Invalid {
+                kind: "Pod",
+                name: o.metadata.name.clone().unwrap_or_default(),
+                message: "a pod is written whole; the controllers' slim form of it keeps only what they read"
+                    .to_string(),
+            });
+        }
         AnyObject::Node(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::NodeClaim(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::NodePool(o) => &mut Arc::make_mut(o).metadata,
@@ -147,7 +158,7 @@ pub(crate) fn any_meta_mut(obj: &mut AnyObject) -> &mut k8s_openapi::apimachiner
         AnyObject::Deployment(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::StatefulSet(o) => &mut Arc::make_mut(o).metadata,
         AnyObject::ReplicaSet(o) => &mut Arc::make_mut(o).metadata,
-    }
+    })
 }
 
 /// A workload kept as JSON as the typed object the controllers read (None for other kinds, or
@@ -177,7 +188,7 @@ fn typed_shared<K: Object>(s: &Stored, kind: &'static str) -> Result<Arc<K>, Api
         Stored::Typed(a) => K::from_any_shared(a).cloned(),
         Stored::Dynamic(_) => None,
     }
-    .ok_or_else(|| ApiError::Other(format!("{kind} {}: wrong kind", s.meta().name.as_deref().unwrap_or(""))))
+    .ok_or_else(|| ApiError::Other(format!("{kind} {}: wrong kind", s.meta().name().unwrap_or(""))))
 }
 
 impl Inner {
@@ -188,8 +199,8 @@ impl Inner {
             "Pod" => self.disruption_budgets.update_pod(before.and_then(typed::<Pod>), after.and_then(typed::<Pod>)),
             "PodDisruptionBudget" => {
                 let Some(meta) = after.or(before).map(Stored::meta) else { return };
-                let ns = meta.namespace.clone().unwrap_or_default();
-                let key = (ns.clone(), meta.name.clone().unwrap_or_default());
+                let ns = meta.namespace().unwrap_or_default().to_string();
+                let key = (ns.clone(), meta.name().unwrap_or_default().to_string());
                 let prefix = format!("{ns}/");
                 let pods = self
                     .stores
@@ -227,7 +238,7 @@ impl Inner {
 
     fn create(&mut self, now: Timestamp, kind: &'static str, mut obj: Stored) -> Result<Stored, ApiError> {
         let namespaced = is_namespaced(kind);
-        let meta = obj.meta_mut();
+        let meta = obj.meta_mut()?;
         if meta.name.as_deref().unwrap_or("").is_empty() {
             let Some(prefix) = meta.generate_name.clone().filter(|p| !p.is_empty()) else {
                 return Err(ApiError::Invalid {
@@ -271,7 +282,7 @@ impl Inner {
         self.uids += 1;
         let uid = format!("00000000-0000-4000-8000-{:012x}", self.uids);
         let rv = self.next_rv();
-        let meta = obj.meta_mut();
+        let meta = obj.meta_mut()?;
         meta.uid = Some(uid);
         meta.resource_version = Some(rv);
         meta.creation_timestamp = Some(Time(now));
@@ -284,13 +295,13 @@ impl Inner {
     }
 
     fn write(&mut self, kind: &'static str, incoming: Stored, mode: Mode) -> Result<Stored, ApiError> {
-        let name = incoming.meta().name.clone().unwrap_or_default();
-        let key = key_of(incoming.meta().namespace.as_deref(), &name, is_namespaced(kind));
+        let name = incoming.meta().name().map(str::to_string).unwrap_or_default();
+        let key = key_of(incoming.meta().namespace(), &name, is_namespaced(kind));
         let Some(current) = self.stores.get(kind).and_then(|s| s.get(&key)) else {
             return Err(ApiError::NotFound { kind, name });
         };
-        if let Some(rv) = incoming.meta().resource_version.as_deref().filter(|rv| !rv.is_empty())
-            && Some(rv) != current.meta().resource_version.as_deref()
+        if let Some(rv) = incoming.meta().resource_version().filter(|rv| !rv.is_empty())
+            && Some(rv) != current.meta().resource_version()
         {
             return Err(ApiError::Conflict { kind, name });
         }
@@ -310,20 +321,22 @@ impl Inner {
                 _ => false,
             };
             // Fields the server owns.
-            let cm = current.meta().clone();
-            let m = n.meta_mut();
-            m.uid = cm.uid;
-            m.creation_timestamp = cm.creation_timestamp;
-            m.namespace = cm.namespace;
-            m.generation = cm.generation.map(|g| if spec_changed { g + 1 } else { g });
+            let cm = current.meta();
+            let (uid, created, namespace) =
+                (cm.uid().map(str::to_string), cm.creation_timestamp().cloned(), cm.namespace().map(str::to_string));
+            let (generation, deleted) = (cm.generation(), cm.deletion_timestamp().cloned());
+            let m = n.meta_mut()?;
+            m.uid = uid;
+            m.creation_timestamp = created;
+            m.namespace = namespace;
+            m.generation = generation.map(|g| if spec_changed { g + 1 } else { g });
             // Once set, a deletionTimestamp stays; it is never set by an update.
-            m.deletion_timestamp = cm.deletion_timestamp;
+            m.deletion_timestamp = deleted;
             n
         };
         let rv = self.next_rv();
-        next.meta_mut().resource_version = Some(rv);
-        let done =
-            next.meta().deletion_timestamp.is_some() && next.meta().finalizers.as_ref().is_none_or(Vec::is_empty);
+        next.meta_mut()?.resource_version = Some(rv);
+        let done = next.meta().deletion_timestamp().is_some() && next.meta().finalizers().is_empty();
         if done {
             if let Some(s) = self.stores.get_mut(kind) {
                 s.remove(&key);
@@ -353,16 +366,16 @@ impl Inner {
         };
         let before = current.clone();
         let m = current.meta();
-        if pre.uid.as_ref().is_some_and(|u| m.uid.as_ref() != Some(u)) {
+        if pre.uid.as_deref().is_some_and(|u| m.uid() != Some(u)) {
             return Err(ApiError::Conflict { kind, name: format!("{name} (precondition failed: uid)") });
         }
-        if pre.resource_version.as_ref().is_some_and(|rv| m.resource_version.as_ref() != Some(rv)) {
+        if pre.resource_version.as_deref().is_some_and(|rv| m.resource_version() != Some(rv)) {
             return Err(ApiError::Conflict { kind, name: format!("{name} (precondition failed: resourceVersion)") });
         }
-        if m.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
-            if m.deletion_timestamp.is_none() {
+        if !m.finalizers().is_empty() {
+            if m.deletion_timestamp().is_none() {
                 let rv = self.next_rv();
-                let m = current.meta_mut();
+                let m = current.meta_mut()?;
                 m.deletion_timestamp = Some(Time(now));
                 m.resource_version = Some(rv);
                 self.stores.entry(kind).or_default().insert(key, current.clone());
@@ -376,7 +389,7 @@ impl Inner {
         }
         self.index(kind, Some(&before), None);
         let rv = self.next_rv();
-        let m = current.meta_mut();
+        let m = current.meta_mut()?;
         m.deletion_timestamp.get_or_insert(Time(now));
         m.resource_version = Some(rv);
         self.emit(kind, ChangeType::Deleted, current.clone(), None);
@@ -512,10 +525,7 @@ impl SimCluster {
             .stores
             .get(kind)
             .map(|s| {
-                s.values()
-                    .filter(|o| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
-                    .cloned()
-                    .collect()
+                s.values().filter(|o| namespace.is_none_or(|ns| o.meta().namespace() == Some(ns))).cloned().collect()
             })
             .unwrap_or_default();
         (items, inner.resource_version)
@@ -540,7 +550,7 @@ impl SimCluster {
             .get(kind)
             .map(|s| {
                 s.range((lower, Bound::Unbounded))
-                    .filter(|(_, o)| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)) && keep(o))
+                    .filter(|(_, o)| namespace.is_none_or(|ns| o.meta().namespace() == Some(ns)) && keep(o))
                     .take(max)
                     .map(|(k, o)| (k.clone(), o.clone()))
                     .collect()
@@ -719,8 +729,11 @@ impl SimCluster {
         if inner.event_objects && inner.event_dedupe.admit(&event, time) {
             let mut obj = event_object(&event, time, inner.events.len());
             // The object's uid, which `kubectl describe` selects events by.
-            let uid =
-                inner.stores.get(event.kind).and_then(|st| st.get(&event.name)).and_then(|o| o.meta().uid.clone());
+            let uid = inner
+                .stores
+                .get(event.kind)
+                .and_then(|st| st.get(&event.name))
+                .and_then(|o| o.meta().uid().map(str::to_string));
             if let (Some(uid), Some(involved)) = (uid, obj.body.get_mut("involvedObject")) {
                 involved["uid"] = Value::String(uid);
             }
@@ -980,6 +993,7 @@ mod tests {
             c.record(EventRecord {
                 kind: "Pod",
                 name: "default/p".to_string(),
+                uid: None,
                 type_: "Normal",
                 reason: "Nominated".to_string(),
                 // Messages that differ apart from their numbers (those alone are one event).
@@ -1002,6 +1016,7 @@ mod tests {
         let blocked = |message: &str| EventRecord {
             kind: "Node",
             name: "n1".to_string(),
+            uid: None,
             type_: "Normal",
             reason: "DisruptionBlocked".to_string(),
             message: message.to_string(),

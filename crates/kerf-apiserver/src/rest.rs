@@ -167,8 +167,8 @@ impl Filter {
     }
 
     pub(crate) fn matches(&self, obj: &Stored, json: &Value) -> bool {
-        self.namespace.as_deref().is_none_or(|ns| obj.meta().namespace.as_deref() == Some(ns))
-            && self.labels.matches(obj.meta().labels.as_ref())
+        self.namespace.as_deref().is_none_or(|ns| obj.meta().namespace() == Some(ns))
+            && self.labels.matches(obj.meta().labels())
             && self.fields.matches(json)
     }
 }
@@ -298,7 +298,7 @@ pub(crate) fn patch_stored(
                     let mut doc = current.to_json(kind);
                     apply_patch(&mut doc, patch_type, patch)?;
                     let obj = decode_body(kind, namespace, doc)?;
-                    if obj.meta().name.as_deref() != Some(name) {
+                    if obj.meta().name() != Some(name) {
                         return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
                     }
                     if part == Part::Main {
@@ -492,7 +492,7 @@ impl Rest {
             filter.namespace.as_deref(),
             from.as_ref().map(|f| f.after.as_str()),
             max,
-            |o| filter.labels.matches(o.meta().labels.as_ref()),
+            |o| filter.labels.matches(o.meta().labels()),
         );
         let rv = from.as_ref().map_or(now, |f| f.rv);
         let mut items = Vec::new();
@@ -540,10 +540,10 @@ impl Rest {
             return Err(RestError::NoSuchPath);
         }
         let obj = self.decode(kind, namespace, body)?;
-        if obj.meta().name.as_deref() != Some(name) {
+        if obj.meta().name() != Some(name) {
             return Err(RestError::BadRequest(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
-                obj.meta().name.as_deref().unwrap_or("")
+                obj.meta().name().unwrap_or("")
             )));
         }
         if part == Part::Main {

@@ -128,7 +128,10 @@ pub(crate) fn patch_status(
         Err(e) => return Some(Err(e)),
     };
     if let Some(v) = version {
-        crate::cluster::any_meta_mut(&mut next).resource_version = Some(v.to_string());
+        match crate::cluster::any_meta_mut(&mut next) {
+            Ok(meta) => meta.resource_version = Some(v.to_string()),
+            Err(e) => return Some(Err(FieldError::new("metadata", e.to_string()))),
+        }
     }
     Some(Ok(next))
 }

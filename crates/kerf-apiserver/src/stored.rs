@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kerf_api::cluster::AnyObject;
+use kerf_api::MetaView;
+use kerf_api::cluster::{AnyObject, ApiError};
 use serde_json::{Map, Value};
 
 use crate::kinds::ResourceKind;
@@ -66,17 +67,18 @@ pub enum Stored {
 }
 
 impl Stored {
-    pub fn meta(&self) -> &ObjectMeta {
+    pub fn meta(&self) -> &dyn MetaView {
         match self {
             Stored::Typed(a) => a.meta(),
             Stored::Dynamic(d) => &d.metadata,
         }
     }
 
-    pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+    /// The metadata, to write the server's fields (refused for a pod in its slim form).
+    pub fn meta_mut(&mut self) -> Result<&mut ObjectMeta, ApiError> {
         match self {
             Stored::Typed(a) => crate::cluster::any_meta_mut(a),
-            Stored::Dynamic(d) => &mut Arc::make_mut(d).metadata,
+            Stored::Dynamic(d) => Ok(&mut Arc::make_mut(d).metadata),
         }
     }
 

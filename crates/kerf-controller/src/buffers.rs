@@ -256,7 +256,8 @@ fn virtual_pod_of(template: &PodTemplateSpec, ns: &str, buffer: &str, i: i64, ve
             labels: meta.labels,
             annotations: Some([(BUFFER_ANNOTATION.to_string(), format!("{ns}/{buffer}"))].into()),
             ..ObjectMeta::default()
-        },
+        }
+        .into(),
         spec: template.spec.as_ref().map(kerf_api::SlimPodSpec::from),
         status: None,
     }

@@ -182,7 +182,7 @@ impl View<'_> {
                 metadata.namespace = ds.metadata.namespace.clone();
                 metadata.name = ds.metadata.name.clone();
                 Some(Arc::new(SlimPod {
-                    metadata,
+                    metadata: metadata.into(),
                     spec: template.spec.as_ref().map(kerf_api::SlimPodSpec::from),
                     status: None,
                 }))

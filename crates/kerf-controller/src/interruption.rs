@@ -46,6 +46,7 @@ impl Interruption {
                 .record_event(EventRecord {
                     kind: kerf_api::nodeclaim::KIND,
                     name: name.clone(),
+                    uid: cx.state.uid_of(kerf_api::nodeclaim::KIND, &name),
                     type_: "Warning",
                     reason: notice.kind.event_reason().to_string(),
                     message: format!("{} notice received from the cloud", notice.kind),

@@ -381,6 +381,7 @@ async fn launch<P: CloudProvider, C: ClusterApi>(
                 .record_event(EventRecord {
                     kind: kerf_api::nodeclaim::KIND,
                     name: name.clone(),
+                    uid: claim.metadata.uid.clone(),
                     type_: "Warning",
                     reason: "InsufficientCapacityError".to_string(),
                     message: format!("NodeClaim {name} event: creating instance, insufficient capacity, {msg}"),

@@ -16,7 +16,7 @@
 //! subnets) are written by kerf's reconcilers alone, one after another on one cache that records
 //! the answer to every write, so they are merged unpinned.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::MetaView;
 use kerf_api::cluster::{ApiError, Patch};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -77,8 +77,8 @@ pub(crate) fn status_changes<S: Serialize>(old: Option<&S>, new: &S) -> Result<O
 }
 
 /// `patch` applied only to the version of the object `read` is (a conflict on any other).
-pub(crate) fn pinned(read: &ObjectMeta, mut patch: Value) -> Patch {
-    if let (Some(rv), Some(p)) = (read.resource_version.as_deref(), patch.as_object_mut()) {
+pub(crate) fn pinned(read: &(impl MetaView + ?Sized), mut patch: Value) -> Patch {
+    if let (Some(rv), Some(p)) = (read.resource_version(), patch.as_object_mut()) {
         let meta = p.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
         if let Some(m) = meta.as_object_mut() {
             m.insert("resourceVersion".to_string(), Value::String(rv.to_string()));
@@ -107,7 +107,10 @@ mod tests {
 
     #[test]
     fn a_pinned_patch_carries_the_resource_version_it_was_read_at() {
-        let read = ObjectMeta { resource_version: Some("12".to_string()), ..Default::default() };
+        let read = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            resource_version: Some("12".to_string()),
+            ..Default::default()
+        };
         let p = pinned(&read, json!({"spec": {"taints": []}}));
         assert_eq!(p, Patch::Merge(json!({"metadata": {"resourceVersion": "12"}, "spec": {"taints": []}})));
         assert_eq!(p.resource_version(), Some("12"));

@@ -7,6 +7,7 @@
 //! [`SlimPod`](kerf_api::SlimPod)s (what the controllers read of them); a whole Pod an event or
 //! an API answer carries is made slim as it arrives.
 
+use kerf_api::MetaView;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -26,18 +27,20 @@ use kerf_scheduling::disruption_budgets::DisruptionBudgets;
 /// `(namespace, name)` of a namespaced object.
 pub type ObjectKey = (String, String);
 
-pub(crate) fn key_of(meta: &ObjectMeta) -> ObjectKey {
-    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+pub(crate) fn key_of(meta: &(impl MetaView + ?Sized)) -> ObjectKey {
+    (meta.namespace().unwrap_or_default().to_string(), meta.name().unwrap_or_default().to_string())
 }
 
-fn name_of(meta: &ObjectMeta) -> String {
-    meta.name.clone().unwrap_or_default()
+fn name_of(meta: &(impl MetaView + ?Sized)) -> String {
+    meta.name().unwrap_or_default().to_string()
 }
 
 /// Whether `incoming` is older than `current` by resourceVersion. Versions that are not
 /// integers are never considered stale (their order is opaque).
-fn is_stale(current: &ObjectMeta, incoming: &ObjectMeta) -> bool {
-    let parse = |m: &ObjectMeta| m.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+fn is_stale(current: &(impl MetaView + ?Sized), incoming: &(impl MetaView + ?Sized)) -> bool {
+    fn parse(m: &(impl MetaView + ?Sized)) -> Option<u64> {
+        m.resource_version().and_then(|v| v.parse::<u64>().ok())
+    }
     matches!((parse(current), parse(incoming)), (Some(c), Some(i)) if i < c)
 }
 
@@ -346,6 +349,22 @@ impl ClusterState {
         &self.pods
     }
 
+    /// The uid of the object of `kind` named `name` (`namespace/name` for a pod), for the
+    /// Events recorded about it.
+    pub fn uid_of(&self, kind: &str, name: &str) -> Option<String> {
+        let meta: &dyn MetaView = match kind {
+            "Pod" => {
+                let (ns, n) = name.split_once('/')?;
+                &self.pod(ns, n)?.metadata
+            }
+            "Node" => &self.node(name)?.metadata,
+            kerf_api::nodeclaim::KIND => &self.node_claim(name)?.metadata,
+            kerf_api::nodepool::KIND => &self.node_pool(name)?.metadata,
+            _ => return None,
+        };
+        meta.uid().map(str::to_string)
+    }
+
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<SlimPod>> {
         self.pods.get(&(namespace.to_string(), name.to_string()))
     }
@@ -454,7 +473,8 @@ mod tests {
                 namespace: Some("default".into()),
                 resource_version: Some(rv.into()),
                 ..Default::default()
-            },
+            }
+            .into(),
             spec: Some(SlimPodSpec::from(PodShape { node_name: node.map(str::to_string), ..Default::default() })),
             status: None,
         }
@@ -485,6 +505,22 @@ mod tests {
         s.apply(&WatchEvent::Deleted(pod("b", Some("n1"), "4").into_any()));
         assert_eq!(names(s.pods_on_node("n1")), vec!["a"]);
         assert_eq!(s.pods().len(), 1);
+    }
+
+    #[test]
+    fn events_name_the_uid_of_the_pod_or_node_they_are_about() {
+        let mut s = ClusterState::new();
+        let mut p = pod("a", None, "1");
+        p.metadata.uid = Some("uid-pod-a".into());
+        let mut n = node("n1", "kwok://n1");
+        n.metadata.uid = Some("uid-node-n1".into());
+        s.apply(&WatchEvent::Applied(p.into_any()));
+        s.apply(&WatchEvent::Applied(n.into_any()));
+        assert_eq!(s.uid_of("Pod", "default/a").as_deref(), Some("uid-pod-a"));
+        assert_eq!(s.uid_of("Node", "n1").as_deref(), Some("uid-node-n1"));
+        assert_eq!(s.uid_of("Pod", "default/gone"), None);
+        assert_eq!(s.uid_of("Pod", "a"), None, "a pod is named with its namespace");
+        assert_eq!(s.uid_of(kerf_api::nodeclaim::KIND, "n1"), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! finalizer removed; the NodeClaim's finalizer goes last, once its Node is gone.
 
 use k8s_openapi::api::core::v1::Pod;
+use kerf_api::MetaView;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -71,7 +72,7 @@ pub(crate) fn is_critical(pod: &SlimPod) -> bool {
 
 /// A static (mirror) pod belongs to its node and cannot be evicted.
 fn is_mirror(pod: &SlimPod) -> bool {
-    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node")
+    pod.metadata.owner_references().iter().any(|o| o.kind == "Node")
 }
 
 /// Whether draining must remove the pod: it holds resources, is not already going, is not the
@@ -236,6 +237,7 @@ impl Termination {
                 .record_event(EventRecord {
                     kind: "Node",
                     name: name.clone(),
+                    uid: cx.state.uid_of("Node", &name),
                     type_: "Warning",
                     reason: "FailedDraining".to_string(),
                     message: format!(
@@ -268,7 +270,8 @@ mod tests {
                     vec![OwnerReference { kind: "DaemonSet".into(), name: "ds".into(), ..Default::default() }]
                 }),
                 ..Default::default()
-            },
+            }
+            .into(),
             spec: Some(SlimPodSpec::from(PodShape {
                 priority_class_name: critical.then(|| "system-node-critical".to_string()),
                 ..Default::default()

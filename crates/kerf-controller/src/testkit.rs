@@ -2,6 +2,7 @@
 //! fault-injecting `ClusterApi`, a fake CloudProvider, and a harness that drives a Manager on a
 //! hand-moved clock.
 
+use kerf_api::MetaView;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -92,7 +93,7 @@ impl TestApi {
         let mut events = self.cluster.drain_watch();
         events.retain(|e| {
             let (WatchEvent::Applied(o) | WatchEvent::Deleted(o)) = e;
-            o.meta().resource_version.as_ref().is_none_or(|rv| !faults.unseen.contains(rv))
+            o.meta().resource_version().is_none_or(|rv| !faults.unseen.contains(rv))
         });
         events
     }
@@ -140,10 +141,10 @@ impl TestApi {
     /// it, or replaces metadata, spec and status whatever resourceVersion it carries.
     pub fn put<K: Object>(&self, obj: K) -> K {
         let meta = obj.meta();
-        let exists = self.one::<K>(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or_default()).is_some();
+        let exists = self.one::<K>(meta.namespace(), meta.name().unwrap_or_default()).is_some();
         if exists {
             let mut obj = obj;
-            obj.meta_mut().resource_version = None;
+            obj.meta_mut().set_resource_version(None);
             std::sync::Arc::unwrap_or_clone(self.cluster.replace_obj(obj).unwrap())
         } else {
             std::sync::Arc::unwrap_or_clone(self.cluster.create_obj(obj).unwrap())
@@ -153,7 +154,7 @@ impl TestApi {
     /// Stores an object without a watch event (as if the watch had not caught up yet).
     pub fn put_unseen<K: Object>(&self, obj: K) {
         let stored = self.put(obj);
-        if let Some(rv) = stored.meta().resource_version.clone() {
+        if let Some(rv) = stored.meta().resource_version().map(str::to_string) {
             self.faults().unseen.insert(rv);
         }
     }
@@ -161,9 +162,9 @@ impl TestApi {
     /// Deletes an object as a user would, finalizers or not.
     pub fn remove<K: Object>(&self, ns: Option<&str>, name: &str) {
         let Some(mut obj) = self.one::<K>(ns, name) else { return };
-        if obj.meta().finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
-            obj.meta_mut().finalizers = None;
-            obj.meta_mut().resource_version = None;
+        if !obj.meta().finalizers().is_empty() {
+            obj.meta_mut().clear_finalizers();
+            obj.meta_mut().set_resource_version(None);
             self.cluster.replace_obj(obj).unwrap();
         }
         if self.one::<K>(ns, name).is_some() {
@@ -207,7 +208,7 @@ impl ClusterApi for TestApi {
             if let Some((kind, message)) = &faults.reject_creates
                 && *kind == K::KIND
             {
-                let name = obj.meta().name.clone().unwrap_or_default();
+                let name = obj.meta().name().map(str::to_string).unwrap_or_default();
                 return Err(ApiError::Invalid { kind: K::KIND, name, message: message.clone() });
             }
         }

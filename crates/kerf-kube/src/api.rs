@@ -5,14 +5,13 @@
 //! [`Recorder`](crate::recorder) (deduplicated, rate-limited, written in the background: a pass
 //! does not wait for them).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use kerf_api::MetaView;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kerf_api::cluster::Patch;
 use kerf_cloud::{Clock, SystemClock, Timestamp};
-use kerf_controller::{AnyObject, ApiError, ClusterApi, EventRecord, Object};
+use kerf_controller::{ApiError, ClusterApi, EventRecord, Object};
 use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, PatchParams, PostParams};
 use kube::{Api, Client};
 
@@ -23,58 +22,10 @@ use crate::recorder::{EventMetrics, Recorder};
 /// events --field-selector source=karpenter` keep working).
 pub const COMPONENT: &str = "karpenter";
 
-/// Object → uid, for the `involvedObject` of events (`kubectl describe` selects events by uid).
-#[derive(Debug, Default, Clone)]
-pub struct Uids(Arc<Mutex<HashMap<(&'static str, String), String>>>);
-
-impl Uids {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(&'static str, String), String>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Keeps the index up to date with one watch event (only kinds events are recorded about).
-    pub fn observe(&self, event: &kerf_controller::WatchEvent) {
-        let (kerf_controller::WatchEvent::Applied(obj) | kerf_controller::WatchEvent::Deleted(obj)) = event;
-        if !matches!(
-            obj,
-            AnyObject::Pod(_)
-                | AnyObject::SlimPod(_)
-                | AnyObject::Node(_)
-                | AnyObject::NodeClaim(_)
-                | AnyObject::NodePool(_)
-        ) {
-            return;
-        }
-        let meta = obj.meta();
-        let key = (obj.kind(), event_name(meta));
-        match (event, meta.uid.clone()) {
-            (kerf_controller::WatchEvent::Applied(_), Some(uid)) => {
-                self.lock().insert(key, uid);
-            }
-            _ => {
-                self.lock().remove(&key);
-            }
-        }
-    }
-
-    fn get(&self, kind: &'static str, name: &str) -> Option<String> {
-        self.lock().get(&(kind, name.to_string())).cloned()
-    }
-}
-
-/// `namespace/name` of a namespaced object, `name` otherwise (as [`EventRecord::name`]).
-fn event_name(meta: &ObjectMeta) -> String {
-    match meta.namespace.as_deref() {
-        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
-        None => meta.name.clone().unwrap_or_default(),
-    }
-}
-
 /// The cluster API over a kube-rs client.
 #[derive(Clone)]
 pub struct KubeApi {
     client: Client,
-    uids: Uids,
     /// Who reports events (`reportingInstance`): this process's identity.
     instance: String,
     events: Recorder,
@@ -117,9 +68,9 @@ fn codec(kind: &'static str, name: &str, e: serde_json::Error) -> ApiError {
 impl KubeApi {
     /// Must be called within a tokio runtime: it starts the task that writes events, counted in
     /// `events`.
-    pub fn new(client: Client, uids: Uids, instance: &str, events: EventMetrics) -> Self {
+    pub fn new(client: Client, instance: &str, events: EventMetrics) -> Self {
         let recorder = Recorder::start(client.clone(), events);
-        KubeApi { client, uids, instance: instance.to_string(), events: recorder }
+        KubeApi { client, instance: instance.to_string(), events: recorder }
     }
 
     /// The core/v1 Event `event` becomes.
@@ -142,7 +93,7 @@ impl KubeApi {
                 kind: Some(event.kind.to_string()),
                 name: Some(name.clone()),
                 namespace: namespaced.then(|| namespace.clone()),
-                uid: self.uids.get(event.kind, &event.name),
+                uid: event.uid.clone(),
                 ..ObjectReference::default()
             },
             reason: Some(event.reason.clone()),
@@ -187,9 +138,9 @@ impl KubeApi {
     /// Replaces the object (`status`: its status subresource), with its resourceVersion as a
     /// precondition.
     async fn replace<K: Object>(&self, obj: K, status: bool) -> Result<K, ApiError> {
-        let meta = obj.meta().clone();
-        let name = meta.name.clone().unwrap_or_default();
-        let (api, _) = self.dynamic::<K>(meta.namespace.as_deref())?;
+        let meta = obj.meta();
+        let name = meta.name().unwrap_or_default().to_string();
+        let (api, _) = self.dynamic::<K>(meta.namespace())?;
         let body = kinds::to_dynamic(&obj.into_any()).map_err(|e| codec(K::KIND, &name, e))?;
         let pp = PostParams::default();
         let written =
@@ -252,10 +203,10 @@ impl ClusterApi for KubeApi {
     }
 
     async fn create<K: Object>(&self, obj: K) -> Result<K, ApiError> {
-        let meta = obj.meta().clone();
-        let name = meta.name.clone().or(meta.generate_name.clone()).unwrap_or_default();
-        let (api, kind) = self.dynamic::<K>(meta.namespace.as_deref())?;
-        if kind.namespaced && meta.namespace.is_none() {
+        let meta = obj.meta();
+        let name = meta.name().or(meta.generate_name()).unwrap_or_default().to_string();
+        let (api, kind) = self.dynamic::<K>(meta.namespace())?;
+        if kind.namespaced && meta.namespace().is_none() {
             return Err(ApiError::Invalid { kind: K::KIND, name, message: "metadata.namespace is required".into() });
         }
         let body = kinds::to_dynamic(&obj.into_any()).map_err(|e| codec(K::KIND, &name, e))?;
@@ -326,25 +277,5 @@ mod tests {
             other => panic!("429 is TooManyRequests, got {other:?}"),
         }
         assert!(matches!(api_error("Node", "a", status(500, "InternalError")), ApiError::Other(_)));
-    }
-
-    #[test]
-    fn events_about_a_pod_name_its_uid_whether_the_watch_delivered_it_whole_or_slim() {
-        use kerf_controller::{Object, WatchEvent};
-        let meta = |name: &str, uid: &str| ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            uid: Some(uid.into()),
-            ..ObjectMeta::default()
-        };
-        let uids = Uids::default();
-        let whole = k8s_openapi::api::core::v1::Pod { metadata: meta("a", "u-a"), ..Default::default() };
-        let slim = kerf_api::SlimPod { metadata: meta("b", "u-b"), ..Default::default() };
-        uids.observe(&WatchEvent::Applied(whole.into_any()));
-        uids.observe(&WatchEvent::Applied(slim.clone().into_any()));
-        assert_eq!(uids.get("Pod", "default/a").as_deref(), Some("u-a"));
-        assert_eq!(uids.get("Pod", "default/b").as_deref(), Some("u-b"));
-        uids.observe(&WatchEvent::Deleted(slim.into_any()));
-        assert_eq!(uids.get("Pod", "default/b"), None);
     }
 }

@@ -3,6 +3,7 @@
 //! records, cluster state after a pass), never a second account of a decision. The registry also
 //! holds kerf's own counters of the event recorder ([`EventMetrics`]).
 
+use kerf_api::MetaView;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -366,9 +367,8 @@ impl PodRows {
     fn push(&mut self, pod: &kerf_api::SlimPod, node: Option<&k8s_openapi::api::core::v1::Node>) {
         let owner = pod
             .metadata
-            .owner_references
+            .owner_references()
             .iter()
-            .flatten()
             .find(|o| o.controller == Some(true))
             .map(|o| format!("{}/{}", o.kind, o.name))
             .unwrap_or_default();

@@ -435,6 +435,7 @@ mod tests {
         EventRecord {
             kind: "Pod",
             name: format!("default/{name}"),
+            uid: None,
             type_: "Normal",
             reason: reason.to_string(),
             message: "Pod should schedule on: nodeclaim/default-abcde".to_string(),

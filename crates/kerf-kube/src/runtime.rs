@@ -13,7 +13,7 @@ use kerf_controller::{Manager, Options};
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 
-use crate::api::{KubeApi, Uids};
+use crate::api::KubeApi;
 use crate::endpoints::Health;
 use crate::lease::{self, Elector};
 use crate::metrics::Metrics;
@@ -56,7 +56,6 @@ fn instant_of(t: Timestamp) -> Instant {
 struct Loop<P: CloudProvider> {
     manager: Manager<P>,
     api: KubeApi,
-    uids: Uids,
     metrics: Metrics,
     health: Arc<Health>,
     unsynced: BTreeSet<&'static str>,
@@ -80,7 +79,6 @@ impl<P: CloudProvider> Loop<P> {
         for item in batch {
             match item {
                 Feed::Event(ev) => {
-                    self.uids.observe(&ev);
                     let counting = self.synced() && self.leading;
                     let manager = &self.manager;
                     self.metrics.observe(&ev, counting, |claim| {
@@ -166,8 +164,7 @@ pub async fn run<P: CloudProvider>(
     health: Arc<Health>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
-    let uids = Uids::default();
-    let api = KubeApi::new(client.clone(), uids.clone(), &settings.identity, metrics.events());
+    let api = KubeApi::new(client.clone(), &settings.identity, metrics.events());
     let (mut feed, kinds): (mpsc::Receiver<Vec<Feed>>, _) = watches::start(&client);
     let (leader_tx, mut leader_rx) = watch::channel(settings.election.is_none());
     let mut election = settings.election.as_ref().map(|e| {
@@ -179,7 +176,6 @@ pub async fn run<P: CloudProvider>(
     let mut lp = Loop {
         manager: Manager::new(cloud, settings.options.clone()),
         api,
-        uids,
         metrics,
         health: Arc::clone(&health),
         unsynced: kinds.into_iter().collect(),

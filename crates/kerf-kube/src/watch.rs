@@ -7,6 +7,7 @@
 //! A kind is *synced* once its first list has been delivered. Pods are decoded as
 //! [`SlimPod`]s, without the fields no controller reads.
 
+use kerf_api::MetaView;
 use std::collections::BTreeMap;
 
 use futures_util::StreamExt;
@@ -33,15 +34,15 @@ pub enum Feed {
 /// `namespace/name` or `name`.
 fn key(obj: &AnyObject) -> String {
     let m = obj.meta();
-    match &m.namespace {
-        Some(ns) => format!("{ns}/{}", m.name.as_deref().unwrap_or_default()),
-        None => m.name.clone().unwrap_or_default(),
+    match m.namespace() {
+        Some(ns) => format!("{ns}/{}", m.name().unwrap_or_default()),
+        None => m.name().unwrap_or_default().to_string(),
     }
 }
 
 /// Whether `a` has a lower resourceVersion than `b` (both integers; opaque ones never are).
-fn older(a: &kube::api::ObjectMeta, b: &kube::api::ObjectMeta) -> bool {
-    let rv = |m: &kube::api::ObjectMeta| m.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+fn older(a: &dyn MetaView, b: &dyn MetaView) -> bool {
+    let rv = |m: &dyn MetaView| m.resource_version().and_then(|v| v.parse::<u64>().ok());
     matches!((rv(a), rv(b)), (Some(a), Some(b)) if a < b)
 }
 

@@ -178,7 +178,8 @@ fn bench_pod(i: usize, group: usize, rng: &mut SplitMix64) -> SlimPod {
             namespace: Some("default".into()),
             labels: Some([("app".to_string(), app.clone())].into()),
             ..Default::default()
-        },
+        }
+        .into(),
         spec: Some(SlimPodSpec::from(spec)),
         status: None,
     }

@@ -1,6 +1,7 @@
 //! What a pod asks of a node: resource requests, tolerations, node affinity, label selectors,
 //! topology spread constraints, host ports and volumes — read from the core/v1 Pod.
 
+use kerf_api::MetaView;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PodAffinityTerm, Toleration, TopologySpreadConstraint};
@@ -15,11 +16,11 @@ use crate::requirements::{Requirement, Requirements};
 pub use kerf_api::selector::selector_matches;
 
 pub fn namespace(pod: &impl PodView) -> &str {
-    pod.meta().namespace.as_deref().unwrap_or("default")
+    pod.meta().namespace().unwrap_or("default")
 }
 
 pub fn name(pod: &impl PodView) -> &str {
-    pod.meta().name.as_deref().unwrap_or("")
+    pod.meta().name().unwrap_or("")
 }
 
 /// `namespace/name`.
@@ -30,7 +31,7 @@ pub fn key(pod: &impl PodView) -> String {
 static EMPTY_LABELS: BTreeMap<String, String> = BTreeMap::new();
 
 pub fn labels(pod: &SlimPod) -> &BTreeMap<String, String> {
-    pod.metadata.labels.as_ref().unwrap_or(&EMPTY_LABELS)
+    pod.metadata.labels.as_deref().unwrap_or(&EMPTY_LABELS)
 }
 
 fn parse_list(m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> ResourceList {
@@ -121,7 +122,7 @@ pub fn nominated_node(pod: &SlimPod) -> Option<&str> {
 
 /// The DaemonSet that owns the pod, by name (in the pod's namespace), if one does.
 pub fn daemonset_owner(pod: &SlimPod) -> Option<&str> {
-    pod.metadata.owner_references.iter().flatten().find(|o| o.kind == "DaemonSet").map(|o| o.name.as_str())
+    pod.metadata.owner_references().iter().find(|o| o.kind == "DaemonSet").map(|o| o.name.as_str())
 }
 
 /// Whether the DaemonSet controller runs a pod of this template on a node with these name,
@@ -509,11 +510,10 @@ pub fn volume_claims(pod: &SlimPod) -> Vec<String> {
 /// The pod's owner as `Kind/name`, or `""`.
 pub fn owner(pod: &SlimPod) -> String {
     pod.metadata
-        .owner_references
+        .owner_references()
         .iter()
-        .flatten()
         .find(|o| o.controller == Some(true))
-        .or_else(|| pod.metadata.owner_references.iter().flatten().next())
+        .or_else(|| pod.metadata.owner_references().iter().next())
         .map(|o| format!("{}/{}", o.kind, o.name))
         .unwrap_or_default()
 }

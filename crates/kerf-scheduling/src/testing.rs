@@ -38,7 +38,8 @@ pub struct PodBuilder(SlimPod);
 
 pub fn pod(name: &str) -> PodBuilder {
     PodBuilder(SlimPod {
-        metadata: ObjectMeta { name: Some(name.into()), namespace: Some("default".into()), ..Default::default() },
+        metadata: ObjectMeta { name: Some(name.into()), namespace: Some("default".into()), ..Default::default() }
+            .into(),
         spec: Some(SlimPodSpec::from(PodShape {
             containers: vec![SlimContainer { name: "c".into(), ..Default::default() }],
             ..Default::default()
@@ -63,7 +64,7 @@ impl PodBuilder {
     }
 
     pub fn label(mut self, k: &str, v: &str) -> Self {
-        self.0.metadata.labels.get_or_insert_with(Default::default).insert(k.into(), v.into());
+        Arc::make_mut(self.0.metadata.labels.get_or_insert_with(Default::default)).insert(k.into(), v.into());
         self
     }
 
@@ -73,14 +74,14 @@ impl PodBuilder {
     }
 
     pub fn owner(mut self, kind: &str, name: &str) -> Self {
-        self.0.metadata.owner_references = Some(vec![OwnerReference {
+        self.0.metadata.owner_references = Some(Arc::new(vec![OwnerReference {
             api_version: "apps/v1".into(),
             kind: kind.into(),
             name: name.into(),
             uid: format!("uid-{name}"),
             controller: Some(true),
             block_owner_deletion: None,
-        }]);
+        }]));
         self
     }
 

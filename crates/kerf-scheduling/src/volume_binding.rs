@@ -92,7 +92,8 @@ mod tests {
 
     fn pod(claims: &[&str]) -> SlimPod {
         SlimPod {
-            metadata: ObjectMeta { name: Some("p".into()), namespace: Some("apps".into()), ..Default::default() },
+            metadata: ObjectMeta { name: Some("p".into()), namespace: Some("apps".into()), ..Default::default() }
+                .into(),
             spec: Some(SlimPodSpec::from(PodShape {
                 volumes: Some(
                     claims

@@ -7,6 +7,7 @@
 //! nothing, time jumps to the earliest wake-up anyone asked for, never past the end of the
 //! current `wait`.
 
+use kerf_api::MetaView;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -1015,7 +1016,7 @@ fn upsert<K: Object>(cluster: &SimCluster, obj: K) -> Result<(), ApiError> {
         Ok(_) => Ok(()),
         Err(ApiError::AlreadyExists { .. }) => {
             let mut obj = obj;
-            obj.meta_mut().resource_version = None;
+            obj.meta_mut().set_resource_version(None);
             cluster.update_obj(obj).map(|_| ())
         }
         Err(e) => Err(e),

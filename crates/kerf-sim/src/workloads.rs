@@ -253,7 +253,7 @@ impl Workloads {
             self.orphans.remove(&pk);
             return;
         }
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let labels = pod.metadata.labels.as_deref().cloned().unwrap_or_default();
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
         let state = PodState { bound: node.is_some(), available: running && node.is_some_and(&node_ready), seq: 0 };

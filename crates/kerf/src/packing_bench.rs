@@ -124,7 +124,8 @@ fn pods(shapes: &[Shape]) -> Vec<Arc<SlimPod>> {
                     namespace: Some("default".into()),
                     labels: Some(labels.clone()),
                     ..Default::default()
-                },
+                }
+                .into(),
                 spec: Some(SlimPodSpec::from(PodShape {
                     containers: vec![SlimContainer {
                         name: "app".into(),
@@ -157,7 +158,8 @@ fn daemonset_pods() -> Vec<Arc<SlimPod>> {
                         ..Default::default()
                     }]),
                     ..Default::default()
-                },
+                }
+                .into(),
                 spec: Some(SlimPodSpec::from(PodShape {
                     containers: vec![SlimContainer {
                         name: name.into(),

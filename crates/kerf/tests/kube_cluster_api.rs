@@ -9,8 +9,8 @@ mod common;
 use common::*;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kerf_api::cluster::Patch;
-use kerf_controller::{ApiError, ClusterApi, EventRecord, Object, WatchEvent};
-use kerf_kube::api::{KubeApi, Uids};
+use kerf_controller::{ApiError, ClusterApi, EventRecord};
+use kerf_kube::api::KubeApi;
 use kerf_kube::recorder::EventMetrics;
 use kube::api::ListParams;
 use kube::{Api, Client, Config};
@@ -59,8 +59,7 @@ fn kube_cluster_api_turns_conflicts_refused_evictions_and_missing_objects_into_a
     let s = Served::start("kube-api", &[scenario.to_str().expect("path"), "--controllers", "none"]);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
-        let uids = Uids::default();
-        let api = KubeApi::new(client(&s).await, uids.clone(), "test", EventMetrics::default());
+        let api = KubeApi::new(client(&s).await, "test", EventMetrics::default());
         let mut pods: Vec<Pod> = Vec::new();
         for _ in 0..100 {
             pods = api.list::<Pod>().await.expect("list pods");
@@ -122,10 +121,10 @@ fn kube_cluster_api_turns_conflicts_refused_evictions_and_missing_objects_into_a
         assert!(matches!(api.patch::<Node>(None, "nope", &merge).await, Err(ApiError::NotFound { kind: "Node", .. })));
 
         // An event about the pod, with its uid (what `kubectl describe pod` selects by).
-        uids.observe(&WatchEvent::Applied(pod.clone().into_any()));
         let event = EventRecord {
             kind: "Pod",
             name: format!("default/{pod_name}"),
+            uid: pod.metadata.uid.clone(),
             type_: "Warning",
             reason: "FailedScheduling".into(),
             message: "no instance type in NodePool default has resource example.com/gpu".into(),

@@ -22,6 +22,7 @@ use super::methods::{Eval, Method, consolidation_command};
 use super::{
     Command, Disruption, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE,
 };
+use crate::ClusterState;
 use crate::ctx::{ControllerError, Ctx};
 use crate::input::in_flight;
 use crate::nodepool::{StaticCount, static_count};
@@ -200,7 +201,7 @@ impl Disruption {
                 blocked.remove(&c.node);
             }
         }
-        self.publish_blocked(cx.api, blocked).await;
+        self.publish_blocked(cx.api, cx.state, blocked).await;
         let Some(cmd) = command else { return Ok(()) };
         if matches!(cmd.reason, Reason::Empty | Reason::Underutilized) {
             let at = util::after(cx.pass.now, super::VALIDATION_DELAY);
@@ -216,12 +217,18 @@ impl Disruption {
     /// Records the reasons and emits a `DisruptionBlocked` event for every node whose reason
     /// changed: a reason that differs only in its numbers (the countdown to consolidateAfter,
     /// a count of nodes or pods) is the same reason, not a new event every pass.
-    async fn publish_blocked<C: ClusterApi>(&mut self, api: &C, blocked: BTreeMap<String, String>) {
+    async fn publish_blocked<C: ClusterApi>(
+        &mut self,
+        api: &C,
+        state: &ClusterState,
+        blocked: BTreeMap<String, String>,
+    ) {
         for (node, why) in &blocked {
             if self.blocked.get(node).is_none_or(|was| !same_apart_from_numbers(was, why)) {
                 api.record_event(EventRecord {
                     kind: "Node",
                     name: node.clone(),
+                    uid: state.uid_of("Node", node),
                     type_: "Normal",
                     reason: "DisruptionBlocked".to_string(),
                     message: format!("Cannot disrupt Node: {why}"),
@@ -367,6 +374,7 @@ impl Disruption {
                     .record_event(EventRecord {
                         kind: kerf_api::nodeclaim::KIND,
                         name: name.clone(),
+                        uid: created.metadata.uid.clone(),
                         type_: "Normal",
                         reason: "DisruptionLaunching".to_string(),
                         message: format!("Launching NodeClaim: {reason}/{decision}"),
@@ -382,6 +390,7 @@ impl Disruption {
                 .record_event(EventRecord {
                     kind: "Node",
                     name: c.node.clone(),
+                    uid: cx.state.uid_of("Node", &c.node),
                     type_: "Normal",
                     reason: "DisruptionTerminating".to_string(),
                     message: format!("Disrupting Node: {reason}/{decision}: {}", cmd.detail),
@@ -571,6 +580,7 @@ impl Disruption {
                                 .record_event(EventRecord {
                                     kind: "Node",
                                     name: node.clone(),
+                                    uid: cx.state.uid_of("Node", node),
                                     type_: "Normal",
                                     reason: "DisruptionWaitingReadiness".to_string(),
                                     message: "Waiting on readiness to continue disruption".to_string(),

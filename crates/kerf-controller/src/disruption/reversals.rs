@@ -312,6 +312,7 @@ impl Disruption {
                 .record_event(EventRecord {
                     kind: kerf_api::nodepool::KIND,
                     name: r.node_pool.clone(),
+                    uid: cx.state.uid_of(kerf_api::nodepool::KIND, &r.node_pool),
                     type_: "Warning",
                     reason: "ConsolidationReversed".to_string(),
                     message: format!(

@@ -9,6 +9,7 @@
 //!
 //! Every decision draws from one seeded generator, so a run replays exactly from its seed.
 
+use kerf_api::MetaView;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -447,7 +448,7 @@ async fn api_call<T>(
 }
 
 fn name_of<K: Object>(obj: &K) -> String {
-    obj.meta().name.clone().unwrap_or_default()
+    obj.meta().name().map(str::to_string).unwrap_or_default()
 }
 
 /// The write `obj` is, for the invariants (only Nodes' taints and finalizers matter).

@@ -54,7 +54,7 @@ pub(crate) struct Hooks {
 
 fn event_key(ev: &WatchEvent) -> (&'static str, Option<String>, Option<String>) {
     let (WatchEvent::Applied(o) | WatchEvent::Deleted(o)) = ev;
-    (o.kind(), o.meta().namespace.clone(), o.meta().name.clone())
+    (o.kind(), o.meta().namespace().map(str::to_string), o.meta().name().map(str::to_string))
 }
 
 impl Hooks {

@@ -1,0 +1,54 @@
+//! A table handing out one shared copy of each distinct value, for values that many objects
+//! carry alike (the replicas of a workload share their spec's shape, their labels, their owner).
+//!
+//! Values are found by a fingerprint the caller computes and confirmed by the caller's
+//! comparison, so a value can be matched against a borrowed form of itself without being
+//! copied first. The table holds values weakly: one no object holds any more is freed, and its
+//! entry swept when the table has doubled since the last sweep.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+/// Values by fingerprint, held weakly.
+pub(crate) struct WeakTable<T> {
+    by_print: HashMap<u64, Vec<Weak<T>>>,
+    entries: usize,
+    /// The entry count at which the next sweep of freed values runs.
+    sweep_at: usize,
+}
+
+/// Sweeps run when the table doubles since the last one, and not below this many entries.
+const MIN_SWEEP: usize = 1024;
+
+impl<T> WeakTable<T> {
+    pub(crate) fn new() -> Self {
+        WeakTable { by_print: HashMap::new(), entries: 0, sweep_at: 0 }
+    }
+
+    /// A live value of fingerprint `print` that `same` accepts.
+    pub(crate) fn find(&self, print: u64, same: impl Fn(&T) -> bool) -> Option<Arc<T>> {
+        self.by_print.get(&print)?.iter().filter_map(Weak::upgrade).find(|v| same(v))
+    }
+
+    /// `value`, shared from now on under `print`.
+    pub(crate) fn insert(&mut self, print: u64, value: T) -> Arc<T> {
+        if self.entries >= self.sweep_at {
+            self.by_print.retain(|_, values| {
+                values.retain(|v| v.strong_count() > 0);
+                !values.is_empty()
+            });
+            self.entries = self.by_print.values().map(Vec::len).sum();
+            self.sweep_at = (2 * self.entries).max(MIN_SWEEP);
+        }
+        let value = Arc::new(value);
+        self.by_print.entry(print).or_default().push(Arc::downgrade(&value));
+        self.entries += 1;
+        value
+    }
+
+    /// How many values of fingerprint `print` are alive.
+    #[cfg(test)]
+    pub(crate) fn live(&self, print: u64) -> usize {
+        self.by_print.get(&print).map_or(0, |v| v.iter().filter(|s| s.strong_count() > 0).count())
+    }
+}
