@@ -75,7 +75,7 @@ pub struct DisruptionBudgets {
 
 /// A pod counts as healthy for a disruption budget when it runs with its Ready condition true.
 pub fn pod_healthy(pod: &impl PodView) -> bool {
-    pod.phase() == Some("Running") && pod.conditions().iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    pod.phase() == Some("Running") && pod.ready()
 }
 
 fn finished(pod: &impl PodView) -> bool {

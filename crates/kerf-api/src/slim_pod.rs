@@ -140,7 +140,7 @@ pub struct SlimVolume {
 pub struct SlimPodStatus {
     /// Only the conditions in [`CONDITIONS`].
     #[serde(deserialize_with = "kept_conditions", skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<PodCondition>>,
+    pub conditions: Option<Vec<SlimCondition>>,
     #[serde(rename = "hostIP", skip_serializing_if = "Option::is_none")]
     pub host_ip: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -155,17 +155,89 @@ pub struct SlimPodStatus {
     pub start_time: Option<Time>,
 }
 
+/// A kept pod condition ([`CONDITIONS`]): its type and status as the values they can be,
+/// its reason, message and last transition (not its probe time or observed generation).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimCondition {
+    #[serde(rename = "type")]
+    pub type_: KeptCondition,
+    pub status: ConditionStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+}
+
+/// The type of a kept pod condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum KeptCondition {
+    PodScheduled,
+    Ready,
+}
+
+/// A condition's status; any value but `True` and `False` reads as `Unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl SlimCondition {
+    /// The kept form of a condition of type `type_`, or None for a type not kept.
+    fn of(
+        type_: &str,
+        status: &str,
+        reason: Option<String>,
+        message: Option<String>,
+        last_transition_time: Option<Time>,
+    ) -> Option<SlimCondition> {
+        let type_ = match type_ {
+            "PodScheduled" => KeptCondition::PodScheduled,
+            "Ready" => KeptCondition::Ready,
+            _ => return None,
+        };
+        let status = match status {
+            "True" => ConditionStatus::True,
+            "False" => ConditionStatus::False,
+            _ => ConditionStatus::Unknown,
+        };
+        Some(SlimCondition { type_, status, reason, message, last_transition_time })
+    }
+
+    /// The kept form of a whole pod's condition, or None for a type not kept.
+    fn of_whole(c: &PodCondition) -> Option<SlimCondition> {
+        SlimCondition::of(&c.type_, &c.status, c.reason.clone(), c.message.clone(), c.last_transition_time.clone())
+    }
+}
+
+/// A pod condition as decoded: the fields a [`SlimCondition`] keeps.
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct DecodedCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    reason: Option<String>,
+    message: Option<String>,
+    last_transition_time: Option<Time>,
+}
+
 /// What code serving both forms of a pod (the API server's whole `Pod`, the controllers'
 /// [`SlimPod`]) reads of either.
 pub trait PodView {
     fn meta(&self) -> &dyn MetaView;
     fn phase(&self) -> Option<&str>;
-    fn conditions(&self) -> &[PodCondition];
+    /// Its `Ready` condition is `True`.
+    fn ready(&self) -> bool;
 }
 
 /// Both forms keep a pod's metadata, phase and conditions in the same places.
 macro_rules! pod_view {
-    ($($ty:ty),*) => {$(
+    ($($ty:ty => |$c:ident| $ready:expr),*) => {$(
         impl PodView for $ty {
             fn meta(&self) -> &dyn MetaView {
                 &self.metadata
@@ -173,13 +245,16 @@ macro_rules! pod_view {
             fn phase(&self) -> Option<&str> {
                 self.status.as_ref().and_then(|s| s.phase.as_deref())
             }
-            fn conditions(&self) -> &[PodCondition] {
-                self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default()
+            fn ready(&self) -> bool {
+                self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default().iter().any(|$c| $ready)
             }
         }
     )*};
 }
-pod_view!(Pod, SlimPod);
+pod_view!(
+    Pod => |c| c.type_ == "Ready" && c.status == "True",
+    SlimPod => |c| c.type_ == KeptCondition::Ready && c.status == ConditionStatus::True
+);
 
 /// A reference or a shared pointer to a pod reads as the pod.
 macro_rules! pod_view_through {
@@ -191,8 +266,8 @@ macro_rules! pod_view_through {
             fn phase(&self) -> Option<&str> {
                 (**self).phase()
             }
-            fn conditions(&self) -> &[PodCondition] {
-                (**self).conditions()
+            fn ready(&self) -> bool {
+                (**self).ready()
             }
         }
     )*};
@@ -218,22 +293,30 @@ fn claim_volumes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<Sl
     }))
 }
 
-fn kept_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<PodCondition>>, D::Error> {
-    Ok(Option::<Vec<PodCondition>>::deserialize(d)?.map(keep_conditions))
+fn kept_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<SlimCondition>>, D::Error> {
+    Ok(Option::<Vec<DecodedCondition>>::deserialize(d)?.map(|decoded| {
+        kept_list(
+            decoded
+                .into_iter()
+                .filter_map(|c| SlimCondition::of(&c.type_, &c.status, c.reason, c.message, c.last_transition_time)),
+        )
+    }))
 }
 
-/// The kept conditions, in a list of their length (a decoded list has room for more).
-fn keep_conditions(mut conditions: Vec<PodCondition>) -> Vec<PodCondition> {
-    conditions.retain(kept_condition);
-    conditions.shrink_to_fit();
-    conditions
-}
-
-fn kept_condition(c: &PodCondition) -> bool {
-    CONDITIONS.contains(&c.type_.as_str())
+/// The kept conditions, in a list of their length (a list collected from a filter has room for
+/// four, one collected in place the decoded list's room).
+fn kept_list(kept: impl Iterator<Item = SlimCondition>) -> Vec<SlimCondition> {
+    let mut kept: Vec<SlimCondition> = kept.collect();
+    kept.shrink_to_fit();
+    kept
 }
 
 impl SlimPod {
+    /// Its condition of type `type_`, if it has one.
+    pub fn condition(&self, type_: KeptCondition) -> Option<&SlimCondition> {
+        self.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+    }
+
     /// A slim pod from a pod's metadata and the JSON of its spec and status, as a client that
     /// decoded the object generically holds them: each part decoded as what a slim pod keeps,
     /// without a copy of the whole object's JSON first.
@@ -349,11 +432,7 @@ impl From<&PodSpec> for PodShape {
 impl From<&PodStatus> for SlimPodStatus {
     fn from(s: &PodStatus) -> Self {
         SlimPodStatus {
-            conditions: s.conditions.as_ref().map(|c| {
-                let mut kept: Vec<PodCondition> = c.iter().filter(|c| kept_condition(c)).cloned().collect();
-                kept.shrink_to_fit();
-                kept
-            }),
+            conditions: s.conditions.as_ref().map(|c| kept_list(c.iter().filter_map(SlimCondition::of_whole))),
             host_ip: s.host_ip.clone(),
             message: s.message.clone(),
             nominated_node_name: s.nominated_node_name.clone(),
@@ -447,6 +526,34 @@ mod tests {
         // What a slim pod writes reads back the same.
         let again: SlimPod = serde_json::from_value(serde_json::to_value(&decoded).unwrap()).unwrap();
         assert_eq!(again, decoded);
+    }
+
+    #[test]
+    fn kept_conditions_keep_type_status_reason_message_and_transition_whichever_form_they_arrive_in() {
+        let json = serde_json::json!({"status": {"conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available",
+             "lastProbeTime": null, "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "ContainersReady", "status": "False"},
+            {"type": "Ready", "status": "Maybe", "observedGeneration": 3}
+        ]}});
+        let decoded: SlimPod = serde_json::from_value(json.clone()).unwrap();
+        let whole: Pod = serde_json::from_value(json).unwrap();
+        assert_eq!(SlimPod::from(&whole), decoded);
+        let scheduled = decoded.condition(KeptCondition::PodScheduled).unwrap();
+        assert_eq!(scheduled.status, ConditionStatus::False);
+        assert_eq!(scheduled.reason.as_deref(), Some("Unschedulable"));
+        assert_eq!(scheduled.message.as_deref(), Some("0/3 nodes are available"));
+        assert!(scheduled.last_transition_time.is_some());
+        assert_eq!(decoded.condition(KeptCondition::Ready).map(|c| c.status), Some(ConditionStatus::Unknown));
+        assert!(!decoded.ready() && !whole.ready());
+        assert_eq!(
+            serde_json::to_value(&decoded).unwrap()["status"]["conditions"],
+            serde_json::json!([
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "Ready", "status": "Unknown"}
+            ])
+        );
     }
 
     #[test]

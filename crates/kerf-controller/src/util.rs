@@ -111,10 +111,9 @@ pub fn do_not_disrupt(pod: &SlimPod) -> bool {
 
 /// kube-scheduler tried and failed: `PodScheduled=False` with reason `Unschedulable`.
 pub fn marked_unschedulable(pod: &SlimPod) -> bool {
-    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
-    })
+    use kerf_api::slim_pod::{ConditionStatus, KeptCondition};
+    pod.condition(KeptCondition::PodScheduled)
+        .is_some_and(|c| c.status == ConditionStatus::False && c.reason.as_deref() == Some("Unschedulable"))
 }
 
 /// A condition set at `now`.

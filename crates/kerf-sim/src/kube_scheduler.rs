@@ -437,10 +437,8 @@ impl KubeScheduler {
     ) {
         self.parked.insert(key.to_string(), (prio, seq));
         let already = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False"));
+            .condition(kerf_api::slim_pod::KeptCondition::PodScheduled)
+            .is_some_and(|c| c.status == kerf_api::slim_pod::ConditionStatus::False);
         self.messages.insert(key.to_string(), msg.clone());
         if already {
             // The condition is what the autoscaler watches; rewriting only its message for every

@@ -278,10 +278,7 @@ impl Disruption {
                 && let Some(node) = util::daemon_node(pod)
             {
                 let why = pod
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+                    .condition(kerf_api::slim_pod::KeptCondition::PodScheduled)
                     .and_then(|c| c.message.clone())
                     .unwrap_or_default();
                 let ns = pod.metadata.namespace.clone().unwrap_or_default();
