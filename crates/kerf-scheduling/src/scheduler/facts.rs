@@ -18,9 +18,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use k8s_openapi::api::core::v1::Toleration;
-use kerf_api::SlimPod;
 use kerf_api::resources::SharedLists;
 use kerf_api::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+use kerf_api::slim_meta::StringMap;
+use kerf_api::{PodShape, SlimPod};
 use kerf_api::{Quantity, ResourceList};
 
 use super::resources::to_units;
@@ -144,6 +145,11 @@ pub struct PodFactsCache {
 #[derive(Default)]
 struct CacheState {
     by_uid: HashMap<String, Entry>,
+    /// The facts of the pods of one shape, labels and namespace: everything parsing reads of a
+    /// pod (see [`ShareKey`]), so the replicas of a workload parse once and hold one copy.
+    by_share: HashMap<ShareKey, Shared>,
+    /// The entry count of `by_share` at which facts no pod holds any more are dropped.
+    share_sweep_at: usize,
     /// How many pods were parsed, over the cache's life.
     parses: u64,
     /// Builds served, to tell the entries the latest build used.
@@ -152,14 +158,62 @@ struct CacheState {
     classes: HashMap<String, u64>,
 }
 
+/// What the facts of a pod are made of: its shape (the spec less the node name, shared between
+/// the pods that have it), its labels (shared likewise) and its namespace. Spread and affinity
+/// terms read the labels and namespace; nothing else of the pod is read, but the name of a pod
+/// with a generic ephemeral volume (its claim is named after the pod), which has no key.
+/// The shape and labels are told by address: the entry holding a key holds them alive (see
+/// [`Shared`]), so an address is not reused for another value while the key exists.
+#[derive(PartialEq, Eq, Hash)]
+struct ShareKey {
+    shape: usize,
+    labels: usize,
+    namespace: String,
+}
+
+/// Facts shared under a [`ShareKey`], with what keeps its addresses taken.
+struct Shared {
+    _shape: Arc<PodShape>,
+    _labels: Option<Arc<StringMap>>,
+    facts: Arc<PodFacts>,
+}
+
+impl ShareKey {
+    fn of(p: &SlimPod) -> Option<(ShareKey, Arc<PodShape>, Option<Arc<StringMap>>)> {
+        let spec = p.spec.as_ref()?;
+        if spec.volumes.iter().flatten().any(|v| v.ephemeral.is_some()) {
+            return None;
+        }
+        let shape = Arc::clone(spec.shape());
+        let labels = p.metadata.labels.clone();
+        let key = ShareKey {
+            shape: Arc::as_ptr(&shape) as usize,
+            labels: labels.as_ref().map_or(0, |l| Arc::as_ptr(l) as usize),
+            namespace: pod::namespace(p).to_string(),
+        };
+        Some((key, shape, labels))
+    }
+}
+
 impl CacheState {
-    /// Parses `p` and sorts it into its constraint class.
-    fn parse(&mut self, p: &SlimPod) -> PodFacts {
+    /// The facts of `p`: those of a pod of its shape, labels and namespace when one was parsed,
+    /// else parsed and sorted into its constraint class.
+    fn parse(&mut self, p: &SlimPod) -> Arc<PodFacts> {
         self.parses += 1;
+        let share = ShareKey::of(p);
+        if let Some((key, ..)) = &share
+            && let Some(shared) = self.by_share.get(key)
+        {
+            return Arc::clone(&shared.facts);
+        }
         let mut facts = PodFacts::parse(p);
         if let Some(key) = constraint_key(p, &facts.ports) {
             let next = self.classes.len() as u64;
             facts.class = Some(*self.classes.entry(key).or_insert(next));
+        }
+        let facts = Arc::new(facts);
+        if let Some((key, shape, labels)) = share {
+            self.by_share.insert(key, Shared { _shape: shape, _labels: labels, facts: Arc::clone(&facts) });
         }
         facts
     }
@@ -233,7 +287,7 @@ impl PodFactsCache {
             let uid = p.metadata.uid.as_deref().filter(|u| !u.is_empty());
             let rv = p.metadata.resource_version.as_deref().filter(|v| !v.is_empty());
             let (Some(uid), Some(rv)) = (uid, rv) else {
-                out.push(Arc::new(state.parse(p)));
+                out.push(state.parse(p));
                 continue;
             };
             match state.by_uid.get_mut(uid) {
@@ -242,7 +296,7 @@ impl PodFactsCache {
                     out.push(Arc::clone(&e.facts));
                 }
                 _ => {
-                    let facts = Arc::new(state.parse(p));
+                    let facts = state.parse(p);
                     let entry = Entry { resource_version: rv.to_string(), facts: Arc::clone(&facts), used: build };
                     state.by_uid.insert(uid.to_string(), entry);
                     out.push(facts);
@@ -251,6 +305,11 @@ impl PodFactsCache {
         }
         if whole && state.by_uid.len() > 2 * out.len() + 1024 {
             state.by_uid.retain(|_, e| e.used == build);
+        }
+        if whole && state.by_share.len() >= state.share_sweep_at {
+            // Facts no entry and no build holds any more, when the table has doubled.
+            state.by_share.retain(|_, s| Arc::strong_count(&s.facts) > 1);
+            state.share_sweep_at = (2 * state.by_share.len()).max(1024);
         }
         out
     }
@@ -281,5 +340,52 @@ fn gather_part<'a>(
     match cache {
         Some(c) => c.facts(pods, whole),
         None => pods.map(|p| Arc::new(PodFacts::parse(p))).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoded(name: &str, app: &str, ephemeral: bool) -> Arc<SlimPod> {
+        let volumes = if ephemeral {
+            serde_json::json!([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}])
+        } else {
+            serde_json::json!([])
+        };
+        let pod = serde_json::json!({
+            "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"), "resourceVersion": "1",
+                         "labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+                     "volumes": volumes}
+        });
+        Arc::new(serde_json::from_value(pod).unwrap())
+    }
+
+    #[test]
+    fn replicas_of_one_shape_labels_and_namespace_share_their_facts_and_parse_once_for_all() {
+        let pods = [
+            decoded("web-1", "web", false),
+            decoded("web-2", "web", false),
+            decoded("api-1", "api", false),
+            decoded("scratch-1", "web", true),
+            decoded("scratch-2", "web", true),
+        ];
+        let cache = PodFactsCache::new();
+        let facts = cache.facts(pods.iter(), true);
+        assert!(Arc::ptr_eq(&facts[0], &facts[1]), "replicas share one copy");
+        assert!(!Arc::ptr_eq(&facts[0], &facts[2]), "other labels are other facts");
+        assert!(!Arc::ptr_eq(&facts[3], &facts[4]), "a claim named after the pod is the pod's own");
+        assert_eq!(facts[0].requests, facts[2].requests);
+        assert_eq!(facts[0].class, facts[1].class);
+        assert_ne!(facts[0].class, facts[2].class);
+        assert_eq!(
+            (
+                facts[3].constraints(&pods[3]).volume_claims.clone(),
+                facts[4].constraints(&pods[4]).volume_claims.clone()
+            ),
+            (vec!["shop/scratch-1-scratch".to_string()], vec!["shop/scratch-2-scratch".to_string()])
+        );
+        assert_eq!((cache.len(), cache.parses()), (5, 5));
     }
 }
