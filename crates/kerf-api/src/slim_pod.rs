@@ -156,19 +156,27 @@ pub struct SlimPodStatus {
 }
 
 /// A kept pod condition ([`CONDITIONS`]): its type and status as the values they can be,
-/// its reason, message and last transition (not its probe time or observed generation).
+/// its reason, message and last transition (not its probe time or observed generation). The
+/// reason and message, which a running pod's conditions seldom have, are kept apart.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlimCondition {
     #[serde(rename = "type")]
     pub type_: KeptCondition,
     pub status: ConditionStatus,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    detail: Option<Box<ConditionDetail>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
+}
+
+/// A condition's reason and message, when it has either.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct ConditionDetail {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
 }
 
 /// The type of a kept pod condition.
@@ -205,7 +213,18 @@ impl SlimCondition {
             "False" => ConditionStatus::False,
             _ => ConditionStatus::Unknown,
         };
-        Some(SlimCondition { type_, status, reason, message, last_transition_time })
+        let detail = (reason.is_some() || message.is_some()).then(|| Box::new(ConditionDetail { reason, message }));
+        Some(SlimCondition { type_, status, detail, last_transition_time })
+    }
+
+    /// Why the condition is as it is (a machine-readable word such as `Unschedulable`).
+    pub fn reason(&self) -> Option<&str> {
+        self.detail.as_ref()?.reason.as_deref()
+    }
+
+    /// What the condition says in words.
+    pub fn message(&self) -> Option<&str> {
+        self.detail.as_ref()?.message.as_deref()
     }
 
     /// The kept form of a whole pod's condition, or None for a type not kept.
@@ -541,8 +560,8 @@ mod tests {
         assert_eq!(SlimPod::from(&whole), decoded);
         let scheduled = decoded.condition(KeptCondition::PodScheduled).unwrap();
         assert_eq!(scheduled.status, ConditionStatus::False);
-        assert_eq!(scheduled.reason.as_deref(), Some("Unschedulable"));
-        assert_eq!(scheduled.message.as_deref(), Some("0/3 nodes are available"));
+        assert_eq!(scheduled.reason(), Some("Unschedulable"));
+        assert_eq!(scheduled.message(), Some("0/3 nodes are available"));
         assert!(scheduled.last_transition_time.is_some());
         assert_eq!(decoded.condition(KeptCondition::Ready).map(|c| c.status), Some(ConditionStatus::Unknown));
         assert!(!decoded.ready() && !whole.ready());

@@ -113,7 +113,7 @@ pub fn do_not_disrupt(pod: &SlimPod) -> bool {
 pub fn marked_unschedulable(pod: &SlimPod) -> bool {
     use kerf_api::slim_pod::{ConditionStatus, KeptCondition};
     pod.condition(KeptCondition::PodScheduled)
-        .is_some_and(|c| c.status == ConditionStatus::False && c.reason.as_deref() == Some("Unschedulable"))
+        .is_some_and(|c| c.status == ConditionStatus::False && c.reason() == Some("Unschedulable"))
 }
 
 /// A condition set at `now`.

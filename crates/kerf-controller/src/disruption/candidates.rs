@@ -279,7 +279,7 @@ impl Disruption {
             {
                 let why = pod
                     .condition(kerf_api::slim_pod::KeptCondition::PodScheduled)
-                    .and_then(|c| c.message.clone())
+                    .and_then(|c| c.message().map(str::to_string))
                     .unwrap_or_default();
                 let ns = pod.metadata.namespace.clone().unwrap_or_default();
                 let created = kerf_scheduling::pod::daemonset_owner(pod)
