@@ -127,6 +127,12 @@ fn relist_backoff(failures: u32) -> std::time::Duration {
         .min(std::time::Duration::from_secs(10))
 }
 
+/// Objects per page of a watch's list (client-go's pager takes 500). A page is decoded whole,
+/// as JSON values, before its objects are kept in their typed (for pods, slim) forms: at 500
+/// pods that transient was several MB allocated among the kept objects, and what it left
+/// scattered held the controller's resident memory up.
+const LIST_PAGE: u32 = 100;
+
 /// Kinds a cluster may not serve (their CRD is not installed): without it there is nothing of
 /// the kind, and the watch reports the kind synced and empty instead of retrying forever.
 const OPTIONAL: &[&str] = &[kerf_api::capacitybuffer::KIND];
@@ -150,7 +156,7 @@ async fn watch_kind(client: Client, kind: &'static Kind, tx: mpsc::Sender<Vec<Fe
         // A watch that failed starts over with a list (not a resumed watch): the controllers
         // learn that their view is complete again from its `Synced`, and what went away during
         // the gap (or with a restarted API server) from the diff.
-        let mut stream = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+        let mut stream = watcher::watcher(api.clone(), watcher::Config::default().page_size(LIST_PAGE)).boxed();
         while let Some(item) = stream.next().await {
             let mut out = Vec::new();
             let failed = match item {
