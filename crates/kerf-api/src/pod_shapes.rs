@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock};
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, PodSpec, ResourceRequirements, TopologySpreadConstraint, Volume,
@@ -25,25 +25,15 @@ use crate::weak_table::WeakTable;
 
 /// The shape `shape` is equal to, shared.
 pub fn shared(shape: PodShape) -> Arc<PodShape> {
-    let print = shape_print(&shape);
-    let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(have) = table.find(print, |s| *s == shape) {
-        return have;
-    }
-    table.insert(print, shape)
+    TABLE.share(shape_print(&shape), shape)
 }
 
 /// The shape of `spec`, shared: copied from `spec` only when no pod has it yet.
 pub fn shared_from(spec: &PodSpec) -> Arc<PodShape> {
-    let print = spec_print(spec);
-    let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(have) = table.find(print, |s| is_shape_of(s, spec)) {
-        return have;
-    }
-    table.insert(print, PodShape::from(spec))
+    TABLE.share_with(spec_print(spec), |s| is_shape_of(s, spec), || PodShape::from(spec))
 }
 
-static TABLE: LazyLock<Mutex<WeakTable<PodShape>>> = LazyLock::new(|| Mutex::new(WeakTable::new()));
+static TABLE: LazyLock<WeakTable<PodShape>> = LazyLock::new(WeakTable::new);
 
 /// The fingerprint of a [`PodShape`] or a `PodSpec`: the fields it reads have the same names
 /// and types in both.
@@ -329,7 +319,7 @@ mod tests {
         let whole = spec("shapes-freed");
         let mut a = SlimPodSpec::from(&whole);
         let print = spec_print(&whole);
-        let live = || TABLE.lock().unwrap_or_else(PoisonError::into_inner).live(print);
+        let live = || TABLE.live(print);
         assert_eq!(live(), 1);
         let b = SlimPodSpec::from(&whole);
         a.tolerations = None; // a's own copy now; b keeps the shared one

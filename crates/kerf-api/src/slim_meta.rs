@@ -16,7 +16,7 @@
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Serialize};
@@ -95,7 +95,7 @@ impl From<ObjectMeta> for SlimMeta {
             labels: labels.map(|l| shared_map(&LABELS, l)),
             name,
             namespace,
-            owner_references: owner_references.map(shared_owners),
+            owner_references: owner_references.as_deref().map(shared_owners),
             resource_version,
             uid,
         }
@@ -125,7 +125,7 @@ impl From<&ObjectMeta> for SlimMeta {
             labels: meta.labels.as_ref().map(|l| shared_map_from(&LABELS, l)),
             name: meta.name.clone(),
             namespace: meta.namespace.clone(),
-            owner_references: meta.owner_references.as_ref().map(|o| shared_owners_from(o)),
+            owner_references: meta.owner_references.as_deref().map(shared_owners),
             resource_version: meta.resource_version.clone(),
             uid: meta.uid.clone(),
         }
@@ -155,9 +155,9 @@ impl From<SlimMeta> for ObjectMeta {
     }
 }
 
-static LABELS: LazyLock<Mutex<WeakTable<StringMap>>> = LazyLock::new(|| Mutex::new(WeakTable::new()));
-static ANNOTATIONS: LazyLock<Mutex<WeakTable<StringMap>>> = LazyLock::new(|| Mutex::new(WeakTable::new()));
-static OWNERS: LazyLock<Mutex<WeakTable<Vec<OwnerReference>>>> = LazyLock::new(|| Mutex::new(WeakTable::new()));
+static LABELS: LazyLock<WeakTable<StringMap>> = LazyLock::new(WeakTable::new);
+static ANNOTATIONS: LazyLock<WeakTable<StringMap>> = LazyLock::new(WeakTable::new);
+static OWNERS: LazyLock<WeakTable<Vec<OwnerReference>>> = LazyLock::new(WeakTable::new);
 
 fn map_print(map: &StringMap) -> u64 {
     let mut h = DefaultHasher::new();
@@ -165,51 +165,21 @@ fn map_print(map: &StringMap) -> u64 {
     h.finish()
 }
 
-fn shared_map(table: &Mutex<WeakTable<StringMap>>, map: StringMap) -> Arc<StringMap> {
-    let print = map_print(&map);
-    let mut table = table.lock().unwrap_or_else(PoisonError::into_inner);
-    match table.find(print, |m| *m == map) {
-        Some(have) => have,
-        None => table.insert(print, map),
-    }
+fn shared_map(table: &WeakTable<StringMap>, map: StringMap) -> Arc<StringMap> {
+    table.share(map_print(&map), map)
 }
 
-fn shared_map_from(table: &Mutex<WeakTable<StringMap>>, map: &StringMap) -> Arc<StringMap> {
-    let print = map_print(map);
-    let mut table = table.lock().unwrap_or_else(PoisonError::into_inner);
-    match table.find(print, |m| m == map) {
-        Some(have) => have,
-        None => table.insert(print, map.clone()),
-    }
+fn shared_map_from(table: &WeakTable<StringMap>, map: &StringMap) -> Arc<StringMap> {
+    table.share_with(map_print(map), |m| m == map, || map.clone())
 }
 
-fn owners_print(owners: &[OwnerReference]) -> u64 {
+/// `owners`, shared: copied (to a list of their length) only when no object has them yet.
+fn shared_owners(owners: &[OwnerReference]) -> Arc<Vec<OwnerReference>> {
     let mut h = DefaultHasher::new();
     for o in owners {
         (&o.api_version, &o.kind, &o.name, &o.uid, o.controller, o.block_owner_deletion).hash(&mut h);
     }
-    h.finish()
-}
-
-fn shared_owners(mut owners: Vec<OwnerReference>) -> Arc<Vec<OwnerReference>> {
-    let print = owners_print(&owners);
-    let mut table = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
-    match table.find(print, |o| *o == owners) {
-        Some(have) => have,
-        None => {
-            owners.shrink_to_fit();
-            table.insert(print, owners)
-        }
-    }
-}
-
-fn shared_owners_from(owners: &[OwnerReference]) -> Arc<Vec<OwnerReference>> {
-    let print = owners_print(owners);
-    let mut table = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
-    match table.find(print, |o| o.as_slice() == owners) {
-        Some(have) => have,
-        None => table.insert(print, owners.to_vec()),
-    }
+    OWNERS.share_with(h.finish(), |o| o.as_slice() == owners, || owners.to_vec())
 }
 
 /// What code reads of an object's metadata, and the API server's bookkeeping it writes, in

@@ -7,10 +7,14 @@
 //! entry swept when the table has doubled since the last sweep.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-/// Values by fingerprint, held weakly.
+/// Values by fingerprint, held weakly, behind a lock (the tables are process-wide).
 pub(crate) struct WeakTable<T> {
+    inner: Mutex<Entries<T>>,
+}
+
+struct Entries<T> {
     by_print: HashMap<u64, Vec<Weak<T>>>,
     entries: usize,
     /// The entry count at which the next sweep of freed values runs.
@@ -22,16 +26,48 @@ const MIN_SWEEP: usize = 1024;
 
 impl<T> WeakTable<T> {
     pub(crate) fn new() -> Self {
-        WeakTable { by_print: HashMap::new(), entries: 0, sweep_at: 0 }
+        WeakTable { inner: Mutex::new(Entries { by_print: HashMap::new(), entries: 0, sweep_at: 0 }) }
     }
 
-    /// A live value of fingerprint `print` that `same` accepts.
-    pub(crate) fn find(&self, print: u64, same: impl Fn(&T) -> bool) -> Option<Arc<T>> {
+    fn lock(&self) -> MutexGuard<'_, Entries<T>> {
+        // A panic while the lock was held leaves at worst an entry unswept: keep going.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The live value of fingerprint `print` that `same` accepts, else `make()`'s, shared from
+    /// now on (for a value matched in a borrowed form: it is copied only when new).
+    pub(crate) fn share_with(&self, print: u64, same: impl Fn(&T) -> bool, make: impl FnOnce() -> T) -> Arc<T> {
+        let mut table = self.lock();
+        match table.find(print, same) {
+            Some(have) => have,
+            None => table.insert(print, make()),
+        }
+    }
+
+    /// How many values of fingerprint `print` are alive.
+    #[cfg(test)]
+    pub(crate) fn live(&self, print: u64) -> usize {
+        self.lock().by_print.get(&print).map_or(0, |v| v.iter().filter(|s| s.strong_count() > 0).count())
+    }
+}
+
+impl<T: PartialEq> WeakTable<T> {
+    /// The live value equal to `value` (of fingerprint `print`), else `value`, shared from now on.
+    pub(crate) fn share(&self, print: u64, value: T) -> Arc<T> {
+        let mut table = self.lock();
+        match table.find(print, |v| *v == value) {
+            Some(have) => have,
+            None => table.insert(print, value),
+        }
+    }
+}
+
+impl<T> Entries<T> {
+    fn find(&self, print: u64, same: impl Fn(&T) -> bool) -> Option<Arc<T>> {
         self.by_print.get(&print)?.iter().filter_map(Weak::upgrade).find(|v| same(v))
     }
 
-    /// `value`, shared from now on under `print`.
-    pub(crate) fn insert(&mut self, print: u64, value: T) -> Arc<T> {
+    fn insert(&mut self, print: u64, value: T) -> Arc<T> {
         if self.entries >= self.sweep_at {
             self.by_print.retain(|_, values| {
                 values.retain(|v| v.strong_count() > 0);
@@ -44,11 +80,5 @@ impl<T> WeakTable<T> {
         self.by_print.entry(print).or_default().push(Arc::downgrade(&value));
         self.entries += 1;
         value
-    }
-
-    /// How many values of fingerprint `print` are alive.
-    #[cfg(test)]
-    pub(crate) fn live(&self, print: u64) -> usize {
-        self.by_print.get(&print).map_or(0, |v| v.iter().filter(|s| s.strong_count() > 0).count())
     }
 }
