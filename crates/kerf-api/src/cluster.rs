@@ -164,6 +164,21 @@ impl AnyObject {
             other => other,
         }
     }
+
+    /// The object as a `K`, shared when it is one; a pod in the other form than `K` is
+    /// converted (a slim pod read as a whole `Pod` has only what the slim form keeps). `None`
+    /// for an object of another kind.
+    pub fn shared_as<K: Object>(&self) -> Option<Arc<K>> {
+        if let Some(k) = K::from_any_shared(self) {
+            return Some(Arc::clone(k));
+        }
+        let other = match self {
+            AnyObject::Pod(p) => slim(p),
+            AnyObject::SlimPod(p) => p.whole().ok()?.into_any(),
+            _ => return None,
+        };
+        K::from_any_shared(&other).cloned()
+    }
 }
 
 fn slim(pod: &Pod) -> AnyObject {

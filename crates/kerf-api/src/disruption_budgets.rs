@@ -74,22 +74,22 @@ pub struct DisruptionBudgets {
 }
 
 /// A pod counts as healthy for a disruption budget when it runs with its Ready condition true.
-pub fn pod_healthy(pod: &impl PodView) -> bool {
+pub fn pod_healthy(pod: &(impl PodView + ?Sized)) -> bool {
     pod.phase() == Some("Running") && pod.ready()
 }
 
-fn finished(pod: &impl PodView) -> bool {
+fn finished(pod: &(impl PodView + ?Sized)) -> bool {
     matches!(pod.phase(), Some("Succeeded" | "Failed"))
 }
 
-fn pod_key(pod: &impl PodView) -> Key {
+fn pod_key(pod: &(impl PodView + ?Sized)) -> Key {
     (
         pod.meta().namespace().map(str::to_string).unwrap_or_default(),
         pod.meta().name().map(str::to_string).unwrap_or_default(),
     )
 }
 
-fn same_labels(a: &impl PodView, b: &impl PodView) -> bool {
+fn same_labels(a: &(impl PodView + ?Sized), b: &(impl PodView + ?Sized)) -> bool {
     a.meta().namespace() == b.meta().namespace() && a.meta().labels() == b.meta().labels()
 }
 
@@ -107,7 +107,7 @@ impl DisruptionBudgets {
 
     /// A pod changed from `old` to `new` (`None`: it did not exist / is gone). `old` must be
     /// the version last given as `new` for the same pod.
-    pub fn update_pod<P: PodView>(&mut self, old: Option<&P>, new: Option<&P>) {
+    pub fn update_pod<P: PodView + ?Sized>(&mut self, old: Option<&P>, new: Option<&P>) {
         let key = match (old, new) {
             (_, Some(p)) | (Some(p), None) => pod_key(p),
             (None, None) => return,
@@ -130,7 +130,7 @@ impl DisruptionBudgets {
         self.pods.insert(key, s);
     }
 
-    fn selecting_budgets(&self, pod: &impl PodView) -> Vec<Key> {
+    fn selecting_budgets(&self, pod: &(impl PodView + ?Sized)) -> Vec<Key> {
         let ns = pod.meta().namespace().map(str::to_string).unwrap_or_default();
         let empty = BTreeMap::new();
         let labels = pod.meta().labels().unwrap_or(&empty);
@@ -157,7 +157,7 @@ impl DisruptionBudgets {
 
     /// A budget was created, changed (`Some`) or deleted (`None`); `namespace_pods` are the
     /// pods of its namespace now (its selector is matched against each).
-    pub fn set_budget<'p, P: PodView + 'p>(
+    pub fn set_budget<'p, P: PodView + ?Sized + 'p>(
         &mut self,
         key: Key,
         pdb: Option<&PodDisruptionBudget>,
@@ -203,7 +203,7 @@ impl DisruptionBudgets {
     /// healthy may always go (it counts towards no budget's healthy pods), a pod selected by
     /// more than one budget never, else only while its budget allows one more disruption. The
     /// one answer both the in-memory API server and the disruption controller give.
-    pub fn eviction_refusal(&self, pod: &impl PodView) -> Option<EvictionRefusal<'_>> {
+    pub fn eviction_refusal(&self, pod: &(impl PodView + ?Sized)) -> Option<EvictionRefusal<'_>> {
         if self.budgets.is_empty() || !pod_healthy(pod) {
             return None;
         }

@@ -186,12 +186,33 @@ pub enum KeptCondition {
     Ready,
 }
 
+impl KeptCondition {
+    /// The type's name in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeptCondition::PodScheduled => "PodScheduled",
+            KeptCondition::Ready => "Ready",
+        }
+    }
+}
+
 /// A condition's status; any value but `True` and `False` reads as `Unknown`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ConditionStatus {
     True,
     False,
     Unknown,
+}
+
+impl ConditionStatus {
+    /// The status's value in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
 }
 
 impl SlimCondition {
@@ -213,8 +234,19 @@ impl SlimCondition {
             "False" => ConditionStatus::False,
             _ => ConditionStatus::Unknown,
         };
+        Some(SlimCondition::new(type_, status, reason, message, last_transition_time))
+    }
+
+    /// A kept condition of type `type_`.
+    pub fn new(
+        type_: KeptCondition,
+        status: ConditionStatus,
+        reason: Option<String>,
+        message: Option<String>,
+        last_transition_time: Option<Time>,
+    ) -> SlimCondition {
         let detail = (reason.is_some() || message.is_some()).then(|| Box::new(ConditionDetail { reason, message }));
-        Some(SlimCondition { type_, status, detail, last_transition_time })
+        SlimCondition { type_, status, detail, last_transition_time }
     }
 
     /// Why the condition is as it is (a machine-readable word such as `Unschedulable`).
@@ -469,6 +501,14 @@ impl From<&Pod> for SlimPod {
             spec: p.spec.as_ref().map(SlimPodSpec::from),
             status: p.status.as_ref().map(SlimPodStatus::from),
         }
+    }
+}
+
+impl SlimPod {
+    /// A whole `Pod` with what this one keeps, every other field empty: what a reader of the
+    /// whole form gets of a pod stored slim.
+    pub fn whole(&self) -> Result<Pod, serde_json::Error> {
+        serde_json::to_value(self).and_then(serde_json::from_value)
     }
 }
 

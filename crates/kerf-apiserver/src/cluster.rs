@@ -26,8 +26,9 @@ use serde_json::Value;
 use crate::history::History;
 pub use crate::history::{Change, Expired, HISTORY_BYTES};
 use crate::kinds::is_namespaced;
+use crate::pod_form::PodForm;
 use crate::rest::Part;
-use crate::stored::{DynamicObject, Stored};
+use crate::stored::{DynamicObject, ServerFields, Stored};
 
 /// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
 pub use kerf_api::seeded::NAME_ALPHABET;
@@ -108,6 +109,8 @@ struct Inner {
     taint_nodes_by_condition: bool,
     /// The pods each PodDisruptionBudget selects, for the Eviction API (finished pods count).
     disruption_budgets: DisruptionBudgets,
+    /// Whole pods, or the controllers' slim form of them (see [`crate::pod_form`]).
+    pod_form: PodForm,
 }
 
 /// The in-memory API server. Cheap to share by reference; all methods take `&self`.
@@ -126,39 +129,29 @@ fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
     }
 }
 
-/// The metadata of a stored object, to write the server's fields. The store keeps pods whole:
-/// a pod in the controllers' slim form (which drops most of a pod) is refused.
-pub(crate) fn any_meta_mut(
-    obj: &mut AnyObject,
-) -> Result<&mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, ApiError> {
-    Ok(match obj {
-        AnyObject::Pod(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::SlimPod(o) => {
-            return Err(ApiError::Invalid {
-                kind: "Pod",
-                name: o.metadata.name.clone().unwrap_or_default(),
-                message: "a pod is written whole; the controllers' slim form of it keeps only what they read"
-                    .to_string(),
-            });
-        }
-        AnyObject::Node(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::NodeClaim(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::NodePool(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::EC2NodeClass(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::DaemonSet(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::PodDisruptionBudget(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::PersistentVolumeClaim(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::PersistentVolume(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::StorageClass(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::Namespace(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::PriorityClass(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::RuntimeClass(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::PodTemplate(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::CapacityBuffer(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::Deployment(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::StatefulSet(o) => &mut Arc::make_mut(o).metadata,
-        AnyObject::ReplicaSet(o) => &mut Arc::make_mut(o).metadata,
-    })
+/// The metadata fields the server writes, of a stored typed object.
+pub(crate) fn any_server_fields(obj: &mut AnyObject) -> ServerFields<'_> {
+    match obj {
+        AnyObject::Pod(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::SlimPod(o) => ServerFields::of_slim(&mut Arc::make_mut(o).metadata),
+        AnyObject::Node(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::NodeClaim(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::NodePool(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::EC2NodeClass(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::DaemonSet(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::PodDisruptionBudget(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::PersistentVolumeClaim(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::PersistentVolume(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::StorageClass(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::Namespace(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::PriorityClass(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::RuntimeClass(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::PodTemplate(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::CapacityBuffer(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::Deployment(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::StatefulSet(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::ReplicaSet(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+    }
 }
 
 /// A workload kept as JSON as the typed object the controllers read (None for other kinds, or
@@ -176,7 +169,7 @@ pub(crate) fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> 
     }
 }
 
-fn typed<K: Object>(s: &Stored) -> Option<&K> {
+pub(crate) fn typed<K: Object>(s: &Stored) -> Option<&K> {
     match s {
         Stored::Typed(a) => K::from_any(a),
         Stored::Dynamic(_) => None,
@@ -185,7 +178,7 @@ fn typed<K: Object>(s: &Stored) -> Option<&K> {
 
 fn typed_shared<K: Object>(s: &Stored, kind: &'static str) -> Result<Arc<K>, ApiError> {
     match s {
-        Stored::Typed(a) => K::from_any_shared(a).cloned(),
+        Stored::Typed(a) => a.shared_as::<K>(),
         Stored::Dynamic(_) => None,
     }
     .ok_or_else(|| ApiError::Other(format!("{kind} {}: wrong kind", s.meta().name().unwrap_or(""))))
@@ -196,7 +189,7 @@ impl Inner {
     /// `before` to `after` (`None`: absent).
     fn index(&mut self, kind: &'static str, before: Option<&Stored>, after: Option<&Stored>) {
         match kind {
-            "Pod" => self.disruption_budgets.update_pod(before.and_then(typed::<Pod>), after.and_then(typed::<Pod>)),
+            "Pod" => self.disruption_budgets.update_pod(before.and_then(Stored::pod), after.and_then(Stored::pod)),
             "PodDisruptionBudget" => {
                 let Some(meta) = after.or(before).map(Stored::meta) else { return };
                 let ns = meta.namespace().unwrap_or_default().to_string();
@@ -207,7 +200,7 @@ impl Inner {
                     .get("Pod")
                     .into_iter()
                     .flat_map(|s| s.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)))
-                    .filter_map(|(_, o)| typed::<Pod>(o));
+                    .filter_map(|(_, o)| o.pod());
                 self.disruption_budgets.set_budget(key, after.and_then(typed::<PodDisruptionBudget>), pods);
             }
             _ => {}
@@ -236,9 +229,14 @@ impl Inner {
         self.resource_version.to_string()
     }
 
-    fn create(&mut self, now: Timestamp, kind: &'static str, mut obj: Stored) -> Result<Stored, ApiError> {
+    fn create(&mut self, now: Timestamp, kind: &'static str, obj: Stored) -> Result<Stored, ApiError> {
         let namespaced = is_namespaced(kind);
-        let meta = obj.meta_mut()?;
+        let mut obj = if kind == "Pod" {
+            self.pod_form.admit(obj, self.stores.get("PriorityClass"), self.stores.get("RuntimeClass"))?
+        } else {
+            obj
+        };
+        let meta = obj.server_fields();
         if meta.name.as_deref().unwrap_or("").is_empty() {
             let Some(prefix) = meta.generate_name.clone().filter(|p| !p.is_empty()) else {
                 return Err(ApiError::Invalid {
@@ -256,23 +254,18 @@ impl Inner {
                     break;
                 }
             }
-            meta.name = Some(name);
+            *meta.name = Some(name);
         }
         if namespaced && meta.namespace.is_none() {
-            meta.namespace = Some("default".to_string());
+            *meta.namespace = Some("default".to_string());
         }
         if !namespaced {
-            meta.namespace = None;
+            *meta.namespace = None;
         }
         let name = meta.name.clone().unwrap_or_default();
         let key = key_of(meta.namespace.as_deref(), &name, namespaced);
         if self.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
             return Err(ApiError::AlreadyExists { kind, name });
-        }
-        if let Stored::Typed(AnyObject::Pod(p)) = &mut obj {
-            let classes = self.stores.get("PriorityClass");
-            let runtimes = self.stores.get("RuntimeClass");
-            admit_pod(Arc::make_mut(p), classes, runtimes);
         }
         if self.taint_nodes_by_condition
             && let Stored::Typed(AnyObject::Node(n)) = &mut obj
@@ -282,12 +275,12 @@ impl Inner {
         self.uids += 1;
         let uid = format!("00000000-0000-4000-8000-{:012x}", self.uids);
         let rv = self.next_rv();
-        let meta = obj.meta_mut()?;
-        meta.uid = Some(uid);
-        meta.resource_version = Some(rv);
-        meta.creation_timestamp = Some(Time(now));
-        meta.deletion_timestamp = None;
-        meta.generation = Some(1);
+        let meta = obj.server_fields();
+        *meta.uid = Some(uid);
+        *meta.resource_version = Some(rv);
+        *meta.creation_timestamp = Some(Time(now));
+        *meta.deletion_timestamp = None;
+        *meta.generation = Some(1);
         self.stores.entry(kind).or_default().insert(key, obj.clone());
         self.index(kind, None, Some(&obj));
         self.emit(kind, ChangeType::Added, obj.clone(), None);
@@ -295,6 +288,7 @@ impl Inner {
     }
 
     fn write(&mut self, kind: &'static str, incoming: Stored, mode: Mode) -> Result<Stored, ApiError> {
+        let incoming = self.pod_form.keep(incoming)?;
         let name = incoming.meta().name().map(str::to_string).unwrap_or_default();
         let key = key_of(incoming.meta().namespace(), &name, is_namespaced(kind));
         let Some(current) = self.stores.get(kind).and_then(|s| s.get(&key)) else {
@@ -325,17 +319,17 @@ impl Inner {
             let (uid, created, namespace) =
                 (cm.uid().map(str::to_string), cm.creation_timestamp().cloned(), cm.namespace().map(str::to_string));
             let (generation, deleted) = (cm.generation(), cm.deletion_timestamp().cloned());
-            let m = n.meta_mut()?;
-            m.uid = uid;
-            m.creation_timestamp = created;
-            m.namespace = namespace;
-            m.generation = generation.map(|g| if spec_changed { g + 1 } else { g });
+            let m = n.server_fields();
+            *m.uid = uid;
+            *m.creation_timestamp = created;
+            *m.namespace = namespace;
+            *m.generation = generation.map(|g| if spec_changed { g + 1 } else { g });
             // Once set, a deletionTimestamp stays; it is never set by an update.
-            m.deletion_timestamp = deleted;
+            *m.deletion_timestamp = deleted;
             n
         };
         let rv = self.next_rv();
-        next.meta_mut()?.resource_version = Some(rv);
+        *next.server_fields().resource_version = Some(rv);
         let done = next.meta().deletion_timestamp().is_some() && next.meta().finalizers().is_empty();
         if done {
             if let Some(s) = self.stores.get_mut(kind) {
@@ -375,9 +369,9 @@ impl Inner {
         if !m.finalizers().is_empty() {
             if m.deletion_timestamp().is_none() {
                 let rv = self.next_rv();
-                let m = current.meta_mut()?;
-                m.deletion_timestamp = Some(Time(now));
-                m.resource_version = Some(rv);
+                let m = current.server_fields();
+                *m.deletion_timestamp = Some(Time(now));
+                *m.resource_version = Some(rv);
                 self.stores.entry(kind).or_default().insert(key, current.clone());
                 self.index(kind, Some(&before), Some(&current));
                 self.emit(kind, ChangeType::Modified, current.clone(), None);
@@ -389,9 +383,9 @@ impl Inner {
         }
         self.index(kind, Some(&before), None);
         let rv = self.next_rv();
-        let m = current.meta_mut()?;
+        let m = current.server_fields();
         m.deletion_timestamp.get_or_insert(Time(now));
-        m.resource_version = Some(rv);
+        *m.resource_version = Some(rv);
         self.emit(kind, ChangeType::Deleted, current.clone(), None);
         Ok(current)
     }
@@ -427,13 +421,30 @@ impl SimCluster {
         &self.clock
     }
 
-    /// Keeps the last `capacity` changes for HTTP watches to resume from, and records events
-    /// as core/v1 Event objects too. The simulator leaves this off (it costs memory per write).
+    /// Keeps the last `capacity` changes for HTTP watches to resume from, records events as
+    /// core/v1 Event objects too, and keeps pods whole (see [`crate::pod_form`]); a pod stored
+    /// slim before is made whole of what it kept. The simulator leaves this off (it costs
+    /// memory per write).
     pub fn enable_serving(&self, capacity: usize) {
         let mut inner = self.lock();
         let rv = inner.resource_version;
         inner.history.enable(capacity, rv);
         inner.event_objects = true;
+        inner.pod_form = PodForm::Whole;
+        for obj in inner.stores.get_mut("Pod").into_iter().flat_map(BTreeMap::values_mut) {
+            if let Stored::Typed(a @ AnyObject::SlimPod(_)) = obj
+                && let Some(whole) = a.shared_as::<Pod>()
+            {
+                *a = AnyObject::Pod(whole);
+            }
+        }
+    }
+
+    /// Keeps pods in the controllers' slim form (see [`crate::pod_form`]): for a cluster that
+    /// is not served, whose readers all read that form. Pods stored before keep their form
+    /// until written.
+    pub fn keep_pods_slim(&self) {
+        self.lock().pod_form = PodForm::Kept;
     }
 
     /// Keeps at most `bytes` of objects (as JSON) in the history HTTP watches replay
@@ -630,16 +641,24 @@ impl SimCluster {
         let key = key_of(namespace, name, K::NAMESPACED);
         let inner = self.lock();
         match inner.stores.get(K::KIND).and_then(|s| s.get(&key))? {
-            Stored::Typed(a) => K::from_any(a).cloned(),
+            Stored::Typed(a) => a.shared_as::<K>().map(Arc::unwrap_or_clone),
             Stored::Dynamic(d) => workload_view(K::KIND, d).and_then(|a| K::from_any(&a).cloned()),
         }
     }
 
+    /// The objects of kind `K` (pods in the form `K` asks for, see [`AnyObject::shared_as`]).
     pub fn list_objs<K: Object>(&self) -> Vec<K> {
         self.lock()
             .stores
             .get(K::KIND)
-            .map(|s| s.values().filter_map(typed::<K>).cloned().collect())
+            .map(|s| {
+                s.values()
+                    .filter_map(|o| match o {
+                        Stored::Typed(a) => a.shared_as::<K>().map(Arc::unwrap_or_clone),
+                        Stored::Dynamic(_) => None,
+                    })
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -707,7 +726,7 @@ impl SimCluster {
         let inner = self.lock();
         let empty_store = BTreeMap::new();
         let pods = inner.stores.get("Pod").unwrap_or(&empty_store);
-        let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(typed::<Pod>) else {
+        let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(Stored::pod) else {
             return Err(ApiError::NotFound { kind: "Pod", name: format!("{namespace}/{name}") });
         };
         let reason = match inner.disruption_budgets.eviction_refusal(pod) {
@@ -793,33 +812,6 @@ fn event_object(e: &EventRecord, time: Timestamp, seq: usize) -> DynamicObject {
             ..Default::default()
         },
         body: body.as_object().cloned().unwrap_or_default(),
-    }
-}
-
-/// The Priority and RuntimeClass admission plugins: a pod naming a priority class gets its value
-/// (the built-in `system-node-critical` / `system-cluster-critical` ones, or an applied
-/// PriorityClass; without a name, the global default class if one is applied), and a pod naming a
-/// RuntimeClass gets that class's pod overhead.
-fn admit_pod(pod: &mut Pod, classes: Option<&BTreeMap<String, Stored>>, runtimes: Option<&BTreeMap<String, Stored>>) {
-    use k8s_openapi::api::node::v1::RuntimeClass;
-    use k8s_openapi::api::scheduling::v1::PriorityClass;
-    let Some(spec) = pod.spec.as_mut() else { return };
-    if spec.priority.is_none() {
-        let class = |name: &str| classes.and_then(|c| c.get(name)).and_then(typed::<PriorityClass>).map(|c| c.value);
-        spec.priority = match spec.priority_class_name.as_deref() {
-            Some("system-node-critical") => Some(2_000_001_000),
-            Some("system-cluster-critical") => Some(2_000_000_000),
-            Some(name) => class(name),
-            None => classes.and_then(|c| {
-                c.values().filter_map(typed::<PriorityClass>).find(|c| c.global_default == Some(true)).map(|c| c.value)
-            }),
-        };
-    }
-    if spec.overhead.is_none()
-        && let Some(name) = spec.runtime_class_name.as_deref()
-        && let Some(rc) = runtimes.and_then(|r| r.get(name)).and_then(typed::<RuntimeClass>)
-    {
-        spec.overhead = rc.overhead.as_ref().and_then(|o| o.pod_fixed.clone());
     }
 }
 

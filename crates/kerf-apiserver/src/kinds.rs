@@ -63,6 +63,20 @@ fn encode<K: Object + Serialize>(a: &AnyObject) -> Option<Value> {
     K::from_any(a).and_then(|k| serde_json::to_value(k).ok())
 }
 
+/// A pod in either of the store's forms (see [`crate::pod_form`]); a slim one shows what it keeps.
+fn encode_pod(a: &AnyObject) -> Option<Value> {
+    match a {
+        AnyObject::SlimPod(p) => {
+            let mut v = serde_json::to_value(&**p).ok()?;
+            let fields = v.as_object_mut()?;
+            fields.insert("apiVersion".to_string(), Value::from(<Pod as Object>::VERSION));
+            fields.insert("kind".to_string(), Value::from(<Pod as Object>::KIND));
+            Some(v)
+        }
+        other => encode::<Pod>(other),
+    }
+}
+
 fn no_rules(_: &AnyObject) -> Vec<FieldError> {
     Vec::new()
 }
@@ -133,7 +147,7 @@ macro_rules! typed_kind {
 
 /// Every kind served, in discovery order.
 pub static KINDS: &[ResourceKind] = &[
-    typed_kind!(Pod, "pod", ["po"], ["all"], status: true, scale: false, typed::<Pod>()),
+    typed_kind!(Pod, "pod", ["po"], ["all"], status: true, scale: false, Some(Typed { decode: decode::<Pod>, encode: encode_pod, validate: no_rules })),
     typed_kind!(Node, "node", ["no"], [], status: true, scale: false, typed::<Node>()),
     typed_kind!(Namespace, "namespace", ["ns"], [], status: true, scale: false, typed::<Namespace>()),
     typed_kind!(PersistentVolumeClaim, "persistentvolumeclaim", ["pvc"], [], status: true, scale: false, typed::<PersistentVolumeClaim>()),

@@ -9,6 +9,7 @@ pub mod history;
 pub mod http;
 pub mod kinds;
 mod patch;
+pub mod pod_form;
 pub mod requests;
 pub mod rest;
 pub mod selectors;
@@ -17,4 +18,5 @@ pub mod stored;
 pub mod table;
 
 pub use cluster::{ChangeType, Mode, Preconditions, SimCluster};
-pub use stored::{DynamicObject, Stored};
+pub use pod_form::PodForm;
+pub use stored::{DynamicObject, ServerFields, Stored};

@@ -14,7 +14,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodePool};
+use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodePool, SlimPod};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -60,6 +60,7 @@ macro_rules! with_status {
 
 with_status! {
     Pod => k8s_openapi::api::core::v1::PodStatus,
+    SlimPod => kerf_api::slim_pod::SlimPodStatus,
     Node => k8s_openapi::api::core::v1::NodeStatus,
     Namespace => k8s_openapi::api::core::v1::NamespaceStatus,
     PersistentVolumeClaim => k8s_openapi::api::core::v1::PersistentVolumeClaimStatus,
@@ -128,10 +129,7 @@ pub(crate) fn patch_status(
         Err(e) => return Some(Err(e)),
     };
     if let Some(v) = version {
-        match crate::cluster::any_meta_mut(&mut next) {
-            Ok(meta) => meta.resource_version = Some(v.to_string()),
-            Err(e) => return Some(Err(FieldError::new("metadata", e.to_string()))),
-        }
+        *crate::cluster::any_server_fields(&mut next).resource_version = Some(v.to_string());
     }
     Some(Ok(next))
 }

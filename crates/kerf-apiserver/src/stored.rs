@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kerf_api::MetaView;
-use kerf_api::cluster::{AnyObject, ApiError};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kerf_api::cluster::AnyObject;
+use kerf_api::slim_pod::PodView;
+use kerf_api::{MetaView, SlimMeta};
 use serde_json::{Map, Value};
 
 use crate::kinds::ResourceKind;
@@ -59,6 +60,40 @@ impl DynamicObject {
     }
 }
 
+/// The metadata fields the server owns or sets (names, uid, versions, timestamps), of either
+/// metadata type: the whole objects' `ObjectMeta` and a slim pod's `SlimMeta` name them alike.
+pub struct ServerFields<'a> {
+    pub name: &'a mut Option<String>,
+    pub generate_name: &'a Option<String>,
+    pub namespace: &'a mut Option<String>,
+    pub uid: &'a mut Option<String>,
+    pub resource_version: &'a mut Option<String>,
+    pub creation_timestamp: &'a mut Option<Time>,
+    pub deletion_timestamp: &'a mut Option<Time>,
+    pub generation: &'a mut Option<i64>,
+}
+
+/// Both metadata types have the fields under the same names.
+macro_rules! server_fields_of {
+    ($($fn:ident: $ty:ty),*) => {
+        impl<'a> ServerFields<'a> {
+            $(pub fn $fn(m: &'a mut $ty) -> Self {
+                ServerFields {
+                    name: &mut m.name,
+                    generate_name: &m.generate_name,
+                    namespace: &mut m.namespace,
+                    uid: &mut m.uid,
+                    resource_version: &mut m.resource_version,
+                    creation_timestamp: &mut m.creation_timestamp,
+                    deletion_timestamp: &mut m.deletion_timestamp,
+                    generation: &mut m.generation,
+                }
+            })*
+        }
+    };
+}
+server_fields_of!(of_whole: ObjectMeta, of_slim: SlimMeta);
+
 /// One stored object.
 #[derive(Debug, Clone)]
 pub enum Stored {
@@ -74,11 +109,20 @@ impl Stored {
         }
     }
 
-    /// The metadata, to write the server's fields (refused for a pod in its slim form).
-    pub fn meta_mut(&mut self) -> Result<&mut ObjectMeta, ApiError> {
+    /// The metadata fields the server writes.
+    pub fn server_fields(&mut self) -> ServerFields<'_> {
         match self {
-            Stored::Typed(a) => crate::cluster::any_meta_mut(a),
-            Stored::Dynamic(d) => Ok(&mut Arc::make_mut(d).metadata),
+            Stored::Typed(a) => crate::cluster::any_server_fields(a),
+            Stored::Dynamic(d) => ServerFields::of_whole(&mut Arc::make_mut(d).metadata),
+        }
+    }
+
+    /// The object as a pod of either form, if it is one.
+    pub fn pod(&self) -> Option<&dyn PodView> {
+        match self {
+            Stored::Typed(AnyObject::Pod(p)) => Some(&**p),
+            Stored::Typed(AnyObject::SlimPod(p)) => Some(&**p),
+            _ => None,
         }
     }
 

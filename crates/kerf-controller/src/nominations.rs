@@ -21,7 +21,6 @@
 //! (the write's own echo, or kube-scheduler's bind that made it conflict), a pass does not send
 //! it again, however far the watch lags. Writes go out a few at a time ([`IN_FLIGHT`]).
 
-use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -248,7 +247,7 @@ impl Nominations {
             let patch = pinned(&pod.metadata, serde_json::json!({ "status": { "nominatedNodeName": node } }));
             let version = pod.metadata.resource_version.clone();
             Some(async move {
-                let answer = api.patch_status::<Pod>(Some(&key.0), &key.1, &patch).await;
+                let answer = api.patch_status::<SlimPod>(Some(&key.0), &key.1, &patch).await;
                 (key, node, version, answer)
             })
         });

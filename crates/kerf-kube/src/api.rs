@@ -130,8 +130,8 @@ impl KubeApi {
 
     fn typed<K: Object>(name: &str, obj: DynamicObject) -> Result<K, ApiError> {
         let any = kinds::from_dynamic(K::KIND, obj).map_err(|e| codec(K::KIND, name, e))?;
-        K::from_any(&any)
-            .cloned()
+        any.shared_as::<K>()
+            .map(std::sync::Arc::unwrap_or_clone)
             .ok_or_else(|| ApiError::Other(format!("{} {name}: the API returned another kind", K::KIND)))
     }
 

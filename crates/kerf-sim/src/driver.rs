@@ -221,6 +221,9 @@ impl<P: SimCloud> Simulation<P> {
         // New Nodes that are not Ready are tainted not-ready; the node lifecycle stand-in takes
         // the taint off once they are.
         cluster.taint_nodes_by_condition();
+        // Every reader of the simulated cluster's pods reads them slim; serving them (`kerf
+        // serve`) makes them whole again.
+        cluster.keep_pods_slim();
         // Deployments are stored as JSON; the Deployment controller stand-in follows them.
         cluster.follow_dynamic(deployments::DEPLOYMENT);
         let wall_clock_offset_ms = options.wall_clock_offset_ms;
@@ -635,8 +638,8 @@ impl<P: SimCloud> Simulation<P> {
         }
         for ev in events {
             // A StatefulSet's or Job's pod is made again from the whole pod deleted.
-            if let WatchEvent::Deleted(AnyObject::Pod(p)) = &ev {
-                self.owned_pods.pod_deleted(p);
+            if let WatchEvent::Deleted(pod @ (AnyObject::Pod(_) | AnyObject::SlimPod(_))) = &ev {
+                self.owned_pods.pod_deleted(pod);
             }
             // Pods are kept slim from here on: the controllers, the world and the stand-ins
             // share one copy of each version (a pod kube-scheduler bound: the one its view holds).

@@ -25,16 +25,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf_api::SlimPod;
+use kerf_api::slim_pod::{ConditionStatus, KeptCondition};
 use kerf_api::{ResourceList, Taint};
 use kerf_cloud::Timestamp;
 use kerf_scheduling::pod::nominated_node;
 use kerf_scheduling::{ClusterView, ExistingNode, PreparedPod, pod_requests};
 
 use crate::cluster::SimCluster;
-use crate::world::{World, node_ready, stored_pod};
+use crate::pod_writes::{set_running, write_pod};
+use crate::world::{World, node_ready};
 
 mod sync;
 
@@ -445,22 +446,12 @@ impl KubeScheduler {
             // retry would flood the watch with no new information.
             return;
         }
-        let Some(mut p) = stored_pod(cluster, pod) else { return };
-        let status = p.status.get_or_insert_with(PodStatus::default);
-        status.phase = Some("Pending".to_string());
-        let conds = status.conditions.get_or_insert_with(Vec::new);
-        conds.retain(|c| c.type_ != "PodScheduled");
-        conds.push(PodCondition {
-            type_: "PodScheduled".to_string(),
-            status: "False".to_string(),
-            reason: Some("Unschedulable".to_string()),
-            message: Some(msg),
-            last_transition_time: Some(Time(now)),
-            ..PodCondition::default()
-        });
-        // `p` is the stored pod as the world read it with a new status: written whole (a newer
+        // The stored pod as the world read it with a new status: written whole (a newer
         // version is a conflict either way), without the status write's copy of the stored pod.
-        let _ = cluster.replace_obj(p);
+        let _ = write_pod(cluster, pod, |p| {
+            p.set_phase("Pending");
+            p.set_condition(KeptCondition::PodScheduled, ConditionStatus::False, Some("Unschedulable"), Some(msg), now);
+        });
     }
 
     /// Filters then scores; the chosen node's index, or kube-scheduler's message.
@@ -540,26 +531,20 @@ impl KubeScheduler {
 /// keeps it.
 fn bind(cluster: &SimCluster, pod: &SlimPod, node: &str, world: &World, now: Timestamp) -> Option<Arc<SlimPod>> {
     let ready = world.nodes.get(node).is_some_and(|n| node_ready(n));
-    let mut p = stored_pod(cluster, pod)?;
-    p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
-    let status = p.status.get_or_insert_with(PodStatus::default);
-    // A bound pod's nomination has served its purpose.
-    status.nominated_node_name = None;
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    conds.retain(|c| c.type_ != "PodScheduled" && c.type_ != "Ready");
-    conds.push(PodCondition {
-        type_: "PodScheduled".to_string(),
-        status: "True".to_string(),
-        last_transition_time: Some(Time(now)),
-        ..PodCondition::default()
-    });
-    if ready {
-        crate::kubelet::set_running(status, now);
-    } else {
-        status.phase = Some("Pending".to_string());
-    }
-    match cluster.replace_obj(p) {
-        Ok(b) => Some(Arc::new(SlimPod::from(&*b))),
+    let written = write_pod(cluster, pod, |p| {
+        p.set_node_name(node);
+        // A bound pod's nomination has served its purpose.
+        p.clear_nomination();
+        p.remove_condition(KeptCondition::Ready);
+        p.set_condition(KeptCondition::PodScheduled, ConditionStatus::True, None, None, now);
+        if ready {
+            set_running(p, now);
+        } else {
+            p.set_phase("Pending");
+        }
+    })?;
+    match written {
+        Ok(b) => Some(b),
         Err(e) => {
             tracing::debug!(pod = ?pod.metadata.name, error = %e, "bind failed; will retry");
             None

@@ -12,9 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, PodCondition, PodStatus, Taint as CoreTaint,
-};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint as CoreTaint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as CoreQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kerf_api::labels;
@@ -22,6 +20,7 @@ use kerf_api::{ResourceList, Taint, TaintEffect};
 use kerf_cloud::Timestamp;
 
 use crate::cluster::SimCluster;
+use crate::pod_writes::{set_running, write_pod};
 use crate::world::World;
 
 /// How long after Ready the agents owning startup taints take to remove them.
@@ -78,30 +77,6 @@ fn ready_condition(ready: bool, now: Timestamp) -> NodeCondition {
         last_transition_time: Some(Time(now)),
         last_heartbeat_time: Some(Time(now)),
     }
-}
-
-/// What the kubelet writes for a pod it starts: phase Running since `now` (a start time already
-/// set is kept), `PodScheduled` (which it adds for pods bound without kube-scheduler) and
-/// `Ready` True. The simulator pulls no images and runs no probes, so it all happens at once.
-pub fn set_running(status: &mut PodStatus, now: Timestamp) {
-    status.phase = Some("Running".to_string());
-    status.start_time.get_or_insert(Time(now));
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    conds.retain(|c| c.type_ != "Ready");
-    if !conds.iter().any(|c| c.type_ == "PodScheduled") {
-        conds.push(PodCondition {
-            type_: "PodScheduled".to_string(),
-            status: "True".to_string(),
-            last_transition_time: Some(Time(now)),
-            ..PodCondition::default()
-        });
-    }
-    conds.push(PodCondition {
-        type_: "Ready".to_string(),
-        status: "True".to_string(),
-        last_transition_time: Some(Time(now)),
-        ..PodCondition::default()
-    });
 }
 
 /// A Node present at t=0 (its NodeClaim, if any, is the driver's to create).
@@ -345,10 +320,7 @@ impl Kubelet {
             if crate::world::started(&entry.pod) || !world.is_node_ready(node) {
                 continue;
             }
-            let Some(mut p) = crate::world::stored_pod(cluster, &entry.pod) else { continue };
-            set_running(p.status.get_or_insert_with(PodStatus::default), now);
-            // The stored pod as read, with its new status: written whole (see `replace_obj`).
-            if let Err(e) = cluster.replace_obj(p) {
+            if let Some(Err(e)) = write_pod(cluster, &entry.pod, |p| set_running(p, now)) {
                 tracing::debug!(pod = %key, error = %e, "cannot start pod yet");
             }
         }

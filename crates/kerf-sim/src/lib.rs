@@ -13,6 +13,7 @@ pub mod kube_scheduler;
 pub mod kubelet;
 pub mod node_lifecycle;
 pub mod owned_pods;
+pub mod pod_writes;
 pub mod report;
 pub mod report_buffers;
 pub mod report_html;

@@ -7,6 +7,8 @@
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use kerf_api::cluster::AnyObject;
+
 use crate::cluster::SimCluster;
 
 /// Owners whose pods this stand-in brings back.
@@ -19,8 +21,21 @@ pub struct OwnedPods {
 }
 
 impl OwnedPods {
-    /// A pod was deleted: if a StatefulSet or Job owns it, its replacement is due.
-    pub fn pod_deleted(&mut self, pod: &Pod) {
+    /// A pod was deleted (in the store's form: whole, or slim when the store keeps pods so and
+    /// the replacement has what the slim form kept): if a StatefulSet or Job owns it, its
+    /// replacement is due.
+    pub fn pod_deleted(&mut self, pod: &AnyObject) {
+        match pod {
+            AnyObject::Pod(p) => self.whole_pod_deleted(p),
+            AnyObject::SlimPod(p) => match p.whole() {
+                Ok(whole) => self.whole_pod_deleted(&whole),
+                Err(e) => tracing::warn!(pod = ?p.metadata.name, error = %e, "cannot read a deleted pod whole"),
+            },
+            _ => {}
+        }
+    }
+
+    fn whole_pod_deleted(&mut self, pod: &Pod) {
         let Some(owner) = pod
             .metadata
             .owner_references

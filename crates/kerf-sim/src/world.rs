@@ -5,12 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
 use kerf_api::{NodeClaim, SlimPod};
 use kerf_controller::{AnyObject, WatchEvent};
-
-use crate::cluster::SimCluster;
 
 #[derive(Debug, Clone)]
 pub struct PodEntry {
@@ -73,15 +70,6 @@ pub struct World {
     pub launched_claims: BTreeSet<String>,
     seq: u64,
     bound_count: usize,
-}
-
-/// The stored Pod the world's `pod` stands for, for a stand-in to write back whole with a change
-/// of its own (see `SimCluster::replace_obj`): pinned at the version the world holds, so the
-/// write is refused as a conflict when the pod changed since. `None` when it is gone.
-pub fn stored_pod(cluster: &SimCluster, pod: &SlimPod) -> Option<Pod> {
-    let mut stored: Pod = cluster.get_obj(pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref()?)?;
-    stored.metadata.resource_version.clone_from(&pod.metadata.resource_version);
-    Some(stored)
 }
 
 pub fn pod_key(pod: &SlimPod) -> String {

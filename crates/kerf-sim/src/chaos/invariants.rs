@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+use kerf_api::SlimPod;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::{ManualClock, Timestamp};
@@ -124,8 +125,8 @@ fn secs(t: Timestamp) -> f64 {
     (t.as_millisecond() - ManualClock::EPOCH_MILLIS) as f64 / 1000.0
 }
 
-fn annotated_do_not_disrupt(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
-    meta.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
+fn annotated_do_not_disrupt(meta: &dyn kerf_api::MetaView) -> bool {
+    meta.annotations().and_then(|a| a.get(labels::DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
 }
 
 fn disrupted(node: &Node) -> bool {
@@ -140,14 +141,14 @@ fn ready(node: &Node) -> bool {
     crate::world::node_ready(node)
 }
 
-fn live(pod: &Pod) -> bool {
+fn live(pod: &SlimPod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && !matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
-fn pods_on(cluster: &SimCluster, node: &str) -> Vec<Pod> {
+fn pods_on(cluster: &SimCluster, node: &str) -> Vec<SlimPod> {
     cluster
-        .list_objs::<Pod>()
+        .list_objs::<SlimPod>()
         .into_iter()
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) && live(p))
         .collect()
@@ -254,7 +255,7 @@ impl Monitor {
                 });
             }
             Write::PodDeleted { namespace, name } => {
-                let Some(pod) = cluster.get_obj::<Pod>(Some(namespace), name) else { return };
+                let Some(pod) = cluster.get_obj::<SlimPod>(Some(namespace), name) else { return };
                 if !live(&pod) {
                     return;
                 }
@@ -440,7 +441,7 @@ pub fn pods_not_running(cluster: &SimCluster) -> Vec<(String, String)> {
     let ready_nodes: BTreeSet<String> =
         cluster.list_objs::<Node>().into_iter().filter(ready).filter_map(|n| n.metadata.name).collect();
     let mut out = Vec::new();
-    for p in cluster.list_objs::<Pod>().into_iter().filter(live) {
+    for p in cluster.list_objs::<SlimPod>().into_iter().filter(live) {
         let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
         let running = node.as_ref().is_some_and(|n| ready_nodes.contains(n))
             && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");

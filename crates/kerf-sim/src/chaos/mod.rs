@@ -111,7 +111,7 @@ fn relist<K: Object>(cluster: &SimCluster, out: &mut Vec<WatchEvent>) {
 /// Every object the controllers watch, as a new process's first list delivers it.
 fn full_list(cluster: &SimCluster) -> Vec<WatchEvent> {
     use k8s_openapi::api::apps::v1::DaemonSet;
-    use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+    use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
     use k8s_openapi::api::node::v1::RuntimeClass;
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -131,7 +131,8 @@ fn full_list(cluster: &SimCluster) -> Vec<WatchEvent> {
     relist::<RuntimeClass>(cluster, &mut out);
     relist::<k8s_openapi::api::core::v1::PodTemplate>(cluster, &mut out);
     relist::<kerf_api::CapacityBuffer>(cluster, &mut out);
-    relist::<Pod>(cluster, &mut out);
+    // Pods as the controllers keep them (the store's own form unless it is served).
+    relist::<kerf_api::SlimPod>(cluster, &mut out);
     out
 }
 
