@@ -525,9 +525,18 @@ impl SimProvider {
         let requests = &claim.spec.resources.requests;
         let region = self.config.region.as_str();
 
-        // Types whose own labels and allocatable suit the claim.
-        let types: Vec<&Arc<InstanceType>> =
-            base.iter().filter(|t| type_meets(&reqs, t, region) && requests.fits(&t.allocatable())).collect();
+        // Types whose own labels and allocatable suit the claim. Its instance-type requirement
+        // (the provisioner names the types) is checked first: one set lookup turns most types
+        // away before the rest of their labels are read.
+        let named = reqs.get(labels::INSTANCE_TYPE);
+        let types: Vec<&Arc<InstanceType>> = base
+            .iter()
+            .filter(|t| {
+                named.is_none_or(|r| r.matches(t.labels.get(labels::INSTANCE_TYPE).map(String::as_str)))
+                    && type_meets(&reqs, t, region)
+                    && requests.fits(&t.allocatable())
+            })
+            .collect();
         if types.is_empty() {
             // As Karpenter: no launchable type is an insufficient-capacity failure, so the claim
             // is deleted and its pods provisioned afresh rather than retried forever.
@@ -544,8 +553,11 @@ impl SimProvider {
         let mut candidates: Vec<(&Arc<InstanceType>, &Offering)> = Vec::new();
         for t in &types {
             for o in &t.offerings {
-                let key = (t.name.clone(), o.zone.clone(), o.capacity_type.clone());
-                if o.available && allowed(o) && !Self::ice_cached(&state, now, &key) {
+                let out_of_capacity = || {
+                    !state.ice.is_empty()
+                        && Self::ice_cached(&state, now, &(t.name.clone(), o.zone.clone(), o.capacity_type.clone()))
+                };
+                if o.available && allowed(o) && !out_of_capacity() {
                     candidates.push((t, o));
                 }
             }
