@@ -39,11 +39,25 @@ impl InstanceType {
     /// What pods can use: capacity less overhead, never below zero.
     pub fn allocatable(&self) -> ResourceList {
         let mut a = self.capacity.clone();
-        for (k, v) in self.overhead.iter() {
-            let cur = a.get(k);
-            a.set(k.clone(), cur.saturating_sub(v).max(crate::Quantity::ZERO.with_format(cur.format())));
+        for k in self.overhead.0.keys() {
+            a.set(k.clone(), self.allocatable_of(k));
         }
         a
+    }
+
+    /// What pods can use of one resource (see [`InstanceType::allocatable`]).
+    pub fn allocatable_of(&self, name: &str) -> crate::Quantity {
+        let cur = self.capacity.get(name);
+        match self.overhead.0.get(name) {
+            Some(v) => cur.saturating_sub(v).max(crate::Quantity::ZERO.with_format(cur.format())),
+            None => cur,
+        }
+    }
+
+    /// Whether `requests` fit in what pods can use (`requests.fits(&self.allocatable())`,
+    /// without building the list).
+    pub fn fits(&self, requests: &ResourceList) -> bool {
+        requests.0.iter().all(|(k, req)| req.is_zero() || *req <= self.allocatable_of(k))
     }
 
     /// The cheapest available offering, if any.
@@ -52,5 +66,38 @@ impl InstanceType {
             .iter()
             .filter(|o| o.available)
             .min_by(|a, b| a.price.total_cmp(&b.price).then_with(|| a.zone.cmp(&b.zone)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_fit_a_type_exactly_when_they_fit_its_allocatable_list() {
+        let list = |entries: &[(&str, &str)]| {
+            ResourceList(entries.iter().map(|(k, v)| (k.to_string(), v.parse().unwrap())).collect())
+        };
+        let t = InstanceType {
+            name: "m5.large".to_string(),
+            labels: BTreeMap::new(),
+            capacity: list(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "29")]),
+            // An overhead on a resource the type does not have leaves none of it, never less.
+            overhead: list(&[("cpu", "80m"), ("memory", "1Gi"), ("hugepages-2Mi", "1Mi")]),
+            offerings: Vec::new(),
+        };
+        for requests in [
+            list(&[("cpu", "1920m")]),
+            list(&[("cpu", "1921m")]),
+            list(&[("memory", "7Gi"), ("pods", "29")]),
+            list(&[("memory", "7169Mi")]),
+            list(&[("hugepages-2Mi", "1Mi")]),
+            list(&[("nvidia.com/gpu", "0")]),
+            list(&[("nvidia.com/gpu", "1")]),
+        ] {
+            assert_eq!(t.fits(&requests), requests.fits(&t.allocatable()), "{requests}");
+        }
+        assert!(t.fits(&list(&[("cpu", "1920m"), ("memory", "7Gi")])));
+        assert!(!t.fits(&list(&[("cpu", "1921m")])));
     }
 }

@@ -312,7 +312,7 @@ impl AwsProvider {
         let requests = &claim.spec.resources.requests;
         let region = self.region();
         let fitting: Vec<&Arc<InstanceType>> =
-            types.iter().filter(|t| type_meets(&reqs, t, region) && requests.fits(&t.allocatable())).collect();
+            types.iter().filter(|t| type_meets(&reqs, t, region) && t.fits(requests)).collect();
         if fitting.is_empty() {
             return Err(CloudError::InsufficientCapacity(format!(
                 "NodeClaim {}: no instance type satisfies its requirements and resource requests",

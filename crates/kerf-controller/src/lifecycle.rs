@@ -18,7 +18,7 @@ use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 use std::collections::BTreeMap;
 
 use crate::ctx::{ControllerError, Ctx, IN_FLIGHT, LAUNCH_RETRY_AFTER, Options, Pass};
-use crate::patches::{changes, pinned, status_changes};
+use crate::patches::{changes, metadata_changes, pinned, status_changes};
 use crate::util;
 use kerf_api::cluster::{AnyObject, ClusterApi, EventRecord, Object, Patch, WatchEvent};
 
@@ -320,9 +320,11 @@ async fn finalize_claim<P: CloudProvider, C: ClusterApi>(
         }
     }
     // The finalizers are a list others edit too: the write is pinned to the claim as read.
-    let mut released = claim.clone();
-    remove_finalizer(&mut released.metadata);
-    let Some(patch) = changes(&claim, &released)?.map(|p| pinned(&claim.metadata, p)) else { return Ok(()) };
+    let mut released = claim.metadata.clone();
+    remove_finalizer(&mut released);
+    let Some(patch) = metadata_changes(&claim.metadata, &released)?.map(|p| pinned(&claim.metadata, p)) else {
+        return Ok(());
+    };
     let gone = cx.api.patch::<NodeClaim>(None, &name, &patch).await;
     if let Some(gone) = cx.pass.soft("removing nodeclaim finalizer", gone)? {
         tracing::info!(NodeClaim = %name, "deleted nodeclaim");
@@ -355,9 +357,9 @@ async fn launch<P: CloudProvider, C: ClusterApi>(
     }
     let mut claim = claim;
     if !has_finalizer(&claim.metadata) {
-        let mut finalized = claim.clone();
-        add_finalizer(&mut finalized.metadata);
-        if let Some(patch) = changes(&claim, &finalized)?.map(|p| pinned(&claim.metadata, p)) {
+        let mut finalized = claim.metadata.clone();
+        add_finalizer(&mut finalized);
+        if let Some(patch) = metadata_changes(&claim.metadata, &finalized)?.map(|p| pinned(&claim.metadata, p)) {
             let written = cx.api.patch::<NodeClaim>(None, &name, &patch).await;
             let Some(updated) = cx.pass.soft("adding finalizer", written)? else { return Ok(()) };
             cx.record(updated.clone().into_any());
@@ -420,13 +422,13 @@ async fn record_launch<P: CloudProvider, C: ClusterApi>(
     launched: NodeClaim,
 ) -> Result<(), ControllerError> {
     let name = claim.name().to_string();
-    let mut labelled = claim.clone();
-    let claim_labels = labelled.metadata.labels.get_or_insert_with(Default::default);
+    let mut labelled = claim.metadata.clone();
+    let claim_labels = labelled.labels.get_or_insert_with(Default::default);
     for (k, v) in launched.metadata.labels.iter().flatten() {
         claim_labels.insert(k.clone(), v.clone());
     }
-    if labelled.metadata.labels != claim.metadata.labels
-        && let Some(patch) = changes(&claim, &labelled)?
+    if labelled.labels != claim.metadata.labels
+        && let Some(patch) = metadata_changes(&claim.metadata, &labelled)?
     {
         let written = cx.api.patch::<NodeClaim>(None, &name, &Patch::Merge(patch)).await;
         let Some(updated) = cx.pass.soft("labelling nodeclaim", written)? else {

@@ -16,6 +16,7 @@
 //! subnets) are written by kerf's reconcilers alone, one after another on one cache that records
 //! the answer to every write, so they are merged unpinned.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::MetaView;
 use kerf_api::cluster::{ApiError, Patch};
 use serde::Serialize;
@@ -66,6 +67,13 @@ pub(crate) fn changes<K: Serialize>(old: &K, new: &K) -> Result<Option<Value>, C
     Ok(merge_diff(&main(old)?, &main(new)?))
 }
 
+/// [`changes`] of an object whose metadata alone changed, worked out from the metadata only
+/// (an object's spec can be large: a NodeClaim names hundreds of instance types).
+pub(crate) fn metadata_changes(old: &ObjectMeta, new: &ObjectMeta) -> Result<Option<Value>, ControllerError> {
+    let diff = merge_diff(&to_json("metadata", old)?, &to_json("metadata", new)?);
+    Ok(diff.map(|d| serde_json::json!({ "metadata": d })))
+}
+
 /// The merge patch of a status from `old` (as read) to `new`; `None` when it did not change.
 pub(crate) fn status_changes<S: Serialize>(old: Option<&S>, new: &S) -> Result<Option<Value>, ControllerError> {
     let new = to_json("a status", new)?;
@@ -103,6 +111,25 @@ mod tests {
         Patch::Merge(diff).apply(&mut applied).unwrap();
         assert_eq!(applied, new, "the diff applied to the old value gives the new one");
         assert_eq!(merge_diff(&old, &old), None);
+    }
+
+    #[test]
+    fn a_metadata_change_patches_as_the_whole_object_diff_does() {
+        let claim: kerf_api::NodeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "default-x1", "labels": {"karpenter.sh/nodepool": "default"}, "finalizers": ["a"]},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "c5.large"]}]
+            }
+        }))
+        .unwrap();
+        let mut changed = claim.clone();
+        changed.metadata.finalizers = Some(vec!["a".to_string(), "b".to_string()]);
+        changed.metadata.labels.get_or_insert_with(Default::default).insert("zone".to_string(), "z1".to_string());
+        let whole = changes(&claim, &changed).unwrap();
+        assert!(whole.is_some());
+        assert_eq!(metadata_changes(&claim.metadata, &changed.metadata).unwrap(), whole);
+        assert_eq!(metadata_changes(&claim.metadata, &claim.metadata).unwrap(), None);
     }
 
     #[test]

@@ -35,19 +35,27 @@ pub trait PodEdit {
     );
 }
 
+/// The fields both forms name alike: the node name, and the status's phase, start time and
+/// nomination (`$status` gets a pod's status, made if it has none).
+macro_rules! same_fields {
+    ($status:ident) => {
+        fn set_node_name(&mut self, node: &str) {
+            self.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+        }
+        fn set_phase(&mut self, phase: &str) {
+            $status(self).phase = Some(phase.to_string());
+        }
+        fn start_once(&mut self, now: Timestamp) {
+            $status(self).start_time.get_or_insert(Time(now));
+        }
+        fn clear_nomination(&mut self) {
+            $status(self).nominated_node_name = None;
+        }
+    };
+}
+
 impl PodEdit for Pod {
-    fn set_node_name(&mut self, node: &str) {
-        self.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
-    }
-    fn set_phase(&mut self, phase: &str) {
-        status(self).phase = Some(phase.to_string());
-    }
-    fn start_once(&mut self, now: Timestamp) {
-        status(self).start_time.get_or_insert(Time(now));
-    }
-    fn clear_nomination(&mut self) {
-        status(self).nominated_node_name = None;
-    }
+    same_fields!(status);
     fn has_condition(&self, type_: KeptCondition) -> bool {
         let conditions = self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
         conditions.iter().any(|c| c.type_ == type_.as_str())
@@ -81,18 +89,7 @@ fn status(pod: &mut Pod) -> &mut PodStatus {
 }
 
 impl PodEdit for SlimPod {
-    fn set_node_name(&mut self, node: &str) {
-        self.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
-    }
-    fn set_phase(&mut self, phase: &str) {
-        slim_status(self).phase = Some(phase.to_string());
-    }
-    fn start_once(&mut self, now: Timestamp) {
-        slim_status(self).start_time.get_or_insert(Time(now));
-    }
-    fn clear_nomination(&mut self) {
-        slim_status(self).nominated_node_name = None;
-    }
+    same_fields!(slim_status);
     fn has_condition(&self, type_: KeptCondition) -> bool {
         self.condition(type_).is_some()
     }

@@ -534,7 +534,7 @@ impl SimProvider {
             .filter(|t| {
                 named.is_none_or(|r| r.matches(t.labels.get(labels::INSTANCE_TYPE).map(String::as_str)))
                     && type_meets(&reqs, t, region)
-                    && requests.fits(&t.allocatable())
+                    && t.fits(requests)
             })
             .collect();
         if types.is_empty() {
