@@ -230,7 +230,7 @@ impl Provisioner {
                                 .record_event(EventRecord {
                                     kind: "Pod",
                                     name: pod_name(key),
-                                    uid: cx.state.uid_of("Pod", &pod_name(key)),
+                                    uid: cx.state.pod_uid(key),
                                     type_: "Warning",
                                     reason: "FailedScheduling".to_string(),
                                     message: format!(
@@ -290,7 +290,7 @@ impl Provisioner {
                 .record_event(EventRecord {
                     kind: "Pod",
                     name: pod_name(key),
-                    uid: cx.state.uid_of("Pod", &pod_name(key)),
+                    uid: cx.state.pod_uid(key),
                     type_: "Warning",
                     reason: "FailedScheduling".to_string(),
                     message: err.message.clone(),
@@ -307,7 +307,7 @@ async fn nominate<P, C: ClusterApi>(cx: &mut Ctx<'_, P, C>, pod: &ObjectKey, cla
         .record_event(EventRecord {
             kind: "Pod",
             name: pod_name(pod),
-            uid: cx.state.uid_of("Pod", &pod_name(pod)),
+            uid: cx.state.pod_uid(pod),
             type_: "Normal",
             reason: "Nominated".to_string(),
             message: format!("Pod should schedule on: nodeclaim/{claim}"),

@@ -365,6 +365,11 @@ impl ClusterState {
         meta.uid().map(str::to_string)
     }
 
+    /// The uid of the pod with this key (for an event about it).
+    pub fn pod_uid(&self, key: &ObjectKey) -> Option<String> {
+        self.pods.get(key)?.metadata.uid.clone()
+    }
+
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<SlimPod>> {
         self.pods.get(&(namespace.to_string(), name.to_string()))
     }
