@@ -2,7 +2,8 @@
 //! generateName, finalizers and deletionTimestamp, optimistic concurrency, admission (pod priority
 //! and RuntimeClass overhead; when asked, the not-ready taint on new Nodes), PodDisruptionBudget-aware
 //! eviction, an event log, a queue of watch events the driver drains, and (when serving) the
-//! history of changes HTTP watches resume from.
+//! history of changes HTTP watches resume from. Pods are kept whole when served and in the
+//! controllers' slim form when not ([`crate::pod_form`]).
 //!
 //! The event log keeps every event the controllers emit (the report and the tests read it);
 //! when serving, they also become core/v1 Event objects the way `kerf controller`'s recorder
