@@ -36,10 +36,6 @@ use crate::{MetaView, SlimMeta};
 /// kubectl's copy of the manifest it last applied, kept on the object by client-side apply.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// The pod conditions kept: `PodScheduled` (kube-scheduler found no node, and why) and `Ready`
-/// (the pod counts as healthy for its disruption budgets).
-pub const CONDITIONS: &[&str] = &["PodScheduled", "Ready"];
-
 /// A Pod as the controllers keep it (see the module's doc).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -138,7 +134,7 @@ pub struct SlimVolume {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct SlimPodStatus {
-    /// Only the conditions in [`CONDITIONS`].
+    /// Only the conditions of a [`KeptCondition`] type.
     #[serde(deserialize_with = "kept_conditions", skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<SlimCondition>>,
     #[serde(rename = "hostIP", skip_serializing_if = "Option::is_none")]
@@ -155,7 +151,7 @@ pub struct SlimPodStatus {
     pub start_time: Option<Time>,
 }
 
-/// A kept pod condition ([`CONDITIONS`]): its type and status as the values they can be,
+/// A kept pod condition (of a [`KeptCondition`] type): its type and status as the values they can be,
 /// its reason, message and last transition (not its probe time or observed generation). The
 /// reason and message, which a running pod's conditions seldom have, are kept apart.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -179,7 +175,8 @@ struct ConditionDetail {
     message: Option<String>,
 }
 
-/// The type of a kept pod condition.
+/// The pod conditions kept: `PodScheduled` (kube-scheduler found no node, and why) and `Ready`
+/// (the pod counts as healthy for its disruption budgets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum KeptCondition {
     PodScheduled,
@@ -187,12 +184,19 @@ pub enum KeptCondition {
 }
 
 impl KeptCondition {
+    const ALL: [KeptCondition; 2] = [KeptCondition::PodScheduled, KeptCondition::Ready];
+
     /// The type's name in the API.
     pub fn as_str(self) -> &'static str {
         match self {
             KeptCondition::PodScheduled => "PodScheduled",
             KeptCondition::Ready => "Ready",
         }
+    }
+
+    /// The kept type named `name`, if it is one.
+    fn named(name: &str) -> Option<KeptCondition> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
     }
 }
 
@@ -213,6 +217,14 @@ impl ConditionStatus {
             ConditionStatus::Unknown => "Unknown",
         }
     }
+
+    /// The status valued `value` (`Unknown` for any value but `True` and `False`).
+    fn valued(value: &str) -> ConditionStatus {
+        [ConditionStatus::True, ConditionStatus::False]
+            .into_iter()
+            .find(|s| s.as_str() == value)
+            .unwrap_or(ConditionStatus::Unknown)
+    }
 }
 
 impl SlimCondition {
@@ -224,17 +236,8 @@ impl SlimCondition {
         message: Option<String>,
         last_transition_time: Option<Time>,
     ) -> Option<SlimCondition> {
-        let type_ = match type_ {
-            "PodScheduled" => KeptCondition::PodScheduled,
-            "Ready" => KeptCondition::Ready,
-            _ => return None,
-        };
-        let status = match status {
-            "True" => ConditionStatus::True,
-            "False" => ConditionStatus::False,
-            _ => ConditionStatus::Unknown,
-        };
-        Some(SlimCondition::new(type_, status, reason, message, last_transition_time))
+        let type_ = KeptCondition::named(type_)?;
+        Some(SlimCondition::new(type_, ConditionStatus::valued(status), reason, message, last_transition_time))
     }
 
     /// A kept condition of type `type_`.
@@ -363,6 +366,12 @@ fn kept_list(kept: impl Iterator<Item = SlimCondition>) -> Vec<SlimCondition> {
 }
 
 impl SlimPod {
+    /// A whole `Pod` with what this one keeps, every other field empty: what a reader of the
+    /// whole form gets of a pod stored slim.
+    pub fn whole(&self) -> Result<Pod, serde_json::Error> {
+        serde_json::to_value(self).and_then(serde_json::from_value)
+    }
+
     /// Its condition of type `type_`, if it has one.
     pub fn condition(&self, type_: KeptCondition) -> Option<&SlimCondition> {
         self.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
@@ -501,14 +510,6 @@ impl From<&Pod> for SlimPod {
             spec: p.spec.as_ref().map(SlimPodSpec::from),
             status: p.status.as_ref().map(SlimPodStatus::from),
         }
-    }
-}
-
-impl SlimPod {
-    /// A whole `Pod` with what this one keeps, every other field empty: what a reader of the
-    /// whole form gets of a pod stored slim.
-    pub fn whole(&self) -> Result<Pod, serde_json::Error> {
-        serde_json::to_value(self).and_then(serde_json::from_value)
     }
 }
 

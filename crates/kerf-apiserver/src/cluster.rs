@@ -157,7 +157,7 @@ pub(crate) fn any_server_fields(obj: &mut AnyObject) -> ServerFields<'_> {
 
 /// A workload kept as JSON as the typed object the controllers read (None for other kinds, or
 /// JSON that does not decode).
-pub(crate) fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
+fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
     fn decode<K: Object + serde::de::DeserializeOwned>(d: &DynamicObject) -> Option<AnyObject> {
         serde_json::from_value::<K>(d.to_json()).ok().map(Object::into_any)
@@ -177,12 +177,26 @@ pub(crate) fn typed<K: Object>(s: &Stored) -> Option<&K> {
     }
 }
 
-fn typed_shared<K: Object>(s: &Stored, kind: &'static str) -> Result<Arc<K>, ApiError> {
+/// A typed stored object as a `K`, shared (a pod in the form `K` asks for, see
+/// [`AnyObject::shared_as`]).
+fn shared_typed<K: Object>(s: &Stored) -> Option<Arc<K>> {
     match s {
         Stored::Typed(a) => a.shared_as::<K>(),
         Stored::Dynamic(_) => None,
     }
-    .ok_or_else(|| ApiError::Other(format!("{kind} {}: wrong kind", s.meta().name().unwrap_or(""))))
+}
+
+fn typed_shared<K: Object>(s: &Stored, kind: &'static str) -> Result<Arc<K>, ApiError> {
+    shared_typed(s).ok_or_else(|| ApiError::Other(format!("{kind} {}: wrong kind", s.meta().name().unwrap_or(""))))
+}
+
+/// A stored object read as a `K`: a typed one as [`shared_typed`] gives it, a workload kept as
+/// JSON (a Deployment, StatefulSet or ReplicaSet) as its typed object.
+pub(crate) fn read_as<K: Object>(s: &Stored) -> Option<K> {
+    match s {
+        Stored::Typed(_) => shared_typed(s).map(Arc::unwrap_or_clone),
+        Stored::Dynamic(d) => workload_view(K::KIND, d).and_then(|a| K::from_any(&a).cloned()),
+    }
 }
 
 impl Inner {
@@ -641,10 +655,7 @@ impl SimCluster {
     pub fn get_obj<K: Object>(&self, namespace: Option<&str>, name: &str) -> Option<K> {
         let key = key_of(namespace, name, K::NAMESPACED);
         let inner = self.lock();
-        match inner.stores.get(K::KIND).and_then(|s| s.get(&key))? {
-            Stored::Typed(a) => a.shared_as::<K>().map(Arc::unwrap_or_clone),
-            Stored::Dynamic(d) => workload_view(K::KIND, d).and_then(|a| K::from_any(&a).cloned()),
-        }
+        read_as(inner.stores.get(K::KIND).and_then(|s| s.get(&key))?)
     }
 
     /// The objects of kind `K` (pods in the form `K` asks for, see [`AnyObject::shared_as`]).
@@ -652,14 +663,7 @@ impl SimCluster {
         self.lock()
             .stores
             .get(K::KIND)
-            .map(|s| {
-                s.values()
-                    .filter_map(|o| match o {
-                        Stored::Typed(a) => a.shared_as::<K>().map(Arc::unwrap_or_clone),
-                        Stored::Dynamic(_) => None,
-                    })
-                    .collect()
-            })
+            .map(|s| s.values().filter_map(shared_typed::<K>).map(Arc::unwrap_or_clone).collect())
             .unwrap_or_default()
     }
 

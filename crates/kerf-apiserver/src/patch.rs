@@ -3,13 +3,10 @@
 //! the REST API shows it, decoded and validated, written with its resourceVersion rules), with
 //! the REST errors turned into the cluster API's.
 
-use std::sync::Arc;
-
 use kerf_api::cluster::{ApiError, Object, Patch};
 
-use crate::cluster::{SimCluster, workload_view};
+use crate::cluster::{SimCluster, read_as};
 use crate::rest::{Part, PatchType, RestError, patch_stored};
-use crate::stored::Stored;
 
 impl SimCluster {
     /// Applies a patch to the object's metadata and spec (`Part::Main`) or its status, as a
@@ -39,11 +36,7 @@ impl SimCluster {
             },
             other => ApiError::Other(format!("{} {}: {other}", K::KIND, qualified())),
         })?;
-        match &written {
-            Stored::Typed(a) => a.shared_as::<K>().map(Arc::unwrap_or_clone),
-            Stored::Dynamic(d) => workload_view(K::KIND, d).and_then(|a| K::from_any(&a).cloned()),
-        }
-        .ok_or_else(|| ApiError::Other(format!("{} {}: wrong kind", K::KIND, qualified())))
+        read_as::<K>(&written).ok_or_else(|| ApiError::Other(format!("{} {}: wrong kind", K::KIND, qualified())))
     }
 }
 

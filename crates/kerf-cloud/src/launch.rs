@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use kerf_api::labels;
-use kerf_api::{InstanceType, Requirements};
+use kerf_api::{InstanceType, Requirement, Requirements};
 
 use crate::Timestamp;
 
@@ -20,9 +20,12 @@ fn is_type_label(key: &str) -> bool {
 
 /// Whether the type's own labels (and the provider's `region`) meet the claim's requirements.
 /// Zone and capacity type are properties of offerings: the caller checks them per offering.
+///
+/// The instance-type requirement is checked first: a claim names its types (the provisioner
+/// writes them), and that one lookup turns most of a catalog away before the rest of a type's
+/// labels are read.
 pub fn type_meets(reqs: &Requirements, t: &InstanceType, region: &str) -> bool {
-    reqs.iter().all(|(key, req)| {
-        let key = key.as_str();
+    let meets = |key: &str, req: &Requirement| {
         if key == labels::ZONE || key == labels::CAPACITY_TYPE {
             return true;
         }
@@ -34,7 +37,9 @@ pub fn type_meets(reqs: &Requirements, t: &InstanceType, region: &str) -> bool {
             None if is_type_label(key) => req.matches(None),
             None => true,
         }
-    })
+    };
+    reqs.get(labels::INSTANCE_TYPE).is_none_or(|r| meets(labels::INSTANCE_TYPE, r))
+        && reqs.iter().all(|(key, req)| key == labels::INSTANCE_TYPE || meets(key, req))
 }
 
 /// `t + d`, saturating at the clock's range instead of failing.

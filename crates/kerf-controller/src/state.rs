@@ -355,7 +355,7 @@ impl ClusterState {
         let meta: &dyn MetaView = match kind {
             "Pod" => {
                 let (ns, n) = name.split_once('/')?;
-                &self.pod(ns, n)?.metadata
+                return self.pod_uid(&(ns.to_string(), n.to_string()));
             }
             "Node" => &self.node(name)?.metadata,
             kerf_api::nodeclaim::KIND => &self.node_claim(name)?.metadata,

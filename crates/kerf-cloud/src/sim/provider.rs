@@ -525,18 +525,9 @@ impl SimProvider {
         let requests = &claim.spec.resources.requests;
         let region = self.config.region.as_str();
 
-        // Types whose own labels and allocatable suit the claim. Its instance-type requirement
-        // (the provisioner names the types) is checked first: one set lookup turns most types
-        // away before the rest of their labels are read.
-        let named = reqs.get(labels::INSTANCE_TYPE);
-        let types: Vec<&Arc<InstanceType>> = base
-            .iter()
-            .filter(|t| {
-                named.is_none_or(|r| r.matches(t.labels.get(labels::INSTANCE_TYPE).map(String::as_str)))
-                    && type_meets(&reqs, t, region)
-                    && t.fits(requests)
-            })
-            .collect();
+        // Types whose own labels and allocatable suit the claim.
+        let types: Vec<&Arc<InstanceType>> =
+            base.iter().filter(|t| type_meets(&reqs, t, region) && t.fits(requests)).collect();
         if types.is_empty() {
             // As Karpenter: no launchable type is an insufficient-capacity failure, so the claim
             // is deleted and its pods provisioned afresh rather than retried forever.
