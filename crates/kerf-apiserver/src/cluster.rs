@@ -688,6 +688,14 @@ impl SimCluster {
         typed_shared(&created, K::KIND)
     }
 
+    /// Creates `obj`; the answer is the name it was stored under (a `generateName` filled in).
+    /// For a creator that keeps only the name: the stored object is not read back in `K`'s
+    /// form (a pod kept slim is not made whole for the answer).
+    pub fn create_named<K: Object>(&self, obj: K) -> Result<String, ApiError> {
+        let created = self.create_stored(K::KIND, Stored::Typed(obj.into_any()))?;
+        Ok(created.meta().name().unwrap_or_default().to_string())
+    }
+
     /// Writes `obj`: only its status, everything but its status, or (for the simulator's own
     /// stand-ins) both. The answer is the stored object itself, shared: a holder of it (the
     /// simulated kube-scheduler's view of bound pods) keeps no copy of its own.

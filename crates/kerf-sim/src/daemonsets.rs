@@ -117,17 +117,18 @@ impl DaemonSets {
             };
             let have = self.pods.get(&(ds_key.clone(), node_name.clone())).cloned();
             match (want, have) {
-                (Some(pod), None) => match cluster.create_obj(pod) {
-                    Ok(p) => {
-                        let pname = p.metadata.name.clone().unwrap_or_default();
-                        let ns = p.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-                        let pkey = format!("{ns}/{pname}");
-                        self.pods.insert((ds_key.clone(), node_name.clone()), pname);
-                        self.by_pod.insert(pkey.clone(), (ds_key, node_name.clone()));
-                        created.push((pkey, node_name));
+                (Some(pod), None) => {
+                    let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+                    match cluster.create_named(pod) {
+                        Ok(pname) => {
+                            let pkey = format!("{ns}/{pname}");
+                            self.pods.insert((ds_key.clone(), node_name.clone()), pname);
+                            self.by_pod.insert(pkey.clone(), (ds_key, node_name.clone()));
+                            created.push((pkey, node_name));
+                        }
+                        Err(e) => tracing::warn!(daemonset = %ds_key, error = %e, "cannot create daemon pod"),
                     }
-                    Err(e) => tracing::warn!(daemonset = %ds_key, error = %e, "cannot create daemon pod"),
-                },
+                }
                 (None, Some(pname)) => {
                     let ns = ds_key.split_once('/').map_or("default", |x| x.0).to_string();
                     // Deleting a pod whose node is already gone may find it gone too.

@@ -67,7 +67,7 @@ impl OwnedPods {
     /// Creates the replacements due.
     pub fn run(&mut self, cluster: &SimCluster) {
         for pod in std::mem::take(&mut self.pending) {
-            if let Err(e) = cluster.create_obj(pod) {
+            if let Err(e) = cluster.create_named(pod) {
                 tracing::warn!(error = %e, "cannot create a StatefulSet's or Job's pod again");
             }
         }

@@ -489,9 +489,8 @@ impl Workloads {
             let (ns, name, template) = (rs.namespace.clone(), rs.name.clone(), rs.template.clone());
             for _ in 0..(want - have) {
                 let pod = pod_from_template(&ns, &name, &template);
-                match cluster.create_obj(pod) {
-                    Ok(created) => {
-                        let pname = created.metadata.name.clone().unwrap_or_default();
+                match cluster.create_named(pod) {
+                    Ok(pname) => {
                         let seq = self.rs_seq_next();
                         self.pods.insert(key(&ns, &pname), (rk.to_string(), PodState { seq, ..PodState::default() }));
                         if let Some(rs) = self.replica_sets.get_mut(rk) {
