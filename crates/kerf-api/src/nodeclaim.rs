@@ -1,5 +1,7 @@
 //! `karpenter.sh/v1` NodeClaim.
 
+use std::sync::Arc;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,7 +34,11 @@ pub struct NodeClaim {
     #[serde(default)]
     #[schemars(schema_with = "object_meta_schema")]
     pub metadata: ObjectMeta,
-    pub spec: NodeClaimSpec,
+    // Shared between copies of the claim (a plain comment: a doc comment would become the
+    // CRD schema's description): a spec is immutable once created, and its requirements can
+    // name hundreds of instance types, which every copy (the informer's, the API server's, the
+    // cloud's record of the launch, a status write) would repeat.
+    pub spec: Arc<NodeClaimSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<NodeClaimStatus>,
 }

@@ -111,7 +111,8 @@ impl Ec2Instance {
                 },
                 expire_after: kerf_api::nodepool::default_expire_after(),
                 termination_grace_period: None,
-            },
+            }
+            .into(),
             status: Some(NodeClaimStatus {
                 node_name: self.private_dns_name.clone(),
                 provider_id: Some(self.provider_id()),

@@ -104,7 +104,7 @@ fn requirements_and_requests_narrow_the_candidates() {
     let (p, _) = provider(TWO_TYPES);
     // Only `large` has 4 CPUs to spare.
     let mut c = claim("a", serde_json::json!([req("karpenter.sh/capacity-type", &["on-demand"])]));
-    c.spec.resources.requests.set("cpu", kerf_api::Quantity::parse("4").unwrap());
+    std::sync::Arc::make_mut(&mut c.spec).resources.requests.set("cpu", kerf_api::Quantity::parse("4").unwrap());
     let out = block_on(p.create(&c)).unwrap();
     assert_eq!(labels_of(&out)["node.kubernetes.io/instance-type"], "large");
     // arm64 is a label no type has: nothing fits.

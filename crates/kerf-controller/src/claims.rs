@@ -69,7 +69,8 @@ pub(crate) fn claim_from_pool(
             node_class_ref: template.spec.node_class_ref.clone(),
             expire_after: template.spec.expire_after,
             termination_grace_period: template.spec.termination_grace_period,
-        },
+        }
+        .into(),
         status: None,
     }
 }

@@ -27,7 +27,7 @@ fn spot_node_running_a_pod() -> (Harness<Arc<SimProvider>>, ManualClock, String)
                  "requirements": [], "resources": {"requests": {"cpu": "1"}}}
     }))
     .unwrap();
-    claim.spec.requirements = vec![
+    std::sync::Arc::make_mut(&mut claim.spec).requirements = vec![
         requirement(labels::CAPACITY_TYPE, Operator::In, &["spot"]),
         requirement(labels::INSTANCE_TYPE, Operator::In, &["m5.large"]),
     ];

@@ -306,7 +306,8 @@ fn a_claim_that_cannot_be_created_is_retried_under_a_new_name() {
             node_class_ref: template.spec.node_class_ref.clone(),
             expire_after: template.spec.expire_after,
             termination_grace_period: None,
-        },
+        }
+        .into(),
         status: None,
     };
     blocker.metadata.name = Some(first.clone());

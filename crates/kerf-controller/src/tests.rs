@@ -37,7 +37,8 @@ pub(crate) fn claim(name: &str, requirements: Vec<kerf_api::NodeSelectorRequirem
             node_class_ref: pool.spec.template.spec.node_class_ref.clone(),
             expire_after: pool.spec.template.spec.expire_after,
             termination_grace_period: None,
-        },
+        }
+        .into(),
         status: None,
     }
 }
@@ -152,7 +153,7 @@ fn registration_syncs_labels_and_taints_adds_finalizer_and_removes_unregistered_
     let mut h = Harness::new(small_and_large());
     let mut c = claim("default-aaaaa", vec![]);
     c.metadata.labels.as_mut().unwrap().insert("team".into(), "blue".into());
-    c.spec.taints = vec![Taint::new("dedicated", Some("blue"), TaintEffect::NoSchedule)];
+    std::sync::Arc::make_mut(&mut c.spec).taints = vec![Taint::new("dedicated", Some("blue"), TaintEffect::NoSchedule)];
     h.api.put(c);
     h.settle();
     // The kubelet joins without the claim's labels or taints: registration must add them.
@@ -181,7 +182,8 @@ fn registration_syncs_labels_and_taints_adds_finalizer_and_removes_unregistered_
 fn initialization_waits_for_ready_and_startup_taints_to_be_removed() {
     let mut h = Harness::new(small_and_large());
     let mut c = claim("default-aaaaa", vec![]);
-    c.spec.startup_taints = vec![Taint::new("example.com/agent-not-ready", None, TaintEffect::NoSchedule)];
+    std::sync::Arc::make_mut(&mut c.spec).startup_taints =
+        vec![Taint::new("example.com/agent-not-ready", None, TaintEffect::NoSchedule)];
     h.api.put(c);
     h.settle();
     kubelet_joins(&h.api, "default-aaaaa", "n1", true);
@@ -209,7 +211,7 @@ fn initialization_waits_for_ready_and_startup_taints_to_be_removed() {
 fn initialization_waits_for_requested_extended_resources_to_register() {
     let mut h = Harness::new(small_and_large());
     let mut c = claim("default-aaaaa", vec![]);
-    c.spec.resources.requests = res(&[("cpu", "1"), ("vpc.amazonaws.com/pod-eni", "1")]);
+    std::sync::Arc::make_mut(&mut c.spec).resources.requests = res(&[("cpu", "1"), ("vpc.amazonaws.com/pod-eni", "1")]);
     h.api.put(c);
     h.settle();
     let node = kubelet_joins(&h.api, "default-aaaaa", "n1", true);
@@ -393,9 +395,9 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
     let pool = node_pool("default");
     mgr.observe(&WatchEvent::Applied(pool.clone().into_any()));
     let mut c = claim("default-aaaaa", vec![requirement(labels::INSTANCE_TYPE, Operator::In, &["large", "small"])]);
-    c.spec.requirements.push(requirement(labels::ZONE, Operator::In, &["test-zone-b"]));
-    c.spec.taints = vec![Taint::new("dedicated", None, TaintEffect::NoSchedule)];
-    c.spec.startup_taints = vec![Taint::new("boot", None, TaintEffect::NoSchedule)];
+    std::sync::Arc::make_mut(&mut c.spec).requirements.push(requirement(labels::ZONE, Operator::In, &["test-zone-b"]));
+    std::sync::Arc::make_mut(&mut c.spec).taints = vec![Taint::new("dedicated", None, TaintEffect::NoSchedule)];
+    std::sync::Arc::make_mut(&mut c.spec).startup_taints = vec![Taint::new("boot", None, TaintEffect::NoSchedule)];
     mgr.observe(&WatchEvent::Applied(c.into_any()));
     let pod = pending_pod("a", "1");
     mgr.observe(&WatchEvent::Applied(pod.into_any()));
@@ -568,7 +570,7 @@ fn a_nodepool_deleted_while_no_controller_ran_loses_its_nodeclaims_to_the_next_o
 fn a_node_labelled_do_not_sync_taints_keeps_its_own_taints_but_loses_the_unregistered_one() {
     let mut h = Harness::new(small_and_large());
     let mut c = claim("default-aaaaa", vec![]);
-    c.spec.taints = vec![Taint::new("dedicated", Some("blue"), TaintEffect::NoSchedule)];
+    std::sync::Arc::make_mut(&mut c.spec).taints = vec![Taint::new("dedicated", Some("blue"), TaintEffect::NoSchedule)];
     h.api.put(c);
     h.settle();
     let mut node = kubelet_joins(&h.api, "default-aaaaa", "n1", false);
