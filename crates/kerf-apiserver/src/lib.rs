@@ -8,6 +8,7 @@ pub mod discovery;
 pub mod history;
 pub mod http;
 pub mod kinds;
+mod parts;
 mod patch;
 pub mod pod_form;
 pub mod requests;

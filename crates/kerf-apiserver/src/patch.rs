@@ -113,4 +113,47 @@ mod tests {
             "{renamed:?}"
         );
     }
+
+    #[test]
+    fn a_patch_of_owned_metadata_alone_leaves_the_object_the_whole_object_patch_leaves() {
+        use serde_json::json;
+        // Two equal nodes; each patch once as metadata alone and once with `kind` named too,
+        // which takes the whole-object path (encode, patch, decode).
+        let c = SimCluster::new(ManualClock::new(), 1);
+        for name in ["alone", "whole"] {
+            let mut n = node(name);
+            n.metadata.labels = Some(BTreeMap::from([("team".into(), "blue".into())]));
+            n.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
+            n.spec = Some(Default::default());
+            n.status =
+                Some(k8s_openapi::api::core::v1::NodeStatus { phase: Some("Running".into()), ..Default::default() });
+            c.create_obj(n).unwrap();
+        }
+        let patches = [
+            json!({"metadata": {"labels": {"team": null, "zone": "z1"}, "annotations": {"a": "1"}}}),
+            json!({"metadata": {"finalizers": null}}),
+            json!({"metadata": {"labels": null, "finalizers": ["x", "y"]}}),
+        ];
+        for p in patches {
+            let alone = patched(&c, "alone", p.clone(), false).unwrap();
+            let mut with_kind = p.clone();
+            with_kind["kind"] = json!("Node");
+            let whole = patched(&c, "whole", with_kind, false).unwrap();
+            let strip = |mut n: Node| {
+                n.metadata.name = None;
+                n.metadata.uid = None;
+                n.metadata.resource_version = None;
+                n
+            };
+            assert_eq!(strip(alone), strip(whole), "{p}");
+        }
+        // A value of the wrong type is refused naming the field, and nothing is written.
+        let before = c.get_obj::<Node>(None, "alone").unwrap();
+        let bad = patched(&c, "alone", json!({"metadata": {"labels": {"a": 1}}}), false);
+        assert!(
+            matches!(bad, Err(ApiError::Invalid { ref message, .. }) if message.contains("metadata.labels.a")),
+            "{bad:?}"
+        );
+        assert_eq!(c.get_obj::<Node>(None, "alone").unwrap(), before);
+    }
 }

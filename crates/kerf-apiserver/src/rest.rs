@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use kerf_api::FieldError;
-use kerf_api::cluster::ApiError;
+use kerf_api::cluster::{AnyObject, ApiError};
 use kerf_api::patch::PatchError;
 use serde_json::{Value, json};
 
@@ -281,8 +281,9 @@ pub(crate) fn patch_stored(
         return Err(RestError::NoSuchPath);
     }
     let pinned = pinned_version(patch_type, patch).is_some();
-    let status_only =
-        (part == Part::Status && patch_type == PatchType::Merge).then(|| crate::status::status_only(patch)).flatten();
+    let merge = patch_type == PatchType::Merge;
+    let status_only = (part == Part::Status && merge).then(|| crate::status::status_only(patch)).flatten();
+    let metadata_only = (part == Part::Main && merge).then(|| crate::parts::metadata_only(patch)).flatten();
     let mut attempt = 0;
     loop {
         let current = cluster
@@ -290,23 +291,39 @@ pub(crate) fn patch_stored(
             .ok_or_else(|| RestError::Api(ApiError::NotFound { kind: kind.kind, name: name.to_string() }))?;
         // A status patch of the status alone: the stored object with its new status, written
         // whole at the version it was read at (or pinned to), so a change in between is a
-        // conflict. Anything else: the whole object patched and decoded.
-        let (obj, mode) =
-            match status_only.and_then(|(sp, version)| patch_status_alone(kind, name, &current, sp, version)) {
-                Some(next) => (next?, Mode::All),
-                None => {
-                    let mut doc = current.to_json(kind);
-                    apply_patch(&mut doc, patch_type, patch)?;
-                    let obj = decode_body(kind, namespace, doc)?;
-                    if obj.meta().name() != Some(name) {
-                        return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
-                    }
-                    if part == Part::Main {
-                        check_transition(cluster, kind, namespace, name, &obj)?;
-                    }
-                    (obj, write_mode(kind, part))
+        // conflict. A patch of owned metadata alone: the stored object with its new metadata,
+        // written as an update of the main resource. Anything else: the whole object patched
+        // and decoded.
+        let alone = match (status_only, metadata_only) {
+            (Some((sp, version)), _) => {
+                patch_alone(kind, name, &current, |t| crate::status::patch_status(t, sp, version))
+                    .map(|n| (n, Mode::All))
+            }
+            (None, Some(mp)) => patch_alone(kind, name, &current, |t| crate::parts::patch_metadata(t, mp))
+                .map(|n| (n, write_mode(kind, part))),
+            (None, None) => None,
+        };
+        let (obj, mode) = match alone {
+            Some((next, mode)) => {
+                let obj = next?;
+                if part == Part::Main {
+                    check_transition(cluster, kind, namespace, name, &obj)?;
                 }
-            };
+                (obj, mode)
+            }
+            None => {
+                let mut doc = current.to_json(kind);
+                apply_patch(&mut doc, patch_type, patch)?;
+                let obj = decode_body(kind, namespace, doc)?;
+                if obj.meta().name() != Some(name) {
+                    return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
+                }
+                if part == Part::Main {
+                    check_transition(cluster, kind, namespace, name, &obj)?;
+                }
+                (obj, write_mode(kind, part))
+            }
+        };
         match cluster.write_stored(kind.kind, obj, mode) {
             Err(ApiError::Conflict { .. }) if !pinned && attempt < 5 => attempt += 1,
             r => return Ok(r?),
@@ -314,18 +331,17 @@ pub(crate) fn patch_stored(
     }
 }
 
-/// `current` with a merge patch of its status alone (`status_patch`, pinned to `version` when
-/// given) applied and checked as a decoded body would be; `None` for an object or kind kept
-/// without a typed status.
-fn patch_status_alone(
+/// `current` patched by `patch` (a merge patch of one part alone: the status, pinned or not,
+/// or owned metadata) and checked as a decoded body would be; `None` for an object or kind kept
+/// without that part typed.
+fn patch_alone(
     kind: &'static ResourceKind,
     name: &str,
     current: &Stored,
-    status_patch: &Value,
-    version: Option<&str>,
+    patch: impl FnOnce(&AnyObject) -> Option<Result<AnyObject, FieldError>>,
 ) -> Option<Result<Stored, RestError>> {
     let (Stored::Typed(typed), Some(codec)) = (current, kind.typed) else { return None };
-    let next = match crate::status::patch_status(typed, status_patch, version)? {
+    let next = match patch(typed)? {
         Ok(next) => next,
         Err(e) => return Some(Err(invalid(kind, name, vec![e]))),
     };

@@ -78,15 +78,7 @@ fn copy<K: HasStatus>(into: &mut Arc<K>, from: &Arc<K>) {
 }
 
 fn patch_one<K: HasStatus>(obj: &Arc<K>, patch: &Value) -> Result<AnyObject, FieldError> {
-    let mut doc = serde_json::to_value(obj.status()).map_err(|e| FieldError::new("status", e.to_string()))?;
-    kerf_api::patch::merge(&mut doc, patch);
-    let status: Option<K::Status> = serde_path_to_error::deserialize(doc).map_err(|e| {
-        let path = e.path().to_string();
-        FieldError::new(
-            if path == "." { "status".to_string() } else { format!("status.{path}") },
-            e.into_inner().to_string(),
-        )
-    })?;
+    let status = crate::parts::merged(obj.status(), patch, "status")?;
     let mut next = K::clone(obj);
     *next.status_mut() = status;
     Ok(next.into_any())
