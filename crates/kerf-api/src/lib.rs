@@ -47,6 +47,7 @@ pub mod selector;
 pub mod shared;
 pub mod slim_meta;
 pub mod slim_pod;
+pub mod str_pair;
 pub mod validation;
 mod weak_table;
 

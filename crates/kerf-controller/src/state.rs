@@ -8,7 +8,7 @@
 //! an API answer carries is made slim as it arrives.
 
 use kerf_api::MetaView;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -17,6 +17,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::SlimPod;
+use kerf_api::str_pair::StrPair;
 use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
 
 use crate::buffers::BufferRoom;
@@ -81,10 +82,11 @@ pub struct ClusterState {
     pvs: BTreeMap<String, PersistentVolume>,
     storage_classes: BTreeMap<String, StorageClass>,
     namespaces: BTreeMap<String, Namespace>,
-    /// providerID → NodeClaim name.
-    claim_by_provider_id: BTreeMap<String, String>,
-    /// providerID → Node name.
-    node_by_provider_id: BTreeMap<String, String>,
+    /// providerID → the NodeClaim launched with it (hashed: looked up for every node on every
+    /// disruption pass, and the IDs share long prefixes).
+    claim_by_provider_id: HashMap<String, Arc<NodeClaim>>,
+    /// providerID → the Node that joined with it.
+    node_by_provider_id: HashMap<String, Arc<Node>>,
     /// Bumped on every pod change.
     pod_generation: u64,
     /// The pods each PodDisruptionBudget selects (finished pods not counted).
@@ -137,7 +139,7 @@ impl ClusterState {
                     }
                 }
                 if let Some(pid) = util::node_provider_id(n) {
-                    self.node_by_provider_id.insert(pid.to_string(), name_of(&n.metadata));
+                    self.node_by_provider_id.insert(pid.to_string(), Arc::clone(n));
                 }
                 self.nodes.insert(name_of(&n.metadata), Arc::clone(n));
             }
@@ -151,7 +153,7 @@ impl ClusterState {
                     }
                 }
                 if let Some(pid) = c.provider_id() {
-                    self.claim_by_provider_id.insert(pid.to_string(), c.name().to_string());
+                    self.claim_by_provider_id.insert(pid.to_string(), Arc::clone(c));
                 }
                 self.node_claims.insert(c.name().to_string(), Arc::clone(c));
             }
@@ -182,31 +184,34 @@ impl ClusterState {
     fn upsert_pod(&mut self, pod: &Arc<SlimPod>) {
         self.pod_generation += 1;
         let key = key_of(&pod.metadata);
-        if let Some(old) = self.pods.get(&key) {
+        let old = self.pods.get(&key).cloned();
+        if let Some(old) = &old {
             if is_stale(&old.metadata, &pod.metadata) {
                 return;
             }
-            self.unindex_pod(&key);
+            self.unindex_pod(&key, old);
         }
-        let pod = Arc::clone(pod);
-        self.disruption_budgets.update_pod(self.pods.get(&key).map(|p| &**p), Some(&pod));
-        if let Some(node) = util::pod_node_name(&pod) {
-            self.pods_by_node.entry(node.to_string()).or_default().insert(key.clone(), Arc::clone(&pod));
-        } else if !util::pod_terminal(&pod) {
-            self.unbound_pods.insert(key.clone(), Arc::clone(&pod));
+        self.disruption_budgets.update_pod(old.as_deref(), Some(pod));
+        if let Some(node) = util::pod_node_name(pod) {
+            let on_node = match self.pods_by_node.get_mut(node) {
+                Some(on_node) => on_node,
+                None => self.pods_by_node.entry(node.to_string()).or_default(),
+            };
+            on_node.insert(key.clone(), Arc::clone(pod));
+        } else if !util::pod_terminal(pod) {
+            self.unbound_pods.insert(key.clone(), Arc::clone(pod));
         }
-        self.pods.insert(key, pod);
+        self.pods.insert(key, Arc::clone(pod));
     }
 
-    fn unindex_pod(&mut self, key: &ObjectKey) {
-        let Some(old) = self.pods.get(key) else { return };
-        if let Some(node) = util::pod_node_name(old) {
-            let node = node.to_string();
-            if let Some(set) = self.pods_by_node.get_mut(&node) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.pods_by_node.remove(&node);
-                }
+    /// Takes `old`, the pod stored under `key`, out of the per-node and unbound indexes.
+    fn unindex_pod(&mut self, key: &ObjectKey, old: &SlimPod) {
+        if let Some(node) = util::pod_node_name(old)
+            && let Some(set) = self.pods_by_node.get_mut(node)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.pods_by_node.remove(node);
             }
         }
         self.unbound_pods.remove(key);
@@ -219,8 +224,8 @@ impl ClusterState {
             AnyObject::Pod(_) | AnyObject::SlimPod(_) => {
                 self.pod_generation += 1;
                 let key = key_of(meta);
-                self.unindex_pod(&key);
                 if let Some(old) = self.pods.remove(&key) {
+                    self.unindex_pod(&key, &old);
                     self.disruption_budgets.update_pod(Some(&old), None);
                 }
             }
@@ -371,7 +376,7 @@ impl ClusterState {
     }
 
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<SlimPod>> {
-        self.pods.get(&(namespace.to_string(), name.to_string()))
+        self.pods.get(&(namespace, name) as &dyn StrPair)
     }
 
     /// Pods bound to `node` (terminal ones included; callers filter).
@@ -415,12 +420,12 @@ impl ClusterState {
 
     /// The NodeClaim launched with this provider ID.
     pub fn claim_for_provider_id(&self, provider_id: &str) -> Option<&NodeClaim> {
-        self.claim_by_provider_id.get(provider_id).and_then(|n| self.node_claims.get(n)).map(|c| &**c)
+        self.claim_by_provider_id.get(provider_id).map(|c| &**c)
     }
 
     /// The Node that joined with this provider ID.
     pub fn node_for_provider_id(&self, provider_id: &str) -> Option<&Node> {
-        self.node_by_provider_id.get(provider_id).and_then(|n| self.nodes.get(n)).map(|n| &**n)
+        self.node_by_provider_id.get(provider_id).map(|n| &**n)
     }
 
     /// The Node a claim became, if it has joined.
@@ -510,6 +515,8 @@ mod tests {
         s.apply(&WatchEvent::Deleted(pod("b", Some("n1"), "4").into_any()));
         assert_eq!(names(s.pods_on_node("n1")), vec!["a"]);
         assert_eq!(s.pods().len(), 1);
+        assert_eq!(s.pod("default", "a").and_then(|p| p.metadata.resource_version.as_deref()), Some("3"));
+        assert!(s.pod("default", "b").is_none() && s.pod("other", "a").is_none());
     }
 
     #[test]
@@ -565,7 +572,24 @@ mod tests {
         let usage = s.pool_usage("p", |_| ResourceList::new());
         assert_eq!(usage.get("cpu"), kerf_api::Quantity::from_units(4));
         assert_eq!(usage.get("nodes"), kerf_api::Quantity::from_units(1));
-        s.apply(&WatchEvent::Deleted(node("n1", "aws:///z/i-1").into_any()));
+        // Each link reads the latest version of what it links to.
+        let mut relabelled = node("n1", "aws:///z/i-1");
+        relabelled.metadata.labels = Some([("team".to_string(), "blue".to_string())].into());
+        s.apply(&WatchEvent::Applied(relabelled.into_any()));
+        let linked = s.node_for_claim(&claim).and_then(|n| n.metadata.labels.as_ref());
+        assert_eq!(linked.and_then(|l| l.get("team")).map(String::as_str), Some("blue"));
+        let mut annotated = claim.clone();
+        annotated.metadata.annotations = Some([("a".to_string(), "1".to_string())].into());
+        s.apply(&WatchEvent::Applied(annotated.into_any()));
+        let linked = s.claim_for_node(s.node("n1").unwrap()).and_then(|c| c.metadata.annotations.as_ref());
+        assert!(linked.is_some_and(|a| a.contains_key("a")));
+        // A node that joins again under another provider ID is found by that one only.
+        s.apply(&WatchEvent::Applied(node("n1", "aws:///z/i-2").into_any()));
         assert!(s.node_for_claim(&claim).is_none());
+        assert_eq!(s.node_for_provider_id("aws:///z/i-2").and_then(|n| n.metadata.name.as_deref()), Some("n1"));
+        s.apply(&WatchEvent::Deleted(node("n1", "aws:///z/i-2").into_any()));
+        assert!(s.node_for_provider_id("aws:///z/i-2").is_none());
+        s.apply(&WatchEvent::Deleted(claim.clone().into_any()));
+        assert!(s.claim_for_provider_id("aws:///z/i-1").is_none());
     }
 }

@@ -540,8 +540,8 @@ impl Disruption {
                     .status
                     .as_ref()
                     .is_some_and(|s| s.conditions.iter().any(|x| x.type_ == CONDITION_DISRUPTION_REASON));
-                let node_name = node.and_then(|n| n.metadata.name.clone()).unwrap_or_default();
-                (tainted || marked).then(|| (c.name().to_string(), node_name))
+                (tainted || marked)
+                    .then(|| (c.name().to_string(), node.and_then(|n| n.metadata.name.clone()).unwrap_or_default()))
             })
             .collect();
         for (claim, node) in outdated {

@@ -1,0 +1,83 @@
+//! Looking up a map keyed by `(String, String)` (a namespaced object's `(namespace, name)`)
+//! with two borrowed strings, without building a key of owned strings for each lookup.
+//!
+//! `map.get(&(ns, name) as &dyn StrPair)` finds the entry `(ns.to_string(), name.to_string())`
+//! would: the borrowed form orders and compares exactly as the owned tuple does.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+
+/// Two strings read as one key, ordered as the tuple of the two.
+pub trait StrPair {
+    fn first(&self) -> &str;
+    fn second(&self) -> &str;
+}
+
+impl StrPair for (String, String) {
+    fn first(&self) -> &str {
+        &self.0
+    }
+    fn second(&self) -> &str {
+        &self.1
+    }
+}
+
+impl StrPair for (&str, &str) {
+    fn first(&self) -> &str {
+        self.0
+    }
+    fn second(&self) -> &str {
+        self.1
+    }
+}
+
+impl<'a> Borrow<dyn StrPair + 'a> for (String, String) {
+    fn borrow(&self) -> &(dyn StrPair + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn StrPair + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.first() == other.first() && self.second() == other.second()
+    }
+}
+
+impl Eq for dyn StrPair + '_ {}
+
+impl PartialOrd for dyn StrPair + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn StrPair + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.first().cmp(other.first()).then_with(|| self.second().cmp(other.second()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn borrowed_pairs_find_what_owned_pairs_find_in_tuple_order() {
+        let keys = [("a", "b"), ("a", "ba"), ("ab", ""), ("", "z"), ("b", "a")];
+        let map: BTreeMap<(String, String), usize> =
+            keys.iter().enumerate().map(|(i, (x, y))| ((x.to_string(), y.to_string()), i)).collect();
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(map.get(k as &dyn StrPair), Some(&i), "{k:?}");
+        }
+        for missing in [("a", ""), ("ab", "a"), ("", ""), ("c", "a")] {
+            assert_eq!(map.get(&missing as &dyn StrPair), None, "{missing:?}");
+        }
+        let owned = |(x, y): (&str, &str)| (x.to_string(), y.to_string());
+        for (x, y) in keys.iter().flat_map(|a| keys.iter().map(move |b| (*a, *b))) {
+            let borrowed = (&x as &dyn StrPair).cmp(&y as &dyn StrPair);
+            assert_eq!(borrowed, owned(x).cmp(&owned(y)), "{x:?} against {y:?}");
+        }
+    }
+}
