@@ -104,7 +104,7 @@ fn requirements_and_requests_narrow_the_candidates() {
     let (p, _) = provider(TWO_TYPES);
     // Only `large` has 4 CPUs to spare.
     let mut c = claim("a", serde_json::json!([req("karpenter.sh/capacity-type", &["on-demand"])]));
-    std::sync::Arc::make_mut(&mut c.spec).resources.requests.set("cpu", kerf_api::Quantity::parse("4").unwrap());
+    Arc::make_mut(&mut c.spec).resources.requests.set("cpu", kerf_api::Quantity::parse("4").unwrap());
     let out = block_on(p.create(&c)).unwrap();
     assert_eq!(labels_of(&out)["node.kubernetes.io/instance-type"], "large");
     // arm64 is a label no type has: nothing fits.
@@ -118,6 +118,30 @@ fn requirements_and_requests_narrow_the_candidates() {
     // A label only the claim knows about (a user label) does not exclude types.
     let c = claim("c", serde_json::json!([req("team", &["blue"])]));
     assert!(block_on(p.create(&c)).is_ok());
+}
+
+#[test]
+fn a_claim_naming_its_types_launches_the_cheapest_named_one_that_fits_whatever_order_it_names_them() {
+    let (p, _) = provider(TWO_TYPES);
+    let on_demand = req("karpenter.sh/capacity-type", &["on-demand"]);
+    // Named in either order, with a name the cloud does not sell: the cheapest named type.
+    for names in [&["small", "large", "medium"][..], &["medium", "large", "small"]] {
+        let c = claim("a", serde_json::json!([on_demand, req("node.kubernetes.io/instance-type", names)]));
+        assert_eq!(labels_of(&block_on(p.create(&c)).unwrap())["node.kubernetes.io/instance-type"], "small");
+    }
+    // Only `large` named: launched though `small` is cheaper.
+    let c = claim("b", serde_json::json!([on_demand, req("node.kubernetes.io/instance-type", &["large"])]));
+    assert_eq!(labels_of(&block_on(p.create(&c)).unwrap())["node.kubernetes.io/instance-type"], "large");
+    // Types excluded by name (NotIn) are not launched.
+    let not_small =
+        serde_json::json!({"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ["small"]});
+    let c = claim("c", serde_json::json!([on_demand, not_small]));
+    assert_eq!(labels_of(&block_on(p.create(&c)).unwrap())["node.kubernetes.io/instance-type"], "large");
+    // Named types of which none fits the requests: insufficient capacity.
+    let mut c =
+        claim("d", serde_json::json!([on_demand, req("node.kubernetes.io/instance-type", &["small", "medium"])]));
+    Arc::make_mut(&mut c.spec).resources.requests.set("cpu", kerf_api::Quantity::parse("4").unwrap());
+    assert!(matches!(block_on(p.create(&c)), Err(CloudError::InsufficientCapacity(_))));
 }
 
 #[test]

@@ -525,9 +525,19 @@ impl SimProvider {
         let requests = &claim.spec.resources.requests;
         let region = self.config.region.as_str();
 
-        // Types whose own labels and allocatable suit the claim.
-        let types: Vec<&Arc<InstanceType>> =
-            base.iter().filter(|t| type_meets(&reqs, t, region) && t.fits(requests)).collect();
+        // Types whose own labels and allocatable suit the claim. A claim that names its types
+        // (the provisioner's do) has them looked up by name: the base types are sorted by name.
+        let suits = |t: &&Arc<InstanceType>| type_meets(&reqs, t, region) && t.fits(requests);
+        debug_assert!(base.is_sorted_by(|a, b| a.name < b.name), "base types are sorted by name");
+        let named = reqs.get(labels::INSTANCE_TYPE).and_then(kerf_api::Requirement::values);
+        let types: Vec<&Arc<InstanceType>> = match named {
+            Some(names) => names
+                .iter()
+                .filter_map(|n| base.binary_search_by(|t| t.name.as_str().cmp(n)).ok().map(|i| &base[i]))
+                .filter(suits)
+                .collect(),
+            None => base.iter().filter(suits).collect(),
+        };
         if types.is_empty() {
             // As Karpenter: no launchable type is an insufficient-capacity failure, so the claim
             // is deleted and its pods provisioned afresh rather than retried forever.
