@@ -27,9 +27,12 @@ use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
 /// How long before an eviction a PodDisruptionBudget refused is tried again.
 pub(crate) const EVICTION_RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// The taint every node being disrupted or deleted carries.
-pub(crate) fn disrupted_taint() -> Taint {
-    Taint::new(labels::DISRUPTED_TAINT_KEY, None, TaintEffect::NoSchedule)
+/// The taint every node being disrupted or deleted carries (built once: every disruption
+/// pass asks each pod on every node whether it tolerates it).
+pub(crate) fn disrupted_taint() -> &'static Taint {
+    static DISRUPTED: std::sync::LazyLock<Taint> =
+        std::sync::LazyLock::new(|| Taint::new(labels::DISRUPTED_TAINT_KEY, None, TaintEffect::NoSchedule));
+    &DISRUPTED
 }
 
 /// Whether the node carries the `karpenter.sh/disrupted` taint.
@@ -82,9 +85,7 @@ pub(crate) fn is_drainable(pod: &SlimPod) -> bool {
     !util::pod_terminal(pod)
         && pod.metadata.deletion_timestamp.is_none()
         && !is_mirror(pod)
-        && !kerf_scheduling::pod::tolerations(pod)
-            .iter()
-            .any(|t| kerf_scheduling::pod::tolerates(t, &disrupted_taint()))
+        && !kerf_scheduling::pod::tolerations(pod).iter().any(|t| kerf_scheduling::pod::tolerates(t, disrupted_taint()))
 }
 
 /// The eviction tier of a pod: 0 non-critical, 1 non-critical DaemonSet, 2 critical,
