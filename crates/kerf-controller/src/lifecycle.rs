@@ -16,6 +16,7 @@ use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::ctx::{ControllerError, Ctx, IN_FLIGHT, LAUNCH_RETRY_AFTER, Options, Pass};
 use crate::patches::{changes, metadata_changes, pinned, status_changes};
@@ -190,7 +191,9 @@ struct Turn<'a, P, C> {
     cloud: &'a P,
     options: &'a Options,
     pass: Pass,
-    node: Option<Node>,
+    /// Shared with the informer cache: a pass hands every claim needing work a turn up front,
+    /// and a burst of thousands of launches would otherwise copy each claim and node at once.
+    node: Option<Arc<Node>>,
     /// Taken from [`crate::ctx::Published::unrecorded_launches`]; what is left here goes back.
     unrecorded: Option<NodeClaim>,
     launches: u64,
@@ -238,16 +241,18 @@ impl Lifecycle {
                 cloud: cx.cloud,
                 options: cx.options,
                 pass: Pass::new(cx.pass.now),
-                node: cx.state.node_for_claim(claim).cloned(),
+                node: cx.state.shared_node_for_claim(claim).cloned(),
                 unrecorded,
                 launches: 0,
                 retry_at: self.launch_retry.get(name).copied(),
                 effects: Vec::new(),
             };
-            turns.push((stage, NodeClaim::clone(claim), turn));
+            turns.push((stage, Arc::clone(claim), turn));
         }
         let mut done = stream::iter(turns)
             .map(|(stage, claim, mut turn)| async move {
+                // The turn's own copy, made as it starts (a few turns run at once).
+                let claim = Arc::unwrap_or_clone(claim);
                 let name = claim.name().to_string();
                 let r = match stage {
                     Stage::Finalize => finalize_claim(&mut turn, claim).await,
@@ -489,11 +494,12 @@ async fn register<P: CloudProvider, C: ClusterApi>(
     // Registration writes the node's finalizers, owner references and taints, lists the
     // kubelet and other controllers edit too: pinned to the node as read.
     let synced = registered_node(&node, &claim);
-    if let Some(patch) = changes(&node, &synced)?.map(|p| pinned(&node.metadata, p)) {
+    if let Some(patch) = changes(&*node, &synced)?.map(|p| pinned(&node.metadata, p)) {
         let written = cx.api.patch::<Node>(None, &node_name, &patch).await;
         let Some(updated) = cx.pass.soft("registering node", written)? else { return Ok(()) };
-        cx.node = Some(updated.clone());
-        cx.record(updated.into_any());
+        let updated = Arc::new(updated);
+        cx.node = Some(Arc::clone(&updated));
+        cx.record(AnyObject::Node(updated));
     }
     let mut status = claim.status.clone().unwrap_or_default();
     status.node_name = Some(node_name.clone());
@@ -527,8 +533,9 @@ async fn initialize<P: CloudProvider, C: ClusterApi>(
         let Some(updated) = cx.pass.soft("labelling node initialized", written)? else {
             return Ok(());
         };
-        cx.node = Some(updated.clone());
-        cx.record(updated.into_any());
+        let updated = Arc::new(updated);
+        cx.node = Some(Arc::clone(&updated));
+        cx.record(AnyObject::Node(updated));
     }
     let mut status = claim.status.clone().unwrap_or_default();
     set_condition(&mut status.conditions, util::condition(CONDITION_INITIALIZED, true, "Initialized", "", cx.pass.now));

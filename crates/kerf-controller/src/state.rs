@@ -430,7 +430,12 @@ impl ClusterState {
 
     /// The Node a claim became, if it has joined.
     pub fn node_for_claim(&self, claim: &NodeClaim) -> Option<&Node> {
-        claim.provider_id().and_then(|p| self.node_for_provider_id(p))
+        self.shared_node_for_claim(claim).map(|n| &**n)
+    }
+
+    /// [`ClusterState::node_for_claim`], the cache's shared copy.
+    pub fn shared_node_for_claim(&self, claim: &NodeClaim) -> Option<&Arc<Node>> {
+        claim.provider_id().and_then(|p| self.node_by_provider_id.get(p))
     }
 
     /// The NodeClaim a node belongs to, if kerf launched it.
