@@ -674,10 +674,10 @@ impl CloudProvider for AwsProvider {
         Ok(self.describe_claim(&instance).await)
     }
 
-    async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+    async fn list(&self) -> Result<Vec<Arc<NodeClaim>>, CloudError> {
         let mut out = Vec::new();
         for i in instances::list_owned(&self.clients, &self.settings.cluster_name).await? {
-            out.push(self.describe_claim(&i).await);
+            out.push(Arc::new(self.describe_claim(&i).await));
         }
         Ok(out)
     }

@@ -154,8 +154,9 @@ pub trait CloudProvider: Send + Sync {
     /// The instance with this provider ID, described as a NodeClaim.
     fn get(&self, provider_id: &str) -> impl Future<Output = Result<NodeClaim, CloudError>> + Send;
 
-    /// Every instance this provider launched for the cluster, described as NodeClaims.
-    fn list(&self) -> impl Future<Output = Result<Vec<NodeClaim>, CloudError>> + Send;
+    /// Every instance this provider launched for the cluster, described as NodeClaims (shared:
+    /// a provider that keeps its launches' claims hands them out without copying each).
+    fn list(&self) -> impl Future<Output = Result<Vec<Arc<NodeClaim>>, CloudError>> + Send;
 
     /// The instance types the pool may launch, with offerings, prices and availability,
     /// and allocatable computed with the node class's kubelet settings.
@@ -217,7 +218,7 @@ impl<P: CloudProvider> CloudProvider for Arc<P> {
         P::get(self, provider_id)
     }
 
-    fn list(&self) -> impl Future<Output = Result<Vec<NodeClaim>, CloudError>> + Send {
+    fn list(&self) -> impl Future<Output = Result<Vec<Arc<NodeClaim>>, CloudError>> + Send {
         P::list(self)
     }
 

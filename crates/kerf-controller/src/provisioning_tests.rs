@@ -241,7 +241,7 @@ fn a_nodepool_whose_instance_types_cannot_be_listed_is_not_ready() {
         async fn get(&self, id: &str) -> Result<NodeClaim, CloudError> {
             self.0.get(id).await
         }
-        async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+        async fn list(&self) -> Result<Vec<std::sync::Arc<NodeClaim>>, CloudError> {
             self.0.list().await
         }
         async fn instance_types(
@@ -914,7 +914,7 @@ mod bursts {
         async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
             self.inner.get(provider_id).await
         }
-        async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+        async fn list(&self) -> Result<Vec<std::sync::Arc<NodeClaim>>, CloudError> {
             self.inner.list().await
         }
         async fn instance_types(

@@ -472,9 +472,10 @@ impl CloudProvider for FakeCloud {
         self.inner.lock().unwrap().instances.get(provider_id).cloned().ok_or(CloudError::NotFound(provider_id.into()))
     }
 
-    async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+    async fn list(&self) -> Result<Vec<Arc<NodeClaim>>, CloudError> {
         let inner = self.inner.lock().unwrap();
-        Ok(inner.instances.iter().filter(|(pid, _)| !inner.unlisted.contains(*pid)).map(|(_, c)| c.clone()).collect())
+        let listed = inner.instances.iter().filter(|(pid, _)| !inner.unlisted.contains(*pid));
+        Ok(listed.map(|(_, c)| Arc::new(c.clone())).collect())
     }
 
     async fn instance_types(

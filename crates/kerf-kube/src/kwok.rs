@@ -170,9 +170,9 @@ impl CloudProvider for KwokProvider {
         node.as_ref().and_then(Self::claim_of).ok_or_else(|| CloudError::NotFound(provider_id.to_string()))
     }
 
-    async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+    async fn list(&self) -> Result<Vec<Arc<NodeClaim>>, CloudError> {
         let nodes = self.nodes().list(&ListParams::default()).await.map_err(|e| cloud_err("listing Nodes", e))?;
-        Ok(nodes.items.iter().filter_map(Self::claim_of).collect())
+        Ok(nodes.items.iter().filter_map(Self::claim_of).map(Arc::new).collect())
     }
 
     async fn instance_types(

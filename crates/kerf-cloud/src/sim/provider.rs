@@ -90,7 +90,7 @@ pub type SharedTypes = Arc<Vec<Arc<InstanceType>>>;
 
 struct Launched {
     instance: SimInstance,
-    claim: NodeClaim,
+    claim: Arc<NodeClaim>,
 }
 
 #[derive(Default)]
@@ -484,7 +484,7 @@ impl SimProvider {
             terminated_at: None,
             interrupted_at: None,
         };
-        state.instances.push(Launched { instance: instance.clone(), claim });
+        state.instances.push(Launched { instance: instance.clone(), claim: Arc::new(claim) });
         Ok(instance)
     }
 
@@ -645,7 +645,7 @@ impl SimProvider {
             terminated_at: None,
             interrupted_at: None,
         };
-        state.instances.push(Launched { instance, claim: out.clone() });
+        state.instances.push(Launched { instance, claim: Arc::new(out.clone()) });
         Ok(out)
     }
 
@@ -675,18 +675,18 @@ impl SimProvider {
             .instances
             .iter()
             .find(|l| l.instance.provider_id == provider_id && !Self::observed(&l.instance, now).terminated)
-            .map(|l| l.claim.clone())
+            .map(|l| NodeClaim::clone(&l.claim))
             .ok_or_else(|| CloudError::NotFound(provider_id.to_string()))
     }
 
-    fn live_claims(&self) -> Vec<NodeClaim> {
+    fn live_claims(&self) -> Vec<Arc<NodeClaim>> {
         let now = self.clock.now();
         let state = self.lock();
         state
             .instances
             .iter()
             .filter(|l| !Self::observed(&l.instance, now).terminated)
-            .map(|l| l.claim.clone())
+            .map(|l| Arc::clone(&l.claim))
             .collect()
     }
 
@@ -774,7 +774,7 @@ impl CloudProvider for SimProvider {
         self.live_claim(provider_id)
     }
 
-    async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
+    async fn list(&self) -> Result<Vec<Arc<NodeClaim>>, CloudError> {
         Ok(self.live_claims())
     }
 

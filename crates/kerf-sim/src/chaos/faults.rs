@@ -89,7 +89,7 @@ struct State {
     /// Instances whose node never registers (hidden from the kubelet stand-in).
     never_register: BTreeSet<String>,
     /// The cloud's answer to the previous `list` (what a stale answer repeats).
-    last_list: Option<Vec<NodeClaim>>,
+    last_list: Option<Vec<Arc<NodeClaim>>>,
     /// The controllers' watches deliver nothing until then.
     watch_down_until: Option<Timestamp>,
 }
@@ -307,7 +307,7 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
         cloud_call(gate, self.inner.get(provider_id))
     }
 
-    fn list(&self) -> impl Future<Output = Result<Vec<NodeClaim>, CloudError>> + Send {
+    fn list(&self) -> impl Future<Output = Result<Vec<Arc<NodeClaim>>, CloudError>> + Send {
         let gate = self.faults.gate(&[(Fault::Throttled, false), (Fault::StaleList, true)]);
         async move {
             match gate {
