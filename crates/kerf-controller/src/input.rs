@@ -236,7 +236,7 @@ impl View<'_> {
             // arrived yet, so each one gets at least its metadata.name label.
             namespace_labels: kerf_scheduling::namespace_labels(
                 state.namespaces().values(),
-                state.pods().keys().map(|(ns, _)| ns.as_str()),
+                state.pods().map(|p| p.metadata.namespace.as_deref().unwrap_or_default()),
             ),
             unavailable_node_pools,
             placed_last: 0,

@@ -51,6 +51,7 @@ mod nodeclass;
 mod nodepool;
 mod nominations;
 mod patches;
+pub mod pod_set;
 mod provisioner;
 pub mod runtime;
 pub mod state;

@@ -21,6 +21,7 @@ use kerf_api::str_pair::StrPair;
 use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
 
 use crate::buffers::BufferRoom;
+use crate::pod_set::PodSet;
 use crate::util;
 use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_scheduling::disruption_budgets::DisruptionBudgets;
@@ -30,6 +31,11 @@ pub type ObjectKey = (String, String);
 
 pub(crate) fn key_of(meta: &(impl MetaView + ?Sized)) -> ObjectKey {
     (meta.namespace().unwrap_or_default().to_string(), meta.name().unwrap_or_default().to_string())
+}
+
+/// A pod's key, borrowed (a missing namespace or name reads as empty, as in [`key_of`]).
+fn pod_key(pod: &SlimPod) -> (&str, &str) {
+    (pod.metadata.namespace.as_deref().unwrap_or_default(), pod.metadata.name.as_deref().unwrap_or_default())
 }
 
 fn name_of(meta: &(impl MetaView + ?Sized)) -> String {
@@ -70,8 +76,8 @@ fn upsert_ns<V: Clone>(map: &mut BTreeMap<ObjectKey, V>, obj: &V, meta: impl Fn(
 pub struct ClusterState {
     nodes: BTreeMap<String, Arc<Node>>,
     node_claims: BTreeMap<String, Arc<NodeClaim>>,
-    pods: BTreeMap<ObjectKey, Arc<SlimPod>>,
-    pods_by_node: BTreeMap<String, BTreeMap<ObjectKey, Arc<SlimPod>>>,
+    pods: PodSet,
+    pods_by_node: BTreeMap<String, PodSet>,
     /// Pods not bound to a node and not terminal (each with the pod: every pass reads them).
     unbound_pods: BTreeMap<ObjectKey, Arc<SlimPod>>,
     node_pools: BTreeMap<String, NodePool>,
@@ -183,13 +189,13 @@ impl ClusterState {
 
     fn upsert_pod(&mut self, pod: &Arc<SlimPod>) {
         self.pod_generation += 1;
-        let key = key_of(&pod.metadata);
-        let old = self.pods.get(&key).cloned();
+        let (ns, name) = pod_key(pod);
+        let old = self.pods.get(ns, name).cloned();
         if let Some(old) = &old {
             if is_stale(&old.metadata, &pod.metadata) {
                 return;
             }
-            self.unindex_pod(&key, old);
+            self.unindex_pod(old);
         }
         self.disruption_budgets.update_pod(old.as_deref(), Some(pod));
         if let Some(node) = util::pod_node_name(pod) {
@@ -197,24 +203,27 @@ impl ClusterState {
                 Some(on_node) => on_node,
                 None => self.pods_by_node.entry(node.to_string()).or_default(),
             };
-            on_node.insert(key.clone(), Arc::clone(pod));
+            on_node.insert(Arc::clone(pod));
         } else if !util::pod_terminal(pod) {
-            self.unbound_pods.insert(key.clone(), Arc::clone(pod));
+            self.unbound_pods.insert(key_of(&pod.metadata), Arc::clone(pod));
         }
-        self.pods.insert(key, Arc::clone(pod));
+        self.pods.insert(Arc::clone(pod));
     }
 
-    /// Takes `old`, the pod stored under `key`, out of the per-node and unbound indexes.
-    fn unindex_pod(&mut self, key: &ObjectKey, old: &SlimPod) {
+    /// Takes `old`, a pod stored now, out of the per-node and unbound indexes.
+    fn unindex_pod(&mut self, old: &SlimPod) {
+        let (ns, name) = pod_key(old);
         if let Some(node) = util::pod_node_name(old)
             && let Some(set) = self.pods_by_node.get_mut(node)
         {
-            set.remove(key);
+            set.remove(ns, name);
             if set.is_empty() {
                 self.pods_by_node.remove(node);
             }
         }
-        self.unbound_pods.remove(key);
+        if !self.unbound_pods.is_empty() {
+            self.unbound_pods.remove(&(ns, name) as &dyn StrPair);
+        }
     }
 
     fn remove(&mut self, obj: &AnyObject) {
@@ -223,9 +232,9 @@ impl ClusterState {
         match obj {
             AnyObject::Pod(_) | AnyObject::SlimPod(_) => {
                 self.pod_generation += 1;
-                let key = key_of(meta);
-                if let Some(old) = self.pods.remove(&key) {
-                    self.unindex_pod(&key, &old);
+                let (ns, name) = (meta.namespace().unwrap_or_default(), meta.name().unwrap_or_default());
+                if let Some(old) = self.pods.remove(ns, name) {
+                    self.unindex_pod(&old);
                     self.disruption_budgets.update_pod(Some(&old), None);
                 }
             }
@@ -282,9 +291,8 @@ impl ClusterState {
 
     /// Matches the budget `key` (as stored now, or gone) against its namespace's pods again.
     fn reindex_budget(&mut self, key: ObjectKey) {
-        let ns = key.0.clone();
-        let pods = self.pods.range((ns.clone(), String::new())..).take_while(|((pns, _), _)| *pns == ns);
-        self.disruption_budgets.set_budget(key.clone(), self.pdbs.get(&key), pods.map(|(_, p)| &**p));
+        let pods = self.pods.in_namespace(&key.0);
+        self.disruption_budgets.set_budget(key.clone(), self.pdbs.get(&key), pods.map(|p| &**p));
     }
 
     // ---- reads ----
@@ -350,8 +358,9 @@ impl ClusterState {
         self.node_classes.get(&pool.spec.template.spec.node_class_ref.name)
     }
 
-    pub fn pods(&self) -> &BTreeMap<ObjectKey, Arc<SlimPod>> {
-        &self.pods
+    /// Every pod, in key order.
+    pub fn pods(&self) -> impl ExactSizeIterator<Item = &Arc<SlimPod>> + DoubleEndedIterator {
+        self.pods.iter()
     }
 
     /// The uid of the object of `kind` named `name` (`namespace/name` for a pod), for the
@@ -372,16 +381,16 @@ impl ClusterState {
 
     /// The uid of the pod with this key (for an event about it).
     pub fn pod_uid(&self, key: &ObjectKey) -> Option<String> {
-        self.pods.get(key)?.metadata.uid.clone()
+        self.pods.get(&key.0, &key.1)?.metadata.uid.clone()
     }
 
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<SlimPod>> {
-        self.pods.get(&(namespace, name) as &dyn StrPair)
+        self.pods.get(namespace, name)
     }
 
     /// Pods bound to `node` (terminal ones included; callers filter).
     pub fn pods_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Arc<SlimPod>> + 'a {
-        self.pods_by_node.get(node).into_iter().flat_map(BTreeMap::values)
+        self.pods_by_node.get(node).into_iter().flat_map(PodSet::iter)
     }
 
     /// Pods not bound to any node and not terminal, in key order.

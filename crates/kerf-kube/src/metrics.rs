@@ -235,7 +235,7 @@ impl Metrics {
         if self.pod_generation != Some(state.pod_generation()) {
             self.pod_generation = Some(state.pod_generation());
             let mut rows = PodRows::default();
-            for pod in state.pods().values() {
+            for pod in state.pods() {
                 let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| state.node(n));
                 rows.push(pod, node);
             }
