@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::intstr::scaled;
 use crate::selector::selector_matches;
 use crate::slim_pod::PodView;
+use crate::str_pair::StrPair;
 
 /// `(namespace, name)` of a pod or a budget.
 pub type Key = (String, String);
@@ -196,7 +197,13 @@ impl DisruptionBudgets {
 
     /// The budgets selecting the pod with this key, in key order.
     pub fn selecting(&self, pod: &Key) -> &[Key] {
-        self.pods.get(pod).map_or(&[], |s| s.budgets.as_slice())
+        self.selecting_named(&pod.0, &pod.1)
+    }
+
+    /// [`DisruptionBudgets::selecting`] by a borrowed key: the disruption controller asks for
+    /// every pod of every candidate node on each pass.
+    fn selecting_named(&self, namespace: &str, name: &str) -> &[Key] {
+        self.pods.get(&(namespace, name) as &dyn StrPair).map_or(&[], |s| s.budgets.as_slice())
     }
 
     /// Whether the Eviction API would refuse to evict `pod` now, and why: a pod that is not
@@ -207,7 +214,7 @@ impl DisruptionBudgets {
         if self.budgets.is_empty() || !pod_healthy(pod) {
             return None;
         }
-        match self.selecting(&pod_key(pod)) {
+        match self.selecting_named(pod.meta().namespace().unwrap_or_default(), pod.meta().name().unwrap_or_default()) {
             [] => None,
             [first, second, ..] => Some(EvictionRefusal::MoreThanOneBudget(first, second)),
             [budget] => {

@@ -2,10 +2,12 @@
 //! with two borrowed strings, without building a key of owned strings for each lookup.
 //!
 //! `map.get(&(ns, name) as &dyn StrPair)` finds the entry `(ns.to_string(), name.to_string())`
-//! would: the borrowed form orders and compares exactly as the owned tuple does.
+//! would, in a `BTreeMap` or a `HashMap`: the borrowed form orders, compares and hashes exactly
+//! as the owned tuple does.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
 
 /// Two strings read as one key, ordered as the tuple of the two.
 pub trait StrPair {
@@ -57,9 +59,17 @@ impl Ord for dyn StrPair + '_ {
     }
 }
 
+/// As a tuple of two `String`s hashes: each string in turn.
+impl Hash for dyn StrPair + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.first().hash(state);
+        self.second().hash(state);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashMap};
 
     use super::*;
 
@@ -78,6 +88,20 @@ mod tests {
         for (x, y) in keys.iter().flat_map(|a| keys.iter().map(move |b| (*a, *b))) {
             let borrowed = (&x as &dyn StrPair).cmp(&y as &dyn StrPair);
             assert_eq!(borrowed, owned(x).cmp(&owned(y)), "{x:?} against {y:?}");
+        }
+    }
+
+    #[test]
+    fn borrowed_pairs_find_what_owned_pairs_find_in_a_hash_map() {
+        // Pairs whose concatenations are equal must still be told apart.
+        let keys = [("ab", "c"), ("a", "bc"), ("abc", ""), ("", "abc"), ("x", "y")];
+        let map: HashMap<(String, String), usize> =
+            keys.iter().enumerate().map(|(i, (x, y))| ((x.to_string(), y.to_string()), i)).collect();
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(map.get(k as &dyn StrPair), Some(&i), "{k:?}");
+        }
+        for missing in [("a", "b"), ("abc", "d"), ("", "")] {
+            assert_eq!(map.get(&missing as &dyn StrPair), None, "{missing:?}");
         }
     }
 }
