@@ -48,9 +48,9 @@ pub(crate) fn metadata_only(patch: &Value) -> Option<&Value> {
 /// The kinds kept typed with an `ObjectMeta` (a slim pod's metadata is not one).
 macro_rules! with_object_meta {
     ($($ty:ident),* $(,)?) => {
-        /// `current` with `meta_patch` merged into its metadata; `None` for an object whose
-        /// metadata is not an `ObjectMeta`.
-        pub(crate) fn patch_metadata(current: &AnyObject, meta_patch: &Value) -> Option<Result<AnyObject, FieldError>> {
+        /// `current` with `meta_patch` merged into its metadata, its labels checked as any
+        /// write's are; `None` for an object whose metadata is not an `ObjectMeta`.
+        pub(crate) fn patch_metadata(current: &AnyObject, meta_patch: &Value) -> Option<Result<AnyObject, Vec<FieldError>>> {
             match current {
                 $(AnyObject::$ty(o) => Some(patch_one::<$ty>(o, meta_patch)),)*
                 _ => None,
@@ -64,8 +64,12 @@ with_object_meta! {
     NodeClaim, NodePool, EC2NodeClass, CapacityBuffer,
 }
 
-fn patch_one<K: Object<Meta = ObjectMeta>>(obj: &Arc<K>, meta_patch: &Value) -> Result<AnyObject, FieldError> {
-    let meta = merged(obj.meta(), meta_patch, "metadata")?;
+fn patch_one<K: Object<Meta = ObjectMeta>>(obj: &Arc<K>, meta_patch: &Value) -> Result<AnyObject, Vec<FieldError>> {
+    let meta = merged(obj.meta(), meta_patch, "metadata").map_err(|e| vec![e])?;
+    let problems = crate::rest::label_problems(meta.labels.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str())));
+    if !problems.is_empty() {
+        return Err(problems);
+    }
     let mut next = K::clone(obj);
     *next.meta_mut() = meta;
     Ok(next.into_any())

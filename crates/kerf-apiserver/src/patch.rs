@@ -156,4 +156,33 @@ mod tests {
         );
         assert_eq!(c.get_obj::<Node>(None, "alone").unwrap(), before);
     }
+
+    #[test]
+    fn labels_that_are_not_kubernetes_labels_are_refused_by_every_write_naming_them() {
+        use serde_json::json;
+        let c = SimCluster::new(ManualClock::new(), 1);
+        c.create_obj(node("a")).unwrap();
+        let refused = |r: Result<Node, ApiError>, what: &str| {
+            assert!(
+                matches!(&r, Err(ApiError::Invalid { message, .. }) if message.contains("metadata.labels") && message.contains(what)),
+                "{r:?}"
+            );
+        };
+        // A patch of labels alone, a patch of more than labels, and a create.
+        refused(patched(&c, "a", json!({"metadata": {"labels": {"bad key!": "x"}}}), false), "bad key!");
+        refused(patched(&c, "a", json!({"kind": "Node", "metadata": {"labels": {"ok": "-x"}}}), false), "\"-x\"");
+        let long = "v".repeat(64);
+        refused(patched(&c, "a", json!({"metadata": {"labels": {"ok": long}}}), false), "longer than 63");
+        let kind = crate::kinds::by_kind("Node").unwrap();
+        let body = json!({"metadata": {"name": "b", "labels": {"example.com/a/b": "x"}}});
+        let created = crate::rest::decode_body(kind, None, body);
+        assert!(
+            matches!(&created, Err(crate::rest::RestError::Invalid { causes, .. }) if causes[0].to_string().starts_with("metadata.labels")),
+            "{created:?}"
+        );
+        assert!(c.get_obj::<Node>(None, "a").unwrap().metadata.labels.is_none(), "nothing was written");
+        // Valid keys and values, a prefix included, are taken.
+        let ok = patched(&c, "a", json!({"metadata": {"labels": {"example.com/team": "blue", "empty": ""}}}), false);
+        assert_eq!(ok.unwrap().metadata.labels.unwrap().len(), 2);
+    }
 }

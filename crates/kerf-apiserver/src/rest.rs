@@ -295,10 +295,10 @@ pub(crate) fn patch_stored(
         // written as an update of the main resource. Anything else: the whole object patched
         // and decoded.
         let alone = match (status_only, metadata_only) {
-            (Some((sp, version)), _) => {
-                patch_alone(kind, name, &current, |t| crate::status::patch_status(t, sp, version))
-                    .map(|n| (n, Mode::All))
-            }
+            (Some((sp, version)), _) => patch_alone(kind, name, &current, |t| {
+                crate::status::patch_status(t, sp, version).map(|r| r.map_err(|e| vec![e]))
+            })
+            .map(|n| (n, Mode::All)),
             (None, Some(mp)) => patch_alone(kind, name, &current, |t| crate::parts::patch_metadata(t, mp))
                 .map(|n| (n, write_mode(kind, part))),
             (None, None) => None,
@@ -338,15 +338,27 @@ fn patch_alone(
     kind: &'static ResourceKind,
     name: &str,
     current: &Stored,
-    patch: impl FnOnce(&AnyObject) -> Option<Result<AnyObject, FieldError>>,
+    patch: impl FnOnce(&AnyObject) -> Option<Result<AnyObject, Vec<FieldError>>>,
 ) -> Option<Result<Stored, RestError>> {
     let (Stored::Typed(typed), Some(codec)) = (current, kind.typed) else { return None };
     let next = match patch(typed)? {
         Ok(next) => next,
-        Err(e) => return Some(Err(invalid(kind, name, vec![e]))),
+        Err(problems) => return Some(Err(invalid(kind, name, problems))),
     };
     let problems = (codec.validate)(&next);
     Some(if problems.is_empty() { Ok(Stored::Typed(next)) } else { Err(invalid(kind, name, problems)) })
+}
+
+/// What the API server refuses in any object's labels: a key that is not a qualified name, a
+/// value that is not a label value.
+pub(crate) fn label_problems<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<FieldError> {
+    use kerf_api::validation::{label_value_problem, qualified_name_problem};
+    labels
+        .into_iter()
+        .flat_map(|(k, v)| [qualified_name_problem(k), label_value_problem(v)])
+        .flatten()
+        .map(|problem| FieldError::new("metadata.labels", problem))
+        .collect()
 }
 
 /// What a write of `part` of `kind` replaces.
@@ -418,6 +430,13 @@ pub fn decode_body(kind: &'static ResourceKind, namespace: Option<&str>, body: V
         }
     } else if let Some(m) = meta.as_object_mut() {
         m.remove("namespace");
+    }
+    if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
+        // A value of another type is the decoder's to name.
+        let problems = label_problems(labels.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))));
+        if !problems.is_empty() {
+            return Err(invalid(kind, &name, problems));
+        }
     }
     if !name.is_empty() && !kerf_api::validation::is_dns1123_subdomain(&name) {
         return Err(invalid(
