@@ -83,11 +83,14 @@ fn finished(pod: &(impl PodView + ?Sized)) -> bool {
     matches!(pod.phase(), Some("Succeeded" | "Failed"))
 }
 
+/// A pod's `(namespace, name)`, borrowed (a missing one reads as empty).
+fn pod_names(pod: &(impl PodView + ?Sized)) -> (&str, &str) {
+    (pod.meta().namespace().unwrap_or_default(), pod.meta().name().unwrap_or_default())
+}
+
 fn pod_key(pod: &(impl PodView + ?Sized)) -> Key {
-    (
-        pod.meta().namespace().map(str::to_string).unwrap_or_default(),
-        pod.meta().name().map(str::to_string).unwrap_or_default(),
-    )
+    let (namespace, name) = pod_names(pod);
+    (namespace.to_string(), name.to_string())
 }
 
 fn same_labels(a: &(impl PodView + ?Sized), b: &(impl PodView + ?Sized)) -> bool {
@@ -214,7 +217,8 @@ impl DisruptionBudgets {
         if self.budgets.is_empty() || !pod_healthy(pod) {
             return None;
         }
-        match self.selecting_named(pod.meta().namespace().unwrap_or_default(), pod.meta().name().unwrap_or_default()) {
+        let (namespace, name) = pod_names(pod);
+        match self.selecting_named(namespace, name) {
             [] => None,
             [first, second, ..] => Some(EvictionRefusal::MoreThanOneBudget(first, second)),
             [budget] => {

@@ -13,17 +13,22 @@ use std::sync::Arc;
 use kerf_api::SlimPod;
 use kerf_api::str_pair::StrPair;
 
-/// A pod compared by its key (a missing namespace or name reads as empty, as
-/// [`crate::state::ObjectKey`]s are made).
+/// A pod's key, borrowed: a missing namespace or name reads as empty, as
+/// [`crate::state::ObjectKey`]s are made.
+pub(crate) fn key(pod: &SlimPod) -> (&str, &str) {
+    (pod.metadata.namespace.as_deref().unwrap_or_default(), pod.metadata.name.as_deref().unwrap_or_default())
+}
+
+/// A pod compared by its [`key`].
 #[derive(Debug, Clone)]
 struct Keyed(Arc<SlimPod>);
 
 impl StrPair for Keyed {
     fn first(&self) -> &str {
-        self.0.metadata.namespace.as_deref().unwrap_or("")
+        key(&self.0).0
     }
     fn second(&self) -> &str {
-        self.0.metadata.name.as_deref().unwrap_or("")
+        key(&self.0).1
     }
 }
 

@@ -21,7 +21,7 @@ use kerf_api::str_pair::StrPair;
 use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
 
 use crate::buffers::BufferRoom;
-use crate::pod_set::PodSet;
+use crate::pod_set::{PodSet, key as pod_key};
 use crate::util;
 use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_scheduling::disruption_budgets::DisruptionBudgets;
@@ -31,11 +31,6 @@ pub type ObjectKey = (String, String);
 
 pub(crate) fn key_of(meta: &(impl MetaView + ?Sized)) -> ObjectKey {
     (meta.namespace().unwrap_or_default().to_string(), meta.name().unwrap_or_default().to_string())
-}
-
-/// A pod's key, borrowed (a missing namespace or name reads as empty, as in [`key_of`]).
-fn pod_key(pod: &SlimPod) -> (&str, &str) {
-    (pod.metadata.namespace.as_deref().unwrap_or_default(), pod.metadata.name.as_deref().unwrap_or_default())
 }
 
 fn name_of(meta: &(impl MetaView + ?Sized)) -> String {
