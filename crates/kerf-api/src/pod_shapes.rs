@@ -1,7 +1,7 @@
 //! One copy of each distinct pod shape (a [`PodShape`]: a pod's spec less its node name).
 //!
 //! The replicas of a Deployment, a StatefulSet or a Job are made from one template, so a
-//! cluster of 30,000 pods has tens or hundreds of shapes, and every version of every pod the
+//! cluster of tens of thousands of pods has tens or hundreds of shapes, and every version of every pod the
 //! controllers keep would otherwise carry its own copy: containers, their request and limit
 //! maps, affinity, tolerations, topology spread. Shapes are handed out shared from a
 //! process-wide table, found by a fingerprint (requests, selectors, affinity terms) and

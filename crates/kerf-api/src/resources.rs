@@ -31,7 +31,7 @@ pub struct ResourceList(pub BTreeMap<String, Quantity>);
 
 /// Resource lists kept once per distinct list (equal in every amount and format): the replicas
 /// of a workload ask for the same, and holders of a list per pod (kube-scheduler's views, the
-/// scheduler's facts) held megabytes of copies at 30,000 pods.
+/// scheduler's facts) would otherwise hold one copy per pod.
 #[derive(Debug, Clone, Default)]
 pub struct SharedLists(HashSet<Arc<ResourceList>>);
 

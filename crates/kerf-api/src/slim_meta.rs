@@ -3,7 +3,7 @@
 //!
 //! The replicas of a workload carry equal labels (the template's, and the ReplicaSet's hash),
 //! equal owner references and usually equal annotations. Kept as `ObjectMeta` keeps them, each
-//! pod has its own map nodes and strings: at 30,000 pods the largest part of a controller's
+//! pod has its own map nodes and strings: in a large cluster the largest part of a controller's
 //! memory after the pods' specs. A [`SlimMeta`] holds those three shared, one copy of each
 //! distinct value for the whole process (found through a [`WeakTable`]), and drops what no
 //! controller reads: the server-side apply bookkeeping, the self link and kubectl's copy of

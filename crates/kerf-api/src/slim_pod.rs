@@ -4,8 +4,8 @@
 //! Every pod of a cluster stays in the controllers' state for as long as it exists, and the
 //! generated `Pod` type spends kilobytes on each one even when most of it is empty: a `PodSpec`
 //! and a `PodStatus` carry every field of the API inline, each `Container` its probes, lifecycle
-//! hooks and security settings, each `Volume` every volume source there is. At 30,000 pods that
-//! was most of the controller's memory. [`SlimPod`] keeps the same field names and types for
+//! hooks and security settings, each `Volume` every volume source there is. In a large cluster
+//! that makes up most of a controller's memory. [`SlimPod`] keeps the same field names and types for
 //! what it keeps, so code reads `pod.spec.as_ref().and_then(|s| s.affinity.as_ref())` whichever
 //! it holds, and it decodes straight from a Pod's JSON, skipping the rest as it goes.
 //!
