@@ -144,7 +144,7 @@ mod tests {
         assert_eq!(kept.len(), 3);
         let e = c.changes_since(start).unwrap_err();
         assert_eq!(e.oldest, c.resource_version() - 3, "{e}");
-        // Small changes are kept by count as before.
+        // Small changes stay far under the byte cap: they are kept by count.
         for i in 0..20 {
             c.create_obj(class(&format!("s{i}"), 10)).unwrap();
         }
