@@ -2,9 +2,9 @@
 //! objects without flooding the API server or the log, and without ever making a controller
 //! wait.
 //!
-//! At scale the controllers emit events faster than one writer can create them (a 30,000-pod
-//! scale-up nominates 30,000 pods within seconds), and a bounded queue that logged every event
-//! it could not take filled the log with nothing else. So an event goes through, in order:
+//! At scale the controllers emit events faster than one writer can create them (a large
+//! scale-up nominates every one of its pods within seconds), and logging every event a bounded
+//! queue cannot take would fill the log with nothing else. So an event goes through, in order:
 //!
 //! 1. the dedupe every recorder shares ([`kerf_api::events::EventDedupe`]): an event identical
 //!    to one written within its window (2 minutes, `FailedScheduling` 5; the message compared

@@ -128,9 +128,9 @@ fn relist_backoff(failures: u32) -> std::time::Duration {
 }
 
 /// Objects per page of a watch's list (client-go's pager takes 500). A page is decoded whole,
-/// as JSON values, before its objects are kept in their typed (for pods, slim) forms: at 500
-/// pods that transient was several MB allocated among the kept objects, and what it left
-/// scattered held the controller's resident memory up.
+/// as JSON values, before its objects are kept in their typed (for pods, slim) forms: that
+/// transient is allocated among the kept objects, and what it leaves scattered holds the
+/// controller's resident memory up, so a page is kept smaller than client-go's.
 const LIST_PAGE: u32 = 100;
 
 /// Kinds a cluster may not serve (their CRD is not installed): without it there is nothing of
