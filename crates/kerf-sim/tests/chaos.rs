@@ -17,10 +17,11 @@ fn seeded_runs_with_crashes_and_faults_at_the_default_rate_break_no_promise() {
     assert_eq!(summary.total_violations(), 0, "{:?}", summary.failures);
 }
 
-/// Seeds that broke a promise once, each replayed: 3197, an Underutilized decision taken while
-/// the watches were down (a node of the pool already disrupting unseen), over its budget; 1839,
-/// a taint written by a pass that failed before recording its decision, once judged against an
-/// older decision of the same node (another reason, another budget).
+/// Seeds that reach hard cases, each replayed: in 3197 an Underutilized decision is taken while
+/// the watches are down (a node of the pool already disrupting unseen) and must still keep to
+/// its budget; in 1839 a pass fails after writing a taint and before recording its decision,
+/// and the taint must not be judged against an older decision of the same node (another
+/// reason, another budget).
 #[test]
 fn seeds_that_once_broke_a_promise_keep_every_one() {
     for seed in [1839, 3197] {
