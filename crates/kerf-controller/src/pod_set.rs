@@ -1,8 +1,8 @@
 //! A set of shared pods ordered by their `(namespace, name)` key, read from each pod itself.
 //!
-//! The cluster state keeps every pod of the cluster and, again, each node's pods: 30,000 of
-//! each at the controller benchmark's size. Keyed by the pod's own metadata, an entry is one
-//! pointer instead of a pointer and two owned strings.
+//! The cluster state keeps every pod of the cluster and, again, each node's pods: tens of
+//! thousands of each in a large cluster. Keyed by the pod's own metadata, an entry is one
+//! pointer rather than a pointer and two owned strings.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;

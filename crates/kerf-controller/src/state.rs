@@ -2,8 +2,8 @@
 //!
 //! Everything is kept in ordered maps so that iterating it is deterministic. Pods, Nodes and
 //! NodeClaims are kept as the watch delivered them (the `Arc` of the event, shared with the
-//! watch's own record of what it delivered), never copied: at 1,000 nodes and 30,000 pods the
-//! objects themselves are most of the controller's memory. Pods are kept as
+//! watch's own record of what it delivered), never copied: in a large cluster the objects
+//! themselves are most of the controller's memory. Pods are kept as
 //! [`SlimPod`](kerf_api::SlimPod)s (what the controllers read of them); a whole Pod an event or
 //! an API answer carries is made slim as it arrives.
 

@@ -1,6 +1,6 @@
 //! A failed watch leaves the controllers' view stale until it lists again: the disruption
-//! controller takes no voluntary decision on such a view (`kerf bench chaos` found an
-//! Underutilized decision taken during a watch outage that went past its NodePool's budget).
+//! controller takes no voluntary decision on such a view (an Underutilized decision taken
+//! during a watch outage can go past its NodePool's budget, unaware of nodes already going).
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Commands in flight, as later decisions see them. Disruption does not wait for a command's
-//! replacements to launch before deciding the next (a launch takes half a minute; one command
-//! at a time made a cluster with many independent consolidations take many minutes to settle):
+//! replacements to launch before deciding the next (a launch takes half a minute, so one command
+//! at a time would keep a cluster with many independent consolidations unsettled for minutes):
 //! every decision is taken on the cluster as the running commands will leave it. Their nodes
 //! take no new pods, and each of their pods already holds room where the command expects it to
 //! go (its replacement, or the node the what-if placed it on), so two commands never count on
