@@ -1,7 +1,7 @@
 //! Maps keyed by a small integer or an address (a node's index, a kind's id, a pod's address)
 //! in the replay's hot loops. The standard hasher is built to resist chosen keys, which these are
-//! not, and hashing was a tenth of a consolidation what-if's replay: [`ByIndex`] hashes a key
-//! with two multiplications instead. Nothing reads these maps in their iteration order.
+//! not, and its cost shows in a consolidation what-if's replay: [`ByIndex`] hashes a key with
+//! two multiplications instead. Nothing reads these maps in their iteration order.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

@@ -40,7 +40,7 @@ pub(crate) mod testing;
 pub mod volume_binding;
 
 // The model the cloud and the scheduler share lives in the API layer below both; re-exported here
-// under its old paths.
+// so that users of the scheduling core reach it through this crate too.
 pub use kerf_api::{disruption_budgets, instance, node, requirements};
 
 pub use instance::{InstanceType, Offering};

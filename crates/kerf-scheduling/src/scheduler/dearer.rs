@@ -4,9 +4,9 @@
 //! # Why
 //!
 //! A pod that makes most open claims dearer than it is worth (an on-demand pod among spot
-//! claims, a pod of one zone among claims of others) walked every open claim with room and
-//! priced its narrowing twice per claim, and so did every pod like it: in the 100,000-pod
-//! example 25 million verdicts, most of them "dearer", a third of the run.
+//! claims, a pod of one zone among claims of others) would walk every open claim with room and
+//! price its narrowing twice per claim, and so would every pod like it: in a large batch that
+//! is millions of verdicts, most of them "dearer", and a large share of the run.
 //!
 //! # What
 //!

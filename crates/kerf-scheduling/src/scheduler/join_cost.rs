@@ -6,9 +6,9 @@
 //! First fit puts a pod on the first open claim it fits, and a claim's requirements narrow to
 //! those of every pod it takes. A small pod that must run on-demand, joining a claim opened
 //! for pods that may run on spot, turns the whole claim on-demand: two to four times the price,
-//! for one pod. The smallest pods come last and fill the last room of many claims: in the
-//! 30,000-pod scale example they made 728 nodes on-demand for one on-demand pod each, nearly
-//! half the fleet's cost, and consolidation then spent the next minutes merging those nodes.
+//! for one pod. The smallest pods come last and fill the last room of many claims: in a large
+//! scale-up they can turn hundreds of nodes on-demand for one on-demand pod each, a large share
+//! of the fleet's cost, and consolidation then spends minutes merging those nodes.
 //!
 //! # What
 //!

@@ -60,8 +60,9 @@
 //!
 //! # Constraints and determinism
 //!
-//! A batch that one claim of the pool's largest types can hold is not capped: it is placed as
-//! before (one claim, then its cheapest fitting type), so small batches keep one node.
+//! A batch that one claim of the pool's largest types can hold is not capped: first fit
+//! decreasing places it (one claim, then its cheapest fitting type), so small batches keep one
+//! node.
 //!
 //! Capping only removes candidate types from a new claim: every rule is still checked by the
 //! usual code on what remains (topology spread, pod (anti-)affinity, limits, minValues, ports,
@@ -227,7 +228,7 @@ impl SchedulingContext {
         if !self.packing.enabled || self.packing.total_left == 0 {
             return None;
         }
-        // A batch that one claim of the largest types it may use holds is placed as before: one
+        // A batch that one claim of the largest types it may use holds is placed uncapped: one
         // claim, its cheapest fitting type.
         let types = self.undominated(p, req);
         let n = self.res.names.len();

@@ -3,9 +3,9 @@
 //!
 //! # Why
 //!
-//! Pods join the first open claim that takes them (first-fit decreasing), so every pod used to
-//! walk the claims in creation order, most of which turn it away for room: with a few thousand
-//! claims that walk was most of a provisioning run. The index answers "the first claim from
+//! Pods join the first open claim that takes them (first-fit decreasing), so without an index
+//! every pod would walk the claims in creation order, most of which turn it away for room: with
+//! a few thousand claims that walk would be most of a provisioning run. The index answers "the first claim from
 //! position `i` with room for `r`" in a few steps per level of a tree, so the walk only visits
 //! claims that pass the room check, in the same order, and placements are exactly those of the
 //! full walk.
