@@ -113,8 +113,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::keep_memory_tight();
     // The controllers' loop runs on this thread (`block_on`); the watches, the HTTP connections
     // and the servers run on the worker. A pass that plans thousands of pods computes for
-    // seconds without yielding; on one thread the watches stood still meanwhile, the state fell
-    // minutes behind the cluster at 30,000 pods, and pods already bound looked pending again.
+    // seconds without yielding; on one thread the watches would stand still meanwhile, the state
+    // of a large cluster would fall minutes behind it, and pods already bound would look pending
+    // again.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WATCH_THREADS)
         .enable_all()

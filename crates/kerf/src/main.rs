@@ -56,10 +56,9 @@ const PR_SET_THP_DISABLE: std::ffi::c_int = 41;
 /// Keeps the memory the simulator frees for its next use instead of giving it back to the
 /// system. Every pass of the controllers builds and drops scheduling contexts and every write
 /// makes a new version of an object; with mimalloc's default (freed pages given back after
-/// 10 ms), the next pass faulted them in again and the kernel zeroed them, huge page by huge
-/// page. `kerf simulate examples/scale-preferred-100k.yaml`: 8.4 s of system time in a 35.8 s
-/// run, 3.9 s in 30.6 s kept (peak RSS 0.5% higher); the 30,000-pod examples gain a few percent.
-/// For the commands that simulate (`simulate`, `serve`, `bench`), whose memory returns to its
+/// 10 ms), the next pass would fault them in again and the kernel zero them, huge page by huge
+/// page: system time that keeping them saves at little cost in peak RSS (see
+/// docs/performance.md). For the commands that simulate (`simulate`, `serve`, `bench`), whose memory returns to its
 /// peak again and again while they run.
 pub fn keep_freed_memory() {
     // SAFETY: as in keep_memory_tight: an integer option mimalloc reads when it purges, set
@@ -74,8 +73,7 @@ pub fn keep_freed_memory() {
 /// fit its peak: mimalloc gives freed memory back to the system at once instead of after its
 /// default 10 ms (scaled up for whole arenas), and the process takes no transparent huge pages
 /// (mimalloc asks for them on its arenas, and a 2 MiB page is resident as soon as one byte of it
-/// is used). `kerf bench controller --nodes 100 --pods 3000 --json`: 92.7 MB peak RSS with
-/// neither, 84.8 MB with the purge delay at 0, 72.5 MB with huge pages off as well. The
+/// is used). Each of the two lowers the controller's peak RSS (see docs/performance.md). The
 /// simulator keeps the defaults: it frees and allocates scheduling contexts all the time, and
 /// each purge is a system call.
 pub fn keep_memory_tight() {

@@ -105,7 +105,7 @@ pub fn run(args: Args, clock: kerf_cloud::ManualClock) -> anyhow::Result<ExitCod
         other => anyhow::Error::new(other).context(format!("scenario {label}")),
     })?;
     // The process ends right after printing: tearing down a large simulated cluster object by
-    // object would only cost time (about a second at 30,000 pods).
+    // object would only cost time, the more the larger the cluster.
     std::mem::forget(sim);
     let text = match args.report {
         ReportFormat::Text => report.to_text(),

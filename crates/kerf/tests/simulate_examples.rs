@@ -313,8 +313,8 @@ fn spot_interruption_drains_the_node_at_once_and_its_pods_run_on_a_replacement()
 
 #[test]
 fn scale_example_has_fifty_deployments_and_thirty_thousand_replicas() {
-    // Running it takes seconds in a release build; here its shape is checked (see the
-    // `kerf simulate examples/scale.yaml` figure in the change notes).
+    // Running it takes seconds in a release build; here its shape is checked (its run time is
+    // in docs/performance.md).
     let s = kerf_sim::scenario::load(&example("scale.yaml")).unwrap();
     let mut deployments = 0;
     let mut replicas = 0;
@@ -344,7 +344,7 @@ fn scale_example_has_fifty_deployments_and_thirty_thousand_replicas() {
 
 #[test]
 fn scale_preferred_example_prefers_one_pod_per_node_in_every_deployment() {
-    // Its wall time is a release-build figure (README, Performance); here its shape is checked.
+    // Its wall time is a release-build figure (docs/performance.md); here its shape is checked.
     preferred_shape("scale-preferred.yaml", 30_000);
 }
 
@@ -489,8 +489,8 @@ fn expiration_example_replaces_the_node_despite_do_not_disrupt_and_a_zero_budget
 
 #[test]
 fn scale_down_example_keeps_the_scale_manifests_and_a_third_of_the_replicas() {
-    // Running it takes a release build (see the scale-down figure in the change notes); here its
-    // shape is checked.
+    // Running it takes a release build (its run time is in docs/performance.md); here its shape
+    // is checked.
     let replicas = |name: &str| -> i32 {
         let s = kerf_sim::scenario::load(&example(name)).unwrap();
         let mut last = BTreeMap::new();
