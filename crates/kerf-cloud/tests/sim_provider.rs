@@ -415,8 +415,8 @@ fn interrupting_an_on_demand_instance_is_a_not_spot_error_naming_it() {
 
 #[test]
 fn ten_thousand_instances_in_one_zone_each_get_their_own_node_name() {
-    // The 8,129th launch once wrapped to the first one's address, so its Node never registered
-    // for its claim (653 of 10,183 claims at 100,000 pods).
+    // A large scale-up puts thousands of launches in one zone: an address reused within them
+    // would give two claims the same node name, and the later claim's Node would never register.
     let (p, _) = provider(TWO_TYPES);
     let zone = req("topology.kubernetes.io/zone", &["us-west-2b"]);
     for i in 0..10_000 {
