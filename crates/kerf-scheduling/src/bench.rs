@@ -1,4 +1,4 @@
-//! The scheduling benchmark workload (DESIGN.md, "Scheduling benchmark workload"): one NodePool
+//! The scheduling benchmark workload (docs/design.md, "Scheduling benchmark workload"): one NodePool
 //! with huge limits, `types` generated instance types, and `pods` pods split evenly into five
 //! groups — no constraints, zone spread (maxSkew 1), hostname spread (maxSkew 1), zone self
 //! pod-affinity, hostname pod anti-affinity — with seeded random CPU and memory requests.

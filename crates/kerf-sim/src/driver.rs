@@ -791,7 +791,7 @@ impl<P: SimCloud> Simulation<P> {
         }
     }
 
-    /// The report of the run so far (DESIGN.md, "Report contract").
+    /// The report of the run so far (docs/design.md, "Report").
     pub fn report(&self) -> Report {
         let instances = self.manager.cloud().sim_instances();
         let unpriced = self.manager.cloud().sim_unpriced();

@@ -1,4 +1,4 @@
-//! The report of a run (DESIGN.md, "Report contract"), and its text and HTML renderings.
+//! The report of a run (docs/design.md, "Report"), and its text and HTML renderings.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

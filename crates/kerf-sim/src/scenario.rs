@@ -1,4 +1,4 @@
-//! The scenario file (DESIGN.md, "Scenario file contract"): loaded and checked completely before
+//! The scenario file (docs/design.md, "Scenario file"): loaded and checked completely before
 //! anything runs, so every mistake is reported with its file, field and problem.
 
 use std::collections::BTreeMap;

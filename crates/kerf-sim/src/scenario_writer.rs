@@ -1,5 +1,5 @@
 //! The scenario writer: a cluster's objects, as `kerf snapshot` lists them, written as a
-//! scenario file (DESIGN.md, "Scenario file contract") that reproduces the cluster: every Node
+//! scenario file (docs/design.md, "Scenario file") that reproduces the cluster: every Node
 //! under `nodes` (those a NodeClaim owns with that claim, so kerf manages them; the rest
 //! unmanaged), then one `apply` of the NodePools, EC2NodeClasses, storage, priority classes,
 //! PodDisruptionBudgets, DaemonSets, Deployments and every live pod, bound where it runs.

@@ -1,5 +1,6 @@
 //! `kerf bench`: benchmarks. `kerf bench scheduling --pods N --instance-types M [--json]` runs the
-//! scheduling workload of DESIGN.md and prints pods per second, nodes and cost.
+//! scheduling workload (docs/design.md, "Scheduling benchmark workload") and prints pods per
+//! second, nodes and cost.
 //! `kerf bench consolidation --nodes N --pods-per-node P [--fill F] [--json]` builds a cluster of
 //! N nodes holding N × P pods of the same shapes (each node filled to F of its allocatable;
 //! default 1, full) and asks, for every node, whether its pods could move
