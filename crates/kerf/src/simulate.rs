@@ -15,7 +15,7 @@ const DEFAULT_FOR: std::time::Duration = std::time::Duration::from_secs(30 * 60)
 pub enum ReportFormat {
     /// A summary for people.
     Text,
-    /// The JSON report (summary, nodes, pods, disruptions; see the README), for tools.
+    /// The JSON report (summary, nodes, pods, disruptions; see docs/reports.md), for tools.
     Json,
     /// One self-contained page with charts.
     Html,
