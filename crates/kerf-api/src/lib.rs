@@ -32,6 +32,7 @@ pub mod hash;
 pub mod instance;
 pub mod intstr;
 pub mod labels;
+pub mod launch;
 pub mod manifest;
 pub mod node;
 pub mod nodeclaim;

@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use kerf_api::launch::{self, Offer, offering_allowed, type_meets};
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, Taint, TaintEffect, labels};
 use kerf_api::{InstanceType, Requirements};
 use kerf_cloud::aws::NodeClassSettings;
-use kerf_cloud::launch::{add, type_meets};
+use kerf_cloud::clock::add;
 use kerf_cloud::{Clock, CloudError, CloudProvider, InterruptionKind, InterruptionNotice, Timestamp};
 
 use crate::AwsClients;
@@ -79,6 +80,21 @@ struct Candidate {
     zone: String,
     capacity_type: String,
     price: f64,
+}
+
+impl Offer for Candidate {
+    fn type_name(&self) -> &str {
+        &self.instance_type.name
+    }
+    fn zone(&self) -> &str {
+        &self.zone
+    }
+    fn capacity_type(&self) -> &str {
+        &self.capacity_type
+    }
+    fn price(&self) -> f64 {
+        self.price
+    }
 }
 
 impl AwsProvider {
@@ -305,8 +321,8 @@ impl AwsProvider {
 
     // ---- launching ----
 
-    /// The offerings `claim` may launch, all of one capacity type (spot when it allows spot
-    /// and any is available, else on-demand), cheapest first, at most 60 instance types.
+    /// The offerings `claim` may launch, by the launch rule ([`launch::choose`]): all of one
+    /// capacity type, cheapest first, at most 60 instance types.
     fn candidates(&self, claim: &NodeClaim, types: &[Arc<InstanceType>]) -> Result<Vec<Candidate>, CloudError> {
         let reqs = Requirements::from_node_selector(&claim.spec.requirements);
         let requests = &claim.spec.resources.requests;
@@ -319,15 +335,11 @@ impl AwsProvider {
                 claim.name()
             )));
         }
-        let allowed = |zone: &str, ct: &str| {
-            reqs.get(labels::ZONE).is_none_or(|r| r.has(zone))
-                && reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(ct))
-        };
-        let mut all = Vec::new();
+        let mut chosen = Vec::new();
         for t in &fitting {
             for o in &t.offerings {
-                if o.available && allowed(&o.zone, &o.capacity_type) {
-                    all.push(Candidate {
+                if o.available && offering_allowed(&reqs, o) {
+                    chosen.push(Candidate {
                         instance_type: Arc::clone(t),
                         zone: o.zone.clone(),
                         capacity_type: o.capacity_type.clone(),
@@ -336,34 +348,12 @@ impl AwsProvider {
                 }
             }
         }
-        let capacity_type = [labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND]
-            .into_iter()
-            .find(|ct| all.iter().any(|c| c.capacity_type == *ct))
-            .ok_or_else(|| {
-                CloudError::InsufficientCapacity(format!(
-                    "NodeClaim {}: every offering it allows is out of capacity",
-                    claim.name()
-                ))
-            })?;
-        // Spot that costs more than the cheapest on-demand offering is not worth its risk.
-        let cheapest_on_demand = all
-            .iter()
-            .filter(|c| c.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND)
-            .map(|c| c.price)
-            .min_by(f64::total_cmp);
-        let mut chosen: Vec<Candidate> = all
-            .into_iter()
-            .filter(|c| c.capacity_type == capacity_type)
-            .filter(|c| {
-                capacity_type != labels::CAPACITY_TYPE_SPOT || cheapest_on_demand.is_none_or(|od| c.price <= od)
-            })
-            .collect();
-        chosen.sort_by(|a, b| {
-            a.price
-                .total_cmp(&b.price)
-                .then_with(|| a.instance_type.name.cmp(&b.instance_type.name))
-                .then_with(|| a.zone.cmp(&b.zone))
-        });
+        if launch::choose(&mut chosen).is_none() {
+            return Err(CloudError::InsufficientCapacity(format!(
+                "NodeClaim {}: every offering it allows is out of capacity",
+                claim.name()
+            )));
+        }
         let mut kept_types: BTreeSet<String> = BTreeSet::new();
         chosen.retain(|c| {
             if kept_types.contains(&c.instance_type.name) {
@@ -831,6 +821,16 @@ mod tests {
         let chosen = p.candidates(&claim("spot"), &types).unwrap_or_else(|e| panic!("{e}"));
         let names: Vec<&str> = chosen.iter().map(|c| c.instance_type.name.as_str()).collect();
         assert_eq!(names, vec!["a.large", "c.large", "b.large"]);
+    }
+
+    #[test]
+    fn a_launch_whose_every_spot_offering_is_pricier_than_on_demand_is_on_demand() {
+        let p = offline();
+        let types = vec![itype("a.large", 0.10, 0.12), itype("b.large", 0.20, 0.25)];
+        let chosen = p.candidates(&claim("spot, on-demand"), &types).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<(&str, &str)> =
+            chosen.iter().map(|c| (c.instance_type.name.as_str(), c.capacity_type.as_str())).collect();
+        assert_eq!(names, vec![("a.large", "on-demand"), ("b.large", "on-demand")]);
     }
 
     #[test]

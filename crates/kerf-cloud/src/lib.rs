@@ -3,7 +3,6 @@
 
 pub mod aws;
 pub mod clock;
-pub mod launch;
 pub mod provider;
 pub mod sim;
 

@@ -4,14 +4,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use kerf_api::launch::{self, offering_allowed, type_meets};
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, labels};
 use kerf_api::{InstanceType, Offering, Requirements};
 
 use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
 use crate::aws::{Catalog, NodeClassSettings, catalog};
-use crate::clock::{Clock, Timestamp};
-use crate::launch::{add, type_meets};
+use crate::clock::{Clock, Timestamp, add};
 use crate::provider::{CloudError, CloudProvider, InterruptionKind, InterruptionNotice, NodeClassResolution};
 
 /// How long an offering that failed with insufficient capacity stays unavailable (as Karpenter's
@@ -546,11 +546,8 @@ impl SimProvider {
                 claim.name()
             )));
         }
-        // Offerings the claim allows, skipping those known to be out of capacity.
-        let allowed = |o: &Offering| {
-            reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone))
-                && reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type))
-        };
+        // Offerings the claim allows, skipping those known to be out of capacity, then the
+        // launch rule: one capacity type, its offerings cheapest first.
         let mut candidates: Vec<(&Arc<InstanceType>, &Offering)> = Vec::new();
         for t in &types {
             for o in &t.offerings {
@@ -558,35 +555,17 @@ impl SimProvider {
                     !state.ice.is_empty()
                         && Self::ice_cached(&state, now, &(t.name.clone(), o.zone.clone(), o.capacity_type.clone()))
                 };
-                if o.available && allowed(o) && !out_of_capacity() {
+                if o.available && offering_allowed(&reqs, o) && !out_of_capacity() {
                     candidates.push((t, o));
                 }
             }
         }
-        // Spot offerings pricier than the cheapest on-demand one are not worth launching: dropped,
-        // as the AWS provider drops them.
-        let cheapest_on_demand = candidates
-            .iter()
-            .filter(|(_, o)| o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND)
-            .map(|(_, o)| o.price)
-            .fold(f64::INFINITY, f64::min);
-        candidates.retain(|(_, o)| o.capacity_type != labels::CAPACITY_TYPE_SPOT || o.price <= cheapest_on_demand);
-        // Reserved first, then spot, then on-demand, as Karpenter launches: the first capacity
-        // type with any candidate is the only one tried in this launch.
-        let capacity_type =
-            [labels::CAPACITY_TYPE_RESERVED, labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND]
-                .into_iter()
-                .find(|ct| candidates.iter().any(|(_, o)| o.capacity_type == *ct));
-        let Some(capacity_type) = capacity_type else {
+        if launch::choose(&mut candidates).is_none() {
             return Err(CloudError::InsufficientCapacity(format!(
                 "NodeClaim {}: every offering it allows is out of capacity",
                 claim.name()
             )));
-        };
-        candidates.retain(|(_, o)| o.capacity_type == capacity_type);
-        candidates.sort_by(|(ta, a), (tb, b)| {
-            a.price.total_cmp(&b.price).then_with(|| ta.name.cmp(&tb.name)).then_with(|| a.zone.cmp(&b.zone))
-        });
+        }
 
         let mut failed = Vec::new();
         let mut chosen = None;

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kerf_api::labels;
-use kerf_scheduling::{InstanceType, NewNodeClaim, Replacement, Requirements, SchedulingContext, WhatIf};
+use kerf_api::launch::{self, offering_allowed};
+use kerf_scheduling::{InstanceType, NewNodeClaim, Offering, Replacement, Requirements, SchedulingContext, WhatIf};
 
 use super::candidates::Candidate;
 
@@ -37,18 +38,6 @@ pub enum Decision {
     Replace { claim: Box<NewNodeClaim>, price: f64, instance_type: String },
 }
 
-/// The offering a type would launch with under the claim's requirements: spot when the claim
-/// allows spot and `spot` is set, else on-demand; the cheapest available allowed one.
-fn launch_price(t: &InstanceType, reqs: &Requirements, spot: bool) -> Option<f64> {
-    let want = if spot { labels::CAPACITY_TYPE_SPOT } else { labels::CAPACITY_TYPE_ON_DEMAND };
-    t.offerings
-        .iter()
-        .filter(|o| o.available && o.capacity_type == want)
-        .filter(|o| reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone)))
-        .map(|o| o.price)
-        .min_by(f64::total_cmp)
-}
-
 fn dollars(v: f64) -> String {
     format!("${v:.4}/h")
 }
@@ -68,15 +57,24 @@ pub fn decide(cands: &[&Candidate], answer: &WhatIf, spot_to_spot: bool) -> Resu
         many => return Err(format!("its {n} pod(s) would need {} new nodes, not one", many.len())),
     };
     let reqs = Requirements::from_node_selector(&claim.requirements);
-    let allows_spot = reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(labels::CAPACITY_TYPE_SPOT));
     let own_types: BTreeSet<&str> = cands.iter().map(|c| c.instance_type.as_str()).collect();
-    let options: Vec<&Arc<InstanceType>> =
-        claim.instance_types.iter().filter(|t| !own_types.contains(t.name.as_str())).collect();
-    // The provider launches spot whenever the claim allows it and any type offers it.
-    let spot = allows_spot && options.iter().any(|t| launch_price(t, &reqs, true).is_some());
-    let mut priced: Vec<(f64, &Arc<InstanceType>)> =
-        options.iter().filter_map(|t| launch_price(t, &reqs, spot).map(|p| (p, *t))).collect();
-    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    // The replacement launches by the launch rule: its capacity type and each type's price are
+    // the offers a launch of these options would try.
+    let mut offers: Vec<(&Arc<InstanceType>, &Offering)> = claim
+        .instance_types
+        .iter()
+        .filter(|t| !own_types.contains(t.name.as_str()))
+        .flat_map(|t| t.offerings.iter().map(move |o| (t, o)))
+        .filter(|(_, o)| o.available && offering_allowed(&reqs, o))
+        .collect();
+    let spot = launch::choose(&mut offers) == Some(labels::CAPACITY_TYPE_SPOT);
+    let mut priced: Vec<(f64, &Arc<InstanceType>)> = Vec::new();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    for (t, o) in offers {
+        if seen.insert(t.name.as_str()) {
+            priced.push((o.price, t));
+        }
+    }
     let cheapest = priced.first().map(|(p, t)| format!("{} at {}", t.name, dollars(*p)));
     let mut cheaper: Vec<(f64, &Arc<InstanceType>)> = priced.iter().copied().filter(|(p, _)| *p < total).collect();
     let all_spot = cands.iter().all(|c| c.is_spot());

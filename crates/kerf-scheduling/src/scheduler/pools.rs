@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use kerf_api::SlimPod;
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
+use kerf_api::launch;
 use kerf_api::resources::PODS;
 use kerf_api::{NodePool, Operator, Taint};
 
@@ -404,31 +405,17 @@ impl SchedulingContext {
         free
     }
 
-    /// The pool's types with an offering compatible with requirements `req`, cheapest
-    /// compatible offering first (then name), with that price.
+    /// The pool's types with an offering compatible with requirements `req`, cheapest first
+    /// (then name), each at the price the launch rule would pay for it alone
+    /// ([`kerf_api::launch::type_price`]).
     pub(super) fn price_order(&mut self, pool: PoolIx, req: u32) -> Arc<PriceOrder> {
         if let Some(v) = self.price_cache.get(&(pool, req)) {
             return Arc::clone(v);
         }
         let p = &self.pools[pool];
         let r = &self.reqs[req as usize];
-        let (zone, ct) = (r.get(ZONE), r.get(CAPACITY_TYPE));
-        let mut v: Vec<(f64, usize)> = p
-            .types
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| {
-                let price = t
-                    .offerings
-                    .iter()
-                    .filter(|o| {
-                        o.available && zone.is_none_or(|z| z.has(&o.zone)) && ct.is_none_or(|c| c.has(&o.capacity_type))
-                    })
-                    .map(|o| o.price)
-                    .fold(f64::INFINITY, f64::min);
-                price.is_finite().then_some((price, i))
-            })
-            .collect();
+        let mut v: Vec<(f64, usize)> =
+            p.types.iter().enumerate().filter_map(|(i, t)| launch::type_price(t, r).map(|price| (price, i))).collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| p.types[a.1].name.cmp(&p.types[b.1].name)));
         let v = Arc::new(v);
         self.price_cache.insert((pool, req), Arc::clone(&v));
