@@ -79,10 +79,6 @@ pub fn pod_healthy(pod: &(impl PodView + ?Sized)) -> bool {
     pod.phase() == Some("Running") && pod.ready()
 }
 
-fn finished(pod: &(impl PodView + ?Sized)) -> bool {
-    matches!(pod.phase(), Some("Succeeded" | "Failed"))
-}
-
 /// A pod's `(namespace, name)`, borrowed (a missing one reads as empty).
 fn pod_names(pod: &(impl PodView + ?Sized)) -> (&str, &str) {
     (pod.meta().namespace().unwrap_or_default(), pod.meta().name().unwrap_or_default())
@@ -129,7 +125,11 @@ impl DisruptionBudgets {
         if budgets.is_empty() {
             return;
         }
-        let s = Selected { budgets, counted: self.count_finished || !finished(pod), healthy: pod_healthy(pod) };
+        let s = Selected {
+            budgets,
+            counted: self.count_finished || !crate::pod_facts::terminal(pod),
+            healthy: pod_healthy(pod),
+        };
         self.add(&s, 1);
         self.pods.insert(key, s);
     }
@@ -187,7 +187,7 @@ impl DisruptionBudgets {
             if !selector_matches(Some(&budget.selector), pod.meta().labels().unwrap_or(&empty)) {
                 continue;
             }
-            let counted = self.count_finished || !finished(pod);
+            let counted = self.count_finished || !crate::pod_facts::terminal(pod);
             let healthy = pod_healthy(pod);
             budget.expected += i64::from(counted);
             budget.healthy += i64::from(counted && healthy);
@@ -292,7 +292,7 @@ mod tests {
         let sel: Vec<&Pod> = pods
             .iter()
             .filter(|p| p.metadata.labels.as_ref().unwrap()["app"] == app)
-            .filter(|p| count_finished || !finished(p))
+            .filter(|p| count_finished || !crate::pod_facts::terminal(p))
             .collect();
         (sel.len() as i64, sel.iter().filter(pod_healthy).count() as i64)
     }

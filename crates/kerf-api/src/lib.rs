@@ -38,6 +38,7 @@ pub mod node;
 pub mod nodeclaim;
 pub mod nodepool;
 pub mod patch;
+pub mod pod_facts;
 pub mod pod_shapes;
 pub mod quantity;
 pub mod requirements;

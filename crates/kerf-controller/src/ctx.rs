@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kerf_api::cluster::{AnyObject, ApiError, WatchEvent};
+use kerf_api::pod_facts;
 use kerf_api::{NodeClaim, NodePool};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 use kerf_scheduling::{NewNodeClaim, PodFactsCache, PreferencePolicy};
@@ -214,7 +215,7 @@ impl Published {
         match event {
             WatchEvent::Applied(AnyObject::SlimPod(p))
                 if util::pod_node_name(p).is_some()
-                    || util::pod_terminal(p)
+                    || pod_facts::terminal(p)
                     || p.metadata.deletion_timestamp.is_some() =>
             {
                 self.nominations.forget_pod(&key_of(&p.metadata));

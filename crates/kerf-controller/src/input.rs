@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
+use kerf_api::pod_facts;
 use kerf_api::{NodeClaim, NodePool, ResourceList, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{ExistingNode, InstanceType, NodePoolInput, PreferencePolicy, Requirements, SchedulingInput};
@@ -162,12 +163,12 @@ impl View<'_> {
             if placing.contains(key)
                 || self.published.nominations.contains(key)
                 || pod.metadata.deletion_timestamp.is_some()
-                || util::pod_terminal(pod)
+                || pod_facts::terminal(pod)
             {
                 continue;
             }
-            let node =
-                util::nominated_node(pod).or_else(|| util::daemon_node(pod).filter(|_| util::owned_by_daemonset(pod)));
+            let node = util::nominated_node(pod)
+                .or_else(|| util::daemon_node(pod).filter(|_| pod_facts::daemonset_owner(pod).is_some()));
             if let Some(n) = node {
                 held.entry(n).or_default().push(pod.clone());
             }
@@ -363,13 +364,13 @@ impl View<'_> {
             allocatable = likely_type(claim, its).map(|t| t.allocatable()).unwrap_or_default();
         }
         let mut pods: Vec<Arc<SlimPod>> = match node.and_then(|n| n.metadata.name.as_deref()) {
-            Some(n) => state.pods_on_node(n).filter(|p| !util::pod_terminal(p)).cloned().collect(),
+            Some(n) => state.pods_on_node(n).filter(|p| !pod_facts::terminal(p)).cloned().collect(),
             None => Vec::new(),
         };
         pods.extend(nominated);
         let present: BTreeSet<(Option<String>, String)> = pods
             .iter()
-            .filter_map(|p| Some((p.metadata.namespace.clone(), kerf_scheduling::pod::daemonset_owner(p)?.to_string())))
+            .filter_map(|p| Some((p.metadata.namespace.clone(), pod_facts::daemonset_owner(p)?.to_string())))
             .collect();
         let host = node.and_then(|n| n.metadata.name.as_deref()).unwrap_or(claim.name());
         for template in daemonsets {
@@ -404,7 +405,7 @@ impl View<'_> {
             node_pool: node_labels.get(labels::NODE_POOL).cloned(),
             taints: util::node_taints(node),
             allocatable: util::node_allocatable(node),
-            pods: state.pods_on_node(name).filter(|p| !util::pod_terminal(p)).cloned().collect(),
+            pods: state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).cloned().collect(),
             in_flight: false,
             schedulable: !cordoned && node.metadata.deletion_timestamp.is_none() && !claim_deleting,
             labels: node_labels,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use kerf_api::nodeclaim::{CONDITION_INITIALIZED, CONDITION_LAUNCHED};
 use kerf_api::nodepool::{CONDITION_NODE_CLASS_READY, CONDITION_READY, NodePoolStatus};
+use kerf_api::pod_facts;
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, NodePool, Operator, ResourceList, labels};
 use kerf_cloud::CloudProvider;
@@ -139,7 +140,7 @@ impl NodePools {
                             .state
                             .node_for_claim(c)
                             .and_then(|n| n.metadata.name.as_deref())
-                            .map(|n| cx.state.pods_on_node(n).filter(|p| !util::pod_terminal(p)).count())
+                            .map(|n| cx.state.pods_on_node(n).filter(|p| !pod_facts::terminal(p)).count())
                             .unwrap_or(0);
                         (
                             c.is_condition_true(CONDITION_LAUNCHED),

@@ -28,6 +28,7 @@ use futures_util::stream::{self, StreamExt};
 use kerf_api::NodeClaim;
 use kerf_api::SlimPod;
 use kerf_api::cluster::{ApiError, ClusterApi};
+use kerf_api::pod_facts;
 use kerf_cloud::{CloudProvider, Timestamp};
 
 use crate::ctx::{ControllerError, IN_FLIGHT, Pass, RETRY_AFTER};
@@ -178,7 +179,7 @@ impl Nominations {
                 None => cloud.expected_node_name(claim),
             };
         }
-        if util::owned_by_daemonset(pod) {
+        if pod_facts::daemonset_owner(pod).is_some() {
             return util::daemon_node(pod).filter(|n| state.node(n).is_some());
         }
         None
@@ -200,7 +201,7 @@ impl Nominations {
         // In-flight claims by the name the cloud says their node will have (built when needed).
         let mut expected: Option<BTreeMap<&str, &NodeClaim>> = None;
         for (key, pod) in state.unbound_pods() {
-            if pod.metadata.deletion_timestamp.is_some() || util::pod_terminal(pod) {
+            if pod.metadata.deletion_timestamp.is_some() || pod_facts::terminal(pod) {
                 continue;
             }
             let current = util::nominated_node(pod);
@@ -290,7 +291,8 @@ impl Nominations {
         key: &ObjectKey,
         pod: &SlimPod,
     ) -> Option<String> {
-        if self.by_pod.contains_key(key) || self.written.contains_key(key) || util::owned_by_daemonset(pod) {
+        if self.by_pod.contains_key(key) || self.written.contains_key(key) || pod_facts::daemonset_owner(pod).is_some()
+        {
             return None;
         }
         let name = util::nominated_node(pod)?;

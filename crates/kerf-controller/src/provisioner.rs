@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 use kerf_api::SlimPod;
+use kerf_api::pod_facts;
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::{SchedulingContext, SchedulingInput, SchedulingResult};
 
@@ -35,7 +36,7 @@ fn pod_name(key: &ObjectKey) -> String {
 fn provisionable(nominations: &Nominations, key: &ObjectKey, pod: &SlimPod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && util::marked_unschedulable(pod)
-        && !util::owned_by_daemonset(pod)
+        && !pod_facts::daemonset_owner(pod).is_some()
         && !nominations.contains(key)
 }
 

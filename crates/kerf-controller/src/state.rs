@@ -8,6 +8,7 @@
 //! an API answer carries is made slim as it arrives.
 
 use kerf_api::MetaView;
+use kerf_api::pod_facts;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -199,7 +200,7 @@ impl ClusterState {
                 None => self.pods_by_node.entry(node.to_string()).or_default(),
             };
             on_node.insert(Arc::clone(pod));
-        } else if !util::pod_terminal(pod) {
+        } else if !pod_facts::terminal(pod) {
             self.unbound_pods.insert(key_of(&pod.metadata), Arc::clone(pod));
         }
         self.pods.insert(Arc::clone(pod));

@@ -10,7 +10,7 @@
 //! finalizer removed; the NodeClaim's finalizer goes last, once its Node is gone.
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_api::MetaView;
+use kerf_api::pod_facts;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -73,25 +73,20 @@ pub(crate) fn is_critical(pod: &SlimPod) -> bool {
     )
 }
 
-/// A static (mirror) pod belongs to its node and cannot be evicted.
-fn is_mirror(pod: &SlimPod) -> bool {
-    pod.metadata.owner_references().iter().any(|o| o.kind == "Node")
-}
-
 /// Whether draining must remove the pod: it holds resources, is not already going, is not the
 /// node's own, and would not simply schedule back onto the node (it does not tolerate the
 /// disrupted taint).
 pub(crate) fn is_drainable(pod: &SlimPod) -> bool {
-    !util::pod_terminal(pod)
+    !pod_facts::terminal(pod)
         && pod.metadata.deletion_timestamp.is_none()
-        && !is_mirror(pod)
+        && !pod_facts::mirror(pod)
         && !kerf_scheduling::pod::tolerations(pod).iter().any(|t| kerf_scheduling::pod::tolerates(t, disrupted_taint()))
 }
 
 /// The eviction tier of a pod: 0 non-critical, 1 non-critical DaemonSet, 2 critical,
 /// 3 critical DaemonSet.
 fn tier(pod: &SlimPod) -> u8 {
-    u8::from(is_critical(pod)) * 2 + u8::from(util::owned_by_daemonset(pod))
+    u8::from(is_critical(pod)) * 2 + u8::from(pod_facts::daemonset_owner(pod).is_some())
 }
 
 fn pod_key(pod: &SlimPod) -> (String, String) {

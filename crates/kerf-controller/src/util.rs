@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::SlimPod;
+use kerf_api::pod_facts;
 use kerf_api::{Condition, Quantity, ResourceList, Taint};
 use kerf_cloud::Timestamp;
 
@@ -62,23 +63,14 @@ pub fn pod_node_name(pod: &SlimPod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
 }
 
-/// Succeeded or Failed: the pod holds no resources any more.
-pub fn pod_terminal(pod: &SlimPod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded") | Some("Failed"))
-}
-
 /// `namespace/Kind/name` of the pod's controller (its ReplicaSet, StatefulSet, Job, ...); `None`
 /// for a DaemonSet's pod or a pod without one.
 pub fn owner_key(pod: &SlimPod) -> Option<String> {
-    if owned_by_daemonset(pod) {
+    if pod_facts::daemonset_owner(pod).is_some() {
         return None;
     }
     let owner = pod.metadata.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true))?;
     Some(format!("{}/{}/{}", pod.metadata.namespace.as_deref().unwrap_or_default(), owner.kind, owner.name))
-}
-
-pub fn owned_by_daemonset(pod: &SlimPod) -> bool {
-    kerf_scheduling::pod::daemonset_owner(pod).is_some()
 }
 
 pub use kerf_scheduling::pod::nominated_node;

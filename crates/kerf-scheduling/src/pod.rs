@@ -120,11 +120,6 @@ pub fn nominated_node(pod: &SlimPod) -> Option<&str> {
     pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty())
 }
 
-/// The DaemonSet that owns the pod, by name (in the pod's namespace), if one does.
-pub fn daemonset_owner(pod: &SlimPod) -> Option<&str> {
-    pod.metadata.owner_references().iter().find(|o| o.kind == "DaemonSet").map(|o| o.name.as_str())
-}
-
 /// Whether the DaemonSet controller runs a pod of this template on a node with these name,
 /// labels and taints: its node selector and required node affinity match and it tolerates the
 /// node's NoSchedule and NoExecute taints.

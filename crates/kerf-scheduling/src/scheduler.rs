@@ -98,7 +98,6 @@ pub use offers::PoolTypeView;
 use packing::{MIX_PODS, MIX_SLACKS, Packing};
 use pools::{Pool, PriceOrder};
 use preferences::Group;
-use queue::reschedulable;
 use replay::KubeView;
 pub use replay::{KubeReplay, Replacement, Turn};
 use resources::Resources;
@@ -432,7 +431,7 @@ impl SchedulingContext {
                 }
                 // The pod leaves the node's domains, whether it moves or goes with the node.
                 self.count_pod(n, pi, -1);
-                if reschedulable(&p) {
+                if kerf_api::pod_facts::rescheduled_when_node_goes(&*p) {
                     moved.push(pi);
                 }
             }

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kerf_api::pod_facts;
 use kerf_api::{SlimPod, Taint};
 use kerf_scheduling::pod as podx;
 
@@ -63,7 +64,7 @@ impl DaemonSets {
             return;
         }
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { return };
-        let Some(ds) = podx::daemonset_owner(pod) else { return };
+        let Some(ds) = pod_facts::daemonset_owner(pod) else { return };
         let slot = (format!("{ns}/{ds}"), node);
         if self.pods.contains_key(&slot) {
             return;

@@ -183,8 +183,7 @@ fn to_value<T: serde::Serialize>(t: &T) -> Value {
 
 /// Whether a pod is gone or going: finished, or being deleted.
 fn finished(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_some()
-        || matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    p.metadata.deletion_timestamp.is_some() || kerf_api::pod_facts::terminal(p)
 }
 
 /// The region most nodes are labelled with.

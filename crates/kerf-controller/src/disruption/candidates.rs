@@ -10,6 +10,7 @@ use kerf_api::SlimPod;
 use kerf_api::duration::GoDuration;
 use kerf_api::nodeclaim::CONDITION_INITIALIZED;
 use kerf_api::nodepool::{ConsolidationPolicy, DisruptionReason};
+use kerf_api::pod_facts;
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::Requirements;
@@ -273,7 +274,7 @@ impl Disruption {
         // DaemonSet was created.
         let mut unfit: BTreeMap<&str, (String, Option<Timestamp>)> = BTreeMap::new();
         for (_, pod) in state.unbound_pods() {
-            if util::owned_by_daemonset(pod)
+            if pod_facts::daemonset_owner(pod).is_some()
                 && util::marked_unschedulable(pod)
                 && let Some(node) = util::daemon_node(pod)
             {
@@ -282,7 +283,7 @@ impl Disruption {
                     .and_then(|c| c.message().map(str::to_string))
                     .unwrap_or_default();
                 let ns = pod.metadata.namespace.clone().unwrap_or_default();
-                let created = kerf_scheduling::pod::daemonset_owner(pod)
+                let created = pod_facts::daemonset_owner(pod)
                     .and_then(|name| state.daemonsets().get(&(ns, name.to_string())))
                     .and_then(|ds| ds.metadata.creation_timestamp.as_ref())
                     .map(|t| t.0);
@@ -314,10 +315,10 @@ impl Disruption {
             let l = node.metadata.labels.as_ref();
             let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
             let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
-            let all_pods: Vec<&Arc<SlimPod>> = state.pods_on_node(name).filter(|p| !util::pod_terminal(p)).collect();
+            let all_pods: Vec<&Arc<SlimPod>> = state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).collect();
             let mut pods: Vec<Arc<SlimPod>> = all_pods
                 .iter()
-                .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
+                .filter(|p| is_drainable(p) && !pod_facts::daemonset_owner(p).is_some())
                 .map(|p| Arc::clone(p))
                 .collect();
             // Buffer room held here moves like its pods: a node holding it is not empty.

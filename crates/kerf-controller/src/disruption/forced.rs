@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
+use kerf_api::pod_facts;
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{NewNodeClaim, SchedulingContext};
@@ -16,7 +17,6 @@ use super::in_flight::{Destination, planned_moves};
 use crate::ctx::Ctx;
 use crate::input::TypesByPool;
 use crate::termination::is_drainable;
-use crate::util;
 
 /// A forceful command's replacements and where its pods go.
 pub(crate) type ForcedReplacements = (Vec<NewNodeClaim>, Vec<(crate::state::ObjectKey, Destination)>);
@@ -38,7 +38,7 @@ impl Disruption {
         let pods: Vec<Arc<SlimPod>> = cx
             .state
             .pods_on_node(&node)
-            .filter(|p| is_drainable(p) && !util::owned_by_daemonset(p))
+            .filter(|p| is_drainable(p) && !pod_facts::daemonset_owner(p).is_some())
             .chain(cx.state.buffer_room().held_on(&node))
             .cloned()
             .collect();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use kerf_api::nodeclaim::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
+use kerf_api::pod_facts;
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, labels};
 use kerf_cloud::CloudProvider;
@@ -41,7 +42,7 @@ impl Disruption {
             || !cx.published.nominations.by_pod.is_empty()
             || cx.state.node_claims().values().any(|c| in_flight(c) && !reserved.contains(c.name()))
             || cx.state.unbound_pods().any(|(_, p)| {
-                !util::owned_by_daemonset(p)
+                !pod_facts::daemonset_owner(p).is_some()
                     && p.metadata.deletion_timestamp.is_none()
                     && !util::marked_unschedulable(p)
             })

@@ -18,10 +18,8 @@
 //! Karpenter's do: they choose where nodes go, not how many. Pods keep their largest-first
 //! order: the pods a batch places first still open the claims the rest fill.
 
-use kerf_api::MetaView;
 use std::collections::HashMap;
 
-use kerf_api::SlimPod;
 use kerf_api::resources::{CPU, MEMORY};
 
 use super::SchedulingContext;
@@ -37,16 +35,6 @@ pub(super) struct Run {
     pub(super) on_node: Vec<(PodIx, NodeIx)>,
     pub(super) errors: Vec<(PodIx, PodError)>,
     pub(super) unplaced: Vec<PodIx>,
-}
-
-/// Whether consolidation moves `p` when its node goes: not a DaemonSet's pod (it goes with its
-/// node), not a mirror pod, not finished.
-pub(super) fn reschedulable(p: &SlimPod) -> bool {
-    let daemon = p.metadata.owner_references().iter().any(|o| o.kind == "DaemonSet");
-    let mirror = p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
-    let finished =
-        p.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
-    !daemon && !mirror && !finished
 }
 
 impl SchedulingContext {

@@ -142,8 +142,7 @@ fn ready(node: &Node) -> bool {
 }
 
 fn live(pod: &SlimPod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && !matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    pod.metadata.deletion_timestamp.is_none() && !kerf_api::pod_facts::terminal(pod)
 }
 
 fn pods_on(cluster: &SimCluster, node: &str) -> Vec<SlimPod> {
