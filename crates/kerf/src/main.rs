@@ -44,15 +44,6 @@ const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
 #[cfg(not(feature = "system-allocator"))]
 const MI_OPTION_ALLOW_THP: std::ffi::c_int = 43;
 
-#[cfg(target_os = "linux")]
-unsafe extern "C" {
-    fn prctl(option: std::ffi::c_int, ...) -> std::ffi::c_int;
-}
-
-/// `PR_SET_THP_DISABLE` of `<linux/prctl.h>`.
-#[cfg(target_os = "linux")]
-const PR_SET_THP_DISABLE: std::ffi::c_int = 41;
-
 /// Keeps the memory the simulator frees for its next use instead of giving it back to the
 /// system. Every pass of the controllers builds and drops scheduling contexts and every write
 /// makes a new version of an object; with mimalloc's default (freed pages given back after
@@ -86,10 +77,22 @@ pub fn keep_memory_tight() {
     }
     #[cfg(target_os = "linux")]
     {
-        let (on, unused): (std::ffi::c_ulong, std::ffi::c_ulong) = (1, 0);
+        let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
         // SAFETY: PR_SET_THP_DISABLE takes one integer argument (the rest must be 0) and changes
         // only this process's page policy (children inherit it; the controller starts none).
-        unsafe { prctl(PR_SET_THP_DISABLE, on, unused, unused, unused) };
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, on, unused, unused, unused) };
+    }
+}
+
+/// For the commands whose output is read by another program (`kerf validate ... | head`): a
+/// reader that closes the pipe early ends the process as it ends any Unix filter, instead of a
+/// panic on the next print. Servers keep std's default (SIGPIPE ignored, the write fails).
+fn end_quietly_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of one signal before any other thread starts;
+    // no handler of the process depends on SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -164,6 +167,16 @@ fn main() -> ExitCode {
     init_logging(clock.clone(), default_log);
     if matches!(cli.command, Command::Simulate(_) | Command::Serve(_) | Command::Bench(_)) {
         keep_freed_memory();
+    }
+    if matches!(
+        cli.command,
+        Command::Simulate(_)
+            | Command::Validate(_)
+            | Command::Convert(_)
+            | Command::InstanceTypes(_)
+            | Command::Crds(_)
+    ) {
+        end_quietly_on_closed_pipe();
     }
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args, clock.unwrap_or_default()),
