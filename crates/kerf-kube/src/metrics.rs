@@ -70,19 +70,19 @@ impl Metrics {
         let claims_created = Family::<Labels, Counter>::default();
         registry.register(
             "karpenter_nodeclaims_created",
-            "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created and the owning nodepool.",
+            "NodeClaims kerf has created, by why it created them (provisioning or disruption), their NodePool and whether minValues was relaxed.",
             claims_created.clone(),
         );
         let claims_terminated = Family::<Labels, Counter>::default();
         registry.register(
             "karpenter_nodeclaims_terminated",
-            "Number of nodeclaims terminated in total by Karpenter. Labeled by the owning nodepool, capacity type and zone.",
+            "NodeClaims whose instance kerf has terminated, by NodePool, capacity type and zone.",
             claims_terminated.clone(),
         );
         let nodes_created = Family::<Labels, Counter>::default();
         registry.register(
             "karpenter_nodes_created",
-            "Number of nodes created in total by Karpenter. Labeled by owning nodepool.",
+            "Nodes that joined for a NodeClaim kerf created, by NodePool.",
             nodes_created.clone(),
         );
         let pods_state = Arc::new(PodsState::default());
@@ -91,37 +91,37 @@ impl Metrics {
             Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(scheduling_histogram);
         registry.register(
             "karpenter_scheduler_scheduling_duration_seconds",
-            "Duration of scheduling simulations used for deprovisioning and provisioning in seconds (kerf: a controller pass that had pending pods to place).",
+            "Seconds a controller pass spent placing pending pods (passes with none to place are not counted).",
             scheduling_duration.clone(),
         );
         let pool_usage = Family::<Labels, FloatGauge>::default();
         registry.register(
             "karpenter_nodepools_usage",
-            "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type.",
+            "Resources of the NodeClaims a NodePool holds now, by NodePool and resource.",
             pool_usage.clone(),
         );
         let pool_limit = Family::<Labels, FloatGauge>::default();
         registry.register(
             "karpenter_nodepools_limit",
-            "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type.",
+            "A NodePool's spec.limits, by NodePool and resource.",
             pool_limit.clone(),
         );
         let price_estimate = Family::<Labels, FloatGauge>::default();
         registry.register(
             "karpenter_cloudprovider_instance_type_offering_price_estimate",
-            "Instance type offering estimated hourly price used when making informed decisions on node cost calculation, based on instance type, capacity type, and zone.",
+            "The $/hour kerf uses for an offering when it compares costs, by instance type, capacity type and zone.",
             price_estimate.clone(),
         );
         let decisions = Family::<Labels, Counter>::default();
         registry.register(
             "karpenter_voluntary_disruption_decisions",
-            "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
+            "Disruption decisions kerf carried out, by decision (delete or replace), reason and consolidation type.",
             decisions.clone(),
         );
         let reversals = Family::<Labels, Counter>::default();
         registry.register(
             "kerf_consolidation_reversals",
-            "Consolidation decisions that were undone: the provisioner launched a node for pods the consolidation had moved. Labeled by nodepool.",
+            "Consolidation decisions that were undone: the provisioner launched a node for pods the consolidation had moved, by NodePool.",
             reversals.clone(),
         );
         let events = EventMetrics::register(&mut registry);
@@ -320,7 +320,7 @@ impl Collector for PodsState {
         let rows = self.rows();
         let mut metric = encoder.encode_descriptor(
             "karpenter_pods_state",
-            "Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type and pod phase.",
+            "1 for each pod kerf sees, with where it runs (node, NodePool, zone, architecture, capacity type, instance type) and its phase.",
             None,
             MetricType::Gauge,
         )?;
