@@ -21,9 +21,9 @@ use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_cloud::{CloudError, CloudProvider, InterruptionNotice, NodeClassResolution, Timestamp};
 use kerf_scheduling::InstanceType;
 
-use crate::driver::SimCloud;
 use crate::kubelet::Instance;
 use crate::rng::SplitMix64;
+use crate::sim_cloud::SimCloud;
 
 /// What a call meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

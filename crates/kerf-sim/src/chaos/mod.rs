@@ -26,8 +26,9 @@ use kerf_cloud::{ManualClock, Timestamp, block_on};
 use kerf_controller::{Manager, Object, Options, WatchEvent};
 
 use crate::cluster::SimCluster;
-use crate::driver::{SimCloud, SimError, Simulation};
+use crate::driver::{SimError, Simulation};
 use crate::rng::SplitMix64;
+use crate::sim_cloud::SimCloud;
 
 pub use faults::{Fault, Faults, FaultyApi, FaultyCloud};
 pub use invariants::{Kind, Monitor, Violation};
