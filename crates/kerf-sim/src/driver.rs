@@ -8,13 +8,14 @@
 //! current `wait`.
 //!
 //! Around it: the scenario steps ([`crate::steps`]), the cloud adapter ([`crate::sim_cloud`]),
-//! and report assembly ([`crate::report_assembly`]).
+//! report assembly ([`crate::report_assembly`]) and the seams a run can be disturbed at
+//! ([`crate::run_hooks`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_cloud::{Clock, ManualClock, Timestamp, block_on};
+use kerf_cloud::{Clock, ManualClock, Timestamp};
 use kerf_controller::{AnyObject, ControllerError, Manager, Options, WatchEvent};
 
 use crate::cluster::SimCluster;
@@ -25,6 +26,7 @@ use crate::kubelet::Kubelet;
 use crate::node_lifecycle;
 use crate::owned_pods::OwnedPods;
 use crate::report::{Disruption, Sample};
+use crate::run_hooks::{NoHooks, RunHooks};
 use crate::sim_cloud::FleetPrice;
 pub use crate::sim_cloud::SimCloud;
 pub use crate::steps::{run_scenario, simulate, simulate_on, simulation_for};
@@ -74,8 +76,8 @@ pub struct Simulation<P: SimCloud> {
     pub(crate) adopted: BTreeSet<String>,
     /// Wall-clock time less virtual time (the scenario's `start`), in milliseconds.
     pub(crate) wall_clock_offset_ms: i64,
-    /// Faults, crashes and invariant checks of a `kerf bench chaos` run.
-    pub(crate) chaos: Option<crate::chaos::Hooks>,
+    /// What the run does at the loop's seams ([`NoHooks`] unless a bench plugs in its own).
+    pub(crate) hooks: Box<dyn RunHooks<P> + Send>,
 }
 
 fn secs_between(a: Timestamp, b: Timestamp) -> f64 {
@@ -127,8 +129,13 @@ impl<P: SimCloud> Simulation<P> {
             disruptions: Vec::new(),
             adopted: BTreeSet::new(),
             wall_clock_offset_ms,
-            chaos: None,
+            hooks: Box::new(NoHooks),
         }
+    }
+
+    /// Plugs in what the run does at the loop's seams (watch delivery, controller passes).
+    pub fn set_hooks(&mut self, hooks: Box<dyn RunHooks<P> + Send>) {
+        self.hooks = hooks;
     }
 
     pub fn cluster(&self) -> &SimCluster {
@@ -235,20 +242,10 @@ impl<P: SimCloud> Simulation<P> {
         let mut changes = Changes::default();
         let had_events = !events.is_empty();
         let mut claims_changed = false;
-        // A chaos run's watch outage: the controllers get nothing until it ends, then a relist.
-        // Their watches fail, so they know their view may be stale until then.
-        let watch_down = self.chaos.as_ref().is_some_and(|c| c.watch_down(now));
-        if let Some(c) = self.chaos.as_mut() {
-            if watch_down {
-                c.outage_seen = true;
-                self.manager.watches_interrupted();
-            } else if std::mem::take(&mut c.outage_seen) {
-                for ev in c.relist() {
-                    self.manager.observe(&ev);
-                }
-                self.manager.watches_resynced();
-                self.kick = true;
-            }
+        // The run's hooks may hold the controllers' watches back, and ask for a pass when they
+        // list again.
+        if self.hooks.before_round(&mut self.manager, now) {
+            self.kick = true;
         }
         for ev in events {
             // A StatefulSet's or Job's pod is made again from the whole pod deleted.
@@ -263,10 +260,7 @@ impl<P: SimCloud> Simulation<P> {
                 }
                 other => other.into_kept(),
             };
-            match self.chaos.as_mut() {
-                Some(c) if watch_down => c.withhold(&ev),
-                _ => self.manager.observe(&ev),
-            }
+            self.hooks.deliver(&mut self.manager, &ev);
             match &ev {
                 // However it was created (scenario or API), the simulated cloud learns the class.
                 WatchEvent::Applied(AnyObject::EC2NodeClass(c)) => self.manager.cloud().sim_register_node_class(c),
@@ -296,15 +290,9 @@ impl<P: SimCloud> Simulation<P> {
             self.kick = false;
         } else if had_events || due || self.kick {
             self.kick = false;
-            if let Some(c) = &self.chaos {
-                self.manager_wake = c.reconcile(&mut self.manager, &self.cluster, now);
-            } else {
-                self.manager_wake = block_on(self.manager.reconcile(&*self.cluster, now));
-                // The in-memory API fails only on a bug: the simulation stops at the first
-                // failure rather than retrying as a controller in a cluster would.
-                if let Some((_, source)) = self.manager.take_errors().into_iter().next() {
-                    return Err(SimError::Controller { at: self.elapsed(), source });
-                }
+            self.manager_wake = self.hooks.reconcile(&mut self.manager, &self.cluster, now);
+            if let Some(source) = self.hooks.after_controllers(&mut self.manager, now) {
+                return Err(SimError::Controller { at: self.elapsed(), source });
             }
         }
         if self.owned_pods.has_work() {

@@ -7,13 +7,15 @@
 //! controllers are doing) and a watch outage may start. After a slice in which the process
 //! died, its state is thrown away and a new one is built from the cluster and the same cloud,
 //! as a restarted `kerf controller` would be. Faults come from [`faults`]' decorators around
-//! the cloud provider and the cluster API. At the end faults stop, the cluster settles, and
-//! the state checks run a last time, with every pod expected to run.
+//! the cloud provider and the cluster API; [`hooks`] plugs the outages and the faulty API into
+//! the driver's loop. At the end faults stop, the cluster settles, and the state checks run a
+//! last time, with every pod expected to run.
 //!
 //! Everything is drawn from the run's seed, so `kerf bench chaos --iterations 1 --seed S`
 //! replays run S exactly.
 
 pub mod faults;
+mod hooks;
 pub mod invariants;
 pub mod workload;
 
@@ -22,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
-use kerf_cloud::{ManualClock, Timestamp, block_on};
+use kerf_cloud::{ManualClock, Timestamp};
 use kerf_controller::{Manager, Object, Options, WatchEvent};
 
 use crate::cluster::SimCluster;
@@ -31,6 +33,7 @@ use crate::rng::SplitMix64;
 use crate::sim_cloud::SimCloud;
 
 pub use faults::{Fault, Faults, FaultyApi, FaultyCloud};
+use hooks::Hooks;
 pub use invariants::{Kind, Monitor, Violation};
 
 /// Random actions per run.
@@ -42,68 +45,6 @@ const SLICE: Duration = Duration::from_secs(20);
 const FINAL_SETTLE: Duration = Duration::from_secs(40 * 60);
 /// After it, how many more minutes pods still moving (a node that just expired) get to run.
 const SETTLE_PODS_MINUTES: usize = 15;
-
-/// What the driver's run loop consults while a chaos run is on.
-pub(crate) struct Hooks {
-    pub faults: Arc<Faults>,
-    pub monitor: Arc<Monitor>,
-    /// Watch events the controllers did not get while their watches were down.
-    withheld: Vec<WatchEvent>,
-    /// The watches went down and have not listed again yet.
-    pub outage_seen: bool,
-}
-
-fn event_key(ev: &WatchEvent) -> (&'static str, Option<String>, Option<String>) {
-    let (WatchEvent::Applied(o) | WatchEvent::Deleted(o)) = ev;
-    (o.kind(), o.meta().namespace().map(str::to_string), o.meta().name().map(str::to_string))
-}
-
-impl Hooks {
-    pub fn new(faults: Arc<Faults>, monitor: Arc<Monitor>) -> Self {
-        Hooks { faults, monitor, withheld: Vec::new(), outage_seen: false }
-    }
-
-    pub fn watch_down(&self, now: Timestamp) -> bool {
-        self.faults.watch_down(now)
-    }
-
-    pub fn withhold(&mut self, ev: &WatchEvent) {
-        self.withheld.push(ev.clone());
-    }
-
-    /// What a relist after the outage tells the controllers: each object changed during it in
-    /// its latest state (or gone), in the order of their last change.
-    pub fn relist(&mut self) -> Vec<WatchEvent> {
-        let withheld = std::mem::take(&mut self.withheld);
-        let mut last = BTreeMap::new();
-        for (i, ev) in withheld.iter().enumerate() {
-            last.insert(event_key(ev), i);
-        }
-        withheld
-            .into_iter()
-            .enumerate()
-            .filter(|(i, ev)| last.get(&event_key(ev)) == Some(i))
-            .map(|(_, ev)| ev)
-            .collect()
-    }
-
-    /// One controller pass through the faulty API, its writes judged as they are made.
-    pub fn reconcile<P: SimCloud>(
-        &self,
-        manager: &mut Manager<P>,
-        cluster: &SimCluster,
-        now: Timestamp,
-    ) -> Option<Timestamp> {
-        let monitor = &self.monitor;
-        let watcher = |w: &faults::Write| monitor.on_write(w, cluster, now);
-        let api = FaultyApi::new(cluster, &self.faults, &watcher);
-        let wake = block_on(manager.reconcile(&api, now));
-        // Failures are the faults' doing; the reconcilers retry with backoff.
-        manager.take_errors();
-        self.monitor.after_reconcile(manager.disruptions(), now);
-        wake
-    }
-}
 
 fn relist<K: Object>(cluster: &SimCluster, out: &mut Vec<WatchEvent>) {
     out.extend(cluster.list_objs::<K>().into_iter().map(|o| WatchEvent::Applied(o.into_any())));
@@ -143,9 +84,7 @@ impl<P: SimCloud + Clone> Simulation<P> {
     pub fn restart_controllers(&mut self, seed: u64) {
         let options = Options { seed, ..self.manager.options().clone() };
         self.manager = Manager::new(self.manager.cloud().clone(), options);
-        if let Some(h) = self.chaos.as_mut() {
-            h.withheld.clear();
-        }
+        self.hooks.controllers_restarted();
         for ev in full_list(&self.cluster) {
             self.manager.observe(&ev);
         }
@@ -193,7 +132,7 @@ fn run_with(seed: u64, faults: &Arc<Faults>, outcome: &mut RunOutcome) -> Result
     let cloud = FaultyCloud::new(Arc::new(provider), Arc::clone(faults));
     let mut sim = Simulation::for_scenario(&w.scenario, cloud, clock, &region);
     let monitor = Arc::new(Monitor::new(0));
-    sim.chaos = Some(Hooks::new(Arc::clone(faults), Arc::clone(&monitor)));
+    sim.set_hooks(Box::new(Hooks::new(Arc::clone(faults), Arc::clone(&monitor))));
     let mut rng = SplitMix64::new(kerf_api::seeded::mix64(seed));
     let mut restarts = 0u64;
     // At least one crash per run, at a random slice; more at random.
