@@ -12,9 +12,8 @@
 use serde_json::{Value, json};
 
 use crate::validation::{
-    AMI_ALIAS_FAMILIES, EBS_VOLUME_TYPES, EVICTION_SIGNALS, KARPENTER_AWS_ALLOWED, KARPENTER_SH_ALLOWED,
-    KUBERNETES_IO_ALLOWED, MAX_LABELS, MAX_SELECTOR_TAGS, RESERVED_RESOURCES, RESTRICTED_TAG_KEYS,
-    RESTRICTED_TAG_PREFIX,
+    AMI_ALIAS_FAMILIES, EBS_VOLUME_TYPES, EVICTION_SIGNALS, MAX_LABELS, MAX_SELECTOR_TAGS, RESERVED_RESOURCES,
+    RESTRICTED_TAG_KEYS, RESTRICTED_TAG_PREFIX,
 };
 
 /// A qualified name (`[prefix/]name`), as label keys and taint keys are.
@@ -83,31 +82,24 @@ enum Keys {
     NodeClaim,
 }
 
-/// The restricted label domains as `(condition on the key variable, message)`.
+/// The restricted label domains ([`crate::labels::RESTRICTED_DOMAINS`]) and the hostname label as
+/// `(condition on the key variable, message)`.
 fn label_key_rules(var: &str, keys: Keys) -> Vec<(String, String)> {
     let domain = format!("{var}.find('^([^/]+)')");
-    let mut rules = vec![
-        (
-            format!(
-                "{var} in {} || {domain}.endsWith('node.kubernetes.io') || {domain}.endsWith('node-restriction.kubernetes.io') || !{domain}.endsWith('kubernetes.io')",
-                cel_list(KUBERNETES_IO_ALLOWED)
-            ),
-            "label domain \"kubernetes.io\" is restricted".to_string(),
-        ),
-        (
-            format!("{domain}.endsWith('kops.k8s.io') || !{domain}.endsWith('k8s.io')"),
-            "label domain \"k8s.io\" is restricted".to_string(),
-        ),
-        (
-            format!("{var} in {} || !{domain}.endsWith('karpenter.sh')", cel_list(KARPENTER_SH_ALLOWED)),
-            "label domain \"karpenter.sh\" is restricted".to_string(),
-        ),
-        (format!("{var} != 'kubernetes.io/hostname'"), "label \"kubernetes.io/hostname\" is restricted".to_string()),
-        (
-            format!("{var} in {} || !{domain}.endsWith('karpenter.k8s.aws')", cel_list(KARPENTER_AWS_ALLOWED)),
-            "label domain \"karpenter.k8s.aws\" is restricted".to_string(),
-        ),
-    ];
+    let domain_rule = |d: &crate::labels::RestrictedDomain| {
+        let mut ors = Vec::new();
+        if !d.allowed.is_empty() {
+            ors.push(format!("{var} in {}", cel_list(d.allowed)));
+        }
+        ors.extend(d.exempt.iter().map(|e| format!("{domain}.endsWith('{e}')")));
+        ors.push(format!("!{domain}.endsWith('{}')", d.domain));
+        (ors.join(" || "), format!("label domain \"{}\" is restricted", d.domain))
+    };
+    let mut rules: Vec<(String, String)> = crate::labels::RESTRICTED_DOMAINS.iter().map(domain_rule).collect();
+    rules.push((
+        format!("{var} != 'kubernetes.io/hostname'"),
+        "label \"kubernetes.io/hostname\" is restricted".to_string(),
+    ));
     if keys == Keys::NodePool {
         rules.push((
             format!("{var} != '{}'", crate::labels::NODE_POOL),

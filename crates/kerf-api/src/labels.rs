@@ -89,12 +89,98 @@ pub const NODE_UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable
 /// Finalizer Karpenter puts on nodes and NodeClaims it manages.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 
-/// Label domains reserved for kubernetes and Karpenter; NodePool requirements and template
-/// labels may not use them, except the keys and sub-domains allowed below.
-pub const RESTRICTED_LABEL_DOMAINS: &[&str] = &["kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"];
+/// A label domain reserved for Kubernetes or Karpenter: NodePool requirements and template labels
+/// may not use a key in it (or in a sub-domain of it), except its `allowed` keys and keys of its
+/// `exempt` sub-domains. Validation, the CRDs' CEL rules and [`is_restricted_label`] all read
+/// this one table.
+#[derive(Debug, Clone, Copy)]
+pub struct RestrictedDomain {
+    pub domain: &'static str,
+    pub exempt: &'static [&'static str],
+    pub allowed: &'static [&'static str],
+}
 
-/// Sub-domains of the restricted domains that users may still set.
-pub const LABEL_DOMAIN_EXCEPTIONS: &[&str] = &["kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io"];
+impl RestrictedDomain {
+    /// Whether `key` falls in this domain and is neither allowed nor in an exempt sub-domain.
+    pub fn restricts(&self, key: &str) -> bool {
+        let domain = rule_domain(key);
+        domain.ends_with(self.domain)
+            && !self.allowed.contains(&key)
+            && !self.exempt.iter().any(|e| domain.ends_with(e))
+    }
+}
+
+/// The restricted label domains, in the order their rules are checked.
+pub const RESTRICTED_DOMAINS: &[RestrictedDomain] = &[
+    RestrictedDomain {
+        domain: "kubernetes.io",
+        exempt: &["node.kubernetes.io", "node-restriction.kubernetes.io"],
+        allowed: KUBERNETES_IO_ALLOWED,
+    },
+    RestrictedDomain { domain: "k8s.io", exempt: &["kops.k8s.io"], allowed: &[] },
+    RestrictedDomain { domain: "karpenter.sh", exempt: &[], allowed: KARPENTER_SH_ALLOWED },
+    RestrictedDomain { domain: "karpenter.k8s.aws", exempt: &[], allowed: KARPENTER_AWS_ALLOWED },
+];
+
+/// The domain of a key as the restricted-domain rules read it: everything before the first `/`
+/// (the whole key when there is none).
+fn rule_domain(key: &str) -> &str {
+    key.split('/').next().unwrap_or(key)
+}
+
+/// The restricted domain that refuses `key`, if one does.
+pub fn restricted_domain_of(key: &str) -> Option<&'static RestrictedDomain> {
+    RESTRICTED_DOMAINS.iter().find(|d| d.restricts(key))
+}
+
+/// Keys of `kubernetes.io` sub-domains users may still set (besides `*.node.kubernetes.io` and
+/// `*.node-restriction.kubernetes.io`).
+const KUBERNETES_IO_ALLOWED: &[&str] = &[
+    "beta.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "node.kubernetes.io/windows-build",
+];
+
+/// Keys of the `karpenter.sh` domain users may use.
+const KARPENTER_SH_ALLOWED: &[&str] = &["karpenter.sh/capacity-type", "karpenter.sh/nodepool"];
+
+/// Keys of the `karpenter.k8s.aws` domain users may use (the instance-type labels).
+const KARPENTER_AWS_ALLOWED: &[&str] = &[
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported",
+    "karpenter.k8s.aws/instance-category",
+    "karpenter.k8s.aws/instance-hypervisor",
+    "karpenter.k8s.aws/instance-family",
+    "karpenter.k8s.aws/instance-generation",
+    "karpenter.k8s.aws/instance-local-nvme",
+    "karpenter.k8s.aws/instance-size",
+    "karpenter.k8s.aws/instance-cpu",
+    "karpenter.k8s.aws/instance-cpu-manufacturer",
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+    "karpenter.k8s.aws/instance-memory",
+    "karpenter.k8s.aws/instance-ebs-bandwidth",
+    "karpenter.k8s.aws/instance-network-bandwidth",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "karpenter.k8s.aws/instance-gpu-manufacturer",
+    "karpenter.k8s.aws/instance-gpu-count",
+    "karpenter.k8s.aws/instance-gpu-memory",
+    "karpenter.k8s.aws/instance-accelerator-name",
+    "karpenter.k8s.aws/instance-accelerator-manufacturer",
+    "karpenter.k8s.aws/instance-accelerator-count",
+    "karpenter.k8s.aws/instance-capability-flex",
+    "karpenter.k8s.aws/capacity-reservation-id",
+    "karpenter.k8s.aws/capacity-reservation-type",
+    "karpenter.k8s.aws/capacity-reservation-interruptible",
+    "karpenter.k8s.aws/placement-group-id",
+    "karpenter.k8s.aws/placement-group-partition",
+];
 
 /// Well-known keys the user may constrain in requirements even though their domain is restricted.
 pub const WELL_KNOWN_LABELS: &[&str] = &[

@@ -79,55 +79,6 @@ pub const MAX_SELECTOR_TAGS: usize = 20;
 /// Tag key prefix reserved for cluster ownership.
 pub const RESTRICTED_TAG_PREFIX: &str = "kubernetes.io/cluster";
 
-/// Keys of `kubernetes.io` sub-domains users may still set (besides `*.node.kubernetes.io` and
-/// `*.node-restriction.kubernetes.io`).
-pub(crate) const KUBERNETES_IO_ALLOWED: &[&str] = &[
-    "beta.kubernetes.io/instance-type",
-    "failure-domain.beta.kubernetes.io/region",
-    "beta.kubernetes.io/os",
-    "beta.kubernetes.io/arch",
-    "failure-domain.beta.kubernetes.io/zone",
-    "topology.kubernetes.io/zone",
-    "topology.kubernetes.io/region",
-    "node.kubernetes.io/instance-type",
-    "kubernetes.io/arch",
-    "kubernetes.io/os",
-    "node.kubernetes.io/windows-build",
-];
-
-/// Keys of the `karpenter.sh` domain users may use.
-pub(crate) const KARPENTER_SH_ALLOWED: &[&str] = &["karpenter.sh/capacity-type", "karpenter.sh/nodepool"];
-
-/// Keys of the `karpenter.k8s.aws` domain users may use (the instance-type labels).
-pub(crate) const KARPENTER_AWS_ALLOWED: &[&str] = &[
-    "karpenter.k8s.aws/instance-encryption-in-transit-supported",
-    "karpenter.k8s.aws/instance-category",
-    "karpenter.k8s.aws/instance-hypervisor",
-    "karpenter.k8s.aws/instance-family",
-    "karpenter.k8s.aws/instance-generation",
-    "karpenter.k8s.aws/instance-local-nvme",
-    "karpenter.k8s.aws/instance-size",
-    "karpenter.k8s.aws/instance-cpu",
-    "karpenter.k8s.aws/instance-cpu-manufacturer",
-    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
-    "karpenter.k8s.aws/instance-memory",
-    "karpenter.k8s.aws/instance-ebs-bandwidth",
-    "karpenter.k8s.aws/instance-network-bandwidth",
-    "karpenter.k8s.aws/instance-gpu-name",
-    "karpenter.k8s.aws/instance-gpu-manufacturer",
-    "karpenter.k8s.aws/instance-gpu-count",
-    "karpenter.k8s.aws/instance-gpu-memory",
-    "karpenter.k8s.aws/instance-accelerator-name",
-    "karpenter.k8s.aws/instance-accelerator-manufacturer",
-    "karpenter.k8s.aws/instance-accelerator-count",
-    "karpenter.k8s.aws/instance-capability-flex",
-    "karpenter.k8s.aws/capacity-reservation-id",
-    "karpenter.k8s.aws/capacity-reservation-type",
-    "karpenter.k8s.aws/capacity-reservation-interruptible",
-    "karpenter.k8s.aws/placement-group-id",
-    "karpenter.k8s.aws/placement-group-partition",
-];
-
 /// Where a label key is used: the rules differ slightly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LabelUse {
@@ -216,15 +167,9 @@ pub fn label_value_problem(value: &str) -> Option<String> {
     Some(format!("label value {value:?} must be alphanumeric at both ends, with '-', '_' or '.' inside"))
 }
 
-/// The domain of a key as the CRD rules see it: everything before the first `/` (the whole
-/// key when there is none).
-fn rule_domain(key: &str) -> &str {
-    key.split('/').next().unwrap_or(key)
-}
-
-/// Why `key` may not be used where `usage` says, per Karpenter's restricted label domains.
+/// Why `key` may not be used where `usage` says, per the restricted label domains
+/// ([`crate::labels::RESTRICTED_DOMAINS`]).
 pub fn restricted_label_problem(key: &str, usage: LabelUse) -> Option<String> {
-    let domain = rule_domain(key);
     // The specific keys first: their messages say more than the domain's.
     if key == crate::labels::NODE_POOL && usage != LabelUse::NodeClaimRequirement {
         return Some("label \"karpenter.sh/nodepool\" is restricted: Karpenter sets it from the NodePool".to_string());
@@ -232,24 +177,7 @@ pub fn restricted_label_problem(key: &str, usage: LabelUse) -> Option<String> {
     if key == crate::labels::HOSTNAME {
         return Some("label \"kubernetes.io/hostname\" is restricted".to_string());
     }
-    let kubernetes_allowed = KUBERNETES_IO_ALLOWED.contains(&key);
-    if !kubernetes_allowed
-        && !domain.ends_with("node.kubernetes.io")
-        && !domain.ends_with("node-restriction.kubernetes.io")
-        && domain.ends_with("kubernetes.io")
-    {
-        return Some(format!("label domain \"kubernetes.io\" is restricted ({key:?})"));
-    }
-    if !domain.ends_with("kops.k8s.io") && domain.ends_with("k8s.io") {
-        return Some(format!("label domain \"k8s.io\" is restricted ({key:?})"));
-    }
-    if !KARPENTER_SH_ALLOWED.contains(&key) && domain.ends_with("karpenter.sh") {
-        return Some(format!("label domain \"karpenter.sh\" is restricted ({key:?})"));
-    }
-    if !KARPENTER_AWS_ALLOWED.contains(&key) && domain.ends_with("karpenter.k8s.aws") {
-        return Some(format!("label domain \"karpenter.k8s.aws\" is restricted ({key:?})"));
-    }
-    None
+    crate::labels::restricted_domain_of(key).map(|d| format!("label domain {:?} is restricted ({key:?})", d.domain))
 }
 
 // ---------------------------------------------------------------------------------------------
