@@ -28,8 +28,7 @@ use crate::owned_pods::OwnedPods;
 use crate::report::{Disruption, Sample};
 use crate::run_hooks::{NoHooks, RunHooks};
 use crate::sim_cloud::FleetPrice;
-pub use crate::sim_cloud::SimCloud;
-pub use crate::steps::{run_scenario, simulate, simulate_on, simulation_for};
+use crate::sim_cloud::SimCloud;
 use crate::workloads::Workloads;
 use crate::world::{Changes, World};
 

@@ -19,7 +19,7 @@ pub fn run(
     duration: Duration,
     clock: ManualClock,
 ) -> Result<(Report, Simulation<kerf_cloud::sim::SimProvider>), SimError> {
-    let mut sim = crate::driver::simulation_for(scenario, clock)?;
+    let mut sim = crate::steps::simulation_for(scenario, clock)?;
     // The cluster as it is: the stand-ins start what is bound and adopt the workloads' pods;
     // kerf's controllers do nothing yet.
     sim.set_controllers(false);

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use kerf_cloud::ManualClock;
 use kerf_sim::Report;
-use kerf_sim::driver::simulation_for;
 use kerf_sim::report_buffers::BufferReport;
 use kerf_sim::scenario::parse;
+use kerf_sim::steps::simulation_for;
 
 const POOL: &str = r#"
       - apiVersion: karpenter.sh/v1

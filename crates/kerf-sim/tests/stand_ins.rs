@@ -6,8 +6,8 @@ mod common;
 
 use common::{NODE_CLASS, daemonset, deployment, run};
 use kerf_sim::Report;
-use kerf_sim::driver::run_scenario;
 use kerf_sim::scenario::{Step, parse};
+use kerf_sim::steps::run_scenario;
 
 const CLOUD: &str = r#"
 cloud:

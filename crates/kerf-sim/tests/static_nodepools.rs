@@ -10,8 +10,9 @@ use std::path::Path;
 use kerf_api::NodeClaim;
 use kerf_cloud::ManualClock;
 use kerf_sim::Report;
-use kerf_sim::driver::{Simulation, simulation_for};
+use kerf_sim::driver::Simulation;
 use kerf_sim::scenario::parse;
+use kerf_sim::steps::simulation_for;
 
 /// A static pool `fixed` of m5.large nodes.
 fn pool(replicas: u32, limit: u32, extra_spec: &str) -> String {

@@ -290,7 +290,7 @@ fn realize(name: &str, shapes: &[Shape]) -> anyhow::Result<Realized> {
     let yaml = scenario_yaml(name, shapes);
     let scenario = kerf_sim::scenario::parse(std::path::Path::new(&format!("packing-{name}.yaml")), &yaml)
         .map_err(|e| anyhow::anyhow!("workload {name}: {e}"))?;
-    let report = kerf_sim::driver::run_scenario(&scenario).map_err(|e| anyhow::anyhow!("workload {name}: {e}"))?;
+    let report = kerf_sim::steps::run_scenario(&scenario).map_err(|e| anyhow::anyhow!("workload {name}: {e}"))?;
     let s = &report.summary;
     Ok(Realized {
         cost: s.cost_per_hour,

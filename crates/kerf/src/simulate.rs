@@ -95,7 +95,7 @@ pub fn run(args: Args, clock: kerf_cloud::ManualClock) -> anyhow::Result<ExitCod
         }
         kerf_sim::what_if::run(&scenario, manifests, duration, clock)
     } else {
-        kerf_sim::driver::simulate_on(&scenario, clock)
+        kerf_sim::steps::simulate_on(&scenario, clock)
     };
     let (report, sim) = result.map_err(|e| match e {
         // A cloud section the simulated provider rejects is bad input like any other field.

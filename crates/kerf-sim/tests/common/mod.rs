@@ -7,8 +7,9 @@ use std::path::Path;
 
 use kerf_cloud::sim::SimProvider;
 use kerf_sim::Report;
-use kerf_sim::driver::{Simulation, run_scenario, simulate};
+use kerf_sim::driver::Simulation;
 use kerf_sim::scenario::parse;
+use kerf_sim::steps::{run_scenario, simulate};
 
 /// An EC2NodeClass `default`, as an item of an `apply` list.
 pub const NODE_CLASS: &str = r#"
