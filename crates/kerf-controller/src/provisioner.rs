@@ -36,7 +36,7 @@ fn pod_name(key: &ObjectKey) -> String {
 fn provisionable(nominations: &Nominations, key: &ObjectKey, pod: &SlimPod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && util::marked_unschedulable(pod)
-        && !pod_facts::daemonset_owner(pod).is_some()
+        && pod_facts::daemonset_owner(pod).is_none()
         && !nominations.contains(key)
 }
 

@@ -318,7 +318,7 @@ impl Disruption {
             let all_pods: Vec<&Arc<SlimPod>> = state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).collect();
             let mut pods: Vec<Arc<SlimPod>> = all_pods
                 .iter()
-                .filter(|p| is_drainable(p) && !pod_facts::daemonset_owner(p).is_some())
+                .filter(|p| is_drainable(p) && pod_facts::daemonset_owner(p).is_none())
                 .map(|p| Arc::clone(p))
                 .collect();
             // Buffer room held here moves like its pods: a node holding it is not empty.

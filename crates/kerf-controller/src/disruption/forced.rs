@@ -38,7 +38,7 @@ impl Disruption {
         let pods: Vec<Arc<SlimPod>> = cx
             .state
             .pods_on_node(&node)
-            .filter(|p| is_drainable(p) && !pod_facts::daemonset_owner(p).is_some())
+            .filter(|p| is_drainable(p) && pod_facts::daemonset_owner(p).is_none())
             .chain(cx.state.buffer_room().held_on(&node))
             .cloned()
             .collect();

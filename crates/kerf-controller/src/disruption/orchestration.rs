@@ -42,7 +42,7 @@ impl Disruption {
             || !cx.published.nominations.by_pod.is_empty()
             || cx.state.node_claims().values().any(|c| in_flight(c) && !reserved.contains(c.name()))
             || cx.state.unbound_pods().any(|(_, p)| {
-                !pod_facts::daemonset_owner(p).is_some()
+                pod_facts::daemonset_owner(p).is_none()
                     && p.metadata.deletion_timestamp.is_none()
                     && !util::marked_unschedulable(p)
             })
