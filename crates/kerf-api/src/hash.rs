@@ -4,15 +4,25 @@
 //!
 //! As in Karpenter, fields that are checked dynamically instead (requirements, selector terms,
 //! budgets) are left out, and the value is stable across map ordering and serialization.
+//!
+//! kerf's hash is not Karpenter's (another function over another encoding), so each value goes
+//! with a hash version annotation naming kerf's algorithm. Two hashes are compared only when
+//! both carry kerf's version; a NodeClaim stamped by Karpenter (or by a kerf whose algorithm
+//! differed) is stamped again with the current hash and kerf's version instead of counting as
+//! drifted, as Karpenter itself does when its hash version changes.
 
 use serde_json::Value;
 
 use crate::{EC2NodeClass, NodePool};
 
-/// Bump when the hashed fields change, so that existing NodeClaims are not all seen as drifted.
-pub const NODEPOOL_HASH_VERSION: &str = "v3";
-/// Bump when the hashed fields change.
-pub const EC2NODECLASS_HASH_VERSION: &str = "v4";
+/// The value of `karpenter.sh/nodepool-hash-version` kerf writes with its template hash. Karpenter
+/// writes `v1`, `v2`, `v3`, ... for its own algorithm; kerf's values start with `kerf-` so the two
+/// never compare equal. Bump the number when the hashed fields or the encoding change: claims
+/// carrying the old value are then stamped again rather than all seen as drifted.
+pub const NODEPOOL_HASH_VERSION: &str = "kerf-1";
+/// The value of `karpenter.k8s.aws/ec2nodeclass-hash-version` kerf writes with its node class
+/// hash; see [`NODEPOOL_HASH_VERSION`].
+pub const EC2NODECLASS_HASH_VERSION: &str = "kerf-1";
 
 /// 64-bit FNV-1a: small, deterministic, good enough to tell configurations apart.
 fn fnv1a(bytes: &[u8]) -> u64 {

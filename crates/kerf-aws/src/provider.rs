@@ -541,10 +541,10 @@ impl AwsProvider {
         node_labels.insert(labels::AWS_EC2_NODE_CLASS.to_string(), nc.name().to_string());
         let mut out = claim.clone();
         out.metadata.labels = Some(node_labels);
-        out.metadata
-            .annotations
-            .get_or_insert_with(BTreeMap::new)
-            .insert(labels::NODECLASS_HASH.to_string(), nc.static_hash());
+        let annotations = out.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(labels::NODECLASS_HASH.to_string(), nc.static_hash());
+        annotations
+            .insert(labels::NODECLASS_HASH_VERSION.to_string(), kerf_api::hash::EC2NODECLASS_HASH_VERSION.to_string());
         let status = out.status.get_or_insert_with(NodeClaimStatus::default);
         status.provider_id = Some(instances::provider_id(&launched.zone, &launched.instance_id));
         status.image_id = image;

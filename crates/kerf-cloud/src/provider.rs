@@ -12,10 +12,14 @@ use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 pub const KWOK_PROVIDER_ID_PREFIX: &str = "kwok://";
 
 /// The one drift every provider shares: the claim's node class changed a launch setting since
-/// the claim was created. The claim carries the class's static hash from its launch; the class's
-/// current hash is the one a hash controller wrote on it (as Karpenter's drift reads it), else
-/// the hash of its spec now. Providers add only the facts they alone know (AMIs, subnets and
-/// security groups of the instance).
+/// the claim was created. The claim carries the class's static hash from its launch, with the
+/// version of the algorithm that made it; the class's current hash is the one kerf's node class
+/// controller wrote on it (with kerf's version), else the hash of its spec now. A claim whose
+/// hash version is not kerf's (Karpenter launched it, or a kerf with another algorithm) is not
+/// compared: its hash means nothing to kerf's, and the NodeClaim lifecycle stamps it again with
+/// the current hash (see `kerf_api::hash`). A class annotation with another version (Karpenter's,
+/// not yet replaced by kerf's) is not compared with either. Providers add only the facts they
+/// alone know (AMIs, subnets and security groups of the instance).
 pub fn node_class_hash_drift(claim: &NodeClaim, node_class: &EC2NodeClass) -> Option<String> {
     node_class_hash_drift_with(claim, node_class, EC2NodeClass::static_hash)
 }
@@ -27,11 +31,15 @@ pub fn node_class_hash_drift_with(
     node_class: &EC2NodeClass,
     static_hash: impl FnOnce(&EC2NodeClass) -> String,
 ) -> Option<String> {
-    fn annotation(a: &Option<std::collections::BTreeMap<String, String>>) -> Option<&String> {
-        a.as_ref().and_then(|a| a.get(kerf_api::labels::NODECLASS_HASH))
-    }
-    let claim_hash = annotation(&claim.metadata.annotations)?;
-    let drifted = match annotation(&node_class.metadata.annotations) {
+    use kerf_api::hash::EC2NODECLASS_HASH_VERSION;
+    use kerf_api::labels::{NODECLASS_HASH, NODECLASS_HASH_VERSION};
+    let ours = |a: &std::collections::BTreeMap<String, String>| {
+        a.get(NODECLASS_HASH_VERSION).is_some_and(|v| v == EC2NODECLASS_HASH_VERSION)
+    };
+    let claim_annotations = claim.metadata.annotations.as_ref().filter(|a| ours(a))?;
+    let claim_hash = claim_annotations.get(NODECLASS_HASH)?;
+    let class_hash = node_class.metadata.annotations.as_ref().filter(|a| ours(a)).and_then(|a| a.get(NODECLASS_HASH));
+    let drifted = match class_hash {
         Some(h) => claim_hash != h,
         None => *claim_hash != static_hash(node_class),
     };

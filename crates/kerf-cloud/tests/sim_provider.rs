@@ -327,14 +327,26 @@ fn config_errors_name_the_field() {
     );
 }
 
+/// NodeClass hash annotations: the hash and the version of the algorithm that made it.
+fn hashed(hash: &str, version: &str) -> serde_json::Value {
+    serde_json::json!({
+        "karpenter.k8s.aws/ec2nodeclass-hash": hash,
+        "karpenter.k8s.aws/ec2nodeclass-hash-version": version,
+    })
+}
+
+fn annotations(v: serde_json::Value) -> Option<std::collections::BTreeMap<String, String>> {
+    Some(serde_json::from_value(v).unwrap())
+}
+
 #[test]
 fn claim_is_drifted_when_its_node_class_hash_changed() {
     let (p, _) = provider(TWO_TYPES);
     let mut c = block_on(p.create(&claim("a", serde_json::json!([])))).unwrap();
-    c.metadata.annotations = Some([("karpenter.k8s.aws/ec2nodeclass-hash".to_string(), "111".to_string())].into());
+    c.metadata.annotations = annotations(hashed("111", kerf_api::hash::EC2NODECLASS_HASH_VERSION));
     let class = |hash: &str| -> EC2NodeClass {
         serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "default", "annotations": {"karpenter.k8s.aws/ec2nodeclass-hash": hash}},
+            "metadata": {"name": "default", "annotations": hashed(hash, kerf_api::hash::EC2NODECLASS_HASH_VERSION)},
             "spec": {}
         }))
         .unwrap()
@@ -342,6 +354,34 @@ fn claim_is_drifted_when_its_node_class_hash_changed() {
     assert_eq!(block_on(p.is_drifted(&c, Some(&class("111")))).unwrap(), None);
     assert_eq!(block_on(p.is_drifted(&c, Some(&class("222")))).unwrap().as_deref(), Some("NodeClassDrift"));
     assert_eq!(block_on(p.is_drifted(&c, None)).unwrap(), None);
+}
+
+#[test]
+fn hashes_of_another_algorithm_are_never_compared_with_kerfs() {
+    let (p, _) = provider(TWO_TYPES);
+    let class = |annotations: serde_json::Value| -> EC2NodeClass {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "default", "resourceVersion": "3", "annotations": annotations},
+            "spec": {"amiFamily": "AL2023"}
+        }))
+        .unwrap()
+    };
+    let karpenters_class = class(hashed("4242", "v4"));
+    let ours = karpenters_class.static_hash();
+    let mut c = block_on(p.create(&claim("a", serde_json::json!([])))).unwrap();
+    // A claim Karpenter launched: its hash is Karpenter's, whatever the class carries.
+    c.metadata.annotations = annotations(hashed("1717", "v4"));
+    assert_eq!(block_on(p.is_drifted(&c, Some(&karpenters_class))).unwrap(), None);
+    assert_eq!(block_on(p.is_drifted(&c, Some(&class(hashed(&ours, "kerf-1"))))).unwrap(), None);
+    // A claim without a version (an older kerf stamped only the hash) is not compared either.
+    c.metadata.annotations = annotations(serde_json::json!({"karpenter.k8s.aws/ec2nodeclass-hash": "1717"}));
+    assert_eq!(block_on(p.is_drifted(&c, Some(&karpenters_class))).unwrap(), None);
+    // kerf's claim on a class still carrying Karpenter's annotation: compared with kerf's own
+    // hash of the class, not with Karpenter's value.
+    c.metadata.annotations = annotations(hashed(&ours, kerf_api::hash::EC2NODECLASS_HASH_VERSION));
+    assert_eq!(block_on(p.is_drifted(&c, Some(&karpenters_class))).unwrap(), None);
+    c.metadata.annotations = annotations(hashed("999", kerf_api::hash::EC2NODECLASS_HASH_VERSION));
+    assert_eq!(block_on(p.is_drifted(&c, Some(&karpenters_class))).unwrap().as_deref(), Some("NodeClassDrift"));
 }
 
 #[test]
@@ -356,7 +396,7 @@ fn a_node_class_without_a_hash_annotation_drifts_its_claims_once_its_spec_change
     };
     let first = class("5", "one");
     let mut c = block_on(p.create(&claim("a", serde_json::json!([])))).unwrap();
-    c.metadata.annotations = Some([("karpenter.k8s.aws/ec2nodeclass-hash".to_string(), first.static_hash())].into());
+    c.metadata.annotations = annotations(hashed(&first.static_hash(), kerf_api::hash::EC2NODECLASS_HASH_VERSION));
     assert_eq!(block_on(p.is_drifted(&c, Some(&first))).unwrap(), None);
     assert_eq!(block_on(p.is_drifted(&c, Some(&first))).unwrap(), None, "asked again");
     // The spec changed (a new version): the hash of the new spec, not the one of the version

@@ -39,6 +39,8 @@ pub(crate) fn claim_from_pool(
     annotations.insert(labels::NODEPOOL_HASH_VERSION.to_string(), kerf_api::hash::NODEPOOL_HASH_VERSION.to_string());
     if let Some(class) = state.node_class_for(pool) {
         annotations.insert(labels::NODECLASS_HASH.to_string(), class.static_hash());
+        annotations
+            .insert(labels::NODECLASS_HASH_VERSION.to_string(), kerf_api::hash::EC2NODECLASS_HASH_VERSION.to_string());
     }
     let mut claim_labels = template.metadata.labels.clone();
     claim_labels.extend(extra_labels.iter().map(|(k, v)| (k.clone(), v.clone())));

@@ -43,6 +43,7 @@ mod claims;
 pub(crate) mod ctx;
 pub mod disruption;
 mod garbage;
+mod hashes;
 mod input;
 mod interruption;
 mod lifecycle;

@@ -15,7 +15,7 @@ use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::ctx::{ControllerError, Ctx, IN_FLIGHT, LAUNCH_RETRY_AFTER, Options, Pass};
@@ -209,22 +209,93 @@ impl<P, C> Turn<'_, P, C> {
     }
 }
 
-/// The NodeClaim lifecycle reconciler: its only memory is when to retry failed launches.
+/// The NodeClaim lifecycle reconciler: its memory is when to retry failed launches, and which
+/// claims carry a drift hash of another algorithm than kerf's (taken from watch events, so a
+/// restarted controller finds them again in its first list).
 #[derive(Debug, Default)]
 pub(crate) struct Lifecycle {
     /// NodeClaim → earliest time to retry a failed launch.
     launch_retry: BTreeMap<String, Timestamp>,
+    /// Claims to stamp again with kerf's hashes (see [`crate::hashes`]).
+    unstamped: BTreeSet<String>,
 }
 
 impl Lifecycle {
-    /// A claim gone from the cluster is not retried.
+    /// A claim gone from the cluster is not retried; a claim stamped by another hash algorithm
+    /// is noted to be stamped again.
     pub fn observe(&mut self, event: &WatchEvent) {
-        if let WatchEvent::Deleted(AnyObject::NodeClaim(c)) = event {
-            self.launch_retry.remove(c.name());
+        match event {
+            WatchEvent::Deleted(AnyObject::NodeClaim(c)) => {
+                self.launch_retry.remove(c.name());
+                self.unstamped.remove(c.name());
+            }
+            WatchEvent::Applied(AnyObject::NodeClaim(c)) => {
+                if crate::hashes::needs_restamp(c) {
+                    self.unstamped.insert(c.name().to_string());
+                } else {
+                    self.unstamped.remove(c.name());
+                }
+            }
+            _ => {}
         }
     }
 
     pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        let stamped = self.restamp(cx).await;
+        let lifecycle = self.advance(cx).await;
+        stamped.and(lifecycle)
+    }
+
+    /// Stamps claims that carry Karpenter's drift hashes (or an older kerf's) again with the
+    /// owners' current hashes and kerf's hash versions: a metadata patch of those annotations
+    /// only. A claim whose owners are not known yet is tried again on the next pass.
+    async fn restamp<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        if self.unstamped.is_empty() {
+            return Ok(());
+        }
+        let mut current = crate::hashes::CurrentHashes::default();
+        let mut patches = Vec::new();
+        for name in &self.unstamped {
+            let Some(claim) = cx.state.node_claim(name) else { continue };
+            if let Some(patch) = current.restamp(cx.state, claim) {
+                patches.push((name.clone(), patch));
+            }
+        }
+        let api = cx.api;
+        let mut written = stream::iter(patches)
+            .map(|(name, patch)| async move {
+                let r = api.patch::<NodeClaim>(None, &name, &Patch::Merge(patch)).await;
+                (name, r)
+            })
+            .buffered(IN_FLIGHT);
+        let mut restamped = 0usize;
+        while let Some((name, r)) = written.next().await {
+            if let Some(updated) = cx.pass.soft("stamping nodeclaim hashes", r)? {
+                tracing::debug!(NodeClaim = %name, "stamped nodeclaim with kerf's drift hashes");
+                restamped += 1;
+                if !crate::hashes::needs_restamp(&updated) {
+                    self.unstamped.remove(&name);
+                }
+                cx.state.record(updated.into_any());
+            }
+        }
+        if restamped > 0 {
+            tracing::info!(
+                nodeclaims = restamped,
+                "stamped nodeclaims of another drift hash version with kerf's hashes"
+            );
+        }
+        Ok(())
+    }
+
+    /// Launch, registration, initialization and finalization, a turn per claim that needs one.
+    async fn advance<P: CloudProvider, C: ClusterApi>(
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {

@@ -58,7 +58,7 @@ impl<P: CloudProvider> Manager<P> {
             pod_facts: PodFactsCache::new(),
             watches_interrupted: false,
             node_classes: NodeClasses::default(),
-            node_pools: NodePools,
+            node_pools: NodePools::default(),
             interruption: Interruption,
             buffers: Buffers::default(),
             provisioner: Provisioner::default(),

@@ -44,6 +44,8 @@ pub(crate) struct NodeClassProblem {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct NodeClasses {
     by_class: BTreeMap<String, Resolution>,
+    /// The classes found carrying kerf's hash annotations (a cache).
+    stamped: crate::hashes::Stamped,
 }
 
 /// One node class as last resolved.
@@ -66,8 +68,47 @@ impl Resolution {
 }
 
 impl NodeClasses {
-    /// Resolves node classes that are new, changed, or due again, and writes their status.
+    /// Puts the drift hash annotations on classes that lack kerf's (see [`crate::hashes`]), then
+    /// resolves node classes that are new, changed, or due again, and writes their status.
     pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        self.stamp_hashes(cx).await?;
+        self.resolve(cx).await
+    }
+
+    /// Writes each class's current hash and kerf's hash version on it where it carries other
+    /// values (none yet, Karpenter's, or a hash of its spec before it changed).
+    async fn stamp_hashes<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        let classes = cx.state.node_classes();
+        self.stamped.retain(|name| classes.contains_key(name));
+        let mut stale: Vec<(String, serde_json::Value)> = Vec::new();
+        for class in classes.values().filter(|c| c.metadata.deletion_timestamp.is_none()) {
+            let rv = class.metadata.resource_version.as_ref();
+            if self.stamped.is_current(class.name(), rv) {
+                continue;
+            }
+            match crate::hashes::node_class_patch(class) {
+                Some(patch) => stale.push((class.name().to_string(), patch)),
+                None => self.stamped.mark(class.name(), rv),
+            }
+        }
+        for (name, patch) in stale {
+            let written = cx.api.patch::<EC2NodeClass>(None, &name, &Patch::Merge(patch)).await;
+            if let Some(updated) = cx.pass.soft("writing nodeclass hash", written)? {
+                tracing::debug!(EC2NodeClass = %name, "wrote nodeclass hash");
+                self.stamped.mark(&name, updated.metadata.resource_version.as_ref());
+                cx.state.record(updated.into_any());
+            }
+        }
+        Ok(())
+    }
+
+    async fn resolve<P: CloudProvider, C: ClusterApi>(
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {

@@ -97,20 +97,56 @@ pub(crate) fn static_count(state: &ClusterState, pool: &NodePool) -> StaticCount
     StaticCount { want: want.min(limit.unwrap_or(usize::MAX)), live, claims, limit }
 }
 
-/// The NodePool reconcilers: NodeClaims of deleted pools, static pools' replicas, and status.
-/// They keep nothing: which pools are gone is read from the owner references of the claims, so a
-/// pool deleted while no controller ran loses its claims all the same.
+/// The NodePool reconcilers: drift hash annotations, NodeClaims of deleted pools, static pools'
+/// replicas, and status. They keep nothing but a cache of the pools found carrying kerf's hash:
+/// which pools are gone is read from the owner references of the claims, so a pool deleted while
+/// no controller ran loses its claims all the same.
 #[derive(Debug, Default)]
-pub(crate) struct NodePools;
+pub(crate) struct NodePools {
+    stamped: crate::hashes::Stamped,
+}
 
 impl NodePools {
-    /// NodeClaims of deleted pools, then static pools' replicas.
+    /// The pools' drift hash annotations, NodeClaims of deleted pools, then static pools'
+    /// replicas.
     pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
+        self.stamp_hashes(cx).await?;
         self.delete_claims_of_deleted_pools(cx).await?;
         self.reconcile_static_pools(cx).await
+    }
+
+    /// Writes each pool's current template hash and kerf's hash version on it where it carries
+    /// other values (none yet, Karpenter's, or the hash of a template since changed), as
+    /// Karpenter's NodePool hash controller does with its own (see [`crate::hashes`]).
+    async fn stamp_hashes<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+    ) -> Result<(), ControllerError> {
+        let pools = cx.state.node_pools();
+        self.stamped.retain(|name| pools.contains_key(name));
+        let mut stale: Vec<(String, serde_json::Value)> = Vec::new();
+        for pool in pools.values().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+            let rv = pool.metadata.resource_version.as_ref();
+            if self.stamped.is_current(pool.name(), rv) {
+                continue;
+            }
+            match crate::hashes::node_pool_patch(pool) {
+                Some(patch) => stale.push((pool.name().to_string(), patch)),
+                None => self.stamped.mark(pool.name(), rv),
+            }
+        }
+        for (name, patch) in stale {
+            let written = cx.api.patch::<NodePool>(None, &name, &Patch::Merge(patch)).await;
+            if let Some(updated) = cx.pass.soft("writing nodepool hash", written)? {
+                tracing::debug!(NodePool = %name, "wrote nodepool hash");
+                self.stamped.mark(&name, updated.metadata.resource_version.as_ref());
+                cx.state.record(updated.into_any());
+            }
+        }
+        Ok(())
     }
 
     /// Pools with `spec.replicas` keep exactly that many NodeClaims, whatever the pods need,

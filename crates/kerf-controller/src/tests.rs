@@ -27,6 +27,14 @@ pub(crate) fn claim(name: &str, requirements: Vec<kerf_api::NodeSelectorRequirem
         metadata: ObjectMeta {
             name: Some(name.into()),
             labels: Some([(labels::NODE_POOL.to_string(), "default".to_string())].into()),
+            // kerf's hash versions, without hashes: never stamped again, never drifted by a hash.
+            annotations: Some(
+                [
+                    (labels::NODEPOOL_HASH_VERSION.to_string(), kerf_api::hash::NODEPOOL_HASH_VERSION.to_string()),
+                    (labels::NODECLASS_HASH_VERSION.to_string(), kerf_api::hash::EC2NODECLASS_HASH_VERSION.to_string()),
+                ]
+                .into(),
+            ),
             ..Default::default()
         },
         spec: NodeClaimSpec {
@@ -800,9 +808,19 @@ fn an_api_error_in_one_reconciler_leaves_the_others_working() {
     use crate::Reconciler;
     let mut h = Harness::new(small_and_large());
     h.tolerate_errors = true;
-    // The API server fails every NodePool write: only the NodePool status reconciler writes them.
+    // The API server fails every NodePool write: only the NodePool status reconciler writes them
+    // (the pool already carries kerf's hash annotations).
     h.api.fail_writes_of::<NodePool>(Some(crate::ApiError::Other("etcdserver: request timed out".into())));
-    h.api.put(node_pool("default"));
+    let mut pool = node_pool("default");
+    let hash = pool.template_hash();
+    pool.metadata.annotations = Some(
+        [
+            (labels::NODEPOOL_HASH.to_string(), hash),
+            (labels::NODEPOOL_HASH_VERSION.to_string(), kerf_api::hash::NODEPOOL_HASH_VERSION.to_string()),
+        ]
+        .into(),
+    );
+    h.api.put(pool);
     h.api.put(pending_pod("a", "1"));
     h.settle();
     h.advance(Duration::from_secs(1));

@@ -296,6 +296,8 @@ fn rbac_grants_what_the_controller_uses_and_leases_only_in_its_namespace() {
         "karpenter.sh:nodepools:watch",
         "karpenter.sh:nodepools/status:patch",
         "karpenter.k8s.aws:ec2nodeclasses:list",
+        "karpenter.k8s.aws:ec2nodeclasses:patch",
+        "karpenter.sh:nodepools:patch",
         ":pods:watch",
         ":pods/eviction:create",
         ":pods:delete",

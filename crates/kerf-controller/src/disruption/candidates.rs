@@ -196,7 +196,9 @@ impl<'p> PoolDrift<'p> {
         None
     }
 
-    /// The pool template's static hash differs from the one the claim was created with.
+    /// The pool template's static hash differs from the one the claim was created with. Only a
+    /// hash of kerf's algorithm is compared: a claim with another hash version (Karpenter's) is
+    /// stamped again by the NodeClaim lifecycle instead of counting as drifted.
     fn template_drift(&self, claim: &NodeClaim) -> Option<String> {
         let ann = claim.metadata.annotations.as_ref()?;
         let version = ann.get(labels::NODEPOOL_HASH_VERSION)?;
