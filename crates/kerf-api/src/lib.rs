@@ -28,6 +28,7 @@ pub mod disruption_budgets;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod events;
+pub mod from_cluster;
 pub mod hash;
 pub mod instance;
 pub mod intstr;

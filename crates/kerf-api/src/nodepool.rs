@@ -156,6 +156,10 @@ pub enum DisruptionReason {
     Underutilized,
     Empty,
     Drifted,
+    // Node repair (Karpenter v1.15). kerf reads budgets naming it but does not repair nodes, so
+    // no disruption of kerf's counts against it. (A comment, not a doc comment: one on a variant
+    // turns the CRD's enum into a oneOf, which a structural schema refuses.)
+    Unhealthy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -191,6 +195,9 @@ pub struct NodePoolStatus {
     pub nodes: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The `metadata.generation` of the node class the conditions were worked out from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_class_observed_generation: Option<i64>,
 }
 
 impl NodePool {

@@ -319,6 +319,9 @@ impl NodePools {
             };
             set_condition(&mut status.conditions, class_ready);
             set_condition(&mut status.conditions, ready);
+            if let Some(generation) = cx.state.node_class_for(&pool).and_then(|c| c.metadata.generation) {
+                status.node_class_observed_generation = Some(generation);
+            }
             // A merge patch of what changed: a concurrent change of the pool's spec (a user's
             // apply) is neither overwritten nor a conflict.
             let Some(patch) = status_changes(pool.status.as_ref(), &status)? else { continue };

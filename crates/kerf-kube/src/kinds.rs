@@ -92,17 +92,30 @@ pub fn by_name(kind: &str) -> Option<&'static Kind> {
     all().iter().chain(read_only()).find(|k| k.kind == kind)
 }
 
-/// Decodes a typed object of the named kind from its JSON.
+/// Decodes a typed object of the named kind from its JSON. A field kerf's Karpenter and
+/// CapacityBuffer types do not know (written by Karpenter, or by another version of kerf) is
+/// left out, not a reason to refuse the object (see `kerf_api::from_cluster`); the first time a
+/// kind is seen with such a field, an info line names it.
 pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> {
     fn typed<K: Object + serde::de::DeserializeOwned>(v: Value) -> Result<AnyObject, serde_json::Error> {
         serde_json::from_value::<K>(v).map(Object::into_any)
     }
+    fn tolerant<K: Object + serde::de::DeserializeOwned>(v: Value) -> Result<AnyObject, serde_json::Error> {
+        let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let decoded = kerf_api::from_cluster::decode::<K>(v)?;
+        for field in &decoded.ignored {
+            if first_sight(K::KIND, field) {
+                tracing::info!(kind = K::KIND, name = %name, field = %field, "field not read by kerf; ignored");
+            }
+        }
+        Ok(decoded.object.into_any())
+    }
     match kind {
         "Pod" => typed::<Pod>(value),
         "Node" => typed::<Node>(value),
-        "NodeClaim" => typed::<NodeClaim>(value),
-        "NodePool" => typed::<NodePool>(value),
-        "EC2NodeClass" => typed::<EC2NodeClass>(value),
+        "NodeClaim" => tolerant::<NodeClaim>(value),
+        "NodePool" => tolerant::<NodePool>(value),
+        "EC2NodeClass" => tolerant::<EC2NodeClass>(value),
         "DaemonSet" => typed::<DaemonSet>(value),
         "PodDisruptionBudget" => typed::<PodDisruptionBudget>(value),
         "PersistentVolumeClaim" => typed::<PersistentVolumeClaim>(value),
@@ -112,12 +125,21 @@ pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> 
         "PriorityClass" => typed::<PriorityClass>(value),
         "RuntimeClass" => typed::<RuntimeClass>(value),
         "PodTemplate" => typed::<PodTemplate>(value),
-        "CapacityBuffer" => typed::<CapacityBuffer>(value),
+        "CapacityBuffer" => tolerant::<CapacityBuffer>(value),
         "Deployment" => typed::<Deployment>(value),
         "StatefulSet" => typed::<StatefulSet>(value),
         "ReplicaSet" => typed::<ReplicaSet>(value),
         other => Err(serde::de::Error::custom(format!("kind {other} is not one the controllers use"))),
     }
+}
+
+/// Whether `field` of `kind` is reported for the first time by this process (list indices are
+/// kept: the fields of a few objects, not of thousands, are expected).
+fn first_sight(kind: &str, field: &str) -> bool {
+    static SEEN: std::sync::Mutex<Option<std::collections::BTreeSet<String>>> = std::sync::Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let seen = seen.get_or_insert_with(Default::default);
+    seen.len() < 1000 && seen.insert(format!("{kind} {field}"))
 }
 
 /// The JSON of a typed object (with its apiVersion and kind).
@@ -174,6 +196,13 @@ mod tests {
         assert_eq!(NodePool::from_any(&back), Some(&pool));
         let claims = by_name("NodeClaim").expect("NodeClaim");
         assert_eq!((claims.resource.group.as_str(), claims.resource.plural.as_str()), ("karpenter.sh", "nodeclaims"));
+        // A field only another version knows (Karpenter's) is left out, not a refusal.
+        let mut json = encode(&pool.clone().into_any()).expect("encode");
+        json["status"] = serde_json::json!({"nodes": 1, "somethingNew": {"a": 1}});
+        json["spec"]["template"]["spec"]["kubeletTweak"] = serde_json::json!(true);
+        let read = decode("NodePool", json).expect("an unknown field does not refuse the object");
+        let read = NodePool::from_any(&read).expect("a NodePool");
+        assert_eq!((read.spec.clone(), read.status.as_ref().and_then(|s| s.nodes)), (pool.spec.clone(), Some(1)));
         let pods = by_name("Pod").expect("Pod");
         assert!(pods.namespaced);
         assert_eq!((pods.resource.api_version.as_str(), pods.resource.plural.as_str()), ("v1", "pods"));

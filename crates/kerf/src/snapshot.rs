@@ -105,7 +105,7 @@ async fn read(cluster: &ClusterArgs) -> anyhow::Result<(String, kerf_cloud::Time
     let config = crate::controller::client_config(cluster.kubeconfig.as_ref(), cluster.context.as_deref()).await?;
     let client = kerf_kube::api::client(config).context("cannot build the Kubernetes client")?;
     let taken_at = server_time(&client).await;
-    let mut lister = Lister { client, page: cluster.chunk_size, progress: Progress::new() };
+    let mut lister = Lister { client, page: cluster.chunk_size, progress: Progress::new(), ignored: Vec::new() };
     let objects = ClusterObjects {
         namespaces: lister.list::<Namespace>(&ApiResource::erase::<Namespace>(&()), "namespaces", true).await?,
         priority_classes: lister
@@ -146,6 +146,15 @@ async fn read(cluster: &ClusterArgs) -> anyhow::Result<(String, kerf_cloud::Time
             .await?,
     };
     lister.progress.done();
+    if !lister.ignored.is_empty() {
+        const SHOWN: usize = 20;
+        let more = lister.ignored.len().saturating_sub(SHOWN);
+        eprintln!(
+            "kerf snapshot: fields kerf does not read, left out: {}{}",
+            lister.ignored[..lister.ignored.len().min(SHOWN)].join("; "),
+            if more > 0 { format!("; and {more} more") } else { String::new() }
+        );
+    }
     Ok((scenario_name(cluster), taken_at, objects))
 }
 
@@ -160,6 +169,8 @@ struct Lister {
     /// Objects per list call.
     page: u32,
     progress: Progress,
+    /// `KIND NAME: field` of each field left out because kerf does not read it.
+    ignored: Vec<String>,
 }
 
 impl Lister {
@@ -199,9 +210,13 @@ impl Lister {
                     (_, n) => n.clone().unwrap_or_default(),
                 };
                 let value = serde_json::to_value(&item).with_context(|| format!("{} {name}", resource.kind))?;
-                let typed = serde_json::from_value::<K>(value)
+                // A field kerf's type does not know (Karpenter's) is left out of the snapshot.
+                let typed = kerf_api::from_cluster::decode::<K>(value)
                     .with_context(|| format!("{} {name}: cannot be read as {}", resource.kind, resource.api_version))?;
-                out.push(typed);
+                for field in typed.ignored {
+                    self.ignored.push(format!("{} {name}: {field}", resource.kind));
+                }
+                out.push(typed.object);
             }
             self.progress.show(plural, out.len());
             token = page.metadata.continue_.filter(|t| !t.is_empty());

@@ -54,6 +54,7 @@ fn seed_manifests_in_v1_form_exit_0_and_count_their_objects() {
         line("seed-004-topology-spread.yaml", "1 NodePool, 0 NodeClaim, 1 EC2NodeClass"),
         line("v1-14-balanced-consolidation.yaml", "1 NodePool, 0 NodeClaim, 0 EC2NodeClass"),
         line("v1-14-ec2nodeclass-features.yaml", "1 NodePool, 0 NodeClaim, 2 EC2NodeClass"),
+        line("v1-15-unhealthy-budget.yaml", "1 NodePool, 0 NodeClaim, 0 EC2NodeClass"),
     ];
     assert_eq!(run.stdout.lines().collect::<Vec<_>>(), expected);
 }
