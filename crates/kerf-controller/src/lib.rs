@@ -42,6 +42,7 @@ pub mod buffers;
 mod claims;
 pub(crate) mod ctx;
 pub mod disruption;
+pub mod feature_gates;
 mod garbage;
 mod hashes;
 mod input;

@@ -59,6 +59,8 @@ pub struct Settings {
     pub batch_max_duration: Option<Duration>,
     /// `featureGates.spotToSpotConsolidation`.
     pub spot_to_spot_consolidation: bool,
+    /// Every gate `featureGates` sets (under Karpenter's Helm value names).
+    pub feature_gates: kerf_controller::feature_gates::GateSettings,
     /// `kubeScheduler.nominatedNodeName`: whether the simulated kube-scheduler honours pods'
     /// `status.nominatedNodeName` (Kubernetes >= 1.35); unset means it does.
     pub nominated_node_name: Option<bool>,
@@ -329,15 +331,20 @@ fn parse_settings(ctx: &Ctx<'_>, v: &Value) -> Result<Settings, ScenarioError> {
         out.batch_max_duration = Some(duration(ctx, "settings.batchMaxDuration", v)?);
     }
     if let Some(v) = f.get("featureGates").copied().filter(|v| !v.is_null()) {
-        let gates = fields(ctx, "settings.featureGates", v, &["spotToSpotConsolidation"])?;
-        if let Some(g) = gates.get("spotToSpotConsolidation") {
-            out.spot_to_spot_consolidation = g.as_bool().ok_or_else(|| {
-                ctx.err(
-                    "settings.featureGates.spotToSpotConsolidation",
-                    format!("expected true or false, found {}", type_name(g)),
-                )
-            })?;
+        // Karpenter's Helm values, one per gate it defines (`spotToSpotConsolidation`, ...).
+        use kerf_controller::feature_gates::{KARPENTER_GATES, helm_value};
+        let names: Vec<String> = KARPENTER_GATES.iter().map(|g| helm_value(g.name)).collect();
+        let allowed: Vec<&str> = names.iter().map(String::as_str).collect();
+        let gates = fields(ctx, "settings.featureGates", v, &allowed)?;
+        for (name, g) in &gates {
+            let path = format!("settings.featureGates.{name}");
+            let on =
+                g.as_bool().ok_or_else(|| ctx.err(&path, format!("expected true or false, found {}", type_name(g))))?;
+            if let Some(gate) = KARPENTER_GATES.iter().find(|x| helm_value(x.name) == *name) {
+                out.feature_gates.0.push((gate, on));
+            }
         }
+        out.spot_to_spot_consolidation = out.feature_gates.get("SpotToSpotConsolidation").unwrap_or(false);
     }
     if let Some(v) = f.get("kubeScheduler").copied().filter(|v| !v.is_null()) {
         let ks = fields(ctx, "settings.kubeScheduler", v, &["nominatedNodeName"])?;

@@ -126,6 +126,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let env = crate::controller_env::EnvSettings::read(|k| std::env::var(k).ok()).map_err(bad)?;
+    if let Some(gates) = env.feature_gates.not_acted_on() {
+        tracing::warn!(gates = %gates, "feature gates kerf reads but does not act on");
+    }
     let config = client_config(args.kubeconfig.as_ref(), None).await?;
     let server = config.cluster_url.to_string();
     #[cfg(feature = "aws")]

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use kerf_api::GoDuration;
+use kerf_controller::feature_gates::GateSettings;
 use kerf_scheduling::PreferencePolicy;
 
 /// Settings from the environment; `None` where the variable is unset or empty.
@@ -19,6 +20,8 @@ pub struct EnvSettings {
     pub batch_max: Option<Duration>,
     /// `FEATURE_GATES=SpotToSpotConsolidation=true`.
     pub spot_to_spot_consolidation: Option<bool>,
+    /// Every gate `FEATURE_GATES` and `AWS_FEATURE_GATES` set, in that order.
+    pub feature_gates: GateSettings,
     /// `PREFERENCE_POLICY` (Karpenter's `Respect` or `Ignore`, or kerf's `RespectWithinRoom`).
     pub preference_policy: Option<PreferencePolicy>,
 }
@@ -36,25 +39,15 @@ impl EnvSettings {
                 })
                 .transpose()
         };
-        let mut spot_to_spot = None;
-        if let Some(gates) = value("FEATURE_GATES") {
-            for gate in gates.split(',').map(str::trim).filter(|g| !g.is_empty()) {
-                let (name, on) = gate
-                    .split_once('=')
-                    .ok_or_else(|| format!("FEATURE_GATES={gates}: {gate:?} is not NAME=true|false"))?;
-                let on = match on.trim() {
-                    "true" => true,
-                    "false" => false,
-                    other => return Err(format!("FEATURE_GATES={gates}: {name}={other}: expected true or false")),
-                };
-                match name.trim() {
-                    "SpotToSpotConsolidation" => spot_to_spot = Some(on),
-                    // Karpenter's other gates change nothing kerf does; they are accepted.
-                    "NodeRepair" | "ReservedCapacity" | "StaticCapacity" | "NodeOverlay" => {}
-                    other => return Err(format!("FEATURE_GATES={gates}: unknown feature gate {other:?}")),
-                }
+        // Karpenter's names are accepted in either variable: a gate set in the other one than
+        // Karpenter reads it from is still read.
+        let mut feature_gates = GateSettings::default();
+        for name in ["FEATURE_GATES", "AWS_FEATURE_GATES"] {
+            if let Some(gates) = value(name) {
+                feature_gates.extend(GateSettings::parse(&gates, &format!("{name}={gates}"))?);
             }
         }
+        let spot_to_spot = feature_gates.get("SpotToSpotConsolidation");
         let preference_policy = value("PREFERENCE_POLICY")
             .map(|v| {
                 PreferencePolicy::parse(&v).ok_or_else(|| {
@@ -70,6 +63,7 @@ impl EnvSettings {
             batch_idle: duration("BATCH_IDLE_DURATION")?,
             batch_max: duration("BATCH_MAX_DURATION")?,
             spot_to_spot_consolidation: spot_to_spot,
+            feature_gates,
             preference_policy,
         })
     }
@@ -126,12 +120,41 @@ mod tests {
         let e = read(&[("FEATURE_GATES", "SpotToSpotConsolidation=yes")]).err().unwrap_or_default();
         assert!(e.contains("expected true or false"), "{e}");
         let e = read(&[("FEATURE_GATES", "Teleport=true")]).err().unwrap_or_default();
-        assert!(e.contains("unknown feature gate \"Teleport\""), "{e}");
+        assert!(e.starts_with("FEATURE_GATES=Teleport=true: unknown feature gate \"Teleport\""), "{e}");
+        let e = read(&[("AWS_FEATURE_GATES", "NodeClassCEL=true,Warp=false")]).err().unwrap_or_default();
+        assert!(e.starts_with("AWS_FEATURE_GATES=NodeClassCEL=true,Warp=false: unknown feature gate \"Warp\""), "{e}");
         let e = read(&[("PREFERENCE_POLICY", "Sometimes")]).err().unwrap_or_default();
         assert!(
             e.starts_with("PREFERENCE_POLICY=Sometimes: expected one of RespectWithinRoom, Respect, Ignore"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn every_gate_of_karpenter_v1_15_is_accepted_and_those_kerf_does_not_act_on_are_named() {
+        let s = read(&[
+            (
+                "FEATURE_GATES",
+                "NodeRepair=true,ReservedCapacity=true,SpotToSpotConsolidation=true,NodeOverlay=false,StaticCapacity=true,\
+                 CapacityBuffer=true,TerminateFirstDrift=true,TerminateFirstRepair=false,PodDeletionCostManagement=true",
+            ),
+            ("AWS_FEATURE_GATES", "RebootForRepair=true,NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false"),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.spot_to_spot_consolidation, Some(true));
+        assert!(s.options(kerf_controller::Options::default()).spot_to_spot_consolidation);
+        assert_eq!(
+            s.feature_gates.not_acted_on().as_deref(),
+            Some(
+                "NodeRepair, ReservedCapacity, TerminateFirstDrift, PodDeletionCostManagement, RebootForRepair \
+                 (not implemented in kerf yet; no effect)"
+            )
+        );
+        // An AWS gate in FEATURE_GATES (or the reverse) is read all the same.
+        let s =
+            read(&[("FEATURE_GATES", "RebootForRepair=true"), ("AWS_FEATURE_GATES", "SpotToSpotConsolidation=true")])
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.spot_to_spot_consolidation, Some(true));
     }
 
     #[test]

@@ -84,6 +84,9 @@ pub fn run(args: Args, clock: kerf_cloud::ManualClock) -> anyhow::Result<ExitCod
             list.join("; ")
         );
     }
+    if let Some(gates) = scenario.settings.feature_gates.not_acted_on() {
+        eprintln!("kerf: settings.featureGates: {gates}");
+    }
     let result = if what_if {
         let duration = match &args.for_ {
             Some(d) => kerf_api::GoDuration::parse(d).map_err(|e| bad(format!("--for {d:?}: {e}")))?.as_duration(),

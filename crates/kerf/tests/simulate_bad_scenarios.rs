@@ -208,3 +208,27 @@ fn absurd_replicas_exit_2_with_the_allowed_range() {
     let s = apply_one(&d, &DEPLOYMENT.replace("replicas: 2", "replicas: 3000000000"));
     assert_bad(&s, &["spec.replicas: must be a whole number from 0 to 2147483647, got 3000000000"]);
 }
+
+#[test]
+fn every_karpenter_feature_gate_is_read_and_an_unknown_one_exits_2_naming_it() {
+    let d = Dir::new("gates");
+    let s = d.write(
+        "ok.yaml",
+        "name: x\nsettings:\n  featureGates: {spotToSpotConsolidation: true, nodeRepair: true, reservedCapacity: false, \
+         nodeOverlay: false, staticCapacity: false, capacityBuffer: true, terminateFirstDrift: true, \
+         terminateFirstRepair: false, podDeletionCostManagement: false}\nsteps:\n  - wait: 1m\n",
+    );
+    let (code, stderr) = run(&s);
+    assert_eq!(code, 0, "stderr: {stderr}");
+    assert!(
+        stderr.contains(
+            "kerf: settings.featureGates: NodeRepair, TerminateFirstDrift (not implemented in kerf yet; no effect); \
+             StaticCapacity (always on in kerf; false has no effect)"
+        ),
+        "{stderr}"
+    );
+    let s = d.write("bad.yaml", "name: x\nsettings:\n  featureGates: {teleport: true}\nsteps:\n  - wait: 1m\n");
+    assert_bad(&s, &["bad.yaml", "settings.featureGates.teleport", "unknown field", "spotToSpotConsolidation"]);
+    let s = d.write("val.yaml", "name: x\nsettings:\n  featureGates: {nodeRepair: sometimes}\nsteps:\n  - wait: 1m\n");
+    assert_bad(&s, &["val.yaml", "settings.featureGates.nodeRepair", "expected true or false"]);
+}
