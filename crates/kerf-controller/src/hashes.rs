@@ -13,12 +13,16 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::cluster::{ClusterApi, Object, Patch};
 use kerf_api::hash::{EC2NODECLASS_HASH_VERSION as CLASS_VERSION, NODEPOOL_HASH_VERSION as POOL_VERSION};
 use kerf_api::labels::{NODE_POOL, NODECLASS_HASH, NODECLASS_HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION};
 use kerf_api::nodeclaim::CONDITION_DRIFTED;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
+use kerf_cloud::CloudProvider;
 use serde_json::{Map, Value};
 
+use crate::ctx::{ControllerError, Ctx};
 use crate::state::ClusterState;
 
 /// The merge patch that sets `wanted` among `annotations` (`None` when they already carry it).
@@ -73,6 +77,45 @@ impl Stamped {
     pub(crate) fn retain(&mut self, keep: impl Fn(&str) -> bool) {
         self.0.retain(|name, _| keep(name));
     }
+}
+
+/// Writes kerf's hash annotations on every live owner in `owners` (the pools or the classes of
+/// the cluster state) whose annotations differ (`patch_of` says how), skipping owners `stamped`
+/// found current at their resourceVersion. `what` names the write in logs and errors.
+pub(crate) async fn stamp_owners<K, P, C>(
+    cx: &mut Ctx<'_, P, C>,
+    stamped: &mut Stamped,
+    owners: fn(&ClusterState) -> &BTreeMap<String, K>,
+    patch_of: fn(&K) -> Option<Value>,
+    what: &str,
+) -> Result<(), ControllerError>
+where
+    K: Object<Meta = ObjectMeta>,
+    P: CloudProvider,
+    C: ClusterApi,
+{
+    let all = owners(cx.state);
+    stamped.retain(|name| all.contains_key(name));
+    let mut stale: Vec<(String, Value)> = Vec::new();
+    for (name, owner) in all.iter().filter(|(_, o)| o.meta().deletion_timestamp.is_none()) {
+        let rv = owner.meta().resource_version.as_ref();
+        if stamped.is_current(name, rv) {
+            continue;
+        }
+        match patch_of(owner) {
+            Some(patch) => stale.push((name.clone(), patch)),
+            None => stamped.mark(name, rv),
+        }
+    }
+    for (name, patch) in stale {
+        let written = cx.api.patch::<K>(None, &name, &Patch::Merge(patch)).await;
+        if let Some(updated) = cx.pass.soft(what, written)? {
+            tracing::debug!(kind = K::KIND, name = %name, "{what}: written");
+            stamped.mark(&name, updated.meta().resource_version.as_ref());
+            cx.state.record(updated.into_any());
+        }
+    }
+    Ok(())
 }
 
 /// Whether a claim carries a hash version that is not kerf's (or none): one the NodeClaim

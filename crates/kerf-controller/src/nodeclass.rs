@@ -74,38 +74,11 @@ impl NodeClasses {
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        self.stamp_hashes(cx).await?;
+        // Each class's current hash and kerf's hash version, where it carries other values (none
+        // yet, Karpenter's, or a hash of its spec before it changed).
+        let (owners, patch_of) = (ClusterState::node_classes, crate::hashes::node_class_patch);
+        crate::hashes::stamp_owners(cx, &mut self.stamped, owners, patch_of, "writing nodeclass hash").await?;
         self.resolve(cx).await
-    }
-
-    /// Writes each class's current hash and kerf's hash version on it where it carries other
-    /// values (none yet, Karpenter's, or a hash of its spec before it changed).
-    async fn stamp_hashes<P: CloudProvider, C: ClusterApi>(
-        &mut self,
-        cx: &mut Ctx<'_, P, C>,
-    ) -> Result<(), ControllerError> {
-        let classes = cx.state.node_classes();
-        self.stamped.retain(|name| classes.contains_key(name));
-        let mut stale: Vec<(String, serde_json::Value)> = Vec::new();
-        for class in classes.values().filter(|c| c.metadata.deletion_timestamp.is_none()) {
-            let rv = class.metadata.resource_version.as_ref();
-            if self.stamped.is_current(class.name(), rv) {
-                continue;
-            }
-            match crate::hashes::node_class_patch(class) {
-                Some(patch) => stale.push((class.name().to_string(), patch)),
-                None => self.stamped.mark(class.name(), rv),
-            }
-        }
-        for (name, patch) in stale {
-            let written = cx.api.patch::<EC2NodeClass>(None, &name, &Patch::Merge(patch)).await;
-            if let Some(updated) = cx.pass.soft("writing nodeclass hash", written)? {
-                tracing::debug!(EC2NodeClass = %name, "wrote nodeclass hash");
-                self.stamped.mark(&name, updated.metadata.resource_version.as_ref());
-                cx.state.record(updated.into_any());
-            }
-        }
-        Ok(())
     }
 
     async fn resolve<P: CloudProvider, C: ClusterApi>(

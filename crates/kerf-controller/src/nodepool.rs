@@ -113,40 +113,13 @@ impl NodePools {
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        self.stamp_hashes(cx).await?;
+        // Each pool's current template hash and kerf's hash version, where it carries other
+        // values (none yet, Karpenter's, or the hash of a template since changed), as Karpenter's
+        // NodePool hash controller does with its own.
+        let (owners, patch_of) = (ClusterState::node_pools, crate::hashes::node_pool_patch);
+        crate::hashes::stamp_owners(cx, &mut self.stamped, owners, patch_of, "writing nodepool hash").await?;
         self.delete_claims_of_deleted_pools(cx).await?;
         self.reconcile_static_pools(cx).await
-    }
-
-    /// Writes each pool's current template hash and kerf's hash version on it where it carries
-    /// other values (none yet, Karpenter's, or the hash of a template since changed), as
-    /// Karpenter's NodePool hash controller does with its own (see [`crate::hashes`]).
-    async fn stamp_hashes<P: CloudProvider, C: ClusterApi>(
-        &mut self,
-        cx: &mut Ctx<'_, P, C>,
-    ) -> Result<(), ControllerError> {
-        let pools = cx.state.node_pools();
-        self.stamped.retain(|name| pools.contains_key(name));
-        let mut stale: Vec<(String, serde_json::Value)> = Vec::new();
-        for pool in pools.values().filter(|p| p.metadata.deletion_timestamp.is_none()) {
-            let rv = pool.metadata.resource_version.as_ref();
-            if self.stamped.is_current(pool.name(), rv) {
-                continue;
-            }
-            match crate::hashes::node_pool_patch(pool) {
-                Some(patch) => stale.push((pool.name().to_string(), patch)),
-                None => self.stamped.mark(pool.name(), rv),
-            }
-        }
-        for (name, patch) in stale {
-            let written = cx.api.patch::<NodePool>(None, &name, &Patch::Merge(patch)).await;
-            if let Some(updated) = cx.pass.soft("writing nodepool hash", written)? {
-                tracing::debug!(NodePool = %name, "wrote nodepool hash");
-                self.stamped.mark(&name, updated.metadata.resource_version.as_ref());
-                cx.state.record(updated.into_any());
-            }
-        }
-        Ok(())
     }
 
     /// Pools with `spec.replicas` keep exactly that many NodeClaims, whatever the pods need,
