@@ -6,7 +6,7 @@
 //! are set), capped by `limits` (or, alone, as many chunks as fit in them) — and then into
 //! virtual pods: Pods that exist only in memory, never in the API. The reconciler places them,
 //! as a batch of their own and after every real pod, on the room left on existing nodes and
-//! in-flight NodeClaims, and publishes the result in cluster state ([`BufferRoom`]):
+//! in-flight NodeClaims, and publishes the result for the other reconcilers ([`BufferRoom`]):
 //! - the provisioner places the virtual pods in every pass, after the real ones, so what does
 //!   not fit launches nodes;
 //! - every other decision (disruption's what-ifs, emptiness) counts the virtual pods held on a
@@ -39,7 +39,9 @@ use kerf_api::{CapacityBuffer, Condition, ResourceList};
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::SchedulingContext;
 
-use crate::ctx::{ControllerError, Ctx};
+use crate::buffer_room::{BufferRoom, VirtualPod};
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
 use crate::patches::status_changes;
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
@@ -53,60 +55,6 @@ pub const WORKLOAD_REFRESH: Duration = Duration::from_secs(10);
 /// No buffer keeps more chunks than this (a limits-only buffer over tiny requests would
 /// otherwise ask for millions).
 pub const MAX_CHUNKS: i64 = 10_000;
-
-/// One chunk of a buffer's room: a pod that exists only in memory.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VirtualPod {
-    /// The buffer, `(namespace, name)`.
-    pub buffer: ObjectKey,
-    pub pod: Arc<SlimPod>,
-    /// The node (or in-flight NodeClaim) whose free room holds it, if any does.
-    pub held_on: Option<String>,
-    /// `held_on` is a registered, initialized node (not a claim still launching).
-    pub registered: bool,
-}
-
-/// The room every buffer keeps, and where it is held now.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct BufferRoom {
-    /// In buffer order, then chunk order.
-    pub pods: Vec<VirtualPod>,
-    /// Bumped whenever `pods` changes (what the provisioner watches to open a batch).
-    pub generation: u64,
-}
-
-impl BufferRoom {
-    pub fn is_empty(&self) -> bool {
-        self.pods.is_empty()
-    }
-
-    /// Some chunk is held nowhere: neither on a node nor on a claim that is launching.
-    pub fn short(&self) -> bool {
-        self.pods.iter().any(|p| p.held_on.is_none())
-    }
-
-    /// The virtual pods held on a node or in-flight claim, by its name.
-    pub fn held(&self) -> BTreeMap<&str, Vec<Arc<SlimPod>>> {
-        let mut out: BTreeMap<&str, Vec<Arc<SlimPod>>> = BTreeMap::new();
-        for p in &self.pods {
-            if let Some(n) = &p.held_on {
-                out.entry(n.as_str()).or_default().push(Arc::clone(&p.pod));
-            }
-        }
-        out
-    }
-
-    /// The room held on one node.
-    pub fn held_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a Arc<SlimPod>> + 'a {
-        self.pods.iter().filter(move |p| p.held_on.as_deref() == Some(node)).map(|p| &p.pod)
-    }
-
-    /// `(chunks, chunks on registered nodes)` of one buffer.
-    pub fn counts(&self, buffer: &ObjectKey) -> (usize, usize) {
-        let mine = self.pods.iter().filter(|p| &p.buffer == buffer);
-        mine.fold((0, 0), |(all, placed), p| (all + 1, placed + usize::from(p.registered)))
-    }
-}
 
 /// What a buffer resolved to.
 #[derive(Debug, Clone, PartialEq)]
@@ -384,9 +332,9 @@ impl Buffers {
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
         if cx.state.capacity_buffers().is_empty() {
-            if !cx.state.buffer_room().is_empty() {
-                let generation = cx.state.buffer_room().generation + 1;
-                cx.state.set_buffer_room(BufferRoom { pods: Vec::new(), generation });
+            if !cx.published.buffer_room.is_empty() {
+                let generation = cx.published.buffer_room.generation + 1;
+                cx.published.buffer_room = BufferRoom { pods: Vec::new(), generation };
             }
             *self = Buffers::default();
             return Ok(());
@@ -435,10 +383,10 @@ impl Buffers {
             }
         }
         place_room(cx, &mut pods).await;
-        let old = cx.state.buffer_room();
+        let old = &cx.published.buffer_room;
         if old.pods != pods {
             let generation = old.generation + 1;
-            cx.state.set_buffer_room(BufferRoom { pods, generation });
+            cx.published.buffer_room = BufferRoom { pods, generation };
         }
         self.observed = Some(cx.state.generation());
         self.next_at = next_at;
@@ -446,7 +394,7 @@ impl Buffers {
             cx.pass.wake_at(t);
         }
         for (key, buffer, r) in resolved {
-            let status = buffer_status(cx.state, &key, &buffer, &r, cx.pass.now);
+            let status = buffer_status(&cx.published.buffer_room, &key, &buffer, &r, cx.pass.now);
             // A merge patch of what changed: the buffer's spec, edited meanwhile, stays.
             let Some(patch) = status_changes(buffer.status.as_ref(), &status)? else { continue };
             let written = cx
@@ -479,8 +427,8 @@ async fn place_room<P: CloudProvider, C>(cx: &mut Ctx<'_, P, C>, pods: &mut [Vir
     let registered: BTreeMap<String, bool> =
         base.existing_nodes.iter().map(|n| (n.name.clone(), !n.in_flight)).collect();
     let before: BTreeMap<&str, &str> = cx
-        .state
-        .buffer_room()
+        .published
+        .buffer_room
         .pods
         .iter()
         .filter_map(|p| Some((p.pod.metadata.name.as_deref()?, p.held_on.as_deref()?)))
@@ -532,7 +480,7 @@ async fn place_room<P: CloudProvider, C>(cx: &mut Ctx<'_, P, C>, pods: &mut [Vir
 
 /// The status upstream defines for a buffer, from what it resolved to and where its room is.
 fn buffer_status(
-    state: &ClusterState,
+    room: &BufferRoom,
     key: &ObjectKey,
     buffer: &CapacityBuffer,
     resolved: &Result<Resolved, String>,
@@ -590,9 +538,8 @@ fn buffer_status(
                     generation,
                 ),
                 None => {
-                    let (all, placed) = state.buffer_room().counts(key);
-                    let held =
-                        state.buffer_room().pods.iter().filter(|p| &p.buffer == key && p.held_on.is_some()).count();
+                    let (all, placed) = room.counts(key);
+                    let held = room.pods.iter().filter(|p| &p.buffer == key && p.held_on.is_some()).count();
                     if placed == all {
                         condition(
                             CONDITION_PROVISIONING,

@@ -1,6 +1,7 @@
 //! NodeClaims made from a NodePool's template: one builder for the provisioner's claims, static
 //! pools' claims and disruption's replacements, so each carries the same labels, annotations
-//! (the hashes drift is detected against), owner and template fields.
+//! (the hashes drift is detected against), owner and template fields; and when a claim counts
+//! as in flight.
 
 use std::collections::BTreeMap;
 
@@ -92,4 +93,9 @@ pub(crate) fn new_claim(
         (new.taints.clone(), new.startup_taints.clone()),
         new.requests.clone(),
     )
+}
+
+/// A claim is in flight until it is initialized; deleting claims are not (they take no pods).
+pub(crate) fn in_flight(claim: &NodeClaim) -> bool {
+    claim.metadata.deletion_timestamp.is_none() && !claim.is_condition_true(kerf_api::nodeclaim::CONDITION_INITIALIZED)
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 use kerf_api::NodeClaim;
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
-use crate::ctx::{ControllerError, Ctx};
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
 use crate::util;
 use kerf_api::cluster::ClusterApi;
 

@@ -22,7 +22,8 @@ use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_cloud::CloudProvider;
 use serde_json::{Map, Value};
 
-use crate::ctx::{ControllerError, Ctx};
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
 use crate::state::ClusterState;
 
 /// The merge patch that sets `wanted` among `annotations` (`None` when they already carry it).

@@ -13,7 +13,8 @@ use kerf_api::{NodeClaim, NodePool, ResourceList, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{ExistingNode, InstanceType, NodePoolInput, PreferencePolicy, Requirements, SchedulingInput};
 
-use crate::ctx::Published;
+use crate::claims::in_flight;
+use crate::published::Published;
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 
@@ -58,11 +59,6 @@ pub(crate) fn claim_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
         out.insert(k.clone(), v.clone());
     }
     out
-}
-
-/// A claim is in flight until it is initialized; deleting claims are not (they take no pods).
-pub(crate) fn in_flight(claim: &NodeClaim) -> bool {
-    claim.metadata.deletion_timestamp.is_none() && !claim.is_condition_true(kerf_api::nodeclaim::CONDITION_INITIALIZED)
 }
 
 /// Instance types of every live NodePool (static ones too: their in-flight claims need a
@@ -219,8 +215,8 @@ impl View<'_> {
             }
             existing.push(n);
         }
-        if with_room && !state.buffer_room().is_empty() {
-            let mut room = state.buffer_room().held();
+        if with_room && !self.published.buffer_room.is_empty() {
+            let mut room = self.published.buffer_room.held();
             for n in &mut existing {
                 n.pods.extend(room.remove(n.name.as_str()).unwrap_or_default());
             }
@@ -248,7 +244,7 @@ impl View<'_> {
     /// Why `pool` cannot launch anything now (Karpenter's NodeClassReady rule, or its instance
     /// types could not be listed), if so.
     pub(crate) fn pool_unavailable(&self, pool: &NodePool, types: &TypesByPool) -> Option<String> {
-        if let Some(problem) = crate::nodeclass::node_class_problem(self.state, pool) {
+        if let Some(problem) = self.state.node_class_problem(pool) {
             return Some(problem.message);
         }
         if types.contains_key(pool.name()) {

@@ -38,25 +38,31 @@
 //!    kerf's `Unfit`; spot interruption notices are acted on before provisioning.
 //! 8. NodePool status: resources, node count, Ready.
 
+pub mod buffer_room;
 pub mod buffers;
 mod claims;
 pub(crate) mod ctx;
 pub mod disruption;
+mod error;
 pub mod feature_gates;
 mod garbage;
 mod hashes;
 mod input;
-mod interruption;
 mod lifecycle;
 pub mod manager;
+mod marks;
 mod nodeclass;
 mod nodepool;
 mod nominations;
+mod options;
+mod pass;
 mod patches;
 pub mod pod_set;
 mod provisioner;
+mod published;
 pub mod runtime;
 pub mod state;
+mod static_pools;
 mod termination;
 mod util;
 

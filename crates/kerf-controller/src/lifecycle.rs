@@ -18,7 +18,11 @@ use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::ctx::{ControllerError, Ctx, IN_FLIGHT, LAUNCH_RETRY_AFTER, Options, Pass};
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
+use crate::marks::{add_finalizer, has_finalizer, remove_finalizer};
+use crate::options::Options;
+use crate::pass::{IN_FLIGHT, LAUNCH_RETRY_AFTER, Pass};
 use crate::patches::{changes, metadata_changes, pinned, status_changes};
 use crate::util;
 use kerf_api::cluster::{AnyObject, ClusterApi, EventRecord, Object, Patch, WatchEvent};
@@ -30,23 +34,6 @@ const EPHEMERAL_TAINTS: &[&str] = &[
     labels::UNREGISTERED_TAINT_KEY,
     "node.cloudprovider.kubernetes.io/uninitialized",
 ];
-
-pub(crate) fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
-    meta.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER)
-}
-
-pub(crate) fn add_finalizer(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
-    let fs = meta.finalizers.get_or_insert_with(Vec::new);
-    if !fs.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
-        fs.push(labels::TERMINATION_FINALIZER.to_string());
-    }
-}
-
-pub(crate) fn remove_finalizer(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
-    if let Some(fs) = meta.finalizers.as_mut() {
-        fs.retain(|f| f != labels::TERMINATION_FINALIZER);
-    }
-}
 
 fn same_taint(a: &Taint, b: &Taint) -> bool {
     a.key == b.key && a.effect == b.effect

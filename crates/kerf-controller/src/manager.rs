@@ -9,15 +9,17 @@ use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::PodFactsCache;
 
 use crate::buffers::Buffers;
-pub use crate::ctx::{ControllerError, Options};
-use crate::ctx::{Ctx, Pass, Published};
+use crate::ctx::Ctx;
 use crate::disruption::Disruption;
+pub use crate::error::ControllerError;
 use crate::garbage::GarbageCollection;
-use crate::interruption::Interruption;
 use crate::lifecycle::Lifecycle;
 use crate::nodeclass::NodeClasses;
 use crate::nodepool::NodePools;
+pub use crate::options::Options;
+use crate::pass::Pass;
 use crate::provisioner::Provisioner;
+use crate::published::Published;
 use crate::runtime::{Health, Reconciler, Runtime};
 use crate::state::{ClusterState, ObjectKey};
 use crate::termination::Termination;
@@ -37,7 +39,6 @@ pub struct Manager<P: CloudProvider> {
     runtime: Runtime,
     node_classes: NodeClasses,
     node_pools: NodePools,
-    interruption: Interruption,
     buffers: Buffers,
     provisioner: Provisioner,
     lifecycle: Lifecycle,
@@ -59,7 +60,6 @@ impl<P: CloudProvider> Manager<P> {
             watches_interrupted: false,
             node_classes: NodeClasses::default(),
             node_pools: NodePools::default(),
-            interruption: Interruption,
             buffers: Buffers::default(),
             provisioner: Provisioner::default(),
             lifecycle: Lifecycle::default(),
@@ -122,7 +122,7 @@ impl<P: CloudProvider> Manager<P> {
             let result = match r {
                 Reconciler::NodeClassStatus => self.node_classes.reconcile(&mut cx).await,
                 Reconciler::NodePool => self.node_pools.reconcile(&mut cx).await,
-                Reconciler::Interruption => self.interruption.reconcile(&mut cx, &mut self.disruption).await,
+                Reconciler::Interruption => self.disruption.reconcile_interruptions(&mut cx).await,
                 Reconciler::CapacityBuffer => self.buffers.reconcile(&mut cx).await,
                 Reconciler::Provisioning => self.provisioner.reconcile(&mut cx).await,
                 Reconciler::Lifecycle => self.lifecycle.reconcile(&mut cx).await,
@@ -173,6 +173,12 @@ impl<P: CloudProvider> Manager<P> {
 
     pub fn state(&self) -> &ClusterState {
         &self.state
+    }
+
+    /// The room CapacityBuffers keep and where it is held, as the buffer reconciler last
+    /// published it.
+    pub fn buffer_room(&self) -> &crate::buffer_room::BufferRoom {
+        &self.published.buffer_room
     }
 
     pub fn cloud(&self) -> &P {

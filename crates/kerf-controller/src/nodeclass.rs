@@ -5,40 +5,18 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kerf_api::EC2NodeClass;
 use kerf_api::cluster::{ClusterApi, Object, Patch};
 use kerf_api::ec2nodeclass::{EC2NodeClassSpec, EC2NodeClassStatus};
-use kerf_api::{EC2NodeClass, NodePool};
 use kerf_cloud::{CloudProvider, Timestamp};
 
-use crate::ctx::{ControllerError, Ctx};
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
 use crate::patches::status_changes;
 use crate::state::ClusterState;
 
 /// How long to wait before resolving a node class again after the cloud failed to.
 pub(crate) const RESOLVE_RETRY_AFTER: Duration = Duration::from_secs(30);
-
-/// Why `pool` cannot launch anything because of its node class: the class does not exist, or
-/// its `Ready` condition is not True. `None` when the class is Ready.
-pub(crate) fn node_class_problem(state: &ClusterState, pool: &NodePool) -> Option<NodeClassProblem> {
-    let name = &pool.spec.template.spec.node_class_ref.name;
-    let kind = &pool.spec.template.spec.node_class_ref.kind;
-    match state.node_class_for(pool) {
-        None => Some(NodeClassProblem { reason: "NodeClassNotFound", message: format!("{kind} {name} not found") }),
-        Some(class) => class.not_ready().map(|why| NodeClassProblem {
-            reason: "NodeClassNotReady",
-            message: format!("{kind} {name} is not ready: {why}"),
-        }),
-    }
-}
-
-/// A NodePool's node class is missing or not Ready.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NodeClassProblem {
-    /// `NodeClassNotFound` or `NodeClassNotReady` (the NodePool's `NodeClassReady` reason).
-    pub reason: &'static str,
-    /// e.g. `EC2NodeClass default not found`.
-    pub message: String,
-}
 
 /// The node class status controller: what it remembers of each node class it resolved.
 #[derive(Debug, Default, Clone)]

@@ -31,7 +31,8 @@ use kerf_api::cluster::{ApiError, ClusterApi};
 use kerf_api::pod_facts;
 use kerf_cloud::{CloudProvider, Timestamp};
 
-use crate::ctx::{ControllerError, IN_FLIGHT, Pass, RETRY_AFTER};
+use crate::error::ControllerError;
+use crate::pass::{IN_FLIGHT, Pass, RETRY_AFTER};
 use crate::patches::pinned;
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
@@ -311,6 +312,6 @@ impl Nominations {
                 *by_name.get(name)?
             }
         };
-        crate::input::in_flight(claim).then(|| claim.name().to_string())
+        crate::claims::in_flight(claim).then(|| claim.name().to_string())
     }
 }

@@ -22,7 +22,7 @@ use kerf_api::cluster::{ApiError, Patch};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::ctx::ControllerError;
+use crate::error::ControllerError;
 
 /// The JSON merge patch (RFC 7386) that turns `old` into `new`: the keys whose value changed
 /// (objects compared key by key, anything else whole), removed keys as `null`; `None` when the

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use kerf_api::SlimPod;
 use kerf_api::str_pair::StrPair;
 
-/// A pod's key, borrowed: a missing namespace or name reads as empty, as
-/// [`crate::state::ObjectKey`]s are made.
+/// A pod's key, borrowed: a missing namespace or name reads as empty, as the cluster state's
+/// object keys are made.
 pub(crate) fn key(pod: &SlimPod) -> (&str, &str) {
     (pod.metadata.namespace.as_deref().unwrap_or_default(), pod.metadata.name.as_deref().unwrap_or_default())
 }

@@ -10,22 +10,14 @@ use kerf_api::pod_facts;
 use kerf_cloud::{CloudProvider, Timestamp};
 use kerf_scheduling::{SchedulingContext, SchedulingInput, SchedulingResult};
 
-use crate::ctx::{ControllerError, Ctx, IN_FLIGHT, PodLaunch, UNSCHEDULABLE_RETRY_AFTER};
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
 use crate::nominations::Nominations;
+use crate::pass::{IN_FLIGHT, UNSCHEDULABLE_RETRY_AFTER};
+use crate::published::PodLaunch;
 use crate::state::{ClusterState, ObjectKey};
 use crate::util;
 use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
-
-/// `a, b, c, d, e and 7 other(s)`: the first five names of a list, as log lines show them.
-pub(crate) fn first_five(names: &[String]) -> String {
-    first_five_of(names.iter().cloned(), names.len())
-}
-
-/// [`first_five`] of `total` names, only the first five of which are produced.
-pub(crate) fn first_five_of(names: impl Iterator<Item = String>, total: usize) -> String {
-    let shown = names.take(5).collect::<Vec<_>>().join(", ");
-    if total > 5 { format!("{shown} and {} other(s)", total - 5) } else { shown }
-}
 
 fn pod_name(key: &ObjectKey) -> String {
     format!("{}/{}", key.0, key.1)
@@ -95,7 +87,7 @@ impl Provisioner {
     ) -> Result<(), ControllerError> {
         cx.published.nominations.expire(cx.state, &mut cx.pass, cx.options.batch_max);
         // Buffer room held nowhere opens a window like a new pending pod (once per change).
-        let room = cx.state.buffer_room();
+        let room = &cx.published.buffer_room;
         let room_short = room.short();
         let room_new = room_short && self.batch.room_seen != Some(room.generation);
         self.batch.room_seen = Some(room.generation);
@@ -152,8 +144,8 @@ impl Provisioner {
         self.batch.last_trigger = None;
 
         let pending = provisionable_pods(cx.state, &cx.published.nominations);
-        let pods = first_five_of(pending.iter().map(|(k, _)| pod_name(k)), pending.len());
-        let room: Vec<Arc<SlimPod>> = cx.state.buffer_room().pods.iter().map(|p| Arc::clone(&p.pod)).collect();
+        let pods = util::first_five_of(pending.iter().map(|(k, _)| pod_name(k)), pending.len());
+        let room: Vec<Arc<SlimPod>> = cx.published.buffer_room.pods.iter().map(|p| Arc::clone(&p.pod)).collect();
         if !pending.is_empty() {
             tracing::info!(pods = %pods, count = pending.len(), "found provisionable pod(s)");
         }
@@ -256,7 +248,7 @@ impl Provisioner {
                 NodePool = %new.node_pool,
                 NodeClaim = %created.name(),
                 requests = %new.requests,
-                "instance-types" = %first_five(&its),
+                "instance-types" = %util::first_five(&its),
                 "created nodeclaim"
             );
             let claim_name = created.name().to_string();

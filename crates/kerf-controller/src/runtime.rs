@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kerf_cloud::Timestamp;
 
-use crate::ctx::ControllerError;
+use crate::error::ControllerError;
 use crate::util::{self, SplitMix64};
 
 /// kerf's reconcilers, in the order one pass runs them.

@@ -21,7 +21,6 @@ use kerf_api::SlimPod;
 use kerf_api::str_pair::StrPair;
 use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
 
-use crate::buffers::BufferRoom;
 use crate::pod_set::{PodSet, key as pod_key};
 use crate::util;
 use kerf_api::cluster::{AnyObject, WatchEvent};
@@ -95,9 +94,6 @@ pub struct ClusterState {
     disruption_budgets: DisruptionBudgets,
     capacity_buffers: BTreeMap<ObjectKey, CapacityBuffer>,
     pod_templates: BTreeMap<ObjectKey, PodTemplate>,
-    /// The room CapacityBuffers keep, as the buffer reconciler last resolved and placed it
-    /// (the provisioner and the disruption controller read it).
-    buffer_room: BufferRoom,
     /// Bumped on every object added, changed or removed.
     generation: u64,
 }
@@ -306,16 +302,6 @@ impl ClusterState {
         &self.pod_templates
     }
 
-    /// The room CapacityBuffers keep and where it is held.
-    pub fn buffer_room(&self) -> &BufferRoom {
-        &self.buffer_room
-    }
-
-    /// Replaces the buffers' room (the buffer reconciler's result).
-    pub(crate) fn set_buffer_room(&mut self, room: BufferRoom) {
-        self.buffer_room = room;
-    }
-
     /// Changes whenever any pod is added, updated or removed.
     pub fn pod_generation(&self) -> u64 {
         self.pod_generation
@@ -352,6 +338,20 @@ impl ClusterState {
     /// The node class a pool refers to, if it exists.
     pub fn node_class_for(&self, pool: &NodePool) -> Option<&EC2NodeClass> {
         self.node_classes.get(&pool.spec.template.spec.node_class_ref.name)
+    }
+
+    /// Why `pool` cannot launch anything because of its node class: the class does not exist, or
+    /// its `Ready` condition is not True. `None` when the class is Ready.
+    pub(crate) fn node_class_problem(&self, pool: &NodePool) -> Option<NodeClassProblem> {
+        let name = &pool.spec.template.spec.node_class_ref.name;
+        let kind = &pool.spec.template.spec.node_class_ref.kind;
+        match self.node_class_for(pool) {
+            None => Some(NodeClassProblem { reason: "NodeClassNotFound", message: format!("{kind} {name} not found") }),
+            Some(class) => class.not_ready().map(|why| NodeClassProblem {
+                reason: "NodeClassNotReady",
+                message: format!("{kind} {name} is not ready: {why}"),
+            }),
+        }
     }
 
     /// Every pod, in key order.
@@ -602,4 +602,13 @@ mod tests {
         s.apply(&WatchEvent::Deleted(claim.clone().into_any()));
         assert!(s.claim_for_provider_id("aws:///z/i-1").is_none());
     }
+}
+
+/// A NodePool's node class is missing or not Ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodeClassProblem {
+    /// `NodeClassNotFound` or `NodeClassNotReady` (the NodePool's `NodeClassReady` reason).
+    pub reason: &'static str,
+    /// e.g. `EC2NodeClass default not found`.
+    pub message: String,
 }

@@ -14,12 +14,14 @@ use kerf_api::pod_facts;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
+use kerf_api::NodeClaim;
 use kerf_api::SlimPod;
-use kerf_api::{NodeClaim, Taint, TaintEffect, labels};
 use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 
-use crate::ctx::{ControllerError, Ctx, LAUNCH_RETRY_AFTER};
-use crate::lifecycle::{has_finalizer, remove_finalizer};
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
+use crate::marks::{has_finalizer, is_drainable, remove_finalizer, with_disrupted_taint};
+use crate::pass::LAUNCH_RETRY_AFTER;
 use crate::patches::{changes, pinned};
 use crate::util;
 use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
@@ -27,60 +29,12 @@ use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
 /// How long before an eviction a PodDisruptionBudget refused is tried again.
 pub(crate) const EVICTION_RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// The taint every node being disrupted or deleted carries (built once: every disruption
-/// pass asks each pod on every node whether it tolerates it).
-pub(crate) fn disrupted_taint() -> &'static Taint {
-    static DISRUPTED: std::sync::LazyLock<Taint> =
-        std::sync::LazyLock::new(|| Taint::new(labels::DISRUPTED_TAINT_KEY, None, TaintEffect::NoSchedule));
-    &DISRUPTED
-}
-
-/// Whether the node carries the `karpenter.sh/disrupted` taint.
-pub(crate) fn is_disrupted(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY))
-}
-
-/// The node with the disrupted taint added (unchanged when it has it).
-pub(crate) fn with_disrupted_taint(node: &Node) -> Node {
-    let mut node = node.clone();
-    if !is_disrupted(&node) {
-        node.spec
-            .get_or_insert_with(Default::default)
-            .taints
-            .get_or_insert_with(Vec::new)
-            .push(disrupted_taint().to_core());
-    }
-    node
-}
-
-/// The node without the disrupted taint.
-pub(crate) fn without_disrupted_taint(node: &Node) -> Node {
-    let mut node = node.clone();
-    if let Some(ts) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
-        ts.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
-    }
-    node
-}
-
 /// Pods with `system-cluster-critical` / `system-node-critical` priority are evicted last.
 pub(crate) fn is_critical(pod: &SlimPod) -> bool {
     matches!(
         pod.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()),
         Some("system-cluster-critical" | "system-node-critical")
     )
-}
-
-/// Whether draining must remove the pod: it holds resources, is not already going, is not the
-/// node's own, and would not simply schedule back onto the node (it does not tolerate the
-/// disrupted taint).
-pub(crate) fn is_drainable(pod: &SlimPod) -> bool {
-    !pod_facts::terminal(pod)
-        && pod.metadata.deletion_timestamp.is_none()
-        && !pod_facts::mirror(pod)
-        && !kerf_scheduling::pod::tolerations(pod).iter().any(|t| kerf_scheduling::pod::tolerates(t, disrupted_taint()))
 }
 
 /// The eviction tier of a pod: 0 non-critical, 1 non-critical DaemonSet, 2 critical,
@@ -255,7 +209,6 @@ impl Termination {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Toleration;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
     use kerf_api::{PodShape, SlimPodSpec};
 
@@ -282,15 +235,5 @@ mod tests {
             [tier(&pod(false, false)), tier(&pod(false, true)), tier(&pod(true, false)), tier(&pod(true, true))],
             [0, 1, 2, 3]
         );
-    }
-
-    #[test]
-    fn pods_tolerating_the_disrupted_taint_are_not_drained() {
-        let mut tolerant = pod(false, true);
-        if let Some(spec) = tolerant.spec.as_mut() {
-            spec.tolerations = Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]);
-        }
-        assert!(!is_drainable(&tolerant));
-        assert!(is_drainable(&pod(false, true)));
     }
 }

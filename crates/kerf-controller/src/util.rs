@@ -138,6 +138,17 @@ pub fn is_extended_resource(name: &str) -> bool {
     )
 }
 
+/// `a, b, c, d, e and 7 other(s)`: the first five names of a list, as log lines show them.
+pub(crate) fn first_five(names: &[String]) -> String {
+    first_five_of(names.iter().cloned(), names.len())
+}
+
+/// [`first_five`] of `total` names, only the first five of which are produced.
+pub(crate) fn first_five_of(names: impl Iterator<Item = String>, total: usize) -> String {
+    let shown = names.take(5).collect::<Vec<_>>().join(", ");
+    if total > 5 { format!("{shown} and {} other(s)", total - 5) } else { shown }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -179,7 +179,8 @@ impl<P: SimCloud> Simulation<P> {
         }
         let cost_per_hour = instances.iter().filter(|i| !i.terminated).map(|i| i.price).sum::<f64>();
         let state = self.manager.state();
-        let buffers = crate::report_buffers::buffer_reports(state.capacity_buffers(), state.buffer_room(), &nodes);
+        let buffers =
+            crate::report_buffers::buffer_reports(state.capacity_buffers(), self.manager.buffer_room(), &nodes);
         Report {
             scenario: self.name.clone(),
             end_seconds: Seconds(end),

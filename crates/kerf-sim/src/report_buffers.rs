@@ -9,7 +9,7 @@ use std::fmt::Write;
 use kerf_api::capacitybuffer::CONDITION_PROVISIONING;
 use kerf_api::{CapacityBuffer, Quantity, ResourceList};
 use kerf_cloud::ManualClock;
-use kerf_controller::buffers::BufferRoom;
+use kerf_controller::buffer_room::BufferRoom;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -19,8 +19,8 @@ use kerf_scheduling::disruption_budgets::{DisruptionBudgets, EvictionRefusal};
 use super::Disruption;
 use crate::ctx::Ctx;
 use crate::input::TypesByPool;
+use crate::marks::{is_disrupted, is_drainable};
 use crate::state::ClusterState;
-use crate::termination::{is_disrupted, is_drainable};
 use crate::util;
 
 /// A managed, initialized node that is not being disrupted, as disruption sees it.
@@ -294,7 +294,7 @@ impl Disruption {
                 });
             }
         }
-        let mut room = state.buffer_room().held();
+        let mut room = cx.published.buffer_room.held();
         let mut drift_of: BTreeMap<&str, PoolDrift<'_>> = BTreeMap::new();
         let mut out = Vec::new();
         let mut wake: Option<Timestamp> = None;

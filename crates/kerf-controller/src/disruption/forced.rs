@@ -16,7 +16,7 @@ use super::consolidation::what_if;
 use super::in_flight::{Destination, planned_moves};
 use crate::ctx::Ctx;
 use crate::input::TypesByPool;
-use crate::termination::is_drainable;
+use crate::marks::is_drainable;
 
 /// A forceful command's replacements and where its pods go.
 pub(crate) type ForcedReplacements = (Vec<NewNodeClaim>, Vec<(crate::state::ObjectKey, Destination)>);
@@ -39,7 +39,7 @@ impl Disruption {
             .state
             .pods_on_node(&node)
             .filter(|p| is_drainable(p) && pod_facts::daemonset_owner(p).is_none())
-            .chain(cx.state.buffer_room().held_on(&node))
+            .chain(cx.published.buffer_room.held_on(&node))
             .cloned()
             .collect();
         Candidate {

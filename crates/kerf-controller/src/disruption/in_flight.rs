@@ -30,8 +30,9 @@ use kerf_scheduling::{ExistingNode, KeptKubeView, KubeReplay, PodFactsCache, Sch
 use super::candidates::Candidate;
 use super::consolidation::{Decision, replacement_of};
 use super::{Disruption, Phase};
+use crate::claims::in_flight;
 use crate::ctx::Ctx;
-use crate::input::{TypesByPool, in_flight};
+use crate::input::TypesByPool;
 use crate::state::{ObjectKey, key_of};
 
 /// Where a pod of a command's nodes is expected to go.

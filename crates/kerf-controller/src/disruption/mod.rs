@@ -16,6 +16,7 @@ pub mod candidates;
 pub mod consolidation;
 mod forced;
 mod in_flight;
+mod interruption;
 mod methods;
 mod observe;
 mod orchestration;

@@ -30,9 +30,9 @@ impl Disruption {
         if leaving
             && was.is_some_and(|o| o.metadata.deletion_timestamp.is_none())
             && let Some(n) = &old_node
-            && old.node(n).is_some_and(|node| {
-                node.metadata.deletion_timestamp.is_none() && !crate::termination::is_disrupted(node)
-            })
+            && old
+                .node(n)
+                .is_some_and(|node| node.metadata.deletion_timestamp.is_none() && !crate::marks::is_disrupted(node))
         {
             self.workload_shrank = true;
         }

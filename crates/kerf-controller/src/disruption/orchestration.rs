@@ -24,11 +24,12 @@ use super::{
     Command, Disruption, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE,
 };
 use crate::ClusterState;
-use crate::ctx::{ControllerError, Ctx};
-use crate::input::in_flight;
-use crate::nodepool::{StaticCount, static_count};
+use crate::claims::in_flight;
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
+use crate::marks::{is_disrupted, with_disrupted_taint, without_disrupted_taint};
 use crate::patches::{changes, pinned, status_changes};
-use crate::termination::{is_disrupted, with_disrupted_taint, without_disrupted_taint};
+use crate::static_pools::{StaticCount, static_count};
 use crate::util;
 use kerf_api::cluster::{ClusterApi, EventRecord, Object, Patch};
 use kerf_api::events::same_apart_from_numbers;

@@ -146,7 +146,7 @@ impl Disruption {
     fn basis<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>, types: &TypesByPool) -> Basis {
         Basis {
             state: cx.state.generation(),
-            buffer_room: cx.state.buffer_room().generation,
+            buffer_room: cx.published.buffer_room.generation,
             nominations: cx.published.nominations.generation,
             pool_errors: cx.published.pool_errors.clone(),
             types: types.clone(),

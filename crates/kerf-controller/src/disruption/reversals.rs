@@ -28,7 +28,8 @@ use kerf_cloud::{CloudProvider, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::Disruption;
-use crate::ctx::{ControllerError, Ctx};
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
 use crate::state::ClusterState;
 use crate::util;
 

@@ -5,8 +5,9 @@
 use kerf_api::cluster::ClusterApi;
 use kerf_cloud::CloudProvider;
 
-use crate::ctx::{ControllerError, Ctx};
+use crate::ctx::Ctx;
 use crate::disruption::{Command, Disruption, Reason};
+use crate::error::ControllerError;
 use crate::util;
 
 impl Disruption {

@@ -24,7 +24,7 @@ use super::consolidation::{Decision, consolidation_order, describe};
 use super::prepared::Prepared;
 use super::{Command, Reason};
 use crate::input::TypesByPool;
-use crate::nodepool::StaticCount;
+use crate::static_pools::StaticCount;
 
 /// One disruption method.
 pub(super) trait Method {

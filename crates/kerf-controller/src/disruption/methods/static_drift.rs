@@ -16,7 +16,7 @@ use super::{Eval, Method};
 use crate::disruption::candidates::{Budgets, Candidate};
 use crate::disruption::{Command, Reason};
 use crate::input::TypesByPool;
-use crate::nodepool::{StaticCount, static_new_claim};
+use crate::static_pools::{StaticCount, static_new_claim};
 
 pub(in crate::disruption) struct StaticDrift;
 

@@ -3,23 +3,23 @@
 //! deleted at once (draining starts now, not when the instance dies), and replacements for its
 //! pods are launched in the same pass. A rebalance recommendation is only recorded as an Event.
 //! The provider marks the offering unavailable when it hands out the notice.
+//!
+//! Interruption is one of the disruption controller's methods: its commands run in the same
+//! orchestration as every other. It has its own pass (and its own backoff) because it runs
+//! before provisioning, so that the interrupted pods' replacements launch in the same round.
 
 use kerf_cloud::CloudProvider;
 
-use crate::ctx::{ControllerError, Ctx};
-use crate::disruption::{Command, Disruption, Reason};
+use super::{Command, Disruption, Reason};
+use crate::ctx::Ctx;
+use crate::error::ControllerError;
 use kerf_api::cluster::{ClusterApi, EventRecord};
 
-/// The interruption reconciler. It keeps nothing; the commands it starts are carried out by the
-/// disruption controller's orchestration, handed to it explicitly.
-#[derive(Debug, Default)]
-pub(crate) struct Interruption;
-
-impl Interruption {
-    pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
+impl Disruption {
+    /// Reads the cloud's interruption notices and disrupts each interrupted node at once.
+    pub(crate) async fn reconcile_interruptions<P: CloudProvider, C: ClusterApi>(
         &mut self,
         cx: &mut Ctx<'_, P, C>,
-        disruption: &mut Disruption,
     ) -> Result<(), ControllerError> {
         let notices = match cx.cloud.interruptions().await {
             Ok(n) => n,
@@ -37,7 +37,7 @@ impl Interruption {
                 tracing::debug!("provider-id" = %notice.provider_id, "interruption notice for an instance without a nodeclaim");
                 continue;
             };
-            if claim.metadata.deletion_timestamp.is_some() || disruption.is_disrupting(claim.name()) {
+            if claim.metadata.deletion_timestamp.is_some() || self.is_disrupting(claim.name()) {
                 continue;
             }
             let name = claim.name().to_string();
@@ -56,8 +56,8 @@ impl Interruption {
                 // A rebalance recommendation is only a hint: the node keeps running.
                 continue;
             }
-            let cand = disruption.forced_candidate(cx, &claim, &types);
-            let (replacements, moves) = disruption.forced_replacements(cx, &cand, &types);
+            let cand = self.forced_candidate(cx, &claim, &types);
+            let (replacements, moves) = self.forced_replacements(cx, &cand, &types);
             let detail = match notice.terminates_at {
                 Some(at) => format!(
                     "the cloud warned it reclaims the instance in {}s",
@@ -65,19 +65,18 @@ impl Interruption {
                 ),
                 None => format!("the cloud sent a {} notice", notice.kind),
             };
-            disruption
-                .execute(
-                    cx,
-                    Command {
-                        reason: Reason::Interrupted,
-                        candidates: vec![cand],
-                        replacements,
-                        detail,
-                        savings: 0.0,
-                        moves,
-                    },
-                )
-                .await?;
+            self.execute(
+                cx,
+                Command {
+                    reason: Reason::Interrupted,
+                    candidates: vec![cand],
+                    replacements,
+                    detail,
+                    savings: 0.0,
+                    moves,
+                },
+            )
+            .await?;
         }
         Ok(())
     }

@@ -1,0 +1,50 @@
+//! The controllers' tunables ([`Options`]): what the composition root (the `kerf controller`
+//! command, the simulator) chooses, and every reconciler reads.
+
+use std::time::Duration;
+
+use kerf_cloud::Timestamp;
+use kerf_scheduling::PreferencePolicy;
+
+/// Tunables of the controllers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// A provisioning batch closes after this long without a new pending pod.
+    pub batch_idle: Duration,
+    /// ... or after this long in total.
+    pub batch_max: Duration,
+    /// A launched NodeClaim whose Node has not registered after this long is deleted.
+    pub registration_ttl: Duration,
+    /// Seeds NodeClaim name suffixes.
+    pub seed: u64,
+    /// Karpenter's `featureGates.spotToSpotConsolidation`: a spot node may be replaced by a
+    /// cheaper spot node (single-node consolidation, at least 15 cheaper types).
+    pub spot_to_spot_consolidation: bool,
+    /// Karpenter's `preferencePolicy`: how pods' preferences shape provisioning and
+    /// consolidation plans.
+    pub preference_policy: PreferencePolicy,
+    /// Added to `now` to get the wall-clock instant disruption budget schedules run on (the
+    /// simulator's virtual clock starts at a fixed epoch; a scenario's `start` moves it).
+    pub wall_clock_offset_ms: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            batch_idle: Duration::from_secs(1),
+            batch_max: Duration::from_secs(10),
+            registration_ttl: Duration::from_secs(15 * 60),
+            seed: 0,
+            spot_to_spot_consolidation: false,
+            preference_policy: PreferencePolicy::default(),
+            wall_clock_offset_ms: 0,
+        }
+    }
+}
+
+impl Options {
+    /// The wall-clock instant disruption budget schedules are evaluated at for `now`.
+    pub fn wall_clock(&self, now: Timestamp) -> Timestamp {
+        Timestamp::from_millisecond(now.as_millisecond().saturating_add(self.wall_clock_offset_ms)).unwrap_or(now)
+    }
+}
