@@ -28,8 +28,8 @@ use crate::history::History;
 pub use crate::history::{Change, Expired, HISTORY_BYTES};
 use crate::kinds::is_namespaced;
 use crate::pod_form::PodForm;
-use crate::rest::Part;
-use crate::stored::{DynamicObject, ServerFields, Stored};
+use crate::stored::{DynamicObject, Stored, typed};
+use crate::writes::{ChangeType, Mode, Part, Preconditions};
 
 /// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
 pub use kerf_api::seeded::NAME_ALPHABET;
@@ -41,47 +41,11 @@ pub struct LoggedEvent {
     pub record: EventRecord,
 }
 
-/// How a write treats the parts of an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Metadata and spec; the stored status is kept.
-    Spec,
-    /// Status only (the status subresource).
-    Status,
-    /// Everything (the simulator's own stand-ins).
-    All,
-}
-
-/// What happened to an object, as a watch reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeType {
-    Added,
-    Modified,
-    Deleted,
-}
-
-impl ChangeType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeType::Added => "ADDED",
-            ChangeType::Modified => "MODIFIED",
-            ChangeType::Deleted => "DELETED",
-        }
-    }
-}
-
 /// A change to a dynamic object of a kind the driver asked to follow.
 #[derive(Debug, Clone)]
 pub enum DynamicEvent {
     Applied(Arc<DynamicObject>),
     Deleted(Arc<DynamicObject>),
-}
-
-/// Preconditions of a delete (DeleteOptions.preconditions).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Preconditions {
-    pub uid: Option<String>,
-    pub resource_version: Option<String>,
 }
 
 #[derive(Default)]
@@ -130,31 +94,6 @@ fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
     }
 }
 
-/// The metadata fields the server writes, of a stored typed object.
-pub(crate) fn any_server_fields(obj: &mut AnyObject) -> ServerFields<'_> {
-    match obj {
-        AnyObject::Pod(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::SlimPod(o) => ServerFields::of_slim(&mut Arc::make_mut(o).metadata),
-        AnyObject::Node(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::NodeClaim(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::NodePool(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::EC2NodeClass(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::DaemonSet(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::PodDisruptionBudget(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::PersistentVolumeClaim(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::PersistentVolume(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::StorageClass(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::Namespace(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::PriorityClass(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::RuntimeClass(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::PodTemplate(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::CapacityBuffer(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::Deployment(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::StatefulSet(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-        AnyObject::ReplicaSet(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
-    }
-}
-
 /// A workload kept as JSON as the typed object the controllers read (None for other kinds, or
 /// JSON that does not decode).
 fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
@@ -167,13 +106,6 @@ fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
         "StatefulSet" => decode::<StatefulSet>(d),
         "ReplicaSet" => decode::<ReplicaSet>(d),
         _ => None,
-    }
-}
-
-pub(crate) fn typed<K: Object>(s: &Stored) -> Option<&K> {
-    match s {
-        Stored::Typed(a) => K::from_any(a),
-        Stored::Dynamic(_) => None,
     }
 }
 

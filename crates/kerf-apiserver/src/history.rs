@@ -5,8 +5,8 @@
 
 use std::collections::VecDeque;
 
-use crate::cluster::ChangeType;
 use crate::stored::Stored;
+use crate::writes::ChangeType;
 
 /// How many bytes of objects (as JSON) a serving cluster's history keeps at most.
 pub const HISTORY_BYTES: usize = 128 << 20;

@@ -15,13 +15,14 @@ use tokio::sync::watch;
 
 use kerf_api::clock::Clock;
 
-use crate::cluster::{Change, Preconditions};
+use crate::cluster::Change;
 use crate::discovery;
 use crate::kinds::{self, ResourceKind};
 use crate::requests::RequestCounts;
-use crate::rest::{Filter, Part, PatchType, Rest, RestError};
+use crate::rest::{Filter, PatchType, Rest, RestError};
 use crate::stored::Stored;
 use crate::table;
+use crate::writes::{Part, Preconditions};
 
 /// Largest request body accepted.
 const BODY_LIMIT: usize = 8 << 20;

@@ -63,7 +63,7 @@ fn encode<K: Object + Serialize>(a: &AnyObject) -> Option<Value> {
     K::from_any(a).and_then(|k| serde_json::to_value(k).ok())
 }
 
-/// A pod in either of the store's forms (see [`crate::pod_form`]); a slim one shows what it keeps.
+/// A pod in either of the store's forms (see the `pod_form` module); a slim one shows what it keeps.
 fn encode_pod(a: &AnyObject) -> Option<Value> {
     match a {
         AnyObject::SlimPod(p) => {
@@ -216,4 +216,16 @@ pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static Re
 /// Whether objects of `kind` live in a namespace (unknown kinds are taken as cluster-scoped).
 pub fn is_namespaced(kind: &str) -> bool {
     by_kind(kind).is_some_and(|k| k.namespaced)
+}
+
+/// What the API server refuses in any object's labels: a key that is not a qualified name, a
+/// value that is not a label value.
+pub(crate) fn label_problems<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<FieldError> {
+    use kerf_api::validation::{label_value_problem, qualified_name_problem};
+    labels
+        .into_iter()
+        .flat_map(|(k, v)| [qualified_name_problem(k), label_value_problem(v)])
+        .flatten()
+        .map(|problem| FieldError::new("metadata.labels", problem))
+        .collect()
 }

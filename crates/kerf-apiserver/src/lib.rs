@@ -14,10 +14,14 @@ pub mod pod_form;
 pub mod requests;
 pub mod rest;
 pub mod selectors;
+pub mod server_fields;
 mod status;
 pub mod stored;
 pub mod table;
+pub mod writes;
 
-pub use cluster::{ChangeType, Mode, Preconditions, SimCluster};
+pub use cluster::SimCluster;
 pub use pod_form::PodForm;
-pub use stored::{DynamicObject, ServerFields, Stored};
+pub use server_fields::ServerFields;
+pub use stored::{DynamicObject, Stored};
+pub use writes::{ChangeType, Mode, Part, Preconditions};

@@ -3,7 +3,7 @@
 //!
 //! A whole-object patch encodes and decodes everything the object holds; a NodeClaim's spec
 //! names hundreds of instance types, and the lifecycle writes a claim's finalizer and labels
-//! with metadata-only patches. Patching the metadata (or, in [`crate::status`], the status) on
+//! with metadata-only patches. Patching the metadata (or, in the status module, the status) on
 //! its own gives the object the whole-object patch gives, for a cost proportional to the part.
 
 use std::sync::Arc;
@@ -66,7 +66,7 @@ with_object_meta! {
 
 fn patch_one<K: Object<Meta = ObjectMeta>>(obj: &Arc<K>, meta_patch: &Value) -> Result<AnyObject, Vec<FieldError>> {
     let meta = merged(obj.meta(), meta_patch, "metadata").map_err(|e| vec![e])?;
-    let problems = crate::rest::label_problems(meta.labels.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str())));
+    let problems = crate::kinds::label_problems(meta.labels.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str())));
     if !problems.is_empty() {
         return Err(problems);
     }

@@ -6,7 +6,8 @@
 use kerf_api::cluster::{ApiError, Object, Patch};
 
 use crate::cluster::{SimCluster, read_as};
-use crate::rest::{Part, PatchType, RestError, patch_stored};
+use crate::rest::{PatchType, RestError, patch_stored};
+use crate::writes::Part;
 
 impl SimCluster {
     /// Applies a patch to the object's metadata and spec (`Part::Main`) or its status, as a

@@ -15,8 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_api::SlimPod;
 use kerf_api::cluster::{AnyObject, ApiError};
 
-use crate::cluster::typed;
-use crate::stored::Stored;
+use crate::stored::{Stored, typed};
 
 /// The form the store keeps pods in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -110,7 +109,7 @@ mod tests {
 
     use super::*;
     use crate::SimCluster;
-    use crate::rest::Part;
+    use crate::writes::Part;
 
     fn web_pod(name: &str) -> Pod {
         Pod {

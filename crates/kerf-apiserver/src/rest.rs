@@ -9,10 +9,11 @@ use kerf_api::cluster::{AnyObject, ApiError};
 use kerf_api::patch::PatchError;
 use serde_json::{Value, json};
 
-use crate::cluster::{Change, ChangeType, Expired, Mode, Preconditions, SimCluster};
-use crate::kinds::{self, ResourceKind};
+use crate::cluster::{Change, Expired, SimCluster};
+use crate::kinds::{self, ResourceKind, label_problems};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::stored::{DynamicObject, Stored};
+use crate::writes::{ChangeType, Mode, Part, Preconditions};
 
 /// A request the API refuses, with the HTTP status and reason a `Status` reports.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -115,13 +116,6 @@ impl RestError {
 
 fn kind_group(kind: &str) -> &'static str {
     kinds::by_kind(kind).map_or("", |k| k.group)
-}
-
-/// Which part of an object a write addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
-    Main,
-    Status,
 }
 
 /// How a PATCH body is to be applied (its Content-Type).
@@ -347,18 +341,6 @@ fn patch_alone(
     };
     let problems = (codec.validate)(&next);
     Some(if problems.is_empty() { Ok(Stored::Typed(next)) } else { Err(invalid(kind, name, problems)) })
-}
-
-/// What the API server refuses in any object's labels: a key that is not a qualified name, a
-/// value that is not a label value.
-pub(crate) fn label_problems<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<FieldError> {
-    use kerf_api::validation::{label_value_problem, qualified_name_problem};
-    labels
-        .into_iter()
-        .flat_map(|(k, v)| [qualified_name_problem(k), label_value_problem(v)])
-        .flatten()
-        .map(|problem| FieldError::new("metadata.labels", problem))
-        .collect()
 }
 
 /// What a write of `part` of `kind` replaces.

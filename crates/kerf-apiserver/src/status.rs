@@ -121,7 +121,7 @@ pub(crate) fn patch_status(
         Err(e) => return Some(Err(e)),
     };
     if let Some(v) = version {
-        *crate::cluster::any_server_fields(&mut next).resource_version = Some(v.to_string());
+        *crate::server_fields::any_server_fields(&mut next).resource_version = Some(v.to_string());
     }
     Some(Ok(next))
 }

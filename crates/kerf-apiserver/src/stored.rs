@@ -5,13 +5,15 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::MetaView;
 use kerf_api::cluster::AnyObject;
+use kerf_api::cluster::Object;
 use kerf_api::slim_pod::PodView;
-use kerf_api::{MetaView, SlimMeta};
 use serde_json::{Map, Value};
 
 use crate::kinds::ResourceKind;
+use crate::server_fields::{ServerFields, any_server_fields};
 
 /// An object of a kind the store has no Rust type for: its metadata, and everything else
 /// (`apiVersion`, `kind`, `spec`, `status`, ...) as JSON.
@@ -60,40 +62,6 @@ impl DynamicObject {
     }
 }
 
-/// The metadata fields the server owns or sets (names, uid, versions, timestamps), of either
-/// metadata type: the whole objects' `ObjectMeta` and a slim pod's `SlimMeta` name them alike.
-pub struct ServerFields<'a> {
-    pub name: &'a mut Option<String>,
-    pub generate_name: &'a Option<String>,
-    pub namespace: &'a mut Option<String>,
-    pub uid: &'a mut Option<String>,
-    pub resource_version: &'a mut Option<String>,
-    pub creation_timestamp: &'a mut Option<Time>,
-    pub deletion_timestamp: &'a mut Option<Time>,
-    pub generation: &'a mut Option<i64>,
-}
-
-/// Both metadata types have the fields under the same names.
-macro_rules! server_fields_of {
-    ($($fn:ident: $ty:ty),*) => {
-        impl<'a> ServerFields<'a> {
-            $(pub fn $fn(m: &'a mut $ty) -> Self {
-                ServerFields {
-                    name: &mut m.name,
-                    generate_name: &m.generate_name,
-                    namespace: &mut m.namespace,
-                    uid: &mut m.uid,
-                    resource_version: &mut m.resource_version,
-                    creation_timestamp: &mut m.creation_timestamp,
-                    deletion_timestamp: &mut m.deletion_timestamp,
-                    generation: &mut m.generation,
-                }
-            })*
-        }
-    };
-}
-server_fields_of!(of_whole: ObjectMeta, of_slim: SlimMeta);
-
 /// One stored object.
 #[derive(Debug, Clone)]
 pub enum Stored {
@@ -112,7 +80,7 @@ impl Stored {
     /// The metadata fields the server writes.
     pub fn server_fields(&mut self) -> ServerFields<'_> {
         match self {
-            Stored::Typed(a) => crate::cluster::any_server_fields(a),
+            Stored::Typed(a) => any_server_fields(a),
             Stored::Dynamic(d) => ServerFields::of_whole(&mut Arc::make_mut(d).metadata),
         }
     }
@@ -151,5 +119,13 @@ impl Stored {
             Stored::Typed(a) => kind.typed.and_then(|t| (t.encode)(a)).unwrap_or(Value::Null),
             Stored::Dynamic(d) => d.to_json(),
         }
+    }
+}
+
+/// The stored object as a `K`, if it is a typed one of that kind.
+pub(crate) fn typed<K: Object>(s: &Stored) -> Option<&K> {
+    match s {
+        Stored::Typed(a) => K::from_any(a),
+        Stored::Dynamic(_) => None,
     }
 }

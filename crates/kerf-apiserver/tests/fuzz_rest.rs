@@ -9,7 +9,8 @@ use std::sync::Arc;
 use kerf_api::clock::ManualClock;
 use kerf_apiserver::SimCluster;
 use kerf_apiserver::kinds::KINDS;
-use kerf_apiserver::rest::{Part, PatchType, Rest};
+use kerf_apiserver::rest::{PatchType, Rest};
+use kerf_apiserver::writes::Part;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -5,7 +5,8 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kerf_apiserver::DynamicObject;
-use kerf_apiserver::cluster::{DynamicEvent, Mode, SimCluster};
+use kerf_apiserver::cluster::{DynamicEvent, SimCluster};
+use kerf_apiserver::writes::Mode;
 use kerf_controller::ApiError;
 use serde_json::{Value, json};
 

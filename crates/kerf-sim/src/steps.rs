@@ -18,7 +18,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::MetaView;
 use kerf_api::cluster::Patch;
 use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
-use kerf_apiserver::rest::Part;
+use kerf_apiserver::writes::Part;
 use kerf_cloud::{Clock, ManualClock, Timestamp};
 use kerf_controller::{ApiError, Object, Options};
 
