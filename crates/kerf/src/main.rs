@@ -30,51 +30,12 @@ mod validate;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-// mimalloc's option setter, linked through the `mimalloc` crate's static library (its Rust
-// binding declares it only with a feature that brings another crate, and names no constant for
-// the options set here).
-#[cfg(not(feature = "system-allocator"))]
-unsafe extern "C" {
-    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
-}
-
-// Options of mimalloc's `mi_option_t` (the v3 allocator the `mimalloc` crate builds).
-#[cfg(not(feature = "system-allocator"))]
-const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
-#[cfg(not(feature = "system-allocator"))]
-const MI_OPTION_ALLOW_THP: std::ffi::c_int = 43;
-
-/// Keeps the memory the simulator frees for its next use instead of giving it back to the
-/// system. Every pass of the controllers builds and drops scheduling contexts and every write
-/// makes a new version of an object; with mimalloc's default (freed pages given back after
-/// 10 ms), the next pass would fault them in again and the kernel zero them, huge page by huge
-/// page: system time that keeping them saves at little cost in peak RSS (see
-/// docs/performance.md). For the commands that simulate (`simulate`, `serve`, `bench`), whose memory returns to its
-/// peak again and again while they run.
-pub fn keep_freed_memory() {
-    // SAFETY: as in keep_memory_tight: an integer option mimalloc reads when it purges, set
-    // before the command starts any other thread.
-    #[cfg(not(feature = "system-allocator"))]
-    unsafe {
-        mi_option_set(MI_OPTION_PURGE_DELAY, -1);
-    }
-}
-
 /// Keeps the long-running controller's memory close to what it uses, where a memory limit has to
-/// fit its peak: mimalloc gives freed memory back to the system at once instead of after its
-/// default 10 ms (scaled up for whole arenas), and the process takes no transparent huge pages
-/// (mimalloc asks for them on its arenas, and a 2 MiB page is resident as soon as one byte of it
-/// is used). Each of the two lowers the controller's peak RSS (see docs/performance.md). The
-/// simulator keeps the defaults: it frees and allocates scheduling contexts all the time, and
-/// each purge is a system call.
+/// fit its peak: the process takes no transparent huge pages (mimalloc asks for them on its
+/// arenas, and a 2 MiB page is resident as soon as one byte of it is used). The simulator keeps
+/// them: it frees and allocates scheduling contexts all the time, and huge pages make that
+/// cheaper.
 pub fn keep_memory_tight() {
-    // SAFETY: sets integer options of the allocator, which mimalloc allows at any time; called
-    // before the controller starts its runtime, while no other thread allocates.
-    #[cfg(not(feature = "system-allocator"))]
-    unsafe {
-        mi_option_set(MI_OPTION_PURGE_DELAY, 0);
-        mi_option_set(MI_OPTION_ALLOW_THP, 0);
-    }
     #[cfg(target_os = "linux")]
     {
         let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
@@ -165,9 +126,6 @@ fn main() -> ExitCode {
     let clock = matches!(cli.command, Command::Simulate(_) | Command::Serve(_)).then(ManualClock::new);
     let default_log = if matches!(cli.command, Command::Controller(_)) { "info" } else { "off" };
     init_logging(clock.clone(), default_log);
-    if matches!(cli.command, Command::Simulate(_) | Command::Serve(_) | Command::Bench(_)) {
-        keep_freed_memory();
-    }
     if matches!(
         cli.command,
         Command::Simulate(_)
