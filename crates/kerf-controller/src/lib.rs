@@ -67,8 +67,6 @@ mod termination;
 mod util;
 
 pub use disruption::DisruptionRecord;
-pub use kerf_api::cluster::{AnyObject, ApiError, ClusterApi, EventRecord, Object, WatchEvent};
-pub use kerf_cloud::{Clock, Timestamp};
 pub use manager::{ControllerError, Manager, Options};
 pub use runtime::{Health, Reconciler};
 pub use state::{ClusterState, ObjectKey};

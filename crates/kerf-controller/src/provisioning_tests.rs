@@ -847,7 +847,7 @@ fn pods_whose_nodeclaims_a_failed_pass_did_not_create_are_provisioned_when_it_is
     h.api.put(pending_pod("big-2", "7"));
     h.settle();
     // The API server fails the first claim's creation (a 500): the pass stops there.
-    h.api.fail_writes_of::<NodeClaim>(Some(crate::ApiError::Other("the API server answered 500".into())));
+    h.api.fail_writes_of::<NodeClaim>(Some(kerf_api::cluster::ApiError::Other("the API server answered 500".into())));
     h.advance(Duration::from_secs(1));
     assert!(h.claims().is_empty());
     assert!(!h.errors.is_empty(), "the provisioner failed");

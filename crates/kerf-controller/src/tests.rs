@@ -614,7 +614,7 @@ fn a_launch_whose_status_write_is_lost_is_recorded_later_without_a_second_instan
     h.api.put(node_pool("default"));
     // The write of the launched instance's labels loses a race; the pool status write that
     // follows makes the controllers run again at once.
-    h.api.fail_next_write(crate::ApiError::Conflict { kind: "NodeClaim", name: "default-aaaaa".into() });
+    h.api.fail_next_write(kerf_api::cluster::ApiError::Conflict { kind: "NodeClaim", name: "default-aaaaa".into() });
     h.settle();
     assert_eq!(h.cloud.launched(), 1, "no second instance");
     let c: NodeClaim = h.api.one(None, "default-aaaaa").unwrap();
@@ -630,7 +630,7 @@ fn an_instance_whose_claim_went_away_before_recording_it_is_garbage_collected() 
     c.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
     h.api.put(c);
     // Launched, but every write of the claim loses a race: the launch is kept unrecorded.
-    h.api.fail_writes_of::<NodeClaim>(Some(crate::ApiError::Conflict {
+    h.api.fail_writes_of::<NodeClaim>(Some(kerf_api::cluster::ApiError::Conflict {
         kind: "NodeClaim",
         name: "default-aaaaa".into(),
     }));
@@ -650,7 +650,7 @@ fn an_unrecorded_launch_of_a_claim_that_recorded_another_instance_is_garbage_col
     let mut c = claim("default-aaaaa", vec![]);
     c.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
     h.api.put(c);
-    h.api.fail_writes_of::<NodeClaim>(Some(crate::ApiError::Conflict {
+    h.api.fail_writes_of::<NodeClaim>(Some(kerf_api::cluster::ApiError::Conflict {
         kind: "NodeClaim",
         name: "default-aaaaa".into(),
     }));
@@ -792,7 +792,7 @@ fn a_claim_whose_write_fails_does_not_hold_back_the_launch_of_another() {
     h.api.put(claim("default-aaaaa", vec![]));
     h.api.put(claim("default-bbbbb", vec![]));
     // The first write of the pass (claim a's finalizer) meets a 500.
-    h.api.fail_next_write(crate::ApiError::Other("the API server answered 500".into()));
+    h.api.fail_next_write(kerf_api::cluster::ApiError::Other("the API server answered 500".into()));
     h.settle();
     assert_eq!(h.cloud.launched(), 1, "claim b launched in the same pass");
     assert!(h.api.one::<NodeClaim>(None, "default-bbbbb").unwrap().is_condition_true(CONDITION_LAUNCHED));
@@ -810,7 +810,7 @@ fn an_api_error_in_one_reconciler_leaves_the_others_working() {
     h.tolerate_errors = true;
     // The API server fails every NodePool write: only the NodePool status reconciler writes them
     // (the pool already carries kerf's hash annotations).
-    h.api.fail_writes_of::<NodePool>(Some(crate::ApiError::Other("etcdserver: request timed out".into())));
+    h.api.fail_writes_of::<NodePool>(Some(kerf_api::cluster::ApiError::Other("etcdserver: request timed out".into())));
     let mut pool = node_pool("default");
     let hash = pool.template_hash();
     pool.metadata.annotations = Some(

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf_api::cluster::Object;
 use kerf_api::{NodeClaim, labels};
 
-use crate::WatchEvent;
 use crate::testkit::*;
+use kerf_api::cluster::WatchEvent;
 
 fn disrupted(h: &Harness) -> bool {
     let tainted = h

@@ -10,8 +10,8 @@ use kerf_api::MetaView;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kerf_api::cluster::Patch;
+use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
 use kerf_cloud::{Clock, SystemClock, Timestamp};
-use kerf_controller::{ApiError, ClusterApi, EventRecord, Object};
 use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, PatchParams, PostParams};
 use kube::{Api, Client};
 

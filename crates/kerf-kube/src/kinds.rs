@@ -9,8 +9,8 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
+use kerf_api::cluster::{AnyObject, Object};
 use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
-use kerf_controller::{AnyObject, Object};
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 

@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_api::labels;
 use kerf_cloud::CloudProvider;
-use kerf_controller::{AnyObject, DisruptionRecord, Manager, WatchEvent};
+use kerf_controller::{DisruptionRecord, Manager};
 use kerf_scheduling::InstanceType;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -411,7 +412,7 @@ pub fn encode(registry: &Registry) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use kerf_controller::Object;
+    use kerf_api::cluster::Object;
 
     fn claim(name: &str) -> AnyObject {
         let c: kerf_api::NodeClaim = serde_json::from_value(serde_json::json!({

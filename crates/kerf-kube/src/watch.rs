@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use futures_util::StreamExt;
 use kerf_api::SlimPod;
 use kerf_api::cluster::Object;
-use kerf_controller::{AnyObject, WatchEvent};
+use kerf_api::cluster::{AnyObject, WatchEvent};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher::{self, Event};
@@ -204,7 +204,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use kerf_controller::Object;
+    use kerf_api::cluster::Object;
 
     fn node(name: &str) -> AnyObject {
         Node { metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() }, ..Default::default() }

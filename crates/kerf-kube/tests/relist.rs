@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_apiserver::SimCluster;
 use kerf_apiserver::rest::Rest;
 use kerf_cloud::ManualClock;
-use kerf_controller::{AnyObject, WatchEvent};
 use kerf_kube::watch::{self, Feed};
 use tokio::sync::{mpsc, watch as channel};
 

@@ -14,8 +14,8 @@ use kerf_api::pod_facts;
 use kerf_api::{SlimPod, Taint};
 use kerf_scheduling::pod as podx;
 
-use crate::cluster::SimCluster;
 use crate::world::World;
+use kerf_apiserver::SimCluster;
 
 /// Tolerations the DaemonSet controller adds to every daemon pod.
 const DAEMON_TOLERATIONS: &[(&str, &str)] = &[

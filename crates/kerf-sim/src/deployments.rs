@@ -4,10 +4,10 @@
 //! keeps (ReplicaSets, each Deployment's status) back to the store for clients to read.
 
 use k8s_openapi::api::apps::v1::Deployment;
+use kerf_api::cluster::ApiError;
 use kerf_apiserver::DynamicObject;
 use kerf_apiserver::cluster::{DynamicEvent, SimCluster};
 use kerf_apiserver::writes::Mode;
-use kerf_controller::ApiError;
 use serde_json::{Value, json};
 
 use crate::scenario::ObjectRef;

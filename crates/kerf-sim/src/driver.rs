@@ -15,10 +15,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_cloud::{Clock, ManualClock, Timestamp};
-use kerf_controller::{AnyObject, ControllerError, Manager, Options, WatchEvent};
+use kerf_controller::{ControllerError, Manager, Options};
 
-use crate::cluster::SimCluster;
 use crate::daemonsets::DaemonSets;
 use crate::deployments;
 use crate::kube_scheduler::KubeScheduler;
@@ -31,6 +31,7 @@ use crate::sim_cloud::FleetPrice;
 use crate::sim_cloud::SimCloud;
 use crate::workloads::Workloads;
 use crate::world::{Changes, World};
+use kerf_apiserver::SimCluster;
 
 /// Rounds at one instant before the driver decides the controllers cannot settle.
 const MAX_ROUNDS_PER_INSTANT: usize = 10_000;

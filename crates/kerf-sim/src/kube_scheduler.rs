@@ -33,9 +33,10 @@ use kerf_cloud::Timestamp;
 use kerf_scheduling::pod::nominated_node;
 use kerf_scheduling::{ClusterView, ExistingNode, PreparedPod, pod_requests};
 
-use crate::cluster::SimCluster;
 use crate::pod_writes::{set_running, write_pod};
-use crate::world::{World, node_ready};
+use crate::world::World;
+use kerf_apiserver::SimCluster;
+use kerf_scheduling::node::node_ready;
 
 mod sync;
 

@@ -19,9 +19,9 @@ use kerf_api::labels;
 use kerf_api::{ResourceList, Taint, TaintEffect};
 use kerf_cloud::Timestamp;
 
-use crate::cluster::SimCluster;
 use crate::pod_writes::{set_running, write_pod};
 use crate::world::World;
+use kerf_apiserver::SimCluster;
 
 /// How long after Ready the agents owning startup taints take to remove them.
 pub const STARTUP_TAINT_DELAY: Duration = Duration::from_secs(5);
@@ -289,7 +289,7 @@ impl Kubelet {
                 self.startup_lifts.push((at, name.clone(), claim.spec.startup_taints.clone()));
                 next = Some(next.map_or(at, |t: Timestamp| t.min(at)));
             }
-            if crate::world::node_ready(n) {
+            if kerf_scheduling::node::node_ready(n) {
                 continue;
             }
             let mut n = (**n).clone();

@@ -2,8 +2,6 @@
 //! kubelet, the node lifecycle controller and the workload controllers, the scenario loader and the reports. It runs kerf's real
 //! controllers; it makes no provisioning decision of its own.
 
-/// The in-memory API server moved to `kerf-apiserver`; this path keeps working.
-pub use kerf_apiserver::cluster;
 pub mod chaos;
 pub mod comparison;
 pub mod daemonsets;
@@ -28,7 +26,6 @@ pub mod what_if;
 pub mod workloads;
 pub mod world;
 
-pub use cluster::SimCluster;
 pub use driver::{SimError, Simulation};
 pub use report::Report;
 pub use run_hooks::{NoHooks, RunHooks};

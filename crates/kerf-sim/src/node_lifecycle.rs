@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::labels::{NODE_NOT_READY_TAINT_KEY, NODE_UNREACHABLE_TAINT_KEY};
 use kerf_cloud::Timestamp;
 
-use crate::cluster::SimCluster;
 use crate::world::World;
+use kerf_apiserver::SimCluster;
 
 const NO_SCHEDULE: &str = "NoSchedule";
 

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use kerf_api::cluster::AnyObject;
 
-use crate::cluster::SimCluster;
+use kerf_apiserver::SimCluster;
 
 /// Owners whose pods this stand-in brings back.
 const KINDS: &[&str] = &["StatefulSet", "Job"];

@@ -13,7 +13,7 @@ use kerf_api::cluster::{AnyObject, ApiError};
 use kerf_api::slim_pod::{ConditionStatus, KeptCondition, SlimCondition, SlimPodStatus};
 use kerf_apiserver::Stored;
 
-use crate::cluster::SimCluster;
+use kerf_apiserver::SimCluster;
 
 /// A pod's fields a stand-in changes.
 pub trait PodEdit {

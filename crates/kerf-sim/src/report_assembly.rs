@@ -16,7 +16,7 @@ use crate::driver::Simulation;
 use crate::kubelet::Instance;
 use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, Summary, dollars};
 use crate::sim_cloud::SimCloud;
-use crate::world::node_ready;
+use kerf_scheduling::node::node_ready;
 
 impl<P: SimCloud> Simulation<P> {
     /// Records the state at the end of an instant in the timeline (a sample replaces one at the

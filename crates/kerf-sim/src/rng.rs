@@ -2,8 +2,6 @@
 
 use kerf_api::seeded::NAME_ALPHABET;
 
-pub use kerf_api::seeded::SplitMix64;
-
 /// 32-bit FNV-1a, the hash the pod-template-hash label is derived from.
 pub fn fnv1a32(bytes: &[u8]) -> u32 {
     let mut h: u32 = 0x811c_9dc5;

@@ -7,11 +7,12 @@
 //! error stops the run. A bench that injects faults implements [`RunHooks`] instead, so the
 //! loop itself has a single path.
 
+use kerf_api::cluster::WatchEvent;
 use kerf_cloud::{Timestamp, block_on};
-use kerf_controller::{ControllerError, Manager, WatchEvent};
+use kerf_controller::{ControllerError, Manager};
 
-use crate::cluster::SimCluster;
 use crate::sim_cloud::SimCloud;
+use kerf_apiserver::SimCluster;
 
 /// What the driver calls at its seams; every method has the plain simulation's behaviour.
 pub trait RunHooks<P: SimCloud> {

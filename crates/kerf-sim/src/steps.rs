@@ -17,18 +17,19 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::MetaView;
 use kerf_api::cluster::Patch;
+use kerf_api::cluster::{ApiError, Object};
 use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
 use kerf_apiserver::writes::Part;
 use kerf_cloud::{Clock, ManualClock, Timestamp};
-use kerf_controller::{ApiError, Object, Options};
+use kerf_controller::Options;
 
-use crate::cluster::SimCluster;
 use crate::deployments;
 use crate::driver::{SimError, Simulation, after};
 use crate::kubelet;
 use crate::report::{Disruption, Report, Seconds};
 use crate::scenario::{ManifestObject, ObjectRef, Scenario, ScenarioNode, Step};
 use crate::sim_cloud::SimCloud;
+use kerf_apiserver::SimCluster;
 
 /// Runs a loaded scenario to its end and returns the report.
 pub fn run_scenario(scenario: &Scenario) -> Result<Report, SimError> {

@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::SlimPod;
 use kerf_api::intstr::scaled;
 
-use crate::cluster::SimCluster;
 use crate::rng::{fnv1a32, safe_encode};
+use kerf_apiserver::SimCluster;
 
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
@@ -570,8 +570,8 @@ mod tests {
     use k8s_openapi::api::apps::v1::{DeploymentStrategy, RollingUpdateDeployment};
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use kerf_api::cluster::{AnyObject, WatchEvent};
     use kerf_cloud::ManualClock;
-    use kerf_controller::{AnyObject, WatchEvent};
 
     fn web(replicas: i32, surge: IntOrString, unavailable: IntOrString) -> Deployment {
         let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
+use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_api::{NodeClaim, SlimPod};
-use kerf_controller::{AnyObject, WatchEvent};
+use kerf_scheduling::node::node_ready;
 
 #[derive(Debug, Clone)]
 pub struct PodEntry {
@@ -79,8 +80,6 @@ pub fn pod_key(pod: &SlimPod) -> String {
 fn pod_namespace(pod: &SlimPod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or("default")
 }
-
-pub use kerf_scheduling::node::node_ready;
 
 /// Whether the kubelet has started the pod (or it has finished).
 pub fn started(pod: &SlimPod) -> bool {

@@ -41,7 +41,7 @@ fn a_run_replays_exactly_from_its_seed() {
 #[test]
 fn an_instance_without_a_nodeclaim_past_the_window_is_a_leak() {
     let clock = ManualClock::new();
-    let cluster = kerf_sim::SimCluster::new(clock.clone(), 1);
+    let cluster = kerf_apiserver::SimCluster::new(clock.clone(), 1);
     let monitor = Monitor::new(0);
     let t0 = clock.now();
     let instance = CloudInstance {

@@ -211,7 +211,7 @@ fn a_kwok_node_bound_to_before_the_kubelet_stand_in_marks_it_ready_runs_its_pods
     s.cluster().create_obj(pod("pending", json!({}))).unwrap();
     settle(&mut s, 1);
     let n: Node = s.cluster().get_obj(None, "kwok-a").expect("node");
-    assert!(kerf_sim::world::node_ready(&n));
+    assert!(kerf_scheduling::node::node_ready(&n));
     assert!(taints(&s, "kwok-a").is_empty(), "{:?}", taints(&s, "kwok-a"));
     for name in ["bound", "pending"] {
         let p = get_pod(&s, name);

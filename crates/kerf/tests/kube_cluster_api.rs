@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kerf_api::cluster::Patch;
-use kerf_controller::{ApiError, ClusterApi, EventRecord};
+use kerf_api::cluster::{ApiError, ClusterApi, EventRecord};
 use kerf_kube::api::KubeApi;
 use kerf_kube::recorder::EventMetrics;
 use kube::api::ListParams;

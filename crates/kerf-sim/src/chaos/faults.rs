@@ -22,8 +22,8 @@ use kerf_cloud::{CloudError, CloudProvider, InterruptionNotice, NodeClassResolut
 use kerf_scheduling::InstanceType;
 
 use crate::kubelet::Instance;
-use crate::rng::SplitMix64;
 use crate::sim_cloud::SimCloud;
+use kerf_api::seeded::SplitMix64;
 
 /// What a call meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

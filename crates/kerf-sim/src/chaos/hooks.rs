@@ -8,14 +8,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kerf_api::cluster::WatchEvent;
 use kerf_cloud::{Timestamp, block_on};
-use kerf_controller::{ControllerError, Manager, WatchEvent};
+use kerf_controller::{ControllerError, Manager};
 
 use super::faults::{self, Faults, FaultyApi};
 use super::invariants::Monitor;
-use crate::cluster::SimCluster;
 use crate::run_hooks::RunHooks;
 use crate::sim_cloud::SimCloud;
+use kerf_apiserver::SimCluster;
 
 /// What the driver's run loop consults while a chaos run is on.
 pub(crate) struct Hooks {

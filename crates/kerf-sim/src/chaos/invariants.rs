@@ -21,7 +21,7 @@ use kerf_cloud::{ManualClock, Timestamp};
 use kerf_controller::DisruptionRecord;
 use kerf_controller::disruption::Reason;
 
-use crate::cluster::SimCluster;
+use kerf_apiserver::SimCluster;
 
 /// How long an instance may run without a NodeClaim, or a launched NodeClaim lack its
 /// instance, before it counts (garbage collection runs every 2 minutes and may fail a few
@@ -138,7 +138,7 @@ fn provider_id(node: &Node) -> Option<&str> {
 }
 
 fn ready(node: &Node) -> bool {
-    crate::world::node_ready(node)
+    kerf_scheduling::node::node_ready(node)
 }
 
 fn live(pod: &SlimPod) -> bool {

@@ -23,14 +23,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kerf_api::cluster::{Object, WatchEvent};
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_cloud::{ManualClock, Timestamp};
-use kerf_controller::{Manager, Object, Options, WatchEvent};
+use kerf_controller::{Manager, Options};
 
-use crate::cluster::SimCluster;
 use crate::driver::{SimError, Simulation};
-use crate::rng::SplitMix64;
 use crate::sim_cloud::SimCloud;
+use kerf_api::seeded::SplitMix64;
+use kerf_apiserver::SimCluster;
 
 pub use faults::{Fault, Faults, FaultyApi, FaultyCloud};
 use hooks::Hooks;

@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::rng::SplitMix64;
 use crate::scenario::{self, ObjectRef, Scenario, ScenarioError, Step};
 use crate::world::World;
+use kerf_api::seeded::SplitMix64;
 
 /// A generated run: the scenario (its steps: the pools, node class and workloads, then the
 /// DaemonSet) and the names actions pick from.
