@@ -328,6 +328,39 @@ fn budget_of_one_node_removes_empty_nodes_one_command_at_a_time() {
 }
 
 #[test]
+fn pods_tolerating_every_taint_keep_their_nodes_from_emptiness_and_each_node_says_why() {
+    // Agents run as Deployments often tolerate every taint: the drain does not evict them, but
+    // they go with the node and come back elsewhere, so a node running them is not empty.
+    // Ten `small` nodes of five such pods each, a WhenEmpty pool with the default budget (10%).
+    let agent = deployment_with("agent", 50, "350m", "", ", tolerations: [{operator: Exists}]");
+    let when_empty = "{consolidationPolicy: WhenEmpty, consolidateAfter: 30s}";
+    let pinned = ", requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [small]}]";
+    let steps = format!("  - apply: [{agent}]\n  - wait: 10m\n");
+    let r = simulate("tolerate-all", &scenario("tolerate-all", "", &pool(pinned, when_empty), &steps));
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    assert_eq!(nodes(&r).len(), 10);
+    for n in nodes(&r) {
+        let why = n["disruptionBlocked"].as_str().unwrap_or_else(|| panic!("a node kept without a reason: {n:#}"));
+        assert_eq!(why, "NodePool default consolidates only empty nodes (WhenEmpty) and it runs 5 pod(s)");
+    }
+    assert_all_running(&r, 50);
+
+    // Scaled to zero, every node is empty: the budget takes them one at a time (10% of the
+    // pool, rounded up), each after the previous one is gone.
+    let steps = format!(
+        "  - apply: [{agent}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: agent, namespace: default, replicas: 0}}\n  - wait: 10m\n"
+    );
+    let r = simulate("tolerate-all-down", &scenario("tolerate-all-down", "", &pool(pinned, when_empty), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 10, "{d:#?}");
+    assert!(d.iter().all(|x| x["reason"] == "Empty"));
+    for pair in d.windows(2) {
+        assert!(secs(&pair[1]["atSeconds"]) >= secs(&pair[0]["terminatedSeconds"]), "{pair:#?}");
+    }
+    assert!(nodes(&r).is_empty());
+}
+
+#[test]
 fn scheduled_zero_budget_holds_disruption_until_its_window_closes() {
     let budgets = "{consolidationPolicy: WhenEmpty, consolidateAfter: 0s, budgets: [{nodes: \"100%\"}, \
                    {nodes: \"0\", schedule: \"0 9 * * *\", duration: 10m}]}";

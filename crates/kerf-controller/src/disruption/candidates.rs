@@ -318,11 +318,11 @@ impl Disruption {
             let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
             let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
             let all_pods: Vec<&Arc<SlimPod>> = state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).collect();
-            let mut pods: Vec<Arc<SlimPod>> = all_pods
-                .iter()
-                .filter(|p| is_drainable(p) && pod_facts::daemonset_owner(p).is_none())
-                .map(|p| Arc::clone(p))
-                .collect();
+            // The pods that must find room elsewhere when the node goes, as the scheduler's
+            // what-ifs move them: a pod that tolerates the disrupted taint is not evicted by the
+            // drain, but it goes with the node and its controller makes it again elsewhere.
+            let mut pods: Vec<Arc<SlimPod>> =
+                all_pods.iter().filter(|p| moves_with_node(p)).map(|p| Arc::clone(p)).collect();
             // Buffer room held here moves like its pods: a node holding it is not empty.
             pods.extend(room.remove(name.as_str()).unwrap_or_default());
             let node_protected = node
@@ -336,7 +336,8 @@ impl Disruption {
             } else if let Some(p) = all_pods.iter().find(|p| util::do_not_disrupt(p)) {
                 Some(format!("pod {} is annotated {}=true", kerf_scheduling::pod::key(p), labels::DO_NOT_DISRUPT))
             } else {
-                pods.iter().find_map(|p| pdbs.blocking(p))
+                // Budgets guard evictions: only the pods the drain evicts ask them.
+                all_pods.iter().filter(|p| is_drainable(p)).find_map(|p| pdbs.blocking(p))
             };
             let eventual_grace =
                 if protected.is_some() && !node_protected { claim.spec.termination_grace_period } else { None };
@@ -470,4 +471,11 @@ pub(crate) fn within_budget<'a>(
         }
     }
     out
+}
+
+/// Whether a pod of a disrupted node must find room elsewhere: not going already, and not one
+/// that stays with the node (a DaemonSet's, a mirror pod, a finished one). The scheduler's
+/// what-ifs move the same pods.
+pub(crate) fn moves_with_node(pod: &SlimPod) -> bool {
+    pod.metadata.deletion_timestamp.is_none() && pod_facts::rescheduled_when_node_goes(pod)
 }

@@ -5,18 +5,16 @@
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
-use kerf_api::pod_facts;
 use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{NewNodeClaim, SchedulingContext};
 
 use super::Disruption;
-use super::candidates::{Candidate, node_price};
+use super::candidates::{Candidate, moves_with_node, node_price};
 use super::consolidation::what_if;
 use super::in_flight::{Destination, planned_moves};
 use crate::ctx::Ctx;
 use crate::input::TypesByPool;
-use crate::marks::is_drainable;
 
 /// A forceful command's replacements and where its pods go.
 pub(crate) type ForcedReplacements = (Vec<NewNodeClaim>, Vec<(crate::state::ObjectKey, Destination)>);
@@ -38,7 +36,7 @@ impl Disruption {
         let pods: Vec<Arc<SlimPod>> = cx
             .state
             .pods_on_node(&node)
-            .filter(|p| is_drainable(p) && pod_facts::daemonset_owner(p).is_none())
+            .filter(|p| moves_with_node(p))
             .chain(cx.published.buffer_room.held_on(&node))
             .cloned()
             .collect();

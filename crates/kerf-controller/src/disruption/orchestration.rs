@@ -251,11 +251,8 @@ impl Disruption {
         // Whatever happens, look again soon: an abandoned decision is re-evaluated from scratch.
         self.evaluated = None;
         cx.pass.wake_after(std::time::Duration::from_secs(1));
-        let abandon = |why: &str| {
-            tracing::info!(reason = cmd.reason.as_str(), why, "abandoning disruption after validation");
-        };
         if self.settling(cx) {
-            abandon("the cluster changed");
+            self.abandon(cx, &cmd, "the cluster changed").await;
             if let Some(p) = self.prepared.take() {
                 self.drop_prepared(p);
             }
@@ -271,13 +268,13 @@ impl Disruption {
                 .iter()
                 .any(|c| c.protected.is_some() || !c.consolidatable || (cmd.reason == Reason::Empty && !c.is_empty()))
         {
-            abandon("a node is no longer a candidate");
+            self.abandon(cx, &cmd, "a node is no longer a candidate").await;
             return Ok(());
         }
         let pools = cx.state.node_pools().clone();
         let Some(reason) = budget_reason(cmd.reason) else { return Ok(()) };
         if within_budget(now.iter().copied(), &budgets, &pools, reason, &mut BTreeMap::new()).len() != now.len() {
-            abandon("the budget no longer allows it");
+            self.abandon(cx, &cmd, "the budget no longer allows it").await;
             return Ok(());
         }
         // The same question as the evaluation's, on the cluster as it is now (answered as it was
@@ -288,7 +285,8 @@ impl Disruption {
                 (decision, pods)
             }
             answer => {
-                abandon(answer.err().as_deref().unwrap_or("the decision changed"));
+                let why = answer.err().unwrap_or_else(|| "the decision changed".to_string());
+                self.abandon(cx, &cmd, &why).await;
                 // The evaluation that follows may find the cluster unchanged.
                 self.keep_prepared(prepared);
                 return Ok(());
@@ -304,6 +302,21 @@ impl Disruption {
         // The command runs now: the next inputs may edit this evaluation's views.
         self.drop_prepared(prepared);
         result
+    }
+
+    /// A decision dropped after its validation: each of its nodes says why until the next
+    /// evaluation gives it a reason of its own (or decides on it again).
+    async fn abandon<P: CloudProvider, C: ClusterApi>(&mut self, cx: &mut Ctx<'_, P, C>, cmd: &Command, why: &str) {
+        let reason = cmd.reason.as_str();
+        tracing::info!(reason, why, "abandoning disruption after validation");
+        let mut blocked = self.blocked.clone();
+        for c in &cmd.candidates {
+            blocked.insert(
+                c.node.clone(),
+                format!("kerf decided to disrupt it ({reason}) but dropped the decision on validating it: {why}"),
+            );
+        }
+        self.publish_blocked(cx.api, cx.state, blocked).await;
     }
 
     /// Carries out a command: taint and mark the nodes, launch the replacements; delete the
