@@ -63,6 +63,8 @@ pub const TOPOLOGY_ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
 // Annotations.
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// On a Node: node repair leaves it alone however long its conditions stay unhealthy.
+pub const DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
 /// kerf's annotation on a NodeClaim launched by a consolidation to replace other nodes: it is
 /// not consolidated itself while the workload it was sized for stays as it is.
 pub const CONSOLIDATION_REPLACEMENT: &str = "kerf.sh/consolidation-replacement";

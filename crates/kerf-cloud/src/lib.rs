@@ -4,6 +4,7 @@
 pub mod aws;
 pub mod clock;
 pub mod provider;
+pub mod repair;
 pub mod sim;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};

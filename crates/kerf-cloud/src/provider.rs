@@ -207,6 +207,12 @@ pub trait CloudProvider: Send + Sync {
         None
     }
 
+    /// The node conditions this cloud's nodes are repaired for, and how long each is tolerated
+    /// (node repair, Karpenter's `NodeRepair` gate). Every provider kerf has runs EKS images.
+    fn repair_policies(&self) -> &'static [crate::repair::RepairPolicy] {
+        crate::repair::EKS_REPAIR_POLICIES
+    }
+
     /// A short name for logs (`aws`, `sim`).
     fn name(&self) -> &'static str;
 }
@@ -259,6 +265,10 @@ impl<P: CloudProvider> CloudProvider for Arc<P> {
 
     fn expected_node_name<'c>(&self, claim: &'c NodeClaim) -> Option<&'c str> {
         P::expected_node_name(self, claim)
+    }
+
+    fn repair_policies(&self) -> &'static [crate::repair::RepairPolicy] {
+        P::repair_policies(self)
     }
 
     fn name(&self) -> &'static str {

@@ -34,7 +34,7 @@ const fn gate(name: &'static str, default: bool, aws: bool, support: Support) ->
 /// always on since).
 pub const KARPENTER_GATES: &[FeatureGate] = &[
     gate("SpotToSpotConsolidation", false, false, Support::Implemented),
-    gate("NodeRepair", false, false, Support::NotYet),
+    gate("NodeRepair", false, false, Support::Implemented),
     gate("ReservedCapacity", true, false, Support::NotYet),
     gate("NodeOverlay", false, false, Support::NotYet),
     gate("StaticCapacity", false, false, Support::AlwaysOn),
@@ -164,7 +164,7 @@ mod tests {
         assert_eq!(
             s.not_acted_on().as_deref(),
             Some(
-                "NodeRepair, TerminateFirstDrift (not implemented in kerf yet; no effect); StaticCapacity (always on in kerf; false has no effect)"
+                "TerminateFirstDrift (not implemented in kerf yet; no effect); StaticCapacity (always on in kerf; false has no effect)"
             )
         );
         assert_eq!(

@@ -23,6 +23,9 @@ pub struct Options {
     /// Karpenter's `preferencePolicy`: how pods' preferences shape provisioning and
     /// consolidation plans.
     pub preference_policy: PreferencePolicy,
+    /// Karpenter's `NodeRepair` gate: nodes whose conditions stay unhealthy past the cloud's
+    /// repair policies are replaced (see `disruption::repair`).
+    pub node_repair: bool,
     /// Added to `now` to get the wall-clock instant disruption budget schedules run on (the
     /// simulator's virtual clock starts at a fixed epoch; a scenario's `start` moves it).
     pub wall_clock_offset_ms: i64,
@@ -37,6 +40,7 @@ impl Default for Options {
             seed: 0,
             spot_to_spot_consolidation: false,
             preference_policy: PreferencePolicy::default(),
+            node_repair: false,
             wall_clock_offset_ms: 0,
         }
     }

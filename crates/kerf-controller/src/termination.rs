@@ -48,11 +48,19 @@ fn pod_key(pod: &SlimPod) -> (String, String) {
 }
 
 /// When a node's remaining pods are deleted without asking: its deletion plus the claim's
-/// `terminationGracePeriod`.
+/// `terminationGracePeriod`, or the `karpenter.sh/nodeclaim-termination-timestamp` on the claim
+/// (node repair sets it), whichever comes first.
 fn grace_deadline(node: &Node, claim: Option<&NodeClaim>) -> Option<Timestamp> {
+    let claim = claim?;
+    let stamped = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(kerf_api::labels::NODECLAIM_TERMINATION_TIMESTAMP))
+        .and_then(|t| t.parse::<Timestamp>().ok());
     let since = node.metadata.deletion_timestamp.as_ref()?.0;
-    let grace = claim?.spec.termination_grace_period?;
-    Some(util::after(since, grace.as_duration()))
+    let graceful = claim.spec.termination_grace_period.map(|grace| util::after(since, grace.as_duration()));
+    util::earliest(stamped, graceful)
 }
 
 enum Drain {

@@ -118,6 +118,19 @@ pub enum Step {
     Interrupt {
         node: String,
     },
+    /// Sets a condition of a Node, as the kubelet or a node agent reports it (its
+    /// lastTransitionTime is now when its status changes).
+    Condition {
+        node: String,
+        type_: String,
+        status: String,
+        reason: Option<String>,
+        message: Option<String>,
+    },
+    /// The node's kubelet stops reporting: its Ready condition turns Unknown; its pods stay bound.
+    Fail {
+        node: String,
+    },
 }
 
 /// One object to apply, with where it came from (for messages).
@@ -495,7 +508,7 @@ fn parse_ref(
 }
 
 fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioError> {
-    const STEPS: &[&str] = &["apply", "wait", "scale", "rollout", "delete", "patch", "interrupt"];
+    const STEPS: &[&str] = &["apply", "wait", "scale", "rollout", "delete", "patch", "interrupt", "condition", "fail"];
     let f = fields(ctx, path, v, STEPS)?;
     if f.len() != 1 {
         return Err(ctx.err(path, format!("a step has exactly one of: {}", STEPS.join(", "))));
@@ -561,6 +574,23 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
             let f = fields(ctx, &p, body, &["node"])?;
             let node = string(ctx, &join(&p, "node"), required(ctx, &p, &f, "node")?)?;
             Ok(Step::Interrupt { node })
+        }
+        "condition" => {
+            let f = fields(ctx, &p, body, &["node", "type", "status", "reason", "message"])?;
+            let node = string(ctx, &join(&p, "node"), required(ctx, &p, &f, "node")?)?;
+            let type_ = string(ctx, &join(&p, "type"), required(ctx, &p, &f, "type")?)?;
+            let status = string(ctx, &join(&p, "status"), required(ctx, &p, &f, "status")?)?;
+            if !matches!(status.as_str(), "True" | "False" | "Unknown") {
+                return Err(ctx.err(join(&p, "status"), format!("expected True, False or Unknown, found {status:?}")));
+            }
+            let reason = f.get("reason").map(|v| string(ctx, &join(&p, "reason"), v)).transpose()?;
+            let message = f.get("message").map(|v| string(ctx, &join(&p, "message"), v)).transpose()?;
+            Ok(Step::Condition { node, type_, status, reason, message })
+        }
+        "fail" => {
+            let f = fields(ctx, &p, body, &["node"])?;
+            let node = string(ctx, &join(&p, "node"), required(ctx, &p, &f, "node")?)?;
+            Ok(Step::Fail { node })
         }
         _ => Err(ctx.err(&p, "unknown step")),
     }

@@ -10,11 +10,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, NodeCondition, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate,
+};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::MetaView;
 use kerf_api::cluster::Patch;
 use kerf_api::cluster::{ApiError, Object};
@@ -74,6 +77,7 @@ impl<P: SimCloud> Simulation<P> {
             batch_idle: scenario.settings.batch_idle_duration.unwrap_or(defaults.batch_idle),
             batch_max: scenario.settings.batch_max_duration.unwrap_or(defaults.batch_max),
             spot_to_spot_consolidation: scenario.settings.spot_to_spot_consolidation,
+            node_repair: scenario.settings.feature_gates.get("NodeRepair").unwrap_or(false),
             preference_policy: scenario.settings.preference_policy.unwrap_or(defaults.preference_policy),
             wall_clock_offset_ms: scenario.start.map_or(0, |t| t.as_millisecond() - ManualClock::EPOCH_MILLIS),
             ..defaults
@@ -234,8 +238,63 @@ impl<P: SimCloud> Simulation<P> {
                 self.kick_kubelet = true;
                 self.price.invalidate();
             }
+            Step::Condition { node, type_, status, reason, message } => {
+                let what = format!("condition {type_}={status} on {node}");
+                let reason = reason.clone().unwrap_or_else(|| "ScenarioStep".to_string());
+                let message = message.clone().unwrap_or_else(|| format!("set by the scenario's {type_} step"));
+                self.set_node_condition(node, type_, status, &reason, &message, now).map_err(|e| fail(what, e))?;
+                self.kick = true;
+                self.kick_kubelet = true;
+            }
+            Step::Fail { node } => {
+                let message = "Kubelet stopped posting node status.";
+                self.set_node_condition(node, "Ready", "Unknown", "NodeStatusUnknown", message, now)
+                    .map_err(|e| fail(format!("fail {node}"), e))?;
+                self.kick = true;
+                self.kick_kubelet = true;
+            }
         }
         self.settle(now)
+    }
+
+    /// Writes one condition of a Node as its kubelet (or a node agent) would: the condition's
+    /// lastTransitionTime moves only when its status changes.
+    fn set_node_condition(
+        &mut self,
+        node: &str,
+        type_: &str,
+        status: &str,
+        reason: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> Result<(), String> {
+        let Some(current) = self.world.nodes.get(node) else {
+            let names: Vec<&String> = self.world.nodes.keys().collect();
+            return Err(format!("no node {node:?} (nodes now: {names:?})"));
+        };
+        let mut n = (**current).clone();
+        let conditions = n.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+        let at = Some(Time(now));
+        match conditions.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) => {
+                if c.status != status {
+                    c.last_transition_time = at.clone();
+                }
+                c.status = status.to_string();
+                c.reason = Some(reason.to_string());
+                c.message = Some(message.to_string());
+                c.last_heartbeat_time = at;
+            }
+            None => conditions.push(NodeCondition {
+                type_: type_.to_string(),
+                status: status.to_string(),
+                reason: Some(reason.to_string()),
+                message: Some(message.to_string()),
+                last_transition_time: at.clone(),
+                last_heartbeat_time: at,
+            }),
+        }
+        self.cluster.replace_obj(n).map(|_| ()).map_err(|e| e.to_string())
     }
 
     fn apply(&mut self, obj: &ManifestObject) -> Result<(), ApiError> {

@@ -20,6 +20,8 @@ pub struct EnvSettings {
     pub batch_max: Option<Duration>,
     /// `FEATURE_GATES=SpotToSpotConsolidation=true`.
     pub spot_to_spot_consolidation: Option<bool>,
+    /// `FEATURE_GATES=NodeRepair=true`.
+    pub node_repair: Option<bool>,
     /// Every gate `FEATURE_GATES` and `AWS_FEATURE_GATES` set, in that order.
     pub feature_gates: GateSettings,
     /// `PREFERENCE_POLICY` (Karpenter's `Respect` or `Ignore`, or kerf's `RespectWithinRoom`).
@@ -48,6 +50,7 @@ impl EnvSettings {
             }
         }
         let spot_to_spot = feature_gates.get("SpotToSpotConsolidation");
+        let node_repair = feature_gates.get("NodeRepair");
         let preference_policy = value("PREFERENCE_POLICY")
             .map(|v| {
                 PreferencePolicy::parse(&v).ok_or_else(|| {
@@ -63,6 +66,7 @@ impl EnvSettings {
             batch_idle: duration("BATCH_IDLE_DURATION")?,
             batch_max: duration("BATCH_MAX_DURATION")?,
             spot_to_spot_consolidation: spot_to_spot,
+            node_repair,
             feature_gates,
             preference_policy,
         })
@@ -75,6 +79,7 @@ impl EnvSettings {
             batch_max: self.batch_max.unwrap_or(base.batch_max),
             spot_to_spot_consolidation: self.spot_to_spot_consolidation.unwrap_or(base.spot_to_spot_consolidation),
             preference_policy: self.preference_policy.unwrap_or(base.preference_policy),
+            node_repair: self.node_repair.unwrap_or(base.node_repair),
             ..base
         }
     }
@@ -143,10 +148,11 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.spot_to_spot_consolidation, Some(true));
         assert!(s.options(kerf_controller::Options::default()).spot_to_spot_consolidation);
+        assert!(s.options(kerf_controller::Options::default()).node_repair);
         assert_eq!(
             s.feature_gates.not_acted_on().as_deref(),
             Some(
-                "NodeRepair, ReservedCapacity, TerminateFirstDrift, PodDeletionCostManagement, RebootForRepair \
+                "ReservedCapacity, TerminateFirstDrift, PodDeletionCostManagement, RebootForRepair \
                  (not implemented in kerf yet; no effect)"
             )
         );

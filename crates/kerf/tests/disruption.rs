@@ -838,3 +838,100 @@ fn replicas_preferring_one_per_node_get_the_nodes_their_requests_need_and_the_fl
     assert_eq!(respect["summary"]["nodeClaimsLaunched"], 12, "{:?}", types_of(&respect));
     assert!(cost_per_hour(&within) < cost_per_hour(&respect));
 }
+
+/// Node repair's scenario head: the `NodeRepair` gate on.
+const REPAIR: &str = "settings: {featureGates: {nodeRepair: true}}\n";
+
+/// `n` replicas of one CPU, one per node (required hostname anti-affinity): `n` `small` nodes.
+fn one_per_node(n: u32) -> String {
+    let anti = ", affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
+                [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}]}}";
+    deployment_with("web", n, "1", "", anti)
+}
+
+/// The default budget, and consolidation kept out of the way.
+const KEEP: &str = "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}";
+
+#[test]
+fn node_repair_replaces_a_node_whose_kubelet_stopped_after_the_ready_toleration() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 5m\n  - fail: {{node: {}}}\n  - wait: 40m\n",
+        one_per_node(3),
+        node_name(1)
+    );
+    let r = simulate("repair-ready", &scenario("repair-ready", REPAIR, &pool("", KEEP), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Unhealthy");
+    assert_eq!(d[0]["node"], node_name(1));
+    // Failed at 5m; Ready Unknown is tolerated for 30 minutes.
+    assert_eq!(secs(&d[0]["atSeconds"]), 2100.0);
+    assert!(d[0]["detail"].as_str().unwrap().contains("its Ready condition has been Unknown for 30m"), "{}", d[0]);
+    // Its pod fits on no other node: a replacement launched first.
+    assert_eq!(d[0]["replacements"].as_array().unwrap().len(), 1, "{}", d[0]);
+    assert!(nodes(&r).iter().all(|n| n["name"] != node_name(1)));
+    assert_eq!(nodes(&r).len(), 3);
+    assert_all_running(&r, 3);
+
+    // Without the gate the node stays, broken, with its pod.
+    let off = simulate("repair-off", &scenario("repair-off", "", &pool("", KEEP), &steps));
+    assert!(disruptions(&off).is_empty(), "{:#?}", disruptions(&off));
+    assert!(nodes(&off).iter().any(|n| n["name"] == node_name(1)));
+}
+
+#[test]
+fn node_repair_replaces_a_gpu_node_after_its_hardware_condition_toleration_and_honours_do_not_repair() {
+    let condition = |n: u32| {
+        format!(
+            "  - condition: {{node: {}, type: AcceleratedHardwareReady, status: \"False\", reason: NvidiaXidError}}\n",
+            node_name(n)
+        )
+    };
+    let steps = format!("  - apply: [{}]\n  - wait: 5m\n{}  - wait: 20m\n", one_per_node(3), condition(1));
+    let r = simulate("repair-gpu", &scenario("repair-gpu", REPAIR, &pool("", KEEP), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Unhealthy");
+    // AcceleratedHardwareReady False is tolerated for 10 minutes.
+    assert_eq!(secs(&d[0]["atSeconds"]), 900.0);
+    assert_all_running(&r, 3);
+
+    // The same failure on a node annotated karpenter.sh/do-not-repair: kept, and it says why.
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 5m\n  - patch: {{kind: Node, name: {}, merge: {{metadata: {{annotations: {{karpenter.sh/do-not-repair: \"true\"}}}}}}}}\n{}  - wait: 20m\n",
+        one_per_node(3),
+        node_name(1),
+        condition(1)
+    );
+    let r = simulate("repair-veto", &scenario("repair-veto", REPAIR, &pool("", KEEP), &steps));
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    let kept = nodes(&r).into_iter().find(|n| n["name"] == node_name(1)).expect("the node stays");
+    let why = kept["disruptionBlocked"].as_str().unwrap();
+    assert!(why.contains("AcceleratedHardwareReady condition has been False"), "{why}");
+    assert!(why.contains("annotated karpenter.sh/do-not-repair=true"), "{why}");
+}
+
+#[test]
+fn node_repair_stops_when_more_than_a_fifth_of_a_pool_is_unhealthy_and_paces_by_the_budget() {
+    let fail = |ns: &[u32]| ns.iter().map(|n| format!("  - fail: {{node: {}}}\n", node_name(*n))).collect::<String>();
+    // Three of ten nodes fail at once: more than 20% of the pool, so none is repaired.
+    let steps = format!("  - apply: [{}]\n  - wait: 5m\n{}  - wait: 40m\n", one_per_node(10), fail(&[1, 4, 7]));
+    let r = simulate("repair-wide", &scenario("repair-wide", REPAIR, &pool("", KEEP), &steps));
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    for n in [1, 4, 7] {
+        let node = nodes(&r).into_iter().find(|x| x["name"] == node_name(n)).expect("the node stays");
+        let why = node["disruptionBlocked"].as_str().unwrap();
+        assert!(why.contains("3 of NodePool default's 10 nodes are unhealthy (more than 20%)"), "{why}");
+    }
+
+    // Two of ten (20%, the most the pool tolerates): both are repaired, one at a time under the
+    // default budget (10%: one node), the second once the first is gone.
+    let steps = format!("  - apply: [{}]\n  - wait: 5m\n{}  - wait: 40m\n", one_per_node(10), fail(&[1, 4]));
+    let r = simulate("repair-two", &scenario("repair-two", REPAIR, &pool("", KEEP), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 2, "{d:#?}");
+    assert!(d.iter().all(|x| x["reason"] == "Unhealthy"));
+    assert!(secs(&d[1]["atSeconds"]) >= secs(&d[0]["terminatedSeconds"]), "{d:#?}");
+    assert_eq!(nodes(&r).len(), 10);
+    assert_all_running(&r, 10);
+}

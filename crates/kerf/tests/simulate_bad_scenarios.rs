@@ -222,7 +222,7 @@ fn every_karpenter_feature_gate_is_read_and_an_unknown_one_exits_2_naming_it() {
     assert_eq!(code, 0, "stderr: {stderr}");
     assert!(
         stderr.contains(
-            "kerf: settings.featureGates: NodeRepair, TerminateFirstDrift (not implemented in kerf yet; no effect); \
+            "kerf: settings.featureGates: TerminateFirstDrift (not implemented in kerf yet; no effect); \
              StaticCapacity (always on in kerf; false has no effect)"
         ),
         "{stderr}"
@@ -231,4 +231,17 @@ fn every_karpenter_feature_gate_is_read_and_an_unknown_one_exits_2_naming_it() {
     assert_bad(&s, &["bad.yaml", "settings.featureGates.teleport", "unknown field", "spotToSpotConsolidation"]);
     let s = d.write("val.yaml", "name: x\nsettings:\n  featureGates: {nodeRepair: sometimes}\nsteps:\n  - wait: 1m\n");
     assert_bad(&s, &["val.yaml", "settings.featureGates.nodeRepair", "expected true or false"]);
+}
+
+#[test]
+fn node_condition_and_fail_steps_name_a_bad_status_or_a_node_that_does_not_exist() {
+    let d = Dir::new("node-steps");
+    let s = d.write("status.yaml", "name: x\nsteps:\n  - condition: {node: n, type: Ready, status: Maybe}\n");
+    assert_bad(&s, &["status.yaml", "steps[0].condition.status", "expected True, False or Unknown", "Maybe"]);
+    let s = d.write("type.yaml", "name: x\nsteps:\n  - condition: {node: n, status: \"False\"}\n");
+    assert_bad(&s, &["type.yaml", "steps[0].condition", "type"]);
+    let s = d.write("fail.yaml", "name: x\nsteps:\n  - fail: {node: ip-10-0-0-9.example}\n");
+    let (code, stderr) = run(&s);
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("fail ip-10-0-0-9.example") && stderr.contains("no node"), "{stderr}");
 }

@@ -312,6 +312,25 @@ fn spot_interruption_drains_the_node_at_once_and_its_pods_run_on_a_replacement()
 }
 
 #[test]
+fn node_repair_example_replaces_the_failed_node_after_thirty_minutes_and_its_pods_run_again() {
+    let r = simulate("node-repair.yaml");
+    let d = the_disruption(&r);
+    assert_eq!(d["reason"], "Unhealthy");
+    assert_eq!(d["node"], "ip-10-0-32-2.us-west-2.compute.internal");
+    // Failed at 5m, Ready Unknown tolerated for 30 minutes; gone once its replacement is up.
+    assert_eq!(d["atSeconds"], 2100);
+    assert_eq!(d["terminatedSeconds"], 2130);
+    assert_eq!(d["replacements"].as_array().unwrap().len(), 1, "{d}");
+    let nodes = r["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0]["nodeClaim"], d["replacements"][0]);
+    for p in pods(&r, "inflate-") {
+        assert_eq!(p["node"], nodes[0]["name"]);
+    }
+    all_pods_running(&r);
+}
+
+#[test]
 fn scale_example_has_fifty_deployments_and_thirty_thousand_replicas() {
     // Running it takes seconds in a release build; here its shape is checked (its run time is
     // in docs/performance.md).

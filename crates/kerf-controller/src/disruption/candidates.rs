@@ -111,6 +111,9 @@ impl<'s> PdbIndex<'s> {
 pub struct Budgets {
     /// Pool → (its nodes, those already disrupting or NotReady).
     pub counts: BTreeMap<String, (usize, usize)>,
+    /// Pool → those of its nodes counted as disrupting only because they are NotReady (not
+    /// deleting, not being disrupted).
+    pub not_ready: BTreeMap<String, usize>,
     /// The wall-clock instant budget schedules are evaluated at.
     pub wall: Timestamp,
 }
@@ -120,6 +123,16 @@ impl Budgets {
     pub fn allowed(&self, pool: &NodePool, reason: DisruptionReason) -> usize {
         let (total, disrupting) = self.counts.get(pool.name()).copied().unwrap_or((0, 0));
         pool.allowed_disruptions(self.wall, total, reason).saturating_sub(disrupting)
+    }
+
+    /// How many of the pool's unhealthy nodes node repair may take now: the nodes being
+    /// disrupted or deleted count against the budget, the nodes that are merely NotReady do not
+    /// (they are unavailable already; repairing them takes nothing more away).
+    pub fn allowed_for_repair(&self, pool: &NodePool) -> usize {
+        let (total, disrupting) = self.counts.get(pool.name()).copied().unwrap_or((0, 0));
+        let not_ready = self.not_ready.get(pool.name()).copied().unwrap_or(0);
+        pool.allowed_disruptions(self.wall, total, DisruptionReason::Unhealthy)
+            .saturating_sub(disrupting.saturating_sub(not_ready))
     }
 
     /// Whether one more of the pool's nodes may be disrupted for `reason` when `used` already
@@ -309,6 +322,9 @@ impl Disruption {
             let deleting = node.metadata.deletion_timestamp.is_some() || claim.metadata.deletion_timestamp.is_some();
             if deleting || is_disrupted(node) || !util::node_ready(node) {
                 count.1 += 1;
+                if !deleting && !is_disrupted(node) {
+                    *budgets.not_ready.entry(pool_name.clone()).or_default() += 1;
+                }
                 continue;
             }
             if exclude.contains(claim.name()) || !claim.is_condition_true(CONDITION_INITIALIZED) {
@@ -442,6 +458,7 @@ pub(crate) fn budget_reason(reason: super::Reason) -> Option<DisruptionReason> {
         super::Reason::Empty => Some(DisruptionReason::Empty),
         super::Reason::Underutilized => Some(DisruptionReason::Underutilized),
         super::Reason::Drifted | super::Reason::Unfit => Some(DisruptionReason::Drifted),
+        super::Reason::Unhealthy => Some(DisruptionReason::Unhealthy),
         super::Reason::Expired | super::Reason::Interrupted => None,
     }
 }

@@ -1,5 +1,5 @@
 //! The disruption controller: removes and replaces managed nodes, one method at a time in
-//! Karpenter's order — emptiness, static drift, drift, kerf's `Unfit`, multi-node consolidation,
+//! Karpenter's order — repair (with the `NodeRepair` gate), emptiness, static drift, drift, kerf's `Unfit`, multi-node consolidation,
 //! single-node consolidation — plus expiration (forceful: budgets and do-not-disrupt do not hold it back).
 //!
 //! A command taints its nodes `karpenter.sh/disrupted:NoSchedule`, launches its replacements,
@@ -21,6 +21,7 @@ mod methods;
 mod observe;
 mod orchestration;
 mod prepared;
+mod repair;
 pub mod reversals;
 #[cfg(test)]
 mod reversals_tests;
@@ -62,6 +63,8 @@ pub enum Reason {
     Drifted,
     Expired,
     Interrupted,
+    /// Node repair: a node condition stayed unhealthy past the cloud's repair policy.
+    Unhealthy,
     /// kerf: a DaemonSet pod that must run on the node cannot fit there.
     Unfit,
 }
@@ -74,6 +77,7 @@ impl Reason {
             Reason::Drifted => "Drifted",
             Reason::Expired => "Expired",
             Reason::Interrupted => "Interrupted",
+            Reason::Unhealthy => "Unhealthy",
             Reason::Unfit => "Unfit",
         }
     }

@@ -84,12 +84,17 @@ fn changes_disruption(event: &WatchEvent, old: &ClusterState) -> bool {
                 return true;
             };
             let allocatable = |x: &Node| x.status.as_ref().and_then(|s| s.allocatable.clone());
+            // A condition's status (not its heartbeat) can start node repair's countdown.
+            let conditions = |x: &Node| {
+                let all = x.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+                all.iter().map(|c| (c.type_.clone(), c.status.clone())).collect::<Vec<_>>()
+            };
             was.metadata.deletion_timestamp != n.metadata.deletion_timestamp
                 || was.metadata.labels != n.metadata.labels
                 || was.metadata.annotations != n.metadata.annotations
                 || was.spec != n.spec
                 || allocatable(was) != allocatable(n)
-                || util::node_ready(was) != util::node_ready(n)
+                || conditions(was) != conditions(n)
         }
         // kerf's own record of the consolidations it watches changes no decision.
         WatchEvent::Applied(AnyObject::NodePool(p)) => {

@@ -109,7 +109,7 @@ impl Disruption {
     ) -> Result<(), ControllerError> {
         let types = cx.instance_types_by_pool().await;
         let exclude = self.move_targets(cx);
-        let (cands, budgets, wake) = self.candidates(cx, &types, cx.pass.now, &exclude).await;
+        let (cands, budgets, mut wake) = self.candidates(cx, &types, cx.pass.now, &exclude).await;
         tracing::debug!(candidates = cands.len(), generation = self.generation, "evaluating disruption");
         self.evaluations += 1;
         self.unwatched = Some(self.unwatched_inputs(cx, &types, cx.pass.now));
@@ -139,7 +139,12 @@ impl Disruption {
                 blocked.insert(c.node.clone(), p.clone());
             }
         }
-        // The methods in Karpenter's order; the first with a command takes the pass.
+        // Repair first (with its gate), then the methods in Karpenter's order; the first with a
+        // command takes the pass.
+        let mut command = None;
+        if cx.options.node_repair {
+            command = self.repair_command(cx, &types, &budgets, &mut blocked, &mut wake).await;
+        }
         let mut single = SingleNode::starting_at(self.single_cursor);
         let methods: [&mut dyn Method; 6] = [
             &mut Emptiness,
@@ -149,8 +154,10 @@ impl Disruption {
             &mut MultiNode,
             &mut single,
         ];
-        let mut command = None;
         for method in methods {
+            if command.is_some() {
+                break;
+            }
             command = method.compute_command(&mut eval, &mut blocked);
             if let Some(cmd) = &command {
                 tracing::debug!(method = method.reason().as_str(), nodes = cmd.candidates.len(), "disruption command");
@@ -471,6 +478,19 @@ impl Disruption {
     ) -> Result<Running, ControllerError> {
         for (claim, _) in &r.candidates {
             if cx.state.node_claim(claim).is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+                if r.reason == Reason::Unhealthy {
+                    // A repaired node's pods are deleted without waiting for the drain: its kubelet
+                    // may never answer an eviction.
+                    let at = cx.pass.now.to_string();
+                    let patch =
+                        serde_json::json!({"metadata": {"annotations": {labels::NODECLAIM_TERMINATION_TIMESTAMP: at}}});
+                    if let Some(updated) = cx.pass.soft(
+                        "stamping the termination timestamp",
+                        cx.api.patch::<NodeClaim>(None, claim, &Patch::Merge(patch)).await,
+                    )? {
+                        cx.state.record(updated.into_any());
+                    }
+                }
                 cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, claim).await)?;
             }
         }

@@ -316,7 +316,8 @@ impl Monitor {
                 continue;
             };
             let budget_reason = match rec.reason {
-                Reason::Expired | Reason::Interrupted => continue,
+                // Repair counts its budget without the node it repairs (already unavailable).
+                Reason::Expired | Reason::Interrupted | Reason::Unhealthy => continue,
                 Reason::Empty => DisruptionReason::Empty,
                 Reason::Underutilized => DisruptionReason::Underutilized,
                 Reason::Drifted | Reason::Unfit => DisruptionReason::Drifted,
