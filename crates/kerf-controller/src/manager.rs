@@ -161,6 +161,12 @@ impl<P: CloudProvider> Manager<P> {
         &self.disruption.reversals.records
     }
 
+    /// The consolidation moves weighed so far, by pool, policy and decision, and the Balanced
+    /// scores among them.
+    pub fn consolidation_moves(&self) -> &crate::disruption::balanced::MoveCounts {
+        &self.disruption.consolidation_moves
+    }
+
     /// How many times the disruption controller evaluated the cluster.
     pub fn disruption_evaluations(&self) -> u64 {
         self.disruption.evaluations

@@ -11,10 +11,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_api::labels;
 use kerf_cloud::CloudProvider;
+use kerf_controller::disruption::balanced::{MoveCounts, SCORE_BUCKETS};
 use kerf_controller::{DisruptionRecord, Manager};
 use kerf_scheduling::InstanceType;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::NoLabelSet;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -42,6 +44,7 @@ pub struct Metrics {
     claims_terminated: Family<Labels, Counter>,
     nodes_created: Family<Labels, Counter>,
     pods_state: Arc<PodsState>,
+    consolidation: Arc<ConsolidationMoves>,
     scheduling_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pool_usage: Family<Labels, FloatGauge>,
     pool_limit: Family<Labels, FloatGauge>,
@@ -88,6 +91,8 @@ impl Metrics {
         );
         let pods_state = Arc::new(PodsState::default());
         registry.register_collector(Box::new(Arc::clone(&pods_state)));
+        let consolidation = Arc::new(ConsolidationMoves::default());
+        registry.register_collector(Box::new(Arc::clone(&consolidation)));
         let scheduling_duration =
             Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(scheduling_histogram);
         registry.register(
@@ -134,6 +139,7 @@ impl Metrics {
             claims_terminated,
             nodes_created,
             pods_state,
+            consolidation,
             scheduling_duration,
             pool_usage,
             pool_limit,
@@ -217,6 +223,7 @@ impl Metrics {
     /// decisions.
     pub fn after_pass<P: CloudProvider>(&mut self, manager: &Manager<P>) {
         self.count_decisions(manager.disruptions());
+        self.consolidation.set(manager.consolidation_moves());
         let reversals = manager.consolidation_reversals();
         for r in reversals.get(self.counted_reversals..).unwrap_or_default() {
             self.reversals.get_or_create(&lset([("nodepool", r.node_pool.as_str())])).inc();
@@ -328,6 +335,57 @@ impl Collector for PodsState {
         for row in &rows.rows {
             let labels: [(&str, &str); 10] = std::array::from_fn(|i| (POD_LABELS[i], rows.value(row[i])));
             metric.encode_family(&labels)?.encode_gauge(&1_i64)?;
+        }
+        Ok(())
+    }
+}
+
+/// `karpenter_consolidation_moves_total` (the consolidation moves disruption weighed, by
+/// NodePool, policy and decision) and `karpenter_consolidation_score` (the Balanced scores of
+/// those in Balanced pools), read from the disruption controller's counts at each scrape.
+#[derive(Debug, Default)]
+struct ConsolidationMoves(Mutex<MoveCounts>);
+
+impl ConsolidationMoves {
+    fn set(&self, counts: &MoveCounts) {
+        let mut mine = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if *mine != *counts {
+            *mine = counts.clone();
+        }
+    }
+}
+
+impl Collector for ConsolidationMoves {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let decision = |approved: bool| if approved { "approved" } else { "rejected" };
+        let mut moves = encoder.encode_descriptor(
+            "karpenter_consolidation_moves",
+            "Consolidation moves disruption weighed, by NodePool, consolidation policy and decision (a Balanced pool rejects a move that scores too low).",
+            None,
+            MetricType::Counter,
+        )?;
+        for ((pool, policy, approved), n) in &counts.moves {
+            let labels = [("decision", decision(*approved)), ("nodepool", pool.as_str()), ("policy", policy)];
+            moves.encode_family(&labels)?.encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let mut scores = encoder.encode_descriptor(
+            "karpenter_consolidation_score",
+            "Balanced scores of consolidation moves (share of the pool's cost saved over share of its disruption cost), by NodePool and decision.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for ((pool, approved), (buckets, count, sum)) in &counts.scores {
+            let labels = [("decision", decision(*approved)), ("nodepool", pool.as_str()), ("policy", "Balanced")];
+            // The encoder adds the buckets up itself: each gets the scores above the one before.
+            let mut below = 0;
+            let mut b: Vec<(f64, u64)> = Vec::with_capacity(SCORE_BUCKETS.len() + 1);
+            for (bound, cumulative) in SCORE_BUCKETS.iter().zip(buckets) {
+                b.push((*bound, cumulative - below));
+                below = *cumulative;
+            }
+            b.push((f64::INFINITY, count - below));
+            scores.encode_family(&labels)?.encode_histogram::<NoLabelSet>(*sum, *count, &b, None)?;
         }
         Ok(())
     }
@@ -508,5 +566,29 @@ pub(crate) mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn consolidation_moves_and_balanced_scores_are_published_by_pool_policy_and_decision() {
+        let mut counts = MoveCounts::default();
+        counts.record("spot", "Balanced", true, Some(0.75));
+        counts.record("spot", "Balanced", false, Some(0.08));
+        counts.record("spot", "Balanced", false, Some(0.3));
+        counts.record("od", "WhenEmptyOrUnderutilized", true, None);
+        let moves = Arc::new(ConsolidationMoves::default());
+        moves.set(&counts);
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(moves));
+        let text = encode(&registry);
+        for line in [
+            r#"karpenter_consolidation_moves_total{decision="approved",nodepool="spot",policy="Balanced"} 1"#,
+            r#"karpenter_consolidation_moves_total{decision="rejected",nodepool="spot",policy="Balanced"} 2"#,
+            r#"karpenter_consolidation_moves_total{decision="approved",nodepool="od",policy="WhenEmptyOrUnderutilized"} 1"#,
+            r#"karpenter_consolidation_score_bucket{le="0.1",decision="rejected",nodepool="spot",policy="Balanced"} 1"#,
+            r#"karpenter_consolidation_score_bucket{le="0.5",decision="rejected",nodepool="spot",policy="Balanced"} 2"#,
+            r#"karpenter_consolidation_score_count{decision="approved",nodepool="spot",policy="Balanced"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
     }
 }

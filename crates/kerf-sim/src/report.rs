@@ -107,6 +107,9 @@ pub struct Disruption {
     /// NodeClaims launched to replace it.
     pub replacements: Vec<String>,
     pub detail: String,
+    /// The Balanced score of a consolidation in a `Balanced` pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
 }
 
 /// The fleet at one moment.

@@ -227,6 +227,7 @@ impl<P: SimCloud> Simulation<P> {
                     reason: reason.to_string(),
                     replacements: rec.replacements.clone(),
                     detail: rec.detail.clone(),
+                    score: rec.score,
                 }),
             }
         }

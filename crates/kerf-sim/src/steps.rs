@@ -232,6 +232,7 @@ impl<P: SimCloud> Simulation<P> {
                         reason: "Interrupted".to_string(),
                         replacements: Vec::new(),
                         detail: "a spot interruption warning was delivered".to_string(),
+                        score: None,
                     });
                 }
                 self.kick = true;

@@ -44,6 +44,9 @@ fn candidates(input: &SchedulingInput, prices: &[f64]) -> Vec<Candidate> {
                 zone: label(labels::ZONE),
                 price: *price,
                 pods: n.pods.clone(),
+                disruption_cost: kerf_controller::disruption::balanced::node_disruption_cost(
+                    n.pods.iter().map(|p| &**p),
+                ),
                 consolidatable: true,
                 not_consolidatable: None,
                 protected: None,

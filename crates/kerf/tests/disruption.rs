@@ -935,3 +935,54 @@ fn node_repair_stops_when_more_than_a_fifth_of_a_pool_is_unhealthy_and_paces_by_
     assert_eq!(nodes(&r).len(), 10);
     assert_all_running(&r, 10);
 }
+
+/// A pool of one `large` node (8 CPUs, $0.40/h), with `six` (6 CPUs, $0.37/h) and `small`
+/// (2 CPUs, $0.10/h) to replace it with; seven one-CPU pods, then `replicas`.
+fn replace_after_scale_down(name: &str, policy: &str, replicas: u32) -> Value {
+    let types = r#"[
+    {name: large, capacity: {cpu: "8", memory: 32Gi, pods: "110"}, price: 0.40, offerings: [{zone: us-west-2a, capacityType: on-demand}]},
+    {name: six, capacity: {cpu: "6", memory: 24Gi, pods: "110"}, price: 0.37, offerings: [{zone: us-west-2a, capacityType: on-demand}]},
+    {name: small, capacity: {cpu: "2", memory: 8Gi, pods: "110"}, price: 0.10, offerings: [{zone: us-west-2a, capacityType: on-demand}]}]"#;
+    let disruption = format!("{{consolidationPolicy: {policy}, consolidateAfter: 0s}}");
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: web, namespace: default, replicas: {replicas}}}\n  - wait: 10m\n",
+        deployment("web", 7, "1", "")
+    );
+    let yaml = format!(
+        "name: {name}\ncloud: {{region: us-west-2, zones: [us-west-2a], launchLatency: 30s, instanceTypes: {types}}}\n\
+         steps:\n  - apply: [{}, {CLASS}]\n{steps}",
+        pool("", &disruption)
+    );
+    simulate(name, &yaml)
+}
+
+#[test]
+fn balanced_refuses_a_replacement_that_saves_little_for_what_it_disrupts_and_says_its_score() {
+    // Five pods left on the 8-CPU node: `six` holds them for $0.03/h less. The move saves 7.5%
+    // of the pool's cost and disrupts all of it: score 0.08, below Balanced's 0.50.
+    let eager = replace_after_scale_down("marginal-eager", "WhenEmptyOrUnderutilized", 5);
+    assert_eq!(disruptions(&eager).len(), 1, "{:#?}", disruptions(&eager));
+    assert_eq!(types_of(&eager), ["six"]);
+    let balanced = replace_after_scale_down("marginal-balanced", "Balanced", 5);
+    assert!(disruptions(&balanced).is_empty(), "{:#?}", disruptions(&balanced));
+    assert_eq!(types_of(&balanced), ["large"]);
+    let why = nodes(&balanced)[0]["disruptionBlocked"].as_str().unwrap().to_string();
+    assert!(why.contains("Balanced score 0.08 in NodePool default"), "{why}");
+    assert!(why.contains("needs 0.50"), "{why}");
+    assert_all_running(&balanced, 5);
+
+    // Two pods left: `small` holds them for 75% less, worth the disruption (score 0.75); the
+    // disruption reports its score.
+    let r = replace_after_scale_down("worth-balanced", "Balanced", 2);
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(types_of(&r), ["small"]);
+    assert!((secs(&d[0]["score"]) - 0.75).abs() < 1e-9, "{}", d[0]);
+    assert!(d[0]["detail"].as_str().unwrap().contains("Balanced score 0.75"), "{}", d[0]);
+    assert_all_running(&r, 2);
+    // Scaled to zero, the empty node goes whatever the policy.
+    let r = replace_after_scale_down("empty-balanced", "Balanced", 0);
+    assert_eq!(disruptions(&r).len(), 1);
+    assert_eq!(disruptions(&r)[0]["reason"], "Empty");
+    assert!(nodes(&r).is_empty());
+}

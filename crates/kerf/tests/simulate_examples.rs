@@ -331,6 +331,20 @@ fn node_repair_example_replaces_the_failed_node_after_thirty_minutes_and_its_pod
 }
 
 #[test]
+fn consolidation_balanced_example_takes_only_moves_scoring_at_least_one_half() {
+    let r = simulate("consolidation-balanced.yaml");
+    let d = r["disruptions"].as_array().unwrap();
+    assert!(!d.is_empty(), "the scale-down leaves nodes worth removing");
+    for x in d {
+        assert_eq!(x["reason"], "Underutilized", "{x}");
+        let score = x["score"].as_f64().unwrap_or_else(|| panic!("no score: {x}"));
+        assert!(score >= 0.5, "{x}");
+        assert!(x["detail"].as_str().unwrap().contains("Balanced score"), "{x}");
+    }
+    all_pods_running(&r);
+}
+
+#[test]
 fn scale_example_has_fifty_deployments_and_thirty_thousand_replicas() {
     // Running it takes seconds in a release build; here its shape is checked (its run time is
     // in docs/performance.md).

@@ -17,6 +17,7 @@ use kerf_scheduling::Requirements;
 use kerf_scheduling::disruption_budgets::{DisruptionBudgets, EvictionRefusal};
 
 use super::Disruption;
+use super::balanced::{PoolTotals, node_disruption_cost};
 use crate::ctx::Ctx;
 use crate::input::TypesByPool;
 use crate::marks::{is_disrupted, is_drainable};
@@ -36,6 +37,8 @@ pub struct Candidate {
     pub price: f64,
     /// Pods that would have to move: not DaemonSet pods, not finished, not the node's own.
     pub pods: Vec<Arc<SlimPod>>,
+    /// 1 plus the positive eviction costs of its pods (see `balanced`).
+    pub disruption_cost: f64,
     /// Consolidation may act on it (policy and `consolidateAfter` allow it now).
     pub consolidatable: bool,
     /// Why consolidation may not act on it yet, when it may not.
@@ -114,6 +117,8 @@ pub struct Budgets {
     /// Pool → those of its nodes counted as disrupting only because they are NotReady (not
     /// deleting, not being disrupted).
     pub not_ready: BTreeMap<String, usize>,
+    /// Pool → its cost and disruption cost over all of its nodes (for `Balanced`).
+    pub pool_totals: BTreeMap<String, PoolTotals>,
     /// The wall-clock instant budget schedules are evaluated at.
     pub wall: Timestamp,
 }
@@ -317,6 +322,15 @@ impl Disruption {
                 continue;
             };
             let Some(pool) = state.node_pool(pool_name) else { continue };
+            let l = node.metadata.labels.as_ref();
+            let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
+            let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
+            let price = node_price(types, pool_name, &itype, &zone, &ct);
+            let all_pods: Vec<&Arc<SlimPod>> = state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).collect();
+            let disruption_cost = node_disruption_cost(all_pods.iter().filter(|p| moves_with_node(p)).map(|p| &***p));
+            let totals = budgets.pool_totals.entry(pool_name.clone()).or_default();
+            totals.cost += price;
+            totals.disruption += disruption_cost;
             let count = budgets.counts.entry(pool_name.clone()).or_default();
             count.0 += 1;
             let deleting = node.metadata.deletion_timestamp.is_some() || claim.metadata.deletion_timestamp.is_some();
@@ -330,10 +344,6 @@ impl Disruption {
             if exclude.contains(claim.name()) || !claim.is_condition_true(CONDITION_INITIALIZED) {
                 continue;
             }
-            let l = node.metadata.labels.as_ref();
-            let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
-            let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
-            let all_pods: Vec<&Arc<SlimPod>> = state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).collect();
             // The pods that must find room elsewhere when the node goes, as the scheduler's
             // what-ifs move them: a pod that tolerates the disrupted taint is not evicted by the
             // drain, but it goes with the node and its controller makes it again elsewhere.
@@ -424,11 +434,12 @@ impl Disruption {
                 claim: claim.name().to_string(),
                 node: name.clone(),
                 pool: pool_name.clone(),
-                price: node_price(types, pool_name, &itype, &zone, &ct),
+                price,
                 instance_type: itype,
                 capacity_type: ct,
                 zone,
                 pods,
+                disruption_cost,
                 consolidatable: not_consolidatable.is_none(),
                 not_consolidatable,
                 protected,

@@ -141,6 +141,15 @@ pub fn describe(cands: &[&Candidate], pods: usize, decision: &Decision) -> (Stri
     }
 }
 
+/// $/h a decision saves on `cands`: their price, less the replacement's.
+pub fn savings(cands: &[&Candidate], decision: &Decision) -> f64 {
+    let total: f64 = cands.iter().map(|c| c.price).sum();
+    match decision {
+        Decision::Delete => total,
+        Decision::Replace { price, .. } => total - price,
+    }
+}
+
 /// The candidates in the order consolidation tries them, cheapest to disrupt first: fewest pods,
 /// then the most expensive node, then by name.
 pub fn consolidation_order(list: &mut [&Candidate]) {
@@ -267,6 +276,7 @@ mod tests {
             zone: "z".into(),
             price,
             pods: vec![],
+            disruption_cost: 1.0,
             consolidatable: true,
             not_consolidatable: None,
             protected: None,

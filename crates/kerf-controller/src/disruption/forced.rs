@@ -47,6 +47,7 @@ impl Disruption {
             instance_type: itype,
             capacity_type: ct,
             zone,
+            disruption_cost: super::balanced::node_disruption_cost(pods.iter().map(|p| &**p)),
             pods,
             consolidatable: false,
             not_consolidatable: None,

@@ -73,6 +73,7 @@ impl Disruption {
                     replacements,
                     detail,
                     savings: 0.0,
+                    score: None,
                     moves,
                 },
             )

@@ -12,6 +12,7 @@
 //! kube-scheduler or a launch), so it never races the provisioner. Every managed node that is
 //! not disrupted gets the reason in [`Disruption::blocked`] and a `DisruptionBlocked` event.
 
+pub mod balanced;
 pub mod candidates;
 pub mod consolidation;
 mod forced;
@@ -102,6 +103,8 @@ pub struct DisruptionRecord {
     pub replacements: Vec<String>,
     /// When the decision was taken (the node tainted).
     pub decided_at: Timestamp,
+    /// The Balanced score of the consolidation, when its pool is Balanced.
+    pub score: Option<f64>,
 }
 
 /// A decision: which nodes go, why, and what replaces them.
@@ -113,6 +116,9 @@ pub(crate) struct Command {
     pub detail: String,
     /// $/h saved (consolidation), 0 otherwise.
     pub savings: f64,
+    /// The Balanced score that let a consolidation go ahead (its lowest over the Balanced pools
+    /// it touches); `None` when no pool it touches is Balanced.
+    pub score: Option<f64>,
     /// Where the candidates' pods are expected to go (later decisions count them there while
     /// the command runs).
     pub moves: Vec<(crate::state::ObjectKey, in_flight::Destination)>,
@@ -175,6 +181,8 @@ pub struct Disruption {
     pub(crate) workload_shrank: bool,
     /// Bumped on every watch event that may change a disruption decision.
     pub(crate) generation: u64,
+    /// The consolidation moves weighed so far, and their Balanced scores (for the metrics).
+    pub(crate) consolidation_moves: balanced::MoveCounts,
     /// Consolidations watched for being undone, and the NodePools held back after one was.
     pub(crate) reversals: reversals::Reversals,
     /// The last evaluation's scheduling inputs, while another evaluation is due soon (see

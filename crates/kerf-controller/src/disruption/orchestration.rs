@@ -11,6 +11,7 @@ use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, labels};
 use kerf_cloud::CloudProvider;
 
+use super::balanced::{MoveCounts, deciding, score_move};
 use super::candidates::{Candidate, budget_reason, within_budget};
 use super::consolidation::{Decision, what_if};
 use super::in_flight::{Destination, planned_moves};
@@ -132,6 +133,7 @@ impl Disruption {
             prepared: &mut prepared,
             facts: cx.pod_facts,
             consolidation_list: None,
+            moves: MoveCounts::default(),
         };
         let mut blocked: BTreeMap<String, String> = BTreeMap::new();
         for c in &cands {
@@ -164,6 +166,7 @@ impl Disruption {
                 break;
             }
         }
+        self.consolidation_moves.merge(std::mem::take(&mut eval.moves));
         // Whether single-node consolidation left candidates untried since the last change.
         let mut sweep_unfinished = false;
         if let Some((listed, which)) = single.listed {
@@ -301,6 +304,17 @@ impl Disruption {
         };
         let mut fresh = consolidation_command(&now, pods, decision);
         fresh.reason = cmd.reason;
+        // A Balanced pool's move must still score high enough on the cluster as it is now.
+        let scores = score_move(&now, fresh.savings, &pools, &budgets.pool_totals);
+        if let Some(low) = deciding(&scores).filter(|s| !s.approved()) {
+            self.abandon(cx, &cmd, &low.describe()).await;
+            self.keep_prepared(prepared);
+            return Ok(());
+        }
+        if let Some(s) = deciding(&scores) {
+            fresh.detail = format!("{}; {}", fresh.detail, s.describe());
+            fresh.score = Some(s.value());
+        }
         // Where its pods go, as later decisions count them while it runs.
         if let Ok(answer) = what_if(&mut prepared.ctx, &now) {
             fresh.moves = planned_moves(&answer);
@@ -427,6 +441,7 @@ impl Disruption {
                 detail: cmd.detail.clone(),
                 replacements: launched.clone(),
                 decided_at: cx.pass.now,
+                score: cmd.score,
             });
         }
         if cmd.reason == Reason::Underutilized {

@@ -174,6 +174,7 @@ impl Disruption {
                 replacements,
                 detail: format!("{condition} (repaired after {})", minutes(d.policy.toleration.as_millis() as i64)),
                 savings: 0.0,
+                score: None,
                 moves,
             });
         }

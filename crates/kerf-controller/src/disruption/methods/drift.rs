@@ -68,6 +68,7 @@ impl Method for Drift {
                 replacements: Vec::new(),
                 detail: format!("{detail}; it is empty"),
                 savings: 0.0,
+                score: None,
                 moves: Vec::new(),
             });
         }
@@ -118,7 +119,15 @@ impl Method for Drift {
                     k => format!("{k} new node(s)"),
                 }
             );
-            return Some(Command { reason, candidates: vec![c.clone()], replacements, detail, savings: 0.0, moves });
+            return Some(Command {
+                reason,
+                candidates: vec![c.clone()],
+                replacements,
+                detail,
+                savings: 0.0,
+                score: None,
+                moves,
+            });
         }
         None
     }

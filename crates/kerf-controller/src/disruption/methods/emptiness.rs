@@ -35,6 +35,7 @@ impl Method for Emptiness {
             replacements: Vec::new(),
             detail,
             savings,
+            score: None,
             moves: Vec::new(),
         })
     }

@@ -46,7 +46,15 @@ impl Disruption {
             let detail = format!("expireAfter {after} has passed since it was created");
             self.execute(
                 cx,
-                Command { reason: Reason::Expired, candidates: vec![cand], replacements, detail, savings: 0.0, moves },
+                Command {
+                    reason: Reason::Expired,
+                    candidates: vec![cand],
+                    replacements,
+                    detail,
+                    savings: 0.0,
+                    score: None,
+                    moves,
+                },
             )
             .await?;
         }

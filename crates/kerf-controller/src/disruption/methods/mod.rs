@@ -19,8 +19,9 @@ use kerf_api::NodePool;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_scheduling::{PodFactsCache, SchedulingInput};
 
+use super::balanced::{MoveCounts, Score, deciding, policy_name, score_move};
 use super::candidates::{Budgets, Candidate, within_budget};
-use super::consolidation::{Decision, consolidation_order, describe};
+use super::consolidation::{Decision, consolidation_order, describe, savings};
 use super::prepared::Prepared;
 use super::{Command, Reason};
 use crate::input::TypesByPool;
@@ -58,6 +59,8 @@ pub(super) struct Eval<'a> {
     /// The consolidation candidates in order, once listed (both consolidation methods use it);
     /// `None` until then.
     pub consolidation_list: Option<Vec<&'a Candidate>>,
+    /// The consolidation moves weighed in this evaluation (see `balanced`).
+    pub moves: MoveCounts,
 }
 
 impl<'a> Eval<'a> {
@@ -95,8 +98,35 @@ impl<'a> Eval<'a> {
 
     /// One consolidation question ([`consolidate`]), on the cluster as the running commands
     /// will leave it once their pods have landed too.
+    /// A move in a Balanced pool must also score high enough (see `balanced`); one that does
+    /// not is refused with its score.
     pub fn consolidate(&mut self, cands: &[&Candidate]) -> Result<(Decision, usize), String> {
-        self.prepared.consolidate(self.facts, cands)
+        let (decision, pods) = self.prepared.consolidate(self.facts, cands)?;
+        let scores = score_move(cands, savings(cands, &decision), self.pools, &self.budgets.pool_totals);
+        let refused = deciding(&scores).filter(|s| !s.approved()).map(Score::describe);
+        let mut pools: Vec<&str> = cands.iter().map(|c| c.pool.as_str()).collect();
+        pools.sort_unstable();
+        pools.dedup();
+        for pool in pools {
+            let score = scores.iter().find(|s| s.pool == pool);
+            let approved = refused.is_none();
+            self.moves.record(pool, policy_name(self.pools.get(pool)), approved, score.map(Score::value));
+        }
+        match refused {
+            Some(why) => Err(format!("{why}: too little saved for what it disrupts")),
+            None => Ok((decision, pods)),
+        }
+    }
+
+    /// The command for a consolidation decision, with its Balanced score.
+    pub fn command(&self, cands: &[&Candidate], pods: usize, decision: Decision) -> Command {
+        let mut cmd = consolidation_command(cands, pods, decision);
+        let scores = score_move(cands, cmd.savings, self.pools, &self.budgets.pool_totals);
+        if let Some(s) = deciding(&scores) {
+            cmd.detail = format!("{}; {}", cmd.detail, s.describe());
+            cmd.score = Some(s.value());
+        }
+        cmd
     }
 }
 
@@ -118,6 +148,7 @@ pub(super) fn consolidation_command(cands: &[&Candidate], pods: usize, decision:
         },
         detail,
         savings,
+        score: None,
         moves: Vec::new(),
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use kerf_api::nodepool::DisruptionReason;
 
-use super::{Eval, Method, consolidatable, consolidation_command};
+use super::{Eval, Method, consolidatable};
 use crate::disruption::candidates::Candidate;
 use crate::disruption::consolidation::largest_prefix;
 use crate::disruption::{Command, Reason};
@@ -28,6 +28,6 @@ impl Method for MultiNode {
         let list = eval.consolidation_candidates(blocked);
         let list = eval.allowed(list, DisruptionReason::Underutilized, &mut BTreeMap::new());
         let (k, (decision, pods)) = largest_prefix(list.len(), |k| eval.consolidate(&list[..k]))?;
-        Some(consolidation_command(&list[..k], pods, decision))
+        Some(eval.command(&list[..k], pods, decision))
     }
 }

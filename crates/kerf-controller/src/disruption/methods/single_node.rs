@@ -8,7 +8,7 @@ use std::hash::{Hash, Hasher};
 
 use kerf_api::nodepool::DisruptionReason;
 
-use super::{Eval, Method, consolidatable, consolidation_command};
+use super::{Eval, Method, consolidatable};
 use crate::disruption::candidates::Candidate;
 use crate::disruption::consolidation::largest_prefix;
 use crate::disruption::{Command, Reason, SINGLE_NODE_MAX_EVALUATIONS};
@@ -87,8 +87,8 @@ impl SingleNode {
                     // together).
                     let rest = eval.allowed(open[i..].to_vec(), DisruptionReason::Underutilized, &mut BTreeMap::new());
                     let cmd = match largest_prefix(rest.len(), |k| eval.consolidate(&rest[..k])) {
-                        Some((k, (d, p))) => consolidation_command(&rest[..k], p, d),
-                        None => consolidation_command(&[c], pods, decision),
+                        Some((k, (d, p))) => eval.command(&rest[..k], p, d),
+                        None => eval.command(&[c], pods, decision),
                     };
                     return (Some(cmd), i);
                 }

@@ -113,6 +113,7 @@ fn static_drift(
             replacements: vec![new; chosen.len()],
             detail,
             savings: 0.0,
+            score: None,
             moves: Vec::new(),
         });
     }

@@ -1,0 +1,226 @@
+//! `consolidationPolicy: Balanced` (Karpenter v1.14): a consolidation in a Balanced pool goes
+//! ahead only when its share of the pool's cost saved is at least half its share of the pool's
+//! disruption cost, so that marginal moves (a few cents an hour for a node full of pods) are not
+//! taken while worthwhile ones are.
+//!
+//! - A pod's eviction cost is 1, plus its `controller.kubernetes.io/pod-deletion-cost` / 2^27,
+//!   plus its priority / 2^25, clamped to [-10, 10]. A node's disruption cost is 1 plus the
+//!   positive eviction costs of the pods that would move.
+//! - A pool's cost and disruption cost sum over all of its nodes, candidates or not.
+//! - score = (savings / pool cost) / (move's disruption cost / pool disruption cost); the move
+//!   goes ahead when score >= 1 / [`BALANCED_K`]. A move that saves nothing scores 0. A move
+//!   across pools gives each Balanced pool its share of the savings (by its nodes' share of the
+//!   price), and every Balanced pool must pass.
+//! - Emptiness is not scored: an empty node goes whatever the policy.
+
+use std::collections::BTreeMap;
+
+use kerf_api::nodepool::{BALANCED_K, ConsolidationPolicy};
+use kerf_api::{MetaView, NodePool, SlimPod};
+
+use super::candidates::Candidate;
+
+/// The annotation a ReplicaSet's scale-down orders its pods by; Balanced reads it as part of a
+/// pod's eviction cost.
+pub(crate) const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// A pod's eviction cost.
+pub(crate) fn eviction_cost(pod: &SlimPod) -> f64 {
+    let mut cost = 1.0;
+    if let Some(v) = pod.metadata.annotations().and_then(|a| a.get(POD_DELETION_COST))
+        && let Ok(x) = v.trim().parse::<f64>()
+    {
+        cost += x / f64::from(1u32 << 27);
+    }
+    if let Some(p) = pod.spec.as_ref().and_then(|s| s.priority) {
+        cost += f64::from(p) / f64::from(1u32 << 25);
+    }
+    cost.clamp(-10.0, 10.0)
+}
+
+/// A node's disruption cost, from the pods that would move off it.
+pub fn node_disruption_cost<'a>(moving: impl IntoIterator<Item = &'a SlimPod>) -> f64 {
+    1.0 + moving.into_iter().map(|p| eviction_cost(p).max(0.0)).sum::<f64>()
+}
+
+/// One pool's cost ($/h) and disruption cost, over all of its nodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PoolTotals {
+    pub cost: f64,
+    pub disruption: f64,
+}
+
+/// A move's score in one Balanced pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Score {
+    pub pool: String,
+    /// Savings as a share of the pool's cost.
+    pub savings: f64,
+    /// The move's disruption cost as a share of the pool's.
+    pub disruption: f64,
+}
+
+impl Score {
+    pub fn value(&self) -> f64 {
+        if self.savings <= 0.0 {
+            0.0
+        } else if self.disruption <= 0.0 {
+            f64::INFINITY
+        } else {
+            self.savings / self.disruption
+        }
+    }
+
+    pub fn approved(&self) -> bool {
+        self.value() >= 1.0 / f64::from(BALANCED_K)
+    }
+
+    /// The score in words, as a node's reason and a disruption's detail give it.
+    pub fn describe(&self) -> String {
+        format!(
+            "Balanced score {:.2} in NodePool {} (saves {:.1}% of its cost for {:.1}% of its disruption cost; needs {:.2})",
+            self.value(),
+            self.pool,
+            self.savings * 100.0,
+            self.disruption * 100.0,
+            1.0 / f64::from(BALANCED_K)
+        )
+    }
+}
+
+/// A move's score in each Balanced pool among its candidates (none when no pool is Balanced).
+pub(crate) fn score_move(
+    cands: &[&Candidate],
+    savings: f64,
+    pools: &BTreeMap<String, NodePool>,
+    totals: &BTreeMap<String, PoolTotals>,
+) -> Vec<Score> {
+    let source: f64 = cands.iter().map(|c| c.price).sum();
+    let mut by_pool: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for c in cands {
+        let e = by_pool.entry(c.pool.as_str()).or_default();
+        e.0 += c.price;
+        e.1 += c.disruption_cost;
+    }
+    let several = by_pool.len() > 1;
+    by_pool
+        .into_iter()
+        .filter(|(pool, _)| {
+            pools.get(*pool).is_some_and(|p| p.spec.disruption.consolidation_policy == ConsolidationPolicy::Balanced)
+        })
+        .map(|(pool, (price, disruption))| {
+            let t = totals.get(pool).copied().unwrap_or_default();
+            let share = if several && source > 0.0 { savings * price / source } else { savings };
+            Score {
+                pool: pool.to_string(),
+                savings: if t.cost > 0.0 { share / t.cost } else { 0.0 },
+                disruption: if t.disruption > 0.0 { disruption / t.disruption } else { 0.0 },
+            }
+        })
+        .collect()
+}
+
+/// Where a Balanced score falls, for `karpenter_consolidation_score`: the upper bounds of the
+/// histogram's buckets (the threshold, 1 / [`BALANCED_K`], is one of them).
+pub const SCORE_BUCKETS: [f64; 8] = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 100.0];
+
+/// The consolidation moves disruption weighed, by pool, policy and decision, and the scores of
+/// the Balanced ones: what `karpenter_consolidation_moves_total` and
+/// `karpenter_consolidation_score` publish.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MoveCounts {
+    /// (pool, policy, approved) → moves.
+    pub moves: BTreeMap<(String, &'static str, bool), u64>,
+    /// (pool, approved) → (per bucket of [`SCORE_BUCKETS`], then the count, the sum).
+    pub scores: BTreeMap<(String, bool), ([u64; SCORE_BUCKETS.len()], u64, f64)>,
+}
+
+impl MoveCounts {
+    /// One move in `pool`: its Balanced score if it has one.
+    pub fn record(&mut self, pool: &str, policy: &'static str, approved: bool, score: Option<f64>) {
+        *self.moves.entry((pool.to_string(), policy, approved)).or_default() += 1;
+        if let Some(s) = score {
+            let h = self.scores.entry((pool.to_string(), approved)).or_default();
+            for (i, bound) in SCORE_BUCKETS.iter().enumerate() {
+                if s <= *bound {
+                    h.0[i] += 1;
+                }
+            }
+            h.1 += 1;
+            h.2 += if s.is_finite() { s } else { SCORE_BUCKETS[SCORE_BUCKETS.len() - 1] };
+        }
+    }
+}
+
+impl MoveCounts {
+    /// Adds another evaluation's counts.
+    pub fn merge(&mut self, other: MoveCounts) {
+        for (k, n) in other.moves {
+            *self.moves.entry(k).or_default() += n;
+        }
+        for (k, (buckets, count, sum)) in other.scores {
+            let h = self.scores.entry(k).or_default();
+            for (mine, theirs) in h.0.iter_mut().zip(buckets) {
+                *mine += theirs;
+            }
+            h.1 += count;
+            h.2 += sum;
+        }
+    }
+}
+
+/// A pool's consolidation policy as the metrics name it.
+pub(crate) fn policy_name(pool: Option<&NodePool>) -> &'static str {
+    match pool.map(|p| p.spec.disruption.consolidation_policy) {
+        Some(ConsolidationPolicy::WhenEmpty) => "WhenEmpty",
+        Some(ConsolidationPolicy::Balanced) => "Balanced",
+        _ => "WhenEmptyOrUnderutilized",
+    }
+}
+
+/// The lowest of a move's scores, the one that decides it.
+pub(crate) fn deciding(scores: &[Score]) -> Option<&Score> {
+    scores.iter().min_by(|a, b| a.value().total_cmp(&b.value()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kerf_api::{PodShape, SlimPodSpec};
+
+    fn pod(deletion_cost: Option<&str>, priority: Option<i32>) -> SlimPod {
+        SlimPod {
+            metadata: ObjectMeta {
+                annotations: deletion_cost.map(|c| [(POD_DELETION_COST.to_string(), c.to_string())].into()),
+                ..Default::default()
+            }
+            .into(),
+            spec: Some(SlimPodSpec::from(PodShape { priority, ..Default::default() })),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn eviction_cost_is_one_raised_by_deletion_cost_and_priority_and_clamped() {
+        assert_eq!(eviction_cost(&pod(None, None)), 1.0);
+        assert_eq!(eviction_cost(&pod(Some("134217728"), None)), 2.0);
+        assert_eq!(eviction_cost(&pod(None, Some(33554432))), 2.0);
+        assert_eq!(eviction_cost(&pod(Some("2147483647"), Some(1_000_000_000))), 10.0);
+        assert_eq!(eviction_cost(&pod(Some("-2147483648"), None)), -10.0);
+        assert_eq!(eviction_cost(&pod(Some("not a number"), None)), 1.0);
+        // Negative costs count for nothing in a node's cost.
+        let (a, b) = (pod(Some("-2147483648"), None), pod(None, None));
+        assert_eq!(node_disruption_cost([&a, &b]), 2.0);
+    }
+
+    #[test]
+    fn a_move_passes_when_its_savings_share_is_at_least_half_its_disruption_share() {
+        let s = |savings, disruption| Score { pool: "p".into(), savings, disruption };
+        assert!(s(0.10, 0.20).approved());
+        assert!(!s(0.02, 0.20).approved());
+        assert_eq!(s(0.0, 0.1).value(), 0.0);
+        assert!(!s(-0.1, 0.1).approved());
+        assert!(s(0.01, 0.0).approved());
+    }
+}
