@@ -986,3 +986,23 @@ fn balanced_refuses_a_replacement_that_saves_little_for_what_it_disrupts_and_say
     assert_eq!(disruptions(&r)[0]["reason"], "Empty");
     assert!(nodes(&r).is_empty());
 }
+
+#[test]
+fn consolidation_disrupts_the_node_whose_pods_cost_least_to_evict_first() {
+    // Node A (`medium`) runs `dear`, whose pod carries a high pod-deletion-cost, and three
+    // `filler` pods; node B (`small`) runs `cheap`. With `filler` gone, either node's pod fits
+    // on the other: the one whose pod is cheaper to evict goes first, though A costs more.
+    let dear =
+        deployment("dear", 1, "1", ", annotations: {controller.kubernetes.io/pod-deletion-cost: \"1000000000\"}");
+    let steps = format!(
+        "  - apply: [{dear}, {}]\n  - wait: 2m\n  - apply: [{}]\n  - wait: 2m\n  - scale: {{kind: Deployment, name: filler, namespace: default, replicas: 0}}\n  - wait: 5m\n",
+        deployment("filler", 3, "1", ""),
+        deployment("cheap", 1, "1", "")
+    );
+    let r = simulate("deletion-cost", &scenario("deletion-cost", "", &pool("", CONSOLIDATE_NOW), &steps));
+    let d = disruptions(&r);
+    assert!(!d.is_empty(), "{d:#?}");
+    assert_eq!(d[0]["instanceType"], "small", "{d:#?}");
+    assert_eq!(d[0]["node"], node_name(2), "{d:#?}");
+    assert_all_running(&r, 2);
+}

@@ -150,11 +150,17 @@ pub fn savings(cands: &[&Candidate], decision: &Decision) -> f64 {
     }
 }
 
-/// The candidates in the order consolidation tries them, cheapest to disrupt first: fewest pods,
-/// then the most expensive node, then by name.
+/// The candidates in the order consolidation tries them, cheapest to disrupt first: the lowest
+/// disruption cost (its pods' eviction costs, so pod-deletion-cost and priority count; see
+/// `balanced`), then fewest pods (buffer room included), then the most expensive node, then by
+/// name.
 pub fn consolidation_order(list: &mut [&Candidate]) {
     list.sort_by(|a, b| {
-        a.pods.len().cmp(&b.pods.len()).then_with(|| b.price.total_cmp(&a.price)).then_with(|| a.node.cmp(&b.node))
+        a.disruption_cost
+            .total_cmp(&b.disruption_cost)
+            .then_with(|| a.pods.len().cmp(&b.pods.len()))
+            .then_with(|| b.price.total_cmp(&a.price))
+            .then_with(|| a.node.cmp(&b.node))
     });
 }
 
