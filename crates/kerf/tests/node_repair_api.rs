@@ -1,0 +1,118 @@
+//! Node repair over the API: `kerf controller --cloud kwok` with `FEATURE_GATES=NodeRepair=true`
+//! against `kerf serve --controllers none`. A node agent's condition written through the status
+//! subresource (as the EKS node monitoring agent writes it) gets the node replaced; a node
+//! annotated `karpenter.sh/do-not-repair` keeps it.
+
+#[macro_use]
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use common::controller::{Controller, words};
+use common::*;
+
+const MANIFESTS: &str = concat!(
+    demo_node_class!(),
+    r#"apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: ["c", "m"]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  disruption:
+    consolidateAfter: Never
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: gpu
+spec:
+  replicas: 10
+  selector:
+    matchLabels: {app: gpu}
+  template:
+    metadata:
+      labels: {app: gpu}
+    spec:
+      terminationGracePeriodSeconds: 0
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: gpu}}}
+      containers:
+        - name: gpu
+          image: registry.k8s.io/pause:3.10
+          resources:
+            requests: {cpu: "1"}
+"#
+);
+
+fn nodes(s: &Served) -> BTreeSet<String> {
+    words(s, &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"])
+}
+
+fn running_pods(s: &Served) -> BTreeSet<String> {
+    words(s, &["get", "pods", "--field-selector", "status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}"])
+}
+
+/// The node's conditions as the kubelet and a failed GPU's agent report them: Ready, and
+/// `AcceleratedHardwareReady` False since long before the 10 minutes the policy tolerates.
+fn fail_gpu(s: &Served, node: &str) {
+    let patch = r#"{"status":{"conditions":[
+        {"type":"Ready","status":"True","reason":"KubeletReady","lastTransitionTime":"2020-01-01T00:00:00Z","lastHeartbeatTime":"2020-01-01T00:00:00Z"},
+        {"type":"AcceleratedHardwareReady","status":"False","reason":"NvidiaXidError","message":"XID 79","lastTransitionTime":"2020-01-01T00:00:00Z","lastHeartbeatTime":"2020-01-01T00:00:00Z"}]}}"#;
+    kubectl_ok(s, &["patch", "node", node, "--subresource=status", "--type=merge", "-p", patch]);
+}
+
+#[test]
+fn a_node_whose_gpu_failed_is_replaced_over_the_api_and_do_not_repair_keeps_one() {
+    let s = Served::start("repair-api", &["--controllers", "none"]);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kerf"));
+    command
+        .args(["controller", "--cloud", "kwok", "--kubeconfig"])
+        .arg(&s.kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
+        .env("FEATURE_GATES", "NodeRepair=true");
+    let c = Controller::spawn(&s, "repair", command);
+    let path = write(&s.dir, "manifests.yaml", MANIFESTS);
+    kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
+    // Ten nodes, one pod each: two failing GPUs are a fifth of the pool, which repair tolerates.
+    eventually(60, "10 running gpu pods", || Some(running_pods(&s)).filter(|p| p.len() == 10));
+    let before = nodes(&s);
+    assert_eq!(before.len(), 10, "{before:?}");
+    let mut it = before.iter();
+    let (kept, broken) = (it.next().cloned().unwrap_or_default(), it.next().cloned().unwrap_or_default());
+
+    // The kept node says do-not-repair; both GPUs fail.
+    kubectl_ok(&s, &["annotate", "node", &kept, "karpenter.sh/do-not-repair=true"]);
+    fail_gpu(&s, &kept);
+    fail_gpu(&s, &broken);
+
+    // The broken node goes; a replacement runs its pod; the annotated node stays.
+    let after = eventually(90, "the broken node replaced", || {
+        let now = nodes(&s);
+        (!now.contains(&broken) && now.len() == 10 && running_pods(&s).len() == 10).then_some(now)
+    });
+    assert!(after.contains(&kept), "{after:?}");
+    let events = kubectl_ok(
+        &s,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={kept}"),
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    assert!(events.contains("do-not-repair"), "{events}");
+    let metrics = c.metrics();
+    assert!(metrics.contains(r#"reason="unhealthy""#), "{metrics}");
+    assert!(c.stderr().contains("Unhealthy"), "{}", c.stderr());
+}
