@@ -64,8 +64,9 @@ fn pods_of_a_pool_whose_node_class_is_missing_stay_pending_until_it_is_created()
 
 #[test]
 fn pods_of_a_pool_whose_node_class_is_not_ready_say_what_its_ready_condition_says() {
-    // The simulated account has no such subnet: SubnetsReady and Ready are False.
-    let steps = format!("  - apply: [{POOL}, {}, {WEB}]\n  - wait: 2m\n", class("{id: subnet-0123456789abcdef0}"));
+    // An id that is not a well-formed subnet id names no subnet the simulated account has or
+    // assumes: SubnetsReady and Ready are False.
+    let steps = format!("  - apply: [{POOL}, {}, {WEB}]\n  - wait: 2m\n", class("{id: subnet-doesnotexist}"));
     let r = simulate("not-ready", &scenario("not-ready", &steps));
     assert_eq!(r["summary"]["podsPending"], 3);
     assert_eq!(
@@ -77,4 +78,18 @@ fn pods_of_a_pool_whose_node_class_is_not_ready_say_what_its_ready_condition_say
     let fixed = format!("{steps}  - apply: [{}]\n  - wait: 2m\n", class("{id: subnet-simuswest2b}"));
     let r = simulate("fixed", &scenario("fixed", &fixed));
     assert_eq!(r["summary"]["podsRunning"], 3, "{:#?}", r["pods"]);
+}
+
+#[test]
+fn a_class_pinning_real_ids_runs_its_pods_on_assumed_subnets_images_and_groups() {
+    // Manifests of a real cluster pin AMIs, subnets and security groups by id: the simulated
+    // account assumes every well-formed one, so the what-if runs them as they are.
+    let class = "{apiVersion: karpenter.k8s.aws/v1, kind: EC2NodeClass, metadata: {name: default}, spec: {role: R, \
+                 amiFamily: AL2023, amiSelectorTerms: [{id: ami-0123456789abcdef0}], \
+                 subnetSelectorTerms: [{id: subnet-0123456789abcdef0}, {id: subnet-0fedcba9876543210}], \
+                 securityGroupSelectorTerms: [{id: sg-0a1b2c3d4e5f60718}]}}";
+    let steps = format!("  - apply: [{POOL}, {class}, {WEB}]\n  - wait: 2m\n");
+    let r = simulate("pinned-ids", &scenario("pinned-ids", &steps));
+    assert_eq!(r["summary"]["podsRunning"], 3, "{:#?}", r["pods"]);
+    assert_eq!(r["summary"]["podsPending"], 0);
 }

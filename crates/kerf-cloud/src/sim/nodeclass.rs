@@ -5,8 +5,12 @@
 //! `subnet-simuswest2a`), one security group (`sg-simcluster`, named `kerf-sim`), and for each AMI
 //! alias family an image per architecture it supports (`ami-simal2023amd64`). Its subnets,
 //! security groups and images carry every tag, so a tag selector written for a real cluster
-//! (`karpenter.sh/discovery: my-cluster`) finds them; an `id` or `name` term finds only what
-//! the account has. A `role` gets an instance profile; a named `instanceProfile` exists.
+//! (`karpenter.sh/discovery: my-cluster`) finds them. An `id` term finds the account's own
+//! resource of that id, and any other well-formed id (`subnet-`, `sg-`, `ami-` and 8 or 17 hex
+//! digits) is assumed to exist, so that manifests pinning real ids run as they are: an assumed
+//! subnet is placed in the cloud's zones in turn, an assumed image fits every architecture, and
+//! the condition's message names what was assumed. An AMI `name` term likewise finds an assumed
+//! image of that name. A `role` gets an instance profile; a named `instanceProfile` exists.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::Condition;
@@ -65,6 +69,20 @@ fn all_images() -> Vec<AmiStatus> {
     out
 }
 
+/// Whether `id` is a well-formed AWS id with `prefix` (`subnet`, `sg`, `ami`): the prefix, a
+/// dash and 8 or 17 lowercase hex digits.
+fn well_formed(id: &str, prefix: &str) -> bool {
+    id.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')).is_some_and(|hex| {
+        matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// An image the account is assumed to have (an `id` or `name` term of a real cluster's class):
+/// it fits every architecture.
+fn assumed_image(id: String, name: Option<String>) -> AmiStatus {
+    AmiStatus { id, name, requirements: Vec::new(), deprecated: None }
+}
+
 /// One condition's outcome, before it is stamped.
 struct Outcome {
     type_: &'static str,
@@ -82,19 +100,35 @@ impl Outcome {
             message: if ok { String::new() } else { message.to_string() },
         }
     }
+
+    /// A True outcome says what the simulated account assumed to make it so.
+    fn assumed(mut self, what: &[String]) -> Self {
+        if self.ok && !what.is_empty() {
+            self.message = format!("assumed in the simulated account: {}", what.join(", "));
+        }
+        self
+    }
 }
 
 /// Resolves `node_class` against the simulated account whose subnets are in `zones`; the status
 /// keeps the node class's other conditions and stamps changed ones with `now`.
 pub fn resolve(node_class: &EC2NodeClass, zones: &[String], now: Timestamp) -> EC2NodeClassStatus {
     let spec = &node_class.spec;
-    let subnets: Vec<SubnetStatus> = zones
+    let mut subnets: Vec<SubnetStatus> = zones
         .iter()
         .map(|z| SubnetStatus { id: subnet_id(z), zone: z.clone(), zone_id: None })
         .filter(|s| spec.subnet_selector_terms.iter().any(|t| t.id.as_ref().is_none_or(|id| *id == s.id)))
         .collect();
+    let mut assumed_subnets = Vec::new();
+    for id in spec.subnet_selector_terms.iter().filter_map(|t| t.id.as_deref()) {
+        if well_formed(id, "subnet") && !subnets.iter().any(|s| s.id == id) && !zones.is_empty() {
+            let zone = zones[assumed_subnets.len() % zones.len()].clone();
+            assumed_subnets.push(format!("subnet {id} in {zone}"));
+            subnets.push(SubnetStatus { id: id.to_string(), zone, zone_id: None });
+        }
+    }
     let group = SecurityGroupStatus { id: SECURITY_GROUP_ID.to_string(), name: Some(SECURITY_GROUP_NAME.to_string()) };
-    let groups: Vec<SecurityGroupStatus> = spec
+    let mut groups: Vec<SecurityGroupStatus> = spec
         .security_group_selector_terms
         .iter()
         .any(|t| {
@@ -104,8 +138,26 @@ pub fn resolve(node_class: &EC2NodeClass, zones: &[String], now: Timestamp) -> E
         .then_some(group)
         .into_iter()
         .collect();
+    let mut assumed_groups = Vec::new();
+    for t in &spec.security_group_selector_terms {
+        let (id, name) = (t.id.as_deref(), t.name.as_deref());
+        let known = id == Some(SECURITY_GROUP_ID) || (id.is_none() && name.is_none_or(|n| n == SECURITY_GROUP_NAME));
+        if known {
+            continue;
+        }
+        let status = match (id, name) {
+            (Some(id), _) if well_formed(id, "sg") => SecurityGroupStatus { id: id.to_string(), name: None },
+            (None, Some(name)) => SecurityGroupStatus { id: format!("sg-sim-{name}"), name: Some(name.to_string()) },
+            _ => continue,
+        };
+        if !groups.iter().any(|g| g.id == status.id) {
+            assumed_groups.push(format!("security group {}", id.or(name).unwrap_or_default()));
+            groups.push(status);
+        }
+    }
     let images = all_images();
     let mut amis: Vec<AmiStatus> = Vec::new();
+    let mut assumed_amis = Vec::new();
     for term in &spec.ami_selector_terms {
         let found: Vec<AmiStatus> = match (&term.alias, &term.id) {
             (Some(alias), _) => {
@@ -113,9 +165,27 @@ pub fn resolve(node_class: &EC2NodeClass, zones: &[String], now: Timestamp) -> E
                 let arches = family_arches(&family).unwrap_or(&[]);
                 arches.iter().map(|a| image(&family, a)).collect()
             }
-            (None, Some(id)) => images.iter().filter(|i| i.id == *id).cloned().collect(),
+            (None, Some(id)) => {
+                let own: Vec<AmiStatus> = images.iter().filter(|i| i.id == *id).cloned().collect();
+                if own.is_empty() && well_formed(id, "ami") {
+                    assumed_amis.push(format!("image {id}"));
+                    vec![assumed_image(id.clone(), None)]
+                } else {
+                    own
+                }
+            }
             (None, None) => match &term.name {
-                Some(name) => images.iter().filter(|i| i.name.as_ref() == Some(name)).cloned().collect(),
+                Some(name) => {
+                    let own: Vec<AmiStatus> =
+                        images.iter().filter(|i| i.name.as_ref() == Some(name)).cloned().collect();
+                    if own.is_empty() {
+                        assumed_amis.push(format!("image named {name}"));
+                        let id: String = name.chars().filter(char::is_ascii_alphanumeric).take(24).collect();
+                        vec![assumed_image(format!("ami-simnamed{}", id.to_ascii_lowercase()), Some(name.clone()))]
+                    } else {
+                        own
+                    }
+                }
                 // Tags, an owner or an SSM parameter: the account's custom images.
                 None => vec![image("custom", "amd64"), image("custom", "arm64")],
             },
@@ -138,14 +208,17 @@ pub fn resolve(node_class: &EC2NodeClass, zones: &[String], now: Timestamp) -> E
             !subnets.is_empty(),
             "SubnetsNotFound",
             "SubnetSelector did not match any Subnets",
-        ),
+        )
+        .assumed(&assumed_subnets),
         Outcome::new(
             CONDITION_SECURITY_GROUPS_READY,
             !groups.is_empty(),
             "SecurityGroupsNotFound",
             "SecurityGroupSelector did not match any SecurityGroups",
-        ),
-        Outcome::new(CONDITION_AMIS_READY, !amis.is_empty(), "AMINotFound", "AMISelector did not match any AMIs"),
+        )
+        .assumed(&assumed_groups),
+        Outcome::new(CONDITION_AMIS_READY, !amis.is_empty(), "AMINotFound", "AMISelector did not match any AMIs")
+            .assumed(&assumed_amis),
         Outcome::new(
             CONDITION_INSTANCE_PROFILE_READY,
             instance_profile.is_some(),
@@ -267,5 +340,44 @@ mod tests {
         c.status = Some(first.clone());
         let later = Timestamp::from_second(60).unwrap_or(Timestamp::UNIX_EPOCH);
         assert_eq!(resolve(&c, &zones(), later), first);
+    }
+
+    #[test]
+    fn well_formed_ids_of_a_real_cluster_are_assumed_and_the_conditions_say_so() {
+        let s = resolve(
+            &class(
+                "[{id: subnet-0123456789abcdef0}, {id: subnet-89abcdef}, {id: subnet-simuswest2a}]",
+                "[{id: sg-0a1b2c3d4e5f60718}]",
+                "[{id: ami-0123456789abcdef0}, {name: my-golden-image-2026}]",
+            ),
+            &zones(),
+            Timestamp::UNIX_EPOCH,
+        );
+        let subnets: Vec<(&str, &str)> = s.subnets.iter().map(|s| (s.id.as_str(), s.zone.as_str())).collect();
+        assert_eq!(
+            subnets,
+            vec![
+                ("subnet-simuswest2a", "us-west-2a"),
+                ("subnet-0123456789abcdef0", "us-west-2a"),
+                ("subnet-89abcdef", "us-west-2b")
+            ]
+        );
+        assert_eq!(s.security_groups.len(), 1);
+        assert_eq!(s.security_groups[0].id, "sg-0a1b2c3d4e5f60718");
+        let amis: Vec<&str> = s.amis.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(amis, vec!["ami-0123456789abcdef0", "ami-simnamedmygoldenimage2026"]);
+        assert!(s.amis.iter().all(|a| a.requirements.is_empty()), "an assumed image fits every architecture");
+        assert!(condition(&s, CONDITION_READY).is_true());
+        let msg = condition(&s, CONDITION_SUBNETS_READY).message.clone().unwrap_or_default();
+        assert!(msg.contains("subnet subnet-0123456789abcdef0 in us-west-2a"), "{msg}");
+        let msg = condition(&s, CONDITION_AMIS_READY).message.clone().unwrap_or_default();
+        assert!(
+            msg.contains("image ami-0123456789abcdef0") && msg.contains("image named my-golden-image-2026"),
+            "{msg}"
+        );
+        // A malformed id is not assumed.
+        let s =
+            resolve(&class("[{tags: {a: b}}]", "[{tags: {a: b}}]", "[{id: ami-xyz}]"), &zones(), Timestamp::UNIX_EPOCH);
+        assert!(s.amis.is_empty());
     }
 }
