@@ -47,22 +47,29 @@
 //! dense integer vectors; a pod finds the open claims with room for it through an index that
 //! also skips the claims known never to take its group (`room`).
 //!
-//! # Modules
+//! # Parts and modules
 //!
-//! This file is the context and its queries; each part of the work has its own module:
-//! `ids` (typed indexes: pods, groups, levels, nodes, claims, pools, counters, and the tables
-//! they index), `facts` (what is read from each pod, and its cache), `resources` (dense
-//! resource vectors and per-type tables), `interning` (values, requirement sets, type bitsets),
-//! `pools` (NodePools, type tables, DaemonSet overhead, limits, prices), `pool_fit` (whether a
-//! pod can go on a new claim of a pool, and if not, why), `topology` (counters, anti-affinity
-//! blocks, spread domains), `preferences` (pod groups and relaxation levels), `existing`
-//! (existing nodes and the fit check on them), `claims` (new NodeClaims), `queue` (placement
-//! order and retries), `journal` (undoing a query), `explain` (why a pod fits nowhere, in
-//! words), `replay` (consolidation's check that kube-scheduler would bind the moved pods where
-//! the plan counts on), `kept_view` (that view kept from one context for the next and edited
-//! to its cluster instead of built again), `offers` (a pool's types as new claims see them),
-//! `packing` (new claims sized by cost), `join_cost` (a pod making the claim it joins dearer than
-//! it is worth), `dearer` (the claims a group's pods found dearer, skipped until that changes).
+//! This file is the context, its queries, and the glue that hands each part's functions the
+//! parts they read. The context is made of parts, each a struct its module owns with the
+//! functions that work on it: `interning::Interned` (label values and requirement sets as ids,
+//! their intersections cached), `pools::Pools` (NodePools, type tables, DaemonSet overhead,
+//! limits, prices, and what a requirement set admits of them; `offers` is what new claims see of
+//! them), the groups of `preferences` (pods with identical constraints, and their levels:
+//! preferences dropped one by one), `topology::Topology` (counters and anti-affinity blocks per
+//! domain, spread plans), the nodes of `existing` (existing nodes and in-flight claims),
+//! `facts::Pods` (every pod's requests, facts and group), `journal::Query` (the running query's
+//! claims and what it changed, undone when it ends), `dearer::Verdicts` (the claims a group's
+//! pods found dearer, skipped until that changes), `packing::Packing` (new claims sized by cost)
+//! and `replay::KubeViews` (kube-scheduler's view of the nodes, kept from one context for the
+//! next, for consolidation's check that kube-scheduler would bind the moved pods where the plan
+//! counts on).
+//!
+//! `placement` is where each pod goes, read top to bottom: order, bins, retries. It calls
+//! `node_fit` (the fit check on existing nodes), `claims` (new NodeClaims and joining open ones),
+//! `join_cost` (a pod making the claim it joins dearer than it is worth), `pool_fit` (whether a
+//! pod can go on a new claim of a pool, and if not, why) and `explain` (why a pod fits nowhere,
+//! in words). `ids` holds the typed indexes, `resources` dense resource vectors, `room` the
+//! index of open claims with room, `reuse` what a context takes over from an earlier one.
 
 mod claims;
 mod dearer;
@@ -73,36 +80,34 @@ mod ids;
 mod interning;
 mod join_cost;
 mod journal;
-mod kept_view;
+mod node_fit;
 mod offers;
 mod packing;
+mod placement;
 mod pool_fit;
 mod pools;
 mod preferences;
-mod queue;
 mod replay;
 mod resources;
 mod reuse;
 mod room;
 mod topology;
 
-use claims::Claim;
+use dearer::Verdicts;
 use existing::Node;
-use facts::PodFacts;
 pub use facts::PodFactsCache;
-use ids::{ClaimIx, CounterIx, GroupIx, Idx, InverseIx, IxVec, NodeIx, PodIx, PoolIx};
-use interning::{Bits, Interner};
-use journal::Undo;
-pub use kept_view::KeptKubeView;
+use facts::{PodFacts, Pods};
+use ids::{GroupIx, Idx, IxVec, NodeIx, PodIx};
+use interning::Interned;
+use journal::{Query, Undo};
 pub use offers::PoolTypeView;
 use packing::{MIX_PODS, MIX_SLACKS, Packing};
-use pools::{Pool, PriceOrder};
+use pools::Pools;
 use preferences::Group;
-use replay::KubeView;
-pub use replay::{KubeReplay, Replacement, Turn};
+use replay::KubeViews;
+pub use replay::{KeptKubeView, KubeReplay, Replacement, Turn};
 use resources::Resources;
-use room::RoomIndex;
-use topology::{Counter, Inverse};
+use topology::{Gone, Topology};
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -113,7 +118,6 @@ use kerf_api::resources::{CPU, MEMORY, PODS};
 
 use crate::model::{Placement, PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf};
 use crate::pod;
-use crate::requirements::Requirements;
 
 /// Places `input.pods`; see the module documentation. A thin wrapper: builds a
 /// [`SchedulingContext`] for the input and places its pending pods.
@@ -127,83 +131,26 @@ pub fn schedule(input: &SchedulingInput) -> SchedulingResult {
 pub struct SchedulingContext {
     input: Arc<SchedulingInput>,
     res: Resources,
-    values: Interner,
-    reqs: Vec<Requirements>,
-    /// Whether each interned requirements has a key no node can satisfy.
-    unsat: Vec<bool>,
-    req_ids: HashMap<Requirements, u32>,
-    intersect_cache: HashMap<(u32, u32), u32>,
-    narrow_cache: HashMap<(u32, u32, u32), u32>,
-    compat_cache: HashMap<(PoolIx, u32), Arc<Bits>>,
-    price_cache: HashMap<(PoolIx, u32), Arc<PriceOrder>>,
-    pools: IxVec<PoolIx, Pool>,
+    /// Interned label values and requirement sets, and what is cached per requirement set.
+    interned: Interned,
+    pools: Pools,
     groups: IxVec<GroupIx, Group>,
-    counters: IxVec<CounterIx, Counter>,
-    inverses: IxVec<InverseIx, Inverse>,
+    /// Topology counters and anti-affinity blocks.
+    topology: Topology,
     nodes: IxVec<NodeIx, Node>,
     node_index: HashMap<String, NodeIx>,
-    /// The running query's new claims, in creation order.
-    claims: IxVec<ClaimIx, Claim>,
-    /// Which of them could take a pod of given requests (see `room`).
-    room: RoomIndex,
-    /// The groups some claim of the running query refuses (see `Group::refused`).
-    refusing: Vec<GroupIx>,
-    /// Open claims found dearer for a group's pods at a level (see `dearer`), by slot.
-    dearer: Vec<dearer::Dearer>,
-    dearer_slot: HashMap<(GroupIx, ids::LevelIx), usize>,
-    /// The slots holding verdicts.
-    dearing: Vec<usize>,
-    /// Tests: whether verdicts are kept, and how many were.
-    #[cfg(test)]
-    dearer_off: bool,
-    #[cfg(test)]
-    dearer_noted: usize,
-    /// Every pod's dense requests: the pending pods (`input.pods`) first, then the pods on
-    /// existing nodes (see `existing`).
-    pod_requests: IxVec<PodIx, Vec<i64>>,
-    /// Every pod's parsed facts, by the same index.
-    facts: IxVec<PodIx, Arc<PodFacts>>,
-    pod_group: IxVec<PodIx, GroupIx>,
-    /// The pods on existing nodes, indexed from `input.pods.len()`.
-    existing: Vec<Arc<SlimPod>>,
-    /// A reusable buffer for a claim's requests plus a pod's.
-    scratch: Vec<i64>,
-    /// Componentwise minimum request over the pods being placed (a claim that cannot fit it is
-    /// closed).
-    min_request: Vec<i64>,
+    /// Every pod's requests, facts and group.
+    pods: Pods,
+    /// The running query's claims and what it changed.
+    query: Query,
+    /// Open claims found dearer for a group's pods at a level (see `dearer`).
+    dearer: Verdicts,
     /// Whether any pool or node has a PreferNoSchedule taint (else that relaxation is moot).
     prefer_taints: bool,
-    /// What the running query changed (undone when it ends).
-    journal: Vec<Undo>,
-    /// Pool limits and node counts before the running query.
-    pool_limits: Vec<(Vec<i64>, i64)>,
-    /// Nodes taken away by the running what-if.
-    removed: Vec<NodeIx>,
-    /// The running query's nodes with room for its smallest pod, in node order.
-    roomy: Vec<NodeIx>,
     /// Cost-driven sizing of new claims (provisioning only).
     packing: Packing,
-    /// kube-scheduler's view of the existing nodes, for [`SchedulingContext::kube_replay`]
-    /// (built on first use).
-    kube_view: Option<KubeView>,
-    /// A view kept from an earlier context, edited into `kube_view` on first use.
-    kept_kube_view: KeptKubeView,
-}
-
-/// The context indexes ([`PodIx`]) of each existing node's pods, node by node in input order:
-/// the pending pods come first, then each existing node's pods in turn (as `build` lays out
-/// `facts`).
-fn existing_pod_ranges(input: &SchedulingInput) -> Vec<std::ops::Range<usize>> {
-    let mut next = input.pods.len();
-    input
-        .existing_nodes
-        .iter()
-        .map(|n| {
-            let range = next..next + n.pods.len();
-            next = range.end;
-            range
-        })
-        .collect()
+    /// kube-scheduler's view of the existing nodes, for [`SchedulingContext::kube_replay`].
+    kube: KubeViews,
 }
 
 impl SchedulingContext {
@@ -271,68 +218,116 @@ impl SchedulingContext {
             .enumerate()
             .map(|(pi, f)| taken.get_mut(pi).and_then(Option::take).unwrap_or_else(|| res.dense_units(&f.requests)))
             .collect();
-        let values = Interner::default();
         let prefer_taints = input
             .node_pools
             .iter()
             .flat_map(|p| &p.node_pool.spec.template.spec.taints)
             .chain(input.existing_nodes.iter().flat_map(|n| &n.taints))
             .any(|t| t.effect == TaintEffect::PreferNoSchedule);
+        let pods = Pods { requests: pod_requests, facts, group: IxVec::default(), existing };
+        let pools = Pools::build(&input, &res);
+        let mut interned = Interned::default();
+        let (nodes, node_index) = existing::build(&input, &res, &pools, &pods, &mut interned.values);
         let mut s = SchedulingContext {
             input,
             res,
-            values,
-            reqs: Vec::new(),
-            unsat: Vec::new(),
-            req_ids: HashMap::new(),
-            intersect_cache: HashMap::new(),
-            narrow_cache: HashMap::new(),
-            compat_cache: HashMap::new(),
-            price_cache: HashMap::new(),
-            pools: IxVec::default(),
+            interned,
+            pools,
             groups: IxVec::default(),
-            counters: IxVec::default(),
-            inverses: IxVec::default(),
-            nodes: IxVec::default(),
-            node_index: HashMap::new(),
-            claims: IxVec::default(),
-            room: RoomIndex::default(),
-            refusing: Vec::new(),
-            dearer: Vec::new(),
-            dearer_slot: HashMap::new(),
-            dearing: Vec::new(),
-            #[cfg(test)]
-            dearer_off: false,
-            #[cfg(test)]
-            dearer_noted: 0,
-            pod_requests,
-            facts,
-            pod_group: IxVec::default(),
-            existing,
-            min_request: Vec::new(),
-            scratch: Vec::new(),
+            topology: Topology::default(),
+            nodes,
+            node_index,
+            pods,
+            query: Query::default(),
+            dearer: Verdicts::default(),
             prefer_taints,
-            journal: Vec::new(),
-            pool_limits: Vec::new(),
-            removed: Vec::new(),
-            roomy: Vec::new(),
             packing: Packing::default(),
-            kube_view: None,
-            kept_kube_view: KeptKubeView::default(),
+            kube: KubeViews::default(),
         };
-        s.build_pools();
-        s.build_nodes();
-        s.build_groups();
+        s.groups = preferences::build_groups(&s.input, &mut s.pods, &mut s.topology);
         s.count_existing();
         // The base state is not part of any query.
-        s.journal.clear();
+        s.query.journal.clear();
         s
+    }
+
+    /// Starts a query: remembers the pool limits it may use up.
+    pub(super) fn begin(&mut self) {
+        self.query.journal.clear();
+        self.forget_claims();
+        self.query.pool_limits = self.pools.all.iter().map(|p| (p.remaining.clone(), p.nodes_remaining)).collect();
+    }
+
+    /// Drops the query's claims and what is known of them.
+    fn forget_claims(&mut self) {
+        self.query.claims.clear();
+        self.query.room.clear(self.res.names.len());
+        for g in std::mem::take(&mut self.query.refusing) {
+            self.groups[g].state.refused.clear();
+        }
+        self.dearer.forget();
+    }
+
+    /// Ends a query: puts back everything it changed.
+    pub(super) fn rollback(&mut self) {
+        while let Some(u) = self.query.journal.pop() {
+            match u {
+                Undo::NodeUsed { node, pod } => {
+                    for (u, v) in self.nodes[node].used.iter_mut().zip(&self.pods.requests[pod]) {
+                        *u -= v;
+                    }
+                }
+                Undo::NodePorts { node, len } => self.nodes[node].ports.truncate(len),
+                Undo::Count { counter, domain, delta } => self.topology.counters[counter].add(domain, -delta),
+                Undo::Block { inverse, domain, delta } => self.topology.inverses[inverse].block(domain, -delta),
+                Undo::Removed { node, old } => self.nodes[node].schedulable = old,
+            }
+        }
+        self.forget_claims();
+        for (pool, (remaining, nodes)) in self.pools.all.iter_mut().zip(std::mem::take(&mut self.query.pool_limits)) {
+            pool.remaining = remaining;
+            pool.nodes_remaining = nodes;
+        }
+        self.query.removed.clear();
+    }
+
+    /// Counts the pods on existing nodes (not terminating) in every topology counter.
+    pub(super) fn count_existing(&mut self) {
+        for n in self.nodes.indices() {
+            for j in 0..self.nodes[n].pods.len() {
+                let pi = self.nodes[n].pods[j];
+                if self.pod(pi).metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                self.count_pod(n, pi, 1);
+            }
+        }
+    }
+
+    /// Counts pod `pi` (`delta` = 1) or takes it away (`delta` = -1) in the domains of existing
+    /// node `n`: every counter it matches and every anti-affinity term it holds.
+    fn count_pod(&mut self, n: NodeIx, pi: PodIx, delta: i64) {
+        let g = &self.groups[self.pods.group[pi]];
+        let values = &self.interned.values;
+        self.topology.count_pod(
+            &mut self.query.journal,
+            &self.nodes[n],
+            values,
+            &g.state.counted_by,
+            &g.state.own_inverse,
+            delta,
+        );
+    }
+
+    /// The nodes the running what-if took away (see [`Gone`]).
+    fn gone(&self) -> Gone<'_> {
+        Gone { nodes: &self.query.removed, all: &self.nodes, values: &self.interned.values }
     }
 
     /// The pod with context index `pi` (pending pods first, then existing ones).
     fn pod(&self, pi: PodIx) -> &Arc<SlimPod> {
         let batch = self.input.pods.len();
-        if pi.ix() < batch { &self.input.pods[pi.ix()] } else { &self.existing[pi.ix() - batch] }
+        if pi.ix() < batch { &self.input.pods[pi.ix()] } else { &self.pods.existing[pi.ix() - batch] }
     }
 
     /// Places the pending pods (`input.pods`): onto existing nodes and in-flight claims first,
@@ -343,7 +338,7 @@ impl SchedulingContext {
         let (mut best, mut cost) = self.place_batch(&pods, 0.0);
         // Plans whose claims keep room for mixes of pod shapes (see `packing`), for batches
         // small enough to place a few times; the cheapest placing as many pods is kept.
-        if pods.len() <= MIX_PODS && self.may_mix() {
+        if pods.len() <= MIX_PODS && self.packing.may_mix() {
             let placed = |r: &SchedulingResult| {
                 r.placements.len() + r.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>()
             };
@@ -376,7 +371,7 @@ impl SchedulingContext {
             new_node_claims: Vec::new(),
             errors: run.errors.into_iter().map(|(pod, e)| (pod.ix(), e)).collect(),
         };
-        for c in self.claims.indices() {
+        for c in self.query.claims.indices() {
             let (claim, price) = self.finish_claim(c);
             cost += price;
             result.new_node_claims.push(claim);
@@ -388,7 +383,7 @@ impl SchedulingContext {
     /// Each pod's group (pending pods first, then existing ones), for tests of the grouping.
     #[cfg(test)]
     pub(crate) fn pod_groups(&self) -> Vec<usize> {
-        self.pod_group.iter().map(|g| g.ix()).collect()
+        self.pods.group.iter().map(|g| g.ix()).collect()
     }
 
     /// The index of the existing node (or in-flight claim) called `name`.
@@ -416,13 +411,13 @@ impl SchedulingContext {
         self.begin();
         let mut moved = Vec::new();
         for n in nodes.iter().copied().map(NodeIx::new) {
-            if self.removed.contains(&n) {
+            if self.query.removed.contains(&n) {
                 continue;
             }
-            self.removed.push(n);
-            self.journal.push(Undo::Removed { node: n, old: self.nodes[n].schedulable });
+            self.query.removed.push(n);
+            self.query.journal.push(Undo::Removed { node: n, old: self.nodes[n].schedulable });
             self.nodes[n].schedulable = false;
-            self.release_limits(n);
+            self.pools.release_limits(self.nodes[n].pool, &self.nodes[n].pool_usage);
             for j in 0..self.nodes[n].pods.len() {
                 let pi = self.nodes[n].pods[j];
                 let p = Arc::clone(self.pod(pi));
@@ -448,7 +443,7 @@ impl SchedulingContext {
             new_node_claims: Vec::new(),
             unplaced: run.unplaced.iter().map(|pi| position(*pi)).collect(),
         };
-        for c in self.claims.indices() {
+        for c in self.query.claims.indices() {
             let (mut claim, price) = self.finish_claim(c);
             claim.pods = claim.pods.iter().map(|pi| position(PodIx::new(*pi))).collect();
             claim.pods.sort_unstable();
@@ -457,5 +452,52 @@ impl SchedulingContext {
         out.placements.sort_by_key(|p| p.pod);
         self.rollback();
         out
+    }
+    /// The instance types NodePool `pool` may launch, cheapest first, each with what is free
+    /// for pods and its price; `None` when the context has no such pool. Types too small for
+    /// their DaemonSets are left out.
+    pub fn pool_types(&mut self, pool: &str) -> Option<Vec<PoolTypeView>> {
+        self.pools.type_views(pool, &mut self.interned, &self.res)
+    }
+
+    /// Hands over a view kept from an earlier context or replay: the first replay of this
+    /// context edits it to this context's input instead of building its own view.
+    pub fn keep_kube_view_from(&mut self, kept: KeptKubeView) {
+        self.kube.keep_from(kept);
+    }
+
+    /// The context's view (or the one handed over and not used yet), to keep for a later
+    /// context or replay.
+    pub fn take_kube_view(&mut self) -> KeptKubeView {
+        self.kube.take()
+    }
+
+    /// Whether kube-scheduler would bind the pods of several disruption commands that run side
+    /// by side, each command's pods once its nodes go, in the order given (the order the
+    /// commands delete their nodes): every command's nodes take no pod from the start (they are
+    /// tainted) and count for topology until their turn; at its turn a command's nodes and
+    /// their pods go, the nodes it launched join, and the new copies of its reschedulable pods
+    /// are bound one by one with kube-scheduler's scores onto what the earlier turns left. Each
+    /// turn's pods arrive in the orders of [`SchedulingContext::kube_replay`]. A command
+    /// decided on room that an earlier command's pods will take fails here, though each holds
+    /// on its own. `Err` names the first pod left with nowhere to go and why.
+    pub fn kube_replay_in_turn(&mut self, turns: &[Turn<'_>]) -> Result<(), String> {
+        self.kube.replay_in_turn(&self.input, &self.pods.facts, turns)
+    }
+
+    /// Whether kube-scheduler would bind every one of `pods` (the pods a consolidation moves)
+    /// once the nodes named in `removed` are gone and `replacement`, if any, runs: each pod on
+    /// the node kube-scheduler's default scores pick, higher priority first, in each of the
+    /// orders the copies may arrive in (as given, reversed, largest first, smallest first,
+    /// owner by owner) since that order is unknown. In-flight claims take no part
+    /// (kube-scheduler cannot bind to them). `Err` names the first pod left with nowhere to go
+    /// and why.
+    pub fn kube_replay(
+        &mut self,
+        removed: &[&str],
+        pods: &[Arc<SlimPod>],
+        replacement: Option<Replacement<'_>>,
+    ) -> Result<(), String> {
+        self.kube.replay(&self.input, &self.pods.facts, removed, pods, replacement)
     }
 }

@@ -79,9 +79,9 @@ impl SchedulingContext {
         domains: impl IntoIterator<Item = u32>,
     ) -> Option<(u32, Bits)> {
         for d in domains {
-            let r = self.narrow(req, key, d);
-            let cr = self.compat(pool, r);
-            if self.any_fit(pool, types, &cr, total) {
+            let r = self.interned.narrow(req, key, d);
+            let cr = self.pools.compat(pool, r, &self.interned);
+            if self.pools.any_fit(pool, types, &cr, total) {
                 return Some((r, types.and(&cr)));
             }
         }
@@ -91,55 +91,56 @@ impl SchedulingContext {
     /// The domain of claim `c` (with requirements `req`) for `key`, when determined.
     pub(super) fn claim_domain(&self, c: ClaimIx, req: u32, key: &str) -> Option<u32> {
         if key == HOSTNAME {
-            return Some(self.claims[c].hostname);
+            return Some(self.query.claims[c].hostname);
         }
         // Every finite value of an interned requirement is interned (see `intern_req`).
-        let v = self.reqs[req as usize].get(key).and_then(|r| r.single_value())?;
-        self.values.ids.get(v).copied()
+        let v = self.interned.reqs[req as usize].get(key).and_then(|r| r.single_value())?;
+        self.interned.values.ids.get(v).copied()
     }
 
     /// Whether the attempt's pod fits claim `c`; `Err(true)` when the claim can never take
     /// this group.
     pub(super) fn claim_fits(&mut self, at: Attempt, c: ClaimIx) -> Result<ClaimPlan, bool> {
         let (pi, g) = (at.pod, at.group);
-        let pool = self.claims[c].pool;
-        let level_req = self.groups[g].levels[at.level].req;
+        let pool = self.query.claims[c].pool;
+        let level_req = self.groups[g].state.levels[at.level].req;
         if self.pool_admits(pool, at).is_err() {
             return Err(true);
         }
-        if self.over_mix(c, pi) {
+        if self.packing.over_mix(&self.query.claims[c], pi) {
             return Err(false);
         }
         if !self.groups[g].ports.is_empty()
-            && self.groups[g].ports.iter().any(|a| self.claims[c].ports.iter().any(|b| a.conflicts(b)))
+            && self.groups[g].ports.iter().any(|a| self.query.claims[c].ports.iter().any(|b| a.conflicts(b)))
         {
             return Err(true);
         }
         // Resources first: cheap, and most claims that fail, fail here.
-        let mut total = std::mem::take(&mut self.scratch);
+        let mut total = std::mem::take(&mut self.query.scratch);
         total.clear();
-        total.extend(self.claims[c].requests.iter().zip(&self.pod_requests[pi]).map(|(a, b)| a + b));
-        let result = if !type_fits(&total, &self.claims[c].max_alloc) {
+        total.extend(self.query.claims[c].requests.iter().zip(&self.pods.requests[pi]).map(|(a, b)| a + b));
+        let result = if !type_fits(&total, &self.query.claims[c].max_alloc) {
             Err(false)
         } else {
-            let req = self.intersect(self.claims[c].req, level_req);
-            if self.unsat[req as usize] {
+            let req = self.interned.intersect(self.query.claims[c].req, level_req);
+            if self.interned.unsat[req as usize] {
                 Err(true)
             } else {
-                let types = std::mem::replace(&mut self.claims[c].types, Bits(Vec::new()));
+                let types = std::mem::replace(&mut self.query.claims[c].types, Bits(Vec::new()));
                 // Limits were reserved (the largest candidate's capacity) when the claim was
                 // created; its candidates only shrink, so it cannot exceed them. Types where a
                 // DaemonSet takes one of the pod's host ports are out.
-                let plan = match self.daemon_port_free_types(g, pool).map(|free| types.and(&free)) {
-                    Some(free) if free.is_empty() => Err(true),
-                    Some(free) => self.plan_topology(at, c, req, &free, &total),
-                    None => self.plan_topology(at, c, req, &types, &total),
-                };
-                self.claims[c].types = types;
+                let plan =
+                    match self.pools.daemon_port_free_types(&self.groups[g].ports, pool).map(|free| types.and(&free)) {
+                        Some(free) if free.is_empty() => Err(true),
+                        Some(free) => self.plan_topology(at, c, req, &free, &total),
+                        None => self.plan_topology(at, c, req, &types, &total),
+                    };
+                self.query.claims[c].types = types;
                 plan
             }
         };
-        self.scratch = total;
+        self.query.scratch = total;
         result
     }
 
@@ -154,36 +155,38 @@ impl SchedulingContext {
         types: &Bits,
         total: &[i64],
     ) -> Result<ClaimPlan, bool> {
-        let pool = self.claims[c].pool;
-        let compat = self.compat(pool, req);
-        if !self.any_fit(pool, types, &compat, total) {
+        let pool = self.query.claims[c].pool;
+        let compat = self.pools.compat(pool, req, &self.interned);
+        if !self.pools.any_fit(pool, types, &compat, total) {
             return Err(false);
         }
         let mut types = types.and(&compat);
         let g = at.group;
-        let level = Arc::clone(&self.groups[g].levels[at.level]);
+        let level = Arc::clone(&self.groups[g].state.levels[at.level]);
         // Spread constraints.
         for s in &level.spreads {
             match self.claim_domain(c, req, &s.key) {
                 Some(d) => {
-                    if !self.spread_allows(s, d) {
+                    if !self.topology.spread_allows(s, d, &self.gone()) {
                         // With a fresh-domain minimum of 0, counts only grow: never again.
                         return Err(s.fresh);
                     }
                 }
                 None => {
                     // Candidates: allowed domains, fewest pods first.
-                    let min = self.spread_min(s);
+                    let min = self.topology.spread_min(s, &self.gone());
                     let counter = s.counter;
                     let mut cands: Vec<(i64, u32)> = s
                         .domains
                         .iter()
                         .copied()
-                        .filter(|d| self.reqs[req as usize].allows(&s.key, self.values.name(*d)))
-                        .map(|d| (self.counters[counter].get(d), d))
+                        .filter(|d| self.interned.reqs[req as usize].allows(&s.key, self.interned.values.name(*d)))
+                        .map(|d| (self.topology.counters[counter].get(d), d))
                         .filter(|(n, _)| n + s.self_match - min <= s.max_skew)
                         .collect();
-                    cands.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| self.values.name(a.1).cmp(self.values.name(b.1))));
+                    cands.sort_by(|a, b| {
+                        a.0.cmp(&b.0).then_with(|| self.interned.values.name(a.1).cmp(self.interned.values.name(b.1)))
+                    });
                     let (r, t) = self
                         .first_fitting_domain(pool, req, &s.key, &types, total, cands.into_iter().map(|(_, d)| d))
                         .ok_or(false)?;
@@ -194,12 +197,13 @@ impl SchedulingContext {
         }
         // Required (and still-preferred) pod affinity.
         for set in &level.affinity {
-            let first_of_its_kind = set.matches_own && set.counters.iter().all(|ci| self.counters[*ci].total == 0);
+            let first_of_its_kind =
+                set.matches_own && set.counters.iter().all(|ci| self.topology.counters[*ci].total == 0);
             for &ci in &set.counters {
-                let key = self.counters[ci].key.clone();
+                let key = self.topology.counters[ci].key.clone();
                 match self.claim_domain(c, req, &key) {
                     Some(d) => {
-                        if !first_of_its_kind && self.counters[ci].get(d) == 0 {
+                        if !first_of_its_kind && self.topology.counters[ci].get(d) == 0 {
                             return Err(false);
                         }
                     }
@@ -209,16 +213,16 @@ impl SchedulingContext {
                         let cands: Vec<u32> = if first_of_its_kind {
                             self.candidate_values(pool, req, &key, &types)
                         } else {
-                            let counts = &self.counters[ci];
+                            let counts = &self.topology.counters[ci];
                             let mut v: Vec<u32> =
                                 (0..counts.counts.len() as u32).filter(|d| counts.get(*d) > 0).collect();
-                            v.retain(|d| self.reqs[req as usize].allows(&key, self.values.name(*d)));
+                            v.retain(|d| self.interned.reqs[req as usize].allows(&key, self.interned.values.name(*d)));
                             v
                         };
                         let mut chosen = None;
                         for d in cands {
-                            let r = self.narrow(req, &key, d);
-                            let t = types.and(&self.compat(pool, r));
+                            let r = self.interned.narrow(req, &key, d);
+                            let t = types.and(&self.pools.compat(pool, r, &self.interned));
                             if !t.is_empty() {
                                 chosen = Some((r, t));
                                 break;
@@ -233,21 +237,21 @@ impl SchedulingContext {
         }
         // Anti-affinity: own terms and others' terms against this pod.
         let n_own = level.anti.len();
-        let n_all = n_own + self.groups[g].rejected_by.len();
+        let n_all = n_own + self.groups[g].state.rejected_by.len();
         for j in 0..n_all {
             let (counter, inverse) = if j < n_own {
                 (Some(level.anti[j]), None)
             } else {
-                (None, Some(self.groups[g].rejected_by[j - n_own]))
+                (None, Some(self.groups[g].state.rejected_by[j - n_own]))
             };
             let key: &str = match (counter, inverse) {
-                (Some(ci), _) => &self.counters[ci].key,
-                (_, Some(ii)) => &self.inverses[ii].key,
+                (Some(ci), _) => &self.topology.counters[ci].key,
+                (_, Some(ii)) => &self.topology.inverses[ii].key,
                 _ => continue,
             };
             let blocked = |s: &Self, d: u32| match (counter, inverse) {
-                (Some(ci), _) => s.counters[ci].get(d) > 0,
-                (_, Some(ii)) => s.inverses[ii].is_blocked(d),
+                (Some(ci), _) => s.topology.counters[ci].get(d) > 0,
+                (_, Some(ii)) => s.topology.inverses[ii].is_blocked(d),
                 _ => false,
             };
             match self.claim_domain(c, req, key) {
@@ -268,8 +272,8 @@ impl SchedulingContext {
             }
         }
         if !self.pools[pool].min_values.is_empty() {
-            let fit = self.fitting(pool, &types, total);
-            if self.min_values_ok(pool, &fit).is_some() {
+            let fit = self.pools.fitting(pool, &types, total);
+            if self.pools.min_values_ok(pool, &fit).is_some() {
                 return Err(false);
             }
         }
@@ -279,7 +283,7 @@ impl SchedulingContext {
     /// Values of `key` a claim of `pool` with requirements `req` and candidate `types` could take,
     /// cheapest first for zone and capacity type, else sorted by value.
     pub(super) fn candidate_values(&mut self, pool: PoolIx, req: u32, key: &str, types: &Bits) -> Vec<u32> {
-        let r = self.reqs[req as usize].clone();
+        let r = self.interned.reqs[req as usize].clone();
         let p = &self.pools[pool];
         let mut vals: Vec<(f64, String)>;
         if key == ZONE || key == CAPACITY_TYPE {
@@ -308,76 +312,76 @@ impl SchedulingContext {
             vals = seen.into_iter().map(|v| (0.0, v)).collect();
         }
         vals.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        vals.into_iter().map(|(_, v)| self.values.id(&v)).collect()
+        vals.into_iter().map(|(_, v)| self.interned.values.id(&v)).collect()
     }
 
     /// Puts the attempt's pod on claim `c`, as `plan` narrowed it.
     pub(super) fn commit_claim(&mut self, at: Attempt, c: ClaimIx, plan: ClaimPlan) {
         let (pi, g) = (at.pod, at.group);
-        self.claim_changed(c);
-        let pool = self.claims[c].pool;
-        for (t, v) in self.claims[c].requests.iter_mut().zip(&self.pod_requests[pi]) {
+        self.dearer.claim_changed(c);
+        let pool = self.query.claims[c].pool;
+        for (t, v) in self.query.claims[c].requests.iter_mut().zip(&self.pods.requests[pi]) {
             *t += v;
         }
         // Drop the cheapest candidates that no longer fit (requests only grow, so they never
         // will again); the rest are checked when needed, and in full when the claim is output.
         // A looser bound is fine for a quick reject: recompute only when topology or requirements
         // narrowed the candidates, not when pruning dropped the too-small ones.
-        let narrowed = plan.types != self.claims[c].types;
+        let narrowed = plan.types != self.query.claims[c].types;
         let mut types = plan.types;
         while let Some(i) = types.first() {
-            if type_fits(&self.claims[c].requests, self.pools[pool].free.row(i)) {
+            if type_fits(&self.query.claims[c].requests, self.pools[pool].free.row(i)) {
                 break;
             }
             types.clear(i);
         }
         if narrowed {
-            let mut max = std::mem::take(&mut self.claims[c].max_alloc);
-            self.max_alloc_into(pool, &types, &mut max);
-            self.claims[c].max_alloc = max;
+            let mut max = std::mem::take(&mut self.query.claims[c].max_alloc);
+            self.pools.max_alloc_into(pool, &types, &mut max);
+            self.query.claims[c].max_alloc = max;
         }
-        self.claims[c].types = types;
-        self.claims[c].req = plan.req;
-        self.claims[c].pods.push(pi);
-        self.mix_placed(c, pi);
+        self.query.claims[c].types = types;
+        self.query.claims[c].req = plan.req;
+        self.query.claims[c].pods.push(pi);
+        self.packing.mix_placed(&mut self.query.claims[c], pi);
         if !self.groups[g].ports.is_empty() {
             let ports = self.groups[g].ports.clone();
-            self.claims[c].ports.extend(ports);
+            self.query.claims[c].ports.extend(ports);
             // Nor may the types a cost cap set aside be ones a DaemonSet takes the ports on.
-            if let Some(free) = self.daemon_port_free_types(g, pool)
-                && let Some(spare) = self.claims[c].spare.as_ref()
+            if let Some(free) = self.pools.daemon_port_free_types(&self.groups[g].ports, pool)
+                && let Some(spare) = self.query.claims[c].spare.as_ref()
             {
-                self.claims[c].spare = Some(spare.and(&free));
+                self.query.claims[c].spare = Some(spare.and(&free));
             }
         }
         // Count the pod in every counter it matches, where the claim's domain is determined.
         let req = plan.req;
-        for j in 0..self.groups[g].counted_by.len() {
-            let ci = self.groups[g].counted_by[j];
-            if let Some(d) = self.claim_domain(c, req, &self.counters[ci].key) {
-                self.count(ci, d, 1);
+        for j in 0..self.groups[g].state.counted_by.len() {
+            let ci = self.groups[g].state.counted_by[j];
+            if let Some(d) = self.claim_domain(c, req, &self.topology.counters[ci].key) {
+                self.topology.count(&mut self.query.journal, ci, d, 1);
             }
         }
-        for j in 0..self.groups[g].own_inverse.len() {
-            let ii = self.groups[g].own_inverse[j];
-            if let Some(d) = self.claim_domain(c, req, &self.inverses[ii].key) {
-                self.block(ii, d, 1);
+        for j in 0..self.groups[g].state.own_inverse.len() {
+            let ii = self.groups[g].state.own_inverse[j];
+            if let Some(d) = self.claim_domain(c, req, &self.topology.inverses[ii].key) {
+                self.topology.block(&mut self.query.journal, ii, d, 1);
             }
         }
         // Close the claim when even the smallest pod of the batch no longer fits any type.
-        let mut probe = std::mem::take(&mut self.scratch);
+        let mut probe = std::mem::take(&mut self.query.scratch);
         probe.clear();
-        probe.extend(self.claims[c].requests.iter().zip(&self.min_request).map(|(a, b)| a + b));
-        if !type_fits(&probe, &self.claims[c].max_alloc)
-            || !self.any_fit(pool, &self.claims[c].types, &self.claims[c].types, &probe)
+        probe.extend(self.query.claims[c].requests.iter().zip(&self.query.min_request).map(|(a, b)| a + b));
+        if !type_fits(&probe, &self.query.claims[c].max_alloc)
+            || !self.pools.any_fit(pool, &self.query.claims[c].types, &self.query.claims[c].types, &probe)
         {
-            self.claims[c].open = false;
+            self.query.claims[c].open = false;
         }
-        self.scratch = probe;
-        if self.claims[c].open {
-            self.room.set(c.ix(), &self.claims[c].max_alloc, &self.claims[c].requests);
+        self.query.scratch = probe;
+        if self.query.claims[c].open {
+            self.query.room.set(c.ix(), &self.query.claims[c].max_alloc, &self.query.claims[c].requests);
         } else {
-            self.room.close(c.ix());
+            self.query.room.close(c.ix());
         }
     }
 
@@ -385,9 +389,9 @@ impl SchedulingContext {
     pub(super) fn new_claim(&mut self, at: Attempt, p: PoolIx) -> Option<ClaimIx> {
         let (pi, g) = (at.pod, at.group);
         let req = self.pool_fit(at, p, Depth::Admission).ok()?;
-        let pool_req = self.pool_req(p);
+        let pool_req = self.pools.pool_req(p, &mut self.interned);
         // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
-        let total: Vec<i64> = self.pod_requests[pi].clone();
+        let total: Vec<i64> = self.pods.requests[pi].clone();
         let ntypes = self.pools[p].types.len();
         let mut candidates = Bits::empty(ntypes);
         {
@@ -401,20 +405,20 @@ impl SchedulingContext {
                 }
             }
         }
-        if let Some(free) = self.daemon_port_free_types(g, p) {
+        if let Some(free) = self.pools.daemon_port_free_types(&self.groups[g].ports, p) {
             candidates = candidates.and(&free);
         }
-        if !self.any_fit(p, &candidates, &candidates, &total) {
+        if !self.pools.any_fit(p, &candidates, &candidates, &total) {
             return None;
         }
         // Sized by cost first (see `packing`); uncapped when the capped claim cannot take the pod.
-        let sizing = self.cost_sizing(p, req, &candidates);
-        let hostname = self.values.id(&format!("{}-claim-{}", self.pools[p].name, self.claims.len()));
+        let sizing = self.packing.cost_sizing(&mut self.pools, &self.interned, p, req, &candidates);
+        let hostname = self.interned.values.id(&format!("{}-claim-{}", self.pools[p].name, self.query.claims.len()));
         let mut mix = None;
         if let Some(sizing) = sizing {
             mix = sizing.mix;
             match sizing.cut {
-                Some(cut) if self.any_fit(p, &cut, &cut, &total) => {
+                Some(cut) if self.pools.any_fit(p, &cut, &cut, &total) => {
                     let spare = Bits(candidates.0.iter().zip(&cut.0).map(|(a, b)| a & !b).collect());
                     let sized = Opening {
                         pool: p,
@@ -447,11 +451,11 @@ impl SchedulingContext {
     fn open_claim(&mut self, at: Attempt, opening: Opening, total: &[i64]) -> Option<ClaimIx> {
         let Opening { pool: p, pool_req, req, candidates, spare, mix, hostname } = opening;
         let max_alloc = if self.pools[p].limited || spare.is_some() {
-            self.max_alloc(p, &candidates)
+            self.pools.max_alloc(p, &candidates)
         } else {
             self.pools[p].max_alloc.clone()
         };
-        let c = self.claims.push(Claim {
+        let c = self.query.claims.push(Claim {
             pool: p,
             req: pool_req,
             types: candidates.clone(),
@@ -463,27 +467,30 @@ impl SchedulingContext {
             max_alloc,
             open: true,
             spare,
-            held: if mix.is_some() { vec![0; self.shape_count()] } else { Vec::new() },
+            held: if mix.is_some() { vec![0; self.packing.shape_count()] } else { Vec::new() },
             mix,
         });
         match self.plan_topology(at, c, req, &candidates, total) {
-            Ok(plan) if !self.limits_matter(p) || self.within_limits(c, &plan.types, total) => {
+            Ok(plan)
+                if !self.pools.limits_matter(p)
+                    || self.pools.within_limits(&self.query.claims[c], &plan.types, total) =>
+            {
                 self.pools[p].nodes_remaining -= 1;
                 if self.pools[p].limited {
-                    let reserve = self.reservation(p, &plan.types, total);
+                    let reserve = self.pools.reservation(p, &plan.types, total);
                     for (rem, v) in self.pools[p].remaining.iter_mut().zip(&reserve) {
                         if *rem != i64::MAX {
                             *rem -= v;
                         }
                     }
-                    self.claims[c].reserved = reserve;
+                    self.query.claims[c].reserved = reserve;
                 }
-                self.room.push(&self.claims[c].max_alloc, &self.claims[c].requests);
+                self.query.room.push(&self.query.claims[c].max_alloc, &self.query.claims[c].requests);
                 self.commit_claim(at, c, plan);
                 Some(c)
             }
             _ => {
-                self.claims.pop();
+                self.query.claims.pop();
                 None
             }
         }
@@ -494,7 +501,7 @@ impl SchedulingContext {
     /// allow it (and, under NodePool limits, as far as the capacity the claim reserved): a
     /// complete claim launches its cheapest fitting type.
     pub(super) fn launchable(&self, c: ClaimIx, types: &Bits, compat: &Bits, i: usize) -> bool {
-        let claim = &self.claims[c];
+        let claim = &self.query.claims[c];
         types.contains(i)
             || claim.spare.as_ref().is_some_and(|s| s.contains(i))
                 && compat.contains(i)
@@ -505,12 +512,12 @@ impl SchedulingContext {
     /// Claim `c` as a NodeClaim to create (pod indexes are context indexes), and the price of
     /// its cheapest fitting instance type's cheapest compatible offering.
     pub(super) fn finish_claim(&mut self, c: ClaimIx) -> (NewNodeClaim, f64) {
-        let (pool, req) = (self.claims[c].pool, self.claims[c].req);
-        let order = self.price_order(pool, req);
-        let compat = self.compat(pool, req);
-        let claim = &self.claims[c];
+        let (pool, req) = (self.query.claims[c].pool, self.query.claims[c].req);
+        let order = self.pools.price_order(pool, req, &self.interned);
+        let compat = self.pools.compat(pool, req, &self.interned);
+        let claim = &self.query.claims[c];
         let pool = &self.pools[claim.pool];
-        let r = &self.reqs[claim.req as usize];
+        let r = &self.interned.reqs[claim.req as usize];
         let fitting: Vec<(f64, usize)> = order
             .iter()
             .copied()

@@ -28,11 +28,28 @@
 //! Only the first, cost-respecting pass of a run keeps verdicts (retries join whatever the
 //! cost), and a query's end drops them with its claims.
 
+use std::collections::HashMap;
+
 use kerf_api::labels::HOSTNAME;
 
-use super::SchedulingContext;
-use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx};
-use super::packing::still_holds;
+use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx, PodIx};
+use super::packing::{Packing, still_holds};
+use super::preferences::Group;
+use super::topology::Topology;
+
+/// Every group's remembered verdicts, by slot.
+#[derive(Default)]
+pub(super) struct Verdicts {
+    pub(super) slots: Vec<Dearer>,
+    pub(super) slot_of: HashMap<(GroupIx, LevelIx), usize>,
+    /// The slots holding verdicts.
+    pub(super) holding: Vec<usize>,
+    /// Tests: whether verdicts are kept, and how many were.
+    #[cfg(test)]
+    pub(super) off: bool,
+    #[cfg(test)]
+    pub(super) noted: usize,
+}
 
 /// One group's remembered verdicts at one level (see the module documentation).
 #[derive(Default)]
@@ -43,28 +60,49 @@ pub(super) struct Dearer {
     usable: bool,
     /// The most pods of the shape left when a worth the verdicts used was computed.
     worth_at: u64,
-    /// Whether listed in `SchedulingContext::dearing`.
+    /// Whether listed in `Verdicts::holding`.
     listed: bool,
     /// Claims found dearer, a bit set over claim indexes.
     claims: Vec<u64>,
 }
 
-impl SchedulingContext {
-    /// Checks the attempt's remembered dearer claims against what they rest on, dropping them
-    /// if that changed; their slot, when verdicts are kept at all (see [`Self::dearer_claims`]).
-    pub(super) fn refresh_dearer(&mut self, at: Attempt) -> Option<usize> {
-        let key = self.dearer_key(at)?;
-        let left = self.shape_left(at.pod).unwrap_or(0);
-        let slot = match self.dearer_slot.get(&(at.group, at.level)) {
+impl Verdicts {
+    /// The shape and worth epoch of pod `pi` (see [`Packing::shape_epoch`]) when verdicts are
+    /// kept at all: only while sizing by cost and joining claims by worth.
+    pub(super) fn key(&self, packing: &Packing, pi: PodIx) -> Option<(u32, u64)> {
+        #[cfg(test)]
+        if self.off {
+            return None;
+        }
+        if !packing.enabled || !packing.joins_by_worth {
+            return None;
+        }
+        packing.shape_epoch(pi)
+    }
+
+    /// Checks the attempt's remembered dearer claims against what they rest on (`key` of
+    /// [`Self::key`], `left` pods of its shape left), dropping them if that changed; their
+    /// slot, when verdicts are kept at all (see [`Self::claims`]). `group` and `topology`
+    /// tell whether the level's plans depend on the claim alone.
+    pub(super) fn refresh(
+        &mut self,
+        at: Attempt,
+        key: Option<(u32, u64)>,
+        left: u64,
+        group: &Group,
+        topology: &Topology,
+    ) -> Option<usize> {
+        let key = key?;
+        let slot = match self.slot_of.get(&(at.group, at.level)) {
             Some(&k) => k,
             None => {
-                let usable = self.plans_claim_local(at.group, at.level);
-                self.dearer.push(Dearer { usable, ..Dearer::default() });
-                self.dearer_slot.insert((at.group, at.level), self.dearer.len() - 1);
-                self.dearer.len() - 1
+                let usable = plans_claim_local(group, at.level, topology);
+                self.slots.push(Dearer { usable, ..Dearer::default() });
+                self.slot_of.insert((at.group, at.level), self.slots.len() - 1);
+                self.slots.len() - 1
             }
         };
-        let memo = &mut self.dearer[slot];
+        let memo = &mut self.slots[slot];
         if memo.key != Some(key) || !still_holds(left, memo.worth_at) {
             memo.key = Some(key);
             memo.worth_at = 0;
@@ -73,22 +111,29 @@ impl SchedulingContext {
         memo.usable.then_some(slot)
     }
 
-    /// The claims slot `slot` (of [`Self::refresh_dearer`]) remembers as dearer, a bit set.
-    pub(super) fn dearer_claims(&self, slot: Option<usize>) -> &[u64] {
-        slot.map_or(&[], |k| &self.dearer[k].claims)
+    /// The claims slot `slot` (of [`Self::refresh`]) remembers as dearer, a bit set.
+    pub(super) fn claims(&self, slot: Option<usize>) -> &[u64] {
+        slot.map_or(&[], |k| &self.slots[k].claims)
     }
 
-    /// Remembers in `slot` that claim `c` is dearer for the attempt's pod, by a worth computed
-    /// with `worth_at` pods of its shape left.
-    pub(super) fn note_dearer(&mut self, at: Attempt, slot: Option<usize>, c: ClaimIx, worth_at: Option<u64>) {
-        let (Some(slot), Some(key), Some(worth_at)) = (slot, self.dearer_key(at), worth_at) else {
+    /// Remembers in `slot` that claim `c` is dearer for a pod (`key` of [`Self::key`], `left`
+    /// pods of its shape left), by a worth computed with `worth_at` pods of its shape left.
+    pub(super) fn note(
+        &mut self,
+        slot: Option<usize>,
+        key: Option<(u32, u64)>,
+        left: u64,
+        c: ClaimIx,
+        worth_at: Option<u64>,
+    ) {
+        let (Some(slot), Some(key), Some(worth_at)) = (slot, key, worth_at) else {
             return;
         };
         // A worth the next pod would compute again (the shape's tail) keeps no verdict.
-        if !still_holds(self.shape_left(at.pod).unwrap_or(0), worth_at) {
+        if !still_holds(left, worth_at) {
             return;
         }
-        let memo = &mut self.dearer[slot];
+        let memo = &mut self.slots[slot];
         if memo.key != Some(key) {
             // The shape's worth was computed again during this scan: earlier verdicts may rest
             // on the old one.
@@ -104,59 +149,46 @@ impl SchedulingContext {
         memo.claims[c / 64] |= 1 << (c % 64);
         #[cfg(test)]
         {
-            self.dearer_noted += 1;
+            self.noted += 1;
         }
-        let memo = &mut self.dearer[slot];
+        let memo = &mut self.slots[slot];
         if !memo.listed {
             memo.listed = true;
-            self.dearing.push(slot);
+            self.holding.push(slot);
         }
     }
 
     /// A pod joined claim `c`: every verdict on it is void.
     pub(super) fn claim_changed(&mut self, c: ClaimIx) {
         let (w, bit) = (c.ix() / 64, 1u64 << (c.ix() % 64));
-        for &k in &self.dearing {
-            if let Some(word) = self.dearer[k].claims.get_mut(w) {
+        for &k in &self.holding {
+            if let Some(word) = self.slots[k].claims.get_mut(w) {
                 *word &= !bit;
             }
         }
     }
 
     /// Drops every verdict (the query's claims are gone).
-    pub(super) fn forget_dearer(&mut self) {
-        for k in std::mem::take(&mut self.dearing) {
-            let memo = &mut self.dearer[k];
+    pub(super) fn forget(&mut self) {
+        for k in std::mem::take(&mut self.holding) {
+            let memo = &mut self.slots[k];
             memo.claims.clear();
             memo.key = None;
             memo.worth_at = 0;
             memo.listed = false;
         }
     }
+}
 
-    /// The shape and worth epoch of the attempt's pod, when verdicts are kept at all.
-    fn dearer_key(&self, at: Attempt) -> Option<(u32, u64)> {
-        #[cfg(test)]
-        if self.dearer_off {
-            return None;
-        }
-        if !self.packing.enabled || !self.packing.joins_by_worth {
-            return None;
-        }
-        self.shape_epoch(at.pod)
-    }
-
-    /// Whether a plan of group `g`'s pods at `level` on a claim depends on that claim alone:
-    /// no spread or pod affinity, anti-affinity (its own terms and others' against it) only
-    /// over each node's own hostname.
-    fn plans_claim_local(&self, g: GroupIx, level: LevelIx) -> bool {
-        let group = &self.groups[g];
-        let l = &group.levels[level];
-        l.spreads.is_empty()
-            && l.affinity.is_empty()
-            && l.anti.iter().all(|ci| self.counters[*ci].key == HOSTNAME)
-            && group.rejected_by.iter().all(|ii| self.inverses[*ii].key == HOSTNAME)
-    }
+/// Whether a plan of `group`'s pods at `level` on a claim depends on that claim alone: no
+/// spread or pod affinity, anti-affinity (its own terms and others' against it) only over each
+/// node's own hostname.
+fn plans_claim_local(group: &Group, level: LevelIx, topology: &Topology) -> bool {
+    let l = &group.state.levels[level];
+    l.spreads.is_empty()
+        && l.affinity.is_empty()
+        && l.anti.iter().all(|ci| topology.counters[*ci].key == HOSTNAME)
+        && group.state.rejected_by.iter().all(|ii| topology.inverses[*ii].key == HOSTNAME)
 }
 
 #[cfg(test)]
@@ -247,7 +279,7 @@ mod tests {
             ..Default::default()
         };
         let mut priced = SchedulingContext::new(input.clone());
-        priced.dearer_off = true;
+        priced.dearer.off = true;
         let mut skipping = SchedulingContext::new(input);
         let (a, b) = (priced.place_pending(), skipping.place_pending());
         assert!(a.errors.is_empty(), "{:?}", a.errors);
@@ -255,7 +287,7 @@ mod tests {
             a.new_node_claims.iter().filter(|c| c.pods.iter().any(|p| *p < 30) && c.pods.iter().any(|p| *p >= 30));
         assert!(shared.count() > 0, "on-demand pods join spot claims once few are left");
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
-        assert!(skipping.dearer_noted > 0, "verdicts were kept");
+        assert!(skipping.dearer.noted > 0, "verdicts were kept");
     }
 
     #[test]
@@ -264,12 +296,12 @@ mod tests {
         for seed in 0..40 {
             let input = workload(seed, 200 + 20 * seed as usize);
             let mut priced = SchedulingContext::new(input.clone());
-            priced.dearer_off = true;
+            priced.dearer.off = true;
             let mut skipping = SchedulingContext::new(input);
             let (a, b) = (priced.place_pending(), skipping.place_pending());
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "seed {seed}");
-            assert_eq!(priced.dearer_noted, 0);
-            kept += skipping.dearer_noted;
+            assert_eq!(priced.dearer.noted, 0);
+            kept += skipping.dearer.noted;
         }
         assert!(kept > 0, "the workloads have claims found dearer, and they were kept");
     }

@@ -7,11 +7,9 @@ use kerf_api::NodePool;
 use kerf_api::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
 
 use super::SchedulingContext;
-use super::existing::NodeFit;
 use super::ids::{Attempt, GroupIx, Idx, LevelIx, NodeIx, PodIx, PoolIx};
 use super::pool_fit::{Depth, Why};
 use super::resources::from_units;
-use super::topology::SpreadPlan;
 use crate::model::PodError;
 
 /// `a, b, c`, or the first few and how many more.
@@ -50,10 +48,10 @@ impl SchedulingContext {
     /// Why pod `pi` fits nowhere: existing nodes summarized kube-scheduler style, then each
     /// NodePool with what excluded it (at the most relaxed level).
     pub(super) fn explain(&mut self, pi: PodIx, g: GroupIx) -> PodError {
-        if let Some(why) = &self.groups[g].unresolvable {
+        if let Some(why) = &self.groups[g].volumes.unresolvable {
             return PodError { reason: "UnresolvableVolume".to_string(), message: why.clone() };
         }
-        let l = LevelIx::new(self.groups[g].levels.len().saturating_sub(1));
+        let l = LevelIx::new(self.groups[g].state.levels.len().saturating_sub(1));
         let at = Attempt { pod: pi, group: g, level: l };
         let mut parts: Vec<String> = Vec::new();
         if !self.nodes.is_empty() {
@@ -65,8 +63,8 @@ impl SchedulingContext {
             let list: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
             parts.push(format!("0/{} nodes are available: {}", self.nodes.len(), list.join(", ")));
         }
-        let mut all_limits = !self.pools.is_empty();
-        for p in self.pools.indices() {
+        let mut all_limits = !self.pools.all.is_empty();
+        for p in self.pools.all.indices() {
             let (why, is_limit) = self.pool_reason(at, p);
             all_limits &= is_limit;
             parts.push(format!("NodePool {}: {}", self.pools[p].name, why));
@@ -75,11 +73,11 @@ impl SchedulingContext {
             all_limits = false;
             parts.push(format!("NodePool {name}: {why}"));
         }
-        if self.pools.is_empty() && self.input.unavailable_node_pools.is_empty() {
+        if self.pools.all.is_empty() && self.input.unavailable_node_pools.is_empty() {
             parts.push("no NodePool can launch nodes".to_string());
         }
         let mut message = parts.join("; ");
-        if let Some(r) = self.groups[g].levels.get(l).and_then(|x| x.relaxed.clone()) {
+        if let Some(r) = self.groups[g].state.levels.get(l).and_then(|x| x.relaxed.clone()) {
             message.push_str(&format!(" (after relaxing preferences: {r})"));
         }
         PodError { reason: if all_limits { "NodePoolLimitExceeded" } else { "Unschedulable" }.to_string(), message }
@@ -90,22 +88,9 @@ impl SchedulingContext {
             Ok(()) => "node(s) would fit".into(),
             Err(why) => {
                 let static_ok = self.node_static_ok(at, n);
-                crate::fit::describe(&NodeFit { s: self, at, n, static_ok }, why).reason
+                crate::fit::describe(&self.node_query(at, n, static_ok), why).reason
             }
         }
-    }
-
-    pub(super) fn spread_counts(&self, s: &SpreadPlan) -> String {
-        let c = &self.counters[s.counter];
-        let counts: Vec<String> =
-            s.domains.iter().map(|d| format!("{}: {}", self.values.name(*d), c.get(*d))).collect();
-        format!(
-            "key {} maxSkew {}, counts in reachable domains {{{}}}{}",
-            s.key,
-            s.max_skew,
-            counts.join(", "),
-            if s.fresh { " plus an empty new node" } else { "" }
-        )
     }
 
     /// What excluded NodePool `p` (the pool-fit check's [`Why`] in words), and whether it was
@@ -122,7 +107,7 @@ impl SchedulingContext {
     /// `why` NodePool `p` takes no new claim for the attempt's pod, in words.
     fn pool_words(&self, at: Attempt, p: PoolIx, why: &Why) -> String {
         let pool = &self.pools[p];
-        let total = &self.pod_requests[at.pod];
+        let total = &self.pods.requests[at.pod];
         let name = |ri: usize| self.res.names[ri].as_str();
         match why {
             Why::Taint(i) => match pool.taints.get(*i) {
@@ -142,7 +127,7 @@ impl SchedulingContext {
             Why::NoResource(ri) => format!("no instance type in NodePool {} has resource {}", pool.name, name(*ri)),
             Why::Unsatisfiable(req) => format!(
                 "incompatible requirements, key {}: no value satisfies both",
-                self.reqs[*req as usize].unsatisfiable_key().unwrap_or_default()
+                self.interned.reqs[*req as usize].unsatisfiable_key().unwrap_or_default()
             ),
             Why::NoOffering { excluding: Some(excluding), .. } => {
                 let (k, kr) = &**excluding;
@@ -157,7 +142,7 @@ impl SchedulingContext {
             }
             Why::NoOffering { req, excluding: None } => format!(
                 "no instance type with an available offering satisfies requirements {}",
-                self.reqs[*req as usize]
+                self.interned.reqs[*req as usize]
             ),
             Why::TooSmall { short } if short.is_empty() => {
                 "no single instance type fits all requested resources together".into()
@@ -200,9 +185,12 @@ impl SchedulingContext {
                 format!("minValues {min} for key {key} not met: only {have} values among fitting instance types")
             }
             Why::Spread(i) => {
-                let level = &self.groups[at.group].levels[at.level];
+                let level = &self.groups[at.group].state.levels[at.level];
                 match level.spreads.get(*i) {
-                    Some(s) => format!("topology spread constraint not satisfiable, {}", self.spread_counts(s)),
+                    Some(s) => format!(
+                        "topology spread constraint not satisfiable, {}",
+                        self.topology.spread_counts(s, &self.interned.values)
+                    ),
                     None => "topology spread constraint not satisfiable".into(),
                 }
             }

@@ -24,9 +24,39 @@ use kerf_api::slim_meta::StringMap;
 use kerf_api::{PodShape, SlimPod};
 use kerf_api::{Quantity, ResourceList};
 
+use super::ids::{GroupIx, IxVec, PodIx};
 use super::resources::to_units;
+use crate::model::SchedulingInput;
 use crate::pod::{self, HostPort, PodAffinities, SpreadConstraint};
 use crate::requirements::{Requirement, Requirements};
+
+/// Every pod of the context, by [`PodIx`]: the pending pods (`input.pods`) first, then the pods
+/// on existing nodes.
+pub(super) struct Pods {
+    /// Every pod's dense requests.
+    pub(super) requests: IxVec<PodIx, Vec<i64>>,
+    /// Every pod's parsed facts.
+    pub(super) facts: IxVec<PodIx, Arc<PodFacts>>,
+    pub(super) group: IxVec<PodIx, GroupIx>,
+    /// The pods on existing nodes, indexed from `input.pods.len()`.
+    pub(super) existing: Vec<Arc<SlimPod>>,
+}
+
+/// The context indexes ([`PodIx`]) of each existing node's pods, node by node in input order:
+/// the pending pods come first, then each existing node's pods in turn (as `build` lays out
+/// `facts`).
+pub(super) fn existing_pod_ranges(input: &SchedulingInput) -> Vec<std::ops::Range<usize>> {
+    let mut next = input.pods.len();
+    input
+        .existing_nodes
+        .iter()
+        .map(|n| {
+            let range = next..next + n.pods.len();
+            next = range.end;
+            range
+        })
+        .collect()
+}
 
 /// What the Scheduler reads from one version of a pod.
 pub(super) struct PodFacts {

@@ -3,8 +3,20 @@
 
 use std::collections::HashMap;
 
-use super::SchedulingContext;
 use crate::requirements::{Requirement, Requirements};
+
+/// Interned label values and requirement sets, with the intersections and narrowings of
+/// requirement sets cached by id.
+#[derive(Default)]
+pub(super) struct Interned {
+    pub(super) values: Interner,
+    pub(super) reqs: Vec<Requirements>,
+    /// Whether each interned requirements has a key no node can satisfy.
+    pub(super) unsat: Vec<bool>,
+    pub(super) req_ids: HashMap<Requirements, u32>,
+    pub(super) intersect_cache: HashMap<(u32, u32), u32>,
+    pub(super) narrow_cache: HashMap<(u32, u32, u32), u32>,
+}
 
 /// Interned strings (label values, used as topology domain ids).
 #[derive(Default)]
@@ -69,7 +81,8 @@ impl Bits {
     }
 }
 
-impl SchedulingContext {
+impl Interned {
+    /// The id of `r`, interning it (and its values) when new.
     pub(super) fn intern_req(&mut self, r: Requirements) -> u32 {
         if let Some(id) = self.req_ids.get(&r) {
             return *id;
@@ -88,6 +101,7 @@ impl SchedulingContext {
         id
     }
 
+    /// The id of the intersection of `a` and `b`.
     pub(super) fn intersect(&mut self, a: u32, b: u32) -> u32 {
         if a == b {
             return a;

@@ -47,21 +47,21 @@ pub(super) enum JoinCost {
 impl SchedulingContext {
     /// What the attempt's pod joining claim `c` as `plan` says costs the claim.
     pub(super) fn join_cost(&mut self, at: Attempt, c: ClaimIx, plan: &ClaimPlan) -> JoinCost {
-        if !self.packing.enabled || !self.packing.joins_by_worth || plan.req == self.claims[c].req {
+        if !self.packing.enabled || !self.packing.joins_by_worth || plan.req == self.query.claims[c].req {
             return JoinCost::Free;
         }
-        let mut total = std::mem::take(&mut self.scratch);
+        let mut total = std::mem::take(&mut self.query.scratch);
         total.clear();
-        total.extend(self.claims[c].requests.iter().zip(&self.pod_requests[at.pod]).map(|(a, b)| a + b));
+        total.extend(self.query.claims[c].requests.iter().zip(&self.pods.requests[at.pod]).map(|(a, b)| a + b));
         let cost = self.narrowing_cost(at, c, plan, &total);
-        self.scratch = total;
+        self.query.scratch = total;
         cost
     }
 
     /// `join_cost` once the claim's requirements narrow: `total` is the claim's requests with
     /// the pod's.
     fn narrowing_cost(&mut self, at: Attempt, c: ClaimIx, plan: &ClaimPlan, total: &[i64]) -> JoinCost {
-        let (pool, req) = (self.claims[c].pool, self.claims[c].req);
+        let (pool, req) = (self.query.claims[c].pool, self.query.claims[c].req);
         let Some((before, _)) = self.cheapest_fitting(c, req, None, total) else {
             return JoinCost::Free;
         };
@@ -71,19 +71,22 @@ impl SchedulingContext {
         if after <= before {
             return JoinCost::Free;
         }
-        let level_req = self.groups[at.group].levels[at.level].req;
-        let pool_req = self.pool_req(pool);
-        let own = self.intersect(pool_req, level_req);
-        let (Some(worth), Some(left)) = (self.pod_worth(pool, own, at.pod), self.shape_left(at.pod)) else {
+        let level_req = self.groups[at.group].state.levels[at.level].req;
+        let pool_req = self.pools.pool_req(pool, &mut self.interned);
+        let own = self.interned.intersect(pool_req, level_req);
+        let (Some(worth), Some(left)) = (
+            self.packing.pod_worth(&mut self.pools, &self.interned, pool, own, at.pod),
+            self.packing.shape_left(at.pod),
+        ) else {
             return JoinCost::Worth;
         };
         // The narrowing is paid once: pods like this one the claim still has room for share it.
-        let requests = &self.pod_requests[at.pod];
+        let requests = &self.pods.requests[at.pod];
         let free = self.pools[pool].free.row(t);
         let more = units_in(requests, free.iter().zip(total).map(|(f, u)| f - u));
         let sharing = more.saturating_add(1).min(left.max(1));
         if (after - before) / sharing as f64 > worth {
-            JoinCost::Dearer(self.worth_computed_at(pool, own, at.pod))
+            JoinCost::Dearer(self.packing.worth_computed_at(pool, own, at.pod))
         } else {
             JoinCost::Worth
         }
@@ -93,10 +96,10 @@ impl SchedulingContext {
     /// candidates (`None`: the claim's own), that holds `total`, at the prices `req` allows: its
     /// price and index.
     fn cheapest_fitting(&mut self, c: ClaimIx, req: u32, types: Option<&Bits>, total: &[i64]) -> Option<(f64, usize)> {
-        let pool = self.claims[c].pool;
-        let order = self.price_order(pool, req);
-        let compat = self.compat(pool, req);
-        let types = types.unwrap_or(&self.claims[c].types);
+        let pool = self.query.claims[c].pool;
+        let order = self.pools.price_order(pool, req, &self.interned);
+        let compat = self.pools.compat(pool, req, &self.interned);
+        let types = types.unwrap_or(&self.query.claims[c].types);
         let free = &self.pools[pool].free;
         order.iter().copied().find(|(_, i)| type_fits(total, free.row(*i)) && self.launchable(c, types, &compat, *i))
     }

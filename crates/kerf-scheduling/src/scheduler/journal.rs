@@ -1,10 +1,38 @@
-//! The journal that makes a query reversible: every change to the context's mutable state is
-//! recorded and undone when the query ends, so one context answers many queries.
+//! The running query's state ([`Query`]: its new claims, the room index over them, the nodes it
+//! places against) and the journal that makes it reversible: every change to the context's
+//! shared state is recorded as an [`Undo`] and put back when the query ends (the context's
+//! `rollback`), so one context answers many queries.
 
-use super::SchedulingContext;
-use super::ids::{CounterIx, InverseIx, NodeIx, PodIx};
+use super::claims::Claim;
+use super::ids::{ClaimIx, CounterIx, GroupIx, InverseIx, IxVec, NodeIx, PodIx};
+use super::room::RoomIndex;
 
-/// One reversible change to the mutable scheduling state (see [`SchedulingContext`]): every
+/// The running query's state: its new claims, what it changed (undone when it ends), and what
+/// it placed against.
+#[derive(Default)]
+pub(super) struct Query {
+    /// The new claims, in creation order.
+    pub(super) claims: IxVec<ClaimIx, Claim>,
+    /// Which of them could take a pod of given requests (see `room`).
+    pub(super) room: RoomIndex,
+    /// The groups some claim refuses (see `GroupState::refused`).
+    pub(super) refusing: Vec<GroupIx>,
+    /// A reusable buffer for a claim's requests plus a pod's.
+    pub(super) scratch: Vec<i64>,
+    /// Componentwise minimum request over the pods being placed (a claim that cannot fit it is
+    /// closed).
+    pub(super) min_request: Vec<i64>,
+    /// The nodes with room for the smallest pod, in node order.
+    pub(super) roomy: Vec<NodeIx>,
+    /// What the query changed.
+    pub(super) journal: Vec<Undo>,
+    /// Pool limits and node counts before the query.
+    pub(super) pool_limits: Vec<(Vec<i64>, i64)>,
+    /// Nodes taken away by a what-if.
+    pub(super) removed: Vec<NodeIx>,
+}
+
+/// One reversible change to the mutable scheduling state (see [`SchedulingContext`](super::SchedulingContext)): every
 /// query records what it changes and puts it back when it ends, so the context serves the next
 /// query without being rebuilt.
 pub(super) enum Undo {
@@ -18,46 +46,4 @@ pub(super) enum Undo {
     Block { inverse: InverseIx, domain: u32, delta: i64 },
     /// Node `node` was taken out of the cluster for a what-if.
     Removed { node: NodeIx, old: bool },
-}
-
-impl SchedulingContext {
-    /// Starts a query: remembers the pool limits it may use up.
-    pub(super) fn begin(&mut self) {
-        self.journal.clear();
-        self.forget_claims();
-        self.pool_limits = self.pools.iter().map(|p| (p.remaining.clone(), p.nodes_remaining)).collect();
-    }
-
-    /// Drops the query's claims and what is known of them.
-    fn forget_claims(&mut self) {
-        self.claims.clear();
-        self.room.clear(self.res.names.len());
-        for g in std::mem::take(&mut self.refusing) {
-            self.groups[g].refused.clear();
-        }
-        self.forget_dearer();
-    }
-
-    /// Ends a query: puts back everything it changed.
-    pub(super) fn rollback(&mut self) {
-        while let Some(u) = self.journal.pop() {
-            match u {
-                Undo::NodeUsed { node, pod } => {
-                    for (u, v) in self.nodes[node].used.iter_mut().zip(&self.pod_requests[pod]) {
-                        *u -= v;
-                    }
-                }
-                Undo::NodePorts { node, len } => self.nodes[node].ports.truncate(len),
-                Undo::Count { counter, domain, delta } => self.counters[counter].add(domain, -delta),
-                Undo::Block { inverse, domain, delta } => self.inverses[inverse].block(domain, -delta),
-                Undo::Removed { node, old } => self.nodes[node].schedulable = old,
-            }
-        }
-        self.forget_claims();
-        for (pool, (remaining, nodes)) in self.pools.iter_mut().zip(std::mem::take(&mut self.pool_limits)) {
-            pool.remaining = remaining;
-            pool.nodes_remaining = nodes;
-        }
-        self.removed.clear();
-    }
 }

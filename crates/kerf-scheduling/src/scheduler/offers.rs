@@ -8,7 +8,9 @@ use std::sync::Arc;
 use kerf_api::ResourceList;
 use kerf_api::resources::PODS;
 
-use super::SchedulingContext;
+use super::interning::Interned;
+use super::pools::Pools;
+use super::resources::Resources;
 use crate::instance::InstanceType;
 
 /// One instance type of a NodePool as a new NodeClaim would see it.
@@ -21,24 +23,29 @@ pub struct PoolTypeView {
     pub price: f64,
 }
 
-impl SchedulingContext {
+impl Pools {
     /// The instance types NodePool `pool` may launch, cheapest first, each with what is free
-    /// for pods and its price; `None` when the context has no such pool. Types too small for
-    /// their DaemonSets are left out.
-    pub fn pool_types(&mut self, pool: &str) -> Option<Vec<PoolTypeView>> {
-        let p = self.pools.position(|x| x.name == pool)?;
-        let req = self.intern_req(self.pools[p].reqs.clone());
-        let compat = self.compat(p, req);
-        let order = self.price_order(p, req);
-        let pods = self.res.index[PODS];
-        let pool = &self.pools[p];
+    /// for pods (`res` names the resources) and its price; `None` when there is no such pool.
+    /// Types too small for their DaemonSets are left out.
+    pub(super) fn type_views(
+        &mut self,
+        pool: &str,
+        interned: &mut Interned,
+        res: &Resources,
+    ) -> Option<Vec<PoolTypeView>> {
+        let p = self.all.position(|x| x.name == pool)?;
+        let req = interned.intern_req(self[p].reqs.clone());
+        let compat = self.compat(p, req, interned);
+        let order = self.price_order(p, req, interned);
+        let pods = res.index[PODS];
+        let pool = &self[p];
         Some(
             order
                 .iter()
                 .filter(|(_, i)| compat.contains(*i) && pool.free.get(*i, pods) >= 0)
                 .map(|(price, i)| PoolTypeView {
                     instance_type: Arc::clone(&pool.types[*i]),
-                    free: self.res.list(pool.free.row(*i)),
+                    free: res.list(pool.free.row(*i)),
                     price: *price,
                 })
                 .collect(),

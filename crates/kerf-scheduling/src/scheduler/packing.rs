@@ -78,10 +78,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::SchedulingContext;
-use super::ids::{ClaimIx, IxVec, PodIx, PoolIx};
-use super::interning::Bits;
-use super::pools::PriceOrder;
+use super::claims::Claim;
+use super::facts::Pods;
+use super::ids::{GroupIx, IxVec, PodIx, PoolIx};
+use super::interning::{Bits, Interned};
+use super::pools::{Pools, PriceOrder};
+use super::preferences::Group;
 use super::resources::Matrix;
 
 use crate::packing_bound::{BoundShape, knapsack, units_fitting};
@@ -161,10 +163,25 @@ pub(super) struct Packing {
     worth_epoch: Vec<u64>,
 }
 
-impl SchedulingContext {
+impl Packing {
+    /// The pods of pod `pi`'s shape not placed yet (`None`: not sizing by cost, or not in the run).
+    pub(super) fn shape_left(&self, pi: PodIx) -> Option<u64> {
+        let s = *self.shape_of.get(pi)?;
+        (self.enabled && s != u32::MAX).then(|| self.left[s as usize])
+    }
+
+    /// Pod `pi`'s shape and the shape's worth epoch (`None`: not sizing by cost, or not in the run).
+    pub(super) fn shape_epoch(&self, pi: PodIx) -> Option<(u32, u64)> {
+        let s = *self.shape_of.get(pi)?;
+        (self.enabled && s != u32::MAX).then(|| (s, self.worth_epoch[s as usize]))
+    }
+}
+
+impl Packing {
     /// Starts a run over `pods` (already in queue order): their shapes and counts.
-    pub(super) fn packing_begin(&mut self, pods: &[PodIx]) {
-        let pk = &mut self.packing;
+    /// `of` gives their requests and groups, `groups` the groups, `dims` the number of resources.
+    pub(super) fn begin(&mut self, pods: &[PodIx], of: &Pods, groups: &IxVec<GroupIx, Group>, dims: usize) {
+        let pk = self;
         pk.targets.clear();
         pk.worth.clear();
         pk.joins_by_worth = pk.enabled;
@@ -177,13 +194,13 @@ impl SchedulingContext {
             return;
         }
         pk.shape_of.clear();
-        pk.shape_of.resize(self.pod_requests.len(), u32::MAX);
+        pk.shape_of.resize(of.requests.len(), u32::MAX);
         let mut ids: HashMap<(&[i64], bool), u32> = HashMap::new();
         for &pi in pods {
-            let r = self.pod_requests[pi].as_slice();
-            let g = &self.groups[self.pod_group[pi]];
+            let r = of.requests[pi].as_slice();
+            let g = &groups[of.group[pi]];
             let free = g.ports.is_empty()
-                && g.rejected_by.is_empty()
+                && g.state.rejected_by.is_empty()
                 && g.hard_spread.is_empty()
                 && g.soft_spread.is_empty()
                 && g.affinity.is_empty()
@@ -201,7 +218,7 @@ impl SchedulingContext {
             pk.left[id as usize] += 1;
             pk.total_left += 1;
         }
-        pk.batch = vec![0; self.res.names.len()];
+        pk.batch = vec![0; dims];
         for (r, l) in pk.shapes.iter().zip(&pk.left) {
             for (t, v) in pk.batch.iter_mut().zip(r) {
                 *t += v * *l as i64;
@@ -210,8 +227,8 @@ impl SchedulingContext {
     }
 
     /// Pod `pi` was placed: one fewer of its shape is left.
-    pub(super) fn packing_placed(&mut self, pi: PodIx) {
-        let pk = &mut self.packing;
+    pub(super) fn placed(&mut self, pi: PodIx) {
+        let pk = self;
         if let Some(&s) = pk.shape_of.get(pi)
             && s != u32::MAX
             && pk.left[s as usize] > 0
@@ -224,35 +241,42 @@ impl SchedulingContext {
     /// How to size a new claim of pool `p` with requirements `req` whose candidates are
     /// `candidates` (see the module documentation); `None` when provisioning is not sizing by
     /// cost or the batch fits one claim.
-    pub(super) fn cost_sizing(&mut self, p: PoolIx, req: u32, candidates: &Bits) -> Option<Sizing> {
-        if !self.packing.enabled || self.packing.total_left == 0 {
+    pub(super) fn cost_sizing(
+        &mut self,
+        pools: &mut Pools,
+        interned: &Interned,
+        p: PoolIx,
+        req: u32,
+        candidates: &Bits,
+    ) -> Option<Sizing> {
+        if !self.enabled || self.total_left == 0 {
             return None;
         }
         // A batch that one claim of the largest types it may use holds is placed uncapped: one
         // claim, its cheapest fitting type.
-        let types = self.undominated(p, req);
-        let n = self.res.names.len();
-        let free = &self.pools[p].free;
+        let types = self.undominated(pools, interned, p, req);
+        let n = pools[p].free.cols();
+        let free = &pools[p].free;
         let fits_one = (0..n).all(|d| {
             let most = types.iter().map(|(_, i)| free.get(*i, d)).max().unwrap_or(0);
-            self.packing.batch[d] <= most
+            self.batch[d] <= most
         });
         if fits_one {
             return None;
         }
-        let left = self.packing.total_left;
-        let (cap, mix) = match self.packing.targets.get(&(p, req)) {
+        let left = self.total_left;
+        let (cap, mix) = match self.targets.get(&(p, req)) {
             Some((at, cap, mix)) if still_holds(left, *at) => (*cap, mix.clone()),
             _ => {
-                let (cap, reusable, mix) = self.cost_target(p, req)?;
+                let (cap, reusable, mix) = self.cost_target(pools, interned, p, req)?;
                 if reusable {
-                    self.packing.targets.insert((p, req), (left, cap, mix.clone()));
+                    self.targets.insert((p, req), (left, cap, mix.clone()));
                 }
                 (cap, mix)
             }
         };
-        let order = self.price_order(p, req);
-        let mut out = Bits::empty(self.pools[p].types.len());
+        let order = pools.price_order(p, req, interned);
+        let mut out = Bits::empty(pools[p].types.len());
         let mut cut = false;
         for &(price, i) in order.iter() {
             if candidates.contains(i) {
@@ -266,45 +290,40 @@ impl SchedulingContext {
         Some(Sizing { cut: (cut && !out.is_empty()).then_some(out), mix })
     }
 
-    /// The pods of pod `pi`'s shape not placed yet (`None`: not sizing by cost, or not in the run).
-    pub(super) fn shape_left(&self, pi: PodIx) -> Option<u64> {
-        let s = *self.packing.shape_of.get(pi)?;
-        (self.packing.enabled && s != u32::MAX).then(|| self.packing.left[s as usize])
-    }
-
     /// The pods of pod `pi`'s shape that were left when its worth on a claim of pool `p` with
     /// requirements `req` was last computed (see [`Self::pod_worth`]).
     pub(super) fn worth_computed_at(&self, p: PoolIx, req: u32, pi: PodIx) -> Option<u64> {
-        let s = *self.packing.shape_of.get(pi)?;
-        self.packing.worth.get(&(p, req, s)).map(|(at, _)| *at)
-    }
-
-    /// Pod `pi`'s shape and the shape's worth epoch (`None`: not sizing by cost, or not in the run).
-    pub(super) fn shape_epoch(&self, pi: PodIx) -> Option<(u32, u64)> {
-        let s = *self.packing.shape_of.get(pi)?;
-        (self.packing.enabled && s != u32::MAX).then(|| (s, self.packing.worth_epoch[s as usize]))
+        let s = *self.shape_of.get(pi)?;
+        self.worth.get(&(p, req, s)).map(|(at, _)| *at)
     }
 
     /// What pod `pi` is worth on a claim of pool `p` with requirements `req` (its own, not a
     /// claim's): the least price per pod of its shape over the undominated types, as many of
     /// the shape's pods left as a type holds sharing it (see the module documentation).
     /// `None` when provisioning is not sizing by cost or no type holds the pod.
-    pub(super) fn pod_worth(&mut self, p: PoolIx, req: u32, pi: PodIx) -> Option<f64> {
-        if !self.packing.enabled {
+    pub(super) fn pod_worth(
+        &mut self,
+        pools: &mut Pools,
+        interned: &Interned,
+        p: PoolIx,
+        req: u32,
+        pi: PodIx,
+    ) -> Option<f64> {
+        if !self.enabled {
             return None;
         }
-        let s = *self.packing.shape_of.get(pi)?;
+        let s = *self.shape_of.get(pi)?;
         if s == u32::MAX {
             return None;
         }
-        let left = self.packing.left[s as usize].max(1);
-        match self.packing.worth.get(&(p, req, s)) {
+        let left = self.left[s as usize].max(1);
+        match self.worth.get(&(p, req, s)) {
             Some(&(at, w)) if still_holds(left, at) => return w.is_finite().then_some(w),
             _ => {}
         }
-        let types = self.undominated(p, req);
-        let shape = &self.packing.shapes[s as usize];
-        let free = &self.pools[p].free;
+        let types = self.undominated(pools, interned, p, req);
+        let shape = &self.shapes[s as usize];
+        let free = &pools[p].free;
         let w = types
             .iter()
             .filter_map(|&(price, i)| {
@@ -312,58 +331,58 @@ impl SchedulingContext {
                 (k > 0).then(|| price / k as f64)
             })
             .fold(f64::INFINITY, f64::min);
-        self.packing.worth.insert((p, req, s), (left, w));
-        self.packing.worth_epoch[s as usize] += 1;
+        self.worth.insert((p, req, s), (left, w));
+        self.worth_epoch[s as usize] += 1;
         w.is_finite().then_some(w)
     }
 
     /// Whether pod `pi` would take claim `c` past its mix: the claim holds its share of the
     /// pod's shape and keeps room for pods of other shapes still to be placed.
-    pub(super) fn over_mix(&self, c: ClaimIx, pi: PodIx) -> bool {
-        let Some(mix) = &self.claims[c].mix else {
+    pub(super) fn over_mix(&self, claim: &Claim, pi: PodIx) -> bool {
+        let Some(mix) = &claim.mix else {
             return false;
         };
-        let s = match self.packing.shape_of.get(pi) {
+        let s = match self.shape_of.get(pi) {
             Some(&s) if s != u32::MAX => s as usize,
             _ => return false,
         };
-        let held = &self.claims[c].held;
-        self.packing.mixable[s]
+        let held = &claim.held;
+        self.mixable[s]
             && held[s] as u64 >= mix[s]
-            && mix.iter().enumerate().any(|(t, &m)| t != s && (held[t] as u64) < m && self.packing.left[t] > 0)
+            && mix.iter().enumerate().any(|(t, &m)| t != s && (held[t] as u64) < m && self.left[t] > 0)
     }
 
     /// Pod `pi` joined claim `c`: one more of its shape there.
-    pub(super) fn mix_placed(&mut self, c: ClaimIx, pi: PodIx) {
-        if self.claims[c].mix.is_some()
-            && let Some(&s) = self.packing.shape_of.get(pi)
+    pub(super) fn mix_placed(&self, claim: &mut Claim, pi: PodIx) {
+        if claim.mix.is_some()
+            && let Some(&s) = self.shape_of.get(pi)
             && s != u32::MAX
         {
-            self.claims[c].held[s as usize] += 1;
+            claim.held[s as usize] += 1;
         }
     }
 
     /// The run's number of shapes (the length of a claim's mix).
     pub(super) fn shape_count(&self) -> usize {
-        self.packing.shapes.len()
+        self.shapes.len()
     }
 
     /// Whether the last run had pods of two mixable shapes or more (a plan with mixes may
     /// differ).
     pub(super) fn may_mix(&self) -> bool {
-        self.packing.mixable.iter().filter(|m| **m).count() > 1
+        self.mixable.iter().filter(|m| **m).count() > 1
     }
 
     /// The types of pool `p` compatible with requirements `req` that no other one dominates
     /// (as much room in every resource for at most the price), cheapest first, with their
     /// prices. Fixed for the context, so cached across queries.
-    fn undominated(&mut self, p: PoolIx, req: u32) -> Arc<PriceOrder> {
-        if let Some(v) = self.packing.fleet.get(&(p, req)) {
+    fn undominated(&mut self, pools: &mut Pools, interned: &Interned, p: PoolIx, req: u32) -> Arc<PriceOrder> {
+        if let Some(v) = self.fleet.get(&(p, req)) {
             return Arc::clone(v);
         }
-        let order = self.price_order(p, req);
-        let compat = self.compat(p, req);
-        let pool = &self.pools[p];
+        let order = pools.price_order(p, req, interned);
+        let compat = pools.compat(p, req, interned);
+        let pool = &pools[p];
         let free = |i: usize| pool.free.row(i);
         let types: Vec<(f64, usize)> = order
             .iter()
@@ -382,26 +401,26 @@ impl SchedulingContext {
         };
         let kept: Vec<(f64, usize)> = (0..types.len()).filter(|a| !dominated(*a)).map(|a| types[a]).collect();
         let kept = Arc::new(kept);
-        self.packing.fleet.insert((p, req), Arc::clone(&kept));
+        self.fleet.insert((p, req), Arc::clone(&kept));
         kept
     }
 
     /// The price cap for a new claim of pool `p` with requirements `req`, whether it may be
     /// reused for the next claims, and the mix (see the module documentation).
-    fn cost_target(&mut self, p: PoolIx, req: u32) -> Option<(f64, bool, Mix)> {
-        let types = self.undominated(p, req);
-        let n = self.res.names.len();
-        let pool = &self.pools[p];
+    fn cost_target(&mut self, pools: &mut Pools, interned: &Interned, p: PoolIx, req: u32) -> Option<(f64, bool, Mix)> {
+        let types = self.undominated(pools, interned, p, req);
+        let n = pools[p].free.cols();
+        let pool = &pools[p];
         let table = Table {
             types: &types,
             free: &pool.free,
             n,
-            shapes: &self.packing.shapes,
+            shapes: &self.shapes,
             // No shape is mixable when mixes are off.
-            mixable: if self.packing.mix_slack > 0.0 { &self.packing.mixable } else { &[] },
-            slack: self.packing.mix_slack,
+            mixable: if self.mix_slack > 0.0 { &self.mixable } else { &[] },
+            slack: self.mix_slack,
         };
-        let left = &self.packing.left;
+        let left = &self.left;
         let (ratio_price, _, mix) = table.ratio_pick(left)?;
         // The tail: when what is left fits in two claims, the cheapest cover by at most two
         // claims, if it beats going on by the ratio.

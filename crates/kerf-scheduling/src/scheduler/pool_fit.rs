@@ -98,31 +98,31 @@ impl SchedulingContext {
         if full && self.pools[p].types.is_empty() {
             return Err(Why::NoInstanceTypes);
         }
-        if self.daemon_port_conflict(g, p) {
+        if self.pools.daemon_port_conflict(&self.groups[g].ports, p) {
             return Err(Why::DaemonSetPort);
         }
         let pool = &self.pools[p];
         if full
             && let Some(ri) =
-                self.pod_requests[pi].iter().zip(&pool.largest_alloc).position(|(r, most)| *r > 0 && *most <= 0)
+                self.pods.requests[pi].iter().zip(&pool.largest_alloc).position(|(r, most)| *r > 0 && *most <= 0)
         {
             return Err(Why::NoResource(ri));
         }
-        let level_req = self.groups[g].levels[at.level].req;
-        let pool_req = self.pool_req(p);
-        let req = self.intersect(pool_req, level_req);
-        if self.unsat[req as usize] {
+        let level_req = self.groups[g].state.levels[at.level].req;
+        let pool_req = self.pools.pool_req(p, &mut self.interned);
+        let req = self.interned.intersect(pool_req, level_req);
+        if self.interned.unsat[req as usize] {
             return Err(Why::Unsatisfiable(req));
         }
         if !full {
             return Ok(req);
         }
-        let compat = self.compat(p, req);
+        let compat = self.pools.compat(p, req, &self.interned);
         if compat.is_empty() {
             return Err(Why::NoOffering { req, excluding: self.excluding_requirement(p, req) });
         }
-        let total = self.pod_requests[pi].clone();
-        let fit_any = self.fitting(p, &compat, &total);
+        let total = self.pods.requests[pi].clone();
+        let fit_any = self.pools.fitting(p, &compat, &total);
         let pool = &self.pools[p];
         if fit_any.is_empty() {
             let short = (0..self.res.names.len())
@@ -141,20 +141,20 @@ impl SchedulingContext {
         {
             return Err(Why::Limits);
         }
-        if let Some((key, min, have)) = self.min_values_ok(p, &fit_any) {
+        if let Some((key, min, have)) = self.pools.min_values_ok(p, &fit_any) {
             return Err(Why::MinValues { key, min, have });
         }
         // Topology: the pool can launch a node for the pod, yet placement found none.
-        let level = &self.groups[g].levels[at.level];
+        let level = &self.groups[g].state.levels[at.level];
         for (i, s) in level.spreads.iter().enumerate() {
-            if !s.fresh || !s.domains.iter().any(|d| self.spread_allows(s, *d)) {
+            if !s.fresh || !s.domains.iter().any(|d| self.topology.spread_allows(s, *d, &self.gone())) {
                 return Err(Why::Spread(i));
             }
         }
         if !level.affinity.is_empty() {
             return Err(Why::PodAffinity);
         }
-        if !level.anti.is_empty() || !self.groups[g].rejected_by.is_empty() {
+        if !level.anti.is_empty() || !self.groups[g].state.rejected_by.is_empty() {
             return Err(Why::PodAntiAffinity);
         }
         Ok(req)
@@ -164,12 +164,12 @@ impl SchedulingContext {
     /// (cached per level and pool; asked of new and open claims of the pool alike).
     pub(super) fn pool_admits(&mut self, p: PoolIx, at: Attempt) -> Result<(), Why> {
         let (g, l) = (at.group, at.level);
-        if let Some(Some(known)) = self.groups[g].admits.get(l).and_then(|by_pool| by_pool.get(p)) {
+        if let Some(Some(known)) = self.groups[g].state.admits.get(l).and_then(|by_pool| by_pool.get(p)) {
             return known.clone();
         }
         let verdict = self.admission(p, at);
-        let npools = self.pools.len();
-        let admits = &mut self.groups[g].admits;
+        let npools = self.pools.all.len();
+        let admits = &mut self.groups[g].state.admits;
         if admits.len() <= l.ix() {
             admits.resize_with(l.ix() + 1, IxVec::default);
         }
@@ -181,28 +181,28 @@ impl SchedulingContext {
     /// The pool's taints, then its requirements, against the attempt's group at its level.
     fn admission(&self, p: PoolIx, at: Attempt) -> Result<(), Why> {
         let grp = &self.groups[at.group];
-        let level = &grp.levels[at.level];
+        let level = &grp.state.levels[at.level];
         let pool = &self.pools[p];
         if let Some(t) = pod::untolerated_taint_with(&grp.tolerations, &pool.taints, !level.tolerate_prefer) {
             return Err(Why::Taint(pool.taints.iter().position(|x| std::ptr::eq(x, t)).unwrap_or(0)));
         }
         pool.reqs
-            .compatible_strict(&self.reqs[level.req as usize], |k| pool.type_keys.contains(k))
+            .compatible_strict(&self.interned.reqs[level.req as usize], |k| pool.type_keys.contains(k))
             .map_err(|e| Why::Requirements(Arc::new(e)))
     }
 
     /// The first of requirements `req` (interned) that alone leaves pool `p` no instance type
     /// with an available offering.
     fn excluding_requirement(&mut self, p: PoolIx, req: u32) -> Option<Box<(String, Requirement)>> {
-        let r = self.reqs[req as usize].clone();
+        let r = self.interned.reqs[req as usize].clone();
         for (k, kr) in r.iter() {
             if k == HOSTNAME || k == NODE_POOL {
                 continue;
             }
             let mut one = Requirements::new();
             one.add(k, kr.clone());
-            let id = self.intern_req(one);
-            if self.compat(p, id).is_empty() {
+            let id = self.interned.intern_req(one);
+            if self.pools.compat(p, id, &self.interned).is_empty() {
                 return Some(Box::new((k.clone(), kr.clone())));
             }
         }

@@ -2,7 +2,8 @@
 //! per instance type the DaemonSet overhead and what is left for pods), limits, which types an
 //! interned requirement set admits, and price order.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
@@ -11,13 +12,38 @@ use kerf_api::launch;
 use kerf_api::resources::PODS;
 use kerf_api::{NodePool, Operator, Taint};
 
-use super::SchedulingContext;
-use super::ids::{ClaimIx, GroupIx, NodeIx, PoolIx};
-use super::interning::Bits;
+use super::claims::Claim;
+use super::ids::{IxVec, PoolIx};
+use super::interning::{Bits, Interned};
+use super::resources::Resources;
 use super::resources::{Matrix, to_units, type_fits};
 use crate::instance::InstanceType;
+use crate::model::SchedulingInput;
 use crate::pod::{self, HostPort};
 use crate::requirements::{Requirement, Requirements};
+
+/// The NodePools by weight, and what is cached per pool and interned requirement set.
+#[derive(Default)]
+pub(super) struct Pools {
+    pub(super) all: IxVec<PoolIx, Pool>,
+    /// The types of a pool an interned requirement set admits.
+    pub(super) compat_cache: HashMap<(PoolIx, u32), Arc<Bits>>,
+    /// The price order of those types.
+    pub(super) price_cache: HashMap<(PoolIx, u32), Arc<PriceOrder>>,
+}
+
+impl Index<PoolIx> for Pools {
+    type Output = Pool;
+    fn index(&self, p: PoolIx) -> &Pool {
+        &self.all[p]
+    }
+}
+
+impl IndexMut<PoolIx> for Pools {
+    fn index_mut(&mut self, p: PoolIx) -> &mut Pool {
+        &mut self.all[p]
+    }
+}
 
 pub(super) struct Pool {
     pub(super) name: String,
@@ -78,148 +104,14 @@ pub(super) fn type_requirements(pool: &Requirements, t: &InstanceType) -> Requir
     r
 }
 
-impl SchedulingContext {
-    pub(super) fn build_pools(&mut self) {
-        let input = Arc::clone(&self.input);
-        let mut pools: Vec<&crate::model::NodePoolInput> = input.node_pools.iter().collect();
-        pools.sort_by(|a, b| {
-            b.node_pool.weight().cmp(&a.node_pool.weight()).then_with(|| a.node_pool.name().cmp(b.node_pool.name()))
-        });
-        for p in pools {
-            let np = &p.node_pool;
-            let name = np.name().to_string();
-            let tmpl = &np.spec.template;
-            let mut reqs = Requirements::from_node_selector(&tmpl.spec.requirements);
-            let mut defined_keys: BTreeSet<String> = reqs.keys().cloned().collect();
-            for (k, v) in &tmpl.metadata.labels {
-                reqs.add(k, Requirement::single(v.clone()));
-                defined_keys.insert(kerf_api::labels::normalize_key(k).to_string());
-            }
-            reqs.add(NODE_POOL, Requirement::single(name.clone()));
-            defined_keys.insert(NODE_POOL.to_string());
-            let mut types: Vec<Arc<InstanceType>> = p.instance_types.clone();
-            let cheapest = |t: &InstanceType| t.cheapest_available().map(|o| o.price).unwrap_or(f64::INFINITY);
-            types.sort_by(|a, b| cheapest(a).total_cmp(&cheapest(b)).then_with(|| a.name.cmp(&b.name)));
-            let nres = self.res.names.len();
-            let mut alloc = Matrix::new(nres);
-            let mut capacity = Matrix::new(nres);
-            let mut type_keys: BTreeSet<String> = [ZONE, CAPACITY_TYPE].iter().map(|s| s.to_string()).collect();
-            for t in &types {
-                alloc.push_row(&self.res.dense(&t.allocatable()));
-                capacity.push_row(&self.res.dense(&t.capacity));
-                type_keys.extend(t.labels.keys().map(|k| kerf_api::labels::normalize_key(k).to_string()));
-            }
-            // DaemonSet pods that would run on this pool's nodes, per instance type: a DaemonSet
-            // whose node affinity excludes a type adds nothing to it.
-            let mut overhead = Matrix::filled(types.len(), nres, 0);
-            let mut daemon_ports = Vec::new();
-            let daemons: Vec<&Arc<SlimPod>> = self
-                .input
-                .daemonset_pods
-                .iter()
-                .filter(|d| pod::untolerated_taint(d, &tmpl.spec.taints).is_none())
-                .collect();
-            if !daemons.is_empty() {
-                // Each type's requirements, built for the first DaemonSet pod whose node
-                // affinity could turn a type away (one with an empty term runs on every type).
-                let mut type_reqs: Option<Vec<Requirements>> = None;
-                for d in daemons {
-                    let terms = pod::required_node_terms(d);
-                    let everywhere = terms.iter().any(Requirements::is_empty);
-                    let type_reqs = if everywhere {
-                        None
-                    } else {
-                        Some(
-                            &*type_reqs
-                                .get_or_insert_with(|| types.iter().map(|t| type_requirements(&reqs, t)).collect()),
-                        )
-                    };
-                    let requests = self.res.dense(&pod::pod_requests(d));
-                    let mut runs_somewhere = false;
-                    let mut free_of = Bits::empty(types.len());
-                    for ti in 0..types.len() {
-                        let runs = type_reqs.is_none_or(|type_reqs| {
-                            terms.iter().any(|t| {
-                                type_reqs[ti].compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok()
-                            })
-                        });
-                        if runs {
-                            runs_somewhere = true;
-                            for (o, v) in overhead.row_mut(ti).iter_mut().zip(&requests) {
-                                *o += v;
-                            }
-                        } else {
-                            free_of.set(ti);
-                        }
-                    }
-                    if runs_somewhere {
-                        daemon_ports.extend(pod::host_ports(d).into_iter().map(|port| (port, free_of.clone())));
-                    }
-                }
-            }
-            // What pods can use on each type once its DaemonSets run; a type too small for
-            // its DaemonSets takes no pod.
-            let mut free = alloc.minus(&overhead);
-            let pods_index = self.res.index[PODS];
-            for row in free.rows_mut() {
-                if row.iter().any(|v| *v < 0) {
-                    row[pods_index] = -1;
-                }
-            }
-            let max_capacity = capacity.max_row();
-            let largest_alloc = alloc.max_row();
-            let max_alloc = free.max_row();
-            let limited = np.spec.limits.is_some();
-            let mut remaining = vec![i64::MAX; self.res.names.len()];
-            let mut nodes_remaining = i64::MAX;
-            if let Some(limits) = &np.spec.limits {
-                for (k, q) in limits.iter() {
-                    let used = p.in_use.get(k);
-                    if k == "nodes" {
-                        nodes_remaining = q.value_ceil() - used.value_ceil();
-                    } else if let Some(i) = self.res.index.get(k) {
-                        remaining[*i] = to_units(k, q) - to_units(k, &used);
-                    }
-                }
-            }
-            let min_values = reqs
-                .iter()
-                .filter_map(|(k, r)| r.min_values.filter(|m| *m > 0).map(|m| (k.clone(), m as usize)))
-                .collect();
-            self.pools.push(Pool {
-                name,
-                node_pool: np.clone(),
-                reqs,
-                req_id: None,
-                defined_keys,
-                labels: tmpl.metadata.labels.clone(),
-                taints: tmpl.spec.taints.clone(),
-                startup_taints: tmpl.spec.startup_taints.clone(),
-                types,
-                alloc,
-                capacity,
-                max_capacity,
-                largest_alloc,
-                max_alloc,
-                type_keys,
-                free,
-                overhead,
-                daemon_ports,
-                remaining,
-                nodes_remaining,
-                limited,
-                min_values,
-            });
-        }
-    }
-
+impl Pools {
     /// Types of `pool` whose labels and some available offering satisfy requirements `req`.
-    pub(super) fn compat(&mut self, pool: PoolIx, req: u32) -> Arc<Bits> {
+    pub(super) fn compat(&mut self, pool: PoolIx, req: u32, interned: &Interned) -> Arc<Bits> {
         if let Some(b) = self.compat_cache.get(&(pool, req)) {
             return Arc::clone(b);
         }
-        let p = &self.pools[pool];
-        let r = &self.reqs[req as usize];
+        let p = &self[pool];
+        let r = &interned.reqs[req as usize];
         let mut bits = Bits::empty(p.types.len());
         let zone = r.get(ZONE);
         let ct = r.get(CAPACITY_TYPE);
@@ -254,7 +146,7 @@ impl SchedulingContext {
 
     /// Types among `types` that fit `requests`.
     pub(super) fn fitting(&self, pool: PoolIx, types: &Bits, requests: &[i64]) -> Bits {
-        let p = &self.pools[pool];
+        let p = &self[pool];
         let mut out = Bits::empty(p.types.len());
         for i in types.iter() {
             if type_fits(requests, p.free.row(i)) {
@@ -266,7 +158,7 @@ impl SchedulingContext {
 
     /// Whether some type in `a ∧ b` fits `requests` (no allocation).
     pub(super) fn any_fit(&self, pool: PoolIx, a: &Bits, b: &Bits, requests: &[i64]) -> bool {
-        let p = &self.pools[pool];
+        let p = &self[pool];
         for (wi, (x, y)) in a.0.iter().zip(&b.0).enumerate() {
             let mut w = x & y;
             while w != 0 {
@@ -282,7 +174,7 @@ impl SchedulingContext {
 
     /// Whether `types` still offer at least minValues distinct values for each key that has one.
     pub(super) fn min_values_ok(&self, pool: PoolIx, types: &Bits) -> Option<(String, usize, usize)> {
-        let p = &self.pools[pool];
+        let p = &self[pool];
         for (k, m) in &p.min_values {
             let mut vals: BTreeSet<&str> = BTreeSet::new();
             for i in types.iter() {
@@ -305,12 +197,12 @@ impl SchedulingContext {
     }
 
     /// Pool `p`'s requirements, interned.
-    pub(super) fn pool_req(&mut self, p: PoolIx) -> u32 {
-        if let Some(id) = self.pools[p].req_id {
+    pub(super) fn pool_req(&mut self, p: PoolIx, interned: &mut Interned) -> u32 {
+        if let Some(id) = self[p].req_id {
             return id;
         }
-        let id = self.intern_req(self.pools[p].reqs.clone());
-        self.pools[p].req_id = Some(id);
+        let id = interned.intern_req(self[p].reqs.clone());
+        self[p].req_id = Some(id);
         id
     }
 
@@ -322,8 +214,8 @@ impl SchedulingContext {
 
     /// [`max_alloc`](Self::max_alloc) into `out` (no allocation when it has room).
     pub(super) fn max_alloc_into(&self, pool: PoolIx, types: &Bits, out: &mut Vec<i64>) {
-        let p = &self.pools[pool];
-        let n = self.res.names.len();
+        let p = &self[pool];
+        let n = p.free.cols();
         out.clear();
         out.resize(n, 0);
         for i in types.iter() {
@@ -335,8 +227,8 @@ impl SchedulingContext {
 
     /// The limit reservation of claim `c` if its candidates were `types`: the largest capacity.
     pub(super) fn reservation(&self, pool: PoolIx, types: &Bits, requests: &[i64]) -> Vec<i64> {
-        let p = &self.pools[pool];
-        let n = self.res.names.len();
+        let p = &self[pool];
+        let n = p.free.cols();
         let mut r = vec![0i64; n];
         for i in types.iter().filter(|i| type_fits(requests, p.free.row(*i))) {
             for (k, v) in r.iter_mut().zip(p.capacity.row(i)) {
@@ -349,52 +241,23 @@ impl SchedulingContext {
     /// Whether any remaining limit of `pool` is below its largest type's capacity (else no
     /// claim can reach the limit and the check is skipped).
     pub(super) fn limits_matter(&self, pool: PoolIx) -> bool {
-        let p = &self.pools[pool];
+        let p = &self[pool];
         p.limited && p.remaining.iter().zip(&p.max_capacity).any(|(r, m)| *r != i64::MAX && r < m)
     }
 
-    pub(super) fn within_limits(&self, c: ClaimIx, types: &Bits, total: &[i64]) -> bool {
-        let pool = self.claims[c].pool;
-        let new = self.reservation(pool, types, total);
-        let p = &self.pools[pool];
-        new.iter()
-            .zip(&self.claims[c].reserved)
-            .zip(&p.remaining)
-            .all(|((n, o), rem)| *rem == i64::MAX || n - o <= *rem)
+    /// Whether `ports` (a group's) ask for a host port the pool's DaemonSets take on every new node.
+    pub(super) fn daemon_port_conflict(&self, ports: &[HostPort], p: PoolIx) -> bool {
+        self.daemon_port_free_types(ports, p).is_some_and(|free| free.is_empty())
     }
 
-    /// Gives what removed node `n` holds of its NodePool's limits back to the pool for the
-    /// running what-if (a replacement may use it); `rollback` restores the limits.
-    pub(super) fn release_limits(&mut self, n: NodeIx) {
-        let Some(p) = self.nodes[n].pool else { return };
-        let node = &self.nodes[n];
-        let pool = &mut self.pools[p];
-        if !pool.limited {
-            return;
-        }
-        for (rem, v) in pool.remaining.iter_mut().zip(&node.pool_usage) {
-            if *rem != i64::MAX {
-                *rem = rem.saturating_add(*v);
-            }
-        }
-        // `i64::MAX` (no node limit) stays as it is.
-        pool.nodes_remaining = pool.nodes_remaining.saturating_add(1);
-    }
-
-    /// Whether group `g` asks for a host port the pool's DaemonSets take on every new node.
-    pub(super) fn daemon_port_conflict(&self, g: GroupIx, p: PoolIx) -> bool {
-        self.daemon_port_free_types(g, p).is_some_and(|free| free.is_empty())
-    }
-
-    /// The pool's types where no DaemonSet takes a host port group `g` asks for; `None` when no
+    /// The pool's types where no DaemonSet takes one of `ports`; `None` when no
     /// DaemonSet of the pool takes one anywhere.
-    pub(super) fn daemon_port_free_types(&self, g: GroupIx, p: PoolIx) -> Option<Bits> {
-        let ports = &self.groups[g].ports;
+    pub(super) fn daemon_port_free_types(&self, ports: &[HostPort], p: PoolIx) -> Option<Bits> {
         if ports.is_empty() {
             return None;
         }
         let mut free: Option<Bits> = None;
-        for (port, free_of) in &self.pools[p].daemon_ports {
+        for (port, free_of) in &self[p].daemon_ports {
             if ports.iter().any(|a| a.conflicts(port)) {
                 free = Some(match free {
                     Some(f) => f.and(free_of),
@@ -408,17 +271,181 @@ impl SchedulingContext {
     /// The pool's types with an offering compatible with requirements `req`, cheapest first
     /// (then name), each at the price the launch rule would pay for it alone
     /// ([`kerf_api::launch::type_price`]).
-    pub(super) fn price_order(&mut self, pool: PoolIx, req: u32) -> Arc<PriceOrder> {
+    pub(super) fn price_order(&mut self, pool: PoolIx, req: u32, interned: &Interned) -> Arc<PriceOrder> {
         if let Some(v) = self.price_cache.get(&(pool, req)) {
             return Arc::clone(v);
         }
-        let p = &self.pools[pool];
-        let r = &self.reqs[req as usize];
+        let p = &self[pool];
+        let r = &interned.reqs[req as usize];
         let mut v: Vec<(f64, usize)> =
             p.types.iter().enumerate().filter_map(|(i, t)| launch::type_price(t, r).map(|price| (price, i))).collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| p.types[a.1].name.cmp(&p.types[b.1].name)));
         let v = Arc::new(v);
         self.price_cache.insert((pool, req), Arc::clone(&v));
         v
+    }
+}
+
+impl Pools {
+    /// The NodePools of `input` by weight (then name), with their type tables in `res`'s
+    /// resources.
+    pub(super) fn build(input: &SchedulingInput, res: &Resources) -> Pools {
+        let mut out = Pools::default();
+        let mut pools: Vec<&crate::model::NodePoolInput> = input.node_pools.iter().collect();
+        pools.sort_by(|a, b| {
+            b.node_pool.weight().cmp(&a.node_pool.weight()).then_with(|| a.node_pool.name().cmp(b.node_pool.name()))
+        });
+        for p in pools {
+            let np = &p.node_pool;
+            let name = np.name().to_string();
+            let tmpl = &np.spec.template;
+            let mut reqs = Requirements::from_node_selector(&tmpl.spec.requirements);
+            let mut defined_keys: BTreeSet<String> = reqs.keys().cloned().collect();
+            for (k, v) in &tmpl.metadata.labels {
+                reqs.add(k, Requirement::single(v.clone()));
+                defined_keys.insert(kerf_api::labels::normalize_key(k).to_string());
+            }
+            reqs.add(NODE_POOL, Requirement::single(name.clone()));
+            defined_keys.insert(NODE_POOL.to_string());
+            let mut types: Vec<Arc<InstanceType>> = p.instance_types.clone();
+            let cheapest = |t: &InstanceType| t.cheapest_available().map(|o| o.price).unwrap_or(f64::INFINITY);
+            types.sort_by(|a, b| cheapest(a).total_cmp(&cheapest(b)).then_with(|| a.name.cmp(&b.name)));
+            let nres = res.names.len();
+            let mut alloc = Matrix::new(nres);
+            let mut capacity = Matrix::new(nres);
+            let mut type_keys: BTreeSet<String> = [ZONE, CAPACITY_TYPE].iter().map(|s| s.to_string()).collect();
+            for t in &types {
+                alloc.push_row(&res.dense(&t.allocatable()));
+                capacity.push_row(&res.dense(&t.capacity));
+                type_keys.extend(t.labels.keys().map(|k| kerf_api::labels::normalize_key(k).to_string()));
+            }
+            // DaemonSet pods that would run on this pool's nodes, per instance type: a DaemonSet
+            // whose node affinity excludes a type adds nothing to it.
+            let mut overhead = Matrix::filled(types.len(), nres, 0);
+            let mut daemon_ports = Vec::new();
+            let daemons: Vec<&Arc<SlimPod>> = input
+                .daemonset_pods
+                .iter()
+                .filter(|d| pod::untolerated_taint(d, &tmpl.spec.taints).is_none())
+                .collect();
+            if !daemons.is_empty() {
+                // Each type's requirements, built for the first DaemonSet pod whose node
+                // affinity could turn a type away (one with an empty term runs on every type).
+                let mut type_reqs: Option<Vec<Requirements>> = None;
+                for d in daemons {
+                    let terms = pod::required_node_terms(d);
+                    let everywhere = terms.iter().any(Requirements::is_empty);
+                    let type_reqs = if everywhere {
+                        None
+                    } else {
+                        Some(
+                            &*type_reqs
+                                .get_or_insert_with(|| types.iter().map(|t| type_requirements(&reqs, t)).collect()),
+                        )
+                    };
+                    let requests = res.dense(&pod::pod_requests(d));
+                    let mut runs_somewhere = false;
+                    let mut free_of = Bits::empty(types.len());
+                    for ti in 0..types.len() {
+                        let runs = type_reqs.is_none_or(|type_reqs| {
+                            terms.iter().any(|t| {
+                                type_reqs[ti].compatible_strict(t, |k| type_keys.contains(k) || k == HOSTNAME).is_ok()
+                            })
+                        });
+                        if runs {
+                            runs_somewhere = true;
+                            for (o, v) in overhead.row_mut(ti).iter_mut().zip(&requests) {
+                                *o += v;
+                            }
+                        } else {
+                            free_of.set(ti);
+                        }
+                    }
+                    if runs_somewhere {
+                        daemon_ports.extend(pod::host_ports(d).into_iter().map(|port| (port, free_of.clone())));
+                    }
+                }
+            }
+            // What pods can use on each type once its DaemonSets run; a type too small for
+            // its DaemonSets takes no pod.
+            let mut free = alloc.minus(&overhead);
+            let pods_index = res.index[PODS];
+            for row in free.rows_mut() {
+                if row.iter().any(|v| *v < 0) {
+                    row[pods_index] = -1;
+                }
+            }
+            let max_capacity = capacity.max_row();
+            let largest_alloc = alloc.max_row();
+            let max_alloc = free.max_row();
+            let limited = np.spec.limits.is_some();
+            let mut remaining = vec![i64::MAX; res.names.len()];
+            let mut nodes_remaining = i64::MAX;
+            if let Some(limits) = &np.spec.limits {
+                for (k, q) in limits.iter() {
+                    let used = p.in_use.get(k);
+                    if k == "nodes" {
+                        nodes_remaining = q.value_ceil() - used.value_ceil();
+                    } else if let Some(i) = res.index.get(k) {
+                        remaining[*i] = to_units(k, q) - to_units(k, &used);
+                    }
+                }
+            }
+            let min_values = reqs
+                .iter()
+                .filter_map(|(k, r)| r.min_values.filter(|m| *m > 0).map(|m| (k.clone(), m as usize)))
+                .collect();
+            out.all.push(Pool {
+                name,
+                node_pool: np.clone(),
+                reqs,
+                req_id: None,
+                defined_keys,
+                labels: tmpl.metadata.labels.clone(),
+                taints: tmpl.spec.taints.clone(),
+                startup_taints: tmpl.spec.startup_taints.clone(),
+                types,
+                alloc,
+                capacity,
+                max_capacity,
+                largest_alloc,
+                max_alloc,
+                type_keys,
+                free,
+                overhead,
+                daemon_ports,
+                remaining,
+                nodes_remaining,
+                limited,
+                min_values,
+            });
+        }
+        out
+    }
+
+    /// Whether `claim` stays within its pool's limits if its candidates were `types` and it held
+    /// `total`.
+    pub(super) fn within_limits(&self, claim: &Claim, types: &Bits, total: &[i64]) -> bool {
+        let pool = claim.pool;
+        let new = self.reservation(pool, types, total);
+        let p = &self[pool];
+        new.iter().zip(&claim.reserved).zip(&p.remaining).all(|((n, o), rem)| *rem == i64::MAX || n - o <= *rem)
+    }
+
+    /// Gives what a removed node holds of its NodePool's limits (`usage` of `pool`) back to the
+    /// pool for the running what-if (a replacement may use it); `rollback` restores the limits.
+    pub(super) fn release_limits(&mut self, pool: Option<PoolIx>, usage: &[i64]) {
+        let Some(p) = pool else { return };
+        let pool = &mut self[p];
+        if !pool.limited {
+            return;
+        }
+        for (rem, v) in pool.remaining.iter_mut().zip(usage) {
+            if *rem != i64::MAX {
+                *rem = rem.saturating_add(*v);
+            }
+        }
+        // `i64::MAX` (no node limit) stays as it is.
+        pool.nodes_remaining = pool.nodes_remaining.saturating_add(1);
     }
 }

@@ -13,12 +13,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kerf_api::SlimPod;
 use kerf_api::{Operator, labels};
 
-use super::SchedulingContext;
+use super::existing::Node;
 use super::facts::PodFacts;
+use super::facts::Pods;
 use super::ids::{CounterIx, GroupIx, Idx, InverseIx, IxVec, LevelIx, NodeIx, PodIx, PoolIx};
+use super::interning::Interned;
 use super::pool_fit::Why;
-use super::topology::{AffinitySet, SpreadPlan};
-use crate::model::PreferencePolicy;
+use super::pools::Pools;
+use super::topology::{AffinitySet, SpreadPlan, Topology, spread_domains};
+use crate::model::{PreferencePolicy, SchedulingInput};
 use crate::pod::{self, AffinityTerm, HostPort, Namespaces, SpreadConstraint};
 use crate::requirements::{Requirement, Requirements};
 
@@ -63,10 +66,25 @@ pub(super) struct Group {
     pub(super) pref_affinity: Vec<AffinityTerm>,
     pub(super) pref_anti: Vec<AffinityTerm>,
     pub(super) ports: Vec<HostPort>,
+    /// The zones the volumes the pods mount allow.
+    pub(super) volumes: GroupVolumes,
+    /// What the context works out for the group: topology links, levels, verdicts.
+    pub(super) state: GroupState,
+}
+
+/// The zones the volumes a group's pods mount allow.
+pub(super) struct GroupVolumes {
+    /// Every volume's alternatives united, the volumes combined.
     pub(super) volume: Option<Requirements>,
     pub(super) volume_alts: Vec<Vec<Requirements>>,
     /// Why a volume the pods mount cannot be resolved (they are not placed).
     pub(super) unresolvable: Option<String>,
+}
+
+/// What the context works out for a group: the topology counters and terms it is linked to
+/// (at build), its levels (as they are needed) and the verdicts cached per level.
+#[derive(Default)]
+pub(super) struct GroupState {
     /// Counters this group's pods count toward.
     pub(super) counted_by: Vec<CounterIx>,
     /// Anti-affinity terms (of others) that reject this group's pods.
@@ -89,7 +107,7 @@ impl Group {
     /// Whether the pods prefer something of each node on its own: a preferred pod affinity or
     /// anti-affinity term, or a ScheduleAnyway spread, over `kubernetes.io/hostname`. Honoured
     /// on new capacity, such a preference buys a node per pod; these pods take the room that is
-    /// there first (see `queue`).
+    /// there first (see `placement`).
     pub(super) fn prefers_per_node(&self) -> bool {
         self.pref_affinity.iter().chain(&self.pref_anti).any(|t| t.topology_key == labels::HOSTNAME)
             || self.soft_spread.iter().any(|c| c.topology_key == labels::HOSTNAME)
@@ -150,179 +168,186 @@ pub(super) fn same_constraints(a: &SlimPod, fa: &PodFacts, b: &SlimPod, fb: &Pod
         && fa.ports == fb.ports
 }
 
-impl SchedulingContext {
-    pub(super) fn build_groups(&mut self) {
-        let mut buckets: HashMap<u64, Vec<GroupIx>> = HashMap::new();
-        let input = Arc::clone(&self.input);
-        let existing = std::mem::take(&mut self.existing);
-        // Pods the facts cache sorted into constraint classes are grouped by class: equal
-        // classes are equal constraints, and a pod with a class never has the constraints of a
-        // pod without one (those have no spec or stand alone), so no comparison is needed.
-        let mut by_class: HashMap<u64, GroupIx> = HashMap::new();
-        for (pi, p) in input.pods.iter().chain(&existing).enumerate() {
-            let pi = PodIx::new(pi);
-            if let Some(class) = self.facts[pi].class {
-                let g = match by_class.get(&class) {
-                    Some(g) => *g,
-                    None => {
-                        let g = self.groups.push(self.make_group(pi, p.clone()));
-                        by_class.insert(class, g);
-                        g
-                    }
-                };
-                self.pod_group.push(g);
-                continue;
-            }
-            let mut h = DefaultHasher::new();
-            pod::namespace(p).hash(&mut h);
-            pod::labels(p).hash(&mut h);
-            let candidates = buckets.entry(h.finish()).or_default();
-            let facts = &self.facts;
-            let found = candidates.iter().copied().find(|g| {
-                let rep = self.groups[*g].rep_index;
-                same_constraints(&self.groups[*g].rep, &facts[rep], p, &facts[pi])
-            });
-            let g = match found {
-                Some(g) => g,
+/// The groups of every pod of `input` (pending pods first, then the pods on existing nodes; each
+/// pod's group is pushed to `of.group`), with the counters and anti-affinity terms of `topology`
+/// each group counts in and is blocked by.
+pub(super) fn build_groups(input: &SchedulingInput, of: &mut Pods, topology: &mut Topology) -> IxVec<GroupIx, Group> {
+    let mut groups: IxVec<GroupIx, Group> = IxVec::default();
+    let mut buckets: HashMap<u64, Vec<GroupIx>> = HashMap::new();
+    let existing = std::mem::take(&mut of.existing);
+    // Pods the facts cache sorted into constraint classes are grouped by class: equal
+    // classes are equal constraints, and a pod with a class never has the constraints of a
+    // pod without one (those have no spec or stand alone), so no comparison is needed.
+    let mut by_class: HashMap<u64, GroupIx> = HashMap::new();
+    for (pi, p) in input.pods.iter().chain(&existing).enumerate() {
+        let pi = PodIx::new(pi);
+        if let Some(class) = of.facts[pi].class {
+            let g = match by_class.get(&class) {
+                Some(g) => *g,
                 None => {
-                    let g = self.groups.push(self.make_group(pi, p.clone()));
-                    candidates.push(g);
+                    let g = groups.push(make_group(input, &of.facts[pi], pi, p.clone()));
+                    by_class.insert(class, g);
                     g
                 }
             };
-            self.pod_group.push(g);
+            of.group.push(g);
+            continue;
         }
-        self.existing = existing;
-        // Counters and inverse terms for every constraint any group may use.
-        for g in self.groups.indices() {
-            let grp = &self.groups[g];
-            let terms: Vec<(String, Option<LabelSelector>, Namespaces)> = grp
-                .hard_spread
-                .iter()
-                .chain(&grp.soft_spread)
-                .map(|c| {
-                    (
-                        c.topology_key.clone(),
-                        c.selector.clone(),
-                        Namespaces::Some { names: vec![c.namespace.clone()], selector: None },
-                    )
-                })
-                .chain(
-                    grp.affinity
-                        .iter()
-                        .chain(&grp.anti)
-                        .chain(&grp.pref_affinity)
-                        .chain(&grp.pref_anti)
-                        .map(|t| (t.topology_key.clone(), t.selector.clone(), t.namespaces.clone())),
-                )
-                .collect();
-            for (k, s, n) in terms {
-                self.counter_id(&k, &s, &n);
+        let mut h = DefaultHasher::new();
+        pod::namespace(p).hash(&mut h);
+        pod::labels(p).hash(&mut h);
+        let candidates = buckets.entry(h.finish()).or_default();
+        let facts = &of.facts;
+        let found = candidates.iter().copied().find(|g| {
+            let rep = groups[*g].rep_index;
+            same_constraints(&groups[*g].rep, &facts[rep], p, &facts[pi])
+        });
+        let g = match found {
+            Some(g) => g,
+            None => {
+                let g = groups.push(make_group(input, &of.facts[pi], pi, p.clone()));
+                candidates.push(g);
+                g
             }
-            // The required affinity terms count together (before `counted_by` is computed).
-            let required = self.groups[g].affinity.clone();
-            for i in 0..required.len() {
-                self.set_counter_id(&required, i);
-            }
-            let anti = self.groups[g].anti.clone();
-            let own: Vec<InverseIx> = anti.iter().map(|t| self.inverse_id(t)).collect();
-            self.groups[g].own_inverse = own;
-        }
-        let ns = &input.namespace_labels;
-        for g in self.groups.indices() {
-            let rep = self.groups[g].rep.clone();
-            self.groups[g].counted_by =
-                self.counters.indices().filter(|c| self.counters[*c].matches(&rep, ns)).collect();
-            self.groups[g].rejected_by = self
-                .inverses
-                .indices()
-                .filter(|i| {
-                    let inv = &self.inverses[*i];
-                    AffinityTerm {
-                        topology_key: inv.key.clone(),
-                        selector: inv.selector.clone(),
-                        namespaces: inv.namespaces.clone(),
-                        weight: 0,
-                    }
-                    .matches(&rep, ns)
-                })
-                .collect();
-        }
-    }
-
-    /// The group of pod `pi` (`p`), from its facts.
-    pub(super) fn make_group(&self, pi: PodIx, p: Arc<SlimPod>) -> Group {
-        let c = self.facts[pi].constraints(&p);
-        let aff = &c.affinities;
-        // Under `Ignore` the plan knows of no preference at all.
-        let prefer = self.input.preference_policy != PreferencePolicy::Ignore;
-        let mut pref_affinity = if prefer { aff.preferred.clone() } else { Vec::new() };
-        pref_affinity.sort_by_key(|t| std::cmp::Reverse(t.weight));
-        let mut pref_anti = if prefer { aff.preferred_anti.clone() } else { Vec::new() };
-        pref_anti.sort_by_key(|t| std::cmp::Reverse(t.weight));
-        let spreads = &c.spreads;
-        let volume_alts: Vec<Vec<Requirements>> = c
-            .volume_claims
-            .iter()
-            .filter_map(|c| self.input.volume_requirements.get(c).cloned())
-            .filter(|alts| !alts.is_empty())
-            .collect();
-        let volume = if volume_alts.is_empty() {
-            None
-        } else {
-            let mut r = Requirements::new();
-            for alts in &volume_alts {
-                r.add_all(&volume_union(alts));
-            }
-            Some(r)
         };
-        let unresolvable = c.volume_claims.iter().find_map(|c| self.input.unresolvable_volumes.get(c).cloned());
-        Group {
-            unresolvable,
-            tolerations: c.tolerations.clone(),
-            terms: c.terms.clone(),
-            name_fields: c.name_fields.clone(),
-            pref_node: if prefer { c.pref_node.clone() } else { Vec::new() },
-            hard_spread: spreads.iter().filter(|c| c.hard).cloned().collect(),
-            soft_spread: spreads.iter().filter(|c| prefer && !c.hard).cloned().collect(),
-            affinity: aff.required.clone(),
-            anti: aff.required_anti.clone(),
-            pref_affinity,
-            pref_anti,
-            ports: self.facts[pi].ports.clone(),
-            volume,
-            volume_alts,
-            counted_by: Vec::new(),
-            rejected_by: Vec::new(),
-            own_inverse: Vec::new(),
-            levels: IxVec::default(),
-            node_ok: IxVec::default(),
-            admits: IxVec::default(),
-            exhausted: false,
-            refused: Vec::new(),
-            rep: p,
-            rep_index: pi,
-        }
+        of.group.push(g);
     }
+    of.existing = existing;
+    // Counters and inverse terms for every constraint any group may use.
+    for g in groups.indices() {
+        let grp = &groups[g];
+        let terms: Vec<(String, Option<LabelSelector>, Namespaces)> = grp
+            .hard_spread
+            .iter()
+            .chain(&grp.soft_spread)
+            .map(|c| {
+                (
+                    c.topology_key.clone(),
+                    c.selector.clone(),
+                    Namespaces::Some { names: vec![c.namespace.clone()], selector: None },
+                )
+            })
+            .chain(
+                grp.affinity
+                    .iter()
+                    .chain(&grp.anti)
+                    .chain(&grp.pref_affinity)
+                    .chain(&grp.pref_anti)
+                    .map(|t| (t.topology_key.clone(), t.selector.clone(), t.namespaces.clone())),
+            )
+            .collect();
+        for (k, s, n) in terms {
+            topology.counter_id(&k, &s, &n);
+        }
+        // The required affinity terms count together (before `counted_by` is computed).
+        let required = groups[g].affinity.clone();
+        for i in 0..required.len() {
+            topology.set_counter_id(&required, i);
+        }
+        let anti = groups[g].anti.clone();
+        let own: Vec<InverseIx> = anti.iter().map(|t| topology.inverse_id(t)).collect();
+        groups[g].state.own_inverse = own;
+    }
+    let ns = &input.namespace_labels;
+    for g in groups.indices() {
+        let rep = groups[g].rep.clone();
+        groups[g].state.counted_by =
+            topology.counters.indices().filter(|c| topology.counters[*c].matches(&rep, ns)).collect();
+        groups[g].state.rejected_by = topology
+            .inverses
+            .indices()
+            .filter(|i| {
+                let inv = &topology.inverses[*i];
+                AffinityTerm {
+                    topology_key: inv.key.clone(),
+                    selector: inv.selector.clone(),
+                    namespaces: inv.namespaces.clone(),
+                    weight: 0,
+                }
+                .matches(&rep, ns)
+            })
+            .collect();
+    }
+    groups
+}
 
-    /// The level `l` of group `g`, building it (by relaxing the previous level) when needed.
-    /// `None` when nothing is left to relax.
-    pub(super) fn level(&mut self, g: GroupIx, l: LevelIx) -> Option<LevelIx> {
-        while self.groups[g].levels.len() <= l.ix() {
-            if self.groups[g].exhausted {
+/// The group of pod `pi` (`p`, of `facts`) in `input`.
+fn make_group(input: &SchedulingInput, facts: &PodFacts, pi: PodIx, p: Arc<SlimPod>) -> Group {
+    let c = facts.constraints(&p);
+    let aff = &c.affinities;
+    // Under `Ignore` the plan knows of no preference at all.
+    let prefer = input.preference_policy != PreferencePolicy::Ignore;
+    let mut pref_affinity = if prefer { aff.preferred.clone() } else { Vec::new() };
+    pref_affinity.sort_by_key(|t| std::cmp::Reverse(t.weight));
+    let mut pref_anti = if prefer { aff.preferred_anti.clone() } else { Vec::new() };
+    pref_anti.sort_by_key(|t| std::cmp::Reverse(t.weight));
+    let spreads = &c.spreads;
+    let volume_alts: Vec<Vec<Requirements>> = c
+        .volume_claims
+        .iter()
+        .filter_map(|c| input.volume_requirements.get(c).cloned())
+        .filter(|alts| !alts.is_empty())
+        .collect();
+    let volume = if volume_alts.is_empty() {
+        None
+    } else {
+        let mut r = Requirements::new();
+        for alts in &volume_alts {
+            r.add_all(&volume_union(alts));
+        }
+        Some(r)
+    };
+    let unresolvable = c.volume_claims.iter().find_map(|c| input.unresolvable_volumes.get(c).cloned());
+    Group {
+        tolerations: c.tolerations.clone(),
+        terms: c.terms.clone(),
+        name_fields: c.name_fields.clone(),
+        pref_node: if prefer { c.pref_node.clone() } else { Vec::new() },
+        hard_spread: spreads.iter().filter(|c| c.hard).cloned().collect(),
+        soft_spread: spreads.iter().filter(|c| prefer && !c.hard).cloned().collect(),
+        affinity: aff.required.clone(),
+        anti: aff.required_anti.clone(),
+        pref_affinity,
+        pref_anti,
+        ports: facts.ports.clone(),
+        volumes: GroupVolumes { volume, volume_alts, unresolvable },
+        state: GroupState::default(),
+        rep: p,
+        rep_index: pi,
+    }
+}
+
+/// What building a group's level reads (the input, the nodes and pools spread domains come from)
+/// and interns into (requirement sets, topology counters).
+pub(super) struct LevelParts<'a> {
+    pub(super) input: &'a SchedulingInput,
+    pub(super) nodes: &'a IxVec<NodeIx, Node>,
+    pub(super) pools: &'a Pools,
+    /// Whether any pool or node has a PreferNoSchedule taint (else that relaxation is moot).
+    pub(super) prefer_taints: bool,
+    pub(super) interned: &'a mut Interned,
+    pub(super) topology: &'a mut Topology,
+}
+
+impl Group {
+    /// The group's level `l`, building it (by relaxing the previous level, from `parts`) when
+    /// needed. `None` when nothing is left to relax.
+    pub(super) fn level(&mut self, l: LevelIx, parts: &mut LevelParts<'_>) -> Option<LevelIx> {
+        while self.state.levels.len() <= l.ix() {
+            if self.state.exhausted {
                 return None;
             }
-            let next = match self.groups[g].levels.last() {
+            let next = match self.state.levels.last() {
                 None => Some((Relax::default(), None)),
-                Some(prev) => self.relax(g, prev.state),
+                Some(prev) => self.relax(prev.state, parts.prefer_taints),
             };
             match next {
                 Some((state, why)) => {
-                    let level = self.build_level(g, state, why);
-                    self.groups[g].levels.push(Arc::new(level));
+                    let level = self.build_level(state, why, parts);
+                    self.state.levels.push(Arc::new(level));
                 }
                 None => {
-                    self.groups[g].exhausted = true;
+                    self.state.exhausted = true;
                     return None;
                 }
             }
@@ -330,9 +355,10 @@ impl SchedulingContext {
         Some(l)
     }
 
-    /// The next relaxation in Karpenter's order.
-    pub(super) fn relax(&self, g: GroupIx, s: Relax) -> Option<(Relax, Option<String>)> {
-        let grp = &self.groups[g];
+    /// The next relaxation in Karpenter's order (PreferNoSchedule taints only when some pool or
+    /// node has one: `prefer_taints`).
+    fn relax(&self, s: Relax, prefer_taints: bool) -> Option<(Relax, Option<String>)> {
+        let grp = self;
         let mut n = s;
         if s.term + 1 < grp.terms.len() {
             n.term += 1;
@@ -354,24 +380,25 @@ impl SchedulingContext {
             n.soft_spread += 1;
             return Some((n, Some("dropped a ScheduleAnyway topology spread constraint".into())));
         }
-        if !s.tolerate_prefer && self.prefer_taints {
+        if !s.tolerate_prefer && prefer_taints {
             n.tolerate_prefer = true;
             return Some((n, Some("tolerated PreferNoSchedule taints".into())));
         }
         None
     }
 
-    pub(super) fn build_level(&mut self, g: GroupIx, s: Relax, relaxed: Option<String>) -> Level {
-        let grp = &self.groups[g];
+    /// The group's level at relaxation `s` (`relaxed`: what was dropped to reach it).
+    fn build_level(&self, s: Relax, relaxed: Option<String>, parts: &mut LevelParts<'_>) -> Level {
+        let grp = self;
         let mut r = grp.terms.get(s.term).cloned().unwrap_or_default();
         if let Some((_, pref)) = grp.pref_node.get(s.pref_node) {
             r.add_all(pref);
         }
-        if let Some(v) = &grp.volume {
+        if let Some(v) = &grp.volumes.volume {
             r.add_all(v);
         }
         let name_field = grp.name_fields.get(s.term).cloned().flatten();
-        let input = Arc::clone(&self.input);
+        let input = parts.input;
         let ns = &input.namespace_labels;
         let rep = grp.rep.clone();
         let spreads: Vec<(SpreadConstraint, bool)> = grp
@@ -388,15 +415,16 @@ impl SchedulingContext {
         // Spread domains honour the pod's required node affinity — every term, OR'ed, as
         // kube-scheduler's nodeAffinityPolicy Honor does — never a preferred term.
         let terms = grp.terms.clone();
-        let req = self.intern_req(r.clone());
+        let req = parts.interned.intern_req(r.clone());
         let mut plans = Vec::new();
         for (c, _soft) in spreads {
-            let counter = self.counter_id(
+            let counter = parts.topology.counter_id(
                 &c.topology_key,
                 &c.selector,
                 &Namespaces::Some { names: vec![c.namespace.clone()], selector: None },
             );
-            let (support, fresh) = self.spread_domains(&c, &terms, &tolerations);
+            let (support, fresh) =
+                spread_domains(parts.nodes, parts.pools, &mut parts.interned.values, &c, &terms, &tolerations);
             plans.push(SpreadPlan {
                 counter,
                 key: c.topology_key.clone(),
@@ -413,18 +441,18 @@ impl SchedulingContext {
         let mut affinity = Vec::new();
         if !required_aff.is_empty() {
             affinity.push(AffinitySet {
-                counters: (0..required_aff.len()).map(|i| self.set_counter_id(&required_aff, i)).collect(),
+                counters: (0..required_aff.len()).map(|i| parts.topology.set_counter_id(&required_aff, i)).collect(),
                 matches_own: required_aff.iter().all(|t| t.matches(&rep, ns)),
             });
         }
         for t in &preferred_aff {
             affinity.push(AffinitySet {
-                counters: vec![self.counter_id(&t.topology_key, &t.selector, &t.namespaces)],
+                counters: vec![parts.topology.counter_id(&t.topology_key, &t.selector, &t.namespaces)],
                 matches_own: t.matches(&rep, ns),
             });
         }
         let anti: Vec<CounterIx> =
-            anti_terms.iter().map(|t| self.counter_id(&t.topology_key, &t.selector, &t.namespaces)).collect();
+            anti_terms.iter().map(|t| parts.topology.counter_id(&t.topology_key, &t.selector, &t.namespaces)).collect();
         Level { req, name_field, tolerate_prefer: s.tolerate_prefer, spreads: plans, affinity, anti, state: s, relaxed }
     }
 }

@@ -7,6 +7,13 @@
 //! ([`crate::kube_choice::replay`]) with the removed nodes hidden and the replacement, if any,
 //! added as the node it would become. [`KubeReplay`] is that view alone, for a caller that only
 //! replays commands in turn.
+//!
+//! Building the view adds every pod of the cluster to a [`ClusterView`] and counts them again
+//! for each selector; consecutive evaluations see clusters that differ in a few nodes (a
+//! command's nodes tainted or gone, a replacement joined, the pods moved). [`KeptKubeView`]
+//! holds the last view; the next context or replay edits it to its own input (nodes gone taken
+//! out, new nodes put in at their place, changed nodes and pods replaced) instead of building
+//! it, and the edited view answers as one built afresh from that input does.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -17,15 +24,21 @@ use kerf_api::SlimPod;
 use crate::model::SchedulingInput;
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, NODE_POOL, ZONE};
 
-use super::SchedulingContext;
-use super::facts::{PodFacts, PodFactsCache};
-use super::ids::{Idx, PodIx};
-use super::kept_view::KeptKubeView;
+use super::facts::{self, PodFacts, PodFactsCache};
+use super::ids::{Idx, IxVec, PodIx};
 use crate::instance::{InstanceType, Offering};
 use crate::kube_choice;
 use crate::model::{ExistingNode, NewNodeClaim};
-use crate::pod;
+use crate::pod::{self, pod_requests};
 use crate::predicates::{ClusterView, PodFilters};
+
+/// A context's kube-scheduler view: built (or edited from the kept one) on first use.
+#[derive(Default)]
+pub(super) struct KubeViews {
+    pub(super) built: Option<KubeView>,
+    /// A view kept from an earlier context, edited into `built` on first use.
+    pub(super) kept: KeptKubeView,
+}
 
 /// The existing nodes as kube-scheduler sees them, and where each is in the view.
 #[derive(Debug)]
@@ -45,7 +58,7 @@ pub(super) struct KubeView {
 /// The moved pods met so far and their kinds ([`kube_choice::kind_key`]). kube-scheduler sees
 /// each as its owner's new copy (not bound, not nominated), which the replay reads the pod itself
 /// as ([`kube_choice::replay`]): no copy is made. They outlive the ranking: a view edited to
-/// another cluster ([`super::kept_view`]) keeps the pods met since the last edit that are still
+/// another cluster ([`KubeView::edited_to`]) keeps the pods met since the last edit that are still
 /// held elsewhere, and ranks each kind again on the view as edited when a pod of it is met, so a
 /// pod replayed evaluation after evaluation is keyed once rather than once per view, and a pod
 /// not asked for since the last edit is not kept.
@@ -206,7 +219,7 @@ impl KubeView {
     pub(super) fn build<'f>(input: &SchedulingInput, facts: impl Fn(usize) -> &'f PodFacts) -> Self {
         let nodes: Vec<ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).cloned().collect();
         let index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-        let ranges = super::existing_pod_ranges(input);
+        let ranges = facts::existing_pod_ranges(input);
         let mut shared = kerf_api::resources::SharedLists::default();
         let mut requests = input
             .existing_nodes
@@ -232,7 +245,7 @@ impl KubeView {
     }
 
     /// The view of `input`: `kept` edited to it when it can be, else `build()` (see
-    /// [`super::kept_view`]).
+    /// [`KubeView::edited_to`]).
     fn of(input: &SchedulingInput, kept: KeptKubeView, build: impl FnOnce() -> Self) -> Self {
         kept.0.and_then(|v| v.edited_to(input)).unwrap_or_else(build)
     }
@@ -258,7 +271,7 @@ impl KubeReplay {
     pub fn with_kept(input: Arc<SchedulingInput>, cache: &PodFactsCache, kept: KeptKubeView) -> Self {
         let view = KubeView::of(&input, kept, || {
             let existing = input.existing_nodes.iter().flat_map(|n| n.pods.iter());
-            let facts = super::facts::gather(input.pods.iter().chain(existing), Some(cache));
+            let facts = facts::gather(input.pods.iter().chain(existing), Some(cache));
             KubeView::build(&input, |pi| facts[pi].as_ref())
         });
         KubeReplay { input, view }
@@ -275,64 +288,56 @@ impl KubeReplay {
     }
 }
 
-impl SchedulingContext {
-    /// kube-scheduler's view of the existing nodes (built on first use, or edited from the
-    /// view handed over with [`SchedulingContext::keep_kube_view_from`]).
-    fn kube_view(&mut self) -> &mut KubeView {
-        let input = &self.input;
-        let facts = &self.facts;
-        let kept = &mut self.kept_kube_view;
-        self.kube_view.get_or_insert_with(|| {
+impl KubeViews {
+    /// kube-scheduler's view of `input`'s existing nodes (built on first use from the pods'
+    /// `facts`, or edited from the view handed over with [`KubeViews::keep_from`]).
+    fn view(&mut self, input: &SchedulingInput, facts: &IxVec<PodIx, Arc<PodFacts>>) -> &mut KubeView {
+        let kept = &mut self.kept;
+        self.built.get_or_insert_with(|| {
             KubeView::of(input, std::mem::take(kept), || KubeView::build(input, |pi| facts[PodIx::new(pi)].as_ref()))
         })
     }
 
-    /// Hands over a view kept from an earlier context or replay: the first replay of this
-    /// context edits it to this context's input instead of building its own view.
-    pub fn keep_kube_view_from(&mut self, kept: KeptKubeView) {
-        if self.kube_view.is_none() {
-            self.kept_kube_view = kept;
+    /// Hands over a view kept from an earlier context or replay: the first replay edits it to
+    /// this input instead of building its own view.
+    pub(super) fn keep_from(&mut self, kept: KeptKubeView) {
+        if self.built.is_none() {
+            self.kept = kept;
         }
     }
 
-    /// The context's view (or the one handed over and not used yet), to keep for a later
-    /// context or replay.
-    pub fn take_kube_view(&mut self) -> KeptKubeView {
-        match self.kube_view.take() {
+    /// The view (or the one handed over and not used yet), to keep for a later context or
+    /// replay.
+    pub(super) fn take(&mut self) -> KeptKubeView {
+        match self.built.take() {
             Some(v) => KeptKubeView(Some(v)),
-            None => std::mem::take(&mut self.kept_kube_view),
+            None => std::mem::take(&mut self.kept),
         }
     }
 
-    /// Whether kube-scheduler would bind the pods of several disruption commands that run side
-    /// by side, each command's pods once its nodes go, in the order given (the order the
-    /// commands delete their nodes): every command's nodes take no pod from the start (they are
-    /// tainted) and count for topology until their turn; at its turn a command's nodes and
-    /// their pods go, the nodes it launched join, and the new copies of its reschedulable pods
-    /// are bound one by one with kube-scheduler's scores onto what the earlier turns left. Each
-    /// turn's pods arrive in the orders of [`SchedulingContext::kube_replay`]. A command
-    /// decided on room that an earlier command's pods will take fails here, though each holds
-    /// on its own. `Err` names the first pod left with nowhere to go and why.
-    pub fn kube_replay_in_turn(&mut self, turns: &[Turn<'_>]) -> Result<(), String> {
-        let input = Arc::clone(&self.input);
-        replay_in_turn(&input, self.kube_view(), turns)
+    /// [`SchedulingContext::kube_replay_in_turn`](super::SchedulingContext::kube_replay_in_turn)
+    /// on the view of `input`.
+    pub(super) fn replay_in_turn(
+        &mut self,
+        input: &SchedulingInput,
+        facts: &IxVec<PodIx, Arc<PodFacts>>,
+        turns: &[Turn<'_>],
+    ) -> Result<(), String> {
+        replay_in_turn(input, self.view(input, facts), turns)
     }
 
-    /// Whether kube-scheduler would bind every one of `pods` (the pods a consolidation moves)
-    /// once the nodes named in `removed` are gone and `replacement`, if any, runs: each pod on
-    /// the node kube-scheduler's default scores pick, higher priority first, in each of
-    /// [`arrival_orders`] (as given, reversed, largest first, smallest first, owner by owner)
-    /// since the order the copies arrive in is unknown. In-flight claims take no part
-    /// (kube-scheduler cannot bind to them). `Err` names the first pod left with nowhere to go
-    /// and why.
-    pub fn kube_replay(
+    /// [`SchedulingContext::kube_replay`](super::SchedulingContext::kube_replay) on the view of
+    /// `input`: whether kube-scheduler would bind every one of `pods` once the nodes named in
+    /// `removed` are gone and `replacement`, if any, runs, in each of [`arrival_orders`].
+    pub(super) fn replay(
         &mut self,
+        input: &SchedulingInput,
+        facts: &IxVec<PodIx, Arc<PodFacts>>,
         removed: &[&str],
         pods: &[Arc<SlimPod>],
         replacement: Option<Replacement<'_>>,
     ) -> Result<(), String> {
-        let input = Arc::clone(&self.input);
-        let kv = self.kube_view();
+        let kv = self.view(input, facts);
         // The pods kube-scheduler sees are their owners' new copies: not bound, not nominated,
         // as the replay reads the pods themselves. Their kinds are ranked on the view as built,
         // before any node is taken away.
@@ -384,7 +389,7 @@ impl SchedulingContext {
     }
 }
 
-/// [`SchedulingContext::kube_replay_in_turn`] on the view `kv` of `input`.
+/// [`KubeViews::replay_in_turn`] on the view `kv` of `input`.
 fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]) -> Result<(), String> {
     let nodes: Vec<Vec<usize>> =
         turns.iter().map(|t| t.removed.iter().filter_map(|n| kv.index.get(*n).copied()).collect()).collect();
@@ -472,4 +477,183 @@ fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]
         view.set_hidden(idx, false);
     }
     result
+}
+
+/// kube-scheduler's view kept from an earlier context or replay (see the module documentation); empty
+/// when there is none.
+#[derive(Default)]
+pub struct KeptKubeView(pub(super) Option<KubeView>);
+
+impl std::fmt::Debug for KeptKubeView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("KeptKubeView").field(&self.0.as_ref().map(|v| v.view.nodes().len())).finish()
+    }
+}
+
+impl KeptKubeView {
+    /// Whether a view is kept.
+    pub fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl KubeView {
+    /// This view (of an earlier input, as built: no node hidden or pushed) edited to the view
+    /// [`KubeView::build`] builds from `input`; `None` when it cannot be (the namespaces or
+    /// volumes differ, or the nodes both inputs have are in another order).
+    pub(super) fn edited_to(mut self, input: &SchedulingInput) -> Option<Self> {
+        if self.volumes != input.volume_requirements || self.namespace_labels != input.namespace_labels {
+            return None;
+        }
+        let nodes: Vec<&ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).collect();
+        let position: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let mut reindex = false;
+        for idx in (0..self.view.nodes().len()).rev() {
+            if !position.contains_key(self.view.nodes()[idx].name.as_str()) {
+                self.view.remove_node(idx);
+                reindex = true;
+            }
+        }
+        let mut last = None;
+        for n in self.view.nodes() {
+            let at = position.get(n.name.as_str()).copied();
+            if at <= last {
+                return None;
+            }
+            last = at;
+        }
+        let parse = |p: &Arc<kerf_api::SlimPod>| Arc::new(pod_requests(p));
+        for (i, n) in nodes.iter().enumerate() {
+            if self.view.nodes().get(i).map(|v| v.name.as_str()) != Some(n.name.as_str()) {
+                self.view.insert_node(i, (*n).clone(), parse);
+                reindex = true;
+                continue;
+            }
+            if !self.view.nodes()[i].same_apart_from_pods(n) {
+                self.view.update_node(i, ExistingNode { pods: Vec::new(), ..(*n).clone() });
+            }
+            if !self.view.nodes()[i].holds_same_pods(n) {
+                self.view.set_pods(i, n.pods.clone(), parse);
+            }
+        }
+        if reindex {
+            self.index = self.view.nodes().iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        }
+        self.ranking = kube_choice::Ranking::new(&self.view);
+        self.copies.ranking_made_anew();
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod kept_tests {
+    use super::*;
+    use crate::predicates::node_edits::tests::answers;
+    use crate::testing::*;
+
+    const Z: &str = "topology.kubernetes.io/zone";
+    const HOST: &str = "kubernetes.io/hostname";
+
+    fn zone_node(name: &str, zone: &str, pods: Vec<Arc<kerf_api::SlimPod>>) -> ExistingNode {
+        let mut n = node(name, &[(Z, zone), (HOST, name)], &[("cpu", "4"), ("memory", "8Gi"), ("pods", "8")]);
+        n.pods = pods;
+        n
+    }
+
+    fn web(name: &str) -> Arc<kerf_api::SlimPod> {
+        pod(name).label("app", "w").cpu("500m").build()
+    }
+
+    fn db(name: &str) -> Arc<kerf_api::SlimPod> {
+        pod(name).label("app", "db").anti_affinity(HOST, &[("app", "db")]).build()
+    }
+
+    /// The view as a view built from `input` must be: the same nodes (pods by identity, in
+    /// order), the same index, the same answers.
+    fn assert_built_as(kv: &KubeView, input: &SchedulingInput, step: &str) {
+        let fresh = build(input);
+        let ids = |v: &KubeView| -> Vec<Vec<usize>> {
+            v.view.nodes().iter().map(|n| n.pods.iter().map(|p| Arc::as_ptr(p) as usize).collect()).collect()
+        };
+        assert_eq!(ids(kv), ids(&fresh), "{step}: pods");
+        let mut index: Vec<(&String, &usize)> = kv.index.iter().collect();
+        let mut fresh_index: Vec<(&String, &usize)> = fresh.index.iter().collect();
+        index.sort();
+        fresh_index.sort();
+        assert_eq!(index, fresh_index, "{step}: index");
+        assert_eq!(answers(&kv.view), answers(&fresh.view), "{step}: answers");
+    }
+
+    /// kube-scheduler's view built from `input`, as a replay builds it.
+    fn build(input: &SchedulingInput) -> KubeView {
+        let existing = input.existing_nodes.iter().flat_map(|n| n.pods.iter());
+        let facts = facts::gather(input.pods.iter().chain(existing), None);
+        KubeView::build(input, |pi| facts[pi].as_ref())
+    }
+
+    #[test]
+    fn a_kept_view_edited_to_a_changed_cluster_is_the_view_built_from_it() {
+        let (w0, w1, d0) = (web("w0"), web("w1"), db("d0"));
+        let mut input = SchedulingInput {
+            existing_nodes: vec![
+                zone_node("a", "z1", vec![Arc::clone(&w0)]),
+                zone_node("b", "z2", vec![Arc::clone(&d0)]),
+                zone_node("c", "z3", vec![Arc::clone(&w1)]),
+            ],
+            ..SchedulingInput::default()
+        };
+        let built = build(&input);
+        assert_built_as(&built, &input, "the build");
+
+        // A node gone with its pods, one joined in the middle, another relabelled and cordoned,
+        // one whose pods moved (a new copy of one, as a running command leaves it).
+        input.existing_nodes.remove(1);
+        input.existing_nodes.insert(1, zone_node("b2", "z2", vec![db("d1"), web("w2")]));
+        input.existing_nodes[2].labels.insert(Z.to_string(), "z1".to_string());
+        input.existing_nodes[2].schedulable = false;
+        input.existing_nodes[0].pods = vec![Arc::new((*w0).clone()), Arc::clone(&w1)];
+        // An in-flight claim is no node of kube-scheduler's.
+        let mut claim = zone_node("claim", "z3", Vec::new());
+        claim.in_flight = true;
+        input.existing_nodes.push(claim);
+        let edited = built.edited_to(&input).expect("same namespaces and volumes");
+        assert_built_as(&edited, &input, "the first edit");
+
+        input.existing_nodes.retain(|n| n.name != "a");
+        input.existing_nodes.push(zone_node("d", "z3", vec![db("d2")]));
+        let edited = edited.edited_to(&input).expect("same namespaces and volumes");
+        assert_built_as(&edited, &input, "the second edit");
+
+        // Replays on the edited view answer as on a view built afresh, whether kube-scheduler
+        // finds room for the drained node's pods (c's) or not (b2's: a second db pod fits no
+        // other node).
+        let input = Arc::new(input);
+        let replays = |kv: KubeView| -> Vec<Result<(), String>> {
+            let mut replay = super::super::KubeReplay::with_kept(
+                Arc::clone(&input),
+                &super::super::PodFactsCache::new(),
+                KeptKubeView(Some(kv)),
+            );
+            [vec!["c"], vec!["b2"], vec!["c", "d"]]
+                .iter()
+                .map(|removed| replay.in_turn(&[super::super::Turn { removed: removed.clone(), ..Default::default() }]))
+                .collect()
+        };
+        let kept = |kv: &KubeView| kv.copies.by_pod.contains_key(&(Arc::as_ptr(&w1) as usize));
+        let mut edited = edited;
+        let _ = edited.kind_of(&w1);
+        let edited = edited.edited_to(&input).expect("same namespaces and volumes");
+        assert!(kept(&edited), "a pod still held keeps its kind across the edit");
+        let edited = edited.edited_to(&input).expect("same namespaces and volumes");
+        assert!(!kept(&edited), "a pod not asked for since the last edit is dropped at the next");
+        let answers = replays(edited);
+        assert!(answers[1].is_err(), "{answers:?}");
+        assert_eq!(answers, replays(build(&input)));
+        let mut input = Arc::unwrap_or_clone(input);
+        let edited = build(&input);
+
+        // Nodes both clusters have, in another order: built again.
+        input.existing_nodes.reverse();
+        assert!(edited.edited_to(&input).is_none());
+    }
 }

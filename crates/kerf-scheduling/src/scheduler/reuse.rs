@@ -51,18 +51,18 @@ pub(super) fn facts_from(
     let mut out: Vec<Option<Arc<PodFacts>>> = vec![None; total];
     let mut taken: Vec<Option<Vec<i64>>> = (0..total).map(|_| None).collect();
     let old_input = Arc::clone(&earlier.input);
-    let old_ranges = super::existing_pod_ranges(&old_input);
+    let old_ranges = facts::existing_pod_ranges(&old_input);
     let position: std::collections::HashMap<&str, usize> =
         old_input.existing_nodes.iter().enumerate().map(|(j, n)| (n.name.as_str(), j)).collect();
-    for (n, range) in input.existing_nodes.iter().zip(super::existing_pod_ranges(input)) {
+    for (n, range) in input.existing_nodes.iter().zip(facts::existing_pod_ranges(input)) {
         let Some(&j) = position.get(n.name.as_str()) else { continue };
         if !old_input.existing_nodes[j].holds_same_pods(n) {
             continue;
         }
         for (new, old) in range.zip(old_ranges[j].clone()) {
             let old = PodIx::new(old);
-            out[new] = Some(Arc::clone(&earlier.facts[old]));
-            let requests = std::mem::take(&mut earlier.pod_requests[old]);
+            out[new] = Some(Arc::clone(&earlier.pods.facts[old]));
+            let requests = std::mem::take(&mut earlier.pods.requests[old]);
             taken[new] = (!requests.is_empty()).then_some(requests);
         }
     }
@@ -108,7 +108,7 @@ mod tests {
     fn answers(ctx: &mut SchedulingContext, input: &SchedulingInput) -> Vec<String> {
         let mut out = vec![
             format!("{:?}", ctx.pod_groups()),
-            format!("{:?} {:?}", ctx.res.names, ctx.pod_requests.iter().collect::<Vec<_>>()),
+            format!("{:?} {:?}", ctx.res.names, ctx.pods.requests.iter().collect::<Vec<_>>()),
             format!("{:?}", ctx.place_pending()),
         ];
         let names: Vec<&str> = input.existing_nodes.iter().map(|n| n.name.as_str()).collect();
@@ -133,7 +133,7 @@ mod tests {
         let earlier = SchedulingContext::with_facts(input.clone(), &cache);
         // n2's and n3's pods are taken over (their dense requests are the very vectors).
         let kept: Vec<usize> =
-            [4, 5].iter().map(|&pi| earlier.pod_requests[PodIx::new(pi)].as_ptr() as usize).collect();
+            [4, 5].iter().map(|&pi| earlier.pods.requests[PodIx::new(pi)].as_ptr() as usize).collect();
 
         // A node gone, one joined, a pod moved as a running command moves it (a new copy), a
         // node relabelled, a new pending pod; n2 and n3 keep their very pods.
@@ -144,7 +144,7 @@ mod tests {
         input.pods.push(web("w4", "2"));
         let input = Arc::new(input);
         let mut taken = SchedulingContext::with_facts_from(Arc::clone(&input), &cache, earlier);
-        let at: Vec<usize> = [4, 5].iter().map(|&pi| taken.pod_requests[PodIx::new(pi)].as_ptr() as usize).collect();
+        let at: Vec<usize> = [4, 5].iter().map(|&pi| taken.pods.requests[PodIx::new(pi)].as_ptr() as usize).collect();
         assert_eq!(at, kept, "n2's and n3's dense requests are taken over");
         let mut fresh = SchedulingContext::with_facts(Arc::clone(&input), &PodFactsCache::new());
         assert_eq!(answers(&mut taken, &input), answers(&mut fresh, &input));

@@ -9,11 +9,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kerf_api::SlimPod;
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, ZONE};
 
-use super::SchedulingContext;
-use super::ids::{CounterIx, InverseIx, NodeIx, PodIx};
+use super::existing::Node;
+use super::ids::{CounterIx, InverseIx, IxVec, NodeIx};
+use super::interning::Interner;
 use super::journal::Undo;
+use super::pools::Pools;
 use crate::pod::{self, AffinityTerm, Namespaces, SpreadConstraint};
 use crate::requirements::Requirements;
+
+/// The topology counters and anti-affinity blocks of the cluster, by id.
+#[derive(Default)]
+pub(super) struct Topology {
+    pub(super) counters: IxVec<CounterIx, Counter>,
+    pub(super) inverses: IxVec<InverseIx, Inverse>,
+}
 
 /// A counter of pods matching a selector (and every one of `also`), per topology domain.
 pub(super) struct Counter {
@@ -100,7 +109,7 @@ pub(super) struct SpreadPlan {
     pub(super) fresh: bool,
 }
 
-impl SchedulingContext {
+impl Topology {
     pub(super) fn counter_id(
         &mut self,
         key: &str,
@@ -161,133 +170,52 @@ impl SchedulingContext {
         })
     }
 
-    pub(super) fn count_existing(&mut self) {
-        for n in self.nodes.indices() {
-            for j in 0..self.nodes[n].pods.len() {
-                let pi = self.nodes[n].pods[j];
-                if self.pod(pi).metadata.deletion_timestamp.is_some() {
-                    continue;
-                }
-                self.count_pod(n, pi, 1);
-            }
-        }
-    }
-
-    /// Counts pod `pi` (`delta` = 1) or takes it away (`delta` = -1) in the domains of existing
-    /// node `n`: every counter it matches and every anti-affinity term it holds.
-    pub(super) fn count_pod(&mut self, n: NodeIx, pi: PodIx, delta: i64) {
-        let g = self.pod_group[pi];
-        for j in 0..self.groups[g].counted_by.len() {
-            let c = self.groups[g].counted_by[j];
-            if let Some(d) = self.node_domain(n, &self.counters[c].key) {
-                self.count(c, d, delta);
-            }
-        }
-        for j in 0..self.groups[g].own_inverse.len() {
-            let i = self.groups[g].own_inverse[j];
-            if let Some(d) = self.node_domain(n, &self.inverses[i].key) {
-                self.block(i, d, delta);
-            }
-        }
-    }
-
     /// Adds `delta` to counter `c` in domain `d`, recorded in the journal.
-    pub(super) fn count(&mut self, c: CounterIx, d: u32, delta: i64) {
+    pub(super) fn count(&mut self, journal: &mut Vec<Undo>, c: CounterIx, d: u32, delta: i64) {
         self.counters[c].add(d, delta);
-        self.journal.push(Undo::Count { counter: c, domain: d, delta });
+        journal.push(Undo::Count { counter: c, domain: d, delta });
     }
 
     /// Adds `delta` to inverse term `i` in domain `d`, recorded in the journal.
-    pub(super) fn block(&mut self, i: InverseIx, d: u32, delta: i64) {
+    pub(super) fn block(&mut self, journal: &mut Vec<Undo>, i: InverseIx, d: u32, delta: i64) {
         self.inverses[i].block(d, delta);
-        self.journal.push(Undo::Block { inverse: i, domain: d, delta });
+        journal.push(Undo::Block { inverse: i, domain: d, delta });
     }
+}
 
-    /// The domains of a spread constraint the pod could land in: existing nodes passing its
-    /// required node affinity (any of its `terms`; Honor) and taints (Honor), and the values
-    /// NodePools compatible with some term can launch. For hostname, a new node is a fresh empty
-    /// domain.
-    /// Each domain comes with its number of existing nodes and whether a pool offers it.
-    pub(super) fn spread_domains(
+impl Topology {
+    /// Counts a pod (`delta` = 1) or takes it away (`delta` = -1) in the domains of existing
+    /// `node`: in every counter it matches (`counted_by`) and every anti-affinity term it holds
+    /// (`own_inverse`), recorded in `journal`.
+    pub(super) fn count_pod(
         &mut self,
-        c: &SpreadConstraint,
-        terms: &[Requirements],
-        tols: &[Toleration],
-    ) -> (BTreeMap<u32, (u32, bool)>, bool) {
-        let mut out: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
-        let mut fresh = false;
-        for n in &self.nodes {
-            let Some(v) = n.labels.get(&c.topology_key) else { continue };
-            if c.honor_node_affinity && !terms.iter().any(|r| r.matches(&n.labels)) {
-                continue;
-            }
-            if c.honor_node_taints && pod::untolerated_taint_with(tols, &n.taints, false).is_some() {
-                continue;
-            }
-            out.entry(self.values.id(v)).or_default().0 += 1;
-        }
-        let key = kerf_api::labels::normalize_key(&c.topology_key).to_string();
-        for pool in &self.pools {
-            if c.honor_node_taints && pod::untolerated_taint_with(tols, &pool.taints, false).is_some() {
-                continue;
-            }
-            let combined: Vec<Requirements> = if c.honor_node_affinity {
-                terms
-                    .iter()
-                    .filter(|r| pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k)).is_ok())
-                    .map(|r| pool.reqs.intersect(r))
-                    .collect()
-            } else {
-                vec![pool.reqs.clone()]
-            };
-            if combined.is_empty() {
-                continue;
-            }
-            if key == HOSTNAME {
-                fresh = true;
-                continue;
-            }
-            let mut vals: BTreeSet<String> = BTreeSet::new();
-            for combined in &combined {
-                let allowed = combined.get(&key);
-                let mut these: BTreeSet<String> = BTreeSet::new();
-                if key == ZONE || key == CAPACITY_TYPE {
-                    for t in &pool.types {
-                        for o in t.offerings.iter().filter(|o| o.available) {
-                            if combined.allows(ZONE, &o.zone) && combined.allows(CAPACITY_TYPE, &o.capacity_type) {
-                                these.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
-                            }
-                        }
-                    }
-                } else if pool.type_keys.contains(&key) && !pool.defined_keys.contains(&key) {
-                    for t in &pool.types {
-                        if let Some(v) = t.labels.get(&key) {
-                            these.insert(v.clone());
-                        }
-                    }
-                } else if let Some(values) = allowed.and_then(|a| a.values()) {
-                    these.extend(values.iter().cloned());
-                }
-                vals.extend(these.into_iter().filter(|v| allowed.is_none_or(|a| a.has(v))));
-            }
-            for v in vals {
-                out.entry(self.values.id(&v)).or_default().1 = true;
+        journal: &mut Vec<Undo>,
+        node: &Node,
+        values: &Interner,
+        counted_by: &[CounterIx],
+        own_inverse: &[InverseIx],
+        delta: i64,
+    ) {
+        for &c in counted_by {
+            if let Some(d) = node.domain(values, &self.counters[c].key) {
+                self.count(journal, c, d, delta);
             }
         }
-        (out, fresh)
+        for &i in own_inverse {
+            if let Some(d) = node.domain(values, &self.inverses[i].key) {
+                self.block(journal, i, d, delta);
+            }
+        }
     }
 
-    /// The domain of existing node `n` for `key` (its label values are interned up front).
-    pub(super) fn node_domain(&self, n: NodeIx, key: &str) -> Option<u32> {
-        self.nodes[n].labels.get(key).and_then(|v| self.values.ids.get(v.as_str()).copied())
-    }
-
-    pub(super) fn spread_min(&self, s: &SpreadPlan) -> i64 {
+    /// The least count of spread plan `s`'s counter over its domains (those still alive in the
+    /// running what-if, `gone`), or 0 when fewer domains than its minimum are left.
+    pub(super) fn spread_min(&self, s: &SpreadPlan, gone: &Gone) -> i64 {
         if s.fresh {
             return 0;
         }
         let c = &self.counters[s.counter];
-        if self.removed.is_empty() {
+        if gone.nodes.is_empty() {
             if let Some(md) = s.min_domains
                 && (s.domains.len() as i64) < md
             {
@@ -295,7 +223,7 @@ impl SchedulingContext {
             }
             return s.domains.iter().map(|d| c.get(*d)).min().unwrap_or(0);
         }
-        let alive = || (0..s.domains.len()).filter(|i| self.domain_alive(s, *i)).map(|i| s.domains[i]);
+        let alive = || (0..s.domains.len()).filter(|i| gone.domain_alive(s, *i)).map(|i| s.domains[i]);
         if let Some(md) = s.min_domains
             && (alive().count() as i64) < md
         {
@@ -304,19 +232,119 @@ impl SchedulingContext {
         alive().map(|d| c.get(d)).min().unwrap_or(0)
     }
 
-    /// Whether domain `i` of spread plan `s` still exists in the running what-if: a pool offers
-    /// it, or some node in it is not removed.
-    pub(super) fn domain_alive(&self, s: &SpreadPlan, i: usize) -> bool {
-        let d = s.domains[i];
-        s.from_pool[i]
-            || (self.removed.iter().filter(|n| self.node_domain(**n, &s.key) == Some(d)).count() as u32)
-                < s.node_support[i]
-    }
-
-    pub(super) fn spread_allows(&self, s: &SpreadPlan, d: u32) -> bool {
+    /// Whether a pod of spread plan `s` may go to domain `d` (the skew it would make holds).
+    pub(super) fn spread_allows(&self, s: &SpreadPlan, d: u32, gone: &Gone) -> bool {
         if !s.fresh && !s.domains.contains(&d) {
             return false;
         }
-        crate::fit::spread_skew_ok(self.counters[s.counter].get(d), s.self_match, self.spread_min(s), s.max_skew)
+        crate::fit::spread_skew_ok(self.counters[s.counter].get(d), s.self_match, self.spread_min(s, gone), s.max_skew)
     }
+
+    /// Spread plan `s`'s counts in its domains (named by `values`), in words.
+    pub(super) fn spread_counts(&self, s: &SpreadPlan, values: &Interner) -> String {
+        let c = &self.counters[s.counter];
+        let counts: Vec<String> = s.domains.iter().map(|d| format!("{}: {}", values.name(*d), c.get(*d))).collect();
+        format!(
+            "key {} maxSkew {}, counts in reachable domains {{{}}}{}",
+            s.key,
+            s.max_skew,
+            counts.join(", "),
+            if s.fresh { " plus an empty new node" } else { "" }
+        )
+    }
+}
+
+/// The nodes the running what-if took away (`nodes`, none outside a what-if), with what reads
+/// their domains: a spread domain only they provided no longer counts.
+pub(super) struct Gone<'a> {
+    pub(super) nodes: &'a [NodeIx],
+    pub(super) all: &'a IxVec<NodeIx, Node>,
+    pub(super) values: &'a Interner,
+}
+
+impl Gone<'_> {
+    /// Whether domain `i` of spread plan `s` still exists in the running what-if: a pool offers
+    /// it, or some node in it is not removed.
+    fn domain_alive(&self, s: &SpreadPlan, i: usize) -> bool {
+        let d = s.domains[i];
+        s.from_pool[i]
+            || (self.nodes.iter().filter(|n| self.all[**n].domain(self.values, &s.key) == Some(d)).count() as u32)
+                < s.node_support[i]
+    }
+}
+
+/// The domains of a spread constraint the pod could land in: existing nodes passing its
+/// required node affinity (any of its `terms`; Honor) and taints (Honor), and the values
+/// NodePools compatible with some term can launch. For hostname, a new node is a fresh empty
+/// domain.
+/// Each domain comes with its number of existing nodes and whether a pool offers it.
+pub(super) fn spread_domains(
+    nodes: &IxVec<NodeIx, Node>,
+    pools: &Pools,
+    values: &mut Interner,
+    c: &SpreadConstraint,
+    terms: &[Requirements],
+    tols: &[Toleration],
+) -> (BTreeMap<u32, (u32, bool)>, bool) {
+    let mut out: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
+    let mut fresh = false;
+    for n in nodes {
+        let Some(v) = n.labels.get(&c.topology_key) else { continue };
+        if c.honor_node_affinity && !terms.iter().any(|r| r.matches(&n.labels)) {
+            continue;
+        }
+        if c.honor_node_taints && pod::untolerated_taint_with(tols, &n.taints, false).is_some() {
+            continue;
+        }
+        out.entry(values.id(v)).or_default().0 += 1;
+    }
+    let key = kerf_api::labels::normalize_key(&c.topology_key).to_string();
+    for pool in &pools.all {
+        if c.honor_node_taints && pod::untolerated_taint_with(tols, &pool.taints, false).is_some() {
+            continue;
+        }
+        let combined: Vec<Requirements> = if c.honor_node_affinity {
+            terms
+                .iter()
+                .filter(|r| pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k)).is_ok())
+                .map(|r| pool.reqs.intersect(r))
+                .collect()
+        } else {
+            vec![pool.reqs.clone()]
+        };
+        if combined.is_empty() {
+            continue;
+        }
+        if key == HOSTNAME {
+            fresh = true;
+            continue;
+        }
+        let mut vals: BTreeSet<String> = BTreeSet::new();
+        for combined in &combined {
+            let allowed = combined.get(&key);
+            let mut these: BTreeSet<String> = BTreeSet::new();
+            if key == ZONE || key == CAPACITY_TYPE {
+                for t in &pool.types {
+                    for o in t.offerings.iter().filter(|o| o.available) {
+                        if combined.allows(ZONE, &o.zone) && combined.allows(CAPACITY_TYPE, &o.capacity_type) {
+                            these.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
+                        }
+                    }
+                }
+            } else if pool.type_keys.contains(&key) && !pool.defined_keys.contains(&key) {
+                for t in &pool.types {
+                    if let Some(v) = t.labels.get(&key) {
+                        these.insert(v.clone());
+                    }
+                }
+            } else if let Some(values) = allowed.and_then(|a| a.values()) {
+                these.extend(values.iter().cloned());
+            }
+            vals.extend(these.into_iter().filter(|v| allowed.is_none_or(|a| a.has(v))));
+        }
+        for v in vals {
+            out.entry(values.id(&v)).or_default().1 = true;
+        }
+    }
+    (out, fresh)
 }

@@ -1,6 +1,13 @@
-//! The placement queue: pods largest first, each tried at its group's levels on existing nodes,
-//! open claims and new claims; the pods left are retried until a full pass places none of
-//! them (a pod may fit only once another pod of the batch is placed).
+//! Where each pod goes. [`run`](SchedulingContext::run) places a batch: pods largest first,
+//! each tried at its group's levels ([`preferences`](super::preferences): most constrained
+//! first, relaxed one preference at a time), and at each level
+//! [`place`](SchedulingContext::place) tries the bins in order — existing nodes and in-flight
+//! claims with room for the batch's smallest pod (`existing`, checked by `node_fit`), the
+//! query's open claims the room index finds (`room`, `claims`, priced by `join_cost`, skipping
+//! those `dearer` remembers), then a new claim of each NodePool by weight (`claims`, sized by
+//! `packing`) — and commits the first that takes it. The pods left are retried until a full
+//! pass places none of them (a pod may fit only once another pod of the batch is placed); those
+//! still left are explained (`explain`).
 //!
 //! A preference per node never buys a node per pod. A pod that prefers something of each node on
 //! its own (preferred pod affinity or anti-affinity, or a ScheduleAnyway spread, over
@@ -26,6 +33,8 @@ use super::SchedulingContext;
 use super::claims::Bin;
 use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx, NodeIx, PodIx};
 use super::join_cost::JoinCost;
+use super::node_fit::{self, NodeFit};
+use super::preferences::LevelParts;
 use crate::model::{PodError, PreferencePolicy};
 
 /// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
@@ -43,38 +52,38 @@ impl SchedulingContext {
     /// placed). With `explain`, says why for each pod left.
     pub(super) fn run(&mut self, pods: &[PodIx], explain: bool) -> Run {
         let nres = self.res.names.len();
-        self.min_request = vec![i64::MAX; nres];
+        self.query.min_request = vec![i64::MAX; nres];
         for &pi in pods {
-            for (m, v) in self.min_request.iter_mut().zip(&self.pod_requests[pi]) {
+            for (m, v) in self.query.min_request.iter_mut().zip(&self.pods.requests[pi]) {
                 *m = (*m).min(*v);
             }
         }
         if pods.is_empty() {
             // Nothing to place (a what-if whose nodes hold only pods that stay): no sentinel
             // left to overflow the room checks below.
-            self.min_request.fill(0);
+            self.query.min_request.fill(0);
         }
         // Nodes that cannot take even the smallest of these pods are never tried (nodes only
         // fill up during a run), so a run costs what it places, not the cluster's size.
-        self.roomy.clear();
+        self.query.roomy.clear();
         for (n, node) in self.nodes.iter_enumerated() {
-            let room = self.min_request.iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a));
+            let room = self.query.min_request.iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a));
             if node.schedulable && crate::fit::short_resource(room).is_none() {
-                self.roomy.push(n);
+                self.query.roomy.push(n);
             }
         }
         let mut order: Vec<PodIx> = pods.to_vec();
         let (cpu, mem) = (self.res.index[CPU], self.res.index[MEMORY]);
         let last_from = self.input.pods.len().saturating_sub(self.input.placed_last);
         order.sort_by(|a, b| {
-            let (ra, rb) = (&self.pod_requests[*a], &self.pod_requests[*b]);
+            let (ra, rb) = (&self.pods.requests[*a], &self.pods.requests[*b]);
             (a.ix() >= last_from)
                 .cmp(&(b.ix() >= last_from))
                 .then(rb[cpu].cmp(&ra[cpu]))
                 .then(rb[mem].cmp(&ra[mem]))
                 .then(a.cmp(b))
         });
-        self.packing_begin(&order);
+        self.packing.begin(&order, &self.pods, &self.groups, self.res.names.len());
         let mut run = Run::default();
         let mut queue = order;
         let within_room = self.input.preference_policy == PreferencePolicy::RespectWithinRoom;
@@ -82,7 +91,7 @@ impl SchedulingContext {
             let before = queue.len();
             let mut left = Vec::new();
             for pi in queue {
-                let bin = if within_room && self.groups[self.pod_group[pi]].prefers_per_node() {
+                let bin = if within_room && self.groups[self.pods.group[pi]].prefers_per_node() {
                     self.place_preferring(pi)
                 } else {
                     self.place_pod(pi)
@@ -101,9 +110,9 @@ impl SchedulingContext {
         if explain {
             let mut explained: HashMap<(GroupIx, Vec<i64>), PodError> = HashMap::new();
             for &pi in &queue {
-                let g = self.pod_group[pi];
+                let g = self.pods.group[pi];
                 // Identical pods (same group and requests) get the same explanation.
-                let key = (g, self.pod_requests[pi].clone());
+                let key = (g, self.pods.requests[pi].clone());
                 let err = match explained.get(&key) {
                     Some(e) => PodError::clone(e),
                     None => {
@@ -125,10 +134,10 @@ impl SchedulingContext {
     fn record(&mut self, run: &mut Run, left: &mut Vec<PodIx>, pi: PodIx, bin: Option<Bin>) {
         match bin {
             Some(Bin::Node(n)) => {
-                self.packing_placed(pi);
+                self.packing.placed(pi);
                 run.on_node.push((pi, n));
             }
-            Some(Bin::Claim(_)) => self.packing_placed(pi),
+            Some(Bin::Claim(_)) => self.packing.placed(pi),
             None => left.push(pi),
         }
     }
@@ -149,15 +158,15 @@ impl SchedulingContext {
     /// included; without, only on the room already there and only at the levels that dropped
     /// per-node preferences alone.
     fn place_levels(&mut self, pi: PodIx, buy: bool) -> Option<Bin> {
-        let g = self.pod_group[pi];
-        if self.groups[g].unresolvable.is_some() {
+        let g = self.pods.group[pi];
+        if self.groups[g].volumes.unresolvable.is_some() {
             return None;
         }
         let mut l = 0;
         loop {
             let level = self.level(g, LevelIx::new(l))?;
             let grp = &self.groups[g];
-            if !buy && !grp.relaxes_only_per_node(&grp.levels[level].state) {
+            if !buy && !grp.relaxes_only_per_node(&grp.state.levels[level].state) {
                 return None;
             }
             if let Some(bin) = self.place(Attempt { pod: pi, group: g, level }, buy) {
@@ -170,9 +179,9 @@ impl SchedulingContext {
     /// Claim `c` never takes group `g`'s pods at its first level, in the running query.
     fn refuse(&mut self, g: GroupIx, c: ClaimIx) {
         let c = c.ix();
-        let set = &mut self.groups[g].refused;
+        let set = &mut self.groups[g].state.refused;
         if set.is_empty() {
-            self.refusing.push(g);
+            self.query.refusing.push(g);
         }
         if set.len() <= c / 64 {
             set.resize(c / 64 + 1, 0);
@@ -184,8 +193,8 @@ impl SchedulingContext {
     /// claims, open claims, new claims (when it may `buy`). Commits the first that fits.
     pub(super) fn place(&mut self, at: Attempt, buy: bool) -> Option<Bin> {
         let (pi, g) = (at.pod, at.group);
-        for j in 0..self.roomy.len() {
-            let n = self.roomy[j];
+        for j in 0..self.query.roomy.len() {
+            let n = self.query.roomy[j];
             if self.node_fits(at, n) {
                 self.commit_node(pi, g, n);
                 return Some(Bin::Node(n));
@@ -197,12 +206,14 @@ impl SchedulingContext {
         // Claims this group's pods found dearer, and nothing changed since, are skipped too.
         let mut i = 0;
         let mut dearer = None;
-        let slot = self.refresh_dearer(at);
+        let key = self.dearer.key(&self.packing, pi);
+        let left = self.packing.shape_left(pi).unwrap_or(0);
+        let slot = self.dearer.refresh(at, key, left, &self.groups[g], &self.topology);
         loop {
             let first_level = at.level.ix() == 0;
-            let refused: &[u64] = if first_level { &self.groups[g].refused } else { &[] };
-            let skip = [refused, self.dearer_claims(slot)];
-            let Some(c) = self.room.first_fit(i, &self.pod_requests[pi], skip).map(ClaimIx::new) else {
+            let refused: &[u64] = if first_level { &self.groups[g].state.refused } else { &[] };
+            let skip = [refused, self.dearer.claims(slot)];
+            let Some(c) = self.query.room.first_fit(i, &self.pods.requests[pi], skip).map(ClaimIx::new) else {
                 break;
             };
             match self.claim_fits(at, c) {
@@ -213,7 +224,12 @@ impl SchedulingContext {
                     }
                     JoinCost::Worth if dearer.is_none() => dearer = Some((c, plan)),
                     JoinCost::Worth => {}
-                    JoinCost::Dearer(worth_at) => self.note_dearer(at, slot, c, worth_at),
+                    JoinCost::Dearer(worth_at) => {
+                        // The shape's worth may have been computed again during this scan.
+                        let key = self.dearer.key(&self.packing, pi);
+                        let left = self.packing.shape_left(pi).unwrap_or(0);
+                        self.dearer.note(slot, key, left, c, worth_at);
+                    }
                 },
                 Err(true) if first_level => self.refuse(g, c),
                 Err(_) => {}
@@ -228,11 +244,75 @@ impl SchedulingContext {
             return None;
         }
         // A new claim, NodePools by weight.
-        for p in self.pools.indices() {
+        for p in self.pools.all.indices() {
             if let Some(c) = self.new_claim(at, p) {
                 return Some(Bin::Claim(c));
             }
         }
         None
+    }
+
+    /// Whether the attempt's pod fits existing node `n`.
+    pub(super) fn node_fits(&mut self, at: Attempt, n: NodeIx) -> bool {
+        // Cheap rejections first (the answer is the same; only the reason's order differs).
+        let node = &self.nodes[n];
+        if !node.schedulable
+            || crate::fit::short_resource(
+                self.pods.requests[at.pod].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+            )
+            .is_some()
+        {
+            return false;
+        }
+        self.node_fit(at, n).is_ok()
+    }
+
+    /// The one node-fit check ([`crate::fit::check`]) for the attempt's pod on existing node `n`.
+    pub(super) fn node_fit(&mut self, at: Attempt, n: NodeIx) -> Result<(), crate::fit::Why> {
+        // Taints, node affinity and volume zones do not change during a query: once per level.
+        let static_ok = self.node_static_ok(at, n);
+        crate::fit::check(&mut self.node_query(at, n, static_ok))
+    }
+
+    /// Whether the taints, node affinity and volume zones of the attempt's group at its level
+    /// allow existing node `n` (see [`node_fit::static_ok`]).
+    pub(super) fn node_static_ok(&mut self, at: Attempt, n: NodeIx) -> bool {
+        node_fit::static_ok(&mut self.groups[at.group], at.level, &self.nodes, &self.interned.reqs, n)
+    }
+
+    /// The fit check's questions about the attempt's pod on existing node `n`.
+    pub(super) fn node_query(&self, at: Attempt, n: NodeIx, static_ok: bool) -> NodeFit<'_> {
+        let group = &self.groups[at.group];
+        NodeFit {
+            group,
+            level: &group.state.levels[at.level],
+            node: &self.nodes[n],
+            requests: &self.pods.requests[at.pod],
+            reqs: &self.interned.reqs,
+            topology: &self.topology,
+            gone: self.gone(),
+            res: &self.res,
+            static_ok,
+        }
+    }
+
+    /// Pod `pi` of group `g` goes on existing node `n`: the node takes its requests and host
+    /// ports, and the pod counts in the node's topology domains.
+    fn commit_node(&mut self, pi: PodIx, g: GroupIx, n: NodeIx) {
+        self.nodes[n].take(n, pi, &self.pods.requests[pi], &self.groups[g].ports, &mut self.query.journal);
+        self.count_pod(n, pi, 1);
+    }
+
+    /// Level `l` of group `g`, built when first needed (see [`Group::level`](super::preferences::Group::level)).
+    fn level(&mut self, g: GroupIx, l: LevelIx) -> Option<LevelIx> {
+        let mut parts = LevelParts {
+            input: &self.input,
+            nodes: &self.nodes,
+            pools: &self.pools,
+            prefer_taints: self.prefer_taints,
+            interned: &mut self.interned,
+            topology: &mut self.topology,
+        };
+        self.groups[g].level(l, &mut parts)
     }
 }

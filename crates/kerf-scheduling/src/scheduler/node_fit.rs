@@ -1,0 +1,164 @@
+//! The one node-fit check ([`crate::fit::check`]) asked about existing nodes and in-flight
+//! claims: [`NodeFit`] answers its questions from the context's parts, and [`static_ok`] keeps
+//! per level the checks that do not change during a query (taints, node affinity, volume
+//! topology).
+
+use k8s_openapi::api::core::v1::Toleration;
+use kerf_api::Taint;
+
+use super::existing::Node;
+use super::ids::{Idx, IxVec, LevelIx, NodeIx};
+use super::preferences::{Group, Level};
+use super::resources::Resources;
+use super::topology::{Gone, Topology};
+use crate::pod;
+use crate::requirements::Requirements;
+
+/// The fit check's questions about an attempt's pod on existing node `n`, answered from the
+/// context's state. `static_ok`: the level's cached taint, node affinity and volume verdict for
+/// the node (only a failing node re-asks which one failed).
+pub(super) struct NodeFit<'s> {
+    pub(super) group: &'s Group,
+    pub(super) level: &'s Level,
+    pub(super) node: &'s Node,
+    /// The pod's dense requests.
+    pub(super) requests: &'s [i64],
+    /// The interned requirement sets.
+    pub(super) reqs: &'s [Requirements],
+    pub(super) topology: &'s Topology,
+    /// The nodes the running what-if took away, and the interned values.
+    pub(super) gone: Gone<'s>,
+    pub(super) res: &'s Resources,
+    pub(super) static_ok: bool,
+}
+
+impl NodeFit<'_> {
+    fn level(&self) -> &Level {
+        self.level
+    }
+    fn node(&self) -> &Node {
+        self.node
+    }
+}
+
+impl crate::fit::FitQuery for NodeFit<'_> {
+    fn schedulable(&mut self) -> bool {
+        self.node().schedulable
+    }
+    fn node_name_matches(&mut self) -> bool {
+        // The Scheduler places pods kube-scheduler has not bound: `spec.nodeName` is unset.
+        true
+    }
+    fn untolerated_taint(&mut self) -> Option<usize> {
+        if self.static_ok {
+            return None;
+        }
+        let grp = self.group;
+        let taints = &self.node().taints;
+        let t = pod::untolerated_taint_with(&grp.tolerations, taints, !self.level().tolerate_prefer)?;
+        taints.iter().position(|x| std::ptr::eq(x, t))
+    }
+    fn node_affinity_matches(&mut self) -> bool {
+        let level = self.level();
+        self.static_ok
+            || crate::fit::node_affinity_matches(
+                std::slice::from_ref(&self.reqs[level.req as usize]),
+                std::slice::from_ref(&level.name_field),
+                &self.node().name,
+                &self.node().labels,
+            )
+    }
+    fn host_ports_free(&mut self) -> bool {
+        crate::fit::host_ports_free(&self.group.ports, &self.node().ports)
+    }
+    fn short_resource(&mut self) -> Option<usize> {
+        let node = self.node();
+        crate::fit::short_resource(
+            self.requests.iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+        )
+    }
+    fn volumes_match(&mut self) -> bool {
+        self.static_ok || crate::fit::volumes_match(&self.group.volumes.volume_alts, &self.node().labels)
+    }
+    fn spread(&mut self) -> Result<(), crate::fit::Why> {
+        for (i, sp) in self.level().spreads.iter().enumerate() {
+            let d = self.node.domain(self.gone.values, &sp.key).ok_or(crate::fit::Why::SpreadMissingLabel)?;
+            if !self.topology.spread_allows(sp, d, &self.gone) {
+                return Err(crate::fit::Why::Spread(i));
+            }
+        }
+        Ok(())
+    }
+    fn existing_anti_affinity_ok(&mut self) -> bool {
+        self.group.state.rejected_by.iter().all(|&i| {
+            let inv = &self.topology.inverses[i];
+            self.node.domain(self.gone.values, &inv.key).is_none_or(|d| !inv.is_blocked(d))
+        })
+    }
+    fn anti_affinity_ok(&mut self) -> bool {
+        self.level().anti.iter().all(|&c| {
+            let counter = &self.topology.counters[c];
+            self.node.domain(self.gone.values, &counter.key).is_none_or(|d| counter.get(d) == 0)
+        })
+    }
+    fn affinity_ok(&mut self) -> bool {
+        self.level().affinity.iter().all(|set| {
+            let (mut keys_present, mut pods_in_domains, mut none_anywhere) = (true, true, true);
+            for c in set.counters.iter().map(|c| &self.topology.counters[*c]) {
+                match self.node.domain(self.gone.values, &c.key) {
+                    None => (keys_present, pods_in_domains) = (false, false),
+                    Some(d) => pods_in_domains &= c.get(d) > 0,
+                }
+                none_anywhere &= c.total == 0;
+            }
+            crate::fit::pod_affinity_ok(keys_present, pods_in_domains, none_anywhere, set.matches_own)
+        })
+    }
+    fn taint(&self, i: usize) -> Option<&Taint> {
+        self.node().taints.get(i)
+    }
+    fn resource_name(&self, i: usize) -> &str {
+        self.res.names.get(i).map(String::as_str).unwrap_or("")
+    }
+    fn spread_detail(&self, i: usize) -> Option<String> {
+        self.level().spreads.get(i).map(|sp| self.topology.spread_counts(sp, self.gone.values))
+    }
+}
+
+/// Whether the taints, node affinity and volume zones of group `grp` at level `l` allow
+/// existing node `n` of `nodes` (computed for every node once per level).
+pub(super) fn static_ok(
+    grp: &mut Group,
+    l: LevelIx,
+    nodes: &IxVec<NodeIx, Node>,
+    reqs: &[Requirements],
+    n: NodeIx,
+) -> bool {
+    if grp.state.node_ok.len() <= l.ix() {
+        grp.state.node_ok.resize_with(l.ix() + 1, IxVec::default);
+    }
+    if grp.state.node_ok[l].is_empty() {
+        let level = &grp.state.levels[l];
+        let r = &reqs[level.req as usize];
+        let ok: IxVec<NodeIx, bool> = nodes
+            .iter()
+            .map(|node| {
+                tolerated(&grp.tolerations, &node.taints, level.tolerate_prefer)
+                    && crate::fit::node_affinity_matches(
+                        std::slice::from_ref(r),
+                        std::slice::from_ref(&level.name_field),
+                        &node.name,
+                        &node.labels,
+                    )
+                    && crate::fit::volumes_match(&grp.volumes.volume_alts, &node.labels)
+            })
+            .collect();
+        grp.state.node_ok[l] = ok;
+    }
+    grp.state.node_ok[l][n]
+}
+
+/// Whether `tols` tolerate `taints` (PreferNoSchedule ones only with `tolerate_prefer`).
+pub(super) fn tolerated(tols: &[Toleration], taints: &[Taint], tolerate_prefer: bool) -> bool {
+    pod::untolerated_taint_with(tols, taints, !tolerate_prefer).is_none()
+}
