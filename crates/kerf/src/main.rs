@@ -30,12 +30,39 @@ mod validate;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// mimalloc's options, set by name in src/alloc_options.c (compiled against mimalloc's header).
+#[cfg(not(feature = "system-allocator"))]
+unsafe extern "C" {
+    fn kerf_mimalloc_keep_freed_memory();
+    fn kerf_mimalloc_keep_memory_tight();
+}
+
+/// Keeps the memory the simulator frees for its next use instead of giving it back to the
+/// system. Every pass of the controllers builds and drops scheduling contexts and every write
+/// makes a new version of an object; with mimalloc's default (freed pages given back after a
+/// few milliseconds), the next pass would fault them in again and the kernel zero them. For the
+/// commands that simulate (`simulate`, `serve`, `bench`), whose memory returns to its peak
+/// again and again while they run.
+pub fn keep_freed_memory() {
+    // SAFETY: sets an integer option of the allocator (mimalloc allows it at any time), before
+    // the command starts any other thread.
+    #[cfg(not(feature = "system-allocator"))]
+    unsafe {
+        kerf_mimalloc_keep_freed_memory();
+    }
+}
+
 /// Keeps the long-running controller's memory close to what it uses, where a memory limit has to
-/// fit its peak: the process takes no transparent huge pages (mimalloc asks for them on its
-/// arenas, and a 2 MiB page is resident as soon as one byte of it is used). The simulator keeps
-/// them: it frees and allocates scheduling contexts all the time, and huge pages make that
-/// cheaper.
+/// fit its peak: mimalloc gives freed memory back at once, and the process takes no transparent
+/// huge pages (mimalloc asks for them on its arenas, and a 2 MiB page is resident as soon as one
+/// byte of it is used). Each lowers the controller's peak RSS (see docs/performance.md).
 pub fn keep_memory_tight() {
+    // SAFETY: sets integer options of the allocator, which mimalloc allows at any time; called
+    // before the controller starts its runtime, while no other thread allocates.
+    #[cfg(not(feature = "system-allocator"))]
+    unsafe {
+        kerf_mimalloc_keep_memory_tight();
+    }
     #[cfg(target_os = "linux")]
     {
         let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
@@ -126,6 +153,9 @@ fn main() -> ExitCode {
     let clock = matches!(cli.command, Command::Simulate(_) | Command::Serve(_)).then(ManualClock::new);
     let default_log = if matches!(cli.command, Command::Controller(_)) { "info" } else { "off" };
     init_logging(clock.clone(), default_log);
+    if matches!(cli.command, Command::Simulate(_) | Command::Serve(_) | Command::Bench(_)) {
+        keep_freed_memory();
+    }
     if matches!(
         cli.command,
         Command::Simulate(_)
