@@ -1,6 +1,7 @@
-//! Forceful commands (expiration, interruption): the claim as such a command sees it, initialized
-//! or not, and the replacements its pods need. Budgets and do-not-disrupt do not hold these
-//! back, and pods that fit nowhere do not stop them.
+//! Commands on one claim decided outside the evaluation's methods (expiration, interruption,
+//! repair): the claim as such a command sees it, initialized or not, and the replacements its
+//! pods need. Pods that fit nowhere do not stop them; expiration and interruption are also
+//! forceful (budgets and do-not-disrupt do not hold them back).
 
 use std::sync::Arc;
 
@@ -9,10 +10,10 @@ use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{NewNodeClaim, SchedulingContext};
 
-use super::Disruption;
 use super::candidates::{Candidate, moves_with_node, node_price};
 use super::consolidation::what_if;
 use super::in_flight::{Destination, planned_moves};
+use super::{Command, Disruption, Reason};
 use crate::ctx::Ctx;
 use crate::input::TypesByPool;
 
@@ -20,8 +21,23 @@ use crate::input::TypesByPool;
 pub(crate) type ForcedReplacements = (Vec<NewNodeClaim>, Vec<(crate::state::ObjectKey, Destination)>);
 
 impl Disruption {
+    /// The command that disrupts `claim` for `reason`: its candidate and the replacements its
+    /// pods need.
+    pub(crate) fn forced_command<P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'_, P, C>,
+        claim: &NodeClaim,
+        types: &TypesByPool,
+        reason: Reason,
+        detail: String,
+    ) -> Command {
+        let cand = self.forced_candidate(cx, claim, types);
+        let (replacements, moves) = self.forced_replacements(cx, &cand, types);
+        Command { reason, candidates: vec![cand], replacements, detail, savings: 0.0, score: None, moves }
+    }
+
     /// A managed claim as a forceful command sees it (initialized or not).
-    pub(crate) fn forced_candidate<P: CloudProvider, C>(
+    fn forced_candidate<P: CloudProvider, C>(
         &self,
         cx: &Ctx<'_, P, C>,
         claim: &NodeClaim,
@@ -63,7 +79,7 @@ impl Disruption {
 
     /// Replacements for a forceful command: whatever new nodes the pods need (pods that fit
     /// nowhere do not stop it).
-    pub(crate) fn forced_replacements<P: CloudProvider, C>(
+    fn forced_replacements<P: CloudProvider, C>(
         &self,
         cx: &Ctx<'_, P, C>,
         cand: &Candidate,

@@ -10,7 +10,7 @@
 
 use kerf_cloud::CloudProvider;
 
-use super::{Command, Disruption, Reason};
+use super::{Disruption, Reason};
 use crate::ctx::Ctx;
 use crate::error::ControllerError;
 use kerf_api::cluster::{ClusterApi, EventRecord};
@@ -56,8 +56,6 @@ impl Disruption {
                 // A rebalance recommendation is only a hint: the node keeps running.
                 continue;
             }
-            let cand = self.forced_candidate(cx, &claim, &types);
-            let (replacements, moves) = self.forced_replacements(cx, &cand, &types);
             let detail = match notice.terminates_at {
                 Some(at) => format!(
                     "the cloud warned it reclaims the instance in {}s",
@@ -65,19 +63,8 @@ impl Disruption {
                 ),
                 None => format!("the cloud sent a {} notice", notice.kind),
             };
-            self.execute(
-                cx,
-                Command {
-                    reason: Reason::Interrupted,
-                    candidates: vec![cand],
-                    replacements,
-                    detail,
-                    savings: 0.0,
-                    score: None,
-                    moves,
-                },
-            )
-            .await?;
+            let cmd = self.forced_command(cx, &claim, &types, Reason::Interrupted, detail);
+            self.execute(cx, cmd).await?;
         }
         Ok(())
     }

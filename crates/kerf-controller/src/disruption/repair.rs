@@ -166,17 +166,8 @@ impl Disruption {
                 continue;
             }
             let Some(claim) = state.node_claim(&d.claim).cloned() else { continue };
-            let cand = self.forced_candidate(cx, &claim, types);
-            let (replacements, moves) = self.forced_replacements(cx, &cand, types);
-            command = Some(Command {
-                reason: Reason::Unhealthy,
-                candidates: vec![cand],
-                replacements,
-                detail: format!("{condition} (repaired after {})", minutes(d.policy.toleration.as_millis() as i64)),
-                savings: 0.0,
-                score: None,
-                moves,
-            });
+            let detail = format!("{condition} (repaired after {})", minutes(d.policy.toleration.as_millis() as i64));
+            command = Some(self.forced_command(cx, &claim, types, Reason::Unhealthy, detail));
         }
         command
     }

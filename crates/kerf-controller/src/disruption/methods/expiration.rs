@@ -6,7 +6,7 @@ use kerf_api::cluster::ClusterApi;
 use kerf_cloud::CloudProvider;
 
 use crate::ctx::Ctx;
-use crate::disruption::{Command, Disruption, Reason};
+use crate::disruption::{Disruption, Reason};
 use crate::error::ControllerError;
 use crate::util;
 
@@ -41,22 +41,9 @@ impl Disruption {
         self.validating = None;
         let types = cx.instance_types_by_pool().await;
         for (claim, after) in expired {
-            let cand = self.forced_candidate(cx, &claim, &types);
-            let (replacements, moves) = self.forced_replacements(cx, &cand, &types);
             let detail = format!("expireAfter {after} has passed since it was created");
-            self.execute(
-                cx,
-                Command {
-                    reason: Reason::Expired,
-                    candidates: vec![cand],
-                    replacements,
-                    detail,
-                    savings: 0.0,
-                    score: None,
-                    moves,
-                },
-            )
-            .await?;
+            let cmd = self.forced_command(cx, &claim, &types, Reason::Expired, detail);
+            self.execute(cx, cmd).await?;
         }
         Ok(())
     }
