@@ -2,6 +2,8 @@
 //! custom instance types (exact prices), asserting the reasons, the timing, the final fleet and
 //! its cost, and that every pod ends Running.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -58,17 +60,7 @@ fn scenario(name: &str, head: &str, pool: &str, steps: &str) -> String {
 }
 
 fn simulate(name: &str, yaml: &str) -> Value {
-    let dir = std::env::temp_dir().join(format!("kerf-disruption-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path: PathBuf = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, yaml).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["simulate", path.to_str().unwrap(), "--report", "json"])
-        .output()
-        .expect("run kerf");
-    std::fs::remove_file(&path).ok();
-    assert!(out.status.success(), "kerf simulate {name} failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("json report")
+    common::simulate_report("disruption", name, yaml)
 }
 
 fn disruptions(r: &Value) -> Vec<&Value> {

@@ -3,8 +3,7 @@
 //! `v3` and `v4`). kerf replaces nothing for the change of algorithm; once it has stamped the
 //! claims with its own hashes, a real change of the template still drifts them.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
 use serde_json::Value;
 
@@ -61,17 +60,7 @@ fn scenario(name: &str, later: &str) -> String {
 }
 
 fn simulate(name: &str, yaml: &str) -> Value {
-    let dir = std::env::temp_dir().join(format!("kerf-takeover-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path: PathBuf = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, yaml).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["simulate", path.to_str().unwrap(), "--report", "json"])
-        .output()
-        .expect("run kerf");
-    std::fs::remove_file(&path).ok();
-    assert!(out.status.success(), "kerf simulate {name} failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("json report")
+    common::simulate_report("takeover", name, yaml)
 }
 
 fn disruptions(r: &Value) -> &Vec<Value> {

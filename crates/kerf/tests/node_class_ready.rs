@@ -1,8 +1,7 @@
 //! Karpenter's NodeClassReady rule through `kerf simulate`: a NodePool whose EC2NodeClass is
 //! missing or not Ready launches nothing, and its pending pods say why, naming both.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
 use serde_json::Value;
 
@@ -30,17 +29,7 @@ fn scenario(name: &str, steps: &str) -> String {
 }
 
 fn simulate(name: &str, yaml: &str) -> Value {
-    let dir = std::env::temp_dir().join(format!("kerf-node-class-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path: PathBuf = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, yaml).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["simulate", path.to_str().unwrap(), "--report", "json"])
-        .output()
-        .expect("run kerf");
-    std::fs::remove_file(&path).ok();
-    assert!(out.status.success(), "kerf simulate {name} failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("json report")
+    common::simulate_report("node-class", name, yaml)
 }
 
 fn reasons(r: &Value) -> Vec<String> {

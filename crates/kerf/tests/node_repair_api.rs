@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use common::controller::{Controller, words};
 use common::*;
@@ -73,12 +72,8 @@ fn fail_gpu(s: &Served, node: &str) {
 #[test]
 fn a_node_whose_gpu_failed_is_replaced_over_the_api_and_do_not_repair_keeps_one() {
     let s = Served::start("repair-api", &["--controllers", "none"]);
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kerf"));
-    command
-        .args(["controller", "--cloud", "kwok", "--kubeconfig"])
-        .arg(&s.kubeconfig)
-        .args(["--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
-        .env("FEATURE_GATES", "NodeRepair=true");
+    let mut command = Controller::command(&s, &[]);
+    command.env("FEATURE_GATES", "NodeRepair=true");
     let c = Controller::spawn(&s, "repair", command);
     let path = write(&s.dir, "manifests.yaml", MANIFESTS);
     kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);

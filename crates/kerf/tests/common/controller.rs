@@ -19,13 +19,18 @@ pub struct Controller {
 impl Controller {
     /// `kerf controller --cloud kwok` against `s` with `extra` arguments.
     pub fn start(s: &Served, name: &str, extra: &[&str]) -> Controller {
+        Controller::spawn(s, name, Controller::command(s, extra))
+    }
+
+    /// The command [`Controller::start`] runs, for a test to add to (an environment variable).
+    pub fn command(s: &Served, extra: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_kerf"));
         command
             .args(["controller", "--cloud", "kwok", "--kubeconfig"])
             .arg(&s.kubeconfig)
             .args(["--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
             .args(extra);
-        Controller::spawn(s, name, command)
+        command
     }
 
     /// Runs `command` (a `kerf controller` against `s`), its stderr in the server's directory,

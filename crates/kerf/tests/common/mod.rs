@@ -203,6 +203,21 @@ pub fn http(served: &Served, method: &str, path: &str, content_type: &str, body:
     (code, body)
 }
 
+/// `kerf simulate` of the scenario `yaml` (written as `name`.yaml in a directory of its own for
+/// the test binary `tag`), its JSON report; the run must succeed.
+pub fn simulate_report(tag: &str, name: &str, yaml: &str) -> serde_json::Value {
+    let dir = std::env::temp_dir().join(format!("kerf-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scenario directory");
+    let path = write(&dir, &format!("{name}.yaml"), yaml);
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["simulate", path.to_str().expect("utf-8 path"), "--report", "json"])
+        .output()
+        .expect("run kerf");
+    std::fs::remove_file(&path).ok();
+    assert!(out.status.success(), "kerf simulate {name} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json report")
+}
+
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).expect("write manifest");
