@@ -31,6 +31,13 @@ pub fn rescheduled_when_node_goes(pod: &(impl PodView + ?Sized)) -> bool {
     daemonset_owner(pod).is_none() && !mirror(pod) && !terminal(pod)
 }
 
+/// Whether a pod of a node that goes must find room elsewhere: it is not going already, and it
+/// is [`rescheduled_when_node_goes`]. The pods a disruption what-if moves, and those whose
+/// eviction costs a candidate's disruption cost counts.
+pub fn moves_with_node(pod: &(impl PodView + ?Sized)) -> bool {
+    pod.meta().deletion_timestamp().is_none() && rescheduled_when_node_goes(pod)
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{Pod, PodStatus};
@@ -80,5 +87,16 @@ mod tests {
         assert!(!terminal(&web) && daemonset_owner(&web).is_none());
         assert!(rescheduled_when_node_goes(&web));
         assert!(rescheduled_when_node_goes(&SlimPod::from(&web)));
+    }
+
+    #[test]
+    fn a_pod_already_going_does_not_move_with_its_node() {
+        let mut web = pod("Running", Some("ReplicaSet"), &[]);
+        assert!(moves_with_node(&web));
+        web.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert!(!moves_with_node(&web));
+        assert!(!moves_with_node(&SlimPod::from(&web)));
+        assert!(!moves_with_node(&pod("Running", Some("DaemonSet"), &[])));
     }
 }

@@ -327,7 +327,12 @@ impl Disruption {
             let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
             let price = node_price(types, pool_name, &itype, &zone, &ct);
             let all_pods: Vec<&Arc<SlimPod>> = state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).collect();
-            let disruption_cost = node_disruption_cost(all_pods.iter().filter(|p| moves_with_node(p)).map(|p| &***p));
+            // The pods that must find room elsewhere when the node goes, as the scheduler's
+            // what-ifs move them: a pod that tolerates the disrupted taint is not evicted by the
+            // drain, but it goes with the node and its controller makes it again elsewhere.
+            let moving: Vec<Arc<SlimPod>> =
+                all_pods.iter().filter(|p| pod_facts::moves_with_node(&***p)).map(|p| Arc::clone(p)).collect();
+            let disruption_cost = node_disruption_cost(moving.iter().map(|p| &**p));
             let totals = budgets.pool_totals.entry(pool_name.clone()).or_default();
             totals.cost += price;
             totals.disruption += disruption_cost;
@@ -344,11 +349,7 @@ impl Disruption {
             if exclude.contains(claim.name()) || !claim.is_condition_true(CONDITION_INITIALIZED) {
                 continue;
             }
-            // The pods that must find room elsewhere when the node goes, as the scheduler's
-            // what-ifs move them: a pod that tolerates the disrupted taint is not evicted by the
-            // drain, but it goes with the node and its controller makes it again elsewhere.
-            let mut pods: Vec<Arc<SlimPod>> =
-                all_pods.iter().filter(|p| moves_with_node(p)).map(|p| Arc::clone(p)).collect();
+            let mut pods = moving;
             // Buffer room held here moves like its pods: a node holding it is not empty.
             pods.extend(room.remove(name.as_str()).unwrap_or_default());
             let node_protected = node
@@ -499,11 +500,4 @@ pub(crate) fn within_budget<'a>(
         }
     }
     out
-}
-
-/// Whether a pod of a disrupted node must find room elsewhere: not going already, and not one
-/// that stays with the node (a DaemonSet's, a mirror pod, a finished one). The scheduler's
-/// what-ifs move the same pods.
-pub(crate) fn moves_with_node(pod: &SlimPod) -> bool {
-    pod.metadata.deletion_timestamp.is_none() && pod_facts::rescheduled_when_node_goes(pod)
 }

@@ -10,7 +10,7 @@ use kerf_api::{NodeClaim, NodePool, labels};
 use kerf_cloud::CloudProvider;
 use kerf_scheduling::{NewNodeClaim, SchedulingContext};
 
-use super::candidates::{Candidate, moves_with_node, node_price};
+use super::candidates::{Candidate, node_price};
 use super::consolidation::what_if;
 use super::in_flight::{Destination, planned_moves};
 use super::{Command, Disruption, Reason};
@@ -52,7 +52,7 @@ impl Disruption {
         let pods: Vec<Arc<SlimPod>> = cx
             .state
             .pods_on_node(&node)
-            .filter(|p| moves_with_node(p))
+            .filter(|p| kerf_api::pod_facts::moves_with_node(&***p))
             .chain(cx.published.buffer_room.held_on(&node))
             .cloned()
             .collect();

@@ -85,16 +85,15 @@ fn changes_disruption(event: &WatchEvent, old: &ClusterState) -> bool {
             };
             let allocatable = |x: &Node| x.status.as_ref().and_then(|s| s.allocatable.clone());
             // A condition's status (not its heartbeat) can start node repair's countdown.
-            let conditions = |x: &Node| {
-                let all = x.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
-                all.iter().map(|c| (c.type_.clone(), c.status.clone())).collect::<Vec<_>>()
-            };
+            let (old_conditions, new_conditions) = (conditions(was), conditions(n));
+            let same_statuses = old_conditions.len() == new_conditions.len()
+                && old_conditions.iter().zip(new_conditions).all(|(a, b)| a.type_ == b.type_ && a.status == b.status);
             was.metadata.deletion_timestamp != n.metadata.deletion_timestamp
                 || was.metadata.labels != n.metadata.labels
                 || was.metadata.annotations != n.metadata.annotations
                 || was.spec != n.spec
                 || allocatable(was) != allocatable(n)
-                || conditions(was) != conditions(n)
+                || !same_statuses
         }
         // kerf's own record of the consolidations it watches changes no decision.
         WatchEvent::Applied(AnyObject::NodePool(p)) => {
@@ -112,4 +111,9 @@ fn without_watches(pool: &NodePool) -> NodePool {
         a.remove(labels::CONSOLIDATION_WATCHES);
     }
     p
+}
+
+/// A node's conditions as its status lists them.
+fn conditions(node: &Node) -> &[k8s_openapi::api::core::v1::NodeCondition] {
+    node.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default()
 }

@@ -402,9 +402,7 @@ fn replay_in_turn(input: &SchedulingInput, kv: &mut KubeView, turns: &[Turn<'_>]
         let on_nodes: Vec<Arc<SlimPod>> = idxs
             .iter()
             .flat_map(|&i| kv.view.nodes()[i].pods.iter())
-            .filter(|p| {
-                p.metadata.deletion_timestamp.is_none() && kerf_api::pod_facts::rescheduled_when_node_goes(&**p)
-            })
+            .filter(|p| kerf_api::pod_facts::moves_with_node(&***p))
             .cloned()
             .collect();
         let (k, f): (Vec<usize>, Vec<Arc<PodFilters>>) = on_nodes.iter().map(|p| kv.kind_of(p)).unzip();
