@@ -222,6 +222,27 @@ impl schemars::JsonSchema for NillableDuration {
     }
 }
 
+/// A duration the way kubectl prints ages: `45s`, `3m12s`, `17m`, `5h4m`, `3d2h`, `120d`.
+pub fn human(secs: i64) -> String {
+    let s = secs.max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86_400);
+    if s < 120 {
+        format!("{s}s")
+    } else if m < 10 {
+        if s % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", s % 60) }
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if d < 8 {
+        if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) }
+    } else {
+        format!("{d}d")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,5 +275,14 @@ mod tests {
         assert_eq!(serde_json::to_string(&n).unwrap(), "\"Never\"");
         let d: NillableDuration = serde_json::from_str("\"720h\"").unwrap();
         assert_eq!(d.duration(), Some(Duration::from_secs(720 * 3600)));
+    }
+
+    #[test]
+    fn ages_print_like_kubectl() {
+        assert_eq!(human(45), "45s");
+        assert_eq!(human(192), "3m12s");
+        assert_eq!(human(17 * 60), "17m");
+        assert_eq!(human(5 * 3600 + 4 * 60), "5h4m");
+        assert_eq!(human(3 * 86_400 + 2 * 3600), "3d2h");
     }
 }

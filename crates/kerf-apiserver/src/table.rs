@@ -138,30 +138,9 @@ fn crd_column(c: &PrinterColumn) -> Column {
     (c.name, c.type_, c.priority, cell)
 }
 
-/// A duration the way kubectl prints ages: `45s`, `3m12s`, `17m`, `5h4m`, `3d2h`, `120d`.
-pub fn human_duration(secs: i64) -> String {
-    let s = secs.max(0);
-    let (m, h, d) = (s / 60, s / 3600, s / 86_400);
-    if s < 120 {
-        format!("{s}s")
-    } else if m < 10 {
-        if s % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", s % 60) }
-    } else if h < 3 {
-        format!("{m}m")
-    } else if h < 8 {
-        if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) }
-    } else if h < 48 {
-        format!("{h}h")
-    } else if d < 8 {
-        if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) }
-    } else {
-        format!("{d}d")
-    }
-}
-
 fn since(now: Timestamp, stamp: Option<&str>) -> String {
     match stamp.and_then(|s| s.parse::<Timestamp>().ok()) {
-        Some(t) => human_duration((now.as_millisecond() - t.as_millisecond()) / 1000),
+        Some(t) => kerf_api::duration::human((now.as_millisecond() - t.as_millisecond()) / 1000),
         None => "<unknown>".to_string(),
     }
 }
@@ -281,15 +260,6 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ages_print_like_kubectl() {
-        assert_eq!(human_duration(45), "45s");
-        assert_eq!(human_duration(192), "3m12s");
-        assert_eq!(human_duration(17 * 60), "17m");
-        assert_eq!(human_duration(5 * 3600 + 4 * 60), "5h4m");
-        assert_eq!(human_duration(3 * 86_400 + 2 * 3600), "3d2h");
-    }
 
     #[test]
     fn node_pool_table_prints_the_crd_columns_with_nodes_from_status() {

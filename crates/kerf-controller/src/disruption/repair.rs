@@ -49,11 +49,6 @@ pub(crate) fn unhealthy_allowed(total: usize) -> usize {
     (total * UNHEALTHY_THRESHOLD_PERCENT).div_ceil(100)
 }
 
-fn minutes(ms: i64) -> String {
-    let s = ms.max(0) / 1000;
-    if s >= 120 { format!("{}m", s / 60) } else { format!("{s}s") }
-}
-
 /// A node repair would act on now.
 struct Due {
     node: String,
@@ -115,8 +110,12 @@ impl Disruption {
         let mut command = None;
         for d in due {
             let held = (now.as_millisecond() - d.since.as_millisecond()).max(0);
-            let condition =
-                format!("its {} condition has been {} for {}", d.policy.condition, d.policy.status, minutes(held));
+            let condition = format!(
+                "its {} condition has been {} for {}",
+                d.policy.condition,
+                d.policy.status,
+                kerf_api::duration::human(held / 1000)
+            );
             let node = state.node(&d.node);
             let annotated = node
                 .and_then(|n| n.metadata.annotations.as_ref())
@@ -166,7 +165,10 @@ impl Disruption {
                 continue;
             }
             let Some(claim) = state.node_claim(&d.claim).cloned() else { continue };
-            let detail = format!("{condition} (repaired after {})", minutes(d.policy.toleration.as_millis() as i64));
+            let detail = format!(
+                "{condition} (repaired after {})",
+                kerf_api::duration::human(d.policy.toleration.as_secs() as i64)
+            );
             command = Some(self.forced_command(cx, &claim, types, Reason::Unhealthy, detail));
         }
         command
