@@ -117,28 +117,18 @@ pub fn decide(cands: &[&Candidate], answer: &WhatIf, spot_to_spot: bool) -> Resu
 pub fn describe(cands: &[&Candidate], pods: usize, decision: &Decision) -> (String, f64) {
     let total: f64 = cands.iter().map(|c| c.price).sum();
     let nodes = if cands.len() == 1 { "its".to_string() } else { format!("these {} nodes'", cands.len()) };
-    match decision {
-        Decision::Delete => (
-            if pods == 0 {
-                format!(
-                    "{} empty; deleting saves {}",
-                    if cands.len() == 1 { "it is" } else { "they are" },
-                    dollars(total)
-                )
-            } else {
-                format!("{nodes} {pods} pod(s) fit on other nodes; deleting saves {}", dollars(total))
-            },
-            total,
+    let text = match decision {
+        Decision::Delete if pods == 0 => {
+            format!("{} empty; deleting saves {}", if cands.len() == 1 { "it is" } else { "they are" }, dollars(total))
+        }
+        Decision::Delete => format!("{nodes} {pods} pod(s) fit on other nodes; deleting saves {}", dollars(total)),
+        Decision::Replace { price, instance_type, .. } => format!(
+            "{nodes} {pods} pod(s) fit on 1 cheaper node ({instance_type}, {} instead of {})",
+            dollars(*price),
+            dollars(total)
         ),
-        Decision::Replace { price, instance_type, .. } => (
-            format!(
-                "{nodes} {pods} pod(s) fit on 1 cheaper node ({instance_type}, {} instead of {})",
-                dollars(*price),
-                dollars(total)
-            ),
-            total - price,
-        ),
-    }
+    };
+    (text, savings(cands, decision))
 }
 
 /// $/h a decision saves on `cands`: their price, less the replacement's.
