@@ -48,14 +48,12 @@ impl Disruption {
         let pool_name = get(labels::NODE_POOL);
         let (itype, zone, ct) = (get(labels::INSTANCE_TYPE), get(labels::ZONE), get(labels::CAPACITY_TYPE));
         let node = cx.state.node_for_claim(claim).and_then(|n| n.metadata.name.clone()).unwrap_or_default();
+        let mut pods: Vec<Arc<SlimPod>> =
+            cx.state.pods_on_node(&node).filter(|p| kerf_api::pod_facts::moves_with_node(&***p)).cloned().collect();
+        // As in `candidates`: the pods' eviction costs, not the buffer room's.
+        let disruption_cost = super::balanced::node_disruption_cost(pods.iter().map(|p| &**p));
         // Buffer room held here moves like its pods (its replacement keeps the room).
-        let pods: Vec<Arc<SlimPod>> = cx
-            .state
-            .pods_on_node(&node)
-            .filter(|p| kerf_api::pod_facts::moves_with_node(&***p))
-            .chain(cx.published.buffer_room.held_on(&node))
-            .cloned()
-            .collect();
+        pods.extend(cx.published.buffer_room.held_on(&node).cloned());
         Candidate {
             claim: claim.name().to_string(),
             price: node_price(types, &pool_name, &itype, &zone, &ct),
@@ -63,7 +61,7 @@ impl Disruption {
             instance_type: itype,
             capacity_type: ct,
             zone,
-            disruption_cost: super::balanced::node_disruption_cost(pods.iter().map(|p| &**p)),
+            disruption_cost,
             pods,
             consolidatable: false,
             not_consolidatable: None,
