@@ -255,7 +255,7 @@ impl SchedulingContext {
     pub(super) fn begin(&mut self) {
         self.query.journal.clear();
         self.forget_claims();
-        self.query.pool_limits = self.pools.all.iter().map(|p| (p.remaining.clone(), p.nodes_remaining)).collect();
+        self.query.pool_limits = self.pools.all.iter().map(|p| p.limits.clone()).collect();
     }
 
     /// Drops the query's claims and what is known of them.
@@ -284,9 +284,8 @@ impl SchedulingContext {
             }
         }
         self.forget_claims();
-        for (pool, (remaining, nodes)) in self.pools.all.iter_mut().zip(std::mem::take(&mut self.query.pool_limits)) {
-            pool.remaining = remaining;
-            pool.nodes_remaining = nodes;
+        for (pool, limits) in self.pools.all.iter_mut().zip(std::mem::take(&mut self.query.pool_limits)) {
+            pool.limits = limits;
         }
         self.query.removed.clear();
     }
@@ -417,7 +416,9 @@ impl SchedulingContext {
             self.query.removed.push(n);
             self.query.journal.push(Undo::Removed { node: n, old: self.nodes[n].schedulable });
             self.nodes[n].schedulable = false;
-            self.pools.release_limits(self.nodes[n].pool, &self.nodes[n].pool_usage);
+            if let Some(p) = self.nodes[n].pool {
+                self.pools[p].limits.release(&self.nodes[n].pool_usage);
+            }
             for j in 0..self.nodes[n].pods.len() {
                 let pi = self.nodes[n].pods[j];
                 let p = Arc::clone(self.pod(pi));

@@ -81,7 +81,7 @@ impl SchedulingContext {
         for d in domains {
             let r = self.interned.narrow(req, key, d);
             let cr = self.pools.compat(pool, r, &self.interned);
-            if self.pools.any_fit(pool, types, &cr, total) {
+            if self.pools[pool].table.any_fit(types, &cr, total) {
                 return Some((r, types.and(&cr)));
             }
         }
@@ -130,12 +130,15 @@ impl SchedulingContext {
                 // Limits were reserved (the largest candidate's capacity) when the claim was
                 // created; its candidates only shrink, so it cannot exceed them. Types where a
                 // DaemonSet takes one of the pod's host ports are out.
-                let plan =
-                    match self.pools.daemon_port_free_types(&self.groups[g].ports, pool).map(|free| types.and(&free)) {
-                        Some(free) if free.is_empty() => Err(true),
-                        Some(free) => self.plan_topology(at, c, req, &free, &total),
-                        None => self.plan_topology(at, c, req, &types, &total),
-                    };
+                let plan = match self.pools[pool]
+                    .table
+                    .daemon_port_free_types(&self.groups[g].ports)
+                    .map(|free| types.and(&free))
+                {
+                    Some(free) if free.is_empty() => Err(true),
+                    Some(free) => self.plan_topology(at, c, req, &free, &total),
+                    None => self.plan_topology(at, c, req, &types, &total),
+                };
                 self.query.claims[c].types = types;
                 plan
             }
@@ -157,7 +160,7 @@ impl SchedulingContext {
     ) -> Result<ClaimPlan, bool> {
         let pool = self.query.claims[c].pool;
         let compat = self.pools.compat(pool, req, &self.interned);
-        if !self.pools.any_fit(pool, types, &compat, total) {
+        if !self.pools[pool].table.any_fit(types, &compat, total) {
             return Err(false);
         }
         let mut types = types.and(&compat);
@@ -271,9 +274,9 @@ impl SchedulingContext {
                 }
             }
         }
-        if !self.pools[pool].min_values.is_empty() {
-            let fit = self.pools.fitting(pool, &types, total);
-            if self.pools.min_values_ok(pool, &fit).is_some() {
+        if !self.pools[pool].rules.min_values.is_empty() {
+            let fit = self.pools[pool].table.fitting(&types, total);
+            if self.pools[pool].min_values_ok(&fit).is_some() {
                 return Err(false);
             }
         }
@@ -289,7 +292,7 @@ impl SchedulingContext {
         if key == ZONE || key == CAPACITY_TYPE {
             let mut best: BTreeMap<String, f64> = BTreeMap::new();
             for i in types.iter() {
-                for o in p.types[i].offerings.iter().filter(|o| o.available) {
+                for o in p.table.types[i].offerings.iter().filter(|o| o.available) {
                     if r.allows(ZONE, &o.zone) && r.allows(CAPACITY_TYPE, &o.capacity_type) {
                         let v = if key == ZONE { &o.zone } else { &o.capacity_type };
                         let e = best.entry(v.clone()).or_insert(f64::INFINITY);
@@ -303,7 +306,7 @@ impl SchedulingContext {
         } else {
             let mut seen = BTreeSet::new();
             for i in types.iter() {
-                if let Some(v) = p.types[i].labels.get(key)
+                if let Some(v) = p.table.types[i].labels.get(key)
                     && r.allows(key, v)
                 {
                     seen.insert(v.clone());
@@ -330,14 +333,14 @@ impl SchedulingContext {
         let narrowed = plan.types != self.query.claims[c].types;
         let mut types = plan.types;
         while let Some(i) = types.first() {
-            if type_fits(&self.query.claims[c].requests, self.pools[pool].free.row(i)) {
+            if type_fits(&self.query.claims[c].requests, self.pools[pool].table.free.row(i)) {
                 break;
             }
             types.clear(i);
         }
         if narrowed {
             let mut max = std::mem::take(&mut self.query.claims[c].max_alloc);
-            self.pools.max_alloc_into(pool, &types, &mut max);
+            self.pools[pool].table.max_alloc_into(&types, &mut max);
             self.query.claims[c].max_alloc = max;
         }
         self.query.claims[c].types = types;
@@ -348,7 +351,7 @@ impl SchedulingContext {
             let ports = self.groups[g].ports.clone();
             self.query.claims[c].ports.extend(ports);
             // Nor may the types a cost cap set aside be ones a DaemonSet takes the ports on.
-            if let Some(free) = self.pools.daemon_port_free_types(&self.groups[g].ports, pool)
+            if let Some(free) = self.pools[pool].table.daemon_port_free_types(&self.groups[g].ports)
                 && let Some(spare) = self.query.claims[c].spare.as_ref()
             {
                 self.query.claims[c].spare = Some(spare.and(&free));
@@ -373,7 +376,7 @@ impl SchedulingContext {
         probe.clear();
         probe.extend(self.query.claims[c].requests.iter().zip(&self.query.min_request).map(|(a, b)| a + b));
         if !type_fits(&probe, &self.query.claims[c].max_alloc)
-            || !self.pools.any_fit(pool, &self.query.claims[c].types, &self.query.claims[c].types, &probe)
+            || !self.pools[pool].table.any_fit(&self.query.claims[c].types, &self.query.claims[c].types, &probe)
         {
             self.query.claims[c].open = false;
         }
@@ -389,26 +392,15 @@ impl SchedulingContext {
     pub(super) fn new_claim(&mut self, at: Attempt, p: PoolIx) -> Option<ClaimIx> {
         let (pi, g) = (at.pod, at.group);
         let req = self.pool_fit(at, p, Depth::Admission).ok()?;
-        let pool_req = self.pools.pool_req(p, &mut self.interned);
+        let pool_req = self.pools[p].rules.req(&mut self.interned);
         // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
         let total: Vec<i64> = self.pods.requests[pi].clone();
-        let ntypes = self.pools[p].types.len();
-        let mut candidates = Bits::empty(ntypes);
-        {
-            let pool = &self.pools[p];
-            for i in 0..ntypes {
-                // Only types whose capacity fits the remaining limits.
-                if !pool.limited
-                    || pool.capacity.row(i).iter().zip(&pool.remaining).all(|(c, r)| *r == i64::MAX || c <= r)
-                {
-                    candidates.set(i);
-                }
-            }
-        }
-        if let Some(free) = self.pools.daemon_port_free_types(&self.groups[g].ports, p) {
+        // Only types whose capacity fits the remaining limits.
+        let mut candidates = self.pools[p].types_within_limits();
+        if let Some(free) = self.pools[p].table.daemon_port_free_types(&self.groups[g].ports) {
             candidates = candidates.and(&free);
         }
-        if !self.pools.any_fit(p, &candidates, &candidates, &total) {
+        if !self.pools[p].table.any_fit(&candidates, &candidates, &total) {
             return None;
         }
         // Sized by cost first (see `packing`); uncapped when the capped claim cannot take the pod.
@@ -418,7 +410,7 @@ impl SchedulingContext {
         if let Some(sizing) = sizing {
             mix = sizing.mix;
             match sizing.cut {
-                Some(cut) if self.pools.any_fit(p, &cut, &cut, &total) => {
+                Some(cut) if self.pools[p].table.any_fit(&cut, &cut, &total) => {
                     let spare = Bits(candidates.0.iter().zip(&cut.0).map(|(a, b)| a & !b).collect());
                     let sized = Opening {
                         pool: p,
@@ -450,10 +442,10 @@ impl SchedulingContext {
     /// if its topology and the pool's limits allow.
     fn open_claim(&mut self, at: Attempt, opening: Opening, total: &[i64]) -> Option<ClaimIx> {
         let Opening { pool: p, pool_req, req, candidates, spare, mix, hostname } = opening;
-        let max_alloc = if self.pools[p].limited || spare.is_some() {
-            self.pools.max_alloc(p, &candidates)
+        let max_alloc = if self.pools[p].limits.limited || spare.is_some() {
+            self.pools[p].table.max_alloc_of(&candidates)
         } else {
-            self.pools[p].max_alloc.clone()
+            self.pools[p].table.max_alloc.clone()
         };
         let c = self.query.claims.push(Claim {
             pool: p,
@@ -472,17 +464,10 @@ impl SchedulingContext {
         });
         match self.plan_topology(at, c, req, &candidates, total) {
             Ok(plan)
-                if !self.pools.limits_matter(p)
-                    || self.pools.within_limits(&self.query.claims[c], &plan.types, total) =>
+                if !self.pools[p].limits_matter()
+                    || self.pools[p].within_limits(&self.query.claims[c].reserved, &plan.types, total) =>
             {
-                self.pools[p].nodes_remaining -= 1;
-                if self.pools[p].limited {
-                    let reserve = self.pools.reservation(p, &plan.types, total);
-                    for (rem, v) in self.pools[p].remaining.iter_mut().zip(&reserve) {
-                        if *rem != i64::MAX {
-                            *rem -= v;
-                        }
-                    }
+                if let Some(reserve) = self.pools[p].reserve(&plan.types, total) {
                     self.query.claims[c].reserved = reserve;
                 }
                 self.query.room.push(&self.query.claims[c].max_alloc, &self.query.claims[c].requests);
@@ -505,8 +490,8 @@ impl SchedulingContext {
         types.contains(i)
             || claim.spare.as_ref().is_some_and(|s| s.contains(i))
                 && compat.contains(i)
-                && (!self.pools[claim.pool].limited
-                    || type_fits(self.pools[claim.pool].capacity.row(i), &claim.reserved))
+                && (!self.pools[claim.pool].limits.limited
+                    || type_fits(self.pools[claim.pool].table.capacity.row(i), &claim.reserved))
     }
 
     /// Claim `c` as a NodeClaim to create (pod indexes are context indexes), and the price of
@@ -522,7 +507,7 @@ impl SchedulingContext {
             .iter()
             .copied()
             .filter(|(_, i)| {
-                self.launchable(c, &claim.types, &compat, *i) && type_fits(&claim.requests, pool.free.row(*i))
+                self.launchable(c, &claim.types, &compat, *i) && type_fits(&claim.requests, pool.table.free.row(*i))
             })
             .collect();
         let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
@@ -532,7 +517,7 @@ impl SchedulingContext {
             .filter(|(k, x)| k.as_str() != INSTANCE_TYPE && !x.is_any())
             .flat_map(|(k, x)| x.to_node_selector(k))
             .collect();
-        let mut labels = pool.labels.clone();
+        let mut labels = pool.rules.labels.clone();
         for (k, v) in r.single_valued_labels() {
             if k != INSTANCE_TYPE {
                 labels.insert(k, v);
@@ -543,18 +528,18 @@ impl SchedulingContext {
         // The pods' requests plus the DaemonSet overhead of the cheapest fitting type.
         let mut requests = claim.requests.clone();
         if let Some(first) = types.first() {
-            for (r, o) in requests.iter_mut().zip(pool.overhead.row(*first)) {
+            for (r, o) in requests.iter_mut().zip(pool.table.overhead.row(*first)) {
                 *r += o;
             }
         }
         let claim = NewNodeClaim {
             node_pool: pool.name.clone(),
             requirements,
-            instance_types: types.iter().map(|i| Arc::clone(&pool.types[*i])).collect(),
+            instance_types: types.iter().map(|i| Arc::clone(&pool.table.types[*i])).collect(),
             instance_type_min_values: r.get(INSTANCE_TYPE).and_then(|x| x.min_values),
             labels,
-            taints: pool.taints.clone(),
-            startup_taints: pool.startup_taints.clone(),
+            taints: pool.rules.taints.clone(),
+            startup_taints: pool.rules.startup_taints.clone(),
             pods,
             requests: self.res.list(&requests),
         };

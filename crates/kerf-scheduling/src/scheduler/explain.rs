@@ -1,10 +1,9 @@
 //! Explanations: for a pod placed nowhere, each existing node's reason (the one fit check's
 //! words, summarized as kube-scheduler does) and, per NodePool, what excluded it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use kerf_api::NodePool;
-use kerf_api::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
 
 use super::SchedulingContext;
 use super::ids::{Attempt, GroupIx, Idx, LevelIx, NodeIx, PodIx, PoolIx};
@@ -27,24 +26,6 @@ pub(super) fn limit_of(np: &NodePool, name: &str) -> String {
 }
 
 impl SchedulingContext {
-    /// The distinct values of `key` among pool `p`'s instance types (their labels, names, and
-    /// available offerings' zones and capacity types), sorted.
-    pub(super) fn type_values(&self, p: PoolIx, key: &str) -> Vec<String> {
-        let mut vals: BTreeSet<&str> = BTreeSet::new();
-        for t in &self.pools[p].types {
-            if key == ZONE || key == CAPACITY_TYPE {
-                for o in t.offerings.iter().filter(|o| o.available) {
-                    vals.insert(if key == ZONE { &o.zone } else { &o.capacity_type });
-                }
-            } else if let Some(v) = t.labels.get(key) {
-                vals.insert(v);
-            } else if key == INSTANCE_TYPE {
-                vals.insert(&t.name);
-            }
-        }
-        vals.into_iter().map(str::to_string).collect()
-    }
-
     /// Why pod `pi` fits nowhere: existing nodes summarized kube-scheduler style, then each
     /// NodePool with what excluded it (at the most relaxed level).
     pub(super) fn explain(&mut self, pi: PodIx, g: GroupIx) -> PodError {
@@ -110,7 +91,7 @@ impl SchedulingContext {
         let total = &self.pods.requests[at.pod];
         let name = |ri: usize| self.res.names[ri].as_str();
         match why {
-            Why::Taint(i) => match pool.taints.get(*i) {
+            Why::Taint(i) => match pool.rules.taints.get(*i) {
                 Some(t) => format!("untolerated taint {t}"),
                 None => "untolerated taint".to_string(),
             },
@@ -132,7 +113,7 @@ impl SchedulingContext {
             Why::NoOffering { excluding: Some(excluding), .. } => {
                 let (k, kr) = &**excluding;
                 // Name what the types do have, so both sides of the mismatch are visible.
-                let have = self.type_values(p, k);
+                let have = pool.table.values(k);
                 let have = if have.is_empty() {
                     String::new()
                 } else {
@@ -156,8 +137,8 @@ impl SchedulingContext {
                         format!(
                             "{name} (needs {} plus daemonset overhead {}, largest allocatable {})",
                             from_units(name, total[ri]),
-                            from_units(name, pool.overhead.get(best, ri)),
-                            from_units(name, pool.alloc.get(best, ri))
+                            from_units(name, pool.table.overhead.get(best, ri)),
+                            from_units(name, pool.table.alloc.get(best, ri))
                         )
                     })
                     .collect();
@@ -170,12 +151,12 @@ impl SchedulingContext {
                     .names
                     .iter()
                     .enumerate()
-                    .filter(|(ri, _)| pool.remaining[*ri] != i64::MAX)
+                    .filter(|(ri, _)| pool.limits.remaining[*ri] != i64::MAX)
                     .map(|(ri, name)| {
                         format!(
                             "{name} limit {} (remaining {})",
                             limit_of(&pool.node_pool, name),
-                            from_units(name, pool.remaining[ri].max(0))
+                            from_units(name, pool.limits.remaining[ri].max(0))
                         )
                     })
                     .collect();

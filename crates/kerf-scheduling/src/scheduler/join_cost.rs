@@ -72,7 +72,7 @@ impl SchedulingContext {
             return JoinCost::Free;
         }
         let level_req = self.groups[at.group].state.levels[at.level].req;
-        let pool_req = self.pools.pool_req(pool, &mut self.interned);
+        let pool_req = self.pools[pool].rules.req(&mut self.interned);
         let own = self.interned.intersect(pool_req, level_req);
         let (Some(worth), Some(left)) = (
             self.packing.pod_worth(&mut self.pools, &self.interned, pool, own, at.pod),
@@ -82,7 +82,7 @@ impl SchedulingContext {
         };
         // The narrowing is paid once: pods like this one the claim still has room for share it.
         let requests = &self.pods.requests[at.pod];
-        let free = self.pools[pool].free.row(t);
+        let free = self.pools[pool].table.free.row(t);
         let more = units_in(requests, free.iter().zip(total).map(|(f, u)| f - u));
         let sharing = more.saturating_add(1).min(left.max(1));
         if (after - before) / sharing as f64 > worth {
@@ -100,7 +100,7 @@ impl SchedulingContext {
         let order = self.pools.price_order(pool, req, &self.interned);
         let compat = self.pools.compat(pool, req, &self.interned);
         let types = types.unwrap_or(&self.query.claims[c].types);
-        let free = &self.pools[pool].free;
+        let free = &self.pools[pool].table.free;
         order.iter().copied().find(|(_, i)| type_fits(total, free.row(*i)) && self.launchable(c, types, &compat, *i))
     }
 }

@@ -5,6 +5,7 @@
 
 use super::claims::Claim;
 use super::ids::{ClaimIx, CounterIx, GroupIx, InverseIx, IxVec, NodeIx, PodIx};
+use super::pools::Limits;
 use super::room::RoomIndex;
 
 /// The running query's state: its new claims, what it changed (undone when it ends), and what
@@ -27,7 +28,7 @@ pub(super) struct Query {
     /// What the query changed.
     pub(super) journal: Vec<Undo>,
     /// Pool limits and node counts before the query.
-    pub(super) pool_limits: Vec<(Vec<i64>, i64)>,
+    pub(super) pool_limits: Vec<Limits>,
     /// Nodes taken away by a what-if.
     pub(super) removed: Vec<NodeIx>,
 }

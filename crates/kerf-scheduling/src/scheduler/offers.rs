@@ -34,7 +34,7 @@ impl Pools {
         res: &Resources,
     ) -> Option<Vec<PoolTypeView>> {
         let p = self.all.position(|x| x.name == pool)?;
-        let req = interned.intern_req(self[p].reqs.clone());
+        let req = interned.intern_req(self[p].rules.reqs.clone());
         let compat = self.compat(p, req, interned);
         let order = self.price_order(p, req, interned);
         let pods = res.index[PODS];
@@ -42,10 +42,10 @@ impl Pools {
         Some(
             order
                 .iter()
-                .filter(|(_, i)| compat.contains(*i) && pool.free.get(*i, pods) >= 0)
+                .filter(|(_, i)| compat.contains(*i) && pool.table.free.get(*i, pods) >= 0)
                 .map(|(price, i)| PoolTypeView {
-                    instance_type: Arc::clone(&pool.types[*i]),
-                    free: res.list(pool.free.row(*i)),
+                    instance_type: Arc::clone(&pool.table.types[*i]),
+                    free: res.list(pool.table.free.row(*i)),
                     price: *price,
                 })
                 .collect(),

@@ -255,8 +255,8 @@ impl Packing {
         // A batch that one claim of the largest types it may use holds is placed uncapped: one
         // claim, its cheapest fitting type.
         let types = self.undominated(pools, interned, p, req);
-        let n = pools[p].free.cols();
-        let free = &pools[p].free;
+        let n = pools[p].table.free.cols();
+        let free = &pools[p].table.free;
         let fits_one = (0..n).all(|d| {
             let most = types.iter().map(|(_, i)| free.get(*i, d)).max().unwrap_or(0);
             self.batch[d] <= most
@@ -276,7 +276,7 @@ impl Packing {
             }
         };
         let order = pools.price_order(p, req, interned);
-        let mut out = Bits::empty(pools[p].types.len());
+        let mut out = Bits::empty(pools[p].table.types.len());
         let mut cut = false;
         for &(price, i) in order.iter() {
             if candidates.contains(i) {
@@ -323,7 +323,7 @@ impl Packing {
         }
         let types = self.undominated(pools, interned, p, req);
         let shape = &self.shapes[s as usize];
-        let free = &pools[p].free;
+        let free = &pools[p].table.free;
         let w = types
             .iter()
             .filter_map(|&(price, i)| {
@@ -383,7 +383,7 @@ impl Packing {
         let order = pools.price_order(p, req, interned);
         let compat = pools.compat(p, req, interned);
         let pool = &pools[p];
-        let free = |i: usize| pool.free.row(i);
+        let free = |i: usize| pool.table.free.row(i);
         let types: Vec<(f64, usize)> = order
             .iter()
             .copied()
@@ -409,11 +409,11 @@ impl Packing {
     /// reused for the next claims, and the mix (see the module documentation).
     fn cost_target(&mut self, pools: &mut Pools, interned: &Interned, p: PoolIx, req: u32) -> Option<(f64, bool, Mix)> {
         let types = self.undominated(pools, interned, p, req);
-        let n = pools[p].free.cols();
+        let n = pools[p].table.free.cols();
         let pool = &pools[p];
         let table = Table {
             types: &types,
-            free: &pool.free,
+            free: &pool.table.free,
             n,
             shapes: &self.shapes,
             // No shape is mixable when mixes are off.
@@ -431,7 +431,7 @@ impl Packing {
             }
         }
         let shapes_left = left.iter().filter(|l| **l > 0).count();
-        let small = total.iter().zip(&pool.max_alloc).all(|(t, m)| *t <= 2 * m);
+        let small = total.iter().zip(&pool.table.max_alloc).all(|(t, m)| *t <= 2 * m);
         if small
             && shapes_left * types.len() * types.len() <= TAIL_CHECKS
             && let Some((pair, first)) = table.cheapest_pair(left)

@@ -84,7 +84,7 @@ impl SchedulingContext {
     /// (the pool's with the pod's, interned), or why not. See the module documentation.
     pub(super) fn pool_fit(&mut self, at: Attempt, p: PoolIx, depth: Depth) -> Result<u32, Why> {
         // Placement refuses an exhausted pool before anything else (nothing to intern).
-        if depth == Depth::Admission && self.pools[p].nodes_remaining <= 0 {
+        if depth == Depth::Admission && self.pools[p].limits.nodes_remaining <= 0 {
             return Err(Why::NodeLimit);
         }
         match depth {
@@ -95,21 +95,21 @@ impl SchedulingContext {
         let full = depth == Depth::Full;
         // A pool without types, or without a resource the pod asks for, fits nothing: a
         // claim's room check says so too, so placement leaves that to it.
-        if full && self.pools[p].types.is_empty() {
+        if full && self.pools[p].table.types.is_empty() {
             return Err(Why::NoInstanceTypes);
         }
-        if self.pools.daemon_port_conflict(&self.groups[g].ports, p) {
+        if self.pools[p].table.daemon_port_conflict(&self.groups[g].ports) {
             return Err(Why::DaemonSetPort);
         }
         let pool = &self.pools[p];
         if full
             && let Some(ri) =
-                self.pods.requests[pi].iter().zip(&pool.largest_alloc).position(|(r, most)| *r > 0 && *most <= 0)
+                self.pods.requests[pi].iter().zip(&pool.table.largest_alloc).position(|(r, most)| *r > 0 && *most <= 0)
         {
             return Err(Why::NoResource(ri));
         }
         let level_req = self.groups[g].state.levels[at.level].req;
-        let pool_req = self.pools.pool_req(p, &mut self.interned);
+        let pool_req = self.pools[p].rules.req(&mut self.interned);
         let req = self.interned.intersect(pool_req, level_req);
         if self.interned.unsat[req as usize] {
             return Err(Why::Unsatisfiable(req));
@@ -122,26 +122,22 @@ impl SchedulingContext {
             return Err(Why::NoOffering { req, excluding: self.excluding_requirement(p, req) });
         }
         let total = self.pods.requests[pi].clone();
-        let fit_any = self.pools.fitting(p, &compat, &total);
+        let fit_any = self.pools[p].table.fitting(&compat, &total);
         let pool = &self.pools[p];
         if fit_any.is_empty() {
             let short = (0..self.res.names.len())
-                .filter(|ri| total[*ri] > 0 && compat.iter().all(|i| pool.free.get(i, *ri) < total[*ri]))
-                .map(|ri| (ri, compat.iter().max_by_key(|i| pool.free.get(*i, ri)).unwrap_or(0)))
+                .filter(|ri| total[*ri] > 0 && compat.iter().all(|i| pool.table.free.get(i, *ri) < total[*ri]))
+                .map(|ri| (ri, compat.iter().max_by_key(|i| pool.table.free.get(*i, ri)).unwrap_or(0)))
                 .collect();
             return Err(Why::TooSmall { short });
         }
-        if pool.nodes_remaining <= 0 {
+        if pool.limits.nodes_remaining <= 0 {
             return Err(Why::NodeLimit);
         }
-        if pool.limited
-            && !fit_any
-                .iter()
-                .any(|i| pool.capacity.row(i).iter().zip(&pool.remaining).all(|(c, r)| *r == i64::MAX || c <= r))
-        {
+        if !fit_any.iter().any(|i| pool.limits.admit(pool.table.capacity.row(i))) {
             return Err(Why::Limits);
         }
-        if let Some((key, min, have)) = self.pools.min_values_ok(p, &fit_any) {
+        if let Some((key, min, have)) = self.pools[p].min_values_ok(&fit_any) {
             return Err(Why::MinValues { key, min, have });
         }
         // Topology: the pool can launch a node for the pod, yet placement found none.
@@ -183,11 +179,12 @@ impl SchedulingContext {
         let grp = &self.groups[at.group];
         let level = &grp.state.levels[at.level];
         let pool = &self.pools[p];
-        if let Some(t) = pod::untolerated_taint_with(&grp.tolerations, &pool.taints, !level.tolerate_prefer) {
-            return Err(Why::Taint(pool.taints.iter().position(|x| std::ptr::eq(x, t)).unwrap_or(0)));
+        if let Some(t) = pod::untolerated_taint_with(&grp.tolerations, &pool.rules.taints, !level.tolerate_prefer) {
+            return Err(Why::Taint(pool.rules.taints.iter().position(|x| std::ptr::eq(x, t)).unwrap_or(0)));
         }
-        pool.reqs
-            .compatible_strict(&self.interned.reqs[level.req as usize], |k| pool.type_keys.contains(k))
+        pool.rules
+            .reqs
+            .compatible_strict(&self.interned.reqs[level.req as usize], |k| pool.table.type_keys.contains(k))
             .map_err(|e| Why::Requirements(Arc::new(e)))
     }
 

@@ -300,17 +300,17 @@ pub(super) fn spread_domains(
     }
     let key = kerf_api::labels::normalize_key(&c.topology_key).to_string();
     for pool in &pools.all {
-        if c.honor_node_taints && pod::untolerated_taint_with(tols, &pool.taints, false).is_some() {
+        if c.honor_node_taints && pod::untolerated_taint_with(tols, &pool.rules.taints, false).is_some() {
             continue;
         }
         let combined: Vec<Requirements> = if c.honor_node_affinity {
             terms
                 .iter()
-                .filter(|r| pool.reqs.compatible_strict(r, |k| pool.type_keys.contains(k)).is_ok())
-                .map(|r| pool.reqs.intersect(r))
+                .filter(|r| pool.rules.reqs.compatible_strict(r, |k| pool.table.type_keys.contains(k)).is_ok())
+                .map(|r| pool.rules.reqs.intersect(r))
                 .collect()
         } else {
-            vec![pool.reqs.clone()]
+            vec![pool.rules.reqs.clone()]
         };
         if combined.is_empty() {
             continue;
@@ -324,15 +324,15 @@ pub(super) fn spread_domains(
             let allowed = combined.get(&key);
             let mut these: BTreeSet<String> = BTreeSet::new();
             if key == ZONE || key == CAPACITY_TYPE {
-                for t in &pool.types {
+                for t in &pool.table.types {
                     for o in t.offerings.iter().filter(|o| o.available) {
                         if combined.allows(ZONE, &o.zone) && combined.allows(CAPACITY_TYPE, &o.capacity_type) {
                             these.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
                         }
                     }
                 }
-            } else if pool.type_keys.contains(&key) && !pool.defined_keys.contains(&key) {
-                for t in &pool.types {
+            } else if pool.table.type_keys.contains(&key) && !pool.rules.defined_keys.contains(&key) {
+                for t in &pool.table.types {
                     if let Some(v) = t.labels.get(&key) {
                         these.insert(v.clone());
                     }
