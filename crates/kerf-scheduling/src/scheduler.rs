@@ -87,6 +87,7 @@ mod placement;
 mod pool_fit;
 mod pools;
 mod preferences;
+mod refusal;
 mod replay;
 mod resources;
 mod reuse;
@@ -320,7 +321,7 @@ impl SchedulingContext {
 
     /// The nodes the running what-if took away (see [`Gone`]).
     fn gone(&self) -> Gone<'_> {
-        Gone { nodes: &self.query.removed, all: &self.nodes, values: &self.interned.values }
+        Gone { nodes: &self.query.removed, all: &self.nodes }
     }
 
     /// The pod with context index `pi` (pending pods first, then existing ones).

@@ -10,6 +10,7 @@ use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 use super::SchedulingContext;
 use super::ids::{Attempt, ClaimIx, Idx, NodeIx, PodIx, PoolIx};
 use super::interning::Bits;
+use super::packing::ClaimMix;
 use super::pool_fit::Depth;
 use super::resources::type_fits;
 use crate::model::NewNodeClaim;
@@ -31,10 +32,8 @@ pub(super) struct Claim {
     /// in placing pods, but the finished claim still lists those its pods fit (dearer
     /// fallbacks for the launch) when the pool has no limits.
     pub(super) spare: Option<Bits>,
-    /// The mix the claim was sized for (see `packing::Sizing`), and the pods of each shape it
-    /// holds (empty without a mix).
-    pub(super) mix: Option<Arc<[u64]>>,
-    pub(super) held: Vec<u32>,
+    /// The mix the claim was sized for (see `packing::Sizing`) and what it holds of it.
+    pub(super) mix: ClaimMix,
 }
 
 /// A bin: an existing node (index) or a claim (index).
@@ -107,7 +106,7 @@ impl SchedulingContext {
         if self.pool_admits(pool, at).is_err() {
             return Err(true);
         }
-        if self.packing.over_mix(&self.query.claims[c], pi) {
+        if self.packing.over_mix(&self.query.claims[c].mix, pi) {
             return Err(false);
         }
         if !self.groups[g].ports.is_empty()
@@ -170,14 +169,14 @@ impl SchedulingContext {
         for s in &level.spreads {
             match self.claim_domain(c, req, &s.key) {
                 Some(d) => {
-                    if !self.topology.spread_allows(s, d, &self.gone()) {
+                    if !self.topology.spread_allows(s, d, self.gone(), &self.interned.values) {
                         // With a fresh-domain minimum of 0, counts only grow: never again.
                         return Err(s.fresh);
                     }
                 }
                 None => {
                     // Candidates: allowed domains, fewest pods first.
-                    let min = self.topology.spread_min(s, &self.gone());
+                    let min = self.topology.spread_min(s, self.gone(), &self.interned.values);
                     let counter = s.counter;
                     let mut cands: Vec<(i64, u32)> = s
                         .domains
@@ -346,7 +345,7 @@ impl SchedulingContext {
         self.query.claims[c].types = types;
         self.query.claims[c].req = plan.req;
         self.query.claims[c].pods.push(pi);
-        self.packing.mix_placed(&mut self.query.claims[c], pi);
+        self.packing.mix_placed(&mut self.query.claims[c].mix, pi);
         if !self.groups[g].ports.is_empty() {
             let ports = self.groups[g].ports.clone();
             self.query.claims[c].ports.extend(ports);
@@ -459,8 +458,7 @@ impl SchedulingContext {
             max_alloc,
             open: true,
             spare,
-            held: if mix.is_some() { vec![0; self.packing.shape_count()] } else { Vec::new() },
-            mix,
+            mix: self.packing.claim_mix(mix),
         });
         match self.plan_topology(at, c, req, &candidates, total) {
             Ok(plan)

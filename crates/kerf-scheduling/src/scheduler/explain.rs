@@ -7,7 +7,8 @@ use kerf_api::NodePool;
 
 use super::SchedulingContext;
 use super::ids::{Attempt, GroupIx, Idx, LevelIx, NodeIx, PodIx, PoolIx};
-use super::pool_fit::{Depth, Why};
+use super::pool_fit::Depth;
+use super::refusal::Why;
 use super::resources::from_units;
 use crate::model::PodError;
 

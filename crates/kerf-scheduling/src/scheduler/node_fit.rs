@@ -8,6 +8,7 @@ use kerf_api::Taint;
 
 use super::existing::Node;
 use super::ids::{Idx, IxVec, LevelIx, NodeIx};
+use super::interning::Interned;
 use super::preferences::{Group, Level};
 use super::resources::Resources;
 use super::topology::{Gone, Topology};
@@ -23,10 +24,10 @@ pub(super) struct NodeFit<'s> {
     pub(super) node: &'s Node,
     /// The pod's dense requests.
     pub(super) requests: &'s [i64],
-    /// The interned requirement sets.
-    pub(super) reqs: &'s [Requirements],
+    /// The interned requirement sets and label values.
+    pub(super) interned: &'s Interned,
     pub(super) topology: &'s Topology,
-    /// The nodes the running what-if took away, and the interned values.
+    /// The nodes the running what-if took away.
     pub(super) gone: Gone<'s>,
     pub(super) res: &'s Resources,
     pub(super) static_ok: bool,
@@ -62,7 +63,7 @@ impl crate::fit::FitQuery for NodeFit<'_> {
         let level = self.level();
         self.static_ok
             || crate::fit::node_affinity_matches(
-                std::slice::from_ref(&self.reqs[level.req as usize]),
+                std::slice::from_ref(&self.interned.reqs[level.req as usize]),
                 std::slice::from_ref(&level.name_field),
                 &self.node().name,
                 &self.node().labels,
@@ -82,8 +83,8 @@ impl crate::fit::FitQuery for NodeFit<'_> {
     }
     fn spread(&mut self) -> Result<(), crate::fit::Why> {
         for (i, sp) in self.level().spreads.iter().enumerate() {
-            let d = self.node.domain(self.gone.values, &sp.key).ok_or(crate::fit::Why::SpreadMissingLabel)?;
-            if !self.topology.spread_allows(sp, d, &self.gone) {
+            let d = self.node.domain(&self.interned.values, &sp.key).ok_or(crate::fit::Why::SpreadMissingLabel)?;
+            if !self.topology.spread_allows(sp, d, self.gone, &self.interned.values) {
                 return Err(crate::fit::Why::Spread(i));
             }
         }
@@ -92,20 +93,20 @@ impl crate::fit::FitQuery for NodeFit<'_> {
     fn existing_anti_affinity_ok(&mut self) -> bool {
         self.group.state.rejected_by.iter().all(|&i| {
             let inv = &self.topology.inverses[i];
-            self.node.domain(self.gone.values, &inv.key).is_none_or(|d| !inv.is_blocked(d))
+            self.node.domain(&self.interned.values, &inv.key).is_none_or(|d| !inv.is_blocked(d))
         })
     }
     fn anti_affinity_ok(&mut self) -> bool {
         self.level().anti.iter().all(|&c| {
             let counter = &self.topology.counters[c];
-            self.node.domain(self.gone.values, &counter.key).is_none_or(|d| counter.get(d) == 0)
+            self.node.domain(&self.interned.values, &counter.key).is_none_or(|d| counter.get(d) == 0)
         })
     }
     fn affinity_ok(&mut self) -> bool {
         self.level().affinity.iter().all(|set| {
             let (mut keys_present, mut pods_in_domains, mut none_anywhere) = (true, true, true);
             for c in set.counters.iter().map(|c| &self.topology.counters[*c]) {
-                match self.node.domain(self.gone.values, &c.key) {
+                match self.node.domain(&self.interned.values, &c.key) {
                     None => (keys_present, pods_in_domains) = (false, false),
                     Some(d) => pods_in_domains &= c.get(d) > 0,
                 }
@@ -121,7 +122,7 @@ impl crate::fit::FitQuery for NodeFit<'_> {
         self.res.names.get(i).map(String::as_str).unwrap_or("")
     }
     fn spread_detail(&self, i: usize) -> Option<String> {
-        self.level().spreads.get(i).map(|sp| self.topology.spread_counts(sp, self.gone.values))
+        self.level().spreads.get(i).map(|sp| self.topology.spread_counts(sp, &self.interned.values))
     }
 }
 

@@ -78,7 +78,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::claims::Claim;
 use super::facts::Pods;
 use super::ids::{GroupIx, IxVec, PodIx, PoolIx};
 use super::interning::{Bits, Interned};
@@ -123,6 +122,14 @@ pub(super) struct Sizing {
     /// Per shape of the run, the most pods of that shape the claim takes while pods of the
     /// other shapes it keeps room for are still to be placed; `None`: first fit decreasing.
     pub(super) mix: Option<Arc<[u64]>>,
+}
+
+/// The mix a claim was sized for (see [`Sizing::mix`]) and the pods of each shape it holds
+/// (empty without a mix).
+#[derive(Default)]
+pub(super) struct ClaimMix {
+    mix: Option<Arc<[u64]>>,
+    held: Vec<u32>,
 }
 
 /// A mix: per shape of the run, the most pods of that shape (see `Sizing::mix`).
@@ -336,9 +343,15 @@ impl Packing {
         w.is_finite().then_some(w)
     }
 
-    /// Whether pod `pi` would take claim `c` past its mix: the claim holds its share of the
-    /// pod's shape and keeps room for pods of other shapes still to be placed.
-    pub(super) fn over_mix(&self, claim: &Claim, pi: PodIx) -> bool {
+    /// The mix of a new claim sized for `mix` (none: first fit decreasing).
+    pub(super) fn claim_mix(&self, mix: Option<Arc<[u64]>>) -> ClaimMix {
+        let held = if mix.is_some() { vec![0; self.shapes.len()] } else { Vec::new() };
+        ClaimMix { mix, held }
+    }
+
+    /// Whether pod `pi` would take a claim with mix `claim` past it: the claim holds its share
+    /// of the pod's shape and keeps room for pods of other shapes still to be placed.
+    pub(super) fn over_mix(&self, claim: &ClaimMix, pi: PodIx) -> bool {
         let Some(mix) = &claim.mix else {
             return false;
         };
@@ -352,19 +365,14 @@ impl Packing {
             && mix.iter().enumerate().any(|(t, &m)| t != s && (held[t] as u64) < m && self.left[t] > 0)
     }
 
-    /// Pod `pi` joined claim `c`: one more of its shape there.
-    pub(super) fn mix_placed(&self, claim: &mut Claim, pi: PodIx) {
+    /// Pod `pi` joined a claim with mix `claim`: one more of its shape there.
+    pub(super) fn mix_placed(&self, claim: &mut ClaimMix, pi: PodIx) {
         if claim.mix.is_some()
             && let Some(&s) = self.shape_of.get(pi)
             && s != u32::MAX
         {
             claim.held[s as usize] += 1;
         }
-    }
-
-    /// The run's number of shapes (the length of a claim's mix).
-    pub(super) fn shape_count(&self) -> usize {
-        self.shapes.len()
     }
 
     /// Whether the last run had pods of two mixable shapes or more (a plan with mixes may

@@ -288,7 +288,7 @@ impl SchedulingContext {
             level: &group.state.levels[at.level],
             node: &self.nodes[n],
             requests: &self.pods.requests[at.pod],
-            reqs: &self.interned.reqs,
+            interned: &self.interned,
             topology: &self.topology,
             gone: self.gone(),
             res: &self.res,

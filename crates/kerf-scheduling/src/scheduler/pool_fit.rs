@@ -19,56 +19,9 @@ use kerf_api::labels::{HOSTNAME, NODE_POOL};
 
 use super::SchedulingContext;
 use super::ids::{Attempt, Idx, IxVec, PoolIx};
+use super::refusal::Why;
 use crate::pod;
-use crate::requirements::{Incompatible, Requirement, Requirements};
-
-/// Why a pod cannot go on a new claim of a NodePool.
-#[derive(Clone, Debug)]
-pub(super) enum Why {
-    /// The pool's taint at this index is not tolerated.
-    Taint(usize),
-    /// The pool's requirements and the pod's cannot both hold.
-    Requirements(Arc<Incompatible>),
-    NoInstanceTypes,
-    /// A host port the pod asks for is taken by a DaemonSet pod on every type.
-    DaemonSetPort,
-    /// No instance type has the resource at this index at all.
-    NoResource(usize),
-    /// No value satisfies both the pool's and the pod's requirements (interned) for some key.
-    Unsatisfiable(u32),
-    /// No instance type with an available offering satisfies the requirements `req`
-    /// (interned); `excluding`: the one requirement that alone excludes every type, if any.
-    NoOffering {
-        req: u32,
-        excluding: Option<Box<(String, Requirement)>>,
-    },
-    /// No compatible type fits the pod's requests: per resource no type has enough of, that
-    /// resource's index and the compatible type with the most of it left after DaemonSets.
-    TooSmall {
-        short: Vec<(usize, usize)>,
-    },
-    /// The pool's node limit is used up.
-    NodeLimit,
-    /// No compatible type that fits is within the pool's remaining resource limits.
-    Limits,
-    /// The fitting types offer only `have` distinct values of `key`, where minValues asks `min`.
-    MinValues {
-        key: String,
-        min: usize,
-        have: usize,
-    },
-    /// The level's spread constraint at this index cannot be met on a new node.
-    Spread(usize),
-    PodAffinity,
-    PodAntiAffinity,
-}
-
-impl Why {
-    /// Whether the pool was kept out by its limits alone.
-    pub(super) fn is_limit(&self) -> bool {
-        matches!(self, Why::NodeLimit | Why::Limits)
-    }
-}
+use crate::requirements::{Requirement, Requirements};
 
 /// How far [`SchedulingContext::pool_fit`] checks (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -143,7 +96,9 @@ impl SchedulingContext {
         // Topology: the pool can launch a node for the pod, yet placement found none.
         let level = &self.groups[g].state.levels[at.level];
         for (i, s) in level.spreads.iter().enumerate() {
-            if !s.fresh || !s.domains.iter().any(|d| self.topology.spread_allows(s, *d, &self.gone())) {
+            if !s.fresh
+                || !s.domains.iter().any(|d| self.topology.spread_allows(s, *d, self.gone(), &self.interned.values))
+            {
                 return Err(Why::Spread(i));
             }
         }

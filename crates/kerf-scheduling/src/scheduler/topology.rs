@@ -209,8 +209,9 @@ impl Topology {
     }
 
     /// The least count of spread plan `s`'s counter over its domains (those still alive in the
-    /// running what-if, `gone`), or 0 when fewer domains than its minimum are left.
-    pub(super) fn spread_min(&self, s: &SpreadPlan, gone: &Gone) -> i64 {
+    /// running what-if, `gone`; label values interned in `values`), or 0 when fewer domains than
+    /// its minimum are left.
+    pub(super) fn spread_min(&self, s: &SpreadPlan, gone: Gone, values: &Interner) -> i64 {
         if s.fresh {
             return 0;
         }
@@ -223,7 +224,7 @@ impl Topology {
             }
             return s.domains.iter().map(|d| c.get(*d)).min().unwrap_or(0);
         }
-        let alive = || (0..s.domains.len()).filter(|i| gone.domain_alive(s, *i)).map(|i| s.domains[i]);
+        let alive = || (0..s.domains.len()).filter(|i| gone.domain_alive(s, *i, values)).map(|i| s.domains[i]);
         if let Some(md) = s.min_domains
             && (alive().count() as i64) < md
         {
@@ -232,12 +233,18 @@ impl Topology {
         alive().map(|d| c.get(d)).min().unwrap_or(0)
     }
 
-    /// Whether a pod of spread plan `s` may go to domain `d` (the skew it would make holds).
-    pub(super) fn spread_allows(&self, s: &SpreadPlan, d: u32, gone: &Gone) -> bool {
+    /// Whether a pod of spread plan `s` may go to domain `d` (the skew it would make holds; see
+    /// [`spread_min`](Self::spread_min)).
+    pub(super) fn spread_allows(&self, s: &SpreadPlan, d: u32, gone: Gone, values: &Interner) -> bool {
         if !s.fresh && !s.domains.contains(&d) {
             return false;
         }
-        crate::fit::spread_skew_ok(self.counters[s.counter].get(d), s.self_match, self.spread_min(s, gone), s.max_skew)
+        crate::fit::spread_skew_ok(
+            self.counters[s.counter].get(d),
+            s.self_match,
+            self.spread_min(s, gone, values),
+            s.max_skew,
+        )
     }
 
     /// Spread plan `s`'s counts in its domains (named by `values`), in words.
@@ -254,21 +261,21 @@ impl Topology {
     }
 }
 
-/// The nodes the running what-if took away (`nodes`, none outside a what-if), with what reads
-/// their domains: a spread domain only they provided no longer counts.
+/// The nodes the running what-if took away (`nodes`, none outside a what-if) among `all`: a
+/// spread domain only they provided no longer counts.
+#[derive(Clone, Copy)]
 pub(super) struct Gone<'a> {
     pub(super) nodes: &'a [NodeIx],
     pub(super) all: &'a IxVec<NodeIx, Node>,
-    pub(super) values: &'a Interner,
 }
 
 impl Gone<'_> {
     /// Whether domain `i` of spread plan `s` still exists in the running what-if: a pool offers
     /// it, or some node in it is not removed.
-    fn domain_alive(&self, s: &SpreadPlan, i: usize) -> bool {
+    fn domain_alive(&self, s: &SpreadPlan, i: usize, values: &Interner) -> bool {
         let d = s.domains[i];
         s.from_pool[i]
-            || (self.nodes.iter().filter(|n| self.all[**n].domain(self.values, &s.key) == Some(d)).count() as u32)
+            || (self.nodes.iter().filter(|n| self.all[**n].domain(values, &s.key) == Some(d)).count() as u32)
                 < s.node_support[i]
     }
 }
