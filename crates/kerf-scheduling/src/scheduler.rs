@@ -98,9 +98,10 @@ use dearer::Verdicts;
 use existing::Node;
 pub use facts::PodFactsCache;
 use facts::{PodFacts, Pods};
-use ids::{GroupIx, Idx, IxVec, NodeIx, PodIx};
+use ids::{Attempt, GroupIx, Idx, IxVec, NodeIx, PodIx};
 use interning::Interned;
 use journal::{Query, Undo};
+use node_fit::NodeChecks;
 pub use offers::PoolTypeView;
 use packing::{MIX_PODS, MIX_SLACKS, Packing};
 use pools::Pools;
@@ -322,6 +323,19 @@ impl SchedulingContext {
     /// The nodes the running what-if took away (see [`Gone`]).
     fn gone(&self) -> Gone<'_> {
         Gone { nodes: &self.query.removed, all: &self.nodes }
+    }
+
+    /// The attempt's pod against the existing nodes (see [`NodeChecks`]).
+    fn node_checks(&mut self, at: Attempt) -> NodeChecks<'_> {
+        NodeChecks {
+            group: &mut self.groups[at.group],
+            level: at.level,
+            requests: &self.pods.requests[at.pod],
+            interned: &self.interned,
+            topology: &self.topology,
+            gone: Gone { nodes: &self.query.removed, all: &self.nodes },
+            res: &self.res,
+        }
     }
 
     /// The pod with context index `pi` (pending pods first, then existing ones).

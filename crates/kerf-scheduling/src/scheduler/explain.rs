@@ -66,13 +66,7 @@ impl SchedulingContext {
     }
 
     pub(super) fn node_reason(&mut self, at: Attempt, n: NodeIx) -> String {
-        match self.node_fit(at, n) {
-            Ok(()) => "node(s) would fit".into(),
-            Err(why) => {
-                let static_ok = self.node_static_ok(at, n);
-                crate::fit::describe(&self.node_query(at, n, static_ok), why).reason
-            }
-        }
+        self.node_checks(at).reason(n)
     }
 
     /// What excluded NodePool `p` (the pool-fit check's [`Why`] in words), and whether it was

@@ -1,7 +1,8 @@
 //! The one node-fit check ([`crate::fit::check`]) asked about existing nodes and in-flight
-//! claims: [`NodeFit`] answers its questions from the context's parts, and [`static_ok`] keeps
-//! per level the checks that do not change during a query (taints, node affinity, volume
-//! topology).
+//! claims. [`NodeChecks`] is an attempt's pod against the nodes: whether it fits one, and why
+//! not in kube-scheduler's words; [`NodeFit`] answers the check's questions about one node from
+//! the parts, and [`static_ok`] keeps per level the checks that do not change during a query
+//! (taints, node affinity, volume topology).
 
 use k8s_openapi::api::core::v1::Toleration;
 use kerf_api::Taint;
@@ -14,6 +15,77 @@ use super::resources::Resources;
 use super::topology::{Gone, Topology};
 use crate::pod;
 use crate::requirements::Requirements;
+
+/// An attempt's pod (its group at a level, its requests) against the existing nodes: the parts
+/// the node-fit check reads, and the group that keeps the level's verdicts per node.
+pub(super) struct NodeChecks<'s> {
+    pub(super) group: &'s mut Group,
+    pub(super) level: LevelIx,
+    /// The pod's dense requests.
+    pub(super) requests: &'s [i64],
+    pub(super) interned: &'s Interned,
+    pub(super) topology: &'s Topology,
+    /// Every node (`all`), and those the running what-if took away.
+    pub(super) gone: Gone<'s>,
+    pub(super) res: &'s Resources,
+}
+
+impl NodeChecks<'_> {
+    /// Whether the pod fits existing node `n`: cheap rejections first (the answer is the same;
+    /// only the reason's order differs).
+    pub(super) fn fits(&mut self, n: NodeIx) -> bool {
+        let node = &self.gone.all[n];
+        if !node.schedulable
+            || crate::fit::short_resource(
+                self.requests.iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
+            )
+            .is_some()
+        {
+            return false;
+        }
+        self.fit(n).is_ok()
+    }
+
+    /// The one node-fit check ([`crate::fit::check`]) for the pod on existing node `n`.
+    pub(super) fn fit(&mut self, n: NodeIx) -> Result<(), crate::fit::Why> {
+        // Taints, node affinity and volume zones do not change during a query: once per level.
+        let static_ok = self.static_ok(n);
+        crate::fit::check(&mut self.node(n, static_ok))
+    }
+
+    /// What the check says of existing node `n`, in kube-scheduler's words.
+    pub(super) fn reason(&mut self, n: NodeIx) -> String {
+        match self.fit(n) {
+            Ok(()) => "node(s) would fit".into(),
+            Err(why) => {
+                let static_ok = self.static_ok(n);
+                crate::fit::describe(&self.node(n, static_ok), why).reason
+            }
+        }
+    }
+
+    /// Whether the taints, node affinity and volume zones of the group at its level allow
+    /// existing node `n` (see [`static_ok`]).
+    fn static_ok(&mut self, n: NodeIx) -> bool {
+        static_ok(self.group, self.level, self.gone.all, &self.interned.reqs, n)
+    }
+
+    /// The fit check's questions about the pod on existing node `n`.
+    fn node(&self, n: NodeIx, static_ok: bool) -> NodeFit<'_> {
+        let group = &*self.group;
+        NodeFit {
+            group,
+            level: &group.state.levels[self.level],
+            node: &self.gone.all[n],
+            requests: self.requests,
+            interned: self.interned,
+            topology: self.topology,
+            gone: self.gone,
+            res: self.res,
+            static_ok,
+        }
+    }
+}
 
 /// The fit check's questions about an attempt's pod on existing node `n`, answered from the
 /// context's state. `static_ok`: the level's cached taint, node affinity and volume verdict for
@@ -128,7 +200,7 @@ impl crate::fit::FitQuery for NodeFit<'_> {
 
 /// Whether the taints, node affinity and volume zones of group `grp` at level `l` allow
 /// existing node `n` of `nodes` (computed for every node once per level).
-pub(super) fn static_ok(
+fn static_ok(
     grp: &mut Group,
     l: LevelIx,
     nodes: &IxVec<NodeIx, Node>,
@@ -160,6 +232,6 @@ pub(super) fn static_ok(
 }
 
 /// Whether `tols` tolerate `taints` (PreferNoSchedule ones only with `tolerate_prefer`).
-pub(super) fn tolerated(tols: &[Toleration], taints: &[Taint], tolerate_prefer: bool) -> bool {
+fn tolerated(tols: &[Toleration], taints: &[Taint], tolerate_prefer: bool) -> bool {
     pod::untolerated_taint_with(tols, taints, !tolerate_prefer).is_none()
 }

@@ -33,7 +33,6 @@ use super::SchedulingContext;
 use super::claims::Bin;
 use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx, NodeIx, PodIx};
 use super::join_cost::JoinCost;
-use super::node_fit::{self, NodeFit};
 use super::preferences::LevelParts;
 use crate::model::{PodError, PreferencePolicy};
 
@@ -195,7 +194,7 @@ impl SchedulingContext {
         let (pi, g) = (at.pod, at.group);
         for j in 0..self.query.roomy.len() {
             let n = self.query.roomy[j];
-            if self.node_fits(at, n) {
+            if self.node_checks(at).fits(n) {
                 self.commit_node(pi, g, n);
                 return Some(Bin::Node(n));
             }
@@ -250,50 +249,6 @@ impl SchedulingContext {
             }
         }
         None
-    }
-
-    /// Whether the attempt's pod fits existing node `n`.
-    pub(super) fn node_fits(&mut self, at: Attempt, n: NodeIx) -> bool {
-        // Cheap rejections first (the answer is the same; only the reason's order differs).
-        let node = &self.nodes[n];
-        if !node.schedulable
-            || crate::fit::short_resource(
-                self.pods.requests[at.pod].iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a)),
-            )
-            .is_some()
-        {
-            return false;
-        }
-        self.node_fit(at, n).is_ok()
-    }
-
-    /// The one node-fit check ([`crate::fit::check`]) for the attempt's pod on existing node `n`.
-    pub(super) fn node_fit(&mut self, at: Attempt, n: NodeIx) -> Result<(), crate::fit::Why> {
-        // Taints, node affinity and volume zones do not change during a query: once per level.
-        let static_ok = self.node_static_ok(at, n);
-        crate::fit::check(&mut self.node_query(at, n, static_ok))
-    }
-
-    /// Whether the taints, node affinity and volume zones of the attempt's group at its level
-    /// allow existing node `n` (see [`node_fit::static_ok`]).
-    pub(super) fn node_static_ok(&mut self, at: Attempt, n: NodeIx) -> bool {
-        node_fit::static_ok(&mut self.groups[at.group], at.level, &self.nodes, &self.interned.reqs, n)
-    }
-
-    /// The fit check's questions about the attempt's pod on existing node `n`.
-    pub(super) fn node_query(&self, at: Attempt, n: NodeIx, static_ok: bool) -> NodeFit<'_> {
-        let group = &self.groups[at.group];
-        NodeFit {
-            group,
-            level: &group.state.levels[at.level],
-            node: &self.nodes[n],
-            requests: &self.pods.requests[at.pod],
-            interned: &self.interned,
-            topology: &self.topology,
-            gone: self.gone(),
-            res: &self.res,
-            static_ok,
-        }
     }
 
     /// Pod `pi` of group `g` goes on existing node `n`: the node takes its requests and host
