@@ -104,6 +104,7 @@ use journal::{Query, Undo};
 use node_fit::NodeChecks;
 pub use offers::PoolTypeView;
 use packing::{MIX_PODS, MIX_SLACKS, Packing};
+use pool_fit::PoolFit;
 use pools::Pools;
 use preferences::Group;
 use replay::KubeViews;
@@ -335,6 +336,19 @@ impl SchedulingContext {
             topology: &self.topology,
             gone: Gone { nodes: &self.query.removed, all: &self.nodes },
             res: &self.res,
+        }
+    }
+
+    /// The attempt's pod against the NodePools (see [`PoolFit`]).
+    fn pool_fit(&mut self, at: Attempt) -> PoolFit<'_> {
+        PoolFit {
+            group: &mut self.groups[at.group],
+            level: at.level,
+            requests: &self.pods.requests[at.pod],
+            pools: &mut self.pools,
+            interned: &mut self.interned,
+            topology: &self.topology,
+            gone: Gone { nodes: &self.query.removed, all: &self.nodes },
         }
     }
 

@@ -103,7 +103,7 @@ impl SchedulingContext {
         let (pi, g) = (at.pod, at.group);
         let pool = self.query.claims[c].pool;
         let level_req = self.groups[g].state.levels[at.level].req;
-        if self.pool_admits(pool, at).is_err() {
+        if self.pool_fit(at).admits(pool).is_err() {
             return Err(true);
         }
         if self.packing.over_mix(&self.query.claims[c].mix, pi) {
@@ -390,7 +390,7 @@ impl SchedulingContext {
     /// Opens a claim of pool `p` for the attempt's pod, if the pool can take it.
     pub(super) fn new_claim(&mut self, at: Attempt, p: PoolIx) -> Option<ClaimIx> {
         let (pi, g) = (at.pod, at.group);
-        let req = self.pool_fit(at, p, Depth::Admission).ok()?;
+        let req = self.pool_fit(at).check(p, Depth::Admission).ok()?;
         let pool_req = self.pools[p].rules.req(&mut self.interned);
         // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
         let total: Vec<i64> = self.pods.requests[pi].clone();

@@ -72,7 +72,7 @@ impl SchedulingContext {
     /// What excluded NodePool `p` (the pool-fit check's [`Why`] in words), and whether it was
     /// (only) its limits.
     pub(super) fn pool_reason(&mut self, at: Attempt, p: PoolIx) -> (String, bool) {
-        match self.pool_fit(at, p, Depth::Full) {
+        match self.pool_fit(at).check(p, Depth::Full) {
             Ok(_) => {
                 ("no compatible instance type and offering fits with the pod's topology constraints".into(), false)
             }

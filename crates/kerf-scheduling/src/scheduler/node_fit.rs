@@ -200,13 +200,7 @@ impl crate::fit::FitQuery for NodeFit<'_> {
 
 /// Whether the taints, node affinity and volume zones of group `grp` at level `l` allow
 /// existing node `n` of `nodes` (computed for every node once per level).
-fn static_ok(
-    grp: &mut Group,
-    l: LevelIx,
-    nodes: &IxVec<NodeIx, Node>,
-    reqs: &[Requirements],
-    n: NodeIx,
-) -> bool {
+fn static_ok(grp: &mut Group, l: LevelIx, nodes: &IxVec<NodeIx, Node>, reqs: &[Requirements], n: NodeIx) -> bool {
     if grp.state.node_ok.len() <= l.ix() {
         grp.state.node_ok.resize_with(l.ix() + 1, IxVec::default);
     }

@@ -1,7 +1,7 @@
 //! Whether a pod can go on a new claim of a NodePool, and if not, why: the one check placement
 //! refuses a pool by and the explanations put into words ([`Why`]; `explain` only formats it).
 //!
-//! [`SchedulingContext::pool_fit`] asks, in one order: the pool's taints and requirements
+//! [`PoolFit::check`] asks, in one order: the pool's taints and requirements
 //! (cached per group level and pool, and asked of open claims of the pool too), whether it has
 //! instance types, DaemonSet host ports, resources no type has at all, requirements no value
 //! satisfies, then — on the pool's whole type table — available offerings, room, NodePool limits
@@ -17,13 +17,16 @@ use std::sync::Arc;
 
 use kerf_api::labels::{HOSTNAME, NODE_POOL};
 
-use super::SchedulingContext;
-use super::ids::{Attempt, Idx, IxVec, PoolIx};
+use super::ids::{Idx, IxVec, LevelIx, PoolIx};
+use super::interning::Interned;
+use super::pools::Pools;
+use super::preferences::Group;
 use super::refusal::Why;
+use super::topology::{Gone, Topology};
 use crate::pod;
 use crate::requirements::{Requirement, Requirements};
 
-/// How far [`SchedulingContext::pool_fit`] checks (see the module documentation).
+/// How far [`PoolFit::check`] checks (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Depth {
     /// The checks placement refuses a pool by before sizing a claim.
@@ -32,37 +35,50 @@ pub(super) enum Depth {
     Full,
 }
 
-impl SchedulingContext {
-    /// Whether the attempt's pod can go on a new claim of pool `p`: the claim's requirements
-    /// (the pool's with the pod's, interned), or why not. See the module documentation.
-    pub(super) fn pool_fit(&mut self, at: Attempt, p: PoolIx, depth: Depth) -> Result<u32, Why> {
+/// An attempt's pod (its group at a level, its requests) against the NodePools: the parts the
+/// check reads, the caches it fills (the pools' per requirement set, the interned sets) and the
+/// group that keeps its verdict per level and pool.
+pub(super) struct PoolFit<'s> {
+    pub(super) group: &'s mut Group,
+    pub(super) level: LevelIx,
+    /// The pod's dense requests.
+    pub(super) requests: &'s [i64],
+    pub(super) pools: &'s mut Pools,
+    pub(super) interned: &'s mut Interned,
+    pub(super) topology: &'s Topology,
+    pub(super) gone: Gone<'s>,
+}
+
+impl PoolFit<'_> {
+    /// Whether the pod can go on a new claim of pool `p`: the claim's requirements (the pool's
+    /// with the pod's, interned), or why not. See the module documentation.
+    pub(super) fn check(&mut self, p: PoolIx, depth: Depth) -> Result<u32, Why> {
         // Placement refuses an exhausted pool before anything else (nothing to intern).
         if depth == Depth::Admission && self.pools[p].limits.nodes_remaining <= 0 {
             return Err(Why::NodeLimit);
         }
         match depth {
-            Depth::Admission => self.pool_admits(p, at)?,
-            Depth::Full => self.admission(p, at)?,
+            Depth::Admission => self.admits(p)?,
+            Depth::Full => self.admission(p)?,
         }
-        let (pi, g) = (at.pod, at.group);
         let full = depth == Depth::Full;
         // A pool without types, or without a resource the pod asks for, fits nothing: a
         // claim's room check says so too, so placement leaves that to it.
         if full && self.pools[p].table.types.is_empty() {
             return Err(Why::NoInstanceTypes);
         }
-        if self.pools[p].table.daemon_port_conflict(&self.groups[g].ports) {
+        if self.pools[p].table.daemon_port_conflict(&self.group.ports) {
             return Err(Why::DaemonSetPort);
         }
         let pool = &self.pools[p];
         if full
             && let Some(ri) =
-                self.pods.requests[pi].iter().zip(&pool.table.largest_alloc).position(|(r, most)| *r > 0 && *most <= 0)
+                self.requests.iter().zip(&pool.table.largest_alloc).position(|(r, most)| *r > 0 && *most <= 0)
         {
             return Err(Why::NoResource(ri));
         }
-        let level_req = self.groups[g].state.levels[at.level].req;
-        let pool_req = self.pools[p].rules.req(&mut self.interned);
+        let level_req = self.group.state.levels[self.level].req;
+        let pool_req = self.pools[p].rules.req(self.interned);
         let req = self.interned.intersect(pool_req, level_req);
         if self.interned.unsat[req as usize] {
             return Err(Why::Unsatisfiable(req));
@@ -70,15 +86,15 @@ impl SchedulingContext {
         if !full {
             return Ok(req);
         }
-        let compat = self.pools.compat(p, req, &self.interned);
+        let compat = self.pools.compat(p, req, self.interned);
         if compat.is_empty() {
             return Err(Why::NoOffering { req, excluding: self.excluding_requirement(p, req) });
         }
-        let total = self.pods.requests[pi].clone();
-        let fit_any = self.pools[p].table.fitting(&compat, &total);
+        let total = self.requests;
+        let fit_any = self.pools[p].table.fitting(&compat, total);
         let pool = &self.pools[p];
         if fit_any.is_empty() {
-            let short = (0..self.res.names.len())
+            let short = (0..total.len())
                 .filter(|ri| total[*ri] > 0 && compat.iter().all(|i| pool.table.free.get(i, *ri) < total[*ri]))
                 .map(|ri| (ri, compat.iter().max_by_key(|i| pool.table.free.get(*i, ri)).unwrap_or(0)))
                 .collect();
@@ -94,10 +110,10 @@ impl SchedulingContext {
             return Err(Why::MinValues { key, min, have });
         }
         // Topology: the pool can launch a node for the pod, yet placement found none.
-        let level = &self.groups[g].state.levels[at.level];
+        let level = &self.group.state.levels[self.level];
         for (i, s) in level.spreads.iter().enumerate() {
             if !s.fresh
-                || !s.domains.iter().any(|d| self.topology.spread_allows(s, *d, self.gone(), &self.interned.values))
+                || !s.domains.iter().any(|d| self.topology.spread_allows(s, *d, self.gone, &self.interned.values))
             {
                 return Err(Why::Spread(i));
             }
@@ -105,22 +121,22 @@ impl SchedulingContext {
         if !level.affinity.is_empty() {
             return Err(Why::PodAffinity);
         }
-        if !level.anti.is_empty() || !self.groups[g].state.rejected_by.is_empty() {
+        if !level.anti.is_empty() || !self.group.state.rejected_by.is_empty() {
             return Err(Why::PodAntiAffinity);
         }
         Ok(req)
     }
 
-    /// Whether pool `p`'s taints and requirements take the attempt's group at its level
-    /// (cached per level and pool; asked of new and open claims of the pool alike).
-    pub(super) fn pool_admits(&mut self, p: PoolIx, at: Attempt) -> Result<(), Why> {
-        let (g, l) = (at.group, at.level);
-        if let Some(Some(known)) = self.groups[g].state.admits.get(l).and_then(|by_pool| by_pool.get(p)) {
+    /// Whether pool `p`'s taints and requirements take the group at its level (cached per
+    /// level and pool; asked of new and open claims of the pool alike).
+    pub(super) fn admits(&mut self, p: PoolIx) -> Result<(), Why> {
+        let l = self.level;
+        if let Some(Some(known)) = self.group.state.admits.get(l).and_then(|by_pool| by_pool.get(p)) {
             return known.clone();
         }
-        let verdict = self.admission(p, at);
+        let verdict = self.admission(p);
         let npools = self.pools.all.len();
-        let admits = &mut self.groups[g].state.admits;
+        let admits = &mut self.group.state.admits;
         if admits.len() <= l.ix() {
             admits.resize_with(l.ix() + 1, IxVec::default);
         }
@@ -129,10 +145,10 @@ impl SchedulingContext {
         verdict
     }
 
-    /// The pool's taints, then its requirements, against the attempt's group at its level.
-    fn admission(&self, p: PoolIx, at: Attempt) -> Result<(), Why> {
-        let grp = &self.groups[at.group];
-        let level = &grp.state.levels[at.level];
+    /// The pool's taints, then its requirements, against the group at its level.
+    fn admission(&self, p: PoolIx) -> Result<(), Why> {
+        let grp = &*self.group;
+        let level = &grp.state.levels[self.level];
         let pool = &self.pools[p];
         if let Some(t) = pod::untolerated_taint_with(&grp.tolerations, &pool.rules.taints, !level.tolerate_prefer) {
             return Err(Why::Taint(pool.rules.taints.iter().position(|x| std::ptr::eq(x, t)).unwrap_or(0)));
@@ -154,7 +170,7 @@ impl SchedulingContext {
             let mut one = Requirements::new();
             one.add(k, kr.clone());
             let id = self.interned.intern_req(one);
-            if self.pools.compat(p, id, &self.interned).is_empty() {
+            if self.pools.compat(p, id, self.interned).is_empty() {
                 return Some(Box::new((k.clone(), kr.clone())));
             }
         }
