@@ -94,18 +94,19 @@ mod reuse;
 mod room;
 mod topology;
 
+use claims::{ClaimParts, Claims};
 use dearer::Verdicts;
 use existing::Node;
 pub use facts::PodFactsCache;
 use facts::{PodFacts, Pods};
 use ids::{Attempt, GroupIx, Idx, IxVec, NodeIx, PodIx};
 use interning::Interned;
-use journal::{Query, Undo};
+use journal::Undo;
 use node_fit::NodeChecks;
 pub use offers::PoolTypeView;
 use packing::{MIX_PODS, MIX_SLACKS, Packing};
 use pool_fit::PoolFit;
-use pools::Pools;
+use pools::{Limits, Pools};
 use preferences::Group;
 use replay::KubeViews;
 pub use replay::{KeptKubeView, KubeReplay, Replacement, Turn};
@@ -154,6 +155,24 @@ pub struct SchedulingContext {
     packing: Packing,
     /// kube-scheduler's view of the existing nodes, for [`SchedulingContext::kube_replay`].
     kube: KubeViews,
+}
+
+/// The running query's state: its new claims, what it changed (undone when it ends), and what
+/// it placed against.
+#[derive(Default)]
+struct Query {
+    /// The new claims and the index of those with room.
+    claims: Claims,
+    /// The groups some claim refuses (see `GroupState::refused`).
+    refusing: Vec<GroupIx>,
+    /// The nodes with room for the smallest pod, in node order.
+    roomy: Vec<NodeIx>,
+    /// What the query changed.
+    journal: Vec<Undo>,
+    /// Pool limits before the query.
+    pool_limits: Vec<Limits>,
+    /// Nodes taken away by a what-if.
+    removed: Vec<NodeIx>,
 }
 
 impl SchedulingContext {
@@ -263,8 +282,7 @@ impl SchedulingContext {
 
     /// Drops the query's claims and what is known of them.
     fn forget_claims(&mut self) {
-        self.query.claims.clear();
-        self.query.room.clear(self.res.names.len());
+        self.query.claims.clear(self.res.names.len());
         for g in std::mem::take(&mut self.query.refusing) {
             self.groups[g].state.refused.clear();
         }
@@ -321,11 +339,6 @@ impl SchedulingContext {
         );
     }
 
-    /// The nodes the running what-if took away (see [`Gone`]).
-    fn gone(&self) -> Gone<'_> {
-        Gone { nodes: &self.query.removed, all: &self.nodes }
-    }
-
     /// The attempt's pod against the existing nodes (see [`NodeChecks`]).
     fn node_checks(&mut self, at: Attempt) -> NodeChecks<'_> {
         NodeChecks {
@@ -336,6 +349,23 @@ impl SchedulingContext {
             topology: &self.topology,
             gone: Gone { nodes: &self.query.removed, all: &self.nodes },
             res: &self.res,
+        }
+    }
+
+    /// What placing the attempt's pod on new claims reads and changes (see [`ClaimParts`]).
+    fn claim_parts(&mut self, at: Attempt) -> ClaimParts<'_> {
+        ClaimParts {
+            at,
+            group: &mut self.groups[at.group],
+            requests: &self.pods.requests[at.pod],
+            claims: &mut self.query.claims,
+            pools: &mut self.pools,
+            interned: &mut self.interned,
+            topology: &mut self.topology,
+            journal: &mut self.query.journal,
+            dearer: &mut self.dearer,
+            packing: &mut self.packing,
+            gone: Gone { nodes: &self.query.removed, all: &self.nodes },
         }
     }
 
@@ -399,8 +429,8 @@ impl SchedulingContext {
             new_node_claims: Vec::new(),
             errors: run.errors.into_iter().map(|(pod, e)| (pod.ix(), e)).collect(),
         };
-        for c in self.query.claims.indices() {
-            let (claim, price) = self.finish_claim(c);
+        for claim in self.query.claims.all.iter() {
+            let (claim, price) = claim.finish(&mut self.pools, &self.interned, &self.res);
             cost += price;
             result.new_node_claims.push(claim);
         }
@@ -473,8 +503,8 @@ impl SchedulingContext {
             new_node_claims: Vec::new(),
             unplaced: run.unplaced.iter().map(|pi| position(*pi)).collect(),
         };
-        for c in self.query.claims.indices() {
-            let (mut claim, price) = self.finish_claim(c);
+        for claim in self.query.claims.all.iter() {
+            let (mut claim, price) = claim.finish(&mut self.pools, &self.interned, &self.res);
             claim.pods = claim.pods.iter().map(|pi| position(PodIx::new(*pi))).collect();
             claim.pods.sort_unstable();
             out.new_node_claims.push(PricedClaim { claim, price });

@@ -1,21 +1,65 @@
-//! New NodeClaims: whether a pod joins an open claim or opens one, how a claim's topology
-//! domains are chosen (narrowing its requirements and instance types), and the finished claim
-//! with its compatible types cheapest first and its price.
+//! New NodeClaims: the running query's claims ([`Claims`]) and what placing a pod on them does,
+//! on the parts it reads and changes ([`ClaimParts`]): whether the pod joins an open claim or
+//! opens one, how a claim's topology domains are chosen (narrowing its requirements and
+//! instance types), and the finished claim ([`Claim::finish`]) with its compatible types
+//! cheapest first and its price.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 
-use super::SchedulingContext;
-use super::ids::{Attempt, ClaimIx, Idx, NodeIx, PodIx, PoolIx};
-use super::interning::Bits;
-use super::packing::ClaimMix;
-use super::pool_fit::Depth;
-use super::resources::type_fits;
+use super::dearer::Verdicts;
+use super::ids::{Attempt, ClaimIx, Idx, IxVec, NodeIx, PodIx, PoolIx};
+use super::interning::{Bits, Interned};
+use super::journal::Undo;
+use super::packing::{ClaimMix, Packing};
+use super::pool_fit::{Depth, PoolFit};
+use super::pools::{Pool, Pools};
+use super::preferences::Group;
+use super::resources::{Resources, type_fits};
+use super::room::RoomIndex;
+use super::topology::{Gone, Topology};
 use crate::model::NewNodeClaim;
 use crate::pod::HostPort;
 
+/// The running query's new claims, and what finds those with room for a pod.
+#[derive(Default)]
+pub(super) struct Claims {
+    /// In creation order.
+    pub(super) all: IxVec<ClaimIx, Claim>,
+    /// Which of them could take a pod of given requests (see `room`).
+    pub(super) room: RoomIndex,
+    /// A reusable buffer for a claim's requests plus a pod's.
+    pub(super) scratch: Vec<i64>,
+    /// Componentwise minimum request over the pods being placed (a claim that cannot fit it is
+    /// closed).
+    pub(super) min_request: Vec<i64>,
+}
+
+impl Index<ClaimIx> for Claims {
+    type Output = Claim;
+    fn index(&self, c: ClaimIx) -> &Claim {
+        &self.all[c]
+    }
+}
+
+impl IndexMut<ClaimIx> for Claims {
+    fn index_mut(&mut self, c: ClaimIx) -> &mut Claim {
+        &mut self.all[c]
+    }
+}
+
+impl Claims {
+    /// Drops every claim (`dims`: the number of resources).
+    pub(super) fn clear(&mut self, dims: usize) {
+        self.all.clear();
+        self.room.clear(dims);
+    }
+}
+
+/// A new claim of a NodePool, as placement builds it.
 pub(super) struct Claim {
     pub(super) pool: PoolIx,
     pub(super) req: u32,
@@ -58,17 +102,36 @@ struct Opening {
     hostname: u32,
 }
 
+/// What placing an attempt's pod on new claims reads and changes, borrowed from the context:
+/// the claims, the pools and interned sets whose caches it fills, the topology counts and the
+/// journal that records them, the verdicts and sizing of `dearer` and `packing`, and the pod's
+/// group (its level read, its pool verdicts kept).
+pub(super) struct ClaimParts<'s> {
+    pub(super) at: Attempt,
+    pub(super) group: &'s mut Group,
+    /// The pod's dense requests.
+    pub(super) requests: &'s [i64],
+    pub(super) claims: &'s mut Claims,
+    pub(super) pools: &'s mut Pools,
+    pub(super) interned: &'s mut Interned,
+    pub(super) topology: &'s mut Topology,
+    pub(super) journal: &'s mut Vec<Undo>,
+    pub(super) dearer: &'s mut Verdicts,
+    pub(super) packing: &'s mut Packing,
+    pub(super) gone: Gone<'s>,
+}
+
 /// The outcome of trying a pod on a claim: the narrowed requirements and candidate types.
 pub(super) struct ClaimPlan {
     pub(super) req: u32,
     pub(super) types: Bits,
 }
 
-impl SchedulingContext {
+impl ClaimParts<'_> {
     /// The first of `domains` that, set as `key`'s value on the claim's requirements `req`, still
     /// leaves an instance type of `pool` (among `types`) that fits `total`: the narrowed
     /// requirements and the types that remain.
-    pub(super) fn first_fitting_domain(
+    fn first_fitting_domain(
         &mut self,
         pool: PoolIx,
         req: u32,
@@ -79,7 +142,7 @@ impl SchedulingContext {
     ) -> Option<(u32, Bits)> {
         for d in domains {
             let r = self.interned.narrow(req, key, d);
-            let cr = self.pools.compat(pool, r, &self.interned);
+            let cr = self.pools.compat(pool, r, self.interned);
             if self.pools[pool].table.any_fit(types, &cr, total) {
                 return Some((r, types.and(&cr)));
             }
@@ -88,95 +151,84 @@ impl SchedulingContext {
     }
 
     /// The domain of claim `c` (with requirements `req`) for `key`, when determined.
-    pub(super) fn claim_domain(&self, c: ClaimIx, req: u32, key: &str) -> Option<u32> {
+    fn claim_domain(&self, c: ClaimIx, req: u32, key: &str) -> Option<u32> {
         if key == HOSTNAME {
-            return Some(self.query.claims[c].hostname);
+            return Some(self.claims[c].hostname);
         }
         // Every finite value of an interned requirement is interned (see `intern_req`).
         let v = self.interned.reqs[req as usize].get(key).and_then(|r| r.single_value())?;
         self.interned.values.ids.get(v).copied()
     }
 
-    /// Whether the attempt's pod fits claim `c`; `Err(true)` when the claim can never take
-    /// this group.
-    pub(super) fn claim_fits(&mut self, at: Attempt, c: ClaimIx) -> Result<ClaimPlan, bool> {
-        let (pi, g) = (at.pod, at.group);
-        let pool = self.query.claims[c].pool;
-        let level_req = self.groups[g].state.levels[at.level].req;
-        if self.pool_fit(at).admits(pool).is_err() {
+    /// Whether the pod fits claim `c`; `Err(true)` when the claim can never take this group.
+    pub(super) fn fits(&mut self, c: ClaimIx) -> Result<ClaimPlan, bool> {
+        let pi = self.at.pod;
+        let pool = self.claims[c].pool;
+        let level_req = self.group.state.levels[self.at.level].req;
+        if self.pool_fit().admits(pool).is_err() {
             return Err(true);
         }
-        if self.packing.over_mix(&self.query.claims[c].mix, pi) {
+        if self.packing.over_mix(&self.claims[c].mix, pi) {
             return Err(false);
         }
-        if !self.groups[g].ports.is_empty()
-            && self.groups[g].ports.iter().any(|a| self.query.claims[c].ports.iter().any(|b| a.conflicts(b)))
+        if !self.group.ports.is_empty()
+            && self.group.ports.iter().any(|a| self.claims[c].ports.iter().any(|b| a.conflicts(b)))
         {
             return Err(true);
         }
         // Resources first: cheap, and most claims that fail, fail here.
-        let mut total = std::mem::take(&mut self.query.scratch);
+        let mut total = std::mem::take(&mut self.claims.scratch);
         total.clear();
-        total.extend(self.query.claims[c].requests.iter().zip(&self.pods.requests[pi]).map(|(a, b)| a + b));
-        let result = if !type_fits(&total, &self.query.claims[c].max_alloc) {
+        total.extend(self.claims[c].requests.iter().zip(self.requests).map(|(a, b)| a + b));
+        let result = if !type_fits(&total, &self.claims[c].max_alloc) {
             Err(false)
         } else {
-            let req = self.interned.intersect(self.query.claims[c].req, level_req);
+            let req = self.interned.intersect(self.claims[c].req, level_req);
             if self.interned.unsat[req as usize] {
                 Err(true)
             } else {
-                let types = std::mem::replace(&mut self.query.claims[c].types, Bits(Vec::new()));
+                let types = std::mem::replace(&mut self.claims[c].types, Bits(Vec::new()));
                 // Limits were reserved (the largest candidate's capacity) when the claim was
                 // created; its candidates only shrink, so it cannot exceed them. Types where a
                 // DaemonSet takes one of the pod's host ports are out.
-                let plan = match self.pools[pool]
-                    .table
-                    .daemon_port_free_types(&self.groups[g].ports)
-                    .map(|free| types.and(&free))
-                {
-                    Some(free) if free.is_empty() => Err(true),
-                    Some(free) => self.plan_topology(at, c, req, &free, &total),
-                    None => self.plan_topology(at, c, req, &types, &total),
-                };
-                self.query.claims[c].types = types;
+                let plan =
+                    match self.pools[pool].table.daemon_port_free_types(&self.group.ports).map(|free| types.and(&free))
+                    {
+                        Some(free) if free.is_empty() => Err(true),
+                        Some(free) => self.plan_topology(c, req, &free, &total),
+                        None => self.plan_topology(c, req, &types, &total),
+                    };
+                self.claims[c].types = types;
                 plan
             }
         };
-        self.query.scratch = total;
+        self.claims.scratch = total;
         result
     }
 
     /// Resolves topology for a claim: checks determined domains and picks a domain for each
     /// undetermined key (narrowing the requirements), keeping some fitting type available.
     /// `Err(true)` when the claim can never take this group's pods.
-    pub(super) fn plan_topology(
-        &mut self,
-        at: Attempt,
-        c: ClaimIx,
-        mut req: u32,
-        types: &Bits,
-        total: &[i64],
-    ) -> Result<ClaimPlan, bool> {
-        let pool = self.query.claims[c].pool;
-        let compat = self.pools.compat(pool, req, &self.interned);
+    fn plan_topology(&mut self, c: ClaimIx, mut req: u32, types: &Bits, total: &[i64]) -> Result<ClaimPlan, bool> {
+        let pool = self.claims[c].pool;
+        let compat = self.pools.compat(pool, req, self.interned);
         if !self.pools[pool].table.any_fit(types, &compat, total) {
             return Err(false);
         }
         let mut types = types.and(&compat);
-        let g = at.group;
-        let level = Arc::clone(&self.groups[g].state.levels[at.level]);
+        let level = Arc::clone(&self.group.state.levels[self.at.level]);
         // Spread constraints.
         for s in &level.spreads {
             match self.claim_domain(c, req, &s.key) {
                 Some(d) => {
-                    if !self.topology.spread_allows(s, d, self.gone(), &self.interned.values) {
+                    if !self.topology.spread_allows(s, d, self.gone, &self.interned.values) {
                         // With a fresh-domain minimum of 0, counts only grow: never again.
                         return Err(s.fresh);
                     }
                 }
                 None => {
                     // Candidates: allowed domains, fewest pods first.
-                    let min = self.topology.spread_min(s, self.gone(), &self.interned.values);
+                    let min = self.topology.spread_min(s, self.gone, &self.interned.values);
                     let counter = s.counter;
                     let mut cands: Vec<(i64, u32)> = s
                         .domains
@@ -224,7 +276,7 @@ impl SchedulingContext {
                         let mut chosen = None;
                         for d in cands {
                             let r = self.interned.narrow(req, &key, d);
-                            let t = types.and(&self.pools.compat(pool, r, &self.interned));
+                            let t = types.and(&self.pools.compat(pool, r, self.interned));
                             if !t.is_empty() {
                                 chosen = Some((r, t));
                                 break;
@@ -239,12 +291,12 @@ impl SchedulingContext {
         }
         // Anti-affinity: own terms and others' terms against this pod.
         let n_own = level.anti.len();
-        let n_all = n_own + self.groups[g].state.rejected_by.len();
+        let n_all = n_own + self.group.state.rejected_by.len();
         for j in 0..n_all {
             let (counter, inverse) = if j < n_own {
                 (Some(level.anti[j]), None)
             } else {
-                (None, Some(self.groups[g].state.rejected_by[j - n_own]))
+                (None, Some(self.group.state.rejected_by[j - n_own]))
             };
             let key: &str = match (counter, inverse) {
                 (Some(ci), _) => &self.topology.counters[ci].key,
@@ -284,7 +336,7 @@ impl SchedulingContext {
 
     /// Values of `key` a claim of `pool` with requirements `req` and candidate `types` could take,
     /// cheapest first for zone and capacity type, else sorted by value.
-    pub(super) fn candidate_values(&mut self, pool: PoolIx, req: u32, key: &str, types: &Bits) -> Vec<u32> {
+    fn candidate_values(&mut self, pool: PoolIx, req: u32, key: &str, types: &Bits) -> Vec<u32> {
         let r = self.interned.reqs[req as usize].clone();
         let p = &self.pools[pool];
         let mut vals: Vec<(f64, String)>;
@@ -317,99 +369,99 @@ impl SchedulingContext {
         vals.into_iter().map(|(_, v)| self.interned.values.id(&v)).collect()
     }
 
-    /// Puts the attempt's pod on claim `c`, as `plan` narrowed it.
-    pub(super) fn commit_claim(&mut self, at: Attempt, c: ClaimIx, plan: ClaimPlan) {
-        let (pi, g) = (at.pod, at.group);
+    /// Puts the pod on claim `c`, as `plan` narrowed it.
+    pub(super) fn commit(&mut self, c: ClaimIx, plan: ClaimPlan) {
+        let pi = self.at.pod;
         self.dearer.claim_changed(c);
-        let pool = self.query.claims[c].pool;
-        for (t, v) in self.query.claims[c].requests.iter_mut().zip(&self.pods.requests[pi]) {
+        let pool = self.claims[c].pool;
+        for (t, v) in self.claims[c].requests.iter_mut().zip(self.requests) {
             *t += v;
         }
         // Drop the cheapest candidates that no longer fit (requests only grow, so they never
         // will again); the rest are checked when needed, and in full when the claim is output.
         // A looser bound is fine for a quick reject: recompute only when topology or requirements
         // narrowed the candidates, not when pruning dropped the too-small ones.
-        let narrowed = plan.types != self.query.claims[c].types;
+        let narrowed = plan.types != self.claims[c].types;
         let mut types = plan.types;
         while let Some(i) = types.first() {
-            if type_fits(&self.query.claims[c].requests, self.pools[pool].table.free.row(i)) {
+            if type_fits(&self.claims[c].requests, self.pools[pool].table.free.row(i)) {
                 break;
             }
             types.clear(i);
         }
         if narrowed {
-            let mut max = std::mem::take(&mut self.query.claims[c].max_alloc);
+            let mut max = std::mem::take(&mut self.claims[c].max_alloc);
             self.pools[pool].table.max_alloc_into(&types, &mut max);
-            self.query.claims[c].max_alloc = max;
+            self.claims[c].max_alloc = max;
         }
-        self.query.claims[c].types = types;
-        self.query.claims[c].req = plan.req;
-        self.query.claims[c].pods.push(pi);
-        self.packing.mix_placed(&mut self.query.claims[c].mix, pi);
-        if !self.groups[g].ports.is_empty() {
-            let ports = self.groups[g].ports.clone();
-            self.query.claims[c].ports.extend(ports);
+        self.claims[c].types = types;
+        self.claims[c].req = plan.req;
+        self.claims[c].pods.push(pi);
+        self.packing.mix_placed(&mut self.claims[c].mix, pi);
+        if !self.group.ports.is_empty() {
+            let ports = self.group.ports.clone();
+            self.claims[c].ports.extend(ports);
             // Nor may the types a cost cap set aside be ones a DaemonSet takes the ports on.
-            if let Some(free) = self.pools[pool].table.daemon_port_free_types(&self.groups[g].ports)
-                && let Some(spare) = self.query.claims[c].spare.as_ref()
+            if let Some(free) = self.pools[pool].table.daemon_port_free_types(&self.group.ports)
+                && let Some(spare) = self.claims[c].spare.as_ref()
             {
-                self.query.claims[c].spare = Some(spare.and(&free));
+                self.claims[c].spare = Some(spare.and(&free));
             }
         }
         // Count the pod in every counter it matches, where the claim's domain is determined.
         let req = plan.req;
-        for j in 0..self.groups[g].state.counted_by.len() {
-            let ci = self.groups[g].state.counted_by[j];
+        for j in 0..self.group.state.counted_by.len() {
+            let ci = self.group.state.counted_by[j];
             if let Some(d) = self.claim_domain(c, req, &self.topology.counters[ci].key) {
-                self.topology.count(&mut self.query.journal, ci, d, 1);
+                self.topology.count(self.journal, ci, d, 1);
             }
         }
-        for j in 0..self.groups[g].state.own_inverse.len() {
-            let ii = self.groups[g].state.own_inverse[j];
+        for j in 0..self.group.state.own_inverse.len() {
+            let ii = self.group.state.own_inverse[j];
             if let Some(d) = self.claim_domain(c, req, &self.topology.inverses[ii].key) {
-                self.topology.block(&mut self.query.journal, ii, d, 1);
+                self.topology.block(self.journal, ii, d, 1);
             }
         }
         // Close the claim when even the smallest pod of the batch no longer fits any type.
-        let mut probe = std::mem::take(&mut self.query.scratch);
+        let mut probe = std::mem::take(&mut self.claims.scratch);
         probe.clear();
-        probe.extend(self.query.claims[c].requests.iter().zip(&self.query.min_request).map(|(a, b)| a + b));
-        if !type_fits(&probe, &self.query.claims[c].max_alloc)
-            || !self.pools[pool].table.any_fit(&self.query.claims[c].types, &self.query.claims[c].types, &probe)
+        probe.extend(self.claims[c].requests.iter().zip(&self.claims.min_request).map(|(a, b)| a + b));
+        if !type_fits(&probe, &self.claims[c].max_alloc)
+            || !self.pools[pool].table.any_fit(&self.claims[c].types, &self.claims[c].types, &probe)
         {
-            self.query.claims[c].open = false;
+            self.claims[c].open = false;
         }
-        self.query.scratch = probe;
-        if self.query.claims[c].open {
-            self.query.room.set(c.ix(), &self.query.claims[c].max_alloc, &self.query.claims[c].requests);
+        self.claims.scratch = probe;
+        if self.claims[c].open {
+            let claim = &self.claims.all[c];
+            self.claims.room.set(c.ix(), &claim.max_alloc, &claim.requests);
         } else {
-            self.query.room.close(c.ix());
+            self.claims.room.close(c.ix());
         }
     }
 
-    /// Opens a claim of pool `p` for the attempt's pod, if the pool can take it.
-    pub(super) fn new_claim(&mut self, at: Attempt, p: PoolIx) -> Option<ClaimIx> {
-        let (pi, g) = (at.pod, at.group);
-        let req = self.pool_fit(at).check(p, Depth::Admission).ok()?;
-        let pool_req = self.pools[p].rules.req(&mut self.interned);
+    /// Opens a claim of pool `p` for the pod, if the pool can take it.
+    pub(super) fn open(&mut self, p: PoolIx) -> Option<ClaimIx> {
+        let req = self.pool_fit().check(p, Depth::Admission).ok()?;
+        let pool_req = self.pools[p].rules.req(self.interned);
         // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
-        let total: Vec<i64> = self.pods.requests[pi].clone();
+        let total = self.requests;
         // Only types whose capacity fits the remaining limits.
         let mut candidates = self.pools[p].types_within_limits();
-        if let Some(free) = self.pools[p].table.daemon_port_free_types(&self.groups[g].ports) {
+        if let Some(free) = self.pools[p].table.daemon_port_free_types(&self.group.ports) {
             candidates = candidates.and(&free);
         }
-        if !self.pools[p].table.any_fit(&candidates, &candidates, &total) {
+        if !self.pools[p].table.any_fit(&candidates, &candidates, total) {
             return None;
         }
         // Sized by cost first (see `packing`); uncapped when the capped claim cannot take the pod.
-        let sizing = self.packing.cost_sizing(&mut self.pools, &self.interned, p, req, &candidates);
-        let hostname = self.interned.values.id(&format!("{}-claim-{}", self.pools[p].name, self.query.claims.len()));
+        let sizing = self.packing.cost_sizing(self.pools, self.interned, p, req, &candidates);
+        let hostname = self.interned.values.id(&format!("{}-claim-{}", self.pools[p].name, self.claims.all.len()));
         let mut mix = None;
         if let Some(sizing) = sizing {
             mix = sizing.mix;
             match sizing.cut {
-                Some(cut) if self.pools[p].table.any_fit(&cut, &cut, &total) => {
+                Some(cut) if self.pools[p].table.any_fit(&cut, &cut, total) => {
                     let spare = Bits(candidates.0.iter().zip(&cut.0).map(|(a, b)| a & !b).collect());
                     let sized = Opening {
                         pool: p,
@@ -420,7 +472,7 @@ impl SchedulingContext {
                         mix: mix.clone(),
                         hostname,
                     };
-                    if let Some(c) = self.open_claim(at, sized, &total) {
+                    if let Some(c) = self.open_with(sized, total) {
                         return Some(c);
                     }
                     // Uncapped, the claim is not the type its mix was chosen for.
@@ -430,82 +482,91 @@ impl SchedulingContext {
                 None => {}
             }
         }
-        self.open_claim(
-            at,
-            Opening { pool: p, pool_req, req, candidates, spare: None, mix, hostname },
-            total.as_slice(),
-        )
+        self.open_with(Opening { pool: p, pool_req, req, candidates, spare: None, mix, hostname }, total)
     }
 
-    /// Opens the claim `opening` describes for the attempt's pod (whose requests are `total`),
-    /// if its topology and the pool's limits allow.
-    fn open_claim(&mut self, at: Attempt, opening: Opening, total: &[i64]) -> Option<ClaimIx> {
+    /// Opens the claim `opening` describes for the pod (whose requests are `total`), if its
+    /// topology and the pool's limits allow.
+    fn open_with(&mut self, opening: Opening, total: &[i64]) -> Option<ClaimIx> {
         let Opening { pool: p, pool_req, req, candidates, spare, mix, hostname } = opening;
         let max_alloc = if self.pools[p].limits.limited || spare.is_some() {
             self.pools[p].table.max_alloc_of(&candidates)
         } else {
             self.pools[p].table.max_alloc.clone()
         };
-        let c = self.query.claims.push(Claim {
+        let c = self.claims.all.push(Claim {
             pool: p,
             req: pool_req,
             types: candidates.clone(),
-            requests: vec![0; self.res.names.len()],
+            requests: vec![0; total.len()],
             pods: Vec::new(),
             hostname,
             ports: Vec::new(),
-            reserved: vec![0; self.res.names.len()],
+            reserved: vec![0; total.len()],
             max_alloc,
             open: true,
             spare,
             mix: self.packing.claim_mix(mix),
         });
-        match self.plan_topology(at, c, req, &candidates, total) {
+        match self.plan_topology(c, req, &candidates, total) {
             Ok(plan)
                 if !self.pools[p].limits_matter()
-                    || self.pools[p].within_limits(&self.query.claims[c].reserved, &plan.types, total) =>
+                    || self.pools[p].within_limits(&self.claims[c].reserved, &plan.types, total) =>
             {
                 if let Some(reserve) = self.pools[p].reserve(&plan.types, total) {
-                    self.query.claims[c].reserved = reserve;
+                    self.claims[c].reserved = reserve;
                 }
-                self.query.room.push(&self.query.claims[c].max_alloc, &self.query.claims[c].requests);
-                self.commit_claim(at, c, plan);
+                let claim = &self.claims.all[c];
+                self.claims.room.push(&claim.max_alloc, &claim.requests);
+                self.commit(c, plan);
                 Some(c)
             }
             _ => {
-                self.query.claims.pop();
+                self.claims.all.pop();
                 None
             }
         }
     }
 
-    /// Whether claim `c` may launch as type `i`, `types` its candidates and `compat` the types its
-    /// requirements allow: a candidate, or a type a cost cap set aside as far as the requirements
-    /// allow it (and, under NodePool limits, as far as the capacity the claim reserved): a
-    /// complete claim launches its cheapest fitting type.
-    pub(super) fn launchable(&self, c: ClaimIx, types: &Bits, compat: &Bits, i: usize) -> bool {
-        let claim = &self.query.claims[c];
+    /// The pool-fit check for the pod (see [`PoolFit`]).
+    fn pool_fit(&mut self) -> PoolFit<'_> {
+        PoolFit {
+            group: self.group,
+            level: self.at.level,
+            requests: self.requests,
+            pools: self.pools,
+            interned: self.interned,
+            topology: self.topology,
+            gone: self.gone,
+        }
+    }
+}
+
+impl Claim {
+    /// Whether the claim may launch as type `i` of its pool `pool`, `types` its candidates and
+    /// `compat` the types its requirements allow: a candidate, or a type a cost cap set aside
+    /// as far as the requirements allow it (and, under NodePool limits, as far as the capacity
+    /// the claim reserved): a complete claim launches its cheapest fitting type.
+    pub(super) fn launchable(&self, pool: &Pool, types: &Bits, compat: &Bits, i: usize) -> bool {
         types.contains(i)
-            || claim.spare.as_ref().is_some_and(|s| s.contains(i))
+            || self.spare.as_ref().is_some_and(|s| s.contains(i))
                 && compat.contains(i)
-                && (!self.pools[claim.pool].limits.limited
-                    || type_fits(self.pools[claim.pool].table.capacity.row(i), &claim.reserved))
+                && (!pool.limits.limited || type_fits(pool.table.capacity.row(i), &self.reserved))
     }
 
-    /// Claim `c` as a NodeClaim to create (pod indexes are context indexes), and the price of
-    /// its cheapest fitting instance type's cheapest compatible offering.
-    pub(super) fn finish_claim(&mut self, c: ClaimIx) -> (NewNodeClaim, f64) {
-        let (pool, req) = (self.query.claims[c].pool, self.query.claims[c].req);
-        let order = self.pools.price_order(pool, req, &self.interned);
-        let compat = self.pools.compat(pool, req, &self.interned);
-        let claim = &self.query.claims[c];
-        let pool = &self.pools[claim.pool];
-        let r = &self.interned.reqs[claim.req as usize];
+    /// The claim as a NodeClaim to create (pod indexes are context indexes; `res` names the
+    /// resources), and the price of its cheapest fitting instance type's cheapest compatible
+    /// offering.
+    pub(super) fn finish(&self, pools: &mut Pools, interned: &Interned, res: &Resources) -> (NewNodeClaim, f64) {
+        let order = pools.price_order(self.pool, self.req, interned);
+        let compat = pools.compat(self.pool, self.req, interned);
+        let pool = &pools[self.pool];
+        let r = &interned.reqs[self.req as usize];
         let fitting: Vec<(f64, usize)> = order
             .iter()
             .copied()
             .filter(|(_, i)| {
-                self.launchable(c, &claim.types, &compat, *i) && type_fits(&claim.requests, pool.table.free.row(*i))
+                self.launchable(pool, &self.types, &compat, *i) && type_fits(&self.requests, pool.table.free.row(*i))
             })
             .collect();
         let price = fitting.first().map(|(p, _)| *p).unwrap_or(f64::INFINITY);
@@ -521,10 +582,10 @@ impl SchedulingContext {
                 labels.insert(k, v);
             }
         }
-        let mut pods: Vec<usize> = claim.pods.iter().map(|p| p.ix()).collect();
+        let mut pods: Vec<usize> = self.pods.iter().map(|p| p.ix()).collect();
         pods.sort_unstable();
         // The pods' requests plus the DaemonSet overhead of the cheapest fitting type.
-        let mut requests = claim.requests.clone();
+        let mut requests = self.requests.clone();
         if let Some(first) = types.first() {
             for (r, o) in requests.iter_mut().zip(pool.table.overhead.row(*first)) {
                 *r += o;
@@ -539,7 +600,7 @@ impl SchedulingContext {
             taints: pool.rules.taints.clone(),
             startup_taints: pool.rules.startup_taints.clone(),
             pods,
-            requests: self.res.list(&requests),
+            requests: res.list(&requests),
         };
         (claim, price)
     }

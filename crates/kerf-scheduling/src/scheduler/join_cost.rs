@@ -50,11 +50,11 @@ impl SchedulingContext {
         if !self.packing.enabled || !self.packing.joins_by_worth || plan.req == self.query.claims[c].req {
             return JoinCost::Free;
         }
-        let mut total = std::mem::take(&mut self.query.scratch);
+        let mut total = std::mem::take(&mut self.query.claims.scratch);
         total.clear();
         total.extend(self.query.claims[c].requests.iter().zip(&self.pods.requests[at.pod]).map(|(a, b)| a + b));
         let cost = self.narrowing_cost(at, c, plan, &total);
-        self.query.scratch = total;
+        self.query.claims.scratch = total;
         cost
     }
 
@@ -101,7 +101,9 @@ impl SchedulingContext {
         let compat = self.pools.compat(pool, req, &self.interned);
         let types = types.unwrap_or(&self.query.claims[c].types);
         let free = &self.pools[pool].table.free;
-        order.iter().copied().find(|(_, i)| type_fits(total, free.row(*i)) && self.launchable(c, types, &compat, *i))
+        order.iter().copied().find(|(_, i)| {
+            type_fits(total, free.row(*i)) && self.query.claims[c].launchable(&self.pools[pool], types, &compat, *i)
+        })
     }
 }
 

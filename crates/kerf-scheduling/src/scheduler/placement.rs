@@ -51,22 +51,23 @@ impl SchedulingContext {
     /// placed). With `explain`, says why for each pod left.
     pub(super) fn run(&mut self, pods: &[PodIx], explain: bool) -> Run {
         let nres = self.res.names.len();
-        self.query.min_request = vec![i64::MAX; nres];
+        self.query.claims.min_request = vec![i64::MAX; nres];
         for &pi in pods {
-            for (m, v) in self.query.min_request.iter_mut().zip(&self.pods.requests[pi]) {
+            for (m, v) in self.query.claims.min_request.iter_mut().zip(&self.pods.requests[pi]) {
                 *m = (*m).min(*v);
             }
         }
         if pods.is_empty() {
             // Nothing to place (a what-if whose nodes hold only pods that stay): no sentinel
             // left to overflow the room checks below.
-            self.query.min_request.fill(0);
+            self.query.claims.min_request.fill(0);
         }
         // Nodes that cannot take even the smallest of these pods are never tried (nodes only
         // fill up during a run), so a run costs what it places, not the cluster's size.
         self.query.roomy.clear();
         for (n, node) in self.nodes.iter_enumerated() {
-            let room = self.query.min_request.iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a));
+            let room =
+                self.query.claims.min_request.iter().zip(&node.used).zip(&node.alloc).map(|((r, u), a)| (*r, *u, *a));
             if node.schedulable && crate::fit::short_resource(room).is_none() {
                 self.query.roomy.push(n);
             }
@@ -212,13 +213,13 @@ impl SchedulingContext {
             let first_level = at.level.ix() == 0;
             let refused: &[u64] = if first_level { &self.groups[g].state.refused } else { &[] };
             let skip = [refused, self.dearer.claims(slot)];
-            let Some(c) = self.query.room.first_fit(i, &self.pods.requests[pi], skip).map(ClaimIx::new) else {
+            let Some(c) = self.query.claims.room.first_fit(i, &self.pods.requests[pi], skip).map(ClaimIx::new) else {
                 break;
             };
-            match self.claim_fits(at, c) {
+            match self.claim_parts(at).fits(c) {
                 Ok(plan) => match self.join_cost(at, c, &plan) {
                     JoinCost::Free => {
-                        self.commit_claim(at, c, plan);
+                        self.claim_parts(at).commit(c, plan);
                         return Some(Bin::Claim(c));
                     }
                     JoinCost::Worth if dearer.is_none() => dearer = Some((c, plan)),
@@ -236,7 +237,7 @@ impl SchedulingContext {
             i = c.ix() + 1;
         }
         if let Some((c, plan)) = dearer {
-            self.commit_claim(at, c, plan);
+            self.claim_parts(at).commit(c, plan);
             return Some(Bin::Claim(c));
         }
         if !buy {
@@ -244,7 +245,7 @@ impl SchedulingContext {
         }
         // A new claim, NodePools by weight.
         for p in self.pools.all.indices() {
-            if let Some(c) = self.new_claim(at, p) {
+            if let Some(c) = self.claim_parts(at).open(p) {
                 return Some(Bin::Claim(c));
             }
         }
