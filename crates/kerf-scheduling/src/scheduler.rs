@@ -101,6 +101,7 @@ pub use facts::PodFactsCache;
 use facts::{PodFacts, Pods};
 use ids::{Attempt, GroupIx, Idx, IxVec, NodeIx, PodIx};
 use interning::Interned;
+use join_cost::JoinParts;
 use journal::Undo;
 use node_fit::NodeChecks;
 pub use offers::PoolTypeView;
@@ -366,6 +367,19 @@ impl SchedulingContext {
             dearer: &mut self.dearer,
             packing: &mut self.packing,
             gone: Gone { nodes: &self.query.removed, all: &self.nodes },
+        }
+    }
+
+    /// What pricing the attempt's pod's join reads (see [`JoinParts`]).
+    fn join_parts(&mut self, at: Attempt) -> JoinParts<'_> {
+        JoinParts {
+            pod: at.pod,
+            level_req: self.groups[at.group].state.levels[at.level].req,
+            requests: &self.pods.requests[at.pod],
+            claims: &mut self.query.claims,
+            pools: &mut self.pools,
+            interned: &mut self.interned,
+            packing: &mut self.packing,
         }
     }
 

@@ -18,7 +18,7 @@
 //! types a cost cap set aside included, under the narrowed requirements against under the
 //! claim's own), shared by the pods of its shape the narrowed claim holds (it, and as many more
 //! as the claim's room takes, at most those left), may be no more than what such a pod is
-//! worth on capacity of its own requirements (see `SchedulingContext::pod_worth`), and even then
+//! worth on capacity of its own requirements (see `Packing::pod_worth`), and even then
 //! the pod takes an open claim it joins as it is (one of its own requirements, opened earlier)
 //! first. Otherwise the pod goes on: to another claim, or to a claim of its own requirements
 //! that pods like it then share. The rule is a preference, never a reason to leave a pod
@@ -26,10 +26,11 @@
 //! room for a claim of their own). Consolidation's what-ifs do not size by cost and do not
 //! apply it.
 
-use super::SchedulingContext;
-use super::claims::ClaimPlan;
-use super::ids::{Attempt, ClaimIx};
-use super::interning::Bits;
+use super::claims::{ClaimPlan, Claims};
+use super::ids::{ClaimIx, PodIx};
+use super::interning::{Bits, Interned};
+use super::packing::Packing;
+use super::pools::Pools;
 use super::resources::type_fits;
 use crate::packing_bound::units_in;
 
@@ -44,24 +45,37 @@ pub(super) enum JoinCost {
     Dearer(Option<u64>),
 }
 
-impl SchedulingContext {
-    /// What the attempt's pod joining claim `c` as `plan` says costs the claim.
-    pub(super) fn join_cost(&mut self, at: Attempt, c: ClaimIx, plan: &ClaimPlan) -> JoinCost {
-        if !self.packing.enabled || !self.packing.joins_by_worth || plan.req == self.query.claims[c].req {
+/// What pricing a pod's join reads and the caches it fills: the query's claims (and their
+/// scratch buffer), the pools and interned sets, and packing's worths.
+pub(super) struct JoinParts<'s> {
+    pub(super) pod: PodIx,
+    /// The pod's requirements at its level (interned) and its dense requests.
+    pub(super) level_req: u32,
+    pub(super) requests: &'s [i64],
+    pub(super) claims: &'s mut Claims,
+    pub(super) pools: &'s mut Pools,
+    pub(super) interned: &'s mut Interned,
+    pub(super) packing: &'s mut Packing,
+}
+
+impl JoinParts<'_> {
+    /// What the pod joining claim `c` as `plan` says costs the claim.
+    pub(super) fn cost(&mut self, c: ClaimIx, plan: &ClaimPlan) -> JoinCost {
+        if !self.packing.enabled || !self.packing.joins_by_worth || plan.req == self.claims[c].req {
             return JoinCost::Free;
         }
-        let mut total = std::mem::take(&mut self.query.claims.scratch);
+        let mut total = std::mem::take(&mut self.claims.scratch);
         total.clear();
-        total.extend(self.query.claims[c].requests.iter().zip(&self.pods.requests[at.pod]).map(|(a, b)| a + b));
-        let cost = self.narrowing_cost(at, c, plan, &total);
-        self.query.claims.scratch = total;
+        total.extend(self.claims[c].requests.iter().zip(self.requests).map(|(a, b)| a + b));
+        let cost = self.narrowing_cost(c, plan, &total);
+        self.claims.scratch = total;
         cost
     }
 
-    /// `join_cost` once the claim's requirements narrow: `total` is the claim's requests with
-    /// the pod's.
-    fn narrowing_cost(&mut self, at: Attempt, c: ClaimIx, plan: &ClaimPlan, total: &[i64]) -> JoinCost {
-        let (pool, req) = (self.query.claims[c].pool, self.query.claims[c].req);
+    /// [`cost`](Self::cost) once the claim's requirements narrow: `total` is the claim's
+    /// requests with the pod's.
+    fn narrowing_cost(&mut self, c: ClaimIx, plan: &ClaimPlan, total: &[i64]) -> JoinCost {
+        let (pool, req) = (self.claims[c].pool, self.claims[c].req);
         let Some((before, _)) = self.cheapest_fitting(c, req, None, total) else {
             return JoinCost::Free;
         };
@@ -71,22 +85,19 @@ impl SchedulingContext {
         if after <= before {
             return JoinCost::Free;
         }
-        let level_req = self.groups[at.group].state.levels[at.level].req;
-        let pool_req = self.pools[pool].rules.req(&mut self.interned);
-        let own = self.interned.intersect(pool_req, level_req);
-        let (Some(worth), Some(left)) = (
-            self.packing.pod_worth(&mut self.pools, &self.interned, pool, own, at.pod),
-            self.packing.shape_left(at.pod),
-        ) else {
+        let pool_req = self.pools[pool].rules.req(self.interned);
+        let own = self.interned.intersect(pool_req, self.level_req);
+        let (Some(worth), Some(left)) =
+            (self.packing.pod_worth(self.pools, self.interned, pool, own, self.pod), self.packing.shape_left(self.pod))
+        else {
             return JoinCost::Worth;
         };
         // The narrowing is paid once: pods like this one the claim still has room for share it.
-        let requests = &self.pods.requests[at.pod];
         let free = self.pools[pool].table.free.row(t);
-        let more = units_in(requests, free.iter().zip(total).map(|(f, u)| f - u));
+        let more = units_in(self.requests, free.iter().zip(total).map(|(f, u)| f - u));
         let sharing = more.saturating_add(1).min(left.max(1));
         if (after - before) / sharing as f64 > worth {
-            JoinCost::Dearer(self.packing.worth_computed_at(pool, own, at.pod))
+            JoinCost::Dearer(self.packing.worth_computed_at(pool, own, self.pod))
         } else {
             JoinCost::Worth
         }
@@ -96,14 +107,15 @@ impl SchedulingContext {
     /// candidates (`None`: the claim's own), that holds `total`, at the prices `req` allows: its
     /// price and index.
     fn cheapest_fitting(&mut self, c: ClaimIx, req: u32, types: Option<&Bits>, total: &[i64]) -> Option<(f64, usize)> {
-        let pool = self.query.claims[c].pool;
-        let order = self.pools.price_order(pool, req, &self.interned);
-        let compat = self.pools.compat(pool, req, &self.interned);
-        let types = types.unwrap_or(&self.query.claims[c].types);
-        let free = &self.pools[pool].table.free;
-        order.iter().copied().find(|(_, i)| {
-            type_fits(total, free.row(*i)) && self.query.claims[c].launchable(&self.pools[pool], types, &compat, *i)
-        })
+        let claim = &self.claims[c];
+        let order = self.pools.price_order(claim.pool, req, self.interned);
+        let compat = self.pools.compat(claim.pool, req, self.interned);
+        let types = types.unwrap_or(&claim.types);
+        let pool = &self.pools[claim.pool];
+        order
+            .iter()
+            .copied()
+            .find(|(_, i)| type_fits(total, pool.table.free.row(*i)) && claim.launchable(pool, types, &compat, *i))
     }
 }
 

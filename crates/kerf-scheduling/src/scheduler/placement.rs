@@ -217,7 +217,7 @@ impl SchedulingContext {
                 break;
             };
             match self.claim_parts(at).fits(c) {
-                Ok(plan) => match self.join_cost(at, c, &plan) {
+                Ok(plan) => match self.join_parts(at).cost(c, &plan) {
                     JoinCost::Free => {
                         self.claim_parts(at).commit(c, plan);
                         return Some(Bin::Claim(c));
