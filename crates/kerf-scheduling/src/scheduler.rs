@@ -97,6 +97,7 @@ mod topology;
 use claims::{ClaimParts, Claims};
 use dearer::Verdicts;
 use existing::Node;
+use explain::ExplainParts;
 pub use facts::PodFactsCache;
 use facts::{PodFacts, Pods};
 use ids::{Attempt, GroupIx, Idx, IxVec, NodeIx, PodIx};
@@ -106,7 +107,6 @@ use journal::Undo;
 use node_fit::NodeChecks;
 pub use offers::PoolTypeView;
 use packing::{MIX_PODS, MIX_SLACKS, Packing};
-use pool_fit::PoolFit;
 use pools::{Limits, Pools};
 use preferences::Group;
 use replay::KubeViews;
@@ -383,16 +383,17 @@ impl SchedulingContext {
         }
     }
 
-    /// The attempt's pod against the NodePools (see [`PoolFit`]).
-    fn pool_fit(&mut self, at: Attempt) -> PoolFit<'_> {
-        PoolFit {
-            group: &mut self.groups[at.group],
-            level: at.level,
-            requests: &self.pods.requests[at.pod],
+    /// What explaining pod `pi` of group `g` reads (see [`ExplainParts`]).
+    fn explain_parts(&mut self, pi: PodIx, g: GroupIx) -> ExplainParts<'_> {
+        ExplainParts {
+            group: &mut self.groups[g],
+            requests: &self.pods.requests[pi],
             pools: &mut self.pools,
+            unavailable: &self.input.unavailable_node_pools,
             interned: &mut self.interned,
             topology: &self.topology,
             gone: Gone { nodes: &self.query.removed, all: &self.nodes },
+            res: &self.res,
         }
     }
 

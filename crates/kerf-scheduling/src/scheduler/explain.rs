@@ -1,15 +1,20 @@
-//! Explanations: for a pod placed nowhere, each existing node's reason (the one fit check's
-//! words, summarized as kube-scheduler does) and, per NodePool, what excluded it.
+//! Explanations: for a pod placed nowhere ([`ExplainParts`], the parts it reads), each
+//! existing node's reason (the one fit check's words, summarized as kube-scheduler does) and,
+//! per NodePool, what excluded it (the pool-fit check's [`Why`] in words).
 
 use std::collections::BTreeMap;
 
 use kerf_api::NodePool;
 
-use super::SchedulingContext;
-use super::ids::{Attempt, GroupIx, Idx, LevelIx, NodeIx, PodIx, PoolIx};
-use super::pool_fit::Depth;
+use super::ids::{Idx, LevelIx, PoolIx};
+use super::interning::Interned;
+use super::node_fit::NodeChecks;
+use super::pool_fit::{Depth, PoolFit};
+use super::pools::Pools;
+use super::preferences::Group;
 use super::refusal::Why;
-use super::resources::from_units;
+use super::resources::{Resources, from_units};
+use super::topology::{Gone, Topology};
 use crate::model::PodError;
 
 /// `a, b, c`, or the first few and how many more.
@@ -26,64 +31,99 @@ pub(super) fn limit_of(np: &NodePool, name: &str) -> String {
     np.spec.limits.as_ref().map(|l| l.get(name).to_string()).unwrap_or_default()
 }
 
-impl SchedulingContext {
-    /// Why pod `pi` fits nowhere: existing nodes summarized kube-scheduler style, then each
+/// What explaining a pod placed nowhere reads, and the caches its checks fill: the pod's group
+/// and requests, the NodePools (and those that cannot launch nodes), the interned sets, the
+/// topology, the nodes and the resource names.
+pub(super) struct ExplainParts<'s> {
+    pub(super) group: &'s mut Group,
+    /// The pod's dense requests.
+    pub(super) requests: &'s [i64],
+    pub(super) pools: &'s mut Pools,
+    /// The NodePools that cannot launch nodes, with why.
+    pub(super) unavailable: &'s BTreeMap<String, String>,
+    pub(super) interned: &'s mut Interned,
+    pub(super) topology: &'s Topology,
+    /// Every node (`all`), and those the running what-if took away.
+    pub(super) gone: Gone<'s>,
+    pub(super) res: &'s Resources,
+}
+
+impl ExplainParts<'_> {
+    /// Why the pod fits nowhere: existing nodes summarized kube-scheduler style, then each
     /// NodePool with what excluded it (at the most relaxed level).
-    pub(super) fn explain(&mut self, pi: PodIx, g: GroupIx) -> PodError {
-        if let Some(why) = &self.groups[g].volumes.unresolvable {
+    pub(super) fn explain(&mut self) -> PodError {
+        if let Some(why) = &self.group.volumes.unresolvable {
             return PodError { reason: "UnresolvableVolume".to_string(), message: why.clone() };
         }
-        let l = LevelIx::new(self.groups[g].state.levels.len().saturating_sub(1));
-        let at = Attempt { pod: pi, group: g, level: l };
+        let l = LevelIx::new(self.group.state.levels.len().saturating_sub(1));
         let mut parts: Vec<String> = Vec::new();
-        if !self.nodes.is_empty() {
+        let nodes = self.gone.all;
+        if !nodes.is_empty() {
             let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-            for n in self.nodes.indices() {
-                let why = self.node_reason(at, n);
-                *reasons.entry(why).or_insert(0) += 1;
+            let mut checks = self.node_checks(l);
+            for n in nodes.indices() {
+                *reasons.entry(checks.reason(n)).or_insert(0) += 1;
             }
             let list: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
-            parts.push(format!("0/{} nodes are available: {}", self.nodes.len(), list.join(", ")));
+            parts.push(format!("0/{} nodes are available: {}", nodes.len(), list.join(", ")));
         }
         let mut all_limits = !self.pools.all.is_empty();
         for p in self.pools.all.indices() {
-            let (why, is_limit) = self.pool_reason(at, p);
+            let (why, is_limit) = self.pool_reason(l, p);
             all_limits &= is_limit;
             parts.push(format!("NodePool {}: {}", self.pools[p].name, why));
         }
-        for (name, why) in &self.input.unavailable_node_pools {
+        for (name, why) in self.unavailable {
             all_limits = false;
             parts.push(format!("NodePool {name}: {why}"));
         }
-        if self.pools.all.is_empty() && self.input.unavailable_node_pools.is_empty() {
+        if self.pools.all.is_empty() && self.unavailable.is_empty() {
             parts.push("no NodePool can launch nodes".to_string());
         }
         let mut message = parts.join("; ");
-        if let Some(r) = self.groups[g].state.levels.get(l).and_then(|x| x.relaxed.clone()) {
+        if let Some(r) = self.group.state.levels.get(l).and_then(|x| x.relaxed.clone()) {
             message.push_str(&format!(" (after relaxing preferences: {r})"));
         }
         PodError { reason: if all_limits { "NodePoolLimitExceeded" } else { "Unschedulable" }.to_string(), message }
     }
 
-    pub(super) fn node_reason(&mut self, at: Attempt, n: NodeIx) -> String {
-        self.node_checks(at).reason(n)
-    }
-
-    /// What excluded NodePool `p` (the pool-fit check's [`Why`] in words), and whether it was
-    /// (only) its limits.
-    pub(super) fn pool_reason(&mut self, at: Attempt, p: PoolIx) -> (String, bool) {
-        match self.pool_fit(at).check(p, Depth::Full) {
-            Ok(_) => {
-                ("no compatible instance type and offering fits with the pod's topology constraints".into(), false)
-            }
-            Err(why) => (self.pool_words(at, p, &why), why.is_limit()),
+    /// The pod at level `l` against the existing nodes.
+    fn node_checks(&mut self, l: LevelIx) -> NodeChecks<'_> {
+        NodeChecks {
+            group: self.group,
+            level: l,
+            requests: self.requests,
+            interned: self.interned,
+            topology: self.topology,
+            gone: self.gone,
+            res: self.res,
         }
     }
 
-    /// `why` NodePool `p` takes no new claim for the attempt's pod, in words.
-    fn pool_words(&self, at: Attempt, p: PoolIx, why: &Why) -> String {
+    /// What excluded NodePool `p` for the pod at level `l` (the pool-fit check's [`Why`] in
+    /// words), and whether it was (only) its limits.
+    fn pool_reason(&mut self, l: LevelIx, p: PoolIx) -> (String, bool) {
+        let mut fit = PoolFit {
+            group: self.group,
+            level: l,
+            requests: self.requests,
+            pools: self.pools,
+            interned: self.interned,
+            topology: self.topology,
+            gone: self.gone,
+        };
+        match fit.check(p, Depth::Full) {
+            Ok(_) => {
+                ("no compatible instance type and offering fits with the pod's topology constraints".into(), false)
+            }
+            Err(why) => (self.pool_words(l, p, &why), why.is_limit()),
+        }
+    }
+
+    /// `why` NodePool `p` takes no new claim for the pod at level `l`, in words.
+    fn pool_words(&self, l: LevelIx, p: PoolIx, why: &Why) -> String {
         let pool = &self.pools[p];
-        let total = &self.pods.requests[at.pod];
+        let total = self.requests;
         let name = |ri: usize| self.res.names[ri].as_str();
         match why {
             Why::Taint(i) => match pool.rules.taints.get(*i) {
@@ -161,7 +201,7 @@ impl SchedulingContext {
                 format!("minValues {min} for key {key} not met: only {have} values among fitting instance types")
             }
             Why::Spread(i) => {
-                let level = &self.groups[at.group].state.levels[at.level];
+                let level = &self.group.state.levels[l];
                 match level.spreads.get(*i) {
                     Some(s) => format!(
                         "topology spread constraint not satisfiable, {}",

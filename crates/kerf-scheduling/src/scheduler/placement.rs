@@ -116,7 +116,7 @@ impl SchedulingContext {
                 let err = match explained.get(&key) {
                     Some(e) => PodError::clone(e),
                     None => {
-                        let e = self.explain(pi, g);
+                        let e = self.explain_parts(pi, g).explain();
                         explained.insert(key, e.clone());
                         e
                     }
