@@ -206,7 +206,7 @@ impl SchedulingContext {
     fn build(input: Arc<SchedulingInput>, cache: Option<&PodFactsCache>, earlier: Option<SchedulingContext>) -> Self {
         let existing: Vec<Arc<SlimPod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
         let (facts, taken) = match earlier {
-            Some(e) => reuse::facts_from(&input, &existing, cache, e),
+            Some(e) => reuse::facts_from(&input, &existing, cache, e.into_earlier()),
             None => (facts::gather(input.pods.iter().chain(&existing), cache), reuse::Requests::none()),
         };
         let facts: IxVec<PodIx, Arc<PodFacts>> = facts.into();
@@ -381,6 +381,11 @@ impl SchedulingContext {
             interned: &mut self.interned,
             packing: &mut self.packing,
         }
+    }
+
+    /// The parts a later context takes over from this one (see `reuse`); the rest is dropped.
+    fn into_earlier(self) -> reuse::Earlier {
+        reuse::Earlier { input: self.input, pods: self.pods, names: self.res.names }
     }
 
     /// What explaining pod `pi` of group `g` reads (see [`ExplainParts`]).

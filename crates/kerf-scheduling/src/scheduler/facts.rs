@@ -1,6 +1,6 @@
 //! What the Scheduler reads from one pod — its requests, host ports and constraints (tolerations,
 //! node affinity, topology spread, pod affinity and anti-affinity, volumes) — parsed once, and a
-//! cache that keeps it across [`SchedulingContext`](super::SchedulingContext) builds.
+//! cache that keeps it across [`SchedulingContext`](crate::SchedulingContext) builds.
 //!
 //! A controller builds a context per pass over mostly the same pods: re-reading every pod's
 //! quantities and constraints each time is most of a build. [`PodFactsCache`] keeps each pod's
@@ -163,9 +163,9 @@ impl PodFacts {
 }
 
 /// [`PodFacts`] kept by pod uid and resourceVersion across
-/// [`SchedulingContext`](super::SchedulingContext) builds (see the [module documentation](self)).
+/// [`SchedulingContext`](crate::SchedulingContext) builds (see the [module documentation](self)).
 /// Owned by whoever builds contexts pass after pass (the controller) and handed to
-/// [`SchedulingContext::with_facts`](super::SchedulingContext::with_facts). Entries of pods no
+/// [`SchedulingContext::with_facts`](crate::SchedulingContext::with_facts). Entries of pods no
 /// longer seen are dropped when they outnumber the pods of a build.
 #[derive(Default)]
 pub struct PodFactsCache {

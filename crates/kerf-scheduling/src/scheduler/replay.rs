@@ -315,7 +315,7 @@ impl KubeViews {
         }
     }
 
-    /// [`SchedulingContext::kube_replay_in_turn`](super::SchedulingContext::kube_replay_in_turn)
+    /// [`SchedulingContext::kube_replay_in_turn`](crate::SchedulingContext::kube_replay_in_turn)
     /// on the view of `input`.
     pub(super) fn replay_in_turn(
         &mut self,
@@ -326,7 +326,7 @@ impl KubeViews {
         replay_in_turn(input, self.view(input, facts), turns)
     }
 
-    /// [`SchedulingContext::kube_replay`](super::SchedulingContext::kube_replay) on the view of
+    /// [`SchedulingContext::kube_replay`](crate::SchedulingContext::kube_replay) on the view of
     /// `input`: whether kube-scheduler would bind every one of `pods` once the nodes named in
     /// `removed` are gone and `replacement`, if any, runs, in each of [`arrival_orders`].
     pub(super) fn replay(
@@ -627,14 +627,11 @@ mod kept_tests {
         // other node).
         let input = Arc::new(input);
         let replays = |kv: KubeView| -> Vec<Result<(), String>> {
-            let mut replay = super::super::KubeReplay::with_kept(
-                Arc::clone(&input),
-                &super::super::PodFactsCache::new(),
-                KeptKubeView(Some(kv)),
-            );
+            let mut replay =
+                crate::KubeReplay::with_kept(Arc::clone(&input), &crate::PodFactsCache::new(), KeptKubeView(Some(kv)));
             [vec!["c"], vec!["b2"], vec!["c", "d"]]
                 .iter()
-                .map(|removed| replay.in_turn(&[super::super::Turn { removed: removed.clone(), ..Default::default() }]))
+                .map(|removed| replay.in_turn(&[crate::Turn { removed: removed.clone(), ..Default::default() }]))
                 .collect()
         };
         let kept = |kv: &KubeView| kv.copies.by_pod.contains_key(&(Arc::as_ptr(&w1) as usize));

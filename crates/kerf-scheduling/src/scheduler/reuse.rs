@@ -12,8 +12,7 @@ use std::sync::Arc;
 
 use kerf_api::SlimPod;
 
-use super::SchedulingContext;
-use super::facts::{self, PodFacts, PodFactsCache};
+use super::facts::{self, PodFacts, PodFactsCache, Pods};
 use super::ids::{Idx, PodIx};
 use crate::model::SchedulingInput;
 
@@ -38,6 +37,15 @@ impl Requests {
     }
 }
 
+/// What a context takes over from an earlier one: the parts of the earlier context it reads.
+pub(super) struct Earlier {
+    pub(super) input: Arc<SchedulingInput>,
+    /// Its pods' facts and dense requests.
+    pub(super) pods: Pods,
+    /// Its resource names (the order of the dense requests' entries).
+    pub(super) names: Vec<String>,
+}
+
 /// The facts of `input`'s pods laid out as a build lays them out (pending pods first, then
 /// `existing`: each existing node's pods in turn), those of nodes `earlier` had with the same
 /// pods taken from it with their dense requests, the others read through `cache`.
@@ -45,7 +53,7 @@ pub(super) fn facts_from(
     input: &SchedulingInput,
     existing: &[Arc<SlimPod>],
     cache: Option<&PodFactsCache>,
-    mut earlier: SchedulingContext,
+    mut earlier: Earlier,
 ) -> (Vec<Arc<PodFacts>>, Requests) {
     let total = input.pods.len() + existing.len();
     let mut out: Vec<Option<Arc<PodFacts>>> = vec![None; total];
@@ -66,7 +74,7 @@ pub(super) fn facts_from(
             taken[new] = (!requests.is_empty()).then_some(requests);
         }
     }
-    let requests = Requests { names: std::mem::take(&mut earlier.res.names), taken };
+    let requests = Requests { names: std::mem::take(&mut earlier.names), taken };
     drop(earlier);
     let pod = |pi: usize| if pi < input.pods.len() { &input.pods[pi] } else { &existing[pi - input.pods.len()] };
     let missing: Vec<usize> = (0..total).filter(|&pi| out[pi].is_none()).collect();
@@ -85,6 +93,7 @@ mod tests {
     use kerf_api::labels::{HOSTNAME, ZONE};
 
     use super::*;
+    use crate::SchedulingContext;
     use crate::model::ExistingNode;
     use crate::testing::*;
 
