@@ -49,26 +49,30 @@
 //!
 //! # Parts and modules
 //!
-//! This file is the context, its queries, and the glue that hands each part's functions the
-//! parts they read. The context is made of parts, each a struct its module owns with the
-//! functions that work on it: `interning::Interned` (label values and requirement sets as ids,
-//! their intersections cached), `pools::Pools` (NodePools, type tables, DaemonSet overhead,
-//! limits, prices, and what a requirement set admits of them; `offers` is what new claims see of
+//! This file is the context, its queries, and the glue that hands each module the parts it
+//! works on. The context is made of parts, each a struct its module owns with the functions
+//! that work on it: `interning::Interned` (label values and requirement sets as ids, their
+//! intersections cached), `pools::Pools` (each NodePool's rules, type table and limits, what a
+//! requirement set admits of its types and at what price; `offers` is what new claims see of
 //! them), the groups of `preferences` (pods with identical constraints, and their levels:
 //! preferences dropped one by one), `topology::Topology` (counters and anti-affinity blocks per
 //! domain, spread plans), the nodes of `existing` (existing nodes and in-flight claims),
-//! `facts::Pods` (every pod's requests, facts and group), `journal::Query` (the running query's
-//! claims and what it changed, undone when it ends), `dearer::Verdicts` (the claims a group's
-//! pods found dearer, skipped until that changes), `packing::Packing` (new claims sized by cost)
-//! and `replay::KubeViews` (kube-scheduler's view of the nodes, kept from one context for the
-//! next, for consolidation's check that kube-scheduler would bind the moved pods where the plan
-//! counts on).
+//! `facts::Pods` (every pod's requests, facts and group), the running query (its
+//! `claims::Claims`, the `journal` of what it changed, undone when it ends, and the nodes a
+//! what-if removed), `dearer::Verdicts` (the claims a group's pods found dearer, skipped until
+//! that changes), `packing::Packing` (new claims sized by cost) and `replay::KubeViews`
+//! (kube-scheduler's view of the nodes, kept from one context for the next, for consolidation's
+//! check that kube-scheduler would bind the moved pods where the plan counts on).
 //!
-//! `placement` is where each pod goes, read top to bottom: order, bins, retries. It calls
-//! `node_fit` (the fit check on existing nodes), `claims` (new NodeClaims and joining open ones),
-//! `join_cost` (a pod making the claim it joins dearer than it is worth), `pool_fit` (whether a
-//! pod can go on a new claim of a pool, and if not, why) and `explain` (why a pod fits nowhere,
-//! in words). `ids` holds the typed indexes, `resources` dense resource vectors, `room` the
+//! `placement` is where each pod goes, read top to bottom: order, bins, retries. Every check it
+//! makes is a module working on a bundle of the parts it reads (`&`) and changes (`&mut`),
+//! borrowed from the context by the glue at the end of this file: `node_fit::NodeChecks` (the
+//! fit check on existing nodes), `claims::ClaimParts` (joining open NodeClaims and opening new
+//! ones), `join_cost::JoinParts` (a pod making the claim it joins dearer than it is worth),
+//! `explain::ExplainParts` (why a pod fits nowhere, in words) and `preferences::LevelParts` (a
+//! group's next level); `claims` and `explain` ask `pool_fit::PoolFit` whether a pod can go on
+//! a new claim of a pool, and if not, why (a `refusal::Why`). No module but `placement` sees
+//! the context. `ids` holds the typed indexes, `resources` dense resource vectors, `room` the
 //! index of open claims with room, `reuse` what a context takes over from an earlier one.
 
 mod claims;
@@ -100,7 +104,7 @@ use existing::Node;
 use explain::ExplainParts;
 pub use facts::PodFactsCache;
 use facts::{PodFacts, Pods};
-use ids::{Attempt, GroupIx, Idx, IxVec, NodeIx, PodIx};
+use ids::{Attempt, GroupIx, Idx, IxVec, LevelIx, NodeIx, PodIx};
 use interning::Interned;
 use join_cost::JoinParts;
 use journal::Undo;
@@ -108,7 +112,7 @@ use node_fit::NodeChecks;
 pub use offers::PoolTypeView;
 use packing::{MIX_PODS, MIX_SLACKS, Packing};
 use pools::{Limits, Pools};
-use preferences::Group;
+use preferences::{Group, LevelParts};
 use replay::KubeViews;
 pub use replay::{KeptKubeView, KubeReplay, Replacement, Turn};
 use resources::Resources;
@@ -340,68 +344,6 @@ impl SchedulingContext {
         );
     }
 
-    /// The attempt's pod against the existing nodes (see [`NodeChecks`]).
-    fn node_checks(&mut self, at: Attempt) -> NodeChecks<'_> {
-        NodeChecks {
-            group: &mut self.groups[at.group],
-            level: at.level,
-            requests: &self.pods.requests[at.pod],
-            interned: &self.interned,
-            topology: &self.topology,
-            gone: Gone { nodes: &self.query.removed, all: &self.nodes },
-            res: &self.res,
-        }
-    }
-
-    /// What placing the attempt's pod on new claims reads and changes (see [`ClaimParts`]).
-    fn claim_parts(&mut self, at: Attempt) -> ClaimParts<'_> {
-        ClaimParts {
-            at,
-            group: &mut self.groups[at.group],
-            requests: &self.pods.requests[at.pod],
-            claims: &mut self.query.claims,
-            pools: &mut self.pools,
-            interned: &mut self.interned,
-            topology: &mut self.topology,
-            journal: &mut self.query.journal,
-            dearer: &mut self.dearer,
-            packing: &mut self.packing,
-            gone: Gone { nodes: &self.query.removed, all: &self.nodes },
-        }
-    }
-
-    /// What pricing the attempt's pod's join reads (see [`JoinParts`]).
-    fn join_parts(&mut self, at: Attempt) -> JoinParts<'_> {
-        JoinParts {
-            pod: at.pod,
-            level_req: self.groups[at.group].state.levels[at.level].req,
-            requests: &self.pods.requests[at.pod],
-            claims: &mut self.query.claims,
-            pools: &mut self.pools,
-            interned: &mut self.interned,
-            packing: &mut self.packing,
-        }
-    }
-
-    /// The parts a later context takes over from this one (see `reuse`); the rest is dropped.
-    fn into_earlier(self) -> reuse::Earlier {
-        reuse::Earlier { input: self.input, pods: self.pods, names: self.res.names }
-    }
-
-    /// What explaining pod `pi` of group `g` reads (see [`ExplainParts`]).
-    fn explain_parts(&mut self, pi: PodIx, g: GroupIx) -> ExplainParts<'_> {
-        ExplainParts {
-            group: &mut self.groups[g],
-            requests: &self.pods.requests[pi],
-            pools: &mut self.pools,
-            unavailable: &self.input.unavailable_node_pools,
-            interned: &mut self.interned,
-            topology: &self.topology,
-            gone: Gone { nodes: &self.query.removed, all: &self.nodes },
-            res: &self.res,
-        }
-    }
-
     /// The pod with context index `pi` (pending pods first, then existing ones).
     fn pod(&self, pi: PodIx) -> &Arc<SlimPod> {
         let batch = self.input.pods.len();
@@ -579,5 +521,84 @@ impl SchedulingContext {
         replacement: Option<Replacement<'_>>,
     ) -> Result<(), String> {
         self.kube.replay(&self.input, &self.pods.facts, removed, pods, replacement)
+    }
+}
+
+/// The glue: each module's functions take the parts they read (`&`) and change (`&mut`), and
+/// these hand them over, one bundle per module, so that no module takes the whole context.
+impl SchedulingContext {
+    /// The attempt's pod against the existing nodes (see [`NodeChecks`]).
+    fn node_checks(&mut self, at: Attempt) -> NodeChecks<'_> {
+        NodeChecks {
+            group: &mut self.groups[at.group],
+            level: at.level,
+            requests: &self.pods.requests[at.pod],
+            interned: &self.interned,
+            topology: &self.topology,
+            gone: Gone { nodes: &self.query.removed, all: &self.nodes },
+            res: &self.res,
+        }
+    }
+
+    /// What placing the attempt's pod on new claims reads and changes (see [`ClaimParts`]).
+    fn claim_parts(&mut self, at: Attempt) -> ClaimParts<'_> {
+        ClaimParts {
+            at,
+            group: &mut self.groups[at.group],
+            requests: &self.pods.requests[at.pod],
+            claims: &mut self.query.claims,
+            pools: &mut self.pools,
+            interned: &mut self.interned,
+            topology: &mut self.topology,
+            journal: &mut self.query.journal,
+            dearer: &mut self.dearer,
+            packing: &mut self.packing,
+            gone: Gone { nodes: &self.query.removed, all: &self.nodes },
+        }
+    }
+
+    /// What pricing the attempt's pod's join reads (see [`JoinParts`]).
+    fn join_parts(&mut self, at: Attempt) -> JoinParts<'_> {
+        JoinParts {
+            pod: at.pod,
+            level_req: self.groups[at.group].state.levels[at.level].req,
+            requests: &self.pods.requests[at.pod],
+            claims: &mut self.query.claims,
+            pools: &mut self.pools,
+            interned: &mut self.interned,
+            packing: &mut self.packing,
+        }
+    }
+
+    /// The parts a later context takes over from this one (see `reuse`); the rest is dropped.
+    fn into_earlier(self) -> reuse::Earlier {
+        reuse::Earlier { input: self.input, pods: self.pods, names: self.res.names }
+    }
+
+    /// What explaining pod `pi` of group `g` reads (see [`ExplainParts`]).
+    fn explain_parts(&mut self, pi: PodIx, g: GroupIx) -> ExplainParts<'_> {
+        ExplainParts {
+            group: &mut self.groups[g],
+            requests: &self.pods.requests[pi],
+            pools: &mut self.pools,
+            unavailable: &self.input.unavailable_node_pools,
+            interned: &mut self.interned,
+            topology: &self.topology,
+            gone: Gone { nodes: &self.query.removed, all: &self.nodes },
+            res: &self.res,
+        }
+    }
+
+    /// Level `l` of group `g`, built when first needed (see [`Group::level`]).
+    fn level(&mut self, g: GroupIx, l: LevelIx) -> Option<LevelIx> {
+        let mut parts = LevelParts {
+            input: &self.input,
+            nodes: &self.nodes,
+            pools: &self.pools,
+            prefer_taints: self.prefer_taints,
+            interned: &mut self.interned,
+            topology: &mut self.topology,
+        };
+        self.groups[g].level(l, &mut parts)
     }
 }

@@ -1,5 +1,6 @@
 //! Whether a pod may make the claim it joins dearer: provisioning's rule against a small pod
-//! with a narrow requirement turning a whole claim into dearer capacity.
+//! with a narrow requirement turning a whole claim into dearer capacity ([`JoinParts::cost`],
+//! on the parts the rule reads).
 //!
 //! # Why
 //!

@@ -9,6 +9,12 @@
 //! pass places none of them (a pod may fit only once another pod of the batch is placed); those
 //! still left are explained (`explain`).
 //!
+//! Each step asks a module about the parts it reads, borrowed from the context by the glue in
+//! `scheduler.rs`: `node_checks(at).fits(n)` (`node_fit`), `claim_parts(at).fits(c)`,
+//! `.commit(c, plan)` and `.open(p)` (`claims`), `join_parts(at).cost(c, &plan)` (`join_cost`),
+//! `explain_parts(pi, g).explain()` (`explain`); `level(g, l)` builds a group's next level
+//! (`preferences`).
+//!
 //! A preference per node never buys a node per pod. A pod that prefers something of each node on
 //! its own (preferred pod affinity or anti-affinity, or a ScheduleAnyway spread, over
 //! `kubernetes.io/hostname`; most Helm charts ship "prefer one replica per node") goes where
@@ -33,7 +39,6 @@ use super::SchedulingContext;
 use super::claims::Bin;
 use super::ids::{Attempt, ClaimIx, GroupIx, Idx, LevelIx, NodeIx, PodIx};
 use super::join_cost::JoinCost;
-use super::preferences::LevelParts;
 use crate::model::{PodError, PreferencePolicy};
 
 /// What one placement run did: pods (context indexes) placed on existing nodes, the reasons of
@@ -257,18 +262,5 @@ impl SchedulingContext {
     fn commit_node(&mut self, pi: PodIx, g: GroupIx, n: NodeIx) {
         self.nodes[n].take(n, pi, &self.pods.requests[pi], &self.groups[g].ports, &mut self.query.journal);
         self.count_pod(n, pi, 1);
-    }
-
-    /// Level `l` of group `g`, built when first needed (see [`Group::level`](super::preferences::Group::level)).
-    fn level(&mut self, g: GroupIx, l: LevelIx) -> Option<LevelIx> {
-        let mut parts = LevelParts {
-            input: &self.input,
-            nodes: &self.nodes,
-            pools: &self.pools,
-            prefer_taints: self.prefer_taints,
-            interned: &mut self.interned,
-            topology: &mut self.topology,
-        };
-        self.groups[g].level(l, &mut parts)
     }
 }
