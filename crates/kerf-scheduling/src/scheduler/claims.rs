@@ -5,7 +5,6 @@
 //! cheapest first and its price.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
 use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
@@ -36,19 +35,6 @@ pub(super) struct Claims {
     /// Componentwise minimum request over the pods being placed (a claim that cannot fit it is
     /// closed).
     pub(super) min_request: Vec<i64>,
-}
-
-impl Index<ClaimIx> for Claims {
-    type Output = Claim;
-    fn index(&self, c: ClaimIx) -> &Claim {
-        &self.all[c]
-    }
-}
-
-impl IndexMut<ClaimIx> for Claims {
-    fn index_mut(&mut self, c: ClaimIx) -> &mut Claim {
-        &mut self.all[c]
-    }
 }
 
 impl Claims {
@@ -153,7 +139,7 @@ impl ClaimParts<'_> {
     /// The domain of claim `c` (with requirements `req`) for `key`, when determined.
     fn claim_domain(&self, c: ClaimIx, req: u32, key: &str) -> Option<u32> {
         if key == HOSTNAME {
-            return Some(self.claims[c].hostname);
+            return Some(self.claims.all[c].hostname);
         }
         // Every finite value of an interned requirement is interned (see `intern_req`).
         let v = self.interned.reqs[req as usize].get(key).and_then(|r| r.single_value())?;
@@ -163,31 +149,31 @@ impl ClaimParts<'_> {
     /// Whether the pod fits claim `c`; `Err(true)` when the claim can never take this group.
     pub(super) fn fits(&mut self, c: ClaimIx) -> Result<ClaimPlan, bool> {
         let pi = self.at.pod;
-        let pool = self.claims[c].pool;
+        let pool = self.claims.all[c].pool;
         let level_req = self.group.state.levels[self.at.level].req;
         if self.pool_fit().admits(pool).is_err() {
             return Err(true);
         }
-        if self.packing.over_mix(&self.claims[c].mix, pi) {
+        if self.packing.over_mix(&self.claims.all[c].mix, pi) {
             return Err(false);
         }
         if !self.group.ports.is_empty()
-            && self.group.ports.iter().any(|a| self.claims[c].ports.iter().any(|b| a.conflicts(b)))
+            && self.group.ports.iter().any(|a| self.claims.all[c].ports.iter().any(|b| a.conflicts(b)))
         {
             return Err(true);
         }
         // Resources first: cheap, and most claims that fail, fail here.
         let mut total = std::mem::take(&mut self.claims.scratch);
         total.clear();
-        total.extend(self.claims[c].requests.iter().zip(self.requests).map(|(a, b)| a + b));
-        let result = if !type_fits(&total, &self.claims[c].max_alloc) {
+        total.extend(self.claims.all[c].requests.iter().zip(self.requests).map(|(a, b)| a + b));
+        let result = if !type_fits(&total, &self.claims.all[c].max_alloc) {
             Err(false)
         } else {
-            let req = self.interned.intersect(self.claims[c].req, level_req);
+            let req = self.interned.intersect(self.claims.all[c].req, level_req);
             if self.interned.unsat[req as usize] {
                 Err(true)
             } else {
-                let types = std::mem::replace(&mut self.claims[c].types, Bits(Vec::new()));
+                let types = std::mem::replace(&mut self.claims.all[c].types, Bits(Vec::new()));
                 // Limits were reserved (the largest candidate's capacity) when the claim was
                 // created; its candidates only shrink, so it cannot exceed them. Types where a
                 // DaemonSet takes one of the pod's host ports are out.
@@ -198,7 +184,7 @@ impl ClaimParts<'_> {
                         Some(free) => self.plan_topology(c, req, &free, &total),
                         None => self.plan_topology(c, req, &types, &total),
                     };
-                self.claims[c].types = types;
+                self.claims.all[c].types = types;
                 plan
             }
         };
@@ -210,7 +196,7 @@ impl ClaimParts<'_> {
     /// undetermined key (narrowing the requirements), keeping some fitting type available.
     /// `Err(true)` when the claim can never take this group's pods.
     fn plan_topology(&mut self, c: ClaimIx, mut req: u32, types: &Bits, total: &[i64]) -> Result<ClaimPlan, bool> {
-        let pool = self.claims[c].pool;
+        let pool = self.claims.all[c].pool;
         let compat = self.pools.compat(pool, req, self.interned);
         if !self.pools[pool].table.any_fit(types, &compat, total) {
             return Err(false);
@@ -373,39 +359,39 @@ impl ClaimParts<'_> {
     pub(super) fn commit(&mut self, c: ClaimIx, plan: ClaimPlan) {
         let pi = self.at.pod;
         self.dearer.claim_changed(c);
-        let pool = self.claims[c].pool;
-        for (t, v) in self.claims[c].requests.iter_mut().zip(self.requests) {
+        let pool = self.claims.all[c].pool;
+        for (t, v) in self.claims.all[c].requests.iter_mut().zip(self.requests) {
             *t += v;
         }
         // Drop the cheapest candidates that no longer fit (requests only grow, so they never
         // will again); the rest are checked when needed, and in full when the claim is output.
         // A looser bound is fine for a quick reject: recompute only when topology or requirements
         // narrowed the candidates, not when pruning dropped the too-small ones.
-        let narrowed = plan.types != self.claims[c].types;
+        let narrowed = plan.types != self.claims.all[c].types;
         let mut types = plan.types;
         while let Some(i) = types.first() {
-            if type_fits(&self.claims[c].requests, self.pools[pool].table.free.row(i)) {
+            if type_fits(&self.claims.all[c].requests, self.pools[pool].table.free.row(i)) {
                 break;
             }
             types.clear(i);
         }
         if narrowed {
-            let mut max = std::mem::take(&mut self.claims[c].max_alloc);
+            let mut max = std::mem::take(&mut self.claims.all[c].max_alloc);
             self.pools[pool].table.max_alloc_into(&types, &mut max);
-            self.claims[c].max_alloc = max;
+            self.claims.all[c].max_alloc = max;
         }
-        self.claims[c].types = types;
-        self.claims[c].req = plan.req;
-        self.claims[c].pods.push(pi);
-        self.packing.mix_placed(&mut self.claims[c].mix, pi);
+        self.claims.all[c].types = types;
+        self.claims.all[c].req = plan.req;
+        self.claims.all[c].pods.push(pi);
+        self.packing.mix_placed(&mut self.claims.all[c].mix, pi);
         if !self.group.ports.is_empty() {
             let ports = self.group.ports.clone();
-            self.claims[c].ports.extend(ports);
+            self.claims.all[c].ports.extend(ports);
             // Nor may the types a cost cap set aside be ones a DaemonSet takes the ports on.
             if let Some(free) = self.pools[pool].table.daemon_port_free_types(&self.group.ports)
-                && let Some(spare) = self.claims[c].spare.as_ref()
+                && let Some(spare) = self.claims.all[c].spare.as_ref()
             {
-                self.claims[c].spare = Some(spare.and(&free));
+                self.claims.all[c].spare = Some(spare.and(&free));
             }
         }
         // Count the pod in every counter it matches, where the claim's domain is determined.
@@ -425,14 +411,14 @@ impl ClaimParts<'_> {
         // Close the claim when even the smallest pod of the batch no longer fits any type.
         let mut probe = std::mem::take(&mut self.claims.scratch);
         probe.clear();
-        probe.extend(self.claims[c].requests.iter().zip(&self.claims.min_request).map(|(a, b)| a + b));
-        if !type_fits(&probe, &self.claims[c].max_alloc)
-            || !self.pools[pool].table.any_fit(&self.claims[c].types, &self.claims[c].types, &probe)
+        probe.extend(self.claims.all[c].requests.iter().zip(&self.claims.min_request).map(|(a, b)| a + b));
+        if !type_fits(&probe, &self.claims.all[c].max_alloc)
+            || !self.pools[pool].table.any_fit(&self.claims.all[c].types, &self.claims.all[c].types, &probe)
         {
-            self.claims[c].open = false;
+            self.claims.all[c].open = false;
         }
         self.claims.scratch = probe;
-        if self.claims[c].open {
+        if self.claims.all[c].open {
             let claim = &self.claims.all[c];
             self.claims.room.set(c.ix(), &claim.max_alloc, &claim.requests);
         } else {
@@ -511,10 +497,10 @@ impl ClaimParts<'_> {
         match self.plan_topology(c, req, &candidates, total) {
             Ok(plan)
                 if !self.pools[p].limits_matter()
-                    || self.pools[p].within_limits(&self.claims[c].reserved, &plan.types, total) =>
+                    || self.pools[p].within_limits(&self.claims.all[c].reserved, &plan.types, total) =>
             {
                 if let Some(reserve) = self.pools[p].reserve(&plan.types, total) {
-                    self.claims[c].reserved = reserve;
+                    self.claims.all[c].reserved = reserve;
                 }
                 let claim = &self.claims.all[c];
                 self.claims.room.push(&claim.max_alloc, &claim.requests);

@@ -62,12 +62,12 @@ pub(super) struct JoinParts<'s> {
 impl JoinParts<'_> {
     /// What the pod joining claim `c` as `plan` says costs the claim.
     pub(super) fn cost(&mut self, c: ClaimIx, plan: &ClaimPlan) -> JoinCost {
-        if !self.packing.enabled || !self.packing.joins_by_worth || plan.req == self.claims[c].req {
+        if !self.packing.enabled || !self.packing.joins_by_worth || plan.req == self.claims.all[c].req {
             return JoinCost::Free;
         }
         let mut total = std::mem::take(&mut self.claims.scratch);
         total.clear();
-        total.extend(self.claims[c].requests.iter().zip(self.requests).map(|(a, b)| a + b));
+        total.extend(self.claims.all[c].requests.iter().zip(self.requests).map(|(a, b)| a + b));
         let cost = self.narrowing_cost(c, plan, &total);
         self.claims.scratch = total;
         cost
@@ -76,7 +76,7 @@ impl JoinParts<'_> {
     /// [`cost`](Self::cost) once the claim's requirements narrow: `total` is the claim's
     /// requests with the pod's.
     fn narrowing_cost(&mut self, c: ClaimIx, plan: &ClaimPlan, total: &[i64]) -> JoinCost {
-        let (pool, req) = (self.claims[c].pool, self.claims[c].req);
+        let (pool, req) = (self.claims.all[c].pool, self.claims.all[c].req);
         let Some((before, _)) = self.cheapest_fitting(c, req, None, total) else {
             return JoinCost::Free;
         };
@@ -108,7 +108,7 @@ impl JoinParts<'_> {
     /// candidates (`None`: the claim's own), that holds `total`, at the prices `req` allows: its
     /// price and index.
     fn cheapest_fitting(&mut self, c: ClaimIx, req: u32, types: Option<&Bits>, total: &[i64]) -> Option<(f64, usize)> {
-        let claim = &self.claims[c];
+        let claim = &self.claims.all[c];
         let order = self.pools.price_order(claim.pool, req, self.interned);
         let compat = self.pools.compat(claim.pool, req, self.interned);
         let types = types.unwrap_or(&claim.types);
