@@ -65,6 +65,14 @@ pub const TOPOLOGY_ZONE_ID: &str = "topology.k8s.aws/zone-id";
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// On a Node: node repair leaves it alone however long its conditions stay unhealthy.
 pub const DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
+/// On a Pod: the order a ReplicaSet's scale-down deletes its pods in (lowest first), an int32.
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+/// On a Pod: what evicting it costs, as its owner declares it (an int32); consolidation takes
+/// nodes whose pods cost less first.
+pub const DISRUPTION_COST: &str = "karpenter.sh/disruption-cost";
+/// kerf's annotation on a Pod whose `controller.kubernetes.io/pod-deletion-cost` kerf wrote
+/// (`PodDeletionCostManagement`), with the value it wrote.
+pub const MANAGED_DELETION_COST: &str = "kerf.sh/pod-deletion-cost";
 /// kerf's annotation on a NodeClaim launched by a consolidation to replace other nodes: it is
 /// not consolidated itself while the workload it was sized for stays as it is.
 pub const CONSOLIDATION_REPLACEMENT: &str = "kerf.sh/consolidation-replacement";

@@ -41,7 +41,7 @@ pub const KARPENTER_GATES: &[FeatureGate] = &[
     gate("CapacityBuffer", false, false, Support::AlwaysOn),
     gate("TerminateFirstDrift", false, false, Support::NotYet),
     gate("TerminateFirstRepair", false, false, Support::NotYet),
-    gate("PodDeletionCostManagement", false, false, Support::NotYet),
+    gate("PodDeletionCostManagement", false, false, Support::Implemented),
     gate("Drift", true, false, Support::AlwaysOn),
     gate("NodeClassCEL", false, true, Support::NotYet),
     gate("RebootForRepair", false, true, Support::NotYet),

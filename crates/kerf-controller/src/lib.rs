@@ -6,7 +6,7 @@
 //! [`Manager::reconcile`] with the current time; it answers when it must run again.
 //!
 //! Each reconciler is a type that owns its state (`Provisioner`, `Lifecycle`, `Termination`,
-//! `GarbageCollection`, `Disruption`, `Interruption`, `NodePools`, `NodeClasses`, `Buffers`),
+//! `GarbageCollection`, `Disruption`, `NodePools`, `NodeClasses`, `Buffers`, `DeletionCosts`),
 //! takes in the watch events it cares about, and runs with a `Ctx` (see [`ctx`]): the cluster
 //! API, the cloud, the informer cache, the options, and the facts reconcilers publish for one
 //! another. No reconciler reads or writes another's state; what a restart must know is in the
@@ -37,11 +37,14 @@
 //! 7. Disruption: expiration, emptiness, drift, consolidation (multi- then single-node), and
 //!    kerf's `Unfit`; spot interruption notices are acted on before provisioning.
 //! 8. NodePool status: resources, node count, Ready.
+//! 9. With `PodDeletionCostManagement`: `controller.kubernetes.io/pod-deletion-cost` on the
+//!    ReplicaSet pods of the nodes disruption would take first (see `deletion_cost`).
 
 pub mod buffer_room;
 pub mod buffers;
 mod claims;
 pub(crate) mod ctx;
+mod deletion_cost;
 pub mod disruption;
 mod error;
 pub mod feature_gates;

@@ -10,6 +10,7 @@ use kerf_scheduling::PodFactsCache;
 
 use crate::buffers::Buffers;
 use crate::ctx::Ctx;
+use crate::deletion_cost::DeletionCosts;
 use crate::disruption::Disruption;
 pub use crate::error::ControllerError;
 use crate::garbage::GarbageCollection;
@@ -45,6 +46,7 @@ pub struct Manager<P: CloudProvider> {
     termination: Termination,
     garbage: GarbageCollection,
     pub(crate) disruption: Disruption,
+    deletion_costs: DeletionCosts,
 }
 
 impl<P: CloudProvider> Manager<P> {
@@ -66,6 +68,7 @@ impl<P: CloudProvider> Manager<P> {
             termination: Termination,
             garbage: GarbageCollection::default(),
             disruption: Disruption::default(),
+            deletion_costs: DeletionCosts::default(),
         }
     }
 
@@ -130,6 +133,7 @@ impl<P: CloudProvider> Manager<P> {
                 Reconciler::GarbageCollection => self.garbage.reconcile(&mut cx).await,
                 Reconciler::Disruption => self.disruption.reconcile(&mut cx).await,
                 Reconciler::NodePoolStatus => self.node_pools.reconcile_status(&mut cx).await,
+                Reconciler::PodDeletionCost => self.deletion_costs.reconcile(&mut cx).await,
             };
             let Pass { wake: pass_wake, progressed, .. } = cx.pass;
             wake = util::earliest(wake, pass_wake);
@@ -159,6 +163,11 @@ impl<P: CloudProvider> Manager<P> {
     /// Consolidations that were undone (the provisioner launched for pods they moved).
     pub fn consolidation_reversals(&self) -> &[crate::disruption::reversals::Reversal] {
         &self.disruption.reversals.records
+    }
+
+    /// The nodes and pods disruption took and disrupted so far, by Karpenter's labels.
+    pub fn disruption_counts(&self) -> &crate::disruption::counts::DisruptionCounts {
+        &self.disruption.counts
     }
 
     /// The consolidation moves weighed so far, by pool, policy and decision, and the Balanced

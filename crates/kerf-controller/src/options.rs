@@ -26,6 +26,10 @@ pub struct Options {
     /// Karpenter's `NodeRepair` gate: nodes whose conditions stay unhealthy past the cloud's
     /// repair policies are replaced (see `disruption::repair`).
     pub node_repair: bool,
+    /// Karpenter's `PodDeletionCostManagement` gate: kerf writes
+    /// `controller.kubernetes.io/pod-deletion-cost` on the pods of the nodes it would disrupt
+    /// first, so a ReplicaSet's scale-down empties them (see `deletion_cost`).
+    pub pod_deletion_cost_management: bool,
     /// Added to `now` to get the wall-clock instant disruption budget schedules run on (the
     /// simulator's virtual clock starts at a fixed epoch; a scenario's `start` moves it).
     pub wall_clock_offset_ms: i64,
@@ -41,6 +45,7 @@ impl Default for Options {
             spot_to_spot_consolidation: false,
             preference_policy: PreferencePolicy::default(),
             node_repair: false,
+            pod_deletion_cost_management: false,
             wall_clock_offset_ms: 0,
         }
     }

@@ -25,6 +25,14 @@ pub(crate) struct PodLaunch {
     pub at: Timestamp,
 }
 
+/// What disruption would disrupt first, by node name, most wanted first (written by disruption
+/// at each evaluation while `PodDeletionCostManagement` is on, read by the
+/// `deletion_cost` reconciler).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeletionRanking {
+    pub nodes: Vec<String>,
+}
+
 /// What reconcilers make known to each other. Each field says who writes it and who reads it;
 /// a flag is raised by anyone who saw the change and lowered only by its reader.
 #[derive(Debug, Default)]
@@ -57,6 +65,9 @@ pub(crate) struct Published {
     /// Read by the provisioner (it places the room), the scheduling inputs and disruption (room
     /// held on a node counts like its pods).
     pub buffer_room: BufferRoom,
+    /// Written by disruption: the nodes it would disrupt first. Read by the pod-deletion-cost
+    /// reconciler.
+    pub deletion_ranking: DeletionRanking,
 }
 
 impl Published {

@@ -33,10 +33,13 @@ pub enum Reconciler {
     Disruption,
     /// NodePool resources, node count and conditions.
     NodePoolStatus,
+    /// `PodDeletionCostManagement`: pod-deletion-cost on the pods of the nodes disruption
+    /// would take first.
+    PodDeletionCost,
 }
 
 impl Reconciler {
-    pub const ALL: [Reconciler; 10] = [
+    pub const ALL: [Reconciler; 11] = [
         Reconciler::NodeClassStatus,
         Reconciler::NodePool,
         Reconciler::Interruption,
@@ -47,6 +50,7 @@ impl Reconciler {
         Reconciler::GarbageCollection,
         Reconciler::Disruption,
         Reconciler::NodePoolStatus,
+        Reconciler::PodDeletionCost,
     ];
 
     /// Its name in logs (Karpenter's controller names where it has one).
@@ -62,6 +66,7 @@ impl Reconciler {
             Reconciler::GarbageCollection => "nodeclaim.garbagecollection",
             Reconciler::Disruption => "disruption",
             Reconciler::NodePoolStatus => "nodepool.status",
+            Reconciler::PodDeletionCost => "pod.deletioncost",
         }
     }
 }

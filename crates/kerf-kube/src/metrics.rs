@@ -12,6 +12,7 @@ use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_api::labels;
 use kerf_cloud::CloudProvider;
 use kerf_controller::disruption::balanced::{MoveCounts, SCORE_BUCKETS};
+use kerf_controller::disruption::counts::{DisruptionCounts, DisruptionLabels};
 use kerf_controller::{DisruptionRecord, Manager};
 use kerf_scheduling::InstanceType;
 use prometheus_client::collector::Collector;
@@ -45,6 +46,7 @@ pub struct Metrics {
     nodes_created: Family<Labels, Counter>,
     pods_state: Arc<PodsState>,
     consolidation: Arc<ConsolidationMoves>,
+    disrupted: Arc<Disrupted>,
     scheduling_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pool_usage: Family<Labels, FloatGauge>,
     pool_limit: Family<Labels, FloatGauge>,
@@ -93,6 +95,8 @@ impl Metrics {
         registry.register_collector(Box::new(Arc::clone(&pods_state)));
         let consolidation = Arc::new(ConsolidationMoves::default());
         registry.register_collector(Box::new(Arc::clone(&consolidation)));
+        let disrupted = Arc::new(Disrupted::default());
+        registry.register_collector(Box::new(Arc::clone(&disrupted)));
         let scheduling_duration =
             Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(scheduling_histogram);
         registry.register(
@@ -140,6 +144,7 @@ impl Metrics {
             nodes_created,
             pods_state,
             consolidation,
+            disrupted,
             scheduling_duration,
             pool_usage,
             pool_limit,
@@ -224,6 +229,7 @@ impl Metrics {
     pub fn after_pass<P: CloudProvider>(&mut self, manager: &Manager<P>) {
         self.count_decisions(manager.disruptions());
         self.consolidation.set(manager.consolidation_moves());
+        self.disrupted.set(manager.disruption_counts());
         let reversals = manager.consolidation_reversals();
         for r in reversals.get(self.counted_reversals..).unwrap_or_default() {
             self.reversals.get_or_create(&lset([("nodepool", r.node_pool.as_str())])).inc();
@@ -386,6 +392,57 @@ impl Collector for ConsolidationMoves {
             }
             b.push((f64::INFINITY, count - below));
             scores.encode_family(&labels)?.encode_histogram::<NoLabelSet>(*sum, *count, &b, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// `karpenter_nodeclaims_disrupted_total`, `karpenter_pods_disruption_initiated_total` and
+/// `karpenter_pods_disrupted_total`, read from the disruption controller's counts at each scrape.
+#[derive(Debug, Default)]
+struct Disrupted(Mutex<DisruptionCounts>);
+
+impl Disrupted {
+    fn set(&self, counts: &DisruptionCounts) {
+        let mut mine = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if *mine != *counts {
+            *mine = counts.clone();
+        }
+    }
+}
+
+impl Collector for Disrupted {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let families: [(&str, &str, &BTreeMap<DisruptionLabels, u64>); 3] = [
+            (
+                "karpenter_nodeclaims_disrupted",
+                "NodeClaims a disruption command took, by reason, NodePool, capacity type, consolidation policy and termination mode.",
+                &counts.nodeclaims,
+            ),
+            (
+                "karpenter_pods_disruption_initiated",
+                "Reschedulable pods on the nodes a disruption command took, with the labels of karpenter_nodeclaims_disrupted_total.",
+                &counts.pods_initiated,
+            ),
+            (
+                "karpenter_pods_disrupted",
+                "Reschedulable pods on the nodes whose NodeClaims a disruption command deleted, with the labels of karpenter_nodeclaims_disrupted_total.",
+                &counts.pods_disrupted,
+            ),
+        ];
+        for (name, help, series) in families {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (l, n) in series {
+                let labels = [
+                    ("reason", l.reason),
+                    ("nodepool", l.nodepool.as_str()),
+                    ("capacity_type", l.capacity_type.as_str()),
+                    ("consolidation_policy", l.consolidation_policy),
+                    ("termination_mode", l.termination_mode),
+                ];
+                family.encode_family(&labels)?.encode_counter::<NoLabelSet, _, u64>(n, None)?;
+            }
         }
         Ok(())
     }
@@ -590,5 +647,37 @@ pub(crate) mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from:\n{text}");
         }
+    }
+
+    #[test]
+    fn disrupted_claims_and_pods_are_published_with_policy_and_termination_mode() {
+        let consolidated = DisruptionLabels::new(
+            kerf_controller::disruption::Reason::Underutilized,
+            Some(kerf_api::nodepool::ConsolidationPolicy::Balanced),
+            "spot",
+            "spot",
+            false,
+        );
+        let repaired =
+            DisruptionLabels::new(kerf_controller::disruption::Reason::Unhealthy, None, "od", "on-demand", false);
+        let mut counts = DisruptionCounts::default();
+        counts.initiated(&consolidated, 4);
+        counts.disrupted(&consolidated, 4);
+        counts.initiated(&repaired, 2);
+        let collector = Arc::new(Disrupted::default());
+        collector.set(&counts);
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(collector));
+        let text = encode(&registry);
+        for line in [
+            r#"karpenter_nodeclaims_disrupted_total{reason="underutilized",nodepool="spot",capacity_type="spot",consolidation_policy="balanced",termination_mode="graceful"} 1"#,
+            r#"karpenter_pods_disruption_initiated_total{reason="underutilized",nodepool="spot",capacity_type="spot",consolidation_policy="balanced",termination_mode="graceful"} 4"#,
+            r#"karpenter_pods_disrupted_total{reason="underutilized",nodepool="spot",capacity_type="spot",consolidation_policy="balanced",termination_mode="graceful"} 4"#,
+            r#"karpenter_nodeclaims_disrupted_total{reason="unhealthy",nodepool="od",capacity_type="on-demand",consolidation_policy="",termination_mode="forceful"} 1"#,
+            r#"karpenter_pods_disruption_initiated_total{reason="unhealthy",nodepool="od",capacity_type="on-demand",consolidation_policy="",termination_mode="forceful"} 2"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+        assert!(!text.contains(r#"karpenter_pods_disrupted_total{reason="unhealthy""#), "{text}");
     }
 }

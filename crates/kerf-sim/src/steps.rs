@@ -78,6 +78,11 @@ impl<P: SimCloud> Simulation<P> {
             batch_max: scenario.settings.batch_max_duration.unwrap_or(defaults.batch_max),
             spot_to_spot_consolidation: scenario.settings.spot_to_spot_consolidation,
             node_repair: scenario.settings.feature_gates.get("NodeRepair").unwrap_or(false),
+            pod_deletion_cost_management: scenario
+                .settings
+                .feature_gates
+                .get("PodDeletionCostManagement")
+                .unwrap_or(false),
             preference_policy: scenario.settings.preference_policy.unwrap_or(defaults.preference_policy),
             wall_clock_offset_ms: scenario.start.map_or(0, |t| t.as_millisecond() - ManualClock::EPOCH_MILLIS),
             ..defaults

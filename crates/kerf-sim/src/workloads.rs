@@ -1,6 +1,8 @@
 //! Stand-ins for the Deployment and ReplicaSet controllers: a Deployment owns ReplicaSets (one per
 //! pod-template hash), a ReplicaSet keeps its pod count, and a rolling update honours maxSurge and
-//! maxUnavailable. A pod counts as available when it runs on a Ready node.
+//! maxUnavailable. A pod counts as available when it runs on a Ready node. A scale-down deletes
+//! pods in the ReplicaSet controller's order: unbound, then not available, then the lowest
+//! `controller.kubernetes.io/pod-deletion-cost`, then the newest.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -12,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use kerf_api::SlimPod;
 use kerf_api::intstr::scaled;
+use kerf_api::labels::POD_DELETION_COST;
 
 use crate::rng::{fnv1a32, safe_encode};
 use kerf_apiserver::SimCluster;
@@ -25,6 +28,13 @@ pub struct PodState {
     pub bound: bool,
     pub available: bool,
     pub seq: u64,
+    /// Its `controller.kubernetes.io/pod-deletion-cost` (0 when unset or not an int32).
+    pub deletion_cost: i32,
+}
+
+/// A pod's `controller.kubernetes.io/pod-deletion-cost`, as the ReplicaSet controller reads it.
+fn deletion_cost(pod: &SlimPod) -> i32 {
+    pod.metadata.annotations.as_deref().and_then(|a| a.get(POD_DELETION_COST)).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 #[derive(Debug, Clone)]
@@ -232,6 +242,7 @@ impl Workloads {
             bound: node.is_some(),
             available: running && node.is_some_and(&node_ready),
             seq: self.pods.get(&pk).map_or(0, |(_, s)| s.seq),
+            deletion_cost: deletion_cost(pod),
         };
         rs.pods.insert(name.to_string());
         let prev = self.pods.insert(pk, (rk, state.clone()));
@@ -256,7 +267,12 @@ impl Workloads {
         let labels = pod.metadata.labels.as_deref().cloned().unwrap_or_default();
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-        let state = PodState { bound: node.is_some(), available: running && node.is_some_and(&node_ready), seq: 0 };
+        let state = PodState {
+            bound: node.is_some(),
+            available: running && node.is_some_and(&node_ready),
+            seq: 0,
+            deletion_cost: deletion_cost(pod),
+        };
         for (dk, d) in &self.deployments {
             if d.namespace == ns && kerf_scheduling::pod::selector_matches(Some(&d.spec.selector), &labels) {
                 self.dirty.insert(dk.clone());
@@ -501,8 +517,9 @@ impl Workloads {
                 }
             }
         } else if have > want {
-            // Delete the least useful pods first: unbound, then not available, then the newest.
-            let mut victims: Vec<(u8, std::cmp::Reverse<u64>, String)> = rs
+            // Delete the least useful pods first: unbound, then not available, then the lowest
+            // deletion cost, then the newest.
+            let mut victims: Vec<(u8, i32, std::cmp::Reverse<u64>, String)> = rs
                 .pods
                 .iter()
                 .map(|p| {
@@ -514,12 +531,12 @@ impl Workloads {
                     } else {
                         2
                     };
-                    (rank, std::cmp::Reverse(st.seq), p.clone())
+                    (rank, st.deletion_cost, std::cmp::Reverse(st.seq), p.clone())
                 })
                 .collect();
             victims.sort();
             let ns = rs.namespace.clone();
-            for (_, _, p) in victims.into_iter().take((have - want) as usize) {
+            for (_, _, _, p) in victims.into_iter().take((have - want) as usize) {
                 let _ = cluster.delete_obj::<Pod>(Some(&ns), &p);
                 if let Some(rs) = self.replica_sets.get_mut(rk) {
                     rs.pods.remove(&p);

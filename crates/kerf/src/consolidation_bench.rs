@@ -8,6 +8,7 @@ use std::time::Instant;
 use kerf_api::labels;
 use kerf_controller::disruption::Candidate;
 use kerf_controller::disruption::consolidation::{Decision, consolidate, consolidation_order, multi_node};
+use kerf_controller::disruption::cost::{DeclaredCost, node_disruption_cost};
 use kerf_scheduling::{SchedulingContext, SchedulingInput};
 
 /// What one run measured and found.
@@ -44,9 +45,7 @@ fn candidates(input: &SchedulingInput, prices: &[f64]) -> Vec<Candidate> {
                 zone: label(labels::ZONE),
                 price: *price,
                 pods: n.pods.clone(),
-                disruption_cost: kerf_controller::disruption::balanced::node_disruption_cost(
-                    n.pods.iter().map(|p| &**p),
-                ),
+                disruption_cost: node_disruption_cost(n.pods.iter().map(|p| &**p), DeclaredCost::default()),
                 consolidatable: true,
                 not_consolidatable: None,
                 protected: None,

@@ -80,6 +80,10 @@ impl EnvSettings {
             spot_to_spot_consolidation: self.spot_to_spot_consolidation.unwrap_or(base.spot_to_spot_consolidation),
             preference_policy: self.preference_policy.unwrap_or(base.preference_policy),
             node_repair: self.node_repair.unwrap_or(base.node_repair),
+            pod_deletion_cost_management: self
+                .feature_gates
+                .get("PodDeletionCostManagement")
+                .unwrap_or(base.pod_deletion_cost_management),
             ..base
         }
     }

@@ -211,7 +211,7 @@ fn chart_renders_the_controller_with_karpenters_layout_and_a_hardened_pod() {
         assert!(env.contains(name), "no {name} in {env:?}");
     }
     let gates = c["env"].as_array().unwrap().iter().find(|e| e["name"] == "FEATURE_GATES").unwrap();
-    assert_eq!(gates["value"], "SpotToSpotConsolidation=false,NodeRepair=false");
+    assert_eq!(gates["value"], "SpotToSpotConsolidation=false,NodeRepair=false,PodDeletionCostManagement=false");
     let ports: Vec<(&str, i64)> = c["ports"]
         .as_array()
         .unwrap()
@@ -234,7 +234,7 @@ fn chart_settings_reach_the_controller_and_one_replica_runs_without_leader_elect
     let objects = render(json!({
         "replicas": 1,
         "settings": {"clusterName": "prod", "interruptionQueue": "prod-interruptions",
-            "featureGates": {"spotToSpotConsolidation": true, "nodeRepair": true}},
+            "featureGates": {"spotToSpotConsolidation": true, "nodeRepair": true, "podDeletionCostManagement": true}},
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/Kerf"}},
         "serviceMonitor": {"enabled": true},
         "controller": {"image": {"digest": "sha256:abc"}},
@@ -246,7 +246,7 @@ fn chart_settings_reach_the_controller_and_one_replica_runs_without_leader_elect
     assert!(!args.contains(&"--leader-elect"), "{args:?}");
     let env = |name: &str| c["env"].as_array().unwrap().iter().find(|e| e["name"] == name).unwrap()["value"].clone();
     assert_eq!(env("INTERRUPTION_QUEUE"), "prod-interruptions");
-    assert_eq!(env("FEATURE_GATES"), "SpotToSpotConsolidation=true,NodeRepair=true");
+    assert_eq!(env("FEATURE_GATES"), "SpotToSpotConsolidation=true,NodeRepair=true,PodDeletionCostManagement=true");
     assert_eq!(c["image"], "kerf@sha256:abc");
     let sa = find(&objects, "ServiceAccount");
     assert_eq!(sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"], "arn:aws:iam::111122223333:role/Kerf");

@@ -331,6 +331,39 @@ fn node_repair_example_replaces_the_failed_node_after_thirty_minutes_and_its_pod
 }
 
 #[test]
+fn pod_deletion_cost_example_scales_down_the_node_kerf_ranked_first_and_emptiness_removes_it() {
+    let r = simulate("pod-deletion-cost.yaml");
+    // Three nodes of four pods; the scale-down from twelve to eight empties the first node,
+    // which kerf ranked first, instead of the third, which holds the newest pods.
+    assert_eq!(summary(&r, "nodeClaimsLaunched"), 3);
+    let d = the_disruption(&r);
+    assert_eq!(d["reason"], "Empty");
+    assert_eq!(d["node"], "ip-10-0-0-2.us-west-2.compute.internal");
+    assert_eq!(pods(&r, "web-").len(), 8);
+    all_pods_running(&r);
+
+    // Without the gate the ReplicaSet deletes its newest pods: the third node empties.
+    let off = std::fs::read_to_string(example("pod-deletion-cost.yaml"))
+        .unwrap()
+        .replace("podDeletionCostManagement: true", "podDeletionCostManagement: false");
+    let dir = std::env::temp_dir().join(format!("kerf-pdc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("pod-deletion-cost-off.yaml");
+    std::fs::write(&path, off).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["simulate", path.to_str().unwrap(), "--report", "json"])
+        .output()
+        .expect("run kerf");
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = the_disruption(&r);
+    assert_eq!(d["reason"], "Empty");
+    assert_eq!(d["node"], "ip-10-0-0-4.us-west-2.compute.internal");
+    all_pods_running(&r);
+}
+
+#[test]
 fn consolidation_balanced_example_takes_only_moves_scoring_at_least_one_half() {
     let r = simulate("consolidation-balanced.yaml");
     let d = r["disruptions"].as_array().unwrap();

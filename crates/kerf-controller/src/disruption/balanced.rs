@@ -3,9 +3,7 @@
 //! disruption cost, so that marginal moves (a few cents an hour for a node full of pods) are not
 //! taken while worthwhile ones are.
 //!
-//! - A pod's eviction cost is 1, plus its `controller.kubernetes.io/pod-deletion-cost` / 2^27,
-//!   plus its priority / 2^25, clamped to [-10, 10]. A node's disruption cost is 1 plus the
-//!   positive eviction costs of the pods that would move.
+//! - A node's disruption cost is what evicting its moving pods costs (see `cost`).
 //! - A pool's cost and disruption cost sum over all of its nodes, candidates or not.
 //! - score = (savings / pool cost) / (move's disruption cost / pool disruption cost); the move
 //!   goes ahead when score >= 1 / [`BALANCED_K`]. A move that saves nothing scores 0. A move
@@ -15,33 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use kerf_api::NodePool;
 use kerf_api::nodepool::{BALANCED_K, ConsolidationPolicy};
-use kerf_api::{MetaView, NodePool, SlimPod};
-
-use super::candidates::Candidate;
-
-/// The annotation a ReplicaSet's scale-down orders its pods by; Balanced reads it as part of a
-/// pod's eviction cost.
-pub(crate) const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
-
-/// A pod's eviction cost.
-pub(crate) fn eviction_cost(pod: &SlimPod) -> f64 {
-    let mut cost = 1.0;
-    if let Some(v) = pod.metadata.annotations().and_then(|a| a.get(POD_DELETION_COST))
-        && let Ok(x) = v.trim().parse::<f64>()
-    {
-        cost += x / f64::from(1u32 << 27);
-    }
-    if let Some(p) = pod.spec.as_ref().and_then(|s| s.priority) {
-        cost += f64::from(p) / f64::from(1u32 << 25);
-    }
-    cost.clamp(-10.0, 10.0)
-}
-
-/// A node's disruption cost, from the pods that would move off it.
-pub fn node_disruption_cost<'a>(moving: impl IntoIterator<Item = &'a SlimPod>) -> f64 {
-    1.0 + moving.into_iter().map(|p| eviction_cost(p).max(0.0)).sum::<f64>()
-}
 
 /// One pool's cost ($/h) and disruption cost, over all of its nodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -88,19 +61,30 @@ impl Score {
     }
 }
 
-/// A move's score in each Balanced pool among its candidates (none when no pool is Balanced).
-pub(crate) fn score_move(
-    cands: &[&Candidate],
+/// What a move's score reads of one node it removes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Moved<'a> {
+    pub pool: &'a str,
+    /// $/h.
+    pub price: f64,
+    pub disruption_cost: f64,
+}
+
+/// A move's score in each Balanced pool among the nodes it removes (none when no pool is
+/// Balanced).
+pub(crate) fn score_move<'a>(
+    nodes: impl IntoIterator<Item = Moved<'a>>,
     savings: f64,
     pools: &BTreeMap<String, NodePool>,
     totals: &BTreeMap<String, PoolTotals>,
 ) -> Vec<Score> {
-    let source: f64 = cands.iter().map(|c| c.price).sum();
+    let mut source = 0.0;
     let mut by_pool: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
-    for c in cands {
-        let e = by_pool.entry(c.pool.as_str()).or_default();
-        e.0 += c.price;
-        e.1 += c.disruption_cost;
+    for n in nodes {
+        source += n.price;
+        let e = by_pool.entry(n.pool).or_default();
+        e.0 += n.price;
+        e.1 += n.disruption_cost;
     }
     let several = by_pool.len() > 1;
     by_pool
@@ -186,33 +170,6 @@ pub(crate) fn deciding(scores: &[Score]) -> Option<&Score> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use kerf_api::{PodShape, SlimPodSpec};
-
-    fn pod(deletion_cost: Option<&str>, priority: Option<i32>) -> SlimPod {
-        SlimPod {
-            metadata: ObjectMeta {
-                annotations: deletion_cost.map(|c| [(POD_DELETION_COST.to_string(), c.to_string())].into()),
-                ..Default::default()
-            }
-            .into(),
-            spec: Some(SlimPodSpec::from(PodShape { priority, ..Default::default() })),
-            status: None,
-        }
-    }
-
-    #[test]
-    fn eviction_cost_is_one_raised_by_deletion_cost_and_priority_and_clamped() {
-        assert_eq!(eviction_cost(&pod(None, None)), 1.0);
-        assert_eq!(eviction_cost(&pod(Some("134217728"), None)), 2.0);
-        assert_eq!(eviction_cost(&pod(None, Some(33554432))), 2.0);
-        assert_eq!(eviction_cost(&pod(Some("2147483647"), Some(1_000_000_000))), 10.0);
-        assert_eq!(eviction_cost(&pod(Some("-2147483648"), None)), -10.0);
-        assert_eq!(eviction_cost(&pod(Some("not a number"), None)), 1.0);
-        // Negative costs count for nothing in a node's cost.
-        let (a, b) = (pod(Some("-2147483648"), None), pod(None, None));
-        assert_eq!(node_disruption_cost([&a, &b]), 2.0);
-    }
 
     #[test]
     fn a_move_passes_when_its_savings_share_is_at_least_half_its_disruption_share() {

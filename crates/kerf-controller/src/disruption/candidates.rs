@@ -17,7 +17,8 @@ use kerf_scheduling::Requirements;
 use kerf_scheduling::disruption_budgets::{DisruptionBudgets, EvictionRefusal};
 
 use super::Disruption;
-use super::balanced::{PoolTotals, node_disruption_cost};
+use super::balanced::{Moved, PoolTotals};
+use super::cost::{DeclaredCost, node_disruption_cost};
 use crate::ctx::Ctx;
 use crate::input::TypesByPool;
 use crate::marks::{is_disrupted, is_drainable};
@@ -65,6 +66,11 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// What a Balanced score reads of it.
+    pub(crate) fn moved(&self) -> Moved<'_> {
+        Moved { pool: &self.pool, price: self.price, disruption_cost: self.disruption_cost }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.pods.is_empty()
     }
@@ -290,6 +296,7 @@ impl Disruption {
         let state = &cx.state;
         let pdbs = PdbIndex::new(state);
         let mut budgets = Budgets { wall: cx.options.wall_clock(now), ..Budgets::default() };
+        let declared = DeclaredCost::for_gate(cx.options.pod_deletion_cost_management);
         // DaemonSet pods that cannot fit on the node they are meant for, with when their
         // DaemonSet was created.
         let mut unfit: BTreeMap<&str, (String, Option<Timestamp>)> = BTreeMap::new();
@@ -332,7 +339,7 @@ impl Disruption {
             // drain, but it goes with the node and its controller makes it again elsewhere.
             let moving: Vec<Arc<SlimPod>> =
                 all_pods.iter().filter(|p| pod_facts::moves_with_node(&***p)).map(|p| Arc::clone(p)).collect();
-            let disruption_cost = node_disruption_cost(moving.iter().map(|p| &**p));
+            let disruption_cost = node_disruption_cost(moving.iter().map(|p| &**p), declared);
             let totals = budgets.pool_totals.entry(pool_name.clone()).or_default();
             totals.cost += price;
             totals.disruption += disruption_cost;

@@ -154,6 +154,19 @@ pub fn consolidation_order(list: &mut [&Candidate]) {
     });
 }
 
+/// The nodes disruption would take first, for `PodDeletionCostManagement`: drifted nodes drift
+/// may act on, then every other candidate of a pool that is not static, each group in
+/// [`consolidation_order`]. Nodes that no voluntary disruption may touch are left out.
+pub fn deletion_ranking(cands: &[Candidate]) -> Vec<String> {
+    let drifted = |c: &Candidate| c.drifted.is_some() && c.held_against(super::Reason::Drifted).is_none();
+    let mut first: Vec<&Candidate> = cands.iter().filter(|c| drifted(c)).collect();
+    let mut rest: Vec<&Candidate> =
+        cands.iter().filter(|c| !drifted(c) && c.protected.is_none() && !c.static_pool).collect();
+    consolidation_order(&mut first);
+    consolidation_order(&mut rest);
+    first.into_iter().chain(rest).map(|c| c.node.clone()).collect()
+}
+
 /// One consolidation question: can `cands` go together (deleted, or replaced by one cheaper
 /// node)? Returns the decision and how many pods would move.
 pub fn consolidate(

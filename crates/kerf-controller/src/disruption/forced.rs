@@ -12,6 +12,7 @@ use kerf_scheduling::{NewNodeClaim, SchedulingContext};
 
 use super::candidates::{Candidate, node_price};
 use super::consolidation::what_if;
+use super::cost::{DeclaredCost, node_disruption_cost};
 use super::in_flight::{Destination, planned_moves};
 use super::{Command, Disruption, Reason};
 use crate::ctx::Ctx;
@@ -51,7 +52,10 @@ impl Disruption {
         let mut pods: Vec<Arc<SlimPod>> =
             cx.state.pods_on_node(&node).filter(|p| kerf_api::pod_facts::moves_with_node(&***p)).cloned().collect();
         // As in `candidates`: the pods' eviction costs, not the buffer room's.
-        let disruption_cost = super::balanced::node_disruption_cost(pods.iter().map(|p| &**p));
+        let disruption_cost = node_disruption_cost(
+            pods.iter().map(|p| &**p),
+            DeclaredCost::for_gate(cx.options.pod_deletion_cost_management),
+        );
         // Buffer room held here moves like its pods (its replacement keeps the room).
         pods.extend(cx.published.buffer_room.held_on(&node).cloned());
         Candidate {

@@ -15,6 +15,8 @@
 pub mod balanced;
 pub mod candidates;
 pub mod consolidation;
+pub mod cost;
+pub mod counts;
 mod forced;
 mod in_flight;
 mod interruption;
@@ -83,6 +85,19 @@ impl Reason {
         }
     }
 
+    /// As metric labels name it (snake case).
+    pub fn metric_name(self) -> &'static str {
+        match self {
+            Reason::Empty => "empty",
+            Reason::Underutilized => "underutilized",
+            Reason::Drifted => "drifted",
+            Reason::Expired => "expired",
+            Reason::Interrupted => "interrupted",
+            Reason::Unhealthy => "unhealthy",
+            Reason::Unfit => "unfit",
+        }
+    }
+
     /// Forceful reasons go ahead whatever budgets, do-not-disrupt or a failed launch say.
     pub fn is_forceful(self) -> bool {
         matches!(self, Reason::Expired | Reason::Interrupted)
@@ -141,6 +156,8 @@ struct Running {
     waiting_reported: bool,
     /// Pod → the node or replacement claim the command moves it to.
     moves: Vec<(crate::state::ObjectKey, String)>,
+    /// Per candidate: its metric labels and its reschedulable pods when the command took it.
+    counted: Vec<(counts::DisruptionLabels, usize)>,
 }
 
 /// The disruption controller's memory between passes.
@@ -183,6 +200,8 @@ pub struct Disruption {
     pub(crate) generation: u64,
     /// The consolidation moves weighed so far, and their Balanced scores (for the metrics).
     pub(crate) consolidation_moves: balanced::MoveCounts,
+    /// Nodes and pods disrupted, for the metrics.
+    pub(crate) counts: counts::DisruptionCounts,
     /// Consolidations watched for being undone, and the NodePools held back after one was.
     pub(crate) reversals: reversals::Reversals,
     /// The last evaluation's scheduling inputs, while another evaluation is due soon (see

@@ -13,7 +13,8 @@ use kerf_cloud::CloudProvider;
 
 use super::balanced::{MoveCounts, deciding, score_move};
 use super::candidates::{Candidate, budget_reason, within_budget};
-use super::consolidation::{Decision, what_if};
+use super::consolidation::{Decision, deletion_ranking, what_if};
+use super::counts::DisruptionLabels;
 use super::in_flight::{Destination, planned_moves};
 use super::methods::drift::Drift;
 use super::methods::emptiness::Emptiness;
@@ -30,6 +31,7 @@ use crate::ctx::Ctx;
 use crate::error::ControllerError;
 use crate::marks::{is_disrupted, with_disrupted_taint, without_disrupted_taint};
 use crate::patches::{changes, pinned, status_changes};
+use crate::published::DeletionRanking;
 use crate::static_pools::{StaticCount, static_count};
 use crate::util;
 use kerf_api::cluster::{ClusterApi, EventRecord, Object, Patch};
@@ -112,6 +114,9 @@ impl Disruption {
         let exclude = self.move_targets(cx);
         let (cands, budgets, mut wake) = self.candidates(cx, &types, cx.pass.now, &exclude).await;
         tracing::debug!(candidates = cands.len(), generation = self.generation, "evaluating disruption");
+        if cx.options.pod_deletion_cost_management {
+            cx.published.deletion_ranking = DeletionRanking { nodes: deletion_ranking(&cands) };
+        }
         self.evaluations += 1;
         self.unwatched = Some(self.unwatched_inputs(cx, &types, cx.pass.now));
         self.next_check = Some(self.next_unwatched_check(cx, cx.pass.now));
@@ -305,7 +310,7 @@ impl Disruption {
         let mut fresh = consolidation_command(&now, pods, decision);
         fresh.reason = cmd.reason;
         // A Balanced pool's move must still score high enough on the cluster as it is now.
-        let scores = score_move(&now, fresh.savings, &pools, &budgets.pool_totals);
+        let scores = score_move(now.iter().map(|c| c.moved()), fresh.savings, &pools, &budgets.pool_totals);
         if let Some(low) = deciding(&scores).filter(|s| !s.approved()) {
             self.abandon(cx, &cmd, &low.describe()).await;
             self.keep_prepared(prepared);
@@ -455,7 +460,20 @@ impl Disruption {
                 &cmd.detail,
             );
         }
+        let policy = |pool: &str| cx.state.node_pool(pool).map(|p| p.spec.disruption.consolidation_policy);
+        let counted: Vec<(DisruptionLabels, usize)> = cmd
+            .candidates
+            .iter()
+            .map(|c| {
+                let grace = cx.state.node_claim(&c.claim).is_some_and(|n| n.spec.termination_grace_period.is_some());
+                let labels = DisruptionLabels::new(cmd.reason, policy(&c.pool), &c.pool, &c.capacity_type, grace);
+                let pods = cx.state.pods_on_node(&c.node).filter(|p| pod_facts::moves_with_node(&***p)).count();
+                self.counts.initiated(&labels, pods);
+                (labels, pods)
+            })
+            .collect();
         let running = Running {
+            counted,
             reason: cmd.reason,
             candidates: cmd.candidates.iter().map(|c| (c.claim.clone(), c.node.clone())).collect(),
             phase: Phase::Launching(launched.clone()),
@@ -491,7 +509,7 @@ impl Disruption {
         cx: &mut Ctx<'_, P, C>,
         mut r: Running,
     ) -> Result<Running, ControllerError> {
-        for (claim, _) in &r.candidates {
+        for (i, (claim, _)) in r.candidates.iter().enumerate() {
             if cx.state.node_claim(claim).is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
                 if r.reason == Reason::Unhealthy {
                     // A repaired node's pods are deleted without waiting for the drain: its kubelet
@@ -506,7 +524,11 @@ impl Disruption {
                         cx.state.record(updated.into_any());
                     }
                 }
-                cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, claim).await)?;
+                if cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, claim).await)?.is_some()
+                    && let Some((labels, pods)) = r.counted.get(i)
+                {
+                    self.counts.disrupted(labels, *pods);
+                }
             }
         }
         let replacements = match &r.phase {

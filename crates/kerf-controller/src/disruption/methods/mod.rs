@@ -102,7 +102,12 @@ impl<'a> Eval<'a> {
     /// not is refused with its score.
     pub fn consolidate(&mut self, cands: &[&Candidate]) -> Result<(Decision, usize), String> {
         let (decision, pods) = self.prepared.consolidate(self.facts, cands)?;
-        let scores = score_move(cands, savings(cands, &decision), self.pools, &self.budgets.pool_totals);
+        let scores = score_move(
+            cands.iter().map(|c| c.moved()),
+            savings(cands, &decision),
+            self.pools,
+            &self.budgets.pool_totals,
+        );
         let refused = deciding(&scores).filter(|s| !s.approved()).map(Score::describe);
         let mut pools: Vec<&str> = cands.iter().map(|c| c.pool.as_str()).collect();
         pools.sort_unstable();
@@ -121,7 +126,7 @@ impl<'a> Eval<'a> {
     /// The command for a consolidation decision, with its Balanced score.
     pub fn command(&self, cands: &[&Candidate], pods: usize, decision: Decision) -> Command {
         let mut cmd = consolidation_command(cands, pods, decision);
-        let scores = score_move(cands, cmd.savings, self.pools, &self.budgets.pool_totals);
+        let scores = score_move(cands.iter().map(|c| c.moved()), cmd.savings, self.pools, &self.budgets.pool_totals);
         if let Some(s) = deciding(&scores) {
             cmd.detail = format!("{}; {}", cmd.detail, s.describe());
             cmd.score = Some(s.value());
