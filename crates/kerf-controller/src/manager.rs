@@ -170,6 +170,11 @@ impl<P: CloudProvider> Manager<P> {
         &self.disruption.counts
     }
 
+    /// The consolidations taken so far by pool, and how many Balanced would have refused.
+    pub fn balanced_what_if(&self) -> &crate::disruption::balanced::WhatIfCounts {
+        &self.disruption.balanced_what_if
+    }
+
     /// The consolidation moves weighed so far, by pool, policy and decision, and the Balanced
     /// scores among them.
     pub fn consolidation_moves(&self) -> &crate::disruption::balanced::MoveCounts {

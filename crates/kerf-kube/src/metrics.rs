@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_api::labels;
 use kerf_cloud::CloudProvider;
-use kerf_controller::disruption::balanced::{MoveCounts, SCORE_BUCKETS};
+use kerf_controller::disruption::balanced::{MoveCounts, SCORE_BUCKETS, WhatIfCounts};
 use kerf_controller::disruption::counts::{DisruptionCounts, DisruptionLabels};
 use kerf_controller::{DisruptionRecord, Manager};
 use kerf_scheduling::InstanceType;
@@ -228,7 +228,7 @@ impl Metrics {
     /// decisions.
     pub fn after_pass<P: CloudProvider>(&mut self, manager: &Manager<P>) {
         self.count_decisions(manager.disruptions());
-        self.consolidation.set(manager.consolidation_moves());
+        self.consolidation.set(manager.consolidation_moves(), manager.balanced_what_if());
         self.disrupted.set(manager.disruption_counts());
         let reversals = manager.consolidation_reversals();
         for r in reversals.get(self.counted_reversals..).unwrap_or_default() {
@@ -350,20 +350,20 @@ impl Collector for PodsState {
 /// NodePool, policy and decision) and `karpenter_consolidation_score` (the Balanced scores of
 /// those in Balanced pools), read from the disruption controller's counts at each scrape.
 #[derive(Debug, Default)]
-struct ConsolidationMoves(Mutex<MoveCounts>);
+struct ConsolidationMoves(Mutex<(MoveCounts, WhatIfCounts)>);
 
 impl ConsolidationMoves {
-    fn set(&self, counts: &MoveCounts) {
+    fn set(&self, counts: &MoveCounts, what_if: &WhatIfCounts) {
         let mut mine = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if *mine != *counts {
-            *mine = counts.clone();
+        if mine.0 != *counts || mine.1 != *what_if {
+            *mine = (counts.clone(), what_if.clone());
         }
     }
 }
 
 impl Collector for ConsolidationMoves {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let (counts, what_if) = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let decision = |approved: bool| if approved { "approved" } else { "rejected" };
         let mut moves = encoder.encode_descriptor(
             "karpenter_consolidation_moves",
@@ -392,6 +392,19 @@ impl Collector for ConsolidationMoves {
             }
             b.push((f64::INFINITY, count - below));
             scores.encode_family(&labels)?.encode_histogram::<NoLabelSet>(*sum, *count, &b, None)?;
+        }
+        let mut shadow = encoder.encode_descriptor(
+            "kerf_consolidation_balanced_what_if",
+            "Consolidations kerf took, by NodePool, its consolidation policy and what consolidationPolicy Balanced would have decided of each (approved or rejected).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (pool, w) in &what_if.pools {
+            let taken = w.consolidations - w.balanced_would_refuse;
+            for (approved, n) in [(true, taken), (false, w.balanced_would_refuse)] {
+                let labels = [("decision", decision(approved)), ("nodepool", pool.as_str()), ("policy", w.policy)];
+                shadow.encode_family(&labels)?.encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+            }
         }
         Ok(())
     }
@@ -632,8 +645,17 @@ pub(crate) mod tests {
         counts.record("spot", "Balanced", false, Some(0.08));
         counts.record("spot", "Balanced", false, Some(0.3));
         counts.record("od", "WhenEmptyOrUnderutilized", true, None);
+        let mut what_if = WhatIfCounts::default();
+        let score = |saved| kerf_controller::disruption::balanced::Score {
+            pool: "od".into(),
+            savings: saved,
+            disruption: 0.5,
+            saved,
+        };
+        what_if.record(&score(0.01), "WhenEmptyOrUnderutilized");
+        what_if.record(&score(0.4), "WhenEmptyOrUnderutilized");
         let moves = Arc::new(ConsolidationMoves::default());
-        moves.set(&counts);
+        moves.set(&counts, &what_if);
         let mut registry = Registry::default();
         registry.register_collector(Box::new(moves));
         let text = encode(&registry);
@@ -644,6 +666,8 @@ pub(crate) mod tests {
             r#"karpenter_consolidation_score_bucket{le="0.1",decision="rejected",nodepool="spot",policy="Balanced"} 1"#,
             r#"karpenter_consolidation_score_bucket{le="0.5",decision="rejected",nodepool="spot",policy="Balanced"} 2"#,
             r#"karpenter_consolidation_score_count{decision="approved",nodepool="spot",policy="Balanced"} 1"#,
+            r#"kerf_consolidation_balanced_what_if_total{decision="approved",nodepool="od",policy="WhenEmptyOrUnderutilized"} 1"#,
+            r#"kerf_consolidation_balanced_what_if_total{decision="rejected",nodepool="od",policy="WhenEmptyOrUnderutilized"} 1"#,
         ] {
             assert!(text.contains(line), "{line} missing from:\n{text}");
         }

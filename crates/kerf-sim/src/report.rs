@@ -19,9 +19,27 @@ pub struct Report {
     /// One entry per CapacityBuffer (left out when the scenario has none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buffers: Vec<crate::report_buffers::BufferReport>,
+    /// Per NodePool with consolidations: how many were taken and how many of them
+    /// `consolidationPolicy: Balanced` would have refused (left out when there were none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub balanced_what_if: Vec<BalancedWhatIf>,
     /// The cluster before and after the controllers ran (`kerf simulate --from-cluster`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comparison: Option<crate::comparison::Comparison>,
+}
+
+/// What Balanced would have decided of one pool's consolidations.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BalancedWhatIf {
+    pub node_pool: String,
+    /// The pool's policy.
+    pub policy: String,
+    pub consolidations: u64,
+    /// Those whose score, as if the pool were Balanced, is below 0.5.
+    pub balanced_would_refuse: u64,
+    /// $/h those saved (the pool's share).
+    pub refused_savings_per_hour: f64,
 }
 
 /// Seconds of virtual time: an integer when whole (the simulator's clock has millisecond steps).
@@ -384,6 +402,7 @@ mod tests {
                 Sample { seconds: 60.0, nodes: 2, pods_pending: 1, pods_running: 0, cost_per_hour: 0.2 },
             ],
             buffers: Vec::new(),
+            balanced_what_if: Vec::new(),
             comparison: None,
         }
     }

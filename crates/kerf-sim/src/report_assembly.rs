@@ -199,6 +199,19 @@ impl<P: SimCloud> Simulation<P> {
             disruptions: self.disruption_report(&instances),
             timeline,
             buffers,
+            balanced_what_if: self
+                .manager
+                .balanced_what_if()
+                .pools
+                .iter()
+                .map(|(pool, w)| crate::report::BalancedWhatIf {
+                    node_pool: pool.clone(),
+                    policy: w.policy.to_string(),
+                    consolidations: w.consolidations,
+                    balanced_would_refuse: w.balanced_would_refuse,
+                    refused_savings_per_hour: dollars(w.refused_savings),
+                })
+                .collect(),
             comparison: None,
         }
     }

@@ -521,6 +521,12 @@ fn consolidation_underutilized_example_replaces_the_node_by_a_cheaper_one() {
     let blocked = nodes[0]["disruptionBlocked"].as_str().unwrap();
     assert!(blocked.starts_with("no cheaper replacement"), "{blocked}");
     assert_eq!(r["summary"]["costPerHour"], 0.306);
+    // One node's pods onto a node a fifth of its price: Balanced would have taken it too.
+    let what_if = r["balancedWhatIf"].as_array().expect("balancedWhatIf[]");
+    assert_eq!(what_if.len(), 1, "{what_if:#?}");
+    assert_eq!(what_if[0]["policy"], "WhenEmptyOrUnderutilized");
+    assert_eq!(what_if[0]["consolidations"], 1);
+    assert_eq!(what_if[0]["balancedWouldRefuse"], 0);
     all_pods_running(&r);
 }
 

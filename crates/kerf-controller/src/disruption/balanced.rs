@@ -31,6 +31,8 @@ pub struct Score {
     pub savings: f64,
     /// The move's disruption cost as a share of the pool's.
     pub disruption: f64,
+    /// The pool's share of the move's savings, $/h.
+    pub saved: f64,
 }
 
 impl Score {
@@ -78,6 +80,29 @@ pub(crate) fn score_move<'a>(
     pools: &BTreeMap<String, NodePool>,
     totals: &BTreeMap<String, PoolTotals>,
 ) -> Vec<Score> {
+    let balanced = |pool: &str| {
+        pools.get(pool).is_some_and(|p| p.spec.disruption.consolidation_policy == ConsolidationPolicy::Balanced)
+    };
+    score_pools(nodes, savings, totals, balanced)
+}
+
+/// A move's score in every pool among the nodes it removes, as if each were Balanced: what
+/// Balanced would have decided of a move another policy took.
+pub(crate) fn score_as_balanced<'a>(
+    nodes: impl IntoIterator<Item = Moved<'a>>,
+    savings: f64,
+    totals: &BTreeMap<String, PoolTotals>,
+) -> Vec<Score> {
+    score_pools(nodes, savings, totals, |_| true)
+}
+
+/// A move's score in each of the pools among its nodes that `scored` picks.
+fn score_pools<'a>(
+    nodes: impl IntoIterator<Item = Moved<'a>>,
+    savings: f64,
+    totals: &BTreeMap<String, PoolTotals>,
+    scored: impl Fn(&str) -> bool,
+) -> Vec<Score> {
     let mut source = 0.0;
     let mut by_pool: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     for n in nodes {
@@ -89,9 +114,7 @@ pub(crate) fn score_move<'a>(
     let several = by_pool.len() > 1;
     by_pool
         .into_iter()
-        .filter(|(pool, _)| {
-            pools.get(*pool).is_some_and(|p| p.spec.disruption.consolidation_policy == ConsolidationPolicy::Balanced)
-        })
+        .filter(|(pool, _)| scored(pool))
         .map(|(pool, (price, disruption))| {
             let t = totals.get(pool).copied().unwrap_or_default();
             let share = if several && source > 0.0 { savings * price / source } else { savings };
@@ -99,6 +122,7 @@ pub(crate) fn score_move<'a>(
                 pool: pool.to_string(),
                 savings: if t.cost > 0.0 { share / t.cost } else { 0.0 },
                 disruption: if t.disruption > 0.0 { disruption / t.disruption } else { 0.0 },
+                saved: share,
             }
         })
         .collect()
@@ -153,6 +177,39 @@ impl MoveCounts {
     }
 }
 
+/// The consolidations disruption took in each pool, and how many of them Balanced would have
+/// refused: what `kerf_consolidation_balanced_what_if_total` and the report's `balancedWhatIf`
+/// publish, so an operator can compare policies on their own cluster before switching.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WhatIfCounts {
+    /// Pool → its policy, the consolidations taken, those Balanced would have refused, and the
+    /// $/h the refused ones saved.
+    pub pools: BTreeMap<String, WhatIf>,
+}
+
+/// One pool's [`WhatIfCounts`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WhatIf {
+    pub policy: &'static str,
+    pub consolidations: u64,
+    pub balanced_would_refuse: u64,
+    /// $/h saved by the consolidations Balanced would have refused (this pool's share).
+    pub refused_savings: f64,
+}
+
+impl WhatIfCounts {
+    /// A consolidation taken in a pool of `policy`, with its score as if the pool were Balanced.
+    pub fn record(&mut self, score: &Score, policy: &'static str) {
+        let w = self.pools.entry(score.pool.clone()).or_default();
+        w.policy = policy;
+        w.consolidations += 1;
+        if !score.approved() {
+            w.balanced_would_refuse += 1;
+            w.refused_savings += score.saved;
+        }
+    }
+}
+
 /// A pool's consolidation policy as the metrics name it.
 pub(crate) fn policy_name(pool: Option<&NodePool>) -> &'static str {
     match pool.map(|p| p.spec.disruption.consolidation_policy) {
@@ -173,7 +230,7 @@ mod tests {
 
     #[test]
     fn a_move_passes_when_its_savings_share_is_at_least_half_its_disruption_share() {
-        let s = |savings, disruption| Score { pool: "p".into(), savings, disruption };
+        let s = |savings, disruption| Score { pool: "p".into(), savings, disruption, saved: 0.0 };
         assert!(s(0.10, 0.20).approved());
         assert!(!s(0.02, 0.20).approved());
         assert_eq!(s(0.0, 0.1).value(), 0.0);

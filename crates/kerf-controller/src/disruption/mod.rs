@@ -134,6 +134,9 @@ pub(crate) struct Command {
     /// The Balanced score that let a consolidation go ahead (its lowest over the Balanced pools
     /// it touches); `None` when no pool it touches is Balanced.
     pub score: Option<f64>,
+    /// A consolidation's score in each pool it touches as if the pool were Balanced (what
+    /// Balanced would have decided; see `balanced`). Empty for other commands.
+    pub balanced_what_if: Vec<balanced::Score>,
     /// Where the candidates' pods are expected to go (later decisions count them there while
     /// the command runs).
     pub moves: Vec<(crate::state::ObjectKey, in_flight::Destination)>,
@@ -200,6 +203,8 @@ pub struct Disruption {
     pub(crate) generation: u64,
     /// The consolidation moves weighed so far, and their Balanced scores (for the metrics).
     pub(crate) consolidation_moves: balanced::MoveCounts,
+    /// The consolidations taken, and what Balanced would have decided of each, by pool.
+    pub(crate) balanced_what_if: balanced::WhatIfCounts,
     /// Nodes and pods disrupted, for the metrics.
     pub(crate) counts: counts::DisruptionCounts,
     /// Consolidations watched for being undone, and the NodePools held back after one was.

@@ -11,7 +11,7 @@ use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, labels};
 use kerf_cloud::CloudProvider;
 
-use super::balanced::{MoveCounts, deciding, score_move};
+use super::balanced::{MoveCounts, deciding, policy_name, score_as_balanced, score_move};
 use super::candidates::{Candidate, budget_reason, within_budget};
 use super::consolidation::{Decision, deletion_ranking, what_if};
 use super::counts::DisruptionLabels;
@@ -320,6 +320,7 @@ impl Disruption {
             fresh.detail = format!("{}; {}", fresh.detail, s.describe());
             fresh.score = Some(s.value());
         }
+        fresh.balanced_what_if = score_as_balanced(now.iter().map(|c| c.moved()), fresh.savings, &budgets.pool_totals);
         // Where its pods go, as later decisions count them while it runs.
         if let Ok(answer) = what_if(&mut prepared.ctx, &now) {
             fresh.moves = planned_moves(&answer);
@@ -461,6 +462,9 @@ impl Disruption {
             );
         }
         let policy = |pool: &str| cx.state.node_pool(pool).map(|p| p.spec.disruption.consolidation_policy);
+        for s in &cmd.balanced_what_if {
+            self.balanced_what_if.record(s, policy_name(cx.state.node_pool(&s.pool)));
+        }
         let counted: Vec<(DisruptionLabels, usize)> = cmd
             .candidates
             .iter()

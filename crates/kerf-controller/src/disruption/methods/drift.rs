@@ -69,6 +69,7 @@ impl Method for Drift {
                 detail: format!("{detail}; it is empty"),
                 savings: 0.0,
                 score: None,
+                balanced_what_if: Vec::new(),
                 moves: Vec::new(),
             });
         }
@@ -126,6 +127,7 @@ impl Method for Drift {
                 detail,
                 savings: 0.0,
                 score: None,
+                balanced_what_if: Vec::new(),
                 moves,
             });
         }

@@ -36,6 +36,7 @@ impl Method for Emptiness {
             detail,
             savings,
             score: None,
+            balanced_what_if: Vec::new(),
             moves: Vec::new(),
         })
     }

@@ -114,6 +114,7 @@ fn static_drift(
             detail,
             savings: 0.0,
             score: None,
+            balanced_what_if: Vec::new(),
             moves: Vec::new(),
         });
     }
