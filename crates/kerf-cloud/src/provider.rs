@@ -67,6 +67,10 @@ pub enum CloudError {
     /// instance runs with another capacity type.
     #[error("instance {instance} is {capacity_type}: interruption warnings apply only to spot instances")]
     NotSpot { instance: String, capacity_type: String },
+    /// The cloud has no such operation (a provider that cannot reboot an instance in place):
+    /// the caller does without it.
+    #[error("not supported by this cloud: {0}")]
+    NotSupported(String),
     #[error("cloud provider error: {0}")]
     Other(String),
 }
@@ -213,6 +217,15 @@ pub trait CloudProvider: Send + Sync {
         crate::repair::EKS_REPAIR_POLICIES
     }
 
+    /// Restarts the claim's instance in place (node repair with the AWS provider's
+    /// `RebootForRepair` gate). Returns once the cloud accepted the request; the node's return
+    /// is seen on its Node. `NotFound` when the instance is gone. Clouds that cannot reboot keep
+    /// the default, `NotSupported`, and repair replaces the node instead.
+    fn reboot(&self, claim: &NodeClaim) -> impl Future<Output = Result<(), CloudError>> + Send {
+        let what = format!("rebooting the instance of NodeClaim {}", claim.name());
+        async move { Err(CloudError::NotSupported(what)) }
+    }
+
     /// A short name for logs (`aws`, `sim`).
     fn name(&self) -> &'static str;
 }
@@ -269,6 +282,10 @@ impl<P: CloudProvider> CloudProvider for Arc<P> {
 
     fn repair_policies(&self) -> &'static [crate::repair::RepairPolicy] {
         P::repair_policies(self)
+    }
+
+    fn reboot(&self, claim: &NodeClaim) -> impl Future<Output = Result<(), CloudError>> + Send {
+        P::reboot(self, claim)
     }
 
     fn name(&self) -> &'static str {

@@ -1,5 +1,5 @@
 //! The simulated provider: latency, cheapest pick, spot preference, insufficient capacity with
-//! its 3-minute cache, interruption, deletion.
+//! its 3-minute cache, interruption, reboot, deletion.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -272,6 +272,22 @@ fn delete_terminates_and_a_second_delete_is_not_found() {
     assert_eq!(block_on(p.get(b.provider_id().unwrap())).unwrap().name(), "b");
     // A claim never launched has no instance.
     assert!(matches!(block_on(p.delete(&claim("c", serde_json::json!([])))), Err(CloudError::NotFound(_))));
+}
+
+#[test]
+fn reboot_keeps_the_instance_and_records_when_and_a_gone_instance_is_not_found() {
+    let (p, clock) = provider(TWO_TYPES);
+    let a = block_on(p.create(&claim("a", serde_json::json!([])))).unwrap();
+    clock.advance(Duration::from_secs(600));
+    block_on(p.reboot(&a)).unwrap();
+    let i = &p.instances()[0];
+    assert_eq!(i.rebooted_at, Some(clock.now()));
+    assert!(!i.terminated);
+    assert_eq!(block_on(p.list()).unwrap().len(), 1, "a reboot launches nothing");
+    assert_eq!(block_on(p.get(a.provider_id().unwrap())).unwrap().name(), "a");
+    block_on(p.delete(&a)).unwrap();
+    assert!(matches!(block_on(p.reboot(&a)), Err(CloudError::NotFound(_))));
+    assert!(matches!(block_on(p.reboot(&claim("never", serde_json::json!([])))), Err(CloudError::NotFound(_))));
 }
 
 #[test]

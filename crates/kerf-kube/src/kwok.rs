@@ -3,7 +3,8 @@
 //! provider does. Which instance type and offering a claim gets is decided by the simulated
 //! provider over the built-in AWS catalog (one home for that choice); this provider only turns
 //! the result into a Node named after the claim, with providerID `kwok://NAME`, and reads
-//! instances back from Nodes.
+//! instances back from Nodes. A reboot marks the Node's kubelet gone (see
+//! [`KwokProvider::reboot`]); kwok, or `kerf serve`, reports it Ready again.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use kerf_api::{EC2NodeClass, NodeClaim, NodePool, Quantity, ResourceList, Taint,
 use kerf_cloud::sim::{SimConfig, SimProvider};
 use kerf_cloud::{CloudError, CloudProvider, NodeClassResolution, SystemClock};
 use kerf_scheduling::InstanceType;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 /// Provider IDs of kwok instances start with this.
@@ -194,6 +195,33 @@ impl CloudProvider for KwokProvider {
         node_class: Option<&EC2NodeClass>,
     ) -> Result<Option<String>, CloudError> {
         self.catalog.is_drifted(claim, node_class).await
+    }
+
+    /// kwok has no machine to restart: the Node's conditions are replaced by `Ready` `Unknown`,
+    /// as a kubelet that stopped leaves them, and the conditions agents on the node reported go
+    /// with the boot they described. kwok (or `kerf serve`'s kubelet stand-in) then reports the
+    /// Node Ready again, as a kubelet back from a reboot does.
+    async fn reboot(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+        let pid = claim.provider_id().ok_or_else(|| CloudError::NotFound(format!("NodeClaim {}", claim.name())))?;
+        let name = node_name_of(pid).ok_or_else(|| CloudError::NotFound(pid.to_string()))?;
+        match self.nodes().get_opt(name).await.map_err(|e| cloud_err(pid, e))? {
+            Some(n) if n.metadata.deletion_timestamp.is_none() => {}
+            _ => return Err(CloudError::NotFound(pid.to_string())),
+        }
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(kerf_cloud::Clock::now(&SystemClock));
+        let patch = serde_json::json!({"status": {"conditions": [{
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status: the instance is rebooting.",
+            "lastTransitionTime": now,
+            "lastHeartbeatTime": now,
+        }]}});
+        self.nodes()
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| cloud_err(pid, e))
     }
 
     /// A claim's Node is named after the claim (see [`CloudProvider::create`] above).

@@ -48,6 +48,9 @@ pub struct SimInstance {
     pub terminated_at: Option<Timestamp>,
     /// When a spot interruption warning was sent for it.
     pub interrupted_at: Option<Timestamp>,
+    /// When it was last rebooted ([`SimProvider::reboot_instance`]): it is down from then for the launch
+    /// latency.
+    pub rebooted_at: Option<Timestamp>,
 }
 
 /// An instance running before the simulation began, as [`SimProvider::adopt`] takes it over.
@@ -362,6 +365,21 @@ impl SimProvider {
         Ok(warning)
     }
 
+    /// Reboots the instance in place: it keeps its ID, node name and price, and is down for the
+    /// launch latency from now (the kubelet stand-in plays that on its Node). `NotFound` when it
+    /// is unknown or already gone.
+    pub fn reboot_instance(&self, provider_id: &str) -> Result<SimInstance, CloudError> {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        let launched = state
+            .instances
+            .iter_mut()
+            .find(|l| l.instance.provider_id == provider_id && !Self::observed(&l.instance, now).terminated)
+            .ok_or_else(|| CloudError::NotFound(provider_id.to_string()))?;
+        launched.instance.rebooted_at = Some(now);
+        Ok(launched.instance.clone())
+    }
+
     /// Sends an interruption notice of `kind` for the instance, as EC2's events reach the
     /// interruption queue. A spot interruption is [`interrupt`](Self::interrupt); a rebalance
     /// recommendation, a state change or a scheduled change is delivered and nothing else
@@ -483,6 +501,7 @@ impl SimProvider {
             terminated: false,
             terminated_at: None,
             interrupted_at: None,
+            rebooted_at: None,
         };
         state.instances.push(Launched { instance: instance.clone(), claim: Arc::new(claim) });
         Ok(instance)
@@ -623,6 +642,7 @@ impl SimProvider {
             terminated: false,
             terminated_at: None,
             interrupted_at: None,
+            rebooted_at: None,
         };
         state.instances.push(Launched { instance, claim: Arc::new(out.clone()) });
         Ok(out)
@@ -788,6 +808,11 @@ impl CloudProvider for SimProvider {
             entry.1.clone()
         };
         Ok(node_class.and_then(|nc| crate::provider::node_class_hash_drift_with(claim, nc, hash)))
+    }
+
+    async fn reboot(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+        let pid = claim.provider_id().ok_or_else(|| CloudError::NotFound(format!("NodeClaim {}", claim.name())))?;
+        self.reboot_instance(pid).map(|_| ())
     }
 
     async fn interruptions(&self) -> Result<Vec<InterruptionNotice>, CloudError> {

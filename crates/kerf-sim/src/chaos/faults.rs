@@ -362,6 +362,11 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
         cloud_call(gate, self.inner.interruptions())
     }
 
+    fn reboot(&self, claim: &NodeClaim) -> impl Future<Output = Result<(), CloudError>> + Send {
+        let gate = self.faults.gate(THROTTLED);
+        cloud_call(gate, self.inner.reboot(claim))
+    }
+
     fn expected_node_name<'c>(&self, claim: &'c NodeClaim) -> Option<&'c str> {
         self.inner.expected_node_name(claim)
     }
