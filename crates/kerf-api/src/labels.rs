@@ -83,6 +83,9 @@ pub const CONSOLIDATION_REVERSED: &str = "kerf.sh/consolidation-reversed";
 /// kerf's annotation on a NodePool: the consolidations of its nodes still watched for being
 /// undone (a JSON list), so a restarted controller goes on watching them.
 pub const CONSOLIDATION_WATCHES: &str = "kerf.sh/consolidation-watches";
+/// kerf's annotation on a NodeClaim: when node repair rebooted its instance (RFC 3339), so that
+/// the node is rebooted once and, after a restart of the controller, not again.
+pub const REBOOTED_AT: &str = "kerf.sh/rebooted-at";
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";

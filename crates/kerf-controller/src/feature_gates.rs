@@ -44,7 +44,7 @@ pub const KARPENTER_GATES: &[FeatureGate] = &[
     gate("PodDeletionCostManagement", false, false, Support::Implemented),
     gate("Drift", true, false, Support::AlwaysOn),
     gate("NodeClassCEL", false, true, Support::NotYet),
-    gate("RebootForRepair", false, true, Support::NotYet),
+    gate("RebootForRepair", false, true, Support::Implemented),
     gate("DRANVIDIAGPU", false, true, Support::NotYet),
     gate("DRAEFA", false, true, Support::NotYet),
 ];

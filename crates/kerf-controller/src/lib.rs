@@ -81,6 +81,8 @@ mod nodeclass_tests;
 #[cfg(test)]
 mod provisioning_tests;
 #[cfg(test)]
+mod repair_tests;
+#[cfg(test)]
 mod testkit;
 #[cfg(test)]
 mod tests;

@@ -160,6 +160,11 @@ impl<P: CloudProvider> Manager<P> {
         &self.disruption.records
     }
 
+    /// The nodes node repair rebooted or replaced, in order.
+    pub fn repairs(&self) -> &[crate::disruption::RepairRecord] {
+        &self.disruption.repairs
+    }
+
     /// Consolidations that were undone (the provisioner launched for pods they moved).
     pub fn consolidation_reversals(&self) -> &[crate::disruption::reversals::Reversal] {
         &self.disruption.reversals.records

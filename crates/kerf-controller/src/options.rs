@@ -30,6 +30,9 @@ pub struct Options {
     /// `controller.kubernetes.io/pod-deletion-cost` on the pods of the nodes it would disrupt
     /// first, so a ReplicaSet's scale-down empties them (see `deletion_cost`).
     pub pod_deletion_cost_management: bool,
+    /// The AWS provider's `RebootForRepair` gate: with `node_repair`, a node due for repair is
+    /// rebooted once before it is replaced (see `disruption::repair`).
+    pub reboot_for_repair: bool,
     /// Added to `now` to get the wall-clock instant disruption budget schedules run on (the
     /// simulator's virtual clock starts at a fixed epoch; a scenario's `start` moves it).
     pub wall_clock_offset_ms: i64,
@@ -46,6 +49,7 @@ impl Default for Options {
             preference_policy: PreferencePolicy::default(),
             node_repair: false,
             pod_deletion_cost_management: false,
+            reboot_for_repair: false,
             wall_clock_offset_ms: 0,
         }
     }

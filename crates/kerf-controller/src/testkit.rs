@@ -717,9 +717,14 @@ impl Harness {
 
 impl<P: CloudProvider + Clone> Harness<P> {
     pub fn with_cloud(cloud: P) -> Self {
+        Harness::with_options(cloud, Options::default())
+    }
+
+    /// A harness whose manager runs with `options` (seeded 42; a restart keeps the rest).
+    pub fn with_options(cloud: P, options: Options) -> Self {
         let api = TestApi::default();
         api.set_now(t0());
-        let mgr = Manager::new(cloud.clone(), Options { seed: 42, ..Options::default() });
+        let mgr = Manager::new(cloud.clone(), Options { seed: 42, ..options });
         // The node class every pool here refers to, already resolved and Ready.
         api.put(ready_node_class("default"));
         Harness { api, cloud, mgr, now: t0(), last_wake: None, tolerate_errors: false, errors: Vec::new() }
@@ -747,7 +752,7 @@ impl<P: CloudProvider + Clone> Harness<P> {
     /// A controller crash and restart: a new Manager that learns everything from a full list
     /// of the cluster, as a new process's watches would deliver it.
     pub fn restart(&mut self) -> Option<Timestamp> {
-        self.mgr = Manager::new(self.cloud.clone(), Options { seed: 43, ..Options::default() });
+        self.mgr = Manager::new(self.cloud.clone(), Options { seed: 43, ..self.mgr.options().clone() });
         self.api.drain();
         fn relist<K: Object>(api: &TestApi, mgr: &mut Manager<impl CloudProvider>) {
             for obj in api.all::<K>() {

@@ -13,6 +13,7 @@ use kerf_api::labels;
 use kerf_cloud::CloudProvider;
 use kerf_controller::disruption::balanced::{MoveCounts, SCORE_BUCKETS, WhatIfCounts};
 use kerf_controller::disruption::counts::{DisruptionCounts, DisruptionLabels};
+use kerf_controller::disruption::{RepairAction, RepairRecord};
 use kerf_controller::{DisruptionRecord, Manager};
 use kerf_scheduling::InstanceType;
 use prometheus_client::collector::Collector;
@@ -32,6 +33,22 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 
 fn lset<const N: usize>(pairs: [(&str, &str); N]) -> Labels {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// `AcceleratedHardwareReady` → `accelerated_hardware_ready`, as Karpenter labels conditions.
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn scheduling_histogram() -> Histogram {
@@ -54,6 +71,9 @@ pub struct Metrics {
     decisions: Family<Labels, Counter>,
     reversals: Family<Labels, Counter>,
     counted_reversals: usize,
+    unhealthy_disrupted: Family<Labels, Counter>,
+    unhealthy_rebooted: Family<Labels, Counter>,
+    counted_repairs: usize,
     /// The event recorder's counters.
     events: EventMetrics,
     /// NodeClaims and registered Nodes already seen (so each is counted once).
@@ -134,11 +154,26 @@ impl Metrics {
             "Consolidation decisions that were undone: the provisioner launched a node for pods the consolidation had moved, by NodePool.",
             reversals.clone(),
         );
+        let unhealthy_disrupted = Family::<Labels, Counter>::default();
+        registry.register(
+            "karpenter_nodeclaims_unhealthy_disrupted",
+            "NodeClaims node repair replaced, by the unhealthy condition, NodePool, capacity type and image.",
+            unhealthy_disrupted.clone(),
+        );
+        let unhealthy_rebooted = Family::<Labels, Counter>::default();
+        registry.register(
+            "kerf_nodeclaims_unhealthy_rebooted",
+            "NodeClaims node repair rebooted (RebootForRepair), by the unhealthy condition, NodePool, capacity type and image.",
+            unhealthy_rebooted.clone(),
+        );
         let events = EventMetrics::register(&mut registry);
         Metrics {
             registry: Arc::new(registry),
             reversals,
             counted_reversals: 0,
+            unhealthy_disrupted,
+            unhealthy_rebooted,
+            counted_repairs: 0,
             claims_created,
             claims_terminated,
             nodes_created,
@@ -235,6 +270,7 @@ impl Metrics {
             self.reversals.get_or_create(&lset([("nodepool", r.node_pool.as_str())])).inc();
         }
         self.counted_reversals = reversals.len();
+        self.count_repairs(manager.repairs());
         let state = manager.state();
         self.pool_usage.clear();
         self.pool_limit.clear();
@@ -255,6 +291,26 @@ impl Metrics {
             }
             self.pods_state.set(rows.done());
         }
+    }
+
+    /// Counts the repairs not counted yet: replacements in `karpenter_nodeclaims_unhealthy_disrupted`,
+    /// reboots in `kerf_nodeclaims_unhealthy_rebooted`.
+    fn count_repairs(&mut self, repairs: &[RepairRecord]) {
+        for r in repairs.get(self.counted_repairs..).unwrap_or_default() {
+            let family = match r.action {
+                RepairAction::Replace => &self.unhealthy_disrupted,
+                RepairAction::Reboot => &self.unhealthy_rebooted,
+            };
+            family
+                .get_or_create(&lset([
+                    ("condition", &snake_case(r.condition)),
+                    ("nodepool", &r.node_pool),
+                    ("capacity_type", &r.capacity_type),
+                    ("image_id", &r.image_id),
+                ]))
+                .inc();
+        }
+        self.counted_repairs = repairs.len();
     }
 
     fn count_decisions(&mut self, records: &[DisruptionRecord]) {
@@ -636,6 +692,32 @@ pub(crate) mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn repairs_count_replacements_and_reboots_by_condition_pool_capacity_type_and_image_once_each() {
+        let repair = |action, claim: &str| RepairRecord {
+            at: kerf_cloud::Timestamp::UNIX_EPOCH,
+            action,
+            node_claim: claim.to_string(),
+            node: format!("node-{claim}"),
+            node_pool: "gpu".to_string(),
+            capacity_type: "on-demand".to_string(),
+            image_id: "ami-1".to_string(),
+            condition: "AcceleratedHardwareReady",
+            detail: String::new(),
+        };
+        let mut m = Metrics::new();
+        let mut repairs = vec![repair(RepairAction::Reboot, "a")];
+        m.count_repairs(&repairs);
+        repairs.push(repair(RepairAction::Replace, "a"));
+        m.count_repairs(&repairs);
+        m.count_repairs(&repairs);
+        let text = encode(&m.registry());
+        let labels =
+            r#"{condition="accelerated_hardware_ready",nodepool="gpu",capacity_type="on-demand",image_id="ami-1"}"#;
+        assert!(text.contains(&format!("kerf_nodeclaims_unhealthy_rebooted_total{labels} 1")), "{text}");
+        assert!(text.contains(&format!("karpenter_nodeclaims_unhealthy_disrupted_total{labels} 1")), "{text}");
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct EnvSettings {
     pub spot_to_spot_consolidation: Option<bool>,
     /// `FEATURE_GATES=NodeRepair=true`.
     pub node_repair: Option<bool>,
+    /// `AWS_FEATURE_GATES=RebootForRepair=true` (or in `FEATURE_GATES`).
+    pub reboot_for_repair: Option<bool>,
     /// Every gate `FEATURE_GATES` and `AWS_FEATURE_GATES` set, in that order.
     pub feature_gates: GateSettings,
     /// `PREFERENCE_POLICY` (Karpenter's `Respect` or `Ignore`, or kerf's `RespectWithinRoom`).
@@ -51,6 +53,7 @@ impl EnvSettings {
         }
         let spot_to_spot = feature_gates.get("SpotToSpotConsolidation");
         let node_repair = feature_gates.get("NodeRepair");
+        let reboot_for_repair = feature_gates.get("RebootForRepair");
         let preference_policy = value("PREFERENCE_POLICY")
             .map(|v| {
                 PreferencePolicy::parse(&v).ok_or_else(|| {
@@ -67,6 +70,7 @@ impl EnvSettings {
             batch_max: duration("BATCH_MAX_DURATION")?,
             spot_to_spot_consolidation: spot_to_spot,
             node_repair,
+            reboot_for_repair,
             feature_gates,
             preference_policy,
         })
@@ -84,6 +88,7 @@ impl EnvSettings {
                 .feature_gates
                 .get("PodDeletionCostManagement")
                 .unwrap_or(base.pod_deletion_cost_management),
+            reboot_for_repair: self.reboot_for_repair.unwrap_or(base.reboot_for_repair),
             ..base
         }
     }
@@ -153,11 +158,11 @@ mod tests {
         assert_eq!(s.spot_to_spot_consolidation, Some(true));
         assert!(s.options(kerf_controller::Options::default()).spot_to_spot_consolidation);
         assert!(s.options(kerf_controller::Options::default()).node_repair);
+        assert!(s.options(kerf_controller::Options::default()).reboot_for_repair);
         assert_eq!(
             s.feature_gates.not_acted_on().as_deref(),
             Some(
-                "ReservedCapacity, TerminateFirstDrift, PodDeletionCostManagement, RebootForRepair \
-                 (not implemented in kerf yet; no effect)"
+                "ReservedCapacity, TerminateFirstDrift, PodDeletionCostManagement (not implemented in kerf yet; no effect)"
             )
         );
         // An AWS gate in FEATURE_GATES (or the reverse) is read all the same.
@@ -165,6 +170,7 @@ mod tests {
             read(&[("FEATURE_GATES", "RebootForRepair=true"), ("AWS_FEATURE_GATES", "SpotToSpotConsolidation=true")])
                 .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.spot_to_spot_consolidation, Some(true));
+        assert_eq!(s.reboot_for_repair, Some(true));
     }
 
     #[test]

@@ -121,7 +121,7 @@ pub struct Budgets {
     /// Pool → (its nodes, those already disrupting or NotReady).
     pub counts: BTreeMap<String, (usize, usize)>,
     /// Pool → those of its nodes counted as disrupting only because they are NotReady (not
-    /// deleting, not being disrupted).
+    /// deleting, not being disrupted, not rebooted by node repair).
     pub not_ready: BTreeMap<String, usize>,
     /// Pool → its cost and disruption cost over all of its nodes (for `Balanced`).
     pub pool_totals: BTreeMap<String, PoolTotals>,
@@ -346,9 +346,11 @@ impl Disruption {
             let count = budgets.counts.entry(pool_name.clone()).or_default();
             count.0 += 1;
             let deleting = node.metadata.deletion_timestamp.is_some() || claim.metadata.deletion_timestamp.is_some();
-            if deleting || is_disrupted(node) || !util::node_ready(node) {
+            // A node node repair rebooted is disrupted until it is back (see `repair`).
+            let rebooting = super::repair::rebooting(claim, node, now);
+            if deleting || is_disrupted(node) || rebooting || !util::node_ready(node) {
                 count.1 += 1;
-                if !deleting && !is_disrupted(node) {
+                if !deleting && !is_disrupted(node) && !rebooting {
                     *budgets.not_ready.entry(pool_name.clone()).or_default() += 1;
                 }
                 continue;

@@ -1,5 +1,5 @@
 //! The disruption controller: removes and replaces managed nodes, one method at a time in
-//! Karpenter's order — repair (with the `NodeRepair` gate), emptiness, static drift, drift, kerf's `Unfit`, multi-node consolidation,
+//! Karpenter's order — repair (with the `NodeRepair` gate; a reboot first with `RebootForRepair`), emptiness, static drift, drift, kerf's `Unfit`, multi-node consolidation,
 //! single-node consolidation — plus expiration (forceful: budgets and do-not-disrupt do not hold it back).
 //!
 //! A command taints its nodes `karpenter.sh/disrupted:NoSchedule`, launches its replacements,
@@ -39,6 +39,7 @@ use kerf_cloud::Timestamp;
 use kerf_scheduling::NewNodeClaim;
 
 pub use candidates::{Candidate, LAUNCH_REGRET_GUARD};
+pub use repair::{REBOOT_WINDOW, RepairAction, RepairRecord};
 
 /// How long a consolidation decision waits before it is checked again and carried out
 /// (Karpenter: 15 s).
@@ -167,6 +168,8 @@ struct Running {
 #[derive(Debug, Default)]
 pub struct Disruption {
     pub(crate) records: Vec<DisruptionRecord>,
+    /// The nodes node repair rebooted or replaced, in order.
+    pub(crate) repairs: Vec<RepairRecord>,
     pub(crate) blocked: BTreeMap<String, String>,
     running: Vec<Running>,
     validating: Option<(Command, Timestamp)>,

@@ -22,6 +22,7 @@ use super::methods::multi_node::MultiNode;
 use super::methods::single_node::SingleNode;
 use super::methods::static_drift::StaticDrift;
 use super::methods::{Eval, Method, consolidation_command};
+use super::repair::Repair;
 use super::{
     Command, Disruption, DisruptionRecord, Phase, Reason, Running, SINGLE_NODE_MAX_EVALUATIONS, SWEEP_CONTINUE,
 };
@@ -149,8 +150,16 @@ impl Disruption {
         // Repair first (with its gate), then the methods in Karpenter's order; the first with a
         // command takes the pass.
         let mut command = None;
+        let mut reboot = None;
         if cx.options.node_repair {
-            command = self.repair_command(cx, &types, &budgets, &mut blocked, &mut wake).await;
+            match self.repair_command(cx, &types, &budgets, &mut blocked, &mut wake).await {
+                Some(Repair::Replace(cmd)) => command = Some(cmd),
+                Some(Repair::Reboot(r)) => {
+                    blocked.remove(r.node());
+                    reboot = Some(r);
+                }
+                None => {}
+            }
         }
         let mut single = SingleNode::starting_at(self.single_cursor);
         let methods: [&mut dyn Method; 6] = [
@@ -162,7 +171,7 @@ impl Disruption {
             &mut single,
         ];
         for method in methods {
-            if command.is_some() {
+            if command.is_some() || reboot.is_some() {
                 break;
             }
             command = method.compute_command(&mut eval, &mut blocked);
@@ -219,6 +228,9 @@ impl Disruption {
             }
         }
         self.publish_blocked(cx.api, cx.state, blocked).await;
+        if let Some(r) = reboot {
+            return self.reboot(cx, r, &types).await;
+        }
         let Some(cmd) = command else { return Ok(()) };
         if matches!(cmd.reason, Reason::Empty | Reason::Underutilized) {
             let at = util::after(cx.pass.now, super::VALIDATION_DELAY);
@@ -516,6 +528,8 @@ impl Disruption {
         for (i, (claim, _)) in r.candidates.iter().enumerate() {
             if cx.state.node_claim(claim).is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
                 if r.reason == Reason::Unhealthy {
+                    let node = r.candidates.iter().find(|(c, _)| c == claim).map(|(_, n)| n.as_str()).unwrap_or("");
+                    self.record_replacement(cx, claim, node);
                     // A repaired node's pods are deleted without waiting for the drain: its kubelet
                     // may never answer an eviction.
                     let at = cx.pass.now.to_string();

@@ -15,11 +15,21 @@
 //! - Like drift, the pods that fit nowhere else get a replacement launched first; then the claim
 //!   is deleted with `karpenter.sh/nodeclaim-termination-timestamp` set to now, so the drain
 //!   deletes what is left on the node without waiting (its kubelet may never answer).
+//! - With `RebootForRepair`, a node due for repair that was never rebooted is rebooted instead
+//!   (not tainted, not drained; its pods stay bound), held back by the same 20% limit,
+//!   `do-not-repair` and budgets. The claim records the reboot ([`labels::REBOOTED_AT`], written before the cloud
+//!   is asked, so a restarted controller does not reboot it again) and the toleration then
+//!   counts from the reboot or the condition's last transition, whichever is later: a node
+//!   still (or again) unhealthy that long after its reboot is replaced. Until it reports Ready
+//!   again, for at most [`REBOOT_WINDOW`], a rebooted node counts against its pool's budgets as
+//!   a node being disrupted. A cloud that cannot reboot (or refuses) gets the node replaced.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use kerf_api::cluster::{ClusterApi, EventRecord};
+use kerf_api::NodeClaim;
+use kerf_api::cluster::{ClusterApi, EventRecord, Object, Patch};
 use kerf_api::labels;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_cloud::repair::{RepairPolicy, matching};
@@ -28,6 +38,7 @@ use kerf_cloud::{CloudProvider, Timestamp};
 use super::candidates::Budgets;
 use super::{Command, Disruption, Reason};
 use crate::ctx::Ctx;
+use crate::error::ControllerError;
 use crate::input::TypesByPool;
 use crate::marks::is_disrupted;
 use crate::util;
@@ -35,13 +46,94 @@ use crate::util;
 /// A pool whose unhealthy nodes are more than this share of its nodes is not repaired.
 pub(crate) const UNHEALTHY_THRESHOLD_PERCENT: usize = 20;
 
+/// How long after a reboot a node that has not reported Ready since still counts as rebooting
+/// (Karpenter's reboot observation window).
+pub const REBOOT_WINDOW: Duration = Duration::from_secs(20 * 60);
+
 /// The first of a node's conditions a repair policy matches, and since when it holds.
-fn unhealthy(node: &Node, policies: &[RepairPolicy]) -> Option<(RepairPolicy, Timestamp)> {
+pub(crate) fn unhealthy(node: &Node, policies: &[RepairPolicy]) -> Option<(RepairPolicy, Timestamp)> {
     let conditions = node.status.as_ref()?.conditions.as_ref()?;
     conditions.iter().find_map(|c| {
         let p = matching(policies, &c.type_, &c.status)?;
         Some((p, c.last_transition_time.as_ref().map(|t| t.0)?))
     })
+}
+
+/// When node repair rebooted the claim's instance, if it did.
+pub(crate) fn rebooted_at(claim: &NodeClaim) -> Option<Timestamp> {
+    claim.metadata.annotations.as_ref()?.get(labels::REBOOTED_AT)?.parse().ok()
+}
+
+/// Whether the claim's node is in a reboot: rebooted less than [`REBOOT_WINDOW`] ago and not
+/// Ready since.
+pub(crate) fn rebooting(claim: &NodeClaim, node: &Node, now: Timestamp) -> bool {
+    let Some(at) = rebooted_at(claim) else { return false };
+    let back = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True" && c.last_transition_time.as_ref().is_some_and(|t| t.0 >= at));
+    !back && now < util::after(at, REBOOT_WINDOW)
+}
+
+/// What node repair does to a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RepairAction {
+    /// Rebooted in place (`RebootForRepair`).
+    Reboot,
+    /// Replaced: its claim deleted (after a replacement launched, when its pods need one).
+    Replace,
+}
+
+impl RepairAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepairAction::Reboot => "Reboot",
+            RepairAction::Replace => "Replace",
+        }
+    }
+}
+
+/// One node node repair acted on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepairRecord {
+    pub at: Timestamp,
+    pub action: RepairAction,
+    pub node_claim: String,
+    pub node: String,
+    pub node_pool: String,
+    pub capacity_type: String,
+    pub image_id: String,
+    /// The condition it was repaired for (`AcceleratedHardwareReady`).
+    pub condition: &'static str,
+    /// Why, in words.
+    pub detail: String,
+}
+
+/// A node repair reboots rather than replaces.
+#[derive(Debug, Clone)]
+pub(super) struct Reboot {
+    claim: String,
+    node: String,
+    pool: String,
+    condition: &'static str,
+    detail: String,
+    /// The detail of the node's replacement, if the cloud does not reboot it.
+    replace_detail: String,
+}
+
+/// What repair decided this evaluation.
+pub(super) enum Repair {
+    Replace(Command),
+    Reboot(Reboot),
+}
+
+impl Reboot {
+    /// The node it reboots.
+    pub(super) fn node(&self) -> &str {
+        &self.node
+    }
 }
 
 /// How many unhealthy nodes a pool of `total` tolerates before repair stops.
@@ -56,13 +148,17 @@ struct Due {
     pool: String,
     policy: RepairPolicy,
     since: Timestamp,
+    /// Whether the node is in a reboot (it then takes a place in the pool's budget already).
+    rebooting: bool,
+    /// Whether it was rebooted before (then it is replaced).
+    rebooted: bool,
     /// How far past its toleration, as a share of the toleration (the most overdue goes first).
     overdue: f64,
 }
 
 impl Disruption {
-    /// The repair command of this evaluation, if any. Nodes repair would act on but does not
-    /// get why in `blocked`; `wake` gets the earliest time a tolerated condition runs out.
+    /// The repair of this evaluation, if any. Nodes repair would act on but does not get why in
+    /// `blocked`; `wake` gets the earliest time a tolerated condition runs out.
     pub(super) async fn repair_command<P: CloudProvider, C: ClusterApi>(
         &mut self,
         cx: &Ctx<'_, P, C>,
@@ -70,7 +166,7 @@ impl Disruption {
         budgets: &Budgets,
         blocked: &mut BTreeMap<String, String>,
         wake: &mut Option<Timestamp>,
-    ) -> Option<Command> {
+    ) -> Option<Repair> {
         let now = cx.pass.now;
         let policies = cx.cloud.repair_policies();
         let state = &cx.state;
@@ -87,6 +183,9 @@ impl Disruption {
             count.0 += 1;
             let Some((policy, since)) = unhealthy(node, policies) else { continue };
             count.1 += 1;
+            // After a reboot, the toleration counts from it.
+            let rebooted = rebooted_at(claim);
+            let since = rebooted.map_or(since, |r| since.max(r));
             let deleting = node.metadata.deletion_timestamp.is_some() || claim.metadata.deletion_timestamp.is_some();
             if deleting || is_disrupted(node) || self.is_disrupting(claim.name()) {
                 continue;
@@ -103,6 +202,8 @@ impl Disruption {
                 pool: pool.clone(),
                 policy,
                 since,
+                rebooting: rebooting(claim, node, now),
+                rebooted: rebooted.is_some(),
                 overdue: past / (policy.toleration.as_millis().max(1) as f64),
             });
         }
@@ -157,7 +258,8 @@ impl Disruption {
                 continue;
             }
             let Some(pool) = state.node_pool(&d.pool) else { continue };
-            if budgets.allowed_for_repair(pool) == 0 {
+            // A node in its reboot holds its place in the budget: replacing it takes no other.
+            if budgets.allowed_for_repair(pool) + usize::from(d.rebooting) == 0 {
                 blocked.insert(
                     d.node.clone(),
                     format!("{condition}; {}", budgets.describe(pool, DisruptionReason::Unhealthy)),
@@ -165,14 +267,115 @@ impl Disruption {
                 continue;
             }
             let Some(claim) = state.node_claim(&d.claim).cloned() else { continue };
-            let detail = format!(
-                "{condition} (repaired after {})",
-                kerf_api::duration::human(d.policy.toleration.as_secs() as i64)
-            );
-            command = Some(self.forced_command(cx, &claim, types, Reason::Unhealthy, detail));
+            let toleration = kerf_api::duration::human(d.policy.toleration.as_secs() as i64);
+            if cx.options.reboot_for_repair && !d.rebooted {
+                command = Some(Repair::Reboot(Reboot {
+                    claim: d.claim.clone(),
+                    node: d.node.clone(),
+                    pool: d.pool.clone(),
+                    condition: d.policy.condition,
+                    detail: format!("{condition} (rebooted after {toleration})"),
+                    replace_detail: format!("{condition} (repaired after {toleration})"),
+                }));
+                continue;
+            }
+            let detail = if d.rebooted {
+                format!("{condition} after its reboot (replaced after {toleration})")
+            } else {
+                format!("{condition} (repaired after {toleration})")
+            };
+            command = Some(Repair::Replace(self.forced_command(cx, &claim, types, Reason::Unhealthy, detail)));
         }
         command
     }
+
+    /// Reboots the node of a repair: the claim records it first, then the cloud is asked. A
+    /// cloud that cannot (or will not) reboot gets the node replaced now, and the record goes.
+    pub(super) async fn reboot<P: CloudProvider, C: ClusterApi>(
+        &mut self,
+        cx: &mut Ctx<'_, P, C>,
+        r: Reboot,
+        types: &TypesByPool,
+    ) -> Result<(), ControllerError> {
+        let now = cx.pass.now;
+        let annotate = |v: serde_json::Value| {
+            Patch::Merge(serde_json::json!({"metadata": {"annotations": {labels::REBOOTED_AT: v}}}))
+        };
+        let written = cx.api.patch::<NodeClaim>(None, &r.claim, &annotate(now.to_string().into())).await;
+        let Some(claim) = cx.pass.soft("recording the reboot", written)? else { return Ok(()) };
+        cx.state.record(claim.clone().into_any());
+        let uids = (cx.state.uid_of("Node", &r.node), claim.metadata.uid.clone());
+        let event = |kind: &'static str, type_: &'static str, reason: &str, message: &str| EventRecord {
+            kind,
+            name: if kind == "Node" { r.node.clone() } else { r.claim.clone() },
+            uid: if kind == "Node" { uids.0.clone() } else { uids.1.clone() },
+            type_,
+            reason: reason.to_string(),
+            message: message.to_string(),
+        };
+        match cx.cloud.reboot(&claim).await {
+            Ok(()) => {
+                tracing::info!(NodeClaim = %r.claim, Node = %r.node, detail = %r.detail, "rebooting node for repair");
+                let message = format!("Rebooting Node for repair: {}", r.detail);
+                for kind in ["Node", kerf_api::nodeclaim::KIND] {
+                    cx.api.record_event(event(kind, "Normal", "RebootIssued", &message)).await;
+                }
+                self.repairs.push(RepairRecord {
+                    at: now,
+                    action: RepairAction::Reboot,
+                    node_claim: r.claim,
+                    node: r.node,
+                    node_pool: r.pool,
+                    capacity_type: claim_label(&claim, labels::CAPACITY_TYPE),
+                    image_id: claim.status.as_ref().and_then(|s| s.image_id.clone()).unwrap_or_default(),
+                    condition: r.condition,
+                    detail: r.detail,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(NodeClaim = %r.claim, Node = %r.node, error = %e, "cannot reboot node for repair; replacing it");
+                let message = format!("Cannot reboot Node for repair ({e}); replacing it");
+                for kind in ["Node", kerf_api::nodeclaim::KIND] {
+                    cx.api.record_event(event(kind, "Warning", "RebootFailed", &message)).await;
+                }
+                let undone = cx.api.patch::<NodeClaim>(None, &r.claim, &annotate(serde_json::Value::Null)).await;
+                let Some(claim) = cx.pass.soft("clearing the reboot record", undone)? else { return Ok(()) };
+                cx.state.record(claim.clone().into_any());
+                let cmd = self.forced_command(cx, &claim, types, Reason::Unhealthy, r.replace_detail);
+                self.execute(cx, cmd).await
+            }
+        }
+    }
+
+    /// The record of a repair replacing `claim` (its claim is being deleted now).
+    pub(super) fn record_replacement<P: CloudProvider, C>(&mut self, cx: &Ctx<'_, P, C>, claim: &str, node: &str) {
+        let Some(c) = cx.state.node_claim(claim) else { return };
+        let condition =
+            cx.state.node(node).and_then(|n| unhealthy(n, cx.cloud.repair_policies())).map_or("", |(p, _)| p.condition);
+        let detail = self
+            .records
+            .iter()
+            .rev()
+            .find(|x| x.node_claim == claim && x.reason == Reason::Unhealthy)
+            .map(|x| x.detail.clone())
+            .unwrap_or_default();
+        self.repairs.push(RepairRecord {
+            at: cx.pass.now,
+            action: RepairAction::Replace,
+            node_claim: claim.to_string(),
+            node: node.to_string(),
+            node_pool: claim_label(c, labels::NODE_POOL),
+            capacity_type: claim_label(c, labels::CAPACITY_TYPE),
+            image_id: c.status.as_ref().and_then(|s| s.image_id.clone()).unwrap_or_default(),
+            condition,
+            detail,
+        });
+    }
+}
+
+fn claim_label(claim: &NodeClaim, key: &str) -> String {
+    claim.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned().unwrap_or_default()
 }
 
 #[cfg(test)]
