@@ -1,7 +1,10 @@
 //! A stand-in for the kubelet (and the node lifecycle controller): once an instance's launch
 //! latency has passed, its Node registers Ready with the NodeClaim's labels and taints (startup
 //! taints and `karpenter.sh/unregistered` included); startup taints are lifted a few seconds
-//! later, as the agents that own them would; a terminated instance's Node goes NotReady. Nodes
+//! later, as the agents that own them would; a terminated instance's Node goes NotReady. A
+//! rebooted instance's Node turns `Ready` `Unknown` (its kubelet stops posting) and, once the
+//! instance is back up, `Ready` again with the conditions scenario steps set reported healthy,
+//! except those a step marked persistent (a fault a reboot does not fix); its pods stay bound. Nodes
 //! created through the API for kwok "instances" (`kerf controller --cloud kwok`) are made Ready
 //! as soon as they appear, as kwok does, and their startup taints lifted as for any other node.
 //! Whatever is bound to a Node starts (phase Running, Ready) as soon as that node is Ready,
@@ -47,6 +50,8 @@ pub struct Instance {
     pub terminated_at: Option<Timestamp>,
     /// When a pending reclaim (after a spot interruption warning) terminates it.
     pub terminates_at: Option<Timestamp>,
+    /// When it was last rebooted, and when it is up again from that reboot.
+    pub rebooted: Option<(Timestamp, Timestamp)>,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +66,13 @@ pub struct Kubelet {
     evictions: Vec<(Timestamp, String)>,
     /// kwok nodes whose startup taints are scheduled to be lifted.
     kwok_lifts: BTreeSet<String>,
+    /// provider ID → the reboot played last (when it was issued), so each one is played once.
+    reboots_played: BTreeMap<String, Timestamp>,
+    /// (when the instance is up again, node name): a rebooted node's kubelet reports again.
+    reboot_returns: Vec<(Timestamp, String)>,
+    /// Node → the conditions scenario steps set on it, each with whether it is persistent
+    /// (survives a reboot).
+    faults: BTreeMap<String, BTreeMap<String, bool>>,
     region: String,
 }
 
@@ -104,9 +116,77 @@ pub fn scenario_node(n: &crate::scenario::ScenarioNode, now: Timestamp) -> Node 
     }
 }
 
+/// The healthy status of a node condition: `False` for the kubelet's pressure conditions and
+/// `NetworkUnavailable`, `True` for the others (`Ready`, the node agents' `...Ready`).
+fn healthy_status(condition: &str) -> &'static str {
+    if condition.ends_with("Pressure") || condition == "NetworkUnavailable" { "False" } else { "True" }
+}
+
+/// Sets a condition's status, reason and message as its reporter does: `lastTransitionTime`
+/// moves only when the status changes.
+fn report(c: &mut NodeCondition, status: &str, reason: &str, message: &str, now: Timestamp) {
+    if c.status != status {
+        c.last_transition_time = Some(Time(now));
+    }
+    c.status = status.to_string();
+    c.reason = Some(reason.to_string());
+    c.message = Some(message.to_string());
+    c.last_heartbeat_time = Some(Time(now));
+}
+
 impl Kubelet {
     pub fn new(region: &str) -> Self {
         Kubelet { region: region.to_string(), ..Kubelet::default() }
+    }
+
+    /// A scenario step set `condition` on `node`; `persistent`: a reboot does not fix it.
+    pub fn note_fault(&mut self, node: &str, condition: &str, persistent: bool) {
+        self.faults.entry(node.to_string()).or_default().insert(condition.to_string(), persistent);
+    }
+
+    /// The kubelet of a rebooted instance stops posting: its Node's `Ready` turns `Unknown`.
+    fn reboot_started(node: &Node, now: Timestamp) -> Node {
+        let mut n = node.clone();
+        let conditions = n.status.get_or_insert_with(NodeStatus::default).conditions.get_or_insert_with(Vec::new);
+        let message = "Kubelet stopped posting node status: the instance is rebooting.";
+        match conditions.iter_mut().find(|c| c.type_ == "Ready") {
+            Some(c) => report(c, "Unknown", "NodeStatusUnknown", message, now),
+            None => conditions.push(NodeCondition {
+                type_: "Ready".to_string(),
+                status: "Unknown".to_string(),
+                reason: Some("NodeStatusUnknown".to_string()),
+                message: Some(message.to_string()),
+                last_transition_time: Some(Time(now)),
+                last_heartbeat_time: Some(Time(now)),
+            }),
+        }
+        n
+    }
+
+    /// A rebooted node is up again: `Ready`, and every condition a scenario step set reported
+    /// healthy, except the persistent ones (left as they were). The faults it fixed are
+    /// forgotten.
+    fn reboot_finished(&mut self, node: &Node, now: Timestamp) -> Node {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let faults = self.faults.entry(name.clone()).or_default();
+        let mut n = node.clone();
+        let conditions = n.status.get_or_insert_with(NodeStatus::default).conditions.get_or_insert_with(Vec::new);
+        for c in conditions.iter_mut() {
+            let persistent = faults.get(&c.type_).copied().unwrap_or(false);
+            if persistent || (c.type_ != "Ready" && !faults.contains_key(&c.type_)) {
+                continue;
+            }
+            if c.type_ == "Ready" {
+                report(c, "True", "KubeletReady", "kubelet is posting ready status", now);
+            } else {
+                report(c, healthy_status(&c.type_), "NodeRebooted", "the node rebooted", now);
+            }
+        }
+        faults.retain(|_, persistent| *persistent);
+        if faults.is_empty() {
+            self.faults.remove(&name);
+        }
+        n
     }
 
     /// An instance whose Node exists already (a node present at t=0): nothing to register.
@@ -132,6 +212,10 @@ impl Kubelet {
                 wake(t);
             }
             if inst.terminated {
+                if let Some(node) = self.registered.get(&inst.provider_id) {
+                    // A terminated instance does not come back from a reboot.
+                    self.reboot_returns.retain(|(_, n)| n != node);
+                }
                 if let Some(node) = self.registered.get(&inst.provider_id).cloned()
                     && !self.not_ready.contains(&node)
                     && let Some(n) = world.nodes.get(&node)
@@ -166,7 +250,19 @@ impl Kubelet {
                 }
                 continue;
             }
-            if self.registered.contains_key(&inst.provider_id) {
+            if let Some(node) = self.registered.get(&inst.provider_id).cloned() {
+                if let Some((at, back)) = inst.rebooted
+                    && self.reboots_played.get(&inst.provider_id) != Some(&at)
+                {
+                    match world.nodes.get(&node).map(|n| cluster.replace_obj(Self::reboot_started(n, now))) {
+                        Some(Err(_)) => wake(now),
+                        _ => {
+                            self.reboots_played.insert(inst.provider_id.clone(), at);
+                            self.reboot_returns.push((back, node));
+                            wake(back);
+                        }
+                    }
+                }
                 continue;
             }
             if inst.ready_at > now {
@@ -221,6 +317,20 @@ impl Kubelet {
                     }
                 }
                 Err(e) => tracing::warn!(node = %inst.node_name, error = %e, "cannot register node"),
+            }
+        }
+        let returns = std::mem::take(&mut self.reboot_returns);
+        for (at, node) in returns {
+            if at > now {
+                wake(at);
+                self.reboot_returns.push((at, node));
+                continue;
+            }
+            let Some(n) = world.nodes.get(&node) else { continue };
+            let up = self.reboot_finished(n, now);
+            if cluster.replace_obj(up).is_err() {
+                wake(now);
+                self.reboot_returns.push((now, node));
             }
         }
         let evictions = std::mem::take(&mut self.evictions);
@@ -339,5 +449,78 @@ fn evict_from_unreachable_node(world: &World, cluster: &SimCluster, node: &str) 
         if !stays && let Some((ns, name)) = key.split_once('/') {
             let _ = cluster.delete_obj::<k8s_openapi::api::core::v1::Pod>(Some(ns), name);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_cloud::{Clock, ManualClock};
+
+    fn node(conditions: &[(&str, &str)]) -> Node {
+        Node {
+            metadata: ObjectMeta { name: Some("n1".to_string()), ..ObjectMeta::default() },
+            status: Some(NodeStatus {
+                conditions: Some(
+                    conditions
+                        .iter()
+                        .map(|(t, s)| NodeCondition {
+                            type_: t.to_string(),
+                            status: s.to_string(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..NodeStatus::default()
+            }),
+            ..Node::default()
+        }
+    }
+
+    fn statuses(n: &Node) -> Vec<(String, String)> {
+        n.status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .map(|c| (c.type_.clone(), c.status.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_reboot_reports_the_faults_steps_set_healthy_except_the_persistent_ones() {
+        let now = ManualClock::new().now();
+        let mut k = Kubelet::new("us-west-2");
+        k.note_fault("n1", "Ready", false);
+        k.note_fault("n1", "AcceleratedHardwareReady", false);
+        k.note_fault("n1", "MemoryPressure", false);
+        k.note_fault("n1", "KernelReady", true);
+        let before = node(&[
+            ("Ready", "True"),
+            ("AcceleratedHardwareReady", "False"),
+            ("MemoryPressure", "True"),
+            ("KernelReady", "False"),
+            ("DiskPressure", "True"),
+        ]);
+        let down = Kubelet::reboot_started(&before, now);
+        assert_eq!(statuses(&down)[0], ("Ready".to_string(), "Unknown".to_string()));
+        let up = k.reboot_finished(&down, now);
+        let s = |t: &str, v: &str| (t.to_string(), v.to_string());
+        assert_eq!(
+            statuses(&up),
+            [
+                s("Ready", "True"),
+                s("AcceleratedHardwareReady", "True"),
+                s("MemoryPressure", "False"),
+                s("KernelReady", "False"),
+                s("DiskPressure", "True"),
+            ],
+            "fixed: what steps set and did not mark persistent; untouched: the rest"
+        );
+        // The persistent fault survives the next reboot too; the fixed ones are forgotten.
+        assert_eq!(k.faults.get("n1").map(|f| f.keys().cloned().collect::<Vec<_>>()), Some(vec!["KernelReady".into()]));
+        // A persistent stopped kubelet keeps the node not Ready through a reboot.
+        let mut k = Kubelet::new("us-west-2");
+        k.note_fault("n1", "Ready", true);
+        let up = k.reboot_finished(&Kubelet::reboot_started(&node(&[("Ready", "Unknown")]), now), now);
+        assert_eq!(statuses(&up), [s("Ready", "Unknown")]);
     }
 }

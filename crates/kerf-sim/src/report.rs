@@ -14,6 +14,9 @@ pub struct Report {
     pub nodes: Vec<NodeReport>,
     pub pods: Vec<PodReport>,
     pub disruptions: Vec<Disruption>,
+    /// Nodes node repair rebooted instead of replacing (`RebootForRepair`; left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reboots: Vec<Reboot>,
     /// Samples of the fleet: at t=0, at every change, and at the end.
     pub timeline: Vec<Sample>,
     /// One entry per CapacityBuffer (left out when the scenario has none).
@@ -128,6 +131,20 @@ pub struct Disruption {
     /// The Balanced score of a consolidation in a `Balanced` pool.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+}
+
+/// A node node repair rebooted.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Reboot {
+    /// When the reboot was issued.
+    pub at_seconds: Seconds,
+    pub node_claim: String,
+    pub node: String,
+    pub node_pool: String,
+    /// The condition it was rebooted for (`AcceleratedHardwareReady`).
+    pub condition: String,
+    pub detail: String,
 }
 
 /// The fleet at one moment.
@@ -288,6 +305,20 @@ impl Report {
                 );
             }
         }
+        if !self.reboots.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "Reboots (node repair):");
+            for r in &self.reboots {
+                let _ = writeln!(
+                    out,
+                    "  at {}: NodeClaim {} (node {}): {}",
+                    human_secs(r.at_seconds.0),
+                    r.node_claim,
+                    r.node,
+                    r.detail
+                );
+            }
+        }
         let blocked: Vec<&NodeReport> = self.nodes.iter().filter(|n| n.disruption_blocked.is_some()).collect();
         if !blocked.is_empty() {
             let _ = writeln!(out);
@@ -397,6 +428,7 @@ mod tests {
                 reason: Some("no instance type in NodePool default has resource vpc.amazonaws.com/pod-eni".to_string()),
             }],
             disruptions: vec![],
+            reboots: vec![],
             timeline: vec![
                 Sample { seconds: 0.0, nodes: 0, pods_pending: 1, pods_running: 0, cost_per_hour: 0.0 },
                 Sample { seconds: 60.0, nodes: 2, pods_pending: 1, pods_running: 0, cost_per_hour: 0.2 },

@@ -14,7 +14,7 @@ use kerf_scheduling::pod_requests;
 
 use crate::driver::Simulation;
 use crate::kubelet::Instance;
-use crate::report::{Disruption, NodeReport, PodReport, Report, Sample, Seconds, Summary, dollars};
+use crate::report::{Disruption, NodeReport, PodReport, Reboot, Report, Sample, Seconds, Summary, dollars};
 use crate::sim_cloud::SimCloud;
 use kerf_scheduling::node::node_ready;
 
@@ -197,6 +197,7 @@ impl<P: SimCloud> Simulation<P> {
             nodes,
             pods,
             disruptions: self.disruption_report(&instances),
+            reboots: self.reboot_report(),
             timeline,
             buffers,
             balanced_what_if: self
@@ -214,6 +215,23 @@ impl<P: SimCloud> Simulation<P> {
                 .collect(),
             comparison: None,
         }
+    }
+
+    /// `reboots[]`: the nodes node repair rebooted, in order.
+    fn reboot_report(&self) -> Vec<Reboot> {
+        self.manager
+            .repairs()
+            .iter()
+            .filter(|r| r.action == kerf_controller::disruption::RepairAction::Reboot)
+            .map(|r| Reboot {
+                at_seconds: Seconds((r.at.as_millisecond() - ManualClock::EPOCH_MILLIS) as f64 / 1000.0),
+                node_claim: r.node_claim.clone(),
+                node: r.node.clone(),
+                node_pool: r.node_pool.clone(),
+                condition: r.condition.to_string(),
+                detail: r.detail.clone(),
+            })
+            .collect()
     }
 
     /// `disruptions[]`: interruption warnings as they were delivered, and every node the

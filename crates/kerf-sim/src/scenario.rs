@@ -119,17 +119,21 @@ pub enum Step {
         node: String,
     },
     /// Sets a condition of a Node, as the kubelet or a node agent reports it (its
-    /// lastTransitionTime is now when its status changes).
+    /// lastTransitionTime is now when its status changes). A reboot of the node reports it
+    /// healthy again unless `persistent`.
     Condition {
         node: String,
         type_: String,
         status: String,
         reason: Option<String>,
         message: Option<String>,
+        persistent: bool,
     },
     /// The node's kubelet stops reporting: its Ready condition turns Unknown; its pods stay bound.
+    /// A reboot of the node brings its kubelet back unless `persistent`.
     Fail {
         node: String,
+        persistent: bool,
     },
 }
 
@@ -576,7 +580,7 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
             Ok(Step::Interrupt { node })
         }
         "condition" => {
-            let f = fields(ctx, &p, body, &["node", "type", "status", "reason", "message"])?;
+            let f = fields(ctx, &p, body, &["node", "type", "status", "reason", "message", "persistent"])?;
             let node = string(ctx, &join(&p, "node"), required(ctx, &p, &f, "node")?)?;
             let type_ = string(ctx, &join(&p, "type"), required(ctx, &p, &f, "type")?)?;
             let status = string(ctx, &join(&p, "status"), required(ctx, &p, &f, "status")?)?;
@@ -585,14 +589,26 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
             }
             let reason = f.get("reason").map(|v| string(ctx, &join(&p, "reason"), v)).transpose()?;
             let message = f.get("message").map(|v| string(ctx, &join(&p, "message"), v)).transpose()?;
-            Ok(Step::Condition { node, type_, status, reason, message })
+            let persistent = persistent(ctx, &p, &f)?;
+            Ok(Step::Condition { node, type_, status, reason, message, persistent })
         }
         "fail" => {
-            let f = fields(ctx, &p, body, &["node"])?;
+            let f = fields(ctx, &p, body, &["node", "persistent"])?;
             let node = string(ctx, &join(&p, "node"), required(ctx, &p, &f, "node")?)?;
-            Ok(Step::Fail { node })
+            let persistent = persistent(ctx, &p, &f)?;
+            Ok(Step::Fail { node, persistent })
         }
         _ => Err(ctx.err(&p, "unknown step")),
+    }
+}
+
+/// A fault step's `persistent` (a reboot does not fix it): `true` or `false`, unset is `false`.
+fn persistent(ctx: &Ctx<'_>, path: &str, f: &BTreeMap<String, &Value>) -> Result<bool, ScenarioError> {
+    match f.get("persistent") {
+        None => Ok(false),
+        Some(v) => v.as_bool().ok_or_else(|| {
+            ctx.err(join(path, "persistent"), format!("expected true or false, found {}", type_name(v)))
+        }),
     }
 }
 

@@ -57,6 +57,7 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
                 ready_at: i.ready_at,
                 terminated: i.terminated,
                 terminated_at: i.terminated_at,
+                rebooted: i.rebooted_at.map(|at| (at, after(at, self.launch_latency()))),
             })
             .collect()
     }

@@ -1,6 +1,6 @@
 //! Running a scenario: the entry points, the simulation a scenario's settings make, the nodes
 //! it starts with, and what its steps (`apply`, `scale`, `rollout`, `delete`, `patch`,
-//! `interrupt`, `wait`) do to the simulated cluster and cloud.
+//! `interrupt`, `condition`, `fail`, `wait`) do to the simulated cluster and cloud.
 //!
 //! A step writes through the in-memory API (or the simulated cloud, for an interruption) and
 //! then lets the clock loop in [`crate::driver`] settle; keeping the writes here leaves the loop
@@ -83,6 +83,7 @@ impl<P: SimCloud> Simulation<P> {
                 .feature_gates
                 .get("PodDeletionCostManagement")
                 .unwrap_or(false),
+            reboot_for_repair: scenario.settings.feature_gates.get("RebootForRepair").unwrap_or(false),
             preference_policy: scenario.settings.preference_policy.unwrap_or(defaults.preference_policy),
             wall_clock_offset_ms: scenario.start.map_or(0, |t| t.as_millisecond() - ManualClock::EPOCH_MILLIS),
             ..defaults
@@ -244,18 +245,20 @@ impl<P: SimCloud> Simulation<P> {
                 self.kick_kubelet = true;
                 self.price.invalidate();
             }
-            Step::Condition { node, type_, status, reason, message } => {
+            Step::Condition { node, type_, status, reason, message, persistent } => {
                 let what = format!("condition {type_}={status} on {node}");
                 let reason = reason.clone().unwrap_or_else(|| "ScenarioStep".to_string());
                 let message = message.clone().unwrap_or_else(|| format!("set by the scenario's {type_} step"));
                 self.set_node_condition(node, type_, status, &reason, &message, now).map_err(|e| fail(what, e))?;
+                self.kubelet.note_fault(node, type_, *persistent);
                 self.kick = true;
                 self.kick_kubelet = true;
             }
-            Step::Fail { node } => {
+            Step::Fail { node, persistent } => {
                 let message = "Kubelet stopped posting node status.";
                 self.set_node_condition(node, "Ready", "Unknown", "NodeStatusUnknown", message, now)
                     .map_err(|e| fail(format!("fail {node}"), e))?;
+                self.kubelet.note_fault(node, "Ready", *persistent);
                 self.kick = true;
                 self.kick_kubelet = true;
             }

@@ -928,6 +928,105 @@ fn node_repair_stops_when_more_than_a_fifth_of_a_pool_is_unhealthy_and_paces_by_
     assert_all_running(&r, 10);
 }
 
+/// Node repair with a reboot first: the `NodeRepair` and `RebootForRepair` gates on.
+const REBOOT: &str = "settings: {featureGates: {nodeRepair: true, rebootForRepair: true}}\n";
+
+fn reboots(r: &Value) -> Vec<&Value> {
+    r["reboots"].as_array().map(|a| a.iter().collect()).unwrap_or_default()
+}
+
+/// The names of the pods and the node each is bound to.
+fn placements(r: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = r["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_string(), p["node"].as_str().unwrap_or("").to_string()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn reboot_for_repair_fixes_a_gpu_node_without_a_new_node_and_its_pods_stay() {
+    let gpu = |extra: &str| {
+        format!(
+            "  - condition: {{node: {}, type: AcceleratedHardwareReady, status: \"False\", reason: NvidiaXidError{extra}}}\n",
+            node_name(1)
+        )
+    };
+    let steps = format!("  - apply: [{}]\n  - wait: 5m\n{}  - wait: 30m\n", one_per_node(3), gpu(""));
+    let r = simulate("reboot-gpu", &scenario("reboot-gpu", REBOOT, &pool("", KEEP), &steps));
+    let b = reboots(&r);
+    assert_eq!(b.len(), 1, "{b:#?}");
+    assert_eq!(b[0]["node"], node_name(1));
+    assert_eq!(b[0]["condition"], "AcceleratedHardwareReady");
+    // Failed at 5m, tolerated for 10 minutes: rebooted at 15m.
+    assert_eq!(secs(&b[0]["atSeconds"]), 900.0);
+    assert!(b[0]["detail"].as_str().unwrap().contains("has been False for 10m (rebooted after 10m)"), "{}", b[0]);
+    // Back after the launch latency with its GPU fixed: no replacement, the same pods where they were.
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    assert_eq!(r["summary"]["nodeClaimsLaunched"], 3);
+    assert!(nodes(&r).iter().all(|n| n["ready"] == true), "{:#?}", nodes(&r));
+    assert!(nodes(&r).iter().any(|n| n["name"] == node_name(1)));
+    assert_all_running(&r, 3);
+    let steady =
+        simulate("reboot-none", &scenario("reboot-none", REBOOT, &pool("", KEEP), &steps.replace(&gpu(""), "")));
+    assert_eq!(placements(&r), placements(&steady));
+
+    // A kubelet that stopped is brought back by a reboot too, after the Ready toleration.
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 5m\n  - fail: {{node: {}}}\n  - wait: 40m\n",
+        one_per_node(3),
+        node_name(1)
+    );
+    let r = simulate("reboot-kubelet", &scenario("reboot-kubelet", REBOOT, &pool("", KEEP), &steps));
+    let b = reboots(&r);
+    assert_eq!(b.len(), 1, "{b:#?}");
+    assert_eq!(secs(&b[0]["atSeconds"]), 2100.0);
+    assert_eq!(b[0]["condition"], "Ready");
+    assert!(disruptions(&r).is_empty(), "{:#?}", disruptions(&r));
+    assert!(nodes(&r).iter().all(|n| n["ready"] == true), "{:#?}", nodes(&r));
+    assert_all_running(&r, 3);
+
+    // `rebootForRepair` without `nodeRepair` repairs nothing.
+    let steps = format!("  - apply: [{}]\n  - wait: 5m\n{}  - wait: 30m\n", one_per_node(3), gpu(""));
+    let alone = "settings: {featureGates: {rebootForRepair: true}}\n";
+    let r = simulate("reboot-alone", &scenario("reboot-alone", alone, &pool("", KEEP), &steps));
+    assert!(reboots(&r).is_empty() && disruptions(&r).is_empty(), "{r:#}");
+}
+
+#[test]
+fn reboot_for_repair_reboots_a_persistent_failure_once_then_replaces_the_node() {
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 5m\n  - condition: {{node: {}, type: AcceleratedHardwareReady, status: \"False\", persistent: true}}\n  - wait: 40m\n",
+        one_per_node(3),
+        node_name(1)
+    );
+    let r = simulate("reboot-persistent", &scenario("reboot-persistent", REBOOT, &pool("", KEEP), &steps));
+    let b = reboots(&r);
+    assert_eq!(b.len(), 1, "rebooted once: {b:#?}");
+    assert_eq!(secs(&b[0]["atSeconds"]), 900.0);
+    // Still failing 10 minutes after the reboot: replaced then.
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Unhealthy");
+    assert_eq!(d[0]["node"], node_name(1));
+    assert_eq!(secs(&d[0]["atSeconds"]), 1500.0);
+    assert!(d[0]["detail"].as_str().unwrap().contains("after its reboot (replaced after 10m)"), "{}", d[0]);
+    assert!(nodes(&r).iter().all(|n| n["name"] != node_name(1)));
+    assert_eq!(nodes(&r).len(), 3);
+    assert_all_running(&r, 3);
+
+    // Without the reboot gate, the same failure is replaced at its first toleration.
+    let r = simulate("reboot-off", &scenario("reboot-off", REPAIR, &pool("", KEEP), &steps));
+    assert!(reboots(&r).is_empty());
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(secs(&d[0]["atSeconds"]), 900.0);
+    assert!(r.get("reboots").is_none(), "a report without reboots has no reboots field");
+}
+
 /// A pool of one `large` node (8 CPUs, $0.40/h), with `six` (6 CPUs, $0.37/h) and `small`
 /// (2 CPUs, $0.10/h) to replace it with; seven one-CPU pods, then `replicas`.
 fn replace_after_scale_down(name: &str, policy: &str, replicas: u32) -> Value {

@@ -1,7 +1,9 @@
 //! Node repair over the API: `kerf controller --cloud kwok` with `FEATURE_GATES=NodeRepair=true`
 //! against `kerf serve --controllers none`. A node agent's condition written through the status
 //! subresource (as the EKS node monitoring agent writes it) gets the node replaced; a node
-//! annotated `karpenter.sh/do-not-repair` keeps it.
+//! annotated `karpenter.sh/do-not-repair` keeps it. With `AWS_FEATURE_GATES=RebootForRepair=true`
+//! the node is rebooted instead (the kwok provider marks its kubelet gone, `kerf serve`'s
+//! kubelet stand-in reports it Ready again without the failed condition) and stays.
 
 #[macro_use]
 mod common;
@@ -110,4 +112,63 @@ fn a_node_whose_gpu_failed_is_replaced_over_the_api_and_do_not_repair_keeps_one(
     let metrics = c.metrics();
     assert!(metrics.contains(r#"reason="unhealthy""#), "{metrics}");
     assert!(c.stderr().contains("Unhealthy"), "{}", c.stderr());
+}
+
+/// The NodeClaims' names.
+fn claims(s: &Served) -> BTreeSet<String> {
+    words(s, &["get", "nodeclaims", "-o", "jsonpath={.items[*].metadata.name}"])
+}
+
+#[test]
+fn a_node_whose_gpu_failed_is_rebooted_over_the_api_and_stays_with_its_pods() {
+    let s = Served::start("reboot-api", &["--controllers", "none"]);
+    let mut command = Controller::command(&s, &[]);
+    command.env("FEATURE_GATES", "NodeRepair=true");
+    command.env("AWS_FEATURE_GATES", "RebootForRepair=true");
+    let c = Controller::spawn(&s, "reboot", command);
+    let path = write(&s.dir, "manifests.yaml", &MANIFESTS.replace("replicas: 10", "replicas: 5"));
+    kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
+    let pods = eventually(60, "5 running gpu pods", || Some(running_pods(&s)).filter(|p| p.len() == 5));
+    let (before, claims_before) = (nodes(&s), claims(&s));
+    assert_eq!(before.len(), 5, "{before:?}");
+    let broken = before.iter().next().cloned().unwrap_or_default();
+    fail_gpu(&s, &broken);
+
+    // The claim records the reboot; the node comes back Ready without the failed condition.
+    let annotation = r"jsonpath={.metadata.annotations.kerf\.sh/rebooted-at}";
+    eventually(60, "the reboot recorded on the claim", || {
+        Some(kubectl_ok(&s, &["get", "nodeclaim", &broken, "-o", annotation])).filter(|a| !a.trim().is_empty())
+    });
+    let conditions = "jsonpath={range .status.conditions[*]}{.type}={.status} {end}";
+    eventually(30, "the node Ready again, its GPU condition gone", || {
+        let now = kubectl_ok(&s, &["get", "node", &broken, "-o", conditions]);
+        (now.trim() == "Ready=True").then_some(())
+    });
+    // Nothing replaced it: the same nodes, claims and pods, a while later too.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(nodes(&s), before);
+    assert_eq!(claims(&s), claims_before);
+    eventually(30, "the same 5 pods running", || (running_pods(&s) == pods).then_some(()));
+    let events = kubectl_ok(
+        &s,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={broken}"),
+            "-o",
+            "jsonpath={.items[*].reason}",
+        ],
+    );
+    assert!(events.contains("RebootIssued"), "{events}");
+    assert!(!events.contains("DisruptionTerminating"), "{events}");
+    let metrics = c.metrics();
+    assert!(
+        metrics.contains(
+            r#"kerf_nodeclaims_unhealthy_rebooted_total{condition="accelerated_hardware_ready",nodepool="default""#
+        ),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("karpenter_nodeclaims_unhealthy_disrupted_total{"), "{metrics}");
+    assert!(c.stderr().contains("rebooting node for repair"), "{}", c.stderr());
 }

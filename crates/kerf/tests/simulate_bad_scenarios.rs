@@ -245,3 +245,15 @@ fn node_condition_and_fail_steps_name_a_bad_status_or_a_node_that_does_not_exist
     assert_ne!(code, 0, "{stderr}");
     assert!(stderr.contains("fail ip-10-0-0-9.example") && stderr.contains("no node"), "{stderr}");
 }
+
+#[test]
+fn a_persistent_that_is_not_true_or_false_names_the_step_and_field() {
+    let d = Dir::new("persistent");
+    let s = d.write("fail.yaml", "name: x\nsteps:\n  - fail: {node: n, persistent: yes}\n");
+    assert_bad(&s, &["fail.yaml", "steps[0].fail.persistent", "expected true or false, found a string"]);
+    let s = d.write(
+        "condition.yaml",
+        "name: x\nsteps:\n  - wait: 1m\n  - condition: {node: n, type: AcceleratedHardwareReady, status: \"False\", persistent: 1}\n",
+    );
+    assert_bad(&s, &["condition.yaml", "steps[1].condition.persistent", "expected true or false"]);
+}
