@@ -211,7 +211,10 @@ fn chart_renders_the_controller_with_karpenters_layout_and_a_hardened_pod() {
         assert!(env.contains(name), "no {name} in {env:?}");
     }
     let gates = c["env"].as_array().unwrap().iter().find(|e| e["name"] == "FEATURE_GATES").unwrap();
-    assert_eq!(gates["value"], "SpotToSpotConsolidation=false,NodeRepair=false,PodDeletionCostManagement=false");
+    assert_eq!(
+        gates["value"],
+        "SpotToSpotConsolidation=false,NodeRepair=false,RebootForRepair=false,PodDeletionCostManagement=false"
+    );
     let ports: Vec<(&str, i64)> = c["ports"]
         .as_array()
         .unwrap()
@@ -234,7 +237,8 @@ fn chart_settings_reach_the_controller_and_one_replica_runs_without_leader_elect
     let objects = render(json!({
         "replicas": 1,
         "settings": {"clusterName": "prod", "interruptionQueue": "prod-interruptions",
-            "featureGates": {"spotToSpotConsolidation": true, "nodeRepair": true, "podDeletionCostManagement": true}},
+            "featureGates": {"spotToSpotConsolidation": true, "nodeRepair": true, "rebootForRepair": true,
+                "podDeletionCostManagement": true}},
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/Kerf"}},
         "serviceMonitor": {"enabled": true},
         "controller": {"image": {"digest": "sha256:abc"}},
@@ -246,7 +250,10 @@ fn chart_settings_reach_the_controller_and_one_replica_runs_without_leader_elect
     assert!(!args.contains(&"--leader-elect"), "{args:?}");
     let env = |name: &str| c["env"].as_array().unwrap().iter().find(|e| e["name"] == name).unwrap()["value"].clone();
     assert_eq!(env("INTERRUPTION_QUEUE"), "prod-interruptions");
-    assert_eq!(env("FEATURE_GATES"), "SpotToSpotConsolidation=true,NodeRepair=true,PodDeletionCostManagement=true");
+    assert_eq!(
+        env("FEATURE_GATES"),
+        "SpotToSpotConsolidation=true,NodeRepair=true,RebootForRepair=true,PodDeletionCostManagement=true"
+    );
     assert_eq!(c["image"], "kerf@sha256:abc");
     let sa = find(&objects, "ServiceAccount");
     assert_eq!(sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"], "arn:aws:iam::111122223333:role/Kerf");
@@ -316,7 +323,7 @@ fn rbac_grants_what_the_controller_uses_and_leases_only_in_its_namespace() {
         assert!(cluster.contains(needed), "ClusterRole lacks {needed}");
     }
     // Least privilege: no wildcards, no secrets, no writes to pods or workloads, no Node
-    // creation on AWS, and no Leases cluster-wide.
+    // creation or Node status writes on AWS, and no Leases cluster-wide.
     for g in &cluster {
         assert!(!g.contains('*'), "{g}");
         assert!(!g.contains("secrets") && !g.contains("leases") && !g.starts_with("apps:daemonsets:c"), "{g}");
@@ -331,7 +338,7 @@ fn rbac_grants_what_the_controller_uses_and_leases_only_in_its_namespace() {
     }
     assert!(!cluster.contains(":nodes:create"));
     let kwok = grants(find(&render(json!({"settings": {"cloud": "kwok"}})), "ClusterRole"));
-    assert_eq!(kwok.difference(&cluster).collect::<Vec<_>>(), [":nodes:create"]);
+    assert_eq!(kwok.difference(&cluster).collect::<Vec<_>>(), [":nodes/status:patch", ":nodes:create"]);
 
     let role = find(&objects, "Role");
     assert_eq!(role["metadata"]["namespace"], "kerf");
