@@ -364,6 +364,35 @@ fn pod_deletion_cost_example_scales_down_the_node_kerf_ranked_first_and_emptines
 }
 
 #[test]
+fn node_reboot_example_fixes_the_gpu_by_a_reboot_then_replaces_the_node_when_it_fails_again() {
+    let r = simulate("node-reboot.yaml");
+    let node = "ip-10-0-32-2.us-west-2.compute.internal";
+    let reboots = r["reboots"].as_array().unwrap();
+    assert_eq!(reboots.len(), 1, "{reboots:#?}");
+    // Failed at 5m, tolerated for 10 minutes: rebooted at 15m, back at 15m30s, nothing launched.
+    assert_eq!(reboots[0]["node"], node);
+    assert_eq!(reboots[0]["condition"], "AcceleratedHardwareReady");
+    assert_eq!(reboots[0]["atSeconds"], 900);
+    // Failed again at 30m: not rebooted twice, replaced at 40m.
+    let d = the_disruption(&r);
+    assert_eq!(d["reason"], "Unhealthy");
+    assert_eq!(d["node"], node);
+    assert_eq!(d["atSeconds"], 2400);
+    assert_eq!(d["nodeClaim"], reboots[0]["nodeClaim"]);
+    assert!(d["detail"].as_str().unwrap().contains("after its reboot"), "{d}");
+    let launches: Vec<f64> = r["timeline"]
+        .as_array()
+        .unwrap()
+        .windows(2)
+        .filter(|w| w[1]["costPerHour"].as_f64() > w[0]["costPerHour"].as_f64())
+        .map(|w| w[1]["atSeconds"].as_f64().unwrap())
+        .collect();
+    assert_eq!(launches, [1.0, 2400.0], "launched at the start and for the replacement only: {:#}", r["timeline"]);
+    assert_eq!(summary(&r, "nodeClaimsLaunched"), 2);
+    all_pods_running(&r);
+}
+
+#[test]
 fn consolidation_balanced_example_takes_only_moves_scoring_at_least_one_half() {
     let r = simulate("consolidation-balanced.yaml");
     let d = r["disruptions"].as_array().unwrap();
