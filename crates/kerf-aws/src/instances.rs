@@ -1,5 +1,5 @@
 //! EC2 instances as kerf sees them: provider IDs (`aws:///<zone>/<instance-id>`), describing,
-//! listing and terminating, and only ever those tagged as this cluster's.
+//! listing, rebooting and terminating, and only ever those tagged as this cluster's.
 
 use std::collections::BTreeMap;
 
@@ -205,6 +205,19 @@ pub async fn terminate(clients: &AwsClients, instance_id: &str) -> Result<(), Aw
         .send()
         .await
         .map_err(|e| AwsError::from_sdk("ec2:TerminateInstances", e))?;
+    Ok(())
+}
+
+/// Reboots an instance in place (EC2 RebootInstances: the request is queued; the instance keeps
+/// its ID, addresses and volumes).
+pub async fn reboot(clients: &AwsClients, instance_id: &str) -> Result<(), AwsError> {
+    clients
+        .ec2
+        .reboot_instances()
+        .instance_ids(instance_id)
+        .send()
+        .await
+        .map_err(|e| AwsError::from_sdk("ec2:RebootInstances", e))?;
     Ok(())
 }
 

@@ -659,6 +659,17 @@ impl CloudProvider for AwsProvider {
         Ok(())
     }
 
+    /// EC2 RebootInstances on the claim's instance, only if it is this cluster's and live.
+    async fn reboot(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+        let pid = claim.provider_id().ok_or_else(|| CloudError::NotFound(format!("NodeClaim {}", claim.name())))?;
+        let instance = self.owned_instance(pid).await?;
+        match instances::reboot(&self.clients, &instance.id).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Err(CloudError::NotFound(pid.to_string())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
         let instance = self.owned_instance(provider_id).await?;
         Ok(self.describe_claim(&instance).await)

@@ -1,5 +1,5 @@
-//! Get, list, delete and garbage-collection listing by provider ID, against moto; instances
-//! without this cluster's tag are never touched.
+//! Get, list, reboot, delete and garbage-collection listing by provider ID, against moto;
+//! instances without this cluster's tag are never touched.
 
 mod common;
 
@@ -103,4 +103,55 @@ async fn garbage_collection_lists_this_clusters_instances_that_no_node_claim_acc
     let pids: Vec<&str> = orphans.iter().filter_map(|c| c.provider_id()).collect();
     assert_eq!(pids, vec![lost.provider_id().unwrap_or_default()]);
     assert_eq!(orphans[0].name(), "default-lost");
+}
+
+/// Stops an instance out of band (moto's RebootInstances brings a stopped instance back to
+/// running, which is how a test sees that a reboot reached it).
+async fn stop(clients: &kerf_aws::AwsClients, id: &str) {
+    clients.ec2.stop_instances().instance_ids(id).send().await.unwrap_or_else(|e| panic!("StopInstances: {e:?}"));
+}
+
+#[tokio::test]
+async fn reboot_restarts_this_clusters_instance_in_place_and_never_another() {
+    let clients = clients().await;
+    let (provider, _clock, net, _nc) =
+        ready_provider("reboot", 34, clients.clone(), "  amiSelectorTerms: [{alias: al2023@latest}]\n").await;
+    let launched = provider.create(&claim("default-reboot", "default", REQS)).await.unwrap_or_else(|e| panic!("{e}"));
+    let pid = launched.provider_id().unwrap_or_default().to_string();
+    let id = pid.rsplit('/').next().unwrap_or_default().to_string();
+    stop(&clients, &id).await;
+    assert_eq!(instance_states(&clients, std::slice::from_ref(&id)).await[0].1, "stopped");
+
+    provider.reboot(&launched).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        instance_states(&clients, std::slice::from_ref(&id)).await[0].1,
+        "running",
+        "RebootInstances reached it"
+    );
+    // The same instance: nothing launched, nothing terminated.
+    assert_eq!(provider.get(&pid).await.unwrap_or_else(|e| panic!("{e}")).name(), "default-reboot");
+    assert_eq!(provider.list().await.unwrap_or_else(|e| panic!("{e}")).len(), 1);
+
+    // Someone else's instance is not rebooted.
+    let out = clients
+        .ec2
+        .run_instances()
+        .image_id("ami-04681a1dbd79675a5")
+        .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro)
+        .subnet_id(&net.subnets[0].0)
+        .min_count(1)
+        .max_count(1)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let foreign = out.instances()[0].instance_id().unwrap_or_default().to_string();
+    stop(&clients, &foreign).await;
+    let mut theirs = claim("someone-elses", "default", REQS);
+    theirs.status.get_or_insert_with(Default::default).provider_id = Some(format!("aws:///us-west-2a/{foreign}"));
+    assert!(matches!(provider.reboot(&theirs).await, Err(CloudError::NotFound(_))));
+    assert_eq!(instance_states(&clients, std::slice::from_ref(&foreign)).await[0].1, "stopped");
+
+    // A terminated instance is gone.
+    provider.delete(&launched).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(provider.reboot(&launched).await, Err(CloudError::NotFound(_))));
 }
