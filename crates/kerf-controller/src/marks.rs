@@ -1,11 +1,16 @@
 //! The marks kerf puts on the objects it manages, and what they mean: the
 //! `karpenter.sh/disrupted:NoSchedule` taint on a node being disrupted or deleted (and which pods
-//! draining must therefore move), and the termination finalizer on Nodes and NodeClaims.
-//! Termination, disruption, static pools and the lifecycle all read them; this is their one home.
+//! draining must therefore move), the termination finalizer on Nodes and NodeClaims, and the
+//! reboot node repair records on a NodeClaim. Termination, disruption (its candidates and node
+//! repair), static pools and the lifecycle all read them; this is their one home.
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kerf_api::{SlimPod, Taint, TaintEffect, labels, pod_facts};
+use kerf_api::{NodeClaim, SlimPod, Taint, TaintEffect, labels, pod_facts};
+use kerf_cloud::Timestamp;
+use std::time::Duration;
+
+use crate::util;
 
 /// The taint every node being disrupted or deleted carries (built once: every disruption
 /// pass asks each pod on every node whether it tolerates it).
@@ -71,6 +76,28 @@ pub(crate) fn remove_finalizer(meta: &mut ObjectMeta) {
     if let Some(fs) = meta.finalizers.as_mut() {
         fs.retain(|f| f != labels::TERMINATION_FINALIZER);
     }
+}
+
+/// How long after a reboot a node that has not reported Ready since still counts as rebooting
+/// (Karpenter's reboot observation window).
+pub const REBOOT_WINDOW: Duration = Duration::from_secs(20 * 60);
+
+/// When node repair rebooted the claim's instance, if it did.
+pub(crate) fn rebooted_at(claim: &NodeClaim) -> Option<Timestamp> {
+    claim.metadata.annotations.as_ref()?.get(labels::REBOOTED_AT)?.parse().ok()
+}
+
+/// Whether the claim's node is in a reboot: rebooted less than [`REBOOT_WINDOW`] ago and not
+/// Ready since.
+pub(crate) fn rebooting(claim: &NodeClaim, node: &Node, now: Timestamp) -> bool {
+    let Some(at) = rebooted_at(claim) else { return false };
+    let back = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True" && c.last_transition_time.as_ref().is_some_and(|t| t.0 >= at));
+    !back && now < util::after(at, REBOOT_WINDOW)
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use super::balanced::{Moved, PoolTotals};
 use super::cost::{DeclaredCost, node_disruption_cost};
 use crate::ctx::Ctx;
 use crate::input::TypesByPool;
-use crate::marks::{is_disrupted, is_drainable};
+use crate::marks::{is_disrupted, is_drainable, rebooting};
 use crate::state::ClusterState;
 use crate::util;
 
@@ -347,7 +347,7 @@ impl Disruption {
             count.0 += 1;
             let deleting = node.metadata.deletion_timestamp.is_some() || claim.metadata.deletion_timestamp.is_some();
             // A node node repair rebooted is disrupted until it is back (see `repair`).
-            let rebooting = super::repair::rebooting(claim, node, now);
+            let rebooting = rebooting(claim, node, now);
             if deleting || is_disrupted(node) || rebooting || !util::node_ready(node) {
                 count.1 += 1;
                 if !deleting && !is_disrupted(node) && !rebooting {

@@ -25,7 +25,6 @@
 //!   a node being disrupted. A cloud that cannot reboot (or refuses) gets the node replaced.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kerf_api::NodeClaim;
@@ -40,15 +39,12 @@ use super::{Command, Disruption, Reason};
 use crate::ctx::Ctx;
 use crate::error::ControllerError;
 use crate::input::TypesByPool;
-use crate::marks::is_disrupted;
+pub use crate::marks::REBOOT_WINDOW;
+use crate::marks::{is_disrupted, rebooted_at, rebooting};
 use crate::util;
 
 /// A pool whose unhealthy nodes are more than this share of its nodes is not repaired.
 pub(crate) const UNHEALTHY_THRESHOLD_PERCENT: usize = 20;
-
-/// How long after a reboot a node that has not reported Ready since still counts as rebooting
-/// (Karpenter's reboot observation window).
-pub const REBOOT_WINDOW: Duration = Duration::from_secs(20 * 60);
 
 /// The first of a node's conditions a repair policy matches, and since when it holds.
 pub(crate) fn unhealthy(node: &Node, policies: &[RepairPolicy]) -> Option<(RepairPolicy, Timestamp)> {
@@ -57,24 +53,6 @@ pub(crate) fn unhealthy(node: &Node, policies: &[RepairPolicy]) -> Option<(Repai
         let p = matching(policies, &c.type_, &c.status)?;
         Some((p, c.last_transition_time.as_ref().map(|t| t.0)?))
     })
-}
-
-/// When node repair rebooted the claim's instance, if it did.
-pub(crate) fn rebooted_at(claim: &NodeClaim) -> Option<Timestamp> {
-    claim.metadata.annotations.as_ref()?.get(labels::REBOOTED_AT)?.parse().ok()
-}
-
-/// Whether the claim's node is in a reboot: rebooted less than [`REBOOT_WINDOW`] ago and not
-/// Ready since.
-pub(crate) fn rebooting(claim: &NodeClaim, node: &Node, now: Timestamp) -> bool {
-    let Some(at) = rebooted_at(claim) else { return false };
-    let back = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True" && c.last_transition_time.as_ref().is_some_and(|t| t.0 >= at));
-    !back && now < util::after(at, REBOOT_WINDOW)
 }
 
 /// What node repair does to a node.
