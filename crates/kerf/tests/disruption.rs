@@ -1097,3 +1097,51 @@ fn consolidation_disrupts_the_node_whose_pods_cost_least_to_evict_first() {
     assert_eq!(d[0]["node"], node_name(2), "{d:#?}");
     assert_all_running(&r, 2);
 }
+
+/// Three `large` nodes of seven one-CPU pods (Deployments a, b, c in turn), scaled down to a:1,
+/// b:1, c:5 while consolidation is off, then consolidated one node at a time. `a_meta` goes on
+/// Deployment a's pod template. Returns the report and the name of a's remaining pod before
+/// consolidation, with its node.
+fn consolidated_after_scale_down(name: &str, a_meta: &str) -> (Value, (String, String)) {
+    let large = ", requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [large]}]";
+    let off = "{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: Never}";
+    let on = "{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s, budgets: [{nodes: \"1\"}]}";
+    let head = format!(
+        "  - apply: [{}]\n  - wait: 2m\n  - apply: [{}]\n  - wait: 2m\n  - apply: [{}]\n  - wait: 2m\n\
+         \x20 - scale: {{kind: Deployment, name: a, namespace: default, replicas: 1}}\n\
+         \x20 - scale: {{kind: Deployment, name: b, namespace: default, replicas: 1}}\n\
+         \x20 - scale: {{kind: Deployment, name: c, namespace: default, replicas: 5}}\n  - wait: 3m\n",
+        deployment("a", 7, "1", a_meta),
+        deployment("b", 7, "1", ""),
+        deployment("c", 7, "1", "")
+    );
+    let before = simulate(&format!("{name}-before"), &scenario(name, "", &pool(large, off), &head));
+    let a = before["pods"].as_array().unwrap().iter().find(|p| p["owner"] == "Deployment/a").expect("a's pod");
+    let a = (a["name"].as_str().unwrap().to_string(), a["node"].as_str().unwrap().to_string());
+    let steps = format!("{head}  - apply: [{}]\n  - wait: 10m\n", pool(large, on));
+    (simulate(name, &scenario(name, "", &pool(large, off), &steps)), a)
+}
+
+#[test]
+fn a_node_whose_pods_declare_a_high_disruption_cost_is_consolidated_last() {
+    // The same cluster twice: a's and b's last pods share a node, two nodes hold the five c's.
+    // Every node holds two or three pods and any one can go; the budget takes one at a time.
+    let (plain, (a_pod, a_node)) = consolidated_after_scale_down("cost-plain", "");
+    let gone: Vec<&str> = disruptions(&plain).iter().map(|d| d["node"].as_str().unwrap()).collect();
+    assert_eq!(gone.len(), 2, "{gone:?}");
+    assert!(gone.contains(&a_node.as_str()), "without a cost, a's node is one of the first to go: {gone:?}");
+    assert!(pods(&plain, "a-").iter().all(|p| p["name"] != a_pod), "a's pod was evicted");
+
+    let costly = ", annotations: {karpenter.sh/disruption-cost: \"1000000000\"}";
+    let (r, (a_pod, a_node)) = consolidated_after_scale_down("cost-high", costly);
+    let gone: Vec<&str> = disruptions(&r).iter().map(|d| d["node"].as_str().unwrap()).collect();
+    assert_eq!(gone.len(), 2, "{gone:?}");
+    assert!(!gone.contains(&a_node.as_str()), "the costly pod's node is kept: {gone:?}");
+    let a = pods(&r, "a-");
+    assert_eq!((a[0]["name"].as_str().unwrap(), a[0]["node"].as_str().unwrap()), (a_pod.as_str(), a_node.as_str()));
+    assert_all_running(&r, 7);
+}
+
+fn pods<'a>(r: &'a Value, prefix: &str) -> Vec<&'a Value> {
+    r["pods"].as_array().unwrap().iter().filter(|p| p["name"].as_str().unwrap().starts_with(prefix)).collect()
+}
