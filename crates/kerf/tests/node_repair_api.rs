@@ -114,6 +114,40 @@ fn a_node_whose_gpu_failed_is_replaced_over_the_api_and_do_not_repair_keeps_one(
     assert!(c.stderr().contains("Unhealthy"), "{}", c.stderr());
 }
 
+#[test]
+fn three_of_ten_nodes_failing_at_once_are_not_repaired_over_the_api_and_an_event_says_why() {
+    let s = Served::start("repair-breaker-api", &["--controllers", "none"]);
+    let controller = |name: &str| {
+        let mut command = Controller::command(&s, &[]);
+        command.env("FEATURE_GATES", "NodeRepair=true");
+        Controller::spawn(&s, name, command)
+    };
+    let c = controller("repair-breaker");
+    let path = write(&s.dir, "manifests.yaml", MANIFESTS);
+    kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
+    eventually(60, "10 running gpu pods", || Some(running_pods(&s)).filter(|p| p.len() == 10));
+    let before = nodes(&s);
+    assert_eq!(before.len(), 10, "{before:?}");
+    // Three GPUs fail at once (while the controller is down, so it finds them together): more
+    // than the fifth of the pool repair tolerates.
+    c.stop();
+    for n in before.iter().take(3) {
+        fail_gpu(&s, n);
+    }
+    let _c = controller("repair-breaker-2");
+    let events = eventually(60, "a NodeRepairBlocked event", || {
+        let e =
+            kubectl_ok(&s, &["get", "events", "-o", r#"jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}"#]);
+        let blocked: Vec<&str> = e.lines().filter(|l| l.starts_with("NodeRepairBlocked: ")).collect();
+        (!blocked.is_empty()).then(|| blocked.join("\n"))
+    });
+    assert!(events.contains("unhealthy"), "{events}");
+    // Several more passes: nothing is replaced, no pod moves.
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert_eq!(nodes(&s), before);
+    assert_eq!(running_pods(&s).len(), 10);
+}
+
 /// The NodeClaims' names.
 fn claims(s: &Served) -> BTreeSet<String> {
     words(s, &["get", "nodeclaims", "-o", "jsonpath={.items[*].metadata.name}"])
