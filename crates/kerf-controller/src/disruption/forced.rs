@@ -34,16 +34,7 @@ impl Disruption {
     ) -> Command {
         let cand = self.forced_candidate(cx, claim, types);
         let (replacements, moves) = self.forced_replacements(cx, &cand, types);
-        Command {
-            reason,
-            candidates: vec![cand],
-            replacements,
-            detail,
-            savings: 0.0,
-            score: None,
-            balanced_what_if: Vec::new(),
-            moves,
-        }
+        Command::new(reason, vec![cand], replacements, detail, moves)
     }
 
     /// A managed claim as a forceful command sees it (initialized or not).

@@ -143,6 +143,29 @@ pub(crate) struct Command {
     pub moves: Vec<(crate::state::ObjectKey, in_flight::Destination)>,
 }
 
+impl Command {
+    /// A command that saves nothing by itself and is not scored (drift, repair, expiration,
+    /// interruption), or whose savings its caller sets (emptiness, consolidation).
+    pub(crate) fn new(
+        reason: Reason,
+        candidates: Vec<Candidate>,
+        replacements: Vec<NewNodeClaim>,
+        detail: String,
+        moves: Vec<(crate::state::ObjectKey, in_flight::Destination)>,
+    ) -> Self {
+        Command {
+            reason,
+            candidates,
+            replacements,
+            detail,
+            savings: 0.0,
+            score: None,
+            balanced_what_if: Vec::new(),
+            moves,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     /// Waiting for these replacement claims to be initialized.

@@ -62,16 +62,8 @@ impl Method for Drift {
         let empties: Vec<&Candidate> = allowed.iter().copied().filter(|c| c.is_empty()).collect();
         if !empties.is_empty() {
             let detail = empties.iter().filter_map(|c| why(c)).next().unwrap_or_default();
-            return Some(Command {
-                reason,
-                candidates: empties.into_iter().cloned().collect(),
-                replacements: Vec::new(),
-                detail: format!("{detail}; it is empty"),
-                savings: 0.0,
-                score: None,
-                balanced_what_if: Vec::new(),
-                moves: Vec::new(),
-            });
+            let candidates = empties.into_iter().cloned().collect();
+            return Some(Command::new(reason, candidates, Vec::new(), format!("{detail}; it is empty"), Vec::new()));
         }
         if allowed.is_empty() {
             return None;
@@ -120,16 +112,7 @@ impl Method for Drift {
                     k => format!("{k} new node(s)"),
                 }
             );
-            return Some(Command {
-                reason,
-                candidates: vec![c.clone()],
-                replacements,
-                detail,
-                savings: 0.0,
-                score: None,
-                balanced_what_if: Vec::new(),
-                moves,
-            });
+            return Some(Command::new(reason, vec![c.clone()], replacements, detail, moves));
         }
         None
     }

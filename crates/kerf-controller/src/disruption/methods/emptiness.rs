@@ -29,15 +29,9 @@ impl Method for Emptiness {
             return None;
         }
         let (detail, savings) = describe(&chosen, 0, &Decision::Delete);
-        Some(Command {
-            reason: Reason::Empty,
-            candidates: chosen.into_iter().cloned().collect(),
-            replacements: Vec::new(),
-            detail,
-            savings,
-            score: None,
-            balanced_what_if: Vec::new(),
-            moves: Vec::new(),
-        })
+        let mut cmd =
+            Command::new(Reason::Empty, chosen.into_iter().cloned().collect(), Vec::new(), detail, Vec::new());
+        cmd.savings = savings;
+        Some(cmd)
     }
 }

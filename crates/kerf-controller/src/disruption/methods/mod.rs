@@ -146,17 +146,12 @@ pub(super) fn consolidatable(c: &Candidate) -> bool {
 /// The Underutilized command for a consolidation decision on `cands`.
 pub(super) fn consolidation_command(cands: &[&Candidate], pods: usize, decision: Decision) -> Command {
     let (detail, savings) = describe(cands, pods, &decision);
-    Command {
-        reason: Reason::Underutilized,
-        candidates: cands.iter().map(|c| (*c).clone()).collect(),
-        replacements: match decision {
-            Decision::Delete => Vec::new(),
-            Decision::Replace { claim, .. } => vec![*claim],
-        },
-        detail,
-        savings,
-        score: None,
-        balanced_what_if: Vec::new(),
-        moves: Vec::new(),
-    }
+    let replacements = match decision {
+        Decision::Delete => Vec::new(),
+        Decision::Replace { claim, .. } => vec![*claim],
+    };
+    let candidates = cands.iter().map(|c| (*c).clone()).collect();
+    let mut cmd = Command::new(Reason::Underutilized, candidates, replacements, detail, Vec::new());
+    cmd.savings = savings;
+    cmd
 }

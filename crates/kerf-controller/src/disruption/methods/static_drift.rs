@@ -107,16 +107,8 @@ fn static_drift(
             count.limit.map_or_else(|| "unset".to_string(), |l| l.to_string()),
         );
         // One command a pass: later pools' drifted nodes keep the reason they were last given.
-        return Some(Command {
-            reason: Reason::Drifted,
-            candidates: chosen.iter().map(|c| (*c).clone()).collect(),
-            replacements: vec![new; chosen.len()],
-            detail,
-            savings: 0.0,
-            score: None,
-            balanced_what_if: Vec::new(),
-            moves: Vec::new(),
-        });
+        let candidates = chosen.iter().map(|c| (*c).clone()).collect();
+        return Some(Command::new(Reason::Drifted, candidates, vec![new; chosen.len()], detail, Vec::new()));
     }
     None
 }
