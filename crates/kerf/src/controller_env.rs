@@ -159,11 +159,10 @@ mod tests {
         assert!(s.options(kerf_controller::Options::default()).spot_to_spot_consolidation);
         assert!(s.options(kerf_controller::Options::default()).node_repair);
         assert!(s.options(kerf_controller::Options::default()).reboot_for_repair);
+        assert!(s.options(kerf_controller::Options::default()).pod_deletion_cost_management);
         assert_eq!(
             s.feature_gates.not_acted_on().as_deref(),
-            Some(
-                "ReservedCapacity, TerminateFirstDrift, PodDeletionCostManagement (not implemented in kerf yet; no effect)"
-            )
+            Some("ReservedCapacity, TerminateFirstDrift (not implemented in kerf yet; no effect)")
         );
         // An AWS gate in FEATURE_GATES (or the reverse) is read all the same.
         let s =
