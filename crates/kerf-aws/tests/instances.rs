@@ -51,24 +51,7 @@ async fn instances_without_this_clusters_tag_are_never_touched() {
     // Someone else's instance in the same subnet, and one tagged for another cluster.
     let mut foreign = Vec::new();
     for tags in [vec![], vec![("kubernetes.io/cluster/other", "owned"), ("karpenter.sh/nodepool", "default")]] {
-        let mut spec =
-            aws_sdk_ec2::types::TagSpecification::builder().resource_type(aws_sdk_ec2::types::ResourceType::Instance);
-        for (k, v) in &tags {
-            spec = spec.tags(aws_sdk_ec2::types::Tag::builder().key(*k).value(*v).build());
-        }
-        let mut run = clients
-            .ec2
-            .run_instances()
-            .image_id("ami-04681a1dbd79675a5")
-            .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro)
-            .subnet_id(&net.subnets[0].0)
-            .min_count(1)
-            .max_count(1);
-        if !tags.is_empty() {
-            run = run.tag_specifications(spec.build());
-        }
-        let out = run.send().await.unwrap_or_else(|e| panic!("{e:?}"));
-        let id = out.instances()[0].instance_id().unwrap_or_default().to_string();
+        let id = run_instance(&clients, &net.subnets[0].0, &tags).await;
         foreign.push(id);
     }
     for id in &foreign {
@@ -133,18 +116,7 @@ async fn reboot_restarts_this_clusters_instance_in_place_and_never_another() {
     assert_eq!(provider.list().await.unwrap_or_else(|e| panic!("{e}")).len(), 1);
 
     // Someone else's instance is not rebooted.
-    let out = clients
-        .ec2
-        .run_instances()
-        .image_id("ami-04681a1dbd79675a5")
-        .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro)
-        .subnet_id(&net.subnets[0].0)
-        .min_count(1)
-        .max_count(1)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let foreign = out.instances()[0].instance_id().unwrap_or_default().to_string();
+    let foreign = run_instance(&clients, &net.subnets[0].0, &[]).await;
     stop(&clients, &foreign).await;
     let mut theirs = claim("someone-elses", "default", REQS);
     theirs.status.get_or_insert_with(Default::default).provider_id = Some(format!("aws:///us-west-2a/{foreign}"));

@@ -161,18 +161,7 @@ async fn the_provider_turns_queue_events_into_notices_for_this_clusters_instance
         c.provider_id().unwrap_or_default().rsplit('/').next().unwrap_or_default().to_string()
     };
     // An instance of no cluster of kerf's: its events are dropped.
-    let stranger = clients
-        .ec2
-        .run_instances()
-        .image_id("ami-04681a1dbd79675a5")
-        .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro)
-        .subnet_id(&net.subnets[0].0)
-        .min_count(1)
-        .max_count(1)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let stranger = stranger.instances()[0].instance_id().unwrap_or_default().to_string();
+    let stranger = run_instance(&clients, &net.subnets[0].0, &[]).await;
     let messages = [
         event(
             "EC2 Spot Instance Interruption Warning",

@@ -59,6 +59,29 @@ pub fn node_class(name: &str, discovery: &str, yaml_extra: &str) -> EC2NodeClass
     serde_yaml_ng::from_str(&yaml).unwrap_or_else(|e| panic!("node class {name}: {e}\n{yaml}"))
 }
 
+/// Launches one t3.micro in `subnet` directly through EC2 (not through kerf), with `tags`; its
+/// instance id.
+pub async fn run_instance(clients: &AwsClients, subnet: &str, tags: &[(&str, &str)]) -> String {
+    let mut run = clients
+        .ec2
+        .run_instances()
+        .image_id("ami-04681a1dbd79675a5")
+        .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro)
+        .subnet_id(subnet)
+        .min_count(1)
+        .max_count(1);
+    if !tags.is_empty() {
+        let mut spec =
+            aws_sdk_ec2::types::TagSpecification::builder().resource_type(aws_sdk_ec2::types::ResourceType::Instance);
+        for (k, v) in tags {
+            spec = spec.tags(aws_sdk_ec2::types::Tag::builder().key(*k).value(*v).build());
+        }
+        run = run.tag_specifications(spec.build());
+    }
+    let out = run.send().await.unwrap_or_else(|e| panic!("RunInstances: {e:?}"));
+    out.instances()[0].instance_id().unwrap_or_default().to_string()
+}
+
 /// Every instance in the region with its state and tags.
 pub async fn instance_states(clients: &AwsClients, ids: &[String]) -> Vec<(String, String)> {
     let out = clients
