@@ -136,7 +136,8 @@ pub(crate) struct Command {
     /// it touches); `None` when no pool it touches is Balanced.
     pub score: Option<f64>,
     /// A consolidation's score in each pool it touches as if the pool were Balanced (what
-    /// Balanced would have decided; see `balanced`). Empty for other commands.
+    /// Balanced would have decided; see `balanced`), set when it is validated. Empty for other
+    /// commands.
     pub balanced_what_if: Vec<balanced::Score>,
     /// Where the candidates' pods are expected to go (later decisions count them there while
     /// the command runs).

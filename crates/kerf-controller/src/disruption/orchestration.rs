@@ -332,7 +332,11 @@ impl Disruption {
             fresh.detail = format!("{}; {}", fresh.detail, s.describe());
             fresh.score = Some(s.value());
         }
-        fresh.balanced_what_if = score_as_balanced(now.iter().map(|c| c.moved()), fresh.savings, &budgets.pool_totals);
+        // What Balanced would have decided, for every pool (emptiness is not scored).
+        if fresh.reason == Reason::Underutilized {
+            fresh.balanced_what_if =
+                score_as_balanced(now.iter().map(|c| c.moved()), fresh.savings, &budgets.pool_totals);
+        }
         // Where its pods go, as later decisions count them while it runs.
         if let Ok(answer) = what_if(&mut prepared.ctx, &now) {
             fresh.moves = planned_moves(&answer);
@@ -525,10 +529,9 @@ impl Disruption {
         cx: &mut Ctx<'_, P, C>,
         mut r: Running,
     ) -> Result<Running, ControllerError> {
-        for (i, (claim, _)) in r.candidates.iter().enumerate() {
+        for (i, (claim, node)) in r.candidates.iter().enumerate() {
             if cx.state.node_claim(claim).is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
                 if r.reason == Reason::Unhealthy {
-                    let node = r.candidates.iter().find(|(c, _)| c == claim).map(|(_, n)| n.as_str()).unwrap_or("");
                     self.record_replacement(cx, claim, node);
                     // A repaired node's pods are deleted without waiting for the drain: its kubelet
                     // may never answer an eviction.

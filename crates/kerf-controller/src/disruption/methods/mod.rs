@@ -19,7 +19,7 @@ use kerf_api::NodePool;
 use kerf_api::nodepool::DisruptionReason;
 use kerf_scheduling::{PodFactsCache, SchedulingInput};
 
-use super::balanced::{MoveCounts, Score, deciding, policy_name, score_as_balanced, score_move};
+use super::balanced::{MoveCounts, Score, deciding, policy_name, score_move};
 use super::candidates::{Budgets, Candidate, within_budget};
 use super::consolidation::{Decision, consolidation_order, describe, savings};
 use super::prepared::Prepared;
@@ -127,8 +127,6 @@ impl<'a> Eval<'a> {
     pub fn command(&self, cands: &[&Candidate], pods: usize, decision: Decision) -> Command {
         let mut cmd = consolidation_command(cands, pods, decision);
         let scores = score_move(cands.iter().map(|c| c.moved()), cmd.savings, self.pools, &self.budgets.pool_totals);
-        cmd.balanced_what_if =
-            score_as_balanced(cands.iter().map(|c| c.moved()), cmd.savings, &self.budgets.pool_totals);
         if let Some(s) = deciding(&scores) {
             cmd.detail = format!("{}; {}", cmd.detail, s.describe());
             cmd.score = Some(s.value());
