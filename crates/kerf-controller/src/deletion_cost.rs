@@ -4,9 +4,10 @@
 //! instead of taking a pod here and there, and consolidation then removes empty nodes instead
 //! of evicting pods.
 //!
-//! - Disruption publishes its ranking at each evaluation ([`DeletionRanking`]): nodes being
-//!   disrupted, then the drifted candidates drift may take, then the consolidation candidates in
-//!   the order consolidation tries them, at most [`RANKED_NODES`] in all.
+//! - Disruption publishes its ranking at each evaluation ([`DeletionRanking`]): the drifted
+//!   candidates drift may take, then the consolidation candidates in the order consolidation
+//!   tries them; the first [`RANKED_NODES`] are written. Nodes being disrupted or deleted are
+//!   read off the cluster here.
 //! - Every ReplicaSet pod (not finished, not deleting) on a node being disrupted gets
 //!   `i32::MIN`; on the ranked node at position `k`, `k - RANKED_NODES` (so −50 for the first,
 //!   −1 for the last, whatever the number of candidates: a node keeps its value while its
@@ -100,7 +101,7 @@ impl DeletionCosts {
         if !cx.options.pod_deletion_cost_management {
             self.written = None;
             if !self.cleared {
-                self.cleared = self.write(cx, &BTreeMap::new()).await?;
+                self.cleared = write(cx, &BTreeMap::new()).await?;
             }
             return Ok(());
         }
@@ -131,44 +132,43 @@ impl DeletionCosts {
         for name in &disrupting {
             want.insert(name.clone(), DISRUPTING_COST);
         }
-        if self.write(cx, &want).await? {
+        if write(cx, &want).await? {
             self.written = Some(Written { at: ranked_at, ranking, disrupting, pods: cx.state.pod_generation() });
         }
         Ok(())
     }
+}
 
-    /// Brings every pod's kerf-managed pod-deletion-cost to `want` (by node; ReplicaSet pods of
-    /// a node named get its value, every other pod none). Returns whether every write went
-    /// through (a write that lost a race is retried by the next pass).
-    async fn write<P: CloudProvider, C: ClusterApi>(
-        &mut self,
-        cx: &mut Ctx<'_, P, C>,
-        want: &BTreeMap<String, i32>,
-    ) -> Result<bool, ControllerError> {
-        let mut changes: Vec<(String, String, Option<i32>)> = Vec::new();
-        for pod in cx.state.pods() {
-            let has = managed_value(pod);
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-            let target = if replica_set_pod(pod) { node.and_then(|n| want.get(n)).copied() } else { None };
-            if has == target || (target.is_some() && owner_set(pod)) {
-                continue;
-            }
-            let ns = pod.metadata.namespace().unwrap_or("default").to_string();
-            changes.push((ns, pod.metadata.name().unwrap_or_default().to_string(), target));
+/// Brings every pod's kerf-managed pod-deletion-cost to `want` (by node; ReplicaSet pods of
+/// a node named get its value, every other pod none). Returns whether every write went
+/// through (a write that lost a race is retried by the next pass).
+async fn write<P: CloudProvider, C: ClusterApi>(
+    cx: &mut Ctx<'_, P, C>,
+    want: &BTreeMap<String, i32>,
+) -> Result<bool, ControllerError> {
+    let mut changes: Vec<(String, String, Option<i32>)> = Vec::new();
+    for pod in cx.state.pods() {
+        let has = managed_value(pod);
+        let node = util::pod_node_name(pod);
+        let target = if replica_set_pod(pod) { node.and_then(|n| want.get(n)).copied() } else { None };
+        if has == target || (target.is_some() && owner_set(pod)) {
+            continue;
         }
-        let mut complete = true;
-        for (ns, name, value) in &changes {
-            let written = cx.api.patch::<SlimPod>(Some(ns), name, &Patch::Merge(patch(*value))).await;
-            match cx.pass.soft("writing pod-deletion-cost", written)? {
-                Some(pod) => cx.state.record(pod.into_any()),
-                None => complete = false,
-            }
-        }
-        if !changes.is_empty() {
-            tracing::debug!(pods = changes.len(), nodes = want.len(), "wrote pod-deletion-cost");
-        }
-        Ok(complete)
+        let ns = pod.metadata.namespace().unwrap_or("default").to_string();
+        changes.push((ns, pod.metadata.name().unwrap_or_default().to_string(), target));
     }
+    let mut complete = true;
+    for (ns, name, value) in &changes {
+        let written = cx.api.patch::<SlimPod>(Some(ns), name, &Patch::Merge(patch(*value))).await;
+        match cx.pass.soft("writing pod-deletion-cost", written)? {
+            Some(pod) => cx.state.record(pod.into_any()),
+            None => complete = false,
+        }
+    }
+    if !changes.is_empty() {
+        tracing::debug!(pods = changes.len(), nodes = want.len(), "wrote pod-deletion-cost");
+    }
+    Ok(complete)
 }
 
 #[cfg(test)]
