@@ -7,6 +7,18 @@ use crate::slim_pod::PodView;
 /// The annotation the kubelet puts on the API copy of a static pod (a mirror pod).
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
+/// A pod annotation holding an int32 (`controller.kubernetes.io/pod-deletion-cost`,
+/// `karpenter.sh/disruption-cost`), if it is set and is one.
+pub fn int32_annotation(pod: &(impl PodView + ?Sized), key: &str) -> Option<i32> {
+    pod.meta().annotations()?.get(key)?.trim().parse().ok()
+}
+
+/// The pod's `controller.kubernetes.io/pod-deletion-cost`: a ReplicaSet's scale-down deletes
+/// the pods with the lowest first.
+pub fn pod_deletion_cost(pod: &(impl PodView + ?Sized)) -> Option<i32> {
+    int32_annotation(pod, crate::labels::POD_DELETION_COST)
+}
+
 /// Succeeded or Failed: the pod holds no resources any more and never runs again.
 pub fn terminal(pod: &(impl PodView + ?Sized)) -> bool {
     matches!(pod.phase(), Some("Succeeded" | "Failed"))

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use kerf_api::SlimPod;
 use kerf_api::intstr::scaled;
-use kerf_api::labels::POD_DELETION_COST;
+use kerf_api::pod_facts;
 
 use crate::rng::{fnv1a32, safe_encode};
 use kerf_apiserver::SimCluster;
@@ -30,11 +30,6 @@ pub struct PodState {
     pub seq: u64,
     /// Its `controller.kubernetes.io/pod-deletion-cost` (0 when unset or not an int32).
     pub deletion_cost: i32,
-}
-
-/// A pod's `controller.kubernetes.io/pod-deletion-cost`, as the ReplicaSet controller reads it.
-fn deletion_cost(pod: &SlimPod) -> i32 {
-    pod.metadata.annotations.as_deref().and_then(|a| a.get(POD_DELETION_COST)).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 #[derive(Debug, Clone)]
@@ -242,7 +237,7 @@ impl Workloads {
             bound: node.is_some(),
             available: running && node.is_some_and(&node_ready),
             seq: self.pods.get(&pk).map_or(0, |(_, s)| s.seq),
-            deletion_cost: deletion_cost(pod),
+            deletion_cost: pod_facts::pod_deletion_cost(pod).unwrap_or(0),
         };
         rs.pods.insert(name.to_string());
         let prev = self.pods.insert(pk, (rk, state.clone()));
@@ -271,7 +266,7 @@ impl Workloads {
             bound: node.is_some(),
             available: running && node.is_some_and(&node_ready),
             seq: 0,
-            deletion_cost: deletion_cost(pod),
+            deletion_cost: pod_facts::pod_deletion_cost(pod).unwrap_or(0),
         };
         for (dk, d) in &self.deployments {
             if d.namespace == ns && kerf_scheduling::pod::selector_matches(Some(&d.spec.selector), &labels) {

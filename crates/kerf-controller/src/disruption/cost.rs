@@ -9,8 +9,8 @@
 //!   (`PodDeletionCostManagement`): then it is kerf's ranking of the nodes, not the owner's word.
 //! - A node's disruption cost is 1 plus the positive eviction costs of the pods that would move.
 
-use kerf_api::labels::{DISRUPTION_COST, POD_DELETION_COST};
-use kerf_api::{MetaView, SlimPod};
+use kerf_api::labels::DISRUPTION_COST;
+use kerf_api::{SlimPod, pod_facts};
 
 /// Where a pod's declared cost is read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,12 +29,11 @@ impl DeclaredCost {
     }
 
     fn of(self, pod: &SlimPod) -> Option<f64> {
-        let annotations = pod.metadata.annotations()?;
-        let read = |key: &str| annotations.get(key).and_then(|v| v.trim().parse::<i32>().ok()).map(f64::from);
-        read(DISRUPTION_COST).or_else(|| match self {
-            DeclaredCost::Either => read(POD_DELETION_COST),
+        let declared = pod_facts::int32_annotation(pod, DISRUPTION_COST).or_else(|| match self {
+            DeclaredCost::Either => pod_facts::pod_deletion_cost(pod),
             DeclaredCost::DisruptionCostOnly => None,
-        })
+        });
+        declared.map(f64::from)
     }
 }
 
@@ -59,6 +58,7 @@ pub fn node_disruption_cost<'a>(moving: impl IntoIterator<Item = &'a SlimPod>, d
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kerf_api::labels::POD_DELETION_COST;
     use kerf_api::{PodShape, SlimPodSpec};
 
     fn annotated(annotations: &[(&str, &str)], priority: Option<i32>) -> SlimPod {
