@@ -263,8 +263,9 @@ impl Metrics {
     /// decisions.
     pub fn after_pass<P: CloudProvider>(&mut self, manager: &Manager<P>) {
         self.count_decisions(manager.disruptions());
-        self.consolidation.set(manager.consolidation_moves(), manager.balanced_what_if());
-        self.disrupted.set(manager.disruption_counts());
+        self.consolidation.moves.set(manager.consolidation_moves());
+        self.consolidation.what_if.set(manager.balanced_what_if());
+        self.disrupted.0.set(manager.disruption_counts());
         let reversals = manager.consolidation_reversals();
         for r in reversals.get(self.counted_reversals..).unwrap_or_default() {
             self.reversals.get_or_create(&lset([("nodepool", r.node_pool.as_str())])).inc();
@@ -406,20 +407,32 @@ impl Collector for PodsState {
 /// NodePool, policy and decision) and `karpenter_consolidation_score` (the Balanced scores of
 /// those in Balanced pools), read from the disruption controller's counts at each scrape.
 #[derive(Debug, Default)]
-struct ConsolidationMoves(Mutex<(MoveCounts, WhatIfCounts)>);
+struct ConsolidationMoves {
+    moves: Latest<MoveCounts>,
+    what_if: Latest<WhatIfCounts>,
+}
 
-impl ConsolidationMoves {
-    fn set(&self, counts: &MoveCounts, what_if: &WhatIfCounts) {
+/// The latest copy of counts a controller keeps, taken after a pass (cloned only when they
+/// changed) and read at each scrape.
+#[derive(Debug, Default)]
+struct Latest<T>(Mutex<T>);
+
+impl<T: Clone + PartialEq> Latest<T> {
+    fn set(&self, counts: &T) {
         let mut mine = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if mine.0 != *counts || mine.1 != *what_if {
-            *mine = (counts.clone(), what_if.clone());
+        if *mine != *counts {
+            *mine = counts.clone();
         }
+    }
+
+    fn get(&self) -> T {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 }
 
 impl Collector for ConsolidationMoves {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let (counts, what_if) = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let (counts, what_if) = (self.moves.get(), self.what_if.get());
         let decision = |approved: bool| if approved { "approved" } else { "rejected" };
         let mut moves = encoder.encode_descriptor(
             "karpenter_consolidation_moves",
@@ -469,20 +482,11 @@ impl Collector for ConsolidationMoves {
 /// `karpenter_nodeclaims_disrupted_total`, `karpenter_pods_disruption_initiated_total` and
 /// `karpenter_pods_disrupted_total`, read from the disruption controller's counts at each scrape.
 #[derive(Debug, Default)]
-struct Disrupted(Mutex<DisruptionCounts>);
-
-impl Disrupted {
-    fn set(&self, counts: &DisruptionCounts) {
-        let mut mine = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if *mine != *counts {
-            *mine = counts.clone();
-        }
-    }
-}
+struct Disrupted(Latest<DisruptionCounts>);
 
 impl Collector for Disrupted {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let counts = self.0.get();
         let families: [(&str, &str, &BTreeMap<DisruptionLabels, u64>); 3] = [
             (
                 "karpenter_nodeclaims_disrupted",
@@ -737,7 +741,8 @@ pub(crate) mod tests {
         what_if.record(&score(0.01), "WhenEmptyOrUnderutilized");
         what_if.record(&score(0.4), "WhenEmptyOrUnderutilized");
         let moves = Arc::new(ConsolidationMoves::default());
-        moves.set(&counts, &what_if);
+        moves.moves.set(&counts);
+        moves.what_if.set(&what_if);
         let mut registry = Registry::default();
         registry.register_collector(Box::new(moves));
         let text = encode(&registry);
@@ -771,7 +776,7 @@ pub(crate) mod tests {
         counts.disrupted(&consolidated, 4);
         counts.initiated(&repaired, 2);
         let collector = Arc::new(Disrupted::default());
-        collector.set(&counts);
+        collector.0.set(&counts);
         let mut registry = Registry::default();
         registry.register_collector(Box::new(collector));
         let text = encode(&registry);
