@@ -35,6 +35,11 @@ pub trait SimCloud: CloudProvider {
     fn sim_fleet_price(&self) -> f64 {
         self.sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum()
     }
+    /// Moves the spot market (see `kerf_cloud::sim::spot_market`); the reason when this cloud
+    /// cannot.
+    fn sim_spot_market(&self, _market: kerf_cloud::sim::SpotMarket) -> Result<(), String> {
+        Err("this cloud has no spot market to move".to_string())
+    }
 }
 
 impl SimCloud for kerf_cloud::sim::SimProvider {
@@ -80,6 +85,10 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
 
     fn sim_unpriced(&self) -> BTreeMap<String, String> {
         self.unpriced()
+    }
+
+    fn sim_spot_market(&self, market: kerf_cloud::sim::SpotMarket) -> Result<(), String> {
+        self.set_spot_market(market).map_err(|e| e.to_string())
     }
 }
 

@@ -254,6 +254,12 @@ impl<P: SimCloud> Simulation<P> {
                 self.kick = true;
                 self.kick_kubelet = true;
             }
+            Step::SpotPrices { seed, change } => {
+                let market = kerf_cloud::sim::SpotMarket { seed: *seed, change: *change };
+                self.manager.cloud().sim_spot_market(market).map_err(|e| fail(format!("spotPrices seed {seed}"), e))?;
+                self.price.invalidate();
+                self.kick = true;
+            }
             Step::Fail { node, persistent } => {
                 let message = "Kubelet stopped posting node status.";
                 self.set_node_condition(node, "Ready", "Unknown", "NodeStatusUnknown", message, now)

@@ -10,6 +10,7 @@ use kerf_api::{EC2NodeClass, NodeClaim, NodePool, labels};
 use kerf_api::{InstanceType, Offering, Requirements};
 
 use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
+use super::spot_market::{MAX_CHANGE, SpotMarket};
 use crate::aws::{Catalog, NodeClassSettings, catalog};
 use crate::clock::{Clock, Timestamp, add};
 use crate::provider::{CloudError, CloudProvider, InterruptionKind, InterruptionNotice, NodeClassResolution};
@@ -94,6 +95,9 @@ pub type SharedTypes = Arc<Vec<Arc<InstanceType>>>;
 struct Launched {
     instance: SimInstance,
     claim: Arc<NodeClaim>,
+    /// Its offering's price before the spot market moved it ($/h): what a move of the market
+    /// reprices a running spot instance from.
+    model_price: f64,
 }
 
 #[derive(Default)]
@@ -111,6 +115,11 @@ struct State {
     unpriced: BTreeMap<String, String>,
     /// Node names of adopted instances, which launches do not reuse.
     adopted_names: std::collections::BTreeSet<String>,
+    /// Spot prices as the market last moved them; `None`: the model prices.
+    market: Option<SpotMarket>,
+    /// Node class name → (its types at model prices, the same at market prices); emptied when
+    /// the market moves.
+    priced: BTreeMap<String, (SharedTypes, SharedTypes)>,
 }
 
 /// A simulated EC2: the built-in catalog (or custom types), launch latency, insufficient
@@ -252,6 +261,48 @@ impl SimProvider {
         let types = Arc::new(built.into_iter().map(Arc::new).collect::<Vec<_>>());
         state.types.insert(key.to_string(), (settings.clone(), types.clone()));
         Ok(types)
+    }
+
+    /// The types for `settings` at model prices and at market prices (the same types when the
+    /// market has not moved).
+    fn types_now(
+        &self,
+        state: &mut State,
+        key: &str,
+        settings: &NodeClassSettings,
+    ) -> Result<(SharedTypes, SharedTypes), CloudError> {
+        let model = self.base_types(state, key, settings)?;
+        let Some(market) = state.market else { return Ok((model.clone(), model)) };
+        if let Some((m, priced)) = state.priced.get(key)
+            && Arc::ptr_eq(m, &model)
+        {
+            return Ok((model, priced.clone()));
+        }
+        let priced = Arc::new(market.reprice(&model));
+        state.priced.insert(key.to_string(), (model.clone(), priced.clone()));
+        Ok((model, priced))
+    }
+
+    /// Moves the spot market: every spot offering's price becomes `market`'s, for launches,
+    /// the instance types callers read, and the running spot instances (billed at the market
+    /// price, as EC2 bills them). Fails when the change is out of range.
+    pub fn set_spot_market(&self, market: SpotMarket) -> Result<(), CloudError> {
+        if !(0.0..=MAX_CHANGE).contains(&market.change) {
+            return Err(CloudError::Other(format!(
+                "a spot market change of {} is out of range (0 to {MAX_CHANGE})",
+                market.change
+            )));
+        }
+        let now = self.clock.now();
+        let mut state = self.lock();
+        state.market = Some(market);
+        state.priced.clear();
+        for l in &mut state.instances {
+            if l.instance.capacity_type == labels::CAPACITY_TYPE_SPOT && !Self::observed_terminated(&l.instance, now) {
+                l.instance.price = market.price(&l.instance.instance_type.name, &l.instance.zone, l.model_price);
+            }
+        }
+        Ok(())
     }
 
     fn ice_cached(state: &State, now: Timestamp, key: &OfferingKey) -> bool {
@@ -442,7 +493,7 @@ impl SimProvider {
         }
         let class_name = existing.claim.spec.node_class_ref.name.clone();
         let settings = state.node_classes.get(&class_name).cloned().unwrap_or_default();
-        let base = self.base_types(&mut state, &class_name, &settings)?;
+        let (model, base) = self.types_now(&mut state, &class_name, &settings)?;
         let known = existing.instance_type.as_deref().and_then(|name| base.iter().find(|t| t.name == name));
         let offering = known.and_then(|t| {
             t.offerings.iter().find(|o| o.zone == existing.zone && o.capacity_type == existing.capacity_type)
@@ -503,7 +554,10 @@ impl SimProvider {
             interrupted_at: None,
             rebooted_at: None,
         };
-        state.instances.push(Launched { instance: instance.clone(), claim: Arc::new(claim) });
+        let model_price = model_price(&model, &instance.instance_type.name, &instance.zone, &instance.capacity_type)
+            .filter(|_| price.is_some())
+            .unwrap_or(0.0);
+        state.instances.push(Launched { instance: instance.clone(), claim: Arc::new(claim), model_price });
         Ok(instance)
     }
 
@@ -539,7 +593,7 @@ impl SimProvider {
         let mut state = self.lock();
         let class_name = claim.spec.node_class_ref.name.clone();
         let settings = state.node_classes.get(&class_name).cloned().unwrap_or_default();
-        let base = self.base_types(&mut state, &class_name, &settings)?;
+        let (model, base) = self.types_now(&mut state, &class_name, &settings)?;
         let reqs = Requirements::from_node_selector(&claim.spec.requirements);
         let requests = &claim.spec.resources.requests;
         let region = self.config.region.as_str();
@@ -644,7 +698,9 @@ impl SimProvider {
             interrupted_at: None,
             rebooted_at: None,
         };
-        state.instances.push(Launched { instance, claim: Arc::new(out.clone()) });
+        let model_price = model_price(&model, &instance.instance_type.name, &instance.zone, &instance.capacity_type)
+            .unwrap_or(instance.price);
+        state.instances.push(Launched { instance, claim: Arc::new(out.clone()), model_price });
         Ok(out)
     }
 
@@ -698,9 +754,15 @@ impl SimProvider {
         if node_class.is_some() {
             state.node_classes.insert(key.clone(), settings.clone());
         }
-        let base = self.base_types(&mut state, &key, &settings)?;
+        let (_, base) = self.types_now(&mut state, &key, &settings)?;
         Ok(Self::with_availability(&state, now, &base))
     }
+}
+
+/// The price of an offering among `types` (sorted by name).
+fn model_price(types: &[Arc<InstanceType>], name: &str, zone: &str, capacity_type: &str) -> Option<f64> {
+    let i = types.binary_search_by(|t| t.name.as_str().cmp(name)).ok()?;
+    types[i].offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type).map(|o| o.price)
 }
 
 /// Custom types from the config: capacity, overhead and labels as given, offerings as given or

@@ -399,6 +399,10 @@ impl<P: SimCloud> SimCloud for FaultyCloud<P> {
     fn sim_fleet_price(&self) -> f64 {
         self.inner.sim_fleet_price()
     }
+
+    fn sim_spot_market(&self, market: kerf_cloud::sim::SpotMarket) -> Result<(), String> {
+        self.inner.sim_spot_market(market)
+    }
 }
 
 /// A controller write the invariants look at, as it reached the API server.
