@@ -22,6 +22,9 @@ pub trait SimCloud: CloudProvider {
     fn sim_interrupt(&self, provider_id: &str) -> Result<(), String>;
     /// Makes an applied EC2NodeClass the node class claims launch with.
     fn sim_register_node_class(&self, _node_class: &EC2NodeClass) {}
+    /// Takes the status an applied EC2NodeClass carries (a snapshot's) as what the account holds
+    /// for it while its spec stays.
+    fn sim_record_node_class_status(&self, _node_class: &EC2NodeClass) {}
     /// Takes over an instance running before the simulation began (a node of a cluster
     /// snapshot); the reason when this cloud cannot.
     fn sim_adopt(&self, existing: &kerf_cloud::sim::ExistingInstance) -> Result<(), String> {
@@ -73,6 +76,10 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
 
     fn sim_register_node_class(&self, node_class: &EC2NodeClass) {
         self.register_node_class(node_class);
+    }
+
+    fn sim_record_node_class_status(&self, node_class: &EC2NodeClass) {
+        self.record_node_class_status(node_class);
     }
 
     fn sim_fleet_price(&self) -> f64 {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use kerf_api::ec2nodeclass::{AmiStatus, EC2NodeClassSpec, EC2NodeClassStatus};
 use kerf_api::launch::{self, offering_allowed, type_meets};
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, labels};
@@ -115,6 +116,13 @@ struct State {
     unpriced: BTreeMap<String, String>,
     /// Node names of adopted instances, which launches do not reuse.
     adopted_names: std::collections::BTreeSet<String>,
+    /// Node class name → the spec and status a real cluster recorded for it (a snapshot's), the
+    /// account's answer while the class keeps that spec.
+    recorded: BTreeMap<String, (EC2NodeClassSpec, EC2NodeClassStatus)>,
+    /// Node class name → where its instances can go, as its last resolution said.
+    reach: BTreeMap<String, Reach>,
+    /// Node class name → (the types at market prices, the reach, those of them within reach).
+    reached: BTreeMap<String, (SharedTypes, Reach, SharedTypes)>,
     /// Spot prices as the market last moved them; `None`: the model prices.
     market: Option<SpotMarket>,
     /// Node class name → (its types at model prices, the same at market prices); emptied when
@@ -263,6 +271,17 @@ impl SimProvider {
         Ok(types)
     }
 
+    /// Takes the status a real cluster recorded for `node_class` (its subnets, security groups,
+    /// images and instance profile; a `kerf snapshot` keeps them) as what the account holds for
+    /// it, for as long as the class keeps this spec. A status without any of them records nothing.
+    pub fn record_node_class_status(&self, node_class: &EC2NodeClass) {
+        let Some(status) = &node_class.status else { return };
+        if status.subnets.is_empty() && status.security_groups.is_empty() && status.amis.is_empty() {
+            return;
+        }
+        self.lock().recorded.insert(node_class.name().to_string(), (node_class.spec.clone(), status.clone()));
+    }
+
     /// The types for `settings` at model prices and at market prices (the same types when the
     /// market has not moved).
     fn types_now(
@@ -281,6 +300,22 @@ impl SimProvider {
         let priced = Arc::new(market.reprice(&model));
         state.priced.insert(key.to_string(), (model.clone(), priced.clone()));
         Ok((model, priced))
+    }
+
+    /// `types` (a class's, at market prices) narrowed to where the class's instances can go: the
+    /// zones of its subnets and the types one of its images boots, as the EC2 provider narrows
+    /// them. Unresolved classes, and classes that reach every zone and type, get `types` as is.
+    fn reachable(state: &mut State, key: &str, types: SharedTypes) -> SharedTypes {
+        let Some(reach) = state.reach.get(key).cloned().filter(|r| !r.is_everywhere()) else { return types };
+        if let Some((base, r, out)) = state.reached.get(key)
+            && Arc::ptr_eq(base, &types)
+            && *r == reach
+        {
+            return out.clone();
+        }
+        let out = Arc::new(reach.narrow(&types));
+        state.reached.insert(key.to_string(), (types, reach, out.clone()));
+        out
     }
 
     /// Moves the spot market: every spot offering's price becomes `market`'s, for launches,
@@ -593,7 +628,8 @@ impl SimProvider {
         let mut state = self.lock();
         let class_name = claim.spec.node_class_ref.name.clone();
         let settings = state.node_classes.get(&class_name).cloned().unwrap_or_default();
-        let (model, base) = self.types_now(&mut state, &class_name, &settings)?;
+        let (model, market) = self.types_now(&mut state, &class_name, &settings)?;
+        let base = Self::reachable(&mut state, &class_name, market);
         let reqs = Requirements::from_node_selector(&claim.spec.requirements);
         let requests = &claim.spec.resources.requests;
         let region = self.config.region.as_str();
@@ -754,8 +790,53 @@ impl SimProvider {
         if node_class.is_some() {
             state.node_classes.insert(key.clone(), settings.clone());
         }
-        let (_, base) = self.types_now(&mut state, &key, &settings)?;
+        let (_, market) = self.types_now(&mut state, &key, &settings)?;
+        let base = Self::reachable(&mut state, &key, market);
         Ok(Self::with_availability(&state, now, &base))
+    }
+}
+
+/// Where a node class's instances can go, as its resolved status says.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Reach {
+    /// The zones of its subnets, when they are not all of the cloud's.
+    zones: Option<Vec<String>>,
+    /// Its images, when some instance type boots none of them.
+    amis: Option<Vec<AmiStatus>>,
+}
+
+impl Reach {
+    /// A class that resolved nothing (not ready) is not narrowed: it launches nothing anyway.
+    fn of(status: &EC2NodeClassStatus, cloud_zones: &[String]) -> Reach {
+        let mut zones: Vec<String> =
+            status.subnets.iter().map(|s| s.zone.clone()).filter(|z| cloud_zones.contains(z)).collect();
+        zones.sort();
+        zones.dedup();
+        let zones = (!status.subnets.is_empty() && zones.len() < cloud_zones.len()).then_some(zones);
+        let amis = (!status.amis.is_empty() && status.amis.iter().all(|a| !a.requirements.is_empty()))
+            .then(|| status.amis.clone());
+        Reach { zones, amis }
+    }
+
+    fn is_everywhere(&self) -> bool {
+        self.zones.is_none() && self.amis.is_none()
+    }
+
+    /// The types an image boots, each with its offerings in the zones (types left with none
+    /// dropped); order kept.
+    fn narrow(&self, types: &[Arc<InstanceType>]) -> Vec<Arc<InstanceType>> {
+        types
+            .iter()
+            .filter(|t| self.amis.as_ref().is_none_or(|amis| amis.iter().any(|a| a.fits(&t.labels))))
+            .filter_map(|t| match &self.zones {
+                Some(zones) if !t.offerings.iter().all(|o| zones.contains(&o.zone)) => {
+                    let mut within = InstanceType::clone(t);
+                    within.offerings.retain(|o| zones.contains(&o.zone));
+                    (!within.offerings.is_empty()).then(|| Arc::new(within))
+                }
+                _ => Some(Arc::clone(t)),
+            })
+            .collect()
     }
 }
 
@@ -849,7 +930,18 @@ impl CloudProvider for SimProvider {
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {
         // The simulated account changes only when the node class does: no periodic recheck.
-        let status = super::nodeclass::resolve(node_class, &self.zones, self.clock.now());
+        let recorded = self
+            .lock()
+            .recorded
+            .get(node_class.name())
+            .filter(|(spec, _)| *spec == node_class.spec)
+            .map(|(_, status)| status.clone());
+        let now = self.clock.now();
+        let status = match &recorded {
+            Some(r) => super::nodeclass::resolve_recorded(node_class, r, &self.zones, now),
+            None => super::nodeclass::resolve(node_class, &self.zones, now),
+        };
+        self.lock().reach.insert(node_class.name().to_string(), Reach::of(&status, &self.zones));
         self.register_node_class(node_class);
         Ok(NodeClassResolution { status, recheck_after: None })
     }
