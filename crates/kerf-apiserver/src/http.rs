@@ -18,6 +18,8 @@ use kerf_api::clock::Clock;
 use crate::cluster::Change;
 use crate::discovery;
 use crate::kinds::{self, ResourceKind};
+use crate::media::{self, Format};
+use crate::proto;
 use crate::requests::RequestCounts;
 use crate::rest::{Filter, PatchType, Rest, RestError};
 use crate::stored::Stored;
@@ -52,14 +54,13 @@ pub async fn serve(
         .await
 }
 
-fn json_response(code: u16, body: &Value) -> Response {
-    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+fn error_response(e: &RestError) -> Response {
+    error_reply(Format::Json, e)
 }
 
-fn error_response(e: &RestError) -> Response {
+fn error_reply(format: Format, e: &RestError) -> Response {
     let (code, status) = e.status();
-    json_response(code, &status)
+    media::reply(format, code, &status)
 }
 
 /// What the request asked to see.
@@ -101,13 +102,14 @@ async fn handle(State(app): State<App>, req: Request) -> Response {
         }
     };
     app.requests.record(&headers, &method, q.get("watch").is_some_and(|w| w == "true" || w == "1"), named);
+    let format = media::response_format(&headers);
     let body = match axum::body::to_bytes(req.into_body(), BODY_LIMIT).await {
         Ok(b) => b,
-        Err(e) => return error_response(&RestError::BadRequest(format!("cannot read the request body: {e}"))),
+        Err(e) => return error_reply(format, &RestError::BadRequest(format!("cannot read the request body: {e}"))),
     };
-    let mut response = match route(&app, &method, &path, &q, &headers, &body) {
+    let mut response = match route(&app, &method, &path, &q, &headers, &body, format) {
         Ok(r) => r,
-        Err(e) => error_response(&e),
+        Err(e) => error_reply(format, &e),
     };
     // The server's time is the simulation's (virtual) time, as a real API server's `Date` is
     // its own clock: `kerf snapshot` reads the instant its snapshot is of from it.
@@ -154,16 +156,6 @@ fn resolve<'a>(group: &str, version: &str, rest: &[&'a str]) -> Result<Target<'a
     Ok(t)
 }
 
-/// The request body as JSON. Bodies are at most [`BODY_LIMIT`] bytes, and nested at most 128
-/// deep (serde_json's recursion limit): anything deeper is refused as malformed, so no later
-/// step recurses without bound.
-fn parse_json(body: &Bytes) -> Result<Value, RestError> {
-    if body.is_empty() {
-        return Err(RestError::BadRequest("the request has no body".to_string()));
-    }
-    serde_json::from_slice(body).map_err(|e| RestError::BadRequest(format!("the request body is not valid JSON: {e}")))
-}
-
 fn route(
     app: &App,
     method: &Method,
@@ -171,9 +163,11 @@ fn route(
     q: &HashMap<String, String>,
     headers: &HeaderMap,
     body: &Bytes,
+    format: Format,
 ) -> Result<Response, RestError> {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let ok = |v: Value| Ok(json_response(200, &v));
+    let ok = |v: Value| Ok(media::reply(format, 200, &v));
+    let parse_json = |body: &Bytes| media::body(headers, body);
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return ok(discovery::version()),
         ["healthz" | "livez" | "readyz"] => {
@@ -212,7 +206,7 @@ fn route(
                 q.get("fieldSelector").map(String::as_str),
             )?;
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return watch_response(app, kind, filter, q, shown);
+                return watch_response(app, kind, filter, q, shown, format);
             }
             let limit =
                 match q.get("limit").filter(|l| !l.is_empty()) {
@@ -255,11 +249,11 @@ fn route(
         }
         (Method::POST, None, None) => {
             let created = rest.create(kind, ns, parse_json(body)?)?;
-            Ok(json_response(201, &created))
+            Ok(media::reply(format, 201, &created))
         }
         (Method::POST, Some(name), Some("eviction")) if kind.kind == "Pod" => {
             let b = if body.is_empty() { json!({}) } else { parse_json(body)? };
-            Ok(json_response(201, &rest.evict(ns.unwrap_or("default"), name, &b)?))
+            Ok(media::reply(format, 201, &rest.evict(ns.unwrap_or("default"), name, &b)?))
         }
         (Method::PUT, Some(name), sub) => match sub {
             None => ok(rest.replace(kind, ns, name, parse_json(body)?, Part::Main)?),
@@ -332,6 +326,8 @@ struct WatchState {
     rx: watch::Receiver<u64>,
     pending: VecDeque<Queued>,
     shown: Ask,
+    /// Protobuf frames (the kind has a message and the client prefers them), else JSON lines.
+    protobuf: bool,
     bookmarks: bool,
     deadline: tokio::time::Instant,
     done: bool,
@@ -350,6 +346,15 @@ impl WatchState {
         } else {
             obj.clone()
         };
+        if self.protobuf {
+            match proto::watch_frame(type_, &object) {
+                Ok(frame) => return Bytes::from(frame),
+                Err(e) => {
+                    let (_, status) = RestError::BadRequest(format!("cannot encode the event: {e}")).status();
+                    return Bytes::from(proto::watch_frame("ERROR", &status).unwrap_or_default());
+                }
+            }
+        }
         let mut s = json!({"type": type_, "object": object}).to_string();
         s.push('\n');
         Bytes::from(s)
@@ -388,7 +393,10 @@ fn watch_response(
     filter: Filter,
     q: &HashMap<String, String>,
     shown: Ask,
+    format: Format,
 ) -> Result<Response, RestError> {
+    let protobuf =
+        format == Format::Protobuf && !shown.table && proto::message(&kind.api_version(), kind.kind).is_some();
     let requested = q.get("resourceVersion").map(String::as_str).filter(|v| !v.is_empty());
     let timeout = q.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).unwrap_or(30 * 60);
     let send_initial = q.get("sendInitialEvents").is_some_and(|v| v == "true");
@@ -400,6 +408,7 @@ fn watch_response(
         rx: app.rest.cluster.subscribe(),
         pending: VecDeque::new(),
         shown,
+        protobuf,
         bookmarks: q.get("allowWatchBookmarks").is_some_and(|v| v == "true"),
         deadline: tokio::time::Instant::now() + Duration::from_secs(timeout),
         done: false,
@@ -467,7 +476,10 @@ fn watch_response(
     });
     Ok(Response::builder()
         .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "application/json")
+        .header(
+            header::CONTENT_TYPE,
+            if protobuf { "application/vnd.kubernetes.protobuf;stream=watch" } else { "application/json" },
+        )
         .header("Transfer-Encoding", "chunked")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| error_response(&RestError::BadRequest("cannot start the watch".to_string()))))
@@ -592,11 +604,11 @@ mod tests {
     #[test]
     fn a_body_nested_deeper_than_128_levels_is_a_bad_request() {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        match parse_json(&Bytes::from(deep)) {
+        match media::json(&Bytes::from(deep)) {
             Err(RestError::BadRequest(m)) => assert!(m.contains("recursion limit"), "{m}"),
             other => panic!("expected a bad request, got {other:?}"),
         }
         let fine = format!("{}{}", "[".repeat(100), "]".repeat(100));
-        assert!(parse_json(&Bytes::from(fine)).is_ok());
+        assert!(media::json(&Bytes::from(fine)).is_ok());
     }
 }

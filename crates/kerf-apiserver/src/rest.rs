@@ -26,6 +26,9 @@ pub enum RestError {
     Invalid { kind: &'static str, qualified: String, name: String, causes: Vec<FieldError> },
     #[error("the server does not support the media type {0:?}")]
     UnsupportedMediaType(String),
+    /// A body in a media type the server takes, of a kind it cannot read in it.
+    #[error("{0}")]
+    Unsupported(String),
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
     #[error("the server could not find the requested resource")]
@@ -93,7 +96,9 @@ impl RestError {
                     json!({"name": name, "group": kind_group(kind), "kind": kind, "causes": causes}),
                 )
             }
-            RestError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", self.to_string(), Value::Null),
+            RestError::UnsupportedMediaType(_) | RestError::Unsupported(_) => {
+                (415, "UnsupportedMediaType", self.to_string(), Value::Null)
+            }
             RestError::MethodNotAllowed => (405, "MethodNotAllowed", self.to_string(), Value::Null),
             RestError::NoSuchPath => (404, "NotFound", self.to_string(), Value::Null),
             RestError::Gone(m) => (410, "Expired", m.clone(), Value::Null),
