@@ -122,6 +122,19 @@ async fn handle(State(app): State<App>, req: Request) -> Response {
     response
 }
 
+/// The media type of a server-side apply.
+const APPLY: &str = "application/apply-patch+yaml";
+
+/// The field manager of a write: the `fieldManager` parameter, else the client's name (the
+/// User-Agent's first token), as the API server takes it.
+fn field_manager(headers: &HeaderMap, q: &HashMap<String, String>) -> String {
+    if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.clone();
+    }
+    let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    ua.split('/').next().filter(|s| !s.is_empty()).unwrap_or("unknown").to_string()
+}
+
 /// A resolved resource path.
 struct Target<'a> {
     kind: &'static ResourceKind,
@@ -198,6 +211,7 @@ fn route(
     let (kind, ns) = (t.kind, t.namespace);
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let now = || rest.cluster.clock().now();
+    let manager = field_manager(headers, q);
     match (method.clone(), t.name, t.sub) {
         (Method::GET, None, None) => {
             let filter = Filter::new(
@@ -248,7 +262,7 @@ fn route(
             ok(obj)
         }
         (Method::POST, None, None) => {
-            let created = rest.create(kind, ns, parse_json(body)?)?;
+            let created = rest.create_by(kind, ns, parse_json(body)?, &manager)?;
             Ok(media::reply(format, 201, &created))
         }
         (Method::POST, Some(name), Some("eviction")) if kind.kind == "Pod" => {
@@ -256,16 +270,28 @@ fn route(
             Ok(media::reply(format, 201, &rest.evict(ns.unwrap_or("default"), name, &b)?))
         }
         (Method::PUT, Some(name), sub) => match sub {
-            None => ok(rest.replace(kind, ns, name, parse_json(body)?, Part::Main)?),
-            Some("status") => ok(rest.replace(kind, ns, name, parse_json(body)?, Part::Status)?),
+            None => ok(rest.replace_by(kind, ns, name, parse_json(body)?, Part::Main, &manager)?),
+            Some("status") => ok(rest.replace_by(kind, ns, name, parse_json(body)?, Part::Status, &manager)?),
             Some("scale") => ok(rest.update_scale(kind, ns, name, &parse_json(body)?, None)?),
             _ => Err(RestError::NoSuchPath),
         },
+        (Method::PATCH, Some(name), sub) if media::content_type(headers) == APPLY => {
+            if sub.is_some() {
+                return Err(RestError::BadRequest(format!(
+                    "server-side apply of the {} subresource is not supported by this server",
+                    sub.unwrap_or_default()
+                )));
+            }
+            let force = q.get("force").is_some_and(|f| f == "true");
+            let manager = q.get("fieldManager").map(String::as_str).unwrap_or("");
+            let (obj, created) = rest.apply(kind, ns, name, parse_json(body)?, manager, force)?;
+            Ok(media::reply(format, if created { 201 } else { 200 }, &obj))
+        }
         (Method::PATCH, Some(name), sub) => {
             let pt = PatchType::from_content_type(content_type)?;
             let patch = parse_json(body)?;
             match sub {
-                None => ok(rest.patch(kind, ns, name, pt, &patch, Part::Main)?),
+                None => ok(rest.patch_by(kind, ns, name, pt, &patch, Part::Main, &manager)?),
                 Some("status") => ok(rest.patch(kind, ns, name, pt, &patch, Part::Status)?),
                 Some("scale") => ok(rest.update_scale(kind, ns, name, &patch, Some(pt))?),
                 _ => Err(RestError::NoSuchPath),

@@ -3,11 +3,13 @@
 //! eviction honouring PodDisruptionBudgets. The simulator drives it, controller tests use it,
 //! and `kerf serve` serves it over HTTP.
 
+pub mod apply;
 pub mod cluster;
 pub mod discovery;
 pub mod history;
 pub mod http;
 pub mod kinds;
+pub mod managed;
 pub mod media;
 mod parts;
 mod patch;

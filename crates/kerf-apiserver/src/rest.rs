@@ -35,6 +35,9 @@ pub enum RestError {
     NoSuchPath,
     #[error("{0}")]
     Gone(String),
+    /// A server-side apply that would change fields other managers own.
+    #[error("{}", crate::apply::conflict_message(conflicts))]
+    ApplyConflict { kind: &'static str, name: String, conflicts: Vec<crate::apply::Conflict> },
 }
 
 fn qualified(kind: &str) -> String {
@@ -102,6 +105,13 @@ impl RestError {
             RestError::MethodNotAllowed => (405, "MethodNotAllowed", self.to_string(), Value::Null),
             RestError::NoSuchPath => (404, "NotFound", self.to_string(), Value::Null),
             RestError::Gone(m) => (410, "Expired", m.clone(), Value::Null),
+            RestError::ApplyConflict { conflicts, .. } => {
+                let causes: Vec<Value> = conflicts
+                    .iter()
+                    .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {}", c.manager), "field": c.field}))
+                    .collect();
+                (409, "Conflict", self.to_string(), json!({"causes": causes}))
+            }
         };
         let mut status = json!({
             "kind": "Status",
@@ -215,7 +225,7 @@ pub struct Rest {
     pub cluster: Arc<SimCluster>,
 }
 
-fn invalid(kind: &ResourceKind, name: &str, causes: Vec<FieldError>) -> RestError {
+pub(crate) fn invalid(kind: &ResourceKind, name: &str, causes: Vec<FieldError>) -> RestError {
     RestError::Invalid {
         kind: kind.kind,
         qualified: format!("{}.{}", kind.kind, kind.group).trim_end_matches('.').to_string(),
@@ -257,7 +267,7 @@ pub fn apply_patch(doc: &mut Value, patch_type: PatchType, patch: &Value) -> Res
 }
 
 /// The resourceVersion a patch writes, which pins it to that version.
-fn pinned_version(patch_type: PatchType, patch: &Value) -> Option<&str> {
+pub(crate) fn pinned_version(patch_type: PatchType, patch: &Value) -> Option<&str> {
     match patch_type {
         PatchType::Json => kerf_api::patch::json_patch_resource_version(patch),
         PatchType::Merge | PatchType::Strategic => kerf_api::patch::merge_patch_resource_version(patch),
