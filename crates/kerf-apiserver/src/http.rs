@@ -1,4 +1,5 @@
-//! The store served as the Kubernetes REST API over HTTP/1.1 (JSON): discovery, CRUD, patches,
+//! The store served as the Kubernetes REST API over HTTP/1.1 (JSON, or protobuf as negotiated in
+//! [`crate::media`]): discovery, CRUD, patches, server-side apply,
 //! subresources, server-side Tables and streaming watches. One catch-all handler parses the
 //! path (Kubernetes paths are regular); every failure is answered with a `Status`.
 

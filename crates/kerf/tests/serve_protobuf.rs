@@ -94,6 +94,29 @@ fn protobuf_is_answered_when_preferred_and_a_watch_streams_length_prefixed_frame
     let (_, head) = get(&s, "/apis/karpenter.sh/v1/nodepools", PROTOBUF);
     assert!(head.contains("content-type: application/json"), "{head}");
 
+    // A custom resource sent in protobuf: 415, naming the kind.
+    let envelope = Unknown {
+        type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+            api_version: Some("karpenter.sh/v1".to_string()),
+            kind: Some("NodePool".to_string()),
+        }),
+        raw: Some(Vec::new()),
+        content_encoding: None,
+        content_type: None,
+    };
+    let mut body = b"k8s\0".to_vec();
+    body.extend(envelope.encode_to_vec());
+    let mut c = std::net::TcpStream::connect(s.addr()).expect("connect");
+    let head = format!(
+        "POST /apis/karpenter.sh/v1/nodepools HTTP/1.0\r\nContent-Type: {PROTOBUF}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).and_then(|_| c.write_all(&body)).expect("send");
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).expect("answer");
+    assert!(answer.starts_with("HTTP/1.0 415"), "{answer}");
+    assert!(answer.contains("NodePool (karpenter.sh/v1)"), "{answer}");
+
     let (mut w, head) = get(&s, "/api/v1/namespaces/default/pods?watch=true", &format!("{PROTOBUF};stream=watch"));
     assert!(head.contains("content-type: application/vnd.kubernetes.protobuf;stream=watch"), "{head}");
     let mut frame = || {
