@@ -31,7 +31,8 @@ pub struct Conflict {
 }
 
 /// The API server's message for conflicts: `Apply failed with 1 conflict: conflict with
-/// "kubectl-edit" using apps/v1: .spec.replicas`, grouped by manager when there are more.
+/// "kubectl-edit" using apps/v1: .spec.replicas`; with more, `Apply failed with 3 conflicts:`
+/// then for each manager `conflicts with "m":` and its fields, one `- .path` a line.
 pub fn conflict_message(conflicts: &[Conflict]) -> String {
     let n = conflicts.len();
     if let [c] = conflicts {
@@ -48,8 +49,7 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
         .map(|m| {
             let fields: Vec<String> =
                 conflicts.iter().filter(|c| c.manager == *m).map(|c| format!("- {}", c.field)).collect();
-            let word = if fields.len() == 1 { "conflict" } else { "conflicts" };
-            format!("{word} with {m}:\n{}", fields.join("\n"))
+            format!("conflicts with {m}:\n{}", fields.join("\n"))
         })
         .collect();
     format!("Apply failed with {n} conflicts: {}", groups.join("\n"))
@@ -97,6 +97,21 @@ impl Rest {
             record_update(kind.kind, kind.status, Some(&live), &mut body, &self.writer(kind, manager));
         }
         self.replace(kind, namespace, name, body, part)
+    }
+
+    /// PUT or PATCH of the scale subresource by `manager`: `spec.replicas` becomes its, as an
+    /// `Update` entry of the `scale` subresource.
+    pub fn update_scale_as(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        body: &Value,
+        patch_type: Option<PatchType>,
+        manager: &str,
+    ) -> Result<Value, RestError> {
+        let writer = Writer { subresource: "scale", ..self.writer(kind, manager) };
+        self.update_scale_by(kind, namespace, name, body, patch_type, Some(&writer))
     }
 
     /// PATCH (merge, JSON or strategic) by `manager`: the patched object written as an update
@@ -343,6 +358,18 @@ mod tests {
     }
 
     #[test]
+    fn conflicts_are_worded_as_the_api_server_words_them() {
+        let c = |field: &str, manager: &str| Conflict { field: field.to_string(), manager: manager.to_string() };
+        let one = [c(".spec.replicas", "\"ci\"")];
+        assert_eq!(conflict_message(&one), "Apply failed with 1 conflict: conflict with \"ci\": .spec.replicas");
+        let three = [c(".a", "\"x\" using v1"), c(".b", "\"y\""), c(".c", "\"x\" using v1")];
+        assert_eq!(
+            conflict_message(&three),
+            "Apply failed with 3 conflicts: conflicts with \"x\" using v1:\n- .a\n- .c\nconflicts with \"y\":\n- .b"
+        );
+    }
+
+    #[test]
     fn an_apply_creates_then_a_reapply_changes_nothing() {
         let r = rest();
         let kind = kinds::by_kind("Deployment").unwrap();
@@ -451,6 +478,19 @@ mod tests {
         );
         let (applied, _) = r.apply(kind, None, "default", pool(20), "kubectl", true).unwrap();
         assert_eq!(applied["spec"]["weight"], 20);
+        // The scale subresource's writer owns spec.replicas (of a static pool).
+        let mut fixed = pool(20);
+        fixed["metadata"]["name"] = json!("fixed");
+        fixed["spec"]["replicas"] = json!(1);
+        fixed["spec"].as_object_mut().unwrap().remove("weight");
+        r.apply(kind, None, "fixed", fixed.clone(), "kubectl", false).unwrap();
+        let scale = json!({"spec": {"replicas": 3}});
+        r.update_scale_as(kind, None, "fixed", &scale, Some(PatchType::Merge), "kubectl-scale").unwrap();
+        let err = r.apply(kind, None, "fixed", fixed, "kubectl", false).unwrap_err();
+        assert!(
+            err.to_string().contains("conflict with \"kubectl-scale\" using karpenter.sh/v1: .spec.replicas"),
+            "{err}"
+        );
         // A write the CRD rules refuse is refused through apply too.
         let err = r.apply(kind, None, "default", pool(1000), "kubectl", true).unwrap_err();
         assert_eq!(err.status().0, 422);

@@ -273,7 +273,7 @@ fn route(
         (Method::PUT, Some(name), sub) => match sub {
             None => ok(rest.replace_by(kind, ns, name, parse_json(body)?, Part::Main, &manager)?),
             Some("status") => ok(rest.replace_by(kind, ns, name, parse_json(body)?, Part::Status, &manager)?),
-            Some("scale") => ok(rest.update_scale(kind, ns, name, &parse_json(body)?, None)?),
+            Some("scale") => ok(rest.update_scale_as(kind, ns, name, &parse_json(body)?, None, &manager)?),
             _ => Err(RestError::NoSuchPath),
         },
         (Method::PATCH, Some(name), sub) if media::content_type(headers) == APPLY => {
@@ -294,7 +294,7 @@ fn route(
             match sub {
                 None => ok(rest.patch_by(kind, ns, name, pt, &patch, Part::Main, &manager)?),
                 Some("status") => ok(rest.patch(kind, ns, name, pt, &patch, Part::Status)?),
-                Some("scale") => ok(rest.update_scale(kind, ns, name, &patch, Some(pt))?),
+                Some("scale") => ok(rest.update_scale_as(kind, ns, name, &patch, Some(pt), &manager)?),
                 _ => Err(RestError::NoSuchPath),
             }
         }

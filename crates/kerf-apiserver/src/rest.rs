@@ -642,6 +642,19 @@ impl Rest {
         body: &Value,
         patch_type: Option<PatchType>,
     ) -> Result<Value, RestError> {
+        self.update_scale_by(kind, namespace, name, body, patch_type, None)
+    }
+
+    /// [`Rest::update_scale`], recording `writer`'s fields when there is one.
+    pub(crate) fn update_scale_by(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        body: &Value,
+        patch_type: Option<PatchType>,
+        writer: Option<&crate::managed::Writer>,
+    ) -> Result<Value, RestError> {
         if !kind.scale {
             return Err(RestError::NoSuchPath);
         }
@@ -661,10 +674,13 @@ impl Rest {
             .ok_or_else(|| {
                 invalid(kind, name, vec![FieldError::new("spec.replicas", "must be a non-negative integer")])
             })?;
-        let mut doc = current;
+        let mut doc = current.clone();
         doc["spec"]["replicas"] = json!(replicas);
         if let Some(rv) = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
             doc["metadata"]["resourceVersion"] = json!(rv);
+        }
+        if let Some(w) = writer {
+            crate::managed::record_update(kind.kind, kind.status, Some(&current), &mut doc, w);
         }
         let obj = self.decode(kind, namespace, doc)?;
         check_transition(&self.cluster, kind, namespace, name, &obj)?;
