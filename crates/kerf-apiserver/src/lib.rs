@@ -17,6 +17,7 @@ pub mod pod_form;
 pub mod proto;
 pub mod requests;
 pub mod rest;
+mod scale;
 pub mod selectors;
 pub mod server_fields;
 mod status;
