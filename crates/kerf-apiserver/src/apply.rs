@@ -136,7 +136,7 @@ impl Rest {
         loop {
             let live = self.get(kind, namespace, name)?;
             let mut doc = live.clone();
-            apply_patch(&mut doc, patch_type, patch)?;
+            apply_patch(&mut doc, kind.kind, patch_type, patch)?;
             if doc.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
                 return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
             }

@@ -29,7 +29,7 @@ pub use crate::history::{Change, Expired, HISTORY_BYTES};
 use crate::kinds::is_namespaced;
 use crate::pod_form::PodForm;
 use crate::stored::{DynamicObject, Stored, typed};
-use crate::writes::{ChangeType, Mode, Part, Preconditions};
+use crate::writes::{ChangeType, Commit, Mode, Part, Preconditions};
 
 /// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
 pub use kerf_api::seeded::NAME_ALPHABET;
@@ -176,7 +176,9 @@ impl Inner {
         self.resource_version.to_string()
     }
 
-    fn create(&mut self, now: Timestamp, kind: &'static str, obj: Stored) -> Result<Stored, ApiError> {
+    /// Creates `obj`; a dry run answers what would be stored (no resourceVersion, the uid it
+    /// would get) and keeps nothing, not even the generated name's draw.
+    fn create(&mut self, now: Timestamp, kind: &'static str, obj: Stored, commit: Commit) -> Result<Stored, ApiError> {
         let namespaced = is_namespaced(kind);
         let mut obj = if kind == "Pod" {
             self.pod_form.admit(obj, self.stores.get("PriorityClass"), self.stores.get("RuntimeClass"))?
@@ -193,13 +195,17 @@ impl Inner {
                 });
             };
             // Retry on the rare suffix collision, as the API server's clients do.
+            let mut rng = self.rng.clone();
             let mut name;
             loop {
-                name = format!("{prefix}{}", self.rng.suffix(5));
+                name = format!("{prefix}{}", rng.suffix(5));
                 let key = key_of(meta.namespace.as_deref(), &name, namespaced);
                 if !self.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
                     break;
                 }
+            }
+            if commit == Commit::Store {
+                self.rng = rng;
             }
             *meta.name = Some(name);
         }
@@ -219,22 +225,32 @@ impl Inner {
         {
             admit_node(Arc::make_mut(n));
         }
-        self.uids += 1;
-        let uid = format!("00000000-0000-4000-8000-{:012x}", self.uids);
-        let rv = self.next_rv();
+        let uid = format!("00000000-0000-4000-8000-{:012x}", self.uids + 1);
+        let rv = match commit {
+            Commit::Store => {
+                self.uids += 1;
+                Some(self.next_rv())
+            }
+            Commit::DryRun => None,
+        };
         let meta = obj.server_fields();
         *meta.uid = Some(uid);
-        *meta.resource_version = Some(rv);
+        *meta.resource_version = rv;
         *meta.creation_timestamp = Some(Time(now));
         *meta.deletion_timestamp = None;
         *meta.generation = Some(1);
+        if commit == Commit::DryRun {
+            return Ok(obj);
+        }
         self.stores.entry(kind).or_default().insert(key, obj.clone());
         self.index(kind, None, Some(&obj));
         self.emit(kind, ChangeType::Added, obj.clone(), None);
         Ok(obj)
     }
 
-    fn write(&mut self, kind: &'static str, incoming: Stored, mode: Mode) -> Result<Stored, ApiError> {
+    /// Writes `incoming` as `mode` says; a dry run answers what would be stored, at the stored
+    /// resourceVersion, and keeps nothing.
+    fn write(&mut self, kind: &'static str, incoming: Stored, mode: Mode, commit: Commit) -> Result<Stored, ApiError> {
         let incoming = self.pod_form.keep(incoming)?;
         let name = incoming.meta().name().map(str::to_string).unwrap_or_default();
         let key = key_of(incoming.meta().namespace(), &name, is_namespaced(kind));
@@ -275,6 +291,10 @@ impl Inner {
             *m.deletion_timestamp = deleted;
             n
         };
+        if commit == Commit::DryRun {
+            *next.server_fields().resource_version = previous.meta().resource_version().map(str::to_string);
+            return Ok(next);
+        }
         let rv = self.next_rv();
         *next.server_fields().resource_version = Some(rv);
         let done = next.meta().deletion_timestamp().is_some() && next.meta().finalizers().is_empty();
@@ -292,7 +312,8 @@ impl Inner {
         Ok(next)
     }
 
-    /// Deletes (or, with finalizers, marks for deletion) an object; returns its last state.
+    /// Deletes (or, with finalizers, marks for deletion) an object; returns its last state. A
+    /// dry run answers that state (marked, at the stored resourceVersion) and keeps nothing.
     fn delete(
         &mut self,
         now: Timestamp,
@@ -300,6 +321,7 @@ impl Inner {
         namespace: Option<&str>,
         name: &str,
         pre: &Preconditions,
+        commit: Commit,
     ) -> Result<Stored, ApiError> {
         let key = key_of(namespace, name, is_namespaced(kind));
         let Some(mut current) = self.stores.get(kind).and_then(|s| s.get(&key)).cloned() else {
@@ -312,6 +334,10 @@ impl Inner {
         }
         if pre.resource_version.as_deref().is_some_and(|rv| m.resource_version() != Some(rv)) {
             return Err(ApiError::Conflict { kind, name: format!("{name} (precondition failed: resourceVersion)") });
+        }
+        if commit == Commit::DryRun {
+            current.server_fields().deletion_timestamp.get_or_insert(Time(now));
+            return Ok(current);
         }
         if !m.finalizers().is_empty() {
             if m.deletion_timestamp().is_none() {
@@ -518,9 +544,14 @@ impl SimCluster {
     }
 
     pub fn create_stored(&self, kind: &'static str, obj: Stored) -> Result<Stored, ApiError> {
+        self.create_stored_as(kind, obj, Commit::Store)
+    }
+
+    /// [`Self::create_stored`], or (`Commit::DryRun`) what it would store.
+    pub fn create_stored_as(&self, kind: &'static str, obj: Stored, commit: Commit) -> Result<Stored, ApiError> {
         let now = self.clock.now();
         let mut inner = self.lock();
-        let r = inner.create(now, kind, obj);
+        let r = inner.create(now, kind, obj, commit);
         let rv = inner.resource_version;
         drop(inner);
         self.notify(rv);
@@ -528,8 +559,19 @@ impl SimCluster {
     }
 
     pub fn write_stored(&self, kind: &'static str, obj: Stored, mode: Mode) -> Result<Stored, ApiError> {
+        self.write_stored_as(kind, obj, mode, Commit::Store)
+    }
+
+    /// [`Self::write_stored`], or (`Commit::DryRun`) what it would store.
+    pub fn write_stored_as(
+        &self,
+        kind: &'static str,
+        obj: Stored,
+        mode: Mode,
+        commit: Commit,
+    ) -> Result<Stored, ApiError> {
         let mut inner = self.lock();
-        let r = inner.write(kind, obj, mode);
+        let r = inner.write(kind, obj, mode, commit);
         let rv = inner.resource_version;
         drop(inner);
         self.notify(rv);
@@ -543,9 +585,21 @@ impl SimCluster {
         name: &str,
         pre: &Preconditions,
     ) -> Result<Stored, ApiError> {
+        self.delete_stored_as(kind, namespace, name, pre, Commit::Store)
+    }
+
+    /// [`Self::delete_stored`], or (`Commit::DryRun`) the state it would leave.
+    pub fn delete_stored_as(
+        &self,
+        kind: &'static str,
+        namespace: Option<&str>,
+        name: &str,
+        pre: &Preconditions,
+        commit: Commit,
+    ) -> Result<Stored, ApiError> {
         let now = self.clock.now();
         let mut inner = self.lock();
-        let r = inner.delete(now, kind, namespace, name, pre);
+        let r = inner.delete(now, kind, namespace, name, pre, commit);
         let rv = inner.resource_version;
         drop(inner);
         self.notify(rv);
@@ -607,7 +661,7 @@ impl SimCluster {
     /// had (a cluster snapshot's NodeClaims keep their age).
     pub fn create_obj_created_at<K: Object>(&self, obj: K, created: Timestamp) -> Result<Arc<K>, ApiError> {
         let mut inner = self.lock();
-        let r = inner.create(created, K::KIND, Stored::Typed(obj.into_any()));
+        let r = inner.create(created, K::KIND, Stored::Typed(obj.into_any()), Commit::Store);
         let rv = inner.resource_version;
         drop(inner);
         self.notify(rv);
@@ -704,13 +758,13 @@ impl SimCluster {
             let key =
                 (obj.metadata.namespace.clone().unwrap_or_default(), obj.metadata.name.clone().unwrap_or_default());
             // Event names are unique by construction; a failure here would only lose the copy.
-            if inner.create(time, "Event", Stored::Dynamic(Arc::new(obj))).is_ok() {
+            if inner.create(time, "Event", Stored::Dynamic(Arc::new(obj)), Commit::Store).is_ok() {
                 inner.event_object_keys.push_back(key);
             }
             // Like the API server's event TTL, old Event objects go (the event log keeps them).
             while inner.event_object_keys.len() > MAX_EVENT_OBJECTS {
                 if let Some((ns, name)) = inner.event_object_keys.pop_front() {
-                    let _ = inner.delete(time, "Event", Some(&ns), &name, &Preconditions::default());
+                    let _ = inner.delete(time, "Event", Some(&ns), &name, &Preconditions::default(), Commit::Store);
                 }
             }
         }

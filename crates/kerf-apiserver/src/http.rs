@@ -17,7 +17,6 @@ use tokio::sync::watch;
 use kerf_api::clock::Clock;
 
 use crate::cluster::Change;
-use crate::discovery;
 use crate::kinds::{self, ResourceKind};
 use crate::media::{self, Format};
 use crate::proto;
@@ -25,7 +24,8 @@ use crate::requests::RequestCounts;
 use crate::rest::{Filter, PatchType, Rest, RestError};
 use crate::stored::Stored;
 use crate::table;
-use crate::writes::{Part, Preconditions};
+use crate::writes::{Commit, Part, Preconditions};
+use crate::{discovery, dry_run};
 
 /// Largest request body accepted.
 const BODY_LIMIT: usize = 8 << 20;
@@ -203,11 +203,13 @@ fn route(
         _ => return Err(RestError::NoSuchPath),
     };
     let t = resolve(group, version, rest)?;
-    // A dry run must not change anything; rather than risk that, it is refused.
-    if method != Method::GET && q.contains_key("dryRun") {
-        return Err(RestError::BadRequest("dryRun is not supported by this server".to_string()));
-    }
-    let rest = &app.rest;
+    // `dryRun=All`: the write worked out and answered, nothing kept (crate::dry_run).
+    let commit = if *method == Method::GET {
+        Commit::Store
+    } else {
+        dry_run::commit_of(q.get("dryRun").map(String::as_str), dry_run::options_kind(method))?
+    };
+    let rest = &app.rest.with(commit);
     let shown = ask(headers, q);
     let (kind, ns) = (t.kind, t.namespace);
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -268,6 +270,8 @@ fn route(
         }
         (Method::POST, Some(name), Some("eviction")) if kind.kind == "Pod" => {
             let b = if body.is_empty() { json!({}) } else { parse_json(body)? };
+            let asked = dry_run::commit_of(dry_run::body_values(&b["deleteOptions"])?, "DeleteOptions")?;
+            let rest = &if asked == Commit::DryRun { rest.dry_run() } else { rest.clone() };
             Ok(media::reply(format, 201, &rest.evict(ns.unwrap_or("default"), name, &b)?))
         }
         (Method::PUT, Some(name), sub) => match sub {
@@ -300,6 +304,8 @@ fn route(
         }
         (Method::DELETE, Some(name), None) => {
             let opts = if body.is_empty() { json!({}) } else { parse_json(body)? };
+            let asked = dry_run::commit_of(dry_run::body_values(&opts)?, "DeleteOptions")?;
+            let rest = &if asked == Commit::DryRun { rest.dry_run() } else { rest.clone() };
             let pre = Preconditions {
                 uid: opts.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
                 resource_version: opts
@@ -310,6 +316,9 @@ fn route(
             ok(rest.delete(kind, ns, name, &pre)?)
         }
         (Method::DELETE, None, None) => {
+            let opts = if body.is_empty() { json!({}) } else { parse_json(body)? };
+            let asked = dry_run::commit_of(dry_run::body_values(&opts)?, "DeleteOptions")?;
+            let rest = &if asked == Commit::DryRun { rest.dry_run() } else { rest.clone() };
             let filter = Filter::new(
                 ns,
                 q.get("labelSelector").map(String::as_str),

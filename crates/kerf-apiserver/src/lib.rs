@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod cluster;
 pub mod discovery;
+pub mod dry_run;
 pub mod history;
 pub mod http;
 pub mod kinds;
@@ -22,6 +23,7 @@ pub mod selectors;
 pub mod server_fields;
 mod status;
 pub mod stored;
+pub mod strategic;
 pub mod table;
 pub mod writes;
 
@@ -29,4 +31,4 @@ pub use cluster::SimCluster;
 pub use pod_form::PodForm;
 pub use server_fields::ServerFields;
 pub use stored::{DynamicObject, Stored};
-pub use writes::{ChangeType, Mode, Part, Preconditions};
+pub use writes::{ChangeType, Commit, Mode, Part, Preconditions};

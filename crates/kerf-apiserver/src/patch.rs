@@ -7,7 +7,7 @@ use kerf_api::cluster::{ApiError, Object, Patch};
 
 use crate::cluster::{SimCluster, read_as};
 use crate::rest::{PatchType, RestError, patch_stored};
-use crate::writes::Part;
+use crate::writes::{Commit, Part};
 
 impl SimCluster {
     /// Applies a patch to the object's metadata and spec (`Part::Main`) or its status, as a
@@ -27,16 +27,17 @@ impl SimCluster {
             Patch::Merge(p) => (PatchType::Merge, p),
             Patch::Json(p) => (PatchType::Json, p),
         };
-        let written = patch_stored(self, kind, namespace, name, patch_type, body, part).map_err(|e| match e {
-            RestError::Api(e) => e,
-            RestError::BadRequest(message) => ApiError::Invalid { kind: K::KIND, name: qualified(), message },
-            RestError::Invalid { causes, .. } => ApiError::Invalid {
-                kind: K::KIND,
-                name: qualified(),
-                message: causes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-            },
-            other => ApiError::Other(format!("{} {}: {other}", K::KIND, qualified())),
-        })?;
+        let written =
+            patch_stored(self, kind, namespace, name, patch_type, body, part, Commit::Store).map_err(|e| match e {
+                RestError::Api(e) => e,
+                RestError::BadRequest(message) => ApiError::Invalid { kind: K::KIND, name: qualified(), message },
+                RestError::Invalid { causes, .. } => ApiError::Invalid {
+                    kind: K::KIND,
+                    name: qualified(),
+                    message: causes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                },
+                other => ApiError::Other(format!("{} {}: {other}", K::KIND, qualified())),
+            })?;
         read_as::<K>(&written).ok_or_else(|| ApiError::Other(format!("{} {}: wrong kind", K::KIND, qualified())))
     }
 }

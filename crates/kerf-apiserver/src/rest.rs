@@ -13,7 +13,7 @@ use crate::cluster::{Change, Expired, SimCluster};
 use crate::kinds::{self, ResourceKind, label_problems};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::stored::{DynamicObject, Stored};
-use crate::writes::{ChangeType, Mode, Part, Preconditions};
+use crate::writes::{ChangeType, Commit, Mode, Part, Preconditions};
 
 /// A request the API refuses, with the HTTP status and reason a `Status` reports.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -140,9 +140,7 @@ pub enum PatchType {
     Merge,
     /// RFC 6902 JSON patch.
     Json,
-    /// Strategic merge patch, applied as a merge patch: maps merge the same way; lists are
-    /// replaced whole rather than merged by key, and `$`-directives are dropped. Enough for
-    /// what kubectl sends with it (label, annotate, scale, cordon).
+    /// Strategic merge patch ([`crate::strategic`]): lists merged by their fields' merge keys.
     Strategic,
 }
 
@@ -219,10 +217,11 @@ impl ContinueToken {
     }
 }
 
-/// The REST API over one store.
+/// The REST API over one store: its writes kept, or (a [`Rest::dry_run`]) only worked out.
 #[derive(Clone)]
 pub struct Rest {
     pub cluster: Arc<SimCluster>,
+    pub(crate) commit: Commit,
 }
 
 pub(crate) fn invalid(kind: &ResourceKind, name: &str, causes: Vec<FieldError>) -> RestError {
@@ -234,28 +233,12 @@ pub(crate) fn invalid(kind: &ResourceKind, name: &str, causes: Vec<FieldError>) 
     }
 }
 
-/// Drops strategic-merge-patch directives (`$patch`, `$setElementOrder/...`, `$retainKeys`, ...).
-fn strip_directives(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|k, _| !k.starts_with('$'));
-            m.values_mut().for_each(strip_directives);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip_directives),
-        _ => {}
-    }
-}
-
-/// Applies a patch to a JSON document (the merge and JSON patch semantics are
-/// [`kerf_api::patch`]'s).
-pub fn apply_patch(doc: &mut Value, patch_type: PatchType, patch: &Value) -> Result<(), RestError> {
+/// Applies a patch to a JSON document, an object of `kind` (the merge and JSON patch semantics
+/// are [`kerf_api::patch`]'s, the strategic merge patch's [`crate::strategic`]'s).
+pub fn apply_patch(doc: &mut Value, kind: &str, patch_type: PatchType, patch: &Value) -> Result<(), RestError> {
     match patch_type {
         PatchType::Merge => kerf_api::patch::merge(doc, patch),
-        PatchType::Strategic => {
-            let mut p = patch.clone();
-            strip_directives(&mut p);
-            kerf_api::patch::merge(doc, &p);
-        }
+        PatchType::Strategic => crate::strategic::apply(kind, doc, patch)?,
         PatchType::Json => kerf_api::patch::apply_json_patch(doc, patch).map_err(|e| match e {
             PatchError::Malformed(_) => RestError::BadRequest(e.to_string()),
             PatchError::Failed(_) => {
@@ -277,6 +260,7 @@ pub(crate) fn pinned_version(patch_type: PatchType, patch: &Value) -> Option<&st
 /// Applies a patch to the stored object (or its status) and writes the result: a PATCH request
 /// and the cluster API's `patch` both come here. A conflict with a concurrent write is retried
 /// unless the patch itself names a resourceVersion.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn patch_stored(
     cluster: &SimCluster,
     kind: &'static ResourceKind,
@@ -285,6 +269,7 @@ pub(crate) fn patch_stored(
     patch_type: PatchType,
     patch: &Value,
     part: Part,
+    commit: Commit,
 ) -> Result<Stored, RestError> {
     if part == Part::Status && !kind.status {
         return Err(RestError::NoSuchPath);
@@ -322,7 +307,7 @@ pub(crate) fn patch_stored(
             }
             None => {
                 let mut doc = current.to_json(kind);
-                apply_patch(&mut doc, patch_type, patch)?;
+                apply_patch(&mut doc, kind.kind, patch_type, patch)?;
                 let obj = decode_body(kind, namespace, doc)?;
                 if obj.meta().name() != Some(name) {
                     return Err(invalid(kind, name, vec![FieldError::new("metadata.name", "field is immutable")]));
@@ -333,7 +318,7 @@ pub(crate) fn patch_stored(
                 (obj, write_mode(kind, part))
             }
         };
-        match cluster.write_stored(kind.kind, obj, mode) {
+        match cluster.write_stored_as(kind.kind, obj, mode, commit) {
             Err(ApiError::Conflict { .. }) if !pinned && attempt < 5 => attempt += 1,
             r => return Ok(r?),
         }
@@ -465,7 +450,7 @@ pub fn decode_body(kind: &'static ResourceKind, namespace: Option<&str>, body: V
 
 impl Rest {
     pub fn new(cluster: Arc<SimCluster>) -> Self {
-        Rest { cluster }
+        Rest { cluster, commit: Commit::Store }
     }
 
     /// Decodes a request body into a storable object of `kind` ([`decode_body`]).
@@ -556,7 +541,7 @@ impl Rest {
         body: Value,
     ) -> Result<Value, RestError> {
         let obj = self.decode(kind, namespace, body)?;
-        Ok(self.cluster.create_stored(kind.kind, obj)?.to_json(kind))
+        Ok(self.cluster.create_stored_as(kind.kind, obj, self.commit)?.to_json(kind))
     }
 
     /// PUT: replaces the object (or its status). The body's name must be the URL's.
@@ -581,7 +566,7 @@ impl Rest {
         if part == Part::Main {
             check_transition(&self.cluster, kind, namespace, name, &obj)?;
         }
-        Ok(self.cluster.write_stored(kind.kind, obj, write_mode(kind, part))?.to_json(kind))
+        Ok(self.cluster.write_stored_as(kind.kind, obj, write_mode(kind, part), self.commit)?.to_json(kind))
     }
 
     /// PATCH: applies the patch to the current object (or its status) and writes the result
@@ -595,7 +580,7 @@ impl Rest {
         patch: &Value,
         part: Part,
     ) -> Result<Value, RestError> {
-        Ok(patch_stored(&self.cluster, kind, namespace, name, patch_type, patch, part)?.to_json(kind))
+        Ok(patch_stored(&self.cluster, kind, namespace, name, patch_type, patch, part, self.commit)?.to_json(kind))
     }
 
     /// DELETE with optional preconditions; returns the object's last state.
@@ -606,7 +591,7 @@ impl Rest {
         name: &str,
         pre: &Preconditions,
     ) -> Result<Value, RestError> {
-        Ok(self.cluster.delete_stored(kind.kind, namespace, name, pre)?.to_json(kind))
+        Ok(self.cluster.delete_stored_as(kind.kind, namespace, name, pre, self.commit)?.to_json(kind))
     }
 
     /// The Eviction subresource of a pod (PodDisruptionBudgets honoured).
@@ -616,7 +601,14 @@ impl Rest {
         {
             return Err(RestError::BadRequest(format!("the eviction names pod {n:?}, the URL pod {name:?}")));
         }
-        self.cluster.evict_pod(namespace, name)?;
+        match self.commit {
+            Commit::Store => self.cluster.evict_pod(namespace, name)?,
+            Commit::DryRun => {
+                if let Some(refusal) = self.cluster.eviction_refusal(namespace, name)? {
+                    return Err(refusal.into());
+                }
+            }
+        }
         Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
     }
 

@@ -53,7 +53,7 @@ impl Rest {
             None => body.clone(),
             Some(pt) => {
                 let mut s = scale_of_kind(kind, &current);
-                apply_patch(&mut s, pt, body)?;
+                apply_patch(&mut s, "Scale", pt, body)?;
                 s
             }
         };
@@ -74,7 +74,7 @@ impl Rest {
         }
         let obj = self.decode(kind, namespace, doc)?;
         check_transition(&self.cluster, kind, namespace, name, &obj)?;
-        let written = self.cluster.write_stored(kind.kind, obj, Mode::Spec)?.to_json(kind);
+        let written = self.cluster.write_stored_as(kind.kind, obj, Mode::Spec, self.commit)?.to_json(kind);
         Ok(scale_of_kind(kind, &written))
     }
 }

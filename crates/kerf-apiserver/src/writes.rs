@@ -1,6 +1,7 @@
 //! The vocabulary of writes shared by the store, its parts and the REST layer above it: which
 //! part of an object a write addresses ([`Part`]) and what it replaces ([`Mode`]), a delete's
-//! [`Preconditions`], and what a watch says happened ([`ChangeType`]).
+//! [`Preconditions`], whether a write is kept or only worked out ([`Commit`]), and what a watch
+//! says happened ([`ChangeType`]).
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,4 +44,14 @@ impl ChangeType {
 pub struct Preconditions {
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+}
+
+/// Whether a write is kept, or only worked out and answered (`dryRun=All`): a dry run checks and
+/// computes everything a write does (admission, names, conflicts, preconditions) and changes
+/// nothing: no object, resourceVersion, uid or watch event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Commit {
+    #[default]
+    Store,
+    DryRun,
 }

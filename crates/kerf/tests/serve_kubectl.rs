@@ -201,7 +201,10 @@ fn bad_requests_get_kubernetes_status_errors_and_the_server_keeps_serving() {
     assert_eq!(code, 400, "{text}");
 
     let (code, text) = http(&s, "DELETE", &format!("{pools}/a?dryRun=All"), json, "");
-    assert_eq!(code, 400, "a dry run is refused rather than carried out: {text}");
+    assert_eq!(code, 200, "a dry run is answered: {text}");
+    assert_eq!(http(&s, "GET", &format!("{pools}/a"), "", "").0, 200, "and deletes nothing");
+    let (code, text) = http(&s, "DELETE", &format!("{pools}/a?dryRun=Some"), json, "");
+    assert_eq!(code, 422, "only dryRun=All is a dry run: {text}");
     // Delete with a failed precondition, then for real.
     let (code, text) = http(&s, "DELETE", &format!("{pools}/a"), json, r#"{"preconditions":{"uid":"someone-else"}}"#);
     assert_eq!(code, 409, "{text}");
