@@ -313,7 +313,7 @@ fn route(
                     .and_then(Value::as_str)
                     .map(str::to_string),
             };
-            ok(rest.delete(kind, ns, name, &pre)?)
+            ok(deleted(kind, rest.delete(kind, ns, name, &pre)?))
         }
         (Method::DELETE, None, None) => {
             let opts = if body.is_empty() { json!({}) } else { parse_json(body)? };
@@ -340,6 +340,23 @@ fn route(
         (Method::GET | Method::POST | Method::PUT | Method::PATCH | Method::DELETE, _, _) => Err(RestError::NoSuchPath),
         _ => Err(RestError::MethodNotAllowed),
     }
+}
+
+/// The answer to a DELETE: the object while finalizers keep it, and once it is gone the object for
+/// the kinds whose registries return it (pods, namespaces, storage, custom resources), else a
+/// `Status` of success naming it, as the API server answers.
+fn deleted(kind: &ResourceKind, obj: Value) -> Value {
+    let pending = obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+    let returns_object = matches!(
+        kind.kind,
+        "Pod" | "Namespace" | "PersistentVolume" | "PersistentVolumeClaim" | "StorageClass" | "PriorityClass"
+    ) || kerf_api::crd::definition(kind.kind).is_some();
+    if pending || returns_object {
+        return obj;
+    }
+    let m = &obj["metadata"];
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+        "details": {"name": m["name"], "group": kind.group, "kind": kind.plural, "uid": m["uid"]}})
 }
 
 /// What a watch has yet to send.

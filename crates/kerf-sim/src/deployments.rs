@@ -4,6 +4,7 @@
 //! keeps (ReplicaSets, each Deployment's status) back to the store for clients to read.
 
 use k8s_openapi::api::apps::v1::Deployment;
+use kerf_api::clock::Clock;
 use kerf_api::cluster::ApiError;
 use kerf_apiserver::DynamicObject;
 use kerf_apiserver::cluster::{DynamicEvent, SimCluster};
@@ -11,7 +12,7 @@ use kerf_apiserver::writes::Mode;
 use serde_json::{Value, json};
 
 use crate::scenario::ObjectRef;
-use crate::workloads::{RESTARTED_AT, Workloads};
+use crate::workloads::{DeploymentProgress, RESTARTED_AT, REVISION, Workloads};
 
 /// The kind the Deployment controller stand-in follows through the store.
 pub const DEPLOYMENT: &str = "Deployment";
@@ -89,8 +90,9 @@ pub fn observe(cluster: &SimCluster, workloads: &mut Workloads, ev: DynamicEvent
     }
 }
 
-/// Writes the ReplicaSets the stand-in keeps and the Deployments' status counts that changed
-/// (kubectl's READY / UP-TO-DATE / AVAILABLE; `observedGeneration` for `rollout status`).
+/// Writes the ReplicaSets the stand-in keeps (each with its revision) and what changed of each
+/// Deployment: its revision annotation, and its status counts (kubectl's READY / UP-TO-DATE /
+/// AVAILABLE; `observedGeneration` for `rollout status`) and conditions.
 pub fn publish(cluster: &SimCluster, workloads: &mut Workloads) {
     // Nothing changes the workloads while they are published: their pods are counted once.
     let available = workloads.available_by_set();
@@ -109,15 +111,36 @@ pub fn publish(cluster: &SimCluster, workloads: &mut Workloads) {
             tracing::warn!(replicaset = %key, error = %e, "cannot publish ReplicaSet");
         }
     }
-    for (ns, name, [replicas, updated, available]) in workloads.status_counts(&available) {
+    let now = cluster.clock().now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    for p in workloads.progress(&available) {
+        let (ns, name) = (p.namespace.clone(), p.name.clone());
         let Some(d) = cluster.get_dynamic(DEPLOYMENT, Some(&ns), &name) else { continue };
+        let revision = p.revision.to_string();
+        let annotated = d.metadata.annotations.as_ref().and_then(|a| a.get(REVISION)) == Some(&revision);
+        let d = if annotated || p.revision == 0 {
+            d
+        } else {
+            let mut next = (*d).clone();
+            next.metadata.annotations.get_or_insert_with(Default::default).insert(REVISION.to_string(), revision);
+            next.metadata.resource_version = None;
+            match cluster.write_stored(DEPLOYMENT, kerf_apiserver::Stored::Dynamic(next.into()), Mode::Spec) {
+                Ok(kerf_apiserver::Stored::Dynamic(written)) => written,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(deployment = %format!("{ns}/{name}"), error = %e, "cannot write Deployment revision");
+                    continue;
+                }
+            }
+        };
+        let previous = d.body.get("status").and_then(|s| s.get("conditions"));
         let status = json!({
             "observedGeneration": d.metadata.generation.unwrap_or(1),
-            "replicas": replicas,
-            "updatedReplicas": updated,
-            "readyReplicas": available,
-            "availableReplicas": available,
-            "unavailableReplicas": (replicas - available).max(0),
+            "replicas": p.replicas,
+            "updatedReplicas": p.updated,
+            "readyReplicas": p.available,
+            "availableReplicas": p.available,
+            "unavailableReplicas": (p.replicas - p.available).max(0),
+            "conditions": conditions(&p, previous, &now),
         });
         if d.body.get("status") == Some(&status) {
             continue;
@@ -129,6 +152,38 @@ pub fn publish(cluster: &SimCluster, workloads: &mut Workloads) {
             tracing::warn!(deployment = %format!("{ns}/{name}"), error = %e, "cannot write Deployment status");
         }
     }
+}
+
+/// A Deployment's `Available` and `Progressing` conditions, as the Deployment controller words
+/// them (`kubectl wait --for=condition=Available` waits on the first); a condition that did not
+/// change keeps its times.
+fn conditions(p: &DeploymentProgress, previous: Option<&Value>, now: &str) -> Value {
+    let (available, available_reason, available_message) = if p.available >= p.min_available {
+        ("True", "MinimumReplicasAvailable", "Deployment has minimum availability.")
+    } else {
+        ("False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.")
+    };
+    let done = p.updated == p.desired && p.replicas == p.desired && p.available == p.desired;
+    let (progress_reason, progress_message) = if done {
+        ("NewReplicaSetAvailable", format!("ReplicaSet {:?} has successfully progressed.", p.replica_set))
+    } else {
+        ("ReplicaSetUpdated", format!("ReplicaSet {:?} is progressing.", p.replica_set))
+    };
+    let condition = |type_: &str, status: &str, reason: &str, message: &str| {
+        let before = previous
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+            .filter(|c| c["status"] == status);
+        let transition = before.map_or(now, |c| c["lastTransitionTime"].as_str().unwrap_or(now));
+        let update = before.filter(|c| c["reason"] == reason && c["message"] == message);
+        let updated = update.map_or(now, |c| c["lastUpdateTime"].as_str().unwrap_or(now));
+        json!({"type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": transition, "lastUpdateTime": updated})
+    };
+    json!([
+        condition("Available", available, available_reason, available_message),
+        condition("Progressing", "True", progress_reason, &progress_message),
+    ])
 }
 
 /// Creates or updates a ReplicaSet object, spec and status.

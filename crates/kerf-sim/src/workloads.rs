@@ -39,6 +39,8 @@ struct DeploymentState {
     spec: DeploymentSpec,
     /// Bumped by `rollout` so the template hashes differ.
     restarts: u32,
+    /// The Deployment's uid, which its ReplicaSets' owner reference names.
+    uid: String,
 }
 
 #[derive(Debug, Clone)]
@@ -51,6 +53,30 @@ struct ReplicaSetState {
     /// Creation order, oldest first.
     seq: u64,
     pods: BTreeSet<String>,
+    /// `deployment.kubernetes.io/revision`: the highest of its Deployment's when it last became
+    /// the current ReplicaSet (created, or brought back by `kubectl rollout undo`).
+    revision: u64,
+}
+
+/// The annotation naming a Deployment's and its ReplicaSets' revisions, which `kubectl rollout
+/// history` lists and `kubectl rollout undo` goes back by.
+pub const REVISION: &str = "deployment.kubernetes.io/revision";
+
+/// What the Deployment controller writes to a Deployment: its status counts, the rolling update's
+/// floor of available pods (for the `Available` condition), its current ReplicaSet and revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeploymentProgress {
+    pub namespace: String,
+    pub name: String,
+    /// `spec.replicas`.
+    pub desired: i32,
+    pub replicas: i32,
+    pub updated: i32,
+    pub available: i32,
+    /// `spec.replicas` less `maxUnavailable`.
+    pub min_available: i32,
+    pub replica_set: String,
+    pub revision: u64,
 }
 
 /// Deployments and their ReplicaSets.
@@ -62,8 +88,8 @@ pub struct Workloads {
     pods: BTreeMap<String, (String, PodState)>,
     dirty: BTreeSet<String>,
     rs_seq: u64,
-    /// (replicas, pods, available pods) last reported per ReplicaSet.
-    published_sets: BTreeMap<String, [i32; 3]>,
+    /// (replicas, pods, available pods) and revision last reported per ReplicaSet.
+    published_sets: BTreeMap<String, ([i32; 3], u64)>,
     /// Pods owned by a ReplicaSet this stand-in did not create (a cluster snapshot's pods,
     /// whose ReplicaSets the cluster's Deployment controller named), by pod key: (labels, state).
     /// The Deployment whose selector matches adopts them, as the ReplicaSet controller adopts
@@ -86,7 +112,8 @@ impl Workloads {
             return;
         }
         let restarts = self.deployments.get(&k).map_or(0, |s| s.restarts);
-        self.deployments.insert(k.clone(), DeploymentState { namespace, name, spec, restarts });
+        let uid = d.metadata.uid.clone().unwrap_or_default();
+        self.deployments.insert(k.clone(), DeploymentState { namespace, name, spec, restarts, uid });
         self.dirty.insert(k);
     }
 
@@ -99,10 +126,10 @@ impl Workloads {
         let mut out = Vec::new();
         for (rk, rs) in &self.replica_sets {
             let counts = [rs.replicas, rs.pods.len() as i32, available.get(rk).copied().unwrap_or(0)];
-            if self.published_sets.get(rk) == Some(&counts) {
+            if self.published_sets.get(rk) == Some(&(counts, rs.revision)) {
                 continue;
             }
-            self.published_sets.insert(rk.clone(), counts);
+            self.published_sets.insert(rk.clone(), (counts, rs.revision));
             let Some(d) = self.deployments.get(&rs.deployment) else { continue };
             let labels = rs.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
             let hash = labels.get(POD_TEMPLATE_HASH).cloned().unwrap_or_default();
@@ -115,8 +142,9 @@ impl Workloads {
                     "name": rs.name,
                     "namespace": rs.namespace,
                     "labels": labels,
+                    "annotations": {REVISION: rs.revision.to_string()},
                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": d.name,
-                        "uid": "", "controller": true, "blockOwnerDeletion": true}],
+                        "uid": d.uid, "controller": true, "blockOwnerDeletion": true}],
                 },
                 "spec": {"replicas": counts[0], "selector": selector, "template": rs.template},
                 "status": {"replicas": counts[1], "readyReplicas": counts[2], "availableReplicas": counts[2]},
@@ -132,22 +160,33 @@ impl Workloads {
         out
     }
 
-    /// Each Deployment's status counts (replicas, updatedReplicas, availableReplicas): what
-    /// the Deployment controller writes to `.status`.
-    pub fn status_counts(&self, available_by_set: &BTreeMap<String, i32>) -> Vec<(String, String, [i32; 3])> {
+    /// Each Deployment's progress: what the Deployment controller writes to it.
+    pub fn progress(&self, available_by_set: &BTreeMap<String, i32>) -> Vec<DeploymentProgress> {
         let mut out = Vec::new();
         for (dk, d) in &self.deployments {
             let current = format!("{}-{}", d.name, template_hash(&d.spec.template));
-            let (mut total, mut updated, mut available) = (0, 0, 0);
+            let (mut total, mut updated, mut available, mut revision) = (0, 0, 0, 0);
             for (rk, rs) in self.replica_sets.iter().filter(|(_, rs)| &rs.deployment == dk) {
                 let n = rs.pods.len() as i32;
                 total += n;
                 if rs.name == current {
                     updated += n;
+                    revision = rs.revision;
                 }
                 available += available_by_set.get(rk).copied().unwrap_or(0);
             }
-            out.push((d.namespace.clone(), d.name.clone(), [total, updated, available]));
+            let desired = d.spec.replicas.unwrap_or(1);
+            out.push(DeploymentProgress {
+                namespace: d.namespace.clone(),
+                name: d.name.clone(),
+                desired,
+                replicas: total,
+                updated,
+                available,
+                min_available: desired - max_unavailable(&d.spec, desired),
+                replica_set: current,
+                revision,
+            });
         }
         out
     }
@@ -357,6 +396,13 @@ impl Workloads {
         let new_name = format!("{}-{hash}", d.name);
         let new_key = key(&d.namespace, &new_name);
         let replicas = d.spec.replicas.unwrap_or(1);
+        let latest = self.replica_sets.values().filter(|rs| rs.deployment == dk).map(|rs| rs.revision).max();
+        if let Some(rs) = self.replica_sets.get_mut(&new_key)
+            && latest.is_some_and(|l| rs.revision < l)
+        {
+            // An older template brought back (`kubectl rollout undo`) is the newest revision.
+            rs.revision = latest.unwrap_or(0) + 1;
+        }
         if !self.replica_sets.contains_key(&new_key) {
             let mut template = d.spec.template.clone();
             let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
@@ -374,6 +420,7 @@ impl Workloads {
                     replicas: if only { replicas } else { 0 },
                     seq: self.rs_seq,
                     pods: BTreeSet::new(),
+                    revision: latest.unwrap_or(0) + 1,
                 },
             );
         }
@@ -419,15 +466,8 @@ impl Workloads {
     }
 
     fn rolling_update(&mut self, new_key: &str, olds: &[String], spec: &DeploymentSpec, replicas: i32) {
-        let ru = spec.strategy.as_ref().and_then(|s| s.rolling_update.as_ref());
-        let surge_v = ru.and_then(|r| r.max_surge.clone()).unwrap_or(IntOrString::String("25%".to_string()));
-        let unavail_v = ru.and_then(|r| r.max_unavailable.clone()).unwrap_or(IntOrString::String("25%".to_string()));
-        let total = i64::from(replicas);
-        let max_surge = scaled(&surge_v, total, true) as i32;
-        let mut max_unavailable = scaled(&unavail_v, total, false) as i32;
-        if max_surge == 0 && max_unavailable == 0 {
-            max_unavailable = 1;
-        }
+        let max_surge = max_surge(spec, replicas);
+        let max_unavailable = max_unavailable(spec, replicas);
         let spec_total = |w: &Workloads| -> i32 {
             w.replica_sets.get(new_key).map_or(0, |r| r.replicas)
                 + olds.iter().filter_map(|k| w.replica_sets.get(k)).map(|r| r.replicas).sum::<i32>()
@@ -547,10 +587,45 @@ impl Workloads {
     }
 }
 
+/// A rolling update's `maxSurge` of `replicas` (25% unless set; a `Recreate` Deployment has none).
+fn max_surge(spec: &DeploymentSpec, replicas: i32) -> i32 {
+    let ru = spec.strategy.as_ref().and_then(|s| s.rolling_update.as_ref());
+    let surge = ru.and_then(|r| r.max_surge.clone()).unwrap_or(IntOrString::String("25%".to_string()));
+    scaled(&surge, i64::from(replicas), true) as i32
+}
+
+/// A rolling update's `maxUnavailable` of `replicas` (25% unless set; at least 1 when
+/// `maxSurge` is 0); none for a `Recreate` Deployment, as the Deployment controller counts it.
+fn max_unavailable(spec: &DeploymentSpec, replicas: i32) -> i32 {
+    if spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate") {
+        return 0;
+    }
+    let ru = spec.strategy.as_ref().and_then(|s| s.rolling_update.as_ref());
+    let unavailable = ru.and_then(|r| r.max_unavailable.clone()).unwrap_or(IntOrString::String("25%".to_string()));
+    let n = scaled(&unavailable, i64::from(replicas), false) as i32;
+    if n == 0 && max_surge(spec, replicas) == 0 { 1 } else { n }
+}
+
 /// The pod-template-hash of a template: a hash of its canonical JSON.
+///
+/// Fields set to `false` or `0` are left out first: Kubernetes hashes the Go struct, where such a
+/// field and an absent one are the same value, so a template written with Go's zero values (as
+/// kubectl's protobuf create writes it) and the same template without them (as `kubectl rollout
+/// undo` sends it back) are one revision.
 pub fn template_hash(template: &PodTemplateSpec) -> String {
-    let json = serde_json::to_string(template).unwrap_or_default();
-    safe_encode(fnv1a32(json.as_bytes()))
+    fn without_zeros(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.retain(|_, f| !(f == &serde_json::json!(false) || f.as_f64() == Some(0.0)));
+                m.values_mut().for_each(without_zeros);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(without_zeros),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(template).unwrap_or_default();
+    without_zeros(&mut value);
+    safe_encode(fnv1a32(value.to_string().as_bytes()))
 }
 
 fn pod_from_template(namespace: &str, rs_name: &str, template: &PodTemplateSpec) -> Pod {
@@ -681,6 +756,42 @@ mod tests {
         });
         assert_eq!(after.values().copied().sum::<usize>(), 8);
         assert_eq!(after.len(), 1);
+    }
+
+    #[test]
+    fn each_new_template_is_the_next_revision_and_a_template_brought_back_becomes_the_newest() {
+        let c = SimCluster::new(ManualClock::new(), 3);
+        let mut w = Workloads::default();
+        let mut d = web(2, IntOrString::Int(1), IntOrString::Int(0));
+        d.metadata.uid = Some("d-uid".to_string());
+        w.apply_deployment(d.clone());
+        settle(&mut w, &c, &|_, _| {});
+        let revisions = |w: &mut Workloads| {
+            let available = w.available_by_set();
+            let mut out = BTreeMap::new();
+            for (_, obj) in w.take_replica_set_changes(&available) {
+                let obj = obj.unwrap();
+                let hash = obj["metadata"]["labels"][POD_TEMPLATE_HASH].as_str().unwrap().to_string();
+                assert_eq!(obj["metadata"]["ownerReferences"][0]["uid"], "d-uid");
+                out.insert(hash, obj["metadata"]["annotations"][REVISION].as_str().unwrap().to_string());
+            }
+            out
+        };
+        let first = revisions(&mut w);
+        assert_eq!(first.values().collect::<Vec<_>>(), ["1"]);
+        let mut changed = d.clone();
+        changed.spec.as_mut().unwrap().template.spec.as_mut().unwrap().containers[0].image = Some("v2".to_string());
+        w.apply_deployment(changed);
+        settle(&mut w, &c, &|_, _| {});
+        let second = revisions(&mut w);
+        assert!(second.values().any(|r| r == "2"), "{second:?}");
+        // `kubectl rollout undo`: the first template again.
+        w.apply_deployment(d);
+        settle(&mut w, &c, &|_, _| {});
+        let (hash, _) = first.into_iter().next().unwrap();
+        assert_eq!(revisions(&mut w).get(&hash).map(String::as_str), Some("3"));
+        let progress = &w.progress(&w.available_by_set())[0];
+        assert_eq!((progress.revision, progress.available, progress.min_available), (3, 2, 2));
     }
 
     #[test]
