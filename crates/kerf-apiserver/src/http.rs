@@ -64,6 +64,12 @@ fn error_reply(format: Format, e: &RestError) -> Response {
     media::reply(format, code, &status)
 }
 
+/// A boolean query parameter as the API server reads one: given with any value but `0` or
+/// `false` (in any case) it is true, so `watch=True` (the Python client's) is a watch.
+fn flag(q: &HashMap<String, String>, name: &str) -> bool {
+    q.get(name).is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
 /// What the request asked to see.
 struct Ask {
     table: bool,
@@ -102,7 +108,7 @@ async fn handle(State(app): State<App>, req: Request) -> Response {
             _ => false,
         }
     };
-    app.requests.record(&headers, &method, q.get("watch").is_some_and(|w| w == "true" || w == "1"), named);
+    app.requests.record(&headers, &method, flag(&q, "watch"), named);
     let format = media::response_format(&headers);
     let body = match axum::body::to_bytes(req.into_body(), BODY_LIMIT).await {
         Ok(b) => b,
@@ -222,7 +228,7 @@ fn route(
                 q.get("labelSelector").map(String::as_str),
                 q.get("fieldSelector").map(String::as_str),
             )?;
-            if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+            if flag(q, "watch") {
                 return watch_response(app, kind, filter, q, shown, format);
             }
             let limit =
@@ -287,7 +293,7 @@ fn route(
                     sub.unwrap_or_default()
                 )));
             }
-            let force = q.get("force").is_some_and(|f| f == "true");
+            let force = flag(q, "force");
             let manager = q.get("fieldManager").map(String::as_str).unwrap_or("");
             let (obj, created) = rest.apply(kind, ns, name, parse_json(body)?, manager, force)?;
             Ok(media::reply(format, if created { 201 } else { 200 }, &obj))
@@ -452,7 +458,7 @@ fn watch_response(
         format == Format::Protobuf && !shown.table && proto::message(&kind.api_version(), kind.kind).is_some();
     let requested = q.get("resourceVersion").map(String::as_str).filter(|v| !v.is_empty());
     let timeout = q.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).unwrap_or(30 * 60);
-    let send_initial = q.get("sendInitialEvents").is_some_and(|v| v == "true");
+    let send_initial = flag(q, "sendInitialEvents");
     let mut state = WatchState {
         app: app.clone(),
         kind,
@@ -462,7 +468,7 @@ fn watch_response(
         pending: VecDeque::new(),
         shown,
         protobuf,
-        bookmarks: q.get("allowWatchBookmarks").is_some_and(|v| v == "true"),
+        bookmarks: flag(q, "allowWatchBookmarks"),
         deadline: tokio::time::Instant::now() + Duration::from_secs(timeout),
         done: false,
     };

@@ -30,6 +30,10 @@ enum Cell {
     NodeRoles,
     EventObject,
     LastSeen,
+    /// A field of each container of a workload's pod template, joined by commas.
+    Containers(&'static str),
+    /// A workload's label selector, as `key=value,...`.
+    Selector,
 }
 
 /// (header, type, priority: 0 shown by default, 1 only with `-o wide`, cell).
@@ -70,6 +74,9 @@ fn columns(kind: &str) -> Vec<Column> {
             ("Up-to-date", "integer", 0, Count("/status/updatedReplicas")),
             ("Available", "integer", 0, Count("/status/availableReplicas")),
             age,
+            ("Containers", "string", 1, Containers("name")),
+            ("Images", "string", 1, Containers("image")),
+            ("Selector", "string", 1, Selector),
         ],
         "ReplicaSet" => vec![
             name,
@@ -77,6 +84,9 @@ fn columns(kind: &str) -> Vec<Column> {
             ("Current", "integer", 0, Count("/status/replicas")),
             ("Ready", "integer", 0, Count("/status/readyReplicas")),
             age,
+            ("Containers", "string", 1, Containers("name")),
+            ("Images", "string", 1, Containers("image")),
+            ("Selector", "string", 1, Selector),
         ],
         "DaemonSet" => vec![
             name,
@@ -204,6 +214,16 @@ fn cell(obj: &Value, c: Cell, now: Timestamp) -> Value {
             obj.pointer("/involvedObject/name").and_then(Value::as_str).unwrap_or("")
         ),
         Cell::LastSeen => since(now, obj.pointer("/lastTimestamp").and_then(Value::as_str)),
+        Cell::Containers(field) => obj
+            .pointer("/spec/template/spec/containers")
+            .and_then(Value::as_array)
+            .map(|cs| cs.iter().map(|c| c[field].as_str().unwrap_or("")).collect::<Vec<_>>().join(","))
+            .unwrap_or_default(),
+        Cell::Selector => obj
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object)
+            .map(|l| l.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+            .unwrap_or_default(),
     };
     Value::String(s)
 }
