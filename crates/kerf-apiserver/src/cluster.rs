@@ -225,6 +225,9 @@ impl Inner {
         {
             admit_node(Arc::make_mut(n));
         }
+        if let Stored::Typed(AnyObject::Namespace(n)) = &mut obj {
+            crate::admission::namespace(Arc::make_mut(n));
+        }
         let uid = format!("00000000-0000-4000-8000-{:012x}", self.uids + 1);
         let rv = match commit {
             Commit::Store => {
@@ -717,6 +720,11 @@ impl SimCluster {
             return Err(refusal);
         }
         self.delete_obj::<Pod>(Some(namespace), name)
+    }
+
+    /// The counts of the PodDisruptionBudget `namespace/name` (None for no such budget).
+    pub fn budget_status(&self, namespace: &str, name: &str) -> Option<kerf_api::disruption_budgets::BudgetStatus> {
+        self.lock().disruption_budgets.status(&(namespace.to_string(), name.to_string()))
     }
 
     /// Why the Eviction API would refuse to evict the pod now (a PodDisruptionBudget selecting it

@@ -3,7 +3,9 @@
 //! eviction honouring PodDisruptionBudgets. The simulator drives it, controller tests use it,
 //! and `kerf serve` serves it over HTTP.
 
+pub mod admission;
 pub mod apply;
+pub mod budget_status;
 pub mod cluster;
 pub mod discovery;
 pub mod dry_run;

@@ -470,7 +470,13 @@ impl Rest {
     }
 
     pub fn get(&self, kind: &'static ResourceKind, namespace: Option<&str>, name: &str) -> Result<Value, RestError> {
-        Ok(self.current(kind, namespace, name)?.to_json(kind))
+        Ok(self.shown(kind, self.current(kind, namespace, name)?.to_json(kind)))
+    }
+
+    /// An object as a read shows it: a PodDisruptionBudget with its status now
+    /// ([`crate::budget_status`]).
+    fn shown(&self, kind: &ResourceKind, obj: Value) -> Value {
+        if kind.kind == "PodDisruptionBudget" { crate::budget_status::with_status(&self.cluster, obj) } else { obj }
     }
 
     /// The matching objects and the list's resourceVersion.
@@ -480,7 +486,7 @@ impl Rest {
             .iter()
             .filter_map(|o| {
                 let j = o.to_json(kind);
-                filter.matches(o, &j).then_some(j)
+                filter.matches(o, &j).then(|| self.shown(kind, j))
             })
             .collect();
         (items, rv)
@@ -524,7 +530,7 @@ impl Rest {
                 more = true;
                 break;
             }
-            items.push(j);
+            items.push(self.shown(kind, j));
             last_key = Some(key.clone());
         }
         let continue_token = match (more, last_key) {
