@@ -394,6 +394,13 @@ struct WatchState {
 
 impl WatchState {
     fn line(&self, type_: &str, obj: &Value) -> Bytes {
+        let with_status;
+        let obj = if self.kind.kind == "PodDisruptionBudget" && type_ != "BOOKMARK" && type_ != "ERROR" {
+            with_status = crate::budget_status::with_status(&self.app.rest.cluster, obj.clone());
+            &with_status
+        } else {
+            obj
+        };
         let object = if self.shown.table && type_ != "BOOKMARK" && type_ != "ERROR" {
             let now = self.app.rest.cluster.clock().now();
             let rv = obj

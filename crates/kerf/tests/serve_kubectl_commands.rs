@@ -222,6 +222,15 @@ fn diff_and_server_dry_runs_show_a_change_without_making_it_and_edit_label_annot
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), "Edit cancelled, no changes made.");
     assert_eq!(replicas(&s), before);
 
+    // An editor that changes a field: the change is sent as a strategic merge patch.
+    let out = kubectl_cmd(&s)
+        .args(["edit", "deployment", "web"])
+        .env("EDITOR", "sed -i -e 's/^  replicas: 2$/  replicas: 4/'")
+        .output()
+        .expect("kubectl edit");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "deployment.apps/web edited");
+    assert_eq!(replicas(&s), "4 2");
+
     assert_eq!(kubectl_ok(&s, &["label", "deployment", "web", "tier=front"]).trim(), "deployment.apps/web labeled");
     assert_eq!(kubectl_ok(&s, &["annotate", "deployment", "web", "owner=me"]).trim(), "deployment.apps/web annotated");
     let (ok, err) = run(&s, &["label", "deployment", "web", "tier=back"]);
@@ -233,7 +242,7 @@ fn diff_and_server_dry_runs_show_a_change_without_making_it_and_edit_label_annot
 
     // Applied for real, the diff is empty.
     kubectl_ok(&s, &["apply", "--server-side", "--force-conflicts", "-f", manifest]);
-    assert_eq!(replicas(&s), "3 2");
+    assert_eq!(replicas(&s), "3 3");
     let out = kubectl(&s, &["diff", "--server-side", "--force-conflicts", "-f", manifest]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(out.stdout.is_empty());
