@@ -41,6 +41,8 @@ struct DeploymentState {
     restarts: u32,
     /// The Deployment's uid, which its ReplicaSets' owner reference names.
     uid: String,
+    /// Its annotations a new ReplicaSet copies (`kubernetes.io/change-cause`, ...).
+    annotations: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -56,7 +58,23 @@ struct ReplicaSetState {
     /// `deployment.kubernetes.io/revision`: the highest of its Deployment's when it last became
     /// the current ReplicaSet (created, or brought back by `kubectl rollout undo`).
     revision: u64,
+    /// The Deployment's annotations while this was its current ReplicaSet (`rollout history`'s
+    /// CHANGE-CAUSE).
+    annotations: BTreeMap<String, String>,
 }
+
+/// What was reported of a ReplicaSet: (replicas, pods, available pods), its revision and
+/// annotations.
+type Published = ([i32; 3], u64, BTreeMap<String, String>);
+
+/// Annotations of a Deployment its ReplicaSets do not copy, as the Deployment controller skips them.
+const NOT_COPIED: &[&str] = &[
+    REVISION,
+    "deployment.kubernetes.io/revision-history",
+    "deployment.kubernetes.io/desired-replicas",
+    "deployment.kubernetes.io/max-replicas",
+    "kubectl.kubernetes.io/last-applied-configuration",
+];
 
 /// The annotation naming a Deployment's and its ReplicaSets' revisions, which `kubectl rollout
 /// history` lists and `kubectl rollout undo` goes back by.
@@ -88,8 +106,8 @@ pub struct Workloads {
     pods: BTreeMap<String, (String, PodState)>,
     dirty: BTreeSet<String>,
     rs_seq: u64,
-    /// (replicas, pods, available pods) and revision last reported per ReplicaSet.
-    published_sets: BTreeMap<String, ([i32; 3], u64)>,
+    /// What was last reported of each ReplicaSet.
+    published_sets: BTreeMap<String, Published>,
     /// Pods owned by a ReplicaSet this stand-in did not create (a cluster snapshot's pods,
     /// whose ReplicaSets the cluster's Deployment controller named), by pod key: (labels, state).
     /// The Deployment whose selector matches adopts them, as the ReplicaSet controller adopts
@@ -107,13 +125,16 @@ impl Workloads {
         let name = d.metadata.name.clone().unwrap_or_default();
         let Some(spec) = d.spec else { return };
         let k = key(&namespace, &name);
-        // A write that left the spec as it was (e.g. a status update) changes nothing here.
-        if self.deployments.get(&k).is_some_and(|s| s.spec == spec) {
+        let mut annotations = d.metadata.annotations.unwrap_or_default();
+        annotations.retain(|a, _| !NOT_COPIED.contains(&a.as_str()));
+        // A write that left the spec and annotations as they were (e.g. a status update)
+        // changes nothing here.
+        if self.deployments.get(&k).is_some_and(|s| s.spec == spec && s.annotations == annotations) {
             return;
         }
         let restarts = self.deployments.get(&k).map_or(0, |s| s.restarts);
         let uid = d.metadata.uid.clone().unwrap_or_default();
-        self.deployments.insert(k.clone(), DeploymentState { namespace, name, spec, restarts, uid });
+        self.deployments.insert(k.clone(), DeploymentState { namespace, name, spec, restarts, uid, annotations });
         self.dirty.insert(k);
     }
 
@@ -126,15 +147,18 @@ impl Workloads {
         let mut out = Vec::new();
         for (rk, rs) in &self.replica_sets {
             let counts = [rs.replicas, rs.pods.len() as i32, available.get(rk).copied().unwrap_or(0)];
-            if self.published_sets.get(rk) == Some(&(counts, rs.revision)) {
+            let published = (counts, rs.revision, rs.annotations.clone());
+            if self.published_sets.get(rk) == Some(&published) {
                 continue;
             }
-            self.published_sets.insert(rk.clone(), (counts, rs.revision));
+            self.published_sets.insert(rk.clone(), published);
             let Some(d) = self.deployments.get(&rs.deployment) else { continue };
             let labels = rs.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
             let hash = labels.get(POD_TEMPLATE_HASH).cloned().unwrap_or_default();
             let mut selector = serde_json::to_value(&d.spec.selector).unwrap_or_default();
             selector["matchLabels"][POD_TEMPLATE_HASH] = serde_json::json!(hash);
+            let mut annotations = rs.annotations.clone();
+            annotations.insert(REVISION.to_string(), rs.revision.to_string());
             let obj = serde_json::json!({
                 "apiVersion": "apps/v1",
                 "kind": "ReplicaSet",
@@ -142,7 +166,7 @@ impl Workloads {
                     "name": rs.name,
                     "namespace": rs.namespace,
                     "labels": labels,
-                    "annotations": {REVISION: rs.revision.to_string()},
+                    "annotations": annotations,
                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": d.name,
                         "uid": d.uid, "controller": true, "blockOwnerDeletion": true}],
                 },
@@ -421,8 +445,12 @@ impl Workloads {
                     seq: self.rs_seq,
                     pods: BTreeSet::new(),
                     revision: latest.unwrap_or(0) + 1,
+                    annotations: BTreeMap::new(),
                 },
             );
+        }
+        if let Some(rs) = self.replica_sets.get_mut(&new_key) {
+            rs.annotations.clone_from(&d.annotations);
         }
         if !self.orphans.is_empty() {
             self.adopt_orphans(&d, &new_key);

@@ -136,6 +136,13 @@ fn set_and_rollout_change_a_deployment_and_undo_goes_back_a_revision_as_on_a_clu
             .collect()
     };
     assert_eq!(history(&s), ["1", "2", "3"]);
+    // The Deployment's change-cause goes to its current ReplicaSet: rollout history's column.
+    kubectl_ok(&s, &["annotate", "deployment", "web", "kubernetes.io/change-cause=nginx 1.27"]);
+    let cause = eventually(30, "the change-cause in the history", || {
+        let h = kubectl_ok(&s, &["rollout", "history", "deployment", "web"]);
+        h.lines().find(|l| l.starts_with("3 ")).filter(|l| l.contains("nginx 1.27")).map(str::to_string)
+    });
+    assert_eq!(cause.split_whitespace().collect::<Vec<_>>(), ["3", "nginx", "1.27"]);
 
     assert_eq!(kubectl_ok(&s, &["rollout", "undo", "deployment", "web"]).trim(), "deployment.apps/web rolled back");
     rolled(&s);
