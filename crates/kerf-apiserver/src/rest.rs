@@ -546,6 +546,10 @@ impl Rest {
         namespace: Option<&str>,
         body: Value,
     ) -> Result<Value, RestError> {
+        let mut body = body;
+        if kind.kind == "Pod" {
+            crate::admission::pod(&mut body);
+        }
         let obj = self.decode(kind, namespace, body)?;
         Ok(self.cluster.create_stored_as(kind.kind, obj, self.commit)?.to_json(kind))
     }

@@ -206,7 +206,8 @@ class Client(unittest.TestCase):
         start = self.core.list_namespaced_pod(NS).metadata.resource_version
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "py-pod", "labels": {"app": "py"}},
                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-        self.core.create_namespaced_pod(NS, pod)
+        created = self.core.create_namespaced_pod(NS, pod)
+        self.assertEqual((created.status.phase, created.status.qos_class), ("Pending", "BestEffort"))
         self.core.patch_namespaced_pod("py-pod", NS, {"metadata": {"labels": {"step": "two"}}})
         self.core.delete_namespaced_pod("py-pod", NS, grace_period_seconds=0)
         seen = []
@@ -238,7 +239,7 @@ class Client(unittest.TestCase):
                "spec": {"nodeName": "py-node", "containers": [{"name": "c", "image": "busybox"}]}}
         self.core.create_namespaced_pod(NS, pod)
         deadline = time.monotonic() + 30
-        while (self.core.read_namespaced_pod("guarded", NS).status or client.V1PodStatus()).phase != "Running":
+        while self.core.read_namespaced_pod("guarded", NS).status.phase != "Running":
             self.assertLess(time.monotonic(), deadline, "the pod runs on the Ready node")
             time.sleep(0.2)
         # Its only healthy pod: the budget allows no disruption.
