@@ -16,6 +16,10 @@ enum Cell {
     Age,
     /// A JSON pointer; missing reads as empty.
     Path(&'static str),
+    /// A JSON pointer; missing or empty reads as `<none>`, as kubectl's pod columns print it.
+    OrNone(&'static str),
+    /// A pod's readiness gates: `ready/all`, `<none>` without any.
+    ReadinessGates,
     /// A label's value.
     Label(&'static str),
     /// The status of the condition of this type.
@@ -54,9 +58,10 @@ fn columns(kind: &str) -> Vec<Column> {
             ("Status", "string", 0, PodStatus),
             ("Restarts", "string", 0, Count("/status/containerStatuses/0/restartCount")),
             age,
-            ("IP", "string", 1, Path("/status/podIP")),
-            ("Node", "string", 1, Path("/spec/nodeName")),
-            ("Nominated Node", "string", 1, Path("/status/nominatedNodeName")),
+            ("IP", "string", 1, OrNone("/status/podIP")),
+            ("Node", "string", 1, OrNone("/spec/nodeName")),
+            ("Nominated Node", "string", 1, OrNone("/status/nominatedNodeName")),
+            ("Readiness Gates", "string", 1, ReadinessGates),
         ],
         "Node" => vec![
             name,
@@ -172,6 +177,27 @@ fn cell(obj: &Value, c: Cell, now: Timestamp) -> Value {
         Cell::Name => text(obj.pointer("/metadata/name")),
         Cell::Age => since(now, obj.pointer("/metadata/creationTimestamp").and_then(Value::as_str)),
         Cell::Path(p) => text(obj.pointer(p)),
+        Cell::OrNone(p) => match text(obj.pointer(p)) {
+            t if t.is_empty() => "<none>".to_string(),
+            t => t,
+        },
+        Cell::ReadinessGates => {
+            let gates = obj.pointer("/spec/readinessGates").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+            if gates.is_empty() {
+                "<none>".to_string()
+            } else {
+                let ready = gates
+                    .iter()
+                    .filter(|g| {
+                        g["conditionType"]
+                            .as_str()
+                            .and_then(|t| condition(obj, t))
+                            .is_some_and(|c| c["status"] == "True")
+                    })
+                    .count();
+                format!("{ready}/{}", gates.len())
+            }
+        }
         Cell::Label(l) => text(obj.pointer("/metadata/labels").and_then(|m| m.get(l))),
         Cell::Condition(t) => text(condition(obj, t).map(|c| &c["status"])),
         Cell::Count(p) => return obj.pointer(p).and_then(Value::as_i64).map_or(json!(0), |n| json!(n)),

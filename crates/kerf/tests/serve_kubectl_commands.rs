@@ -63,11 +63,18 @@ fn generators_create_what_a_cluster_creates_and_get_and_describe_show_it_in_ever
         "{wide}"
     );
     let pods = kubectl_ok(&s, &["get", "pods", "-o", "wide"]);
-    assert!(header(&pods).contains(&"NODE"), "{pods}");
+    let columns =
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"];
+    assert_eq!(header(&pods), columns, "{pods}");
     let nodes = jsonpath(&s, &["nodes"], "{.items[*].metadata.name}");
     for row in pods.lines().skip(1) {
-        let node = row.split_whitespace().nth(5).unwrap_or("");
-        assert!(nodes.split_whitespace().any(|n| n == node), "{row} is on a node of {nodes}");
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            (cells.len(), cells[1], cells[2], cells[7], cells[8]),
+            (9, "1/1", "Running", "<none>", "<none>"),
+            "{row}"
+        );
+        assert!(nodes.split_whitespace().any(|n| n == cells[6]), "{row} is on a node of {nodes}");
     }
     // -o yaml, -o json, -o jsonpath.
     let yaml = kubectl_ok(&s, &["get", "deployment", "web", "-o", "yaml"]);
