@@ -1,9 +1,9 @@
 //! The kubectl commands a new user types first, run against `kerf serve` and each checked for the
 //! result it has on a real cluster: the generators (`create deployment|namespace|pdb`, `run`),
 //! `set image|resources`, `rollout status|history|undo|restart`, `wait --for=condition`, `diff`,
-//! `edit`, `label`, `annotate`, server-side dry runs, `cordon`, `uncordon`, `drain` (evictions
-//! honouring a PodDisruptionBudget) and `get` / `describe` in every output format
-//! (docs/playground.md, "What works with kubectl").
+//! `edit`, `label`, `annotate`, client-side `apply`, server-side dry runs, `cordon`, `uncordon`,
+//! `drain` (evictions honouring a PodDisruptionBudget) and `get` / `describe` in every output
+//! format (docs/playground.md, "What works with kubectl").
 
 mod common;
 
@@ -318,5 +318,42 @@ fn expose_creates_a_service_for_a_deployment_and_auth_can_i_is_answered_yes() {
     assert_eq!(jsonpath(&s, &["service", "web"], "{.spec.selector.app} {.spec.ports[0].port}"), "web 80");
     assert_eq!(kubectl_ok(&s, &["auth", "can-i", "create", "deployments"]).trim(), "yes");
     assert_eq!(kubectl_ok(&s, &["auth", "can-i", "*", "*"]).trim(), "yes");
+    assert!(s.stop().success());
+}
+
+#[test]
+fn client_side_apply_removes_what_the_manifest_dropped_and_keeps_what_another_writer_set() {
+    let s = Served::start("cmd-apply", &["--controllers", "none"]);
+    let manifest = |containers: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n{containers}"
+        )
+    };
+    let first = write(
+        &s.dir,
+        "first.yaml",
+        &manifest(
+            "      - {name: web, image: nginx, env: [{name: A, value: '1'}, {name: B, value: '2'}], ports: [{containerPort: 80}, {containerPort: 443}]}\n      - {name: side, image: busybox}\n",
+        ),
+    );
+    assert_eq!(kubectl_ok(&s, &["apply", "-f", first.to_str().unwrap()]).trim(), "deployment.apps/web created");
+    kubectl_ok(&s, &["set", "resources", "deployment", "web", "-c=web", "--limits=cpu=1"]);
+    // kubectl's three-way strategic merge patch deletes the dropped container, env var and port
+    // by their merge keys; the limits another writer set are not the manifest's to remove.
+    let second = write(
+        &s.dir,
+        "second.yaml",
+        &manifest(
+            "      - {name: web, image: 'nginx:2', env: [{name: A, value: '1'}], ports: [{containerPort: 80}]}\n",
+        ),
+    );
+    assert_eq!(kubectl_ok(&s, &["apply", "-f", second.to_str().unwrap()]).trim(), "deployment.apps/web configured");
+    let containers = jsonpath(&s, &["deployment", "web"], "{.spec.template.spec.containers}");
+    let containers: serde_json::Value = serde_json::from_str(&containers).expect("containers as JSON");
+    assert_eq!(
+        containers,
+        serde_json::json!([{"name": "web", "image": "nginx:2", "env": [{"name": "A", "value": "1"}],
+            "ports": [{"containerPort": 80}], "resources": {"limits": {"cpu": "1"}}}])
+    );
     assert!(s.stop().success());
 }
