@@ -24,9 +24,10 @@ use kerf_api::events::EventDedupe;
 use kerf_api::seeded::SplitMix64;
 use serde_json::Value;
 
+use crate::custom::{CRD_KIND, Registry};
 use crate::history::History;
 pub use crate::history::{Change, Expired, HISTORY_BYTES};
-use crate::kinds::is_namespaced;
+use crate::kinds::{ResourceKind, is_namespaced};
 use crate::pod_form::PodForm;
 use crate::stored::{DynamicObject, Stored, typed};
 use crate::writes::{ChangeType, Mode, Part, Preconditions};
@@ -76,6 +77,8 @@ struct Inner {
     disruption_budgets: DisruptionBudgets,
     /// Whole pods, or the controllers' slim form of them (see [`crate::pod_form`]).
     pod_form: PodForm,
+    /// The kinds the CustomResourceDefinitions clients created serve.
+    custom: Registry,
 }
 
 /// The in-memory API server. Cheap to share by reference; all methods take `&self`.
@@ -183,6 +186,9 @@ impl Inner {
         } else {
             obj
         };
+        if kind == CRD_KIND {
+            self.admit_crd(&mut obj, now)?;
+        }
         let meta = obj.server_fields();
         if meta.name.as_deref().unwrap_or("").is_empty() {
             let Some(prefix) = meta.generate_name.clone().filter(|p| !p.is_empty()) else {
@@ -231,7 +237,44 @@ impl Inner {
         self.stores.entry(kind).or_default().insert(key, obj.clone());
         self.index(kind, None, Some(&obj));
         self.emit(kind, ChangeType::Added, obj.clone(), None);
+        if kind == CRD_KIND {
+            self.crd_changed(now, &obj, false);
+        }
         Ok(obj)
+    }
+
+    /// Checks a CustomResourceDefinition and fills in its status
+    /// ([`crate::custom::Registry::admit`]).
+    fn admit_crd(&self, obj: &mut Stored, now: Timestamp) -> Result<(), ApiError> {
+        let Stored::Dynamic(d) = obj else { return Ok(()) };
+        let name = d.metadata.name.clone().unwrap_or_default();
+        let mut body = d.to_json();
+        if body.pointer("/metadata/creationTimestamp").is_none_or(Value::is_null) {
+            body["metadata"]["creationTimestamp"] = Value::String(now.to_string());
+        }
+        self.custom.admit(&mut body).map_err(|message| ApiError::Invalid { kind: CRD_KIND, name, message })?;
+        if let Some(status) = body.get("status") {
+            Arc::make_mut(d).body.insert("status".to_string(), status.clone());
+        }
+        Ok(())
+    }
+
+    /// Registers (or, once deleted, unregisters) the kinds of a CustomResourceDefinition that
+    /// changed; a CRD's deletion deletes every object of its kind, as the API server does.
+    fn crd_changed(&mut self, now: Timestamp, crd: &Stored, deleted: bool) {
+        let Stored::Dynamic(d) = crd else { return };
+        if !deleted {
+            self.custom.register(&d.to_json());
+            return;
+        }
+        let Some(kind) = self.custom.unregister(d.metadata.name.as_deref().unwrap_or("")) else { return };
+        for (_, mut obj) in self.stores.remove(kind).unwrap_or_default() {
+            let rv = self.next_rv();
+            let m = obj.server_fields();
+            m.deletion_timestamp.get_or_insert(Time(now));
+            *m.resource_version = Some(rv);
+            self.emit(kind, ChangeType::Deleted, obj, None);
+        }
     }
 
     fn write(&mut self, kind: &'static str, incoming: Stored, mode: Mode) -> Result<Stored, ApiError> {
@@ -275,6 +318,10 @@ impl Inner {
             *m.deletion_timestamp = deleted;
             n
         };
+        let now = next.meta().creation_timestamp().map(|t| t.0).unwrap_or_default();
+        if kind == CRD_KIND {
+            self.admit_crd(&mut next, now)?;
+        }
         let rv = self.next_rv();
         *next.server_fields().resource_version = Some(rv);
         let done = next.meta().deletion_timestamp().is_some() && next.meta().finalizers().is_empty();
@@ -288,6 +335,10 @@ impl Inner {
             self.stores.entry(kind).or_default().insert(key, next.clone());
             self.index(kind, Some(&previous), Some(&next));
             self.emit(kind, ChangeType::Modified, next.clone(), Some(previous));
+        }
+        if kind == CRD_KIND {
+            let at = next.meta().deletion_timestamp().map(|t| t.0).unwrap_or(now);
+            self.crd_changed(at, &next, done);
         }
         Ok(next)
     }
@@ -334,6 +385,9 @@ impl Inner {
         m.deletion_timestamp.get_or_insert(Time(now));
         *m.resource_version = Some(rv);
         self.emit(kind, ChangeType::Deleted, current.clone(), None);
+        if kind == CRD_KIND {
+            self.crd_changed(now, &current, true);
+        }
         Ok(current)
     }
 }
@@ -432,6 +486,29 @@ impl SimCluster {
     /// The newest resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.lock().resource_version
+    }
+
+    /// Every kind served: the built-in ones, then those the CRDs clients created serve.
+    pub fn served_kinds(&self) -> Vec<&'static ResourceKind> {
+        let inner = self.lock();
+        crate::kinds::KINDS.iter().chain(inner.custom.kinds()).collect()
+    }
+
+    /// The served kind at `group`/`version`/`plural` of a REST path.
+    pub fn kind_at(&self, group: &str, version: &str, plural: &str) -> Option<&'static ResourceKind> {
+        crate::kinds::by_plural(group, version, plural).or_else(|| {
+            self.lock().custom.kinds().find(|k| k.group == group && k.version == version && k.plural == plural)
+        })
+    }
+
+    /// Whether `kind` is served now (a CRD's kind stops being served when the CRD is deleted).
+    pub fn serves(&self, kind: &ResourceKind) -> bool {
+        kind.custom.is_none() || self.lock().custom.serves(kind)
+    }
+
+    /// The kinds the CRDs clients created serve, with their schemas.
+    pub fn custom_kinds(&self) -> Registry {
+        self.lock().custom.clone()
     }
 
     /// A receiver that wakes when the resourceVersion moves.

@@ -3,11 +3,17 @@
 //! eviction honouring PodDisruptionBudgets. The simulator drives it, controller tests use it,
 //! and `kerf serve` serves it over HTTP.
 
+pub mod access;
 pub mod cluster;
+pub mod custom;
 pub mod discovery;
+pub mod field_validation;
 pub mod history;
 pub mod http;
+pub mod jsonpath;
 pub mod kinds;
+pub mod metrics_api;
+pub mod openapi;
 mod parts;
 mod patch;
 pub mod pod_form;

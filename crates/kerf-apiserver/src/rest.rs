@@ -540,6 +540,9 @@ impl Rest {
         namespace: Option<&str>,
         body: Value,
     ) -> Result<Value, RestError> {
+        if !self.cluster.serves(kind) {
+            return Err(RestError::NoSuchPath);
+        }
         let obj = self.decode(kind, namespace, body)?;
         Ok(self.cluster.create_stored(kind.kind, obj)?.to_json(kind))
     }
@@ -647,7 +650,19 @@ impl Rest {
                 invalid(kind, name, vec![FieldError::new("spec.replicas", "must be a non-negative integer")])
             })?;
         let mut doc = current;
-        doc["spec"]["replicas"] = json!(replicas);
+        let path = kind.custom.and_then(|c| c.scale.as_ref()).map_or("/spec/replicas", |s| s.spec_replicas.as_str());
+        let mut at = &mut doc;
+        for seg in path.split('/').skip(1) {
+            if !(at.is_object() || at.is_null()) {
+                return Err(invalid(
+                    kind,
+                    name,
+                    vec![FieldError::new(path.trim_start_matches('/').replace('/', "."), "is not an object")],
+                ));
+            }
+            at = &mut at[seg];
+        }
+        *at = json!(replicas);
         if let Some(rv) = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
             doc["metadata"]["resourceVersion"] = json!(rv);
         }
@@ -697,7 +712,10 @@ impl Rest {
 /// count is `status.nodes`), else a workload's.
 fn scale_of_kind(kind: &ResourceKind, obj: &Value) -> Value {
     let mut scale = scale_of(obj);
-    if let Some(s) = kerf_api::crd::definition(kind.kind).and_then(|d| d.scale) {
+    if let Some(s) = kind.custom.and_then(|c| c.scale.as_ref()) {
+        scale["spec"]["replicas"] = obj.pointer(&s.spec_replicas).cloned().unwrap_or(json!(0));
+        scale["status"]["replicas"] = obj.pointer(&s.status_replicas).cloned().unwrap_or(json!(0));
+    } else if let Some(s) = kerf_api::crd::definition(kind.kind).and_then(|d| d.scale) {
         let pointer = |path: &str| path.replace('.', "/");
         scale["spec"]["replicas"] = obj.pointer(&pointer(s.spec_replicas_path)).cloned().unwrap_or(json!(0));
         scale["status"]["replicas"] = obj.pointer(&pointer(s.status_replicas_path)).cloned().unwrap_or(json!(0));
