@@ -81,6 +81,13 @@ pub fn run(args: Args, clock: ManualClock) -> anyhow::Result<ExitCode> {
         };
         cluster.create_obj(obj).map_err(|e| anyhow::anyhow!("namespace {ns}: {e}"))?;
     }
+    // kerf's CRDs, as `kerf crds` installs them in a cluster (`kubectl get crds` lists them).
+    let crds = kerf_apiserver::kinds::by_kind(kerf_apiserver::custom::CRD_KIND).context("the CRD kind")?;
+    let rest = kerf_apiserver::rest::Rest::new(Arc::clone(&cluster));
+    for def in kerf_api::crd::ALL {
+        rest.create(crds, None, def.custom_resource_definition())
+            .map_err(|e| anyhow::anyhow!("CustomResourceDefinition {}: {e}", def.name()))?;
+    }
 
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the runtime")?;
