@@ -1,6 +1,6 @@
 //! The resource metrics API (`metrics.k8s.io/v1beta1` NodeMetrics and PodMetrics, what
 //! `kubectl top` and a HorizontalPodAutoscaler read), computed from the store with a stated
-//! usage model instead of measured (docs/playground.md, "Metrics"):
+//! usage model instead of measured (docs/playground.md, "The metrics API (kubectl top)"):
 //!
 //! - a running pod's container uses [`DEFAULT_USAGE_PERCENT`] of its CPU and memory requests,
 //!   or the percentage its pod's [`USAGE_ANNOTATION`] gives;

@@ -1,5 +1,5 @@
 //! `kubectl top` against `kerf serve`: the metrics API's figures follow the stated usage model
-//! (docs/playground.md, "Metrics"): a running pod uses 60% of its requests unless its
+//! (docs/playground.md, "The metrics API (kubectl top)"): a running pod uses 60% of its requests unless its
 //! `kerf.sh/usage-percent` annotation says otherwise; a node uses its running pods' sum plus
 //! 100m CPU and 128Mi memory.
 
