@@ -16,7 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use serde_json::{Value, json};
 
-use crate::kinds::{self, KINDS, ResourceKind, SchemaSource};
+use crate::kinds::{KINDS, ResourceKind, SchemaSource};
 
 /// The kind of a CustomResourceDefinition object.
 pub const CRD_KIND: &str = "CustomResourceDefinition";
@@ -361,11 +361,6 @@ impl Registry {
     }
 }
 
-/// Whether `kind` is a built-in kind (not one a CRD registered).
-pub fn is_builtin(kind: &str) -> bool {
-    kinds::KINDS.iter().any(|k| k.kind == kind)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -375,6 +370,7 @@ mod tests {
 
     use super::*;
     use crate::cluster::SimCluster;
+    use crate::kinds;
     use crate::rest::{Filter, Rest};
     use crate::writes::Preconditions;
 
