@@ -202,6 +202,12 @@ fn validated(
     let warnings = field_validation::check(&schemas, kind, directive, &mut body)?;
     if whole && kind.custom.is_some() {
         field_validation::apply_defaults(&schemas, kind, &mut body);
+        let causes = crate::value_validation::problems(&schemas, kind, &body);
+        if !causes.is_empty() {
+            let name = body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+            let qualified = format!("{}.{}", kind.kind, kind.group);
+            return Err(RestError::Invalid { kind: kind.kind, qualified, name, causes });
+        }
     }
     Ok((body, warnings))
 }

@@ -24,6 +24,7 @@ pub mod server_fields;
 mod status;
 pub mod stored;
 pub mod table;
+pub mod value_validation;
 pub mod writes;
 
 pub use cluster::SimCluster;

@@ -151,6 +151,12 @@ impl Schemas {
         all
     }
 
+    /// The schema of `kind`, if it has one.
+    pub fn of_kind(&self, kind: &ResourceKind) -> Option<&Value> {
+        let (_, name) = self.names().find(|(k, _)| std::ptr::eq(*k, kind))?;
+        self.get(name)
+    }
+
     /// A reference to the schema of `kind`, if it has one.
     pub fn reference(&self, kind: &ResourceKind) -> Option<Value> {
         let (_, name) = self.names().find(|(k, _)| std::ptr::eq(*k, kind))?;

@@ -84,7 +84,23 @@ impl RestError {
             RestError::Invalid { kind, qualified: _, name, causes } => {
                 let causes: Vec<Value> = causes
                     .iter()
-                    .map(|c| json!({"reason": "FieldValueInvalid", "message": format!("Invalid value: {}", c.message), "field": c.path}))
+                    .map(|c| {
+                        // A message in the API server's wording keeps it, with its reason.
+                        let worded = [
+                            ("Invalid value:", "FieldValueInvalid"),
+                            ("Unsupported value:", "FieldValueNotSupported"),
+                            ("Required value", "FieldValueRequired"),
+                            ("Too many:", "FieldValueTooMany"),
+                            ("Too long:", "FieldValueTooLong"),
+                        ]
+                        .into_iter()
+                        .find(|(prefix, _)| c.message.starts_with(prefix));
+                        let (reason, message) = match worded {
+                            Some((_, reason)) => (reason, c.message.clone()),
+                            None => ("FieldValueInvalid", format!("Invalid value: {}", c.message)),
+                        };
+                        json!({"reason": reason, "message": message, "field": c.path})
+                    })
                     .collect();
                 (
                     422,

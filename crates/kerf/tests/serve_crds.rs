@@ -1,8 +1,8 @@
 //! `kerf serve` with a CustomResourceDefinition applied by kubectl (a reduced one of Kueue's
 //! shape, tests/fixtures/crd): the kind is served as on a real cluster (discovery, short name
-//! and category, create/get/watch, status subresource, printer columns, schema defaults,
-//! `kubectl explain`, strict field validation, a second served version) until the CRD is
-//! deleted, which deletes its objects. `kubectl explain` of built-in and kerf's kinds reads the
+//! and category, create/get/watch, status subresource, printer columns, schema defaults and
+//! value checks, `kubectl explain`, strict field validation, a second served version) until the
+//! CRD is deleted, which deletes its objects. `kubectl explain` of built-in and kerf's kinds reads the
 //! OpenAPI v3 documents too.
 
 mod common;
@@ -95,6 +95,18 @@ fn a_crd_applied_with_kubectl_serves_its_kind_until_it_is_deleted() {
     assert!(!out.status.success());
     assert!(
         err.contains(r#"ClusterQueue in version "v1beta1" cannot be handled as a ClusterQueue: strict decoding error: unknown field "spec.cohortt""#),
+        "{err}"
+    );
+    // Values are checked against the schema, in the API server's words.
+    let bad = write(
+        &s.dir,
+        "bad.yaml",
+        &QUEUE.replace("team-a", "team-b").replace("cohort: all", "cohort: all\n  queueingStrategy: Sometimes"),
+    );
+    let out = kubectl(&s, &["create", "-f", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"The ClusterQueue "team-b" is invalid: spec.queueingStrategy: Unsupported value: "Sometimes": supported values: "StrictFIFO", "BestEffortFIFO""#),
         "{err}"
     );
     let out = kubectl(&s, &["get", "cq", "team-b"]);
