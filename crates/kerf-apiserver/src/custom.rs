@@ -282,7 +282,7 @@ impl Registry {
         self.kinds().find(|k| k.kind == kind)
     }
 
-    /// The schema of a kind served through a CRD.
+    /// The schema of a kind served through a CRD, as the OpenAPI documents carry it.
     pub fn schema(&self, kind: &ResourceKind) -> Option<Arc<Value>> {
         self.by_crd.values().flat_map(|s| &s.versions).find(|(k, _)| std::ptr::eq(*k, kind)).map(|(_, s)| s.clone())
     }
@@ -348,7 +348,14 @@ impl Registry {
         if KINDS.iter().any(|k| k.group == def.group && k.plural == def.plural) {
             return;
         }
-        let versions = def.versions.iter().map(|spec| (intern(spec), Arc::new(spec.schema.clone()))).collect();
+        let versions = def
+            .versions
+            .iter()
+            .map(|spec| {
+                let kind = intern(spec);
+                (kind, Arc::new(crate::openapi::crd_schema(kind, spec.schema.clone())))
+            })
+            .collect();
         self.by_crd.insert(def.name, Served { versions });
         self.generation += 1;
     }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::generate::SchemaSettings;
@@ -93,7 +93,7 @@ fn builtin() -> &'static Builtin {
 }
 
 /// A CRD's schema as the documents carry it: metadata is ObjectMeta, the GVK is marked.
-fn crd_schema(k: &ResourceKind, mut schema: Value) -> Value {
+pub(crate) fn crd_schema(k: &ResourceKind, mut schema: Value) -> Value {
     if let Some(s) = schema.as_object_mut() {
         let props = s.entry("properties").or_insert_with(|| json!({}));
         if let Some(props) = props.as_object_mut() {
@@ -116,19 +116,21 @@ fn crd_schema(k: &ResourceKind, mut schema: Value) -> Value {
 /// The schemas of every served kind: the built-in ones and those of the CRDs clients created.
 pub struct Schemas {
     builtin: &'static Builtin,
-    /// Each kind a CRD serves with its schema name, and those schemas by name.
+    /// Each kind a CRD serves with its schema name, and those schemas by name (as the
+    /// documents carry them: [`crd_schema`] was applied when the CRD was registered).
     custom_names: Vec<(&'static ResourceKind, String)>,
-    custom: Map<String, Value>,
+    custom: BTreeMap<String, Arc<Value>>,
 }
 
 impl Schemas {
     /// The built-in kinds' schemas and those of the kinds `custom` serves.
     pub fn of(custom: &Registry) -> Schemas {
-        let mut out = Schemas { builtin: builtin(), custom_names: Vec::new(), custom: Map::new() };
+        let mut out = Schemas { builtin: builtin(), custom_names: Vec::new(), custom: BTreeMap::new() };
         for k in custom.kinds() {
             let name = crd_schema_name(k);
-            let schema = custom.schema(k).map(|s| (*s).clone()).unwrap_or(json!({"type": "object"}));
-            out.custom.insert(name.clone(), crd_schema(k, schema));
+            if let Some(schema) = custom.schema(k) {
+                out.custom.insert(name.clone(), schema);
+            }
             out.custom_names.push((k, name));
         }
         out
@@ -141,13 +143,13 @@ impl Schemas {
 
     /// The schema called `name`.
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.custom.get(name).or_else(|| self.builtin.schemas.get(name))
+        self.custom.get(name).map(|s| &**s).or_else(|| self.builtin.schemas.get(name))
     }
 
     /// Every schema by name.
     pub fn all(&self) -> Map<String, Value> {
         let mut all = self.builtin.schemas.clone();
-        all.extend(self.custom.iter().map(|(k, v)| (k.clone(), v.clone())));
+        all.extend(self.custom.iter().map(|(k, v)| (k.clone(), (**v).clone())));
         all
     }
 
