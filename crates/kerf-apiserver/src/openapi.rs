@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
@@ -20,6 +20,7 @@ use crate::kinds::{KINDS, ResourceKind, SchemaSource};
 pub(crate) const V3_REF: &str = "#/components/schemas/";
 const V2_REF: &str = "#/definitions/";
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 
 /// `api/v1` or `apis/GROUP/VERSION`: a group version's place under `/openapi/v3`.
 pub fn gv_path(group: &str, version: &str) -> String {
@@ -70,6 +71,7 @@ fn builtin() -> &'static Builtin {
             }
         }
         let _ = generator.subschema_for::<ObjectMeta>();
+        let _ = generator.subschema_for::<ListMeta>();
         let mut schemas: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
         for (k, name) in &names {
             if let Some(s) = schemas.get_mut(name).and_then(Value::as_object_mut) {
@@ -88,7 +90,26 @@ fn builtin() -> &'static Builtin {
             names.push((k, name.clone()));
             schemas.insert(name, crd_schema(k, schema));
         }
+        for (k, name) in &names {
+            schemas.entry(format!("{name}List")).or_insert_with(|| list_schema(k, name));
+        }
         Builtin { schemas, names }
+    })
+}
+
+/// The schema of a list of `k` (`PodList`), whose items are the schema `item`.
+fn list_schema(k: &ResourceKind, item: &str) -> Value {
+    json!({
+        "description": format!("{}List is a list of {}.", k.kind, k.kind),
+        "type": "object",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
+            "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
+            "items": {"type": "array", "description": format!("List of {}.", k.plural), "items": {"$ref": format!("{V3_REF}{item}")}},
+            "metadata": {"allOf": [{"$ref": format!("{V3_REF}{LIST_META}")}], "description": "Standard list metadata."},
+        },
+        "x-kubernetes-group-version-kind": [{"group": k.group, "version": k.version, "kind": format!("{}List", k.kind)}],
     })
 }
 
@@ -131,6 +152,7 @@ impl Schemas {
             if let Some(schema) = custom.schema(k) {
                 out.custom.insert(name.clone(), schema);
             }
+            out.custom.insert(format!("{name}List"), Arc::new(list_schema(k, &name)));
             out.custom_names.push((k, name));
         }
         out
@@ -214,13 +236,19 @@ fn paths_of(k: &ResourceKind, schema_ref: &str, v3: bool) -> Vec<(String, Value)
     } else {
         json!({"200": {"description": "OK", "schema": {"$ref": schema_ref}}})
     };
+    let list_ref = format!("{schema_ref}List");
+    let list_response = if v3 {
+        json!({"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": list_ref}}}}})
+    } else {
+        json!({"200": {"description": "OK", "schema": {"$ref": list_ref}}})
+    };
     let op = |id: &str, action: &str| {
         json!({
             "operationId": format!("{id}{}", k.kind),
             "x-kubernetes-action": action,
             "x-kubernetes-group-version-kind": gvk(k),
             "parameters": params,
-            "responses": response,
+            "responses": if action == "list" { &list_response } else { &response },
         })
     };
     let prefix =
@@ -261,7 +289,8 @@ pub fn v3_group_version(schemas: &Schemas, group: &str, version: &str) -> Option
     for (k, name) in &kinds {
         paths.extend(paths_of(k, &format!("{V3_REF}{name}"), true));
     }
-    let components = schemas.closure(kinds.iter().map(|(_, n)| n.as_str()));
+    let lists: Vec<String> = kinds.iter().map(|(_, n)| format!("{n}List")).collect();
+    let components = schemas.closure(kinds.iter().map(|(_, n)| n.as_str()).chain(lists.iter().map(String::as_str)));
     Some(json!({"openapi": "3.0.0", "info": info(), "paths": paths, "components": {"schemas": components}}))
 }
 
