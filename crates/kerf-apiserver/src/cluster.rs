@@ -1,7 +1,7 @@
 //! The cluster API in memory: typed stores per kind, uids, a global resourceVersion counter,
 //! generateName, finalizers and deletionTimestamp, optimistic concurrency, admission (pod priority
-//! and RuntimeClass overhead; when asked, the not-ready taint on new Nodes), PodDisruptionBudget-aware
-//! eviction, an event log, a queue of watch events the driver drains, and (when serving) the
+//! and RuntimeClass overhead; a Service's cluster IP; a CRD's checks and status; when asked, the
+//! not-ready taint on new Nodes), PodDisruptionBudget-aware eviction, an event log, a queue of watch events the driver drains, and (when serving) the
 //! history of changes HTTP watches resume from. Pods are kept whole when served and in the
 //! controllers' slim form when not ([`crate::pod_form`]).
 //!
@@ -188,6 +188,9 @@ impl Inner {
         };
         if kind == CRD_KIND {
             self.admit_crd(&mut obj, now)?;
+        }
+        if kind == "Service" {
+            crate::services::admit(&mut obj, self.stores.get("Service"))?;
         }
         let meta = obj.server_fields();
         if meta.name.as_deref().unwrap_or("").is_empty() {

@@ -21,6 +21,7 @@ pub mod requests;
 pub mod rest;
 pub mod selectors;
 pub mod server_fields;
+pub mod services;
 mod status;
 pub mod stored;
 pub mod table;

@@ -34,6 +34,10 @@ enum Cell {
     JsonPath(&'static str, &'static str),
     /// How many keys the objects at these pointers hold together (a ConfigMap's data).
     Keys(&'static [&'static str]),
+    /// A Service's external IPs (`<none>`, `<pending>` for a LoadBalancer without one).
+    ExternalIp,
+    /// A Service's ports as kubectl prints them (`80/TCP`, `53:30000/UDP`).
+    ServicePorts,
 }
 
 /// (header, type, priority: 0 shown by default, 1 only with `-o wide`, cell).
@@ -65,6 +69,8 @@ fn columns(kind: &ResourceKind) -> Vec<Column> {
             name,
             ("Type", "string", 0, Path("/spec/type")),
             ("Cluster-IP", "string", 0, Path("/spec/clusterIP")),
+            ("External-IP", "string", 0, ExternalIp),
+            ("Port(s)", "string", 0, ServicePorts),
             age,
             ("Selector", "string", 1, Path("/spec/selector")),
         ],
@@ -246,6 +252,38 @@ fn cell(obj: &Value, c: Cell, now: Timestamp) -> Value {
                 ("integer" | "number" | "boolean", v) if !v.is_string() => return v.clone(),
                 (_, v) => text(Some(v)),
             }
+        }
+        Cell::ExternalIp => {
+            let ingress = obj.pointer("/status/loadBalancer/ingress").and_then(Value::as_array);
+            let mut ips: Vec<String> = ingress
+                .into_iter()
+                .flatten()
+                .filter_map(|i| i.get("ip").or_else(|| i.get("hostname")).and_then(Value::as_str).map(str::to_string))
+                .collect();
+            let external = obj.pointer("/spec/externalIPs").and_then(Value::as_array);
+            ips.extend(external.into_iter().flatten().filter_map(Value::as_str).map(str::to_string));
+            match (ips.is_empty(), obj.pointer("/spec/type").and_then(Value::as_str)) {
+                (false, _) => ips.join(","),
+                (true, Some("LoadBalancer")) => "<pending>".to_string(),
+                (true, Some("ExternalName")) => text(obj.pointer("/spec/externalName")),
+                (true, _) => "<none>".to_string(),
+            }
+        }
+        Cell::ServicePorts => {
+            let ports = obj.pointer("/spec/ports").and_then(Value::as_array);
+            let shown: Vec<String> = ports
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let node = p.get("nodePort").map(|n| format!(":{n}")).unwrap_or_default();
+                    format!(
+                        "{}{node}/{}",
+                        text(p.get("port")),
+                        p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                    )
+                })
+                .collect();
+            if shown.is_empty() { "<none>".to_string() } else { shown.join(",") }
         }
         Cell::Keys(pointers) => {
             let n: usize = pointers.iter().filter_map(|p| obj.pointer(p)?.as_object().map(|m| m.len())).sum();

@@ -1,7 +1,8 @@
 //! Kinds no simulated controller reads, created against `kerf serve` the way people create them:
 //! kubectl's own `create` commands (ConfigMap, Secret, Service, ServiceAccount, Job, CronJob,
-//! Role, RoleBinding) and manifests (StatefulSet, HorizontalPodAutoscaler, Endpoints,
-//! ClusterRole, ClusterRoleBinding), then read, listed by label, watched and deleted; and
+//! Role, RoleBinding) and manifests (StatefulSet, HorizontalPodAutoscaler, Service, Endpoints,
+//! ClusterRole, ClusterRoleBinding), then read, listed by label, watched and deleted, Services
+//! with the cluster IPs and node ports the API server gives them; and
 //! `kubectl auth can-i`, which a server without authorization answers yes.
 
 mod common;
@@ -43,6 +44,16 @@ spec:
       target: {type: Utilization, averageUtilization: 70}
 ---
 apiVersion: v1
+kind: Service
+metadata:
+  name: dns
+spec:
+  type: NodePort
+  selector: {app: dns}
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+---
+apiVersion: v1
 kind: Endpoints
 metadata:
   name: external
@@ -76,6 +87,7 @@ fn kinds_created_from_manifests_are_stored_and_served_with_their_subresources() 
     for line in [
         "statefulset.apps/db created",
         "horizontalpodautoscaler.autoscaling/db created",
+        "service/dns created",
         "endpoints/external created",
         "clusterrole.rbac.authorization.k8s.io/reader created",
         "clusterrolebinding.rbac.authorization.k8s.io/reader created",
@@ -87,6 +99,12 @@ fn kinds_created_from_manifests_are_stored_and_served_with_their_subresources() 
     let all = kubectl_ok(&s, &["get", "all", "-o", "name"]);
     assert!(all.contains("statefulset.apps/db") && all.contains("horizontalpodautoscaler.autoscaling/db"), "{all}");
     assert_eq!(kubectl_ok(&s, &["get", "ep", "external", "-o", "jsonpath={.subsets[0].addresses[0].ip}"]), "10.1.2.3");
+    // Services get cluster IPs after the `kubernetes` Service's, and node ports, as kubectl shows.
+    let services = kubectl_ok(&s, &["get", "services"]);
+    let rows: Vec<Vec<&str>> = services.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"], "{services}");
+    assert_eq!(rows[1][..5], ["dns", "NodePort", "10.96.0.2", "<none>", "53:30000/UDP"], "{services}");
+    assert_eq!(rows[2][..5], ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"], "{services}");
     // The status subresource of an HPA: written there, kept by spec writes.
     kubectl_ok(
         &s,
@@ -107,7 +125,7 @@ fn kinds_created_from_manifests_are_stored_and_served_with_their_subresources() 
     );
     assert_eq!(kubectl_ok(&s, &["scale", "statefulset", "db", "--replicas=2"]).trim(), "statefulset.apps/db scaled");
     let deleted = kubectl_ok(&s, &["delete", "-f", manifests.to_str().unwrap()]);
-    assert_eq!(deleted.lines().count(), 5, "{deleted}");
+    assert_eq!(deleted.lines().count(), 6, "{deleted}");
     assert_eq!(
         kubectl_ok(&s, &["get", "clusterroles,clusterrolebindings,statefulsets,hpa,endpoints", "-o", "name"]),
         ""
@@ -188,7 +206,10 @@ fn kubectl_create_commands_make_their_kinds_and_kubectl_reads_watches_and_delete
     ] {
         assert!(read(&["delete", kind]).contains("deleted"), "{kind}");
     }
-    assert_eq!(read(&["get", "cm,secret,svc,sa,job,cronjob,role,rolebinding", "-o", "name"]).trim(), "");
+    assert_eq!(
+        read(&["get", "cm,secret,svc,sa,job,cronjob,role,rolebinding", "-o", "name"]).trim(),
+        "service/kubernetes"
+    );
     std::thread::sleep(std::time::Duration::from_millis(500));
     let _ = watch.kill();
     let mut seen = String::new();
