@@ -124,6 +124,12 @@ fn kinds_created_from_manifests_are_stored_and_served_with_their_subresources() 
         "5 2"
     );
     assert_eq!(kubectl_ok(&s, &["scale", "statefulset", "db", "--replicas=2"]).trim(), "statefulset.apps/db scaled");
+
+    // No authorization: every request is allowed (SelfSubjectAccessReview), and who asks is the
+    // admin (SelfSubjectReview).
+    assert_eq!(kubectl_ok(&s, &["auth", "can-i", "create", "pods"]).trim(), "yes");
+    assert_eq!(kubectl_ok(&s, &["auth", "can-i", "delete", "nodes", "--all-namespaces"]).trim(), "yes");
+    assert!(kubectl_ok(&s, &["auth", "whoami"]).contains("kerf-admin"));
     let deleted = kubectl_ok(&s, &["delete", "-f", manifests.to_str().unwrap()]);
     assert_eq!(deleted.lines().count(), 6, "{deleted}");
     assert_eq!(
@@ -189,10 +195,6 @@ fn kubectl_create_commands_make_their_kinds_and_kubectl_reads_watches_and_delete
     read(&["label", "configmap", "settings", "team=a"]);
     assert_eq!(read(&["get", "cm", "-l", "team=a", "-o", "name"]).trim(), "configmap/settings");
     assert_eq!(read(&["get", "cm", "-l", "team=b", "-o", "name"]).trim(), "");
-
-    // No authorization: every request is allowed.
-    assert_eq!(read(&["auth", "can-i", "create", "pods"]).trim(), "yes");
-    assert_eq!(read(&["auth", "can-i", "delete", "nodes", "--all-namespaces"]).trim(), "yes");
 
     for kind in [
         "configmap/settings",
