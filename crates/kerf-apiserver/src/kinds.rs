@@ -1,6 +1,7 @@
-//! The kinds the API server serves: group, version, plural, scope and subresources of each (what
-//! discovery publishes and what REST paths resolve to), and for the kinds the controllers use,
-//! how their typed objects convert to and from JSON.
+//! The built-in kinds the API server serves: group, version, plural, scope and subresources of
+//! each (what discovery publishes and what REST paths resolve to), where its OpenAPI schema comes
+//! from, and for the kinds the controllers use, how their typed objects convert to and from JSON.
+//! The kinds of the CRDs clients create are [`crate::custom`]'s.
 
 use k8s_openapi::api::admissionregistration::v1 as admission;
 use k8s_openapi::api::apps::v1::{self as apps, DaemonSet};
