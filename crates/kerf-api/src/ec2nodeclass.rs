@@ -437,6 +437,33 @@ pub struct AmiStatus {
     pub deprecated: Option<bool>,
 }
 
+impl AmiStatus {
+    /// Whether an instance type with `type_labels` can boot this image.
+    pub fn fits(&self, type_labels: &BTreeMap<String, String>) -> bool {
+        image_fits(&self.requirements, type_labels)
+    }
+}
+
+/// Whether an instance type with `type_labels` meets an image's `requirements` (its
+/// architecture, and for some images whether the type has GPUs or accelerators). Images carry
+/// no numeric bounds: `Gt`/`Lt` terms are not theirs and pass.
+pub fn image_fits(
+    requirements: &[NodeSelectorRequirementWithMinValues],
+    type_labels: &BTreeMap<String, String>,
+) -> bool {
+    use crate::shared::Operator;
+    requirements.iter().all(|r| {
+        let value = type_labels.get(&r.key);
+        match r.operator {
+            Operator::In => value.is_some_and(|v| r.values.contains(v)),
+            Operator::NotIn => value.is_none_or(|v| !r.values.contains(v)),
+            Operator::Exists => value.is_some(),
+            Operator::DoesNotExist => value.is_none(),
+            _ => true,
+        }
+    })
+}
+
 impl EC2NodeClass {
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or("")

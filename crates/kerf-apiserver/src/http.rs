@@ -1,4 +1,5 @@
-//! The store served as the Kubernetes REST API over HTTP/1.1 (JSON): discovery, CRUD, patches,
+//! The store served as the Kubernetes REST API over HTTP/1.1 (JSON, or protobuf as negotiated in
+//! [`crate::media`]): discovery, CRUD, patches, server-side apply,
 //! subresources, server-side Tables and streaming watches. One catch-all handler parses the
 //! path (Kubernetes paths are regular); every failure is answered with a `Status`.
 
@@ -17,6 +18,8 @@ use kerf_api::clock::Clock;
 
 use crate::cluster::{Change, SimCluster};
 use crate::kinds::ResourceKind;
+use crate::media::{self, Format};
+use crate::proto;
 use crate::requests::RequestCounts;
 use crate::rest::{Filter, PatchType, Rest, RestError};
 use crate::stored::Stored;
@@ -52,14 +55,13 @@ pub async fn serve(
         .await
 }
 
-fn json_response(code: u16, body: &Value) -> Response {
-    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+fn error_response(e: &RestError) -> Response {
+    error_reply(Format::Json, e)
 }
 
-fn error_response(e: &RestError) -> Response {
+fn error_reply(format: Format, e: &RestError) -> Response {
     let (code, status) = e.status();
-    json_response(code, &status)
+    media::reply(format, code, &status)
 }
 
 /// What the request asked to see.
@@ -101,13 +103,14 @@ async fn handle(State(app): State<App>, req: Request) -> Response {
         }
     };
     app.requests.record(&headers, &method, q.get("watch").is_some_and(|w| w == "true" || w == "1"), named);
+    let format = media::response_format(&headers);
     let body = match axum::body::to_bytes(req.into_body(), BODY_LIMIT).await {
         Ok(b) => b,
-        Err(e) => return error_response(&RestError::BadRequest(format!("cannot read the request body: {e}"))),
+        Err(e) => return error_reply(format, &RestError::BadRequest(format!("cannot read the request body: {e}"))),
     };
-    let mut response = match route(&app, &method, &path, &q, &headers, &body) {
+    let mut response = match route(&app, &method, &path, &q, &headers, &body, format) {
         Ok(r) => r,
-        Err(e) => error_response(&e),
+        Err(e) => error_reply(format, &e),
     };
     // The server's time is the simulation's (virtual) time, as a real API server's `Date` is
     // its own clock: `kerf snapshot` reads the instant its snapshot is of from it.
@@ -118,6 +121,19 @@ async fn handle(State(app): State<App>, req: Request) -> Response {
         response.headers_mut().insert(header::DATE, date);
     }
     response
+}
+
+/// The media type of a server-side apply.
+const APPLY: &str = "application/apply-patch+yaml";
+
+/// The field manager of a write: the `fieldManager` parameter, else the client's name (the
+/// User-Agent's first token), as the API server takes it.
+fn field_manager(headers: &HeaderMap, q: &HashMap<String, String>) -> String {
+    if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.clone();
+    }
+    let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    ua.split('/').next().filter(|s| !s.is_empty()).unwrap_or("unknown").to_string()
 }
 
 /// A resolved resource path.
@@ -180,11 +196,19 @@ fn virtual_resource(
             if *method != Method::POST {
                 return Some(Err(RestError::MethodNotAllowed));
             }
-            return Some(Ok(json_response(201, &crate::access::review(v.kind, &format!("{group}/{version}"), body))));
+            return Some(Ok(media::reply(
+                Format::Json,
+                201,
+                &crate::access::review(v.kind, &format!("{group}/{version}"), body),
+            )));
         }
         _ => return None,
     };
-    Some(if *method == Method::GET { answer.map(|v| json_response(200, &v)) } else { Err(RestError::MethodNotAllowed) })
+    Some(if *method == Method::GET {
+        answer.map(|v| media::reply(Format::Json, 200, &v))
+    } else {
+        Err(RestError::MethodNotAllowed)
+    })
 }
 
 /// Field validation of a request body ([`crate::field_validation`]), and for a whole object of a
@@ -223,16 +247,6 @@ fn warned(mut response: Response, warnings: &[String]) -> Response {
     response
 }
 
-/// The request body as JSON. Bodies are at most [`BODY_LIMIT`] bytes, and nested at most 128
-/// deep (serde_json's recursion limit): anything deeper is refused as malformed, so no later
-/// step recurses without bound.
-fn parse_json(body: &Bytes) -> Result<Value, RestError> {
-    if body.is_empty() {
-        return Err(RestError::BadRequest("the request has no body".to_string()));
-    }
-    serde_json::from_slice(body).map_err(|e| RestError::BadRequest(format!("the request body is not valid JSON: {e}")))
-}
-
 fn route(
     app: &App,
     method: &Method,
@@ -240,9 +254,11 @@ fn route(
     q: &HashMap<String, String>,
     headers: &HeaderMap,
     body: &Bytes,
+    format: Format,
 ) -> Result<Response, RestError> {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let ok = |v: Value| Ok(json_response(200, &v));
+    let ok = |v: Value| Ok(media::reply(format, 200, &v));
+    let parse_json = |body: &Bytes| media::body(headers, body);
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return ok(discovery::version()),
         ["healthz" | "livez" | "readyz"] => {
@@ -254,7 +270,7 @@ fn route(
             if !accept.is_empty() && !accept.contains("json") && !accept.contains("*/*") {
                 let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                     "message": format!("only application/json is served here, not {accept}"), "reason": "NotAcceptable", "code": 406});
-                return Ok(json_response(406, &status));
+                return Ok(media::reply(Format::Json, 406, &status));
             }
             return ok(openapi::v2(&openapi::Schemas::of(&app.rest.cluster.custom_kinds())));
         }
@@ -293,6 +309,7 @@ fn route(
     let (kind, ns) = (t.kind, t.namespace);
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let now = || rest.cluster.clock().now();
+    let manager = field_manager(headers, q);
     match (method.clone(), t.name, t.sub) {
         (Method::GET, None, None) => {
             let filter = Filter::new(
@@ -301,7 +318,7 @@ fn route(
                 q.get("fieldSelector").map(String::as_str),
             )?;
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return watch_response(app, kind, filter, q, shown);
+                return watch_response(app, kind, filter, q, shown, format);
             }
             let limit =
                 match q.get("limit").filter(|l| !l.is_empty()) {
@@ -344,22 +361,34 @@ fn route(
         }
         (Method::POST, None, None) => {
             let (body, warnings) = validated(app, kind, q, parse_json(body)?, true)?;
-            let created = rest.create(kind, ns, body)?;
-            Ok(warned(json_response(201, &created), &warnings))
+            let created = rest.create_by(kind, ns, body, &manager)?;
+            Ok(warned(media::reply(format, 201, &created), &warnings))
         }
         (Method::POST, Some(name), Some("eviction")) if kind.kind == "Pod" => {
             let b = if body.is_empty() { json!({}) } else { parse_json(body)? };
-            Ok(json_response(201, &rest.evict(ns.unwrap_or("default"), name, &b)?))
+            Ok(media::reply(format, 201, &rest.evict(ns.unwrap_or("default"), name, &b)?))
         }
         (Method::PUT, Some(name), sub @ (None | Some("status"))) => {
             let (body, warnings) = validated(app, kind, q, parse_json(body)?, true)?;
             let part = if sub.is_none() { Part::Main } else { Part::Status };
-            Ok(warned(json_response(200, &rest.replace(kind, ns, name, body, part)?), &warnings))
+            Ok(warned(media::reply(format, 200, &rest.replace_by(kind, ns, name, body, part, &manager)?), &warnings))
         }
         (Method::PUT, Some(name), sub) => match sub {
-            Some("scale") => ok(rest.update_scale(kind, ns, name, &parse_json(body)?, None)?),
+            Some("scale") => ok(rest.update_scale_as(kind, ns, name, &parse_json(body)?, None, &manager)?),
             _ => Err(RestError::NoSuchPath),
         },
+        (Method::PATCH, Some(name), sub) if media::content_type(headers) == APPLY => {
+            if sub.is_some() {
+                return Err(RestError::BadRequest(format!(
+                    "server-side apply of the {} subresource is not supported by this server",
+                    sub.unwrap_or_default()
+                )));
+            }
+            let force = q.get("force").is_some_and(|f| f == "true");
+            let manager = q.get("fieldManager").map(String::as_str).unwrap_or("");
+            let (obj, created) = rest.apply(kind, ns, name, parse_json(body)?, manager, force)?;
+            Ok(media::reply(format, if created { 201 } else { 200 }, &obj))
+        }
         (Method::PATCH, Some(name), sub) => {
             let pt = PatchType::from_content_type(content_type)?;
             // A merge patch has the object's shape: its fields are validated as the object's.
@@ -370,9 +399,9 @@ fn route(
                 _ => (parse_json(body)?, Vec::new()),
             };
             let answer = match sub {
-                None => ok(rest.patch(kind, ns, name, pt, &patch, Part::Main)?),
+                None => ok(rest.patch_by(kind, ns, name, pt, &patch, Part::Main, &manager)?),
                 Some("status") => ok(rest.patch(kind, ns, name, pt, &patch, Part::Status)?),
-                Some("scale") => ok(rest.update_scale(kind, ns, name, &patch, Some(pt))?),
+                Some("scale") => ok(rest.update_scale_as(kind, ns, name, &patch, Some(pt), &manager)?),
                 _ => Err(RestError::NoSuchPath),
             };
             answer.map(|r| warned(r, &warnings))
@@ -432,6 +461,8 @@ struct WatchState {
     rx: watch::Receiver<u64>,
     pending: VecDeque<Queued>,
     shown: Ask,
+    /// Protobuf frames (the kind has a message and the client prefers them), else JSON lines.
+    protobuf: bool,
     bookmarks: bool,
     deadline: tokio::time::Instant,
     done: bool,
@@ -450,6 +481,15 @@ impl WatchState {
         } else {
             obj.clone()
         };
+        if self.protobuf {
+            match proto::watch_frame(type_, &object) {
+                Ok(frame) => return Bytes::from(frame),
+                Err(e) => {
+                    let (_, status) = RestError::BadRequest(format!("cannot encode the event: {e}")).status();
+                    return Bytes::from(proto::watch_frame("ERROR", &status).unwrap_or_default());
+                }
+            }
+        }
         let mut s = json!({"type": type_, "object": object}).to_string();
         s.push('\n');
         Bytes::from(s)
@@ -488,7 +528,10 @@ fn watch_response(
     filter: Filter,
     q: &HashMap<String, String>,
     shown: Ask,
+    format: Format,
 ) -> Result<Response, RestError> {
+    let protobuf =
+        format == Format::Protobuf && !shown.table && proto::message(&kind.api_version(), kind.kind).is_some();
     let requested = q.get("resourceVersion").map(String::as_str).filter(|v| !v.is_empty());
     let timeout = q.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).unwrap_or(30 * 60);
     let send_initial = q.get("sendInitialEvents").is_some_and(|v| v == "true");
@@ -500,6 +543,7 @@ fn watch_response(
         rx: app.rest.cluster.subscribe(),
         pending: VecDeque::new(),
         shown,
+        protobuf,
         bookmarks: q.get("allowWatchBookmarks").is_some_and(|v| v == "true"),
         deadline: tokio::time::Instant::now() + Duration::from_secs(timeout),
         done: false,
@@ -567,7 +611,10 @@ fn watch_response(
     });
     Ok(Response::builder()
         .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "application/json")
+        .header(
+            header::CONTENT_TYPE,
+            if protobuf { "application/vnd.kubernetes.protobuf;stream=watch" } else { "application/json" },
+        )
         .header("Transfer-Encoding", "chunked")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| error_response(&RestError::BadRequest("cannot start the watch".to_string()))))
@@ -693,11 +740,11 @@ mod tests {
     #[test]
     fn a_body_nested_deeper_than_128_levels_is_a_bad_request() {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        match parse_json(&Bytes::from(deep)) {
+        match media::json(&Bytes::from(deep)) {
             Err(RestError::BadRequest(m)) => assert!(m.contains("recursion limit"), "{m}"),
             other => panic!("expected a bad request, got {other:?}"),
         }
         let fine = format!("{}{}", "[".repeat(100), "]".repeat(100));
-        assert!(parse_json(&Bytes::from(fine)).is_ok());
+        assert!(media::json(&Bytes::from(fine)).is_ok());
     }
 }

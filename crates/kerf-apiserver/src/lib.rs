@@ -4,6 +4,7 @@
 //! and `kerf serve` serves it over HTTP.
 
 pub mod access;
+pub mod apply;
 pub mod cluster;
 pub mod custom;
 pub mod discovery;
@@ -12,13 +13,17 @@ pub mod history;
 pub mod http;
 pub mod jsonpath;
 pub mod kinds;
+pub mod managed;
+pub mod media;
 pub mod metrics_api;
 pub mod openapi;
 mod parts;
 mod patch;
 pub mod pod_form;
+pub mod proto;
 pub mod requests;
 pub mod rest;
+mod scale;
 pub mod selectors;
 pub mod server_fields;
 pub mod services;

@@ -26,12 +26,18 @@ pub enum RestError {
     Invalid { kind: &'static str, qualified: String, name: String, causes: Vec<FieldError> },
     #[error("the server does not support the media type {0:?}")]
     UnsupportedMediaType(String),
+    /// A body in a media type the server takes, of a kind it cannot read in it.
+    #[error("{0}")]
+    Unsupported(String),
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
     #[error("the server could not find the requested resource")]
     NoSuchPath,
     #[error("{0}")]
     Gone(String),
+    /// A server-side apply that would change fields other managers own.
+    #[error("{}", crate::apply::conflict_message(conflicts))]
+    ApplyConflict { kind: &'static str, name: String, conflicts: Vec<crate::apply::Conflict> },
 }
 
 fn qualified(kind: &str) -> String {
@@ -109,10 +115,19 @@ impl RestError {
                     json!({"name": name, "group": kind_group(kind), "kind": kind, "causes": causes}),
                 )
             }
-            RestError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", self.to_string(), Value::Null),
+            RestError::UnsupportedMediaType(_) | RestError::Unsupported(_) => {
+                (415, "UnsupportedMediaType", self.to_string(), Value::Null)
+            }
             RestError::MethodNotAllowed => (405, "MethodNotAllowed", self.to_string(), Value::Null),
             RestError::NoSuchPath => (404, "NotFound", self.to_string(), Value::Null),
             RestError::Gone(m) => (410, "Expired", m.clone(), Value::Null),
+            RestError::ApplyConflict { conflicts, .. } => {
+                let causes: Vec<Value> = conflicts
+                    .iter()
+                    .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {}", c.manager), "field": c.field}))
+                    .collect();
+                (409, "Conflict", self.to_string(), json!({"causes": causes}))
+            }
         };
         let mut status = json!({
             "kind": "Status",
@@ -226,7 +241,7 @@ pub struct Rest {
     pub cluster: Arc<SimCluster>,
 }
 
-fn invalid(kind: &ResourceKind, name: &str, causes: Vec<FieldError>) -> RestError {
+pub(crate) fn invalid(kind: &ResourceKind, name: &str, causes: Vec<FieldError>) -> RestError {
     RestError::Invalid {
         kind: kind.kind,
         qualified: format!("{}.{}", kind.kind, kind.group).trim_end_matches('.').to_string(),
@@ -268,7 +283,7 @@ pub fn apply_patch(doc: &mut Value, patch_type: PatchType, patch: &Value) -> Res
 }
 
 /// The resourceVersion a patch writes, which pins it to that version.
-fn pinned_version(patch_type: PatchType, patch: &Value) -> Option<&str> {
+pub(crate) fn pinned_version(patch_type: PatchType, patch: &Value) -> Option<&str> {
     match patch_type {
         PatchType::Json => kerf_api::patch::json_patch_resource_version(patch),
         PatchType::Merge | PatchType::Strategic => kerf_api::patch::merge_patch_resource_version(patch),
@@ -370,7 +385,7 @@ fn write_mode(kind: &ResourceKind, part: Part) -> Mode {
 
 /// Refuses an update that breaks a rule against the object it replaces
 /// ([`crate::kinds::transition_rules`]).
-fn check_transition(
+pub(crate) fn check_transition(
     cluster: &SimCluster,
     kind: &'static ResourceKind,
     namespace: Option<&str>,
@@ -624,70 +639,6 @@ impl Rest {
         Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
     }
 
-    /// The `autoscaling/v1` Scale of a Deployment or ReplicaSet.
-    pub fn get_scale(
-        &self,
-        kind: &'static ResourceKind,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<Value, RestError> {
-        if !kind.scale {
-            return Err(RestError::NoSuchPath);
-        }
-        Ok(scale_of_kind(kind, &self.get(kind, namespace, name)?))
-    }
-
-    /// PUT (`patch` = None, `body` the Scale) or PATCH of the scale subresource.
-    pub fn update_scale(
-        &self,
-        kind: &'static ResourceKind,
-        namespace: Option<&str>,
-        name: &str,
-        body: &Value,
-        patch_type: Option<PatchType>,
-    ) -> Result<Value, RestError> {
-        if !kind.scale {
-            return Err(RestError::NoSuchPath);
-        }
-        let current = self.get(kind, namespace, name)?;
-        let scale = match patch_type {
-            None => body.clone(),
-            Some(pt) => {
-                let mut s = scale_of_kind(kind, &current);
-                apply_patch(&mut s, pt, body)?;
-                s
-            }
-        };
-        let replicas = scale
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .filter(|r| (0..=i64::from(i32::MAX)).contains(r))
-            .ok_or_else(|| {
-                invalid(kind, name, vec![FieldError::new("spec.replicas", "must be a non-negative integer")])
-            })?;
-        let mut doc = current;
-        let path = kind.custom.and_then(|c| c.scale.as_ref()).map_or("/spec/replicas", |s| s.spec_replicas.as_str());
-        let mut at = &mut doc;
-        for seg in path.split('/').skip(1) {
-            if !(at.is_object() || at.is_null()) {
-                return Err(invalid(
-                    kind,
-                    name,
-                    vec![FieldError::new(path.trim_start_matches('/').replace('/', "."), "is not an object")],
-                ));
-            }
-            at = &mut at[seg];
-        }
-        *at = json!(replicas);
-        if let Some(rv) = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
-            doc["metadata"]["resourceVersion"] = json!(rv);
-        }
-        let obj = self.decode(kind, namespace, doc)?;
-        check_transition(&self.cluster, kind, namespace, name, &obj)?;
-        let written = self.cluster.write_stored(kind.kind, obj, Mode::Spec)?.to_json(kind);
-        Ok(scale_of_kind(kind, &written))
-    }
-
     /// Changes of `kind` after `since` that pass the filter, as (type, object), and the
     /// resourceVersion they bring the watch to.
     pub fn changes(
@@ -722,41 +673,6 @@ impl Rest {
             (_, false) => None,
         }
     }
-}
-
-/// The Scale view of an object of `kind`: a CRD's declared replica paths (a NodePool's node
-/// count is `status.nodes`), else a workload's.
-fn scale_of_kind(kind: &ResourceKind, obj: &Value) -> Value {
-    let mut scale = scale_of(obj);
-    if let Some(s) = kind.custom.and_then(|c| c.scale.as_ref()) {
-        scale["spec"]["replicas"] = obj.pointer(&s.spec_replicas).cloned().unwrap_or(json!(0));
-        scale["status"]["replicas"] = obj.pointer(&s.status_replicas).cloned().unwrap_or(json!(0));
-    } else if let Some(s) = kerf_api::crd::definition(kind.kind).and_then(|d| d.scale) {
-        let pointer = |path: &str| path.replace('.', "/");
-        scale["spec"]["replicas"] = obj.pointer(&pointer(s.spec_replicas_path)).cloned().unwrap_or(json!(0));
-        scale["status"]["replicas"] = obj.pointer(&pointer(s.status_replicas_path)).cloned().unwrap_or(json!(0));
-    }
-    scale
-}
-
-/// The Scale view of a scalable object.
-fn scale_of(obj: &Value) -> Value {
-    let m = &obj["metadata"];
-    let selector = obj
-        .pointer("/spec/selector/matchLabels")
-        .and_then(Value::as_object)
-        .map(|l| l.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
-        .unwrap_or_default();
-    json!({
-        "apiVersion": "autoscaling/v1",
-        "kind": "Scale",
-        "metadata": {
-            "name": m["name"], "namespace": m["namespace"], "uid": m["uid"],
-            "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"],
-        },
-        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
-        "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
-    })
 }
 
 #[cfg(test)]

@@ -135,6 +135,12 @@ pub enum Step {
         node: String,
         persistent: bool,
     },
+    /// The spot market moves: every spot price becomes its model price times a factor within
+    /// ±`change`, drawn from `seed` (see `kerf_cloud::sim::spot_market`).
+    SpotPrices {
+        seed: u64,
+        change: f64,
+    },
 }
 
 /// One object to apply, with where it came from (for messages).
@@ -512,7 +518,8 @@ fn parse_ref(
 }
 
 fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioError> {
-    const STEPS: &[&str] = &["apply", "wait", "scale", "rollout", "delete", "patch", "interrupt", "condition", "fail"];
+    const STEPS: &[&str] =
+        &["apply", "wait", "scale", "rollout", "delete", "patch", "interrupt", "condition", "fail", "spotPrices"];
     let f = fields(ctx, path, v, STEPS)?;
     if f.len() != 1 {
         return Err(ctx.err(path, format!("a step has exactly one of: {}", STEPS.join(", "))));
@@ -597,6 +604,35 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
             let node = string(ctx, &join(&p, "node"), required(ctx, &p, &f, "node")?)?;
             let persistent = persistent(ctx, &p, &f)?;
             Ok(Step::Fail { node, persistent })
+        }
+        "spotPrices" => {
+            let f = fields(ctx, &p, body, &["seed", "change"])?;
+            let seed_path = join(&p, "seed");
+            let seed = required(ctx, &p, &f, "seed")?;
+            let seed = seed.as_u64().ok_or_else(|| {
+                ctx.err(&seed_path, format!("expected a non-negative integer, found {}", type_name(seed)))
+            })?;
+            let change_path = join(&p, "change");
+            let change = required(ctx, &p, &f, "change")?;
+            let change = change
+                .as_str()
+                .and_then(|c| c.strip_suffix('%'))
+                .and_then(|c| c.trim().parse::<f64>().ok())
+                .filter(|c| (0.0..=kerf_cloud::sim::spot_market::MAX_CHANGE * 100.0).contains(c))
+                .ok_or_else(|| {
+                    ctx.err(
+                        &change_path,
+                        format!(
+                            "expected a percentage from 0% to {}%, found {}",
+                            kerf_cloud::sim::spot_market::MAX_CHANGE * 100.0,
+                            match change {
+                                Value::String(c) => format!("{c:?}"),
+                                other => type_name(other).to_string(),
+                            }
+                        ),
+                    )
+                })?;
+            Ok(Step::SpotPrices { seed, change: change / 100.0 })
         }
         _ => Err(ctx.err(&p, "unknown step")),
     }

@@ -330,11 +330,13 @@ pub fn write(
         let mut spec = nc.spec.clone();
         // Boot scripts can carry credentials; the simulated cloud boots nothing.
         spec.user_data = None;
-        push(
-            kerf_api::ec2nodeclass::KIND,
-            kerf_api::ec2nodeclass::API_VERSION,
-            json!({"metadata": to_value(&meta(&nc.metadata)), "spec": to_value(&spec)}),
-        );
+        let mut object = json!({"metadata": to_value(&meta(&nc.metadata)), "spec": to_value(&spec)});
+        // What the cluster resolved the class to: the simulated account answers with it while
+        // the class keeps this spec (docs/design.md, "A node class's recorded status").
+        if let Some(status) = recorded_status(nc) {
+            object["status"] = to_value(&status);
+        }
+        push(kerf_api::ec2nodeclass::KIND, kerf_api::ec2nodeclass::API_VERSION, object);
     }
     for np in &objects.node_pools {
         push(
@@ -460,4 +462,21 @@ fn strip_type(mut v: Value) -> Value {
         m.remove("kind");
     }
     v
+}
+
+/// The part of a class's status the simulated account answers with: its subnets, security
+/// groups, images and instance profile (no conditions: the simulation sets its own). `None`
+/// when the cluster resolved none of them.
+fn recorded_status(nc: &EC2NodeClass) -> Option<kerf_api::ec2nodeclass::EC2NodeClassStatus> {
+    let s = nc.status.as_ref()?;
+    if s.subnets.is_empty() && s.security_groups.is_empty() && s.amis.is_empty() {
+        return None;
+    }
+    Some(kerf_api::ec2nodeclass::EC2NodeClassStatus {
+        subnets: s.subnets.clone(),
+        security_groups: s.security_groups.clone(),
+        amis: s.amis.clone(),
+        instance_profile: s.instance_profile.clone(),
+        ..Default::default()
+    })
 }

@@ -22,6 +22,9 @@ pub trait SimCloud: CloudProvider {
     fn sim_interrupt(&self, provider_id: &str) -> Result<(), String>;
     /// Makes an applied EC2NodeClass the node class claims launch with.
     fn sim_register_node_class(&self, _node_class: &EC2NodeClass) {}
+    /// Takes the status an applied EC2NodeClass carries (a snapshot's) as what the account holds
+    /// for it while its spec stays.
+    fn sim_record_node_class_status(&self, _node_class: &EC2NodeClass) {}
     /// Takes over an instance running before the simulation began (a node of a cluster
     /// snapshot); the reason when this cloud cannot.
     fn sim_adopt(&self, existing: &kerf_cloud::sim::ExistingInstance) -> Result<(), String> {
@@ -34,6 +37,11 @@ pub trait SimCloud: CloudProvider {
     /// The summed hourly price of the instances not terminated, in launch order.
     fn sim_fleet_price(&self) -> f64 {
         self.sim_instances().iter().filter(|i| !i.terminated).map(|i| i.price).sum()
+    }
+    /// Moves the spot market (see `kerf_cloud::sim::spot_market`); the reason when this cloud
+    /// cannot.
+    fn sim_spot_market(&self, _market: kerf_cloud::sim::SpotMarket) -> Result<(), String> {
+        Err("this cloud has no spot market to move".to_string())
     }
 }
 
@@ -70,6 +78,10 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
         self.register_node_class(node_class);
     }
 
+    fn sim_record_node_class_status(&self, node_class: &EC2NodeClass) {
+        self.record_node_class_status(node_class);
+    }
+
     fn sim_fleet_price(&self) -> f64 {
         self.running_price()
     }
@@ -80,6 +92,10 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
 
     fn sim_unpriced(&self) -> BTreeMap<String, String> {
         self.unpriced()
+    }
+
+    fn sim_spot_market(&self, market: kerf_cloud::sim::SpotMarket) -> Result<(), String> {
+        self.set_spot_market(market).map_err(|e| e.to_string())
     }
 }
 

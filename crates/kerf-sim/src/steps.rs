@@ -254,6 +254,12 @@ impl<P: SimCloud> Simulation<P> {
                 self.kick = true;
                 self.kick_kubelet = true;
             }
+            Step::SpotPrices { seed, change } => {
+                let market = kerf_cloud::sim::SpotMarket { seed: *seed, change: *change };
+                self.manager.cloud().sim_spot_market(market).map_err(|e| fail(format!("spotPrices seed {seed}"), e))?;
+                self.price.invalidate();
+                self.kick = true;
+            }
             Step::Fail { node, persistent } => {
                 let message = "Kubelet stopped posting node status.";
                 self.set_node_condition(node, "Ready", "Unknown", "NodeStatusUnknown", message, now)
@@ -310,8 +316,15 @@ impl<P: SimCloud> Simulation<P> {
         match obj {
             ManifestObject::NodePool(o) => upsert::<NodePool>(&self.cluster, (**o).clone()),
             ManifestObject::EC2NodeClass(o) => {
-                self.manager.cloud().sim_register_node_class(o);
-                upsert::<EC2NodeClass>(&self.cluster, (**o).clone())
+                // A status it carries is what a real cluster recorded (a snapshot's): the account's
+                // answer for the class. The object itself is stored without it, as an API server
+                // stores a created object; the node class controller writes its own.
+                let cloud = self.manager.cloud();
+                cloud.sim_record_node_class_status(o);
+                let mut class = (**o).clone();
+                class.status = None;
+                cloud.sim_register_node_class(&class);
+                upsert::<EC2NodeClass>(&self.cluster, class)
             }
             ManifestObject::DaemonSet(o) => upsert::<DaemonSet>(&self.cluster, (**o).clone()),
             ManifestObject::Pod(o) => upsert::<Pod>(&self.cluster, (**o).clone()),

@@ -186,6 +186,9 @@ fn bad_requests_get_kubernetes_status_errors_and_the_server_keeps_serving() {
     assert!(!text.contains("colour"), "{text}");
 
     let (code, text) = http(&s, "PATCH", &format!("{pools}/a"), "application/apply-patch+yaml", "spec: {}");
+    assert_eq!(code, 400, "an apply names its field manager: {text}");
+    assert!(text.contains("fieldManager"), "{text}");
+    let (code, text) = http(&s, "PATCH", &format!("{pools}/a"), "application/x-unknown-patch", "{}");
     assert_eq!(code, 415, "{text}");
     let (code, text) = http(&s, "PATCH", &format!("{pools}/a"), "application/merge-patch+json", "{not json");
     assert_eq!(code, 400, "{text}");

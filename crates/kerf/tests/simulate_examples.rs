@@ -393,17 +393,46 @@ fn node_reboot_example_fixes_the_gpu_by_a_reboot_then_replaces_the_node_when_it_
 }
 
 #[test]
-fn consolidation_balanced_example_takes_only_moves_scoring_at_least_one_half() {
-    let r = simulate("consolidation-balanced.yaml");
-    let d = r["disruptions"].as_array().unwrap();
-    assert!(!d.is_empty(), "the scale-down leaves nodes worth removing");
-    for x in d {
-        assert_eq!(x["reason"], "Underutilized", "{x}");
+fn balanced_disrupts_at_most_a_third_of_what_when_empty_or_underutilized_does_after_a_mix_change() {
+    let balanced = simulate("consolidation-balanced.yaml");
+    let baseline = simulate("consolidation-mix-change.yaml");
+    let (b, w) = (balanced["disruptions"].as_array().unwrap(), baseline["disruptions"].as_array().unwrap());
+    assert!(b.len() * 3 <= w.len(), "Balanced {} disruptions, WhenEmptyOrUnderutilized {}", b.len(), w.len());
+
+    // Every move Balanced takes scores at least one half, and says so.
+    for x in b.iter().filter(|x| x["reason"] == "Underutilized") {
         let score = x["score"].as_f64().unwrap_or_else(|| panic!("no score: {x}"));
         assert!(score >= 0.5, "{x}");
         assert!(x["detail"].as_str().unwrap().contains("Balanced score"), "{x}");
     }
-    all_pods_running(&r);
+    // It still removes every empty node: the batch pool's nodes go under both policies.
+    let empties = |d: &[Value]| d.iter().filter(|x| x["reason"] == "Empty").count();
+    assert!(empties(b) > 0, "the batch scale-to-zero leaves empty nodes");
+    assert_eq!(empties(b), empties(w), "both policies remove the same empty nodes");
+    for r in [&balanced, &baseline] {
+        let nodes = r["nodes"].as_array().unwrap();
+        assert!(!nodes.iter().any(|n| n["nodePool"] == "batch"), "no batch node left");
+        assert!(!nodes.iter().any(|n| n["pods"] == 0), "no empty node left");
+        all_pods_running(r);
+    }
+    // The moves it refuses are scored on the nodes they would have removed.
+    let refused: Vec<&Value> = balanced["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["disruptionBlocked"].as_str().is_some_and(|r| r.starts_with("Balanced score")))
+        .collect();
+    assert!(refused.len() >= 30, "{} nodes kept for their score", refused.len());
+    // The baseline's what-if says the same from the other side: most of its consolidations
+    // would not have passed.
+    let what_if = baseline["balancedWhatIf"].as_array().unwrap();
+    let (commands, refuse) = what_if.iter().fold((0, 0), |(c, r), p| {
+        (c + p["consolidations"].as_u64().unwrap(), r + p["balancedWouldRefuse"].as_u64().unwrap())
+    });
+    assert!(refuse * 3 >= commands * 2, "Balanced would refuse {refuse} of {commands} consolidations");
+    // Balanced saves less: what it forgoes is the refused moves' savings.
+    let cost = |r: &Value| r["summary"]["costPerHour"].as_f64().unwrap();
+    assert!(cost(&balanced) > cost(&baseline), "{} vs {}", cost(&balanced), cost(&baseline));
 }
 
 #[test]

@@ -88,6 +88,33 @@ fn a_snapshot_of_a_served_cluster_simulates_to_the_same_nodes_placements_and_cos
     for secret in ["do-not-copy", "agent:1", "web:1", "command", "last-applied-configuration"] {
         assert!(!text.contains(secret), "the snapshot holds {secret:?}");
     }
+    // Each EC2NodeClass keeps what the cluster resolved it to, for the what-if to launch with.
+    let classes: Vec<Value> = serde_json::from_str(&kubectl_ok(&served, &["get", "ec2nodeclasses", "-o", "json"]))
+        .map(|v: Value| v["items"].as_array().cloned().unwrap_or_default())
+        .expect("classes");
+    assert!(!classes.is_empty());
+    let scenario = kerf_sim::scenario::load(&snap).expect("the snapshot loads");
+    for live in &classes {
+        let name = s(&live["metadata"]["name"]);
+        let kept = scenario
+            .steps
+            .iter()
+            .filter_map(|step| match step {
+                kerf_sim::scenario::Step::Apply(ms) => Some(ms),
+                _ => None,
+            })
+            .flatten()
+            .find_map(|m| match &m.object {
+                kerf_sim::scenario::ManifestObject::EC2NodeClass(c) if c.name() == name => c.status.clone(),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("EC2NodeClass {name} kept no status"));
+        let ids =
+            |v: &Value| v.as_array().map(|a| a.iter().map(|x| s(&x["id"])).collect::<Vec<_>>()).unwrap_or_default();
+        assert_eq!(kept.subnets.iter().map(|x| x.id.clone()).collect::<Vec<_>>(), ids(&live["status"]["subnets"]));
+        assert_eq!(kept.amis.iter().map(|x| x.id.clone()).collect::<Vec<_>>(), ids(&live["status"]["amis"]));
+        assert!(kept.conditions.is_empty(), "conditions are the simulation's own");
+    }
 
     let report = kerf_json(&["simulate", snap.to_str().expect("path"), "--report", "json"]);
     assert_eq!(report["endSeconds"], 0);

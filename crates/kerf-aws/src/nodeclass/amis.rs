@@ -38,17 +38,7 @@ impl Ami {
 
     /// Whether an instance type with `type_labels` can boot this image.
     pub fn fits(&self, type_labels: &BTreeMap<String, String>) -> bool {
-        self.requirements.iter().all(|r| {
-            let value = type_labels.get(&r.key);
-            match r.operator {
-                Operator::In => value.is_some_and(|v| r.values.contains(v)),
-                Operator::NotIn => value.is_none_or(|v| !r.values.contains(v)),
-                Operator::Exists => value.is_some(),
-                Operator::DoesNotExist => value.is_none(),
-                // Images never carry numeric bounds.
-                _ => true,
-            }
-        })
+        kerf_api::ec2nodeclass::image_fits(&self.requirements, type_labels)
     }
 }
 

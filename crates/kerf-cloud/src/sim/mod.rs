@@ -3,8 +3,10 @@
 pub mod config;
 pub mod nodeclass;
 pub mod provider;
+pub mod spot_market;
 
 pub use config::{
     CustomInstanceType, CustomOffering, InstanceTypesSource, SimConfig, SimConfigError, UnavailableOffering,
 };
 pub use provider::{ExistingInstance, ICE_CACHE_TTL, Interruption, SPOT_RECLAIM_AFTER, SimInstance, SimProvider};
+pub use spot_market::SpotMarket;

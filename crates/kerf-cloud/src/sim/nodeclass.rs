@@ -101,10 +101,13 @@ impl Outcome {
         }
     }
 
-    /// A True outcome says what the simulated account assumed to make it so.
-    fn assumed(mut self, what: &[String]) -> Self {
-        if self.ok && !what.is_empty() {
-            self.message = format!("assumed in the simulated account: {}", what.join(", "));
+    /// A True outcome says where its answer came from (`found`, unless empty); a False one
+    /// says why, when `missing` does.
+    fn noting(mut self, found: String, missing: Option<String>) -> Self {
+        match (self.ok, missing) {
+            (true, _) if !found.is_empty() => self.message = found,
+            (false, Some(why)) => self.message = why,
+            _ => {}
         }
         self
     }
@@ -196,12 +199,81 @@ pub fn resolve(node_class: &EC2NodeClass, zones: &[String], now: Timestamp) -> E
             }
         }
     }
-    let instance_profile = match (&spec.instance_profile, &spec.role) {
+    let found = Found {
+        subnets,
+        groups,
+        amis,
+        instance_profile: instance_profile(node_class),
+        notes: [assumed_subnets, assumed_groups, assumed_amis].map(|what| assumed(&what)),
+        no_subnets: None,
+    };
+    finish(node_class, found, now)
+}
+
+/// The instance profile a class gets in the simulated account: the one it names, or one made
+/// for its role.
+fn instance_profile(node_class: &EC2NodeClass) -> Option<String> {
+    match (&node_class.spec.instance_profile, &node_class.spec.role) {
         (Some(p), _) => Some(p.clone()),
         (None, Some(role)) => Some(format!("kerf-sim_{role}")),
         (None, None) => None,
-    };
+    }
+}
 
+/// What the simulated account assumed, as a True condition's message (empty: nothing).
+fn assumed(what: &[String]) -> String {
+    if what.is_empty() { String::new() } else { format!("assumed in the simulated account: {}", what.join(", ")) }
+}
+
+/// The status a real cluster recorded for `node_class` (a `kerf snapshot` keeps it), taken as
+/// the account's answer: its subnets in the cloud's `zones`, its security groups and images, its
+/// instance profile (or the class's own). The caller takes it only while the class's spec is the
+/// one it was recorded for; conditions are set as [`resolve`] sets them, each True one saying
+/// where its answer came from.
+pub fn resolve_recorded(
+    node_class: &EC2NodeClass,
+    recorded: &EC2NodeClassStatus,
+    zones: &[String],
+    now: Timestamp,
+) -> EC2NodeClassStatus {
+    let subnets: Vec<SubnetStatus> = recorded.subnets.iter().filter(|s| zones.contains(&s.zone)).cloned().collect();
+    let note = "as the cluster's status recorded it".to_string();
+    let no_subnets = (!recorded.subnets.is_empty()).then(|| {
+        let theirs: Vec<&str> = recorded.subnets.iter().map(|s| s.zone.as_str()).collect();
+        format!(
+            "the recorded subnets are in {}, none a zone of the simulated cloud ({})",
+            theirs.join(", "),
+            zones.join(", ")
+        )
+    });
+    let found = Found {
+        subnets,
+        groups: recorded.security_groups.clone(),
+        amis: recorded.amis.clone(),
+        instance_profile: recorded.instance_profile.clone().or_else(|| instance_profile(node_class)),
+        notes: [note.clone(), note.clone(), note],
+        no_subnets,
+    };
+    finish(node_class, found, now)
+}
+
+/// What a class's selector terms found, with a note per selector (subnets, security groups,
+/// images) for the condition's message.
+struct Found {
+    subnets: Vec<SubnetStatus>,
+    groups: Vec<SecurityGroupStatus>,
+    amis: Vec<AmiStatus>,
+    instance_profile: Option<String>,
+    notes: [String; 3],
+    /// Why no subnet was found, when more can be said than that the selector matched none.
+    no_subnets: Option<String>,
+}
+
+/// The status for what was found: the lists, and Karpenter's conditions stamped with `now` where
+/// they change.
+fn finish(node_class: &EC2NodeClass, found: Found, now: Timestamp) -> EC2NodeClassStatus {
+    let Found { subnets, groups, amis, instance_profile, notes: [subnet_note, group_note, ami_note], no_subnets } =
+        found;
     let outcomes = [
         Outcome::new(
             CONDITION_SUBNETS_READY,
@@ -209,16 +281,16 @@ pub fn resolve(node_class: &EC2NodeClass, zones: &[String], now: Timestamp) -> E
             "SubnetsNotFound",
             "SubnetSelector did not match any Subnets",
         )
-        .assumed(&assumed_subnets),
+        .noting(subnet_note, no_subnets),
         Outcome::new(
             CONDITION_SECURITY_GROUPS_READY,
             !groups.is_empty(),
             "SecurityGroupsNotFound",
             "SecurityGroupSelector did not match any SecurityGroups",
         )
-        .assumed(&assumed_groups),
+        .noting(group_note, None),
         Outcome::new(CONDITION_AMIS_READY, !amis.is_empty(), "AMINotFound", "AMISelector did not match any AMIs")
-            .assumed(&assumed_amis),
+            .noting(ami_note, None),
         Outcome::new(
             CONDITION_INSTANCE_PROFILE_READY,
             instance_profile.is_some(),
@@ -379,5 +451,38 @@ mod tests {
         let s =
             resolve(&class("[{tags: {a: b}}]", "[{tags: {a: b}}]", "[{id: ami-xyz}]"), &zones(), Timestamp::UNIX_EPOCH);
         assert!(s.amis.is_empty());
+    }
+
+    fn recorded(zone: &str) -> EC2NodeClassStatus {
+        serde_yaml_ng::from_str(&format!(
+            "subnets: [{{id: subnet-0a1b2c3d, zone: {zone}}}]\nsecurityGroups: [{{id: sg-0a1b2c3d}}]\n\
+             amis: [{{id: ami-0a1b2c3d, requirements: [{{key: kubernetes.io/arch, operator: In, values: [amd64]}}]}}]\n"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_recorded_status_is_the_answer_and_each_condition_says_so() {
+        let c = class("[{tags: {a: b}}]", "[{tags: {a: b}}]", "[{alias: al2023@latest}]");
+        let s = resolve_recorded(&c, &recorded("us-west-2b"), &zones(), Timestamp::UNIX_EPOCH);
+        assert_eq!(s.subnets.len(), 1);
+        assert_eq!(s.amis[0].id, "ami-0a1b2c3d");
+        assert_eq!(s.instance_profile.as_deref(), Some("kerf-sim_R"), "none recorded: the role's");
+        assert_eq!(condition(&s, CONDITION_READY).status, "True");
+        let subnets = condition(&s, CONDITION_SUBNETS_READY);
+        assert_eq!(subnets.message.as_deref(), Some("as the cluster's status recorded it"));
+    }
+
+    #[test]
+    fn recorded_subnets_outside_the_clouds_zones_make_the_class_not_ready_naming_them() {
+        let c = class("[{tags: {a: b}}]", "[{tags: {a: b}}]", "[{alias: al2023@latest}]");
+        let s = resolve_recorded(&c, &recorded("eu-west-1a"), &zones(), Timestamp::UNIX_EPOCH);
+        let subnets = condition(&s, CONDITION_SUBNETS_READY);
+        assert_eq!(subnets.status, "False");
+        assert_eq!(
+            subnets.message.as_deref(),
+            Some("the recorded subnets are in eu-west-1a, none a zone of the simulated cloud (us-west-2a, us-west-2b)")
+        );
+        assert_eq!(condition(&s, CONDITION_READY).status, "False");
     }
 }

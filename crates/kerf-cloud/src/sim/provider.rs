@@ -4,12 +4,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use kerf_api::ec2nodeclass::{AmiStatus, EC2NodeClassSpec, EC2NodeClassStatus};
 use kerf_api::launch::{self, offering_allowed, type_meets};
 use kerf_api::nodeclaim::NodeClaimStatus;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, labels};
 use kerf_api::{InstanceType, Offering, Requirements};
 
 use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
+use super::spot_market::{MAX_CHANGE, SpotMarket};
 use crate::aws::{Catalog, NodeClassSettings, catalog};
 use crate::clock::{Clock, Timestamp, add};
 use crate::provider::{CloudError, CloudProvider, InterruptionKind, InterruptionNotice, NodeClassResolution};
@@ -94,6 +96,9 @@ pub type SharedTypes = Arc<Vec<Arc<InstanceType>>>;
 struct Launched {
     instance: SimInstance,
     claim: Arc<NodeClaim>,
+    /// Its offering's price before the spot market moved it ($/h): what a move of the market
+    /// reprices a running spot instance from.
+    model_price: f64,
 }
 
 #[derive(Default)]
@@ -111,6 +116,18 @@ struct State {
     unpriced: BTreeMap<String, String>,
     /// Node names of adopted instances, which launches do not reuse.
     adopted_names: std::collections::BTreeSet<String>,
+    /// Node class name → the spec and status a real cluster recorded for it (a snapshot's), the
+    /// account's answer while the class keeps that spec.
+    recorded: BTreeMap<String, (EC2NodeClassSpec, EC2NodeClassStatus)>,
+    /// Node class name → where its instances can go, as its last resolution said.
+    reach: BTreeMap<String, Reach>,
+    /// Node class name → (the types at market prices, the reach, those of them within reach).
+    reached: BTreeMap<String, (SharedTypes, Reach, SharedTypes)>,
+    /// Spot prices as the market last moved them; `None`: the model prices.
+    market: Option<SpotMarket>,
+    /// Node class name → (its types at model prices, the same at market prices); emptied when
+    /// the market moves.
+    priced: BTreeMap<String, (SharedTypes, SharedTypes)>,
 }
 
 /// A simulated EC2: the built-in catalog (or custom types), launch latency, insufficient
@@ -252,6 +269,75 @@ impl SimProvider {
         let types = Arc::new(built.into_iter().map(Arc::new).collect::<Vec<_>>());
         state.types.insert(key.to_string(), (settings.clone(), types.clone()));
         Ok(types)
+    }
+
+    /// Takes the status a real cluster recorded for `node_class` (its subnets, security groups,
+    /// images and instance profile; a `kerf snapshot` keeps them) as what the account holds for
+    /// it, for as long as the class keeps this spec. A status without any of them records nothing.
+    pub fn record_node_class_status(&self, node_class: &EC2NodeClass) {
+        let Some(status) = &node_class.status else { return };
+        if status.subnets.is_empty() && status.security_groups.is_empty() && status.amis.is_empty() {
+            return;
+        }
+        self.lock().recorded.insert(node_class.name().to_string(), (node_class.spec.clone(), status.clone()));
+    }
+
+    /// The types for `settings` at model prices and at market prices (the same types when the
+    /// market has not moved).
+    fn types_now(
+        &self,
+        state: &mut State,
+        key: &str,
+        settings: &NodeClassSettings,
+    ) -> Result<(SharedTypes, SharedTypes), CloudError> {
+        let model = self.base_types(state, key, settings)?;
+        let Some(market) = state.market else { return Ok((model.clone(), model)) };
+        if let Some((m, priced)) = state.priced.get(key)
+            && Arc::ptr_eq(m, &model)
+        {
+            return Ok((model, priced.clone()));
+        }
+        let priced = Arc::new(market.reprice(&model));
+        state.priced.insert(key.to_string(), (model.clone(), priced.clone()));
+        Ok((model, priced))
+    }
+
+    /// `types` (a class's, at market prices) narrowed to where the class's instances can go: the
+    /// zones of its subnets and the types one of its images boots, as the EC2 provider narrows
+    /// them. Unresolved classes, and classes that reach every zone and type, get `types` as is.
+    fn reachable(state: &mut State, key: &str, types: SharedTypes) -> SharedTypes {
+        let Some(reach) = state.reach.get(key).cloned().filter(|r| !r.is_everywhere()) else { return types };
+        if let Some((base, r, out)) = state.reached.get(key)
+            && Arc::ptr_eq(base, &types)
+            && *r == reach
+        {
+            return out.clone();
+        }
+        let out = Arc::new(reach.narrow(&types));
+        state.reached.insert(key.to_string(), (types, reach, out.clone()));
+        out
+    }
+
+    /// Moves the spot market: every spot offering's price becomes `market`'s, for launches,
+    /// the instance types callers read, and the running spot instances (billed at the market
+    /// price, as EC2 bills them). Fails when the change is out of range.
+    pub fn set_spot_market(&self, market: SpotMarket) -> Result<(), CloudError> {
+        if !(0.0..=MAX_CHANGE).contains(&market.change) {
+            return Err(CloudError::Other(format!(
+                "a spot market change of {} is out of range (0 to {MAX_CHANGE})",
+                market.change
+            )));
+        }
+        let now = self.clock.now();
+        let mut state = self.lock();
+        state.market = Some(market);
+        state.priced.clear();
+        for l in &mut state.instances {
+            if l.instance.capacity_type == labels::CAPACITY_TYPE_SPOT && !Self::observed_terminated(&l.instance, now) {
+                l.instance.price = market.price(&l.instance.instance_type.name, &l.instance.zone, l.model_price);
+            }
+        }
+        Ok(())
     }
 
     fn ice_cached(state: &State, now: Timestamp, key: &OfferingKey) -> bool {
@@ -442,7 +528,7 @@ impl SimProvider {
         }
         let class_name = existing.claim.spec.node_class_ref.name.clone();
         let settings = state.node_classes.get(&class_name).cloned().unwrap_or_default();
-        let base = self.base_types(&mut state, &class_name, &settings)?;
+        let (model, base) = self.types_now(&mut state, &class_name, &settings)?;
         let known = existing.instance_type.as_deref().and_then(|name| base.iter().find(|t| t.name == name));
         let offering = known.and_then(|t| {
             t.offerings.iter().find(|o| o.zone == existing.zone && o.capacity_type == existing.capacity_type)
@@ -503,7 +589,10 @@ impl SimProvider {
             interrupted_at: None,
             rebooted_at: None,
         };
-        state.instances.push(Launched { instance: instance.clone(), claim: Arc::new(claim) });
+        let model_price = model_price(&model, &instance.instance_type.name, &instance.zone, &instance.capacity_type)
+            .filter(|_| price.is_some())
+            .unwrap_or(0.0);
+        state.instances.push(Launched { instance: instance.clone(), claim: Arc::new(claim), model_price });
         Ok(instance)
     }
 
@@ -539,7 +628,8 @@ impl SimProvider {
         let mut state = self.lock();
         let class_name = claim.spec.node_class_ref.name.clone();
         let settings = state.node_classes.get(&class_name).cloned().unwrap_or_default();
-        let base = self.base_types(&mut state, &class_name, &settings)?;
+        let (model, market) = self.types_now(&mut state, &class_name, &settings)?;
+        let base = Self::reachable(&mut state, &class_name, market);
         let reqs = Requirements::from_node_selector(&claim.spec.requirements);
         let requests = &claim.spec.resources.requests;
         let region = self.config.region.as_str();
@@ -644,7 +734,9 @@ impl SimProvider {
             interrupted_at: None,
             rebooted_at: None,
         };
-        state.instances.push(Launched { instance, claim: Arc::new(out.clone()) });
+        let model_price = model_price(&model, &instance.instance_type.name, &instance.zone, &instance.capacity_type)
+            .unwrap_or(instance.price);
+        state.instances.push(Launched { instance, claim: Arc::new(out.clone()), model_price });
         Ok(out)
     }
 
@@ -698,9 +790,60 @@ impl SimProvider {
         if node_class.is_some() {
             state.node_classes.insert(key.clone(), settings.clone());
         }
-        let base = self.base_types(&mut state, &key, &settings)?;
+        let (_, market) = self.types_now(&mut state, &key, &settings)?;
+        let base = Self::reachable(&mut state, &key, market);
         Ok(Self::with_availability(&state, now, &base))
     }
+}
+
+/// Where a node class's instances can go, as its resolved status says.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Reach {
+    /// The zones of its subnets, when they are not all of the cloud's.
+    zones: Option<Vec<String>>,
+    /// Its images, when some instance type boots none of them.
+    amis: Option<Vec<AmiStatus>>,
+}
+
+impl Reach {
+    /// A class that resolved nothing (not ready) is not narrowed: it launches nothing anyway.
+    fn of(status: &EC2NodeClassStatus, cloud_zones: &[String]) -> Reach {
+        let mut zones: Vec<String> =
+            status.subnets.iter().map(|s| s.zone.clone()).filter(|z| cloud_zones.contains(z)).collect();
+        zones.sort();
+        zones.dedup();
+        let zones = (!status.subnets.is_empty() && zones.len() < cloud_zones.len()).then_some(zones);
+        let amis = (!status.amis.is_empty() && status.amis.iter().all(|a| !a.requirements.is_empty()))
+            .then(|| status.amis.clone());
+        Reach { zones, amis }
+    }
+
+    fn is_everywhere(&self) -> bool {
+        self.zones.is_none() && self.amis.is_none()
+    }
+
+    /// The types an image boots, each with its offerings in the zones (types left with none
+    /// dropped); order kept.
+    fn narrow(&self, types: &[Arc<InstanceType>]) -> Vec<Arc<InstanceType>> {
+        types
+            .iter()
+            .filter(|t| self.amis.as_ref().is_none_or(|amis| amis.iter().any(|a| a.fits(&t.labels))))
+            .filter_map(|t| match &self.zones {
+                Some(zones) if !t.offerings.iter().all(|o| zones.contains(&o.zone)) => {
+                    let mut within = InstanceType::clone(t);
+                    within.offerings.retain(|o| zones.contains(&o.zone));
+                    (!within.offerings.is_empty()).then(|| Arc::new(within))
+                }
+                _ => Some(Arc::clone(t)),
+            })
+            .collect()
+    }
+}
+
+/// The price of an offering among `types` (sorted by name).
+fn model_price(types: &[Arc<InstanceType>], name: &str, zone: &str, capacity_type: &str) -> Option<f64> {
+    let i = types.binary_search_by(|t| t.name.as_str().cmp(name)).ok()?;
+    types[i].offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type).map(|o| o.price)
 }
 
 /// Custom types from the config: capacity, overhead and labels as given, offerings as given or
@@ -787,7 +930,18 @@ impl CloudProvider for SimProvider {
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {
         // The simulated account changes only when the node class does: no periodic recheck.
-        let status = super::nodeclass::resolve(node_class, &self.zones, self.clock.now());
+        let recorded = self
+            .lock()
+            .recorded
+            .get(node_class.name())
+            .filter(|(spec, _)| *spec == node_class.spec)
+            .map(|(_, status)| status.clone());
+        let now = self.clock.now();
+        let status = match &recorded {
+            Some(r) => super::nodeclass::resolve_recorded(node_class, r, &self.zones, now),
+            None => super::nodeclass::resolve(node_class, &self.zones, now),
+        };
+        self.lock().reach.insert(node_class.name().to_string(), Reach::of(&status, &self.zones));
         self.register_node_class(node_class);
         Ok(NodeClassResolution { status, recheck_after: None })
     }

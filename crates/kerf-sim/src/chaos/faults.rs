@@ -396,8 +396,16 @@ impl<P: SimCloud> SimCloud for FaultyCloud<P> {
         self.inner.sim_register_node_class(node_class);
     }
 
+    fn sim_record_node_class_status(&self, node_class: &EC2NodeClass) {
+        self.inner.sim_record_node_class_status(node_class);
+    }
+
     fn sim_fleet_price(&self) -> f64 {
         self.inner.sim_fleet_price()
+    }
+
+    fn sim_spot_market(&self, market: kerf_cloud::sim::SpotMarket) -> Result<(), String> {
+        self.inner.sim_spot_market(market)
     }
 }
 
