@@ -47,6 +47,9 @@ pub struct CustomKind {
     pub crd: String,
     pub columns: Vec<CustomColumn>,
     pub scale: Option<ScalePaths>,
+    /// The version's `openAPIV3Schema` as the CRD gives it: its objects' defaults and the checks
+    /// of their values ([`crate::value_validation`]).
+    pub schema: Value,
 }
 
 /// The kinds one CRD serves: one per served version, the storage version first.
@@ -203,7 +206,12 @@ fn version_spec(
         short_names: names.short_names.clone().unwrap_or_default(),
         categories,
         status: sub.is_some_and(|s| s.status.is_some()),
-        custom: CustomKind { crd: crd.metadata.name.clone().unwrap_or_default(), columns, scale },
+        custom: CustomKind {
+            crd: crd.metadata.name.clone().unwrap_or_default(),
+            columns,
+            scale,
+            schema: schema.clone(),
+        },
         schema,
     })
 }

@@ -5,8 +5,7 @@
 //! what is accepted. A CRD's schema prunes as the API server prunes structural schemas: an
 //! object without declared properties keeps nothing unless it says
 //! `x-kubernetes-preserve-unknown-fields`; a built-in free-form object (`fieldsV1`, a
-//! `RawExtension`) keeps everything. A CRD's objects also get the defaults its schema declares
-//! ([`apply_defaults`]), as the API server defaults custom resources.
+//! `RawExtension`) keeps everything.
 
 use serde_json::{Map, Value};
 
@@ -61,50 +60,6 @@ pub fn check(
         ))),
         Directive::Warn => Ok(unknown),
         Directive::Ignore => Ok(Vec::new()),
-    }
-}
-
-/// Fills in the defaults `kind`'s schema declares for fields `body` leaves out, in every object
-/// the body has (a defaulted object is defaulted in turn). For a CRD's kinds: the built-in
-/// kinds' defaults are the API server's code, not their schemas.
-pub fn apply_defaults(schemas: &Schemas, kind: &ResourceKind, body: &mut Value) {
-    if let Some(root) = schemas.reference(kind) {
-        default_walk(schemas, &root, body, 0);
-    }
-}
-
-fn default_walk(schemas: &Schemas, schema: &Value, v: &mut Value, depth: usize) {
-    if depth > MAX_DEPTH {
-        return;
-    }
-    let mut ps = Vec::new();
-    parts(schemas, schema, false, &mut ps, 0);
-    match v {
-        Value::Object(m) => {
-            for (p, _) in &ps {
-                for (key, sub) in p.get("properties").and_then(Value::as_object).into_iter().flatten() {
-                    if let (false, Some(d)) = (m.contains_key(key), sub.get("default")) {
-                        m.insert(key.clone(), d.clone());
-                    }
-                    if let Some(child) = m.get_mut(key) {
-                        default_walk(schemas, sub, child, depth + 1);
-                    }
-                }
-                if let Some(additional) = p.get("additionalProperties").filter(|a| a.is_object()) {
-                    for child in m.values_mut() {
-                        default_walk(schemas, additional, child, depth + 1);
-                    }
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item) = ps.iter().find_map(|(p, _)| p.get("items")) {
-                for x in items {
-                    default_walk(schemas, item, x, depth + 1);
-                }
-            }
-        }
-        _ => {}
     }
 }
 

@@ -211,28 +211,17 @@ fn virtual_resource(
     })
 }
 
-/// Field validation of a request body ([`crate::field_validation`]), and for a whole object of a
-/// CRD's kind (not a patch) its schema's defaults: the body as the server takes it, and the
-/// warnings to send.
+/// Field validation of a request body ([`crate::field_validation`]): the body as the server
+/// takes it, and the warnings to send.
 fn validated(
     app: &App,
     kind: &ResourceKind,
     q: &HashMap<String, String>,
     mut body: Value,
-    whole: bool,
 ) -> Result<(Value, Vec<String>), RestError> {
     let directive = field_validation::Directive::from_query(q.get("fieldValidation").map(String::as_str))?;
     let schemas = openapi::Schemas::of(&app.rest.cluster.custom_kinds());
     let warnings = field_validation::check(&schemas, kind, directive, &mut body)?;
-    if whole && kind.custom.is_some() {
-        field_validation::apply_defaults(&schemas, kind, &mut body);
-        let causes = crate::value_validation::problems(&schemas, kind, &body);
-        if !causes.is_empty() {
-            let name = body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-            let qualified = format!("{}.{}", kind.kind, kind.group);
-            return Err(RestError::Invalid { kind: kind.kind, qualified, name, causes });
-        }
-    }
     Ok((body, warnings))
 }
 
@@ -360,7 +349,7 @@ fn route(
             ok(obj)
         }
         (Method::POST, None, None) => {
-            let (body, warnings) = validated(app, kind, q, parse_json(body)?, true)?;
+            let (body, warnings) = validated(app, kind, q, parse_json(body)?)?;
             let created = rest.create_by(kind, ns, body, &manager)?;
             Ok(warned(media::reply(format, 201, &created), &warnings))
         }
@@ -369,7 +358,7 @@ fn route(
             Ok(media::reply(format, 201, &rest.evict(ns.unwrap_or("default"), name, &b)?))
         }
         (Method::PUT, Some(name), sub @ (None | Some("status"))) => {
-            let (body, warnings) = validated(app, kind, q, parse_json(body)?, true)?;
+            let (body, warnings) = validated(app, kind, q, parse_json(body)?)?;
             let part = if sub.is_none() { Part::Main } else { Part::Status };
             Ok(warned(media::reply(format, 200, &rest.replace_by(kind, ns, name, body, part, &manager)?), &warnings))
         }
@@ -386,15 +375,17 @@ fn route(
             }
             let force = q.get("force").is_some_and(|f| f == "true");
             let manager = q.get("fieldManager").map(String::as_str).unwrap_or("");
-            let (obj, created) = rest.apply(kind, ns, name, parse_json(body)?, manager, force)?;
-            Ok(media::reply(format, if created { 201 } else { 200 }, &obj))
+            // An applied configuration has the object's shape: its fields are validated as the object's.
+            let (config, warnings) = validated(app, kind, q, parse_json(body)?)?;
+            let (obj, created) = rest.apply(kind, ns, name, config, manager, force)?;
+            Ok(warned(media::reply(format, if created { 201 } else { 200 }, &obj), &warnings))
         }
         (Method::PATCH, Some(name), sub) => {
             let pt = PatchType::from_content_type(content_type)?;
             // A merge patch has the object's shape: its fields are validated as the object's.
             let (patch, warnings) = match (pt, sub) {
                 (PatchType::Merge | PatchType::Strategic, None | Some("status")) => {
-                    validated(app, kind, q, parse_json(body)?, false)?
+                    validated(app, kind, q, parse_json(body)?)?
                 }
                 _ => (parse_json(body)?, Vec::new()),
             };

@@ -463,7 +463,15 @@ pub fn decode_body(kind: &'static ResourceKind, namespace: Option<&str>, body: V
             )],
         ));
     }
-    let value = Value::Object(map);
+    let mut value = Value::Object(map);
+    // A CRD's kind: its schema's defaults, then the checks of its values.
+    if let Some(custom) = kind.custom {
+        crate::value_validation::apply_defaults(&custom.schema, &mut value);
+        let problems = crate::value_validation::problems(&custom.schema, &value);
+        if !problems.is_empty() {
+            return Err(invalid(kind, &name, problems));
+        }
+    }
     match kind.typed {
         Some(t) => {
             let any = (t.decode)(value).map_err(|e| invalid(kind, &name, vec![e]))?;

@@ -1,27 +1,66 @@
-//! The checks a CRD's structural schema makes of the values of its objects, as the API server
-//! makes them on create and update: each value's type (`x-kubernetes-int-or-string` taking
-//! either), `enum`, `required`, `minimum` / `maximum`, `minLength` / `maxLength` and
-//! `minItems` / `maxItems`, each failure named by its field path with the API server's wording.
-//! `null` passes (the API server prunes a null it does not allow); `pattern`, `format` and the
-//! CEL rules (`x-kubernetes-validations`) are not checked. kerf's own kinds are checked by their
-//! types and rules instead ([`crate::kinds::Typed`]).
+//! What a CRD's structural schema does to the values of its objects, as the API server does it
+//! on every write (create, update, patch, apply): fills in the defaults it declares for fields an
+//! object leaves out ([`apply_defaults`]), then checks each value's type
+//! (`x-kubernetes-int-or-string` taking either), `enum`, `required`, `minimum` / `maximum`,
+//! `minLength` / `maxLength` and `minItems` / `maxItems`, each failure named by its field path in
+//! the API server's words ([`problems`]). `null` passes (the API server prunes a null it does
+//! not allow); `pattern`, `format` and the CEL rules (`x-kubernetes-validations`) are not
+//! checked. kerf's own kinds are checked by their types and rules instead
+//! ([`crate::kinds::Typed`]); the built-in kinds' defaults are the API server's code, not their
+//! schemas, and are not applied.
 
 use kerf_api::FieldError;
 use serde_json::Value;
 
-use crate::kinds::ResourceKind;
-use crate::openapi::Schemas;
-
 /// Deepest nesting followed (bodies are at most 128 deep).
 const MAX_DEPTH: usize = 130;
 
-/// The problems of `body`, an object of the CRD kind `kind`, against its schema.
-pub fn problems(schemas: &Schemas, kind: &ResourceKind, body: &Value) -> Vec<FieldError> {
+/// The problems of `body` against `schema` (a CRD version's `openAPIV3Schema`).
+pub fn problems(schema: &Value, body: &Value) -> Vec<FieldError> {
     let mut out = Vec::new();
-    if let Some(root) = schemas.of_kind(kind) {
-        check(root, body, "", 0, &mut out);
-    }
+    check(schema, body, "", 0, &mut out);
     out
+}
+
+/// Fills in the defaults `schema` declares for fields `body` leaves out, in every object the
+/// body has (a defaulted object is defaulted in turn).
+pub fn apply_defaults(schema: &Value, body: &mut Value) {
+    default_walk(schema, body, 0);
+}
+
+fn default_walk(schema: &Value, v: &mut Value, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let mut ps = Vec::new();
+    parts(schema, &mut ps, 0);
+    match v {
+        Value::Object(m) => {
+            for p in &ps {
+                for (key, sub) in p.get("properties").and_then(Value::as_object).into_iter().flatten() {
+                    if let (false, Some(d)) = (m.contains_key(key), sub.get("default")) {
+                        m.insert(key.clone(), d.clone());
+                    }
+                    if let Some(child) = m.get_mut(key) {
+                        default_walk(sub, child, depth + 1);
+                    }
+                }
+                if let Some(additional) = p.get("additionalProperties").filter(|a| a.is_object()) {
+                    for child in m.values_mut() {
+                        default_walk(additional, child, depth + 1);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = ps.iter().find_map(|p| p.get("items")) {
+                for x in items {
+                    default_walk(item, x, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A schema with its reference and `allOf` parts followed.
@@ -162,6 +201,19 @@ mod tests {
     use crate::rest::Rest;
 
     #[test]
+    fn defaults_fill_what_an_object_leaves_out_and_keep_what_it_sets() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "default": {},
+            "properties": {"mode": {"type": "string", "default": "Fast"},
+                "items": {"type": "array", "items": {"type": "object", "properties": {"weight": {"type": "integer", "default": 1}}}}}}}});
+        let mut a = json!({});
+        apply_defaults(&schema, &mut a);
+        assert_eq!(a, json!({"spec": {"mode": "Fast"}}));
+        let mut b = json!({"spec": {"mode": "Slow", "items": [{}, {"weight": 5}]}});
+        apply_defaults(&schema, &mut b);
+        assert_eq!(b, json!({"spec": {"mode": "Slow", "items": [{"weight": 1}, {"weight": 5}]}}));
+    }
+
+    #[test]
     fn a_crd_objects_values_are_checked_against_its_schema_with_the_api_servers_wording() {
         let cluster = Arc::new(SimCluster::new(ManualClock::new(), 1));
         let rest = Rest::new(cluster.clone());
@@ -176,9 +228,9 @@ mod tests {
                         "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}}}}}}}}]}});
         rest.create(crate::kinds::by_kind("CustomResourceDefinition").unwrap(), None, crd).unwrap();
         let kind = cluster.kind_at("values.example.com", "v1", "queues").unwrap();
-        let schemas = Schemas::of(&cluster.custom_kinds());
+        let schema = &kind.custom.unwrap().schema;
         let check = |spec: Value| -> Vec<String> {
-            problems(&schemas, kind, &json!({"spec": spec})).iter().map(ToString::to_string).collect()
+            problems(schema, &json!({"spec": spec})).iter().map(ToString::to_string).collect()
         };
         assert!(check(json!({"size": 2, "mode": "Fast", "quota": "10Gi", "tags": ["a"]})).is_empty());
         assert!(check(json!({"size": 2, "quota": 10})).is_empty(), "an int-or-string takes an integer");

@@ -111,6 +111,15 @@ fn a_crd_applied_with_kubectl_serves_its_kind_until_it_is_deleted() {
     );
     let out = kubectl(&s, &["get", "cq", "team-b"]);
     assert!(!out.status.success(), "nothing was created");
+    // A patch is checked too, and a server-side apply gets the defaults.
+    let out =
+        kubectl(&s, &["patch", "cq", "team-a", "--type=merge", "-p", r#"{"spec":{"queueingStrategy":"Sometimes"}}"#]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(r#"spec.queueingStrategy: Unsupported value: "Sometimes""#), "{err}");
+    let applied = write(&s.dir, "applied.yaml", &QUEUE.replace("team-a", "team-c"));
+    kubectl_ok(&s, &["apply", "--server-side", "-f", applied.to_str().unwrap()]);
+    assert_eq!(kubectl_ok(&s, &["get", "cq", "team-c", "-o", "jsonpath={.spec.queueingStrategy}"]), "BestEffortFIFO");
+    kubectl_ok(&s, &["delete", "cq", "team-c"]);
 
     let deleted = kubectl_ok(&s, &["delete", "crd", CRD]);
     assert!(deleted.contains("deleted"), "{deleted}");
