@@ -1,7 +1,8 @@
 //! The store served as the Kubernetes REST API over HTTP/1.1 (JSON, or protobuf as negotiated in
-//! [`crate::media`]): discovery, CRUD, patches, server-side apply,
-//! subresources, server-side Tables and streaming watches. One catch-all handler parses the
-//! path (Kubernetes paths are regular); every failure is answered with a `Status`.
+//! [`crate::media`]): discovery and the OpenAPI documents, CRUD of the built-in kinds and of
+//! those CRDs register, field validation, patches, server-side apply, subresources, server-side
+//! Tables, streaming watches, the metrics API and the access reviews. One catch-all handler
+//! parses the path (Kubernetes paths are regular); every failure is answered with a `Status`.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
