@@ -3,14 +3,20 @@
 //! eviction honouring PodDisruptionBudgets. The simulator drives it, controller tests use it,
 //! and `kerf serve` serves it over HTTP.
 
+pub mod access;
 pub mod apply;
 pub mod cluster;
+pub mod custom;
 pub mod discovery;
+pub mod field_validation;
 pub mod history;
 pub mod http;
+pub mod jsonpath;
 pub mod kinds;
 pub mod managed;
 pub mod media;
+pub mod metrics_api;
+pub mod openapi;
 mod parts;
 mod patch;
 pub mod pod_form;
@@ -20,9 +26,11 @@ pub mod rest;
 mod scale;
 pub mod selectors;
 pub mod server_fields;
+pub mod services;
 mod status;
 pub mod stored;
 pub mod table;
+pub mod value_validation;
 pub mod writes;
 
 pub use cluster::SimCluster;
