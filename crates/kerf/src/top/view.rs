@@ -519,7 +519,8 @@ pub fn frame(fleet: &Fleet, opts: &Options, prices: &dyn Prices, now: Timestamp)
             requested.add(&p.requests);
         }
     }
-    let cost: f64 = all_rows.iter().filter_map(|r| r.price_per_hour).sum();
+    // `+ 0.0`: an empty sum is -0.0.
+    let cost: f64 = all_rows.iter().filter_map(|r| r.price_per_hour).sum::<f64>() + 0.0;
     let on_shown_node =
         |p: &PodFacts| p.node.as_ref().is_some_and(|n| fleet.nodes.get(n).is_some_and(|n| selected_by(&n.labels)));
     let live: Vec<&PodFacts> = fleet.pods.values().filter(|p| !p.finished).collect();
