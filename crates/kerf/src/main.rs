@@ -23,6 +23,7 @@ mod simulate;
 mod snapshot;
 mod snapshot_bench;
 mod top;
+mod top_bench;
 mod validate;
 
 /// mimalloc instead of the system allocator (see the workspace manifest for why). The

@@ -168,6 +168,46 @@ fn key_of(code: KeyCode, modifiers: KeyModifiers) -> Option<Key> {
     })
 }
 
+/// Draws the fleet as the viewer looks at it (the selection following its node); the node list's
+/// names, in order, for the keys that move the cursor.
+pub fn paint<B: ratatui::backend::Backend>(
+    terminal: &mut ratatui::Terminal<B>,
+    fleet: &Fleet,
+    viewer: &mut Viewer,
+) -> anyhow::Result<Vec<String>>
+where
+    B::Error: Send + Sync + 'static,
+{
+    let at = kerf_cloud::Timestamp::now();
+    let mut frame = view::frame(fleet, &viewer.opts, &CatalogPrices, at);
+    let before = viewer.opts.selected.clone();
+    {
+        let list: Vec<&str> = frame.nodes.iter().map(|r| r.name.as_str()).collect();
+        viewer.follow(&list);
+    }
+    if viewer.opts.selected != before {
+        frame = view::frame(fleet, &viewer.opts, &CatalogPrices, at);
+    }
+    let filter = viewer.opts.filter.clone();
+    let chrome = draw::Chrome {
+        resources: &viewer.opts.resources,
+        cursor: viewer.cursor,
+        detail: viewer.detail,
+        typing: viewer.typing.as_deref(),
+        filter: &filter,
+        status: waiting_for(fleet),
+    };
+    let mut page = 0;
+    terminal
+        .draw(|screen| {
+            page = screen.area().height.saturating_sub(12) as usize;
+            draw::draw(screen, &frame, &chrome);
+        })
+        .context("cannot draw")?;
+    viewer.page = page.max(1);
+    Ok(frame.nodes.into_iter().map(|r| r.name).collect())
+}
+
 /// Restores the terminal however the screen ends.
 struct Restore;
 
@@ -188,34 +228,7 @@ async fn live(mut rx: mpsc::Receiver<Vec<Update>>, mut viewer: Viewer) -> anyhow
     let mut drawn_at = Instant::now();
     loop {
         if dirty && (now_too || drawn_at.elapsed() >= REDRAW_GAP) {
-            let at = kerf_cloud::Timestamp::now();
-            let mut frame = view::frame(&fleet, &viewer.opts, &CatalogPrices, at);
-            let before = viewer.opts.selected.clone();
-            {
-                let list: Vec<&str> = frame.nodes.iter().map(|r| r.name.as_str()).collect();
-                viewer.follow(&list);
-            }
-            if viewer.opts.selected != before {
-                frame = view::frame(&fleet, &viewer.opts, &CatalogPrices, at);
-            }
-            names = frame.nodes.iter().map(|r| r.name.clone()).collect();
-            let filter = viewer.opts.filter.clone();
-            let chrome = draw::Chrome {
-                resources: &viewer.opts.resources,
-                cursor: viewer.cursor,
-                detail: viewer.detail,
-                typing: viewer.typing.as_deref(),
-                filter: &filter,
-                status: waiting_for(&fleet),
-            };
-            let mut page = 0;
-            terminal
-                .draw(|screen| {
-                    page = screen.area().height.saturating_sub(12) as usize;
-                    draw::draw(screen, &frame, &chrome);
-                })
-                .context("cannot draw")?;
-            viewer.page = page.max(1);
+            names = paint(&mut terminal, &fleet, &mut viewer)?;
             drawn_at = Instant::now();
             dirty = false;
             now_too = false;
