@@ -1,6 +1,6 @@
 //! `kerf top`'s watches: one kube-rs watcher per kind it shows (nodes, NodeClaims, NodePools,
 //! pods, CapacityBuffers, and two event watches: events about nodes, pods' `FailedScheduling`),
-//! list then watch, paged as the controller's (`kerf_kube::watch`), restarted with a backoff
+//! list then watch as the controller's (`kerf_kube::watch`), restarted with a backoff
 //! when they fail. Each object is turned into the few facts the fleet keeps as soon as it
 //! arrives, so a page of full objects is the most held at once. Read-only: list and watch.
 
@@ -13,8 +13,10 @@ use tokio::sync::mpsc;
 
 use super::fleet::{BufferFacts, ClaimFacts, EventFacts, Item, Kind, NodeFacts, PodFacts, Update};
 
-/// Objects per page of a list (the controller's page).
-const LIST_PAGE: u32 = 100;
+/// Objects per page of a list: client-go's pager's. (The controller lists 100 a page to keep its
+/// long-lived heap compact; `kerf top` keeps a few facts per object and lists faster in larger
+/// pages.)
+const LIST_PAGE: u32 = 500;
 
 /// What to watch: the node selector narrows the node watch on the server.
 #[derive(Debug, Clone, Default)]
@@ -92,27 +94,66 @@ fn backoff(failures: u32) -> std::time::Duration {
         .min(std::time::Duration::from_secs(10))
 }
 
-/// Watches one kind until the receiver is gone.
-async fn watch(client: kube::Client, kind: Kind, sel: Selection, tx: mpsc::Sender<Vec<Update>>) {
-    let resource = match resource(kind) {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = tx.send(vec![Update::Absent(kind, e)]).await;
-            return;
-        }
-    };
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+/// A Pod as `kerf top` lists and watches it: its metadata (which the watcher reads), and its
+/// spec and status decoded straight into what a slim pod keeps, the rest of the JSON skipped as
+/// it is read (no generic JSON tree of each pod first: listing 60,000 pods is mostly decoding).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct ListedPod {
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<kerf_api::SlimPodSpec>,
+    #[serde(default)]
+    pub status: Option<kerf_api::SlimPodStatus>,
+}
+
+impl kube::Resource for ListedPod {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "Pod".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "pods".into()
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn pod_item(p: ListedPod) -> Option<Item> {
+    let pod = SlimPod { metadata: kerf_api::SlimMeta::from(p.metadata), spec: p.spec, status: p.status };
+    Some(Item::Pod(PodFacts::of(&pod)))
+}
+
+/// Watches one kind until the receiver is gone, each object turned into its facts by `facts`.
+async fn watch<K>(
+    api: Api<K>,
+    kind: Kind,
+    config: watcher::Config,
+    tx: mpsc::Sender<Vec<Update>>,
+    facts: impl Fn(K) -> Option<Item>,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
     let mut failures = 0u32;
     loop {
-        let mut stream = watcher::watcher(api.clone(), config(kind, &sel)).boxed();
+        let mut stream = watcher::watcher(api.clone(), config.clone()).boxed();
         let mut failed = false;
         while let Some(item) = stream.next().await {
             let out = match item {
-                Ok(Watched::Apply(o)) | Ok(Watched::InitApply(o)) => {
-                    decode(kind, o).map(Update::apply).into_iter().collect()
-                }
+                Ok(Watched::Apply(o)) | Ok(Watched::InitApply(o)) => facts(o).map(Update::apply).into_iter().collect(),
                 Ok(Watched::Delete(o)) => {
-                    let key = match (&o.metadata.namespace, &o.metadata.name) {
+                    let m = o.meta();
+                    let key = match (&m.namespace, &m.name) {
                         (Some(ns), Some(n)) => format!("{ns}/{n}"),
                         (_, n) => n.clone().unwrap_or_default(),
                     };
@@ -146,11 +187,25 @@ async fn watch(client: kube::Client, kind: Kind, sel: Selection, tx: mpsc::Sende
     }
 }
 
+/// Watches one kind: pods typed, the others as dynamic objects.
+async fn watch_kind(client: kube::Client, kind: Kind, sel: Selection, tx: mpsc::Sender<Vec<Update>>) {
+    let config = config(kind, &sel);
+    if kind == Kind::Pod {
+        return watch(Api::<ListedPod>::all(client), kind, config, tx, pod_item).await;
+    }
+    match resource(kind) {
+        Ok(r) => watch(Api::<DynamicObject>::all_with(client, &r), kind, config, tx, move |o| decode(kind, o)).await,
+        Err(e) => {
+            let _ = tx.send(vec![Update::Absent(kind, e)]).await;
+        }
+    }
+}
+
 /// Starts a watch per kind on the current runtime; updates arrive on the returned channel.
 pub fn start(client: &kube::Client, sel: &Selection) -> mpsc::Receiver<Vec<Update>> {
     let (tx, rx) = mpsc::channel(1024);
     for kind in Kind::ALL {
-        tokio::spawn(watch(client.clone(), kind, sel.clone(), tx.clone()));
+        tokio::spawn(watch_kind(client.clone(), kind, sel.clone(), tx.clone()));
     }
     rx
 }

@@ -1,13 +1,16 @@
 //! `kerf top`'s picture of the cluster: what the watches delivered, kept as the few facts the
 //! screen shows of each object (a pod is its node, phase, requests, owner and why it waits, not
-//! its whole spec), so that 60,000 pods fit in a small process. [`Fleet::apply`] takes the
-//! watches' updates, a relist included (what it did not list again is gone); `view` turns the
-//! fleet into a frame.
+//! its whole spec; pods of one shape share one list of requests), so that 60,000 pods fit in a
+//! small process. [`Fleet::apply`] takes the watches' updates, a relist included (what it did not
+//! list again is gone), and keeps each node's [`Load`] and the unbound pods up to date as pods
+//! come and go, so that a frame costs the nodes, not the pods; `view` turns the fleet into a
+//! frame.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Event, Node};
+use kerf_api::resources::SharedLists;
 use kerf_api::slim_pod::{ConditionStatus, KeptCondition};
 use kerf_api::{CapacityBuffer, NodeClaim, NodePool, ResourceList, SlimPod};
 use kerf_cloud::Timestamp;
@@ -85,7 +88,7 @@ pub struct PodFacts {
     pub name: String,
     pub node: Option<String>,
     pub phase: String,
-    pub requests: ResourceList,
+    pub requests: Arc<ResourceList>,
     /// `Kind name` of its controller (a ReplicaSet of a Deployment reads as the Deployment).
     pub owner: Option<String>,
     pub nominated: Option<String>,
@@ -187,6 +190,16 @@ impl Item {
     }
 }
 
+/// What the pods bound to a node hold of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Load {
+    pub requested: ResourceList,
+    pub pods: usize,
+    pub running: usize,
+    /// Bound but not started (`Pending`).
+    pub starting: usize,
+}
+
 /// The cluster as the watches delivered it.
 #[derive(Debug, Default)]
 pub struct Fleet {
@@ -203,8 +216,45 @@ pub struct Fleet {
     pub absent: BTreeMap<Kind, String>,
     /// The last failure of each kind's watch, until it lists again.
     pub failing: BTreeMap<Kind, String>,
+    /// Per node name, what its pods (not finished) request.
+    pub loads: HashMap<String, Load>,
+    /// Keys of the pods (not finished) without a node.
+    pub unbound: HashSet<String>,
     /// Keys delivered by a list in progress, per kind.
     listing: HashMap<Kind, HashSet<String>>,
+    /// The pods' requests, one copy per distinct list.
+    shared: SharedLists,
+}
+
+/// Adds (`sign` 1) or takes away (-1) a pod's part in its node's load or the unbound pods.
+fn account(loads: &mut HashMap<String, Load>, unbound: &mut HashSet<String>, key: &str, p: &PodFacts, add: bool) {
+    if p.finished {
+        return;
+    }
+    let Some(node) = &p.node else {
+        if add {
+            unbound.insert(key.to_string());
+        } else {
+            unbound.remove(key);
+        }
+        return;
+    };
+    let load = loads.entry(node.clone()).or_default();
+    let (running, starting) = (usize::from(p.phase == "Running"), usize::from(p.phase == "Pending"));
+    if add {
+        load.requested.add(&p.requests);
+        load.pods += 1;
+        load.running += running;
+        load.starting += starting;
+    } else {
+        load.requested.sub(&p.requests);
+        load.pods = load.pods.saturating_sub(1);
+        load.running = load.running.saturating_sub(running);
+        load.starting = load.starting.saturating_sub(starting);
+        if load.pods == 0 {
+            loads.remove(node);
+        }
+    }
 }
 
 impl Fleet {
@@ -253,7 +303,14 @@ impl Fleet {
             Item::Node(n) => drop(self.nodes.insert(key, n)),
             Item::Claim(c) => drop(self.claims.insert(key, c)),
             Item::Pool(p) => drop(self.pools.insert(key, p)),
-            Item::Pod(p) => drop(self.pods.insert(key, p)),
+            Item::Pod(mut p) => {
+                if let Some(old) = self.pods.get(&key) {
+                    account(&mut self.loads, &mut self.unbound, &key, old, false);
+                }
+                p.requests = self.shared.share(p.requests);
+                account(&mut self.loads, &mut self.unbound, &key, &p, true);
+                self.pods.insert(key, p);
+            }
             Item::Buffer(b) => drop(self.buffers.insert(key, b)),
             Item::NodeEvent(e) => drop(self.node_events.insert(key, e)),
             Item::PodEvent(e) => drop(self.pod_events.insert(key, e)),
@@ -265,7 +322,11 @@ impl Fleet {
             Kind::Node => drop(self.nodes.remove(key)),
             Kind::NodeClaim => drop(self.claims.remove(key)),
             Kind::NodePool => drop(self.pools.remove(key)),
-            Kind::Pod => drop(self.pods.remove(key)),
+            Kind::Pod => {
+                if let Some(old) = self.pods.remove(key) {
+                    account(&mut self.loads, &mut self.unbound, key, &old, false);
+                }
+            }
             Kind::CapacityBuffer => drop(self.buffers.remove(key)),
             Kind::NodeEvent => drop(self.node_events.remove(key)),
             Kind::PodEvent => drop(self.pod_events.remove(key)),
@@ -385,7 +446,7 @@ impl PodFacts {
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
             finished: phase == "Succeeded" || phase == "Failed",
             phase,
-            requests: kerf_scheduling::pod::pod_requests(pod),
+            requests: Arc::new(kerf_scheduling::pod::pod_requests(pod)),
             owner: owner(pod),
             nominated: status.and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty()),
             unschedulable,
@@ -487,6 +548,48 @@ mod tests {
         assert!(f.synced.contains(&Kind::Node));
         f.apply(Update::Delete(Kind::Node, "a".to_string()));
         assert_eq!(f.nodes.keys().collect::<Vec<_>>(), ["d"]);
+    }
+
+    fn pod(name: &str, node: Option<&str>, phase: &str, cpu_milli: i64) -> PodFacts {
+        PodFacts {
+            namespace: "default".into(),
+            name: name.into(),
+            node: node.map(str::to_string),
+            finished: phase == "Succeeded",
+            phase: phase.into(),
+            requests: Arc::new(ResourceList::new().with("cpu", kerf_api::Quantity::from_milli(cpu_milli))),
+            owner: None,
+            nominated: None,
+            unschedulable: None,
+        }
+    }
+
+    #[test]
+    fn node_loads_and_unbound_pods_follow_pods_as_they_bind_start_finish_and_go() {
+        let mut f = Fleet::default();
+        let cpu = |f: &Fleet, n: &str| {
+            f.loads.get(n).map(|l| (l.requested.get("cpu").milli_ceil(), l.pods, l.running, l.starting))
+        };
+        f.apply(Update::apply(Item::Pod(pod("a", None, "Pending", 500))));
+        f.apply(Update::apply(Item::Pod(pod("b", Some("n1"), "Running", 250))));
+        assert_eq!(f.unbound.iter().collect::<Vec<_>>(), ["default/a"]);
+        f.apply(Update::apply(Item::Pod(pod("a", Some("n1"), "Pending", 500))));
+        assert!(f.unbound.is_empty());
+        assert_eq!(cpu(&f, "n1"), Some((750, 2, 1, 1)));
+        f.apply(Update::apply(Item::Pod(pod("a", Some("n1"), "Running", 500))));
+        assert_eq!(cpu(&f, "n1"), Some((750, 2, 2, 0)));
+        assert!(Arc::ptr_eq(&f.pods["default/a"].requests, &f.pods["default/a"].requests));
+        f.apply(Update::apply(Item::Pod(pod("b", Some("n1"), "Succeeded", 250))));
+        assert_eq!(cpu(&f, "n1"), Some((500, 1, 1, 0)), "a finished pod holds nothing");
+        f.apply(Update::Listing(Kind::Pod));
+        f.apply(Update::apply(Item::Pod(pod("b", Some("n1"), "Succeeded", 250))));
+        f.apply(Update::Listed(Kind::Pod));
+        assert_eq!(cpu(&f, "n1"), None, "a relist without a drops its part");
+        f.apply(Update::apply(Item::Pod(pod("c", Some("n2"), "Running", 250))));
+        f.apply(Update::apply(Item::Pod(pod("d", Some("n2"), "Running", 250))));
+        assert!(Arc::ptr_eq(&f.pods["default/c"].requests, &f.pods["default/d"].requests), "one list per shape");
+        f.apply(Update::Delete(Kind::Pod, "default/c".into()));
+        assert_eq!(cpu(&f, "n2"), Some((250, 1, 1, 0)));
     }
 
     #[test]

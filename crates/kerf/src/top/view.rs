@@ -14,7 +14,7 @@ use kerf_apiserver::selectors::LabelSelector;
 use kerf_cloud::Timestamp;
 use serde::Serialize;
 
-use super::fleet::{ClaimFacts, EventFacts, Fleet, NodeFacts, PodFacts};
+use super::fleet::{ClaimFacts, EventFacts, Fleet, Load, NodeFacts};
 
 /// Hours in a month, as cloud bills count them.
 pub const HOURS_PER_MONTH: f64 = 730.0;
@@ -338,8 +338,6 @@ struct Builder<'a> {
     opts: &'a Options,
     prices: &'a dyn Prices,
     now: Timestamp,
-    /// Pods bound to each node.
-    by_node: HashMap<&'a str, Vec<&'a PodFacts>>,
     blocked: HashMap<&'a str, &'a EventFacts>,
 }
 
@@ -359,11 +357,8 @@ impl<'a> Builder<'a> {
     }
 
     fn node_row(&self, node: &NodeFacts, claim: Option<&ClaimFacts>) -> NodeRow {
-        let pods = self.by_node.get(node.name.as_str()).map(Vec::as_slice).unwrap_or_default();
-        let mut requested = ResourceList::new();
-        for p in pods {
-            requested.add(&p.requests);
-        }
+        let none = Load::default();
+        let load = self.fleet.loads.get(&node.name).unwrap_or(&none);
         let label = |k: &str, c: Option<&String>| node.labels.get(k).or(c).cloned();
         let disruption = claim.and_then(|c| c.disruption.clone());
         let state = if node.ready != Some(true) && !node.deleting && !node.disrupted {
@@ -389,8 +384,8 @@ impl<'a> Builder<'a> {
             zone: label(labels::ZONE, claim.and_then(|c| c.zone.as_ref())),
             capacity_type: label(labels::CAPACITY_TYPE, claim.and_then(|c| c.capacity_type.as_ref())),
             price_per_hour: self.price(&node.labels, claim),
-            resources: uses(&self.opts.resources, &requested, Some(&node.allocatable)),
-            pods: pods.len(),
+            resources: uses(&self.opts.resources, &load.requested, Some(&node.allocatable)),
+            pods: load.pods,
             age_seconds: age(node.created, self.now),
             state,
             reason,
@@ -459,14 +454,8 @@ fn sort_rows(rows: &mut [NodeRow], sort: &Sort, reverse: bool) {
 
 /// The frame `fleet` shows under `opts` at `now`.
 pub fn frame(fleet: &Fleet, opts: &Options, prices: &dyn Prices, now: Timestamp) -> Frame {
-    let mut by_node: HashMap<&str, Vec<&PodFacts>> = HashMap::new();
-    for p in fleet.pods.values().filter(|p| !p.finished) {
-        if let Some(n) = &p.node {
-            by_node.entry(n.as_str()).or_default().push(p);
-        }
-    }
     let blocked = latest_by_object(fleet.node_events.values(), |r| r == "DisruptionBlocked");
-    let b = Builder { fleet, opts, prices, now, by_node, blocked };
+    let b = Builder { fleet, opts, prices, now, blocked };
 
     // Claims by the node they launched, and by provider id for nodes their claim does not name yet.
     let mut claim_of_node: HashMap<&str, &ClaimFacts> = HashMap::new();
@@ -513,17 +502,17 @@ pub fn frame(fleet: &Fleet, opts: &Options, prices: &dyn Prices, now: Timestamp)
     // The cluster line, over every selected node (the filter only narrows the list).
     let mut requested = ResourceList::new();
     let mut allocatable = ResourceList::new();
+    let (mut running, mut starting) = (0, 0);
     for node in fleet.nodes.values().filter(|n| selected_by(&n.labels)) {
         allocatable.add(&node.allocatable);
-        for p in b.by_node.get(node.name.as_str()).into_iter().flatten() {
-            requested.add(&p.requests);
+        if let Some(load) = fleet.loads.get(&node.name) {
+            requested.add(&load.requested);
+            running += load.running;
+            starting += load.starting;
         }
     }
     // `+ 0.0`: an empty sum is -0.0.
     let cost: f64 = all_rows.iter().filter_map(|r| r.price_per_hour).sum::<f64>() + 0.0;
-    let on_shown_node =
-        |p: &PodFacts| p.node.as_ref().is_some_and(|n| fleet.nodes.get(n).is_some_and(|n| selected_by(&n.labels)));
-    let live: Vec<&PodFacts> = fleet.pods.values().filter(|p| !p.finished).collect();
     let cluster = ClusterLine {
         nodes: all_rows.len(),
         launching: all_rows.iter().filter(|r| r.state == State::Launching).count(),
@@ -531,9 +520,9 @@ pub fn frame(fleet: &Fleet, opts: &Options, prices: &dyn Prices, now: Timestamp)
         cost_per_hour: cost,
         cost_per_month: cost * HOURS_PER_MONTH,
         unpriced: all_rows.iter().filter(|r| r.price_per_hour.is_none()).count(),
-        pods_running: live.iter().filter(|p| p.phase == "Running" && on_shown_node(p)).count(),
-        pods_pending: live.iter().filter(|p| p.node.is_none()).count(),
-        pods_bound_not_started: live.iter().filter(|p| p.phase == "Pending" && on_shown_node(p)).count(),
+        pods_running: running,
+        pods_pending: fleet.unbound.len(),
+        pods_bound_not_started: starting,
     };
 
     let node_pools = pools(&b, &all_rows);
@@ -553,11 +542,10 @@ pub fn frame(fleet: &Fleet, opts: &Options, prices: &dyn Prices, now: Timestamp)
 
     let selected = opts.selected.as_ref().and_then(|name| {
         let row = all_rows.iter().find(|r| &r.name == name)?.clone();
-        let mut pods: Vec<PodLine> = b
-            .by_node
-            .get(name.as_str())
-            .into_iter()
-            .flatten()
+        let mut pods: Vec<PodLine> = fleet
+            .pods
+            .values()
+            .filter(|p| !p.finished && p.node.as_ref() == Some(name))
             .map(|p| PodLine {
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),
@@ -647,7 +635,7 @@ type Group = (usize, Option<(u8, String)>);
 fn pending(fleet: &Fleet) -> Vec<PendingGroup> {
     let failed = latest_by_object(fleet.pod_events.values(), |r| r == "FailedScheduling");
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
-    for (key, p) in fleet.pods.iter().filter(|(_, p)| p.node.is_none() && !p.finished) {
+    for (key, p) in fleet.unbound.iter().filter_map(|k| Some((k, fleet.pods.get(k)?))) {
         let owner = p.owner.clone().unwrap_or_else(|| format!("Pod {}", p.name));
         // The reason: kerf's own, else kube-scheduler's, else what the pod waits for. Within a
         // group, the most telling one of its pods.

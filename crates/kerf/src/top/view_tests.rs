@@ -3,7 +3,7 @@ use std::sync::Arc;
 use kerf_api::Quantity;
 
 use super::*;
-use crate::top::fleet::{BufferFacts, Item, Update};
+use crate::top::fleet::{BufferFacts, Item, PodFacts, Update};
 
 fn t(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).expect("time")
@@ -57,9 +57,9 @@ fn pod(ns: &str, name: &str, node: Option<&str>, phase: &str, owner: &str, cpu_m
         name: name.to_string(),
         node: node.map(str::to_string),
         phase: phase.to_string(),
-        requests: ResourceList::new()
-            .with("cpu", Quantity::from_milli(cpu_milli))
-            .with("pods", Quantity::from_units(1)),
+        requests: Arc::new(
+            ResourceList::new().with("cpu", Quantity::from_milli(cpu_milli)).with("pods", Quantity::from_units(1)),
+        ),
         owner: Some(owner.to_string()),
         nominated: None,
         unschedulable: None,
