@@ -214,6 +214,24 @@ fn once_and_json_show_the_nodes_types_prices_cost_and_pending_pods_of_the_report
     assert!(s.stop().success());
 }
 
+#[test]
+fn a_bad_sort_or_selector_and_a_screen_without_a_terminal_are_bad_input_naming_the_flag() {
+    let run = |args: &[&str]| {
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_kerf")).arg("top").args(args).stdin(Stdio::null()).output().expect("run");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["--once", "--sort", "cheapest!"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--sort: \"cheapest!\" is not a sort field"), "{err}");
+    let (code, err) = run(&["--json", "--node-selector", "a in (b"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--node-selector: "), "{err}");
+    let (code, err) = run(&[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("stdout is not a terminal: use --once (text) or --json"), "{err}");
+}
+
 /// tmux on a server of the test's own, killed when dropped.
 struct Tmux {
     socket: String,

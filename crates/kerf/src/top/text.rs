@@ -212,7 +212,7 @@ fn table(out: &mut String, header: &[String], rows: &[Vec<String>], width: usize
                 }
             }
         }
-        cut(&l, width)
+        cut(l.trim_end(), width)
     };
     let _ = writeln!(out, "{}", line(header));
     for r in rows {
@@ -326,6 +326,45 @@ mod tests {
         assert_eq!(bar(1.7, 4), "[####]");
         assert_eq!(age(Some(7200)), "2h");
         assert_eq!(cut("abcdef", 4), "abc~");
+    }
+
+    #[test]
+    fn a_frame_reads_as_the_cluster_line_pools_nodes_and_pending_and_only_states_are_coloured() {
+        use crate::top::fleet::{Fleet, Item, NodeFacts, Update};
+        use crate::top::view::{CatalogPrices, Options, frame};
+        let mut fleet = Fleet::default();
+        let labels = [
+            ("node.kubernetes.io/instance-type", "m5.large"),
+            ("topology.kubernetes.io/zone", "us-west-2a"),
+            ("karpenter.sh/capacity-type", "on-demand"),
+        ];
+        fleet.apply(Update::apply(Item::Node(NodeFacts {
+            name: "n1".into(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            created: None,
+            ready: Some(true),
+            unschedulable: false,
+            disrupted: false,
+            deleting: false,
+            allocatable: kerf_api::ResourceList::new().with("cpu", kerf_api::Quantity::from_milli(1930)),
+            provider_id: None,
+        })));
+        let resources = ["cpu".to_string()];
+        let opts = Options { resources: resources.to_vec(), ..Options::default() };
+        let f = frame(&fleet, &opts, &CatalogPrices, kerf_cloud::Timestamp::UNIX_EPOCH);
+        let plain = render(&f, &resources, 120, false);
+        let lines: Vec<&str> = plain.lines().collect();
+        assert!(lines[0].starts_with("kerf top  1 nodes  $0.1020/hour  $74.46/month  pods: 0 running"), "{plain}");
+        assert!(lines[1].starts_with("cpu     [..............................]   0%  0.0 of 1.9 requested"), "{plain}");
+        assert!(
+            plain.contains("n1    -         m5.large  us-west-2a  od   0.1020  [..........]   0%     0    -  Ready"),
+            "{plain}"
+        );
+        assert!(plain.contains("PENDING PODS (0, by owner)\n  none"), "{plain}");
+        assert!(!plain.contains('\x1b'));
+        let coloured = render(&f, &resources, 120, true);
+        assert_eq!(coloured.matches("\x1b[32mReady\x1b[0m").count(), 1, "{coloured}");
+        assert_eq!(coloured.replace("\x1b[32m", "").replace("\x1b[0m", ""), plain);
     }
 
     #[test]
