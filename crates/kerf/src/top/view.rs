@@ -339,6 +339,9 @@ struct Builder<'a> {
     prices: &'a dyn Prices,
     now: Timestamp,
     blocked: HashMap<&'a str, &'a EventFacts>,
+    /// The latest `DisruptionTerminating` event per node: why it is being removed, when its
+    /// NodeClaim does not say.
+    terminating: HashMap<&'a str, &'a EventFacts>,
 }
 
 impl<'a> Builder<'a> {
@@ -373,7 +376,10 @@ impl<'a> Builder<'a> {
             State::Ready
         };
         let reason = match state {
-            State::Disrupting | State::Deleting => disruption,
+            State::Disrupting | State::Deleting => disruption.or_else(|| {
+                let m = &self.terminating.get(node.name.as_str())?.message;
+                Some(m.strip_prefix("Disrupting Node: ").unwrap_or(m).to_string())
+            }),
             _ => self.blocked.get(node.name.as_str()).map(|e| blocked_reason(&e.message)),
         };
         NodeRow {
@@ -455,7 +461,8 @@ fn sort_rows(rows: &mut [NodeRow], sort: &Sort, reverse: bool) {
 /// The frame `fleet` shows under `opts` at `now`.
 pub fn frame(fleet: &Fleet, opts: &Options, prices: &dyn Prices, now: Timestamp) -> Frame {
     let blocked = latest_by_object(fleet.node_events.values(), |r| r == "DisruptionBlocked");
-    let b = Builder { fleet, opts, prices, now, blocked };
+    let terminating = latest_by_object(fleet.node_events.values(), |r| r == "DisruptionTerminating");
+    let b = Builder { fleet, opts, prices, now, blocked, terminating };
 
     // Claims by the node they launched, and by provider id for nodes their claim does not name yet.
     let mut claim_of_node: HashMap<&str, &ClaimFacts> = HashMap::new();

@@ -234,6 +234,23 @@ fn node_states_and_the_reason_kerf_keeps_or_removes_a_node() {
     );
     assert_eq!(row(&fr, "n-a").reason.as_deref(), Some("Underutilized: replace with a cheaper node"));
     assert_eq!(fr.node_pools.iter().find(|p| p.name == "general").map(|p| p.disrupting), Some(1));
+    // Without its NodeClaim's condition, the node's latest DisruptionTerminating event says why.
+    let mut b = f.nodes["n-b"].clone();
+    b.disrupted = true;
+    f.apply(Update::apply(Item::Node(b)));
+    f.apply(Update::apply(Item::NodeEvent(event(
+        "default/e5",
+        "n-b",
+        "DisruptionTerminating",
+        "Disrupting Node: Empty/Delete: no pod left",
+        "karpenter",
+        40,
+    ))));
+    let fr = frame(&f, &Options::default(), &CatalogPrices, now);
+    assert_eq!(
+        (row(&fr, "n-b").state, row(&fr, "n-b").reason.as_deref()),
+        (State::Disrupting, Some("Empty/Delete: no pod left"))
+    );
 }
 
 #[test]
