@@ -4,7 +4,7 @@
 //! `--once` and `--json` agree with `kerf simulate`'s report of the same scenario (nodes, types,
 //! zones, capacity types, prices, cost, pending pods and kerf's reasons), and in a real terminal
 //! (tmux: send-keys, capture-pane) the screen shows the cluster line, sorts the node list by
-//! price, shows a selected node's reason and pods, filters, and the pending section.
+//! price, shows a selected node's reason and pods, filters, resizes, and the pending section.
 
 mod common;
 
@@ -353,6 +353,15 @@ fn in_a_terminal_top_shows_the_fleet_sorts_selects_a_node_filters_and_quits() {
     t.keys(&["Enter"]);
     let screen = t.until(10, "the filtered list", |s| s.contains(&format!("nodes: {batch} shown")));
     assert_eq!(node_rows(&screen).len(), batch, "{screen}");
+
+    // Resized, the screen is drawn again to the new size: the keys on its last row.
+    let resized = t.cmd(&["resize-window", "-t", "top", "-x", "120", "-y", "30"]);
+    assert!(resized.status.success(), "tmux resize-window: {}", String::from_utf8_lossy(&resized.stderr));
+    let screen = t.until(10, "the screen redrawn at 120x30", |s| {
+        let lines: Vec<&str> = s.lines().collect();
+        lines.len() == 30 && lines[29].starts_with("q quit") && lines.iter().all(|l| l.chars().count() <= 120)
+    });
+    assert!(screen.starts_with("kerf top"), "{screen}");
 
     t.keys(&["q"]);
     let deadline = Instant::now() + Duration::from_secs(10);
