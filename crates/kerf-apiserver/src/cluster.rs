@@ -1,7 +1,7 @@
 //! The cluster API in memory: typed stores per kind, uids, a global resourceVersion counter,
 //! generateName, finalizers and deletionTimestamp, optimistic concurrency, admission (pod priority
-//! and RuntimeClass overhead; when asked, the not-ready taint on new Nodes), PodDisruptionBudget-aware
-//! eviction, an event log, a queue of watch events the driver drains, and (when serving) the
+//! and RuntimeClass overhead; a Service's cluster IP; a CRD's checks and status; when asked, the
+//! not-ready taint on new Nodes), PodDisruptionBudget-aware eviction, an event log, a queue of watch events the driver drains, and (when serving) the
 //! history of changes HTTP watches resume from. Pods are kept whole when served and in the
 //! controllers' slim form when not ([`crate::pod_form`]).
 //!
@@ -24,9 +24,10 @@ use kerf_api::events::EventDedupe;
 use kerf_api::seeded::SplitMix64;
 use serde_json::Value;
 
+use crate::custom::{CRD_KIND, Registry};
 use crate::history::History;
 pub use crate::history::{Change, Expired, HISTORY_BYTES};
-use crate::kinds::is_namespaced;
+use crate::kinds::{ResourceKind, is_namespaced};
 use crate::pod_form::PodForm;
 use crate::stored::{DynamicObject, Stored, typed};
 use crate::writes::{ChangeType, Commit, Mode, Part, Preconditions};
@@ -76,6 +77,8 @@ struct Inner {
     disruption_budgets: DisruptionBudgets,
     /// Whole pods, or the controllers' slim form of them (see [`crate::pod_form`]).
     pod_form: PodForm,
+    /// The kinds the CustomResourceDefinitions clients created serve.
+    custom: Registry,
 }
 
 /// The in-memory API server. Cheap to share by reference; all methods take `&self`.
@@ -185,6 +188,12 @@ impl Inner {
         } else {
             obj
         };
+        if kind == CRD_KIND {
+            self.admit_crd(&mut obj, now)?;
+        }
+        if kind == "Service" {
+            crate::services::admit(&mut obj, self.stores.get("Service"))?;
+        }
         let meta = obj.server_fields();
         if meta.name.as_deref().unwrap_or("").is_empty() {
             let Some(prefix) = meta.generate_name.clone().filter(|p| !p.is_empty()) else {
@@ -248,7 +257,44 @@ impl Inner {
         self.stores.entry(kind).or_default().insert(key, obj.clone());
         self.index(kind, None, Some(&obj));
         self.emit(kind, ChangeType::Added, obj.clone(), None);
+        if kind == CRD_KIND {
+            self.crd_changed(now, &obj, false);
+        }
         Ok(obj)
+    }
+
+    /// Checks a CustomResourceDefinition and fills in its status
+    /// ([`crate::custom::Registry::admit`]).
+    fn admit_crd(&self, obj: &mut Stored, now: Timestamp) -> Result<(), ApiError> {
+        let Stored::Dynamic(d) = obj else { return Ok(()) };
+        let name = d.metadata.name.clone().unwrap_or_default();
+        let mut body = d.to_json();
+        if body.pointer("/metadata/creationTimestamp").is_none_or(Value::is_null) {
+            body["metadata"]["creationTimestamp"] = Value::String(now.to_string());
+        }
+        self.custom.admit(&mut body).map_err(|message| ApiError::Invalid { kind: CRD_KIND, name, message })?;
+        if let Some(status) = body.get("status") {
+            Arc::make_mut(d).body.insert("status".to_string(), status.clone());
+        }
+        Ok(())
+    }
+
+    /// Registers (or, once deleted, unregisters) the kinds of a CustomResourceDefinition that
+    /// changed; a CRD's deletion deletes every object of its kind, as the API server does.
+    fn crd_changed(&mut self, now: Timestamp, crd: &Stored, deleted: bool) {
+        let Stored::Dynamic(d) = crd else { return };
+        if !deleted {
+            self.custom.register(&d.to_json());
+            return;
+        }
+        let Some(kind) = self.custom.unregister(d.metadata.name.as_deref().unwrap_or("")) else { return };
+        for (_, mut obj) in self.stores.remove(kind).unwrap_or_default() {
+            let rv = self.next_rv();
+            let m = obj.server_fields();
+            m.deletion_timestamp.get_or_insert(Time(now));
+            *m.resource_version = Some(rv);
+            self.emit(kind, ChangeType::Deleted, obj, None);
+        }
     }
 
     /// Writes `incoming` as `mode` says; a dry run answers what would be stored, at the stored
@@ -294,6 +340,10 @@ impl Inner {
             *m.deletion_timestamp = deleted;
             n
         };
+        let now = next.meta().creation_timestamp().map(|t| t.0).unwrap_or_default();
+        if kind == CRD_KIND {
+            self.admit_crd(&mut next, now)?;
+        }
         if commit == Commit::DryRun {
             *next.server_fields().resource_version = previous.meta().resource_version().map(str::to_string);
             return Ok(next);
@@ -311,6 +361,10 @@ impl Inner {
             self.stores.entry(kind).or_default().insert(key, next.clone());
             self.index(kind, Some(&previous), Some(&next));
             self.emit(kind, ChangeType::Modified, next.clone(), Some(previous));
+        }
+        if kind == CRD_KIND {
+            let at = next.meta().deletion_timestamp().map(|t| t.0).unwrap_or(now);
+            self.crd_changed(at, &next, done);
         }
         Ok(next)
     }
@@ -363,6 +417,9 @@ impl Inner {
         m.deletion_timestamp.get_or_insert(Time(now));
         *m.resource_version = Some(rv);
         self.emit(kind, ChangeType::Deleted, current.clone(), None);
+        if kind == CRD_KIND {
+            self.crd_changed(now, &current, true);
+        }
         Ok(current)
     }
 }
@@ -461,6 +518,29 @@ impl SimCluster {
     /// The newest resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.lock().resource_version
+    }
+
+    /// Every kind served: the built-in ones, then those the CRDs clients created serve.
+    pub fn served_kinds(&self) -> Vec<&'static ResourceKind> {
+        let inner = self.lock();
+        crate::kinds::KINDS.iter().chain(inner.custom.kinds()).collect()
+    }
+
+    /// The served kind at `group`/`version`/`plural` of a REST path.
+    pub fn kind_at(&self, group: &str, version: &str, plural: &str) -> Option<&'static ResourceKind> {
+        crate::kinds::by_plural(group, version, plural).or_else(|| {
+            self.lock().custom.kinds().find(|k| k.group == group && k.version == version && k.plural == plural)
+        })
+    }
+
+    /// Whether `kind` is served now (a CRD's kind stops being served when the CRD is deleted).
+    pub fn serves(&self, kind: &ResourceKind) -> bool {
+        kind.custom.is_none() || self.lock().custom.serves(kind)
+    }
+
+    /// The kinds the CRDs clients created serve, with their schemas.
+    pub fn custom_kinds(&self) -> Registry {
+        self.lock().custom.clone()
     }
 
     /// A receiver that wakes when the resourceVersion moves.
@@ -899,222 +979,4 @@ impl ClusterApi for SimCluster {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::Node;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn node(name: &str) -> Node {
-        Node { metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() }, ..Default::default() }
-    }
-
-    #[test]
-    fn create_assigns_uid_and_increasing_resource_versions() {
-        let c = SimCluster::new(ManualClock::new(), 1);
-        let a = c.create_obj(node("a")).unwrap();
-        let b = c.create_obj(node("b")).unwrap();
-        assert_ne!(a.metadata.uid, b.metadata.uid);
-        assert_eq!(a.metadata.resource_version.as_deref(), Some("1"));
-        assert_eq!(b.metadata.resource_version.as_deref(), Some("2"));
-        assert!(matches!(c.create_obj(node("a")), Err(ApiError::AlreadyExists { .. })));
-    }
-
-    #[test]
-    fn nodes_created_not_ready_get_the_not_ready_taint_once_the_admission_plugin_is_on() {
-        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
-        let keys = |n: &Node| -> Vec<(String, String)> {
-            n.spec.iter().flat_map(|s| s.taints.iter().flatten()).map(|t| (t.key.clone(), t.effect.clone())).collect()
-        };
-        let c = SimCluster::new(ManualClock::new(), 1);
-        assert!(keys(&c.create_obj(node("plain")).unwrap()).is_empty(), "off by default");
-        c.taint_nodes_by_condition();
-        let not_ready = vec![("node.kubernetes.io/not-ready".to_string(), "NoSchedule".to_string())];
-        assert_eq!(keys(&c.create_obj(node("new")).unwrap()), not_ready);
-        let with_status = |name: &str, ready: &str| {
-            let mut n = node(name);
-            n.status = Some(NodeStatus {
-                conditions: Some(vec![NodeCondition {
-                    type_: "Ready".to_string(),
-                    status: ready.to_string(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            });
-            n
-        };
-        assert_eq!(keys(&c.create_obj(with_status("booting", "False")).unwrap()), not_ready);
-        assert!(keys(&c.create_obj(with_status("up", "True")).unwrap()).is_empty());
-        // Only creation is admitted: an update keeps what it writes.
-        let mut n = c.get_obj::<Node>(None, "new").unwrap();
-        n.spec = None;
-        assert!(keys(&c.update_obj(n).unwrap()).is_empty());
-    }
-
-    #[test]
-    fn update_with_stale_resource_version_conflicts() {
-        let c = SimCluster::new(ManualClock::new(), 1);
-        let a = Arc::unwrap_or_clone(c.create_obj(node("a")).unwrap());
-        let mut fresh = a.clone();
-        fresh.metadata.labels = Some(BTreeMap::from([("x".to_string(), "1".to_string())]));
-        c.update_obj(fresh).unwrap();
-        assert!(matches!(c.update_obj(a), Err(ApiError::Conflict { .. })));
-    }
-
-    #[test]
-    fn delete_with_finalizer_marks_then_last_finalizer_removal_deletes() {
-        let c = SimCluster::new(ManualClock::new(), 1);
-        let mut n = node("a");
-        n.metadata.finalizers = Some(vec!["karpenter.sh/termination".to_string()]);
-        c.create_obj(n).unwrap();
-        c.drain_watch();
-        c.delete_obj::<Node>(None, "a").unwrap();
-        let marked = c.get_obj::<Node>(None, "a").unwrap();
-        assert!(marked.metadata.deletion_timestamp.is_some());
-        let mut unfinalized = marked.clone();
-        unfinalized.metadata.finalizers = Some(vec![]);
-        c.update_obj(unfinalized).unwrap();
-        assert!(c.get_obj::<Node>(None, "a").is_none());
-        let kinds: Vec<bool> = c.drain_watch().iter().map(|e| matches!(e, WatchEvent::Deleted(_))).collect();
-        assert_eq!(kinds, vec![false, true]);
-    }
-
-    #[test]
-    fn recorded_events_become_event_objects_naming_the_object_and_old_ones_expire() {
-        let c = SimCluster::new(ManualClock::new(), 1);
-        c.enable_serving(100);
-        let pod = c
-            .create_obj(Pod {
-                metadata: ObjectMeta { name: Some("p".to_string()), ..Default::default() },
-                ..Default::default()
-            })
-            .unwrap();
-        for i in 0..MAX_EVENT_OBJECTS + 5 {
-            c.record(EventRecord {
-                kind: "Pod",
-                name: "default/p".to_string(),
-                uid: None,
-                type_: "Normal",
-                reason: "Nominated".to_string(),
-                // Messages that differ apart from their numbers (those alone are one event).
-                message: (0..4).map(|d| char::from(b'a' + (i / 26usize.pow(d) % 26) as u8)).collect(),
-            });
-        }
-        let (events, _) = c.list_stored("Event", Some("default"));
-        assert_eq!(events.len(), MAX_EVENT_OBJECTS);
-        let Stored::Dynamic(e) = &events[events.len() - 1] else { panic!("events are dynamic") };
-        assert_eq!(e.body["involvedObject"]["uid"].as_str(), pod.metadata.uid.as_deref());
-        assert_eq!(e.body["involvedObject"]["name"], "p");
-        assert_eq!(c.events().len(), MAX_EVENT_OBJECTS + 5, "the event log keeps everything");
-    }
-
-    #[test]
-    fn identical_events_within_the_window_become_one_event_object_and_the_log_keeps_every_one() {
-        let clock = ManualClock::new();
-        let c = SimCluster::new(clock.clone(), 1);
-        c.enable_serving(100);
-        let blocked = |message: &str| EventRecord {
-            kind: "Node",
-            name: "n1".to_string(),
-            uid: None,
-            type_: "Normal",
-            reason: "DisruptionBlocked".to_string(),
-            message: message.to_string(),
-        };
-        let annotated = "Cannot disrupt Node: pod default/a is annotated karpenter.sh/do-not-disrupt=true";
-        for _ in 0..10 {
-            c.record(blocked(annotated));
-            clock.advance(std::time::Duration::from_secs(10));
-        }
-        // A new message for the same node is written at once.
-        c.record(blocked("Cannot disrupt Node: NodePool default has consolidateAfter: Never"));
-        // Two minutes after the first: written again.
-        clock.advance(std::time::Duration::from_secs(20));
-        c.record(blocked(annotated));
-        let (objects, _) = c.list_stored("Event", Some("default"));
-        assert_eq!(objects.len(), 3);
-        assert_eq!(c.events().len(), 12, "the event log keeps everything");
-    }
-
-    #[test]
-    fn generate_name_appends_a_deterministic_suffix() {
-        let make = || {
-            let c = SimCluster::new(ManualClock::new(), 7);
-            let p = Pod {
-                metadata: ObjectMeta { generate_name: Some("inflate-abc-".to_string()), ..Default::default() },
-                ..Default::default()
-            };
-            c.create_obj(p).unwrap().metadata.name.clone().unwrap()
-        };
-        let a = make();
-        assert!(a.starts_with("inflate-abc-") && a.len() == "inflate-abc-".len() + 5, "{a}");
-        assert_eq!(a, make());
-    }
-
-    #[test]
-    fn eviction_is_refused_by_a_budget_with_no_disruptions_left_and_for_a_pod_two_budgets_select() {
-        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
-        use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-        let c = SimCluster::new(ManualClock::new(), 1);
-        let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
-        for n in ["a", "b"] {
-            c.create_obj(Pod {
-                metadata: ObjectMeta { name: Some(n.to_string()), labels: Some(labels.clone()), ..Default::default() },
-                status: Some(PodStatus {
-                    phase: Some("Running".to_string()),
-                    conditions: Some(vec![PodCondition {
-                        type_: "Ready".to_string(),
-                        status: "True".to_string(),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .unwrap();
-        }
-        c.create_obj(PodDisruptionBudget {
-            metadata: ObjectMeta { name: Some("web".to_string()), ..Default::default() },
-            spec: Some(PodDisruptionBudgetSpec {
-                min_available: Some(IntOrString::Int(1)),
-                selector: Some(LabelSelector { match_labels: Some(labels), ..Default::default() }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-        .unwrap();
-        c.evict_pod("default", "a").unwrap();
-        assert!(matches!(c.evict_pod("default", "b"), Err(ApiError::TooManyRequests { .. })));
-        assert!(c.get_obj::<Pod>(Some("default"), "b").is_some());
-        // A second budget that would allow it: the pod is now selected by two, which the
-        // Eviction API refuses whatever each allows.
-        c.delete_obj::<PodDisruptionBudget>(Some("default"), "web").unwrap();
-        for pdb in ["web", "web-too"] {
-            c.create_obj(PodDisruptionBudget {
-                metadata: ObjectMeta { name: Some(pdb.to_string()), ..Default::default() },
-                spec: Some(PodDisruptionBudgetSpec {
-                    max_unavailable: Some(IntOrString::Int(5)),
-                    selector: Some(LabelSelector {
-                        match_labels: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .unwrap();
-        }
-        match c.evict_pod("default", "b") {
-            Err(ApiError::TooManyRequests { reason, .. }) => {
-                assert!(
-                    reason.contains("more than one PodDisruptionBudget (default/web and default/web-too)"),
-                    "{reason}"
-                )
-            }
-            other => panic!("expected a refusal, got {other:?}"),
-        }
-        c.delete_obj::<PodDisruptionBudget>(Some("default"), "web-too").unwrap();
-        c.evict_pod("default", "b").unwrap();
-    }
-}
+mod tests;

@@ -1,11 +1,13 @@
 //! Discovery documents: `/api`, `/apis`, the resource list of each group version and `/version`,
-//! as kubectl and kube-rs read them to map kinds and short names to REST paths.
+//! as kubectl and kube-rs read them to map kinds and short names to REST paths: the built-in
+//! kinds, those the CRDs clients created serve, and the resources answered without a store
+//! (the metrics API, the access reviews).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::kinds::{KINDS, ResourceKind};
+use crate::kinds::ResourceKind;
 
 /// The Kubernetes version the server reports (the API surface it imitates).
 pub const MAJOR: &str = "1";
@@ -29,15 +31,80 @@ pub fn core_versions() -> Value {
     json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
 }
 
-/// Every named group with its (single) version.
-pub fn groups() -> Value {
-    let mut seen = BTreeSet::new();
-    let groups: Vec<Value> = KINDS
+/// A resource the server answers without storing it: the metrics API and the access reviews.
+pub struct Virtual {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    pub verbs: &'static [&'static str],
+}
+
+/// The resources answered without a store, in discovery order.
+pub static VIRTUAL: &[Virtual] = &[
+    Virtual {
+        group: "metrics.k8s.io",
+        version: "v1beta1",
+        plural: "nodes",
+        kind: "NodeMetrics",
+        namespaced: false,
+        verbs: &["get", "list"],
+    },
+    Virtual {
+        group: "metrics.k8s.io",
+        version: "v1beta1",
+        plural: "pods",
+        kind: "PodMetrics",
+        namespaced: true,
+        verbs: &["get", "list"],
+    },
+    Virtual {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectaccessreviews",
+        kind: "SelfSubjectAccessReview",
+        namespaced: false,
+        verbs: &["create"],
+    },
+    Virtual {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectrulesreviews",
+        kind: "SelfSubjectRulesReview",
+        namespaced: false,
+        verbs: &["create"],
+    },
+    Virtual {
+        group: "authentication.k8s.io",
+        version: "v1",
+        plural: "selfsubjectreviews",
+        kind: "SelfSubjectReview",
+        namespaced: false,
+        verbs: &["create"],
+    },
+];
+
+/// Every named group with its versions, the first preferred (a CRD's storage version).
+pub fn groups(kinds: &[&'static ResourceKind]) -> Value {
+    let mut order: Vec<&str> = Vec::new();
+    let mut versions: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let pairs = kinds.iter().map(|k| (k.group, k.version)).chain(VIRTUAL.iter().map(|v| (v.group, v.version)));
+    for (group, version) in pairs.filter(|(g, _)| !g.is_empty()) {
+        let vs = versions.entry(group).or_default();
+        if vs.is_empty() {
+            order.push(group);
+        }
+        if !vs.contains(&version) {
+            vs.push(version);
+        }
+    }
+    let groups: Vec<Value> = order
         .iter()
-        .filter(|k| !k.group.is_empty() && seen.insert((k.group, k.version)))
-        .map(|k| {
-            let gv = json!({"groupVersion": k.api_version(), "version": k.version});
-            json!({"name": k.group, "versions": [gv.clone()], "preferredVersion": gv})
+        .map(|g| {
+            let vs: Vec<Value> =
+                versions[g].iter().map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v})).collect();
+            json!({"name": g, "versions": vs, "preferredVersion": vs.first()})
         })
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
@@ -58,10 +125,12 @@ fn resource(k: &ResourceKind) -> Value {
     })
 }
 
-/// The resource list of `group`/`version`, or `None` when no kind is served there.
-pub fn resources(group: &str, version: &str) -> Option<Value> {
-    let kinds: Vec<&ResourceKind> = KINDS.iter().filter(|k| k.group == group && k.version == version).collect();
-    if kinds.is_empty() {
+/// The resource list of `group`/`version`, or `None` when nothing is served there.
+pub fn resources(kinds: &[&'static ResourceKind], group: &str, version: &str) -> Option<Value> {
+    let kinds: Vec<&ResourceKind> =
+        kinds.iter().copied().filter(|k| k.group == group && k.version == version).collect();
+    let virtual_: Vec<&Virtual> = VIRTUAL.iter().filter(|v| v.group == group && v.version == version).collect();
+    if kinds.is_empty() && virtual_.is_empty() {
         return None;
     }
     let mut list = Vec::new();
@@ -77,70 +146,11 @@ pub fn resources(group: &str, version: &str) -> Option<Value> {
             list.push(json!({"name": "pods/eviction", "singularName": "", "namespaced": true, "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
         }
     }
+    for v in virtual_ {
+        list.push(
+            json!({"name": v.plural, "singularName": "", "namespaced": v.namespaced, "kind": v.kind, "verbs": v.verbs}),
+        );
+    }
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}))
-}
-
-fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
-}
-
-/// `/openapi/v3`: the OpenAPI v3 document of each group version.
-pub fn openapi_root() -> Value {
-    let mut paths = serde_json::Map::new();
-    for k in KINDS {
-        let p = gv_path(k.group, k.version);
-        let url = format!("/openapi/v3/{p}?hash=kerf");
-        paths.entry(p).or_insert_with(|| json!({"serverRelativeURL": url}));
-    }
-    json!({"paths": paths})
-}
-
-/// The OpenAPI v3 document of one group version: each object path with its operations, the
-/// kind it serves and the `fieldValidation` parameter, so clients know the server validates
-/// fields (kubectl then leaves validation to it). Schemas are left open.
-pub fn openapi_group_version(group: &str, version: &str) -> Option<Value> {
-    let kinds: Vec<&ResourceKind> = KINDS.iter().filter(|k| k.group == group && k.version == version).collect();
-    if kinds.is_empty() {
-        return None;
-    }
-    let mut paths = serde_json::Map::new();
-    let mut schemas = serde_json::Map::new();
-    for k in kinds {
-        let gvk = json!({"group": k.group, "version": k.version, "kind": k.kind});
-        let params = json!([
-            {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
-            {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
-            {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
-        ]);
-        let op = |id: &str| {
-            json!({
-                "operationId": format!("{id}{}", k.kind),
-                "x-kubernetes-group-version-kind": gvk,
-                "parameters": params,
-                "responses": {"200": {"description": "OK"}},
-            })
-        };
-        let base = if k.namespaced {
-            format!("/{}/namespaces/{{namespace}}/{}", gv_path(k.group, k.version), k.plural)
-        } else {
-            format!("/{}/{}", gv_path(k.group, k.version), k.plural)
-        };
-        paths.insert(base.clone(), json!({"post": op("create"), "get": op("list")}));
-        paths.insert(
-            format!("{base}/{{name}}"),
-            json!({"get": op("read"), "put": op("replace"), "patch": op("patch"), "delete": op("delete")}),
-        );
-        let schema_name = format!("{}.{}.{}", if k.group.is_empty() { "core" } else { k.group }, k.version, k.kind);
-        schemas.insert(
-            schema_name,
-            json!({"type": "object", "x-kubernetes-group-version-kind": [gvk], "x-kubernetes-preserve-unknown-fields": true}),
-        );
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": "kerf", "version": format!("v{MAJOR}.{MINOR}.0-kerf")},
-        "paths": paths,
-        "components": {"schemas": schemas},
-    }))
 }

@@ -1,7 +1,8 @@
 //! The store served as the Kubernetes REST API over HTTP/1.1 (JSON, or protobuf as negotiated in
-//! [`crate::media`]): discovery, CRUD, patches, server-side apply,
-//! subresources, server-side Tables and streaming watches. One catch-all handler parses the
-//! path (Kubernetes paths are regular); every failure is answered with a `Status`.
+//! [`crate::media`]): discovery and the OpenAPI documents, CRUD of the built-in kinds and of
+//! those CRDs register, field validation, patches, server-side apply, subresources, server-side
+//! Tables, streaming watches, the metrics API and the access reviews. One catch-all handler
+//! parses the path (Kubernetes paths are regular); every failure is answered with a `Status`.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -16,8 +17,8 @@ use tokio::sync::watch;
 
 use kerf_api::clock::Clock;
 
-use crate::cluster::Change;
-use crate::kinds::{self, ResourceKind};
+use crate::cluster::{Change, SimCluster};
+use crate::kinds::ResourceKind;
 use crate::media::{self, Format};
 use crate::proto;
 use crate::requests::RequestCounts;
@@ -25,7 +26,7 @@ use crate::rest::{Filter, PatchType, Rest, RestError};
 use crate::stored::Stored;
 use crate::table;
 use crate::writes::{Commit, Part, Preconditions};
-use crate::{discovery, dry_run};
+use crate::{discovery, dry_run, field_validation, openapi};
 
 /// Largest request body accepted.
 const BODY_LIMIT: usize = 8 << 20;
@@ -150,10 +151,10 @@ struct Target<'a> {
     sub: Option<&'a str>,
 }
 
-fn resolve<'a>(group: &str, version: &str, rest: &[&'a str]) -> Result<Target<'a>, RestError> {
-    let found = |plural: &str| kinds::by_plural(group, version, plural).ok_or(RestError::NoSuchPath);
+fn resolve<'a>(cluster: &SimCluster, group: &str, version: &str, rest: &[&'a str]) -> Result<Target<'a>, RestError> {
+    let found = |plural: &str| cluster.kind_at(group, version, plural).ok_or(RestError::NoSuchPath);
     let t = match rest {
-        ["namespaces", ns, plural, tail @ ..] if kinds::by_plural(group, version, plural).is_some() => {
+        ["namespaces", ns, plural, tail @ ..] if cluster.kind_at(group, version, plural).is_some() => {
             let kind = found(plural)?;
             if !kind.namespaced {
                 return Err(RestError::NoSuchPath);
@@ -176,6 +177,72 @@ fn resolve<'a>(group: &str, version: &str, rest: &[&'a str]) -> Result<Target<'a
     Ok(t)
 }
 
+/// A request for a resource answered without a store (the metrics API, the access reviews), if
+/// `path` names one.
+fn virtual_resource(
+    app: &App,
+    method: &Method,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    q: &HashMap<String, String>,
+    body: &Bytes,
+) -> Option<Result<Response, RestError>> {
+    let cluster = &app.rest.cluster;
+    let selector = q.get("labelSelector").map(String::as_str);
+    let answer = match (group, version, rest) {
+        ("metrics.k8s.io", "v1beta1", ["nodes", name @ ..]) if name.len() <= 1 => {
+            crate::metrics_api::nodes(cluster, name.first().copied(), selector)
+        }
+        ("metrics.k8s.io", "v1beta1", ["pods"]) => crate::metrics_api::pods(cluster, None, None, selector),
+        ("metrics.k8s.io", "v1beta1", ["namespaces", ns, "pods", name @ ..]) if name.len() <= 1 => {
+            crate::metrics_api::pods(cluster, Some(ns), name.first().copied(), selector)
+        }
+        ("authorization.k8s.io" | "authentication.k8s.io", "v1", [plural]) => {
+            let v = discovery::VIRTUAL.iter().find(|v| v.group == group && v.plural == *plural)?;
+            if *method != Method::POST {
+                return Some(Err(RestError::MethodNotAllowed));
+            }
+            return Some(Ok(media::reply(
+                Format::Json,
+                201,
+                &crate::access::review(v.kind, &format!("{group}/{version}"), body),
+            )));
+        }
+        _ => return None,
+    };
+    Some(if *method == Method::GET {
+        answer.map(|v| media::reply(Format::Json, 200, &v))
+    } else {
+        Err(RestError::MethodNotAllowed)
+    })
+}
+
+/// Field validation of a request body ([`crate::field_validation`]): the body as the server
+/// takes it, and the warnings to send.
+fn validated(
+    app: &App,
+    kind: &ResourceKind,
+    q: &HashMap<String, String>,
+    mut body: Value,
+) -> Result<(Value, Vec<String>), RestError> {
+    let directive = field_validation::Directive::from_query(q.get("fieldValidation").map(String::as_str))?;
+    let schemas = openapi::Schemas::of(&app.rest.cluster.custom_kinds());
+    let warnings = field_validation::check(&schemas, kind, directive, &mut body)?;
+    Ok((body, warnings))
+}
+
+/// `response` with a `Warning` header for each of `warnings`, as kubectl prints them.
+fn warned(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {}", serde_json::Value::String(w.clone()));
+        if let Ok(v) = header::HeaderValue::from_str(&text) {
+            response.headers_mut().append("Warning", v);
+        }
+    }
+    response
+}
+
 fn route(
     app: &App,
     method: &Method,
@@ -193,22 +260,42 @@ fn route(
         ["healthz" | "livez" | "readyz"] => {
             return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response());
         }
-        ["openapi", "v3"] => return ok(discovery::openapi_root()),
+        ["openapi", "v2"] => {
+            // client-go asks for the v2 document in protobuf only; JSON is all this server has.
+            let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+            if !accept.is_empty() && !accept.contains("json") && !accept.contains("*/*") {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": format!("only application/json is served here, not {accept}"), "reason": "NotAcceptable", "code": 406});
+                return Ok(media::reply(Format::Json, 406, &status));
+            }
+            return ok(openapi::v2(&openapi::Schemas::of(&app.rest.cluster.custom_kinds())));
+        }
+        ["openapi", "v3"] => return ok(openapi::v3_root(&openapi::Schemas::of(&app.rest.cluster.custom_kinds()))),
         ["openapi", "v3", "api", v] => {
-            return discovery::openapi_group_version("", v).map_or(Err(RestError::NoSuchPath), ok);
+            let schemas = openapi::Schemas::of(&app.rest.cluster.custom_kinds());
+            return openapi::v3_group_version(&schemas, "", v).map_or(Err(RestError::NoSuchPath), ok);
         }
         ["openapi", "v3", "apis", g, v] => {
-            return discovery::openapi_group_version(g, v).map_or(Err(RestError::NoSuchPath), ok);
+            let schemas = openapi::Schemas::of(&app.rest.cluster.custom_kinds());
+            return openapi::v3_group_version(&schemas, g, v).map_or(Err(RestError::NoSuchPath), ok);
         }
         ["api"] => return ok(discovery::core_versions()),
-        ["apis"] => return ok(discovery::groups()),
-        ["api", v] => return discovery::resources("", v).map_or(Err(RestError::NoSuchPath), ok),
-        ["apis", g, v] => return discovery::resources(g, v).map_or(Err(RestError::NoSuchPath), ok),
+        ["apis"] => return ok(discovery::groups(&app.rest.cluster.served_kinds())),
+        ["api", v] => {
+            return discovery::resources(&app.rest.cluster.served_kinds(), "", v)
+                .map_or(Err(RestError::NoSuchPath), ok);
+        }
+        ["apis", g, v] => {
+            return discovery::resources(&app.rest.cluster.served_kinds(), g, v).map_or(Err(RestError::NoSuchPath), ok);
+        }
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(RestError::NoSuchPath),
     };
-    let t = resolve(group, version, rest)?;
+    if let Some(answer) = virtual_resource(app, method, group, version, rest, q, body) {
+        return answer;
+    }
+    let t = resolve(&app.rest.cluster, group, version, rest)?;
     // `dryRun=All`: the write worked out and answered, nothing kept (crate::dry_run).
     let commit = if *method == Method::GET {
         Commit::Store
@@ -271,8 +358,9 @@ fn route(
             ok(obj)
         }
         (Method::POST, None, None) => {
-            let created = rest.create_by(kind, ns, parse_json(body)?, &manager)?;
-            Ok(media::reply(format, 201, &created))
+            let (body, warnings) = validated(app, kind, q, parse_json(body)?)?;
+            let created = rest.create_by(kind, ns, body, &manager)?;
+            Ok(warned(media::reply(format, 201, &created), &warnings))
         }
         (Method::POST, Some(name), Some("eviction")) if kind.kind == "Pod" => {
             let b = if body.is_empty() { json!({}) } else { parse_json(body)? };
@@ -280,9 +368,12 @@ fn route(
             let rest = &if asked == Commit::DryRun { rest.dry_run() } else { rest.clone() };
             Ok(media::reply(format, 201, &rest.evict(ns.unwrap_or("default"), name, &b)?))
         }
+        (Method::PUT, Some(name), sub @ (None | Some("status"))) => {
+            let (body, warnings) = validated(app, kind, q, parse_json(body)?)?;
+            let part = if sub.is_none() { Part::Main } else { Part::Status };
+            Ok(warned(media::reply(format, 200, &rest.replace_by(kind, ns, name, body, part, &manager)?), &warnings))
+        }
         (Method::PUT, Some(name), sub) => match sub {
-            None => ok(rest.replace_by(kind, ns, name, parse_json(body)?, Part::Main, &manager)?),
-            Some("status") => ok(rest.replace_by(kind, ns, name, parse_json(body)?, Part::Status, &manager)?),
             Some("scale") => ok(rest.update_scale_as(kind, ns, name, &parse_json(body)?, None, &manager)?),
             _ => Err(RestError::NoSuchPath),
         },
@@ -295,18 +386,27 @@ fn route(
             }
             let force = flag(q, "force");
             let manager = q.get("fieldManager").map(String::as_str).unwrap_or("");
-            let (obj, created) = rest.apply(kind, ns, name, parse_json(body)?, manager, force)?;
-            Ok(media::reply(format, if created { 201 } else { 200 }, &obj))
+            // An applied configuration has the object's shape: its fields are validated as the object's.
+            let (config, warnings) = validated(app, kind, q, parse_json(body)?)?;
+            let (obj, created) = rest.apply(kind, ns, name, config, manager, force)?;
+            Ok(warned(media::reply(format, if created { 201 } else { 200 }, &obj), &warnings))
         }
         (Method::PATCH, Some(name), sub) => {
             let pt = PatchType::from_content_type(content_type)?;
-            let patch = parse_json(body)?;
-            match sub {
+            // A merge patch has the object's shape: its fields are validated as the object's.
+            let (patch, warnings) = match (pt, sub) {
+                (PatchType::Merge | PatchType::Strategic, None | Some("status")) => {
+                    validated(app, kind, q, parse_json(body)?)?
+                }
+                _ => (parse_json(body)?, Vec::new()),
+            };
+            let answer = match sub {
                 None => ok(rest.patch_by(kind, ns, name, pt, &patch, Part::Main, &manager)?),
                 Some("status") => ok(rest.patch(kind, ns, name, pt, &patch, Part::Status)?),
                 Some("scale") => ok(rest.update_scale_as(kind, ns, name, &patch, Some(pt), &manager)?),
                 _ => Err(RestError::NoSuchPath),
-            }
+            };
+            answer.map(|r| warned(r, &warnings))
         }
         (Method::DELETE, Some(name), None) => {
             let opts = if body.is_empty() { json!({}) } else { parse_json(body)? };
@@ -349,14 +449,24 @@ fn route(
 }
 
 /// The answer to a DELETE: the object while finalizers keep it, and once it is gone the object for
-/// the kinds whose registries return it (pods, namespaces, storage, custom resources), else a
+/// the kinds whose registries return it (pods, namespaces, storage, services, service accounts,
+/// CRDs and custom resources), else a
 /// `Status` of success naming it, as the API server answers.
 fn deleted(kind: &ResourceKind, obj: Value) -> Value {
     let pending = obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
     let returns_object = matches!(
         kind.kind,
-        "Pod" | "Namespace" | "PersistentVolume" | "PersistentVolumeClaim" | "StorageClass" | "PriorityClass"
-    ) || kerf_api::crd::definition(kind.kind).is_some();
+        "Pod"
+            | "Namespace"
+            | "PersistentVolume"
+            | "PersistentVolumeClaim"
+            | "StorageClass"
+            | "PriorityClass"
+            | "Service"
+            | "ServiceAccount"
+            | "CustomResourceDefinition"
+    ) || kind.custom.is_some()
+        || kerf_api::crd::definition(kind.kind).is_some();
     if pending || returns_object {
         return obj;
     }
@@ -582,6 +692,7 @@ mod tests {
 
     use super::*;
     use crate::cluster::SimCluster;
+    use crate::kinds;
 
     /// Serves `cluster` on a free port from a background thread; returns the address and the
     /// switch that stops it.

@@ -1,15 +1,27 @@
-//! The kinds the API server serves: group, version, plural, scope and subresources of each (what
-//! discovery publishes and what REST paths resolve to), and for the kinds the controllers use,
-//! how their typed objects convert to and from JSON.
+//! The built-in kinds the API server serves: group, version, plural, scope and subresources of
+//! each (what discovery publishes and what REST paths resolve to), where its OpenAPI schema comes
+//! from, and for the kinds the controllers use, how their typed objects convert to and from JSON.
+//! The kinds of the CRDs clients create are [`crate::custom`]'s.
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
+use k8s_openapi::api::admissionregistration::v1 as admission;
+use k8s_openapi::api::apps::v1::{self as apps, DaemonSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::batch::v1 as batch;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{
+    self as core, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate,
+};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1 as networking;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1 as rbac;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kerf_api::cluster::{AnyObject, Object};
 use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodePool, crd};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -38,6 +50,9 @@ pub struct ResourceKind {
     pub status: bool,
     pub scale: bool,
     pub typed: Option<Typed>,
+    pub schema: SchemaSource,
+    /// What a CustomResourceDefinition a client created adds (printer columns, scale paths).
+    pub custom: Option<&'static crate::custom::CustomKind>,
 }
 
 impl ResourceKind {
@@ -107,62 +122,138 @@ const fn typed_with<K: Object + Serialize + DeserializeOwned>(
     Some(Typed { decode: decode::<K>, encode: encode::<K>, validate })
 }
 
-macro_rules! kind {
-    ($group:expr, $version:expr, $kind:expr, $plural:expr, $singular:expr, $ns:expr, [$($short:expr),*], [$($cat:expr),*], status: $status:expr, scale: $scale:expr, $typed:expr) => {
-        ResourceKind {
-            group: $group,
-            version: $version,
-            kind: $kind,
-            plural: $plural,
-            singular: $singular,
-            namespaced: $ns,
-            short_names: &[$($short),*],
-            categories: &[$($cat),*],
-            status: $status,
-            scale: $scale,
-            typed: $typed,
-        }
-    };
+/// Where a kind's OpenAPI schema comes from.
+#[derive(Clone, Copy)]
+pub enum SchemaSource {
+    /// The k8s-openapi type's (generated from the Kubernetes OpenAPI document).
+    Type(fn(&mut SchemaGenerator) -> Schema),
+    /// The CustomResourceDefinition's `openAPIV3Schema` (kerf's own, or one a client created).
+    Crd,
 }
 
-/// A kind the store keeps as a Rust type: group, version, kind, plural and scope come from its
-/// [`Object`] implementation (one home for them).
-macro_rules! typed_kind {
-    ($ty:ty, $singular:expr, [$($short:expr),*], [$($cat:expr),*], status: $status:expr, scale: $scale:expr, $typed:expr) => {
-        kind!(
-            <$ty as Object>::GROUP,
-            <$ty as Object>::VERSION,
-            <$ty as Object>::KIND,
-            <$ty as Object>::PLURAL,
-            $singular,
-            <$ty as Object>::NAMESPACED,
-            [$($short),*],
-            [$($cat),*],
-            status: $status,
-            scale: $scale,
-            $typed
-        )
-    };
+fn schema_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
 }
 
-/// Every kind served, in discovery order.
+/// The scope of a k8s-openapi resource as a constant.
+trait Scoped {
+    const NAMESPACED: bool;
+}
+
+impl Scoped for k8s_openapi::NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+
+impl Scoped for k8s_openapi::ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}
+
+/// A built-in kind: group, version, kind, plural, scope and schema come from its k8s-openapi
+/// type (one home for them).
+const fn builtin<T>(
+    singular: &'static str,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    status: bool,
+    scale: bool,
+    typed: Option<Typed>,
+) -> ResourceKind
+where
+    T: k8s_openapi::Resource + JsonSchema,
+    T::Scope: Scoped,
+{
+    ResourceKind {
+        group: T::GROUP,
+        version: T::VERSION,
+        kind: T::KIND,
+        plural: T::URL_PATH_SEGMENT,
+        singular,
+        namespaced: <T::Scope as Scoped>::NAMESPACED,
+        short_names,
+        categories,
+        status,
+        scale,
+        typed,
+        schema: SchemaSource::Type(schema_of::<T>),
+        custom: None,
+    }
+}
+
+/// A built-in kind kept as JSON: no controller reads it as a type.
+const fn stored<T>(
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    status: bool,
+    singular: &'static str,
+) -> ResourceKind
+where
+    T: k8s_openapi::Resource + JsonSchema,
+    T::Scope: Scoped,
+{
+    builtin::<T>(singular, short_names, categories, status, false, None)
+}
+
+/// Every built-in kind served, in discovery order. Kinds a client creates that no simulated
+/// controller reads (ConfigMap, Service, Job, Role, ...) are kept as JSON and served alike.
 pub static KINDS: &[ResourceKind] = &[
-    typed_kind!(Pod, "pod", ["po"], ["all"], status: true, scale: false, Some(Typed { decode: decode::<Pod>, encode: encode_pod, validate: no_rules })),
-    typed_kind!(Node, "node", ["no"], [], status: true, scale: false, typed::<Node>()),
-    typed_kind!(Namespace, "namespace", ["ns"], [], status: true, scale: false, typed::<Namespace>()),
-    typed_kind!(PersistentVolumeClaim, "persistentvolumeclaim", ["pvc"], [], status: true, scale: false, typed::<PersistentVolumeClaim>()),
-    typed_kind!(PersistentVolume, "persistentvolume", ["pv"], [], status: true, scale: false, typed::<PersistentVolume>()),
-    kind!("", "v1", "Event", "events", "event", true, ["ev"], [], status: false, scale: false, None),
-    kind!("apps", "v1", "Deployment", "deployments", "deployment", true, ["deploy"], ["all"], status: true, scale: true, None),
-    kind!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, ["rs"], ["all"], status: true, scale: true, None),
-    kind!("apps", "v1", "StatefulSet", "statefulsets", "statefulset", true, ["sts"], ["all"], status: true, scale: true, None),
-    typed_kind!(PodTemplate, "podtemplate", [], [], status: false, scale: false, typed::<PodTemplate>()),
-    typed_kind!(DaemonSet, "daemonset", ["ds"], ["all"], status: true, scale: false, typed::<DaemonSet>()),
-    typed_kind!(PodDisruptionBudget, "poddisruptionbudget", ["pdb"], [], status: true, scale: false, typed::<PodDisruptionBudget>()),
-    typed_kind!(StorageClass, "storageclass", ["sc"], [], status: false, scale: false, typed::<StorageClass>()),
-    typed_kind!(PriorityClass, "priorityclass", ["pc"], [], status: false, scale: false, typed::<PriorityClass>()),
-    typed_kind!(RuntimeClass, "runtimeclass", [], [], status: false, scale: false, typed::<RuntimeClass>()),
-    kind!("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, [], [], status: false, scale: false, None),
+    builtin::<Pod>(
+        "pod",
+        &["po"],
+        &["all"],
+        true,
+        false,
+        Some(Typed { decode: decode::<Pod>, encode: encode_pod, validate: no_rules }),
+    ),
+    builtin::<Node>("node", &["no"], &[], true, false, typed::<Node>()),
+    builtin::<Namespace>("namespace", &["ns"], &[], true, false, typed::<Namespace>()),
+    builtin::<PersistentVolumeClaim>(
+        "persistentvolumeclaim",
+        &["pvc"],
+        &[],
+        true,
+        false,
+        typed::<PersistentVolumeClaim>(),
+    ),
+    builtin::<PersistentVolume>("persistentvolume", &["pv"], &[], true, false, typed::<PersistentVolume>()),
+    stored::<core::Event>(&["ev"], &[], false, "event"),
+    stored::<core::ConfigMap>(&["cm"], &[], false, "configmap"),
+    stored::<core::Secret>(&[], &[], false, "secret"),
+    stored::<core::Service>(&["svc"], &["all"], true, "service"),
+    stored::<core::ServiceAccount>(&["sa"], &[], false, "serviceaccount"),
+    stored::<core::Endpoints>(&["ep"], &[], false, "endpoints"),
+    stored::<core::LimitRange>(&["limits"], &[], false, "limitrange"),
+    stored::<core::ResourceQuota>(&["quota"], &[], true, "resourcequota"),
+    builtin::<core::ReplicationController>("replicationcontroller", &["rc"], &["all"], true, true, None),
+    builtin::<PodTemplate>("podtemplate", &[], &[], false, false, typed::<PodTemplate>()),
+    builtin::<apps::Deployment>("deployment", &["deploy"], &["all"], true, true, None),
+    builtin::<apps::ReplicaSet>("replicaset", &["rs"], &["all"], true, true, None),
+    builtin::<apps::StatefulSet>("statefulset", &["sts"], &["all"], true, true, None),
+    builtin::<DaemonSet>("daemonset", &["ds"], &["all"], true, false, typed::<DaemonSet>()),
+    stored::<apps::ControllerRevision>(&[], &[], false, "controllerrevision"),
+    stored::<batch::Job>(&[], &["all"], true, "job"),
+    stored::<batch::CronJob>(&["cj"], &["all"], true, "cronjob"),
+    stored::<HorizontalPodAutoscaler>(&["hpa"], &["all"], true, "horizontalpodautoscaler"),
+    builtin::<PodDisruptionBudget>("poddisruptionbudget", &["pdb"], &[], true, false, typed::<PodDisruptionBudget>()),
+    builtin::<StorageClass>("storageclass", &["sc"], &[], false, false, typed::<StorageClass>()),
+    builtin::<PriorityClass>("priorityclass", &["pc"], &[], false, false, typed::<PriorityClass>()),
+    builtin::<RuntimeClass>("runtimeclass", &[], &[], false, false, typed::<RuntimeClass>()),
+    stored::<Lease>(&[], &[], false, "lease"),
+    stored::<rbac::Role>(&[], &[], false, "role"),
+    stored::<rbac::RoleBinding>(&[], &[], false, "rolebinding"),
+    stored::<rbac::ClusterRole>(&[], &[], false, "clusterrole"),
+    stored::<rbac::ClusterRoleBinding>(&[], &[], false, "clusterrolebinding"),
+    stored::<networking::Ingress>(&["ing"], &[], true, "ingress"),
+    stored::<networking::IngressClass>(&[], &[], false, "ingressclass"),
+    stored::<networking::NetworkPolicy>(&["netpol"], &[], false, "networkpolicy"),
+    stored::<EndpointSlice>(&[], &[], false, "endpointslice"),
+    stored::<admission::ValidatingWebhookConfiguration>(
+        &[],
+        &["api-extensions"],
+        false,
+        "validatingwebhookconfiguration",
+    ),
+    stored::<admission::MutatingWebhookConfiguration>(&[], &["api-extensions"], false, "mutatingwebhookconfiguration"),
+    stored::<CustomResourceDefinition>(&["crd", "crds"], &["api-extensions"], true, "customresourcedefinition"),
     crd_kind(&crd::NODE_POOL, typed_with::<NodePool>(node_pool_rules)),
     crd_kind(&crd::NODE_CLAIM, typed_with::<NodeClaim>(node_claim_rules)),
     crd_kind(&crd::EC2_NODE_CLASS, typed_with::<EC2NodeClass>(node_class_rules)),
@@ -184,6 +275,8 @@ const fn crd_kind(def: &'static crd::CrdDefinition, typed: Option<Typed>) -> Res
         status: true,
         scale: def.scale.is_some(),
         typed,
+        schema: SchemaSource::Crd,
+        custom: None,
     }
 }
 
@@ -203,9 +296,9 @@ pub fn transition_rules(old: &AnyObject, new: &AnyObject) -> Vec<FieldError> {
     }
 }
 
-/// The kind named `kind` (e.g. `Pod`).
+/// The kind named `kind` (e.g. `Pod`): a built-in one, else the latest one a CRD served.
 pub fn by_kind(kind: &str) -> Option<&'static ResourceKind> {
-    KINDS.iter().find(|k| k.kind == kind)
+    KINDS.iter().find(|k| k.kind == kind).or_else(|| crate::custom::interned_by_kind(kind))
 }
 
 /// The resource at `group`/`version`/`plural` of a REST path.

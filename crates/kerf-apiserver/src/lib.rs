@@ -3,17 +3,23 @@
 //! eviction honouring PodDisruptionBudgets. The simulator drives it, controller tests use it,
 //! and `kerf serve` serves it over HTTP.
 
+pub mod access;
 pub mod admission;
 pub mod apply;
 pub mod budget_status;
 pub mod cluster;
+pub mod custom;
 pub mod discovery;
 pub mod dry_run;
+pub mod field_validation;
 pub mod history;
 pub mod http;
+pub mod jsonpath;
 pub mod kinds;
 pub mod managed;
 pub mod media;
+pub mod metrics_api;
+pub mod openapi;
 mod parts;
 mod patch;
 pub mod pod_form;
@@ -23,10 +29,12 @@ pub mod rest;
 mod scale;
 pub mod selectors;
 pub mod server_fields;
+pub mod services;
 mod status;
 pub mod stored;
 pub mod strategic;
 pub mod table;
+pub mod value_validation;
 pub mod writes;
 
 pub use cluster::SimCluster;

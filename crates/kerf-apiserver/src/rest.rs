@@ -90,7 +90,23 @@ impl RestError {
             RestError::Invalid { kind, qualified: _, name, causes } => {
                 let causes: Vec<Value> = causes
                     .iter()
-                    .map(|c| json!({"reason": "FieldValueInvalid", "message": format!("Invalid value: {}", c.message), "field": c.path}))
+                    .map(|c| {
+                        // A message in the API server's wording keeps it, with its reason.
+                        let worded = [
+                            ("Invalid value:", "FieldValueInvalid"),
+                            ("Unsupported value:", "FieldValueNotSupported"),
+                            ("Required value", "FieldValueRequired"),
+                            ("Too many:", "FieldValueTooMany"),
+                            ("Too long:", "FieldValueTooLong"),
+                        ]
+                        .into_iter()
+                        .find(|(prefix, _)| c.message.starts_with(prefix));
+                        let (reason, message) = match worded {
+                            Some((_, reason)) => (reason, c.message.clone()),
+                            None => ("FieldValueInvalid", format!("Invalid value: {}", c.message)),
+                        };
+                        json!({"reason": reason, "message": message, "field": c.path})
+                    })
                     .collect();
                 (
                     422,
@@ -432,7 +448,15 @@ pub fn decode_body(kind: &'static ResourceKind, namespace: Option<&str>, body: V
             )],
         ));
     }
-    let value = Value::Object(map);
+    let mut value = Value::Object(map);
+    // A CRD's kind: its schema's defaults, then the checks of its values.
+    if let Some(custom) = kind.custom {
+        crate::value_validation::apply_defaults(&custom.schema, &mut value);
+        let problems = crate::value_validation::problems(&custom.schema, &value);
+        if !problems.is_empty() {
+            return Err(invalid(kind, &name, problems));
+        }
+    }
     match kind.typed {
         Some(t) => {
             let any = (t.decode)(value).map_err(|e| invalid(kind, &name, vec![e]))?;
@@ -546,6 +570,9 @@ impl Rest {
         namespace: Option<&str>,
         body: Value,
     ) -> Result<Value, RestError> {
+        if !self.cluster.serves(kind) {
+            return Err(RestError::NoSuchPath);
+        }
         let mut body = body;
         if kind.kind == "Pod" {
             crate::admission::pod(&mut body);

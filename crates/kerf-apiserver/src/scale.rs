@@ -1,6 +1,6 @@
 //! The scale subresource (`autoscaling/v1` Scale) of the kinds that have one: Deployments,
 //! ReplicaSets and StatefulSets by `spec.replicas`, and a CRD's declared replica paths (a static
-//! NodePool's `spec.replicas` and `status.nodes`).
+//! NodePool's `spec.replicas` and `status.nodes`, or those of a CRD a client created).
 
 use kerf_api::FieldError;
 use serde_json::{Value, json};
@@ -65,7 +65,16 @@ impl Rest {
                 invalid(kind, name, vec![FieldError::new("spec.replicas", "must be a non-negative integer")])
             })?;
         let mut doc = current.clone();
-        doc["spec"]["replicas"] = json!(replicas);
+        let path = kind.custom.and_then(|c| c.scale.as_ref()).map_or("/spec/replicas", |s| s.spec_replicas.as_str());
+        let mut at = &mut doc;
+        for seg in path.split('/').skip(1) {
+            if !(at.is_object() || at.is_null()) {
+                let field = path.trim_start_matches('/').replace('/', ".");
+                return Err(invalid(kind, name, vec![FieldError::new(field, "is not an object")]));
+            }
+            at = &mut at[seg];
+        }
+        *at = json!(replicas);
         if let Some(rv) = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
             doc["metadata"]["resourceVersion"] = json!(rv);
         }
@@ -83,7 +92,10 @@ impl Rest {
 /// count is `status.nodes`), else a workload's.
 fn scale_of_kind(kind: &ResourceKind, obj: &Value) -> Value {
     let mut scale = scale_of(obj);
-    if let Some(s) = kerf_api::crd::definition(kind.kind).and_then(|d| d.scale) {
+    if let Some(s) = kind.custom.and_then(|c| c.scale.as_ref()) {
+        scale["spec"]["replicas"] = obj.pointer(&s.spec_replicas).cloned().unwrap_or(json!(0));
+        scale["status"]["replicas"] = obj.pointer(&s.status_replicas).cloned().unwrap_or(json!(0));
+    } else if let Some(s) = kerf_api::crd::definition(kind.kind).and_then(|d| d.scale) {
         let pointer = |path: &str| path.replace('.', "/");
         scale["spec"]["replicas"] = obj.pointer(&pointer(s.spec_replicas_path)).cloned().unwrap_or(json!(0));
         scale["status"]["replicas"] = obj.pointer(&pointer(s.status_replicas_path)).cloned().unwrap_or(json!(0));

@@ -117,7 +117,14 @@ impl Stored {
     pub fn to_json(&self, kind: &ResourceKind) -> Value {
         match self {
             Stored::Typed(a) => kind.typed.and_then(|t| (t.encode)(a)).unwrap_or(Value::Null),
-            Stored::Dynamic(d) => d.to_json(),
+            Stored::Dynamic(d) => {
+                let mut v = d.to_json();
+                // A CRD's objects are served at each of its versions (no conversion between them).
+                if kind.custom.is_some() {
+                    v["apiVersion"] = Value::String(kind.api_version());
+                }
+                v
+            }
         }
     }
 }

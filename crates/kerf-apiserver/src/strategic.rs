@@ -18,7 +18,8 @@ const DELETE_FROM: &str = "$deleteFromPrimitiveList/";
 /// Applies the strategic merge patch `patch` to `doc`, an object of `kind` (`Scale` for the scale
 /// subresource).
 pub fn apply(kind: &str, doc: &mut Value, patch: &Value) -> Result<(), RestError> {
-    if kerf_api::crd::definition(kind).is_some() {
+    let custom = crate::kinds::by_kind(kind).is_some_and(|k| k.custom.is_some());
+    if custom || kerf_api::crd::definition(kind).is_some() {
         return Err(RestError::Unsupported(
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
                 .to_string(),

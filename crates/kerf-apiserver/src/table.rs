@@ -34,6 +34,14 @@ enum Cell {
     NodeRoles,
     EventObject,
     LastSeen,
+    /// A CRD printer column's JSONPath, read as the column's type (`date`: an age).
+    JsonPath(&'static str, &'static str),
+    /// How many keys the objects at these pointers hold together (a ConfigMap's data).
+    Keys(&'static [&'static str]),
+    /// A Service's external IPs (`<none>`, `<pending>` for a LoadBalancer without one).
+    ExternalIp,
+    /// A Service's ports as kubectl prints them (`80/TCP`, `53:30000/UDP`).
+    ServicePorts,
     /// A field of each container of a workload's pod template, joined by commas.
     Containers(&'static str),
     /// A workload's label selector, as `key=value,...`.
@@ -43,15 +51,48 @@ enum Cell {
 /// (header, type, priority: 0 shown by default, 1 only with `-o wide`, cell).
 type Column = (&'static str, &'static str, u8, Cell);
 
-fn columns(kind: &str) -> Vec<Column> {
+fn columns(kind: &ResourceKind) -> Vec<Column> {
     use Cell::*;
     let name = ("Name", "string", 0, Name);
+    let age = ("Age", "date", 0, Age);
+    // A CRD a client created: its printer columns, or the age when it declares none.
+    if let Some(custom) = kind.custom {
+        if custom.columns.is_empty() {
+            return vec![name, age];
+        }
+        let declared = custom
+            .columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.type_.as_str(), c.priority, JsonPath(c.json_path.as_str(), c.type_.as_str())));
+        return std::iter::once(name).chain(declared).collect();
+    }
     // kerf's CRDs: the printer columns their CustomResourceDefinitions declare.
-    if let Some(def) = kerf_api::crd::definition(kind) {
+    if let Some(def) = kerf_api::crd::definition(kind.kind) {
         return std::iter::once(name).chain(def.columns.iter().map(crd_column)).collect();
     }
-    let age = ("Age", "date", 0, Age);
-    match kind {
+    match kind.kind {
+        "ConfigMap" => vec![name, ("Data", "integer", 0, Keys(&["/data", "/binaryData"])), age],
+        "Secret" => vec![name, ("Type", "string", 0, Path("/type")), ("Data", "integer", 0, Keys(&["/data"])), age],
+        "Service" => vec![
+            name,
+            ("Type", "string", 0, Path("/spec/type")),
+            ("Cluster-IP", "string", 0, Path("/spec/clusterIP")),
+            ("External-IP", "string", 0, ExternalIp),
+            ("Port(s)", "string", 0, ServicePorts),
+            age,
+            ("Selector", "string", 1, Path("/spec/selector")),
+        ],
+        "StatefulSet" => vec![name, ("Ready", "string", 0, Ratio("/status/readyReplicas", "/spec/replicas")), age],
+        "Job" => vec![name, ("Completions", "string", 0, Ratio("/status/succeeded", "/spec/completions")), age],
+        "CronJob" => vec![
+            name,
+            ("Schedule", "string", 0, Path("/spec/schedule")),
+            ("Suspend", "boolean", 0, Path("/spec/suspend")),
+            ("Last Schedule", "date", 0, JsonPath(".status.lastScheduleTime", "date")),
+            age,
+        ],
+        "RoleBinding" | "ClusterRoleBinding" => vec![name, ("Role", "string", 0, Path("/roleRef/name")), age],
+        "CustomResourceDefinition" => vec![name, ("Created At", "date", 0, Path("/metadata/creationTimestamp"))],
         "Pod" => vec![
             name,
             ("Ready", "string", 0, PodReady),
@@ -240,6 +281,50 @@ fn cell(obj: &Value, c: Cell, now: Timestamp) -> Value {
             obj.pointer("/involvedObject/name").and_then(Value::as_str).unwrap_or("")
         ),
         Cell::LastSeen => since(now, obj.pointer("/lastTimestamp").and_then(Value::as_str)),
+        Cell::JsonPath(path, type_) => {
+            let Some(v) = crate::jsonpath::select(obj, path).into_iter().next() else { return Value::Null };
+            match (type_, v) {
+                ("date", Value::String(s)) => since(now, Some(s)),
+                ("integer" | "number" | "boolean", v) if !v.is_string() => return v.clone(),
+                (_, v) => text(Some(v)),
+            }
+        }
+        Cell::ExternalIp => {
+            let ingress = obj.pointer("/status/loadBalancer/ingress").and_then(Value::as_array);
+            let mut ips: Vec<String> = ingress
+                .into_iter()
+                .flatten()
+                .filter_map(|i| i.get("ip").or_else(|| i.get("hostname")).and_then(Value::as_str).map(str::to_string))
+                .collect();
+            let external = obj.pointer("/spec/externalIPs").and_then(Value::as_array);
+            ips.extend(external.into_iter().flatten().filter_map(Value::as_str).map(str::to_string));
+            match (ips.is_empty(), obj.pointer("/spec/type").and_then(Value::as_str)) {
+                (false, _) => ips.join(","),
+                (true, Some("LoadBalancer")) => "<pending>".to_string(),
+                (true, Some("ExternalName")) => text(obj.pointer("/spec/externalName")),
+                (true, _) => "<none>".to_string(),
+            }
+        }
+        Cell::ServicePorts => {
+            let ports = obj.pointer("/spec/ports").and_then(Value::as_array);
+            let shown: Vec<String> = ports
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let node = p.get("nodePort").map(|n| format!(":{n}")).unwrap_or_default();
+                    format!(
+                        "{}{node}/{}",
+                        text(p.get("port")),
+                        p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                    )
+                })
+                .collect();
+            if shown.is_empty() { "<none>".to_string() } else { shown.join(",") }
+        }
+        Cell::Keys(pointers) => {
+            let n: usize = pointers.iter().filter_map(|p| obj.pointer(p)?.as_object().map(|m| m.len())).sum();
+            return json!(n);
+        }
         Cell::Containers(field) => obj
             .pointer("/spec/template/spec/containers")
             .and_then(Value::as_array)
@@ -274,7 +359,7 @@ pub fn table(
     now: Timestamp,
     include_object: bool,
 ) -> Value {
-    let cols = columns(kind.kind);
+    let cols = columns(kind);
     let defs: Vec<Value> = cols
         .iter()
         .map(|(name, type_, priority, c)| {

@@ -18,6 +18,10 @@ use kerf_api::cluster::ClusterApi;
 
 /// How often the cloud's instances are compared with the claims (Karpenter: 2 minutes).
 pub(crate) const GC_INTERVAL: Duration = Duration::from_secs(120);
+/// After a pass a cloud or API call failed in, the next comes this much sooner, doubling with
+/// each failed pass in a row up to [`GC_INTERVAL`]: a leak lasts as long as the calls fail, not
+/// a whole interval more each time.
+pub(crate) const GC_RETRY: Duration = Duration::from_secs(15);
 
 /// The garbage collector's memory.
 #[derive(Debug, Default)]
@@ -27,6 +31,14 @@ pub(crate) struct GarbageCollection {
     /// The cloud listed no instance on the last run when this process had asked for this many
     /// launches ([`crate::ctx::Published::launches`]).
     empty_at_launches: Option<u64>,
+    /// Passes in a row in which a call failed.
+    failed_passes: u32,
+}
+
+/// When the pass after one that failed `failed` times in a row comes: [`GC_RETRY`], doubling,
+/// at most [`GC_INTERVAL`].
+fn retry_after(failed: u32) -> Duration {
+    GC_RETRY.saturating_mul(1 << failed.saturating_sub(1).min(8)).min(GC_INTERVAL)
 }
 
 impl GarbageCollection {
@@ -59,11 +71,11 @@ impl GarbageCollection {
             Ok(list) => list,
             Err(e) => {
                 tracing::error!(error = %e, "garbage collection: cannot list instances");
-                self.next_at = Some(next);
-                cx.pass.wake_at(next);
+                self.retry_soon(cx);
                 return Ok(());
             }
         };
+        let mut failed = false;
         self.empty_at_launches = instances.is_empty().then_some(cx.published.launches);
         if !instances.is_empty() && self.next_at.is_none() {
             // Instances without claims: look again until they are gone.
@@ -97,6 +109,7 @@ impl GarbageCollection {
                     tracing::info!("provider-id" = %pid, NodeClaim = %instance.name(), "garbage collected instance without a nodeclaim");
                 }
                 Err(e) => {
+                    failed = true;
                     tracing::error!("provider-id" = %pid, error = %e, "garbage collection: cannot terminate instance")
                 }
             }
@@ -119,13 +132,43 @@ impl GarbageCollection {
                 Err(CloudError::NotFound(_)) => {}
                 Ok(_) => continue,
                 Err(e) => {
+                    failed = true;
                     tracing::error!(NodeClaim = %name, error = %e, "garbage collection: cannot confirm the instance is gone");
                     continue;
                 }
             }
             tracing::info!(NodeClaim = %name, "garbage collecting nodeclaim: its instance is gone");
-            cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, &name).await)?;
+            let deleted = cx.api.delete::<NodeClaim>(None, &name).await;
+            failed |= deleted.is_err();
+            if let Err(e) = cx.pass.soft("deleting nodeclaim", deleted) {
+                self.retry_soon(cx);
+                return Err(e);
+            }
+        }
+        if failed {
+            self.retry_soon(cx);
+        } else {
+            self.failed_passes = 0;
         }
         Ok(())
+    }
+
+    /// A call failed this pass: the next comes sooner than the interval (see [`GC_RETRY`]).
+    fn retry_soon<P: CloudProvider, C: ClusterApi>(&mut self, cx: &mut Ctx<'_, P, C>) {
+        self.failed_passes = self.failed_passes.saturating_add(1);
+        let at = util::after(cx.pass.now, retry_after(self.failed_passes));
+        self.next_at = Some(at);
+        cx.pass.wake_at(at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_pass_retries_in_fifteen_seconds_doubling_up_to_the_interval() {
+        let secs: Vec<u64> = (1..=6).map(|n| retry_after(n).as_secs()).collect();
+        assert_eq!(secs, [15, 30, 60, 120, 120, 120]);
     }
 }

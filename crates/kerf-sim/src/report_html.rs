@@ -111,6 +111,7 @@ pub fn render(report: &Value) -> String {
     pending(&mut out, report);
     crate::report_buffers::html(&mut out, report, esc);
     disruptions(&mut out, report);
+    reboots_and_what_if(&mut out, report);
     charts(&mut out, report);
     nodes(&mut out, report);
     let _ = write!(out, "<script>{SCRIPT}</script>\n</body></html>\n");
@@ -277,6 +278,27 @@ fn disruptions(out: &mut String, r: &Value) {
         out.push_str("<p id=\"disruptions-none\">No node was disrupted.</p>\n");
         return;
     };
+    object_table(out, "disruptions", list);
+}
+
+/// The report's `reboots[]` and `balancedWhatIf[]`, each a table when it has entries.
+fn reboots_and_what_if(out: &mut String, r: &Value) {
+    if let Some(list) = r["reboots"].as_array().filter(|l| !l.is_empty()) {
+        out.push_str("<h2>Reboots</h2>\n<p class=\"muted\">Nodes node repair rebooted before replacing them.</p>\n");
+        object_table(out, "reboots", list);
+    }
+    if let Some(list) = r["balancedWhatIf"].as_array().filter(|l| !l.is_empty()) {
+        out.push_str(
+            "<h2>What Balanced would do</h2>\n<p class=\"muted\">Per NodePool, the consolidations taken and how many \
+             consolidationPolicy Balanced would have refused, with their savings.</p>\n",
+        );
+        object_table(out, "balanced-what-if", list);
+    }
+}
+
+/// A table of objects: one column per field any of them has, in first-seen order; times
+/// (`...Seconds`) in words.
+fn object_table(out: &mut String, id: &str, list: &[Value]) {
     let mut columns: Vec<&str> = Vec::new();
     for d in list {
         if let Some(o) = d.as_object() {
@@ -287,7 +309,7 @@ fn disruptions(out: &mut String, r: &Value) {
             }
         }
     }
-    out.push_str("<div class=\"scroll\"><table id=\"disruptions\"><thead><tr>");
+    let _ = write!(out, "<div class=\"scroll\"><table id=\"{id}\"><thead><tr>");
     for c in &columns {
         let _ = write!(out, "<th>{}</th>", esc(c));
     }
@@ -547,5 +569,21 @@ mod tests {
         }
         assert!(html.contains("<td>30s</td>") && html.contains("<td>b, c</td>") && html.contains("x&lt;y"));
         assert!(!html.contains("src=") && !html.contains("href=") && !html.contains("@import"), "nothing external");
+    }
+
+    #[test]
+    fn reboots_and_the_balanced_what_if_get_tables_when_they_have_entries() {
+        let mut r = serde_json::json!({
+            "scenario": "t", "endSeconds": 60, "summary": {}, "nodes": [], "pods": [], "disruptions": [],
+            "reboots": [{"atSeconds": 300, "nodeClaim": "a", "condition": "Ready"}],
+            "balancedWhatIf": [{"nodePool": "p", "consolidations": 4, "balancedWouldRefuse": 3}]
+        });
+        let html = render(&r);
+        assert!(html.contains("<table id=\"reboots\">") && html.contains("<td>5m</td>"), "{html}");
+        assert!(html.contains("<table id=\"balanced-what-if\">") && html.contains("<th>balancedWouldRefuse</th>"));
+        r["reboots"] = serde_json::json!([]);
+        r["balancedWhatIf"] = serde_json::Value::Null;
+        let html = render(&r);
+        assert!(!html.contains("Reboots") && !html.contains("What Balanced would do"));
     }
 }

@@ -2,7 +2,10 @@
 //! rate keep every promise; and the checks do catch a broken one.
 
 use kerf_cloud::{Clock, ManualClock, Timestamp};
-use kerf_sim::chaos::invariants::CloudInstance;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+use kerf_sim::chaos::invariants::{CLEAN_PERIODS, CleanupPeriods, CloudInstance};
 use kerf_sim::chaos::{self, Kind, Monitor, Summary};
 
 #[test]
@@ -51,12 +54,78 @@ fn an_instance_without_a_nodeclaim_past_the_window_is_a_leak() {
         launched_at: t0,
         terminated: false,
     };
-    monitor.check_state(&cluster, std::slice::from_ref(&instance), t0);
+    let periods = Periods::default();
+    monitor.check_state(&cluster, std::slice::from_ref(&instance), &periods, t0);
     assert!(monitor.violations().is_empty(), "garbage collection gets its window");
     let later =
         Timestamp::from_millisecond(t0.as_millisecond() + chaos::invariants::LEAK_WINDOW.as_millis() as i64).unwrap();
-    monitor.check_state(&cluster, std::slice::from_ref(&instance), later);
+    monitor.check_state(&cluster, std::slice::from_ref(&instance), &periods, later);
     let v = monitor.violations();
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].kind, Kind::LeakedInstance);
+}
+
+/// Garbage collection periods as a test sets them: a counter of lists, and per key the list
+/// count at its last failed cleanup call.
+#[derive(Default)]
+struct Periods {
+    lists: Cell<u64>,
+    failed_at: BTreeMap<String, u64>,
+}
+
+impl CleanupPeriods for Periods {
+    fn lists(&self) -> u64 {
+        self.lists.get()
+    }
+
+    fn clean_periods_since(&self, key: &str, lists: u64) -> u64 {
+        self.lists.get().saturating_sub(self.failed_at.get(key).copied().unwrap_or(0).max(lists))
+    }
+}
+
+#[test]
+fn a_leak_is_judged_by_the_periods_that_could_have_removed_it_not_by_time() {
+    let clock = ManualClock::new();
+    let cluster = kerf_apiserver::SimCluster::new(clock.clone(), 1);
+    let t0 = clock.now();
+    let at = |minutes: i64| Timestamp::from_millisecond(t0.as_millisecond() + minutes * 60_000).unwrap();
+    let instance = CloudInstance {
+        provider_id: "aws:///us-west-2a/i-1".to_string(),
+        instance_type: "c.large".to_string(),
+        node_claim: "pool-0-abcde".to_string(),
+        launched_at: t0,
+        terminated: false,
+    };
+    let one = std::slice::from_ref(&instance);
+
+    // Every terminate of it failed: ten minutes and many lists later it is no violation yet.
+    let mut periods = Periods::default();
+    let monitor = Monitor::new(0);
+    monitor.check_state(&cluster, one, &periods, t0);
+    periods.lists.set(8);
+    periods.failed_at.insert(instance.provider_id.clone(), 8);
+    monitor.check_state(&cluster, one, &periods, at(10));
+    assert!(monitor.violations().is_empty(), "{:?}", monitor.violations());
+    assert_eq!(monitor.max_leak_and_orphan().0.as_secs(), 600, "its duration is measured");
+
+    // Calls succeed again: it must be gone within CLEAN_PERIODS periods.
+    periods.lists.set(8 + CLEAN_PERIODS);
+    monitor.check_state(&cluster, one, &periods, at(14));
+    assert!(monitor.violations().is_empty());
+    periods.lists.set(9 + CLEAN_PERIODS);
+    monitor.check_state(&cluster, one, &periods, at(16));
+    let v = monitor.violations();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].kind, Kind::LeakedInstance);
+    assert!(v[0].detail.contains("3 garbage collection period(s)"), "{}", v[0].detail);
+}
+
+#[test]
+fn faults_at_half_the_calls_break_no_promise_on_a_few_seeds() {
+    let mut summary = Summary::default();
+    for seed in [77, 94, 189, 222, 284, 323] {
+        summary.add(&chaos::run(seed, 0.5));
+    }
+    assert_eq!(summary.total_violations(), 0, "{:?}", summary.failures);
+    assert!(summary.max_leak.0 > std::time::Duration::ZERO, "leaks happen at this rate and are measured");
 }

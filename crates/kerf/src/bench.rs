@@ -14,6 +14,8 @@
 //! the what-if on it (see `snapshot_bench`).
 //! `kerf bench chaos --iterations N [--seed S] [--fault-rate R] [--json]` runs the simulator with
 //! crashes and faults and checks kerf's invariants (see `chaos_bench`).
+//! `kerf bench top --nodes N --pods P [--changes C] [--json]` times `kerf top` against a served
+//! cluster (see `top_bench`).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -43,6 +45,9 @@ enum BenchCommand {
     /// Seeded random runs with controller crashes and cloud and API faults, checked against
     /// kerf's invariants (no leaked instance, no lost pod, budgets, PDBs, do-not-disrupt).
     Chaos(crate::chaos_bench::ChaosArgs),
+    /// Run `kerf top` against a served cluster of N nodes and P pods: time to the first frame,
+    /// peak RSS, and the time from a change to the frame that shows it.
+    Top(crate::top_bench::TopArgs),
 }
 
 #[derive(clap::Args)]
@@ -95,6 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         BenchCommand::Snapshot(a) => crate::snapshot_bench::run(a),
         BenchCommand::Controller(a) => crate::controller_bench::run(a),
         BenchCommand::Chaos(a) => crate::chaos_bench::run(a),
+        BenchCommand::Top(a) => crate::top_bench::run(a),
     }
 }
 

@@ -53,6 +53,11 @@ pub fn run(a: ChaosArgs) -> anyhow::Result<ExitCode> {
             "faults": summary.faults.iter().map(|(f, n)| (f.name().to_string(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
             "runErrors": summary.errors,
             "seconds": seconds,
+            "violations": summary.total_violations(),
+            "maxLeakSeconds": summary.max_leak.0.as_secs_f64(),
+            "maxLeakSeed": summary.max_leak.1,
+            "maxOrphanSeconds": summary.max_orphan.0.as_secs_f64(),
+            "maxOrphanSeed": summary.max_orphan.1,
         });
         for k in Kind::ALL {
             out[k.json_key()] = serde_json::json!(count(k));
@@ -61,7 +66,7 @@ pub fn run(a: ChaosArgs) -> anyhow::Result<ExitCode> {
     } else {
         let counts: Vec<String> = Kind::ALL.iter().map(|k| format!("{} {}", k.json_key(), count(*k))).collect();
         println!(
-            "{} runs (seeds {}..={}) in {seconds:.1}s: {} crashes, {} faults injected at rate {}; {}{}",
+            "{} runs (seeds {}..={}) in {seconds:.1}s: {} crashes, {} faults injected at rate {}; {}{}; longest leak {:.0}s (seed {}), longest orphan {:.0}s (seed {})",
             summary.iterations,
             a.seed,
             a.seed.wrapping_add(a.iterations - 1),
@@ -70,6 +75,10 @@ pub fn run(a: ChaosArgs) -> anyhow::Result<ExitCode> {
             a.fault_rate,
             counts.join(", "),
             if summary.errors > 0 { format!(", {} runs stopped with an error", summary.errors) } else { String::new() },
+            summary.max_leak.0.as_secs_f64(),
+            summary.max_leak.1,
+            summary.max_orphan.0.as_secs_f64(),
+            summary.max_orphan.1,
         );
     }
     for (seed, what) in &summary.failures {

@@ -22,6 +22,8 @@ mod serve;
 mod simulate;
 mod snapshot;
 mod snapshot_bench;
+mod top;
+mod top_bench;
 mod validate;
 
 /// mimalloc instead of the system allocator (see the workspace manifest for why). The
@@ -123,6 +125,8 @@ enum Command {
     Crds(crds::Args),
     /// Read a live cluster (list calls only) and write a scenario that reproduces it.
     Snapshot(snapshot::Args),
+    /// Watch a cluster's fleet live: nodes, room, cost, pending pods and disruptions.
+    Top(top::Args),
 }
 
 /// Log timestamps from the simulation's virtual clock, so a simulated run's log reads as the
@@ -163,6 +167,7 @@ fn main() -> ExitCode {
             | Command::Convert(_)
             | Command::InstanceTypes(_)
             | Command::Crds(_)
+            | Command::Top(_)
     ) {
         end_quietly_on_closed_pipe();
     }
@@ -176,6 +181,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Crds(args) => crds::run(args),
         Command::Snapshot(args) => snapshot::run(args),
+        Command::Top(args) => top::run(args),
     };
     match result {
         Ok(code) => code,

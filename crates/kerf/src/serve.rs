@@ -81,6 +81,21 @@ pub fn run(args: Args, clock: ManualClock) -> anyhow::Result<ExitCode> {
         };
         cluster.create_obj(obj).map_err(|e| anyhow::anyhow!("namespace {ns}: {e}"))?;
     }
+    // The `kubernetes` Service every cluster has, at the first IP of the service range.
+    let services = kerf_apiserver::kinds::by_kind("Service").context("the Service kind")?;
+    let api_service = serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 6443}]}});
+    kerf_apiserver::rest::Rest::new(Arc::clone(&cluster))
+        .create(services, Some("default"), api_service)
+        .map_err(|e| anyhow::anyhow!("service kubernetes: {e}"))?;
+    // kerf's CRDs, as `kerf crds` installs them in a cluster (`kubectl get crds` lists them).
+    let crds = kerf_apiserver::kinds::by_kind(kerf_apiserver::custom::CRD_KIND).context("the CRD kind")?;
+    let rest = kerf_apiserver::rest::Rest::new(Arc::clone(&cluster));
+    for def in kerf_api::crd::ALL {
+        rest.create(crds, None, def.custom_resource_definition())
+            .map_err(|e| anyhow::anyhow!("CustomResourceDefinition {}: {e}", def.name()))?;
+    }
 
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the runtime")?;

@@ -39,10 +39,10 @@ pub struct SnapshotArgs {
 
 const INSTANCE_TYPE: &str = "m5.4xlarge";
 const ZONES: [&str; 3] = ["us-west-2a", "us-west-2b", "us-west-2c"];
-const DEPLOYMENTS: usize = 30;
+pub(crate) const DEPLOYMENTS: usize = 30;
 
 /// The served cluster as a scenario: nodes with NodeClaims, Deployments and their pods bound.
-fn cluster_scenario(nodes: usize, pods: usize, fill: f64) -> anyhow::Result<String> {
+pub(crate) fn cluster_scenario(nodes: usize, pods: usize, fill: f64) -> anyhow::Result<String> {
     let cat = kerf_cloud::aws::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
     let types = cat
         .instance_types("us-west-2", None, &kerf_cloud::aws::NodeClassSettings::default())
@@ -108,7 +108,7 @@ fn cluster_scenario(nodes: usize, pods: usize, fill: f64) -> anyhow::Result<Stri
 }
 
 /// Starts `kerf serve` on the scenario and waits until its last pod exists.
-fn serve(dir: &Path, scenario: &Path, last_pod: &str) -> anyhow::Result<(Proc, PathBuf)> {
+pub(crate) fn serve(dir: &Path, scenario: &Path, last_pod: &str) -> anyhow::Result<(Proc, PathBuf)> {
     let limit = Duration::from_secs(600);
     let start = Instant::now();
     let (mut served, server, kubeconfig) = bench_process::serve(dir, scenario, limit)?;
@@ -121,7 +121,13 @@ fn serve(dir: &Path, scenario: &Path, last_pod: &str) -> anyhow::Result<(Proc, P
     Ok((served, kubeconfig))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The name of the last pod [`cluster_scenario`] writes for `pods` pods.
+pub(crate) fn last_pod(pods: usize) -> String {
+    let last = DEPLOYMENTS.min(pods) - 1;
+    format!("app-{last:02}-5c7f9-{:05}", pods / DEPLOYMENTS + usize::from(pods % DEPLOYMENTS > last) - 1)
+}
+
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
@@ -139,10 +145,7 @@ pub fn run(a: SnapshotArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let scenario = dir.join("cluster.yaml");
     std::fs::write(&scenario, cluster_scenario(a.nodes, a.pods, a.fill)?).context("cannot write the cluster")?;
-    let last = DEPLOYMENTS.min(a.pods) - 1;
-    let last_pod =
-        format!("app-{last:02}-5c7f9-{:05}", a.pods / DEPLOYMENTS + usize::from(a.pods % DEPLOYMENTS > last) - 1);
-    let (served, kubeconfig) = serve(&dir, &scenario, &last_pod)?;
+    let (served, kubeconfig) = serve(&dir, &scenario, &last_pod(a.pods))?;
     let cluster = crate::snapshot::ClusterArgs { kubeconfig: Some(kubeconfig), context: None, chunk_size: 500 };
     let (mut snap_secs, mut what_if_secs) = (Vec::new(), Vec::new());
     let mut outcome = None;

@@ -1,4 +1,4 @@
-//! `kerf bench scheduling|consolidation|packing|snapshot` per the CLI contract: the JSON object's keys and exit codes.
+//! `kerf bench scheduling|consolidation|packing|snapshot|top` per the CLI contract: the JSON object's keys and exit codes.
 
 use std::process::Command;
 
@@ -208,4 +208,19 @@ fn snapshot_bench_with_fill_out_of_range_is_bad_input() {
     let out = kerf(&["bench", "snapshot", "--fill", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--fill must be in (0, 1], got 1.5"));
+}
+
+#[test]
+fn top_bench_times_the_start_memory_and_a_redraw_per_cordoned_node() {
+    let out = kerf(&["bench", "top", "--nodes", "6", "--pods", "60", "--changes", "2", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for key in
+        ["startSeconds", "peakRssBytes", "firstFrameSeconds", "redrawSeconds", "redrawMaxSeconds", "frameSeconds"]
+    {
+        assert!(doc[key].as_f64().is_some_and(|v| v > 0.0), "missing or zero {key}: {text}");
+    }
+    assert_eq!(doc["redrawRuns"].as_array().map(Vec::len), Some(2), "{text}");
+    assert!(doc["redrawMaxSeconds"].as_f64() >= doc["redrawSeconds"].as_f64(), "{text}");
 }

@@ -2,8 +2,8 @@
 //! result it has on a real cluster: the generators (`create deployment|namespace|pdb`, `run`),
 //! `set image|resources`, `rollout status|history|undo|restart`, `wait --for=condition`, `diff`,
 //! `edit`, `label`, `annotate`, client-side `apply`, server-side dry runs, `cordon`, `uncordon`,
-//! `drain` (evictions honouring a PodDisruptionBudget) and `get` / `describe` in every output
-//! format (docs/playground.md, "What works with kubectl").
+//! `drain` (evictions honouring a PodDisruptionBudget), `expose`, `auth can-i` and `get` /
+//! `describe` in every output format (docs/playground.md, "What works with kubectl").
 
 mod common;
 
@@ -307,10 +307,9 @@ fn cordon_uncordon_and_drain_evict_as_far_as_a_disruption_budget_allows() {
     assert!(s.stop().success());
 }
 
-/// `kubectl expose` creates a Service and `kubectl auth can-i` asks a SelfSubjectAccessReview:
-/// both kinds come with issue 47's part 5 (every built-in kind, the access reviews).
+/// `kubectl expose` creates a Service for the Deployment's selector; `kubectl auth can-i` asks a
+/// SelfSubjectAccessReview, which every client passes (the server has no authorization).
 #[test]
-#[ignore = "needs Services and SelfSubjectAccessReviews (issue 47, part 5)"]
 fn expose_creates_a_service_for_a_deployment_and_auth_can_i_is_answered_yes() {
     let s = Served::start("cmd-expose", &["--controllers", "none"]);
     kubectl_ok(&s, &["create", "deployment", "web", "--image=nginx"]);

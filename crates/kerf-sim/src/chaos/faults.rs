@@ -92,6 +92,11 @@ struct State {
     last_list: Option<Vec<Arc<NodeClaim>>>,
     /// The controllers' watches deliver nothing until then.
     watch_down_until: Option<Timestamp>,
+    /// Fresh answers the cloud gave to `list` (garbage collection's look at the instances).
+    lists: u64,
+    /// Instance (provider ID) or NodeClaim name → `lists` when a call to clean it up (terminate,
+    /// get, delete) last failed.
+    cleanup_failed_at: BTreeMap<String, u64>,
 }
 
 /// The fault plan shared by the decorators and the runner.
@@ -145,6 +150,28 @@ impl Faults {
             s.watch_down_until = Some(until);
             *s.injected.entry(Fault::WatchOutage).or_default() += 1;
         }
+    }
+
+    /// Fresh `list` answers so far: garbage collection periods in which the controller could
+    /// see the instances.
+    pub fn lists(&self) -> u64 {
+        self.lock().lists
+    }
+
+    /// Garbage collection periods since `lists` (a value of [`lists`](Self::lists)) in which
+    /// the controller could see the instances and no call cleaning up `key` (an instance's
+    /// provider ID or a NodeClaim's name) failed: the periods in which it could have been
+    /// cleaned up.
+    pub fn clean_periods_since(&self, key: &str, lists: u64) -> u64 {
+        let s = self.lock();
+        let from = s.cleanup_failed_at.get(key).copied().unwrap_or(0).max(lists);
+        s.lists.saturating_sub(from)
+    }
+
+    fn cleanup_failed(&self, key: &str) {
+        let mut s = self.lock();
+        let at = s.lists;
+        s.cleanup_failed_at.insert(key.to_string(), at);
     }
 
     /// Whether the controllers' watches are down at `now`.
@@ -299,11 +326,17 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
     fn delete(&self, claim: &NodeClaim) -> impl Future<Output = Result<(), CloudError>> + Send {
         let gate =
             self.faults.gate(&[(Fault::TerminateFailure, false), (Fault::Throttled, false), (Fault::Timeout, true)]);
+        if !matches!(gate, Gate::Pass) {
+            self.faults.cleanup_failed(claim.provider_id().unwrap_or_default());
+        }
         cloud_call(gate, self.inner.delete(claim))
     }
 
     fn get(&self, provider_id: &str) -> impl Future<Output = Result<NodeClaim, CloudError>> + Send {
         let gate = self.faults.gate(THROTTLED);
+        if !matches!(gate, Gate::Pass) {
+            self.faults.cleanup_failed(provider_id);
+        }
         cloud_call(gate, self.inner.get(provider_id))
     }
 
@@ -323,7 +356,9 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
                 }
                 Gate::Pass => {
                     let list = self.inner.list().await?;
-                    self.faults.lock().last_list = Some(list.clone());
+                    let mut s = self.faults.lock();
+                    s.last_list = Some(list.clone());
+                    s.lists += 1;
                     Ok(list)
                 }
             }
@@ -578,6 +613,9 @@ impl<C: ClusterApi> ClusterApi for FaultyApi<'_, C> {
         name: &str,
     ) -> impl Future<Output = Result<(), ApiError>> + Send {
         let gate = self.faults.gate(&[(Fault::ServerError, false), (Fault::Timeout, true)]);
+        if K::KIND == "NodeClaim" && !matches!(gate, Gate::Pass) {
+            self.faults.cleanup_failed(name);
+        }
         async move {
             let delete = async {
                 if K::KIND == "Pod" {
@@ -604,5 +642,15 @@ impl<C: ClusterApi> ClusterApi for FaultyApi<'_, C> {
                 self.inner.record_event(event).await;
             }
         }
+    }
+}
+
+impl super::invariants::CleanupPeriods for Faults {
+    fn lists(&self) -> u64 {
+        Faults::lists(self)
+    }
+
+    fn clean_periods_since(&self, key: &str, lists: u64) -> u64 {
+        Faults::clean_periods_since(self, key, lists)
     }
 }

@@ -24,9 +24,22 @@ use kerf_controller::disruption::Reason;
 use kerf_apiserver::SimCluster;
 
 /// How long an instance may run without a NodeClaim, or a launched NodeClaim lack its
-/// instance, before it counts (garbage collection runs every 2 minutes and may fail a few
-/// times in a row under faults).
+/// instance, before it counts whatever the faults (a backstop: [`CLEAN_PERIODS`] is the bound).
 pub const LEAK_WINDOW: Duration = Duration::from_secs(20 * 60);
+/// How many garbage collection periods in which it could have been cleaned up (the cloud's list
+/// answered and no call cleaning it up failed) a leaked instance or an orphan NodeClaim may
+/// outlive: the one in which it appeared may have listed just before it did.
+pub const CLEAN_PERIODS: u64 = 2;
+
+/// What the state checks need to know of the faults: garbage collection periods in which a
+/// leak could have been cleaned up.
+pub trait CleanupPeriods {
+    /// A counter of garbage collection periods that could see the instances.
+    fn lists(&self) -> u64;
+    /// Periods since `lists` in which no call cleaning up `key` (a provider ID or a NodeClaim
+    /// name) failed.
+    fn clean_periods_since(&self, key: &str, lists: u64) -> u64;
+}
 /// How long a node may carry the disrupted taint without being deleted (a replacement that
 /// never registers is given up after 15 minutes).
 pub const TAINT_WINDOW: Duration = Duration::from_secs(30 * 60);
@@ -108,8 +121,12 @@ struct State {
     violations: Vec<Violation>,
     /// Objects already reported, per kind (one violation per object and kind).
     reported: BTreeSet<(Kind, String)>,
-    unclaimed_since: BTreeMap<String, Timestamp>,
-    orphan_since: BTreeMap<String, Timestamp>,
+    /// Leaks and orphans seen: key → (since, the periods counter then).
+    unclaimed_since: BTreeMap<String, (Timestamp, u64)>,
+    orphan_since: BTreeMap<String, (Timestamp, u64)>,
+    /// The longest an instance ran without a NodeClaim, and a NodeClaim named a gone instance.
+    max_leak: Duration,
+    max_orphan: Duration,
     tainted_since: BTreeMap<String, Timestamp>,
 }
 
@@ -357,8 +374,25 @@ impl Monitor {
     /// Judges the cluster and the cloud as they are: instances without claims, launched claims
     /// without instances, nodes keeping the disrupted taint, each once it has lasted longer than
     /// its window.
-    pub fn check_state(&self, cluster: &SimCluster, instances: &[CloudInstance], now: Timestamp) {
+    /// The longest an instance ran without a NodeClaim, and a launched NodeClaim lacked its
+    /// instance, so far (ongoing ones counted to `now` of the last check).
+    pub fn max_leak_and_orphan(&self) -> (Duration, Duration) {
+        let s = self.lock();
+        (s.max_leak, s.max_orphan)
+    }
+
+    pub fn check_state(
+        &self,
+        cluster: &SimCluster,
+        instances: &[CloudInstance],
+        periods: &dyn CleanupPeriods,
+        now: Timestamp,
+    ) {
         let (leak_window, taint_window) = (LEAK_WINDOW, TAINT_WINDOW);
+        let lists = periods.lists();
+        let lasted = |since: Timestamp| {
+            Duration::from_millis(u64::try_from(now.as_millisecond() - since.as_millisecond()).unwrap_or(0))
+        };
         let claims = cluster.list_objs::<NodeClaim>();
         let nodes = cluster.list_objs::<Node>();
         let claimed: BTreeMap<&str, &NodeClaim> =
@@ -369,17 +403,22 @@ impl Monitor {
         let over = |since: Timestamp, window: Duration| {
             now.as_millisecond() - since.as_millisecond() >= window.as_millis() as i64
         };
-        // Instances no claim accounts for.
+        // Instances no claim accounts for. One whose claim has not recorded an instance yet is
+        // a launch in flight, not a leak (garbage collection leaves it alone too).
+        let launching: BTreeSet<&str> = claims.iter().filter(|c| c.provider_id().is_none()).map(|c| c.name()).collect();
         let mut unclaimed = BTreeMap::new();
         for (pid, i) in &running {
-            if claimed.contains_key(pid) {
+            if claimed.contains_key(pid) || launching.contains(i.node_claim.as_str()) {
                 continue;
             }
-            let since = s.unclaimed_since.get(*pid).copied().unwrap_or(now);
-            unclaimed.insert(pid.to_string(), since);
-            if over(since, leak_window) {
+            let (since, from) = s.unclaimed_since.get(*pid).copied().unwrap_or((now, lists));
+            unclaimed.insert(pid.to_string(), (since, from));
+            s.max_leak = s.max_leak.max(lasted(since));
+            let clean = periods.clean_periods_since(pid, from);
+            if clean > CLEAN_PERIODS || over(since, leak_window) {
                 let detail = format!(
-                    "instance {pid} ({}, launched for NodeClaim {} at {}s) has had no NodeClaim since {}s",
+                    "instance {pid} ({}, launched for NodeClaim {} at {}s) has had no NodeClaim since {}s, \
+                     through {clean} garbage collection period(s) that could have removed it",
                     i.instance_type,
                     i.node_claim,
                     secs(i.launched_at),
@@ -395,11 +434,23 @@ impl Monitor {
             if running.contains_key(pid) {
                 continue;
             }
-            let since = s.orphan_since.get(*pid).copied().unwrap_or(now);
-            orphans.insert(pid.to_string(), since);
-            if over(since, leak_window) {
-                let detail =
-                    format!("NodeClaim {} names instance {pid}, which has not run since {}s", c.name(), secs(since));
+            let (since, from) = s.orphan_since.get(*pid).copied().unwrap_or((now, lists));
+            orphans.insert(pid.to_string(), (since, from));
+            s.max_orphan = s.max_orphan.max(lasted(since));
+            // Garbage collection deletes a claim that is not being deleted already; one that is
+            // goes with its termination (bounded by the window).
+            let clean = if c.metadata.deletion_timestamp.is_some() {
+                0
+            } else {
+                periods.clean_periods_since(pid, from).min(periods.clean_periods_since(c.name(), from))
+            };
+            if clean > CLEAN_PERIODS || over(since, leak_window) {
+                let detail = format!(
+                    "NodeClaim {} names instance {pid}, which has not run since {}s, through {clean} garbage \
+                     collection period(s) that could have deleted it",
+                    c.name(),
+                    secs(since)
+                );
                 Self::report(&mut s, Kind::OrphanNodeClaim, c.name(), now, detail);
             }
         }

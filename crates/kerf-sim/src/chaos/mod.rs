@@ -102,6 +102,9 @@ pub struct RunOutcome {
     pub faults: BTreeMap<Fault, u64>,
     pub faults_injected: u64,
     pub violations: Vec<Violation>,
+    /// The longest an instance ran without a NodeClaim, and a NodeClaim named a gone instance.
+    pub max_leak: Duration,
+    pub max_orphan: Duration,
     /// The run could not go on (the simulation stopped).
     pub error: Option<String>,
 }
@@ -162,7 +165,7 @@ fn run_with(seed: u64, faults: &Arc<Faults>, outcome: &mut RunOutcome) -> Result
                 terminated: i.terminated,
             })
             .collect();
-        monitor.check_state(sim.cluster(), &instances, sim.now());
+        monitor.check_state(sim.cluster(), &instances, faults.as_ref(), sim.now());
     };
     let first = w.scenario.steps.first().cloned().ok_or("the generated scenario has no steps")?;
     monitor.set_step(0);
@@ -220,6 +223,7 @@ fn run_with(seed: u64, faults: &Arc<Faults>, outcome: &mut RunOutcome) -> Result
     }
     monitor.check_pods(sim.cluster(), sim.now());
     outcome.violations = monitor.violations();
+    (outcome.max_leak, outcome.max_orphan) = monitor.max_leak_and_orphan();
     Ok(())
 }
 
@@ -233,6 +237,9 @@ pub struct Summary {
     pub violations: BTreeMap<Kind, u64>,
     /// Runs that stopped with an error.
     pub errors: u64,
+    /// The longest leak and orphan over all runs, and the seeds they were in.
+    pub max_leak: (Duration, u64),
+    pub max_orphan: (Duration, u64),
     /// The first few failing runs: (seed, first violation or error).
     pub failures: Vec<(u64, String)>,
 }
@@ -247,6 +254,12 @@ impl Summary {
         }
         for v in &o.violations {
             *self.violations.entry(v.kind).or_default() += 1;
+        }
+        if o.max_leak > self.max_leak.0 {
+            self.max_leak = (o.max_leak, o.seed);
+        }
+        if o.max_orphan > self.max_orphan.0 {
+            self.max_orphan = (o.max_orphan, o.seed);
         }
         let first = match (&o.error, o.violations.first()) {
             (Some(e), _) => Some(format!("the run stopped: {e}")),
