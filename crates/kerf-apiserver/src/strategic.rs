@@ -53,9 +53,13 @@ fn plain(v: &Value) -> Value {
         Value::Object(m) => Value::Object(
             m.iter().filter(|(k, v)| !k.starts_with('$') && !v.is_null()).map(|(k, v)| (k.clone(), plain(v))).collect(),
         ),
+        // A `{"$patch": "replace"}` marker or an item to delete has nothing to add.
         Value::Array(a) => Value::Array(
             a.iter()
-                .filter(|i| i.get("$patch").is_none() || i.as_object().is_some_and(|m| m.len() > 1))
+                .filter(|i| {
+                    let directive = i.get("$patch").and_then(Value::as_str);
+                    directive != Some("delete") && !(directive.is_some() && i.as_object().is_some_and(|m| m.len() == 1))
+                })
                 .map(plain)
                 .collect(),
         ),
@@ -293,6 +297,12 @@ mod tests {
         assert_eq!(d["spec"], json!({"replicas": 3}));
         let d = patched("Deployment", json!({"spec": {"template": {"$patch": "delete"}}}));
         assert!(d["spec"].get("template").is_none());
+        // Into a list the object lacks: what is to be deleted is not added.
+        let d = patched(
+            "Deployment",
+            json!({"spec": {"template": {"spec": {"volumes": [{"name": "a", "$patch": "delete"}, {"name": "b"}]}}}}),
+        );
+        assert_eq!(d["spec"]["template"]["spec"]["volumes"], json!([{"name": "b"}]));
     }
 
     #[test]
