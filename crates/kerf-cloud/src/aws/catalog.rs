@@ -10,6 +10,9 @@ use serde::Deserialize;
 
 use super::allocatable::{self, KubeletError, NodeClassSettings};
 
+/// The format version of the catalog file this code reads.
+pub const FORMAT: u32 = 3;
+
 /// The generated catalog, one JSON record per line.
 pub const CATALOG_DATA: &str = include_str!("../../../../data/aws-instance-types.jsonl");
 
@@ -51,6 +54,39 @@ pub struct TypeInfo {
     /// Covered region → (on-demand $/h, zone letters after the region name).
     #[serde(default)]
     pub offers: BTreeMap<String, (f64, String)>,
+    /// Regions of `offers` whose price is estimated, with the rule that estimated it.
+    #[serde(default)]
+    pub price_estimated: BTreeMap<String, EstimateRule>,
+}
+
+/// How the generator estimated a price its source does not list (data/README.md, "Estimated
+/// prices", says each rule in full).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EstimateRule {
+    /// From the listed prices of the type's family in the region, by memory.
+    Family,
+    /// The type's listed price in a region of the same price tier.
+    Tier,
+    /// The type's listed prices elsewhere, scaled by the regions' price ratio.
+    Region,
+    /// The family's listed prices elsewhere, by memory and the regions' price ratio.
+    FamilyRegion,
+    /// A related family (same category, older generation or fewer attributes), by memory.
+    RelatedFamily,
+}
+
+impl EstimateRule {
+    /// The rule's name in the catalog file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EstimateRule::Family => "family",
+            EstimateRule::Tier => "tier",
+            EstimateRule::Region => "region",
+            EstimateRule::FamilyRegion => "family-region",
+            EstimateRule::RelatedFamily => "related-family",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -80,6 +116,8 @@ pub struct RegionOffer {
     pub instance_type: String,
     /// On-demand Linux $/h (never zero: unknown prices are not in the catalog).
     pub price: f64,
+    /// How the price was estimated; `None` for a listed price.
+    pub estimate: Option<EstimateRule>,
     pub zones: Vec<String>,
 }
 
@@ -130,7 +168,7 @@ pub fn catalog() -> Result<&'static Catalog, CatalogError> {
 }
 
 impl Catalog {
-    /// Parses catalog records (the generator's output format 2).
+    /// Parses catalog records (the generator's output format [`FORMAT`]).
     pub fn parse(text: &str) -> Result<Catalog, CatalogError> {
         let mut cat = Catalog { regions: BTreeMap::new(), types: BTreeMap::new(), offers: BTreeMap::new() };
         for (i, line) in text.lines().enumerate() {
@@ -142,8 +180,8 @@ impl Catalog {
             let record: Record = serde_json::from_str(line).map_err(|e| corrupt(e.to_string()))?;
             match record {
                 Record::Header { format, .. } => {
-                    if format != 2 {
-                        return Err(corrupt(format!("format {format} is not supported (expected 2)")));
+                    if format != FORMAT {
+                        return Err(corrupt(format!("format {format} is not supported (expected {FORMAT})")));
                     }
                 }
                 Record::Region { name, zones } => {
@@ -152,6 +190,12 @@ impl Catalog {
                 Record::Type(info) => {
                     if info.vcpu <= 0 || info.memory_mib <= 0 || info.enis <= 0 || info.ipv4_per_eni <= 0 {
                         return Err(corrupt(format!("instance type {} has a non-positive size", info.name)));
+                    }
+                    if let Some(region) = info.price_estimated.keys().find(|r| !info.offers.contains_key(*r)) {
+                        return Err(corrupt(format!(
+                            "{} has an estimated price in {region}, where it is not offered",
+                            info.name
+                        )));
                     }
                     for (region, (price, letters)) in &info.offers {
                         if !cat.regions.contains_key(region) {
@@ -164,6 +208,7 @@ impl Catalog {
                         cat.offers.entry(region.clone()).or_default().push(RegionOffer {
                             instance_type: info.name.clone(),
                             price: *price,
+                            estimate: info.price_estimated.get(region).copied(),
                             zones,
                         });
                     }
@@ -222,6 +267,12 @@ impl Catalog {
         Ok(out)
     }
 
+    /// Where `name` is sold in `region` and at what price; `None` when it is not sold there.
+    pub fn offer(&self, region: &str, name: &str) -> Option<&RegionOffer> {
+        let offers = self.offers.get(region)?;
+        offers.binary_search_by(|o| o.instance_type.as_str().cmp(name)).ok().map(|i| &offers[i])
+    }
+
     /// One type sold in `region`, as [`Catalog::instance_types`] builds it (all zones).
     pub fn instance_type(
         &self,
@@ -272,7 +323,14 @@ impl Catalog {
         // type's own labels: pods may select it, and Karpenter's nodes carry it.
         let mut type_labels = type_labels(info);
         type_labels.insert(labels::REGION.to_string(), region.to_string());
-        Ok(Some(InstanceType { name: info.name.clone(), labels: type_labels, capacity, overhead, offerings }))
+        Ok(Some(InstanceType {
+            name: info.name.clone(),
+            labels: type_labels,
+            capacity,
+            overhead,
+            offerings,
+            price_estimated: offer.estimate.is_some(),
+        }))
     }
 }
 
