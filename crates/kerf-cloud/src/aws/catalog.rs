@@ -152,12 +152,20 @@ pub enum CatalogError {
 }
 
 /// The parsed catalog.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Catalog {
     regions: BTreeMap<String, Vec<String>>,
     types: BTreeMap<String, TypeInfo>,
-    /// Per region, sorted by instance type name.
-    offers: BTreeMap<String, Vec<RegionOffer>>,
+    /// Per region, what is sold there sorted by instance type name: built from `types` when the
+    /// region is first asked about, since a run uses one region of the catalog's 30.
+    offers: BTreeMap<String, OnceLock<Vec<RegionOffer>>>,
+}
+
+/// Two catalogs are equal when their regions and types are (the offers derive from those).
+impl PartialEq for Catalog {
+    fn eq(&self, other: &Catalog) -> bool {
+        self.regions == other.regions && self.types == other.types
+    }
 }
 
 static CATALOG: OnceLock<Result<Catalog, CatalogError>> = OnceLock::new();
@@ -185,6 +193,7 @@ impl Catalog {
                     }
                 }
                 Record::Region { name, zones } => {
+                    cat.offers.insert(name.clone(), OnceLock::new());
                     cat.regions.insert(name, zones);
                 }
                 Record::Type(info) => {
@@ -197,29 +206,40 @@ impl Catalog {
                             info.name
                         )));
                     }
-                    for (region, (price, letters)) in &info.offers {
+                    for (region, (price, _)) in &info.offers {
                         if !cat.regions.contains_key(region) {
                             return Err(corrupt(format!("{} is offered in undeclared region {region}", info.name)));
                         }
                         if !(price.is_finite() && *price > 0.0) {
                             return Err(corrupt(format!("{} in {region} has price {price}", info.name)));
                         }
-                        let zones = letters.chars().map(|c| format!("{region}{c}")).collect();
-                        cat.offers.entry(region.clone()).or_default().push(RegionOffer {
-                            instance_type: info.name.clone(),
-                            price: *price,
-                            estimate: info.price_estimated.get(region).copied(),
-                            zones,
-                        });
                     }
                     cat.types.insert(info.name.clone(), *info);
                 }
             }
         }
-        for offers in cat.offers.values_mut() {
-            offers.sort_by(|a, b| a.instance_type.cmp(&b.instance_type));
-        }
         Ok(cat)
+    }
+
+    /// What is sold in a covered region, sorted by type name (built on first use).
+    fn region_offers(&self, region: &str) -> Option<&[RegionOffer]> {
+        let cell = self.offers.get(region)?;
+        let offers = cell.get_or_init(|| {
+            // `types` is sorted by name, so the list is too.
+            self.types
+                .values()
+                .filter_map(|info| {
+                    let (price, letters) = info.offers.get(region)?;
+                    Some(RegionOffer {
+                        instance_type: info.name.clone(),
+                        price: *price,
+                        estimate: info.price_estimated.get(region).copied(),
+                        zones: letters.chars().map(|c| format!("{region}{c}")).collect(),
+                    })
+                })
+                .collect()
+        });
+        Some(offers)
     }
 
     /// The covered regions, sorted.
@@ -243,10 +263,7 @@ impl Catalog {
 
     /// What is sold in `region`, sorted by type name.
     pub fn offers(&self, region: &str) -> Result<&[RegionOffer], CatalogError> {
-        if !self.regions.contains_key(region) {
-            return Err(self.unknown_region(region));
-        }
-        Ok(self.offers.get(region).map(Vec::as_slice).unwrap_or(&[]))
+        self.region_offers(region).ok_or_else(|| self.unknown_region(region))
     }
 
     /// Every type sold in `region` (restricted to `zones` when given), with capacity and
@@ -269,7 +286,7 @@ impl Catalog {
 
     /// Where `name` is sold in `region` and at what price; `None` when it is not sold there.
     pub fn offer(&self, region: &str, name: &str) -> Option<&RegionOffer> {
-        let offers = self.offers.get(region)?;
+        let offers = self.region_offers(region)?;
         offers.binary_search_by(|o| o.instance_type.as_str().cmp(name)).ok().map(|i| &offers[i])
     }
 
