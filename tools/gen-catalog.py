@@ -5,7 +5,12 @@ Sources (both Apache-2.0, pinned in tools/requirements-catalog.txt):
   - moto: ec2/resources/instance_types.json.gz (DescribeInstanceTypes records) and
     ec2/resources/instance_type_offerings/availability-zone/<region>.json.gz (type -> zones).
   - apache-libcloud: data/pricing.json, compute.ec2_linux[type][region] (on-demand Linux $/h).
-    A price of 0.0 means "unknown": such offerings are dropped, never treated as free.
+    A price of 0.0 means "unknown", never free.
+
+Every (type, region) pair moto offers is in the catalog. Where libcloud has no price for it,
+the price is estimated by the rules of data/README.md ("Estimated prices") and the type's
+`priceEstimated` names the rule per region; a pair no rule can price is left out and listed
+on stderr.
 
 Usage:
   python3 -m venv /tmp/catvenv && /tmp/catvenv/bin/pip install -r tools/requirements-catalog.txt
@@ -19,11 +24,11 @@ import argparse
 import gzip
 import json
 import os
+import re
 import sys
 from importlib import metadata
 
-# Regions the catalog covers. Keep in sync with data/README.md.
-REGIONS = ["ap-northeast-2", "eu-central-1", "eu-west-1", "us-east-1", "us-east-2", "us-west-2"]
+# The catalog covers every region moto has offerings data for (data/README.md says which).
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "data", "aws-instance-types.jsonl")
@@ -124,7 +129,172 @@ def check_pins():
                 raise SystemExit(f"gen-catalog: {dist} {have} is installed but the catalog is pinned to {want}")
 
 
+# Estimated prices (data/README.md, "Estimated prices").
+# Two regions are compared on the types both price; fewer common types than this and the
+# regions are not compared at all.
+MIN_COMMON = 20
+# Two regions are of one price tier when their median price ratio is 1 within this tolerance
+# and at least TIER_SHARE of their common types cost the same within it.
+TIER_TOLERANCE = 0.005
+TIER_SHARE = 0.5
+# Decimal places an estimate is rounded to.
+ESTIMATE_DECIMALS = 5
+# The generation premium is measured on families of this generation and later.
+PREMIUM_FROM_GENERATION = 6
+# A family name: category, generation, attributes (`c7gd` = c, 7, gd; `m7i-flex` = m, 7, i-flex).
+FAMILY_NAME = re.compile(r"^([a-z]+)([0-9]+)([a-z0-9-]*)$")
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def family(name):
+    return name.split(".", 1)[0]
+
+
+def accelerated(info):
+    """GPUs, Neuron devices, FPGAs, inference or media accelerators: the price follows them more
+    than the type's vCPUs or memory."""
+    return any([
+        info.get("GpuInfo", {}).get("Gpus"),
+        info.get("NeuronInfo", {}).get("NeuronDevices"),
+        info.get("FpgaInfo", {}).get("Fpgas"),
+        info.get("InferenceAcceleratorInfo", {}).get("Accelerators"),
+        info.get("MediaAcceleratorInfo", {}).get("Accelerators"),
+    ])
+
+
+class Estimator:
+    """Prices a (type, region) pair the price source leaves unpriced, from listed prices only
+    (an estimate is never the base of another)."""
+
+    def __init__(self, listed, infos):
+        self.listed = listed  # region -> type -> listed $/h
+        self.infos = infos
+        self.regions = sorted(listed)
+        # (a, b) -> median of price in a / price in b over the types both list.
+        self.ratio = {}
+        self.tier = {r: [] for r in self.regions}
+        for a in self.regions:
+            for b in self.regions:
+                if a == b:
+                    continue
+                common = sorted(t for t in listed[a] if t in listed[b])
+                if len(common) < MIN_COMMON:
+                    continue
+                ratios = [listed[a][t] / listed[b][t] for t in common]
+                self.ratio[(a, b)] = median(ratios)
+                same = sum(1 for x in ratios if abs(x - 1) < TIER_TOLERANCE)
+                if abs(self.ratio[(a, b)] - 1) < TIER_TOLERANCE and same >= TIER_SHARE * len(ratios):
+                    self.tier[a].append(b)
+        # region -> family -> median listed $/h per MiB of memory.
+        self.per_mib = {}
+        for r in self.regions:
+            by_family = {}
+            for t in sorted(listed[r]):
+                by_family.setdefault(family(t), []).append(listed[r][t] / self.mib(t))
+            self.per_mib[r] = {f: median(v) for f, v in by_family.items()}
+        # Families with a listed price somewhere, by name part.
+        self.named = {}
+        for f in sorted({f for r in self.regions for f in self.per_mib[r]}):
+            m = FAMILY_NAME.match(f)
+            if m:
+                self.named[f] = (m.group(1), int(m.group(2)), m.group(3))
+        # Median ratio of a family's $/MiB to that of the previous generation with the same
+        # category and attributes, in the same region (c7i over c6i, m8g over m7g, ...).
+        steps = []
+        for f, (cat, gen, attrs) in self.named.items():
+            if gen < PREMIUM_FROM_GENERATION:
+                continue
+            older = [(g, o) for o, (c, g, a) in self.named.items() if c == cat and a == attrs and g < gen]
+            if not older:
+                continue
+            prev = max(older)[1]
+            for r in self.regions:
+                if f in self.per_mib[r] and prev in self.per_mib[r]:
+                    steps.append(self.per_mib[r][f] / self.per_mib[r][prev])
+        self.premium = median(steps) if steps else 1.0
+
+    def mib(self, name):
+        return self.infos[name]["MemoryInfo"]["SizeInMiB"]
+
+    def by_family(self, region, name):
+        rate = self.per_mib.get(region, {}).get(family(name))
+        return None if rate is None else rate * self.mib(name)
+
+    def by_tier(self, region, name):
+        prices = [self.listed[b][name] for b in self.tier.get(region, []) if name in self.listed[b]]
+        return median(prices) if prices else None
+
+    def by_region(self, region, name):
+        prices = [self.listed[b][name] * self.ratio[(region, b)] for b in self.regions
+                  if (region, b) in self.ratio and name in self.listed[b]]
+        return median(prices) if prices else None
+
+    def by_family_elsewhere(self, region, name):
+        prices = []
+        for b in self.regions:
+            if (region, b) not in self.ratio:
+                continue
+            p = self.by_family(b, name)
+            if p is not None:
+                prices.append(p * self.ratio[(region, b)])
+        return median(prices) if prices else None
+
+    def related_families(self, name):
+        """Listed families to price an unlisted family from, nearest first, each with whether it
+        is of an older generation: the same category with the family's attributes, then with
+        fewer and fewer of them (dropped from the end), each time the newest generation not
+        newer than the family's (`c8gn`: c7gn; `i8ge`: i?ge, then i?g = i8g; `t8i`: t?i, then
+        t? = t3)."""
+        m = FAMILY_NAME.match(family(name))
+        if not m:
+            return []
+        cat, gen, attrs = m.group(1), int(m.group(2)), m.group(3)
+        out = []
+        for keep in range(len(attrs), -1, -1):
+            want = attrs[:keep]
+            found = sorted(((g, f) for f, (c, g, a) in self.named.items()
+                            if c == cat and a == want and g <= gen and f != family(name)), reverse=True)
+            out.extend((f, g < gen) for g, f in found)
+        return out
+
+    def by_related_family(self, region, name):
+        for related, older in self.related_families(name):
+            factor = (self.premium if older else 1.0) * self.mib(name)
+            rate = self.per_mib.get(region, {}).get(related)
+            if rate is not None:
+                return rate * factor
+            rates = [self.per_mib[b][related] * self.ratio[(region, b)] for b in self.regions
+                     if (region, b) in self.ratio and related in self.per_mib[b]]
+            if rates:
+                return median(rates) * factor
+        return None
+
+    def estimate(self, region, name):
+        """(price, rule) or None when no rule applies."""
+        rules = [("family", self.by_family), ("tier", self.by_tier), ("region", self.by_region),
+                 ("family-region", self.by_family_elsewhere), ("related-family", self.by_related_family)]
+        if accelerated(self.infos[name]):
+            # Accelerators dominate the price: the same type elsewhere before its siblings.
+            rules = [rules[1], rules[2], rules[0], rules[3], rules[4]]
+        for rule, fn in rules:
+            price = fn(region, name)
+            if price is not None and price > 0:
+                return round(price, ESTIMATE_DECIMALS), rule
+        return None
+
+
+def regions_of(resources):
+    folder = os.path.join(resources, "instance_type_offerings", "availability-zone")
+    return sorted(f[: -len(".json.gz")] for f in os.listdir(folder) if f.endswith(".json.gz"))
+
+
 def generate():
+    """The catalog's text and the (region, type) pairs left out for want of any price."""
     check_pins()
     moto_dir = package_dir("moto", "moto")
     libcloud_dir = package_dir("apache-libcloud", "libcloud")
@@ -133,24 +303,47 @@ def generate():
         infos = json.load(f)
     with open(os.path.join(libcloud_dir, "data", "pricing.json")) as f:
         prices = json.load(f)["compute"]["ec2_linux"]
+    regions = regions_of(resources)
 
-    # type -> region -> [on-demand price, zone letters]
-    offers = {}
-    region_zones = {}
-    for region in REGIONS:
+    # region -> type -> zones, for the types kerf can run (Linux facts in moto).
+    sold = {}
+    for region in regions:
         path = os.path.join(resources, "instance_type_offerings", "availability-zone", f"{region}.json.gz")
         with gzip.open(path, "rt") as f:
             offerings = json.load(f)
         zones_by_type = {}
         for o in offerings:
-            zones_by_type.setdefault(o["InstanceType"], set()).add(o["Location"])
+            name = o["InstanceType"]
+            if name in infos and type_record(infos[name]) is not None:
+                zones_by_type.setdefault(name, set()).add(o["Location"])
+        sold[region] = zones_by_type
+    # Listed prices of types kerf can run, in these regions, sold there or not.
+    listed = {region: {} for region in regions}
+    for name in sorted(prices):
+        if name not in infos or type_record(infos[name]) is None:
+            continue
+        for region, price in sorted(prices[name].items()):
+            if region in listed and price:
+                listed[region][name] = price
+    estimator = Estimator(listed, infos)
+
+    # type -> region -> [on-demand price, zone letters]; type -> region -> estimate rule
+    offers = {}
+    estimated = {}
+    left_out = []
+    region_zones = {}
+    for region in regions:
+        zones_by_type = sold[region]
         region_zones[region] = sorted({z for zs in zones_by_type.values() for z in zs})
         for name in sorted(zones_by_type):
-            price = prices.get(name, {}).get(region, 0.0)
-            if not price or name not in infos:
-                continue  # unknown price (0.0) or no facts: not offered by the catalog
-            if type_record(infos[name]) is None:
-                continue
+            price = listed[region].get(name)
+            if price is None:
+                guess = estimator.estimate(region, name)
+                if guess is None:
+                    left_out.append((region, name))
+                    continue
+                price, rule = guess
+                estimated.setdefault(name, {})[region] = rule
             # Zones as their letters after the region name ("abd" for us-west-2a, -2b, -2d).
             letters = []
             for zone in sorted(zones_by_type[name]):
@@ -161,7 +354,7 @@ def generate():
 
     lines = [dumps({
         "kind": "header",
-        "format": 2,
+        "format": 3,
         "sources": [
             {"package": "moto", "version": metadata.version("moto"), "license": "Apache-2.0",
              "files": ["moto/ec2/resources/instance_types.json.gz",
@@ -171,21 +364,44 @@ def generate():
         ],
         "regenerate": "python3 tools/gen-catalog.py (in a venv with tools/requirements-catalog.txt)",
     })]
-    for region in REGIONS:
+    for region in regions:
         lines.append(dumps({"kind": "region", "name": region, "zones": region_zones[region]}))
     for name in sorted(offers):
         rec = type_record(infos[name])
         rec["kind"] = "type"
         rec["offers"] = offers[name]
+        if name in estimated:
+            rec["priceEstimated"] = estimated[name]
         lines.append(dumps(rec))
-    return "\n".join(lines) + "\n"
+    rules = {}
+    for by_region in estimated.values():
+        for rule in by_region.values():
+            rules[rule] = rules.get(rule, 0) + 1
+    pairs = sum(len(o) for o in offers.values())
+    print(f"gen-catalog: {len(regions)} regions, {pairs} (type, region) pairs: {pairs - sum(rules.values())} listed, "
+          f"{sum(rules.values())} estimated ({', '.join(f'{r} {n}' for r, n in sorted(rules.items()))}), "
+          f"{len(left_out)} left out")
+    return "\n".join(lines) + "\n", left_out
+
+
+def report_left_out(left_out):
+    if not left_out:
+        return
+    by_region = {}
+    for region, name in left_out:
+        by_region.setdefault(region, []).append(name)
+    print(f"gen-catalog: {len(left_out)} (type, region) pairs have no listed price and no rule to estimate one; "
+          f"left out:", file=sys.stderr)
+    for region in sorted(by_region):
+        print(f"  {region}: {' '.join(sorted(by_region[region]))}", file=sys.stderr)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="compare with the committed file instead of writing")
     args = parser.parse_args()
-    text = generate()
+    text, left_out = generate()
+    report_left_out(left_out)
     if args.check:
         try:
             with open(OUT) as f:

@@ -21,6 +21,9 @@ pub struct InstanceType {
     pub overhead: ResourceList,
     /// Where and how the type can be bought.
     pub offerings: Vec<Offering>,
+    /// The on-demand price is an estimate (the built-in catalog's rules, data/README.md), not a
+    /// listed price; spot prices modelled from it are estimates too.
+    pub price_estimated: bool,
 }
 
 /// One way to buy an instance type: a zone and a capacity type at a price.
@@ -85,6 +88,7 @@ mod tests {
             // An overhead on a resource the type does not have leaves none of it, never less.
             overhead: list(&[("cpu", "80m"), ("memory", "1Gi"), ("hugepages-2Mi", "1Mi")]),
             offerings: Vec::new(),
+            price_estimated: false,
         };
         for requests in [
             list(&[("cpu", "1920m")]),

@@ -134,6 +134,7 @@ mod tests {
                     available: true,
                 })
                 .collect(),
+            price_estimated: false,
         })
     }
 

@@ -76,6 +76,7 @@ fn type_info(t: &aws_sdk_ec2::types::InstanceTypeInfo) -> Option<TypeInfo> {
         local_nvme_gb: known.and_then(|k| k.local_nvme_gb),
         efa: known.and_then(|k| k.efa),
         offers: BTreeMap::new(),
+        price_estimated: BTreeMap::new(),
     };
     (info.vcpu > 0 && info.memory_mib > 0 && info.enis > 0 && info.ipv4_per_eni > 0).then_some(info)
 }
@@ -149,8 +150,12 @@ pub fn from_catalog(region: &str) -> Result<TypeTable, String> {
 
 /// On-demand $/h of a type in a region from the built-in table (`None`: unknown price).
 pub fn on_demand_price(region: &str, instance_type: &str) -> Option<f64> {
-    let offers = catalog().ok()?.offers(region).ok()?;
-    offers.binary_search_by(|o| o.instance_type.as_str().cmp(instance_type)).ok().map(|i| offers[i].price)
+    table_price(region, instance_type).map(|(price, _)| price)
+}
+
+/// The built-in table's on-demand $/h of a type in a region and whether it is an estimate.
+fn table_price(region: &str, instance_type: &str) -> Option<(f64, bool)> {
+    catalog().ok()?.offer(region, instance_type).map(|o| (o.price, o.estimate.is_some()))
 }
 
 /// Latest spot price per (instance type, zone).
@@ -209,7 +214,12 @@ pub fn build(
 ) -> Result<Vec<InstanceType>, String> {
     let mut out = Vec::new();
     for (name, (info, type_zones)) in &table.types {
-        let Some(od_price) = on_demand.get(name).copied().or_else(|| on_demand_price(region, name)) else { continue };
+        // A price from the Price List API is listed; the table's may be an estimate.
+        let Some((od_price, price_estimated)) =
+            on_demand.get(name).map(|p| (*p, false)).or_else(|| table_price(region, name))
+        else {
+            continue;
+        };
         let mut offerings = Vec::new();
         for zone in type_zones.iter().filter(|z| zones.contains(z)) {
             if info.spot {
@@ -240,7 +250,14 @@ pub fn build(
         let overhead = allocatable::overhead(&capacity, settings).map_err(|e| e.to_string())?;
         let mut type_labels = type_labels(info);
         type_labels.insert(labels::REGION.to_string(), region.to_string());
-        out.push(InstanceType { name: name.clone(), labels: type_labels, capacity, overhead, offerings });
+        out.push(InstanceType {
+            name: name.clone(),
+            labels: type_labels,
+            capacity,
+            overhead,
+            offerings,
+            price_estimated,
+        });
     }
     Ok(out)
 }
@@ -266,5 +283,19 @@ mod tests {
         let c5 = on_demand_price("us-west-2", "c5.large");
         assert!(c5.is_some());
         assert_eq!(on_demand_of(&types, "c5.large"), c5, "a type the API did not price keeps the table's price");
+    }
+
+    #[test]
+    fn a_table_estimate_is_marked_and_a_price_list_api_price_is_not() {
+        let table = from_catalog("us-west-2").unwrap_or_else(|e| panic!("{e}"));
+        let zones = vec!["us-west-2a".to_string()];
+        let settings = NodeClassSettings::default();
+        // The table estimates both types' prices in us-west-2; the API prices one of them.
+        let api = OnDemandPrices::from([("r5.large".to_string(), 0.126)]);
+        let types =
+            build(&table, "us-west-2", &zones, &settings, &SpotPrices::new(), &api).unwrap_or_else(|e| panic!("{e}"));
+        let estimated = |name: &str| types.iter().find(|t| t.name == name).map(|t| t.price_estimated);
+        assert_eq!(estimated("t3.large"), Some(true));
+        assert_eq!(estimated("r5.large"), Some(false));
     }
 }

@@ -809,6 +809,7 @@ mod tests {
             capacity: ResourceList::new().with("cpu", Quantity::from_units(4)),
             overhead: ResourceList::new(),
             offerings: vec![offering("spot", spot), offering("on-demand", on_demand)],
+            price_estimated: false,
         })
     }
 

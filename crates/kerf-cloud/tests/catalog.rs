@@ -288,11 +288,13 @@ fn spot_prices_differ_between_zones_so_the_cheapest_zone_is_spread_over_the_regi
 #[test]
 fn catalog_covers_the_required_regions_with_priced_offers_only() {
     let cat = catalog().unwrap();
-    for region in ["us-east-1", "us-west-2", "eu-west-1", "ap-northeast-2"] {
+    // The six regions with the most EKS clusters, and more.
+    for region in ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-1", "ap-northeast-1"] {
         let offers = cat.offers(region).unwrap();
-        assert!(offers.len() > 300, "{region}: {}", offers.len());
+        assert!(offers.len() > 850, "{region}: {}", offers.len());
         assert!(offers.iter().all(|o| o.price > 0.0));
     }
+    assert!(cat.regions().count() >= 30, "{:?}", cat.regions().collect::<Vec<_>>());
     assert_eq!(
         cat.zones("ap-northeast-2").unwrap(),
         ["ap-northeast-2a", "ap-northeast-2b", "ap-northeast-2c", "ap-northeast-2d"]
@@ -304,7 +306,9 @@ fn unknown_region_and_type_are_named() {
     let cat = catalog().unwrap();
     let err = cat.instance_types("mars-north-1", None, &NodeClassSettings::default()).unwrap_err();
     assert!(matches!(err, CatalogError::UnknownRegion { .. }));
-    assert!(err.to_string().starts_with("unknown region \"mars-north-1\" (the built-in catalog covers ap-northeast-2"));
+    let text = err.to_string();
+    assert!(text.starts_with("unknown region \"mars-north-1\" (the built-in catalog covers af-south-1, "), "{text}");
+    assert!(text.contains(", us-west-2"), "{text}");
     let err = cat.instance_type("us-west-2", "c7i.huge", &NodeClassSettings::default()).unwrap_err();
     assert_eq!(err.to_string(), "unknown instance type \"c7i.huge\" in region us-west-2");
 }
@@ -321,15 +325,43 @@ fn zone_filter_drops_types_sold_only_elsewhere() {
 #[test]
 fn corrupt_catalog_lines_are_reported_with_their_line_number() {
     use kerf_cloud::aws::Catalog;
-    let header = r#"{"kind":"header","format":2,"sources":[],"regenerate":"x"}"#;
+    let header = r#"{"kind":"header","format":3,"sources":[],"regenerate":"x"}"#;
     let err = Catalog::parse(&format!("{header}\n{{\"kind\":\"type\",\"name\":\"x\"}}\n")).unwrap_err();
     assert!(matches!(err, CatalogError::Corrupt { line: 2, .. }), "{err}");
     let err = Catalog::parse(r#"{"kind":"header","format":9,"sources":[],"regenerate":"x"}"#).unwrap_err();
-    assert_eq!(err.to_string(), "built-in instance catalog, line 1: format 9 is not supported (expected 2)");
+    assert_eq!(err.to_string(), "built-in instance catalog, line 1: format 9 is not supported (expected 3)");
     let region = r#"{"kind":"region","name":"r-1","zones":["r-1a"]}"#;
     let t = r#"{"kind":"type","name":"t.large","arch":"amd64","vcpu":2,"memoryMiB":4096,"enis":2,"ipv4PerEni":4,"hypervisor":"nitro","bareMetal":false,"cpuManufacturer":"intel","encryptionInTransit":false,"spot":true,"offers":{"r-1":[0.0,"a"]}}"#;
     let err = Catalog::parse(&format!("{header}\n{region}\n{t}\n")).unwrap_err();
     assert_eq!(err.to_string(), "built-in instance catalog, line 3: t.large in r-1 has price 0");
+    let t = t.replace("[0.0,", "[0.1,").replace(r#""spot":true"#, r#""spot":true,"priceEstimated":{"r-2":"tier"}"#);
+    let err = Catalog::parse(&format!("{header}\n{region}\n{t}\n")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "built-in instance catalog, line 3: t.large has an estimated price in r-2, where it is not offered"
+    );
+    let t = t.replace(r#""r-2":"tier""#, r#""r-1":"guess""#);
+    let err = Catalog::parse(&format!("{header}\n{region}\n{t}\n")).unwrap_err();
+    assert!(err.to_string().contains("unknown variant `guess`"), "{err}");
+}
+
+#[test]
+fn an_estimated_price_is_marked_with_its_rule_and_carried_into_the_instance_type() {
+    use kerf_cloud::aws::EstimateRule;
+    let cat = catalog().unwrap();
+    // The price source lists no t3.large price in us-west-2: its family's listed prices there
+    // give one, $/MiB × 8192 MiB (AWS lists $0.0832).
+    let t3 = cat.offer("us-west-2", "t3.large").unwrap();
+    assert_eq!(t3.estimate, Some(EstimateRule::Family));
+    assert_eq!(t3.price, 0.0832);
+    assert!(default_type("us-west-2", "t3.large").price_estimated);
+    // A listed price is not marked.
+    let m5 = cat.offer("us-west-2", "m5.large").unwrap();
+    assert_eq!(m5.estimate, None);
+    assert!(!default_type("us-west-2", "m5.large").price_estimated);
+    // g5.xlarge: a GPU type takes its own price in a region of the same tier first.
+    assert_eq!(cat.offer("us-west-2", "g5.xlarge").unwrap().estimate, Some(EstimateRule::Tier));
+    assert_eq!(cat.offer("us-west-2", "g5.xlarge").unwrap().price, cat.offer("us-east-1", "g5.xlarge").unwrap().price);
 }
 
 /// Karpenter's published allocatable (AL2023, no block device mappings) for a spread of types:

@@ -313,6 +313,7 @@ pub fn instance_type(name: &str, cpu: &str, memory: &str, price: f64) -> Instanc
         capacity: res(&[("cpu", cpu), ("memory", memory), ("pods", "110")]),
         overhead: res(&[("cpu", "100m")]),
         offerings,
+        price_estimated: false,
     }
 }
 

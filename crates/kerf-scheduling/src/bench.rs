@@ -58,6 +58,7 @@ pub fn instance_types(count: usize) -> Vec<Arc<InstanceType>> {
                     .with("pods", Quantity::from_units(10 * n)),
                 overhead: ResourceList::new(),
                 offerings,
+                price_estimated: false,
             })
         })
         .collect()

@@ -300,6 +300,7 @@ pub fn instance_type(name: &str, cpu: &str, mem: &str, pods: &str, price: f64, z
         capacity: rl(&[("cpu", cpu), ("memory", mem), ("pods", pods)]),
         overhead: ResourceList::new(),
         offerings,
+        price_estimated: false,
     }
 }
 

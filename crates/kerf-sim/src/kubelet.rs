@@ -41,6 +41,8 @@ pub struct Instance {
     pub zone: String,
     pub capacity_type: String,
     pub price: f64,
+    /// Whether `price` comes from an estimated catalog price (data/README.md).
+    pub price_estimated: bool,
     /// Labels the cloud says its Node carries (type, zone, region, capacity type, the claim's).
     pub labels: Arc<BTreeMap<String, String>>,
     pub launched_at: Timestamp,

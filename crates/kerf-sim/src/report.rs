@@ -91,6 +91,9 @@ pub struct NodeReport {
     /// Why the price of a managed node is unknown (`pricePerHour` is then null).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price_unknown: Option<String>,
+    /// `pricePerHour` derives from an estimated catalog price (written only when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub price_estimated: bool,
     pub ready: bool,
     pub pods: usize,
     pub labels: BTreeMap<String, String>,
@@ -463,6 +466,7 @@ mod tests {
             zone: None,
             price_per_hour: price,
             price_unknown: None,
+            price_estimated: false,
             ready: true,
             pods: 1,
             labels: BTreeMap::new(),

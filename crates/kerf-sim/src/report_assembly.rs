@@ -93,6 +93,8 @@ impl<P: SimCloud> Simulation<P> {
                     .filter(|i| !unpriced.contains_key(&i.provider_id))
                     .map(|i| if i.terminated { 0.0 } else { dollars(i.price) }),
                 price_unknown: pid.and_then(|p| unpriced.get(p)).cloned(),
+                price_estimated: inst
+                    .is_some_and(|i| i.price_estimated && !i.terminated && !unpriced.contains_key(&i.provider_id)),
                 ready: node_ready(node),
                 pods: pods_here.len(),
                 // Only for managed nodes that are not being disrupted or deleted.

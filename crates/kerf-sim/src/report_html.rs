@@ -501,6 +501,10 @@ fn nodes(out: &mut String, r: &Value) {
         for (key, _, _) in &cols {
             match *key {
                 "pricePerHour" => match n[*key].as_f64() {
+                    // An estimated catalog price is shown as such (≈, with a tooltip).
+                    Some(p) if n["priceEstimated"].as_bool() == Some(true) => {
+                        let _ = write!(out, "<td class=\"num\" data-v=\"{p}\" title=\"estimated price\">≈{p:.4}</td>");
+                    }
                     Some(p) => {
                         let _ = write!(out, "<td class=\"num\" data-v=\"{p}\">{p:.4}</td>");
                     }

@@ -60,6 +60,7 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
                 zone: i.zone,
                 capacity_type: i.capacity_type,
                 price: i.price,
+                price_estimated: i.instance_type.price_estimated,
                 labels: i.labels,
                 launched_at: i.launched_at,
                 ready_at: i.ready_at,

@@ -31,7 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let text = serde_json::to_string_pretty(&doc).context("encoding instance types as JSON")?;
         writeln!(out, "{text}").context("writing to stdout")?;
     } else {
-        out.write_all(table(&types).as_bytes()).context("writing to stdout")?;
+        out.write_all(table(&types, &args.region).as_bytes()).context("writing to stdout")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -97,6 +97,7 @@ fn to_json(t: &InstanceType) -> serde_json::Value {
         "capacity": t.capacity,
         "allocatable": t.allocatable(),
         "labels": t.labels,
+        "priceEstimated": t.price_estimated,
         "offerings": t.offerings.iter().map(|o| serde_json::json!({
             "zone": o.zone,
             "capacityType": o.capacity_type,
@@ -106,17 +107,19 @@ fn to_json(t: &InstanceType) -> serde_json::Value {
     })
 }
 
+/// The cheapest available offering's price, with `*` when it is an estimate.
 fn cheapest(t: &InstanceType, capacity_type: &str) -> String {
+    let mark = if t.price_estimated { "*" } else { "" };
     t.offerings
         .iter()
         .filter(|o| o.available && o.capacity_type == capacity_type)
         .map(|o| o.price)
         .min_by(f64::total_cmp)
-        .map(|p| format!("{p:.4}"))
+        .map(|p| format!("{p:.4}{mark}"))
         .unwrap_or_else(|| "-".to_string())
 }
 
-fn table(types: &[InstanceType]) -> String {
+fn table(types: &[InstanceType], region: &str) -> String {
     let header = ["NAME", "CPU", "MEMORY", "PODS", "ALLOC-CPU", "ALLOC-MEMORY", "ON-DEMAND", "SPOT", "ZONES"];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for t in types {
@@ -141,6 +144,12 @@ fn table(types: &[InstanceType]) -> String {
         let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
         s.push_str(line.join("  ").trim_end());
         s.push('\n');
+    }
+    if types.iter().any(|t| t.price_estimated) {
+        s.push_str(&format!(
+            "* estimated: no listed price for the type in {region}; the built-in catalog estimates it \
+             from listed prices of the same type elsewhere or of related types\n"
+        ));
     }
     s
 }

@@ -92,3 +92,103 @@ fn a_known_type_not_sold_in_the_region_is_told_apart_from_an_unknown_one() {
     let out = kerf(&["instance-types", "--region", "us-west-2", "a1.large"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The six regions with the most EKS clusters.
+const EKS_REGIONS: [&str; 6] =
+    ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-1", "ap-northeast-1"];
+
+/// Per region, every instance type moto's offerings data lists, split into those with a Linux
+/// architecture (x86_64 or arm64) and the rest, with each type's zones: read by the Python of
+/// `KERF_MOTO_PYTHON` (the venv tools/test makes with tools/requirements-moto.txt, the moto
+/// version the catalog is generated from).
+fn moto_offerings() -> serde_json::Value {
+    let python = std::env::var("KERF_MOTO_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "KERF_MOTO_PYTHON is not set: it must name a Python with moto (python3 -m venv /tmp/kerf-moto-venv && \
+             /tmp/kerf-moto-venv/bin/pip install -r tools/requirements-moto.txt; \
+             export KERF_MOTO_PYTHON=/tmp/kerf-moto-venv/bin/python), as tools/test does"
+        )
+    });
+    let script = r#"
+import gzip, json, os, sys, moto
+res = os.path.join(os.path.dirname(moto.__file__), "ec2", "resources")
+with gzip.open(os.path.join(res, "instance_types.json.gz"), "rt") as f:
+    infos = json.load(f)
+out = {}
+for region in sys.argv[1:]:
+    path = os.path.join(res, "instance_type_offerings", "availability-zone", region + ".json.gz")
+    with gzip.open(path, "rt") as f:
+        offerings = json.load(f)
+    zones = {}
+    for o in offerings:
+        zones.setdefault(o["InstanceType"], []).append(o["Location"])
+    linux, other = {}, []
+    for name in sorted(zones):
+        arches = infos.get(name, {}).get("ProcessorInfo", {}).get("SupportedArchitectures", [])
+        if "x86_64" in arches or "arm64" in arches:
+            linux[name] = sorted(zones[name])
+        else:
+            other.append(name)
+    out[region] = {"linux": linux, "other": other}
+print(json.dumps(out))
+"#;
+    let out = Command::new(&python).arg("-c").arg(script).args(EKS_REGIONS).output().unwrap();
+    assert!(out.status.success(), "{python}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn every_type_moto_offers_in_the_eks_regions_is_listed_with_a_price_in_its_zones() {
+    let moto = moto_offerings();
+    for region in EKS_REGIONS {
+        let want = moto[region]["linux"].as_object().unwrap();
+        // Only macOS types (no Linux architecture) are left out.
+        let other = moto[region]["other"].as_array().unwrap();
+        assert!(other.iter().all(|n| n.as_str().is_some_and(|n| n.starts_with("mac"))), "{region}: {other:?}");
+        assert!(want.len() > 850, "{region}: moto lists {} types", want.len());
+
+        let out = kerf(&["instance-types", "--region", region, "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let listed: std::collections::BTreeMap<&str, &serde_json::Value> =
+            doc.as_array().unwrap().iter().map(|t| (t["name"].as_str().unwrap(), t)).collect();
+        let missing: Vec<&String> = want.keys().filter(|n| !listed.contains_key(n.as_str())).collect();
+        assert!(missing.is_empty(), "{region}: {} of {} types missing: {missing:?}", missing.len(), want.len());
+        assert_eq!(listed.len(), want.len(), "{region}: kerf lists types moto does not offer there");
+        for (name, zones) in want {
+            let t = listed[name.as_str()];
+            let offerings = t["offerings"].as_array().unwrap();
+            let mut od_zones: Vec<&str> = offerings
+                .iter()
+                .filter(|o| o["capacityType"] == "on-demand")
+                .inspect(|o| assert!(o["price"].as_f64().is_some_and(|p| p > 0.0), "{region} {name}: {o}"))
+                .map(|o| o["zone"].as_str().unwrap())
+                .collect();
+            od_zones.sort_unstable();
+            assert_eq!(serde_json::json!(od_zones), *zones, "{region} {name}: zones");
+            assert!(t["priceEstimated"].is_boolean(), "{region} {name}");
+        }
+    }
+}
+
+#[test]
+fn t3_large_resolves_in_us_west_2_with_its_estimated_price_marked() {
+    let out = kerf(&["instance-types", "--region", "us-west-2", "t3.large", "m5.large"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    // The price source lists no t3.large price in us-west-2: the estimate is starred...
+    let t3: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(&t3[..7], ["t3.large", "2", "7577Mi", "35", "1930m", "6837Mi", "0.0832*"], "{text}");
+    assert!(t3[7].ends_with('*'), "spot prices modelled on an estimate are estimates too: {text}");
+    // ...a listed one is not, and a note says what the star means.
+    let m5: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(m5[6], "0.1020", "{text}");
+    assert!(lines[3].starts_with("* estimated: no listed price for the type in us-west-2"), "{text}");
+
+    let out = kerf(&["instance-types", "--region", "us-west-2", "--json", "t3.large", "m5.large"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc[0]["priceEstimated"], true);
+    assert_eq!(doc[1]["priceEstimated"], false);
+}

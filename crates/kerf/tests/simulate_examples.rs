@@ -667,12 +667,13 @@ fn mixed_workload_lands_on_a_fleet_cheaper_than_filling_claims_to_the_largest_ty
     all_pods_running(&r);
     assert_eq!(summary(&r, "pods"), 400);
     // First-fit decreasing up to the largest types bought m5a.12xlarge + 2 m6a.metal +
-    // r6a.48xlarge for $7.7419/h; sized by price the same pods need mid-size nodes for less.
+    // r6a.48xlarge for $7.7419/h; sized by price the same pods cost less: spot m5a.12xlarge
+    // nodes and one spot c6a.48xlarge (the cheapest per CPU in us-west-2), $6.5196/h.
     let cost = r["summary"]["costPerHour"].as_f64().unwrap();
-    assert!(cost < 7.5, "fleet costs ${cost}/h");
+    assert!(cost < 7.0, "fleet costs ${cost}/h");
     let nodes = r["nodes"].as_array().unwrap();
     assert!(nodes.iter().all(|n| !n["instanceType"].as_str().unwrap().ends_with("metal")), "{nodes:#?}");
-    assert!(nodes.iter().all(|n| !n["instanceType"].as_str().unwrap().contains("48xlarge")), "{nodes:#?}");
+    assert!(nodes.iter().all(|n| !n["instanceType"].as_str().unwrap().starts_with("r6a")), "{nodes:#?}");
 }
 
 #[test]

@@ -4,4 +4,4 @@ pub mod allocatable;
 pub mod catalog;
 
 pub use allocatable::{KubeletError, NodeClassSettings};
-pub use catalog::{Catalog, CatalogError, RegionOffer, TypeInfo, catalog, spot_price};
+pub use catalog::{Catalog, CatalogError, EstimateRule, RegionOffer, TypeInfo, catalog, spot_price};

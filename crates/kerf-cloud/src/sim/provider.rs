@@ -556,6 +556,7 @@ impl SimProvider {
                     capacity: existing.capacity.clone(),
                     overhead: existing.capacity.minus(&existing.allocatable),
                     offerings: Vec::new(),
+                    price_estimated: false,
                 };
                 (known.cloned().unwrap_or_else(|| Arc::new(as_is)), None)
             }
@@ -896,6 +897,7 @@ fn build_custom(config: &SimConfig, zones: &[String]) -> Vec<Arc<InstanceType>> 
                 capacity: c.capacity.clone(),
                 overhead: c.overhead.clone(),
                 offerings,
+                price_estimated: false,
             })
         })
         .collect();

@@ -272,6 +272,7 @@ mod tests {
                     available: true,
                 })
                 .collect(),
+            price_estimated: false,
         })
     }
 

@@ -23,8 +23,9 @@ use kerf_controller::disruption::Reason;
 
 use kerf_apiserver::SimCluster;
 
-/// How long an instance may run without a NodeClaim, or a launched NodeClaim lack its
-/// instance, before it counts whatever the faults (a backstop: [`CLEAN_PERIODS`] is the bound).
+/// Once faults have stopped, how long an instance may still run without a NodeClaim, or a
+/// launched NodeClaim lack its instance (a backstop: [`CLEAN_PERIODS`] is the bound; while
+/// calls fail, how long a leak lasts is measured, not judged).
 pub const LEAK_WINDOW: Duration = Duration::from_secs(20 * 60);
 /// How many garbage collection periods in which it could have been cleaned up (the cloud's list
 /// answered and no call cleaning it up failed) a leaked instance or an orphan NodeClaim may
@@ -127,6 +128,8 @@ struct State {
     /// The longest an instance ran without a NodeClaim, and a NodeClaim named a gone instance.
     max_leak: Duration,
     max_orphan: Duration,
+    /// When faults stopped (the run's fault-free tail began).
+    calm_since: Option<Timestamp>,
     tainted_since: BTreeMap<String, Timestamp>,
 }
 
@@ -374,6 +377,12 @@ impl Monitor {
     /// Judges the cluster and the cloud as they are: instances without claims, launched claims
     /// without instances, nodes keeping the disrupted taint, each once it has lasted longer than
     /// its window.
+    /// Faults stopped at `at`: from then on leaks and orphans are also held to [`LEAK_WINDOW`],
+    /// counted from `at` at the earliest.
+    pub fn faults_stopped(&self, at: Timestamp) {
+        self.lock().calm_since = Some(at);
+    }
+
     /// The longest an instance ran without a NodeClaim, and a launched NodeClaim lacked its
     /// instance, so far (ongoing ones counted to `now` of the last check).
     pub fn max_leak_and_orphan(&self) -> (Duration, Duration) {
@@ -400,6 +409,7 @@ impl Monitor {
         let running: BTreeMap<&str, &CloudInstance> =
             instances.iter().filter(|i| !i.terminated).map(|i| (i.provider_id.as_str(), i)).collect();
         let mut s = self.lock();
+        let calm = s.calm_since;
         let over = |since: Timestamp, window: Duration| {
             now.as_millisecond() - since.as_millisecond() >= window.as_millis() as i64
         };
@@ -415,7 +425,7 @@ impl Monitor {
             unclaimed.insert(pid.to_string(), (since, from));
             s.max_leak = s.max_leak.max(lasted(since));
             let clean = periods.clean_periods_since(pid, from);
-            if clean > CLEAN_PERIODS || over(since, leak_window) {
+            if clean > CLEAN_PERIODS || calm.is_some_and(|c| over(since.max(c), leak_window)) {
                 let detail = format!(
                     "instance {pid} ({}, launched for NodeClaim {} at {}s) has had no NodeClaim since {}s, \
                      through {clean} garbage collection period(s) that could have removed it",
@@ -444,7 +454,7 @@ impl Monitor {
             } else {
                 periods.clean_periods_since(pid, from).min(periods.clean_periods_since(c.name(), from))
             };
-            if clean > CLEAN_PERIODS || over(since, leak_window) {
+            if clean > CLEAN_PERIODS || calm.is_some_and(|c| over(since.max(c), leak_window)) {
                 let detail = format!(
                     "NodeClaim {} names instance {pid}, which has not run since {}s, through {clean} garbage \
                      collection period(s) that could have deleted it",

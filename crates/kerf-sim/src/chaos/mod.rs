@@ -206,6 +206,7 @@ fn run_with(seed: u64, faults: &Arc<Faults>, outcome: &mut RunOutcome) -> Result
     }
     monitor.set_step(ACTIONS + 1);
     faults.set_enabled(false);
+    monitor.faults_stopped(sim.now());
     let end = after(sim.now(), FINAL_SETTLE);
     while sim.now() < end {
         let until = after(sim.now(), Duration::from_secs(60)).min(end);
