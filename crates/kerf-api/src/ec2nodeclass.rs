@@ -437,6 +437,24 @@ pub struct AmiStatus {
     pub deprecated: Option<bool>,
 }
 
+impl EC2NodeClassStatus {
+    /// What the account resolved the class to: its subnets, security groups, images and
+    /// instance profile, without conditions or reservations. `None` when it resolved none of
+    /// the first three (the part a snapshot keeps and a simulation answers with).
+    pub fn resolved(&self) -> Option<EC2NodeClassStatus> {
+        if self.subnets.is_empty() && self.security_groups.is_empty() && self.amis.is_empty() {
+            return None;
+        }
+        Some(EC2NodeClassStatus {
+            subnets: self.subnets.clone(),
+            security_groups: self.security_groups.clone(),
+            amis: self.amis.clone(),
+            instance_profile: self.instance_profile.clone(),
+            ..Default::default()
+        })
+    }
+}
+
 impl AmiStatus {
     /// Whether an instance type with `type_labels` can boot this image.
     pub fn fits(&self, type_labels: &BTreeMap<String, String>) -> bool {

@@ -333,7 +333,7 @@ pub fn write(
         let mut object = json!({"metadata": to_value(&meta(&nc.metadata)), "spec": to_value(&spec)});
         // What the cluster resolved the class to: the simulated account answers with it while
         // the class keeps this spec (docs/design.md, "A node class's recorded status").
-        if let Some(status) = recorded_status(nc) {
+        if let Some(status) = nc.status.as_ref().and_then(|s| s.resolved()) {
             object["status"] = to_value(&status);
         }
         push(kerf_api::ec2nodeclass::KIND, kerf_api::ec2nodeclass::API_VERSION, object);
@@ -462,21 +462,4 @@ fn strip_type(mut v: Value) -> Value {
         m.remove("kind");
     }
     v
-}
-
-/// The part of a class's status the simulated account answers with: its subnets, security
-/// groups, images and instance profile (no conditions: the simulation sets its own). `None`
-/// when the cluster resolved none of them.
-fn recorded_status(nc: &EC2NodeClass) -> Option<kerf_api::ec2nodeclass::EC2NodeClassStatus> {
-    let s = nc.status.as_ref()?;
-    if s.subnets.is_empty() && s.security_groups.is_empty() && s.amis.is_empty() {
-        return None;
-    }
-    Some(kerf_api::ec2nodeclass::EC2NodeClassStatus {
-        subnets: s.subnets.clone(),
-        security_groups: s.security_groups.clone(),
-        amis: s.amis.clone(),
-        instance_profile: s.instance_profile.clone(),
-        ..Default::default()
-    })
 }

@@ -275,11 +275,8 @@ impl SimProvider {
     /// images and instance profile; a `kerf snapshot` keeps them) as what the account holds for
     /// it, for as long as the class keeps this spec. A status without any of them records nothing.
     pub fn record_node_class_status(&self, node_class: &EC2NodeClass) {
-        let Some(status) = &node_class.status else { return };
-        if status.subnets.is_empty() && status.security_groups.is_empty() && status.amis.is_empty() {
-            return;
-        }
-        self.lock().recorded.insert(node_class.name().to_string(), (node_class.spec.clone(), status.clone()));
+        let Some(status) = node_class.status.as_ref().and_then(EC2NodeClassStatus::resolved) else { return };
+        self.lock().recorded.insert(node_class.name().to_string(), (node_class.spec.clone(), status));
     }
 
     /// The types for `settings` at model prices and at market prices (the same types when the

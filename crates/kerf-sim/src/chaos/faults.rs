@@ -152,22 +152,6 @@ impl Faults {
         }
     }
 
-    /// Fresh `list` answers so far: garbage collection periods in which the controller could
-    /// see the instances.
-    pub fn lists(&self) -> u64 {
-        self.lock().lists
-    }
-
-    /// Garbage collection periods since `lists` (a value of [`lists`](Self::lists)) in which
-    /// the controller could see the instances and no call cleaning up `key` (an instance's
-    /// provider ID or a NodeClaim's name) failed: the periods in which it could have been
-    /// cleaned up.
-    pub fn clean_periods_since(&self, key: &str, lists: u64) -> u64 {
-        let s = self.lock();
-        let from = s.cleanup_failed_at.get(key).copied().unwrap_or(0).max(lists);
-        s.lists.saturating_sub(from)
-    }
-
     fn cleanup_failed(&self, key: &str) {
         let mut s = self.lock();
         let at = s.lists;
@@ -645,12 +629,17 @@ impl<C: ClusterApi> ClusterApi for FaultyApi<'_, C> {
     }
 }
 
+/// Garbage collection periods are the fresh answers the cloud gave to `list`; one counts as
+/// clean for a key (an instance's provider ID or a NodeClaim's name) unless a call cleaning it
+/// up failed after it.
 impl super::invariants::CleanupPeriods for Faults {
     fn lists(&self) -> u64 {
-        Faults::lists(self)
+        self.lock().lists
     }
 
     fn clean_periods_since(&self, key: &str, lists: u64) -> u64 {
-        Faults::clean_periods_since(self, key, lists)
+        let s = self.lock();
+        let from = s.cleanup_failed_at.get(key).copied().unwrap_or(0).max(lists);
+        s.lists.saturating_sub(from)
     }
 }
