@@ -264,13 +264,20 @@ impl Tmux {
         String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "top"]).stdout).into_owned()
     }
 
-    /// The screen once `check` accepts it, or a panic showing it.
+    /// The screen once `check` accepts it and it holds still, or a panic showing it.
+    ///
+    /// A capture can land while a frame is half written (the header already
+    /// says "sorted by price", the rows below are still the old order), so a
+    /// screen counts only when a second capture a moment later is the same.
     fn until(&self, secs: u64, what: &str, check: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let screen = self.screen();
             if check(&screen) {
-                return screen;
+                std::thread::sleep(Duration::from_millis(150));
+                if self.screen() == screen {
+                    return screen;
+                }
             }
             assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}; the screen:\n{screen}");
             std::thread::sleep(Duration::from_millis(100));
