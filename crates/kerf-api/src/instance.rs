@@ -1,8 +1,9 @@
 //! Instance types and their offerings, as the cloud provider describes them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use crate::ResourceList;
+use crate::{ResourceList, labels};
 
 /// A launchable machine shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,8 +35,48 @@ pub struct Offering {
     pub capacity_type: String,
     /// Dollars per hour.
     pub price: f64,
-    /// False when the provider knows it cannot launch it now (e.g. insufficient capacity).
+    /// False when the provider knows it cannot launch it now (e.g. insufficient capacity, a
+    /// capacity reservation with no instance left).
     pub available: bool,
+    /// The capacity reservation a `reserved` offering launches into; `None` for every other
+    /// offering.
+    pub reservation: Option<Arc<OfferingReservation>>,
+}
+
+/// The capacity reservation behind a `reserved` offering: one offering per (instance type,
+/// zone, reservation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferingReservation {
+    /// `cr-0a1b2c3d4e5f60001`: the node's `karpenter.k8s.aws/capacity-reservation-id`.
+    pub id: String,
+    /// `default` or `capacity-block`: the node's `karpenter.k8s.aws/capacity-reservation-type`.
+    pub reservation_type: String,
+    /// Instances it can still take.
+    pub remaining: u32,
+}
+
+impl Offering {
+    /// The value of an offering-level label (zone, capacity type, the reservation's id and
+    /// type) this offering gives its node; `None` for a label it does not set (the reservation
+    /// labels of an offering that is not reserved) and for keys that are not offering-level.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        match key {
+            labels::ZONE => Some(&self.zone),
+            labels::CAPACITY_TYPE => Some(&self.capacity_type),
+            labels::CAPACITY_RESERVATION_ID => self.reservation.as_ref().map(|r| r.id.as_str()),
+            labels::CAPACITY_RESERVATION_TYPE => self.reservation.as_ref().map(|r| r.reservation_type.as_str()),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a label is an offering's rather than its instance type's: zone, capacity type and
+/// the capacity reservation labels.
+pub fn is_offering_label(key: &str) -> bool {
+    matches!(
+        key,
+        labels::ZONE | labels::CAPACITY_TYPE | labels::CAPACITY_RESERVATION_ID | labels::CAPACITY_RESERVATION_TYPE
+    )
 }
 
 impl InstanceType {

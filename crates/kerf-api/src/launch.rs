@@ -28,7 +28,7 @@ fn is_type_label(key: &str) -> bool {
 /// labels are read.
 pub fn type_meets(reqs: &Requirements, t: &InstanceType, region: &str) -> bool {
     let meets = |key: &str, req: &Requirement| {
-        if key == labels::ZONE || key == labels::CAPACITY_TYPE {
+        if crate::instance::is_offering_label(key) {
             return true;
         }
         if key == labels::REGION {
@@ -44,11 +44,15 @@ pub fn type_meets(reqs: &Requirements, t: &InstanceType, region: &str) -> bool {
         && reqs.iter().all(|(key, req)| key == labels::INSTANCE_TYPE || meets(key, req))
 }
 
-/// Whether the claim's requirements allow an offering's zone and capacity type (the offering's
-/// availability is the caller's to check).
+/// Whether the claim's requirements allow an offering's zone, capacity type and capacity
+/// reservation (the offering's availability is the caller's to check). An offering that is not
+/// reserved has no reservation labels: a requirement that one exist (`In`, `Exists`) refuses it.
 pub fn offering_allowed(reqs: &Requirements, o: &Offering) -> bool {
     reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone))
         && reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type))
+        && [labels::CAPACITY_RESERVATION_ID, labels::CAPACITY_RESERVATION_TYPE]
+            .into_iter()
+            .all(|key| reqs.get(key).is_none_or(|r| r.matches(o.label(key))))
 }
 
 /// Capacity types in the order a launch prefers them: capacity already paid for, then the
@@ -132,6 +136,7 @@ mod tests {
                     capacity_type: ct.into(),
                     price,
                     available: true,
+                    reservation: None,
                 })
                 .collect(),
             price_estimated: false,
@@ -189,6 +194,38 @@ mod tests {
         assert_eq!(names(&all), ["a/z1/spot", "b/z1/spot", "b/z2/spot", "a/z1/spot"]);
         let mut none: Vec<(&Arc<InstanceType>, &Offering)> = Vec::new();
         assert_eq!(choose(&mut none), None);
+    }
+
+    #[test]
+    fn reservation_labels_allow_only_offerings_of_a_matching_reservation() {
+        let plain = Offering {
+            zone: "z1".into(),
+            capacity_type: "on-demand".into(),
+            price: 0.1,
+            available: true,
+            reservation: None,
+        };
+        let reserved = Offering {
+            capacity_type: "reserved".into(),
+            reservation: Some(Arc::new(crate::OfferingReservation {
+                id: "cr-1".into(),
+                reservation_type: "capacity-block".into(),
+                remaining: 1,
+            })),
+            ..plain.clone()
+        };
+        let with = |key: &str, op: crate::Operator, values: &[&str]| {
+            let mut r = Requirements::new();
+            r.add(key, Requirement::new(op, values));
+            r
+        };
+        let block = with(labels::CAPACITY_RESERVATION_TYPE, crate::Operator::In, &["capacity-block"]);
+        assert!(offering_allowed(&block, &reserved));
+        assert!(!offering_allowed(&block, &plain), "an offering that is not reserved has no reservation type");
+        let other = with(labels::CAPACITY_RESERVATION_ID, crate::Operator::In, &["cr-2"]);
+        assert!(!offering_allowed(&other, &reserved));
+        let not_one = with(labels::CAPACITY_RESERVATION_ID, crate::Operator::NotIn, &["cr-1"]);
+        assert!(offering_allowed(&not_one, &plain) && !offering_allowed(&not_one, &reserved));
     }
 
     #[test]

@@ -57,7 +57,7 @@ mod weak_table;
 pub use capacitybuffer::CapacityBuffer;
 pub use duration::{GoDuration, NillableDuration};
 pub use ec2nodeclass::EC2NodeClass;
-pub use instance::{InstanceType, Offering};
+pub use instance::{InstanceType, Offering, OfferingReservation};
 pub use manifest::{KarpenterObject, Problem, decode, decode_karpenter};
 pub use nodeclaim::NodeClaim;
 pub use nodepool::NodePool;

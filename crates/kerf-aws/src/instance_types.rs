@@ -233,6 +233,7 @@ pub fn build(
                         capacity_type: labels::CAPACITY_TYPE_SPOT.to_string(),
                         price,
                         available: true,
+                        reservation: None,
                     });
                 }
             }
@@ -241,6 +242,7 @@ pub fn build(
                 capacity_type: labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
                 price: od_price,
                 available: true,
+                reservation: None,
             });
         }
         if offerings.is_empty() {

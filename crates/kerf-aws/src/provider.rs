@@ -802,6 +802,7 @@ mod tests {
             capacity_type: ct.into(),
             price,
             available: true,
+            reservation: None,
         };
         Arc::new(InstanceType {
             name: name.to_string(),

@@ -86,6 +86,9 @@ pub enum InterruptionKind {
     StateChange { state: String },
     /// Scheduled maintenance or retirement of the instance's host.
     ScheduledChange,
+    /// The capacity block the instance runs in ends soon: EC2 reclaims its instances ahead of the
+    /// end, and Karpenter drains them before that.
+    CapacityBlockEnding,
 }
 
 impl InterruptionKind {
@@ -103,6 +106,7 @@ impl InterruptionKind {
             InterruptionKind::StateChange { state } if state == "stopping" || state == "stopped" => "InstanceStopping",
             InterruptionKind::StateChange { .. } => "InstanceTerminating",
             InterruptionKind::ScheduledChange => "InstanceUnhealthy",
+            InterruptionKind::CapacityBlockEnding => "CapacityReservationExpiring",
         }
     }
 
@@ -113,6 +117,7 @@ impl InterruptionKind {
             InterruptionKind::RebalanceRecommendation => "rebalance_recommendation",
             InterruptionKind::StateChange { .. } => "instance_state_change",
             InterruptionKind::ScheduledChange => "scheduled_change",
+            InterruptionKind::CapacityBlockEnding => "capacity_reservation_expiring",
         }
     }
 }
@@ -124,6 +129,7 @@ impl std::fmt::Display for InterruptionKind {
             InterruptionKind::RebalanceRecommendation => f.write_str("RebalanceRecommendation"),
             InterruptionKind::StateChange { state } => write!(f, "StateChange ({state})"),
             InterruptionKind::ScheduledChange => f.write_str("ScheduledChange"),
+            InterruptionKind::CapacityBlockEnding => f.write_str("CapacityBlockEnding"),
         }
     }
 }

@@ -294,12 +294,19 @@ pub fn res(pairs: &[(&str, &str)]) -> ResourceList {
 pub fn instance_type(name: &str, cpu: &str, memory: &str, price: f64) -> InstanceType {
     let mut offerings = Vec::new();
     for zone in ["test-zone-a", "test-zone-b"] {
-        offerings.push(Offering { zone: zone.into(), capacity_type: "on-demand".into(), price, available: true });
+        offerings.push(Offering {
+            zone: zone.into(),
+            capacity_type: "on-demand".into(),
+            price,
+            available: true,
+            reservation: None,
+        });
         offerings.push(Offering {
             zone: zone.into(),
             capacity_type: "spot".into(),
             price: price * 0.7,
             available: true,
+            reservation: None,
         });
     }
     InstanceType {

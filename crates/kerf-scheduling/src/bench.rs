@@ -43,8 +43,15 @@ pub fn instance_types(count: usize) -> Vec<Arc<InstanceType>> {
                     capacity_type: "spot".into(),
                     price: price * 0.7,
                     available: true,
+                    reservation: None,
                 });
-                offerings.push(Offering { zone: z.into(), capacity_type: "on-demand".into(), price, available: true });
+                offerings.push(Offering {
+                    zone: z.into(),
+                    capacity_type: "on-demand".into(),
+                    price,
+                    available: true,
+                    reservation: None,
+                });
             }
             Arc::new(InstanceType {
                 labels: [(INSTANCE_TYPE, name.as_str()), (ARCH, "amd64"), (OS, "linux")]

@@ -282,12 +282,19 @@ pub fn node_pool(name: &str, reqs: Vec<NodeSelectorRequirementWithMinValues>) ->
 pub fn instance_type(name: &str, cpu: &str, mem: &str, pods: &str, price: f64, zones: &[&str]) -> InstanceType {
     let mut offerings = Vec::new();
     for z in zones {
-        offerings.push(Offering { zone: z.to_string(), capacity_type: "on-demand".into(), price, available: true });
+        offerings.push(Offering {
+            zone: z.to_string(),
+            capacity_type: "on-demand".into(),
+            price,
+            available: true,
+            reservation: None,
+        });
         offerings.push(Offering {
             zone: z.to_string(),
             capacity_type: "spot".into(),
             price: price * 0.7,
             available: true,
+            reservation: None,
         });
     }
     InstanceType {

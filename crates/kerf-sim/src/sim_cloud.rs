@@ -52,8 +52,11 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
             .map(|i| Instance {
                 terminates_at: i
                     .interrupted_at
-                    .filter(|_| !i.terminated)
-                    .map(|t| after(t, kerf_cloud::sim::provider::SPOT_RECLAIM_AFTER)),
+                    .map(|t| after(t, kerf_cloud::sim::provider::SPOT_RECLAIM_AFTER))
+                    .into_iter()
+                    .chain(i.reclaim_at)
+                    .min()
+                    .filter(|_| !i.terminated),
                 provider_id: i.provider_id,
                 node_name: i.node_name,
                 instance_type: i.instance_type.name.clone(),

@@ -324,6 +324,7 @@ impl Catalog {
                     capacity_type: labels::CAPACITY_TYPE_SPOT.to_string(),
                     price: spot_price(&info.name, zone, offer.price),
                     available: true,
+                    reservation: None,
                 });
             }
             offerings.push(Offering {
@@ -331,6 +332,7 @@ impl Catalog {
                 capacity_type: labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
                 price: offer.price,
                 available: true,
+                reservation: None,
             });
         }
         if offerings.is_empty() {

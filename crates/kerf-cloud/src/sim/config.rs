@@ -1,5 +1,6 @@
 //! The scenario file's `cloud:` section: which region and zones the simulated cloud has, which
-//! instance types it sells, how long launches take, and which offerings are out of capacity.
+//! instance types it sells, how long launches take, which offerings are out of capacity, and its
+//! capacity reservations.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -31,6 +32,9 @@ pub struct SimConfig {
     /// Offerings that fail to launch with insufficient capacity.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<UnavailableOffering>,
+    /// On-demand capacity reservations and capacity blocks in the account.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservations: Vec<super::reservations::CapacityReservation>,
 }
 
 fn default_region() -> String {
@@ -49,6 +53,7 @@ impl Default for SimConfig {
             instance_types: InstanceTypesSource::Aws,
             launch_latency: default_launch_latency(),
             unavailable: Vec::new(),
+            capacity_reservations: Vec::new(),
         }
     }
 }
@@ -282,7 +287,7 @@ impl SimConfig {
                 ));
             }
         }
-        Ok(())
+        super::reservations::validate(&self.capacity_reservations)
     }
 }
 

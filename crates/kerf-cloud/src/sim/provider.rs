@@ -11,6 +11,7 @@ use kerf_api::{EC2NodeClass, NodeClaim, NodePool, labels};
 use kerf_api::{InstanceType, Offering, Requirements};
 
 use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
+use super::reservations::CapacityReservation;
 use super::spot_market::{MAX_CHANGE, SpotMarket};
 use crate::aws::{Catalog, NodeClassSettings, catalog};
 use crate::clock::{Clock, Timestamp, add};
@@ -53,6 +54,11 @@ pub struct SimInstance {
     /// When it was last rebooted ([`SimProvider::reboot_instance`]): it is down from then for the launch
     /// latency.
     pub rebooted_at: Option<Timestamp>,
+    /// The capacity reservation it runs in, if any.
+    pub capacity_reservation: Option<String>,
+    /// When EC2 takes it back whatever happens (a capacity block's instance, ahead of the block's
+    /// end).
+    pub reclaim_at: Option<Timestamp>,
 }
 
 /// An instance running before the simulation began, as [`SimProvider::adopt`] takes it over.
@@ -128,6 +134,10 @@ struct State {
     /// Node class name → (its types at model prices, the same at market prices); emptied when
     /// the market moves.
     priced: BTreeMap<String, (SharedTypes, SharedTypes)>,
+    /// Node class name → the ids of the capacity reservations its last resolution selected.
+    reservations: BTreeMap<String, Vec<String>>,
+    /// Capacity block instances warned that the block ends (provider IDs).
+    block_warned: std::collections::BTreeSet<String>,
 }
 
 /// A simulated EC2: the built-in catalog (or custom types), launch latency, insufficient
@@ -140,6 +150,8 @@ pub struct SimProvider {
     /// Custom types, built once (they do not depend on the node class).
     custom: Option<SharedTypes>,
     state: Mutex<State>,
+    /// The instant of t=0, from which capacity reservations' start and end count.
+    epoch: Timestamp,
     /// Node class name → the resourceVersion last seen and the hash of that version's spec.
     class_hashes: Mutex<BTreeMap<String, (Option<String>, String)>>,
 }
@@ -186,7 +198,7 @@ impl SimProvider {
                         }
                     }
                 }
-                Some(Arc::new(build_custom(&config, &zones)))
+                Some(Arc::new(super::custom::build_custom(&config, &zones)))
             }
         };
         for (i, u) in config.unavailable.iter().enumerate() {
@@ -209,9 +221,29 @@ impl SimProvider {
                 ));
             }
         }
+        for (i, r) in config.capacity_reservations.iter().enumerate() {
+            let known = match &custom {
+                Some(types) => types.iter().any(|t| t.name == r.instance_type),
+                None => cat.offers(region).is_ok_and(|o| o.iter().any(|o| o.instance_type == r.instance_type)),
+            };
+            if !known {
+                return Err(SimConfigError::new(
+                    format!("capacityReservations[{i}].instanceType"),
+                    format!("unknown instance type {:?} in region {region}", r.instance_type),
+                ));
+            }
+            if !zones.contains(&r.zone) {
+                return Err(SimConfigError::new(
+                    format!("capacityReservations[{i}].zone"),
+                    format!("zone {:?} is not one of the cloud's zones ({})", r.zone, zones.join(", ")),
+                ));
+            }
+        }
+        let epoch = clock.now();
         Ok(SimProvider {
             config,
             zones,
+            epoch,
             clock,
             custom,
             state: Mutex::new(State::default()),
@@ -389,7 +421,17 @@ impl SimProvider {
 
     /// Whether `i` reads as terminated at `now` (see [`observed`](Self::observed)).
     fn observed_terminated(i: &SimInstance, now: Timestamp) -> bool {
-        i.terminated || i.interrupted_at.is_some_and(|at| add(at, SPOT_RECLAIM_AFTER) <= now)
+        i.terminated || Self::reclaimed_at(i).is_some_and(|at| at <= now)
+    }
+
+    /// When EC2 takes the instance back: after a spot interruption warning, or ahead of its
+    /// capacity block's end, whichever comes first.
+    fn reclaimed_at(i: &SimInstance) -> Option<Timestamp> {
+        let spot = i.interrupted_at.map(|at| add(at, SPOT_RECLAIM_AFTER));
+        match (spot, i.reclaim_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The instance with this provider ID.
@@ -402,13 +444,11 @@ impl SimProvider {
     fn observed(i: &SimInstance, now: Timestamp) -> SimInstance {
         let mut i = i.clone();
         if !i.terminated
-            && let Some(at) = i.interrupted_at
+            && let Some(reclaim) = Self::reclaimed_at(&i)
+            && reclaim <= now
         {
-            let reclaim = add(at, SPOT_RECLAIM_AFTER);
-            if reclaim <= now {
-                i.terminated = true;
-                i.terminated_at = Some(reclaim);
-            }
+            i.terminated = true;
+            i.terminated_at = Some(reclaim);
         }
         i
     }
@@ -586,6 +626,8 @@ impl SimProvider {
             terminated_at: None,
             interrupted_at: None,
             rebooted_at: None,
+            capacity_reservation: existing.labels.get(labels::CAPACITY_RESERVATION_ID).cloned(),
+            reclaim_at: None,
         };
         let model_price = model_price(&model, &instance.instance_type.name, &instance.zone, &instance.capacity_type)
             .filter(|_| price.is_some())
@@ -597,6 +639,33 @@ impl SimProvider {
     /// Adopted instances the cloud has no price for (provider ID → why), counted $0/h.
     pub fn unpriced(&self) -> BTreeMap<String, String> {
         self.lock().unpriced.clone()
+    }
+
+    /// Queues a notice for each instance of a capacity block that is due to be drained (the
+    /// block ends soon), once per instance.
+    fn warn_ending_blocks(&self) {
+        let now = self.clock.now();
+        let t = self.offset(now);
+        let mut state = self.lock();
+        let State { instances, block_warned, interruptions, .. } = &mut *state;
+        for l in instances.iter() {
+            let i = &l.instance;
+            let Some(reclaim_at) = i.reclaim_at else { continue };
+            let due = i.capacity_reservation.as_deref().and_then(|id| self.reservation(id)).and_then(|r| r.drain_at());
+            if due.is_none_or(|d| t < d) || Self::observed_terminated(i, now) || block_warned.contains(&i.provider_id) {
+                continue;
+            }
+            block_warned.insert(i.provider_id.clone());
+            interruptions.push(Interruption {
+                provider_id: i.provider_id.clone(),
+                node_name: i.node_name.clone(),
+                node_claim: i.node_claim.clone(),
+                capacity_type: i.capacity_type.clone(),
+                kind: InterruptionKind::CapacityBlockEnding,
+                at: now,
+                reclaim_at: Some(reclaim_at),
+            });
+        }
     }
 
     /// Drains the queued interruption notices, oldest first.
@@ -627,7 +696,8 @@ impl SimProvider {
         let class_name = claim.spec.node_class_ref.name.clone();
         let settings = state.node_classes.get(&class_name).cloned().unwrap_or_default();
         let (model, market) = self.types_now(&mut state, &class_name, &settings)?;
-        let base = Self::reachable(&mut state, &class_name, market);
+        let reached = Self::reachable(&mut state, &class_name, market);
+        let base = self.with_reservations(&state, &class_name, reached, now);
         let reqs = Requirements::from_node_selector(&claim.spec.requirements);
         let requests = &claim.spec.resources.requests;
         let region = self.config.region.as_str();
@@ -706,6 +776,11 @@ impl SimProvider {
         node_labels.insert(labels::ZONE.to_string(), offering.zone.clone());
         node_labels.insert(labels::REGION.to_string(), region.to_string());
         node_labels.insert(labels::CAPACITY_TYPE.to_string(), offering.capacity_type.clone());
+        if let Some(r) = &offering.reservation {
+            node_labels.insert(labels::CAPACITY_RESERVATION_ID.to_string(), r.id.clone());
+            node_labels.insert(labels::CAPACITY_RESERVATION_TYPE.to_string(), r.reservation_type.clone());
+        }
+        let reservation = offering.reservation.as_ref().and_then(|r| self.reservation(&r.id));
 
         let mut out = claim.clone();
         out.metadata.labels = Some(node_labels.clone());
@@ -731,6 +806,8 @@ impl SimProvider {
             terminated_at: None,
             interrupted_at: None,
             rebooted_at: None,
+            capacity_reservation: reservation.map(|r| r.id.clone()),
+            reclaim_at: reservation.and_then(CapacityReservation::reclaim_at).map(|d| add(self.epoch, d)),
         };
         let model_price = model_price(&model, &instance.instance_type.name, &instance.zone, &instance.capacity_type)
             .unwrap_or(instance.price);
@@ -790,7 +867,40 @@ impl SimProvider {
         }
         let (_, market) = self.types_now(&mut state, &key, &settings)?;
         let base = Self::reachable(&mut state, &key, market);
-        Ok(Self::with_availability(&state, now, &base))
+        let types = Arc::new(Self::with_availability(&state, now, &base));
+        Ok(Arc::unwrap_or_clone(self.with_reservations(&state, &key, types, now)))
+    }
+
+    /// The declared reservation with this id.
+    fn reservation(&self, id: &str) -> Option<&CapacityReservation> {
+        self.config.capacity_reservations.iter().find(|r| r.id == id)
+    }
+
+    /// Virtual time since t=0 at `now`.
+    fn offset(&self, now: Timestamp) -> Duration {
+        Duration::from_millis((now.as_millisecond() - self.epoch.as_millisecond()).max(0) as u64)
+    }
+
+    /// `types` (a class's, sorted by name) with a `reserved` offering for each capacity
+    /// reservation the class selected that instances can launch into now, each with the room it
+    /// has left (unavailable when full). A class that selected none gets `types` as they are.
+    fn with_reservations(&self, state: &State, class: &str, types: SharedTypes, now: Timestamp) -> SharedTypes {
+        let Some(ids) = state.reservations.get(class).filter(|ids| !ids.is_empty()) else { return types };
+        let t = self.offset(now);
+        let open: Vec<&CapacityReservation> =
+            ids.iter().filter_map(|id| self.reservation(id)).filter(|r| r.launchable_at(t)).collect();
+        if open.is_empty() {
+            return types;
+        }
+        let mut used: BTreeMap<&str, u32> = BTreeMap::new();
+        for l in &state.instances {
+            if let Some(id) = &l.instance.capacity_reservation
+                && !Self::observed_terminated(&l.instance, now)
+            {
+                *used.entry(id.as_str()).or_default() += 1;
+            }
+        }
+        Arc::new(super::reservations::with_offerings(&types, &open, |id| used.get(id).copied().unwrap_or(0)))
     }
 }
 
@@ -844,64 +954,6 @@ fn model_price(types: &[Arc<InstanceType>], name: &str, zone: &str, capacity_typ
     types[i].offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type).map(|o| o.price)
 }
 
-/// Custom types from the config: capacity, overhead and labels as given, offerings as given or
-/// every zone × {spot, on-demand} (spot at 0.7 × the price unless named), labelled with the
-/// cloud's region.
-fn build_custom(config: &SimConfig, zones: &[String]) -> Vec<Arc<InstanceType>> {
-    let InstanceTypesSource::Custom(custom) = &config.instance_types else { return Vec::new() };
-    let mut out: Vec<Arc<InstanceType>> = custom
-        .iter()
-        .map(|c| {
-            let mut type_labels = c.labels.clone();
-            type_labels.insert(labels::INSTANCE_TYPE.to_string(), c.name.clone());
-            type_labels.entry(labels::ARCH.to_string()).or_insert_with(|| "amd64".to_string());
-            type_labels.entry(labels::OS.to_string()).or_insert_with(|| "linux".to_string());
-            // The cloud's region, whatever the scenario wrote: its instances carry it.
-            type_labels.insert(labels::REGION.to_string(), config.region.clone());
-            let base_price = c.price.unwrap_or(0.0);
-            let default_price = |ct: &str| {
-                if ct == labels::CAPACITY_TYPE_SPOT {
-                    base_price * super::config::DEFAULT_CUSTOM_SPOT_FACTOR
-                } else {
-                    base_price
-                }
-            };
-            let offerings = match &c.offerings {
-                Some(list) => list
-                    .iter()
-                    .map(|o| Offering {
-                        zone: o.zone.clone(),
-                        capacity_type: o.capacity_type.clone(),
-                        price: o.price.unwrap_or_else(|| default_price(&o.capacity_type)),
-                        available: true,
-                    })
-                    .collect(),
-                None => zones
-                    .iter()
-                    .flat_map(|z| {
-                        [labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND].map(|ct| Offering {
-                            zone: z.clone(),
-                            capacity_type: ct.to_string(),
-                            price: default_price(ct),
-                            available: true,
-                        })
-                    })
-                    .collect(),
-            };
-            Arc::new(InstanceType {
-                name: c.name.clone(),
-                labels: type_labels,
-                capacity: c.capacity.clone(),
-                overhead: c.overhead.clone(),
-                offerings,
-                price_estimated: false,
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
-}
-
 impl CloudProvider for SimProvider {
     async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
         self.launch(claim)
@@ -936,13 +988,22 @@ impl CloudProvider for SimProvider {
             .filter(|(spec, _)| *spec == node_class.spec)
             .map(|(_, status)| status.clone());
         let now = self.clock.now();
-        let status = match &recorded {
+        let mut status = match &recorded {
             Some(r) => super::nodeclass::resolve_recorded(node_class, r, &self.zones, now),
             None => super::nodeclass::resolve(node_class, &self.zones, now),
         };
-        self.lock().reach.insert(node_class.name().to_string(), Reach::of(&status, &self.zones));
+        // Capacity reservations start, drain and end in time: the class is resolved again then.
+        let (t, terms) = (self.offset(now), &node_class.spec.capacity_reservation_selector_terms);
+        let selected = super::reservations::select(terms, &self.config.capacity_reservations, t);
+        status.capacity_reservations = selected.iter().map(|r| r.status(self.epoch, t)).collect();
+        let recheck_after = super::reservations::next_change(terms, &self.config.capacity_reservations, t);
+        {
+            let mut state = self.lock();
+            state.reach.insert(node_class.name().to_string(), Reach::of(&status, &self.zones));
+            state.reservations.insert(node_class.name().to_string(), selected.iter().map(|r| r.id.clone()).collect());
+        }
         self.register_node_class(node_class);
-        Ok(NodeClassResolution { status, recheck_after: None })
+        Ok(NodeClassResolution { status, recheck_after })
     }
 
     async fn is_drifted(
@@ -960,7 +1021,10 @@ impl CloudProvider for SimProvider {
             }
             entry.1.clone()
         };
-        Ok(node_class.and_then(|nc| crate::provider::node_class_hash_drift_with(claim, nc, hash)))
+        if let Some(drift) = node_class.and_then(|nc| crate::provider::node_class_hash_drift_with(claim, nc, hash)) {
+            return Ok(Some(drift));
+        }
+        Ok(node_class.and_then(|nc| super::reservations::reservation_drift(claim, nc)))
     }
 
     async fn reboot(&self, claim: &NodeClaim) -> Result<(), CloudError> {
@@ -969,6 +1033,7 @@ impl CloudProvider for SimProvider {
     }
 
     async fn interruptions(&self) -> Result<Vec<InterruptionNotice>, CloudError> {
+        self.warn_ending_blocks();
         let taken = self.take_interruptions();
         let now = self.clock.now();
         let mut state = self.lock();

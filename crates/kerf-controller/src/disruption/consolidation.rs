@@ -63,8 +63,10 @@ pub fn decide(cands: &[&Candidate], answer: &WhatIf, spot_to_spot: bool) -> Resu
     let mut offers: Vec<(&Arc<InstanceType>, &Offering)> = claim
         .instance_types
         .iter()
-        .filter(|t| !own_types.contains(t.name.as_str()))
         .flat_map(|t| t.offerings.iter().map(move |o| (t, o)))
+        // A node is not replaced by its own type, unless into a capacity reservation: work moves
+        // into reserved capacity that frees up.
+        .filter(|(t, o)| o.reservation.is_some() || !own_types.contains(t.name.as_str()))
         .filter(|(_, o)| o.available && offering_allowed(&reqs, o))
         .collect();
     let spot = launch::choose(&mut offers) == Some(labels::CAPACITY_TYPE_SPOT);
@@ -211,8 +213,7 @@ pub fn replacement_of(decision: &Decision) -> Result<Option<Replacement<'_>>, St
         .offerings
         .iter()
         .filter(|o| o.available)
-        .filter(|o| reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone)))
-        .filter(|o| reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type)))
+        .filter(|o| offering_allowed(&reqs, o))
         .min_by(|a, b| a.price.total_cmp(&b.price))
     else {
         return Err(format!("its replacement type {instance_type} has no offering it may launch"));
@@ -270,6 +271,7 @@ mod tests {
                     capacity_type: ct.to_string(),
                     price: if *ct == "spot" { price * 0.5 } else { price },
                     available: true,
+                    reservation: None,
                 })
                 .collect(),
             price_estimated: false,

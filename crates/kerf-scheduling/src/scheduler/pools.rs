@@ -10,7 +10,9 @@ use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
-use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
+use kerf_api::labels::{
+    CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE,
+};
 use kerf_api::launch;
 use kerf_api::resources::PODS;
 use kerf_api::{NodePool, Operator, ResourceList, Taint};
@@ -174,9 +176,12 @@ impl Pool {
         let mut bits = Bits::empty(self.table.types.len());
         let zone = r.get(ZONE);
         let ct = r.get(CAPACITY_TYPE);
+        // Requirements on the capacity reservation labels are rare: checked per offering only
+        // when present.
+        let reserved_keys = r.has_key(CAPACITY_RESERVATION_ID) || r.has_key(CAPACITY_RESERVATION_TYPE);
         'types: for (i, t) in self.table.types.iter().enumerate() {
             for (k, req) in r.iter() {
-                if k == ZONE || k == CAPACITY_TYPE || k == HOSTNAME {
+                if k == HOSTNAME || kerf_api::instance::is_offering_label(k) {
                     continue;
                 }
                 if let Some(v) = t.labels.get(k) {
@@ -192,7 +197,10 @@ impl Pool {
                 }
             }
             let offered = t.offerings.iter().any(|o| {
-                o.available && zone.is_none_or(|z| z.has(&o.zone)) && ct.is_none_or(|c| c.has(&o.capacity_type))
+                o.available
+                    && zone.is_none_or(|z| z.has(&o.zone))
+                    && ct.is_none_or(|c| c.has(&o.capacity_type))
+                    && (!reserved_keys || launch::offering_allowed(r, o))
             });
             if offered {
                 bits.set(i);

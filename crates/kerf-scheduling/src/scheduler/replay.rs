@@ -149,6 +149,11 @@ impl Replacement<'_> {
         labels.extend(self.instance_type.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         labels.insert(ZONE.to_string(), self.offering.zone.clone());
         labels.insert(CAPACITY_TYPE.to_string(), self.offering.capacity_type.clone());
+        for key in [kerf_api::labels::CAPACITY_RESERVATION_ID, kerf_api::labels::CAPACITY_RESERVATION_TYPE] {
+            if let Some(v) = self.offering.label(key) {
+                labels.insert(key.to_string(), v.to_string());
+            }
+        }
         labels.insert(NODE_POOL.to_string(), self.claim.node_pool.clone());
         labels.insert(HOSTNAME.to_string(), REPLACEMENT_NODE.to_string());
         let taints = self.claim.taints.clone();

@@ -1,0 +1,214 @@
+//! Capacity reservations in the simulated cloud: selection into the node class's status,
+//! reserved offerings with their room, launches into them before spot, the fall-through when
+//! one is full, capacity blocks warned and reclaimed ahead of their end, and drift when a
+//! reservation stops being selected.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kerf_api::{EC2NodeClass, NodeClaim, NodePool, labels};
+use kerf_cloud::sim::{SimConfig, SimProvider};
+use kerf_cloud::{Clock, CloudProvider, InterruptionKind, ManualClock, block_on};
+
+/// Two custom types in two zones; an ODCR of 2 `large` in us-west-2a and a capacity block of 1
+/// `large` in us-west-2b from 1h to 3h at $0.05/h.
+const CLOUD: &str = "
+zones: [us-west-2a, us-west-2b]
+instanceTypes:
+  - {name: small, capacity: {cpu: '2', memory: 4Gi, pods: '20'}, price: 0.10}
+  - {name: large, capacity: {cpu: '8', memory: 32Gi, pods: '50'}, price: 0.30}
+capacityReservations:
+  - {id: cr-odcr, instanceType: large, zone: us-west-2a, count: 2, tags: {team: web}}
+  - {id: cr-block, instanceType: large, zone: us-west-2b, type: capacity-block, start: 1h, end: 3h,
+     price: 0.05, tags: {team: ml}}
+";
+
+fn provider() -> (SimProvider, ManualClock) {
+    let clock = ManualClock::new();
+    let config: SimConfig = serde_yaml_ng::from_str(CLOUD).unwrap();
+    (SimProvider::new(config, Arc::new(clock.clone())).unwrap(), clock)
+}
+
+fn class(terms: &str) -> EC2NodeClass {
+    serde_yaml_ng::from_str(&format!(
+        "metadata: {{name: default}}\nspec:\n  role: R\n  subnetSelectorTerms: [{{tags: {{a: b}}}}]\n  \
+         securityGroupSelectorTerms: [{{tags: {{a: b}}}}]\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  \
+         capacityReservationSelectorTerms: {terms}\n"
+    ))
+    .unwrap()
+}
+
+/// Resolves the class and keeps its status on it, as the node class controller does.
+fn resolve(p: &SimProvider, c: &mut EC2NodeClass) -> Option<Duration> {
+    let r = block_on(p.resolve_node_class(c)).unwrap();
+    c.status = Some(r.status);
+    r.recheck_after
+}
+
+fn claim(name: &str, capacity_types: &[&str]) -> NodeClaim {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types},
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["small", "large"]}],
+                 "resources": {"requests": {"cpu": "4"}},
+                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
+    }))
+    .unwrap()
+}
+
+fn label(c: &NodeClaim, key: &str) -> Option<String> {
+    c.metadata.labels.as_ref().and_then(|l| l.get(key).cloned())
+}
+
+const ALL: &[&str] = &["reserved", "spot", "on-demand"];
+
+#[test]
+fn selected_reservations_are_listed_in_the_class_status_as_karpenter_writes_them() {
+    let (p, clock) = provider();
+    let mut c = class("[{tags: {team: web}}, {id: cr-block}]");
+    // The block starts at 1h: only the ODCR is active, and the class is resolved again then.
+    assert_eq!(resolve(&p, &mut c), Some(Duration::from_secs(3600)));
+    let status = c.status.clone().unwrap();
+    let ids: Vec<&str> = status.capacity_reservations.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["cr-odcr"]);
+    let odcr = &status.capacity_reservations[0];
+    assert_eq!(odcr.instance_type.as_deref(), Some("large"));
+    assert_eq!(odcr.availability_zone.as_deref(), Some("us-west-2a"));
+    assert_eq!(odcr.owner_id.as_deref(), Some("123456789012"));
+    assert_eq!(odcr.instance_match_criteria.as_deref(), Some("targeted"));
+    assert_eq!(odcr.reservation_type.as_deref(), Some("default"));
+    assert_eq!(odcr.state.as_deref(), Some("active"));
+    assert_eq!(odcr.end_time, None);
+
+    clock.advance(Duration::from_secs(3600));
+    // Next change: the block drains 40 minutes before its end at 3h.
+    assert_eq!(resolve(&p, &mut c), Some(Duration::from_secs(3600 + 20 * 60)));
+    let block = c.status.as_ref().unwrap().capacity_reservations.iter().find(|r| r.id == "cr-block").cloned().unwrap();
+    assert_eq!(block.reservation_type.as_deref(), Some("capacity-block"));
+    let end = block.end_time.unwrap().0;
+    assert_eq!(end.as_millisecond() - clock.now().as_millisecond(), 2 * 3600 * 1000);
+    clock.advance(Duration::from_secs(3600 + 20 * 60));
+    resolve(&p, &mut c);
+    let states: Vec<_> = c.status.unwrap().capacity_reservations.iter().map(|r| r.state.clone().unwrap()).collect();
+    assert_eq!(states, ["active", "expiring"]);
+}
+
+#[test]
+fn a_reservation_is_filled_before_spot_and_a_full_one_falls_through_at_once() {
+    let (p, _) = provider();
+    let mut c = class("[{id: cr-odcr}]");
+    resolve(&p, &mut c);
+    let pool: NodePool = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"requirements": [],
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}))
+    .unwrap();
+    let reserved = |types: &[Arc<kerf_api::InstanceType>]| -> Vec<(String, u32, bool)> {
+        types
+            .iter()
+            .flat_map(|t| t.offerings.iter())
+            .filter_map(|o| o.reservation.as_ref().map(|r| (r.id.clone(), r.remaining, o.available)))
+            .collect()
+    };
+    assert_eq!(reserved(&block_on(p.instance_types(&pool, Some(&c))).unwrap()), [("cr-odcr".to_string(), 2, true)]);
+
+    let mut launched = Vec::new();
+    for i in 0..3 {
+        launched.push(block_on(p.create(&claim(&format!("c{i}"), ALL))).unwrap());
+    }
+    for c in &launched[..2] {
+        assert_eq!(label(c, labels::CAPACITY_TYPE).as_deref(), Some("reserved"));
+        assert_eq!(label(c, labels::CAPACITY_RESERVATION_ID).as_deref(), Some("cr-odcr"));
+        assert_eq!(label(c, labels::CAPACITY_RESERVATION_TYPE).as_deref(), Some("default"));
+        assert_eq!(label(c, labels::ZONE).as_deref(), Some("us-west-2a"));
+    }
+    // The third: the reservation is full, so the cheapest spot offering, with no reservation labels.
+    assert_eq!(label(&launched[2], labels::CAPACITY_TYPE).as_deref(), Some("spot"));
+    assert_eq!(label(&launched[2], labels::CAPACITY_RESERVATION_ID), None);
+    assert_eq!(reserved(&block_on(p.instance_types(&pool, Some(&c))).unwrap()), [("cr-odcr".to_string(), 0, false)]);
+    let prices: Vec<f64> = p.instances().iter().map(|i| i.price).collect();
+    assert_eq!(prices[..2], [0.0, 0.0], "an ODCR is prepaid by default");
+
+    // A reserved instance goes: its room is free again.
+    block_on(p.delete(&launched[0])).unwrap();
+    let again = block_on(p.create(&claim("c3", ALL))).unwrap();
+    assert_eq!(label(&again, labels::CAPACITY_RESERVATION_ID).as_deref(), Some("cr-odcr"));
+}
+
+#[test]
+fn a_pool_that_does_not_allow_reserved_never_launches_into_a_reservation() {
+    let (p, _) = provider();
+    let mut c = class("[{id: cr-odcr}]");
+    resolve(&p, &mut c);
+    let launched = block_on(p.create(&claim("a", &["spot", "on-demand"]))).unwrap();
+    assert_eq!(label(&launched, labels::CAPACITY_TYPE).as_deref(), Some("spot"));
+    // A class that selects nothing has no reserved offerings, whatever the pool allows.
+    let (p, _) = provider();
+    let mut c = class("[{id: cr-other}]");
+    resolve(&p, &mut c);
+    let launched = block_on(p.create(&claim("a", ALL))).unwrap();
+    assert_eq!(label(&launched, labels::CAPACITY_TYPE).as_deref(), Some("spot"));
+}
+
+#[test]
+fn a_capacity_block_is_warned_ahead_of_its_end_and_reclaimed_before_it() {
+    let (p, clock) = provider();
+    let mut c = class("[{tags: {team: ml}}]");
+    clock.advance(Duration::from_secs(3600));
+    resolve(&p, &mut c);
+    let launched = block_on(p.create(&claim("a", ALL))).unwrap();
+    assert_eq!(label(&launched, labels::CAPACITY_RESERVATION_TYPE).as_deref(), Some("capacity-block"));
+    assert_eq!(p.instances()[0].price, 0.05, "priced as declared");
+    assert!(block_on(p.interruptions()).unwrap().is_empty());
+    // 2h20m: 10 minutes before EC2 starts reclaiming (30 minutes before the end at 3h).
+    clock.advance(Duration::from_secs(80 * 60));
+    let notices = block_on(p.interruptions()).unwrap();
+    assert_eq!(notices.len(), 1);
+    assert_eq!(notices[0].kind, InterruptionKind::CapacityBlockEnding);
+    let reclaim = notices[0].terminates_at.unwrap();
+    assert_eq!(reclaim.as_millisecond() - clock.now().as_millisecond(), 10 * 60 * 1000);
+    assert!(block_on(p.interruptions()).unwrap().is_empty(), "warned once");
+    // No new launch goes into a draining block.
+    let other = block_on(p.create(&claim("b", ALL))).unwrap();
+    assert_eq!(label(&other, labels::CAPACITY_TYPE).as_deref(), Some("spot"));
+    clock.advance(Duration::from_secs(10 * 60));
+    assert!(p.instances()[0].terminated);
+    assert_eq!(p.instances()[0].terminated_at, Some(reclaim));
+}
+
+#[test]
+fn a_reservation_no_longer_selected_drifts_its_nodes() {
+    let (p, _) = provider();
+    let mut c = class("[{id: cr-odcr}]");
+    resolve(&p, &mut c);
+    let launched = block_on(p.create(&claim("a", ALL))).unwrap();
+    let spot = block_on(p.create(&claim("b", &["spot"]))).unwrap();
+    assert_eq!(block_on(p.is_drifted(&launched, Some(&c))).unwrap(), None);
+    let mut changed = class("[{tags: {team: nobody}}]");
+    changed.metadata.annotations = c.metadata.annotations.clone();
+    resolve(&p, &mut changed);
+    // The class's own hash drift aside (its spec changed), the reservation drift is named.
+    let drift = kerf_cloud::sim::reservations::reservation_drift(&launched, &changed);
+    assert_eq!(drift.as_deref(), Some("CapacityReservationDrift"));
+    assert_eq!(kerf_cloud::sim::reservations::reservation_drift(&spot, &changed), None);
+}
+
+#[test]
+fn a_reservation_of_an_unknown_type_or_zone_is_refused_naming_the_field() {
+    let err = |extra: &str| {
+        let yaml = format!(
+            "zones: [us-west-2a]\ninstanceTypes:\n  - {{name: small, capacity: {{cpu: '2'}}, price: 0.1}}\n\
+             capacityReservations:\n  - {extra}\n"
+        );
+        let config: SimConfig = serde_yaml_ng::from_str(&yaml).unwrap();
+        SimProvider::new(config, Arc::new(ManualClock::new())).err().unwrap().to_string()
+    };
+    assert_eq!(
+        err("{id: cr-1, instanceType: huge, zone: us-west-2a}"),
+        "cloud.capacityReservations[0].instanceType: unknown instance type \"huge\" in region us-west-2"
+    );
+    assert_eq!(
+        err("{id: cr-1, instanceType: small, zone: us-west-2c}"),
+        "cloud.capacityReservations[0].zone: zone \"us-west-2c\" is not one of the cloud's zones (us-west-2a)"
+    );
+}
