@@ -76,6 +76,33 @@ pub struct Summary {
     pub node_claims_terminated: usize,
     pub cost_per_hour: f64,
     pub cost: f64,
+    /// Nodes and $/h at the end per capacity type (`on-demand`, `reserved`, `spot`): reserved
+    /// capacity, priced as declared, apart from what is bought by the hour.
+    pub by_capacity_type: BTreeMap<String, CapacityTypeShare>,
+}
+
+/// One capacity type's share of the fleet at the end.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityTypeShare {
+    pub nodes: usize,
+    pub cost_per_hour: f64,
+}
+
+impl Summary {
+    /// The nodes and $/h of each capacity type among `nodes` (unmanaged nodes without the
+    /// label are left out).
+    pub fn shares(nodes: &[NodeReport]) -> BTreeMap<String, CapacityTypeShare> {
+        let mut out: BTreeMap<String, CapacityTypeShare> = BTreeMap::new();
+        for n in nodes {
+            if let Some(ct) = &n.capacity_type {
+                let share = out.entry(ct.clone()).or_default();
+                share.nodes += 1;
+                share.cost_per_hour = dollars(share.cost_per_hour + n.price_per_hour.unwrap_or(0.0));
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -86,6 +113,9 @@ pub struct NodeReport {
     pub node_claim: Option<String>,
     pub instance_type: Option<String>,
     pub capacity_type: Option<String>,
+    /// The capacity reservation the node runs in (its `karpenter.k8s.aws/capacity-reservation-id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation_id: Option<String>,
     pub zone: Option<String>,
     pub price_per_hour: Option<f64>,
     /// Why the price of a managed node is unknown (`pricePerHour` is then null).
@@ -339,6 +369,14 @@ impl Report {
             s.cost,
             human_secs(self.end_seconds.0)
         );
+        if s.by_capacity_type.contains_key(kerf_api::labels::CAPACITY_TYPE_RESERVED) {
+            let shares: Vec<String> = s
+                .by_capacity_type
+                .iter()
+                .map(|(ct, share)| format!("{ct} {} node(s) ${:.4}/hour", share.nodes, share.cost_per_hour))
+                .collect();
+            let _ = writeln!(out, "By capacity type (reserved as declared): {}.", shares.join(", "));
+        }
         if let Some(c) = &self.comparison {
             let _ = writeln!(out);
             out.push_str(&c.to_text(&human_secs(self.end_seconds.0)));
@@ -420,6 +458,7 @@ mod tests {
                 node_claims_terminated: 0,
                 cost_per_hour: 0.0,
                 cost: 0.0,
+                by_capacity_type: BTreeMap::new(),
             },
             nodes: vec![],
             pods: vec![PodReport {
@@ -463,6 +502,7 @@ mod tests {
             node_claim: None,
             instance_type: Some("m5.large".to_string()),
             capacity_type: None,
+            capacity_reservation_id: None,
             zone: None,
             price_per_hour: price,
             price_unknown: None,

@@ -87,6 +87,7 @@ impl<P: SimCloud> Simulation<P> {
                     .get(kerf_api::labels::CAPACITY_TYPE)
                     .cloned()
                     .or_else(|| inst.map(|i| i.capacity_type.clone())),
+                capacity_reservation_id: labels.get(kerf_api::labels::CAPACITY_RESERVATION_ID).cloned(),
                 zone: labels.get(kerf_api::labels::ZONE).cloned().or_else(|| inst.map(|i| i.zone.clone())),
                 // A terminated instance costs nothing any more; an unknown price is not made up.
                 price_per_hour: inst
@@ -195,6 +196,7 @@ impl<P: SimCloud> Simulation<P> {
                 node_claims_terminated: instances.iter().filter(|i| i.terminated).count(),
                 cost_per_hour: dollars(cost_per_hour),
                 cost: dollars(self.cost),
+                by_capacity_type: Summary::shares(&nodes),
             },
             nodes,
             pods,

@@ -134,6 +134,13 @@ fn summary(out: &mut String, r: &Value) {
     card(out, "terminated", "NodeClaims terminated", int("nodeClaimsTerminated").to_string(), false);
     card(out, "cost-per-hour", "$/hour at the end", format!("{:.4}", num_of(s, "costPerHour")), false);
     card(out, "cost", "$ over the run", format!("{:.4}", num_of(s, "cost")), false);
+    // Reserved capacity (priced as declared) apart from what is bought by the hour.
+    if let Some(shares) = s["byCapacityType"].as_object().filter(|m| m.contains_key("reserved")) {
+        for (ct, share) in shares {
+            let value = format!("{} ({:.4}/h)", share["nodes"].as_u64().unwrap_or(0), num_of(share, "costPerHour"));
+            card(out, &format!("capacity-{}", esc(ct)), &format!("{} nodes", esc(ct)), value, false);
+        }
+    }
     out.push_str("</div>\n");
 }
 
@@ -487,6 +494,9 @@ fn nodes(out: &mut String, r: &Value) {
         ("cpu", "cpu requested / allocatable", true),
         ("memory", "memory requested / allocatable", true),
     ];
+    if nodes.iter().any(|n| n.get("capacityReservationId").is_some()) {
+        cols.insert(6, ("capacityReservationId", "reservation", false));
+    }
     if blocked {
         cols.push(("disruptionBlocked", "kept because", false));
     }

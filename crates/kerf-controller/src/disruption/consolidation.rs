@@ -100,6 +100,12 @@ pub fn decide(cands: &[&Candidate], answer: &WhatIf, spot_to_spot: bool) -> Resu
         cheaper.truncate(SPOT_TO_SPOT_MIN_TYPES);
     }
     let Some(&(price, best)) = cheaper.first() else {
+        if total <= 0.0 && cands.iter().all(|c| c.capacity_type == labels::CAPACITY_TYPE_RESERVED) {
+            return Err(format!(
+                "no cheaper replacement: it runs in reserved capacity at {} (as the reservation is priced)",
+                dollars(total)
+            ));
+        }
         if priced.is_empty() {
             return Err(format!("no cheaper replacement: no other instance type fits its {n} pod(s)"));
         }

@@ -58,7 +58,12 @@ impl Disruption {
             }
             let detail = match notice.terminates_at {
                 Some(at) => format!(
-                    "the cloud warned it reclaims the instance in {}s",
+                    "{}the cloud warned it reclaims the instance in {}s",
+                    if notice.kind == kerf_cloud::InterruptionKind::CapacityBlockEnding {
+                        "its capacity block ends: "
+                    } else {
+                        ""
+                    },
                     ((at.as_millisecond() - cx.pass.now.as_millisecond()) / 1000).max(0)
                 ),
                 None => format!("the cloud sent a {} notice", notice.kind),

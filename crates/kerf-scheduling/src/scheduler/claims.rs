@@ -64,6 +64,8 @@ pub(super) struct Claim {
     pub(super) spare: Option<Bits>,
     /// The mix the claim was sized for (see `packing::Sizing`) and what it holds of it.
     pub(super) mix: ClaimMix,
+    /// The capacity reservation the claim holds a unit of (see [`ClaimParts::reserved_binding`]).
+    pub(super) reservation: Option<Arc<str>>,
 }
 
 /// A bin: an existing node (index) or a claim (index).
@@ -86,6 +88,8 @@ struct Opening {
     mix: Option<Arc<[u64]>>,
     /// The claim's hostname, interned.
     hostname: u32,
+    /// See `Claim::reservation`.
+    reservation: Option<Arc<str>>,
 }
 
 /// What placing an attempt's pod on new claims reads and changes, borrowed from the context:
@@ -440,9 +444,27 @@ impl ClaimParts<'_> {
         if !self.pools[p].table.any_fit(&candidates, &candidates, total) {
             return None;
         }
+        let hostname = self.interned.values.id(&format!("{}-claim-{}", self.pools[p].name, self.claims.all.len()));
+        if let Some((id, bound)) = self.reserved_binding(p, req, &candidates, total) {
+            // The other candidates stay as fallbacks of the launch (a reservation that is full
+            // by then falls through to the next capacity type).
+            let spare = Bits(candidates.0.iter().zip(&bound.0).map(|(a, b)| a & !b).collect());
+            let opening = Opening {
+                pool: p,
+                pool_req,
+                req,
+                candidates: bound,
+                spare: Some(spare),
+                mix: None,
+                hostname,
+                reservation: Some(id),
+            };
+            if let Some(c) = self.open_with(opening, total) {
+                return Some(c);
+            }
+        }
         // Sized by cost first (see `packing`); uncapped when the capped claim cannot take the pod.
         let sizing = self.packing.cost_sizing(self.pools, self.interned, p, req, &candidates);
-        let hostname = self.interned.values.id(&format!("{}-claim-{}", self.pools[p].name, self.claims.all.len()));
         let mut mix = None;
         if let Some(sizing) = sizing {
             mix = sizing.mix;
@@ -457,6 +479,7 @@ impl ClaimParts<'_> {
                         spare: Some(spare),
                         mix: mix.clone(),
                         hostname,
+                        reservation: None,
                     };
                     if let Some(c) = self.open_with(sized, total) {
                         return Some(c);
@@ -468,13 +491,60 @@ impl ClaimParts<'_> {
                 None => {}
             }
         }
-        self.open_with(Opening { pool: p, pool_req, req, candidates, spare: None, mix, hostname }, total)
+        self.open_with(
+            Opening { pool: p, pool_req, req, candidates, spare: None, mix, hostname, reservation: None },
+            total,
+        )
+    }
+
+    /// Reserved capacity first, as Karpenter fills reservations: while a capacity reservation
+    /// that a claim of pool `p` for the pod (requirements `req`, candidate types `candidates`)
+    /// may launch into has room that no claim of this query holds, the new claim holds a unit
+    /// of it and may only become a type with an offering of it (so it does not outgrow the
+    /// reserved type); the cheapest such reservation, then by id. The reservation and the
+    /// types, or `None` when there is none with room or the pod fits none of its types.
+    fn reserved_binding(&self, p: PoolIx, req: u32, candidates: &Bits, total: &[i64]) -> Option<(Arc<str>, Bits)> {
+        let table = &self.pools[p].table;
+        if !table.has_reserved {
+            return None;
+        }
+        let r = &self.interned.reqs[req as usize];
+        // Reservation id -> (price, room), over the candidates' allowed reserved offerings.
+        let mut room: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
+        for i in candidates.iter() {
+            for o in &table.types[i].offerings {
+                if let Some(res) = &o.reservation
+                    && o.available
+                    && kerf_api::launch::offering_allowed(r, o)
+                    && type_fits(total, table.free.row(i))
+                {
+                    room.insert(&res.id, (o.price, res.remaining));
+                }
+            }
+        }
+        let held = |id: &str| self.claims.all.iter().filter(|c| c.reservation.as_deref() == Some(id)).count() as u32;
+        let (id, _) = room
+            .iter()
+            .filter(|(id, (_, left))| held(id) < *left)
+            .min_by(|a, b| a.1.0.total_cmp(&b.1.0).then_with(|| a.0.cmp(b.0)))?;
+        let mut bound = Bits::empty(table.types.len());
+        for i in candidates.iter() {
+            let offers = table.types[i].offerings.iter().any(|o| {
+                o.reservation.as_ref().is_some_and(|res| *res.id == **id)
+                    && o.available
+                    && kerf_api::launch::offering_allowed(r, o)
+            });
+            if offers {
+                bound.set(i);
+            }
+        }
+        Some((Arc::from(*id), bound))
     }
 
     /// Opens the claim `opening` describes for the pod (whose requests are `total`), if its
     /// topology and the pool's limits allow.
     fn open_with(&mut self, opening: Opening, total: &[i64]) -> Option<ClaimIx> {
-        let Opening { pool: p, pool_req, req, candidates, spare, mix, hostname } = opening;
+        let Opening { pool: p, pool_req, req, candidates, spare, mix, hostname, reservation } = opening;
         let max_alloc = if self.pools[p].limits.limited || spare.is_some() {
             self.pools[p].table.max_alloc_of(&candidates)
         } else {
@@ -493,6 +563,7 @@ impl ClaimParts<'_> {
             open: true,
             spare,
             mix: self.packing.claim_mix(mix),
+            reservation,
         });
         match self.plan_topology(c, req, &candidates, total) {
             Ok(plan)

@@ -95,6 +95,9 @@ pub(super) struct TypeTable {
     /// Host ports of the DaemonSets that run on some type of the pool, each with the types it
     /// leaves free (those the DaemonSet does not run on), like the overhead above.
     pub(super) daemon_ports: Vec<(HostPort, Bits)>,
+    /// Whether some type has an offering in a capacity reservation (new claims are then bound
+    /// to reservations with room first).
+    pub(super) has_reserved: bool,
 }
 
 /// What is left of a NodePool's limits: per resource (`i64::MAX` when unlimited) and nodes.
@@ -380,7 +383,9 @@ impl TypeTable {
                 row[pods_index] = -1;
             }
         }
+        let has_reserved = types.iter().any(|t| t.offerings.iter().any(|o| o.reservation.is_some()));
         TypeTable {
+            has_reserved,
             max_capacity: capacity.max_row(),
             largest_alloc: alloc.max_row(),
             max_alloc: free.max_row(),

@@ -1,0 +1,148 @@
+//! Capacity reservations end to end, through the `kerf` binary: the shipped examples (an ODCR
+//! filled before spot, a capacity block drained before its end, consolidation into a
+//! reservation that starts), their reports (JSON, text, HTML), and a bad reservation refused.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn example(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name)
+}
+
+fn run(path: &std::path::Path, report: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["simulate", path.to_str().unwrap(), "--report", report])
+        .output()
+        .expect("run kerf")
+}
+
+fn simulate(name: &str) -> Value {
+    let out = run(&example(name), "json");
+    assert!(out.status.success(), "kerf simulate {name} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json report")
+}
+
+fn nodes(r: &Value) -> &Vec<Value> {
+    r["nodes"].as_array().unwrap()
+}
+
+fn label<'a>(n: &'a Value, key: &str) -> Option<&'a str> {
+    n["labels"][key].as_str()
+}
+
+#[test]
+fn an_odcr_is_filled_before_spot_and_the_rest_falls_through_to_spot() {
+    let r = simulate("capacity-reservation-odcr.yaml");
+    assert_eq!(r["summary"]["podsPending"], 0);
+    let (reserved, other): (Vec<&Value>, Vec<&Value>) = nodes(&r).iter().partition(|n| n["capacityType"] == "reserved");
+    assert_eq!(reserved.len(), 2, "the reservation holds two instances: {:#?}", nodes(&r));
+    for n in &reserved {
+        assert_eq!(n["instanceType"], "m5.2xlarge");
+        assert_eq!(n["zone"], "us-west-2a");
+        assert_eq!(n["capacityReservationId"], "cr-0a1b2c3d4e5f60001");
+        assert_eq!(label(n, "karpenter.sh/capacity-type"), Some("reserved"));
+        assert_eq!(label(n, "karpenter.k8s.aws/capacity-reservation-id"), Some("cr-0a1b2c3d4e5f60001"));
+        assert_eq!(label(n, "karpenter.k8s.aws/capacity-reservation-type"), Some("default"));
+        assert_eq!(n["pricePerHour"], 0.0, "an ODCR is prepaid by default");
+        assert!(n["pods"].as_u64().unwrap() >= 6, "a reserved node is filled: {n}");
+        assert!(n["disruptionBlocked"].as_str().unwrap().contains("reserved capacity"), "{}", n["disruptionBlocked"]);
+    }
+    assert!(!other.is_empty());
+    for n in &other {
+        assert_eq!(n["capacityType"], "spot", "past the reservation, spot before on-demand");
+        assert!(n.get("capacityReservationId").is_none());
+        assert_eq!(label(n, "karpenter.k8s.aws/capacity-reservation-id"), None);
+    }
+    let shares = &r["summary"]["byCapacityType"];
+    assert_eq!(shares["reserved"]["nodes"], 2);
+    assert_eq!(shares["reserved"]["costPerHour"], 0.0);
+    assert_eq!(shares["spot"]["nodes"], other.len());
+    assert_eq!(shares["spot"]["costPerHour"], r["summary"]["costPerHour"]);
+}
+
+#[test]
+fn the_odcr_reports_show_reserved_capacity_apart() {
+    let text = run(&example("capacity-reservation-odcr.yaml"), "text");
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("By capacity type (reserved as declared): reserved 2 node(s) $0.0000/hour, spot"), "{text}");
+    let html = run(&example("capacity-reservation-odcr.yaml"), "html");
+    let html = String::from_utf8(html.stdout).unwrap();
+    assert!(html.contains("id=\"summary-capacity-reserved\">2 (0.0000/h)"), "reserved summary card");
+    assert!(html.contains("<th data-col=\"capacityReservationId\">reservation</th>"));
+    assert!(html.contains("<td>cr-0a1b2c3d4e5f60001</td>"));
+}
+
+#[test]
+fn a_capacity_block_is_drained_before_its_end_and_its_workers_move() {
+    let r = simulate("capacity-block.yaml");
+    // The block ends at 2h; EC2 reclaims from 1h30m; kerf drains at 1h20m.
+    let d = r["disruptions"].as_array().unwrap();
+    assert_eq!(d.len(), 2, "{d:#?}");
+    for e in d {
+        assert_eq!(e["reason"], "Interrupted");
+        assert_eq!(e["instanceType"], "p5.48xlarge");
+        assert_eq!(e["atSeconds"], 4800.0);
+        let gone = e["terminatedSeconds"].as_f64().unwrap();
+        assert!(gone < 5400.0, "terminated before EC2 reclaims the block: {gone}");
+        assert!(e["detail"].as_str().unwrap().starts_with("its capacity block ends"), "{}", e["detail"]);
+        assert_eq!(e["replacements"].as_array().unwrap().len(), 1);
+    }
+    assert_eq!(r["summary"]["nodeClaimsLaunched"], 4);
+    assert_eq!(r["summary"]["podsRunning"], 2);
+    for n in nodes(&r) {
+        assert_eq!(n["capacityType"], "on-demand", "the replacements cannot use the draining block");
+    }
+    // Before the drain the workers ran in the block, at its declared price ($0/h).
+    let tl = r["timeline"].as_array().unwrap();
+    let before = tl.iter().rfind(|s| s["atSeconds"].as_f64().unwrap() < 4800.0).unwrap();
+    assert_eq!((before["nodes"].as_u64(), before["costPerHour"].as_f64()), (Some(2), Some(0.0)));
+    let after = tl.last().unwrap();
+    assert!(after["costPerHour"].as_f64().unwrap() > 200.0, "two on-demand p5.48xlarge");
+}
+
+#[test]
+fn consolidation_moves_work_into_a_reservation_once_it_starts() {
+    let r = simulate("capacity-reservation-consolidation.yaml");
+    let d = r["disruptions"].as_array().unwrap();
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Underutilized");
+    assert!(d[0]["atSeconds"].as_f64().unwrap() >= 600.0, "not before the reservation starts");
+    assert_eq!(d[0]["replacements"].as_array().unwrap().len(), 1);
+    let n = &nodes(&r)[0];
+    assert_eq!(nodes(&r).len(), 1);
+    assert_eq!(n["capacityReservationId"], "cr-0a1b2c3d4e5f60003");
+    assert_eq!(n["pods"], 7);
+    assert_eq!(r["summary"]["costPerHour"], 0.0);
+}
+
+#[test]
+fn a_bad_reservation_is_refused_naming_the_field() {
+    let dir = std::env::temp_dir().join(format!("kerf-reservations-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        (
+            "{id: cr-1, instanceType: m5.large, zone: us-west-2a, type: block}",
+            "cloud.capacityReservations[0].type: \"block\" is not one of default, capacity-block",
+        ),
+        (
+            "{id: cr-1, instanceType: m5.large, zone: us-west-2a, type: capacity-block}",
+            "cloud.capacityReservations[0].end: required: a capacity block has an end time",
+        ),
+        (
+            "{id: cr-1, instanceType: m5.huge, zone: us-west-2a}",
+            "cloud.capacityReservations[0].instanceType: unknown instance type \"m5.huge\" in region us-west-2",
+        ),
+    ];
+    for (i, (entry, problem)) in cases.iter().enumerate() {
+        let path = dir.join(format!("bad-{i}.yaml"));
+        std::fs::write(&path, format!("name: bad\ncloud:\n  capacityReservations:\n    - {entry}\nsteps: []\n"))
+            .unwrap();
+        let out = run(&path, "json");
+        assert_eq!(out.status.code(), Some(2), "{entry}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(problem), "{entry}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
