@@ -59,9 +59,14 @@ fn resource_list(q: Option<&std::collections::BTreeMap<String, CoreQuantity>>) -
 impl KwokProvider {
     /// A kwok provider selling the built-in catalog's instance types of `region`.
     pub fn new(client: Client, region: &str) -> Result<KwokProvider, String> {
-        let config = SimConfig { region: region.to_string(), ..SimConfig::default() };
-        let catalog =
-            SimProvider::new(config, Arc::new(SystemClock)).map_err(|e| format!("{}: {}", e.field, e.problem))?;
+        Self::with_config(client, SimConfig { region: region.to_string(), ..SimConfig::default() })
+    }
+
+    /// A kwok provider selling what `config` (a scenario's `cloud:` section) describes: its
+    /// region, zones, instance types and capacity reservations (whose `start` and `end` count
+    /// from now). The error names the field.
+    pub fn with_config(client: Client, config: SimConfig) -> Result<KwokProvider, String> {
+        let catalog = SimProvider::new(config, Arc::new(SystemClock)).map_err(|e| e.to_string())?;
         Ok(KwokProvider { client, catalog })
     }
 
@@ -160,7 +165,10 @@ impl CloudProvider for KwokProvider {
             // Already going: deleting it again changes nothing.
             Some(n) if n.metadata.deletion_timestamp.is_some() => Ok(()),
             Some(_) => {
-                self.nodes().delete(name, &DeleteParams::default()).await.map(|_| ()).map_err(|e| cloud_err(pid, e))
+                self.nodes().delete(name, &DeleteParams::default()).await.map_err(|e| cloud_err(pid, e))?;
+                // Its room in a capacity reservation is free again.
+                self.catalog.release(claim.name());
+                Ok(())
             }
         }
     }

@@ -1,7 +1,7 @@
 //! `kerf controller [--kubeconfig FILE] [--cloud aws|kwok] [--cluster-name NAME]
-//! [--metrics-addr ADDR] [--health-addr ADDR] [--leader-elect]`: kerf's controllers in a cluster,
-//! over kube-rs. Only wiring: the runtime is `kerf_kube::runtime`; `--cloud aws` needs a build
-//! with the `aws` feature (`controller_aws`).
+//! [--metrics-addr ADDR] [--health-addr ADDR] [--leader-elect] [--cloud-config FILE]`: kerf's
+//! controllers in a cluster, over kube-rs. Only wiring: the runtime is `kerf_kube::runtime`;
+//! `--cloud aws` needs a build with the `aws` feature (`controller_aws`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +44,25 @@ pub struct Args {
     /// in $SYSTEM_NAMESPACE); the others stand by.
     #[arg(long)]
     pub leader_elect: bool,
+    /// With `--cloud kwok`: the cloud a scenario's `cloud:` section describes (a scenario file,
+    /// or a file of that section's keys): region, zones, instance types, capacity reservations.
+    #[arg(long)]
+    pub cloud_config: Option<PathBuf>,
+}
+
+/// The `cloud:` section `path` holds: a scenario's, or the file itself when it has no `cloud` key.
+fn cloud_config(path: &std::path::Path) -> Result<kerf_cloud::sim::SimConfig, String> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--cloud-config {shown}: {e}"))?;
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).map_err(|e| format!("{shown}: {e}"))?;
+    let section = match doc.get("cloud") {
+        Some(cloud) => cloud.clone(),
+        None => doc,
+    };
+    let config: kerf_cloud::sim::SimConfig =
+        serde_yaml_ng::from_value(section).map_err(|e| format!("{shown}: cloud: {e}"))?;
+    config.validate().map_err(|e| format!("{shown}: {e}"))?;
+    Ok(config)
 }
 
 pub(crate) fn bad(e: impl std::fmt::Display) -> anyhow::Error {
@@ -110,6 +129,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.cloud == Cloud::Aws && !cfg!(feature = "aws") {
         return Err(bad(NO_AWS_PROVIDER));
     }
+    if let Some(path) = &args.cloud_config {
+        if args.cloud != Cloud::Kwok {
+            return Err(bad("--cloud-config: only with --cloud kwok"));
+        }
+        cloud_config(path).map_err(bad)?;
+    }
     crate::keep_memory_tight();
     // The controllers' loop runs on this thread (`block_on`); the watches, the HTTP connections
     // and the servers run on the worker. A pass that plans thousands of pods computes for
@@ -157,9 +182,17 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     }
     match args.cloud {
         Cloud::Kwok => {
-            let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-west-2".to_string());
-            let cloud =
-                KwokProvider::new(client.clone(), &region).map_err(|e| bad(format!("AWS_REGION {region}: {e}")))?;
+            let cloud = match &args.cloud_config {
+                Some(path) => {
+                    let config = cloud_config(path).map_err(bad)?;
+                    KwokProvider::with_config(client.clone(), config)
+                        .map_err(|e| bad(format!("{}: {e}", path.display())))?
+                }
+                None => {
+                    let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-west-2".to_string());
+                    KwokProvider::new(client.clone(), &region).map_err(|e| bad(format!("AWS_REGION {region}: {e}")))?
+                }
+            };
             run_controllers(&args, &env, client, &server, cloud).await
         }
         #[cfg(feature = "aws")]

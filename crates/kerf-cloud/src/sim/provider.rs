@@ -834,6 +834,20 @@ impl SimProvider {
         Ok(())
     }
 
+    /// Terminates the running instance launched for NodeClaim `node_claim`, if any: for a
+    /// provider that keeps its instances elsewhere (kwok's Nodes) and launches through this one,
+    /// so that what it removed no longer holds room in a capacity reservation.
+    pub fn release(&self, node_claim: &str) {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        for l in state.instances.iter_mut().filter(|l| l.instance.node_claim == node_claim) {
+            if !Self::observed_terminated(&l.instance, now) {
+                l.instance.terminated = true;
+                l.instance.terminated_at = Some(now);
+            }
+        }
+    }
+
     fn live_claim(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
         let now = self.clock.now();
         let state = self.lock();

@@ -1,0 +1,164 @@
+//! Capacity reservations over the API: `kerf serve --controllers none` and a separately started
+//! `kerf controller --cloud kwok --cloud-config FILE` whose cloud holds an ODCR. kubectl applies
+//! a NodePool that allows reserved capacity and an EC2NodeClass selecting the reservation; the
+//! class's status lists it as Karpenter writes it, the reservation is filled before spot, its
+//! Nodes carry the reservation labels, and a bad reservation stops the controller naming it.
+
+#[macro_use]
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::controller::{Controller, words};
+use common::*;
+
+const CLOUD: &str = r#"cloud:
+  region: us-west-2
+  capacityReservations:
+    - id: cr-0a1b2c3d4e5f60001
+      instanceType: m5.2xlarge
+      zone: us-west-2a
+      count: 2
+      tags: {team: web}
+"#;
+
+const MANIFESTS: &str = r#"apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo}
+  securityGroupSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo}
+  capacityReservationSelectorTerms:
+    - tags: {team: web}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: ["reserved", "spot", "on-demand"]}
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: ["c", "m", "r"]}
+        - {key: kubernetes.io/arch, operator: In, values: ["amd64"]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: inflate
+  namespace: default
+spec:
+  replicas: 20
+  selector:
+    matchLabels: {app: inflate}
+  template:
+    metadata:
+      labels: {app: inflate}
+    spec:
+      containers:
+        - name: inflate
+          image: registry.k8s.io/pause:3.10
+          resources:
+            requests: {cpu: "1"}
+"#;
+
+fn jsonpath(s: &Served, args: &[&str], path: &str) -> String {
+    let mut all: Vec<&str> = args.to_vec();
+    let arg = format!("jsonpath={path}");
+    all.extend(["-o", arg.as_str()]);
+    kubectl_ok(s, &all)
+}
+
+#[test]
+fn the_kwok_controller_fills_a_reservation_from_its_cloud_config_before_spot() {
+    let s = Served::start("reserved-kwok", &["--controllers", "none", "--speed", "10"]);
+    let cloud = write(&s.dir, "cloud.yaml", CLOUD);
+    let c = Controller::start(&s, "a", &["--cloud-config", cloud.to_str().expect("utf-8 path")]);
+    eventually(30, "readyz", || {
+        let (code, body) = c.readyz();
+        (code == 200 && body.contains("ok: leader")).then_some(())
+    });
+    let path = write(&s.dir, "reserved.yaml", MANIFESTS);
+    kubectl_ok(&s, &["apply", "-f", path.to_str().expect("utf-8 path")]);
+
+    // The class's status lists the reservation as Karpenter writes it.
+    eventually(30, "status.capacityReservations", || {
+        let id = jsonpath(&s, &["get", "ec2nodeclass", "default"], "{.status.capacityReservations[0].id}");
+        (id == "cr-0a1b2c3d4e5f60001").then_some(())
+    });
+    let field = |f: &str| {
+        jsonpath(&s, &["get", "ec2nodeclass", "default"], &format!("{{.status.capacityReservations[0].{f}}}"))
+    };
+    assert_eq!(field("instanceType"), "m5.2xlarge");
+    assert_eq!(field("availabilityZone"), "us-west-2a");
+    assert_eq!(field("ownerID"), "123456789012");
+    assert_eq!(field("instanceMatchCriteria"), "targeted");
+    assert_eq!(field("reservationType"), "default");
+    assert_eq!(field("state"), "active");
+
+    eventually(90, "every inflate pod running", || {
+        let phases = jsonpath(&s, &["get", "pods", "-l", "app=inflate"], "{.items[*].status.phase}");
+        (phases.split_whitespace().filter(|p| *p == "Running").count() == 20).then_some(())
+    });
+    let reserved = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type=reserved", "-o", "name"]);
+    assert_eq!(reserved.len(), 2, "the reservation holds two instances");
+    let ids: BTreeSet<String> = words(
+        &s,
+        &[
+            "get",
+            "nodes",
+            "-l",
+            "karpenter.sh/capacity-type=reserved",
+            "-o",
+            "jsonpath={.items[*].metadata.labels.karpenter\\.k8s\\.aws/capacity-reservation-id}",
+        ],
+    );
+    assert_eq!(ids, BTreeSet::from(["cr-0a1b2c3d4e5f60001".to_string()]));
+    let types = words(
+        &s,
+        &[
+            "get",
+            "nodes",
+            "-l",
+            "karpenter.sh/capacity-type=reserved",
+            "-o",
+            "jsonpath={.items[*].metadata.labels.node\\.kubernetes\\.io/instance-type}",
+        ],
+    );
+    assert_eq!(types, BTreeSet::from(["m5.2xlarge".to_string()]));
+    // Past the reservation: spot, never on-demand.
+    let others = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type!=reserved", "-o", "name"]);
+    let spot = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type=spot", "-o", "name"]);
+    assert!(!others.is_empty() && others == spot, "{others:?} vs {spot:?}");
+    assert!(c.stop().success());
+}
+
+#[test]
+fn a_bad_cloud_config_stops_the_kwok_controller_naming_the_field() {
+    let s = Served::start("reserved-kwok-bad", &["--controllers", "none"]);
+    let cloud = write(
+        &s.dir,
+        "cloud.yaml",
+        "cloud:\n  capacityReservations:\n    - {id: cr-1, instanceType: m5.large, zone: us-west-2a, type: block}\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["controller", "--cloud", "kwok", "--kubeconfig"])
+        .arg(&s.kubeconfig)
+        .args(["--cloud-config", cloud.to_str().expect("utf-8 path")])
+        .output()
+        .expect("run kerf controller");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cloud.capacityReservations[0].type: \"block\" is not one of default, capacity-block"),
+        "{stderr}"
+    );
+}
