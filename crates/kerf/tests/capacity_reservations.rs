@@ -146,3 +146,40 @@ fn a_bad_reservation_is_refused_naming_the_field() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_reservation_that_ends_drifts_its_nodes_and_their_pods_move() {
+    let dir = std::env::temp_dir().join(format!("kerf-reservation-ends-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifests = example("manifests");
+    let path = dir.join("ends.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "name: odcr-ends\ncloud:\n  capacityReservations:\n    - {{id: cr-0a1b2c3d4e5f60009, instanceType: m5.2xlarge, \
+             zone: us-west-2a, count: 2, tags: {{team: web}}, end: 10m}}\nsteps:\n  - apply: {m}/reserved/nodepool.yaml\n  \
+             - apply: {m}/inflate.yaml\n  - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: 7}}\n  \
+             - wait: 20m\n",
+            m = manifests.display()
+        ),
+    )
+    .unwrap();
+    let out = run(&path, "json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = r["disruptions"].as_array().unwrap();
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0]["reason"], "Drifted");
+    assert_eq!(d[0]["atSeconds"], 600);
+    assert!(
+        d[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no longer selects its capacity reservation (CapacityReservationDrift)"),
+        "{}",
+        d[0]["detail"]
+    );
+    assert_eq!(r["summary"]["podsRunning"], 7);
+    assert!(nodes(&r).iter().all(|n| n["capacityType"] == "spot" && n.get("capacityReservationId").is_none()));
+    std::fs::remove_dir_all(&dir).ok();
+}

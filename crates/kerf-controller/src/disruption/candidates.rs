@@ -431,6 +431,10 @@ impl Disruption {
             let drifted = match drift.drift(claim, node) {
                 Some(d) => Some(d),
                 None => match cx.cloud.is_drifted(claim, class).await {
+                    Ok(Some(why)) if why == "CapacityReservationDrift" => Some(format!(
+                        "its node class {} no longer selects its capacity reservation ({why})",
+                        pool.spec.template.spec.node_class_ref.name
+                    )),
                     Ok(Some(why)) => {
                         Some(format!("its node class {} changed ({why})", pool.spec.template.spec.node_class_ref.name))
                     }
