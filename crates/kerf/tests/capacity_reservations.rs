@@ -183,3 +183,45 @@ fn a_reservation_that_ends_drifts_its_nodes_and_their_pods_move() {
     assert!(nodes(&r).iter().all(|n| n["capacityType"] == "spot" && n.get("capacityReservationId").is_none()));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_drifted_node_in_a_full_reservation_is_terminated_first_and_replaced_into_its_room() {
+    let dir = std::env::temp_dir().join(format!("kerf-terminate-first-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The NodePool of the examples, allowing reserved capacity only.
+    let pool = std::fs::read_to_string(example("manifests/reserved/nodepool.yaml"))
+        .unwrap()
+        .replace(r#"values: ["reserved", "spot", "on-demand"]"#, r#"values: ["reserved"]"#);
+    std::fs::write(dir.join("pool.yaml"), pool).unwrap();
+    let path = dir.join("terminate-first.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "name: terminate-first\ncloud:\n  capacityReservations:\n    - {{id: cr-0a1b2c3d4e5f60001, \
+             instanceType: m5.2xlarge, zone: us-west-2a, count: 2, tags: {{team: web}}}}\nsteps:\n  \
+             - apply: pool.yaml\n  - apply: {}\n  \
+             - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: 12}}\n  - wait: 2m\n  \
+             - patch: {{kind: NodePool, name: default, merge: {{spec: {{template: {{metadata: {{labels: {{team: web}}}}}}}}}}}}\n  \
+             - wait: 10m\n",
+            example("manifests/inflate.yaml").display()
+        ),
+    )
+    .unwrap();
+    let out = run(&path, "json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = r["disruptions"].as_array().unwrap();
+    assert_eq!(d.len(), 2, "both drifted nodes are replaced: {d:#?}");
+    for e in d {
+        assert_eq!(e["reason"], "Drifted");
+        assert_eq!(e["replacements"].as_array().unwrap().len(), 0, "terminated first, nothing pre-spun");
+        assert!(e["detail"].as_str().unwrap().contains("is full: the node is terminated first"), "{}", e["detail"]);
+    }
+    assert_eq!(r["summary"]["podsRunning"], 12);
+    assert_eq!(nodes(&r).len(), 2);
+    for n in nodes(&r) {
+        assert_eq!(n["capacityReservationId"], "cr-0a1b2c3d4e5f60001");
+        assert_eq!(label(n, "team"), Some("web"), "the replacement carries the new template");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

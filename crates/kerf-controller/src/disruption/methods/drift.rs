@@ -2,10 +2,17 @@
 //! replaced with whatever its pods need (no price rule), one node per command, as long as every
 //! pod fits somewhere; drifted empty nodes go together without replacements. Budgets are the
 //! pool's `Drifted` budget for both. Static pools' nodes are left to static drift.
+//!
+//! Terminate-first (Karpenter v1.15): a drifted node in a capacity reservation that is full,
+//! whose pods fit nowhere else, holds the very room its replacement needs. It is deleted first,
+//! without a replacement; its pods wait, and provisioning launches them into the room its
+//! instance frees.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kerf_api::launch::{offering_allowed, type_meets};
 use kerf_api::nodepool::DisruptionReason;
+use kerf_api::{Requirement, Requirements, labels};
 use kerf_scheduling::{NewNodeClaim, SchedulingContext, SchedulingInput};
 
 use super::{Eval, Method};
@@ -31,6 +38,31 @@ fn unschedulable(base: &SchedulingInput, nodes: &BTreeSet<&str>) -> SchedulingIn
         }
     }
     input
+}
+
+/// The capacity reservation a reserved candidate runs in, when it is full and the candidate's
+/// NodePool still allows the reservation's offering of the candidate's type and zone: the
+/// replacement can only launch once the candidate's instance is gone.
+fn full_reservation(eval: &Eval<'_>, c: &Candidate) -> Option<String> {
+    if c.capacity_type != labels::CAPACITY_TYPE_RESERVED {
+        return None;
+    }
+    let pool = eval.pools.get(&c.pool)?;
+    let t = eval.types.get(&c.pool)?.iter().find(|t| t.name == c.instance_type)?;
+    let mut reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
+    for (k, v) in &pool.spec.template.metadata.labels {
+        reqs.add(k, Requirement::single(v.clone()));
+    }
+    let region = t.labels.get(labels::REGION).map_or("", String::as_str);
+    if !type_meets(&reqs, t, region) {
+        return None;
+    }
+    t.offerings
+        .iter()
+        .find(|o| o.zone == c.zone && !o.available && offering_allowed(&reqs, o))
+        .and_then(|o| o.reservation.as_ref())
+        .filter(|r| r.remaining == 0)
+        .map(|r| r.id.clone())
 }
 
 impl Method for Drift {
@@ -86,6 +118,15 @@ impl Method for Drift {
             let n = answer.pods.len();
             let moves = planned_moves(&answer);
             if let Some(&i) = answer.unplaced.first() {
+                if reason == Reason::Drifted
+                    && let Some(id) = full_reservation(eval, c)
+                {
+                    let detail = format!(
+                        "{}; capacity reservation {id} is full: the node is terminated first, and its {n} pod(s) wait for a replacement launched into the room it frees",
+                        why(c).unwrap_or_default()
+                    );
+                    return Some(Command::new(reason, vec![c.clone()], Vec::new(), detail, Vec::new()));
+                }
                 blocked.insert(
                     c.node.clone(),
                     format!(
