@@ -32,6 +32,8 @@ pub mod pod;
 pub mod predicates;
 #[cfg(test)]
 mod preference_policy_tests;
+#[cfg(test)]
+mod reservation_tests;
 pub mod scheduler;
 #[cfg(test)]
 mod scheduler_tests;

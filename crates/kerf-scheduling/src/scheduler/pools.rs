@@ -85,7 +85,8 @@ pub(super) struct TypeTable {
     pub(super) max_capacity: Vec<i64>,
     pub(super) largest_alloc: Vec<i64>,
     pub(super) max_alloc: Vec<i64>,
-    /// Keys some instance type labels (plus zone and capacity type from offerings).
+    /// Keys some instance type labels (plus zone and capacity type from offerings, and the
+    /// capacity reservation labels when an offering is reserved).
     pub(super) type_keys: BTreeSet<String>,
     /// Per type, per resource: the requests of the DaemonSet pods that would run on each type,
     /// and what is left for other pods (`alloc - overhead`; a type too small for its
@@ -384,6 +385,10 @@ impl TypeTable {
             }
         }
         let has_reserved = types.iter().any(|t| t.offerings.iter().any(|o| o.reservation.is_some()));
+        if has_reserved {
+            // Offerings in a capacity reservation carry its id and type.
+            type_keys.extend([CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE].map(str::to_string));
+        }
         TypeTable {
             has_reserved,
             max_capacity: capacity.max_row(),
