@@ -103,6 +103,25 @@ impl KwokProvider {
         }
     }
 
+    /// Finds the Nodes in each capacity reservation (deleting ones included: their instance is
+    /// still there) and hands them to the catalog, which counts them with the launches it made
+    /// itself, so that a launch after a restart does not overfill a reservation.
+    async fn count_reserved_nodes(&self) -> Result<(), CloudError> {
+        let params = ListParams::default().labels(labels::CAPACITY_RESERVATION_ID);
+        let nodes = self.nodes().list(&params).await.map_err(|e| cloud_err("listing reserved Nodes", e))?;
+        let mut used: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+        for n in &nodes.items {
+            if let (Some(id), Some(name)) = (
+                n.metadata.labels.as_ref().and_then(|l| l.get(labels::CAPACITY_RESERVATION_ID)),
+                n.metadata.name.as_ref(),
+            ) {
+                used.entry(id.clone()).or_default().insert(name.clone());
+            }
+        }
+        self.catalog.set_reservation_usage(used);
+        Ok(())
+    }
+
     /// A Node described as the NodeClaim of its instance.
     fn claim_of(node: &Node) -> Option<NodeClaim> {
         let pid = node.spec.as_ref()?.provider_id.clone().filter(|p| p.starts_with(PROVIDER_ID_PREFIX))?;
@@ -125,6 +144,9 @@ impl KwokProvider {
 
 impl CloudProvider for KwokProvider {
     async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
+        if !self.catalog.config().capacity_reservations.is_empty() {
+            self.count_reserved_nodes().await?;
+        }
         let mut launched = self.catalog.create(claim).await?;
         let provider_id = format!("{PROVIDER_ID_PREFIX}{}", claim.name());
         let node = Self::node_for(claim, &launched, &provider_id);

@@ -2,7 +2,8 @@
 //! `kerf controller --cloud kwok --cloud-config FILE` whose cloud holds an ODCR. kubectl applies
 //! a NodePool that allows reserved capacity and an EC2NodeClass selecting the reservation; the
 //! class's status lists it as Karpenter writes it, the reservation is filled before spot, its
-//! Nodes carry the reservation labels, and a bad reservation stops the controller naming it.
+//! Nodes carry the reservation labels, a restarted controller does not overfill it, and a bad
+//! reservation stops the controller naming it.
 
 #[macro_use]
 mod common;
@@ -138,6 +139,19 @@ fn the_kwok_controller_fills_a_reservation_from_its_cloud_config_before_spot() {
     let others = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type!=reserved", "-o", "name"]);
     let spot = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type=spot", "-o", "name"]);
     assert!(!others.is_empty() && others == spot, "{others:?} vs {spot:?}");
+    assert!(c.stop().success());
+
+    // A restarted controller counts the reserved Nodes it finds: more pods go to spot.
+    let c = Controller::start(&s, "b", &["--cloud-config", cloud.to_str().expect("utf-8 path")]);
+    kubectl_ok(&s, &["scale", "deployment", "inflate", "--replicas", "30"]);
+    eventually(90, "thirty inflate pods running", || {
+        let phases = jsonpath(&s, &["get", "pods", "-l", "app=inflate"], "{.items[*].status.phase}");
+        (phases.split_whitespace().filter(|p| *p == "Running").count() == 30).then_some(())
+    });
+    let reserved_now = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type=reserved", "-o", "name"]);
+    assert_eq!(reserved_now, reserved, "the full reservation takes no third instance");
+    let spot_now = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type=spot", "-o", "name"]);
+    assert!(spot_now.len() > spot.len(), "{spot_now:?}");
     assert!(c.stop().success());
 }
 

@@ -138,6 +138,9 @@ struct State {
     reservations: BTreeMap<String, Vec<String>>,
     /// Capacity block instances warned that the block ends (provider IDs).
     block_warned: std::collections::BTreeSet<String>,
+    /// Capacity reservation id → the NodeClaims whose instances the caller found in it elsewhere
+    /// (see [`SimProvider::set_reservation_usage`]), counted with this provider's own launches.
+    reservation_usage: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// A simulated EC2: the built-in catalog (or custom types), launch latency, insufficient
@@ -848,6 +851,14 @@ impl SimProvider {
         }
     }
 
+    /// Takes `used` (reservation id → the NodeClaims whose instances are in it) as found where a
+    /// provider keeps its instances (kwok's Nodes, named after their claims, which outlive a
+    /// restarted controller): a reservation's room is its count less these claims and this
+    /// provider's own live launches into it, each claim counted once.
+    pub fn set_reservation_usage(&self, used: BTreeMap<String, std::collections::BTreeSet<String>>) {
+        self.lock().reservation_usage = used;
+    }
+
     fn live_claim(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
         let now = self.clock.now();
         let state = self.lock();
@@ -906,15 +917,20 @@ impl SimProvider {
         if open.is_empty() {
             return types;
         }
-        let mut used: BTreeMap<&str, u32> = BTreeMap::new();
+        // The claims in each reservation: those found elsewhere and this provider's live launches.
+        let mut used: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+        for (id, claims) in &state.reservation_usage {
+            used.entry(id.as_str()).or_default().extend(claims.iter().map(String::as_str));
+        }
         for l in &state.instances {
             if let Some(id) = &l.instance.capacity_reservation
                 && !Self::observed_terminated(&l.instance, now)
             {
-                *used.entry(id.as_str()).or_default() += 1;
+                used.entry(id.as_str()).or_default().insert(l.instance.node_claim.as_str());
             }
         }
-        Arc::new(super::reservations::with_offerings(&types, &open, |id| used.get(id).copied().unwrap_or(0)))
+        let count = |id: &str| used.get(id).map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX));
+        Arc::new(super::reservations::with_offerings(&types, &open, count))
     }
 }
 
