@@ -254,6 +254,20 @@ impl CloudProvider for KwokProvider {
             .map_err(|e| cloud_err(pid, e))
     }
 
+    /// The capacity blocks of the cloud config end: the catalog warns for the instances it
+    /// launched into them (from its clock: the controller's start is t=0), and the notices name
+    /// the Nodes standing for them.
+    async fn interruptions(&self) -> Result<Vec<kerf_cloud::InterruptionNotice>, CloudError> {
+        let notices = self.catalog.interruptions().await?;
+        Ok(notices
+            .into_iter()
+            .filter_map(|n| {
+                let claim = self.catalog.instance(&n.provider_id)?.node_claim;
+                Some(kerf_cloud::InterruptionNotice { provider_id: format!("{PROVIDER_ID_PREFIX}{claim}"), ..n })
+            })
+            .collect())
+    }
+
     /// A claim's Node is named after the claim (see [`CloudProvider::create`] above).
     fn expected_node_name<'c>(&self, claim: &'c NodeClaim) -> Option<&'c str> {
         Some(claim.name())

@@ -2,8 +2,9 @@
 //! `kerf controller --cloud kwok --cloud-config FILE` whose cloud holds an ODCR. kubectl applies
 //! a NodePool that allows reserved capacity and an EC2NodeClass selecting the reservation; the
 //! class's status lists it as Karpenter writes it, the reservation is filled before spot, its
-//! Nodes carry the reservation labels, a restarted controller does not overfill it, and a bad
-//! reservation stops the controller naming it.
+//! Nodes carry the reservation labels, a restarted controller does not overfill it, a capacity
+//! block's Node is drained and replaced ahead of the block's end, and a bad reservation stops
+//! the controller naming it.
 
 #[macro_use]
 mod common;
@@ -175,4 +176,49 @@ fn a_bad_cloud_config_stops_the_kwok_controller_naming_the_field() {
         stderr.contains("cloud.capacityReservations[0].type: \"block\" is not one of default, capacity-block"),
         "{stderr}"
     );
+}
+
+#[test]
+fn the_kwok_controller_drains_a_capacity_blocks_node_ahead_of_its_end() {
+    let s = Served::start("block-kwok", &["--controllers", "none", "--speed", "10"]);
+    // The block ends 40m20s after the controller starts: draining starts 40 minutes before its
+    // end (10 minutes before EC2 reclaims), 20 seconds in.
+    let cloud = write(
+        &s.dir,
+        "cloud.yaml",
+        "capacityReservations:\n  - {id: cr-0a1b2c3d4e5f60002, instanceType: m5.2xlarge, zone: us-west-2a, \
+         type: capacity-block, end: 40m20s, tags: {team: web}}\n",
+    );
+    let c = Controller::start(&s, "a", &["--cloud-config", cloud.to_str().expect("utf-8 path")]);
+    eventually(30, "readyz", || {
+        let (code, body) = c.readyz();
+        (code == 200 && body.contains("ok: leader")).then_some(())
+    });
+    let path = write(&s.dir, "block.yaml", &MANIFESTS.replace("replicas: 20", "replicas: 5"));
+    kubectl_ok(&s, &["apply", "-f", path.to_str().expect("utf-8 path")]);
+    let block = eventually(30, "a node in the block", || {
+        let nodes = words(
+            &s,
+            &["get", "nodes", "-l", "karpenter.k8s.aws/capacity-reservation-type=capacity-block", "-o", "name"],
+        );
+        (nodes.len() == 1).then(|| nodes.into_iter().next().unwrap_or_default())
+    });
+    // Drained and deleted before the block ends; the pods run on a replacement outside it.
+    eventually(60, "the block's node gone", || {
+        let all = words(&s, &["get", "nodes", "-o", "name"]);
+        (!all.contains(&block)).then_some(())
+    });
+    eventually(60, "every inflate pod running again", || {
+        let phases = jsonpath(&s, &["get", "pods", "-l", "app=inflate"], "{.items[*].status.phase}");
+        (phases.split_whitespace().filter(|p| *p == "Running").count() == 5).then_some(())
+    });
+    let reasons = words(&s, &["get", "events", "-A", "-o", "jsonpath={.items[*].reason}"]);
+    assert!(reasons.contains("CapacityReservationExpiring"), "the drain was the block's notice: {reasons:?}");
+    let reserved = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type=reserved", "-o", "name"]);
+    assert!(reserved.is_empty(), "nothing launches into a draining block: {reserved:?}");
+    assert_eq!(
+        jsonpath(&s, &["get", "ec2nodeclass", "default"], "{.status.capacityReservations[0].state}"),
+        "expiring"
+    );
+    assert!(c.stop().success());
 }
