@@ -17,6 +17,8 @@ use crate::aws::{Catalog, NodeClassSettings, catalog};
 use crate::clock::{Clock, Timestamp, add};
 use crate::provider::{CloudError, CloudProvider, InterruptionKind, InterruptionNotice, NodeClassResolution};
 
+mod reserved;
+
 /// How long an offering that failed with insufficient capacity stays unavailable (as Karpenter's
 /// insufficient-capacity cache).
 pub const ICE_CACHE_TTL: Duration = Duration::from_secs(3 * 60);
@@ -644,33 +646,6 @@ impl SimProvider {
         self.lock().unpriced.clone()
     }
 
-    /// Queues a notice for each instance of a capacity block that is due to be drained (the
-    /// block ends soon), once per instance.
-    fn warn_ending_blocks(&self) {
-        let now = self.clock.now();
-        let t = self.offset(now);
-        let mut state = self.lock();
-        let State { instances, block_warned, interruptions, .. } = &mut *state;
-        for l in instances.iter() {
-            let i = &l.instance;
-            let Some(reclaim_at) = i.reclaim_at else { continue };
-            let due = i.capacity_reservation.as_deref().and_then(|id| self.reservation(id)).and_then(|r| r.drain_at());
-            if due.is_none_or(|d| t < d) || Self::observed_terminated(i, now) || block_warned.contains(&i.provider_id) {
-                continue;
-            }
-            block_warned.insert(i.provider_id.clone());
-            interruptions.push(Interruption {
-                provider_id: i.provider_id.clone(),
-                node_name: i.node_name.clone(),
-                node_claim: i.node_claim.clone(),
-                capacity_type: i.capacity_type.clone(),
-                kind: InterruptionKind::CapacityBlockEnding,
-                at: now,
-                reclaim_at: Some(reclaim_at),
-            });
-        }
-    }
-
     /// Drains the queued interruption notices, oldest first.
     pub fn take_interruptions(&self) -> Vec<Interruption> {
         std::mem::take(&mut self.lock().interruptions)
@@ -837,28 +812,6 @@ impl SimProvider {
         Ok(())
     }
 
-    /// Terminates the running instance launched for NodeClaim `node_claim`, if any: for a
-    /// provider that keeps its instances elsewhere (kwok's Nodes) and launches through this one,
-    /// so that what it removed no longer holds room in a capacity reservation.
-    pub fn release(&self, node_claim: &str) {
-        let now = self.clock.now();
-        let mut state = self.lock();
-        for l in state.instances.iter_mut().filter(|l| l.instance.node_claim == node_claim) {
-            if !Self::observed_terminated(&l.instance, now) {
-                l.instance.terminated = true;
-                l.instance.terminated_at = Some(now);
-            }
-        }
-    }
-
-    /// Takes `used` (reservation id → the NodeClaims whose instances are in it) as found where a
-    /// provider keeps its instances (kwok's Nodes, named after their claims, which outlive a
-    /// restarted controller): a reservation's room is its count less these claims and this
-    /// provider's own live launches into it, each claim counted once.
-    pub fn set_reservation_usage(&self, used: BTreeMap<String, std::collections::BTreeSet<String>>) {
-        self.lock().reservation_usage = used;
-    }
-
     fn live_claim(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
         let now = self.clock.now();
         let state = self.lock();
@@ -894,43 +847,6 @@ impl SimProvider {
         let base = Self::reachable(&mut state, &key, market);
         let types = Arc::new(Self::with_availability(&state, now, &base));
         Ok(Arc::unwrap_or_clone(self.with_reservations(&state, &key, types, now)))
-    }
-
-    /// The declared reservation with this id.
-    fn reservation(&self, id: &str) -> Option<&CapacityReservation> {
-        self.config.capacity_reservations.iter().find(|r| r.id == id)
-    }
-
-    /// Virtual time since t=0 at `now`.
-    fn offset(&self, now: Timestamp) -> Duration {
-        Duration::from_millis((now.as_millisecond() - self.epoch.as_millisecond()).max(0) as u64)
-    }
-
-    /// `types` (a class's, sorted by name) with a `reserved` offering for each capacity
-    /// reservation the class selected that instances can launch into now, each with the room it
-    /// has left (unavailable when full). A class that selected none gets `types` as they are.
-    fn with_reservations(&self, state: &State, class: &str, types: SharedTypes, now: Timestamp) -> SharedTypes {
-        let Some(ids) = state.reservations.get(class).filter(|ids| !ids.is_empty()) else { return types };
-        let t = self.offset(now);
-        let open: Vec<&CapacityReservation> =
-            ids.iter().filter_map(|id| self.reservation(id)).filter(|r| r.launchable_at(t)).collect();
-        if open.is_empty() {
-            return types;
-        }
-        // The claims in each reservation: those found elsewhere and this provider's live launches.
-        let mut used: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
-        for (id, claims) in &state.reservation_usage {
-            used.entry(id.as_str()).or_default().extend(claims.iter().map(String::as_str));
-        }
-        for l in &state.instances {
-            if let Some(id) = &l.instance.capacity_reservation
-                && !Self::observed_terminated(&l.instance, now)
-            {
-                used.entry(id.as_str()).or_default().insert(l.instance.node_claim.as_str());
-            }
-        }
-        let count = |id: &str| used.get(id).map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX));
-        Arc::new(super::reservations::with_offerings(&types, &open, count))
     }
 }
 
