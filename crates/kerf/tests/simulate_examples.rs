@@ -831,3 +831,31 @@ fn business_hours_headroom_is_launched_before_the_peak_runs_it_at_once_and_is_re
     let removed = r["disruptions"].as_array().unwrap();
     assert!(!removed.is_empty() && removed.iter().all(|d| d["atSeconds"].as_f64().unwrap() >= 8100.0), "{removed:?}");
 }
+
+#[test]
+fn windows_pool_runs_windows_pods_on_windows_nodes_and_linux_pods_elsewhere() {
+    let r = simulate("windows-pool.yaml");
+    assert_eq!(summary(&r, "podsPending"), 0, "{}", r["pods"]);
+    assert_eq!(summary(&r, "podsRunning"), 10);
+    let nodes = r["nodes"].as_array().unwrap();
+    let os_of = |name: &Value| {
+        let n = nodes.iter().find(|n| n["name"] == *name).expect("pod's node in report");
+        (n["nodePool"].as_str().unwrap().to_string(), n["labels"]["kubernetes.io/os"].as_str().unwrap().to_string())
+    };
+    for p in pods(&r, "build-agent-") {
+        assert_eq!(os_of(&p["node"]), ("windows-agents".to_string(), "windows".to_string()));
+    }
+    for p in pods(&r, "api-") {
+        assert_eq!(os_of(&p["node"]), ("linux".to_string(), "linux".to_string()));
+    }
+    for n in nodes.iter().filter(|n| n["nodePool"] == "windows-agents") {
+        assert_eq!(n["labels"]["node.kubernetes.io/windows-build"], "10.0.20348");
+        assert_eq!(n["labels"]["kubernetes.io/arch"], "amd64");
+        assert!(["t3.large", "t3.xlarge", "t3a.large", "t3a.xlarge"].contains(&n["instanceType"].as_str().unwrap()));
+        assert_eq!(n["allocatable"]["pods"], "110");
+        assert_eq!(n["priceEstimated"], true, "Windows prices are derived from Linux ones");
+    }
+    for n in nodes.iter().filter(|n| n["nodePool"] == "linux") {
+        assert!(n["labels"].get("node.kubernetes.io/windows-build").is_none());
+    }
+}

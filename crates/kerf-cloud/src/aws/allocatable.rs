@@ -5,12 +5,13 @@
 //!   contiguous-memory reserve, less the VM overhead (7.5%, rounded up to a MiB);
 //! - pods: ENI-limited (`ENIs × (IPv4 per ENI − 1) + 2`; 110 on Windows), or kubelet `maxPods`;
 //!   `podsPerCore` caps either at `podsPerCore × vCPUs` (except on Bottlerocket, which ignores it);
-//! - ephemeral-storage: the root volume (20Gi unless the node class maps it);
+//! - ephemeral-storage: the root volume (20Gi, 50Gi on Windows, unless the node class maps it);
 //! - kube-reserved: CPU 6% of the first core, 1% of the second, 0.5% of cores 3–4, 0.25% of the
 //!   rest; memory 11Mi per pod + 255Mi; ephemeral-storage 1Gi; each overridable per resource;
 //! - system-reserved: only what the node class sets;
 //! - eviction threshold: memory 100Mi and nodefs 10% of the root volume, replaced per signal by
-//!   `evictionHard` / `evictionSoft` (the larger of the two), absolute or a percentage.
+//!   `evictionHard` / `evictionSoft` (the larger of the two; Windows kubelets have no soft
+//!   eviction, so there `evictionSoft` is ignored), absolute or a percentage.
 //!
 //! The float steps follow the same order of operations as Karpenter so that rounding agrees.
 
@@ -21,6 +22,7 @@ use kerf_api::resources::{
 use kerf_api::{EC2NodeClass, Quantity, ResourceList};
 
 use super::catalog::TypeInfo;
+use super::windows;
 
 const MIB: i64 = 1024 * 1024;
 const GIB: i64 = 1024 * MIB;
@@ -101,7 +103,7 @@ pub fn eni_limited_pods(enis: i64, ipv4_per_eni: i64) -> i64 {
 /// setting to carry podsPerCore, so there it is ignored, as Karpenter does.
 pub fn max_pods(info: &TypeInfo, settings: &NodeClassSettings) -> i64 {
     let family = settings.ami_family;
-    let windows = matches!(family, Some(AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025));
+    let windows = windows::is_windows(family);
     let mut count = match settings.kubelet.max_pods {
         Some(m) => i64::from(m),
         None if windows => 110,
@@ -163,12 +165,19 @@ pub fn ephemeral_storage(info: &TypeInfo, settings: &NodeClassSettings) -> Quant
                 }
             }
             family => {
-                let device = if family == Some(AmiFamily::Bottlerocket) { "/dev/xvdb" } else { "/dev/xvda" };
+                let device = match family {
+                    Some(AmiFamily::Bottlerocket) => "/dev/xvdb",
+                    f if windows::is_windows(f) => windows::ROOT_DEVICE,
+                    _ => "/dev/xvda",
+                };
                 if let Some(q) = mappings.iter().find(|m| m.device_name.as_deref() == Some(device)).and_then(size) {
                     return q;
                 }
             }
         }
+    }
+    if windows::is_windows(settings.ami_family) {
+        return Quantity::from_bytes(windows::DEFAULT_ROOT_VOLUME_GIB * GIB);
     }
     Quantity::from_bytes(DEFAULT_ROOT_VOLUME_BYTES)
 }
@@ -240,7 +249,9 @@ pub fn eviction_threshold(capacity: &ResourceList, settings: &NodeClassSettings)
         .with(EPHEMERAL_STORAGE, percent_of(storage, 10.0));
     let kubelet = &settings.kubelet;
     let mut overrides = ResourceList::new();
-    for (field, signals) in [("evictionHard", &kubelet.eviction_hard), ("evictionSoft", &kubelet.eviction_soft)] {
+    let soft =
+        if windows::is_windows(settings.ami_family) { None } else { Some(("evictionSoft", &kubelet.eviction_soft)) };
+    for (field, signals) in [Some(("evictionHard", &kubelet.eviction_hard)), soft].into_iter().flatten() {
         let mut these = ResourceList::new();
         if let Some(v) = signals.get(MEMORY_AVAILABLE) {
             these.set(MEMORY, signal_value(memory, v, settings, field, MEMORY_AVAILABLE)?);
