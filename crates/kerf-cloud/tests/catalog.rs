@@ -473,3 +473,22 @@ fn a_windows_class_offers_amd64_windows_types_with_the_build_label_and_licence_p
     assert_eq!(t.labels[labels::WINDOWS_BUILD], "10.0.17763");
     assert_eq!(alloc(&t)["ephemeral-storage"], "44Gi", "50Gi default root: 50 - 1 - 5");
 }
+
+#[test]
+fn attachable_ebs_volumes_are_the_type_limit_less_the_volumes_the_node_launches_with() {
+    let att = |t: &InstanceType| t.allocatable().get("attachable-volumes-aws-ebs").canonical();
+    // Nitro, shared: 28 less the primary ENI (27, as EC2 reports it) less the root volume.
+    assert_eq!(att(&default_type("us-west-2", "t3.large")), "26");
+    // An NVMe instance store takes one more of the shared 28.
+    assert_eq!(att(&default_type("us-west-2", "m5d.large")), "25");
+    // A dedicated limit (m7i: 32) less the root volume.
+    assert_eq!(att(&default_type("us-west-2", "m7i.large")), "31");
+    // Xen: 40 less the root volume.
+    assert_eq!(att(&default_type("us-west-2", "t2.large")), "39");
+    // Every EBS block device the class maps is attached at launch.
+    let s = node_class(serde_json::json!({"blockDeviceMappings": [
+        {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "20Gi"}},
+        {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "100Gi"}}
+    ]}));
+    assert_eq!(att(&catalog().unwrap().instance_type("us-west-2", "t3.large", &s).unwrap()), "25");
+}

@@ -6,6 +6,9 @@
 //! - pods: ENI-limited (`ENIs × (IPv4 per ENI − 1) + 2`; 110 on Windows), or kubelet `maxPods`;
 //!   `podsPerCore` caps either at `podsPerCore × vCPUs` (except on Bottlerocket, which ignores it);
 //! - ephemeral-storage: the root volume (20Gi, 50Gi on Windows, unless the node class maps it);
+//! - attachable EBS volumes (`attachable-volumes-aws-ebs`): the type's EBS attachment limit
+//!   less the volumes the node launches with (the node class's EBS block devices, at least the
+//!   root volume), as the EBS CSI driver reports the node's limit;
 //! - kube-reserved: CPU 6% of the first core, 1% of the second, 0.5% of cores 3–4, 0.25% of the
 //!   rest; memory 11Mi per pod + 255Mi; ephemeral-storage 1Gi; each overridable per resource;
 //! - system-reserved: only what the node class sets;
@@ -17,7 +20,8 @@
 
 use kerf_api::ec2nodeclass::{AmiFamily, BlockDeviceMapping, InstanceStorePolicy, KubeletConfiguration};
 use kerf_api::resources::{
-    AMD_GPU, AWS_NEURON, AWS_NEURON_CORE, CPU, EFA, EPHEMERAL_STORAGE, HABANA_GAUDI, MEMORY, NVIDIA_GPU, PODS,
+    AMD_GPU, ATTACHABLE_VOLUMES_EBS, AWS_NEURON, AWS_NEURON_CORE, CPU, EFA, EPHEMERAL_STORAGE, HABANA_GAUDI, MEMORY,
+    NVIDIA_GPU, PODS,
 };
 use kerf_api::{EC2NodeClass, Quantity, ResourceList};
 
@@ -182,13 +186,33 @@ pub fn ephemeral_storage(info: &TypeInfo, settings: &NodeClassSettings) -> Quant
     Quantity::from_bytes(DEFAULT_ROOT_VOLUME_BYTES)
 }
 
-/// What the instance has: cpu, memory, pods, ephemeral-storage and its accelerators.
+/// EBS attachments of a type when the catalog does not know them: the Nitro limit of 28 shared
+/// with the primary ENI and an NVMe instance store, or the 40 Xen types take.
+const NITRO_SHARED_ATTACHMENTS: i64 = 28;
+const XEN_ATTACHMENTS: i64 = 40;
+
+/// EBS volumes a node of this type can attach for pods: its attachment limit (from the
+/// catalog; else the Nitro or Xen rule) less the node class's EBS block devices (at least the
+/// root volume), which are attached at launch.
+pub fn attachable_ebs_volumes(info: &TypeInfo, settings: &NodeClassSettings) -> i64 {
+    let most = info.max_ebs_attachments.unwrap_or(if info.hypervisor == "xen" {
+        XEN_ATTACHMENTS
+    } else {
+        NITRO_SHARED_ATTACHMENTS - 1 - i64::from(info.local_nvme_gb.is_some())
+    });
+    let at_launch = settings.block_device_mappings.iter().filter(|m| m.ebs.is_some()).count().max(1) as i64;
+    (most - at_launch).max(0)
+}
+
+/// What the instance has: cpu, memory, pods, ephemeral-storage, attachable EBS volumes and its
+/// accelerators.
 pub fn capacity(info: &TypeInfo, settings: &NodeClassSettings) -> ResourceList {
     let mut c = ResourceList::new()
         .with(CPU, Quantity::from_units(info.vcpu))
         .with(MEMORY, Quantity::from_mebibytes(memory_capacity_mib(info)))
         .with(PODS, Quantity::from_units(max_pods(info, settings)))
-        .with(EPHEMERAL_STORAGE, ephemeral_storage(info, settings));
+        .with(EPHEMERAL_STORAGE, ephemeral_storage(info, settings))
+        .with(ATTACHABLE_VOLUMES_EBS, Quantity::from_units(attachable_ebs_volumes(info, settings)));
     if let Some(gpu) = &info.gpu {
         let resource = match gpu.manufacturer.as_str() {
             "nvidia" => Some(NVIDIA_GPU),

@@ -54,6 +54,11 @@ pub struct TypeInfo {
     pub local_nvme_gb: Option<i64>,
     #[serde(default)]
     pub efa: Option<i64>,
+    /// EBS volumes the type can have attached, root volume included (DescribeInstanceTypes
+    /// `MaximumEbsAttachments`: for a shared limit, what the primary ENI and NVMe instance
+    /// stores leave of it).
+    #[serde(default)]
+    pub max_ebs_attachments: Option<i64>,
     /// Covered region → (on-demand $/h, zone letters after the region name).
     #[serde(default)]
     pub offers: BTreeMap<String, (f64, String)>,

@@ -91,6 +91,7 @@ mod tests {
             neuron: None,
             local_nvme_gb: None,
             efa: None,
+            max_ebs_attachments: None,
             offers: Default::default(),
             price_estimated: Default::default(),
         }
