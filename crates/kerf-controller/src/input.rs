@@ -7,6 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use kerf_scheduling::volume_limits::default_storage_class;
+
 use kerf_api::SlimPod;
 use kerf_api::pod_facts;
 use kerf_api::{NodeClaim, NodePool, ResourceList, labels};
@@ -229,6 +231,7 @@ impl View<'_> {
             pods: pending.iter().map(|(_, p)| p.clone()).collect(),
             volume_requirements: self.volume_requirements(),
             unresolvable_volumes: self.unresolvable_volumes(pending),
+            ebs_claims: Arc::new(self.ebs_claims()),
             // Every pod's namespace exists in the cluster even if its watch event has not
             // arrived yet, so each one gets at least its metadata.name label.
             namespace_labels: kerf_scheduling::namespace_labels(
@@ -277,7 +280,7 @@ impl View<'_> {
                 None => spec
                     .and_then(|s| match s.storage_class_name.as_deref() {
                         Some(c) => state.storage_classes().get(c),
-                        None => default_storage_class(state.storage_classes()),
+                        None => default_storage_class(state.storage_classes().values()),
                     })
                     .filter(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
                     .and_then(|c| c.allowed_topologies.as_ref())
@@ -303,6 +306,30 @@ impl View<'_> {
             }
         }
         out
+    }
+
+    /// The claims (`namespace/claim`) whose volume attaches as an EBS volume: bound to an EBS
+    /// volume, or provisioned by an EBS StorageClass (docs/design.md, "Volume attach limits").
+    fn ebs_claims(&self) -> BTreeSet<String> {
+        let state = self.state;
+        let classes = state.storage_classes();
+        let class = |name: Option<&str>| match name {
+            Some(n) => classes.get(n),
+            None => default_storage_class(classes.values()),
+        };
+        state
+            .pvcs()
+            .iter()
+            .filter(|(_, pvc)| {
+                let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.as_deref()).and_then(|v| state.pvs().get(v));
+                let ebs_volume = volume.and_then(|pv| pv.spec.as_ref()).is_some_and(|s| {
+                    s.aws_elastic_block_store.is_some()
+                        || s.csi.as_ref().is_some_and(|c| c.driver == kerf_scheduling::volume_limits::EBS_CSI_DRIVER)
+                });
+                ebs_volume || kerf_scheduling::volume_limits::claim_attaches_ebs(pvc, class)
+            })
+            .map(|((ns, name), _)| format!("{ns}/{name}"))
+            .collect()
     }
 
     /// The claims of `pending` pods whose volume cannot be resolved, with why: the claim does
@@ -408,27 +435,4 @@ impl View<'_> {
             pool_usage: claim.map(|c| ClusterState::claim_usage(c, |c| likely_capacity(c, types))).unwrap_or_default(),
         }
     }
-}
-
-/// The StorageClass a claim without `storageClassName` gets, as the DefaultStorageClass admission
-/// plugin picks it: among classes annotated as default, the most recently created (then by name).
-/// An explicit empty `storageClassName` means "no class" and never reaches here.
-fn default_storage_class(
-    classes: &BTreeMap<String, k8s_openapi::api::storage::v1::StorageClass>,
-) -> Option<&k8s_openapi::api::storage::v1::StorageClass> {
-    const DEFAULT: [&str; 2] =
-        ["storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"];
-    classes
-        .values()
-        .filter(|c| {
-            c.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| DEFAULT.iter().any(|k| a.get(*k).is_some_and(|v| v == "true")))
-        })
-        .max_by(|a, b| {
-            let created =
-                |c: &k8s_openapi::api::storage::v1::StorageClass| c.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            created(a).cmp(&created(b)).then_with(|| b.metadata.name.cmp(&a.metadata.name))
-        })
 }
