@@ -28,6 +28,33 @@ pub(crate) fn likely_capacity(claim: &NodeClaim, types: &TypesByPool) -> Resourc
     likely_type(claim, its).map(|t| t.capacity.clone()).unwrap_or_default()
 }
 
+/// A registered node's EBS attach limit when its allocatable states none (kubelets do not
+/// report it; the EBS CSI driver keeps it in a CSINode object kerf does not read): its
+/// NodeClaim's, else its instance type's in its pool (docs/design.md, "Volume attach limits").
+/// Nodes of neither keep no limit.
+fn attach_limit_from_type(
+    allocatable: &mut ResourceList,
+    node: &k8s_openapi::api::core::v1::Node,
+    claim: Option<&NodeClaim>,
+    types: &TypesByPool,
+) {
+    use kerf_api::resources::ATTACHABLE_VOLUMES_EBS;
+    if allocatable.0.contains_key(ATTACHABLE_VOLUMES_EBS) {
+        return;
+    }
+    let from_claim = claim.and_then(|c| c.status.as_ref()?.allocatable.0.get(ATTACHABLE_VOLUMES_EBS).copied());
+    let node_labels = node.metadata.labels.as_ref();
+    let from_type = || {
+        let pool = node_labels?.get(labels::NODE_POOL)?;
+        let name = node_labels?.get(labels::INSTANCE_TYPE)?;
+        let t = types.get(pool)?.iter().find(|t| &t.name == name)?;
+        t.capacity.0.contains_key(ATTACHABLE_VOLUMES_EBS).then(|| t.allocatable_of(ATTACHABLE_VOLUMES_EBS))
+    };
+    if let Some(q) = from_claim.or_else(from_type) {
+        allocatable.set(ATTACHABLE_VOLUMES_EBS, q);
+    }
+}
+
 /// Instance types per NodePool, fetched once per provisioning pass.
 pub(crate) type TypesByPool = BTreeMap<String, Vec<Arc<InstanceType>>>;
 
@@ -380,6 +407,8 @@ impl View<'_> {
         let mut allocatable = node.map(util::node_allocatable).unwrap_or_default();
         if allocatable.is_empty() {
             allocatable = claim.status.as_ref().map(|s| s.allocatable.clone()).unwrap_or_default();
+        } else if let Some(n) = node {
+            attach_limit_from_type(&mut allocatable, n, Some(claim), types);
         }
         if allocatable.is_empty() {
             let empty = Vec::new();
@@ -423,16 +452,70 @@ impl View<'_> {
         let claim = state.claim_for_node(node);
         let claim_deleting = claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        let mut allocatable = util::node_allocatable(node);
+        attach_limit_from_type(&mut allocatable, node, claim, types);
         ExistingNode {
             name: name.to_string(),
             node_pool: node_labels.get(labels::NODE_POOL).cloned(),
             taints: util::node_taints(node),
-            allocatable: util::node_allocatable(node),
+            allocatable,
             pods: state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).cloned().collect(),
             in_flight: false,
             schedulable: !cordoned && node.metadata.deletion_timestamp.is_none() && !claim_deleting,
             labels: node_labels,
             pool_usage: claim.map(|c| ClusterState::claim_usage(c, |c| likely_capacity(c, types))).unwrap_or_default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod attach_limit_tests {
+    use kerf_api::resources::ATTACHABLE_VOLUMES_EBS;
+    use kerf_api::{InstanceType, Quantity};
+
+    use super::*;
+
+    fn node(attach: Option<&str>) -> k8s_openapi::api::core::v1::Node {
+        let mut alloc = serde_json::json!({"cpu": "2"});
+        if let Some(a) = attach {
+            alloc[ATTACHABLE_VOLUMES_EBS] = serde_json::json!(a);
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {labels::NODE_POOL: "default", labels::INSTANCE_TYPE: "t3.large"}},
+            "status": {"allocatable": alloc}
+        }))
+        .unwrap()
+    }
+
+    fn pool_types() -> TypesByPool {
+        let t = InstanceType {
+            name: "t3.large".into(),
+            labels: BTreeMap::new(),
+            capacity: ResourceList::new().with(ATTACHABLE_VOLUMES_EBS, Quantity::from_units(26)),
+            overhead: ResourceList::new(),
+            offerings: Vec::new(),
+            price_estimated: false,
+        };
+        BTreeMap::from([("default".to_string(), vec![Arc::new(t)])])
+    }
+
+    #[test]
+    fn a_node_without_an_attach_limit_takes_its_claims_then_its_types() {
+        let limit = |node: &k8s_openapi::api::core::v1::Node, claim: Option<&NodeClaim>, types: &TypesByPool| {
+            let mut a = util::node_allocatable(node);
+            attach_limit_from_type(&mut a, node, claim, types);
+            a.0.get(ATTACHABLE_VOLUMES_EBS).map(|q| q.value_ceil())
+        };
+        let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c1"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": []},
+            "status": {"allocatable": {ATTACHABLE_VOLUMES_EBS: "25"}}
+        }))
+        .unwrap();
+        assert_eq!(limit(&node(Some("20")), Some(&claim), &pool_types()), Some(20), "the node's own");
+        assert_eq!(limit(&node(None), Some(&claim), &pool_types()), Some(25), "its claim's");
+        assert_eq!(limit(&node(None), None, &pool_types()), Some(26), "its type's");
+        assert_eq!(limit(&node(None), None, &TypesByPool::new()), None, "none known: no limit");
     }
 }
