@@ -104,3 +104,23 @@ fn existing_nodes_count_the_volumes_of_their_pods_in_both_fit_checks() {
     assert_eq!(r.placements.len(), 1);
     assert_eq!(r.placements[0].node, "open");
 }
+
+#[test]
+fn consolidation_does_not_move_pods_onto_a_node_without_attachments_to_spare() {
+    let cluster = |claims: Arc<BTreeSet<String>>| {
+        let limit = [("cpu", "8"), ("pods", "110"), (ATTACHABLE_VOLUMES_EBS, "26")];
+        let mut n1 = node("n1", &[], &limit);
+        n1.pods = vec![pod_with_volumes("a", 10), pod_with_volumes("b", 10)];
+        let mut n2 = node("n2", &[], &limit);
+        n2.pods = vec![pod_with_volumes("c", 10)];
+        let mut i = input(vec![attaching("small", "26", 0.1)], Vec::new(), claims);
+        i.existing_nodes = vec![n1, n2];
+        crate::SchedulingContext::new(i)
+    };
+    // n1 has 6 attachments left: n2's 10-volume pod needs a node of its own.
+    let w = cluster(ebs(&[("a", 10), ("b", 10), ("c", 10)])).without_nodes(&["n2"]).unwrap();
+    assert!(!w.deletable());
+    assert_eq!(w.new_node_claims.len(), 1);
+    // Counted by CPU alone, it would move.
+    assert!(cluster(Arc::default()).without_nodes(&["n2"]).unwrap().deletable());
+}
