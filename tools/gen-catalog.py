@@ -96,6 +96,12 @@ def type_record(info):
     storage = info.get("InstanceStorageInfo")
     if storage and storage.get("NvmeSupport", "unsupported") != "unsupported":
         rec["localNvmeGB"] = storage["TotalSizeInGB"]
+    # EBS volume attachments: the most the type takes, root volume included (for a limit shared
+    # with network interfaces and NVMe instance stores, what the primary ENI and the stores
+    # leave of it).
+    attach = info.get("EbsInfo", {}).get("MaximumEbsAttachments")
+    if attach:
+        rec["maxEbsAttachments"] = attach
     efa = net.get("EfaInfo", {}).get("MaximumEfaInterfaces")
     if net.get("EfaSupported") and efa:
         rec["efa"] = efa

@@ -22,6 +22,9 @@ pub const AWS_NEURON_CORE: &str = "aws.amazon.com/neuroncore";
 pub const HABANA_GAUDI: &str = "habana.ai/gaudi";
 pub const EFA: &str = "vpc.amazonaws.com/efa";
 pub const POD_ENI: &str = "vpc.amazonaws.com/pod-eni";
+/// EBS volumes a node can still attach for pods (kube-scheduler's NodeVolumeLimits; kerf keeps
+/// the CSI driver's per-node count under this name: docs/design.md, "Volume attach limits").
+pub const ATTACHABLE_VOLUMES_EBS: &str = "attachable-volumes-aws-ebs";
 
 /// A map from resource name to quantity, ordered by name (so output is deterministic). Equal
 /// (and hashed) by amounts, whatever their formats.

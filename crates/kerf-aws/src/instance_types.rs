@@ -75,6 +75,7 @@ fn type_info(t: &aws_sdk_ec2::types::InstanceTypeInfo) -> Option<TypeInfo> {
         neuron: known.and_then(|k| k.neuron.clone()),
         local_nvme_gb: known.and_then(|k| k.local_nvme_gb),
         efa: known.and_then(|k| k.efa),
+        max_ebs_attachments: known.and_then(|k| k.max_ebs_attachments),
         offers: BTreeMap::new(),
         price_estimated: BTreeMap::new(),
     };

@@ -436,3 +436,59 @@ fn windows_nodes_default_to_110_pods_instead_of_the_eni_limit() {
     let t = catalog().unwrap().instance_type("us-west-2", "c7i.2xlarge", &s).unwrap();
     assert_eq!(alloc(&t)["pods"], "32");
 }
+
+#[test]
+fn a_windows_class_offers_amd64_windows_types_with_the_build_label_and_licence_prices() {
+    let s = node_class(serde_json::json!({
+        "amiSelectorTerms": [{"alias": "windows2022@latest"}],
+        "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"volumeSize": "60Gi"}}],
+        "kubelet": {"evictionSoft": {"memory.available": "1Gi"}}
+    }));
+    let cat = catalog().unwrap();
+    let types = cat.instance_types("us-west-2", None, &s).unwrap();
+    assert!(!types.is_empty());
+    for t in &types {
+        assert_eq!(t.labels[labels::OS], "windows", "{}", t.name);
+        assert_eq!(t.labels[labels::WINDOWS_BUILD], "10.0.20348", "{}", t.name);
+        assert_eq!(t.labels[labels::ARCH], "amd64", "{}", t.name);
+        assert!(t.price_estimated, "{}: a Windows price is derived", t.name);
+    }
+    let t = cat.instance_type("us-west-2", "t3.large", &s).unwrap();
+    let linux = default_type("us-west-2", "t3.large");
+    let od = |t: &InstanceType| {
+        t.offerings.iter().find(|o| o.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND).map(|o| o.price).unwrap()
+    };
+    // t3.large pays the burstable licence fee of its size, $0.0276/h.
+    assert!((od(&t) - od(&linux) - 0.0276).abs() < 1e-9, "{} vs {}", od(&t), od(&linux));
+    // The root volume is /dev/sda1 on Windows; soft eviction does not apply there.
+    // 60Gi - 1Gi kube-reserved - 6Gi nodefs = 53Gi; memory: 8192 - 615 = 7577Mi, - (11×110 + 255)
+    // - 100 = 6012Mi.
+    let a = alloc(&t);
+    assert_eq!(a["ephemeral-storage"], "53Gi");
+    assert_eq!(a["memory"], "6012Mi");
+    assert_eq!(a["pods"], "110");
+    assert!(cat.instance_type("us-west-2", "m7g.large", &s).is_err(), "no arm64 Windows");
+    let d = node_class(serde_json::json!({"amiFamily": "Windows2019"}));
+    let t = cat.instance_type("us-west-2", "m5.large", &d).unwrap();
+    assert_eq!(t.labels[labels::WINDOWS_BUILD], "10.0.17763");
+    assert_eq!(alloc(&t)["ephemeral-storage"], "44Gi", "50Gi default root: 50 - 1 - 5");
+}
+
+#[test]
+fn attachable_ebs_volumes_are_the_type_limit_less_the_volumes_the_node_launches_with() {
+    let att = |t: &InstanceType| t.allocatable().get("attachable-volumes-aws-ebs").canonical();
+    // Nitro, shared: 28 less the primary ENI (27, as EC2 reports it) less the root volume.
+    assert_eq!(att(&default_type("us-west-2", "t3.large")), "26");
+    // An NVMe instance store takes one more of the shared 28.
+    assert_eq!(att(&default_type("us-west-2", "m5d.large")), "25");
+    // A dedicated limit (m7i: 32) less the root volume.
+    assert_eq!(att(&default_type("us-west-2", "m7i.large")), "31");
+    // Xen: 40 less the root volume.
+    assert_eq!(att(&default_type("us-west-2", "t2.large")), "39");
+    // Every EBS block device the class maps is attached at launch.
+    let s = node_class(serde_json::json!({"blockDeviceMappings": [
+        {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "20Gi"}},
+        {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "100Gi"}}
+    ]}));
+    assert_eq!(att(&catalog().unwrap().instance_type("us-west-2", "t3.large", &s).unwrap()), "25");
+}

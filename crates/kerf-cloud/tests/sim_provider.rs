@@ -307,7 +307,10 @@ fn catalog_launch_reports_karpenter_allocatable_and_honours_node_class_kubelet()
     assert_eq!(labels_of(&out)["node.kubernetes.io/instance-type"], "c7i.2xlarge");
     assert_eq!(labels_of(&out)["karpenter.k8s.aws/instance-family"], "c7i");
     let a = out.status.unwrap().allocatable;
-    assert_eq!(a.to_string(), r#"{"cpu":"7910m","ephemeral-storage":"17Gi","memory":"14162Mi","pods":"58"}"#);
+    assert_eq!(
+        a.to_string(),
+        r#"{"attachable-volumes-aws-ebs":"31","cpu":"7910m","ephemeral-storage":"17Gi","memory":"14162Mi","pods":"58"}"#
+    );
     assert_eq!(p.instances()[0].price, 0.4032);
     assert_eq!(p.instances()[0].node_name, "ip-10-0-0-2.ap-northeast-2.compute.internal");
 

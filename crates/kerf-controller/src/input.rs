@@ -7,6 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use kerf_scheduling::volume_limits::default_storage_class;
+
 use kerf_api::SlimPod;
 use kerf_api::pod_facts;
 use kerf_api::{NodeClaim, NodePool, ResourceList, labels};
@@ -21,9 +23,36 @@ use crate::util;
 /// The capacity a NodeClaim that has not launched yet will most likely have: its
 /// [`likely_type`]'s among its pool's types (empty when none is known).
 pub(crate) fn likely_capacity(claim: &NodeClaim, types: &TypesByPool) -> ResourceList {
-    let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL));
+    let pool = util::claim_pool(claim);
     let its = pool.and_then(|p| types.get(p)).map(Vec::as_slice).unwrap_or_default();
     likely_type(claim, its).map(|t| t.capacity.clone()).unwrap_or_default()
+}
+
+/// A registered node's EBS attach limit when its allocatable states none (kubelets do not
+/// report it; the EBS CSI driver keeps it in a CSINode object kerf does not read): its
+/// NodeClaim's, else its instance type's in its pool (docs/design.md, "Volume attach limits").
+/// Nodes of neither keep no limit.
+fn attach_limit_from_type(
+    allocatable: &mut ResourceList,
+    node: &k8s_openapi::api::core::v1::Node,
+    claim: Option<&NodeClaim>,
+    types: &TypesByPool,
+) {
+    use kerf_api::resources::ATTACHABLE_VOLUMES_EBS;
+    if allocatable.0.contains_key(ATTACHABLE_VOLUMES_EBS) {
+        return;
+    }
+    let from_claim = claim.and_then(|c| c.status.as_ref()?.allocatable.0.get(ATTACHABLE_VOLUMES_EBS).copied());
+    let node_labels = node.metadata.labels.as_ref();
+    let from_type = || {
+        let pool = node_labels?.get(labels::NODE_POOL)?;
+        let name = node_labels?.get(labels::INSTANCE_TYPE)?;
+        let t = types.get(pool)?.iter().find(|t| &t.name == name)?;
+        t.capacity.0.contains_key(ATTACHABLE_VOLUMES_EBS).then(|| t.allocatable_of(ATTACHABLE_VOLUMES_EBS))
+    };
+    if let Some(q) = from_claim.or_else(from_type) {
+        allocatable.set(ATTACHABLE_VOLUMES_EBS, q);
+    }
 }
 
 /// Instance types per NodePool, fetched once per provisioning pass.
@@ -229,6 +258,7 @@ impl View<'_> {
             pods: pending.iter().map(|(_, p)| p.clone()).collect(),
             volume_requirements: self.volume_requirements(),
             unresolvable_volumes: self.unresolvable_volumes(pending),
+            ebs_claims: Arc::new(self.ebs_claims()),
             // Every pod's namespace exists in the cluster even if its watch event has not
             // arrived yet, so each one gets at least its metadata.name label.
             namespace_labels: kerf_scheduling::namespace_labels(
@@ -277,7 +307,7 @@ impl View<'_> {
                 None => spec
                     .and_then(|s| match s.storage_class_name.as_deref() {
                         Some(c) => state.storage_classes().get(c),
-                        None => default_storage_class(state.storage_classes()),
+                        None => default_storage_class(state.storage_classes().values()),
                     })
                     .filter(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
                     .and_then(|c| c.allowed_topologies.as_ref())
@@ -303,6 +333,30 @@ impl View<'_> {
             }
         }
         out
+    }
+
+    /// The claims (`namespace/claim`) whose volume attaches as an EBS volume: bound to an EBS
+    /// volume, or provisioned by an EBS StorageClass (docs/design.md, "Volume attach limits").
+    fn ebs_claims(&self) -> BTreeSet<String> {
+        let state = self.state;
+        let classes = state.storage_classes();
+        let class = |name: Option<&str>| match name {
+            Some(n) => classes.get(n),
+            None => default_storage_class(classes.values()),
+        };
+        state
+            .pvcs()
+            .iter()
+            .filter(|(_, pvc)| {
+                let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.as_deref()).and_then(|v| state.pvs().get(v));
+                let ebs_volume = volume.and_then(|pv| pv.spec.as_ref()).is_some_and(|s| {
+                    s.aws_elastic_block_store.is_some()
+                        || s.csi.as_ref().is_some_and(|c| c.driver == kerf_scheduling::volume_limits::EBS_CSI_DRIVER)
+                });
+                ebs_volume || kerf_scheduling::volume_limits::claim_attaches_ebs(pvc, class)
+            })
+            .map(|((ns, name), _)| format!("{ns}/{name}"))
+            .collect()
     }
 
     /// The claims of `pending` pods whose volume cannot be resolved, with why: the claim does
@@ -341,7 +395,7 @@ impl View<'_> {
         daemonsets: &[Arc<SlimPod>],
     ) -> ExistingNode {
         let state = self.state;
-        let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).cloned();
+        let pool = util::claim_pool(claim).map(str::to_string);
         let node = state.node_for_claim(claim);
         let mut node_labels = claim_labels(claim);
         if let Some(n) = node {
@@ -353,6 +407,8 @@ impl View<'_> {
         let mut allocatable = node.map(util::node_allocatable).unwrap_or_default();
         if allocatable.is_empty() {
             allocatable = claim.status.as_ref().map(|s| s.allocatable.clone()).unwrap_or_default();
+        } else if let Some(n) = node {
+            attach_limit_from_type(&mut allocatable, n, Some(claim), types);
         }
         if allocatable.is_empty() {
             let empty = Vec::new();
@@ -396,11 +452,13 @@ impl View<'_> {
         let claim = state.claim_for_node(node);
         let claim_deleting = claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        let mut allocatable = util::node_allocatable(node);
+        attach_limit_from_type(&mut allocatable, node, claim, types);
         ExistingNode {
             name: name.to_string(),
             node_pool: node_labels.get(labels::NODE_POOL).cloned(),
             taints: util::node_taints(node),
-            allocatable: util::node_allocatable(node),
+            allocatable,
             pods: state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).cloned().collect(),
             in_flight: false,
             schedulable: !cordoned && node.metadata.deletion_timestamp.is_none() && !claim_deleting,
@@ -410,25 +468,54 @@ impl View<'_> {
     }
 }
 
-/// The StorageClass a claim without `storageClassName` gets, as the DefaultStorageClass admission
-/// plugin picks it: among classes annotated as default, the most recently created (then by name).
-/// An explicit empty `storageClassName` means "no class" and never reaches here.
-fn default_storage_class(
-    classes: &BTreeMap<String, k8s_openapi::api::storage::v1::StorageClass>,
-) -> Option<&k8s_openapi::api::storage::v1::StorageClass> {
-    const DEFAULT: [&str; 2] =
-        ["storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"];
-    classes
-        .values()
-        .filter(|c| {
-            c.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| DEFAULT.iter().any(|k| a.get(*k).is_some_and(|v| v == "true")))
-        })
-        .max_by(|a, b| {
-            let created =
-                |c: &k8s_openapi::api::storage::v1::StorageClass| c.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            created(a).cmp(&created(b)).then_with(|| b.metadata.name.cmp(&a.metadata.name))
-        })
+#[cfg(test)]
+mod attach_limit_tests {
+    use kerf_api::resources::ATTACHABLE_VOLUMES_EBS;
+    use kerf_api::{InstanceType, Quantity};
+
+    use super::*;
+
+    fn node(attach: Option<&str>) -> k8s_openapi::api::core::v1::Node {
+        let mut alloc = serde_json::json!({"cpu": "2"});
+        if let Some(a) = attach {
+            alloc[ATTACHABLE_VOLUMES_EBS] = serde_json::json!(a);
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {labels::NODE_POOL: "default", labels::INSTANCE_TYPE: "t3.large"}},
+            "status": {"allocatable": alloc}
+        }))
+        .unwrap()
+    }
+
+    fn pool_types() -> TypesByPool {
+        let t = InstanceType {
+            name: "t3.large".into(),
+            labels: BTreeMap::new(),
+            capacity: ResourceList::new().with(ATTACHABLE_VOLUMES_EBS, Quantity::from_units(26)),
+            overhead: ResourceList::new(),
+            offerings: Vec::new(),
+            price_estimated: false,
+        };
+        BTreeMap::from([("default".to_string(), vec![Arc::new(t)])])
+    }
+
+    #[test]
+    fn a_node_without_an_attach_limit_takes_its_claims_then_its_types() {
+        let limit = |node: &k8s_openapi::api::core::v1::Node, claim: Option<&NodeClaim>, types: &TypesByPool| {
+            let mut a = util::node_allocatable(node);
+            attach_limit_from_type(&mut a, node, claim, types);
+            a.0.get(ATTACHABLE_VOLUMES_EBS).map(|q| q.value_ceil())
+        };
+        let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c1"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": []},
+            "status": {"allocatable": {ATTACHABLE_VOLUMES_EBS: "25"}}
+        }))
+        .unwrap();
+        assert_eq!(limit(&node(Some("20")), Some(&claim), &pool_types()), Some(20), "the node's own");
+        assert_eq!(limit(&node(None), Some(&claim), &pool_types()), Some(25), "its claim's");
+        assert_eq!(limit(&node(None), None, &pool_types()), Some(26), "its type's");
+        assert_eq!(limit(&node(None), None, &TypesByPool::new()), None, "none known: no limit");
+    }
 }

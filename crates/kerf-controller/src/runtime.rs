@@ -23,6 +23,8 @@ pub enum Reconciler {
     CapacityBuffer,
     /// Pending pods → NodeClaims.
     Provisioning,
+    /// Room made again for DaemonSet pods whose room on a node kerf launched was taken.
+    DaemonSetRoom,
     /// NodeClaim launch, registration, initialization, liveness.
     Lifecycle,
     /// Draining and removing nodes and claims being deleted.
@@ -39,12 +41,13 @@ pub enum Reconciler {
 }
 
 impl Reconciler {
-    pub const ALL: [Reconciler; 11] = [
+    pub const ALL: [Reconciler; 12] = [
         Reconciler::NodeClassStatus,
         Reconciler::NodePool,
         Reconciler::Interruption,
         Reconciler::CapacityBuffer,
         Reconciler::Provisioning,
+        Reconciler::DaemonSetRoom,
         Reconciler::Lifecycle,
         Reconciler::Termination,
         Reconciler::GarbageCollection,
@@ -61,6 +64,7 @@ impl Reconciler {
             Reconciler::Interruption => "interruption",
             Reconciler::CapacityBuffer => "capacitybuffer",
             Reconciler::Provisioning => "provisioner",
+            Reconciler::DaemonSetRoom => "daemonset.room",
             Reconciler::Lifecycle => "nodeclaim.lifecycle",
             Reconciler::Termination => "node.termination",
             Reconciler::GarbageCollection => "nodeclaim.garbagecollection",

@@ -166,6 +166,7 @@ pub fn describe(q: &impl FitQuery, why: Why) -> Unfit {
         Why::HostPorts => HOST_PORTS.to_string(),
         Why::Resource(i) => match q.resource_name(i) {
             kerf_api::resources::PODS => "Too many pods".to_string(),
+            kerf_api::resources::ATTACHABLE_VOLUMES_EBS => crate::volume_limits::MAX_VOLUME_COUNT.to_string(),
             name => format!("Insufficient {name}"),
         },
         Why::VolumeZone => VOLUME_ZONE.to_string(),

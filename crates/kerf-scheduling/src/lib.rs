@@ -17,6 +17,7 @@
 //! - [`packing_bound`]: the LP lower bound on the cheapest fleet that `kerf bench packing`
 //!   measures the Scheduler against.
 //! - [`volume_binding`]: the PersistentVolumeClaims that keep a pod off every node.
+//! - [`volume_limits`]: EBS volume attach limits, counted as one more resource.
 //! - [`disruption_budgets`] (from `kerf_api`): the pods each PodDisruptionBudget selects, counted
 //!   as they change.
 
@@ -40,6 +41,9 @@ mod scheduler_tests;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod volume_binding;
+#[cfg(test)]
+mod volume_limit_tests;
+pub mod volume_limits;
 
 // The model the cloud and the scheduler share lives in the API layer below both; re-exported here
 // so that users of the scheduling core reach it through this crate too.

@@ -1,7 +1,7 @@
 //! The Scheduler's input and output: the contract between the scheduling core and its callers
 //! (the provisioner, disruption simulations, the simulator's kube-scheduler stand-in).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
@@ -33,6 +33,10 @@ pub struct SchedulingInput {
     /// (the claim does not exist; it is unbound and its StorageClass does not exist). A pod
     /// mounting one is not placed: no node can be provisioned for it.
     pub unresolvable_volumes: BTreeMap<String, String>,
+    /// PersistentVolumeClaims (`namespace/claim`) whose volume attaches as an EBS volume: each
+    /// a pod mounts counts one against a node's `attachable-volumes-aws-ebs`
+    /// ([`volume_limits`](crate::volume_limits)). Empty: no volume is counted.
+    pub ebs_claims: Arc<BTreeSet<String>>,
     /// Labels of each namespace, for pod affinity terms with a namespaceSelector.
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// NodePools that cannot launch anything now, with why (e.g. their node class is not

@@ -4,11 +4,11 @@
 //! decided by the one fit check ([`crate::fit::check`]), which the provisioning Scheduler uses too.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
-use kerf_api::resources::{CPU, MEMORY, PODS, SharedLists};
+use kerf_api::resources::{ATTACHABLE_VOLUMES_EBS, CPU, MEMORY, PODS, SharedLists};
 use kerf_api::{Quantity, ResourceList, TaintEffect};
 
 use crate::model::ExistingNode;
@@ -63,6 +63,8 @@ pub struct ClusterView {
     hidden: Vec<bool>,
     /// The pods' request lists, one per distinct list (see [`SharedLists`]).
     request_lists: SharedLists,
+    /// Claims whose volumes attach as EBS volumes (see [`ClusterView::with_ebs_claims`]).
+    ebs_claims: Arc<BTreeSet<String>>,
 }
 
 /// How many matchers' keys a view keeps (see `ClusterView::matcher_keys`): a cluster's
@@ -257,6 +259,35 @@ impl ClusterView {
         v
     }
 
+    /// The claims (`namespace/claim`) whose volumes attach as EBS volumes: each a pod mounts
+    /// counts one against its node's `attachable-volumes-aws-ebs` (nodes without it have no
+    /// limit), for the pods held already and every pod added or prepared from now on.
+    pub fn with_ebs_claims(mut self, claims: Arc<BTreeSet<String>>) -> Self {
+        self.ebs_claims = claims;
+        for node in 0..self.nodes.len() {
+            for j in 0..self.nodes[node].pods.len() {
+                let before = Arc::clone(&self.pod_requests[node][j]);
+                let after = self.counted(&self.nodes[node].pods[j], Arc::clone(&before));
+                if !Arc::ptr_eq(&before, &after) {
+                    let sum = &mut self.extended[node];
+                    let now = sum.get(ATTACHABLE_VOLUMES_EBS).saturating_add(&after.get(ATTACHABLE_VOLUMES_EBS));
+                    sum.set(ATTACHABLE_VOLUMES_EBS, now);
+                    self.pod_requests[node][j] = after;
+                }
+            }
+        }
+        self
+    }
+
+    /// `requests` of `pod` with the EBS volumes it attaches (the same list when none).
+    fn counted(&self, pod: &SlimPod, requests: Arc<ResourceList>) -> Arc<ResourceList> {
+        let count = crate::volume_limits::ebs_volume_count(pod, &self.ebs_claims);
+        if count == 0 || requests.0.contains_key(ATTACHABLE_VOLUMES_EBS) {
+            return requests;
+        }
+        Arc::new(crate::volume_limits::with_ebs_volumes(&requests, count))
+    }
+
     /// Volume topology (`namespace/claim` → alternative requirements), for the volume zone filter.
     pub fn with_volumes(mut self, volumes: BTreeMap<String, Vec<Requirements>>) -> Self {
         self.volumes = volumes;
@@ -292,6 +323,7 @@ impl ClusterView {
 
     /// [`ClusterView::add_pod`] for a pod whose requests ([`pod_requests`]) are known already.
     pub fn add_pod_with(&mut self, node: usize, pod: Arc<SlimPod>, requests: Arc<ResourceList>) {
+        let requests = self.counted(&pod, requests);
         let requests = self.request_lists.share(requests);
         let core = self.split_requests(node, &requests, Quantity::saturating_add);
         for (free, req) in self.free_core[node].iter_mut().zip(core) {
@@ -612,7 +644,7 @@ impl ClusterView {
     /// are known already. They hold for this view and any view with its volume topology and
     /// namespace labels.
     pub fn pod_filters(&self, pod: &SlimPod, requests: Option<Arc<ResourceList>>) -> Arc<PodFilters> {
-        let requests = requests.unwrap_or_else(|| Arc::new(pod_requests(pod)));
+        let requests = self.counted(pod, requests.unwrap_or_else(|| Arc::new(pod_requests(pod))));
         let core_requests = core_of(&requests);
         let only_core = requests.iter().all(|(k, q)| q.is_zero() || CORE.iter().any(|c| c == k));
         let affinity = pod::pod_affinities(pod);
@@ -1037,9 +1069,12 @@ impl crate::fit::FitQuery for ViewFit<'_, '_> {
             None => extended.get(k).nanos(),
         };
         let alloc = &self.node().allocatable;
-        crate::fit::short_resource(
-            self.p.fixed.requests.iter().map(|(k, q)| (q.nanos(), used(k), alloc.get(k).nanos())),
-        )
+        // A node that states no attach limit has none.
+        let room = |k: &str| match alloc.0.get(k) {
+            None if k == ATTACHABLE_VOLUMES_EBS => Quantity::from_units(crate::volume_limits::NO_LIMIT).nanos(),
+            q => q.map_or(0, Quantity::nanos),
+        };
+        crate::fit::short_resource(self.p.fixed.requests.iter().map(|(k, q)| (q.nanos(), used(k), room(k))))
     }
     fn volumes_match(&mut self) -> bool {
         crate::fit::volumes_match(&self.p.fixed.volume_terms, &self.node().labels)

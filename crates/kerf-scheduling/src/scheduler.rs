@@ -123,7 +123,7 @@ use std::sync::Arc;
 
 use kerf_api::SlimPod;
 use kerf_api::TaintEffect;
-use kerf_api::resources::{CPU, MEMORY, PODS};
+use kerf_api::resources::{ATTACHABLE_VOLUMES_EBS, CPU, MEMORY, PODS};
 
 use crate::model::{Placement, PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf};
 use crate::pod;
@@ -236,15 +236,24 @@ impl SchedulingContext {
         for d in &input.daemonset_pods {
             names.extend(pod::pod_requests(d).iter().map(|(k, _)| k.clone()));
         }
+        if !input.ebs_claims.is_empty() {
+            names.insert(ATTACHABLE_VOLUMES_EBS.to_string());
+        }
         let names: Vec<String> = names.into_iter().collect();
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let res = Resources { names, index };
         let mut taken = taken.for_names(&res.names);
-        let pod_requests: IxVec<PodIx, Vec<i64>> = facts
+        let mut pod_requests: IxVec<PodIx, Vec<i64>> = facts
             .iter()
             .enumerate()
             .map(|(pi, f)| taken.get_mut(pi).and_then(Option::take).unwrap_or_else(|| res.dense_units(&f.requests)))
             .collect();
+        // EBS volumes depend on the claims' classes, not the pod alone: counted here, per build.
+        if let Some(col) = res.column(ATTACHABLE_VOLUMES_EBS).filter(|_| !input.ebs_claims.is_empty()) {
+            for (row, p) in pod_requests.iter_mut().zip(input.pods.iter().chain(&existing)) {
+                row[col] = crate::volume_limits::ebs_volume_count(p, &input.ebs_claims);
+            }
+        }
         let prefer_taints = input
             .node_pools
             .iter()

@@ -352,8 +352,8 @@ impl<P: SimCloud> Simulation<P> {
             self.daemonsets.pod_removed(key);
             freed |= node.is_some();
         }
-        if ch.pod_namespace_added || ch.namespaces_changed {
-            // Namespace labels are read throughout the view.
+        if ch.pod_namespace_added || ch.namespaces_changed || ch.volumes_changed {
+            // Namespace labels and the claims that attach EBS volumes are read throughout the view.
             self.scheduler.rebuild();
         }
         if freed

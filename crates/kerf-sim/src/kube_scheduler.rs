@@ -248,7 +248,8 @@ impl KubeScheduler {
             names.push(name.clone());
             nodes.push(existing_node(node, sync::bound_pods(world, name)));
         }
-        let view = ClusterView::new(nodes).with_namespace_labels(world.namespace_labels());
+        let view =
+            ClusterView::new(nodes).with_namespace_labels(world.namespace_labels()).with_ebs_claims(world.ebs_claims());
         // The view keeps each node's cpu and memory, allocatable and requested, as these count them.
         let (allocatable, requested) = (0..view.nodes().len()).map(|i| view.cpu_memory(i)).unzip();
         let version = vec![0; names.len()];

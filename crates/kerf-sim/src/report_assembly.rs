@@ -45,6 +45,7 @@ impl<P: SimCloud> Simulation<P> {
         let instances = self.manager.cloud().sim_instances();
         let unpriced = self.manager.cloud().sim_unpriced();
         let by_pid: BTreeMap<&str, &Instance> = instances.iter().map(|i| (i.provider_id.as_str(), i)).collect();
+        let ebs_claims = self.world.ebs_claims();
         let mut nodes = Vec::new();
         for (name, node) in &self.world.nodes {
             let labels = node.metadata.labels.clone().unwrap_or_default();
@@ -63,7 +64,8 @@ impl<P: SimCloud> Simulation<P> {
                 .collect();
             let mut requested = ResourceList::new();
             for p in &pods_here {
-                requested.add(&pod_requests(p));
+                let volumes = kerf_scheduling::volume_limits::ebs_volume_count(p, &ebs_claims);
+                requested.add(&kerf_scheduling::volume_limits::with_ebs_volumes(&pod_requests(p), volumes));
             }
             let allocatable: BTreeMap<String, String> = node
                 .status

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_api::{NodeClaim, SlimPod};
 use kerf_scheduling::node::node_ready;
@@ -61,9 +62,9 @@ pub struct World {
     pub claim_by_provider: BTreeMap<String, String>,
     pub daemonsets: BTreeMap<String, Arc<DaemonSet>>,
     pub namespaces: BTreeMap<String, Arc<Namespace>>,
-    /// PersistentVolumeClaims by (namespace, name), and the StorageClasses that exist.
+    /// PersistentVolumeClaims by (namespace, name), and the StorageClasses that exist by name.
     pub pvcs: BTreeMap<(String, String), Arc<PersistentVolumeClaim>>,
-    pub storage_classes: BTreeSet<String>,
+    pub storage_classes: BTreeMap<String, Arc<StorageClass>>,
     /// How many indexed pods each namespace holds: a pod's namespace exists even when no
     /// Namespace was applied.
     pod_namespaces: BTreeMap<String, usize>,
@@ -110,9 +111,25 @@ impl World {
         let found = kerf_scheduling::volume_binding::unresolvable_claims(
             pod,
             |ns, name| self.pvcs.get(&(ns.to_string(), name.to_string())).map(|c| &**c),
-            |class| self.storage_classes.contains(class),
+            |class| self.storage_classes.contains_key(class),
         );
         found.first().map(|u| u.scheduler_reason())
+    }
+
+    /// The claims (`namespace/claim`) whose volumes attach as EBS volumes, by their
+    /// StorageClass (kube-scheduler's NodeVolumeLimits counts them against a node's limit).
+    pub fn ebs_claims(&self) -> Arc<BTreeSet<String>> {
+        let class = |name: Option<&str>| match name {
+            Some(n) => self.storage_classes.get(n).map(|c| &**c),
+            None => kerf_scheduling::volume_limits::default_storage_class(self.storage_classes.values().map(|c| &**c)),
+        };
+        Arc::new(
+            self.pvcs
+                .iter()
+                .filter(|(_, pvc)| kerf_scheduling::volume_limits::claim_attaches_ebs(pvc, class))
+                .map(|((ns, name), _)| format!("{ns}/{name}"))
+                .collect(),
+        )
     }
 
     pub fn is_node_ready(&self, name: &str) -> bool {
@@ -280,7 +297,7 @@ impl World {
                 changes.volumes_changed = true;
             }
             WatchEvent::Applied(AnyObject::StorageClass(s)) => {
-                self.storage_classes.insert(s.metadata.name.clone().unwrap_or_default());
+                self.storage_classes.insert(s.metadata.name.clone().unwrap_or_default(), s);
                 changes.volumes_changed = true;
             }
             WatchEvent::Deleted(AnyObject::StorageClass(s)) => {

@@ -17,7 +17,8 @@ fn json_reports_c7i_2xlarge_allocatable_in_canonical_form() {
     assert_eq!(t["name"], "c7i.2xlarge");
     assert_eq!(
         t["allocatable"],
-        serde_json::json!({"cpu": "7910m", "memory": "14162Mi", "pods": "58", "ephemeral-storage": "17Gi"})
+        serde_json::json!({"cpu": "7910m", "memory": "14162Mi", "pods": "58", "ephemeral-storage": "17Gi",
+                           "attachable-volumes-aws-ebs": "31"})
     );
     assert_eq!(t["capacity"]["cpu"], "8");
     assert_eq!(t["labels"]["node.kubernetes.io/instance-type"], "c7i.2xlarge");

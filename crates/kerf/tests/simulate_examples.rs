@@ -831,3 +831,58 @@ fn business_hours_headroom_is_launched_before_the_peak_runs_it_at_once_and_is_re
     let removed = r["disruptions"].as_array().unwrap();
     assert!(!removed.is_empty() && removed.iter().all(|d| d["atSeconds"].as_f64().unwrap() >= 8100.0), "{removed:?}");
 }
+
+#[test]
+fn windows_pool_runs_windows_pods_on_windows_nodes_and_linux_pods_elsewhere() {
+    let r = simulate("windows-pool.yaml");
+    assert_eq!(summary(&r, "podsPending"), 0, "{}", r["pods"]);
+    assert_eq!(summary(&r, "podsRunning"), 10);
+    let nodes = r["nodes"].as_array().unwrap();
+    let os_of = |name: &Value| {
+        let n = nodes.iter().find(|n| n["name"] == *name).expect("pod's node in report");
+        (n["nodePool"].as_str().unwrap().to_string(), n["labels"]["kubernetes.io/os"].as_str().unwrap().to_string())
+    };
+    for p in pods(&r, "build-agent-") {
+        assert_eq!(os_of(&p["node"]), ("windows-agents".to_string(), "windows".to_string()));
+    }
+    for p in pods(&r, "api-") {
+        assert_eq!(os_of(&p["node"]), ("linux".to_string(), "linux".to_string()));
+    }
+    for n in nodes.iter().filter(|n| n["nodePool"] == "windows-agents") {
+        assert_eq!(n["labels"]["node.kubernetes.io/windows-build"], "10.0.20348");
+        assert_eq!(n["labels"]["kubernetes.io/arch"], "amd64");
+        assert!(["t3.large", "t3.xlarge", "t3a.large", "t3a.xlarge"].contains(&n["instanceType"].as_str().unwrap()));
+        assert_eq!(n["allocatable"]["pods"], "110");
+        assert_eq!(n["priceEstimated"], true, "Windows prices are derived from Linux ones");
+    }
+    for n in nodes.iter().filter(|n| n["nodePool"] == "linux") {
+        assert!(n["labels"].get("node.kubernetes.io/windows-build").is_none());
+    }
+}
+
+#[test]
+fn volume_attach_limits_spread_pods_by_ebs_volumes_and_name_the_limit_when_none_fits() {
+    let r = simulate("volume-attach-limits.yaml");
+    let nodes = r["nodes"].as_array().unwrap();
+    // Five shards of 10 EBS volumes are left: two per t3.large (26 attachable), so three nodes,
+    // although their CPU would fit one.
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    for n in nodes {
+        assert_eq!(n["allocatable"]["attachable-volumes-aws-ebs"], "26");
+        let used: u64 = n["requested"]["attachable-volumes-aws-ebs"].as_str().map_or(0, |v| v.parse().unwrap());
+        assert!(used <= 26, "{} attaches {used} volumes", n["name"]);
+    }
+    for shard in ["shard-0", "shard-2", "shard-4", "shard-6", "shard-7", "shared-"] {
+        let p = pods(&r, shard);
+        assert_eq!(p.len(), 1, "{shard}");
+        assert_eq!(p[0]["phase"], "Running", "{shard}: {}", p[0]["reason"]);
+    }
+    let archive = pods(&r, "archive-");
+    assert_eq!(archive[0]["phase"], "Pending");
+    let reason = archive[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("needs 30 volumes, t3.large attaches 26"), "{reason}");
+    assert!(reason.contains("node(s) exceed max volume count"), "{reason}");
+    // Consolidation removed the node the deleted shards left, and packed no third shard anywhere.
+    assert_eq!(summary(&r, "nodeClaimsLaunched"), 4);
+    assert_eq!(summary(&r, "nodeClaimsTerminated"), 1);
+}

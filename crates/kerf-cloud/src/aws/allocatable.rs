@@ -5,22 +5,28 @@
 //!   contiguous-memory reserve, less the VM overhead (7.5%, rounded up to a MiB);
 //! - pods: ENI-limited (`ENIs × (IPv4 per ENI − 1) + 2`; 110 on Windows), or kubelet `maxPods`;
 //!   `podsPerCore` caps either at `podsPerCore × vCPUs` (except on Bottlerocket, which ignores it);
-//! - ephemeral-storage: the root volume (20Gi unless the node class maps it);
+//! - ephemeral-storage: the root volume (20Gi, 50Gi on Windows, unless the node class maps it);
+//! - attachable EBS volumes (`attachable-volumes-aws-ebs`): the type's EBS attachment limit
+//!   less the volumes the node launches with (the node class's EBS block devices, at least the
+//!   root volume), as the EBS CSI driver reports the node's limit;
 //! - kube-reserved: CPU 6% of the first core, 1% of the second, 0.5% of cores 3–4, 0.25% of the
 //!   rest; memory 11Mi per pod + 255Mi; ephemeral-storage 1Gi; each overridable per resource;
 //! - system-reserved: only what the node class sets;
 //! - eviction threshold: memory 100Mi and nodefs 10% of the root volume, replaced per signal by
-//!   `evictionHard` / `evictionSoft` (the larger of the two), absolute or a percentage.
+//!   `evictionHard` / `evictionSoft` (the larger of the two; Windows kubelets have no soft
+//!   eviction, so there `evictionSoft` is ignored), absolute or a percentage.
 //!
 //! The float steps follow the same order of operations as Karpenter so that rounding agrees.
 
 use kerf_api::ec2nodeclass::{AmiFamily, BlockDeviceMapping, InstanceStorePolicy, KubeletConfiguration};
 use kerf_api::resources::{
-    AMD_GPU, AWS_NEURON, AWS_NEURON_CORE, CPU, EFA, EPHEMERAL_STORAGE, HABANA_GAUDI, MEMORY, NVIDIA_GPU, PODS,
+    AMD_GPU, ATTACHABLE_VOLUMES_EBS, AWS_NEURON, AWS_NEURON_CORE, CPU, EFA, EPHEMERAL_STORAGE, HABANA_GAUDI, MEMORY,
+    NVIDIA_GPU, PODS,
 };
 use kerf_api::{EC2NodeClass, Quantity, ResourceList};
 
 use super::catalog::TypeInfo;
+use super::windows;
 
 const MIB: i64 = 1024 * 1024;
 const GIB: i64 = 1024 * MIB;
@@ -101,7 +107,7 @@ pub fn eni_limited_pods(enis: i64, ipv4_per_eni: i64) -> i64 {
 /// setting to carry podsPerCore, so there it is ignored, as Karpenter does.
 pub fn max_pods(info: &TypeInfo, settings: &NodeClassSettings) -> i64 {
     let family = settings.ami_family;
-    let windows = matches!(family, Some(AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025));
+    let windows = windows::is_windows(family);
     let mut count = match settings.kubelet.max_pods {
         Some(m) => i64::from(m),
         None if windows => 110,
@@ -163,23 +169,50 @@ pub fn ephemeral_storage(info: &TypeInfo, settings: &NodeClassSettings) -> Quant
                 }
             }
             family => {
-                let device = if family == Some(AmiFamily::Bottlerocket) { "/dev/xvdb" } else { "/dev/xvda" };
+                let device = match family {
+                    Some(AmiFamily::Bottlerocket) => "/dev/xvdb",
+                    f if windows::is_windows(f) => windows::ROOT_DEVICE,
+                    _ => "/dev/xvda",
+                };
                 if let Some(q) = mappings.iter().find(|m| m.device_name.as_deref() == Some(device)).and_then(size) {
                     return q;
                 }
             }
         }
     }
+    if windows::is_windows(settings.ami_family) {
+        return Quantity::from_bytes(windows::DEFAULT_ROOT_VOLUME_GIB * GIB);
+    }
     Quantity::from_bytes(DEFAULT_ROOT_VOLUME_BYTES)
 }
 
-/// What the instance has: cpu, memory, pods, ephemeral-storage and its accelerators.
+/// EBS attachments of a type when the catalog does not know them: the Nitro limit of 28 shared
+/// with the primary ENI and an NVMe instance store, or the 40 Xen types take.
+const NITRO_SHARED_ATTACHMENTS: i64 = 28;
+const XEN_ATTACHMENTS: i64 = 40;
+
+/// EBS volumes a node of this type can attach for pods: its attachment limit (from the
+/// catalog; else the Nitro or Xen rule) less the node class's EBS block devices (at least the
+/// root volume), which are attached at launch.
+pub fn attachable_ebs_volumes(info: &TypeInfo, settings: &NodeClassSettings) -> i64 {
+    let most = info.max_ebs_attachments.unwrap_or(if info.hypervisor == "xen" {
+        XEN_ATTACHMENTS
+    } else {
+        NITRO_SHARED_ATTACHMENTS - 1 - i64::from(info.local_nvme_gb.is_some())
+    });
+    let at_launch = settings.block_device_mappings.iter().filter(|m| m.ebs.is_some()).count().max(1) as i64;
+    (most - at_launch).max(0)
+}
+
+/// What the instance has: cpu, memory, pods, ephemeral-storage, attachable EBS volumes and its
+/// accelerators.
 pub fn capacity(info: &TypeInfo, settings: &NodeClassSettings) -> ResourceList {
     let mut c = ResourceList::new()
         .with(CPU, Quantity::from_units(info.vcpu))
         .with(MEMORY, Quantity::from_mebibytes(memory_capacity_mib(info)))
         .with(PODS, Quantity::from_units(max_pods(info, settings)))
-        .with(EPHEMERAL_STORAGE, ephemeral_storage(info, settings));
+        .with(EPHEMERAL_STORAGE, ephemeral_storage(info, settings))
+        .with(ATTACHABLE_VOLUMES_EBS, Quantity::from_units(attachable_ebs_volumes(info, settings)));
     if let Some(gpu) = &info.gpu {
         let resource = match gpu.manufacturer.as_str() {
             "nvidia" => Some(NVIDIA_GPU),
@@ -240,7 +273,9 @@ pub fn eviction_threshold(capacity: &ResourceList, settings: &NodeClassSettings)
         .with(EPHEMERAL_STORAGE, percent_of(storage, 10.0));
     let kubelet = &settings.kubelet;
     let mut overrides = ResourceList::new();
-    for (field, signals) in [("evictionHard", &kubelet.eviction_hard), ("evictionSoft", &kubelet.eviction_soft)] {
+    let soft =
+        if windows::is_windows(settings.ami_family) { None } else { Some(("evictionSoft", &kubelet.eviction_soft)) };
+    for (field, signals) in [Some(("evictionHard", &kubelet.eviction_hard)), soft].into_iter().flatten() {
         let mut these = ResourceList::new();
         if let Some(v) = signals.get(MEMORY_AVAILABLE) {
             these.set(MEMORY, signal_value(memory, v, settings, field, MEMORY_AVAILABLE)?);

@@ -11,6 +11,7 @@ use kerf_api::{InstanceType, Offering};
 use serde::Deserialize;
 
 use super::allocatable::{self, KubeletError, NodeClassSettings};
+use super::windows;
 
 /// The format version of the catalog file this code reads.
 pub const FORMAT: u32 = 3;
@@ -53,6 +54,11 @@ pub struct TypeInfo {
     pub local_nvme_gb: Option<i64>,
     #[serde(default)]
     pub efa: Option<i64>,
+    /// EBS volumes the type can have attached, root volume included (DescribeInstanceTypes
+    /// `MaximumEbsAttachments`: for a shared limit, what the primary ENI and NVMe instance
+    /// stores leave of it).
+    #[serde(default)]
+    pub max_ebs_attachments: Option<i64>,
     /// Covered region → (on-demand $/h, zone letters after the region name).
     #[serde(default)]
     pub offers: BTreeMap<String, (f64, String)>,
@@ -112,7 +118,7 @@ pub struct NeuronInfo {
     pub cores: i64,
 }
 
-/// Where a type is sold in a region and its on-demand price.
+/// Where a type is sold in a region and its on-demand (Linux) price.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegionOffer {
     pub instance_type: String,
@@ -313,6 +319,15 @@ impl Catalog {
         settings: &NodeClassSettings,
     ) -> Result<Option<InstanceType>, CatalogError> {
         let Some(info) = self.types.get(&offer.instance_type) else { return Ok(None) };
+        // Windows boots on amd64 only, and costs the Linux price plus the licence fee.
+        let windows_build = windows::windows_build(settings.ami_family);
+        if windows_build.is_some() && info.arch != "amd64" {
+            return Ok(None);
+        }
+        let os_price = |linux: f64| match windows_build {
+            Some(_) => windows::windows_price(info, linux),
+            None => linux,
+        };
         let mut offerings = Vec::new();
         for zone in &offer.zones {
             if zones.is_some_and(|zs| !zs.contains(zone)) {
@@ -322,7 +337,7 @@ impl Catalog {
                 offerings.push(Offering {
                     zone: zone.clone(),
                     capacity_type: labels::CAPACITY_TYPE_SPOT.to_string(),
-                    price: spot_price(&info.name, zone, offer.price),
+                    price: os_price(spot_price(&info.name, zone, offer.price)),
                     available: true,
                     reservation: None,
                 });
@@ -330,7 +345,7 @@ impl Catalog {
             offerings.push(Offering {
                 zone: zone.clone(),
                 capacity_type: labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
-                price: offer.price,
+                price: os_price(offer.price),
                 available: true,
                 reservation: None,
             });
@@ -344,13 +359,17 @@ impl Catalog {
         // type's own labels: pods may select it, and Karpenter's nodes carry it.
         let mut type_labels = type_labels(info);
         type_labels.insert(labels::REGION.to_string(), region.to_string());
+        if let Some(build) = windows_build {
+            type_labels.insert(labels::OS.to_string(), "windows".to_string());
+            type_labels.insert(labels::WINDOWS_BUILD.to_string(), build.to_string());
+        }
         Ok(Some(InstanceType {
             name: info.name.clone(),
             labels: type_labels,
             capacity,
             overhead,
             offerings,
-            price_estimated: offer.estimate.is_some(),
+            price_estimated: offer.estimate.is_some() || windows_build.is_some(),
         }))
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod allocatable;
 pub mod catalog;
+pub mod windows;
 
 pub use allocatable::{KubeletError, NodeClassSettings};
 pub use catalog::{Catalog, CatalogError, EstimateRule, RegionOffer, TypeInfo, catalog, spot_price};

@@ -43,17 +43,24 @@ fn family_arches(family: &str) -> Option<&'static [&'static str]> {
     }
 }
 
-/// One image of the simulated account.
+/// One image of the simulated account. A Windows image also requires its OS and build, as
+/// Karpenter records them in the class's status.
 fn image(family: &str, arch: &str) -> AmiStatus {
+    let req = |key: &str, value: &str| NodeSelectorRequirementWithMinValues {
+        key: key.to_string(),
+        operator: Operator::In,
+        values: vec![value.to_string()],
+        min_values: None,
+    };
+    let mut requirements = vec![req(labels::ARCH, arch)];
+    if let Some(build) = crate::aws::windows::alias_build(family) {
+        requirements.push(req(labels::OS, "windows"));
+        requirements.push(req(labels::WINDOWS_BUILD, build));
+    }
     AmiStatus {
         id: format!("ami-sim{family}{arch}"),
         name: Some(format!("kerf-sim-{family}-{arch}")),
-        requirements: vec![NodeSelectorRequirementWithMinValues {
-            key: labels::ARCH.to_string(),
-            operator: Operator::In,
-            values: vec![arch.to_string()],
-            min_values: None,
-        }],
+        requirements,
         deprecated: None,
     }
 }

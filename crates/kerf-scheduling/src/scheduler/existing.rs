@@ -77,7 +77,7 @@ pub(super) fn build(
             name: n.name.clone(),
             labels,
             taints: n.taints.clone(),
-            alloc: res.dense(&n.allocatable),
+            alloc: res.dense_allocatable(&n.allocatable),
             used,
             ports,
             schedulable: n.schedulable,

@@ -16,6 +16,7 @@ use super::refusal::Why;
 use super::resources::{Resources, from_units};
 use super::topology::{Gone, Topology};
 use crate::model::PodError;
+use crate::volume_limits::ATTACHABLE_VOLUMES_EBS;
 
 /// `a, b, c`, or the first few and how many more.
 pub(super) fn value_list(values: &[String]) -> String {
@@ -169,6 +170,11 @@ impl ExplainParts<'_> {
                     .map(|&(ri, best)| {
                         // The type with the most room left after its DaemonSets.
                         let name = name(ri);
+                        if name == ATTACHABLE_VOLUMES_EBS {
+                            let (need, have) = (total[ri], pool.table.free.get(best, ri));
+                            let best = &pool.table.types[best].name;
+                            return format!("attachable EBS volumes (needs {need} volumes, {best} attaches {have})");
+                        }
                         format!(
                             "{name} (needs {} plus daemonset overhead {}, largest allocatable {})",
                             from_units(name, total[ri]),

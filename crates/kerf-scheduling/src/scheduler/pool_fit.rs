@@ -96,7 +96,11 @@ impl PoolFit<'_> {
         if fit_any.is_empty() {
             let short = (0..total.len())
                 .filter(|ri| total[*ri] > 0 && compat.iter().all(|i| pool.table.free.get(i, *ri) < total[*ri]))
-                .map(|ri| (ri, compat.iter().max_by_key(|i| pool.table.free.get(*i, ri)).unwrap_or(0)))
+                .map(|ri| {
+                    // The type with the most room; of equals, the cheapest.
+                    let best = compat.iter().max_by_key(|i| (pool.table.free.get(*i, ri), std::cmp::Reverse(*i)));
+                    (ri, best.unwrap_or(0))
+                })
                 .collect();
             return Err(Why::TooSmall { short });
         }

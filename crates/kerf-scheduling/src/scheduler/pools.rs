@@ -327,7 +327,7 @@ impl TypeTable {
         let mut capacity = Matrix::new(nres);
         let mut type_keys: BTreeSet<String> = [ZONE, CAPACITY_TYPE].iter().map(|s| s.to_string()).collect();
         for t in &types {
-            alloc.push_row(&res.dense(&t.allocatable()));
+            alloc.push_row(&res.dense_allocatable(&t.allocatable()));
             capacity.push_row(&res.dense(&t.capacity));
             type_keys.extend(t.labels.keys().map(|k| kerf_api::labels::normalize_key(k).to_string()));
         }

@@ -53,6 +53,8 @@ pub(super) struct KubeView {
     /// The input's volume topology and namespace labels the view was built with.
     pub(super) volumes: BTreeMap<String, Vec<crate::requirements::Requirements>>,
     pub(super) namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// The input's EBS claims the view counts.
+    pub(super) ebs_claims: Arc<std::collections::BTreeSet<String>>,
 }
 
 /// The moved pods met so far and their kinds ([`kube_choice::kind_key`]). kube-scheduler sees
@@ -237,7 +239,8 @@ impl KubeView {
             requests.next().unwrap_or_else(|| Arc::new(crate::pod::pod_requests(p)))
         })
         .with_volumes(input.volume_requirements.clone())
-        .with_namespace_labels(input.namespace_labels.clone());
+        .with_namespace_labels(input.namespace_labels.clone())
+        .with_ebs_claims(Arc::clone(&input.ebs_claims));
         let ranking = kube_choice::Ranking::new(&view);
         KubeView {
             view,
@@ -246,6 +249,7 @@ impl KubeView {
             copies: Copies::default(),
             volumes: input.volume_requirements.clone(),
             namespace_labels: input.namespace_labels.clone(),
+            ebs_claims: Arc::clone(&input.ebs_claims),
         }
     }
 
@@ -505,7 +509,10 @@ impl KubeView {
     /// [`KubeView::build`] builds from `input`; `None` when it cannot be (the namespaces or
     /// volumes differ, or the nodes both inputs have are in another order).
     pub(super) fn edited_to(mut self, input: &SchedulingInput) -> Option<Self> {
-        if self.volumes != input.volume_requirements || self.namespace_labels != input.namespace_labels {
+        if self.volumes != input.volume_requirements
+            || self.namespace_labels != input.namespace_labels
+            || self.ebs_claims != input.ebs_claims
+        {
             return None;
         }
         let nodes: Vec<&ExistingNode> = input.existing_nodes.iter().filter(|n| !n.in_flight).collect();

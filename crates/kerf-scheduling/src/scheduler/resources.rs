@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use kerf_api::resources::{CPU, MEMORY};
 use kerf_api::{Quantity, ResourceList};
 
+use crate::volume_limits::{ATTACHABLE_VOLUMES_EBS, NO_LIMIT};
+
 /// Resource names of this pass, so resource lists become dense `i64` vectors (cpu in
 /// millicores, everything else in whole units, as kube-scheduler compares them).
 pub(super) struct Resources {
@@ -30,6 +32,21 @@ impl Resources {
             }
         }
         v
+    }
+    /// An allocatable list as a dense vector: [`dense`](Self::dense), with no attach limit
+    /// ([`NO_LIMIT`]) where the list sets none.
+    pub(super) fn dense_allocatable(&self, list: &ResourceList) -> Vec<i64> {
+        let mut v = self.dense(list);
+        if let Some(i) = self.position(ATTACHABLE_VOLUMES_EBS)
+            && !list.0.contains_key(ATTACHABLE_VOLUMES_EBS)
+        {
+            v[i] = NO_LIMIT;
+        }
+        v
+    }
+    /// The column of resource `name`, if the pass has it.
+    pub(super) fn column(&self, name: &str) -> Option<usize> {
+        self.position(name)
     }
     /// Requests already in the Scheduler's units (a pod's [`PodFacts`]) as a dense vector.
     pub(super) fn dense_units<K: AsRef<str>>(&self, list: &[(K, i64)]) -> Vec<i64> {
