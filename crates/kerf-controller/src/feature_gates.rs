@@ -36,7 +36,7 @@ pub const KARPENTER_GATES: &[FeatureGate] = &[
     gate("SpotToSpotConsolidation", false, false, Support::Implemented),
     gate("NodeRepair", false, false, Support::Implemented),
     gate("ReservedCapacity", true, false, Support::NotYet),
-    gate("NodeOverlay", false, false, Support::NotYet),
+    gate("NodeOverlay", false, false, Support::AlwaysOn),
     gate("StaticCapacity", false, false, Support::AlwaysOn),
     gate("CapacityBuffer", false, false, Support::AlwaysOn),
     gate("TerminateFirstDrift", false, false, Support::NotYet),

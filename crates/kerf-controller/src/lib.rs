@@ -58,6 +58,7 @@ mod nodeclass;
 mod nodepool;
 mod nominations;
 mod options;
+mod overlays;
 mod pass;
 mod patches;
 pub mod pod_set;

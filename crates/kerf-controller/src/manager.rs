@@ -17,6 +17,7 @@ use crate::garbage::GarbageCollection;
 use crate::lifecycle::Lifecycle;
 use crate::nodeclass::NodeClasses;
 use crate::nodepool::NodePools;
+use crate::overlays::Overlays;
 pub use crate::options::Options;
 use crate::pass::Pass;
 use crate::provisioner::Provisioner;
@@ -40,6 +41,7 @@ pub struct Manager<P: CloudProvider> {
     runtime: Runtime,
     node_classes: NodeClasses,
     node_pools: NodePools,
+    overlays: Overlays,
     buffers: Buffers,
     provisioner: Provisioner,
     lifecycle: Lifecycle,
@@ -62,6 +64,7 @@ impl<P: CloudProvider> Manager<P> {
             watches_interrupted: false,
             node_classes: NodeClasses::default(),
             node_pools: NodePools::default(),
+            overlays: Overlays::default(),
             buffers: Buffers::default(),
             provisioner: Provisioner::default(),
             lifecycle: Lifecycle::default(),
@@ -123,6 +126,7 @@ impl<P: CloudProvider> Manager<P> {
                 pass: Pass::new(now),
             };
             let result = match r {
+                Reconciler::NodeOverlay => self.overlays.reconcile(&mut cx).await,
                 Reconciler::NodeClassStatus => self.node_classes.reconcile(&mut cx).await,
                 Reconciler::NodePool => self.node_pools.reconcile(&mut cx).await,
                 Reconciler::Interruption => self.disruption.reconcile_interruptions(&mut cx).await,
