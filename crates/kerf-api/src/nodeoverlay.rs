@@ -157,7 +157,9 @@ pub fn parse_price(s: &str) -> Result<f64, String> {
 /// `priceAdjustment`: `+D` / `-D` (a signed decimal), `+P%`, or `-P%` with P at most 100.
 pub fn parse_price_adjustment(s: &str) -> Result<PriceChange, String> {
     let bad = || {
-        format!("{s:?} is not a price adjustment: a signed amount (\"-0.05\", \"+1.2\") or percentage (\"-30%\", \"+10%\")")
+        format!(
+            "{s:?} is not a price adjustment: a signed amount (\"-0.05\", \"+1.2\") or percentage (\"-30%\", \"+10%\")"
+        )
     };
     let (negative, rest) = match s.as_bytes().first() {
         Some(b'+') => (false, &s[1..]),

@@ -150,8 +150,15 @@ impl NodeOverlays {
 
     /// The overlays that apply to an instance of `t` bought as (`zone`, `capacity_type`): the
     /// one that set its price and those that added a resource to it, in precedence order.
-    pub fn applied_to(&self, t: &InstanceType, zone: &str, capacity_type: &str, context: &BTreeMap<String, String>) -> Vec<&str> {
-        let o = Offering { zone: zone.to_string(), capacity_type: capacity_type.to_string(), price: 0.0, available: true };
+    pub fn applied_to(
+        &self,
+        t: &InstanceType,
+        zone: &str,
+        capacity_type: &str,
+        context: &BTreeMap<String, String>,
+    ) -> Vec<&str> {
+        let o =
+            Offering { zone: zone.to_string(), capacity_type: capacity_type.to_string(), price: 0.0, available: true };
         let price = self.entries.iter().find(|e| e.price.is_some() && selects(e, t, Some(&o), context));
         let mut taken: Vec<&str> = Vec::new();
         let mut out = Vec::new();

@@ -4,8 +4,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use kerf_api::InstanceType;
-use kerf_api::overlay::NodeOverlays;
 use kerf_api::ec2nodeclass::EC2NodeClassStatus;
+use kerf_api::overlay::NodeOverlays;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 
 /// Provider IDs of instances that are only Node objects (`kerf controller --cloud kwok`): the

@@ -34,7 +34,8 @@ impl Overlays {
     ) -> Result<(), ControllerError> {
         let live: Vec<&NodeOverlay> =
             cx.state.node_overlays().values().filter(|o| o.metadata.deletion_timestamp.is_none()).collect();
-        let specs: Vec<(String, NodeOverlaySpec)> = live.iter().map(|o| (o.name().to_string(), o.spec.clone())).collect();
+        let specs: Vec<(String, NodeOverlaySpec)> =
+            live.iter().map(|o| (o.name().to_string(), o.spec.clone())).collect();
         if self.seen.as_ref() != Some(&specs) {
             // Nothing to hand over while there never was an overlay.
             if self.seen.is_some() || !specs.is_empty() {
@@ -67,9 +68,13 @@ fn overlay_status(o: &NodeOverlay, set: &NodeOverlays, now: kerf_cloud::Timestam
     let Some(verdict) = set.verdicts().get(o.name()) else { return status };
     let (ok, reason, message) = verdict.condition();
     let generation = o.metadata.generation;
-    let stamp = |c: Condition| Condition { last_transition_time: Some(Time(now)), observed_generation: generation, ..c };
+    let stamp =
+        |c: Condition| Condition { last_transition_time: Some(Time(now)), observed_generation: generation, ..c };
     let unchanged = |c: &Condition, new: &Condition| {
-        c.status == new.status && c.reason == new.reason && c.message == new.message && c.observed_generation == new.observed_generation
+        c.status == new.status
+            && c.reason == new.reason
+            && c.message == new.message
+            && c.observed_generation == new.observed_generation
     };
     let validation = stamp(Condition {
         type_: CONDITION_VALIDATION_SUCCEEDED.to_string(),

@@ -51,8 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let text = serde_json::to_string_pretty(&doc).context("encoding instance types as JSON")?;
         writeln!(out, "{text}").context("writing to stdout")?;
     } else {
-        out.write_all(table(&types, &args.region, args.overlays.is_some()).as_bytes())
-            .context("writing to stdout")?;
+        out.write_all(table(&types, &args.region, args.overlays.is_some()).as_bytes()).context("writing to stdout")?;
     }
     Ok(ExitCode::SUCCESS)
 }

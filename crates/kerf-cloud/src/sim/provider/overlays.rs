@@ -55,8 +55,11 @@ pub(super) fn reprice(overlays: &NodeOverlays, l: &mut Launched) {
     let offering =
         Offering { zone: i.zone.clone(), capacity_type: i.capacity_type.clone(), price: i.list_price, available: true };
     i.price = overlays.offering_price(&i.instance_type, &offering, &context).price;
-    i.overlays =
-        overlays.applied_to(&i.instance_type, &i.zone, &i.capacity_type, &context).into_iter().map(str::to_string).collect();
+    i.overlays = overlays
+        .applied_to(&i.instance_type, &i.zone, &i.capacity_type, &context)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
 }
 
 impl SimProvider {
