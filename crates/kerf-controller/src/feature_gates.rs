@@ -164,7 +164,7 @@ mod tests {
         assert_eq!(
             s.not_acted_on().as_deref(),
             Some(
-                "TerminateFirstDrift (not implemented in kerf yet; no effect); StaticCapacity (always on in kerf; false has no effect)"
+                "TerminateFirstDrift (not implemented in kerf yet; no effect); StaticCapacity, NodeOverlay (always on in kerf; false has no effect)"
             )
         );
         assert_eq!(

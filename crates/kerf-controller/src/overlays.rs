@@ -99,14 +99,14 @@ fn overlay_status(o: &NodeOverlay, set: &NodeOverlays, now: kerf_cloud::Timestam
 mod tests {
     use super::*;
 
-    fn overlay(yaml: &str) -> NodeOverlay {
-        serde_yaml_ng::from_str(yaml).unwrap()
+    fn overlay(json: serde_json::Value) -> NodeOverlay {
+        serde_json::from_value(json).unwrap()
     }
 
     #[test]
     fn a_conflicting_overlay_reads_not_ready_with_the_reason_and_the_other_overlay() {
-        let a = overlay("{metadata: {name: a}, spec: {requirements: [], price: '0.01'}}");
-        let b = overlay("{metadata: {name: b}, spec: {requirements: [], price: '0.02'}}");
+        let a = overlay(serde_json::json!({"metadata": {"name": "a"}, "spec": {"requirements": [], "price": "0.01"}}));
+        let b = overlay(serde_json::json!({"metadata": {"name": "b"}, "spec": {"requirements": [], "price": "0.02"}}));
         let set = NodeOverlays::new([&a, &b]);
         let now = kerf_cloud::Timestamp::UNIX_EPOCH;
         let sa = overlay_status(&a, &set, now);
