@@ -190,7 +190,7 @@ impl NodeOverlays {
             for (k, q) in e.capacity.iter() {
                 if !added.contains(&k.as_str()) {
                     added.push(k);
-                    out.capacity.set(k.clone(), q.clone());
+                    out.capacity.set(k.clone(), *q);
                 }
             }
         }
