@@ -25,6 +25,8 @@ pub enum Reconciler {
     CapacityBuffer,
     /// Pending pods → NodeClaims.
     Provisioning,
+    /// Room made again for DaemonSet pods whose room on a node kerf launched was taken.
+    DaemonSetRoom,
     /// NodeClaim launch, registration, initialization, liveness.
     Lifecycle,
     /// Draining and removing nodes and claims being deleted.
@@ -41,13 +43,14 @@ pub enum Reconciler {
 }
 
 impl Reconciler {
-    pub const ALL: [Reconciler; 12] = [
+    pub const ALL: [Reconciler; 13] = [
         Reconciler::NodeOverlay,
         Reconciler::NodeClassStatus,
         Reconciler::NodePool,
         Reconciler::Interruption,
         Reconciler::CapacityBuffer,
         Reconciler::Provisioning,
+        Reconciler::DaemonSetRoom,
         Reconciler::Lifecycle,
         Reconciler::Termination,
         Reconciler::GarbageCollection,
@@ -65,6 +68,7 @@ impl Reconciler {
             Reconciler::Interruption => "interruption",
             Reconciler::CapacityBuffer => "capacitybuffer",
             Reconciler::Provisioning => "provisioner",
+            Reconciler::DaemonSetRoom => "daemonset.room",
             Reconciler::Lifecycle => "nodeclaim.lifecycle",
             Reconciler::Termination => "node.termination",
             Reconciler::GarbageCollection => "nodeclaim.garbagecollection",
