@@ -379,6 +379,7 @@ fn the_snapshot_role_lists_what_kerf_snapshot_reads_and_nothing_else() {
             "autoscaling.x-k8s.io:capacitybuffers:list",
             "karpenter.k8s.aws:ec2nodeclasses:list",
             "karpenter.sh:nodeclaims:list",
+            "karpenter.sh:nodeoverlays:list",
             "karpenter.sh:nodepools:list",
             "node.k8s.io:runtimeclasses:list",
             "policy:poddisruptionbudgets:list",
