@@ -132,6 +132,17 @@ fn kubectl_applies_a_savings_plan_overlay_and_the_kwok_controller_moves_the_pods
     assert_eq!(condition(&s, "negotiated-m5", "Ready", "status"), "False");
     let message = condition(&s, "negotiated-m5", "ValidationSucceeded", "message");
     assert!(message.contains("m5-savings-plan"), "{message}");
+    // The API server refuses an overlay its CRD refuses, naming the object, field and problem.
+    let bad = write(
+        &s.dir,
+        "bad.yaml",
+        &PLAN
+            .replace("m5-savings-plan", "both-prices")
+            .replace("priceAdjustment: \"-30%\"", "price: \"1\"\n  priceAdjustment: \"-30%\""),
+    );
+    let out = kubectl(&s, &["apply", "-f", bad.to_str().expect("utf-8 path")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("both-prices") && err.contains("cannot set both"), "{err}");
     let table = kubectl_ok(&s, &["get", "overlays"]);
     assert!(table.contains("m5-savings-plan") && table.contains("negotiated-m5"), "{table}");
     assert!(c.stop().success());
