@@ -817,29 +817,6 @@ impl SimProvider {
     pub fn instance_types_for(&self, node_class: Option<&EC2NodeClass>) -> Result<Vec<Arc<InstanceType>>, CloudError> {
         self.instance_types_seen_from(node_class, None)
     }
-
-    /// The instance types a NodePool of a node class may launch, with availability as of now and
-    /// the NodeOverlays that apply to the pool (none without a pool).
-    pub fn instance_types_seen_from(
-        &self,
-        node_class: Option<&EC2NodeClass>,
-        node_pool: Option<&NodePool>,
-    ) -> Result<Vec<Arc<InstanceType>>, CloudError> {
-        let now = self.clock.now();
-        let settings = NodeClassSettings::from_node_class(node_class);
-        let key = node_class.map(|nc| nc.name().to_string()).unwrap_or_default();
-        let mut state = self.lock();
-        if node_class.is_some() {
-            state.node_classes.insert(key.clone(), settings.clone());
-        }
-        let (_, market) = self.types_now(&mut state, &key, &settings)?;
-        let mut base = Self::reachable(&mut state, &key, market);
-        if let Some(pool) = node_pool.filter(|_| !state.overlays.is_empty()) {
-            let context = kerf_api::overlay::pool_context(pool);
-            base = overlays::overlaid(&mut state, &key, &context, base);
-        }
-        Ok(Self::with_availability(&state, now, &base))
-    }
 }
 
 /// Where a node class's instances can go, as its resolved status says.

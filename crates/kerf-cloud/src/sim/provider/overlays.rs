@@ -1,13 +1,15 @@
-//! NodeOverlays in the simulated cloud: the types it hands out and launches from, priced and
-//! extended as the cluster's overlays say (one [`NodeOverlays`] applied, see
+//! NodeOverlays in the simulated cloud: the types it hands out to a NodePool and launches from,
+//! priced and extended as the cluster's overlays say (one [`NodeOverlays`] applied, see
 //! `kerf_api::overlay`), cached per node class and overlay context so a pass re-reads shared
 //! types; and running instances repriced when the overlays change.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::aws::NodeClassSettings;
+use crate::provider::CloudError;
 use kerf_api::overlay::NodeOverlays;
-use kerf_api::{NodeClaim, Offering, Requirements};
+use kerf_api::{EC2NodeClass, InstanceType, NodeClaim, NodePool, Offering, Requirements};
 
 use super::{Launched, SharedTypes, SimProvider, State};
 
@@ -63,6 +65,29 @@ pub(super) fn reprice(overlays: &NodeOverlays, l: &mut Launched) {
 }
 
 impl SimProvider {
+    /// The instance types a NodePool of a node class may launch, with availability as of now and
+    /// the NodeOverlays that apply to the pool (none without a pool).
+    pub fn instance_types_seen_from(
+        &self,
+        node_class: Option<&EC2NodeClass>,
+        node_pool: Option<&NodePool>,
+    ) -> Result<Vec<Arc<InstanceType>>, CloudError> {
+        let now = self.clock.now();
+        let settings = NodeClassSettings::from_node_class(node_class);
+        let key = node_class.map(|nc| nc.name().to_string()).unwrap_or_default();
+        let mut state = self.lock();
+        if node_class.is_some() {
+            state.node_classes.insert(key.clone(), settings.clone());
+        }
+        let (_, market) = self.types_now(&mut state, &key, &settings)?;
+        let mut base = Self::reachable(&mut state, &key, market);
+        if let Some(pool) = node_pool.filter(|_| !state.overlays.is_empty()) {
+            let context = kerf_api::overlay::pool_context(pool);
+            base = overlaid(&mut state, &key, &context, base);
+        }
+        Ok(Self::with_availability(&state, now, &base))
+    }
+
     /// Uses `overlays` from now on: for the types callers read, for launches, and for the
     /// price of every running instance the cloud knows the price of.
     pub fn use_node_overlays(&self, overlays: Arc<NodeOverlays>) {
