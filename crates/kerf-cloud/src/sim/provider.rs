@@ -12,11 +12,11 @@ use kerf_api::{InstanceType, Offering, Requirements};
 
 use super::config::{InstanceTypesSource, SimConfig, SimConfigError};
 use super::spot_market::{MAX_CHANGE, SpotMarket};
-
-mod overlays;
 use crate::aws::{Catalog, NodeClassSettings, catalog};
 use crate::clock::{Clock, Timestamp, add};
 use crate::provider::{CloudError, CloudProvider, InterruptionKind, InterruptionNotice, NodeClassResolution};
+
+mod overlays;
 
 /// How long an offering that failed with insufficient capacity stays unavailable (as Karpenter's
 /// insufficient-capacity cache).
