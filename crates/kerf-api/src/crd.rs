@@ -1,4 +1,4 @@
-//! The CustomResourceDefinitions as a cluster installs them (Karpenter's three and SIG
+//! The CustomResourceDefinitions as a cluster installs them (Karpenter's four and SIG
 //! Autoscaling's CapacityBuffer): names, short names and
 //! categories, scope, subresources, Karpenter's printer columns and the CEL rules of the checks
 //! kerf makes (`validation`) that a CRD can express, over the generated `schema`.
@@ -170,10 +170,29 @@ pub const CAPACITY_BUFFER: CrdDefinition = CrdDefinition {
     namespaced: true,
 };
 
-/// The CRDs, in the order `kerf crds` prints them.
-pub const ALL: [&CrdDefinition; 4] = [&NODE_POOL, &NODE_CLAIM, &EC2_NODE_CLASS, &CAPACITY_BUFFER];
+/// `nodeoverlays.karpenter.sh` (`karpenter.sh/v1alpha1`; Karpenter's short name and columns).
+pub const NODE_OVERLAY: CrdDefinition = CrdDefinition {
+    group: crate::nodeoverlay::GROUP,
+    version: crate::nodeoverlay::VERSION,
+    kind: crate::nodeoverlay::KIND,
+    list_kind: "NodeOverlayList",
+    plural: "nodeoverlays",
+    singular: "nodeoverlay",
+    short_names: &["overlays"],
+    categories: &["karpenter"],
+    scale: None,
+    columns: &[
+        column("Ready", "string", 0, Condition(crate::nodeoverlay::CONDITION_READY)),
+        column("Age", "date", 0, CreationTimestamp),
+        column("Weight", "integer", 1, Field("/spec/weight")),
+    ],
+    namespaced: false,
+};
 
-/// The definition of `kind` (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`).
+/// The CRDs, in the order `kerf crds` prints them.
+pub const ALL: [&CrdDefinition; 5] = [&NODE_POOL, &NODE_CLAIM, &EC2_NODE_CLASS, &CAPACITY_BUFFER, &NODE_OVERLAY];
+
+/// The definition of `kind` (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`, `NodeOverlay`).
 pub fn definition(kind: &str) -> Option<&'static CrdDefinition> {
     ALL.into_iter().find(|d| d.kind == kind)
 }

@@ -437,9 +437,41 @@ fn capacity_buffer() -> Vec<Addition> {
     ]
 }
 
-/// The additions of one kind (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`).
+/// NodeOverlay: Karpenter's rules (requirements as a NodeClaim's, without `minValues`; NotIn
+/// needs values; the price patterns; capacity only extended resources; not both prices).
+fn node_overlay() -> Vec<Addition> {
+    let at = "spec.requirements";
+    let mut out: Vec<Addition> = requirements(at, Keys::NodeClaim)
+        .into_iter()
+        .filter(|a| !matches!(&a.what, What::Rule { rule, .. } if rule.contains("minValues")))
+        .collect();
+    out.extend([
+        rule(
+            at,
+            "self.all(x, x.operator == 'NotIn' ? (has(x.values) && x.values.size() != 0) : true)",
+            "requirements with operator 'NotIn' must have a value defined",
+        ),
+        set("spec.price", "pattern", json!(r"^\d+(\.\d+)?$")),
+        set(
+            "spec.priceAdjustment",
+            "pattern",
+            json!(r"^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$"),
+        ),
+        rule(
+            "spec.capacity",
+            format!("self.all(x, !(x in {}))", cel_list(crate::nodeoverlay::STANDARD_RESOURCES)),
+            "invalid resource restricted",
+        ),
+        rule("spec", "!has(self.price) || !has(self.priceAdjustment)", "cannot set both 'price' and 'priceAdjustment'"),
+    ]);
+    out
+}
+
+/// The additions of one kind (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`,
+/// `NodeOverlay`).
 pub fn additions(kind: &str) -> Vec<Addition> {
     match kind {
+        crate::nodeoverlay::KIND => node_overlay(),
         crate::capacitybuffer::KIND => capacity_buffer(),
         crate::nodepool::KIND => node_pool(),
         crate::nodeclaim::KIND => node_claim(),

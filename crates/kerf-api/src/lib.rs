@@ -13,6 +13,7 @@
 //!   readiness;
 //! - [`disruption_budgets`]: the PodDisruptionBudget arithmetic (which pods a budget selects,
 //!   how many may be disrupted now), one home for the Eviction API and the disruption controller;
+//! - [`overlay`]: NodeOverlays applied to instance types (the price of an offering after them);
 //! - [`clock`]: the time seam (the wall clock itself is the cloud layer's).
 //!
 //! This crate does no I/O.
@@ -37,7 +38,9 @@ pub mod launch;
 pub mod manifest;
 pub mod node;
 pub mod nodeclaim;
+pub mod nodeoverlay;
 pub mod nodepool;
+pub mod overlay;
 pub mod patch;
 pub mod pod_facts;
 pub mod pod_shapes;
@@ -60,6 +63,7 @@ pub use ec2nodeclass::EC2NodeClass;
 pub use instance::{InstanceType, Offering, OfferingReservation};
 pub use manifest::{KarpenterObject, Problem, decode, decode_karpenter};
 pub use nodeclaim::NodeClaim;
+pub use nodeoverlay::NodeOverlay;
 pub use nodepool::NodePool;
 pub use quantity::Quantity;
 pub use requirements::{Incompatible, Requirement, Requirements};

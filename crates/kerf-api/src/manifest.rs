@@ -9,10 +9,11 @@ use serde_yaml_ng::Value;
 use crate::capacitybuffer::{self, CapacityBuffer};
 use crate::ec2nodeclass::{self, EC2NodeClass};
 use crate::nodeclaim::{self, NodeClaim};
+use crate::nodeoverlay::{self, NodeOverlay};
 use crate::nodepool::{self, NodePool};
 use crate::validation::{self, FieldError};
 
-/// One of the three Karpenter kinds kerf reads, or SIG Autoscaling's CapacityBuffer.
+/// One of the Karpenter kinds kerf reads, or SIG Autoscaling's CapacityBuffer.
 // Objects are decoded once and handed on whole; boxing would only add indirection for callers.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +22,7 @@ pub enum KarpenterObject {
     NodeClaim(NodeClaim),
     EC2NodeClass(EC2NodeClass),
     CapacityBuffer(CapacityBuffer),
+    NodeOverlay(NodeOverlay),
 }
 
 impl KarpenterObject {
@@ -30,6 +32,7 @@ impl KarpenterObject {
             KarpenterObject::NodeClaim(_) => nodeclaim::KIND,
             KarpenterObject::EC2NodeClass(_) => ec2nodeclass::KIND,
             KarpenterObject::CapacityBuffer(_) => capacitybuffer::KIND,
+            KarpenterObject::NodeOverlay(_) => nodeoverlay::KIND,
         }
     }
 
@@ -39,6 +42,7 @@ impl KarpenterObject {
             KarpenterObject::NodeClaim(o) => o.name(),
             KarpenterObject::EC2NodeClass(o) => o.name(),
             KarpenterObject::CapacityBuffer(o) => o.name(),
+            KarpenterObject::NodeOverlay(o) => o.name(),
         }
     }
 
@@ -49,6 +53,7 @@ impl KarpenterObject {
             KarpenterObject::NodeClaim(o) => validation::validate_node_claim(o),
             KarpenterObject::EC2NodeClass(o) => validation::validate_ec2_node_class(o),
             KarpenterObject::CapacityBuffer(o) => capacitybuffer::validate(o),
+            KarpenterObject::NodeOverlay(o) => nodeoverlay::validate(o),
         }
     }
 }
@@ -507,8 +512,7 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
         nodepool::KIND => nodepool::API_VERSION,
         nodeclaim::KIND => nodeclaim::API_VERSION,
         ec2nodeclass::KIND => ec2nodeclass::API_VERSION,
-        // Other current Karpenter kinds kerf does not read.
-        "NodeOverlay" => return Ok(None),
+        nodeoverlay::KIND => nodeoverlay::API_VERSION,
         _ => {
             let Some(group) = group else { return Ok(None) };
             let message = match replacement_of(kind) {
@@ -538,6 +542,7 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
         nodepool::KIND => decode_all::<NodePool>(doc).map(KarpenterObject::NodePool),
         nodeclaim::KIND => decode_all::<NodeClaim>(doc).map(KarpenterObject::NodeClaim),
         capacitybuffer::KIND => decode_all::<CapacityBuffer>(doc).map(KarpenterObject::CapacityBuffer),
+        nodeoverlay::KIND => decode_all::<NodeOverlay>(doc).map(KarpenterObject::NodeOverlay),
         _ => decode_all::<EC2NodeClass>(doc).map(KarpenterObject::EC2NodeClass),
     };
     let mut errors = unknown_metadata_fields(doc);

@@ -171,13 +171,15 @@ fn structural(v: &mut Value) {
     }
 }
 
-/// `(kind, schema)` for NodePool, NodeClaim, EC2NodeClass and CapacityBuffer, in that order.
+/// `(kind, schema)` for NodePool, NodeClaim, EC2NodeClass, CapacityBuffer and NodeOverlay, in
+/// that order.
 pub fn crd_schemas() -> Vec<(&'static str, Value)> {
     vec![
         (nodepool::KIND, schema_of::<NodePool>()),
         (nodeclaim::KIND, schema_of::<NodeClaim>()),
         (ec2nodeclass::KIND, schema_of::<EC2NodeClass>()),
         (crate::capacitybuffer::KIND, schema_of::<crate::CapacityBuffer>()),
+        (crate::nodeoverlay::KIND, schema_of::<crate::NodeOverlay>()),
     ]
 }
 

@@ -72,6 +72,26 @@ fn node_pool_and_node_class_printer_columns_are_karpenters() {
 }
 
 #[test]
+fn node_overlay_printer_columns_and_names_are_karpenters() {
+    assert_eq!(
+        columns("NodeOverlay"),
+        [
+            col("Ready", "string", ".status.conditions[?(@.type==\"Ready\")].status", 0),
+            col("Age", "date", ".metadata.creationTimestamp", 0),
+            col("Weight", "integer", ".spec.weight", 1),
+        ]
+    );
+    let crd = crd::definition("NodeOverlay").unwrap().custom_resource_definition();
+    assert_eq!(crd["metadata"]["name"], "nodeoverlays.karpenter.sh");
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(crd["spec"]["names"]["shortNames"], serde_json::json!(["overlays"]));
+    assert_eq!(crd["spec"]["versions"][0]["name"], "v1alpha1");
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["required"], serde_json::json!(["requirements"]));
+    assert_eq!(spec["properties"]["weight"]["maximum"], 10000);
+}
+
+#[test]
 fn every_printer_column_names_a_field_of_the_schema() {
     for def in ALL {
         let schema = crd_schema(def.kind).unwrap();
@@ -219,7 +239,7 @@ fn node_class_rules_cover_selector_terms_identity_and_tags() {
 }
 
 #[test]
-fn crds_print_as_four_yaml_documents() {
+fn crds_print_as_five_yaml_documents() {
     let text = crd::all_yaml().unwrap();
     let docs: Vec<Value> =
         serde_yaml_ng::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
@@ -230,7 +250,8 @@ fn crds_print_as_four_yaml_documents() {
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws",
-            "capacitybuffers.autoscaling.x-k8s.io"
+            "capacitybuffers.autoscaling.x-k8s.io",
+            "nodeoverlays.karpenter.sh"
         ]
     );
     assert!(docs.iter().all(|d| d["kind"] == "CustomResourceDefinition"));

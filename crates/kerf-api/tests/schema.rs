@@ -16,10 +16,12 @@ fn props(v: &Value) -> Vec<&str> {
 }
 
 #[test]
-fn schemas_cover_the_four_kinds_and_their_key_fields() {
+fn schemas_cover_the_five_kinds_and_their_key_fields() {
     let schemas = crd_schemas();
     let kinds: Vec<&str> = schemas.iter().map(|(k, _)| *k).collect();
-    assert_eq!(kinds, ["NodePool", "NodeClaim", "EC2NodeClass", "CapacityBuffer"]);
+    assert_eq!(kinds, ["NodePool", "NodeClaim", "EC2NodeClass", "CapacityBuffer", "NodeOverlay"]);
+    let overlay_spec = at(&schemas[4].1, &["properties", "spec"]);
+    assert_eq!(props(overlay_spec), ["capacity", "price", "priceAdjustment", "requirements", "weight"]);
     let buffer_spec = at(&schemas[3].1, &["properties", "spec"]);
     assert_eq!(
         props(buffer_spec),

@@ -122,8 +122,20 @@ fn decode_karpenter_skips_other_kinds_and_refuses_old_karpenter_apis() {
     let hypershift =
         "apiVersion: hypershift.openshift.io/v1beta1\nkind: NodePool\nmetadata: {name: x}\nspec: {replicas: 2}";
     assert_eq!(manifest::decode_karpenter(&doc(hypershift)), Ok(None));
-    let overlay = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: o}\nspec: {}";
-    assert_eq!(manifest::decode_karpenter(&doc(overlay)), Ok(None));
+    let overlay = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: o}\nspec: {requirements: []}";
+    assert!(matches!(manifest::decode_karpenter(&doc(overlay)), Ok(Some(manifest::KarpenterObject::NodeOverlay(_)))));
+    let overlay = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: o}\n\
+                   spec: {requirements: [], price: '1', priceAdjustment: '-10%', capacity: {memory: 1Gi}, weight: 0}";
+    let problems: Vec<String> =
+        manifest::decode_karpenter(&doc(overlay)).unwrap_err().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        problems,
+        [
+            "NodeOverlay/o: spec: cannot set both 'price' and 'priceAdjustment'",
+            "NodeOverlay/o: spec.capacity.memory: memory is a standard resource: an overlay adds extended resources only",
+            "NodeOverlay/o: spec.weight: must be between 1 and 10000, got 0",
+        ]
+    );
     let no_version = MINIMAL_NODEPOOL.replace("apiVersion: karpenter.sh/v1\n", "");
     assert_eq!(
         manifest::decode_karpenter(&doc(&no_version)).unwrap_err()[0].to_string(),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use kerf_api::InstanceType;
 use kerf_api::ec2nodeclass::EC2NodeClassStatus;
+use kerf_api::overlay::NodeOverlays;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 
 /// Provider IDs of instances that are only Node objects (`kerf controller --cloud kwok`): the
@@ -232,6 +233,14 @@ pub trait CloudProvider: Send + Sync {
         async move { Err(CloudError::NotSupported(what)) }
     }
 
+    /// The cluster's NodeOverlays changed: from now on the instance types this provider hands
+    /// out and the offerings it launches are priced, and their capacity extended, as `overlays`
+    /// say (docs/design.md, "NodeOverlay"). Clouds that do not apply overlays keep the default:
+    /// list prices and the types' own capacity.
+    fn set_node_overlays(&self, overlays: Arc<NodeOverlays>) {
+        let _ = overlays;
+    }
+
     /// A short name for logs (`aws`, `sim`).
     fn name(&self) -> &'static str;
 }
@@ -292,6 +301,10 @@ impl<P: CloudProvider> CloudProvider for Arc<P> {
 
     fn reboot(&self, claim: &NodeClaim) -> impl Future<Output = Result<(), CloudError>> + Send {
         P::reboot(self, claim)
+    }
+
+    fn set_node_overlays(&self, overlays: Arc<NodeOverlays>) {
+        P::set_node_overlays(self, overlays)
     }
 
     fn name(&self) -> &'static str {

@@ -36,7 +36,7 @@ pub const KARPENTER_GATES: &[FeatureGate] = &[
     gate("SpotToSpotConsolidation", false, false, Support::Implemented),
     gate("NodeRepair", false, false, Support::Implemented),
     gate("ReservedCapacity", true, false, Support::NotYet),
-    gate("NodeOverlay", false, false, Support::NotYet),
+    gate("NodeOverlay", false, false, Support::AlwaysOn),
     gate("StaticCapacity", false, false, Support::AlwaysOn),
     gate("CapacityBuffer", false, false, Support::AlwaysOn),
     gate("TerminateFirstDrift", false, false, Support::NotYet),
@@ -164,7 +164,7 @@ mod tests {
         assert_eq!(
             s.not_acted_on().as_deref(),
             Some(
-                "TerminateFirstDrift (not implemented in kerf yet; no effect); StaticCapacity (always on in kerf; false has no effect)"
+                "TerminateFirstDrift (not implemented in kerf yet; no effect); StaticCapacity, NodeOverlay (always on in kerf; false has no effect)"
             )
         );
         assert_eq!(

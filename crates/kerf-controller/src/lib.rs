@@ -6,7 +6,8 @@
 //! [`Manager::reconcile`] with the current time; it answers when it must run again.
 //!
 //! Each reconciler is a type that owns its state (`Provisioner`, `Lifecycle`, `Termination`,
-//! `GarbageCollection`, `Disruption`, `NodePools`, `NodeClasses`, `Buffers`, `DeletionCosts`),
+//! `GarbageCollection`, `Disruption`, `NodePools`, `NodeClasses`, `Buffers`, `DeletionCosts`,
+//! `Overlays`),
 //! takes in the watch events it cares about, and runs with a `Ctx` (see [`ctx`]): the cluster
 //! API, the cloud, the informer cache, the options, and the facts reconcilers publish for one
 //! another. No reconciler reads or writes another's state; what a restart must know is in the
@@ -14,6 +15,9 @@
 //!
 //! One reconcile runs each reconciler ([`Reconciler`]) in turn, in this order; each has its own
 //! error policy (see [`runtime`]): one that fails is retried with backoff, the others go on.
+//! - NodeOverlays first: when their specs change, one set of them is handed to the cloud
+//!   provider (which prices and extends the instance types every later step reads, and the
+//!   launches), and their status is written (see `overlays`).
 //! 0. Node classes: the cloud provider resolves new or changed EC2NodeClasses and their status
 //!    (Karpenter's conditions, `Ready` over them) is written. A NodePool whose node class is
 //!    missing or not Ready launches nothing; its pods and its `NodeClassReady` condition say why.
@@ -59,6 +63,7 @@ mod nodeclass;
 mod nodepool;
 mod nominations;
 mod options;
+mod overlays;
 mod pass;
 mod patches;
 pub mod pod_set;

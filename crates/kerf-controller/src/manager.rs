@@ -19,6 +19,7 @@ use crate::lifecycle::Lifecycle;
 use crate::nodeclass::NodeClasses;
 use crate::nodepool::NodePools;
 pub use crate::options::Options;
+use crate::overlays::Overlays;
 use crate::pass::Pass;
 use crate::provisioner::Provisioner;
 use crate::published::Published;
@@ -41,6 +42,7 @@ pub struct Manager<P: CloudProvider> {
     runtime: Runtime,
     node_classes: NodeClasses,
     node_pools: NodePools,
+    overlays: Overlays,
     buffers: Buffers,
     provisioner: Provisioner,
     daemon_room: DaemonRoom,
@@ -64,6 +66,7 @@ impl<P: CloudProvider> Manager<P> {
             watches_interrupted: false,
             node_classes: NodeClasses::default(),
             node_pools: NodePools::default(),
+            overlays: Overlays::default(),
             buffers: Buffers::default(),
             provisioner: Provisioner::default(),
             daemon_room: DaemonRoom::default(),
@@ -126,6 +129,7 @@ impl<P: CloudProvider> Manager<P> {
                 pass: Pass::new(now),
             };
             let result = match r {
+                Reconciler::NodeOverlay => self.overlays.reconcile(&mut cx).await,
                 Reconciler::NodeClassStatus => self.node_classes.reconcile(&mut cx).await,
                 Reconciler::NodePool => self.node_pools.reconcile(&mut cx).await,
                 Reconciler::Interruption => self.disruption.reconcile_interruptions(&mut cx).await,

@@ -13,6 +13,8 @@ use crate::util::{self, SplitMix64};
 /// kerf's reconcilers, in the order one pass runs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reconciler {
+    /// NodeOverlays: handed to the cloud provider when they change; their status.
+    NodeOverlay,
     /// Resolves EC2NodeClasses through the cloud provider and writes their status.
     NodeClassStatus,
     /// NodeClaims of deleted NodePools; static pools' replicas.
@@ -41,7 +43,8 @@ pub enum Reconciler {
 }
 
 impl Reconciler {
-    pub const ALL: [Reconciler; 12] = [
+    pub const ALL: [Reconciler; 13] = [
+        Reconciler::NodeOverlay,
         Reconciler::NodeClassStatus,
         Reconciler::NodePool,
         Reconciler::Interruption,
@@ -59,6 +62,7 @@ impl Reconciler {
     /// Its name in logs (Karpenter's controller names where it has one).
     pub fn name(self) -> &'static str {
         match self {
+            Reconciler::NodeOverlay => "nodeoverlay.validation",
             Reconciler::NodeClassStatus => "nodeclass.status",
             Reconciler::NodePool => "nodepool.static",
             Reconciler::Interruption => "interruption",

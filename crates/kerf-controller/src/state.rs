@@ -19,7 +19,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::SlimPod;
 use kerf_api::str_pair::StrPair;
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ResourceList};
 
 use crate::pod_set::{PodSet, key as pod_key};
 use crate::util;
@@ -94,6 +94,7 @@ pub struct ClusterState {
     disruption_budgets: DisruptionBudgets,
     capacity_buffers: BTreeMap<ObjectKey, CapacityBuffer>,
     pod_templates: BTreeMap<ObjectKey, PodTemplate>,
+    node_overlays: BTreeMap<String, NodeOverlay>,
     /// Bumped on every object added, changed or removed.
     generation: u64,
 }
@@ -172,6 +173,7 @@ impl ClusterState {
             AnyObject::Namespace(n) => upsert(&mut self.namespaces, &**n, |o| &o.metadata),
             AnyObject::CapacityBuffer(b) => upsert_ns(&mut self.capacity_buffers, &**b, |o| &o.metadata),
             AnyObject::PodTemplate(t) => upsert_ns(&mut self.pod_templates, &**t, |o| &o.metadata),
+            AnyObject::NodeOverlay(o) => upsert(&mut self.node_overlays, &**o, |o| &o.metadata),
             // Admission applies these to pods; the controllers read the result on the pod.
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
             // Read on demand (a buffer's scalableRef), not kept.
@@ -276,6 +278,9 @@ impl ClusterState {
             AnyObject::PodTemplate(_) => {
                 self.pod_templates.remove(&key_of(meta));
             }
+            AnyObject::NodeOverlay(_) => {
+                self.node_overlays.remove(&name_of(meta));
+            }
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
             AnyObject::Deployment(_) | AnyObject::StatefulSet(_) | AnyObject::ReplicaSet(_) => {}
         }
@@ -300,6 +305,11 @@ impl ClusterState {
 
     pub fn pod_templates(&self) -> &BTreeMap<ObjectKey, PodTemplate> {
         &self.pod_templates
+    }
+
+    /// NodeOverlays by name.
+    pub fn node_overlays(&self) -> &BTreeMap<String, NodeOverlay> {
+        &self.node_overlays
     }
 
     /// Changes whenever any pod is added, updated or removed.

@@ -10,7 +10,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
@@ -66,6 +66,8 @@ pub fn all() -> &'static [Kind] {
             builtin::<StorageClass>(),
             builtin::<PersistentVolume>(),
             builtin::<PersistentVolumeClaim>(),
+            // Before the pools: the types they are shown are priced with the overlays.
+            karpenter(kerf_api::nodeoverlay::API_VERSION, kerf_api::nodeoverlay::KIND, "nodeoverlays"),
             karpenter(kerf_api::ec2nodeclass::API_VERSION, kerf_api::ec2nodeclass::KIND, "ec2nodeclasses"),
             karpenter(kerf_api::nodepool::API_VERSION, kerf_api::nodepool::KIND, "nodepools"),
             karpenter(kerf_api::nodeclaim::API_VERSION, kerf_api::nodeclaim::KIND, "nodeclaims"),
@@ -126,6 +128,7 @@ pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> 
         "RuntimeClass" => typed::<RuntimeClass>(value),
         "PodTemplate" => typed::<PodTemplate>(value),
         "CapacityBuffer" => tolerant::<CapacityBuffer>(value),
+        "NodeOverlay" => tolerant::<NodeOverlay>(value),
         "Deployment" => typed::<Deployment>(value),
         "StatefulSet" => typed::<StatefulSet>(value),
         "ReplicaSet" => typed::<ReplicaSet>(value),
@@ -161,6 +164,7 @@ pub fn encode(obj: &AnyObject) -> Result<Value, serde_json::Error> {
         AnyObject::RuntimeClass(o) => serde_json::to_value(&**o),
         AnyObject::PodTemplate(o) => serde_json::to_value(&**o),
         AnyObject::CapacityBuffer(o) => serde_json::to_value(&**o),
+        AnyObject::NodeOverlay(o) => serde_json::to_value(&**o),
         AnyObject::Deployment(o) => serde_json::to_value(&**o),
         AnyObject::StatefulSet(o) => serde_json::to_value(&**o),
         AnyObject::ReplicaSet(o) => serde_json::to_value(&**o),
@@ -184,7 +188,12 @@ mod tests {
     #[test]
     fn every_watched_kind_has_a_place_and_round_trips_through_json() {
         let kinds = all();
-        assert_eq!(kinds.len() + read_only().len(), 18, "one per AnyObject variant");
+        assert_eq!(kinds.len() + read_only().len(), 19, "one per AnyObject variant");
+        let overlays = by_name("NodeOverlay").expect("NodeOverlay");
+        assert_eq!(
+            (overlays.resource.api_version.as_str(), overlays.resource.plural.as_str(), overlays.namespaced),
+            ("karpenter.sh/v1alpha1", "nodeoverlays", false)
+        );
         let pool: NodePool = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "default"},
             "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}

@@ -273,6 +273,10 @@ impl CloudProvider for KwokProvider {
         Some(claim.name())
     }
 
+    fn set_node_overlays(&self, overlays: Arc<kerf_api::overlay::NodeOverlays>) {
+        self.catalog.use_node_overlays(overlays);
+    }
+
     fn name(&self) -> &'static str {
         "kwok"
     }

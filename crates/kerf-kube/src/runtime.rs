@@ -66,7 +66,7 @@ struct Loop<P: CloudProvider> {
     pending: Option<(Instant, Instant)>,
     /// When the controllers asked to run again.
     wake: Option<Timestamp>,
-    /// NodePools (name, resourceVersion) the price gauges were computed for.
+    /// NodePools and NodeOverlays (name, resourceVersion) the price gauges were computed for.
     priced: Vec<(String, Option<String>)>,
 }
 
@@ -135,8 +135,18 @@ impl<P: CloudProvider> Loop<P> {
 
     async fn update_prices(&mut self) {
         let state = self.manager.state();
-        let pools: Vec<(String, Option<String>)> =
-            state.node_pools().iter().map(|(n, p)| (n.clone(), p.metadata.resource_version.clone())).collect();
+        // Pools and NodeOverlays (which price the pools' types) as last seen.
+        let pools: Vec<(String, Option<String>)> = state
+            .node_pools()
+            .iter()
+            .map(|(n, p)| (n.clone(), p.metadata.resource_version.clone()))
+            .chain(
+                state
+                    .node_overlays()
+                    .iter()
+                    .map(|(n, o)| (format!("overlay/{n}"), o.metadata.resource_version.clone())),
+            )
+            .collect();
         if pools == self.priced {
             return;
         }

@@ -41,6 +41,10 @@ pub struct Instance {
     pub zone: String,
     pub capacity_type: String,
     pub price: f64,
+    /// What the cloud lists its offering at (`price` is after NodeOverlays).
+    pub list_price: f64,
+    /// The NodeOverlays that apply to it, in precedence order.
+    pub overlays: Vec<String>,
     /// Whether `price` comes from an estimated catalog price (data/README.md).
     pub price_estimated: bool,
     /// Labels the cloud says its Node carries (type, zone, region, capacity type, the claim's).

@@ -124,6 +124,14 @@ pub struct NodeReport {
     /// `pricePerHour` derives from an estimated catalog price (written only when true).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub price_estimated: bool,
+    /// What the cloud lists the node's offering at, written only when a NodeOverlay made
+    /// `pricePerHour` differ from it (docs/design.md, "NodeOverlay").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub list_price_per_hour: Option<f64>,
+    /// The NodeOverlays applied to the node: the one that set its price and those that added
+    /// capacity, in precedence order (written only when there is one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_overlays: Vec<String>,
     pub ready: bool,
     pub pods: usize,
     pub labels: BTreeMap<String, String>,
@@ -507,6 +515,8 @@ mod tests {
             price_per_hour: price,
             price_unknown: None,
             price_estimated: false,
+            list_price_per_hour: None,
+            node_overlays: Vec::new(),
             ready: true,
             pods: 1,
             labels: BTreeMap::new(),

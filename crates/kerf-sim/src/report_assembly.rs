@@ -98,6 +98,10 @@ impl<P: SimCloud> Simulation<P> {
                 price_unknown: pid.and_then(|p| unpriced.get(p)).cloned(),
                 price_estimated: inst
                     .is_some_and(|i| i.price_estimated && !i.terminated && !unpriced.contains_key(&i.provider_id)),
+                list_price_per_hour: inst
+                    .filter(|i| !i.terminated && dollars(i.list_price) != dollars(i.price))
+                    .map(|i| dollars(i.list_price)),
+                node_overlays: inst.filter(|i| !i.terminated).map(|i| i.overlays.clone()).unwrap_or_default(),
                 ready: node_ready(node),
                 pods: pods_here.len(),
                 // Only for managed nodes that are not being disrupted or deleted.

@@ -515,6 +515,14 @@ fn nodes(out: &mut String, r: &Value) {
                     Some(p) if n["priceEstimated"].as_bool() == Some(true) => {
                         let _ = write!(out, "<td class=\"num\" data-v=\"{p}\" title=\"estimated price\">≈{p:.4}</td>");
                     }
+                    // A price a NodeOverlay set says so, with the list price and the overlays.
+                    Some(p) if n["listPricePerHour"].is_f64() => {
+                        let list = n["listPricePerHour"].as_f64().unwrap_or(p);
+                        let names: Vec<&str> =
+                            n["nodeOverlays"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+                        let title = esc(&format!("list price {list:.4} $/h; NodeOverlay {}", names.join(", ")));
+                        let _ = write!(out, "<td class=\"num\" data-v=\"{p}\" title=\"{title}\">{p:.4}°</td>");
+                    }
                     Some(p) => {
                         let _ = write!(out, "<td class=\"num\" data-v=\"{p}\">{p:.4}</td>");
                     }
@@ -599,5 +607,26 @@ mod tests {
         r["balancedWhatIf"] = serde_json::Value::Null;
         let html = render(&r);
         assert!(!html.contains("Reboots") && !html.contains("What Balanced would do"));
+    }
+
+    #[test]
+    fn a_price_a_node_overlay_set_names_the_list_price_and_the_overlay() {
+        let node = |name: &str, extra: serde_json::Value| {
+            let mut n = serde_json::json!({"name": name, "nodePool": "p", "pricePerHour": 0.0714, "pods": 1});
+            if let (Some(n), Some(extra)) = (n.as_object_mut(), extra.as_object()) {
+                n.extend(extra.clone());
+            }
+            n
+        };
+        let r = serde_json::json!({
+            "scenario": "t", "endSeconds": 60, "summary": {}, "pods": [], "disruptions": [],
+            "nodes": [
+                node("overlaid", serde_json::json!({"listPricePerHour": 0.102, "nodeOverlays": ["m5-plan"]})),
+                node("listed", serde_json::json!({})),
+            ]
+        });
+        let html = render(&r);
+        assert!(html.contains("title=\"list price 0.1020 $/h; NodeOverlay m5-plan\">0.0714°</td>"), "{html}");
+        assert_eq!(html.matches('°').count(), 1, "only the overlaid node is marked");
     }
 }

@@ -22,7 +22,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, labels};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, labels};
 use serde_json::{Value, json};
 
 /// What `kerf snapshot` lists from a cluster.
@@ -46,6 +46,8 @@ pub struct ClusterObjects {
     /// Only those a CapacityBuffer refers to are written.
     pub pod_templates: Vec<PodTemplate>,
     pub capacity_buffers: Vec<CapacityBuffer>,
+    /// Written before the NodePools (the prices their types are shown at).
+    pub node_overlays: Vec<NodeOverlay>,
 }
 
 /// What the written scenario holds, for the command's summary line.
@@ -337,6 +339,13 @@ pub fn write(
             object["status"] = to_value(&status);
         }
         push(kerf_api::ec2nodeclass::KIND, kerf_api::ec2nodeclass::API_VERSION, object);
+    }
+    for o in &objects.node_overlays {
+        push(
+            kerf_api::nodeoverlay::KIND,
+            kerf_api::nodeoverlay::API_VERSION,
+            json!({"metadata": to_value(&meta(&o.metadata)), "spec": to_value(&o.spec)}),
+        );
     }
     for np in &objects.node_pools {
         push(

@@ -63,6 +63,8 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
                 zone: i.zone,
                 capacity_type: i.capacity_type,
                 price: i.price,
+                list_price: i.list_price,
+                overlays: i.overlays,
                 price_estimated: i.instance_type.price_estimated,
                 labels: i.labels,
                 launched_at: i.launched_at,

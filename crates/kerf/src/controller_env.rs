@@ -162,7 +162,9 @@ mod tests {
         assert!(s.options(kerf_controller::Options::default()).pod_deletion_cost_management);
         assert_eq!(
             s.feature_gates.not_acted_on().as_deref(),
-            Some("ReservedCapacity, TerminateFirstDrift (not implemented in kerf yet; no effect)")
+            Some(
+                "ReservedCapacity, TerminateFirstDrift (not implemented in kerf yet; no effect); NodeOverlay (always on in kerf; false has no effect)"
+            )
         );
         // An AWS gate in FEATURE_GATES (or the reverse) is read all the same.
         let s =

@@ -1,10 +1,17 @@
 //! `kerf instance-types`: the built-in AWS catalog's instance types with capacity, allocatable,
-//! offerings and prices.
+//! offerings and prices; with `--overlays FILE`, priced and extended as those NodeOverlays say
+//! (seen from no NodePool: docs/design.md, "NodeOverlay").
 
+use std::collections::BTreeMap;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
+use kerf_api::manifest::{self, KarpenterObject};
+use kerf_api::overlay::{NodeOverlays, Verdict};
+use kerf_api::{NodeOverlay, Offering};
 use kerf_cloud::aws::{Catalog, CatalogError, NodeClassSettings, catalog};
 use kerf_scheduling::InstanceType;
 
@@ -21,19 +28,100 @@ pub struct Args {
     /// Only these instance types (default: every type sold in the region).
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
+    /// NodeOverlays (a YAML file of NodeOverlay documents) to price and extend the types with.
+    #[arg(long, value_name = "FILE")]
+    pub overlays: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let types = select(&args)?;
+    let listed = select(&args)?;
+    let overlays = match &args.overlays {
+        Some(file) => read_overlays(file)?,
+        None => NodeOverlays::default(),
+    };
+    for (name, verdict) in overlays.verdicts() {
+        if let Verdict::Conflict { .. } = verdict {
+            eprintln!("NodeOverlay/{name}: not applied: {}", verdict.condition().2);
+        }
+    }
+    let types: Vec<Overlaid> = listed.into_iter().map(|t| Overlaid::new(t, &overlays)).collect();
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = serde_json::Value::Array(types.iter().map(to_json).collect());
         let text = serde_json::to_string_pretty(&doc).context("encoding instance types as JSON")?;
         writeln!(out, "{text}").context("writing to stdout")?;
     } else {
-        out.write_all(table(&types, &args.region).as_bytes()).context("writing to stdout")?;
+        out.write_all(table(&types, &args.region, args.overlays.is_some()).as_bytes()).context("writing to stdout")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The NodeOverlays of `file`: every document must be a valid NodeOverlay (bad input names the
+/// file, the object, the field and the problem).
+fn read_overlays(file: &std::path::Path) -> anyhow::Result<NodeOverlays> {
+    let name = file.display();
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| anyhow::Error::new(BadInput(format!("--overlays {name}: cannot read: {e}"))))?;
+    let mut overlays: Vec<NodeOverlay> = Vec::new();
+    let mut problems = Vec::new();
+    for document in manifest::yaml_documents(&text) {
+        let value = match document {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        match manifest::decode_karpenter(&value) {
+            Ok(Some(KarpenterObject::NodeOverlay(o))) => overlays.push(o),
+            Ok(other) => {
+                let what = other.map_or_else(
+                    || manifest::document_kind(&value).unwrap_or("a document without kind").to_string(),
+                    |o| format!("{}/{}", o.kind(), o.name()),
+                );
+                problems.push(format!("{name}: {what}: not a NodeOverlay (karpenter.sh/v1alpha1)"));
+            }
+            Err(ps) => problems.extend(ps.iter().map(|p| format!("{name}: {p}"))),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(anyhow::Error::new(BadInput(problems.join("\n"))));
+    }
+    Ok(NodeOverlays::new(&overlays))
+}
+
+/// A catalog type with the overlays applied, and what they changed.
+struct Overlaid {
+    /// As overlays change it (the listed type when none applies).
+    t: Arc<InstanceType>,
+    /// Per offering, in order: the listed price and the overlay that set the price, if one did.
+    listed: Vec<(f64, Option<String>)>,
+    /// Every overlay that applies to one of its offerings, in precedence order.
+    overlays: Vec<String>,
+}
+
+impl Overlaid {
+    fn new(listed: InstanceType, overlays: &NodeOverlays) -> Overlaid {
+        let listed = Arc::new(listed);
+        let context = BTreeMap::new();
+        let prices = listed
+            .offerings
+            .iter()
+            .map(|o| {
+                let p = overlays.offering_price(&listed, o, &context);
+                (p.list_price, p.overlay.map(str::to_string))
+            })
+            .collect();
+        let mut names: Vec<String> = Vec::new();
+        for o in &listed.offerings {
+            for n in overlays.applied_to(&listed, &o.zone, &o.capacity_type, &context) {
+                if !names.iter().any(|x| x == n) {
+                    names.push(n.to_string());
+                }
+            }
+        }
+        Overlaid { t: overlays.apply(&listed, &context), listed: prices, overlays: names }
+    }
 }
 
 /// A catalog error as bad input naming the argument it came from, or as a failure.
@@ -91,20 +179,33 @@ fn name_problem(cat: &Catalog, region: &str, name: &str) -> String {
     format!("NAME {name:?}: instance type not sold in --region {region} ({elsewhere})")
 }
 
-fn to_json(t: &InstanceType) -> serde_json::Value {
-    serde_json::json!({
+fn to_json(x: &Overlaid) -> serde_json::Value {
+    let t = &x.t;
+    let offering = |(o, (list, overlay)): (&Offering, &(f64, Option<String>))| {
+        let mut v = serde_json::json!({
+            "zone": o.zone,
+            "capacityType": o.capacity_type,
+            "price": o.price,
+            "available": o.available,
+        });
+        if let Some(name) = overlay {
+            v["listPrice"] = serde_json::json!(list);
+            v["nodeOverlay"] = serde_json::json!(name);
+        }
+        v
+    };
+    let mut v = serde_json::json!({
         "name": t.name,
         "capacity": t.capacity,
         "allocatable": t.allocatable(),
         "labels": t.labels,
         "priceEstimated": t.price_estimated,
-        "offerings": t.offerings.iter().map(|o| serde_json::json!({
-            "zone": o.zone,
-            "capacityType": o.capacity_type,
-            "price": o.price,
-            "available": o.available,
-        })).collect::<Vec<_>>(),
-    })
+        "offerings": t.offerings.iter().zip(&x.listed).map(offering).collect::<Vec<_>>(),
+    });
+    if !x.overlays.is_empty() {
+        v["nodeOverlays"] = serde_json::json!(x.overlays);
+    }
+    v
 }
 
 /// The cheapest available offering's price, with `*` when it is an estimate.
@@ -119,10 +220,14 @@ fn cheapest(t: &InstanceType, capacity_type: &str) -> String {
         .unwrap_or_else(|| "-".to_string())
 }
 
-fn table(types: &[InstanceType], region: &str) -> String {
-    let header = ["NAME", "CPU", "MEMORY", "PODS", "ALLOC-CPU", "ALLOC-MEMORY", "ON-DEMAND", "SPOT", "ZONES"];
+fn table(types: &[Overlaid], region: &str, with_overlays: bool) -> String {
+    let mut header = vec!["NAME", "CPU", "MEMORY", "PODS", "ALLOC-CPU", "ALLOC-MEMORY", "ON-DEMAND", "SPOT", "ZONES"];
+    if with_overlays {
+        header.push("OVERLAYS");
+    }
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
-    for t in types {
+    for x in types {
+        let t = &*x.t;
         let alloc = t.allocatable();
         let mut zones: Vec<&str> = t.offerings.iter().map(|o| o.zone.as_str()).collect();
         zones.dedup();
@@ -137,6 +242,12 @@ fn table(types: &[InstanceType], region: &str) -> String {
             cheapest(t, "spot"),
             zones.join(","),
         ]);
+        if with_overlays {
+            let names = if x.overlays.is_empty() { "-".to_string() } else { x.overlays.join(",") };
+            if let Some(row) = rows.last_mut() {
+                row.push(names);
+            }
+        }
     }
     let widths: Vec<usize> = (0..header.len()).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     let mut s = String::new();
@@ -145,7 +256,10 @@ fn table(types: &[InstanceType], region: &str) -> String {
         s.push_str(line.join("  ").trim_end());
         s.push('\n');
     }
-    if types.iter().any(|t| t.price_estimated) {
+    if with_overlays {
+        s.push_str("prices are after the NodeOverlays named (seen from no NodePool); --json shows list prices\n");
+    }
+    if types.iter().any(|x| x.t.price_estimated) {
         s.push_str(&format!(
             "* estimated: no listed price for the type in {region}; the built-in catalog estimates it \
              from listed prices of the same type elsewhere or of related types\n"

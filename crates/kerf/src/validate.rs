@@ -33,6 +33,7 @@ pub struct FileReport {
     pub node_claims: usize,
     pub ec2_node_classes: usize,
     pub capacity_buffers: usize,
+    pub node_overlays: usize,
 }
 
 /// Checks the text of one manifest file.
@@ -56,6 +57,7 @@ pub fn check_text(text: &str) -> FileReport {
             Ok(Some(KarpenterObject::NodeClaim(_))) => report.node_claims += 1,
             Ok(Some(KarpenterObject::EC2NodeClass(_))) => report.ec2_node_classes += 1,
             Ok(Some(KarpenterObject::CapacityBuffer(_))) => report.capacity_buffers += 1,
+            Ok(Some(KarpenterObject::NodeOverlay(_))) => report.node_overlays += 1,
             Err(problems) => report.problems.extend(problems.iter().map(ToString::to_string)),
         }
     }
@@ -76,10 +78,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let report = check_text(&text);
         if report.problems.is_empty() {
-            let buffers = match report.capacity_buffers {
+            let mut buffers = match report.capacity_buffers {
                 0 => String::new(),
                 n => format!(", {n} CapacityBuffer"),
             };
+            if report.node_overlays > 0 {
+                buffers.push_str(&format!(", {} NodeOverlay", report.node_overlays));
+            }
             println!(
                 "{name}: ok ({} NodePool, {} NodeClaim, {} EC2NodeClass{buffers})",
                 report.node_pools, report.node_claims, report.ec2_node_classes

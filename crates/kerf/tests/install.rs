@@ -66,7 +66,8 @@ fn committed_crd_manifests_are_what_kerf_crds_prints() {
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws",
-            "capacitybuffers.autoscaling.x-k8s.io"
+            "capacitybuffers.autoscaling.x-k8s.io",
+            "nodeoverlays.karpenter.sh"
         ]
     );
 
@@ -80,6 +81,7 @@ fn committed_crd_manifests_are_what_kerf_crds_prints() {
         "karpenter.sh_nodeclaims.yaml",
         "karpenter.k8s.aws_ec2nodeclasses.yaml",
         "autoscaling.x-k8s.io_capacitybuffers.yaml",
+        "karpenter.sh_nodeoverlays.yaml",
     ];
     let joined: String = files.iter().map(|f| read(&dir.join(f))).collect();
     assert_eq!(joined, printed);
@@ -305,6 +307,8 @@ fn rbac_grants_what_the_controller_uses_and_leases_only_in_its_namespace() {
         "karpenter.k8s.aws:ec2nodeclasses:list",
         "karpenter.k8s.aws:ec2nodeclasses:patch",
         "karpenter.sh:nodepools:patch",
+        "karpenter.sh:nodeoverlays:watch",
+        "karpenter.sh:nodeoverlays/status:patch",
         ":pods:watch",
         ":pods/eviction:create",
         ":pods:delete",
@@ -375,6 +379,7 @@ fn the_snapshot_role_lists_what_kerf_snapshot_reads_and_nothing_else() {
             "autoscaling.x-k8s.io:capacitybuffers:list",
             "karpenter.k8s.aws:ec2nodeclasses:list",
             "karpenter.sh:nodeclaims:list",
+            "karpenter.sh:nodeoverlays:list",
             "karpenter.sh:nodepools:list",
             "node.k8s.io:runtimeclasses:list",
             "policy:poddisruptionbudgets:list",
@@ -464,6 +469,7 @@ fn kubectl_kustomize_builds_the_base_into_the_charts_objects_and_crds() {
             "CustomResourceDefinition/capacitybuffers.autoscaling.x-k8s.io",
             "CustomResourceDefinition/ec2nodeclasses.karpenter.k8s.aws",
             "CustomResourceDefinition/nodeclaims.karpenter.sh",
+            "CustomResourceDefinition/nodeoverlays.karpenter.sh",
             "CustomResourceDefinition/nodepools.karpenter.sh",
             "Deployment/kerf",
             "Namespace/kerf",

@@ -17,6 +17,7 @@ use crate::aws::{Catalog, NodeClassSettings, catalog};
 use crate::clock::{Clock, Timestamp, add};
 use crate::provider::{CloudError, CloudProvider, InterruptionKind, InterruptionNotice, NodeClassResolution};
 
+mod overlays;
 mod reserved;
 
 /// How long an offering that failed with insufficient capacity stays unavailable (as Karpenter's
@@ -40,8 +41,13 @@ pub struct SimInstance {
     pub instance_type: Arc<InstanceType>,
     pub zone: String,
     pub capacity_type: String,
-    /// $/h of the offering it was launched from.
+    /// $/h of the offering it was launched from, after NodeOverlays.
     pub price: f64,
+    /// $/h the cloud lists that offering at (equal to `price` unless an overlay changed it).
+    pub list_price: f64,
+    /// The NodeOverlays that apply to it (the one that set its price, those that added
+    /// capacity), in precedence order.
+    pub overlays: Vec<String>,
     /// Labels its Node should carry: the claim's, the type's, zone, region, capacity type
     /// (shared: listing instances does not copy them).
     pub labels: Arc<BTreeMap<String, String>>,
@@ -143,6 +149,10 @@ struct State {
     /// Capacity reservation id → the NodeClaims whose instances the caller found in it elsewhere
     /// (see [`SimProvider::set_reservation_usage`]), counted with this provider's own launches.
     reservation_usage: BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// The cluster's NodeOverlays, as last set.
+    overlays: Arc<kerf_api::overlay::NodeOverlays>,
+    /// Types as overlays change them, per node class and context (see `overlays`).
+    overlaid: overlays::OverlaidCache,
 }
 
 /// A simulated EC2: the built-in catalog (or custom types), launch latency, insufficient
@@ -366,9 +376,12 @@ impl SimProvider {
         let mut state = self.lock();
         state.market = Some(market);
         state.priced.clear();
+        state.overlaid.clear();
+        let overlays = Arc::clone(&state.overlays);
         for l in &mut state.instances {
             if l.instance.capacity_type == labels::CAPACITY_TYPE_SPOT && !Self::observed_terminated(&l.instance, now) {
-                l.instance.price = market.price(&l.instance.instance_type.name, &l.instance.zone, l.model_price);
+                l.instance.list_price = market.price(&l.instance.instance_type.name, &l.instance.zone, l.model_price);
+                overlays::reprice(&overlays, l);
             }
         }
         Ok(())
@@ -624,6 +637,8 @@ impl SimProvider {
             zone: existing.zone.clone(),
             capacity_type: existing.capacity_type.clone(),
             price: price.unwrap_or(0.0),
+            list_price: price.unwrap_or(0.0),
+            overlays: Vec::new(),
             labels: Arc::new(existing.labels.clone()),
             launched_at: now,
             ready_at: now,
@@ -637,7 +652,12 @@ impl SimProvider {
         let model_price = model_price(&model, &instance.instance_type.name, &instance.zone, &instance.capacity_type)
             .filter(|_| price.is_some())
             .unwrap_or(0.0);
-        state.instances.push(Launched { instance: instance.clone(), claim: Arc::new(claim), model_price });
+        let mut launched = Launched { instance, claim: Arc::new(claim), model_price };
+        if price.is_some() {
+            overlays::reprice(&state.overlays, &mut launched);
+        }
+        let instance = launched.instance.clone();
+        state.instances.push(launched);
         Ok(instance)
     }
 
@@ -674,8 +694,11 @@ impl SimProvider {
         let class_name = claim.spec.node_class_ref.name.clone();
         let settings = state.node_classes.get(&class_name).cloned().unwrap_or_default();
         let (model, market) = self.types_now(&mut state, &class_name, &settings)?;
-        let reached = Self::reachable(&mut state, &class_name, market);
-        let base = self.with_reservations(&state, &class_name, reached, now);
+        let listed = Self::reachable(&mut state, &class_name, market);
+        let context = overlays::claim_context(claim, &state.overlays);
+        let overlaid = overlays::overlaid(&mut state, &class_name, &context, listed.clone());
+        // Reserved offerings at the reservations' declared prices, after the overlays.
+        let base = self.with_reservations(&state, &class_name, overlaid, now);
         let reqs = Requirements::from_node_selector(&claim.spec.requirements);
         let requests = &claim.spec.resources.requests;
         let region = self.config.region.as_str();
@@ -768,6 +791,14 @@ impl SimProvider {
         status.capacity = itype.capacity.clone();
         status.allocatable = itype.allocatable();
 
+        let list_price =
+            model_price(&listed, &itype.name, &offering.zone, &offering.capacity_type).unwrap_or(offering.price);
+        let applied: Vec<String> = state
+            .overlays
+            .applied_to(&itype, &offering.zone, &offering.capacity_type, &context)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         let instance = SimInstance {
             provider_id,
             instance_id,
@@ -777,6 +808,8 @@ impl SimProvider {
             zone: offering.zone.clone(),
             capacity_type: offering.capacity_type.clone(),
             price: offering.price,
+            list_price,
+            overlays: applied,
             labels: Arc::new(node_labels),
             launched_at: now,
             ready_at: add(now, self.launch_latency()),
@@ -834,19 +867,10 @@ impl SimProvider {
             .collect()
     }
 
-    /// The instance types for a node class, with availability as of now.
+    /// The instance types for a node class, with availability as of now (at list prices: no
+    /// NodePool, so no overlay context; see [`SimProvider::instance_types_seen_from`]).
     pub fn instance_types_for(&self, node_class: Option<&EC2NodeClass>) -> Result<Vec<Arc<InstanceType>>, CloudError> {
-        let now = self.clock.now();
-        let settings = NodeClassSettings::from_node_class(node_class);
-        let key = node_class.map(|nc| nc.name().to_string()).unwrap_or_default();
-        let mut state = self.lock();
-        if node_class.is_some() {
-            state.node_classes.insert(key.clone(), settings.clone());
-        }
-        let (_, market) = self.types_now(&mut state, &key, &settings)?;
-        let base = Self::reachable(&mut state, &key, market);
-        let types = Arc::new(Self::with_availability(&state, now, &base));
-        Ok(Arc::unwrap_or_clone(self.with_reservations(&state, &key, types, now)))
+        self.instance_types_seen_from(node_class, None)
     }
 }
 
@@ -919,10 +943,14 @@ impl CloudProvider for SimProvider {
 
     async fn instance_types(
         &self,
-        _node_pool: &NodePool,
+        node_pool: &NodePool,
         node_class: Option<&EC2NodeClass>,
     ) -> Result<Vec<Arc<InstanceType>>, CloudError> {
-        self.instance_types_for(node_class)
+        self.instance_types_seen_from(node_class, Some(node_pool))
+    }
+
+    fn set_node_overlays(&self, overlays: Arc<kerf_api::overlay::NodeOverlays>) {
+        self.use_node_overlays(overlays);
     }
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {

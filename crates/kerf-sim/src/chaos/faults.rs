@@ -390,6 +390,10 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
         self.inner.expected_node_name(claim)
     }
 
+    fn set_node_overlays(&self, overlays: std::sync::Arc<kerf_api::overlay::NodeOverlays>) {
+        self.inner.set_node_overlays(overlays);
+    }
+
     fn name(&self) -> &'static str {
         self.inner.name()
     }
