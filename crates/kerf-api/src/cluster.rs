@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 pub use crate::patch::Patch;
-use crate::{CapacityBuffer, EC2NodeClass, MetaView, NodeClaim, NodePool, SlimMeta, SlimPod};
+use crate::{CapacityBuffer, EC2NodeClass, MetaView, NodeClaim, NodePool, ProvisioningRequest, SlimMeta, SlimPod};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::node::v1::RuntimeClass;
@@ -141,6 +141,7 @@ objects! {
     RuntimeClass, false, "node.k8s.io", "v1", "runtimeclasses";
     PodTemplate, true, "", "v1", "podtemplates";
     CapacityBuffer, true, crate::crd::CAPACITY_BUFFER.group, crate::crd::CAPACITY_BUFFER.version, crate::crd::CAPACITY_BUFFER.plural;
+    ProvisioningRequest, true, crate::crd::PROVISIONING_REQUEST.group, crate::crd::PROVISIONING_REQUEST.version, crate::crd::PROVISIONING_REQUEST.plural;
     // Read (not watched) for the workload a CapacityBuffer's scalableRef names.
     Deployment, true, "apps", "v1", "deployments";
     StatefulSet, true, "apps", "v1", "statefulsets";

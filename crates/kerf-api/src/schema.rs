@@ -171,13 +171,15 @@ fn structural(v: &mut Value) {
     }
 }
 
-/// `(kind, schema)` for NodePool, NodeClaim, EC2NodeClass and CapacityBuffer, in that order.
+/// `(kind, schema)` for NodePool, NodeClaim, EC2NodeClass, CapacityBuffer and
+/// ProvisioningRequest, in that order.
 pub fn crd_schemas() -> Vec<(&'static str, Value)> {
     vec![
         (nodepool::KIND, schema_of::<NodePool>()),
         (nodeclaim::KIND, schema_of::<NodeClaim>()),
         (ec2nodeclass::KIND, schema_of::<EC2NodeClass>()),
         (crate::capacitybuffer::KIND, schema_of::<crate::CapacityBuffer>()),
+        (crate::provisioningrequest::KIND, schema_of::<crate::ProvisioningRequest>()),
     ]
 }
 
@@ -191,6 +193,7 @@ pub fn schema_file_name(kind: &str) -> String {
     let group = match kind {
         ec2nodeclass::KIND => ec2nodeclass::GROUP,
         crate::capacitybuffer::KIND => crate::capacitybuffer::GROUP,
+        crate::provisioningrequest::KIND => crate::provisioningrequest::GROUP,
         _ => crate::labels::GROUP,
     };
     let singular = kind.to_ascii_lowercase();

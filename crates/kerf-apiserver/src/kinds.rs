@@ -20,7 +20,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodePool, crd};
+use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodePool, ProvisioningRequest, crd};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -110,6 +110,10 @@ fn node_class_rules(a: &AnyObject) -> Vec<FieldError> {
 
 fn capacity_buffer_rules(a: &AnyObject) -> Vec<FieldError> {
     CapacityBuffer::from_any(a).map(kerf_api::capacitybuffer::validate).unwrap_or_default()
+}
+
+fn provisioning_request_rules(a: &AnyObject) -> Vec<FieldError> {
+    ProvisioningRequest::from_any(a).map(kerf_api::provisioningrequest::validate).unwrap_or_default()
 }
 
 const fn typed<K: Object + Serialize + DeserializeOwned>() -> Option<Typed> {
@@ -258,6 +262,7 @@ pub static KINDS: &[ResourceKind] = &[
     crd_kind(&crd::NODE_CLAIM, typed_with::<NodeClaim>(node_claim_rules)),
     crd_kind(&crd::EC2_NODE_CLASS, typed_with::<EC2NodeClass>(node_class_rules)),
     crd_kind(&crd::CAPACITY_BUFFER, typed_with::<CapacityBuffer>(capacity_buffer_rules)),
+    crd_kind(&crd::PROVISIONING_REQUEST, typed_with::<ProvisioningRequest>(provisioning_request_rules)),
 ];
 
 /// One of kerf's CRDs, named as its CustomResourceDefinition names it, with the scale

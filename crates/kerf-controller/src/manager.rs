@@ -20,6 +20,7 @@ use crate::nodepool::NodePools;
 pub use crate::options::Options;
 use crate::pass::Pass;
 use crate::provisioner::Provisioner;
+use crate::provisioning_requests::ProvisioningRequests;
 use crate::published::Published;
 use crate::runtime::{Health, Reconciler, Runtime};
 use crate::state::{ClusterState, ObjectKey};
@@ -40,6 +41,7 @@ pub struct Manager<P: CloudProvider> {
     runtime: Runtime,
     node_classes: NodeClasses,
     node_pools: NodePools,
+    requests: ProvisioningRequests,
     buffers: Buffers,
     provisioner: Provisioner,
     lifecycle: Lifecycle,
@@ -62,6 +64,7 @@ impl<P: CloudProvider> Manager<P> {
             watches_interrupted: false,
             node_classes: NodeClasses::default(),
             node_pools: NodePools::default(),
+            requests: ProvisioningRequests::default(),
             buffers: Buffers::default(),
             provisioner: Provisioner::default(),
             lifecycle: Lifecycle::default(),
@@ -126,6 +129,7 @@ impl<P: CloudProvider> Manager<P> {
                 Reconciler::NodeClassStatus => self.node_classes.reconcile(&mut cx).await,
                 Reconciler::NodePool => self.node_pools.reconcile(&mut cx).await,
                 Reconciler::Interruption => self.disruption.reconcile_interruptions(&mut cx).await,
+                Reconciler::ProvisioningRequest => self.requests.reconcile(&mut cx).await,
                 Reconciler::CapacityBuffer => self.buffers.reconcile(&mut cx).await,
                 Reconciler::Provisioning => self.provisioner.reconcile(&mut cx).await,
                 Reconciler::Lifecycle => self.lifecycle.reconcile(&mut cx).await,
@@ -204,6 +208,12 @@ impl<P: CloudProvider> Manager<P> {
     /// published it.
     pub fn buffer_room(&self) -> &crate::buffer_room::BufferRoom {
         &self.published.buffer_room
+    }
+
+    /// The room booked for provisioned ProvisioningRequests and where it is held, as the
+    /// request reconciler last published it.
+    pub fn booked_room(&self) -> &crate::buffer_room::BufferRoom {
+        &self.published.booked_room
     }
 
     pub fn cloud(&self) -> &P {

@@ -19,6 +19,9 @@ pub enum Reconciler {
     NodePool,
     /// Spot interruption notices.
     Interruption,
+    /// ProvisioningRequests: answered, planned and launched; their booked room placed and
+    /// published; their status.
+    ProvisioningRequest,
     /// CapacityBuffers: their room resolved, placed and published; their status.
     CapacityBuffer,
     /// Pending pods → NodeClaims.
@@ -39,10 +42,11 @@ pub enum Reconciler {
 }
 
 impl Reconciler {
-    pub const ALL: [Reconciler; 11] = [
+    pub const ALL: [Reconciler; 12] = [
         Reconciler::NodeClassStatus,
         Reconciler::NodePool,
         Reconciler::Interruption,
+        Reconciler::ProvisioningRequest,
         Reconciler::CapacityBuffer,
         Reconciler::Provisioning,
         Reconciler::Lifecycle,
@@ -59,6 +63,7 @@ impl Reconciler {
             Reconciler::NodeClassStatus => "nodeclass.status",
             Reconciler::NodePool => "nodepool.static",
             Reconciler::Interruption => "interruption",
+            Reconciler::ProvisioningRequest => "provisioningrequest",
             Reconciler::CapacityBuffer => "capacitybuffer",
             Reconciler::Provisioning => "provisioner",
             Reconciler::Lifecycle => "nodeclaim.lifecycle",

@@ -19,7 +19,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::SlimPod;
 use kerf_api::str_pair::StrPair;
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ResourceList, labels};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ProvisioningRequest, ResourceList, labels};
 
 use crate::pod_set::{PodSet, key as pod_key};
 use crate::util;
@@ -94,6 +94,7 @@ pub struct ClusterState {
     disruption_budgets: DisruptionBudgets,
     capacity_buffers: BTreeMap<ObjectKey, CapacityBuffer>,
     pod_templates: BTreeMap<ObjectKey, PodTemplate>,
+    provisioning_requests: BTreeMap<ObjectKey, ProvisioningRequest>,
     /// Bumped on every object added, changed or removed.
     generation: u64,
 }
@@ -172,6 +173,7 @@ impl ClusterState {
             AnyObject::Namespace(n) => upsert(&mut self.namespaces, &**n, |o| &o.metadata),
             AnyObject::CapacityBuffer(b) => upsert_ns(&mut self.capacity_buffers, &**b, |o| &o.metadata),
             AnyObject::PodTemplate(t) => upsert_ns(&mut self.pod_templates, &**t, |o| &o.metadata),
+            AnyObject::ProvisioningRequest(r) => upsert_ns(&mut self.provisioning_requests, &**r, |o| &o.metadata),
             // Admission applies these to pods; the controllers read the result on the pod.
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
             // Read on demand (a buffer's scalableRef), not kept.
@@ -276,6 +278,9 @@ impl ClusterState {
             AnyObject::PodTemplate(_) => {
                 self.pod_templates.remove(&key_of(meta));
             }
+            AnyObject::ProvisioningRequest(_) => {
+                self.provisioning_requests.remove(&key_of(meta));
+            }
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
             AnyObject::Deployment(_) | AnyObject::StatefulSet(_) | AnyObject::ReplicaSet(_) => {}
         }
@@ -300,6 +305,10 @@ impl ClusterState {
 
     pub fn pod_templates(&self) -> &BTreeMap<ObjectKey, PodTemplate> {
         &self.pod_templates
+    }
+
+    pub fn provisioning_requests(&self) -> &BTreeMap<ObjectKey, ProvisioningRequest> {
+        &self.provisioning_requests
     }
 
     /// Changes whenever any pod is added, updated or removed.

@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::MetaView;
 use kerf_api::cluster::Patch;
 use kerf_api::cluster::{ApiError, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ProvisioningRequest};
 use kerf_apiserver::writes::Part;
 use kerf_cloud::{Clock, ManualClock, Timestamp};
 use kerf_controller::Options;
@@ -335,6 +335,7 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::RuntimeClass(o) => upsert::<RuntimeClass>(&self.cluster, (**o).clone()),
             ManifestObject::PodTemplate(o) => upsert::<PodTemplate>(&self.cluster, (**o).clone()),
             ManifestObject::CapacityBuffer(o) => upsert::<CapacityBuffer>(&self.cluster, (**o).clone()),
+            ManifestObject::ProvisioningRequest(o) => upsert::<ProvisioningRequest>(&self.cluster, (**o).clone()),
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
             ManifestObject::Namespace(o) => upsert::<Namespace>(&self.cluster, (**o).clone()),
             ManifestObject::Deployment(d) => deployments::apply(&self.cluster, d),
@@ -360,6 +361,7 @@ impl<P: SimCloud> Simulation<P> {
             "RuntimeClass" => self.cluster.delete_obj::<RuntimeClass>(None, name),
             "PodTemplate" => self.cluster.delete_obj::<PodTemplate>(ns, name),
             "CapacityBuffer" => self.cluster.delete_obj::<CapacityBuffer>(ns, name),
+            "ProvisioningRequest" => self.cluster.delete_obj::<ProvisioningRequest>(ns, name),
             // Manual disruption: the finalizer holds the object while kerf drains and removes it.
             "Node" => self.cluster.delete_obj::<Node>(None, name),
             "NodeClaim" => self.cluster.delete_obj::<NodeClaim>(None, name),
@@ -395,6 +397,7 @@ impl<P: SimCloud> Simulation<P> {
             "RuntimeClass" => patch_obj::<RuntimeClass>(c, None, name, merge),
             "PodTemplate" => patch_obj::<PodTemplate>(c, ns, name, merge),
             "CapacityBuffer" => patch_obj::<CapacityBuffer>(c, ns, name, merge),
+            "ProvisioningRequest" => patch_obj::<ProvisioningRequest>(c, ns, name, merge),
             other => Err(format!("cannot patch kind {other}")),
         }
     }
