@@ -219,7 +219,7 @@ fn node_class_rules_cover_selector_terms_identity_and_tags() {
 }
 
 #[test]
-fn crds_print_as_four_yaml_documents() {
+fn crds_print_as_five_yaml_documents() {
     let text = crd::all_yaml().unwrap();
     let docs: Vec<Value> =
         serde_yaml_ng::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
@@ -230,7 +230,8 @@ fn crds_print_as_four_yaml_documents() {
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws",
-            "capacitybuffers.autoscaling.x-k8s.io"
+            "capacitybuffers.autoscaling.x-k8s.io",
+            "provisioningrequests.autoscaling.x-k8s.io"
         ]
     );
     assert!(docs.iter().all(|d| d["kind"] == "CustomResourceDefinition"));

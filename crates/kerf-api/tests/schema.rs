@@ -19,7 +19,9 @@ fn props(v: &Value) -> Vec<&str> {
 fn schemas_cover_the_four_kinds_and_their_key_fields() {
     let schemas = crd_schemas();
     let kinds: Vec<&str> = schemas.iter().map(|(k, _)| *k).collect();
-    assert_eq!(kinds, ["NodePool", "NodeClaim", "EC2NodeClass", "CapacityBuffer"]);
+    assert_eq!(kinds, ["NodePool", "NodeClaim", "EC2NodeClass", "CapacityBuffer", "ProvisioningRequest"]);
+    let request_spec = at(&schemas[4].1, &["properties", "spec"]);
+    assert_eq!(props(request_spec), ["parameters", "podSets", "provisioningClassName"]);
     let buffer_spec = at(&schemas[3].1, &["properties", "spec"]);
     assert_eq!(
         props(buffer_spec),

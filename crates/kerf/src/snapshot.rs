@@ -16,7 +16,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ProvisioningRequest};
 use kerf_sim::scenario_writer::{ClusterObjects, Written};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde::de::DeserializeOwned;
@@ -143,6 +143,13 @@ async fn read(cluster: &ClusterArgs) -> anyhow::Result<(String, kerf_cloud::Time
             .await?,
         capacity_buffers: lister
             .list::<CapacityBuffer>(&kind_resource(kerf_api::capacitybuffer::KIND)?, "capacitybuffers", false)
+            .await?,
+        provisioning_requests: lister
+            .list::<ProvisioningRequest>(
+                &kind_resource(kerf_api::provisioningrequest::KIND)?,
+                "provisioningrequests",
+                false,
+            )
             .await?,
     };
     lister.progress.done();

@@ -66,7 +66,8 @@ fn committed_crd_manifests_are_what_kerf_crds_prints() {
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws",
-            "capacitybuffers.autoscaling.x-k8s.io"
+            "capacitybuffers.autoscaling.x-k8s.io",
+            "provisioningrequests.autoscaling.x-k8s.io"
         ]
     );
 
@@ -80,6 +81,7 @@ fn committed_crd_manifests_are_what_kerf_crds_prints() {
         "karpenter.sh_nodeclaims.yaml",
         "karpenter.k8s.aws_ec2nodeclasses.yaml",
         "autoscaling.x-k8s.io_capacitybuffers.yaml",
+        "autoscaling.x-k8s.io_provisioningrequests.yaml",
     ];
     let joined: String = files.iter().map(|f| read(&dir.join(f))).collect();
     assert_eq!(joined, printed);
@@ -373,6 +375,7 @@ fn the_snapshot_role_lists_what_kerf_snapshot_reads_and_nothing_else() {
             "apps:deployments:list",
             "apps:replicasets:list",
             "autoscaling.x-k8s.io:capacitybuffers:list",
+            "autoscaling.x-k8s.io:provisioningrequests:list",
             "karpenter.k8s.aws:ec2nodeclasses:list",
             "karpenter.sh:nodeclaims:list",
             "karpenter.sh:nodepools:list",
@@ -465,6 +468,7 @@ fn kubectl_kustomize_builds_the_base_into_the_charts_objects_and_crds() {
             "CustomResourceDefinition/ec2nodeclasses.karpenter.k8s.aws",
             "CustomResourceDefinition/nodeclaims.karpenter.sh",
             "CustomResourceDefinition/nodepools.karpenter.sh",
+            "CustomResourceDefinition/provisioningrequests.autoscaling.x-k8s.io",
             "Deployment/kerf",
             "Namespace/kerf",
             "PodDisruptionBudget/kerf",
