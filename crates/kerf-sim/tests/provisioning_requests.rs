@@ -96,6 +96,19 @@ fn a_plan_over_the_pool_limit_fails_naming_the_pod_set_and_launches_nothing() {
     assert!(reason.contains("of 32 pods cannot be placed"), "{reason}");
     assert!(reason.contains("limit"), "the NodePool limit is named: {reason}");
     assert!(reason.ends_with("no NodeClaim launched"), "{reason}");
+    // The same outcome in the JSON, text and HTML renderings.
+    let json = serde_json::to_value(end).unwrap_or_else(|e| panic!("{e}"));
+    let entry = &json["provisioningRequests"][0];
+    assert_eq!(
+        (entry["namespace"].as_str(), entry["name"].as_str(), entry["state"].as_str()),
+        (Some("default"), Some("training"), Some("Failed"))
+    );
+    assert_eq!(entry["class"], "best-effort-atomic-scale-up.autoscaling.x-k8s.io");
+    assert!(entry["provisionedAtSeconds"].is_null(), "{entry}");
+    let text = end.to_text();
+    assert!(text.contains("Provisioning requests:") && text.contains("default/training"), "{text}");
+    let html = kerf_sim::report_html::render(&json);
+    assert!(html.contains("<table id=\"provisioning-requests\">") && html.contains("CapacityIsNotFound"), "{html}");
     assert!(claims(&sim).is_empty(), "an atomic plan that cannot be met launches nothing");
     assert_eq!(end.summary.node_claims_launched, 0);
 }
@@ -144,4 +157,72 @@ fn a_booking_keeps_its_empty_nodes_until_it_expires_then_they_go() {
     assert!(end.nodes.is_empty(), "the released room's nodes were removed: {:?}", end.nodes);
     assert_eq!(end.disruptions.len(), 4);
     assert!(end.disruptions.iter().all(|d| d.at_seconds.0 >= 600.0), "{:?}", end.disruptions);
+}
+
+#[test]
+fn a_restarted_controller_keeps_the_booking_from_the_requests_conditions_alone() {
+    let path = example("provisioning-request-booking-expiry.yaml");
+    let yaml = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    let scenario = parse(&path, &yaml).unwrap_or_else(|e| panic!("{e}"));
+    // A cloud that can outlive the controllers' process (no fault is injected at rate 0).
+    let clock = ManualClock::new();
+    let provider = SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
+        .unwrap_or_else(|e| panic!("{}", e.problem));
+    let region = provider.region().to_string();
+    let faults = std::sync::Arc::new(kerf_sim::chaos::Faults::new(1, 0.0));
+    let cloud = kerf_sim::chaos::FaultyCloud::new(std::sync::Arc::new(provider), faults);
+    let mut sim = Simulation::for_scenario(&scenario, cloud, clock, &region);
+    sim.settle(sim.now()).unwrap_or_else(|e| panic!("{e}"));
+    let mut reports = Vec::new();
+    for (i, step) in scenario.steps.iter().enumerate() {
+        // Right after the request's step: a new process, the cluster only.
+        if i == 3 {
+            sim.restart_controllers(99);
+        }
+        sim.step(i, step).unwrap_or_else(|e| panic!("{e}"));
+        reports.push(sim.report());
+    }
+    let booked = &reports[3];
+    assert_eq!(booked.nodes.len(), 4, "the booked nodes outlive the restart: {:?}", booked.nodes);
+    assert!(booked.disruptions.is_empty(), "{:?}", booked.disruptions);
+    assert!(sim.cluster().list_objs::<NodeClaim>().is_empty(), "and go once the booking expires");
+    let end = reports.last().unwrap();
+    assert_eq!(request(end, "idle").state, "BookingExpired");
+    assert_eq!(end.summary.node_claims_launched, 4, "the restart launched nothing again");
+}
+
+#[test]
+fn a_snapshot_writes_live_requests_and_their_templates_but_not_finished_ones() {
+    use k8s_openapi::api::core::v1::PodTemplate;
+    use kerf_api::ProvisioningRequest;
+    use kerf_sim::scenario_writer::{ClusterObjects, write};
+
+    let template: PodTemplate = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "trainer", "namespace": "default"},
+        "template": {"spec": {"containers": [{"name": "t", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let request = |name: &str, condition: &str| -> ProvisioningRequest {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                "podSets": [{"podTemplateRef": {"name": "trainer"}, "count": 2}]
+            },
+            "status": {"conditions": [{"type": condition, "status": "True", "reason": "R", "message": "m"}]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let objects = ClusterObjects {
+        pod_templates: vec![template],
+        provisioning_requests: vec![request("live", "Provisioned"), request("done", "BookingExpired")],
+        ..ClusterObjects::default()
+    };
+    let (text, _) = write("requests", kerf_cloud::Timestamp::UNIX_EPOCH, &objects).unwrap_or_else(|e| panic!("{e}"));
+    assert!(text.contains("kind: ProvisioningRequest") && text.contains("name: live"), "{text}");
+    assert!(text.contains("kind: PodTemplate") && text.contains("name: trainer"), "{text}");
+    assert!(!text.contains("name: done") && !text.contains("status"), "{text}");
+    // The written scenario loads.
+    parse(Path::new("snapshot.yaml"), &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
 }
