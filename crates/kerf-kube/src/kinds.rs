@@ -192,7 +192,7 @@ mod tests {
     #[test]
     fn every_watched_kind_has_a_place_and_round_trips_through_json() {
         let kinds = all();
-        assert_eq!(kinds.len() + read_only().len(), 18, "one per AnyObject variant");
+        assert_eq!(kinds.len() + read_only().len(), 19, "one per AnyObject variant");
         let pool: NodePool = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "default"},
             "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}
