@@ -317,4 +317,19 @@ mod tests {
         assert_eq!(err.status().0, 400);
         assert!(err.to_string().contains("spec.template.spec.containers"), "{err}");
     }
+
+    #[test]
+    fn a_nodes_addresses_merge_by_type_and_a_pods_readiness_gates_are_replaced() {
+        let mut node = json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": "a"}]}});
+        apply("Node", &mut node, &json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]}}))
+            .unwrap();
+        assert_eq!(
+            node["status"]["addresses"],
+            json!([{"type": "InternalIP", "address": "10.0.0.2"}, {"type": "Hostname", "address": "a"}])
+        );
+        let mut pod = json!({"spec": {"readinessGates": [{"conditionType": "a"}, {"conditionType": "b"}]}});
+        apply("Pod", &mut pod, &json!({"spec": {"readinessGates": [{"conditionType": "c"}]}})).unwrap();
+        assert_eq!(pod["spec"]["readinessGates"], json!([{"conditionType": "c"}]));
+    }
 }

@@ -20,6 +20,7 @@ pub struct AwsClients {
     pub ssm: aws_sdk_ssm::Client,
     pub iam: aws_sdk_iam::Client,
     pub sqs: aws_sdk_sqs::Client,
+    pub eks: aws_sdk_eks::Client,
     /// The Price List API, in [`PRICING_REGION`] whatever the region of the others.
     pub pricing: aws_sdk_pricing::Client,
     region: String,
@@ -44,6 +45,7 @@ impl AwsClients {
             ssm: aws_sdk_ssm::Client::new(config),
             iam: aws_sdk_iam::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
+            eks: aws_sdk_eks::Client::new(config),
             pricing: aws_sdk_pricing::Client::from_conf(
                 aws_sdk_pricing::config::Builder::from(config)
                     .region(Region::new(PRICING_REGION))

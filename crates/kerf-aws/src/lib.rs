@@ -14,6 +14,7 @@
 
 pub mod base64;
 pub mod clients;
+pub mod eks;
 pub mod error;
 pub mod instance_types;
 pub mod instances;
@@ -27,7 +28,7 @@ pub mod tags;
 
 // The SDK crates the clients are of, for callers that configure them or call EC2 themselves
 // (the `kerf` binary's end-to-end test) without depending on the SDK directly.
-pub use {aws_config, aws_sdk_ec2};
+pub use {aws_config, aws_sdk_ec2, aws_sdk_eks};
 
 pub use clients::AwsClients;
 pub use error::AwsError;

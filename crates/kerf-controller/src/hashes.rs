@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::cluster::{ClusterApi, Object, Patch};
 use kerf_api::hash::{EC2NODECLASS_HASH_VERSION as CLASS_VERSION, NODEPOOL_HASH_VERSION as POOL_VERSION};
-use kerf_api::labels::{NODE_POOL, NODECLASS_HASH, NODECLASS_HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION};
+use kerf_api::labels::{NODECLASS_HASH, NODECLASS_HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION};
 use kerf_api::nodeclaim::CONDITION_DRIFTED;
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool};
 use kerf_cloud::CloudProvider;
@@ -174,7 +174,7 @@ impl CurrentHashes {
             return None;
         }
         let mut wanted: Vec<(&'static str, String)> = Vec::new();
-        let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(NODE_POOL)).and_then(|p| state.node_pool(p));
+        let pool = crate::util::claim_pool(claim).and_then(|p| state.node_pool(p));
         if let Some(pool) = pool {
             let pools = &mut self.pools;
             POOL_HASH.restamp(
@@ -230,7 +230,7 @@ mod tests {
             serde_json::json!([])
         };
         serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "default-abcde", "labels": {NODE_POOL: "default"}, "annotations": annotations},
+            "metadata": {"name": "default-abcde", "labels": {kerf_api::labels::NODE_POOL: "default"}, "annotations": annotations},
             "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
             "status": {"conditions": conditions}
         }))

@@ -21,7 +21,7 @@ use crate::util;
 /// The capacity a NodeClaim that has not launched yet will most likely have: its
 /// [`likely_type`]'s among its pool's types (empty when none is known).
 pub(crate) fn likely_capacity(claim: &NodeClaim, types: &TypesByPool) -> ResourceList {
-    let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL));
+    let pool = util::claim_pool(claim);
     let its = pool.and_then(|p| types.get(p)).map(Vec::as_slice).unwrap_or_default();
     likely_type(claim, its).map(|t| t.capacity.clone()).unwrap_or_default()
 }
@@ -341,7 +341,7 @@ impl View<'_> {
         daemonsets: &[Arc<SlimPod>],
     ) -> ExistingNode {
         let state = self.state;
-        let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).cloned();
+        let pool = util::claim_pool(claim).map(str::to_string);
         let node = state.node_for_claim(claim);
         let mut node_labels = claim_labels(claim);
         if let Some(n) = node {

@@ -48,6 +48,7 @@ pub mod buffer_room;
 pub mod buffers;
 mod claims;
 pub(crate) mod ctx;
+pub mod daemon_room;
 mod deletion_cost;
 pub mod disruption;
 mod error;
@@ -79,6 +80,8 @@ pub use manager::{ControllerError, Manager, Options};
 pub use runtime::{Health, Reconciler};
 pub use state::{ClusterState, ObjectKey};
 
+#[cfg(test)]
+mod daemon_room_tests;
 #[cfg(test)]
 mod interruption_tests;
 #[cfg(test)]

@@ -10,6 +10,7 @@ use kerf_scheduling::PodFactsCache;
 
 use crate::buffers::Buffers;
 use crate::ctx::Ctx;
+use crate::daemon_room::DaemonRoom;
 use crate::deletion_cost::DeletionCosts;
 use crate::disruption::Disruption;
 pub use crate::error::ControllerError;
@@ -44,6 +45,7 @@ pub struct Manager<P: CloudProvider> {
     requests: ProvisioningRequests,
     buffers: Buffers,
     provisioner: Provisioner,
+    daemon_room: DaemonRoom,
     lifecycle: Lifecycle,
     termination: Termination,
     garbage: GarbageCollection,
@@ -67,6 +69,7 @@ impl<P: CloudProvider> Manager<P> {
             requests: ProvisioningRequests::default(),
             buffers: Buffers::default(),
             provisioner: Provisioner::default(),
+            daemon_room: DaemonRoom::default(),
             lifecycle: Lifecycle::default(),
             termination: Termination,
             garbage: GarbageCollection::default(),
@@ -132,6 +135,7 @@ impl<P: CloudProvider> Manager<P> {
                 Reconciler::ProvisioningRequest => self.requests.reconcile(&mut cx).await,
                 Reconciler::CapacityBuffer => self.buffers.reconcile(&mut cx).await,
                 Reconciler::Provisioning => self.provisioner.reconcile(&mut cx).await,
+                Reconciler::DaemonSetRoom => self.daemon_room.reconcile(&mut cx).await,
                 Reconciler::Lifecycle => self.lifecycle.reconcile(&mut cx).await,
                 Reconciler::Termination => self.termination.reconcile(&mut cx).await,
                 Reconciler::GarbageCollection => self.garbage.reconcile(&mut cx).await,
@@ -157,6 +161,11 @@ impl<P: CloudProvider> Manager<P> {
     /// A reconciler's health: failures in a row, when it runs again, its last error.
     pub fn health(&self, r: Reconciler) -> &Health {
         self.runtime.health(r)
+    }
+
+    /// Every room made for a DaemonSet pod (pods evicted from its node), in order.
+    pub fn daemon_rooms(&self) -> &[crate::daemon_room::RoomRecord] {
+        &self.daemon_room.records
     }
 
     /// Every node kerf disrupted (or is disrupting), in decision order.

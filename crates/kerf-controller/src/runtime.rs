@@ -26,6 +26,8 @@ pub enum Reconciler {
     CapacityBuffer,
     /// Pending pods → NodeClaims.
     Provisioning,
+    /// Room made again for DaemonSet pods whose room on a node kerf launched was taken.
+    DaemonSetRoom,
     /// NodeClaim launch, registration, initialization, liveness.
     Lifecycle,
     /// Draining and removing nodes and claims being deleted.
@@ -49,6 +51,7 @@ impl Reconciler {
         Reconciler::ProvisioningRequest,
         Reconciler::CapacityBuffer,
         Reconciler::Provisioning,
+        Reconciler::DaemonSetRoom,
         Reconciler::Lifecycle,
         Reconciler::Termination,
         Reconciler::GarbageCollection,
@@ -66,6 +69,7 @@ impl Reconciler {
             Reconciler::ProvisioningRequest => "provisioningrequest",
             Reconciler::CapacityBuffer => "capacitybuffer",
             Reconciler::Provisioning => "provisioner",
+            Reconciler::DaemonSetRoom => "daemonset.room",
             Reconciler::Lifecycle => "nodeclaim.lifecycle",
             Reconciler::Termination => "node.termination",
             Reconciler::GarbageCollection => "nodeclaim.garbagecollection",

@@ -19,7 +19,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::SlimPod;
 use kerf_api::str_pair::StrPair;
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ProvisioningRequest, ResourceList, labels};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodePool, ProvisioningRequest, ResourceList};
 
 use crate::pod_set::{PodSet, key as pod_key};
 use crate::util;
@@ -459,9 +459,7 @@ impl ClusterState {
 
     /// NodeClaims of a pool, in name order.
     pub fn claims_of_pool<'a>(&'a self, pool: &'a str) -> impl Iterator<Item = &'a NodeClaim> + 'a {
-        self.node_claims.values().map(|c| &**c).filter(move |c| {
-            c.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).map(String::as_str) == Some(pool)
-        })
+        self.node_claims.values().map(|c| &**c).filter(move |c| crate::util::claim_pool(c) == Some(pool))
     }
 
     /// Capacity held by a pool's NodeClaims, counted against its limits. Claims that have not
@@ -571,7 +569,7 @@ mod tests {
             kind: String::new(),
             metadata: ObjectMeta {
                 name: Some("c1".into()),
-                labels: Some([(labels::NODE_POOL.to_string(), "p".to_string())].into()),
+                labels: Some([(kerf_api::labels::NODE_POOL.to_string(), "p".to_string())].into()),
                 ..Default::default()
             },
             spec: serde_json::from_value(serde_json::json!({

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kerf_api::SlimPod;
 use kerf_api::pod_facts;
-use kerf_api::{Condition, Quantity, ResourceList, Taint};
+use kerf_api::{Condition, NodeClaim, Quantity, ResourceList, Taint};
 use kerf_cloud::Timestamp;
 
 /// `t + d`, saturating at the end of representable time.
@@ -50,6 +50,16 @@ pub fn node_taints(node: &Node) -> Vec<Taint> {
 }
 
 pub use kerf_scheduling::node::node_ready;
+
+/// An object's label `key`, if set.
+pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The NodePool a NodeClaim belongs to: its `karpenter.sh/nodepool` label.
+pub fn claim_pool(claim: &NodeClaim) -> Option<&str> {
+    label(&claim.metadata, kerf_api::labels::NODE_POOL)
+}
 
 pub fn node_allocatable(node: &Node) -> ResourceList {
     resource_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()))

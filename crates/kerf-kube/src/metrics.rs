@@ -76,6 +76,8 @@ pub struct Metrics {
     unhealthy_disrupted: Family<Labels, Counter>,
     unhealthy_rebooted: Family<Labels, Counter>,
     counted_repairs: usize,
+    daemon_room_evictions: Family<Labels, Counter>,
+    counted_rooms: usize,
     /// The event recorder's counters.
     events: EventMetrics,
     /// NodeClaims and registered Nodes already seen (so each is counted once).
@@ -174,8 +176,16 @@ impl Metrics {
             "NodeClaims node repair rebooted (RebootForRepair), by the unhealthy condition, NodePool, capacity type and image.",
             unhealthy_rebooted.clone(),
         );
+        let daemon_room_evictions = Family::<Labels, Counter>::default();
+        registry.register(
+            "kerf_daemonset_room_evictions",
+            "Pods evicted from a node kerf launched to make room again for a DaemonSet pod whose kept room other pods took, by NodePool.",
+            daemon_room_evictions.clone(),
+        );
         let events = EventMetrics::register(&mut registry);
         Metrics {
+            daemon_room_evictions,
+            counted_rooms: 0,
             registry: Arc::new(registry),
             reversals,
             counted_reversals: 0,
@@ -281,6 +291,13 @@ impl Metrics {
         }
         self.counted_reversals = reversals.len();
         self.count_repairs(manager.repairs());
+        let rooms = manager.daemon_rooms();
+        for r in rooms.get(self.counted_rooms..).unwrap_or_default() {
+            self.daemon_room_evictions
+                .get_or_create(&lset([("nodepool", r.node_pool.as_str())]))
+                .inc_by(r.evicted.len() as u64);
+        }
+        self.counted_rooms = rooms.len();
         let state = manager.state();
         self.pool_usage.clear();
         self.pool_limit.clear();

@@ -164,14 +164,13 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "aws")]
         Cloud::Aws => {
-            let settings = crate::controller_aws::settings(
-                args.cluster_name.as_deref().or(env.cluster_name.as_deref()),
-                &env,
-                &version,
-                config_root_certs.as_deref(),
-            )
-            .map_err(bad)?;
-            let cloud = crate::controller_aws::provider(settings).await.map_err(bad)?;
+            use crate::controller_aws as aws;
+            let name = aws::cluster_name(args.cluster_name.as_deref().or(env.cluster_name.as_deref())).map_err(bad)?;
+            let clients = aws::clients().await.map_err(bad)?;
+            let eks = aws::describe(&clients, name, &env).await.map_err(bad)?;
+            let settings =
+                aws::settings(name, &env, &version, config_root_certs.as_deref(), eks.as_ref()).map_err(bad)?;
+            let cloud = aws::provider(clients, settings);
             run_controllers(&args, &env, client, &server, cloud).await
         }
         #[cfg(not(feature = "aws"))]

@@ -3,7 +3,8 @@
 //! the controller, pointed at moto by `AWS_ENDPOINT_URL` alone, resolves the node class in a VPC
 //! tagged for discovery and launches instances tagged as Karpenter's in its subnets. No kubelet
 //! runs on moto's instances, so the test registers their Nodes as one would; the pods then run
-//! on them. Deleting a NodeClaim terminates its instance. Settings it lacks are bad input.
+//! on them. Deleting a NodeClaim terminates its instance. Without `CLUSTER_ENDPOINT` the cluster
+//! is found in moto's EKS. Settings it lacks are bad input.
 
 #![cfg(feature = "aws")]
 
@@ -21,20 +22,20 @@ use moto::{Moto, moto};
 
 const CLUSTER: &str = "e2e";
 
-fn manifests() -> String {
+fn manifests(cluster: &str) -> String {
     format!(
         r#"apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata:
   name: default
 spec:
-  role: KarpenterNodeRole-{CLUSTER}
+  role: KarpenterNodeRole-{cluster}
   amiSelectorTerms:
     - alias: al2023@latest
   subnetSelectorTerms:
-    - tags: {{karpenter.sh/discovery: {CLUSTER}}}
+    - tags: {{karpenter.sh/discovery: {cluster}}}
   securityGroupSelectorTerms:
-    - tags: {{karpenter.sh/discovery: {CLUSTER}}}
+    - tags: {{karpenter.sh/discovery: {cluster}}}
 ---
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -212,7 +213,7 @@ fn aws_controller_launches_tagged_instances_in_the_discovered_subnets_and_termin
     let subnets: BTreeSet<String> = net.subnets.iter().map(|(id, _)| id.clone()).collect();
 
     let s = Served::start("ctrl-aws", &["--controllers", "none", "--speed", "10"]);
-    let path = write(&s.dir, "manifests.yaml", &manifests());
+    let path = write(&s.dir, "manifests.yaml", &manifests(CLUSTER));
     kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
 
     let mut c = Controller::spawn(&s, "aws", controller_command(&s, &aws_env(m)));
@@ -323,7 +324,7 @@ fn aws_settings_the_controller_lacks_exit_2_naming_the_variable() {
     bad_endpoint.push(("CLUSTER_ENDPOINT", "e2e.cluster.example".to_string()));
     let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
         (without("CLUSTER_NAME"), "CLUSTER_NAME"),
-        (without("CLUSTER_ENDPOINT"), "needs CLUSTER_ENDPOINT"),
+        (without("CLUSTER_ENDPOINT"), "CLUSTER_ENDPOINT is not set and EKS has no cluster named e2e in us-west-2"),
         (bad_endpoint, "CLUSTER_ENDPOINT=e2e.cluster.example: not an http(s) URL"),
         (without("AWS_REGION"), "AWS_REGION"),
     ];
@@ -333,4 +334,83 @@ fn aws_settings_the_controller_lacks_exit_2_naming_the_variable() {
         assert_eq!(out.status.code(), Some(2), "{expected}: {stderr}");
         assert!(stderr.contains(expected), "expected {expected:?} in {stderr}");
     }
+}
+
+/// The user data of every launch template kerf made for `cluster`, decoded.
+fn launch_template_user_data(
+    rt: &tokio::runtime::Runtime,
+    clients: &kerf_aws::AwsClients,
+    cluster: &str,
+) -> Vec<String> {
+    let filter = Filter::builder().name(format!("tag:kubernetes.io/cluster/{cluster}")).values("owned").build();
+    let templates = rt
+        .block_on(clients.ec2.describe_launch_templates().filters(filter).send())
+        .unwrap_or_else(|e| panic!("DescribeLaunchTemplates: {e:?}"));
+    let mut data = Vec::new();
+    for t in templates.launch_templates() {
+        let id = t.launch_template_id().unwrap_or_default();
+        let versions = rt
+            .block_on(clients.ec2.describe_launch_template_versions().launch_template_id(id).send())
+            .unwrap_or_else(|e| panic!("DescribeLaunchTemplateVersions {id}: {e:?}"));
+        for v in versions.launch_template_versions() {
+            let encoded = v.launch_template_data().and_then(|d| d.user_data()).unwrap_or_default();
+            let decoded = kerf_aws::base64::decode(encoded).unwrap_or_else(|| panic!("{id}: user data not base64"));
+            data.push(String::from_utf8_lossy(&decoded).into_owned());
+        }
+    }
+    data
+}
+
+#[test]
+fn without_cluster_endpoint_the_controller_finds_the_cluster_in_eks_and_its_nodes_join_it() {
+    const FOUND: &str = "e2e-eks";
+    let m = moto();
+    let rt = runtime();
+    let clients = rt.block_on(moto::clients());
+    rt.block_on(moto::network_tagged(&clients, "karpenter.sh/discovery", FOUND, 62));
+    rt.block_on(moto::role(&clients, &format!("KarpenterNodeRole-{FOUND}")));
+    let network = kerf_aws::aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder()
+        .service_ipv4_cidr("10.100.0.0/16")
+        .build();
+    let created = rt
+        .block_on(
+            clients
+                .eks
+                .create_cluster()
+                .name(FOUND)
+                .version("1.33")
+                .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+                .resources_vpc_config(kerf_aws::aws_sdk_eks::types::VpcConfigRequest::builder().build())
+                .kubernetes_network_config(network)
+                .send(),
+        )
+        .unwrap_or_else(|e| panic!("EKS CreateCluster: {e:?}"));
+    let endpoint = created.cluster().and_then(|c| c.endpoint()).unwrap_or_default().trim_end_matches('/').to_string();
+    assert!(endpoint.starts_with("https://"), "moto's cluster endpoint: {endpoint:?}");
+
+    let s = Served::start("ctrl-aws-eks", &["--controllers", "none", "--speed", "10"]);
+    let path = write(&s.dir, "manifests.yaml", &manifests(FOUND));
+    kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
+    let env: Vec<(&str, String)> = aws_env(m)
+        .into_iter()
+        .filter(|(k, _)| *k != "CLUSTER_ENDPOINT")
+        .map(|(k, v)| if k == "CLUSTER_NAME" { (k, FOUND.to_string()) } else { (k, v) })
+        .collect();
+    let mut c = Controller::spawn(&s, "aws-eks", controller_command(&s, &env));
+    eventually(90, "a launched NodeClaim", || {
+        if let Ok(Some(status)) = c.child.try_wait() {
+            panic!("kerf controller exited with {status}: {}", c.stderr());
+        }
+        (!launched_claims(&s).is_empty()).then_some(())
+    });
+    // The nodes' user data joins the cluster EKS described: its endpoint and service CIDR.
+    let user_data = launch_template_user_data(&rt, &clients, FOUND);
+    assert!(!user_data.is_empty(), "kerf made a launch template for {FOUND}: {}", c.stderr());
+    for data in &user_data {
+        assert!(data.contains(&format!("apiServerEndpoint: {endpoint}")), "endpoint {endpoint} in:\n{data}");
+        assert!(data.contains("cidr: 10.100.0.0/16"), "the service CIDR in:\n{data}");
+        assert!(data.contains(&format!("name: {FOUND}")), "the cluster's name in:\n{data}");
+    }
+    let log = c.stderr();
+    assert!(c.stop().success(), "kerf controller stops cleanly on SIGTERM: {log}");
 }

@@ -104,7 +104,8 @@ fn built_in_list(name: &str, parent: Option<&str>) -> ListShape {
         ("volumeDevices", _) => &["devicePath"],
         ("hostAliases", _) => &["ip"],
         ("topologySpreadConstraints", _) => &["topologyKey", "whenUnsatisfiable"],
-        ("readinessGates", _) => &["conditionType"],
+        // A node's addresses, keyed by type; a pod's readiness gates are atomic.
+        ("addresses", Some("status")) => &["type"],
         ("conditions", _) => &["type"],
         ("ownerReferences", _) => &["uid"],
         ("finalizers", _) => return ListShape::Set,

@@ -325,9 +325,7 @@ impl Disruption {
         let mut wake: Option<Timestamp> = None;
         for (name, node) in state.nodes() {
             let Some(claim) = state.claim_for_node(node) else { continue };
-            let Some(pool_name) = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)) else {
-                continue;
-            };
+            let Some(pool_name) = util::claim_pool(claim) else { continue };
             let Some(pool) = state.node_pool(pool_name) else { continue };
             let l = node.metadata.labels.as_ref();
             let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
@@ -340,10 +338,10 @@ impl Disruption {
             let moving: Vec<Arc<SlimPod>> =
                 all_pods.iter().filter(|p| pod_facts::moves_with_node(&***p)).map(|p| Arc::clone(p)).collect();
             let disruption_cost = node_disruption_cost(moving.iter().map(|p| &**p), declared);
-            let totals = budgets.pool_totals.entry(pool_name.clone()).or_default();
+            let totals = budgets.pool_totals.entry(pool_name.to_string()).or_default();
             totals.cost += price;
             totals.disruption += disruption_cost;
-            let count = budgets.counts.entry(pool_name.clone()).or_default();
+            let count = budgets.counts.entry(pool_name.to_string()).or_default();
             count.0 += 1;
             let deleting = node.metadata.deletion_timestamp.is_some() || claim.metadata.deletion_timestamp.is_some();
             // A node node repair rebooted is disrupted until it is back (see `repair`).
@@ -351,7 +349,7 @@ impl Disruption {
             if deleting || is_disrupted(node) || rebooting || !util::node_ready(node) {
                 count.1 += 1;
                 if !deleting && !is_disrupted(node) && !rebooting {
-                    *budgets.not_ready.entry(pool_name.clone()).or_default() += 1;
+                    *budgets.not_ready.entry(pool_name.to_string()).or_default() += 1;
                 }
                 continue;
             }
@@ -443,7 +441,7 @@ impl Disruption {
             out.push(Candidate {
                 claim: claim.name().to_string(),
                 node: name.clone(),
-                pool: pool_name.clone(),
+                pool: pool_name.to_string(),
                 price,
                 instance_type: itype,
                 capacity_type: ct,

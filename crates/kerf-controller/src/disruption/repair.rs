@@ -153,11 +153,11 @@ impl Disruption {
         let mut due: Vec<Due> = Vec::new();
         for (name, node) in state.nodes() {
             let Some(claim) = state.claim_for_node(node) else { continue };
-            let Some(pool) = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)) else { continue };
+            let Some(pool) = util::claim_pool(claim) else { continue };
             if state.node_pool(pool).is_none() {
                 continue;
             }
-            let count = health.entry(pool.as_str()).or_default();
+            let count = health.entry(pool).or_default();
             count.0 += 1;
             let Some((policy, since)) = unhealthy(node, policies) else { continue };
             count.1 += 1;
@@ -177,7 +177,7 @@ impl Disruption {
             due.push(Due {
                 node: name.clone(),
                 claim: claim.name().to_string(),
-                pool: pool.clone(),
+                pool: pool.to_string(),
                 policy,
                 since,
                 rebooting: rebooting(claim, node, now),
@@ -353,7 +353,7 @@ impl Disruption {
 }
 
 fn claim_label(claim: &NodeClaim, key: &str) -> String {
-    claim.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned().unwrap_or_default()
+    util::label(&claim.metadata, key).unwrap_or_default().to_string()
 }
 
 #[cfg(test)]
