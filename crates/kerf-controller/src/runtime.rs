@@ -44,7 +44,7 @@ pub enum Reconciler {
 }
 
 impl Reconciler {
-    pub const ALL: [Reconciler; 12] = [
+    pub const ALL: [Reconciler; 13] = [
         Reconciler::NodeClassStatus,
         Reconciler::NodePool,
         Reconciler::Interruption,
