@@ -116,10 +116,16 @@ fn request_pods(r: &ProvisioningRequest, state: &ClusterState) -> Result<Vec<Set
     Ok(out)
 }
 
-/// Pods consuming each request: `(present, bound)` — not being deleted, and of those bound to
-/// a node.
-fn consumers(state: &ClusterState) -> BTreeMap<ObjectKey, (usize, usize)> {
-    let mut out: BTreeMap<ObjectKey, (usize, usize)> = BTreeMap::new();
+/// The pods consuming one request: those not being deleted, and how many of them are bound.
+#[derive(Debug, Default)]
+struct Consumers {
+    present: Vec<Arc<SlimPod>>,
+    bound: usize,
+}
+
+/// The pods consuming each request, by the request's key.
+fn consumers(state: &ClusterState) -> BTreeMap<ObjectKey, Consumers> {
+    let mut out: BTreeMap<ObjectKey, Consumers> = BTreeMap::new();
     for p in state.pods() {
         let Some(name) = pr::consumed_by(p.metadata.annotations.as_deref()) else { continue };
         if p.metadata.deletion_timestamp.is_some() {
@@ -127,10 +133,27 @@ fn consumers(state: &ClusterState) -> BTreeMap<ObjectKey, (usize, usize)> {
         }
         let ns = p.metadata.namespace.clone().unwrap_or_default();
         let e = out.entry((ns, name.to_string())).or_default();
-        e.0 += 1;
-        e.1 += usize::from(util::pod_node_name(p).is_some());
+        e.present.push(Arc::clone(p));
+        e.bound += usize::from(util::pod_node_name(p).is_some());
     }
     out
+}
+
+/// The request's pods still booked once each consuming pod has taken one's place: the first of
+/// the pod set whose pods request what it requests, else the first left.
+fn unconsumed(mut pods: Vec<SetPod>, consumers: &[Arc<SlimPod>]) -> Vec<SetPod> {
+    let requests: Vec<kerf_api::ResourceList> = pods.iter().map(|p| kerf_scheduling::pod_requests(&p.pod)).collect();
+    let mut left: Vec<bool> = vec![true; pods.len()];
+    for c in consumers {
+        let wanted = kerf_scheduling::pod_requests(c);
+        let same = (0..pods.len()).find(|&i| left[i] && requests[i] == wanted);
+        if let Some(i) = same.or_else(|| left.iter().position(|l| *l)) {
+            left[i] = false;
+        }
+    }
+    let mut keep = left.into_iter();
+    pods.retain(|_| keep.next().unwrap_or(false));
+    pods
 }
 
 fn set_condition(
@@ -227,7 +250,9 @@ impl ProvisioningRequests {
         for r in requests.iter().filter(|r| r.booked()) {
             let key = (r.namespace().to_string(), r.name().to_string());
             let mut status = r.status.clone().unwrap_or_default();
-            let (present, bound) = consuming.get(&key).copied().unwrap_or_default();
+            let none = Consumers::default();
+            let c = consuming.get(&key).unwrap_or(&none);
+            let bound = c.bound;
             let total = usize::try_from(r.pod_count()).unwrap_or(0);
             let since = time_of(r.condition(CONDITION_PROVISIONED).and_then(|c| c.last_transition_time.as_ref()));
             let expires = util::after(since.unwrap_or(now), pr::BOOKING_DURATION);
@@ -257,7 +282,7 @@ impl ProvisioningRequests {
                     if r.class() == CLASS_CHECK_CAPACITY {
                         checks.push(key.clone());
                     }
-                    for p in pods.into_iter().skip(present) {
+                    for p in unconsumed(pods, &c.present) {
                         booked.push(VirtualPod { buffer: key.clone(), pod: p.pod, held_on: None, registered: false });
                     }
                 }
@@ -469,4 +494,48 @@ fn launched_for(state: &ClusterState, marker: &str) -> bool {
         .node_claims()
         .values()
         .any(|c| c.metadata.annotations.as_ref().and_then(|a| a.get(CLAIM_ANNOTATION)).is_some_and(|m| m == marker))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
+
+    fn pod(name: &str, cpu: &str) -> Arc<SlimPod> {
+        let spec = PodSpec {
+            containers: vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some([("cpu".to_string(), KubeQuantity(cpu.into()))].into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        Arc::new(SlimPod {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }.into(),
+            spec: Some(kerf_api::SlimPodSpec::from(&spec)),
+            status: None,
+        })
+    }
+
+    #[test]
+    fn each_consuming_pod_frees_a_booked_pod_of_its_own_shape() {
+        // One driver (4 CPU) and three workers (1 CPU).
+        let booked = vec![
+            SetPod { set: 0, pod: pod("driver", "4") },
+            SetPod { set: 1, pod: pod("w0", "1") },
+            SetPod { set: 1, pod: pod("w1", "1") },
+            SetPod { set: 1, pod: pod("w2", "1") },
+        ];
+        let names = |pods: Vec<SetPod>| -> Vec<String> {
+            pods.into_iter().map(|p| p.pod.metadata.name.clone().unwrap_or_default()).collect()
+        };
+        // Two workers arrived: the driver's room stays booked.
+        assert_eq!(names(unconsumed(booked.clone(), &[pod("a", "1"), pod("b", "1")])), ["driver", "w2"]);
+        // A pod of no set's shape takes the first booked pod left.
+        assert_eq!(names(unconsumed(booked, &[pod("c", "2")])), ["w0", "w1", "w2"]);
+    }
 }
