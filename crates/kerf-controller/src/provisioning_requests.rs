@@ -538,4 +538,48 @@ mod tests {
         // A pod of no set's shape takes the first booked pod left.
         assert_eq!(names(unconsumed(booked, &[pod("c", "2")])), ["w0", "w1", "w2"]);
     }
+
+    #[test]
+    fn a_plan_launched_before_a_crash_is_not_launched_again_and_its_status_is_written() {
+        use crate::testkit::{FakeCloud, Harness, instance_type, node_pool};
+        use k8s_openapi::api::core::v1::{PodTemplate, PodTemplateSpec};
+        use kerf_api::cluster::ApiError;
+
+        let mut h = Harness::new(FakeCloud::with_types(vec![instance_type("m", "4", "16Gi", 0.2)]));
+        h.api.put(node_pool("default"));
+        let spec = pod("t", "1800m").whole().unwrap_or_else(|e| panic!("{e}")).spec;
+        h.api.put(PodTemplate {
+            metadata: ObjectMeta { name: Some("w".into()), namespace: Some("default".into()), ..Default::default() },
+            template: Some(PodTemplateSpec { metadata: None, spec }),
+        });
+        let request: ProvisioningRequest = serde_json::from_value(serde_json::json!({
+            "apiVersion": pr::API_VERSION, "kind": pr::KIND,
+            "metadata": {"name": "job", "namespace": "default"},
+            "spec": {
+                "provisioningClassName": pr::CLASS_BEST_EFFORT_ATOMIC,
+                "podSets": [{"podTemplateRef": {"name": "w"}, "count": 4}]
+            }
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        // The claims are created, then the process cannot write the request's status.
+        h.api.fail_writes_of::<ProvisioningRequest>(Some(ApiError::Other("unavailable".into())));
+        h.tolerate_errors = true;
+        h.api.put(request);
+        h.settle();
+        assert_eq!(h.claims().len(), 2, "four 1800m pods, two per 4-CPU node");
+        let stored = h.api.one::<ProvisioningRequest>(Some("default"), "job").unwrap_or_else(|| panic!("gone"));
+        assert!(stored.status.is_none(), "{:?}", stored.status);
+
+        // A new process finds the request unanswered and the plan's claims: Provisioned as
+        // launched (not found room on claims it takes for someone else's), nothing launched.
+        h.api.fail_writes_of::<ProvisioningRequest>(None);
+        h.restart();
+        let stored = h.api.one::<ProvisioningRequest>(Some("default"), "job").unwrap_or_else(|| panic!("gone"));
+        let provisioned = stored.condition(CONDITION_PROVISIONED).unwrap_or_else(|| panic!("{:?}", stored.status));
+        assert_eq!(
+            (provisioned.status.as_str(), provisioned.reason.as_deref()),
+            ("True", Some(pr::REASON_CAPACITY_IS_PROVISIONED))
+        );
+        assert_eq!(h.claims().len(), 2, "the restarted process launched nothing again");
+    }
 }
