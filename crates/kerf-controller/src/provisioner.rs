@@ -145,7 +145,9 @@ impl Provisioner {
 
         let pending = provisionable_pods(cx.state, &cx.published.nominations);
         let pods = util::first_five_of(pending.iter().map(|(k, _)| pod_name(k)), pending.len());
-        let room: Vec<Arc<SlimPod>> = (cx.published.booked_room.pods.iter())
+        // Booked room held nowhere (lost to other pods, or its launch failed) is launched again;
+        // booked room that is held stays where it is (below).
+        let room: Vec<Arc<SlimPod>> = (cx.published.booked_room.pods.iter().filter(|p| p.held_on.is_none()))
             .chain(&cx.published.buffer_room.pods)
             .map(|p| Arc::clone(&p.pod))
             .collect();
@@ -153,13 +155,22 @@ impl Provisioner {
             tracing::info!(pods = %pods, count = pending.len(), "found provisionable pod(s)");
         }
         if !room.is_empty() {
-            tracing::info!(count = room.len(), "placing booked and capacity buffer room after the pending pods");
+            tracing::info!(
+                count = room.len(),
+                "placing capacity buffer room and lost booked room after the pending pods"
+            );
         }
 
         let types = cx.instance_types_by_pool().await;
-        // The buffers' room is placed last, by pods the result's indices past `pending` name
+        // The buffers' room (and booked room held nowhere) is placed last, by pods the result's indices past `pending` name
         // (no nomination, no event: they exist only here).
         let mut input = cx.view().scheduling_input_with(&pending, &types, false);
+        // ProvisioningRequests' booked room is taken where it is held: pending pods are not
+        // planned into it (those that consume a booking have already freed their share).
+        let mut booked = cx.published.booked_room.held();
+        for n in &mut input.existing_nodes {
+            n.pods.extend(booked.remove(n.name.as_str()).unwrap_or_default());
+        }
         input.placed_last = room.len();
         input.pods.extend(room);
         let result = SchedulingContext::with_facts(input.clone(), cx.pod_facts).place_pending();

@@ -67,9 +67,10 @@ pub(crate) struct Published {
     /// held on a node counts like its pods).
     pub buffer_room: BufferRoom,
     /// Written by the ProvisioningRequest reconciler: the room booked for provisioned requests'
-    /// pods and where it is held. Read like `buffer_room` (the provisioner places the booked
-    /// room of best-effort-atomic requests, so room lost is launched again) and by the buffer
-    /// reconciler (chunks take what bookings leave).
+    /// pods and where it is held. Read like `buffer_room`, except by the provisioner: pending
+    /// pods are not planned into booked room that is held, and booked room held nowhere (only
+    /// best-effort-atomic bookings keep such) is placed after them, so lost room is launched
+    /// again. The buffer reconciler's chunks take what bookings leave.
     pub booked_room: BufferRoom,
     /// Written by disruption: the nodes it would disrupt first. Read by the pod-deletion-cost
     /// reconciler.

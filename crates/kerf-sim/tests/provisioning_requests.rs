@@ -226,3 +226,61 @@ fn a_snapshot_writes_live_requests_and_their_templates_but_not_finished_ones() {
     // The written scenario loads.
     parse(Path::new("snapshot.yaml"), &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
 }
+
+#[test]
+fn other_pods_get_room_of_their_own_while_a_booking_launches() {
+    // Room for four trainers is booked on two launching nodes; five seconds later three pods of
+    // the same shape that consume no request arrive.
+    let yaml = r#"
+name: other-pods
+cloud: {region: us-west-2, launchLatency: 30s}
+steps:
+  - apply: manifests/provisioning/batch-nodepool.yaml
+  - apply: manifests/provisioning/trainer-template.yaml
+  - apply:
+      - apiVersion: autoscaling.x-k8s.io/v1
+        kind: ProvisioningRequest
+        metadata: {name: booked, namespace: default}
+        spec:
+          provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+          podSets: [{podTemplateRef: {name: trainer}, count: 4}]
+  - wait: 5s
+  - apply: manifests/provisioning/web.yaml
+  - wait: 3m
+"#;
+    let path = example("other-pods.yaml");
+    let scenario = parse(&path, yaml).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = simulation_for(&scenario, ManualClock::new()).unwrap_or_else(|e| panic!("{e}"));
+    sim.settle(sim.now()).unwrap_or_else(|e| panic!("{e}"));
+    for (i, step) in scenario.steps.iter().enumerate() {
+        sim.step(i, step).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let end = sim.report();
+    assert_eq!(request(&end, "booked").state, "Provisioned");
+    let booked: Vec<String> = claims(&sim)
+        .into_iter()
+        .filter(|c| c.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kerf.dev/provisioning-request")))
+        .map(|c| c.name().to_string())
+        .collect();
+    assert_eq!(booked.len(), 2, "{booked:?}");
+    assert_eq!(end.summary.node_claims_launched, 4, "two for the booking, two for the other pods");
+    // The provisioner planned the other pods onto claims of their own, not into the booking.
+    let nominated: Vec<String> = sim
+        .cluster()
+        .events()
+        .into_iter()
+        .filter(|e| e.record.reason == "Nominated" && e.record.name.starts_with("default/web-"))
+        .map(|e| e.record.message)
+        .collect();
+    assert_eq!(nominated.len(), 3, "{nominated:?}");
+    for m in &nominated {
+        assert!(!booked.iter().any(|c| m.ends_with(&format!("nodeclaim/{c}"))), "{m} is booked room");
+    }
+    // kube-scheduler may still bind one into booked room on a node that is ready first; the
+    // booking then holds the room the other pods' claims left: all of it is kept.
+    assert!(end.pods.iter().filter(|p| p.owner.starts_with("Deployment/web")).all(|p| p.phase == "Running"));
+    assert_eq!(end.nodes.len(), 4);
+    let room = &sim.manager().booked_room().pods;
+    assert_eq!(room.len(), 4);
+    assert!(room.iter().all(|p| p.held_on.is_some() && p.registered), "{room:?}");
+}
