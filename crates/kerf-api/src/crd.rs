@@ -189,10 +189,35 @@ pub const NODE_OVERLAY: CrdDefinition = CrdDefinition {
     namespaced: false,
 };
 
-/// The CRDs, in the order `kerf crds` prints them.
-pub const ALL: [&CrdDefinition; 5] = [&NODE_POOL, &NODE_CLAIM, &EC2_NODE_CLASS, &CAPACITY_BUFFER, &NODE_OVERLAY];
+/// `provisioningrequests.autoscaling.x-k8s.io` (namespaced; upstream's short names, a column
+/// per condition kerf sets).
+pub const PROVISIONING_REQUEST: CrdDefinition = CrdDefinition {
+    group: crate::provisioningrequest::GROUP,
+    version: "v1",
+    kind: crate::provisioningrequest::KIND,
+    list_kind: "ProvisioningRequestList",
+    plural: "provisioningrequests",
+    singular: "provisioningrequest",
+    short_names: &["provreq", "provreqs"],
+    categories: &[],
+    scale: None,
+    columns: &[
+        column("Class", "string", 0, Field("/spec/provisioningClassName")),
+        column("Accepted", "string", 0, Condition(crate::provisioningrequest::CONDITION_ACCEPTED)),
+        column("Provisioned", "string", 0, Condition(crate::provisioningrequest::CONDITION_PROVISIONED)),
+        column("Failed", "string", 0, Condition(crate::provisioningrequest::CONDITION_FAILED)),
+        column("BookingExpired", "string", 1, Condition(crate::provisioningrequest::CONDITION_BOOKING_EXPIRED)),
+        column("Age", "date", 0, CreationTimestamp),
+    ],
+    namespaced: true,
+};
 
-/// The definition of `kind` (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`, `NodeOverlay`).
+/// The CRDs, in the order `kerf crds` prints them.
+pub const ALL: [&CrdDefinition; 6] =
+    [&NODE_POOL, &NODE_CLAIM, &EC2_NODE_CLASS, &CAPACITY_BUFFER, &NODE_OVERLAY, &PROVISIONING_REQUEST];
+
+/// The definition of `kind` (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`,
+/// `NodeOverlay`, `ProvisioningRequest`).
 pub fn definition(kind: &str) -> Option<&'static CrdDefinition> {
     ALL.into_iter().find(|d| d.kind == kind)
 }

@@ -11,9 +11,11 @@ use crate::ec2nodeclass::{self, EC2NodeClass};
 use crate::nodeclaim::{self, NodeClaim};
 use crate::nodeoverlay::{self, NodeOverlay};
 use crate::nodepool::{self, NodePool};
+use crate::provisioningrequest::{self, ProvisioningRequest};
 use crate::validation::{self, FieldError};
 
-/// One of the Karpenter kinds kerf reads, or SIG Autoscaling's CapacityBuffer.
+/// One of the Karpenter kinds kerf reads, or SIG Autoscaling's CapacityBuffer or
+/// ProvisioningRequest.
 // Objects are decoded once and handed on whole; boxing would only add indirection for callers.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +25,7 @@ pub enum KarpenterObject {
     EC2NodeClass(EC2NodeClass),
     CapacityBuffer(CapacityBuffer),
     NodeOverlay(NodeOverlay),
+    ProvisioningRequest(ProvisioningRequest),
 }
 
 impl KarpenterObject {
@@ -33,6 +36,7 @@ impl KarpenterObject {
             KarpenterObject::EC2NodeClass(_) => ec2nodeclass::KIND,
             KarpenterObject::CapacityBuffer(_) => capacitybuffer::KIND,
             KarpenterObject::NodeOverlay(_) => nodeoverlay::KIND,
+            KarpenterObject::ProvisioningRequest(_) => provisioningrequest::KIND,
         }
     }
 
@@ -43,6 +47,7 @@ impl KarpenterObject {
             KarpenterObject::EC2NodeClass(o) => o.name(),
             KarpenterObject::CapacityBuffer(o) => o.name(),
             KarpenterObject::NodeOverlay(o) => o.name(),
+            KarpenterObject::ProvisioningRequest(o) => o.name(),
         }
     }
 
@@ -54,6 +59,7 @@ impl KarpenterObject {
             KarpenterObject::EC2NodeClass(o) => validation::validate_ec2_node_class(o),
             KarpenterObject::CapacityBuffer(o) => capacitybuffer::validate(o),
             KarpenterObject::NodeOverlay(o) => nodeoverlay::validate(o),
+            KarpenterObject::ProvisioningRequest(o) => provisioningrequest::validate(o),
         }
     }
 }
@@ -503,12 +509,17 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
     if group.is_some_and(|g| !KARPENTER_GROUPS.contains(&g)) {
         return Ok(None);
     }
-    // SIG Autoscaling's group has other kinds (ProvisioningRequest) kerf does not read.
-    if group == Some(capacitybuffer::GROUP) && kind != capacitybuffer::KIND {
+    // SIG Autoscaling's group has other kinds (CapacityQuota, ...) kerf does not read here.
+    if group == Some(capacitybuffer::GROUP) && kind != capacitybuffer::KIND && kind != provisioningrequest::KIND {
         return Ok(None);
     }
     let expected = match kind {
         capacitybuffer::KIND => capacitybuffer::API_VERSION,
+        // v1beta1 has the same fields: read as v1.
+        provisioningrequest::KIND if api_version == Some(provisioningrequest::API_VERSION_V1BETA1) => {
+            provisioningrequest::API_VERSION_V1BETA1
+        }
+        provisioningrequest::KIND => provisioningrequest::API_VERSION,
         nodepool::KIND => nodepool::API_VERSION,
         nodeclaim::KIND => nodeclaim::API_VERSION,
         ec2nodeclass::KIND => ec2nodeclass::API_VERSION,
@@ -543,6 +554,10 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
         nodeclaim::KIND => decode_all::<NodeClaim>(doc).map(KarpenterObject::NodeClaim),
         capacitybuffer::KIND => decode_all::<CapacityBuffer>(doc).map(KarpenterObject::CapacityBuffer),
         nodeoverlay::KIND => decode_all::<NodeOverlay>(doc).map(KarpenterObject::NodeOverlay),
+        provisioningrequest::KIND => decode_all::<ProvisioningRequest>(doc).map(|mut r| {
+            r.api_version = provisioningrequest::API_VERSION.to_string();
+            KarpenterObject::ProvisioningRequest(r)
+        }),
         _ => decode_all::<EC2NodeClass>(doc).map(KarpenterObject::EC2NodeClass),
     };
     let mut errors = unknown_metadata_fields(doc);

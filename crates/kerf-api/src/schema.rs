@@ -171,8 +171,8 @@ fn structural(v: &mut Value) {
     }
 }
 
-/// `(kind, schema)` for NodePool, NodeClaim, EC2NodeClass, CapacityBuffer and NodeOverlay, in
-/// that order.
+/// `(kind, schema)` for NodePool, NodeClaim, EC2NodeClass, CapacityBuffer, NodeOverlay and
+/// ProvisioningRequest, in that order.
 pub fn crd_schemas() -> Vec<(&'static str, Value)> {
     vec![
         (nodepool::KIND, schema_of::<NodePool>()),
@@ -180,6 +180,7 @@ pub fn crd_schemas() -> Vec<(&'static str, Value)> {
         (ec2nodeclass::KIND, schema_of::<EC2NodeClass>()),
         (crate::capacitybuffer::KIND, schema_of::<crate::CapacityBuffer>()),
         (crate::nodeoverlay::KIND, schema_of::<crate::NodeOverlay>()),
+        (crate::provisioningrequest::KIND, schema_of::<crate::ProvisioningRequest>()),
     ]
 }
 
@@ -193,6 +194,7 @@ pub fn schema_file_name(kind: &str) -> String {
     let group = match kind {
         ec2nodeclass::KIND => ec2nodeclass::GROUP,
         crate::capacitybuffer::KIND => crate::capacitybuffer::GROUP,
+        crate::provisioningrequest::KIND => crate::provisioningrequest::GROUP,
         _ => crate::labels::GROUP,
     };
     let singular = kind.to_ascii_lowercase();

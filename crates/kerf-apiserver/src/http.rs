@@ -325,7 +325,12 @@ fn route(
                         RestError::BadRequest(format!("limit must be a non-negative integer, got {l:?}"))
                     })?),
                 };
-            let page = rest.list_page(kind, &filter, limit, q.get("continue").map(String::as_str))?;
+            let token = q.get("continue").map(String::as_str);
+            if !shown.table && format == Format::Json {
+                let text = rest.list_page_json(kind, &filter, limit, token)?;
+                return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], text).into_response());
+            }
+            let page = rest.list_page(kind, &filter, limit, token)?;
             let rv = page.resource_version;
             if shown.table {
                 let mut t = table::table(kind, &page.items, rv, now(), shown.include_object);

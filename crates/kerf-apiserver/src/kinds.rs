@@ -20,7 +20,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, crd};
+use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, crd};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -32,6 +32,10 @@ pub struct Typed {
     /// Strict where the type is (kerf's CRDs reject unknown fields, as `--validate=strict`).
     pub decode: fn(Value) -> Result<AnyObject, FieldError>,
     pub encode: fn(&AnyObject) -> Option<Value>,
+    /// The same object as `encode` gives, written as JSON text straight from the type (no
+    /// `Value` in between: a list of 30,000 pods is written several times faster). False, with
+    /// nothing written, when the object is not of the kind.
+    pub write: fn(&AnyObject, &mut Vec<u8>) -> bool,
     /// The CRD validation rules, for kerf's own kinds.
     pub validate: fn(&AnyObject) -> Vec<FieldError>,
 }
@@ -78,6 +82,35 @@ fn encode<K: Object + Serialize>(a: &AnyObject) -> Option<Value> {
     K::from_any(a).and_then(|k| serde_json::to_value(k).ok())
 }
 
+fn write<K: Object + Serialize>(a: &AnyObject, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    let written = K::from_any(a).is_some_and(|k| serde_json::to_writer(&mut *out, k).is_ok());
+    if !written {
+        out.truncate(start);
+    }
+    written
+}
+
+/// [`encode_pod`] as text: a slim pod's own fields after the `apiVersion` and `kind` it lacks.
+fn write_pod(a: &AnyObject, out: &mut Vec<u8>) -> bool {
+    let AnyObject::SlimPod(p) = a else { return write::<Pod>(a, out) };
+    let start = out.len();
+    out.extend_from_slice(br#"{"apiVersion":"v1","kind":"Pod""#);
+    let own = out.len();
+    if serde_json::to_writer(&mut *out, &**p).is_err() || out.get(own) != Some(&b'{') {
+        out.truncate(start);
+        return false;
+    }
+    if out.len() - own == 2 {
+        // `{}`: nothing of its own.
+        out.truncate(own);
+        out.push(b'}');
+    } else {
+        out[own] = b',';
+    }
+    true
+}
+
 /// A pod in either of the store's forms (see the `pod_form` module); a slim one shows what it keeps.
 fn encode_pod(a: &AnyObject) -> Option<Value> {
     match a {
@@ -116,14 +149,18 @@ fn node_overlay_rules(a: &AnyObject) -> Vec<FieldError> {
     NodeOverlay::from_any(a).map(kerf_api::nodeoverlay::validate).unwrap_or_default()
 }
 
+fn provisioning_request_rules(a: &AnyObject) -> Vec<FieldError> {
+    ProvisioningRequest::from_any(a).map(kerf_api::provisioningrequest::validate).unwrap_or_default()
+}
+
 const fn typed<K: Object + Serialize + DeserializeOwned>() -> Option<Typed> {
-    Some(Typed { decode: decode::<K>, encode: encode::<K>, validate: no_rules })
+    Some(Typed { decode: decode::<K>, encode: encode::<K>, write: write::<K>, validate: no_rules })
 }
 
 const fn typed_with<K: Object + Serialize + DeserializeOwned>(
     validate: fn(&AnyObject) -> Vec<FieldError>,
 ) -> Option<Typed> {
-    Some(Typed { decode: decode::<K>, encode: encode::<K>, validate })
+    Some(Typed { decode: decode::<K>, encode: encode::<K>, write: write::<K>, validate })
 }
 
 /// Where a kind's OpenAPI schema comes from.
@@ -206,7 +243,7 @@ pub static KINDS: &[ResourceKind] = &[
         &["all"],
         true,
         false,
-        Some(Typed { decode: decode::<Pod>, encode: encode_pod, validate: no_rules }),
+        Some(Typed { decode: decode::<Pod>, encode: encode_pod, write: write_pod, validate: no_rules }),
     ),
     builtin::<Node>("node", &["no"], &[], true, false, typed::<Node>()),
     builtin::<Namespace>("namespace", &["ns"], &[], true, false, typed::<Namespace>()),
@@ -263,6 +300,7 @@ pub static KINDS: &[ResourceKind] = &[
     crd_kind(&crd::EC2_NODE_CLASS, typed_with::<EC2NodeClass>(node_class_rules)),
     crd_kind(&crd::CAPACITY_BUFFER, typed_with::<CapacityBuffer>(capacity_buffer_rules)),
     crd_kind(&crd::NODE_OVERLAY, typed_with::<NodeOverlay>(node_overlay_rules)),
+    crd_kind(&crd::PROVISIONING_REQUEST, typed_with::<ProvisioningRequest>(provisioning_request_rules)),
 ];
 
 /// One of kerf's CRDs, named as its CustomResourceDefinition names it, with the scale

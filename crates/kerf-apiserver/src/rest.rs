@@ -529,6 +529,63 @@ impl Rest {
         limit: Option<usize>,
         continue_token: Option<&str>,
     ) -> Result<ListPage, RestError> {
+        let (items, resource_version, continue_token) = self.page_of(kind, filter, limit, continue_token, |o, j| {
+            self.shown(kind, j.unwrap_or_else(|| o.to_json(kind)))
+        })?;
+        Ok(ListPage { items, resource_version, continue_token })
+    }
+
+    /// [`Rest::list_page`] as the JSON text of a `KindList`, each object written straight from
+    /// its stored form.
+    pub fn list_page_json(
+        &self,
+        kind: &'static ResourceKind,
+        filter: &Filter,
+        limit: Option<usize>,
+        continue_token: Option<&str>,
+    ) -> Result<Vec<u8>, RestError> {
+        let (items, rv, continue_token) = self.page_of(kind, filter, limit, continue_token, |o, j| {
+            let mut text = Vec::new();
+            match j {
+                Some(j) => {
+                    let _ = serde_json::to_writer(&mut text, &self.shown(kind, j));
+                }
+                None if kind.kind == "PodDisruptionBudget" => {
+                    let _ = serde_json::to_writer(&mut text, &self.shown(kind, o.to_json(kind)));
+                }
+                None => o.write_json(kind, &mut text),
+            }
+            text
+        })?;
+        let mut metadata = serde_json::json!({"resourceVersion": rv.to_string()});
+        if let Some(c) = continue_token {
+            metadata["continue"] = Value::String(c);
+        }
+        let head = serde_json::json!({"kind": format!("{}List", kind.kind), "apiVersion": kind.api_version(), "metadata": metadata});
+        let mut out = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 256);
+        let _ = serde_json::to_writer(&mut out, &head);
+        out.pop();
+        out.extend_from_slice(b",\"items\":[");
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(item);
+        }
+        out.extend_from_slice(b"]}");
+        Ok(out)
+    }
+
+    /// One page of matching objects, each made by `item` from the stored object and, when a
+    /// field selector had to judge it, its JSON; the page's resourceVersion and continue token.
+    fn page_of<T>(
+        &self,
+        kind: &'static ResourceKind,
+        filter: &Filter,
+        limit: Option<usize>,
+        continue_token: Option<&str>,
+        item: impl Fn(&Stored, Option<Value>) -> T,
+    ) -> Result<(Vec<T>, u64, Option<String>), RestError> {
         let from = continue_token.filter(|t| !t.is_empty()).map(ContinueToken::decode).transpose()?;
         let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
         // One more than the page tells whether more follow; a field selector is judged on the
@@ -546,22 +603,27 @@ impl Rest {
         let mut last_key = None;
         let mut more = false;
         for (key, o) in &stored {
-            let j = o.to_json(kind);
-            if !filter.fields.matches(&j) {
-                continue;
-            }
+            let j = if filter.fields.is_empty() {
+                None
+            } else {
+                let j = o.to_json(kind);
+                if !filter.fields.matches(&j) {
+                    continue;
+                }
+                Some(j)
+            };
             if items.len() == limit {
                 more = true;
                 break;
             }
-            items.push(self.shown(kind, j));
+            items.push(item(o, j));
             last_key = Some(key.clone());
         }
         let continue_token = match (more, last_key) {
             (true, Some(after)) => Some(ContinueToken { rv, after }.encode()),
             _ => None,
         };
-        Ok(ListPage { items, resource_version: rv, continue_token })
+        Ok((items, rv, continue_token))
     }
 
     pub fn create(

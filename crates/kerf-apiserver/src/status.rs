@@ -14,7 +14,9 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, SlimPod};
+use kerf_api::{
+    CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, SlimPod,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -72,6 +74,7 @@ with_status! {
     EC2NodeClass => kerf_api::ec2nodeclass::EC2NodeClassStatus,
     CapacityBuffer => kerf_api::capacitybuffer::CapacityBufferStatus,
     NodeOverlay => kerf_api::nodeoverlay::NodeOverlayStatus,
+    ProvisioningRequest => kerf_api::provisioningrequest::ProvisioningRequestStatus,
 }
 
 fn copy<K: HasStatus>(into: &mut Arc<K>, from: &Arc<K>) {

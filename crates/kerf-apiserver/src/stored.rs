@@ -129,6 +129,19 @@ impl Stored {
     }
 }
 
+impl Stored {
+    /// [`Stored::to_json`] written as JSON text onto `out`.
+    pub fn write_json(&self, kind: &ResourceKind, out: &mut Vec<u8>) {
+        if let (Stored::Typed(a), Some(t)) = (self, kind.typed)
+            && (t.write)(a, out)
+        {
+            return;
+        }
+        // Writing a Value into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &self.to_json(kind));
+    }
+}
+
 /// The stored object as a `K`, if it is a typed one of that kind.
 pub(crate) fn typed<K: Object>(s: &Stored) -> Option<&K> {
     match s {

@@ -37,9 +37,8 @@ use kerf_api::capacitybuffer::{
 use kerf_api::cluster::{ApiError, ClusterApi, Patch};
 use kerf_api::{CapacityBuffer, Condition, ResourceList};
 use kerf_cloud::{CloudProvider, Timestamp};
-use kerf_scheduling::SchedulingContext;
 
-use crate::buffer_room::{BufferRoom, VirtualPod};
+use crate::buffer_room::{BufferRoom, VirtualPod, held_owned, place_room, previous_places};
 use crate::ctx::Ctx;
 use crate::error::ControllerError;
 use crate::patches::status_changes;
@@ -211,33 +210,6 @@ fn virtual_pod_of(template: &PodTemplateSpec, ns: &str, buffer: &str, i: i64, ve
     }
 }
 
-/// `pod` with every term of its required node affinity narrowed to the node (or in-flight
-/// claim) named `node`.
-fn pinned_to(pod: &SlimPod, node: &str) -> SlimPod {
-    use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
-    let field = NodeSelectorRequirement {
-        key: "metadata.name".to_string(),
-        operator: "In".to_string(),
-        values: Some(vec![node.to_string()]),
-    };
-    let mut pod = pod.clone();
-    let spec = pod.spec.get_or_insert_with(Default::default);
-    let affinity = spec.affinity.get_or_insert_with(Affinity::default);
-    let node_affinity = affinity.node_affinity.get_or_insert_with(NodeAffinity::default);
-    let required = node_affinity
-        .required_during_scheduling_ignored_during_execution
-        .get_or_insert_with(|| NodeSelector { node_selector_terms: Vec::new() });
-    if required.node_selector_terms.is_empty() {
-        required.node_selector_terms.push(NodeSelectorTerm::default());
-    }
-    for term in &mut required.node_selector_terms {
-        term.match_fields.get_or_insert_with(Vec::new).push(field.clone());
-    }
-    // Another identity: the pinned copy's parsed facts differ from the pod's.
-    pod.metadata.uid = pod.metadata.uid.map(|u| format!("{u}@{node}"));
-    pod
-}
-
 /// The buffer reconciler's own state.
 #[derive(Debug, Default)]
 pub(crate) struct Buffers {
@@ -382,7 +354,10 @@ impl Buffers {
                 pods.push(VirtualPod { buffer: key.clone(), pod: Arc::new(pod), held_on: None, registered: false });
             }
         }
-        place_room(cx, &mut pods).await;
+        // Booked room (ProvisioningRequests) is held first: chunks take what it leaves.
+        let before = previous_places(&cx.published.buffer_room);
+        let booked = held_owned(&cx.published.booked_room);
+        place_room(cx, &mut pods, &before, booked).await;
         let old = &cx.published.buffer_room;
         if old.pods != pods {
             let generation = old.generation + 1;
@@ -408,73 +383,6 @@ impl Buffers {
         // The status writes changed the generation; the room does not depend on status.
         self.observed = Some(cx.state.generation());
         Ok(())
-    }
-}
-
-/// Places every chunk on the room existing nodes and in-flight claims have left (pods
-/// bound, nominated and DaemonSet pods counted), no pool launching anything. A chunk stays
-/// on the node that held it while it still fits there (room that moves on every change
-/// would leave the nodes it left empty, and emptiness would take them); the others go
-/// wherever the scheduling core puts them.
-async fn place_room<P: CloudProvider, C>(cx: &mut Ctx<'_, P, C>, pods: &mut [VirtualPod]) {
-    if pods.is_empty() {
-        return;
-    }
-    let types = cx.instance_types_by_pool().await;
-    let mut base = cx.view().scheduling_input_with(&[], &types, false);
-    base.node_pools.clear();
-    base.unavailable_node_pools.clear();
-    let registered: BTreeMap<String, bool> =
-        base.existing_nodes.iter().map(|n| (n.name.clone(), !n.in_flight)).collect();
-    let before: BTreeMap<&str, &str> = cx
-        .published
-        .buffer_room
-        .pods
-        .iter()
-        .filter_map(|p| Some((p.pod.metadata.name.as_deref()?, p.held_on.as_deref()?)))
-        .collect();
-    let pinned: Vec<(usize, String)> = pods
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| {
-            let node = before.get(p.pod.metadata.name.as_deref()?)?;
-            registered.contains_key(*node).then(|| (i, node.to_string()))
-        })
-        .collect();
-    if !pinned.is_empty() {
-        let mut input = base.clone();
-        input.pods = pinned.iter().map(|(i, node)| Arc::new(pinned_to(&pods[*i].pod, node))).collect();
-        let result = SchedulingContext::with_facts(input, cx.pod_facts).place_pending();
-        for placement in result.placements {
-            if let Some((i, _)) = pinned.get(placement.pod)
-                && let Some(p) = pods.get_mut(*i)
-            {
-                p.held_on = Some(placement.node);
-            }
-        }
-    }
-    let rest: Vec<usize> = (0..pods.len()).filter(|i| pods[*i].held_on.is_none()).collect();
-    if !rest.is_empty() {
-        let mut input = base;
-        let mut kept: BTreeMap<&str, Vec<Arc<SlimPod>>> = BTreeMap::new();
-        for p in pods.iter() {
-            if let Some(n) = &p.held_on {
-                kept.entry(n.as_str()).or_default().push(Arc::clone(&p.pod));
-            }
-        }
-        for n in &mut input.existing_nodes {
-            n.pods.extend(kept.remove(n.name.as_str()).unwrap_or_default());
-        }
-        input.pods = rest.iter().map(|i| Arc::clone(&pods[*i].pod)).collect();
-        let result = SchedulingContext::with_facts(input, cx.pod_facts).place_pending();
-        for placement in result.placements {
-            if let Some(p) = rest.get(placement.pod).and_then(|i| pods.get_mut(*i)) {
-                p.held_on = Some(placement.node);
-            }
-        }
-    }
-    for p in pods.iter_mut() {
-        p.registered = p.held_on.as_ref().is_some_and(|n| registered.get(n).copied().unwrap_or(false));
     }
 }
 

@@ -129,8 +129,8 @@ pub(crate) struct View<'a> {
 }
 
 impl View<'_> {
-    /// Builds the scheduling core's input from cluster state, the CapacityBuffers' room held on
-    /// the nodes that hold it (what disruption and every other what-if must keep).
+    /// Builds the scheduling core's input from cluster state, the room CapacityBuffers and
+    /// ProvisioningRequest bookings keep held on the nodes that hold it (what disruption and every other what-if must keep).
     pub(crate) fn scheduling_input(
         &self,
         pending: &[(ObjectKey, Arc<SlimPod>)],
@@ -244,8 +244,8 @@ impl View<'_> {
             }
             existing.push(n);
         }
-        if with_room && !self.published.buffer_room.is_empty() {
-            let mut room = self.published.buffer_room.held();
+        if with_room && !(self.published.buffer_room.is_empty() && self.published.booked_room.is_empty()) {
+            let mut room = self.published.room_held();
             for n in &mut existing {
                 n.pods.extend(room.remove(n.name.as_str()).unwrap_or_default());
             }

@@ -6,8 +6,8 @@
 //! [`Manager::reconcile`] with the current time; it answers when it must run again.
 //!
 //! Each reconciler is a type that owns its state (`Provisioner`, `Lifecycle`, `Termination`,
-//! `GarbageCollection`, `Disruption`, `NodePools`, `NodeClasses`, `Buffers`, `DeletionCosts`,
-//! `Overlays`),
+//! `GarbageCollection`, `Disruption`, `NodePools`, `NodeClasses`, `ProvisioningRequests`, `Buffers`,
+//! `DeletionCosts`, `Overlays`, `DaemonRoom`),
 //! takes in the watch events it cares about, and runs with a `Ctx` (see [`ctx`]): the cluster
 //! API, the cloud, the informer cache, the options, and the facts reconcilers publish for one
 //! another. No reconciler reads or writes another's state; what a restart must know is in the
@@ -23,7 +23,10 @@
 //!    missing or not Ready launches nothing; its pods and its `NodeClassReady` condition say why.
 //! 1. NodeClaims of deleted NodePools are deleted; NodePools with `spec.replicas` get exactly
 //!    that many NodeClaims.
-//! 2. CapacityBuffers: each resolved into virtual pods (never Pod objects), placed on the room
+//! 2. ProvisioningRequests: each request's pod sets placed by the scheduling core together —
+//!    check-capacity on what exists, best-effort-atomic launching every NodeClaim its plan
+//!    needs or none — and the room booked until its pods arrive or the booking expires (see
+//!    [`provisioning_requests`]). CapacityBuffers: each resolved into virtual pods (never Pod objects), placed on the room
 //!    nodes and in-flight claims have left, published in cluster state for the provisioner
 //!    (which places them after the real pods, launching what they lack) and for disruption
 //!    (which keeps their room); their status written (see [`buffers`]).
@@ -68,6 +71,7 @@ mod pass;
 mod patches;
 pub mod pod_set;
 mod provisioner;
+pub mod provisioning_requests;
 mod published;
 pub mod runtime;
 pub mod state;

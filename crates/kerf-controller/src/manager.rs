@@ -22,6 +22,7 @@ pub use crate::options::Options;
 use crate::overlays::Overlays;
 use crate::pass::Pass;
 use crate::provisioner::Provisioner;
+use crate::provisioning_requests::ProvisioningRequests;
 use crate::published::Published;
 use crate::runtime::{Health, Reconciler, Runtime};
 use crate::state::{ClusterState, ObjectKey};
@@ -43,6 +44,7 @@ pub struct Manager<P: CloudProvider> {
     node_classes: NodeClasses,
     node_pools: NodePools,
     overlays: Overlays,
+    requests: ProvisioningRequests,
     buffers: Buffers,
     provisioner: Provisioner,
     daemon_room: DaemonRoom,
@@ -67,6 +69,7 @@ impl<P: CloudProvider> Manager<P> {
             node_classes: NodeClasses::default(),
             node_pools: NodePools::default(),
             overlays: Overlays::default(),
+            requests: ProvisioningRequests::default(),
             buffers: Buffers::default(),
             provisioner: Provisioner::default(),
             daemon_room: DaemonRoom::default(),
@@ -133,6 +136,7 @@ impl<P: CloudProvider> Manager<P> {
                 Reconciler::NodeClassStatus => self.node_classes.reconcile(&mut cx).await,
                 Reconciler::NodePool => self.node_pools.reconcile(&mut cx).await,
                 Reconciler::Interruption => self.disruption.reconcile_interruptions(&mut cx).await,
+                Reconciler::ProvisioningRequest => self.requests.reconcile(&mut cx).await,
                 Reconciler::CapacityBuffer => self.buffers.reconcile(&mut cx).await,
                 Reconciler::Provisioning => self.provisioner.reconcile(&mut cx).await,
                 Reconciler::DaemonSetRoom => self.daemon_room.reconcile(&mut cx).await,
@@ -217,6 +221,12 @@ impl<P: CloudProvider> Manager<P> {
     /// published it.
     pub fn buffer_room(&self) -> &crate::buffer_room::BufferRoom {
         &self.published.buffer_room
+    }
+
+    /// The room booked for provisioned ProvisioningRequests and where it is held, as the
+    /// request reconciler last published it.
+    pub fn booked_room(&self) -> &crate::buffer_room::BufferRoom {
+        &self.published.booked_room
     }
 
     pub fn cloud(&self) -> &P {

@@ -57,8 +57,8 @@ struct Batch {
     /// When to try pods that fit nowhere again, even if nothing visible changed (offerings
     /// marked unavailable come back; the cloud's view is not in the watch).
     retry_at: Option<Timestamp>,
-    /// The buffer room generation last looked at (room held nowhere opens a window once).
-    room_seen: Option<u64>,
+    /// The room generations last looked at (room held nowhere opens a window once).
+    room_seen: Option<(u64, u64)>,
 }
 
 /// The provisioner: its batch window. Where it expects pods to run (nominations) it publishes.
@@ -86,11 +86,11 @@ impl Provisioner {
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
         cx.published.nominations.expire(cx.state, &mut cx.pass, cx.options.batch_max);
-        // Buffer room held nowhere opens a window like a new pending pod (once per change).
-        let room = &cx.published.buffer_room;
-        let room_short = room.short();
-        let room_new = room_short && self.batch.room_seen != Some(room.generation);
-        self.batch.room_seen = Some(room.generation);
+        // Room held nowhere opens a window like a new pending pod (once per change).
+        let room_short = cx.published.buffer_room.short() || cx.published.booked_room.short();
+        let generation = cx.published.room_generation();
+        let room_new = room_short && self.batch.room_seen != Some(generation);
+        self.batch.room_seen = Some(generation);
         // Rescan the pending pods only when a pod or a nomination changed since the last scan.
         let generation = (cx.state.pod_generation(), cx.published.nominations.generation);
         let mut has_new = false;
@@ -145,18 +145,32 @@ impl Provisioner {
 
         let pending = provisionable_pods(cx.state, &cx.published.nominations);
         let pods = util::first_five_of(pending.iter().map(|(k, _)| pod_name(k)), pending.len());
-        let room: Vec<Arc<SlimPod>> = cx.published.buffer_room.pods.iter().map(|p| Arc::clone(&p.pod)).collect();
+        // Booked room held nowhere (lost to other pods, or its launch failed) is launched again;
+        // booked room that is held stays where it is (below).
+        let room: Vec<Arc<SlimPod>> = (cx.published.booked_room.pods.iter().filter(|p| p.held_on.is_none()))
+            .chain(&cx.published.buffer_room.pods)
+            .map(|p| Arc::clone(&p.pod))
+            .collect();
         if !pending.is_empty() {
             tracing::info!(pods = %pods, count = pending.len(), "found provisionable pod(s)");
         }
         if !room.is_empty() {
-            tracing::info!(count = room.len(), "placing capacity buffer room after the pending pods");
+            tracing::info!(
+                count = room.len(),
+                "placing capacity buffer room and lost booked room after the pending pods"
+            );
         }
 
         let types = cx.instance_types_by_pool().await;
-        // The buffers' room is placed last, by pods the result's indices past `pending` name
+        // The buffers' room (and booked room held nowhere) is placed last, by pods the result's indices past `pending` name
         // (no nomination, no event: they exist only here).
         let mut input = cx.view().scheduling_input_with(&pending, &types, false);
+        // ProvisioningRequests' booked room is taken where it is held: pending pods are not
+        // planned into it (those that consume a booking have already freed their share).
+        let mut booked = cx.published.booked_room.held();
+        for n in &mut input.existing_nodes {
+            n.pods.extend(booked.remove(n.name.as_str()).unwrap_or_default());
+        }
         input.placed_last = room.len();
         input.pods.extend(room);
         let result = SchedulingContext::with_facts(input.clone(), cx.pod_facts).place_pending();

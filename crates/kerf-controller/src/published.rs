@@ -3,10 +3,11 @@
 //! published here.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use kerf_api::NodeClaim;
 use kerf_api::cluster::{AnyObject, WatchEvent};
 use kerf_api::pod_facts;
+use kerf_api::{NodeClaim, SlimPod};
 use kerf_cloud::Timestamp;
 
 use crate::buffer_room::BufferRoom;
@@ -65,6 +66,12 @@ pub(crate) struct Published {
     /// Read by the provisioner (it places the room), the scheduling inputs and disruption (room
     /// held on a node counts like its pods).
     pub buffer_room: BufferRoom,
+    /// Written by the ProvisioningRequest reconciler: the room booked for provisioned requests'
+    /// pods and where it is held. Read like `buffer_room`, except by the provisioner: pending
+    /// pods are not planned into booked room that is held, and booked room held nowhere (only
+    /// best-effort-atomic bookings keep such) is placed after them, so lost room is launched
+    /// again. The buffer reconciler's chunks take what bookings leave.
+    pub booked_room: BufferRoom,
     /// Written by disruption: the nodes it would disrupt first. Read by the pod-deletion-cost
     /// reconciler.
     pub deletion_ranking: DeletionRanking,
@@ -73,6 +80,26 @@ pub(crate) struct Published {
 impl Published {
     pub fn new() -> Self {
         Published { pool_status_stale: true, ..Published::default() }
+    }
+
+    /// All room kept for pods that do not exist yet (buffers' and bookings'), by the node or
+    /// in-flight claim holding it.
+    pub fn room_held(&self) -> BTreeMap<&str, Vec<Arc<SlimPod>>> {
+        let mut out = self.buffer_room.held();
+        for (node, pods) in self.booked_room.held() {
+            out.entry(node).or_default().extend(pods);
+        }
+        out
+    }
+
+    /// The room held on one node (buffers' and bookings').
+    pub fn room_held_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a Arc<SlimPod>> + 'a {
+        self.buffer_room.held_on(node).chain(self.booked_room.held_on(node))
+    }
+
+    /// Changes whenever either room changes.
+    pub fn room_generation(&self) -> (u64, u64) {
+        (self.buffer_room.generation, self.booked_room.generation)
     }
 
     /// What a watch event ends or raises here (before the cluster state applies it).

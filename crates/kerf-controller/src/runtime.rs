@@ -21,6 +21,9 @@ pub enum Reconciler {
     NodePool,
     /// Spot interruption notices.
     Interruption,
+    /// ProvisioningRequests: answered, planned and launched; their booked room placed and
+    /// published; their status.
+    ProvisioningRequest,
     /// CapacityBuffers: their room resolved, placed and published; their status.
     CapacityBuffer,
     /// Pending pods → NodeClaims.
@@ -43,11 +46,12 @@ pub enum Reconciler {
 }
 
 impl Reconciler {
-    pub const ALL: [Reconciler; 13] = [
+    pub const ALL: [Reconciler; 14] = [
         Reconciler::NodeOverlay,
         Reconciler::NodeClassStatus,
         Reconciler::NodePool,
         Reconciler::Interruption,
+        Reconciler::ProvisioningRequest,
         Reconciler::CapacityBuffer,
         Reconciler::Provisioning,
         Reconciler::DaemonSetRoom,
@@ -66,6 +70,7 @@ impl Reconciler {
             Reconciler::NodeClassStatus => "nodeclass.status",
             Reconciler::NodePool => "nodepool.static",
             Reconciler::Interruption => "interruption",
+            Reconciler::ProvisioningRequest => "provisioningrequest",
             Reconciler::CapacityBuffer => "capacitybuffer",
             Reconciler::Provisioning => "provisioner",
             Reconciler::DaemonSetRoom => "daemonset.room",

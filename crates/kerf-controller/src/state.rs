@@ -19,7 +19,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::SlimPod;
 use kerf_api::str_pair::StrPair;
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ResourceList};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, ResourceList};
 
 use crate::pod_set::{PodSet, key as pod_key};
 use crate::util;
@@ -95,6 +95,7 @@ pub struct ClusterState {
     capacity_buffers: BTreeMap<ObjectKey, CapacityBuffer>,
     pod_templates: BTreeMap<ObjectKey, PodTemplate>,
     node_overlays: BTreeMap<String, NodeOverlay>,
+    provisioning_requests: BTreeMap<ObjectKey, ProvisioningRequest>,
     /// Bumped on every object added, changed or removed.
     generation: u64,
 }
@@ -174,6 +175,7 @@ impl ClusterState {
             AnyObject::CapacityBuffer(b) => upsert_ns(&mut self.capacity_buffers, &**b, |o| &o.metadata),
             AnyObject::PodTemplate(t) => upsert_ns(&mut self.pod_templates, &**t, |o| &o.metadata),
             AnyObject::NodeOverlay(o) => upsert(&mut self.node_overlays, &**o, |o| &o.metadata),
+            AnyObject::ProvisioningRequest(r) => upsert_ns(&mut self.provisioning_requests, &**r, |o| &o.metadata),
             // Admission applies these to pods; the controllers read the result on the pod.
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
             // Read on demand (a buffer's scalableRef), not kept.
@@ -281,6 +283,9 @@ impl ClusterState {
             AnyObject::NodeOverlay(_) => {
                 self.node_overlays.remove(&name_of(meta));
             }
+            AnyObject::ProvisioningRequest(_) => {
+                self.provisioning_requests.remove(&key_of(meta));
+            }
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
             AnyObject::Deployment(_) | AnyObject::StatefulSet(_) | AnyObject::ReplicaSet(_) => {}
         }
@@ -310,6 +315,10 @@ impl ClusterState {
     /// NodeOverlays by name.
     pub fn node_overlays(&self) -> &BTreeMap<String, NodeOverlay> {
         &self.node_overlays
+    }
+
+    pub fn provisioning_requests(&self) -> &BTreeMap<ObjectKey, ProvisioningRequest> {
+        &self.provisioning_requests
     }
 
     /// Changes whenever any pod is added, updated or removed.

@@ -773,6 +773,8 @@ impl<P: CloudProvider + Clone> Harness<P> {
         relist::<Node>(&self.api, &mut self.mgr);
         relist::<k8s_openapi::api::apps::v1::DaemonSet>(&self.api, &mut self.mgr);
         relist::<Pod>(&self.api, &mut self.mgr);
+        relist::<k8s_openapi::api::core::v1::PodTemplate>(&self.api, &mut self.mgr);
+        relist::<kerf_api::ProvisioningRequest>(&self.api, &mut self.mgr);
         self.settle()
     }
 

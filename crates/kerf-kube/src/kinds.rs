@@ -10,7 +10,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
@@ -76,6 +76,12 @@ pub fn all() -> &'static [Kind] {
             builtin::<PodDisruptionBudget>(),
             builtin::<PodTemplate>(),
             custom(kerf_api::capacitybuffer::API_VERSION, kerf_api::capacitybuffer::KIND, "capacitybuffers", true),
+            custom(
+                kerf_api::provisioningrequest::API_VERSION,
+                kerf_api::provisioningrequest::KIND,
+                "provisioningrequests",
+                true,
+            ),
             builtin::<Pod>(),
         ]
     })
@@ -129,6 +135,7 @@ pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> 
         "PodTemplate" => typed::<PodTemplate>(value),
         "CapacityBuffer" => tolerant::<CapacityBuffer>(value),
         "NodeOverlay" => tolerant::<NodeOverlay>(value),
+        "ProvisioningRequest" => tolerant::<ProvisioningRequest>(value),
         "Deployment" => typed::<Deployment>(value),
         "StatefulSet" => typed::<StatefulSet>(value),
         "ReplicaSet" => typed::<ReplicaSet>(value),
@@ -165,6 +172,7 @@ pub fn encode(obj: &AnyObject) -> Result<Value, serde_json::Error> {
         AnyObject::PodTemplate(o) => serde_json::to_value(&**o),
         AnyObject::CapacityBuffer(o) => serde_json::to_value(&**o),
         AnyObject::NodeOverlay(o) => serde_json::to_value(&**o),
+        AnyObject::ProvisioningRequest(o) => serde_json::to_value(&**o),
         AnyObject::Deployment(o) => serde_json::to_value(&**o),
         AnyObject::StatefulSet(o) => serde_json::to_value(&**o),
         AnyObject::ReplicaSet(o) => serde_json::to_value(&**o),

@@ -67,6 +67,8 @@ pub struct Metrics {
     scheduling_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pool_usage: Family<Labels, FloatGauge>,
     pool_limit: Family<Labels, FloatGauge>,
+    /// `kerf_provisioning_requests{class,state}`.
+    provisioning_requests: Family<Labels, Gauge>,
     price_estimate: Family<Labels, FloatGauge>,
     decisions: Family<Labels, Counter>,
     reversals: Family<Labels, Counter>,
@@ -138,6 +140,12 @@ impl Metrics {
             "A NodePool's spec.limits, by NodePool and resource.",
             pool_limit.clone(),
         );
+        let provisioning_requests = Family::<Labels, Gauge>::default();
+        registry.register(
+            "kerf_provisioning_requests",
+            "ProvisioningRequests of the classes kerf answers, by class and by where their conditions stand (Pending, Accepted, Provisioned, Failed, BookingExpired, CapacityRevoked).",
+            provisioning_requests.clone(),
+        );
         let price_estimate = Family::<Labels, FloatGauge>::default();
         registry.register(
             "karpenter_cloudprovider_instance_type_offering_price_estimate",
@@ -193,6 +201,7 @@ impl Metrics {
             scheduling_duration,
             pool_usage,
             pool_limit,
+            provisioning_requests,
             price_estimate,
             decisions,
             events,
@@ -299,6 +308,15 @@ impl Metrics {
             for (resource, q) in pool.spec.limits.iter().flat_map(|l| l.iter()) {
                 self.pool_limit.get_or_create(&lset([("nodepool", name), ("resource_type", resource)])).set(q.as_f64());
             }
+        }
+        self.provisioning_requests.clear();
+        for r in state.provisioning_requests().values() {
+            if !kerf_api::provisioningrequest::CLASSES.contains(&r.class()) {
+                continue;
+            }
+            self.provisioning_requests
+                .get_or_create(&lset([("class", r.class()), ("state", r.state().as_str())]))
+                .inc();
         }
         if self.pod_generation != Some(state.pod_generation()) {
             self.pod_generation = Some(state.pod_generation());

@@ -22,6 +22,9 @@ pub struct Report {
     /// One entry per CapacityBuffer (left out when the scenario has none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buffers: Vec<crate::report_buffers::BufferReport>,
+    /// One entry per ProvisioningRequest (left out when the scenario has none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub provisioning_requests: Vec<crate::report_requests::ProvisioningRequestReport>,
     /// Per NodePool with consolidations: how many were taken and how many of them
     /// `consolidationPolicy: Balanced` would have refused (left out when there were none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -369,6 +372,7 @@ impl Report {
             }
         }
         crate::report_buffers::text(&mut out, &self.buffers, s.cost_per_hour);
+        crate::report_requests::text(&mut out, &self.provisioning_requests);
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -484,6 +488,7 @@ mod tests {
                 Sample { seconds: 60.0, nodes: 2, pods_pending: 1, pods_running: 0, cost_per_hour: 0.2 },
             ],
             buffers: Vec::new(),
+            provisioning_requests: Vec::new(),
             balanced_what_if: Vec::new(),
             comparison: None,
         }

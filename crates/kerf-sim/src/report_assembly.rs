@@ -210,6 +210,7 @@ impl<P: SimCloud> Simulation<P> {
             reboots: self.reboot_report(),
             timeline,
             buffers,
+            provisioning_requests: crate::report_requests::request_reports(state.provisioning_requests()),
             balanced_what_if: self
                 .manager
                 .balanced_what_if()

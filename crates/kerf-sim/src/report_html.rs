@@ -110,6 +110,7 @@ pub fn render(report: &Value) -> String {
     capacity(&mut out, report);
     pending(&mut out, report);
     crate::report_buffers::html(&mut out, report, esc);
+    crate::report_requests::html(&mut out, report, esc);
     disruptions(&mut out, report);
     reboots_and_what_if(&mut out, report);
     charts(&mut out, report);

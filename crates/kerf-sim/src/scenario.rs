@@ -167,11 +167,12 @@ pub enum ManifestObject {
     PodTemplate(Box<k8s_openapi::api::core::v1::PodTemplate>),
     CapacityBuffer(Box<kerf_api::CapacityBuffer>),
     NodeOverlay(Box<kerf_api::NodeOverlay>),
+    ProvisioningRequest(Box<kerf_api::ProvisioningRequest>),
 }
 
 const APPLY_KINDS: &str = "NodePool, EC2NodeClass, Deployment, DaemonSet, Pod, PodDisruptionBudget, \
                            PersistentVolumeClaim, PersistentVolume, StorageClass, Namespace, PriorityClass, \
-                           RuntimeClass, PodTemplate, CapacityBuffer, NodeOverlay";
+                           RuntimeClass, PodTemplate, CapacityBuffer, NodeOverlay, ProvisioningRequest";
 
 /// Kinds a `delete` or `patch` step may name besides the applied ones: the objects kerf and the
 /// kubelet create.
@@ -867,7 +868,9 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
         return Ok(out);
     }
     let object = match kind {
-        "NodePool" | "EC2NodeClass" | "CapacityBuffer" | "NodeOverlay" => decode_karpenter(ctx, &label, v)?,
+        "NodePool" | "EC2NodeClass" | "CapacityBuffer" | "NodeOverlay" | "ProvisioningRequest" => {
+            decode_karpenter(ctx, &label, v)?
+        }
         "PodTemplate" => {
             let t: k8s_openapi::api::core::v1::PodTemplate = typed(ctx, &label, v)?;
             if let Some(tmpl) = &t.template {
@@ -924,7 +927,12 @@ fn decode_karpenter(ctx: &Ctx<'_>, label: &str, v: &Value) -> Result<ManifestObj
             Ok(ManifestObject::CapacityBuffer(Box::new(b)))
         }
         Ok(Some(kerf_api::manifest::KarpenterObject::NodeOverlay(o))) => Ok(ManifestObject::NodeOverlay(Box::new(o))),
-        Ok(_) => Err(ctx.err(label, "expected a NodePool, EC2NodeClass, CapacityBuffer or NodeOverlay")),
+        Ok(Some(kerf_api::manifest::KarpenterObject::ProvisioningRequest(r))) => {
+            Ok(ManifestObject::ProvisioningRequest(Box::new(r)))
+        }
+        Ok(_) => {
+            Err(ctx.err(label, "expected a NodePool, EC2NodeClass, CapacityBuffer, NodeOverlay or ProvisioningRequest"))
+        }
         Err(problems) => {
             let first = problems.first();
             let field = match first.map(|p| p.path.as_str()) {

@@ -22,7 +22,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, labels};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, labels};
 use serde_json::{Value, json};
 
 /// What `kerf snapshot` lists from a cluster.
@@ -43,11 +43,14 @@ pub struct ClusterObjects {
     pub node_pools: Vec<NodePool>,
     pub node_claims: Vec<NodeClaim>,
     pub node_classes: Vec<EC2NodeClass>,
-    /// Only those a CapacityBuffer refers to are written.
+    /// Only those a CapacityBuffer or a live ProvisioningRequest refers to are written.
     pub pod_templates: Vec<PodTemplate>,
     pub capacity_buffers: Vec<CapacityBuffer>,
     /// Written before the NodePools (the prices their types are shown at).
     pub node_overlays: Vec<NodeOverlay>,
+    /// Only those not yet Failed, BookingExpired or CapacityRevoked are written (without status:
+    /// the simulation answers them again).
+    pub provisioning_requests: Vec<ProvisioningRequest>,
 }
 
 /// What the written scenario holds, for the command's summary line.
@@ -391,11 +394,22 @@ pub fn write(
     }
     // Buffers after the workloads their `scalableRef` may name; a PodTemplate only when a
     // buffer refers to it (templates no buffer uses say nothing about scheduling).
-    let referenced: BTreeSet<(&str, &str)> = objects
+    let live_requests: Vec<&ProvisioningRequest> = objects
+        .provisioning_requests
+        .iter()
+        .filter(|r| {
+            use kerf_api::provisioningrequest::State;
+            !matches!(r.state(), State::Failed | State::BookingExpired | State::CapacityRevoked)
+        })
+        .collect();
+    let mut referenced: BTreeSet<(&str, &str)> = objects
         .capacity_buffers
         .iter()
         .filter_map(|b| Some((b.namespace(), b.spec.pod_template_ref.as_ref()?.name.as_str())))
         .collect();
+    for r in &live_requests {
+        referenced.extend(r.spec.pod_sets.iter().map(|s| (r.namespace(), s.pod_template_ref.name.as_str())));
+    }
     for pt in &objects.pod_templates {
         let ns = pt.metadata.namespace.as_deref().unwrap_or("default");
         let name = pt.metadata.name.as_deref().unwrap_or_default();
@@ -410,6 +424,13 @@ pub fn write(
             kerf_api::capacitybuffer::KIND,
             kerf_api::capacitybuffer::API_VERSION,
             json!({"metadata": to_value(&meta(&b.metadata)), "spec": to_value(&b.spec)}),
+        );
+    }
+    for r in &live_requests {
+        push(
+            kerf_api::provisioningrequest::KIND,
+            kerf_api::provisioningrequest::API_VERSION,
+            json!({"metadata": to_value(&meta(&r.metadata)), "spec": to_value(&r.spec)}),
         );
     }
     for p in &objects.pods {

@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::MetaView;
 use kerf_api::cluster::Patch;
 use kerf_api::cluster::{ApiError, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
 use kerf_apiserver::writes::Part;
 use kerf_cloud::{Clock, ManualClock, Timestamp};
 use kerf_controller::Options;
@@ -336,6 +336,7 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::PodTemplate(o) => upsert::<PodTemplate>(&self.cluster, (**o).clone()),
             ManifestObject::CapacityBuffer(o) => upsert::<CapacityBuffer>(&self.cluster, (**o).clone()),
             ManifestObject::NodeOverlay(o) => upsert::<NodeOverlay>(&self.cluster, (**o).clone()),
+            ManifestObject::ProvisioningRequest(o) => upsert::<ProvisioningRequest>(&self.cluster, (**o).clone()),
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
             ManifestObject::Namespace(o) => upsert::<Namespace>(&self.cluster, (**o).clone()),
             ManifestObject::Deployment(d) => deployments::apply(&self.cluster, d),
@@ -362,6 +363,7 @@ impl<P: SimCloud> Simulation<P> {
             "PodTemplate" => self.cluster.delete_obj::<PodTemplate>(ns, name),
             "CapacityBuffer" => self.cluster.delete_obj::<CapacityBuffer>(ns, name),
             "NodeOverlay" => self.cluster.delete_obj::<NodeOverlay>(None, name),
+            "ProvisioningRequest" => self.cluster.delete_obj::<ProvisioningRequest>(ns, name),
             // Manual disruption: the finalizer holds the object while kerf drains and removes it.
             "Node" => self.cluster.delete_obj::<Node>(None, name),
             "NodeClaim" => self.cluster.delete_obj::<NodeClaim>(None, name),
@@ -398,6 +400,7 @@ impl<P: SimCloud> Simulation<P> {
             "PodTemplate" => patch_obj::<PodTemplate>(c, ns, name, merge),
             "CapacityBuffer" => patch_obj::<CapacityBuffer>(c, ns, name, merge),
             "NodeOverlay" => patch_obj::<NodeOverlay>(c, None, name, merge),
+            "ProvisioningRequest" => patch_obj::<ProvisioningRequest>(c, ns, name, merge),
             other => Err(format!("cannot patch kind {other}")),
         }
     }

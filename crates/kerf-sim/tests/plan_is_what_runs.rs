@@ -219,11 +219,13 @@ steps:
 }
 
 #[test]
-fn without_nominations_a_daemonset_pod_that_lost_a_race_on_a_new_node_does_not_get_the_node_replaced() {
+fn without_nominations_a_daemonset_pod_that_lost_a_race_gets_its_room_back_and_is_not_replaced_for() {
     // kerf plans x (1.9 CPU) with the agent on a small node and four y (1.95 CPU) with the agent
     // on a big one. Ignoring nominations, x lands on the big node, a y takes the small node's
     // room and the small node's agent is left without room. The node was sized with the agent:
-    // replacing it (Unfit) would only race again.
+    // replacing it (Unfit) would only race again; kerf evicts the pod that took the agent's room
+    // instead, and that pod gets a node of its own (the small node, left with the agent only,
+    // is then empty and removed).
     let big = r#"    - name: big
       capacity: {cpu: "8", memory: 32Gi, pods: "40"}
       price: 0.40
@@ -248,8 +250,12 @@ steps:
         deployment("y", 4, "1950m", ""),
     );
     let r = run(&yaml);
-    assert_eq!(r.summary.node_claims_launched, 2, "{:?}", r.nodes);
     let pending: Vec<&str> = r.pods.iter().filter(|p| p.node.is_none()).map(|p| p.owner.as_str()).collect();
-    assert_eq!(pending, vec!["DaemonSet/agent"], "the race happened as described");
-    assert!(r.disruptions.is_empty(), "no replacement that would race again: {:?}", r.disruptions);
+    assert!(pending.is_empty(), "every pod runs, the agent too: {pending:?}");
+    assert_eq!(r.summary.node_claims_launched, 3, "the two planned nodes and one for the evicted pod: {:?}", r.nodes);
+    assert!(
+        r.disruptions.iter().all(|d| d.reason == "Empty" && d.replacements.is_empty()),
+        "no replacement that would race again: {:?}",
+        r.disruptions
+    );
 }

@@ -16,7 +16,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
+use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
 use kerf_sim::scenario_writer::{ClusterObjects, Written};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde::de::DeserializeOwned;
@@ -146,6 +146,13 @@ async fn read(cluster: &ClusterArgs) -> anyhow::Result<(String, kerf_cloud::Time
             .await?,
         node_overlays: lister
             .list::<NodeOverlay>(&kind_resource(kerf_api::nodeoverlay::KIND)?, "nodeoverlays", false)
+            .await?,
+        provisioning_requests: lister
+            .list::<ProvisioningRequest>(
+                &kind_resource(kerf_api::provisioningrequest::KIND)?,
+                "provisioningrequests",
+                false,
+            )
             .await?,
     };
     lister.progress.done();

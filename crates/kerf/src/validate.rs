@@ -34,6 +34,7 @@ pub struct FileReport {
     pub ec2_node_classes: usize,
     pub capacity_buffers: usize,
     pub node_overlays: usize,
+    pub provisioning_requests: usize,
 }
 
 /// Checks the text of one manifest file.
@@ -58,6 +59,7 @@ pub fn check_text(text: &str) -> FileReport {
             Ok(Some(KarpenterObject::EC2NodeClass(_))) => report.ec2_node_classes += 1,
             Ok(Some(KarpenterObject::CapacityBuffer(_))) => report.capacity_buffers += 1,
             Ok(Some(KarpenterObject::NodeOverlay(_))) => report.node_overlays += 1,
+            Ok(Some(KarpenterObject::ProvisioningRequest(_))) => report.provisioning_requests += 1,
             Err(problems) => report.problems.extend(problems.iter().map(ToString::to_string)),
         }
     }
@@ -84,6 +86,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             if report.node_overlays > 0 {
                 buffers.push_str(&format!(", {} NodeOverlay", report.node_overlays));
+            }
+            if report.provisioning_requests > 0 {
+                buffers.push_str(&format!(", {} ProvisioningRequest", report.provisioning_requests));
             }
             println!(
                 "{name}: ok ({} NodePool, {} NodeClaim, {} EC2NodeClass{buffers})",
@@ -118,7 +123,7 @@ mod tests {
         let ok = check_text(
             "apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: CapacityBuffer\nmetadata: {name: b, namespace: default}\n\
              spec: {podTemplateRef: {name: t}, replicas: 3}\n---\n\
-             apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: ProvisioningRequest\nmetadata: {name: p}\nspec: {}\n",
+             apiVersion: autoscaling.x-k8s.io/v1alpha1\nkind: CapacityQuota\nmetadata: {name: q}\nspec: {}\n",
         );
         assert_eq!(ok, FileReport { capacity_buffers: 1, ..FileReport::default() });
         let bad = check_text(
@@ -149,5 +154,27 @@ mod tests {
         let r = check_text("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: a\n");
         assert_eq!(r.problems.len(), 1);
         assert!(r.problems[0].starts_with("line 4: YAML syntax error:"), "{:?}", r.problems);
+    }
+
+    #[test]
+    fn provisioning_requests_of_either_version_are_checked_and_counted() {
+        let ok = check_text(
+            "apiVersion: autoscaling.x-k8s.io/v1\nkind: ProvisioningRequest\nmetadata: {name: a, namespace: default}\n\
+             spec: {provisioningClassName: check-capacity.autoscaling.x-k8s.io, podSets: [{podTemplateRef: {name: t}, count: 2}]}\n---\n\
+             apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: ProvisioningRequest\nmetadata: {name: b}\n\
+             spec: {provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io, podSets: [{podTemplateRef: {name: t}, count: 1}]}\n",
+        );
+        assert_eq!(ok, FileReport { provisioning_requests: 2, ..FileReport::default() });
+        let bad = check_text(
+            "apiVersion: autoscaling.x-k8s.io/v1\nkind: ProvisioningRequest\nmetadata: {name: p}\n\
+             spec: {provisioningClassName: check-capacity.autoscaling.x-k8s.io, podSets: [{podTemplateRef: {name: t}, count: 0}], parameters: {noRetry: \"maybe\"}}\n",
+        );
+        assert_eq!(
+            bad.problems,
+            [
+                "ProvisioningRequest/p: spec.podSets[0].count: must be at least 1, got 0",
+                "ProvisioningRequest/p: spec.parameters.noRetry: must be \"true\" or \"false\", got \"maybe\"",
+            ]
+        );
     }
 }

@@ -67,7 +67,8 @@ fn committed_crd_manifests_are_what_kerf_crds_prints() {
             "nodeclaims.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws",
             "capacitybuffers.autoscaling.x-k8s.io",
-            "nodeoverlays.karpenter.sh"
+            "nodeoverlays.karpenter.sh",
+            "provisioningrequests.autoscaling.x-k8s.io",
         ]
     );
 
@@ -82,6 +83,7 @@ fn committed_crd_manifests_are_what_kerf_crds_prints() {
         "karpenter.k8s.aws_ec2nodeclasses.yaml",
         "autoscaling.x-k8s.io_capacitybuffers.yaml",
         "karpenter.sh_nodeoverlays.yaml",
+        "autoscaling.x-k8s.io_provisioningrequests.yaml",
     ];
     let joined: String = files.iter().map(|f| read(&dir.join(f))).collect();
     assert_eq!(joined, printed);
@@ -377,6 +379,7 @@ fn the_snapshot_role_lists_what_kerf_snapshot_reads_and_nothing_else() {
             "apps:deployments:list",
             "apps:replicasets:list",
             "autoscaling.x-k8s.io:capacitybuffers:list",
+            "autoscaling.x-k8s.io:provisioningrequests:list",
             "karpenter.k8s.aws:ec2nodeclasses:list",
             "karpenter.sh:nodeclaims:list",
             "karpenter.sh:nodeoverlays:list",
@@ -471,6 +474,7 @@ fn kubectl_kustomize_builds_the_base_into_the_charts_objects_and_crds() {
             "CustomResourceDefinition/nodeclaims.karpenter.sh",
             "CustomResourceDefinition/nodeoverlays.karpenter.sh",
             "CustomResourceDefinition/nodepools.karpenter.sh",
+            "CustomResourceDefinition/provisioningrequests.autoscaling.x-k8s.io",
             "Deployment/kerf",
             "Namespace/kerf",
             "PodDisruptionBudget/kerf",

@@ -319,7 +319,7 @@ impl Disruption {
                 });
             }
         }
-        let mut room = cx.published.buffer_room.held();
+        let mut room = cx.published.room_held();
         let mut drift_of: BTreeMap<&str, PoolDrift<'_>> = BTreeMap::new();
         let mut out = Vec::new();
         let mut wake: Option<Timestamp> = None;

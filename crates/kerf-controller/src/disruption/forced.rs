@@ -57,7 +57,7 @@ impl Disruption {
             DeclaredCost::for_gate(cx.options.pod_deletion_cost_management),
         );
         // Buffer room held here moves like its pods (its replacement keeps the room).
-        pods.extend(cx.published.buffer_room.held_on(&node).cloned());
+        pods.extend(cx.published.room_held_on(&node).cloned());
         Candidate {
             claim: claim.name().to_string(),
             price: node_price(types, &pool_name, &itype, &zone, &ct),

@@ -40,7 +40,7 @@ pub(crate) struct Basis {
     /// The informer cache's generation (bumped on every object added, updated or removed).
     state: u64,
     /// The capacity buffers' room held on nodes (not an object of the cache).
-    buffer_room: u64,
+    buffer_room: (u64, u64),
     /// The provisioner's nominations.
     nominations: u64,
     /// NodePools whose instance types could not be listed.
@@ -146,7 +146,7 @@ impl Disruption {
     fn basis<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>, types: &TypesByPool) -> Basis {
         Basis {
             state: cx.state.generation(),
-            buffer_room: cx.published.buffer_room.generation,
+            buffer_room: cx.published.room_generation(),
             nominations: cx.published.nominations.generation,
             pool_errors: cx.published.pool_errors.clone(),
             types: types.clone(),
