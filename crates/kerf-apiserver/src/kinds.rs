@@ -365,3 +365,31 @@ pub(crate) fn label_problems<'a>(labels: impl IntoIterator<Item = (&'a str, &'a 
         .map(|problem| FieldError::new("metadata.labels", problem))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_api::SlimPod;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_pod_written_as_text_is_the_pod_encode_gives_in_either_form() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        let slim = AnyObject::SlimPod(Arc::new(SlimPod::from(&pod)));
+        let empty = AnyObject::SlimPod(Arc::new(SlimPod::from(&Pod::default())));
+        for a in [pod.into_any(), slim, empty] {
+            let mut text = Vec::new();
+            assert!(write_pod(&a, &mut text));
+            let written: Value = serde_json::from_slice(&text).unwrap();
+            assert_eq!(Some(written), encode_pod(&a));
+        }
+        let mut text = b"[".to_vec();
+        assert!(!write::<Node>(&AnyObject::SlimPod(Arc::new(SlimPod::from(&Pod::default()))), &mut text));
+        assert_eq!(text, b"[", "nothing written for an object of another kind");
+    }
+}

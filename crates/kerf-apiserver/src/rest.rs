@@ -1020,6 +1020,49 @@ mod tests {
     }
 
     #[test]
+    fn a_list_written_as_text_is_the_list_of_objects_the_server_shows() {
+        let r = rest();
+        for i in 0..5 {
+            let pod = json!({"metadata": {"name": format!("p{i}"), "labels": {"app": "web"}},
+                "spec": {"nodeName": if i % 2 == 0 { "n1" } else { "n2" }, "priority": i,
+                    "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]},
+                "status": {"phase": "Running"}});
+            r.create(kind("Pod"), Some("default"), pod).unwrap();
+        }
+        r.create(kind("Pod"), Some("default"), json!({"metadata": {"name": "bare"}, "spec": {"containers": []}}))
+            .unwrap();
+        let pool = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}});
+        r.create(kind("NodePool"), None, pool).unwrap();
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "1"}});
+        r.create(kind("ConfigMap"), Some("default"), cm).unwrap();
+        let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+        r.create(kind("PodDisruptionBudget"), Some("default"), pdb).unwrap();
+        let cases = [
+            ("Pod", Filter::new(None, None, None).unwrap(), None),
+            ("Pod", Filter::new(Some("default"), Some("app=web"), None).unwrap(), Some(2)),
+            ("Pod", Filter::new(None, None, Some("spec.nodeName=n1")).unwrap(), None),
+            ("NodePool", Filter::new(None, None, None).unwrap(), None),
+            ("ConfigMap", Filter::new(None, None, None).unwrap(), None),
+            ("PodDisruptionBudget", Filter::new(None, None, None).unwrap(), None),
+        ];
+        for (k, f, limit) in cases {
+            let page = r.list_page(kind(k), &f, limit, None).unwrap();
+            let text = r.list_page_json(kind(k), &f, limit, None).unwrap();
+            let written: Value = serde_json::from_slice(&text).unwrap();
+            let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
+            if let Some(c) = &page.continue_token {
+                metadata["continue"] = json!(c);
+            }
+            let shown = json!({"kind": format!("{k}List"), "apiVersion": kind(k).api_version(),
+                "metadata": metadata, "items": page.items});
+            assert_eq!(written, shown, "{k} {f:?}");
+            assert!(!page.items.is_empty(), "{k}");
+        }
+    }
+
+    #[test]
     fn selectors_filter_lists_and_watches() {
         let r = rest();
         for (n, node) in [("a", "n1"), ("b", "n2")] {

@@ -223,7 +223,7 @@ fn every_karpenter_feature_gate_is_read_and_an_unknown_one_exits_2_naming_it() {
     assert!(
         stderr.contains(
             "kerf: settings.featureGates: TerminateFirstDrift (not implemented in kerf yet; no effect); \
-             StaticCapacity (always on in kerf; false has no effect)"
+             NodeOverlay, StaticCapacity (always on in kerf; false has no effect)"
         ),
         "{stderr}"
     );
