@@ -196,7 +196,7 @@ mod tests {
     #[test]
     fn every_watched_kind_has_a_place_and_round_trips_through_json() {
         let kinds = all();
-        assert_eq!(kinds.len() + read_only().len(), 19, "one per AnyObject variant");
+        assert_eq!(kinds.len() + read_only().len(), 20, "one per AnyObject variant");
         let overlays = by_name("NodeOverlay").expect("NodeOverlay");
         assert_eq!(
             (overlays.resource.api_version.as_str(), overlays.resource.plural.as_str(), overlays.namespaced),
