@@ -42,6 +42,14 @@ impl BufferRoom {
         self.pods.is_empty()
     }
 
+    /// Empties the room, bumping the generation when it held anything.
+    pub fn clear(&mut self) {
+        if !self.pods.is_empty() {
+            self.pods.clear();
+            self.generation += 1;
+        }
+    }
+
     /// Some chunk is held nowhere: neither on a node nor on a claim that is launching.
     pub fn short(&self) -> bool {
         self.pods.iter().any(|p| p.held_on.is_none())

@@ -304,10 +304,7 @@ impl Buffers {
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
         if cx.state.capacity_buffers().is_empty() {
-            if !cx.published.buffer_room.is_empty() {
-                let generation = cx.published.buffer_room.generation + 1;
-                cx.published.buffer_room = BufferRoom { pods: Vec::new(), generation };
-            }
+            cx.published.buffer_room.clear();
             *self = Buffers::default();
             return Ok(());
         }

@@ -217,10 +217,7 @@ impl ProvisioningRequests {
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
         if cx.state.provisioning_requests().is_empty() {
-            if !cx.published.booked_room.is_empty() {
-                let generation = cx.published.booked_room.generation + 1;
-                cx.published.booked_room = BufferRoom { pods: Vec::new(), generation };
-            }
+            cx.published.booked_room.clear();
             *self = ProvisioningRequests::default();
             return Ok(());
         }
