@@ -69,8 +69,10 @@ pub(crate) struct DaemonRoom {
     pub(crate) records: Vec<RoomRecord>,
 }
 
+/// The pod's key as the cluster state keys it.
 fn key_of(pod: &SlimPod) -> ObjectKey {
-    (pod.metadata.namespace().unwrap_or("default").to_string(), pod.metadata.name().unwrap_or_default().to_string())
+    let (namespace, name) = crate::pod_set::key(pod);
+    (namespace.to_string(), name.to_string())
 }
 
 fn shown(key: &ObjectKey) -> String {
@@ -273,8 +275,7 @@ fn shortages<P: CloudProvider, C: ClusterApi>(cx: &Ctx<'_, P, C>) -> Vec<Short> 
             continue;
         }
         let Some(claim) = state.claim_for_node(node) else { continue };
-        let ns = pod.metadata.namespace().unwrap_or("default").to_string();
-        let Some(daemon_set) = state.daemonsets().get(&(ns, set.to_string())) else { continue };
+        let Some(daemon_set) = state.daemonsets().get(&(key_of(pod).0, set.to_string())) else { continue };
         // Planned for only if the DaemonSet existed when the claim was made.
         let planned = match (&daemon_set.metadata.creation_timestamp, &claim.metadata.creation_timestamp) {
             (Some(set_at), Some(claim_at)) => set_at.0 <= claim_at.0,
