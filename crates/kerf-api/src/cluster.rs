@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 pub use crate::patch::Patch;
 use crate::{
-    CapacityBuffer, EC2NodeClass, MetaView, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, SlimMeta, SlimPod,
+    CapacityBuffer, CapacityQuota, EC2NodeClass, MetaView, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest,
+    SlimMeta, SlimPod,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
@@ -145,6 +146,7 @@ objects! {
     CapacityBuffer, true, crate::crd::CAPACITY_BUFFER.group, crate::crd::CAPACITY_BUFFER.version, crate::crd::CAPACITY_BUFFER.plural;
     NodeOverlay, false, crate::crd::NODE_OVERLAY.group, crate::crd::NODE_OVERLAY.version, crate::crd::NODE_OVERLAY.plural;
     ProvisioningRequest, true, crate::crd::PROVISIONING_REQUEST.group, crate::crd::PROVISIONING_REQUEST.version, crate::crd::PROVISIONING_REQUEST.plural;
+    CapacityQuota, false, crate::crd::CAPACITY_QUOTA.group, crate::crd::CAPACITY_QUOTA.version, crate::crd::CAPACITY_QUOTA.plural;
     // Read (not watched) for the workload a CapacityBuffer's scalableRef names.
     Deployment, true, "apps", "v1", "deployments";
     StatefulSet, true, "apps", "v1", "statefulsets";

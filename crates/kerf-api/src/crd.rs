@@ -212,12 +212,27 @@ pub const PROVISIONING_REQUEST: CrdDefinition = CrdDefinition {
     namespaced: true,
 };
 
+/// `capacityquotas.autoscaling.x-k8s.io` (`autoscaling.x-k8s.io/v1beta1`, cluster-scoped).
+pub const CAPACITY_QUOTA: CrdDefinition = CrdDefinition {
+    group: crate::capacityquota::GROUP,
+    version: "v1beta1",
+    kind: crate::capacityquota::KIND,
+    list_kind: "CapacityQuotaList",
+    plural: "capacityquotas",
+    singular: "capacityquota",
+    short_names: &[],
+    categories: &[],
+    scale: None,
+    columns: &[column("Age", "date", 0, CreationTimestamp)],
+    namespaced: false,
+};
+
 /// The CRDs, in the order `kerf crds` prints them.
-pub const ALL: [&CrdDefinition; 6] =
-    [&NODE_POOL, &NODE_CLAIM, &EC2_NODE_CLASS, &CAPACITY_BUFFER, &NODE_OVERLAY, &PROVISIONING_REQUEST];
+pub const ALL: [&CrdDefinition; 7] =
+    [&NODE_POOL, &NODE_CLAIM, &EC2_NODE_CLASS, &CAPACITY_BUFFER, &NODE_OVERLAY, &PROVISIONING_REQUEST, &CAPACITY_QUOTA];
 
 /// The definition of `kind` (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`,
-/// `NodeOverlay`, `ProvisioningRequest`).
+/// `NodeOverlay`, `ProvisioningRequest`, `CapacityQuota`).
 pub fn definition(kind: &str) -> Option<&'static CrdDefinition> {
     ALL.into_iter().find(|d| d.kind == kind)
 }

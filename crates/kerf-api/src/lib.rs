@@ -20,6 +20,7 @@
 
 pub mod budget;
 pub mod capacitybuffer;
+pub mod capacityquota;
 pub mod clock;
 pub mod cluster;
 pub mod convert;
@@ -59,6 +60,7 @@ pub mod validation;
 mod weak_table;
 
 pub use capacitybuffer::CapacityBuffer;
+pub use capacityquota::CapacityQuota;
 pub use duration::{GoDuration, NillableDuration};
 pub use ec2nodeclass::EC2NodeClass;
 pub use instance::{InstanceType, Offering, OfferingReservation};

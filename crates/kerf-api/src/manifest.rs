@@ -7,6 +7,7 @@ use serde_path_to_error::Segment;
 use serde_yaml_ng::Value;
 
 use crate::capacitybuffer::{self, CapacityBuffer};
+use crate::capacityquota::{self, CapacityQuota};
 use crate::ec2nodeclass::{self, EC2NodeClass};
 use crate::nodeclaim::{self, NodeClaim};
 use crate::nodeoverlay::{self, NodeOverlay};
@@ -14,8 +15,8 @@ use crate::nodepool::{self, NodePool};
 use crate::provisioningrequest::{self, ProvisioningRequest};
 use crate::validation::{self, FieldError};
 
-/// One of the Karpenter kinds kerf reads, or SIG Autoscaling's CapacityBuffer or
-/// ProvisioningRequest.
+/// One of the Karpenter kinds kerf reads, or SIG Autoscaling's CapacityBuffer,
+/// ProvisioningRequest or CapacityQuota.
 // Objects are decoded once and handed on whole; boxing would only add indirection for callers.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +27,7 @@ pub enum KarpenterObject {
     CapacityBuffer(CapacityBuffer),
     NodeOverlay(NodeOverlay),
     ProvisioningRequest(ProvisioningRequest),
+    CapacityQuota(CapacityQuota),
 }
 
 impl KarpenterObject {
@@ -37,6 +39,7 @@ impl KarpenterObject {
             KarpenterObject::CapacityBuffer(_) => capacitybuffer::KIND,
             KarpenterObject::NodeOverlay(_) => nodeoverlay::KIND,
             KarpenterObject::ProvisioningRequest(_) => provisioningrequest::KIND,
+            KarpenterObject::CapacityQuota(_) => capacityquota::KIND,
         }
     }
 
@@ -48,6 +51,7 @@ impl KarpenterObject {
             KarpenterObject::CapacityBuffer(o) => o.name(),
             KarpenterObject::NodeOverlay(o) => o.name(),
             KarpenterObject::ProvisioningRequest(o) => o.name(),
+            KarpenterObject::CapacityQuota(o) => o.name(),
         }
     }
 
@@ -60,6 +64,7 @@ impl KarpenterObject {
             KarpenterObject::CapacityBuffer(o) => capacitybuffer::validate(o),
             KarpenterObject::NodeOverlay(o) => nodeoverlay::validate(o),
             KarpenterObject::ProvisioningRequest(o) => provisioningrequest::validate(o),
+            KarpenterObject::CapacityQuota(o) => capacityquota::validate(o),
         }
     }
 }
@@ -509,12 +514,15 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
     if group.is_some_and(|g| !KARPENTER_GROUPS.contains(&g)) {
         return Ok(None);
     }
-    // SIG Autoscaling's group has other kinds (CapacityQuota, ...) kerf does not read here.
-    if group == Some(capacitybuffer::GROUP) && kind != capacitybuffer::KIND && kind != provisioningrequest::KIND {
+    // SIG Autoscaling's group has other kinds kerf does not read here.
+    if group == Some(capacitybuffer::GROUP)
+        && ![capacitybuffer::KIND, provisioningrequest::KIND, capacityquota::KIND].contains(&kind)
+    {
         return Ok(None);
     }
     let expected = match kind {
         capacitybuffer::KIND => capacitybuffer::API_VERSION,
+        capacityquota::KIND => capacityquota::API_VERSION,
         // v1beta1 has the same fields: read as v1.
         provisioningrequest::KIND if api_version == Some(provisioningrequest::API_VERSION_V1BETA1) => {
             provisioningrequest::API_VERSION_V1BETA1
@@ -553,6 +561,7 @@ pub fn decode_karpenter(doc: &Value) -> Result<Option<KarpenterObject>, Vec<Prob
         nodepool::KIND => decode_all::<NodePool>(doc).map(KarpenterObject::NodePool),
         nodeclaim::KIND => decode_all::<NodeClaim>(doc).map(KarpenterObject::NodeClaim),
         capacitybuffer::KIND => decode_all::<CapacityBuffer>(doc).map(KarpenterObject::CapacityBuffer),
+        capacityquota::KIND => decode_all::<CapacityQuota>(doc).map(KarpenterObject::CapacityQuota),
         nodeoverlay::KIND => decode_all::<NodeOverlay>(doc).map(KarpenterObject::NodeOverlay),
         provisioningrequest::KIND => decode_all::<ProvisioningRequest>(doc).map(|mut r| {
             r.api_version = provisioningrequest::API_VERSION.to_string();

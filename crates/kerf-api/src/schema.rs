@@ -171,8 +171,8 @@ fn structural(v: &mut Value) {
     }
 }
 
-/// `(kind, schema)` for NodePool, NodeClaim, EC2NodeClass, CapacityBuffer, NodeOverlay and
-/// ProvisioningRequest, in that order.
+/// `(kind, schema)` for NodePool, NodeClaim, EC2NodeClass, CapacityBuffer, NodeOverlay,
+/// ProvisioningRequest and CapacityQuota, in that order.
 pub fn crd_schemas() -> Vec<(&'static str, Value)> {
     vec![
         (nodepool::KIND, schema_of::<NodePool>()),
@@ -181,6 +181,7 @@ pub fn crd_schemas() -> Vec<(&'static str, Value)> {
         (crate::capacitybuffer::KIND, schema_of::<crate::CapacityBuffer>()),
         (crate::nodeoverlay::KIND, schema_of::<crate::NodeOverlay>()),
         (crate::provisioningrequest::KIND, schema_of::<crate::ProvisioningRequest>()),
+        (crate::capacityquota::KIND, schema_of::<crate::CapacityQuota>()),
     ]
 }
 
@@ -195,6 +196,7 @@ pub fn schema_file_name(kind: &str) -> String {
         ec2nodeclass::KIND => ec2nodeclass::GROUP,
         crate::capacitybuffer::KIND => crate::capacitybuffer::GROUP,
         crate::provisioningrequest::KIND => crate::provisioningrequest::GROUP,
+        crate::capacityquota::KIND => crate::capacityquota::GROUP,
         _ => crate::labels::GROUP,
     };
     let singular = kind.to_ascii_lowercase();

@@ -239,7 +239,7 @@ fn node_class_rules_cover_selector_terms_identity_and_tags() {
 }
 
 #[test]
-fn crds_print_as_six_yaml_documents() {
+fn crds_print_as_seven_yaml_documents() {
     let text = crd::all_yaml().unwrap();
     let docs: Vec<Value> =
         serde_yaml_ng::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
@@ -253,6 +253,7 @@ fn crds_print_as_six_yaml_documents() {
             "capacitybuffers.autoscaling.x-k8s.io",
             "nodeoverlays.karpenter.sh",
             "provisioningrequests.autoscaling.x-k8s.io",
+            "capacityquotas.autoscaling.x-k8s.io",
         ]
     );
     assert!(docs.iter().all(|d| d["kind"] == "CustomResourceDefinition"));

@@ -112,6 +112,10 @@ fn seed_manifests_round_trip_through_serialization() {
                     let y = serde_yaml_ng::to_string(x).unwrap();
                     (y.clone(), KarpenterObject::ProvisioningRequest(serde_yaml_ng::from_str(&y).unwrap()))
                 }
+                KarpenterObject::CapacityQuota(x) => {
+                    let y = serde_yaml_ng::to_string(x).unwrap();
+                    (y.clone(), KarpenterObject::CapacityQuota(serde_yaml_ng::from_str(&y).unwrap()))
+                }
             };
             assert_eq!(again, o, "{}: {}/{} did not round-trip:\n{yaml}", f.display(), o.kind(), o.name());
             // The serialized form is itself valid.

@@ -16,13 +16,15 @@ fn props(v: &Value) -> Vec<&str> {
 }
 
 #[test]
-fn schemas_cover_the_six_kinds_and_their_key_fields() {
+fn schemas_cover_the_seven_kinds_and_their_key_fields() {
     let schemas = crd_schemas();
     let kinds: Vec<&str> = schemas.iter().map(|(k, _)| *k).collect();
     assert_eq!(
         kinds,
-        ["NodePool", "NodeClaim", "EC2NodeClass", "CapacityBuffer", "NodeOverlay", "ProvisioningRequest"]
+        ["NodePool", "NodeClaim", "EC2NodeClass", "CapacityBuffer", "NodeOverlay", "ProvisioningRequest", "CapacityQuota"]
     );
+    let quota_spec = at(&schemas[6].1, &["properties", "spec"]);
+    assert_eq!(props(quota_spec), ["limits", "selector"]);
     let overlay_spec = at(&schemas[4].1, &["properties", "spec"]);
     assert_eq!(props(overlay_spec), ["capacity", "price", "priceAdjustment", "requirements", "weight"]);
     let request_spec = at(&schemas[5].1, &["properties", "spec"]);
