@@ -21,7 +21,15 @@ fn schemas_cover_the_seven_kinds_and_their_key_fields() {
     let kinds: Vec<&str> = schemas.iter().map(|(k, _)| *k).collect();
     assert_eq!(
         kinds,
-        ["NodePool", "NodeClaim", "EC2NodeClass", "CapacityBuffer", "NodeOverlay", "ProvisioningRequest", "CapacityQuota"]
+        [
+            "NodePool",
+            "NodeClaim",
+            "EC2NodeClass",
+            "CapacityBuffer",
+            "NodeOverlay",
+            "ProvisioningRequest",
+            "CapacityQuota"
+        ]
     );
     let quota_spec = at(&schemas[6].1, &["properties", "spec"]);
     assert_eq!(props(quota_spec), ["limits", "selector"]);

@@ -34,6 +34,8 @@ pub mod predicates;
 #[cfg(test)]
 mod preference_policy_tests;
 #[cfg(test)]
+mod quota_tests;
+#[cfg(test)]
 mod reservation_tests;
 pub mod scheduler;
 #[cfg(test)]

@@ -47,6 +47,28 @@ pub struct SchedulingInput {
     pub placed_last: usize,
     /// How pods' preferences shape what is planned (Karpenter's `preferencePolicy`).
     pub preference_policy: PreferencePolicy,
+    /// CapacityQuotas: limits on the nodes a label selector picks, across NodePools. New
+    /// claims keep each quota's selected total within its limits, beside the pools' own.
+    pub quotas: Vec<QuotaInput>,
+}
+
+/// One CapacityQuota as the Scheduler keeps it (docs/design.md, "CapacityQuota").
+#[derive(Debug, Clone, Default)]
+pub struct QuotaInput {
+    pub name: String,
+    /// The nodes it counts, by their labels; `None` or empty: every node.
+    pub selector: Option<kerf_api::capacityquota::NodeLabelSelector>,
+    /// `spec.limits.resources` (`nodes`: the node count).
+    pub limits: ResourceList,
+    /// What the selected nodes hold now, in-flight claims included (`nodes`: their count).
+    pub used: ResourceList,
+}
+
+impl QuotaInput {
+    /// Whether the quota counts a node whose labels `label` reads.
+    pub fn selects<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.selector.as_ref().is_none_or(|s| s.matches(label))
+    }
 }
 
 /// How the scheduling core treats pods' preferences (preferred node and pod (anti-)affinity,

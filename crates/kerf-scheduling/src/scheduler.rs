@@ -91,6 +91,7 @@ mod placement;
 mod pool_fit;
 mod pools;
 mod preferences;
+mod quotas;
 mod refusal;
 mod replay;
 mod resources;
@@ -176,6 +177,8 @@ struct Query {
     journal: Vec<Undo>,
     /// Pool limits before the query.
     pool_limits: Vec<Limits>,
+    /// CapacityQuotas before the query.
+    quotas: Vec<quotas::Quota>,
     /// Nodes taken away by a what-if.
     removed: Vec<NodeIx>,
 }
@@ -292,6 +295,7 @@ impl SchedulingContext {
         self.query.journal.clear();
         self.forget_claims();
         self.query.pool_limits = self.pools.all.iter().map(|p| p.limits.clone()).collect();
+        self.query.quotas = self.pools.quotas.all.clone();
     }
 
     /// Drops the query's claims and what is known of them.
@@ -322,6 +326,7 @@ impl SchedulingContext {
         for (pool, limits) in self.pools.all.iter_mut().zip(std::mem::take(&mut self.query.pool_limits)) {
             pool.limits = limits;
         }
+        self.pools.quotas.all = std::mem::take(&mut self.query.quotas);
         self.query.removed.clear();
     }
 
@@ -449,6 +454,7 @@ impl SchedulingContext {
             if let Some(p) = self.nodes[n].pool {
                 self.pools[p].limits.release(&self.nodes[n].pool_usage);
             }
+            self.pools.quotas.release(&self.nodes[n].quotas, &self.nodes[n].quota_usage);
             for j in 0..self.nodes[n].pods.len() {
                 let pi = self.nodes[n].pods[j];
                 let p = Arc::clone(self.pod(pi));

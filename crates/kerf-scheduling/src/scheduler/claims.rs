@@ -17,6 +17,7 @@ use super::packing::{ClaimMix, Packing};
 use super::pool_fit::{Depth, PoolFit};
 use super::pools::{Pool, Pools};
 use super::preferences::Group;
+use super::quotas::QuotaHold;
 use super::resources::{Resources, type_fits};
 use super::room::RoomIndex;
 use super::topology::{Gone, Topology};
@@ -66,6 +67,8 @@ pub(super) struct Claim {
     pub(super) mix: ClaimMix,
     /// The capacity reservation the claim holds a unit of (see [`ClaimParts::reserved_binding`]).
     pub(super) reservation: Option<Arc<str>>,
+    /// What it took of each CapacityQuota that selects some of its pool's types.
+    pub(super) quota_holds: Vec<QuotaHold>,
 }
 
 /// A bin: an existing node (index) or a claim (index).
@@ -437,7 +440,7 @@ impl ClaimParts<'_> {
         // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
         let total = self.requests;
         // Only types whose capacity fits the remaining limits.
-        let mut candidates = self.pools[p].types_within_limits();
+        let mut candidates = self.pools.types_within_limits(p);
         if let Some(free) = self.pools[p].table.daemon_port_free_types(&self.group.ports) {
             candidates = candidates.and(&free);
         }
@@ -545,7 +548,7 @@ impl ClaimParts<'_> {
     /// topology and the pool's limits allow.
     fn open_with(&mut self, opening: Opening, total: &[i64]) -> Option<ClaimIx> {
         let Opening { pool: p, pool_req, req, candidates, spare, mix, hostname, reservation } = opening;
-        let max_alloc = if self.pools[p].limits.limited || spare.is_some() {
+        let max_alloc = if self.pools[p].limits.limited || spare.is_some() || !self.pools[p].quotas.is_empty() {
             self.pools[p].table.max_alloc_of(&candidates)
         } else {
             self.pools[p].table.max_alloc.clone()
@@ -564,15 +567,18 @@ impl ClaimParts<'_> {
             spare,
             mix: self.packing.claim_mix(mix),
             reservation,
+            quota_holds: Vec::new(),
         });
         match self.plan_topology(c, req, &candidates, total) {
             Ok(plan)
                 if !self.pools[p].limits_matter()
                     || self.pools[p].within_limits(&self.claims.all[c].reserved, &plan.types, total) =>
             {
-                if let Some(reserve) = self.pools[p].reserve(&plan.types, total) {
+                let (reserve, holds) = self.pools.reserve(p, &plan.types, total);
+                if let Some(reserve) = reserve {
                     self.claims.all[c].reserved = reserve;
                 }
+                self.claims.all[c].quota_holds = holds;
                 let claim = &self.claims.all[c];
                 self.claims.room.push(&claim.max_alloc, &claim.requests);
                 self.commit(c, plan);
@@ -603,12 +609,14 @@ impl Claim {
     /// Whether the claim may launch as type `i` of its pool `pool`, `types` its candidates and
     /// `compat` the types its requirements allow: a candidate, or a type a cost cap set aside
     /// as far as the requirements allow it (and, under NodePool limits, as far as the capacity
-    /// the claim reserved): a complete claim launches its cheapest fitting type.
+    /// the claim reserved, and of each CapacityQuota that selects the type): a complete claim
+    /// launches its cheapest fitting type.
     pub(super) fn launchable(&self, pool: &Pool, types: &Bits, compat: &Bits, i: usize) -> bool {
         types.contains(i)
             || self.spare.as_ref().is_some_and(|s| s.contains(i))
                 && compat.contains(i)
                 && (!pool.limits.limited || type_fits(pool.table.capacity.row(i), &self.reserved))
+                && self.quota_holds.iter().all(|h| h.admits(i, pool.table.capacity.row(i)))
     }
 
     /// The claim as a NodeClaim to create (pod indexes are context indexes; `res` names the

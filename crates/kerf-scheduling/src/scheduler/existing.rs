@@ -29,6 +29,10 @@ pub(super) struct Node {
     /// The NodePool (index) whose limits the node counts against, and what it holds of them.
     pub(super) pool: Option<PoolIx>,
     pub(super) pool_usage: Vec<i64>,
+    /// The CapacityQuotas (indexes) that select the node, and what it holds of them (its
+    /// NodeClaim's capacity, else its allocatable).
+    pub(super) quotas: Vec<usize>,
+    pub(super) quota_usage: Vec<i64>,
 }
 
 impl Node {
@@ -72,6 +76,18 @@ pub(super) fn build(
         for v in labels.values() {
             values.id(v);
         }
+        let quotas: Vec<usize> = (pools.quotas.inputs.iter().enumerate())
+            .filter(|(_, q)| q.selects(|k| labels.get(k).map(String::as_str)))
+            .map(|(i, _)| i)
+            .collect();
+        let pool_usage = res.dense(&n.pool_usage);
+        let quota_usage = if quotas.is_empty() {
+            Vec::new()
+        } else if n.pool_usage.is_empty() {
+            res.dense(&n.allocatable)
+        } else {
+            pool_usage.clone()
+        };
         node_index.insert(n.name.clone(), NodeIx::new(nodes.len()));
         nodes.push(Node {
             name: n.name.clone(),
@@ -83,7 +99,9 @@ pub(super) fn build(
             schedulable: n.schedulable,
             pods,
             pool: n.node_pool.as_deref().and_then(|p| pool_by_name.get(p).copied()),
-            pool_usage: res.dense(&n.pool_usage),
+            pool_usage,
+            quotas,
+            quota_usage,
         });
     }
     (nodes, node_index)

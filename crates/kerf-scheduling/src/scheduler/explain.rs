@@ -13,10 +13,11 @@ use super::pool_fit::{Depth, PoolFit};
 use super::pools::Pools;
 use super::preferences::Group;
 use super::refusal::Why;
-use super::resources::{Resources, from_units};
+use super::resources::{Resources, from_units, to_units};
 use super::topology::{Gone, Topology};
 use crate::model::PodError;
 use crate::volume_limits::ATTACHABLE_VOLUMES_EBS;
+use kerf_api::resources::NODES;
 
 /// `a, b, c`, or the first few and how many more.
 pub(super) fn value_list(values: &[String]) -> String {
@@ -202,6 +203,29 @@ impl ExplainParts<'_> {
                     })
                     .collect();
                 format!("limits exhausted: {}", names.join(", "))
+            }
+            Why::Quota(short) => {
+                let q = &self.pools.quotas.inputs[short.quota];
+                let left = &self.pools.quotas.all[short.quota];
+                match short.resource {
+                    Some(ri) => {
+                        let name = name(ri);
+                        let limit = q.limits.get(name);
+                        let used = to_units(name, &limit).saturating_sub(left.remaining[ri]);
+                        format!(
+                            "CapacityQuota {:?} would exceed {name}: {limit} limit, {} used, needs {}",
+                            q.name,
+                            from_units(name, used),
+                            from_units(name, short.needs)
+                        )
+                    }
+                    None if short.needs > 0 => {
+                        let limit = q.limits.get(NODES);
+                        let used = limit.value_ceil().saturating_sub(left.nodes_remaining);
+                        format!("CapacityQuota {:?} would exceed nodes: {limit} limit, {used} used, needs 1", q.name)
+                    }
+                    None => format!("CapacityQuota {:?} leaves no room for a new node of the NodePool", q.name),
+                }
             }
             Why::MinValues { key, min, have } => {
                 format!("minValues {min} for key {key} not met: only {have} values among fitting instance types")

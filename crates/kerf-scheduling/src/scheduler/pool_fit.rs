@@ -18,7 +18,7 @@ use std::sync::Arc;
 use kerf_api::labels::{HOSTNAME, NODE_POOL};
 
 use super::ids::{Idx, IxVec, LevelIx, PoolIx};
-use super::interning::Interned;
+use super::interning::{Bits, Interned};
 use super::pools::Pools;
 use super::preferences::Group;
 use super::refusal::Why;
@@ -109,6 +109,15 @@ impl PoolFit<'_> {
         }
         if !fit_any.iter().any(|i| pool.limits.admit(pool.table.capacity.row(i))) {
             return Err(Why::Limits);
+        }
+        if !pool.quotas.is_empty() {
+            let mut within = Bits::empty(pool.table.types.len());
+            for i in fit_any.iter().filter(|i| pool.limits.admit(pool.table.capacity.row(*i))) {
+                within.set(i);
+            }
+            if let Some(short) = self.pools.quotas.short(&pool.quotas, &pool.table, &within) {
+                return Err(Why::Quota(short));
+            }
         }
         if let Some((key, min, have)) = self.pools[p].min_values_ok(&fit_any) {
             return Err(Why::MinValues { key, min, have });

@@ -3,7 +3,7 @@
 //! (instance types with allocatable, capacity, and per type the DaemonSet overhead and what is
 //! left for pods) and its [`Limits`] (what is left of them; a query's new claims use them up).
 //! [`Pools`] holds the pools by weight with what is cached per interned requirement set: the
-//! types it admits and their price order.
+//! types it admits and their price order, and the CapacityQuotas every pool shares (`quotas`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::{Index, IndexMut};
@@ -19,6 +19,7 @@ use kerf_api::{NodePool, Operator, ResourceList, Taint};
 
 use super::ids::{IxVec, PoolIx};
 use super::interning::{Bits, Interned};
+use super::quotas::{PoolQuota, QuotaHold, Quotas};
 use super::resources::Resources;
 use super::resources::{Matrix, to_units, type_fits};
 use crate::instance::InstanceType;
@@ -34,6 +35,8 @@ pub(super) struct Pools {
     pub(super) compat_cache: HashMap<(PoolIx, u32), Arc<Bits>>,
     /// The price order of those types.
     pub(super) price_cache: HashMap<(PoolIx, u32), Arc<PriceOrder>>,
+    /// What is left of the CapacityQuotas, shared by the pools.
+    pub(super) quotas: Quotas,
 }
 
 impl Index<PoolIx> for Pools {
@@ -57,6 +60,8 @@ pub(super) struct Pool {
     pub(super) rules: Rules,
     pub(super) table: TypeTable,
     pub(super) limits: Limits,
+    /// The CapacityQuotas that select some of its types, with those types.
+    pub(super) quotas: Vec<PoolQuota>,
 }
 
 /// What a NodePool asks of its nodes and gives them: requirements, labels, taints, minValues.
@@ -157,7 +162,7 @@ impl Pools {
     /// The NodePools of `input` by weight (then name), with their type tables in `res`'s
     /// resources.
     pub(super) fn build(input: &SchedulingInput, res: &Resources) -> Pools {
-        let mut out = Pools::default();
+        let mut out = Pools { quotas: Quotas::build(&input.quotas, res), ..Pools::default() };
         let mut pools: Vec<&crate::model::NodePoolInput> = input.node_pools.iter().collect();
         pools.sort_by(|a, b| {
             b.node_pool.weight().cmp(&a.node_pool.weight()).then_with(|| a.node_pool.name().cmp(b.node_pool.name()))
@@ -168,9 +173,30 @@ impl Pools {
             let rules = Rules::build(np, &name);
             let table = TypeTable::build(&p.instance_types, &rules, &input.daemonset_pods, res);
             let limits = Limits::build(np, &p.in_use, res);
-            out.all.push(Pool { name, node_pool: np.clone(), rules, table, limits });
+            let mut pool = Pool { name, node_pool: np.clone(), rules, table, limits, quotas: Vec::new() };
+            pool.quotas = out.quotas.select(&pool, &pool.table);
+            out.all.push(pool);
         }
         out
+    }
+
+    /// The types of pool `p` whose capacity fits what is left of its limits and of every
+    /// CapacityQuota that selects them.
+    pub(super) fn types_within_limits(&self, p: PoolIx) -> Bits {
+        let pool = &self.all[p];
+        let mut types = pool.types_within_limits();
+        self.quotas.admit_types(&pool.quotas, &pool.table, &mut types);
+        types
+    }
+
+    /// A new claim of pool `p` opens with candidates `types` holding `total`: the pool's limits
+    /// (see [`Pool::reserve`]) and the quotas that select a candidate are debited. What it
+    /// reserved of the pool's limits (`None` without limits) and of each quota.
+    pub(super) fn reserve(&mut self, p: PoolIx, types: &Bits, total: &[i64]) -> (Option<Vec<i64>>, Vec<QuotaHold>) {
+        let limits = self.all[p].reserve(types, total);
+        let pool = &self.all[p];
+        let holds = self.quotas.reserve(&pool.quotas, &pool.table, types, total);
+        (limits, holds)
     }
 }
 
@@ -251,7 +277,7 @@ impl Pool {
     }
 
     /// The types whose capacity fits the remaining limits.
-    pub(super) fn types_within_limits(&self) -> Bits {
+    fn types_within_limits(&self) -> Bits {
         let mut out = Bits::empty(self.table.types.len());
         for i in 0..self.table.types.len() {
             if self.limits.admit(self.table.capacity.row(i)) {
@@ -264,7 +290,7 @@ impl Pool {
     /// A new claim of the pool opens with candidates `types` holding `total`: one node fewer
     /// is left, and under limits the claim reserves the largest capacity among `types` that
     /// fits `total` (returned; `None` when the pool has no limits).
-    pub(super) fn reserve(&mut self, types: &Bits, total: &[i64]) -> Option<Vec<i64>> {
+    fn reserve(&mut self, types: &Bits, total: &[i64]) -> Option<Vec<i64>> {
         self.limits.nodes_remaining -= 1;
         if !self.limits.limited {
             return None;

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::quotas::QuotaShort;
 use crate::requirements::{Incompatible, Requirement};
 
 /// Why a pod cannot go on a new claim of a NodePool.
@@ -35,6 +36,9 @@ pub(super) enum Why {
     NodeLimit,
     /// No compatible type that fits is within the pool's remaining resource limits.
     Limits,
+    /// Every compatible type that fits (within the pool's limits) is kept out by a
+    /// CapacityQuota that selects it: the first such quota, and where it falls short.
+    Quota(QuotaShort),
     /// The fitting types offer only `have` distinct values of `key`, where minValues asks `min`.
     MinValues {
         key: String,
@@ -50,6 +54,6 @@ pub(super) enum Why {
 impl Why {
     /// Whether the pool was kept out by its limits alone.
     pub(super) fn is_limit(&self) -> bool {
-        matches!(self, Why::NodeLimit | Why::Limits)
+        matches!(self, Why::NodeLimit | Why::Limits | Why::Quota(_))
     }
 }
