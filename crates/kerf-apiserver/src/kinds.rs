@@ -20,7 +20,9 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, crd};
+use kerf_api::{
+    CapacityBuffer, CapacityQuota, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, crd,
+};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -147,6 +149,10 @@ fn capacity_buffer_rules(a: &AnyObject) -> Vec<FieldError> {
 
 fn node_overlay_rules(a: &AnyObject) -> Vec<FieldError> {
     NodeOverlay::from_any(a).map(kerf_api::nodeoverlay::validate).unwrap_or_default()
+}
+
+fn capacity_quota_rules(a: &AnyObject) -> Vec<FieldError> {
+    CapacityQuota::from_any(a).map(kerf_api::capacityquota::validate).unwrap_or_default()
 }
 
 fn provisioning_request_rules(a: &AnyObject) -> Vec<FieldError> {
@@ -301,6 +307,7 @@ pub static KINDS: &[ResourceKind] = &[
     crd_kind(&crd::CAPACITY_BUFFER, typed_with::<CapacityBuffer>(capacity_buffer_rules)),
     crd_kind(&crd::NODE_OVERLAY, typed_with::<NodeOverlay>(node_overlay_rules)),
     crd_kind(&crd::PROVISIONING_REQUEST, typed_with::<ProvisioningRequest>(provisioning_request_rules)),
+    crd_kind(&crd::CAPACITY_QUOTA, typed_with::<CapacityQuota>(capacity_quota_rules)),
 ];
 
 /// One of kerf's CRDs, named as its CustomResourceDefinition names it, with the scale

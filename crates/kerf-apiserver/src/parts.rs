@@ -13,7 +13,9 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVo
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
+use kerf_api::{
+    CapacityBuffer, CapacityQuota, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -61,7 +63,7 @@ macro_rules! with_object_meta {
 
 with_object_meta! {
     Pod, Node, Namespace, PersistentVolumeClaim, PersistentVolume, DaemonSet, PodDisruptionBudget,
-    NodeClaim, NodePool, EC2NodeClass, CapacityBuffer, NodeOverlay, ProvisioningRequest,
+    NodeClaim, NodePool, EC2NodeClass, CapacityBuffer, NodeOverlay, ProvisioningRequest, CapacityQuota,
 }
 
 fn patch_one<K: Object<Meta = ObjectMeta>>(obj: &Arc<K>, meta_patch: &Value) -> Result<AnyObject, Vec<FieldError>> {

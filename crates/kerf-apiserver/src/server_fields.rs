@@ -63,6 +63,7 @@ pub(crate) fn any_server_fields(obj: &mut AnyObject) -> ServerFields<'_> {
         AnyObject::CapacityBuffer(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
         AnyObject::NodeOverlay(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
         AnyObject::ProvisioningRequest(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
+        AnyObject::CapacityQuota(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
         AnyObject::Deployment(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
         AnyObject::StatefulSet(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),
         AnyObject::ReplicaSet(o) => ServerFields::of_whole(&mut Arc::make_mut(o).metadata),

@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVo
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kerf_api::cluster::{AnyObject, Object};
 use kerf_api::{
-    CapacityBuffer, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, SlimPod,
+    CapacityBuffer, CapacityQuota, EC2NodeClass, FieldError, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest,
+    SlimPod,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -75,6 +76,7 @@ with_status! {
     CapacityBuffer => kerf_api::capacitybuffer::CapacityBufferStatus,
     NodeOverlay => kerf_api::nodeoverlay::NodeOverlayStatus,
     ProvisioningRequest => kerf_api::provisioningrequest::ProvisioningRequestStatus,
+    CapacityQuota => kerf_api::capacityquota::CapacityQuotaStatus,
 }
 
 fn copy<K: HasStatus>(into: &mut Arc<K>, from: &Arc<K>) {

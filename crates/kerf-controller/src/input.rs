@@ -268,6 +268,7 @@ impl View<'_> {
             unavailable_node_pools,
             placed_last: 0,
             preference_policy: self.preference_policy,
+            quotas: crate::quotas::inputs(state, |c| likely_capacity(c, types)),
         }
     }
 

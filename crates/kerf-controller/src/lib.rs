@@ -43,7 +43,9 @@
 //! 6. Garbage collection: instances without a claim, claims without an instance.
 //! 7. Disruption: expiration, emptiness, drift, consolidation (multi- then single-node), and
 //!    kerf's `Unfit`; spot interruption notices are acted on before provisioning.
-//! 8. NodePool status: resources, node count, Ready.
+//! 8. NodePool status: resources, node count, Ready. CapacityQuota status: `status.used` over
+//!    the nodes each quota selects (see `quotas`; the provisioner and disruption keep new
+//!    claims within the quotas through the scheduling core's input).
 //! 9. With `PodDeletionCostManagement`: `controller.kubernetes.io/pod-deletion-cost` on the
 //!    ReplicaSet pods of the nodes disruption would take first (see `deletion_cost`).
 
@@ -73,6 +75,7 @@ pub mod pod_set;
 mod provisioner;
 pub mod provisioning_requests;
 mod published;
+mod quotas;
 pub mod runtime;
 pub mod state;
 mod static_pools;

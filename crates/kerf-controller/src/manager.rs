@@ -45,6 +45,7 @@ pub struct Manager<P: CloudProvider> {
     node_pools: NodePools,
     overlays: Overlays,
     requests: ProvisioningRequests,
+    quotas: crate::quotas::CapacityQuotas,
     buffers: Buffers,
     provisioner: Provisioner,
     daemon_room: DaemonRoom,
@@ -70,6 +71,7 @@ impl<P: CloudProvider> Manager<P> {
             node_pools: NodePools::default(),
             overlays: Overlays::default(),
             requests: ProvisioningRequests::default(),
+            quotas: crate::quotas::CapacityQuotas::default(),
             buffers: Buffers::default(),
             provisioner: Provisioner::default(),
             daemon_room: DaemonRoom::default(),
@@ -145,6 +147,7 @@ impl<P: CloudProvider> Manager<P> {
                 Reconciler::GarbageCollection => self.garbage.reconcile(&mut cx).await,
                 Reconciler::Disruption => self.disruption.reconcile(&mut cx).await,
                 Reconciler::NodePoolStatus => self.node_pools.reconcile_status(&mut cx).await,
+                Reconciler::CapacityQuotaStatus => self.quotas.reconcile(&mut cx).await,
                 Reconciler::PodDeletionCost => self.deletion_costs.reconcile(&mut cx).await,
             };
             let Pass { wake: pass_wake, progressed, .. } = cx.pass;

@@ -40,13 +40,15 @@ pub enum Reconciler {
     Disruption,
     /// NodePool resources, node count and conditions.
     NodePoolStatus,
+    /// CapacityQuotas: `status.used` over the nodes each selects.
+    CapacityQuotaStatus,
     /// `PodDeletionCostManagement`: pod-deletion-cost on the pods of the nodes disruption
     /// would take first.
     PodDeletionCost,
 }
 
 impl Reconciler {
-    pub const ALL: [Reconciler; 14] = [
+    pub const ALL: [Reconciler; 15] = [
         Reconciler::NodeOverlay,
         Reconciler::NodeClassStatus,
         Reconciler::NodePool,
@@ -60,6 +62,7 @@ impl Reconciler {
         Reconciler::GarbageCollection,
         Reconciler::Disruption,
         Reconciler::NodePoolStatus,
+        Reconciler::CapacityQuotaStatus,
         Reconciler::PodDeletionCost,
     ];
 
@@ -79,6 +82,7 @@ impl Reconciler {
             Reconciler::GarbageCollection => "nodeclaim.garbagecollection",
             Reconciler::Disruption => "disruption",
             Reconciler::NodePoolStatus => "nodepool.status",
+            Reconciler::CapacityQuotaStatus => "capacityquota.status",
             Reconciler::PodDeletionCost => "pod.deletioncost",
         }
     }

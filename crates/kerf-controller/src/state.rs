@@ -19,7 +19,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::SlimPod;
 use kerf_api::str_pair::StrPair;
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, ResourceList};
+use kerf_api::{
+    CapacityBuffer, CapacityQuota, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, ResourceList,
+};
 
 use crate::pod_set::{PodSet, key as pod_key};
 use crate::util;
@@ -96,6 +98,7 @@ pub struct ClusterState {
     pod_templates: BTreeMap<ObjectKey, PodTemplate>,
     node_overlays: BTreeMap<String, NodeOverlay>,
     provisioning_requests: BTreeMap<ObjectKey, ProvisioningRequest>,
+    capacity_quotas: BTreeMap<String, CapacityQuota>,
     /// Bumped on every object added, changed or removed.
     generation: u64,
 }
@@ -176,6 +179,7 @@ impl ClusterState {
             AnyObject::PodTemplate(t) => upsert_ns(&mut self.pod_templates, &**t, |o| &o.metadata),
             AnyObject::NodeOverlay(o) => upsert(&mut self.node_overlays, &**o, |o| &o.metadata),
             AnyObject::ProvisioningRequest(r) => upsert_ns(&mut self.provisioning_requests, &**r, |o| &o.metadata),
+            AnyObject::CapacityQuota(q) => upsert(&mut self.capacity_quotas, &**q, |o| &o.metadata),
             // Admission applies these to pods; the controllers read the result on the pod.
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
             // Read on demand (a buffer's scalableRef), not kept.
@@ -286,6 +290,9 @@ impl ClusterState {
             AnyObject::ProvisioningRequest(_) => {
                 self.provisioning_requests.remove(&key_of(meta));
             }
+            AnyObject::CapacityQuota(_) => {
+                self.capacity_quotas.remove(&name_of(meta));
+            }
             AnyObject::PriorityClass(_) | AnyObject::RuntimeClass(_) => {}
             AnyObject::Deployment(_) | AnyObject::StatefulSet(_) | AnyObject::ReplicaSet(_) => {}
         }
@@ -319,6 +326,11 @@ impl ClusterState {
 
     pub fn provisioning_requests(&self) -> &BTreeMap<ObjectKey, ProvisioningRequest> {
         &self.provisioning_requests
+    }
+
+    /// CapacityQuotas by name.
+    pub fn capacity_quotas(&self) -> &BTreeMap<String, CapacityQuota> {
+        &self.capacity_quotas
     }
 
     /// Changes whenever any pod is added, updated or removed.

@@ -10,7 +10,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kerf_api::cluster::{AnyObject, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
+use kerf_api::{CapacityBuffer, CapacityQuota, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
@@ -82,6 +82,7 @@ pub fn all() -> &'static [Kind] {
                 "provisioningrequests",
                 true,
             ),
+            custom(kerf_api::capacityquota::API_VERSION, kerf_api::capacityquota::KIND, "capacityquotas", false),
             builtin::<Pod>(),
         ]
     })
@@ -136,6 +137,7 @@ pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> 
         "CapacityBuffer" => tolerant::<CapacityBuffer>(value),
         "NodeOverlay" => tolerant::<NodeOverlay>(value),
         "ProvisioningRequest" => tolerant::<ProvisioningRequest>(value),
+        "CapacityQuota" => tolerant::<CapacityQuota>(value),
         "Deployment" => typed::<Deployment>(value),
         "StatefulSet" => typed::<StatefulSet>(value),
         "ReplicaSet" => typed::<ReplicaSet>(value),
@@ -173,6 +175,7 @@ pub fn encode(obj: &AnyObject) -> Result<Value, serde_json::Error> {
         AnyObject::CapacityBuffer(o) => serde_json::to_value(&**o),
         AnyObject::NodeOverlay(o) => serde_json::to_value(&**o),
         AnyObject::ProvisioningRequest(o) => serde_json::to_value(&**o),
+        AnyObject::CapacityQuota(o) => serde_json::to_value(&**o),
         AnyObject::Deployment(o) => serde_json::to_value(&**o),
         AnyObject::StatefulSet(o) => serde_json::to_value(&**o),
         AnyObject::ReplicaSet(o) => serde_json::to_value(&**o),
@@ -196,7 +199,7 @@ mod tests {
     #[test]
     fn every_watched_kind_has_a_place_and_round_trips_through_json() {
         let kinds = all();
-        assert_eq!(kinds.len() + read_only().len(), 20, "one per AnyObject variant");
+        assert_eq!(kinds.len() + read_only().len(), 21, "one per AnyObject variant");
         let overlays = by_name("NodeOverlay").expect("NodeOverlay");
         assert_eq!(
             (overlays.resource.api_version.as_str(), overlays.resource.plural.as_str(), overlays.namespaced),

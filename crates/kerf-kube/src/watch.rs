@@ -135,8 +135,12 @@ const LIST_PAGE: u32 = 100;
 
 /// Kinds a cluster may not serve (their CRD is not installed): without it there is nothing of
 /// the kind, and the watch reports the kind synced and empty instead of retrying forever.
-const OPTIONAL: &[&str] =
-    &[kerf_api::capacitybuffer::KIND, kerf_api::nodeoverlay::KIND, kerf_api::provisioningrequest::KIND];
+const OPTIONAL: &[&str] = &[
+    kerf_api::capacitybuffer::KIND,
+    kerf_api::nodeoverlay::KIND,
+    kerf_api::provisioningrequest::KIND,
+    kerf_api::capacityquota::KIND,
+];
 
 async fn watch_kind(client: Client, kind: &'static Kind, tx: mpsc::Sender<Vec<Feed>>) {
     let api: Api<DynamicObject> = Api::all_with(client, &kind.resource);

@@ -54,7 +54,7 @@ pub use kerf_api::{disruption_budgets, instance, node, requirements};
 pub use instance::{InstanceType, Offering};
 pub use model::{
     ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, PreferencePolicy,
-    PricedClaim, SchedulingInput, SchedulingResult, UnknownNode, WhatIf, namespace_labels,
+    PricedClaim, QuotaInput, SchedulingInput, SchedulingResult, UnknownNode, WhatIf, namespace_labels,
 };
 pub use predicates::{ClusterView, PreferenceParts, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
