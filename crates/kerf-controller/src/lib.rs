@@ -75,7 +75,7 @@ pub mod pod_set;
 mod provisioner;
 pub mod provisioning_requests;
 mod published;
-mod quotas;
+pub mod quotas;
 pub mod runtime;
 pub mod state;
 mod static_pools;

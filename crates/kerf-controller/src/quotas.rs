@@ -24,7 +24,7 @@ use crate::state::ClusterState;
 
 /// What the nodes (and NodeClaims without a Node) that `quota` selects hold, every resource,
 /// with `nodes` their count. A claim not launched yet counts `fallback(claim)`.
-pub(crate) fn usage(
+pub fn usage(
     state: &ClusterState,
     quota: &CapacityQuota,
     fallback: impl Fn(&NodeClaim) -> ResourceList,
@@ -69,7 +69,7 @@ pub(crate) fn inputs(state: &ClusterState, fallback: impl Fn(&NodeClaim) -> Reso
 }
 
 /// `used` cut to the resources `quota` limits (each named, zero when nothing holds it).
-pub(crate) fn used_of_limits(quota: &CapacityQuota, used: &ResourceList) -> ResourceList {
+pub fn used_of_limits(quota: &CapacityQuota, used: &ResourceList) -> ResourceList {
     let mut out = ResourceList::new();
     for (name, _) in quota.limits().iter() {
         out.set(name.clone(), used.get(name));

@@ -16,6 +16,7 @@ pub mod report;
 pub mod report_assembly;
 pub mod report_buffers;
 pub mod report_html;
+pub mod report_quotas;
 pub mod report_requests;
 pub mod rng;
 pub mod run_hooks;

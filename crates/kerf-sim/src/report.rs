@@ -25,6 +25,9 @@ pub struct Report {
     /// One entry per ProvisioningRequest (left out when the scenario has none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub provisioning_requests: Vec<crate::report_requests::ProvisioningRequestReport>,
+    /// One entry per CapacityQuota (left out when the scenario has none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quotas: Vec<crate::report_quotas::QuotaReport>,
     /// Per NodePool with consolidations: how many were taken and how many of them
     /// `consolidationPolicy: Balanced` would have refused (left out when there were none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -373,6 +376,7 @@ impl Report {
         }
         crate::report_buffers::text(&mut out, &self.buffers, s.cost_per_hour);
         crate::report_requests::text(&mut out, &self.provisioning_requests);
+        crate::report_quotas::text(&mut out, &self.quotas);
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -489,6 +493,7 @@ mod tests {
             ],
             buffers: Vec::new(),
             provisioning_requests: Vec::new(),
+            quotas: Vec::new(),
             balanced_what_if: Vec::new(),
             comparison: None,
         }

@@ -29,6 +29,9 @@ impl<P: SimCloud> Simulation<P> {
             pods_running: self.world.bound_count(),
             cost_per_hour: self.fleet_price(),
         };
+        if !self.manager.state().capacity_quotas().is_empty() {
+            self.quota_peaks.sample(self.manager.state());
+        }
         match self.timeline.last_mut() {
             Some(last) if last.seconds == s.seconds => *last = s,
             Some(last)
@@ -211,6 +214,7 @@ impl<P: SimCloud> Simulation<P> {
             timeline,
             buffers,
             provisioning_requests: crate::report_requests::request_reports(state.provisioning_requests()),
+            quotas: crate::report_quotas::quota_reports(state, &self.quota_peaks),
             balanced_what_if: self
                 .manager
                 .balanced_what_if()

@@ -111,6 +111,7 @@ pub fn render(report: &Value) -> String {
     pending(&mut out, report);
     crate::report_buffers::html(&mut out, report, esc);
     crate::report_requests::html(&mut out, report, esc);
+    crate::report_quotas::html(&mut out, report, esc);
     disruptions(&mut out, report);
     reboots_and_what_if(&mut out, report);
     charts(&mut out, report);

@@ -168,11 +168,13 @@ pub enum ManifestObject {
     CapacityBuffer(Box<kerf_api::CapacityBuffer>),
     NodeOverlay(Box<kerf_api::NodeOverlay>),
     ProvisioningRequest(Box<kerf_api::ProvisioningRequest>),
+    CapacityQuota(Box<kerf_api::CapacityQuota>),
 }
 
 const APPLY_KINDS: &str = "NodePool, EC2NodeClass, Deployment, DaemonSet, Pod, PodDisruptionBudget, \
                            PersistentVolumeClaim, PersistentVolume, StorageClass, Namespace, PriorityClass, \
-                           RuntimeClass, PodTemplate, CapacityBuffer, NodeOverlay, ProvisioningRequest";
+                           RuntimeClass, PodTemplate, CapacityBuffer, NodeOverlay, ProvisioningRequest, \
+                           CapacityQuota";
 
 /// Kinds a `delete` or `patch` step may name besides the applied ones: the objects kerf and the
 /// kubelet create.
@@ -868,7 +870,7 @@ fn decode_object(ctx: &Ctx<'_>, at: &str, v: &Value) -> Result<Vec<Manifest>, Sc
         return Ok(out);
     }
     let object = match kind {
-        "NodePool" | "EC2NodeClass" | "CapacityBuffer" | "NodeOverlay" | "ProvisioningRequest" => {
+        "NodePool" | "EC2NodeClass" | "CapacityBuffer" | "NodeOverlay" | "ProvisioningRequest" | "CapacityQuota" => {
             decode_karpenter(ctx, &label, v)?
         }
         "PodTemplate" => {
@@ -930,9 +932,13 @@ fn decode_karpenter(ctx: &Ctx<'_>, label: &str, v: &Value) -> Result<ManifestObj
         Ok(Some(kerf_api::manifest::KarpenterObject::ProvisioningRequest(r))) => {
             Ok(ManifestObject::ProvisioningRequest(Box::new(r)))
         }
-        Ok(_) => {
-            Err(ctx.err(label, "expected a NodePool, EC2NodeClass, CapacityBuffer, NodeOverlay or ProvisioningRequest"))
+        Ok(Some(kerf_api::manifest::KarpenterObject::CapacityQuota(q))) => {
+            Ok(ManifestObject::CapacityQuota(Box::new(q)))
         }
+        Ok(_) => Err(ctx.err(
+            label,
+            "expected a NodePool, EC2NodeClass, CapacityBuffer, NodeOverlay, ProvisioningRequest or CapacityQuota",
+        )),
         Err(problems) => {
             let first = problems.first();
             let field = match first.map(|p| p.path.as_str()) {

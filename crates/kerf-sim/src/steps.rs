@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::MetaView;
 use kerf_api::cluster::Patch;
 use kerf_api::cluster::{ApiError, Object};
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
+use kerf_api::{CapacityBuffer, CapacityQuota, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
 use kerf_apiserver::writes::Part;
 use kerf_cloud::{Clock, ManualClock, Timestamp};
 use kerf_controller::Options;
@@ -337,6 +337,7 @@ impl<P: SimCloud> Simulation<P> {
             ManifestObject::CapacityBuffer(o) => upsert::<CapacityBuffer>(&self.cluster, (**o).clone()),
             ManifestObject::NodeOverlay(o) => upsert::<NodeOverlay>(&self.cluster, (**o).clone()),
             ManifestObject::ProvisioningRequest(o) => upsert::<ProvisioningRequest>(&self.cluster, (**o).clone()),
+            ManifestObject::CapacityQuota(o) => upsert::<CapacityQuota>(&self.cluster, (**o).clone()),
             ManifestObject::StorageClass(o) => upsert::<StorageClass>(&self.cluster, (**o).clone()),
             ManifestObject::Namespace(o) => upsert::<Namespace>(&self.cluster, (**o).clone()),
             ManifestObject::Deployment(d) => deployments::apply(&self.cluster, d),
@@ -364,6 +365,7 @@ impl<P: SimCloud> Simulation<P> {
             "CapacityBuffer" => self.cluster.delete_obj::<CapacityBuffer>(ns, name),
             "NodeOverlay" => self.cluster.delete_obj::<NodeOverlay>(None, name),
             "ProvisioningRequest" => self.cluster.delete_obj::<ProvisioningRequest>(ns, name),
+            "CapacityQuota" => self.cluster.delete_obj::<CapacityQuota>(None, name),
             // Manual disruption: the finalizer holds the object while kerf drains and removes it.
             "Node" => self.cluster.delete_obj::<Node>(None, name),
             "NodeClaim" => self.cluster.delete_obj::<NodeClaim>(None, name),
@@ -401,6 +403,7 @@ impl<P: SimCloud> Simulation<P> {
             "CapacityBuffer" => patch_obj::<CapacityBuffer>(c, ns, name, merge),
             "NodeOverlay" => patch_obj::<NodeOverlay>(c, None, name, merge),
             "ProvisioningRequest" => patch_obj::<ProvisioningRequest>(c, ns, name, merge),
+            "CapacityQuota" => patch_obj::<CapacityQuota>(c, None, name, merge),
             other => Err(format!("cannot patch kind {other}")),
         }
     }

@@ -1,5 +1,5 @@
-//! `kerf validate FILE...`: check NodePool / NodeClaim / EC2NodeClass (and CapacityBuffer)
-//! manifests the way the API server's CRD validation would.
+//! `kerf validate FILE...`: check NodePool / NodeClaim / EC2NodeClass (and CapacityBuffer,
+//! NodeOverlay, ProvisioningRequest, CapacityQuota) manifests the way the API server's CRD validation would.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +15,8 @@ unreadable files are reported as FILE: ... with the line where known. Documents 
 (Deployment, Service, ...) are skipped; a document that is not a mapping, or that has a Karpenter
 apiVersion but no kind, is a problem, and so is a file without any document. For each file without problems, stdout gets
   FILE: ok (N NodePool, N NodeClaim, N EC2NodeClass)
-with \", N CapacityBuffer\" added when the file has any (autoscaling.x-k8s.io/v1beta1).
+with \", N CapacityBuffer\" (and NodeOverlay, ProvisioningRequest, CapacityQuota) added when
+the file has any.
 
 Exit status: 0 when every file is valid, 2 when any problem is found.")]
 pub struct Args {
@@ -35,6 +36,7 @@ pub struct FileReport {
     pub capacity_buffers: usize,
     pub node_overlays: usize,
     pub provisioning_requests: usize,
+    pub capacity_quotas: usize,
 }
 
 /// Checks the text of one manifest file.
@@ -60,6 +62,7 @@ pub fn check_text(text: &str) -> FileReport {
             Ok(Some(KarpenterObject::CapacityBuffer(_))) => report.capacity_buffers += 1,
             Ok(Some(KarpenterObject::NodeOverlay(_))) => report.node_overlays += 1,
             Ok(Some(KarpenterObject::ProvisioningRequest(_))) => report.provisioning_requests += 1,
+            Ok(Some(KarpenterObject::CapacityQuota(_))) => report.capacity_quotas += 1,
             Err(problems) => report.problems.extend(problems.iter().map(ToString::to_string)),
         }
     }
@@ -89,6 +92,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             if report.provisioning_requests > 0 {
                 buffers.push_str(&format!(", {} ProvisioningRequest", report.provisioning_requests));
+            }
+            if report.capacity_quotas > 0 {
+                buffers.push_str(&format!(", {} CapacityQuota", report.capacity_quotas));
             }
             println!(
                 "{name}: ok ({} NodePool, {} NodeClaim, {} EC2NodeClass{buffers})",
@@ -123,7 +129,7 @@ mod tests {
         let ok = check_text(
             "apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: CapacityBuffer\nmetadata: {name: b, namespace: default}\n\
              spec: {podTemplateRef: {name: t}, replicas: 3}\n---\n\
-             apiVersion: autoscaling.x-k8s.io/v1alpha1\nkind: CapacityQuota\nmetadata: {name: q}\nspec: {}\n",
+             apiVersion: autoscaling.x-k8s.io/v1\nkind: Workload\nmetadata: {name: w}\nspec: {}\n",
         );
         assert_eq!(ok, FileReport { capacity_buffers: 1, ..FileReport::default() });
         let bad = check_text(
@@ -174,6 +180,34 @@ mod tests {
             [
                 "ProvisioningRequest/p: spec.podSets[0].count: must be at least 1, got 0",
                 "ProvisioningRequest/p: spec.parameters.noRetry: must be \"true\" or \"false\", got \"maybe\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn capacity_quotas_are_checked_and_counted() {
+        let ok = check_text(
+            "apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: CapacityQuota\nmetadata: {name: q}\n\
+             spec: {selector: {matchLabels: {team: a}}, limits: {resources: {cpu: 64, nodes: 10}}}\n",
+        );
+        assert_eq!(ok, FileReport { capacity_quotas: 1, ..FileReport::default() });
+        let bad = check_text(
+            "apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: CapacityQuota\nmetadata: {name: q}\n\
+             spec:\n  selector: {matchExpressions: [{key: team, operator: Equals, values: [a]}]}\n  \
+             limits: {resources: {cpu: '-1', memory: 12XB}}\n",
+        );
+        assert_eq!(bad.problems.len(), 1, "{:?}", bad.problems);
+        assert!(bad.problems[0].starts_with("CapacityQuota/q: spec.limits.resources.memory"), "{:?}", bad.problems);
+        let bad = check_text(
+            "apiVersion: autoscaling.x-k8s.io/v1beta1\nkind: CapacityQuota\nmetadata: {name: q}\n\
+             spec:\n  selector: {matchExpressions: [{key: team, operator: Equals, values: [a]}]}\n  \
+             limits: {resources: {cpu: '-1'}}\n",
+        );
+        assert_eq!(
+            bad.problems,
+            [
+                "CapacityQuota/q: spec.selector.matchExpressions[0].operator: unknown operator \"Equals\" (In, NotIn, Exists or DoesNotExist)",
+                "CapacityQuota/q: spec.limits.resources[cpu]: must not be negative, got -1",
             ]
         );
     }

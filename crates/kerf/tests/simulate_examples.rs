@@ -173,6 +173,35 @@ fn pod_eni_pending_reason_names_the_nodepool_and_the_resource() {
 }
 
 #[test]
+fn capacity_quota_caps_two_pools_at_64_vcpu_and_names_itself_in_the_pending_reason() {
+    let r = simulate("capacity-quota.yaml");
+    // 16 m5.xlarge (4 vCPU) between the two pools: 64 vCPU, no more.
+    let nodes = r["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 16, "{nodes:?}");
+    let per_pool = |p: &str| nodes.iter().filter(|n| n["nodePool"] == p).count();
+    assert!(per_pool("team-a") > 0 && per_pool("team-b") > 0, "both pools launch under the one quota");
+    assert_eq!(per_pool("team-a") + per_pool("team-b"), 16);
+    assert_eq!(summary(&r, "podsRunning"), 32);
+    let pending: Vec<&Value> = r["pods"].as_array().unwrap().iter().filter(|p| p["phase"] == "Pending").collect();
+    assert_eq!(pending.len(), 8);
+    for p in pending {
+        let reason = p["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("CapacityQuota \"batch-cpu\" would exceed cpu: 64 limit, 64 used, needs 4"),
+            "{reason}"
+        );
+    }
+    assert_eq!(
+        r["quotas"],
+        serde_json::json!([{"name": "batch-cpu", "limits": {"cpu": "64"}, "used": {"cpu": "64"}, "peakUsed": {"cpu": "64"}}])
+    );
+    let text = String::from_utf8(simulate_raw("capacity-quota.yaml", "text").stdout).unwrap();
+    assert!(text.contains("batch-cpu  cpu 64/64   cpu 64/64"), "{text}");
+    let html = String::from_utf8(simulate_raw("capacity-quota.yaml", "html").stdout).unwrap();
+    assert!(html.contains("<table id=\"capacity-quotas\">") && html.contains("cpu 64/64"), "html section");
+}
+
+#[test]
 fn same_scenario_gives_byte_identical_json_reports() {
     let a = simulate_raw("capacity-spread-rollout.yaml", "json");
     let b = simulate_raw("capacity-spread-rollout.yaml", "json");
