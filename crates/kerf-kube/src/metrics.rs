@@ -69,6 +69,9 @@ pub struct Metrics {
     pool_limit: Family<Labels, FloatGauge>,
     /// `kerf_provisioning_requests{class,state}`.
     provisioning_requests: Family<Labels, Gauge>,
+    /// `kerf_capacity_quota_used{quota,resource}` and `kerf_capacity_quota_limit{quota,resource}`.
+    quota_used: Family<Labels, FloatGauge>,
+    quota_limit: Family<Labels, FloatGauge>,
     price_estimate: Family<Labels, FloatGauge>,
     decisions: Family<Labels, Counter>,
     reversals: Family<Labels, Counter>,
@@ -146,6 +149,18 @@ impl Metrics {
             "ProvisioningRequests of the classes kerf answers, by class and by where their conditions stand (Pending, Accepted, Provisioned, Failed, BookingExpired, CapacityRevoked).",
             provisioning_requests.clone(),
         );
+        let quota_used = Family::<Labels, FloatGauge>::default();
+        registry.register(
+            "kerf_capacity_quota_used",
+            "What the nodes a CapacityQuota selects hold (its status.used), by quota and resource.",
+            quota_used.clone(),
+        );
+        let quota_limit = Family::<Labels, FloatGauge>::default();
+        registry.register(
+            "kerf_capacity_quota_limit",
+            "A CapacityQuota's spec.limits.resources, by quota and resource.",
+            quota_limit.clone(),
+        );
         let price_estimate = Family::<Labels, FloatGauge>::default();
         registry.register(
             "karpenter_cloudprovider_instance_type_offering_price_estimate",
@@ -202,6 +217,8 @@ impl Metrics {
             pool_usage,
             pool_limit,
             provisioning_requests,
+            quota_used,
+            quota_limit,
             price_estimate,
             decisions,
             events,
@@ -317,6 +334,16 @@ impl Metrics {
             self.provisioning_requests
                 .get_or_create(&lset([("class", r.class()), ("state", r.state().as_str())]))
                 .inc();
+        }
+        self.quota_used.clear();
+        self.quota_limit.clear();
+        for (name, q) in state.capacity_quotas() {
+            for (resource, v) in q.status.iter().filter_map(|s| s.used.as_ref()).flat_map(|u| u.resources.iter()) {
+                self.quota_used.get_or_create(&lset([("quota", name), ("resource", resource)])).set(v.as_f64());
+            }
+            for (resource, v) in q.limits().iter() {
+                self.quota_limit.get_or_create(&lset([("quota", name), ("resource", resource)])).set(v.as_f64());
+            }
         }
         if self.pod_generation != Some(state.pod_generation()) {
             self.pod_generation = Some(state.pod_generation());

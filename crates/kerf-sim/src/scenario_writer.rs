@@ -22,7 +22,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, labels};
+use kerf_api::{
+    CapacityBuffer, CapacityQuota, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest, labels,
+};
 use serde_json::{Value, json};
 
 /// What `kerf snapshot` lists from a cluster.
@@ -51,6 +53,8 @@ pub struct ClusterObjects {
     /// Only those not yet Failed, BookingExpired or CapacityRevoked are written (without status:
     /// the simulation answers them again).
     pub provisioning_requests: Vec<ProvisioningRequest>,
+    /// Written without status (the simulation sums what their nodes hold again).
+    pub capacity_quotas: Vec<CapacityQuota>,
 }
 
 /// What the written scenario holds, for the command's summary line.
@@ -348,6 +352,13 @@ pub fn write(
             kerf_api::nodeoverlay::KIND,
             kerf_api::nodeoverlay::API_VERSION,
             json!({"metadata": to_value(&meta(&o.metadata)), "spec": to_value(&o.spec)}),
+        );
+    }
+    for q in &objects.capacity_quotas {
+        push(
+            kerf_api::capacityquota::KIND,
+            kerf_api::capacityquota::API_VERSION,
+            json!({"metadata": to_value(&meta(&q.metadata)), "spec": to_value(&q.spec)}),
         );
     }
     for np in &objects.node_pools {

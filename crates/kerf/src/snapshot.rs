@@ -16,7 +16,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kerf_api::{CapacityBuffer, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
+use kerf_api::{CapacityBuffer, CapacityQuota, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
 use kerf_sim::scenario_writer::{ClusterObjects, Written};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde::de::DeserializeOwned;
@@ -153,6 +153,9 @@ async fn read(cluster: &ClusterArgs) -> anyhow::Result<(String, kerf_cloud::Time
                 "provisioningrequests",
                 false,
             )
+            .await?,
+        capacity_quotas: lister
+            .list::<CapacityQuota>(&kind_resource(kerf_api::capacityquota::KIND)?, "capacityquotas", false)
             .await?,
     };
     lister.progress.done();

@@ -69,6 +69,7 @@ fn committed_crd_manifests_are_what_kerf_crds_prints() {
             "capacitybuffers.autoscaling.x-k8s.io",
             "nodeoverlays.karpenter.sh",
             "provisioningrequests.autoscaling.x-k8s.io",
+            "capacityquotas.autoscaling.x-k8s.io",
         ]
     );
 
@@ -84,6 +85,7 @@ fn committed_crd_manifests_are_what_kerf_crds_prints() {
         "autoscaling.x-k8s.io_capacitybuffers.yaml",
         "karpenter.sh_nodeoverlays.yaml",
         "autoscaling.x-k8s.io_provisioningrequests.yaml",
+        "autoscaling.x-k8s.io_capacityquotas.yaml",
     ];
     let joined: String = files.iter().map(|f| read(&dir.join(f))).collect();
     assert_eq!(joined, printed);
@@ -379,6 +381,7 @@ fn the_snapshot_role_lists_what_kerf_snapshot_reads_and_nothing_else() {
             "apps:deployments:list",
             "apps:replicasets:list",
             "autoscaling.x-k8s.io:capacitybuffers:list",
+            "autoscaling.x-k8s.io:capacityquotas:list",
             "autoscaling.x-k8s.io:provisioningrequests:list",
             "karpenter.k8s.aws:ec2nodeclasses:list",
             "karpenter.sh:nodeclaims:list",
@@ -470,6 +473,7 @@ fn kubectl_kustomize_builds_the_base_into_the_charts_objects_and_crds() {
             "ClusterRole/kerf-snapshot",
             "ClusterRoleBinding/kerf",
             "CustomResourceDefinition/capacitybuffers.autoscaling.x-k8s.io",
+            "CustomResourceDefinition/capacityquotas.autoscaling.x-k8s.io",
             "CustomResourceDefinition/ec2nodeclasses.karpenter.k8s.aws",
             "CustomResourceDefinition/nodeclaims.karpenter.sh",
             "CustomResourceDefinition/nodeoverlays.karpenter.sh",

@@ -75,6 +75,7 @@ fn full_list(cluster: &SimCluster) -> Vec<WatchEvent> {
     relist::<k8s_openapi::api::core::v1::PodTemplate>(cluster, &mut out);
     relist::<kerf_api::CapacityBuffer>(cluster, &mut out);
     relist::<kerf_api::ProvisioningRequest>(cluster, &mut out);
+    relist::<kerf_api::CapacityQuota>(cluster, &mut out);
     // Pods as the controllers keep them (the store's own form unless it is served).
     relist::<kerf_api::SlimPod>(cluster, &mut out);
     out

@@ -1,0 +1,104 @@
+//! CapacityQuotas through the simulator, on examples/capacity-quota.yaml (two NodePools capped
+//! at 64 vCPU together): `status.used` written from the cluster and a restarted controller that
+//! launches nothing past the quota, a quota raised mid-run, and a snapshot writing quotas back.
+
+use std::path::{Path, PathBuf};
+
+use kerf_api::{CapacityQuota, Quantity};
+use kerf_cloud::ManualClock;
+use kerf_cloud::sim::SimProvider;
+use kerf_sim::Report;
+use kerf_sim::chaos::{Faults, FaultyCloud};
+use kerf_sim::driver::Simulation;
+use kerf_sim::scenario::{Scenario, parse};
+
+fn example_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn scenario(file: &str) -> Scenario {
+    let path = example_dir().join(file);
+    let yaml = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    parse(&path, &yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+type Sim = Simulation<FaultyCloud<SimProvider>>;
+
+/// Runs `scenario`'s steps, restarting the controllers before step `restart_at` if given (on a
+/// cloud that outlives the controllers' process; no fault is injected at rate 0).
+fn run(scenario: &Scenario, restart_at: Option<usize>) -> (Report, Sim) {
+    let clock = ManualClock::new();
+    let provider = SimProvider::new(scenario.cloud.clone(), std::sync::Arc::new(clock.clone()))
+        .unwrap_or_else(|e| panic!("{}", e.problem));
+    let region = provider.region().to_string();
+    let faults = std::sync::Arc::new(Faults::new(1, 0.0));
+    let cloud = FaultyCloud::new(std::sync::Arc::new(provider), faults);
+    let mut sim = Simulation::for_scenario(scenario, cloud, clock, &region);
+    sim.settle(sim.now()).unwrap_or_else(|e| panic!("{e}"));
+    for (i, step) in scenario.steps.iter().enumerate() {
+        if restart_at == Some(i) {
+            sim.restart_controllers(7);
+        }
+        sim.step(i, step).unwrap_or_else(|e| panic!("{e}"));
+    }
+    (sim.report(), sim)
+}
+
+fn cpu_used(sim: &Sim, quota: &str) -> Option<Quantity> {
+    let q = sim.cluster().get_obj::<CapacityQuota>(None, quota)?;
+    Some(q.status?.used?.resources.get("cpu"))
+}
+
+#[test]
+fn status_used_is_written_and_a_restarted_controller_keeps_to_the_quota() {
+    let s = scenario("capacity-quota.yaml");
+    // A new process right before the run's last step (the wait while the nodes launch).
+    let last = s.steps.len() - 1;
+    let (report, sim) = run(&s, Some(last));
+    assert_eq!(report.nodes.len(), 16, "{:?}", report.nodes.iter().map(|n| &n.name).collect::<Vec<_>>());
+    assert_eq!(report.summary.pods_pending, 8);
+    assert_eq!(cpu_used(&sim, "batch-cpu"), Some(Quantity::from_units(64)));
+    let q = &report.quotas[0];
+    assert_eq!(
+        (q.name.as_str(), q.used.get("cpu"), q.peak_used.get("cpu")),
+        ("batch-cpu", Quantity::from_units(64), Quantity::from_units(64))
+    );
+}
+
+#[test]
+fn a_quota_raised_mid_run_lets_the_pending_workers_launch() {
+    let yaml = r#"
+name: quota-raised
+cloud: {region: us-west-2, launchLatency: 30s}
+steps:
+  - apply: manifests/quota/team-pools.yaml
+  - apply: manifests/quota/batch-quota.yaml
+  - apply: manifests/quota/team-workers.yaml
+  - wait: 2m
+  - patch: {kind: CapacityQuota, name: batch-cpu, merge: {spec: {limits: {resources: {cpu: "80"}}}}}
+  - wait: 2m
+"#;
+    let s = parse(&example_dir().join("quota-raised.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"));
+    let (report, sim) = run(&s, None);
+    assert_eq!(report.nodes.len(), 20);
+    assert_eq!(report.summary.pods_pending, 0);
+    assert_eq!(cpu_used(&sim, "batch-cpu"), Some(Quantity::from_units(80)));
+    assert_eq!(report.quotas[0].peak_used.get("cpu"), Quantity::from_units(80));
+}
+
+#[test]
+fn a_snapshot_writes_quotas_back_without_their_status() {
+    use kerf_sim::scenario_writer::{ClusterObjects, write};
+    let quota: CapacityQuota = serde_json::from_value(serde_json::json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
+        "metadata": {"name": "batch-cpu", "resourceVersion": "9"},
+        "spec": {"selector": {"matchLabels": {"workload": "batch"}}, "limits": {"resources": {"cpu": "64"}}},
+        "status": {"used": {"resources": {"cpu": "12"}}}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let objects = ClusterObjects { capacity_quotas: vec![quota], ..ClusterObjects::default() };
+    let (text, _) = write("quotas", kerf_cloud::Timestamp::UNIX_EPOCH, &objects).unwrap_or_else(|e| panic!("{e}"));
+    assert!(text.contains("kind: CapacityQuota") && text.contains("name: batch-cpu"), "{text}");
+    assert!(text.contains("workload: batch") && !text.contains("status"), "{text}");
+    parse(Path::new("snapshot.yaml"), &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+}
