@@ -34,17 +34,21 @@ fn used_now(state: &ClusterState, quota: &kerf_api::CapacityQuota) -> ResourceLi
     used_of_limits(quota, &usage(state, quota, |_| ResourceList::new()))
 }
 
+/// Each resource of `now` into `peak`, where it is more (or `peak` has none of it).
+fn take_max(peak: &mut ResourceList, now: &ResourceList) {
+    for (k, v) in now.iter() {
+        if !peak.0.contains_key(k) || peak.get(k) < *v {
+            peak.set(k.clone(), *v);
+        }
+    }
+}
+
 impl QuotaPeaks {
     /// Takes what each quota's nodes hold now into the peaks.
     pub fn sample(&mut self, state: &ClusterState) {
         for q in state.capacity_quotas().values() {
             let now = used_now(state, q);
-            let peak = self.0.entry(q.name().to_string()).or_default();
-            for (k, v) in now.iter() {
-                if peak.get(k) < *v || !peak.0.contains_key(k) {
-                    peak.set(k.clone(), v.clone());
-                }
-            }
+            take_max(self.0.entry(q.name().to_string()).or_default(), &now);
         }
     }
 }
@@ -57,11 +61,7 @@ pub fn quota_reports(state: &ClusterState, peaks: &QuotaPeaks) -> Vec<QuotaRepor
         .map(|q| {
             let used = used_now(state, q);
             let mut peak_used = peaks.0.get(q.name()).cloned().unwrap_or_default();
-            for (k, v) in used.iter() {
-                if peak_used.get(k) < *v || !peak_used.0.contains_key(k) {
-                    peak_used.set(k.clone(), v.clone());
-                }
-            }
+            take_max(&mut peak_used, &used);
             QuotaReport { name: q.name().to_string(), limits: q.limits().clone(), used, peak_used }
         })
         .collect()
