@@ -1,6 +1,7 @@
 //! CapacityQuotas through the simulator, on examples/capacity-quota.yaml (two NodePools capped
-//! at 64 vCPU together): `status.used` written from the cluster and a restarted controller that
-//! launches nothing past the quota, a quota raised mid-run, and a snapshot writing quotas back.
+//! at 64 vCPU together): `status.used` written from the cluster, controllers restarted before
+//! and while the claims launch that launch nothing past the quota, a quota raised mid-run, and a
+//! snapshot writing quotas back.
 
 use std::path::{Path, PathBuf};
 
@@ -63,6 +64,27 @@ fn status_used_is_written_and_a_restarted_controller_keeps_to_the_quota() {
         (q.name.as_str(), q.used.get("cpu"), q.peak_used.get("cpu")),
         ("batch-cpu", Quantity::from_units(64), Quantity::from_units(64))
     );
+}
+
+#[test]
+fn a_controller_restarted_while_claims_launch_counts_them_against_the_quota() {
+    // Five seconds after the workers arrive, 16 NodeClaims are launching (30 s): a new process
+    // sees them only in the cluster, and must count them before planning the 8 pods left.
+    let yaml = r#"
+name: quota-restart
+cloud: {region: us-west-2, launchLatency: 30s}
+steps:
+  - apply: manifests/quota/team-pools.yaml
+  - apply: manifests/quota/batch-quota.yaml
+  - apply: manifests/quota/team-workers.yaml
+  - wait: 5s
+  - wait: 3m
+"#;
+    let s = parse(&example_dir().join("quota-restart.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"));
+    let (report, sim) = run(&s, Some(4));
+    assert_eq!(report.summary.node_claims_launched, 16);
+    assert_eq!(report.nodes.len(), 16);
+    assert_eq!(cpu_used(&sim, "batch-cpu"), Some(Quantity::from_units(64)));
 }
 
 #[test]
