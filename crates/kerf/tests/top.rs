@@ -125,15 +125,33 @@ fn settled(test: &str) -> (Served, Value) {
     let report = report(&path);
     let s = Served::start(test, &[path.to_str().expect("utf-8 path"), "--speed", "20"]);
     let summary = &report["summary"];
-    eventually(180, "the served fleet to reach the report's", || {
+    eventually(180, "the served fleet and kerf's reasons to reach the report's", || {
         let j = top_json(&s);
         let c = &j["cluster"];
+        // The counts match a moment before kerf has recorded each node's latest reason (a node
+        // still within consolidateAfter says so until its next pass): wait for those too.
         (c["nodes"] == summary["nodes"]
             && c["podsRunning"] == summary["podsRunning"]
-            && c["podsPending"] == summary["podsPending"])
-            .then_some(())
+            && c["podsPending"] == summary["podsPending"]
+            && same_reasons(&j, &report))
+        .then_some(())
     });
     (s, report)
+}
+
+/// Whether every node both show with a reason has the report's reason (apart from numbers).
+fn same_reasons(top: &Value, report: &Value) -> bool {
+    let shown = |name: &str| top["nodes"].as_array().and_then(|ns| ns.iter().find(|n| n["name"] == name));
+    report["nodes"].as_array().is_some_and(|nodes| {
+        nodes.iter().all(|r| {
+            let why = r["disruptionBlocked"].as_str();
+            let reason = r["name"].as_str().and_then(shown).and_then(|n| n["reason"].as_str());
+            match (why, reason) {
+                (Some(why), Some(reason)) => words(why) == words(reason),
+                _ => true,
+            }
+        })
+    })
 }
 
 #[test]

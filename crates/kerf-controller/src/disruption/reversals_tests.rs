@@ -74,6 +74,16 @@ fn a_reversed_consolidations_nodes_stay_held_back_after_a_restart_until_the_work
         let v = hold(&h, c).unwrap_or_else(|| panic!("{c} carries no hold"));
         assert!(v.starts_with("undone "), "{v}");
     }
+    // The NodePool's event names the claim launched and the decision's time as the hold does
+    // (readers such as `kerf top` match the two by them).
+    let events = h.events("ConsolidationReversed");
+    assert_eq!(events.len(), 1, "{events:?}");
+    let e = &events[0];
+    assert_eq!((e.kind, e.name.as_str(), e.type_), (kerf_api::nodepool::KIND, "default", "Warning"));
+    let held = hold(&h, &second).expect("the hold");
+    let decided = held.split_once(" decided ").map(|(_, d)| d).expect("its decision's time");
+    assert!(e.message.contains(&format!("NodeClaim {second} launched")), "{}", e.message);
+    assert!(e.message.contains(&format!("decided at {decided} moved")), "{} vs {held}", e.message);
     kubelet_joins(&h.api, &second, "n2", true);
     h.settle();
     bind(&h.api, "b", "n2");

@@ -150,6 +150,10 @@ fn selected(screen: &mut Screen<'_>, area: Rect, frame: &Frame, chrome: &Chrome<
         (_, None) => "no reason recorded by kerf".to_string(),
     };
     lines.push(Line::styled(why, Style::default().add_modifier(Modifier::BOLD)));
+    lines.push(Line::raw(text::price_detail(r)));
+    if let Some(rev) = &r.reversal {
+        lines.push(Line::styled(rev.clone(), Style::default().fg(Color::Yellow)));
+    }
     lines.push(Line::raw(format!("{} pods:", d.pods.len())));
     for p in &d.pods {
         let req: Vec<String> =

@@ -1,17 +1,22 @@
 //! `kerf top`'s watches: one kube-rs watcher per kind it shows (nodes, NodeClaims, NodePools,
-//! pods, CapacityBuffers, and two event watches: events about nodes, pods' `FailedScheduling`),
+//! pods, CapacityBuffers, NodeOverlays, and three event watches: events about nodes, pods'
+//! `FailedScheduling`, NodePools' `ConsolidationReversed`),
 //! list then watch as the controller's (`kerf_kube::watch`), restarted with a backoff
 //! when they fail. Each object is turned into the few facts the fleet keeps as soon as it
 //! arrives, so a page of full objects is the most held at once. Read-only: list and watch.
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node};
-use kerf_api::{CapacityBuffer, NodeClaim, NodePool, SlimPod};
+use kerf_api::{CapacityBuffer, NodeClaim, NodeOverlay, NodePool, SlimPod};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event as Watched};
 use tokio::sync::mpsc;
 
 use super::fleet::{BufferFacts, ClaimFacts, EventFacts, Item, Kind, NodeFacts, PodFacts, Update};
+
+/// The reason of the event kerf records on a NodePool when a consolidation of it was undone
+/// (docs/design.md, "Events").
+pub const CONSOLIDATION_REVERSED: &str = "ConsolidationReversed";
 
 /// Objects per page of a list: client-go's pager's. (The controller lists 100 a page to keep its
 /// long-lived heap compact; `kerf top` keeps a few facts per object and lists faster in larger
@@ -27,11 +32,12 @@ pub struct Selection {
 fn resource(kind: Kind) -> Result<ApiResource, String> {
     let name = match kind {
         Kind::Node => return Ok(ApiResource::erase::<Node>(&())),
-        Kind::NodeEvent | Kind::PodEvent => return Ok(ApiResource::erase::<Event>(&())),
+        Kind::NodeEvent | Kind::PodEvent | Kind::PoolEvent => return Ok(ApiResource::erase::<Event>(&())),
         Kind::Pod => "Pod",
         Kind::NodeClaim => kerf_api::nodeclaim::KIND,
         Kind::NodePool => kerf_api::nodepool::KIND,
         Kind::CapacityBuffer => kerf_api::capacitybuffer::KIND,
+        Kind::NodeOverlay => kerf_api::nodeoverlay::KIND,
     };
     kerf_kube::kinds::by_name(name).map(|k| k.resource.clone()).ok_or_else(|| format!("no API place for {name}"))
 }
@@ -45,6 +51,7 @@ fn config(kind: Kind, sel: &Selection) -> watcher::Config {
         },
         Kind::NodeEvent => c.fields("involvedObject.kind=Node"),
         Kind::PodEvent => c.fields("involvedObject.kind=Pod,reason=FailedScheduling"),
+        Kind::PoolEvent => c.fields(&format!("involvedObject.kind=NodePool,reason={CONSOLIDATION_REVERSED}")),
         _ => c,
     }
 }
@@ -64,6 +71,8 @@ pub fn decode(kind: Kind, obj: DynamicObject) -> Option<Item> {
             Kind::Node => Item::Node(NodeFacts::of(&typed::<Node>(obj)?)),
             Kind::NodeEvent => Item::NodeEvent(EventFacts::of(&typed::<Event>(obj)?)),
             Kind::PodEvent => Item::PodEvent(EventFacts::of(&typed::<Event>(obj)?)),
+            Kind::PoolEvent => Item::PoolEvent(EventFacts::of(&typed::<Event>(obj)?)),
+            Kind::NodeOverlay => Item::Overlay(std::sync::Arc::new(tolerant::<NodeOverlay>(obj)?)),
             Kind::NodeClaim => Item::Claim(ClaimFacts::of(&tolerant::<NodeClaim>(obj)?)),
             Kind::NodePool => Item::Pool(std::sync::Arc::new(tolerant::<NodePool>(obj)?)),
             Kind::CapacityBuffer => Item::Buffer(BufferFacts::of(&tolerant::<CapacityBuffer>(obj)?)),

@@ -4,15 +4,17 @@
 //! small process. [`Fleet::apply`] takes the watches' updates, a relist included (what it did not
 //! list again is gone), and keeps each node's [`Load`] and the unbound pods up to date as pods
 //! come and go, so that a frame costs the nodes, not the pods; `view` turns the fleet into a
-//! frame.
+//! frame. The NodeOverlays are kept as the one [`NodeOverlays`] set the controller builds from
+//! them, rebuilt when one changes, so that every frame prices nodes as kerf does.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Event, Node};
+use kerf_api::overlay::NodeOverlays;
 use kerf_api::resources::SharedLists;
 use kerf_api::slim_pod::{ConditionStatus, KeptCondition};
-use kerf_api::{CapacityBuffer, NodeClaim, NodePool, ResourceList, SlimPod};
+use kerf_api::{CapacityBuffer, NodeClaim, NodeOverlay, NodePool, Requirements, ResourceList, SlimPod};
 use kerf_cloud::Timestamp;
 
 /// The kinds `kerf top` watches (the two event watches are told apart by what they select).
@@ -27,11 +29,24 @@ pub enum Kind {
     NodeEvent,
     /// `FailedScheduling` events about pods.
     PodEvent,
+    /// NodeOverlays (`karpenter.sh/v1alpha1`): the prices the cluster pays.
+    NodeOverlay,
+    /// kerf's `ConsolidationReversed` events about NodePools.
+    PoolEvent,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] =
-        [Kind::Node, Kind::NodeClaim, Kind::NodePool, Kind::Pod, Kind::CapacityBuffer, Kind::NodeEvent, Kind::PodEvent];
+    pub const ALL: [Kind; 9] = [
+        Kind::Node,
+        Kind::NodeClaim,
+        Kind::NodePool,
+        Kind::Pod,
+        Kind::CapacityBuffer,
+        Kind::NodeEvent,
+        Kind::PodEvent,
+        Kind::NodeOverlay,
+        Kind::PoolEvent,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -42,6 +57,8 @@ impl Kind {
             Kind::CapacityBuffer => "capacitybuffers",
             Kind::NodeEvent => "node events",
             Kind::PodEvent => "pod events",
+            Kind::NodeOverlay => "nodeoverlays",
+            Kind::PoolEvent => "nodepool events",
         }
     }
 }
@@ -79,6 +96,13 @@ pub struct ClaimFacts {
     pub disruption: Option<String>,
     /// Why it has not launched (`Launched=False`), if it says.
     pub not_launched: Option<String>,
+    /// Its single-valued requirements as labels: with the node's labels, what NodeOverlay
+    /// requirements read beyond the instance type and offering (as the cloud provider reprices a
+    /// running instance). Kept only when they say more than the labels.
+    pub requirement_labels: BTreeMap<String, String>,
+    /// Its `kerf.sh/consolidation-reversed` annotation: it took part in a consolidation that
+    /// was undone (`undone TIME decided TIME`), and consolidation leaves it alone.
+    pub reversed: Option<String>,
 }
 
 /// What the screen reads of a Pod.
@@ -125,6 +149,8 @@ pub struct EventFacts {
     /// `karpenter` for kerf's (and Karpenter's) events.
     pub component: String,
     pub at: Option<Timestamp>,
+    /// How many times it happened (`count`, at least 1).
+    pub count: u32,
 }
 
 /// One object as the fleet keeps it.
@@ -137,6 +163,8 @@ pub enum Item {
     Buffer(BufferFacts),
     NodeEvent(EventFacts),
     PodEvent(EventFacts),
+    Overlay(Arc<NodeOverlay>),
+    PoolEvent(EventFacts),
 }
 
 /// A change the watches deliver.
@@ -175,6 +203,8 @@ impl Item {
             Item::Buffer(_) => Kind::CapacityBuffer,
             Item::NodeEvent(_) => Kind::NodeEvent,
             Item::PodEvent(_) => Kind::PodEvent,
+            Item::Overlay(_) => Kind::NodeOverlay,
+            Item::PoolEvent(_) => Kind::PoolEvent,
         }
     }
 
@@ -185,7 +215,8 @@ impl Item {
             Item::Pool(p) => p.name().to_string(),
             Item::Pod(p) => pod_key(&p.namespace, &p.name),
             Item::Buffer(b) => pod_key(&b.namespace, &b.name),
-            Item::NodeEvent(e) | Item::PodEvent(e) => e.key.clone(),
+            Item::Overlay(o) => o.name().to_string(),
+            Item::NodeEvent(e) | Item::PodEvent(e) | Item::PoolEvent(e) => e.key.clone(),
         }
     }
 }
@@ -210,6 +241,10 @@ pub struct Fleet {
     pub buffers: BTreeMap<String, BufferFacts>,
     pub node_events: HashMap<String, EventFacts>,
     pub pod_events: HashMap<String, EventFacts>,
+    pub pool_events: HashMap<String, EventFacts>,
+    pub overlays: BTreeMap<String, Arc<NodeOverlay>>,
+    /// The overlays in force (those not being deleted), as kerf applies them.
+    pub overlay_set: Arc<NodeOverlays>,
     /// Kinds whose first list has been delivered (or that the cluster does not serve).
     pub synced: BTreeSet<Kind>,
     /// Kinds the cluster does not serve, and why.
@@ -314,7 +349,18 @@ impl Fleet {
             Item::Buffer(b) => drop(self.buffers.insert(key, b)),
             Item::NodeEvent(e) => drop(self.node_events.insert(key, e)),
             Item::PodEvent(e) => drop(self.pod_events.insert(key, e)),
+            Item::PoolEvent(e) => drop(self.pool_events.insert(key, e)),
+            Item::Overlay(o) => {
+                self.overlays.insert(key, o);
+                self.overlays_changed();
+            }
         }
+    }
+
+    /// Builds the overlays in force again, as the controller's NodeOverlay reconciler does.
+    fn overlays_changed(&mut self) {
+        let live = self.overlays.values().filter(|o| o.metadata.deletion_timestamp.is_none()).map(|o| &**o);
+        self.overlay_set = Arc::new(NodeOverlays::new(live));
     }
 
     fn remove(&mut self, kind: Kind, key: &str) {
@@ -330,6 +376,12 @@ impl Fleet {
             Kind::CapacityBuffer => drop(self.buffers.remove(key)),
             Kind::NodeEvent => drop(self.node_events.remove(key)),
             Kind::PodEvent => drop(self.pod_events.remove(key)),
+            Kind::PoolEvent => drop(self.pool_events.remove(key)),
+            Kind::NodeOverlay => {
+                if self.overlays.remove(key).is_some() {
+                    self.overlays_changed();
+                }
+            }
         }
     }
 
@@ -342,6 +394,8 @@ impl Fleet {
             Kind::CapacityBuffer => self.buffers.keys().cloned().collect(),
             Kind::NodeEvent => self.node_events.keys().cloned().collect(),
             Kind::PodEvent => self.pod_events.keys().cloned().collect(),
+            Kind::PoolEvent => self.pool_events.keys().cloned().collect(),
+            Kind::NodeOverlay => self.overlays.keys().cloned().collect(),
         }
     }
 }
@@ -402,6 +456,14 @@ impl ClaimFacts {
             .condition(kerf_api::nodeclaim::CONDITION_LAUNCHED)
             .filter(|c| c.status == "False")
             .and_then(|c| c.message.clone().or_else(|| c.reason.clone()));
+        // What overlays read of the claim beyond its labels (which its node carries too).
+        let requirement_labels = Requirements::from_node_selector(&claim.spec.requirements)
+            .single_valued_labels()
+            .into_iter()
+            .filter(|(k, _)| !labels.contains_key(k))
+            .collect();
+        let reversed =
+            claim.metadata.annotations.as_ref().and_then(|a| a.get(kerf_api::labels::CONSOLIDATION_REVERSED)).cloned();
         ClaimFacts {
             name: claim.name().to_string(),
             node_pool: label(kerf_api::labels::NODE_POOL),
@@ -414,6 +476,8 @@ impl ClaimFacts {
             deleting: claim.metadata.deletion_timestamp.is_some(),
             disruption,
             not_launched,
+            requirement_labels,
+            reversed,
         }
     }
 }
@@ -511,6 +575,7 @@ impl EventFacts {
                 .or_else(|| e.source.as_ref().and_then(|s| s.component.clone()))
                 .unwrap_or_default(),
             at,
+            count: e.count.and_then(|c| u32::try_from(c).ok()).unwrap_or(1).max(1),
         }
     }
 }

@@ -1,8 +1,9 @@
 //! `kerf top [--kubeconfig FILE] [--context NAME] [--resources cpu,memory,...]
 //! [--node-selector SEL] [--sort FIELD] [--once] [--json]`: the fleet at a glance, live. Reads
 //! any cluster (list and watch only): nodes with their NodePool, type, zone, capacity type,
-//! catalog price, requests against allocatable and state; the NodePools against their limits and
-//! budgets; pending pods by owner with kerf's reason; CapacityBuffers. `--once` prints one frame
+//! price (the catalog's, after the cluster's NodeOverlays), requests against allocatable and
+//! state; the NodePools against their limits and budgets, with their undone consolidations;
+//! pending pods by owner with kerf's reason; CapacityBuffers. `--once` prints one frame
 //! as text, `--json` as JSON, once every kind has been listed.
 //!
 //! [`fleet`] keeps what the watches ([`feed`]) deliver; [`view`] makes a frame of it; [`text`]

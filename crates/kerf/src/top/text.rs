@@ -60,6 +60,26 @@ pub fn price(p: Option<f64>) -> String {
     p.map_or_else(|| "-".to_string(), |p| format!("{p:.4}"))
 }
 
+/// Marks a price a NodeOverlay set (as the HTML report does).
+pub const OVERLAY_MARK: &str = "°";
+
+/// A node's price, marked when a NodeOverlay set it.
+pub fn node_price(r: &NodeRow) -> String {
+    let mark = if r.node_overlay.is_some() { OVERLAY_MARK } else { "" };
+    format!("{}{mark}", price(r.price_per_hour))
+}
+
+/// What a node's price is: the catalog's, or a NodeOverlay's with the list price.
+pub fn price_detail(r: &NodeRow) -> String {
+    match (r.price_per_hour, &r.node_overlay, r.list_price_per_hour) {
+        (None, _, _) => "price: not in kerf's catalog".to_string(),
+        (Some(p), Some(o), Some(list)) => {
+            format!("price: ${p:.4}/hour, set by NodeOverlay {o} (list price ${list:.4}/hour)")
+        }
+        (Some(p), _, _) => format!("price: ${p:.4}/hour, the catalog's list price"),
+    }
+}
+
 pub fn age(seconds: Option<i64>) -> String {
     let Some(s) = seconds else { return "-".to_string() };
     match s {
@@ -92,6 +112,9 @@ pub fn cluster_summary(c: &ClusterLine) -> String {
     if c.unpriced > 0 {
         let _ = write!(s, " ({} not priced)", c.unpriced);
     }
+    if c.overlay_priced > 0 {
+        let _ = write!(s, " ({} at NodeOverlay prices, marked {OVERLAY_MARK})", c.overlay_priced);
+    }
     let _ = write!(
         s,
         "  pods: {} running, {} pending, {} bound not started",
@@ -118,7 +141,7 @@ pub fn cluster_resource(u: &Use) -> String {
 pub fn pool_header(resources: &[String]) -> Vec<String> {
     let mut h = vec!["NODEPOOL".to_string(), "NODES".to_string()];
     h.extend(resources.iter().map(|r| format!("{} (OF LIMIT)", r.to_uppercase())));
-    h.extend(["$/HOUR", "DISRUPTING", "ALLOWED NOW"].map(String::from));
+    h.extend(["$/HOUR", "DISRUPTING", "ALLOWED NOW", "REVERSED (1H)"].map(String::from));
     h
 }
 
@@ -132,6 +155,7 @@ pub fn pool_cells(p: &PoolRow, resources: usize) -> Vec<String> {
     c.push(format!("{:.4}", p.cost_per_hour));
     c.push(p.disrupting.to_string());
     c.push(p.allowed_disruptions.map_or_else(|| "-".to_string(), |a| a.to_string()));
+    c.push(p.reversals.to_string());
     c
 }
 
@@ -149,7 +173,7 @@ pub fn node_cells(r: &NodeRow) -> Vec<String> {
         or_dash(r.instance_type.as_ref()),
         or_dash(r.zone.as_ref()),
         capacity(r.capacity_type.as_deref()),
-        price(r.price_per_hour),
+        node_price(r),
     ];
     c.extend(r.resources.iter().map(use_cell));
     c.extend([r.pods.to_string(), age(r.age_seconds), r.state.as_str().to_string()]);
@@ -183,7 +207,7 @@ pub fn buffer_line(b: &BufferRow) -> String {
 
 /// Whether a column holds numbers (right-aligned).
 fn numeric(header: &str) -> bool {
-    matches!(header, "NODES" | "$/HOUR" | "PODS" | "AGE" | "DISRUPTING" | "ALLOWED NOW")
+    matches!(header, "NODES" | "$/HOUR" | "PODS" | "AGE" | "DISRUPTING" | "ALLOWED NOW" | "REVERSED (1H)")
 }
 
 /// Lays `rows` out under `header` in columns two spaces apart, each line cut at `width`.
@@ -292,6 +316,14 @@ pub fn render(frame: &Frame, resources: &[String], width: usize, colour: bool) -
         }
     } else {
         out.push_str(&body);
+    }
+    let reversed: Vec<&NodeRow> = frame.nodes.iter().filter(|r| r.reversal.is_some()).collect();
+    if !reversed.is_empty() {
+        out.push('\n');
+        let _ = writeln!(out, "HELD AFTER A CONSOLIDATION WAS UNDONE ({})", reversed.len());
+        for r in reversed {
+            let _ = writeln!(out, "{}", cut(&format!("  {}: {}", r.name, r.reversal.as_deref().unwrap_or("")), width));
+        }
     }
     out.push('\n');
     let pending: usize = frame.pending.iter().map(|g| g.pods).sum();

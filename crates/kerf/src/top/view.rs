@@ -3,13 +3,22 @@
 //! the NodePools, the node rows (sorted and filtered), the pending pods grouped by owner with
 //! kerf's reason, the CapacityBuffers and the selected node's pods all come from here; the
 //! terminal drawing, the `--once` text and the `--json` output render the same frame.
+//!
+//! A node's price is its offering's list price after the cluster's NodeOverlays, through
+//! `kerf_api::overlay` as the cloud provider prices a running instance (docs/design.md,
+//! "NodeOverlay"); pool and cluster costs add those prices up. Consolidation reversals come
+//! from what kerf writes into the cluster: `ConsolidationReversed` events on NodePools, and the
+//! `kerf.sh/consolidation-reversed` annotation on the NodeClaims it holds.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
+use std::sync::Arc;
 
-use kerf_api::ResourceList;
 use kerf_api::labels;
 use kerf_api::nodepool::DisruptionReason;
+use kerf_api::overlay::NodeOverlays;
+use kerf_api::{InstanceType, Offering, ResourceList};
 use kerf_apiserver::selectors::LabelSelector;
 use kerf_cloud::Timestamp;
 use serde::Serialize;
@@ -18,6 +27,10 @@ use super::fleet::{ClaimFacts, EventFacts, Fleet, Load, NodeFacts};
 
 /// Hours in a month, as cloud bills count them.
 pub const HOURS_PER_MONTH: f64 = 730.0;
+
+/// How far back a NodePool's `ConsolidationReversed` events count as recent reversals: the
+/// time an API server keeps events by default (`--event-ttl`).
+pub const REVERSALS_WINDOW_SECONDS: i64 = 3600;
 
 /// What the node list is sorted by.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,9 +127,20 @@ impl Default for Options {
     }
 }
 
-/// The $/hour of an instance: `(instance type, capacity type, zone, region)`.
+/// The list $/hour of an instance: `(instance type, capacity type, zone, region)`, and the
+/// instance type as the cloud lists it in a region (its labels are what NodeOverlays select by).
 pub trait Prices {
     fn price(&self, instance_type: &str, capacity_type: &str, zone: &str, region: Option<&str>) -> Option<f64>;
+    fn instance_type(&self, name: &str, region: &str) -> Option<InstanceType>;
+}
+
+/// The region of a zone, unless the node's `topology.kubernetes.io/region` says it: a zone is
+/// its region and a letter (us-west-2a).
+fn region_of(zone: &str, region: Option<&str>) -> Option<String> {
+    region.map(str::to_string).or_else(|| {
+        let trimmed = zone.trim_end_matches(|c: char| c.is_ascii_lowercase());
+        (trimmed.len() + 1 == zone.len()).then(|| trimmed.to_string())
+    })
 }
 
 /// Prices from kerf's built-in AWS catalog: the region's on-demand price, the catalog's spot
@@ -127,11 +151,7 @@ pub struct CatalogPrices;
 impl Prices for CatalogPrices {
     fn price(&self, instance_type: &str, capacity_type: &str, zone: &str, region: Option<&str>) -> Option<f64> {
         let catalog = kerf_cloud::aws::catalog::catalog().ok()?;
-        // A zone is its region and a letter (us-west-2a).
-        let region = region.map(str::to_string).or_else(|| {
-            let trimmed = zone.trim_end_matches(|c: char| c.is_ascii_lowercase());
-            (trimmed.len() + 1 == zone.len()).then(|| trimmed.to_string())
-        })?;
+        let region = region_of(zone, region)?;
         let offers = catalog.offers(&region).ok()?;
         let i = offers.binary_search_by(|o| o.instance_type.as_str().cmp(instance_type)).ok()?;
         let on_demand = offers[i].price;
@@ -141,6 +161,21 @@ impl Prices for CatalogPrices {
             _ => None,
         }
     }
+
+    fn instance_type(&self, name: &str, region: &str) -> Option<InstanceType> {
+        let catalog = kerf_cloud::aws::catalog::catalog().ok()?;
+        catalog.instance_type(region, name, &kerf_cloud::aws::NodeClassSettings::default()).ok()
+    }
+}
+
+/// A node's $/hour after NodeOverlays.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Price {
+    pub price: f64,
+    /// The catalog's price.
+    pub list_price: f64,
+    /// The NodeOverlay that set the price, if one did.
+    pub overlay: Option<String>,
 }
 
 /// Requested against allocatable (or used against a limit) of one resource.
@@ -171,6 +206,8 @@ pub struct ClusterLine {
     pub cost_per_month: f64,
     /// Nodes whose price kerf's catalog does not know (left out of the cost).
     pub unpriced: usize,
+    /// Nodes priced by a NodeOverlay rather than the catalog's list price.
+    pub overlay_priced: usize,
     pub pods_running: usize,
     pub pods_pending: usize,
     pub pods_bound_not_started: usize,
@@ -189,6 +226,8 @@ pub struct PoolRow {
     pub disrupting: usize,
     /// How many more its budgets let go now (the tightest over the reasons).
     pub allowed_disruptions: Option<usize>,
+    /// Consolidations of the pool undone in the last hour (its `ConsolidationReversed` events).
+    pub reversals: usize,
 }
 
 /// A node's state, most pressing first.
@@ -226,12 +265,23 @@ pub struct NodeRow {
     pub zone: Option<String>,
     pub capacity_type: Option<String>,
     pub price_per_hour: Option<f64>,
+    /// The catalog's price, when a NodeOverlay set `price_per_hour`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub list_price_per_hour: Option<f64>,
+    /// The NodeOverlay that set its price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_overlay: Option<String>,
     pub resources: Vec<Use>,
     pub pods: usize,
     pub age_seconds: Option<i64>,
     pub state: State,
     /// Why kerf is removing it (disrupting), or why kerf keeps it (its latest `DisruptionBlocked`).
     pub reason: Option<String>,
+    /// It took part in a consolidation that was undone: when (its NodeClaim's
+    /// `kerf.sh/consolidation-reversed`), and the NodePool's `ConsolidationReversed` event about
+    /// that decision when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reversal: Option<String>,
 }
 
 /// Pending pods of one owner.
@@ -342,10 +392,19 @@ struct Builder<'a> {
     /// The latest `DisruptionTerminating` event per node: why it is being removed, when its
     /// NodeClaim does not say.
     terminating: HashMap<&'a str, &'a EventFacts>,
+    overlays: &'a NodeOverlays,
+    /// The cloud's instance types by (region, name), read once a frame when overlays apply.
+    types: RefCell<TypesByRegion>,
 }
 
+/// Instance types by (region, name); `None` for one the cloud does not list there.
+type TypesByRegion = HashMap<(String, String), Option<Arc<InstanceType>>>;
+
 impl<'a> Builder<'a> {
-    fn price(&self, labels: &BTreeMap<String, String>, claim: Option<&ClaimFacts>) -> Option<f64> {
+    /// The instance's price: the catalog's for its offering, after the cluster's NodeOverlays
+    /// seen from its labels and its claim's single-valued requirements, as the cloud provider
+    /// reprices a running instance.
+    fn price(&self, labels: &BTreeMap<String, String>, claim: Option<&ClaimFacts>) -> Option<Price> {
         fn get<'x>(
             labels: &'x BTreeMap<String, String>,
             label: &str,
@@ -356,7 +415,71 @@ impl<'a> Builder<'a> {
         let it = get(labels, labels::INSTANCE_TYPE, claim.and_then(|c| c.instance_type.as_ref()))?;
         let ct = get(labels, labels::CAPACITY_TYPE, claim.and_then(|c| c.capacity_type.as_ref()))?;
         let zone = get(labels, labels::ZONE, claim.and_then(|c| c.zone.as_ref()))?;
-        self.prices.price(it, ct, zone, labels.get(labels::REGION).map(String::as_str))
+        let region = labels.get(labels::REGION).map(String::as_str);
+        let list = self.prices.price(it, ct, zone, region)?;
+        let listed = Price { price: list, list_price: list, overlay: None };
+        if self.overlays.is_empty() {
+            return Some(listed);
+        }
+        let Some(region) = region_of(zone, region) else { return Some(listed) };
+        let t = self
+            .types
+            .borrow_mut()
+            .entry((region.clone(), it.to_string()))
+            .or_insert_with(|| self.prices.instance_type(it, &region).map(Arc::new))
+            .clone();
+        let Some(t) = t else { return Some(listed) };
+        let offering = Offering {
+            zone: zone.to_string(),
+            capacity_type: ct.to_string(),
+            price: list,
+            available: true,
+            reservation: None,
+        };
+        let mut context = claim.map(|c| c.requirement_labels.clone()).unwrap_or_default();
+        context.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if let Some(c) = claim {
+            // A launching claim's labels, as its node will carry them.
+            for (k, v) in [
+                (labels::NODE_POOL, &c.node_pool),
+                (labels::INSTANCE_TYPE, &c.instance_type),
+                (labels::ZONE, &c.zone),
+                (labels::CAPACITY_TYPE, &c.capacity_type),
+            ] {
+                if let Some(v) = v {
+                    context.entry(k.to_string()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        let p = self.overlays.offering_price(&t, &offering, &context);
+        Some(Price { price: p.price, list_price: p.list_price, overlay: p.overlay.map(str::to_string) })
+    }
+
+    /// The reversal a node's claim took part in: its hold, and the pool's event about that
+    /// decision (the event names the decision's time as the hold does).
+    fn reversal(&self, claim: Option<&ClaimFacts>, pool: Option<&String>) -> Option<String> {
+        let c = claim?;
+        let hold = c.reversed.as_deref()?;
+        let mut out = format!(
+            "consolidation reversed ({}: {hold}): kerf leaves it alone until the workload shrinks",
+            labels::CONSOLIDATION_REVERSED
+        );
+        let decided = hold.split_once(" decided ").map(|(_, d)| d.trim());
+        let event = self
+            .fleet
+            .pool_events
+            .values()
+            .filter(|e| Some(&e.object) == pool)
+            .filter(|e| {
+                e.message.contains(&format!("NodeClaim {} ", c.name))
+                    || decided.is_some_and(|d| e.message.contains(&format!("decided at {d} ")))
+            })
+            .max_by_key(|e| e.at);
+        if let Some(e) = event {
+            out.push_str("; ");
+            out.push_str(&e.message);
+        }
+        Some(out)
     }
 
     fn node_row(&self, node: &NodeFacts, claim: Option<&ClaimFacts>) -> NodeRow {
@@ -382,23 +505,30 @@ impl<'a> Builder<'a> {
             }),
             _ => self.blocked.get(node.name.as_str()).map(|e| blocked_reason(&e.message)),
         };
+        let price = self.price(&node.labels, claim);
+        let node_pool = label(labels::NODE_POOL, claim.and_then(|c| c.node_pool.as_ref()));
+        let reversal = self.reversal(claim, node_pool.as_ref());
         NodeRow {
             name: node.name.clone(),
             node_claim: claim.map(|c| c.name.clone()),
-            node_pool: label(labels::NODE_POOL, claim.and_then(|c| c.node_pool.as_ref())),
+            node_pool,
             instance_type: label(labels::INSTANCE_TYPE, claim.and_then(|c| c.instance_type.as_ref())),
             zone: label(labels::ZONE, claim.and_then(|c| c.zone.as_ref())),
             capacity_type: label(labels::CAPACITY_TYPE, claim.and_then(|c| c.capacity_type.as_ref())),
-            price_per_hour: self.price(&node.labels, claim),
+            price_per_hour: price.as_ref().map(|p| p.price),
+            list_price_per_hour: price.as_ref().filter(|p| p.overlay.is_some()).map(|p| p.list_price),
+            node_overlay: price.and_then(|p| p.overlay),
             resources: uses(&self.opts.resources, &load.requested, Some(&node.allocatable)),
             pods: load.pods,
             age_seconds: age(node.created, self.now),
             state,
             reason,
+            reversal,
         }
     }
 
     fn launching_row(&self, claim: &ClaimFacts) -> NodeRow {
+        let price = self.price(&BTreeMap::new(), Some(claim));
         NodeRow {
             name: claim.name.clone(),
             node_claim: Some(claim.name.clone()),
@@ -406,7 +536,10 @@ impl<'a> Builder<'a> {
             instance_type: claim.instance_type.clone(),
             zone: claim.zone.clone(),
             capacity_type: claim.capacity_type.clone(),
-            price_per_hour: self.price(&BTreeMap::new(), Some(claim)),
+            price_per_hour: price.as_ref().map(|p| p.price),
+            list_price_per_hour: price.as_ref().filter(|p| p.overlay.is_some()).map(|p| p.list_price),
+            node_overlay: price.and_then(|p| p.overlay),
+            reversal: self.reversal(Some(claim), claim.node_pool.as_ref()),
             resources: uses(&self.opts.resources, &ResourceList::new(), None),
             pods: 0,
             age_seconds: age(claim.created, self.now),
@@ -462,7 +595,16 @@ fn sort_rows(rows: &mut [NodeRow], sort: &Sort, reverse: bool) {
 pub fn frame(fleet: &Fleet, opts: &Options, prices: &dyn Prices, now: Timestamp) -> Frame {
     let blocked = latest_by_object(fleet.node_events.values(), |r| r == "DisruptionBlocked");
     let terminating = latest_by_object(fleet.node_events.values(), |r| r == "DisruptionTerminating");
-    let b = Builder { fleet, opts, prices, now, blocked, terminating };
+    let b = Builder {
+        fleet,
+        opts,
+        prices,
+        now,
+        blocked,
+        terminating,
+        overlays: &fleet.overlay_set,
+        types: RefCell::new(HashMap::new()),
+    };
 
     // Claims by the node they launched, and by provider id for nodes their claim does not name yet.
     let mut claim_of_node: HashMap<&str, &ClaimFacts> = HashMap::new();
@@ -527,6 +669,7 @@ pub fn frame(fleet: &Fleet, opts: &Options, prices: &dyn Prices, now: Timestamp)
         cost_per_hour: cost,
         cost_per_month: cost * HOURS_PER_MONTH,
         unpriced: all_rows.iter().filter(|r| r.price_per_hour.is_none()).count(),
+        overlay_priced: all_rows.iter().filter(|r| r.node_overlay.is_some()).count(),
         pods_running: running,
         pods_pending: fleet.unbound.len(),
         pods_bound_not_started: starting,
@@ -623,6 +766,14 @@ fn pools(b: &Builder<'_>, rows: &[NodeRow]) -> Vec<PoolRow> {
                     .unwrap_or(0)
                     .saturating_sub(disrupting)
             });
+            let since = b.now.as_second() - REVERSALS_WINDOW_SECONDS;
+            let reversals = b
+                .fleet
+                .pool_events
+                .values()
+                .filter(|e| e.object == name && e.at.is_none_or(|at| at.as_second() >= since))
+                .map(|e| e.count as usize)
+                .sum();
             PoolRow {
                 name: name.to_string(),
                 nodes: its.len(),
@@ -630,6 +781,7 @@ fn pools(b: &Builder<'_>, rows: &[NodeRow]) -> Vec<PoolRow> {
                 cost_per_hour: its.iter().filter_map(|r| r.price_per_hour).sum(),
                 disrupting,
                 allowed_disruptions: allowed,
+                reversals,
             }
         })
         .collect()

@@ -48,6 +48,8 @@ fn claim(name: &str, node: Option<&str>, pool: &str) -> ClaimFacts {
         deleting: false,
         disruption: None,
         not_launched: None,
+        requirement_labels: BTreeMap::new(),
+        reversed: None,
     }
 }
 
@@ -75,6 +77,7 @@ fn event(key: &str, object: &str, reason: &str, message: &str, component: &str, 
         message: message.to_string(),
         component: component.to_string(),
         at: Some(t(at)),
+        count: 1,
     }
 }
 
@@ -329,4 +332,114 @@ fn the_catalog_does_not_price_reserved_capacity_or_unknown_types() {
     assert!(CatalogPrices.price("m5.large", "reserved", "us-west-2a", None).is_none());
     assert!(CatalogPrices.price("no.such", "on-demand", "us-west-2a", None).is_none());
     assert!(CatalogPrices.price("m5.large", "on-demand", "nowhere", None).is_none());
+}
+
+fn overlay(yaml: &str) -> Item {
+    Item::Overlay(Arc::new(serde_yaml_ng::from_str(yaml).expect("overlay")))
+}
+
+#[test]
+fn nodeoverlays_price_the_nodes_they_select_and_the_costs_follow() {
+    let mut f = fleet();
+    let list = |it: &str, ct: &str, zone: &str| CatalogPrices.price(it, ct, zone, Some("us-west-2")).expect("listed");
+    let before = frame(&f, &Options::default(), &CatalogPrices, t(0));
+    // m5 on-demand at 30% off in the general pool only; a flat price for every c5 (weight 10).
+    f.apply(Update::apply(overlay(
+        "metadata: {name: m5-savings}
+spec:
+  requirements:
+    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+    - {key: karpenter.sh/nodepool, operator: In, values: [general]}
+  priceAdjustment: \"-30%\"",
+    )));
+    f.apply(Update::apply(overlay(
+        "metadata: {name: c5-flat}
+spec:
+  requirements: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [c5]}]
+  price: \"0.01\"
+  weight: 10",
+    )));
+    let opts = Options { selected: Some("n-a".into()), ..Options::default() };
+    let fr = frame(&f, &opts, &CatalogPrices, t(0));
+    let row = |n: &str| fr.nodes.iter().find(|r| r.name == n).cloned().expect("row");
+    let a = row("n-a");
+    let m5 = list("m5.large", "on-demand", "us-west-2a");
+    assert!((a.price_per_hour.expect("priced") - m5 * 0.7).abs() < 1e-9, "{a:?}");
+    assert_eq!((a.list_price_per_hour, a.node_overlay.as_deref()), (Some(m5), Some("m5-savings")));
+    let b = row("n-b");
+    assert_eq!((b.price_per_hour, b.node_overlay.as_deref()), (Some(0.01), Some("c5-flat")));
+    let c = row("n-c");
+    assert_eq!(
+        (c.price_per_hour, c.list_price_per_hour, c.node_overlay.as_deref()),
+        (Some(list("m5.2xlarge", "on-demand", "us-west-2c")), None, None),
+        "the batch pool is not selected: its list price"
+    );
+    let launching = row("general-new");
+    assert_eq!(launching.node_overlay.as_deref(), Some("m5-savings"), "a launching claim by its pool and type");
+    let total: f64 = fr.nodes.iter().filter_map(|r| r.price_per_hour).sum();
+    assert!((fr.cluster.cost_per_hour - total).abs() < 1e-12 && total < before.cluster.cost_per_hour);
+    assert_eq!(fr.cluster.overlay_priced, 3);
+    let general = fr.node_pools.iter().find(|p| p.name == "general").expect("general");
+    assert!((general.cost_per_hour - (a.price_per_hour.unwrap_or(0.0) * 2.0 + 0.01)).abs() < 1e-9);
+    let json = serde_json::to_value(&fr).expect("json");
+    assert_eq!(json["selected"]["node"]["listPricePerHour"], serde_json::json!(m5));
+    assert_eq!(json["selected"]["node"]["nodeOverlay"], "m5-savings");
+    let n_c = json["nodes"].as_array().and_then(|n| n.iter().find(|r| r["name"] == "n-c")).expect("n-c");
+    assert!(n_c.get("listPricePerHour").is_none() && n_c.get("nodeOverlay").is_none(), "{n_c}");
+    let text = crate::top::text::render(&fr, &opts.resources, 200, false);
+    assert!(text.lines().next().is_some_and(|l| l.contains("(3 at NodeOverlay prices, marked °)")), "{text}");
+    assert!(text.contains(&format!("{:.4}°", m5 * 0.7)) && text.contains("0.0100°"), "{text}");
+    assert!(
+        crate::top::text::price_detail(&a).contains("set by NodeOverlay m5-savings (list price"),
+        "{}",
+        crate::top::text::price_detail(&a)
+    );
+
+    // Deleted (or being deleted), an overlay no longer prices anything.
+    f.apply(Update::Delete(crate::top::fleet::Kind::NodeOverlay, "c5-flat".into()));
+    let going: kerf_api::NodeOverlay = serde_yaml_ng::from_str(
+        "metadata: {name: m5-savings, deletionTimestamp: \"2027-01-01T00:00:00Z\"}\nspec: {requirements: [], price: \"1\"}",
+    )
+    .expect("overlay");
+    f.apply(Update::apply(Item::Overlay(Arc::new(going))));
+    let fr = frame(&f, &Options::default(), &CatalogPrices, t(0));
+    assert_eq!(fr.cluster.overlay_priced, 0);
+    assert!((fr.cluster.cost_per_hour - before.cluster.cost_per_hour).abs() < 1e-12);
+}
+
+#[test]
+fn reversals_count_per_pool_over_the_last_hour_and_a_held_node_shows_its_reversal() {
+    let mut f = fleet();
+    let mut held = f.claims["general-a"].clone();
+    held.reversed = Some("undone 2027-01-15T08:00:30Z decided 2027-01-15T08:00:00Z".into());
+    f.apply(Update::apply(Item::Claim(held)));
+    let reversed = |key: &str, pool: &str, claim: &str, decided: &str, at: i64| {
+        Item::PoolEvent(event(
+            key,
+            pool,
+            "ConsolidationReversed",
+            &format!(
+                "NodeClaim {claim} launched for pod(s) default/web-9 that the consolidation decided at {decided} moved (its 2 pod(s) fit on other nodes); its nodes are left alone until the workload changes"
+            ),
+            "karpenter",
+            at,
+        ))
+    };
+    f.apply(Update::apply(reversed("default/r1", "general", "general-b", "2027-01-15T08:00:00Z", 4000)));
+    f.apply(Update::apply(reversed("default/r2", "general", "general-x", "2027-01-15T07:00:00Z", 6000)));
+    f.apply(Update::apply(reversed("default/r3", "general", "general-y", "2027-01-15T06:00:00Z", 100)));
+    let opts = Options { selected: Some("n-a".into()), ..Options::default() };
+    let fr = frame(&f, &opts, &CatalogPrices, t(7000));
+    let count = |name: &str| fr.node_pools.iter().find(|p| p.name == name).map(|p| p.reversals);
+    assert_eq!((count("general"), count("batch")), (Some(2), Some(0)), "r3 is over an hour old");
+    let d = fr.selected.clone().expect("selected");
+    let why = d.node.reversal.expect("n-a's claim is held");
+    assert!(why.contains("kerf.sh/consolidation-reversed: undone 2027-01-15T08:00:30Z"), "{why}");
+    assert!(why.contains("NodeClaim general-b launched"), "the event about its decision: {why}");
+    assert!(!why.contains("general-x"), "{why}");
+    assert!(fr.nodes.iter().filter(|r| r.name != "n-a").all(|r| r.reversal.is_none()));
+    let text = crate::top::text::render(&fr, &opts.resources, 400, false);
+    assert!(text.contains("HELD AFTER A CONSOLIDATION WAS UNDONE (1)\n  n-a: consolidation reversed"), "{text}");
+    assert!(text.contains("REVERSED (1H)"), "{text}");
 }
