@@ -312,7 +312,12 @@ impl AwsProvider {
                             }
                         }
                     }
+                    let before = offers.len();
                     offers.retain(|c| !failed(c));
+                    if offers.len() == before {
+                        // EC2 named no offering kerf asked for: nothing new to try.
+                        break;
+                    }
                 }
             }
         }
