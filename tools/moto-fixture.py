@@ -11,6 +11,10 @@ EKS-optimized and Bottlerocket AMIs of an AMI alias (moto refuses PutParameter u
 and serves until its standard input closes (the test process that started it exited) or it is
 interrupted. Needs `moto[server]` (pinned in .ci/run).
 
+moto 5.2.5 has no capacity reservations: tools/moto_reservations.py adds CreateCapacityReservation,
+DescribeCapacityReservations and CancelCapacityReservation to this server and makes its CreateFleet
+honour a launch template's reservation target (see that module for exactly what).
+
 moto builds its answers to DescribeInstanceTypes (1,395 types), DescribeInstanceTypeOfferings and
 DescribeSpotPriceHistory from static data, slowly (15 s, 1 s and 5 s of CPU for an unfiltered
 DescribeInstanceTypes and the region's spot prices). Every provider a test makes asks them again,
@@ -37,6 +41,7 @@ X86_IMAGE = "ami-076f415166b04f5fe"  # al2022-ami-...-x86_64
 ARM_IMAGE = "ami-0e9271c829888680e"  # al2022-ami-...-arm64
 AL2_X86_IMAGE = "ami-04681a1dbd79675a5"  # amzn2-ami-hvm-...-x86_64-gp2
 BOTTLEROCKET_X86_IMAGE = "ami-0b301ce3ce347599c"  # another x86_64 image, so families differ
+WINDOWS_IMAGE = "ami-03cf127a"  # Windows_Server-2016-English-Nano-Base, platform windows
 
 
 def alias_parameters(k8s):
@@ -57,6 +62,11 @@ def alias_parameters(k8s):
         # bottlerocket@latest
         f"/aws/service/bottlerocket/aws-k8s-{k8s}/x86_64/latest/image_id": BOTTLEROCKET_X86_IMAGE,
         f"/aws/service/bottlerocket/aws-k8s-{k8s}/arm64/latest/image_id": ARM_IMAGE,
+        # windows2019@latest, windows2022@latest, windows2025@latest
+        **{
+            f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id": WINDOWS_IMAGE
+            for year in ("2019", "2022", "2025")
+        },
     }
 
 
@@ -168,6 +178,9 @@ def main():
     from moto.server import ThreadedMotoServer
 
     memoize_static_reads()
+    import moto_reservations  # beside this script
+
+    moto_reservations.install()
 
     port = args.port or free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -227,6 +227,14 @@ pub fn pool_context(pool: &crate::NodePool) -> BTreeMap<String, String> {
     out
 }
 
+/// What overlay requirements read of a NodeClaim beyond its instance's type and offering: its
+/// labels (the NodePool's name and template labels) and single-valued requirements.
+pub fn claim_context(claim: &crate::NodeClaim) -> BTreeMap<String, String> {
+    let mut out = Requirements::from_node_selector(&claim.spec.requirements).single_valued_labels();
+    out.extend(claim.metadata.labels.iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
+    out
+}
+
 /// Whether `e` selects offering `o` of `t` (`None`: the type, whatever the offering).
 fn selects(e: &Entry, t: &InstanceType, o: Option<&Offering>, context: &BTreeMap<String, String>) -> bool {
     e.reqs.iter().all(|(key, req)| {

@@ -92,6 +92,7 @@ pub const INSUFFICIENT_CAPACITY_CODES: &[&str] = &[
     "InsufficientCapacity",
     "InsufficientHostCapacity",
     "InsufficientReservedInstanceCapacity",
+    "ReservationCapacityExceeded",
     "MaxSpotInstanceCountExceeded",
     "SpotMaxPriceTooLow",
     "UnfulfillableCapacity",

@@ -214,7 +214,17 @@ pub fn build(
     on_demand: &OnDemandPrices,
 ) -> Result<Vec<InstanceType>, String> {
     let mut out = Vec::new();
+    // A Windows class boots amd64 types only, at the Linux price plus the licence fee (an
+    // estimate, as the built-in catalog's Windows prices are).
+    let windows_build = kerf_cloud::aws::windows::windows_build(settings.ami_family);
     for (name, (info, type_zones)) in &table.types {
+        if windows_build.is_some() && info.arch != "amd64" {
+            continue;
+        }
+        let os_price = |linux: f64| match windows_build {
+            Some(_) => kerf_cloud::aws::windows::windows_price(info, linux),
+            None => linux,
+        };
         // A price from the Price List API is listed; the table's may be an estimate.
         let Some((od_price, price_estimated)) =
             on_demand.get(name).map(|p| (*p, false)).or_else(|| table_price(region, name))
@@ -232,7 +242,7 @@ pub fn build(
                     offerings.push(Offering {
                         zone: zone.clone(),
                         capacity_type: labels::CAPACITY_TYPE_SPOT.to_string(),
-                        price,
+                        price: os_price(price),
                         available: true,
                         reservation: None,
                     });
@@ -241,7 +251,7 @@ pub fn build(
             offerings.push(Offering {
                 zone: zone.clone(),
                 capacity_type: labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
-                price: od_price,
+                price: os_price(od_price),
                 available: true,
                 reservation: None,
             });
@@ -253,13 +263,17 @@ pub fn build(
         let overhead = allocatable::overhead(&capacity, settings).map_err(|e| e.to_string())?;
         let mut type_labels = type_labels(info);
         type_labels.insert(labels::REGION.to_string(), region.to_string());
+        if let Some(build) = windows_build {
+            type_labels.insert(labels::OS.to_string(), "windows".to_string());
+            type_labels.insert(labels::WINDOWS_BUILD.to_string(), build.to_string());
+        }
         out.push(InstanceType {
             name: name.clone(),
             labels: type_labels,
             capacity,
             overhead,
             offerings,
-            price_estimated,
+            price_estimated: price_estimated || windows_build.is_some(),
         });
     }
     Ok(out)
@@ -286,6 +300,26 @@ mod tests {
         let c5 = on_demand_price("us-west-2", "c5.large");
         assert!(c5.is_some());
         assert_eq!(on_demand_of(&types, "c5.large"), c5, "a type the API did not price keeps the table's price");
+    }
+
+    #[test]
+    fn a_windows_class_offers_amd64_types_labelled_windows_at_the_licensed_price() {
+        let table = from_catalog("us-west-2").unwrap_or_else(|e| panic!("{e}"));
+        let zones = vec!["us-west-2a".to_string()];
+        let api = OnDemandPrices::from([("m5.large".to_string(), 0.096)]);
+        let windows = NodeClassSettings {
+            ami_family: Some(kerf_api::ec2nodeclass::AmiFamily::Windows2022),
+            ..NodeClassSettings::default()
+        };
+        let types =
+            build(&table, "us-west-2", &zones, &windows, &SpotPrices::new(), &api).unwrap_or_else(|e| panic!("{e}"));
+        assert!(types.iter().all(|t| t.labels.get(labels::ARCH).map(String::as_str) == Some("amd64")));
+        let m5 = types.iter().find(|t| t.name == "m5.large").unwrap_or_else(|| panic!("no m5.large"));
+        assert_eq!(m5.labels.get(labels::OS).map(String::as_str), Some("windows"));
+        assert_eq!(m5.labels.get(labels::WINDOWS_BUILD).map(String::as_str), Some("10.0.20348"));
+        // m5.large: 2 vCPUs at the per-vCPU licence fee on top of the Linux price.
+        assert_eq!(on_demand_of(&types, "m5.large"), Some(0.188));
+        assert!(m5.price_estimated);
     }
 
     #[test]

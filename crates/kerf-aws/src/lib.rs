@@ -9,6 +9,7 @@
 //! - [`launch`]: user data, launch templates, CreateFleet;
 //! - [`instances`]: provider IDs, describe / list / terminate (only this cluster's instances);
 //! - [`instance_types`]: types, zones and prices; [`pricing`]: on-demand prices;
+//! - [`reservations`]: capacity reservations and their `reserved` offerings;
 //! - [`interruption`]: the SQS interruption queue;
 //! - [`provider`]: [`AwsProvider`], which ties them together.
 
@@ -23,6 +24,7 @@ pub mod launch;
 pub mod nodeclass;
 pub mod pricing;
 pub mod provider;
+pub mod reservations;
 pub mod settings;
 pub mod tags;
 

@@ -1,15 +1,17 @@
 //! [`AwsProvider`]: kerf's [`CloudProvider`] over EC2. It keeps what it resolved per node class,
 //! the launch templates it made, the region's instance types, on-demand and spot prices
-//! (each refreshed on its own schedule), and the offerings that recently had no capacity.
+//! (each refreshed on its own schedule), the offerings that recently had no capacity, the room
+//! left in the capacity reservations its classes selected, and the cluster's NodeOverlays, which
+//! price (and extend) every type it hands out or launches (`kerf_api::overlay`).
+
+mod launching;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use kerf_api::launch::{self, Offer, offering_allowed, type_meets};
-use kerf_api::nodeclaim::NodeClaimStatus;
-use kerf_api::{EC2NodeClass, NodeClaim, NodePool, Taint, TaintEffect, labels};
-use kerf_api::{InstanceType, Requirements};
+use kerf_api::overlay::NodeOverlays;
+use kerf_api::{EC2NodeClass, InstanceType, NodeClaim, NodePool, labels};
 use kerf_cloud::aws::NodeClassSettings;
 use kerf_cloud::clock::add;
 use kerf_cloud::{Clock, CloudError, CloudProvider, InterruptionKind, InterruptionNotice, Timestamp};
@@ -18,13 +20,10 @@ use crate::AwsClients;
 use crate::instance_types::{self, Source, SpotPrices, TypeTable};
 use crate::instances::{self, Ec2Instance};
 use crate::interruption::{InterruptionEvent, InterruptionQueue};
-use crate::launch::fleet::{self, FleetResult, MAX_INSTANCE_TYPES, Override};
-use crate::launch::template::{LaunchTemplateCache, LaunchTemplateSpec, default_block_devices};
-use crate::launch::userdata::{self, Bootstrap};
+use crate::launch::template::LaunchTemplateCache;
 use crate::nodeclass::{self, ResolvedNodeClass};
 use crate::pricing::{self, OnDemandPrices};
 use crate::settings::AwsSettings;
-use crate::tags;
 
 /// How long an offering that failed with insufficient capacity is not tried again.
 pub const INSUFFICIENT_CAPACITY_TTL: Duration = Duration::from_secs(3 * 60);
@@ -46,6 +45,9 @@ pub const SPOT_INTERRUPTION_NOTICE: Duration = Duration::from_secs(2 * 60);
 pub const NODE_CLASS_RECHECK: Duration = Duration::from_secs(5 * 60);
 /// How soon a node class whose resolution met errors is tried again.
 pub const NODE_CLASS_RETRY: Duration = Duration::from_secs(30);
+/// How long the room EC2 reported in a capacity reservation is used before it is described
+/// again (a launch into it, or a reservation found full, changes it meanwhile).
+pub const RESERVATIONS_REFRESH: Duration = Duration::from_secs(60);
 /// Instances younger than this are not garbage: their NodeClaim may not be visible yet.
 pub const GARBAGE_COLLECTION_GRACE: Duration = Duration::from_secs(30);
 
@@ -60,6 +62,10 @@ struct State {
     spot: Option<(Arc<SpotPrices>, Timestamp)>,
     /// Prices from the Price List API (empty: the built-in table's) and when to ask again.
     on_demand: Option<(Arc<OnDemandPrices>, Timestamp)>,
+    /// Capacity reservation id → (instances it can still take, when EC2 last described it).
+    reservation_room: BTreeMap<String, (u32, Timestamp)>,
+    /// The cluster's NodeOverlays (none until the controller hands them over).
+    overlays: Arc<NodeOverlays>,
 }
 
 /// The AWS cloud provider.
@@ -71,30 +77,6 @@ pub struct AwsProvider {
     state: Mutex<State>,
     /// The interruption queue, once its URL was looked up.
     queue: Mutex<Option<InterruptionQueue>>,
-}
-
-/// One way to launch the claim.
-#[derive(Debug, Clone)]
-struct Candidate {
-    instance_type: Arc<InstanceType>,
-    zone: String,
-    capacity_type: String,
-    price: f64,
-}
-
-impl Offer for Candidate {
-    fn type_name(&self) -> &str {
-        &self.instance_type.name
-    }
-    fn zone(&self) -> &str {
-        &self.zone
-    }
-    fn capacity_type(&self) -> &str {
-        &self.capacity_type
-    }
-    fn price(&self) -> f64 {
-        self.price
-    }
 }
 
 impl AwsProvider {
@@ -136,11 +118,16 @@ impl AwsProvider {
     /// profile, validates them, and returns it with its new `status` (to be written back).
     /// Launches for it use what was resolved here.
     pub async fn reconcile_node_class(&self, node_class: &EC2NodeClass) -> ResolvedNodeClass {
-        let resolved = nodeclass::reconcile(&self.clients, &self.settings, node_class, self.clock.now()).await;
+        let now = self.clock.now();
+        let resolved = nodeclass::reconcile(&self.clients, &self.settings, node_class, now).await;
         for e in &resolved.errors {
             tracing::warn!(node_class = node_class.name(), error = %e, "resolving EC2NodeClass");
         }
-        self.lock().node_classes.insert(node_class.name().to_string(), Arc::new(resolved.clone()));
+        let mut state = self.lock();
+        for r in &resolved.reservations {
+            state.reservation_room.insert(r.id.clone(), (r.available, now));
+        }
+        state.node_classes.insert(node_class.name().to_string(), Arc::new(resolved.clone()));
         resolved
     }
 
@@ -309,6 +296,83 @@ impl AwsProvider {
             .collect())
     }
 
+    /// The NodeOverlays in force.
+    pub fn node_overlays(&self) -> Arc<NodeOverlays> {
+        Arc::clone(&self.lock().overlays)
+    }
+
+    /// The instance types a resolved node class offers as seen from `context` (a NodePool's or
+    /// a NodeClaim's labels, see `kerf_api::overlay`): [`AwsProvider::instance_types_for`] with
+    /// the NodeOverlays applied, then a `reserved` offering per capacity reservation the class
+    /// selected, with the room it has left (reservations keep their own price: prepaid).
+    pub async fn offered_types(
+        &self,
+        resolved: &ResolvedNodeClass,
+        context: &BTreeMap<String, String>,
+    ) -> Result<Vec<Arc<InstanceType>>, CloudError> {
+        let types = self.instance_types_for(resolved).await?;
+        let overlays = self.node_overlays();
+        let types = if overlays.is_empty() { types } else { overlays.apply_all(&types, context) };
+        let reservations = &resolved.status().capacity_reservations;
+        if reservations.is_empty() {
+            return Ok(types);
+        }
+        self.refresh_reservation_room(reservations).await;
+        let state = self.lock();
+        let room = |id: &str| state.reservation_room.get(id).map_or(0, |(n, _)| *n);
+        Ok(crate::reservations::with_offerings(types, reservations, room))
+    }
+
+    /// Describes again the reservations whose room was read more than [`RESERVATIONS_REFRESH`]
+    /// ago (or never). One that is no longer active has no room; when EC2 cannot answer, the
+    /// room read before stays.
+    async fn refresh_reservation_room(&self, reservations: &[kerf_api::ec2nodeclass::CapacityReservationStatus]) {
+        let now = self.clock.now();
+        let due: Vec<String> = {
+            let state = self.lock();
+            reservations
+                .iter()
+                .filter(|r| {
+                    state.reservation_room.get(&r.id).is_none_or(|(_, at)| add(*at, RESERVATIONS_REFRESH) <= now)
+                })
+                .map(|r| r.id.clone())
+                .collect()
+        };
+        if due.is_empty() {
+            return;
+        }
+        match crate::reservations::describe_ids(&self.clients, &due).await {
+            Ok(found) => {
+                let mut state = self.lock();
+                for id in &due {
+                    let room = found.iter().find(|r| r.id == *id).map_or(0, |r| r.available);
+                    state.reservation_room.insert(id.clone(), (room, now));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reading capacity reservations; keeping the room read before"),
+        }
+    }
+
+    /// The room left in a capacity reservation, as kerf last knew it.
+    pub fn reservation_room(&self, id: &str) -> Option<u32> {
+        self.lock().reservation_room.get(id).map(|(n, _)| *n)
+    }
+
+    /// A launch found the reservation full: it is offered as unavailable until it is described
+    /// again.
+    fn reservation_exhausted(&self, id: &str) {
+        if let Some((room, _)) = self.lock().reservation_room.get_mut(id) {
+            *room = 0;
+        }
+    }
+
+    /// An instance launched into the reservation: one less until it is described again.
+    fn took_from_reservation(&self, id: &str) {
+        if let Some((room, _)) = self.lock().reservation_room.get_mut(id) {
+            *room = room.saturating_sub(1);
+        }
+    }
+
     fn ready_node_class(&self, name: &str) -> Result<Arc<ResolvedNodeClass>, CloudError> {
         let resolved = self
             .resolved(name)
@@ -317,240 +381,6 @@ impl AwsProvider {
             return Err(CloudError::NodeClassNotReady(resolved.not_ready_reason()));
         }
         Ok(resolved)
-    }
-
-    // ---- launching ----
-
-    /// The offerings `claim` may launch, by the launch rule ([`launch::choose`]): all of one
-    /// capacity type, cheapest first, at most 60 instance types.
-    fn candidates(&self, claim: &NodeClaim, types: &[Arc<InstanceType>]) -> Result<Vec<Candidate>, CloudError> {
-        let reqs = Requirements::from_node_selector(&claim.spec.requirements);
-        let requests = &claim.spec.resources.requests;
-        let region = self.region();
-        let fitting: Vec<&Arc<InstanceType>> =
-            types.iter().filter(|t| type_meets(&reqs, t, region) && t.fits(requests)).collect();
-        if fitting.is_empty() {
-            return Err(CloudError::InsufficientCapacity(format!(
-                "NodeClaim {}: no instance type satisfies its requirements and resource requests",
-                claim.name()
-            )));
-        }
-        let mut chosen = Vec::new();
-        for t in &fitting {
-            for o in &t.offerings {
-                if o.available && offering_allowed(&reqs, o) {
-                    chosen.push(Candidate {
-                        instance_type: Arc::clone(t),
-                        zone: o.zone.clone(),
-                        capacity_type: o.capacity_type.clone(),
-                        price: o.price,
-                    });
-                }
-            }
-        }
-        if launch::choose(&mut chosen).is_none() {
-            return Err(CloudError::InsufficientCapacity(format!(
-                "NodeClaim {}: every offering it allows is out of capacity",
-                claim.name()
-            )));
-        }
-        let mut kept_types: BTreeSet<String> = BTreeSet::new();
-        chosen.retain(|c| {
-            if kept_types.contains(&c.instance_type.name) {
-                return true;
-            }
-            if kept_types.len() >= MAX_INSTANCE_TYPES {
-                return false;
-            }
-            kept_types.insert(c.instance_type.name.clone());
-            true
-        });
-        Ok(chosen)
-    }
-
-    /// The launch template for instances of `claim` booting `ami_id` with `capacity_type`.
-    fn template_spec(
-        &self,
-        resolved: &ResolvedNodeClass,
-        claim: &NodeClaim,
-        ami_id: &str,
-        capacity_type: &str,
-    ) -> Result<LaunchTemplateSpec, CloudError> {
-        let nc = &resolved.node_class;
-        let spec = &nc.spec;
-        let mut node_labels: BTreeMap<String, String> = claim
-            .metadata
-            .labels
-            .iter()
-            .flatten()
-            .filter(|(k, _)| !labels::is_restricted_label(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        node_labels.insert(labels::CAPACITY_TYPE.to_string(), capacity_type.to_string());
-        let mut taints: Vec<Taint> = claim.spec.taints.clone();
-        taints.extend(claim.spec.startup_taints.iter().cloned());
-        // Karpenter's nodes register tainted until it has seen them join.
-        taints.push(Taint::new(labels::UNREGISTERED_TAINT_KEY, None, TaintEffect::NoExecute));
-        let bootstrap = Bootstrap {
-            cluster_name: &self.settings.cluster_name,
-            cluster_endpoint: &self.settings.cluster_endpoint,
-            ca_bundle: self.settings.cluster_ca_bundle.as_deref(),
-            cluster_cidr: self.settings.cluster_cidr.as_deref(),
-            kubelet: spec.kubelet.as_ref(),
-            labels: &node_labels,
-            taints: &taints,
-            custom: spec.user_data.as_deref(),
-        };
-        let user_data = userdata::user_data(resolved.family, &bootstrap)
-            .map_err(|e| CloudError::NodeClassNotReady(format!("EC2NodeClass {}: {e}", nc.name())))?;
-        let instance_profile = resolved.instance_profile.clone().ok_or_else(|| {
-            CloudError::NodeClassNotReady(format!("EC2NodeClass {} has no instance profile", nc.name()))
-        })?;
-        let block_device_mappings = if spec.block_device_mappings.is_empty() {
-            default_block_devices(resolved.family)
-        } else {
-            spec.block_device_mappings.clone()
-        };
-        Ok(LaunchTemplateSpec {
-            cluster: self.settings.cluster_name.clone(),
-            node_class: nc.name().to_string(),
-            image_id: ami_id.to_string(),
-            user_data,
-            security_group_ids: resolved.security_groups.iter().map(|g| g.id.clone()).collect(),
-            instance_profile,
-            block_device_mappings,
-            metadata_options: spec
-                .metadata_options
-                .clone()
-                .unwrap_or_else(kerf_api::ec2nodeclass::MetadataOptions::karpenter_default),
-            detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
-            associate_public_ip_address: spec.associate_public_ip_address,
-            tags: tags::launch_template_tags(&self.settings, nc),
-        })
-    }
-
-    async fn launch(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
-        let class_name = claim.spec.node_class_ref.name.clone();
-        let resolved = self.ready_node_class(&class_name)?;
-        let nc = &resolved.node_class;
-        let node_pool =
-            claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODE_POOL)).cloned().ok_or_else(|| {
-                CloudError::Invalid(format!("NodeClaim {} has no {} label", claim.name(), labels::NODE_POOL))
-            })?;
-        let types = self.instance_types_for(&resolved).await?;
-        let mut candidates = self.candidates(claim, &types)?;
-        let instance_tags = tags::instance_tags(&self.settings, nc, &node_pool, claim.name());
-
-        let mut failures: Vec<String> = Vec::new();
-        for _attempt in 0..MAX_FLEET_ATTEMPTS {
-            if candidates.is_empty() {
-                break;
-            }
-            let capacity_type = candidates[0].capacity_type.clone();
-            // One launch template per AMI; each type boots the newest AMI it can.
-            let mut overrides = Vec::new();
-            let mut templates: BTreeMap<String, String> = BTreeMap::new();
-            for c in &candidates {
-                let Some(ami) = resolved.amis.iter().find(|a| a.fits(&c.instance_type.labels)) else { continue };
-                let Some(subnet) = resolved.subnets.iter().find(|s| s.zone == c.zone) else { continue };
-                let lt = match templates.get(&ami.id) {
-                    Some(name) => name.clone(),
-                    None => {
-                        let spec = self.template_spec(&resolved, claim, &ami.id, &capacity_type)?;
-                        let name = self.templates.ensure(&self.clients, &spec).await?;
-                        templates.insert(ami.id.clone(), name.clone());
-                        name
-                    }
-                };
-                overrides.push(Override {
-                    instance_type: c.instance_type.name.clone(),
-                    zone: c.zone.clone(),
-                    subnet_id: subnet.id.clone(),
-                    launch_template: lt,
-                    price: c.price,
-                });
-            }
-            if overrides.is_empty() {
-                break;
-            }
-            let result = match fleet::create_fleet(&self.clients, &capacity_type, &overrides, &instance_tags).await {
-                Ok(r) => r,
-                Err(e) => {
-                    if e.code.as_deref().is_some_and(|c| c.starts_with("InvalidLaunchTemplate")) {
-                        for name in templates.values() {
-                            self.templates.forget(name);
-                        }
-                    }
-                    return Err(e.into());
-                }
-            };
-            match result {
-                FleetResult::Launched(l) => {
-                    let chosen = candidates
-                        .iter()
-                        .find(|c| c.instance_type.name == l.instance_type && c.zone == l.zone)
-                        .or_else(|| candidates.iter().find(|c| c.instance_type.name == l.instance_type))
-                        .cloned()
-                        .ok_or_else(|| {
-                            CloudError::Other(format!(
-                                "CreateFleet launched {} which kerf did not ask for",
-                                l.instance_type
-                            ))
-                        })?;
-                    let image =
-                        resolved.amis.iter().find(|a| a.fits(&chosen.instance_type.labels)).map(|a| a.id.clone());
-                    return Ok(self.launched_claim(claim, nc, &chosen, &l, image));
-                }
-                FleetResult::NotLaunched { unavailable, errors } => {
-                    for (t, z) in &unavailable {
-                        self.mark_unavailable(t, z, &capacity_type);
-                        failures.push(format!("{t}/{z}/{capacity_type}"));
-                    }
-                    if !errors.is_empty() && unavailable.is_empty() {
-                        return Err(CloudError::Other(format!(
-                            "NodeClaim {}: CreateFleet failed: {}",
-                            claim.name(),
-                            errors.join("; ")
-                        )));
-                    }
-                    candidates.retain(|c| !unavailable.iter().any(|(t, z)| *t == c.instance_type.name && *z == c.zone));
-                }
-            }
-        }
-        Err(CloudError::InsufficientCapacity(format!(
-            "NodeClaim {}: no capacity for {}",
-            claim.name(),
-            if failures.is_empty() { "any offering it allows".to_string() } else { failures.join(", ") }
-        )))
-    }
-
-    fn launched_claim(
-        &self,
-        claim: &NodeClaim,
-        nc: &EC2NodeClass,
-        chosen: &Candidate,
-        launched: &fleet::Launched,
-        image: Option<String>,
-    ) -> NodeClaim {
-        let itype = &chosen.instance_type;
-        let mut node_labels = claim.metadata.labels.clone().unwrap_or_default();
-        node_labels.extend(itype.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-        node_labels.insert(labels::ZONE.to_string(), launched.zone.clone());
-        node_labels.insert(labels::REGION.to_string(), self.region().to_string());
-        node_labels.insert(labels::CAPACITY_TYPE.to_string(), chosen.capacity_type.clone());
-        node_labels.insert(labels::AWS_EC2_NODE_CLASS.to_string(), nc.name().to_string());
-        let mut out = claim.clone();
-        out.metadata.labels = Some(node_labels);
-        let annotations = out.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        annotations.insert(labels::NODECLASS_HASH.to_string(), nc.static_hash());
-        annotations
-            .insert(labels::NODECLASS_HASH_VERSION.to_string(), kerf_api::hash::EC2NODECLASS_HASH_VERSION.to_string());
-        let status = out.status.get_or_insert_with(NodeClaimStatus::default);
-        status.provider_id = Some(instances::provider_id(&launched.zone, &launched.instance_id));
-        status.image_id = image;
-        status.capacity = itype.capacity.clone();
-        status.allocatable = itype.allocatable();
-        out
     }
 
     // ---- instances ----
@@ -703,7 +533,7 @@ impl CloudProvider for AwsProvider {
         if !resolved.is_ready() {
             return Err(CloudError::NodeClassNotReady(resolved.not_ready_reason()));
         }
-        self.instance_types_for(&resolved).await
+        self.offered_types(&resolved, &kerf_api::overlay::pool_context(node_pool)).await
     }
 
     /// Resolves the node class against EC2, SSM and IAM (see [`AwsProvider::reconcile_node_class`]);
@@ -724,6 +554,9 @@ impl CloudProvider for AwsProvider {
     ) -> Result<Option<String>, CloudError> {
         let Some(nc) = node_class else { return Ok(None) };
         if let Some(drift) = kerf_cloud::provider::node_class_hash_drift(claim, nc) {
+            return Ok(Some(drift));
+        }
+        if let Some(drift) = kerf_cloud::sim::reservations::reservation_drift(claim, nc) {
             return Ok(Some(drift));
         }
         let Some(status) = &nc.status else { return Ok(None) };
@@ -775,104 +608,12 @@ impl CloudProvider for AwsProvider {
         Ok(out)
     }
 
+    /// Every type handed out or launched from now on is priced and extended by `overlays`.
+    fn set_node_overlays(&self, overlays: Arc<NodeOverlays>) {
+        self.lock().overlays = overlays;
+    }
+
     fn name(&self) -> &'static str {
         "aws"
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use kerf_api::Offering;
-    use kerf_api::{Quantity, ResourceList};
-
-    use super::*;
-
-    fn offline() -> AwsProvider {
-        let config = aws_config::SdkConfig::builder()
-            .region(aws_config::Region::new("us-west-2"))
-            .behavior_version(aws_config::BehaviorVersion::latest())
-            .build();
-        let clients = AwsClients::from_sdk_config(&config).unwrap_or_else(|e| panic!("{e}"));
-        AwsProvider::new(clients, AwsSettings::new("c", "https://c", "1.33"), Arc::new(kerf_cloud::ManualClock::new()))
-    }
-
-    fn itype(name: &str, on_demand: f64, spot: f64) -> Arc<InstanceType> {
-        let offering = |ct: &str, price: f64| Offering {
-            zone: "us-west-2a".into(),
-            capacity_type: ct.into(),
-            price,
-            available: true,
-            reservation: None,
-        };
-        Arc::new(InstanceType {
-            name: name.to_string(),
-            labels: BTreeMap::from([(labels::INSTANCE_TYPE.to_string(), name.to_string())]),
-            capacity: ResourceList::new().with("cpu", Quantity::from_units(4)),
-            overhead: ResourceList::new(),
-            offerings: vec![offering("spot", spot), offering("on-demand", on_demand)],
-            price_estimated: false,
-        })
-    }
-
-    fn claim(capacity_types: &str) -> NodeClaim {
-        let yaml = format!(
-            "metadata: {{name: c1, labels: {{karpenter.sh/nodepool: p}}}}\nspec:\n  nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: d}}\n  \
-             requirements: [{{key: karpenter.sh/capacity-type, operator: In, values: [{capacity_types}]}}]\n"
-        );
-        serde_yaml_ng::from_str(&yaml).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    #[test]
-    fn spot_offerings_pricier_than_the_cheapest_on_demand_are_dropped() {
-        let p = offline();
-        let types = vec![itype("a.large", 0.10, 0.05), itype("b.large", 0.20, 0.15), itype("c.large", 0.30, 0.12)];
-        let chosen = p.candidates(&claim("spot, on-demand"), &types).unwrap_or_else(|e| panic!("{e}"));
-        let names: Vec<(&str, &str)> =
-            chosen.iter().map(|c| (c.instance_type.name.as_str(), c.capacity_type.as_str())).collect();
-        assert_eq!(names, vec![("a.large", "spot")]);
-        // A spot-only claim has no on-demand to compare with: every spot offering stays, cheapest first.
-        let chosen = p.candidates(&claim("spot"), &types).unwrap_or_else(|e| panic!("{e}"));
-        let names: Vec<&str> = chosen.iter().map(|c| c.instance_type.name.as_str()).collect();
-        assert_eq!(names, vec!["a.large", "c.large", "b.large"]);
-    }
-
-    #[test]
-    fn a_launch_whose_every_spot_offering_is_pricier_than_on_demand_is_on_demand() {
-        let p = offline();
-        let types = vec![itype("a.large", 0.10, 0.12), itype("b.large", 0.20, 0.25)];
-        let chosen = p.candidates(&claim("spot, on-demand"), &types).unwrap_or_else(|e| panic!("{e}"));
-        let names: Vec<(&str, &str)> =
-            chosen.iter().map(|c| (c.instance_type.name.as_str(), c.capacity_type.as_str())).collect();
-        assert_eq!(names, vec![("a.large", "on-demand"), ("b.large", "on-demand")]);
-    }
-
-    #[test]
-    fn at_most_sixty_instance_types_go_to_one_launch() {
-        let p = offline();
-        let types: Vec<Arc<InstanceType>> =
-            (0..70).map(|i| itype(&format!("t{i:02}.large"), 1.0 + f64::from(i), 0.5)).collect();
-        let chosen = p.candidates(&claim("on-demand"), &types).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(chosen.len(), MAX_INSTANCE_TYPES);
-        assert_eq!(chosen[0].instance_type.name, "t00.large");
-        assert_eq!(chosen[59].instance_type.name, "t59.large");
-    }
-
-    #[test]
-    fn unavailable_offerings_are_not_candidates() {
-        let p = offline();
-        let mut t = InstanceType::clone(&itype("a.large", 0.10, 0.05));
-        t.offerings[0].available = false;
-        let chosen = p.candidates(&claim("spot, on-demand"), &[Arc::new(t)]).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(chosen.len(), 1);
-        assert_eq!(chosen[0].capacity_type, "on-demand");
-        let none = p.candidates(
-            &claim("spot"),
-            &[itype("a.large", 0.1, 0.05)].map(|t| {
-                let mut t = InstanceType::clone(&t);
-                t.offerings.iter_mut().for_each(|o| o.available = false);
-                Arc::new(t)
-            }),
-        );
-        assert!(matches!(none, Err(CloudError::InsufficientCapacity(_))));
     }
 }

@@ -4,7 +4,8 @@
 //! tagged for discovery and launches instances tagged as Karpenter's in its subnets. No kubelet
 //! runs on moto's instances, so the test registers their Nodes as one would; the pods then run
 //! on them. Deleting a NodeClaim terminates its instance. Without `CLUSTER_ENDPOINT` the cluster
-//! is found in moto's EKS. Settings it lacks are bad input.
+//! is found in moto's EKS. A selected capacity reservation is launched into first. Settings it
+//! lacks are bad input.
 
 #![cfg(feature = "aws")]
 
@@ -411,6 +412,89 @@ fn without_cluster_endpoint_the_controller_finds_the_cluster_in_eks_and_its_node
         assert!(data.contains("cidr: 10.100.0.0/16"), "the service CIDR in:\n{data}");
         assert!(data.contains(&format!("name: {FOUND}")), "the cluster's name in:\n{data}");
     }
+    let log = c.stderr();
+    assert!(c.stop().success(), "kerf controller stops cleanly on SIGTERM: {log}");
+}
+
+#[test]
+fn aws_controller_launches_a_pending_pod_into_a_selected_capacity_reservation() {
+    const ODCR: &str = "e2e-odcr";
+    let m = moto();
+    let rt = runtime();
+    let clients = rt.block_on(moto::clients());
+    rt.block_on(moto::network_tagged(&clients, "karpenter.sh/discovery", ODCR, 63));
+    rt.block_on(moto::role(&clients, &format!("KarpenterNodeRole-{ODCR}")));
+    let reservation = rt
+        .block_on(
+            clients
+                .ec2
+                .create_capacity_reservation()
+                .instance_type("m5.large")
+                .instance_platform(kerf_aws::aws_sdk_ec2::types::CapacityReservationInstancePlatform::LinuxUnix)
+                .availability_zone("us-west-2a")
+                .instance_count(1)
+                .instance_match_criteria(kerf_aws::aws_sdk_ec2::types::InstanceMatchCriteria::Targeted)
+                .tag_specifications(
+                    kerf_aws::aws_sdk_ec2::types::TagSpecification::builder()
+                        .resource_type(kerf_aws::aws_sdk_ec2::types::ResourceType::CapacityReservation)
+                        .tags(moto::tag("karpenter.sh/discovery", ODCR))
+                        .build(),
+                )
+                .send(),
+        )
+        .unwrap_or_else(|e| panic!("CreateCapacityReservation: {e:?}"));
+    let id =
+        reservation.capacity_reservation().and_then(|r| r.capacity_reservation_id()).unwrap_or_default().to_string();
+
+    // The cluster's manifests with the class selecting the reservation and the pool allowing it.
+    let manifests = manifests(ODCR)
+        .replace(
+            "  securityGroupSelectorTerms:\n",
+            &format!(
+                "  capacityReservationSelectorTerms:\n    - tags: {{karpenter.sh/discovery: {ODCR}}}\n  securityGroupSelectorTerms:\n"
+            ),
+        )
+        .replace(r#"values: ["on-demand"]"#, r#"values: ["reserved", "on-demand"]"#)
+        .replace("  replicas: 3\n", "  replicas: 1\n");
+    assert!(manifests.contains("capacityReservationSelectorTerms") && manifests.contains(r#""reserved""#));
+    let s = Served::start("ctrl-aws-odcr", &["--controllers", "none", "--speed", "10"]);
+    let path = write(&s.dir, "manifests.yaml", &manifests);
+    kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
+    let env: Vec<(&str, String)> =
+        aws_env(m).into_iter().map(|(k, v)| if k == "CLUSTER_NAME" { (k, ODCR.to_string()) } else { (k, v) }).collect();
+    let mut c = Controller::spawn(&s, "aws-odcr", controller_command(&s, &env));
+
+    eventually(60, "the reservation in the EC2NodeClass status", || {
+        let listed =
+            words(&s, &["get", "ec2nodeclass", "default", "-o", "jsonpath={.status.capacityReservations[*].id}"]);
+        (listed == BTreeSet::from([id.clone()])).then_some(())
+    });
+    let claims = eventually(90, "a launched NodeClaim", || {
+        if let Ok(Some(status)) = c.child.try_wait() {
+            panic!("kerf controller exited with {status}: {}", c.stderr());
+        }
+        let claims = launched_claims(&s);
+        (!claims.is_empty()).then_some(claims)
+    });
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    let claim = claims.keys().next().cloned().unwrap_or_default();
+    let label = |key: &str| {
+        let path = format!("jsonpath={{.metadata.labels.{}}}", key.replace('.', "\\."));
+        kubectl_ok(&s, &["get", "nodeclaim", &claim, "-o", &path]).trim().to_string()
+    };
+    assert_eq!(label("karpenter.sh/capacity-type"), "reserved", "{}", c.stderr());
+    assert_eq!(label("karpenter.k8s.aws/capacity-reservation-id"), id);
+    assert_eq!(label("karpenter.k8s.aws/capacity-reservation-type"), "default");
+    assert_eq!(label("node.kubernetes.io/instance-type"), "m5.large");
+    assert_eq!(label("topology.kubernetes.io/zone"), "us-west-2a");
+    let left = rt
+        .block_on(clients.ec2.describe_capacity_reservations().capacity_reservation_ids(&id).send())
+        .unwrap_or_else(|e| panic!("DescribeCapacityReservations: {e:?}"));
+    assert_eq!(
+        left.capacity_reservations()[0].available_instance_count(),
+        Some(0),
+        "the instance is in the reservation"
+    );
     let log = c.stderr();
     assert!(c.stop().success(), "kerf controller stops cleanly on SIGTERM: {log}");
 }

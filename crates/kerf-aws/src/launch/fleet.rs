@@ -1,21 +1,22 @@
 //! CreateFleet (`instant`, one instance): overrides over instance type × subnet (zone), on-demand
-//! `lowest-price`, spot `price-capacity-optimized`, the instance and its volumes tagged. Errors
-//! that mean "no capacity for this offering" are reported per offering so that the caller can
-//! mark them unavailable and try the next ones.
+//! `lowest-price` (`prioritized`, in the caller's order, when NodeOverlays set the prices kerf
+//! ranks by: EC2 would rank by its list prices), spot `price-capacity-optimized`, the instance and
+//! its volumes tagged. A reserved launch is an on-demand one (a capacity block's:
+//! `capacity-block`) whose launch templates target the reservations. Errors that mean "no
+//! capacity for this offering" are reported per offering so that the caller can mark them
+//! unavailable and try the next ones.
 
 use std::collections::BTreeMap;
 
+use crate::AwsClients;
+use crate::error::{AwsError, is_insufficient_capacity};
+use crate::tags::ec2_tags;
 use aws_sdk_ec2::types::{
     DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
     FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType, InstanceType,
     OnDemandOptionsRequest, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, TagSpecification,
     TargetCapacitySpecificationRequest,
 };
-use kerf_api::labels;
-
-use crate::AwsClients;
-use crate::error::{AwsError, is_insufficient_capacity};
-use crate::tags::ec2_tags;
 
 /// Karpenter sends at most this many instance types to one CreateFleet.
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -28,6 +29,21 @@ pub struct Override {
     pub subnet_id: String,
     pub launch_template: String,
     pub price: f64,
+}
+
+/// How one CreateFleet call buys its instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purchase {
+    Spot,
+    /// On-demand, EC2 choosing the override with the lowest list price.
+    OnDemand,
+    /// On-demand, EC2 taking the overrides in the order given (priority 0 first).
+    OnDemandPrioritized,
+    /// Into the capacity reservations the launch templates target; `capacity_block` when they
+    /// are capacity blocks.
+    Reserved {
+        capacity_block: bool,
+    },
 }
 
 /// The instance CreateFleet launched.
@@ -50,22 +66,27 @@ pub enum FleetResult {
     },
 }
 
-/// Launches one instance of `capacity_type` from `overrides` (cheapest first; grouped per launch
-/// template in order of first appearance), tagging instance, volumes and the fleet request.
+/// Launches one instance bought as `purchase` from `overrides` (cheapest first; grouped per
+/// launch template in order of first appearance), tagging instance, volumes and the fleet
+/// request.
 pub async fn create_fleet(
     clients: &AwsClients,
-    capacity_type: &str,
+    purchase: Purchase,
     overrides: &[Override],
     tags: &BTreeMap<String, String>,
 ) -> Result<FleetResult, AwsError> {
-    let spot = capacity_type == labels::CAPACITY_TYPE_SPOT;
+    let spot = purchase == Purchase::Spot;
+    let prioritized = matches!(purchase, Purchase::OnDemandPrioritized | Purchase::Reserved { .. });
     let mut configs: Vec<(String, Vec<FleetLaunchTemplateOverridesRequest>)> = Vec::new();
-    for o in overrides {
-        let request = FleetLaunchTemplateOverridesRequest::builder()
+    for (i, o) in overrides.iter().enumerate() {
+        let mut request = FleetLaunchTemplateOverridesRequest::builder()
             .instance_type(InstanceType::from(o.instance_type.as_str()))
             .subnet_id(&o.subnet_id)
-            .availability_zone(&o.zone)
-            .build();
+            .availability_zone(&o.zone);
+        if prioritized {
+            request = request.priority(i as f64);
+        }
+        let request = request.build();
         match configs.iter_mut().find(|(lt, _)| *lt == o.launch_template) {
             Some((_, list)) => list.push(request),
             None => configs.push((o.launch_template.clone(), vec![request])),
@@ -73,10 +94,10 @@ pub async fn create_fleet(
     }
     let target = TargetCapacitySpecificationRequest::builder()
         .total_target_capacity(1)
-        .default_target_capacity_type(if spot {
-            DefaultTargetCapacityType::Spot
-        } else {
-            DefaultTargetCapacityType::OnDemand
+        .default_target_capacity_type(match purchase {
+            Purchase::Spot => DefaultTargetCapacityType::Spot,
+            Purchase::Reserved { capacity_block: true } => DefaultTargetCapacityType::CapacityBlock,
+            _ => DefaultTargetCapacityType::OnDemand,
         })
         .build();
     let ec2_tag_list = ec2_tags(tags);
@@ -95,9 +116,12 @@ pub async fn create_fleet(
             SpotOptionsRequest::builder().allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized).build(),
         );
     } else {
-        request = request.on_demand_options(
-            OnDemandOptionsRequest::builder().allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice).build(),
-        );
+        let strategy = if prioritized {
+            FleetOnDemandAllocationStrategy::Prioritized
+        } else {
+            FleetOnDemandAllocationStrategy::LowestPrice
+        };
+        request = request.on_demand_options(OnDemandOptionsRequest::builder().allocation_strategy(strategy).build());
     }
     for (lt, list) in configs {
         request = request.launch_template_configs(

@@ -7,11 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use aws_sdk_ec2::types::{
-    Filter, LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
+    CapacityReservationTarget, Filter, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
-    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceMetadataProtocolIpv6, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
-    LaunchTemplatesMonitoringRequest, RequestLaunchTemplateData, ResourceType, TagSpecification, VolumeType,
+    LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest, MarketType,
+    RequestLaunchTemplateData, ResourceType, TagSpecification, VolumeType,
 };
 use kerf_api::Quantity;
 use kerf_api::ec2nodeclass::{AmiFamily, BlockDevice, BlockDeviceMapping, MetadataOptions};
@@ -40,6 +42,12 @@ pub struct LaunchTemplateSpec {
     pub detailed_monitoring: bool,
     pub associate_public_ip_address: Option<bool>,
     pub tags: BTreeMap<String, String>,
+    /// The capacity reservation its instances launch into (targeted), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation_id: Option<String>,
+    /// That reservation is a capacity block (market type `capacity-block`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub capacity_block: bool,
 }
 
 impl LaunchTemplateSpec {
@@ -112,6 +120,18 @@ fn request_data(spec: &LaunchTemplateSpec) -> RequestLaunchTemplateData {
         .set_block_device_mappings(Some(spec.block_device_mappings.iter().map(block_device_request).collect()))
         .metadata_options(metadata)
         .monitoring(LaunchTemplatesMonitoringRequest::builder().enabled(spec.detailed_monitoring).build());
+    if let Some(id) = &spec.capacity_reservation_id {
+        data = data.capacity_reservation_specification(
+            LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(id).build())
+                .build(),
+        );
+    }
+    if spec.capacity_block {
+        data = data.instance_market_options(
+            LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(MarketType::CapacityBlock).build(),
+        );
+    }
     match spec.associate_public_ip_address {
         // The public-IP choice lives on the network interface, which then carries the groups.
         Some(public) => {

@@ -4,6 +4,8 @@
 //!   NodeConfig, or a shell script);
 //! - Bottlerocket: TOML; the user's settings with kerf's `settings.kubernetes` keys set over them;
 //! - AL2: a MIME archive of the user's parts followed by a script running `/etc/eks/bootstrap.sh`;
+//! - Windows: one `<powershell>` block, the user's PowerShell followed by a call of the EKS
+//!   image's `Start-EKSBootstrap.ps1`;
 //! - Custom: the user's user data unchanged.
 
 use std::collections::BTreeMap;
@@ -49,10 +51,8 @@ pub fn user_data(family: AmiFamily, b: &Bootstrap<'_>) -> Result<String, UserDat
         AmiFamily::AL2023 => nodeadm(b),
         AmiFamily::Bottlerocket => bottlerocket(b),
         AmiFamily::AL2 => eks_bootstrap(b),
-        // Windows families would need their PowerShell bootstrap; kerf launches them as Custom.
-        AmiFamily::Custom | AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
-            Ok(b.custom.unwrap_or_default().to_string())
-        }
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => Ok(windows_bootstrap(b)),
+        AmiFamily::Custom => Ok(b.custom.unwrap_or_default().to_string()),
     }
 }
 
@@ -307,6 +307,54 @@ fn eks_bootstrap(b: &Bootstrap<'_>) -> Result<String, UserDataError> {
     Ok(mime_archive(&parts))
 }
 
+/// A PowerShell single-quoted string.
+fn ps_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The user's PowerShell without its `<powershell>` tags, if it has them.
+fn powershell_body(custom: &str) -> &str {
+    let text = custom.trim();
+    let text = text.strip_prefix("<powershell>").unwrap_or(text);
+    text.strip_suffix("</powershell>").unwrap_or(text).trim()
+}
+
+fn windows_bootstrap(b: &Bootstrap<'_>) -> String {
+    let mut script = String::from("<powershell>\n");
+    if let Some(custom) = b.custom.map(powershell_body).filter(|c| !c.is_empty()) {
+        script.push_str(custom);
+        script.push('\n');
+    }
+    script.push_str("[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n");
+    script.push_str(&format!(
+        "& $EKSBootstrapScriptFile -EKSClusterName {} -APIServerEndpoint {}",
+        ps_quote(b.cluster_name),
+        ps_quote(b.cluster_endpoint)
+    ));
+    if let Some(ca) = b.ca_bundle.filter(|c| !c.is_empty()) {
+        script.push_str(&format!(" -Base64ClusterCA {}", ps_quote(ca)));
+    }
+    let mut kubelet_args = Vec::new();
+    if let Some(flag) = node_labels_flag(b.labels) {
+        kubelet_args.push(flag);
+    }
+    if !b.taints.is_empty() {
+        let taints: Vec<String> = b.taints.iter().map(|t| t.to_string()).collect();
+        kubelet_args.push(format!("--register-with-taints=\"{}\"", taints.join(",")));
+    }
+    if let Some(max) = b.kubelet.and_then(|k| k.max_pods) {
+        kubelet_args.push(format!("--max-pods={max}"));
+    }
+    if !kubelet_args.is_empty() {
+        script.push_str(&format!(" -KubeletExtraArgs {}", ps_quote(&kubelet_args.join(" "))));
+    }
+    if let Some(dns) = b.kubelet.and_then(|k| k.cluster_dns.first()) {
+        script.push_str(&format!(" -DNSClusterIP {}", ps_quote(dns)));
+    }
+    script.push_str("\n</powershell>\n");
+    script
+}
+
 #[cfg(test)]
 mod tests {
     use kerf_api::TaintEffect;
@@ -422,6 +470,23 @@ mod tests {
         assert!(script.contains("--dns-cluster-ip '10.100.0.10'"), "{script}");
         assert!(script.contains("--use-max-pods false"), "{script}");
         assert!(script.contains("--kubelet-extra-args '--max-pods=20 --node-labels=\"team=a\"'"), "{script}");
+    }
+
+    #[test]
+    fn windows_runs_the_users_powershell_then_start_eks_bootstrap() {
+        let labels = BTreeMap::from([("karpenter.sh/nodepool".to_string(), "win".to_string())]);
+        let taints = [Taint::new("os", Some("windows"), TaintEffect::NoSchedule)];
+        let custom = "<powershell>\nWrite-Host 'hello'\n</powershell>";
+        let text = user_data(AmiFamily::Windows2022, &bootstrap(&labels, &taints, Some(custom)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            text,
+            "<powershell>\nWrite-Host 'hello'\n\
+             [string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n\
+             & $EKSBootstrapScriptFile -EKSClusterName 'prod' -APIServerEndpoint 'https://prod.example' \
+             -Base64ClusterCA 'Q0E=' -KubeletExtraArgs '--node-labels=\"karpenter.sh/nodepool=win\" \
+             --register-with-taints=\"os=windows:NoSchedule\"'\n</powershell>\n"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! AMIs from a node class's `amiSelectorTerms`: aliases (`al2023@latest`, `bottlerocket@…`,
-//! `al2@…`) through the public SSM parameters for the cluster's Kubernetes version, and images by
+//! `al2@…`, `windows2019|2022|2025@latest`) through the public SSM parameters for the cluster's
+//! Kubernetes version, and images by
 //! ID, name, owner and tags through DescribeImages. Each image carries the requirements an
 //! instance type must meet to boot it (its architecture, and for an alias's variants whether the
 //! type has GPUs or accelerators).
@@ -51,7 +52,7 @@ pub struct Alias {
 }
 
 /// Parses an alias such as `al2023@latest`; the families with public SSM parameters are
-/// AL2023, AL2 and Bottlerocket.
+/// AL2023, AL2, Bottlerocket and Windows 2019, 2022 and 2025 (`latest` only, as Karpenter).
 pub fn parse_alias(alias: &str) -> Result<Alias, String> {
     let (family, version) =
         alias.split_once('@').ok_or_else(|| format!("alias {alias:?} is not of the form family@version"))?;
@@ -59,12 +60,32 @@ pub fn parse_alias(alias: &str) -> Result<Alias, String> {
         "al2023" => AmiFamily::AL2023,
         "al2" => AmiFamily::AL2,
         "bottlerocket" => AmiFamily::Bottlerocket,
-        other => return Err(format!("alias family {other:?} is not supported (al2023, al2, bottlerocket)")),
+        "windows2019" => AmiFamily::Windows2019,
+        "windows2022" => AmiFamily::Windows2022,
+        "windows2025" => AmiFamily::Windows2025,
+        other => {
+            return Err(format!(
+                "alias family {other:?} is not supported (al2023, al2, bottlerocket, windows2019, windows2022, windows2025)"
+            ));
+        }
     };
     if version.is_empty() {
         return Err(format!("alias {alias:?} has no version"));
     }
+    if windows_year(family).is_some() && version != "latest" {
+        return Err(format!("alias {alias:?}: Windows aliases take only the version latest"));
+    }
     Ok(Alias { family, version: version.to_string() })
+}
+
+/// The Windows Server release of a Windows family.
+fn windows_year(family: AmiFamily) -> Option<&'static str> {
+    match family {
+        AmiFamily::Windows2019 => Some("2019"),
+        AmiFamily::Windows2022 => Some("2022"),
+        AmiFamily::Windows2025 => Some("2025"),
+        _ => None,
+    }
 }
 
 /// The variant of an alias image: which instance types it is built for.
@@ -73,6 +94,8 @@ enum Variant {
     Standard,
     Nvidia,
     Neuron,
+    /// A Windows Server image of this build (`node.kubernetes.io/windows-build`).
+    Windows(&'static str),
 }
 
 impl Variant {
@@ -90,6 +113,9 @@ impl Variant {
             ],
             Variant::Nvidia => vec![req(labels::INSTANCE_GPU_MANUFACTURER, Operator::In, &["nvidia"])],
             Variant::Neuron => vec![req(labels::INSTANCE_ACCELERATOR_MANUFACTURER, Operator::In, &["aws"])],
+            Variant::Windows(build) => {
+                vec![req(labels::OS, Operator::In, &["windows"]), req(labels::WINDOWS_BUILD, Operator::In, &[build])]
+            }
         }
     }
 }
@@ -148,7 +174,20 @@ fn alias_parameters(alias: &Alias, k8s: &str) -> Vec<(String, Variant)> {
             }
             out
         }
-        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 | AmiFamily::Custom => Vec::new(),
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
+            let (Some(year), Some(build)) =
+                (windows_year(alias.family), kerf_cloud::aws::windows::windows_build(Some(alias.family)))
+            else {
+                return Vec::new();
+            };
+            vec![(
+                format!(
+                    "/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id"
+                ),
+                Variant::Windows(build),
+            )]
+        }
+        AmiFamily::Custom => Vec::new(),
     }
 }
 
@@ -313,6 +352,22 @@ mod tests {
         );
         let br = parse_alias("bottlerocket@v1.30.0").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(alias_parameters(&br, "1.33")[0].0, "/aws/service/bottlerocket/aws-k8s-1.33/x86_64/1.30.0/image_id");
+    }
+
+    #[test]
+    fn windows_aliases_read_the_eks_optimized_core_parameter_and_need_windows_types() {
+        let alias = parse_alias("windows2022@latest").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(alias.family, AmiFamily::Windows2022);
+        let params = alias_parameters(&alias, "1.33");
+        assert_eq!(
+            params.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+            vec!["/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.33/image_id"]
+        );
+        let reqs = params[0].1.requirements();
+        assert_eq!(reqs[0].key, labels::OS);
+        assert_eq!(reqs[0].values, vec!["windows".to_string()]);
+        assert_eq!(reqs[1].values, vec!["10.0.20348".to_string()]);
+        assert!(parse_alias("windows2019@v20250101").is_err(), "Windows aliases are latest only");
     }
 
     #[test]

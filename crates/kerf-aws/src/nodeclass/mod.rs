@@ -1,7 +1,8 @@
 //! EC2NodeClass reconciliation: resolve subnets, security groups, AMIs and the instance
 //! profile, check that the controller may launch with them, and report it all in the node class's
 //! `status` with Karpenter's conditions (`SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`,
-//! `InstanceProfileReady`, `ValidationSucceeded`, and `Ready` over them).
+//! `InstanceProfileReady`, `ValidationSucceeded`, and `Ready` over them), and the capacity
+//! reservations its `capacityReservationSelectorTerms` select (see [`crate::reservations`]).
 
 pub mod amis;
 pub mod instance_profile;
@@ -36,6 +37,9 @@ pub struct ResolvedNodeClass {
     /// Newest first.
     pub amis: Vec<Ami>,
     pub instance_profile: Option<String>,
+    /// The active capacity reservations it selected, as EC2 described them during this
+    /// reconciliation (empty when read back from a status: the room each has is not there).
+    pub reservations: Vec<crate::reservations::Reservation>,
     pub family: AmiFamily,
     /// AWS calls that failed during this reconciliation (their parts read `Unknown`).
     pub errors: Vec<AwsError>,
@@ -72,6 +76,7 @@ impl ResolvedNodeClass {
                 })
                 .collect(),
             instance_profile: status.instance_profile.clone(),
+            reservations: Vec::new(),
             family: amis::family(&node_class.spec),
             errors: Vec::new(),
         })
@@ -224,6 +229,22 @@ pub async fn reconcile(
         }
     };
 
+    // Reservations do not hold readiness: a class whose reservations cannot be read launches
+    // without them (the ones resolved before are kept) and is resolved again soon.
+    let previous_reservations = node_class.status.as_ref().map(|s| s.capacity_reservations.clone()).unwrap_or_default();
+    let (reservations, reservation_status) =
+        match crate::reservations::select(clients, &spec.capacity_reservation_selector_terms).await {
+            Ok(found) => {
+                let list: Vec<crate::reservations::Reservation> = found.into_values().collect();
+                let status = list.iter().map(|r| r.status(now)).collect();
+                (list, status)
+            }
+            Err(e) => {
+                errors.push(e);
+                (Vec::new(), previous_reservations)
+            }
+        };
+
     let validation = validate(
         clients,
         settings,
@@ -286,7 +307,7 @@ pub async fn reconcile(
         security_groups: security_groups.clone(),
         amis: amis.iter().map(Ami::status).collect(),
         instance_profile: instance_profile.clone(),
-        capacity_reservations: previous.capacity_reservations,
+        capacity_reservations: reservation_status,
         conditions,
     };
     let mut resolved_class = node_class.clone();
@@ -297,6 +318,7 @@ pub async fn reconcile(
         security_groups,
         amis,
         instance_profile,
+        reservations,
         family: amis::family(spec),
         errors,
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::aws::NodeClassSettings;
 use crate::provider::CloudError;
 use kerf_api::overlay::NodeOverlays;
-use kerf_api::{EC2NodeClass, InstanceType, NodeClaim, NodePool, Offering, Requirements};
+use kerf_api::{EC2NodeClass, InstanceType, NodeClaim, NodePool, Offering};
 
 use super::{Launched, SharedTypes, SimProvider, State};
 
@@ -45,9 +45,7 @@ pub(super) fn claim_context(claim: &NodeClaim, overlays: &NodeOverlays) -> BTree
     if overlays.is_empty() {
         return BTreeMap::new();
     }
-    let mut out = Requirements::from_node_selector(&claim.spec.requirements).single_valued_labels();
-    out.extend(claim.metadata.labels.iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
-    out
+    kerf_api::overlay::claim_context(claim)
 }
 
 /// Sets a running instance's price from its list price and `overlays`. An instance in a
