@@ -70,8 +70,8 @@ pub struct Simulation<P: SimCloud> {
     /// The fleet's $/h, summed again only when instances may have changed.
     pub(crate) price: FleetPrice,
     pub(crate) timeline: Vec<Sample>,
-    /// The most each CapacityQuota's nodes held so far (the report's `peakUsed`).
-    pub(crate) quota_peaks: crate::report_quotas::QuotaPeaks,
+    /// What each CapacityQuota's nodes held so far (the report's `peakUsed` and `timeline`).
+    pub(crate) quota_history: crate::report_quotas::QuotaHistory,
     pub(crate) cost: f64,
     pub(crate) disruptions: Vec<Disruption>,
     /// Provider IDs of the instances present at t=0 (not launched by the run).
@@ -127,7 +127,7 @@ impl<P: SimCloud> Simulation<P> {
             kick_kubelet: true,
             price: FleetPrice::default(),
             timeline: Vec::new(),
-            quota_peaks: Default::default(),
+            quota_history: Default::default(),
             cost: 0.0,
             disruptions: Vec::new(),
             adopted: BTreeSet::new(),

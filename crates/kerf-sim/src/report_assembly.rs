@@ -30,7 +30,7 @@ impl<P: SimCloud> Simulation<P> {
             cost_per_hour: self.fleet_price(),
         };
         if !self.manager.state().capacity_quotas().is_empty() {
-            self.quota_peaks.sample(self.manager.state());
+            self.quota_history.sample(self.manager.state(), s.seconds);
         }
         match self.timeline.last_mut() {
             Some(last) if last.seconds == s.seconds => *last = s,
@@ -214,7 +214,7 @@ impl<P: SimCloud> Simulation<P> {
             timeline,
             buffers,
             provisioning_requests: crate::report_requests::request_reports(state.provisioning_requests()),
-            quotas: crate::report_quotas::quota_reports(state, &self.quota_peaks),
+            quotas: crate::report_quotas::quota_reports(state, &self.quota_history, self.elapsed()),
             balanced_what_if: self
                 .manager
                 .balanced_what_if()

@@ -392,7 +392,15 @@ fn nice_step(max: f64, ticks: f64) -> f64 {
 }
 
 /// A step chart with labelled axes (value ticks, time ticks) as inline SVG.
-fn chart(out: &mut String, id: &str, title: &str, ts: &[f64], series: &[(&str, &[f64], &str)], end: f64, money: bool) {
+pub(crate) fn chart(
+    out: &mut String,
+    id: &str,
+    title: &str,
+    ts: &[f64],
+    series: &[(&str, &[f64], &str)],
+    end: f64,
+    money: bool,
+) {
     const W: f64 = 460.0;
     const H: f64 = 220.0;
     const L: f64 = 56.0;

@@ -109,6 +109,31 @@ steps:
 }
 
 #[test]
+fn the_report_keeps_each_quotas_use_over_the_run_only_where_it_changes() {
+    let yaml = r#"
+name: quota-timeline
+cloud: {region: us-west-2, launchLatency: 30s}
+steps:
+  - apply: manifests/quota/team-pools.yaml
+  - apply: manifests/quota/batch-quota.yaml
+  - apply: manifests/quota/team-workers.yaml
+  - wait: 2m
+  - patch: {kind: CapacityQuota, name: batch-cpu, merge: {spec: {limits: {resources: {cpu: "80"}}}}}
+  - wait: 2m
+"#;
+    let s = parse(&example_dir().join("quota-timeline.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"));
+    let (report, _) = run(&s, None);
+    let t = &report.quotas[0].timeline;
+    let cpu: Vec<(f64, i64)> = t.iter().map(|s| (s.at_seconds.0, s.used.get("cpu").value_ceil())).collect();
+    assert_eq!(cpu.first().map(|c| c.1), Some(0), "nothing held before the workers: {cpu:?}");
+    assert_eq!(cpu.last().map(|c| c.1), Some(80), "the raised quota filled: {cpu:?}");
+    assert!(cpu.iter().any(|&(at, used)| used == 64 && at < 120.0), "64 held before the quota was raised: {cpu:?}");
+    assert!(cpu.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 != w[1].1), "only changes, in time order: {cpu:?}");
+    assert!(cpu.iter().all(|&(at, _)| at <= report.end_seconds.0), "{cpu:?}");
+    assert!(t.len() < report.timeline.len(), "fewer entries than the report's samples");
+}
+
+#[test]
 fn a_snapshot_writes_quotas_back_without_their_status() {
     use kerf_sim::scenario_writer::{ClusterObjects, write};
     let quota: CapacityQuota = serde_json::from_value(serde_json::json!({

@@ -95,15 +95,21 @@ fn natural_key(s: &str) -> Vec<(u8, u64, String)> {
     out
 }
 
-#[test]
-fn html_report_in_chromium_sorts_nodes_naturally_and_shows_the_summary_and_pending_reasons() {
+/// The browser, or `None` (the test skipped) when there is none and KERF_SKIP_BROWSER=1.
+fn browser_or_skip() -> Option<PathBuf> {
     let Some(chromium) = browser() else {
         if std::env::var("KERF_SKIP_BROWSER").as_deref() == Ok("1") {
             eprintln!("skipped: no chromium and KERF_SKIP_BROWSER=1");
-            return;
+            return None;
         }
         panic!("chromium is not installed (apt-get install -y chromium), or set KERF_SKIP_BROWSER=1 to skip");
     };
+    Some(chromium)
+}
+
+#[test]
+fn html_report_in_chromium_sorts_nodes_naturally_and_shows_the_summary_and_pending_reasons() {
+    let Some(chromium) = browser_or_skip() else { return };
     let tmp = Tmp(std::env::temp_dir().join(format!("kerf-browser-{}", std::process::id())));
     std::fs::create_dir_all(&tmp.0).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -157,4 +163,30 @@ fn html_report_in_chromium_sorts_nodes_naturally_and_shows_the_summary_and_pendi
     let counts: u64 = first_cells(&dom, "pending").iter().map(|c| c.parse::<u64>().unwrap()).sum();
     assert_eq!(counts, pending, "every pending pod is counted under one reason");
     assert!(dom.contains("vpc.amazonaws.com/pod-eni"), "the reason names the missing resource");
+}
+
+#[test]
+fn html_report_in_chromium_charts_each_quotas_use_over_the_run() {
+    let Some(chromium) = browser_or_skip() else { return };
+    let tmp = Tmp(std::env::temp_dir().join(format!("kerf-browser-quota-{}", std::process::id())));
+    std::fs::create_dir_all(&tmp.0).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let quota = root.join("../../examples/capacity-quota.yaml");
+    let html = tmp.0.join("quota.html");
+    let json = tmp.0.join("quota.json");
+    simulate(&quota, "html", &html);
+    simulate(&quota, "json", &json);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let dom = dump_dom(&chromium, &html, "", &tmp.0);
+    assert_eq!(first_cells(&dom, "capacity-quotas"), ["batch-cpu"]);
+    let start = dom.find("<figure id=\"chart-quota-batch-cpu\">").expect("the quota's chart");
+    let figure = &dom[start..start + dom[start..].find("</figure>").unwrap()];
+    assert!(figure.contains("CapacityQuota batch-cpu: % of limit used"), "{figure}");
+    let path = figure.split("<path d=\"").nth(1).expect("a line for cpu");
+    let path = &path[..path.find('"').unwrap()];
+    // One vertical move per entry after the first: the chart draws the report's timeline.
+    let entries = report["quotas"][0]["timeline"].as_array().unwrap().len();
+    assert!(entries >= 2, "{}", report["quotas"]);
+    assert_eq!(path.matches(" V").count(), entries - 1, "{path}");
+    assert!(figure.contains(">100</text>"), "the value axis reaches the limit: {figure}");
 }

@@ -193,7 +193,10 @@ fn capacity_quota_caps_two_pools_at_64_vcpu_and_names_itself_in_the_pending_reas
     }
     assert_eq!(
         r["quotas"],
-        serde_json::json!([{"name": "batch-cpu", "limits": {"cpu": "64"}, "used": {"cpu": "64"}, "peakUsed": {"cpu": "64"}}])
+        serde_json::json!([{
+            "name": "batch-cpu", "limits": {"cpu": "64"}, "used": {"cpu": "64"}, "peakUsed": {"cpu": "64"},
+            "timeline": [{"atSeconds": 0, "used": {"cpu": "0"}}, {"atSeconds": 1, "used": {"cpu": "64"}}]
+        }])
     );
     let text = String::from_utf8(simulate_raw("capacity-quota.yaml", "text").stdout).unwrap();
     assert!(text.contains("batch-cpu  cpu 64/64   cpu 64/64"), "{text}");
