@@ -90,6 +90,17 @@ fn kubectl_creates_a_capacity_quota_and_the_kwok_controller_keeps_to_it() {
     });
     eventually(60, "status.used", || (used_cpu(&s) == "8").then_some(()));
     assert_eq!(claims(&s).len(), 2, "no claim past the quota");
+    let reconciled = kubectl_ok(
+        &s,
+        &[
+            "get",
+            "capacityquota",
+            "batch-cpu",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status} {.status.conditions[?(@.type==\"Reconciled\")].reason}",
+        ],
+    );
+    assert_eq!(reconciled.trim(), "True ReconciliationSucceeded", "upstream's condition");
     eventually(60, "FailedScheduling names the quota", || {
         let messages = kubectl_ok(
             &s,
