@@ -179,7 +179,8 @@ fn label_value_ok(s: &str) -> bool {
 
 /// Every problem with a CapacityQuota: a selector that is not a valid label selector (bad
 /// keys or values, an unknown operator, `In`/`NotIn` without values, `Exists`/`DoesNotExist`
-/// with some), no limits, and negative limits or a fractional node count.
+/// with some), no limits or more than [`MAX_LIMITS`], a resource name over 63 characters, and
+/// limits that are negative or not whole numbers (upstream's CRD allows integers only).
 pub fn validate(q: &CapacityQuota) -> Vec<FieldError> {
     let mut out = Vec::new();
     if let Some(sel) = &q.spec.selector {
@@ -223,16 +224,32 @@ pub fn validate(q: &CapacityQuota) -> Vec<FieldError> {
     if limits.is_empty() {
         out.push(FieldError::new("spec.limits.resources", "must name at least one resource"));
     }
+    if limits.0.len() > MAX_LIMITS {
+        out.push(FieldError::new(
+            "spec.limits.resources",
+            format!("may name at most {MAX_LIMITS} resources, got {}", limits.0.len()),
+        ));
+    }
     for (name, v) in limits.iter() {
         let path = format!("spec.limits.resources[{name}]");
+        if name.len() > 63 {
+            out.push(FieldError::new(
+                path.clone(),
+                format!("a resource name is at most 63 characters, got {}", name.len()),
+            ));
+        }
         if v.is_negative() {
             out.push(FieldError::new(path, format!("must not be negative, got {v}")));
-        } else if name == NODES && v.nanos() % 1_000_000_000 != 0 {
-            out.push(FieldError::new(path, format!("a node count must be a whole number, got {v}")));
+        } else if v.nanos() % 1_000_000_000 != 0 {
+            let what = if name == NODES { "a node count" } else { "a limit" };
+            out.push(FieldError::new(path, format!("{what} must be a whole number, got {v}")));
         }
     }
     out
 }
+
+/// At most this many limited resources per quota (upstream's CRD).
+pub const MAX_LIMITS: usize = 20;
 
 #[cfg(test)]
 mod tests {

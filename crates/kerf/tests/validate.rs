@@ -47,6 +47,7 @@ fn seed_manifests_in_v1_form_exit_0_and_count_their_objects() {
     let dir = fixture_dir("valid");
     let line = |f: &str, counts: &str| format!("{}: ok ({counts})", dir.join(f).display());
     let expected = [
+        line("capacity-quotas.yaml", "0 NodePool, 0 NodeClaim, 0 EC2NodeClass, 2 CapacityQuota"),
         line("nodeclaim.yaml", "0 NodePool, 1 NodeClaim, 0 EC2NodeClass"),
         line("seed-000-teama-capacity-spread.yaml", "2 NodePool, 0 NodeClaim, 1 EC2NodeClass"),
         line("seed-001-karpenter-default.yaml", "1 NodePool, 0 NodeClaim, 1 EC2NodeClass"),
