@@ -76,6 +76,7 @@ fn full_list(cluster: &SimCluster) -> Vec<WatchEvent> {
     relist::<kerf_api::CapacityBuffer>(cluster, &mut out);
     relist::<kerf_api::ProvisioningRequest>(cluster, &mut out);
     relist::<kerf_api::CapacityQuota>(cluster, &mut out);
+    relist::<kerf_api::NodeOverlay>(cluster, &mut out);
     // Pods as the controllers keep them (the store's own form unless it is served).
     relist::<kerf_api::SlimPod>(cluster, &mut out);
     out
@@ -83,10 +84,14 @@ fn full_list(cluster: &SimCluster) -> Vec<WatchEvent> {
 
 impl<P: SimCloud + Clone> Simulation<P> {
     /// A controller crash: the process's state is dropped and a new one (`Manager::new`, then
-    /// the first list of every kind) takes over the same cluster and cloud.
+    /// the first list of every kind) takes over the same cluster and cloud. The NodeOverlays
+    /// the provider priced types with were the old process's: the new one starts without any
+    /// until its overlay reconciler hands over those it lists.
     pub fn restart_controllers(&mut self, seed: u64) {
         let options = Options { seed, ..self.manager.options().clone() };
-        self.manager = Manager::new(self.manager.cloud().clone(), options);
+        let cloud = self.manager.cloud().clone();
+        cloud.set_node_overlays(Arc::new(kerf_api::overlay::NodeOverlays::default()));
+        self.manager = Manager::new(cloud, options);
         self.hooks.controllers_restarted();
         for ev in full_list(&self.cluster) {
             self.manager.observe(&ev);
