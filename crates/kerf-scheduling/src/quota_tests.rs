@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use kerf_api::capacityquota::{NodeLabelSelector, SelectorRequirement};
-use kerf_api::labels::{INSTANCE_TYPE, NODE_POOL, ZONE};
+use kerf_api::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODE_POOL, ZONE};
 use kerf_api::{ResourceList, SlimPod};
 
 use crate::instance::InstanceType;
@@ -165,4 +165,128 @@ fn a_replacement_may_use_what_the_removed_node_held_of_a_quota_and_no_more() {
     assert_eq!(ctx.without_nodes(&["n1"]).unwrap().new_node_claims.len(), 1);
     let r = ctx.place_pending();
     assert!(r.new_node_claims.is_empty(), "{r:?}");
+}
+
+/// The values a claim's requirement on `key` allows, as `In`/`NotIn` and the values.
+fn claim_requirement(c: &crate::model::NewNodeClaim, key: &str) -> Option<(String, Vec<String>)> {
+    c.requirements.iter().find(|r| r.key == key).map(|r| (format!("{:?}", r.operator), r.values.clone()))
+}
+
+/// Whether a claim's requirements keep it off spot offerings.
+fn off_spot(c: &crate::model::NewNodeClaim) -> bool {
+    let r = crate::requirements::Requirements::from_node_selector(&c.requirements);
+    r.get(CAPACITY_TYPE).is_some_and(|x| !x.has("spot"))
+}
+
+#[test]
+fn a_full_spot_quota_sends_new_claims_to_on_demand_offerings() {
+    // Spot capacity is capped and full; on-demand offerings of the same types are not counted,
+    // so the pods launch on-demand instead of staying pending.
+    let q = quota("spot", select(CAPACITY_TYPE, &["spot"]), &[("cpu", "8")], &[("cpu", "8")]);
+    let pods = vec![pod("big").cpu("6").build(), pod("little").cpu("1").build()];
+    let r = schedule(&input(vec![pool("default")], pods, vec![q]));
+    assert!(r.errors.is_empty(), "{r:?}");
+    assert!(!r.new_node_claims.is_empty());
+    for c in &r.new_node_claims {
+        assert_eq!(
+            claim_requirement(c, CAPACITY_TYPE),
+            Some(("NotIn".to_string(), vec!["spot".to_string()])),
+            "kept out of the quota's offerings: {c:?}"
+        );
+    }
+    // A pod that must run on spot stays pending, naming the quota.
+    let q = quota("spot", select(CAPACITY_TYPE, &["spot"]), &[("cpu", "8")], &[("cpu", "8")]);
+    let pods = vec![pod("spot-only").cpu("1").node_selector(CAPACITY_TYPE, "spot").build()];
+    let r = schedule(&input(vec![pool("default")], pods, vec![q]));
+    assert!(r.new_node_claims.is_empty(), "{r:?}");
+    assert_eq!(
+        r.errors[0].1.message,
+        "NodePool default: CapacityQuota \"spot\" would exceed cpu: 8 limit, 8 used, needs 2"
+    );
+}
+
+#[test]
+fn a_claim_kept_out_of_a_quotas_offerings_takes_nothing_of_it() {
+    // Three on-demand pods of 6 CPUs: each needs a large node (8), and a spot quota of 8 CPUs
+    // with room for one does not count them.
+    let q = quota("spot", select(CAPACITY_TYPE, &["spot"]), &[("cpu", "8")], &[]);
+    let pods =
+        (0..3).map(|i| pod(&format!("od{i}")).cpu("6").node_selector(CAPACITY_TYPE, "on-demand").build()).collect();
+    let r = schedule(&input(vec![pool("default")], pods, vec![q]));
+    assert!(r.errors.is_empty(), "{r:?}");
+    assert_eq!(claims(&r).len(), 3, "{:?}", claims(&r));
+    // The same pods free to use spot: one spot claim fills the quota, the others go on-demand.
+    let q = quota("spot", select(CAPACITY_TYPE, &["spot"]), &[("cpu", "8")], &[]);
+    let pods = (0..3).map(|i| pod(&format!("any{i}")).cpu("6").build()).collect();
+    let r = schedule(&input(vec![pool("default")], pods, vec![q]));
+    assert!(r.errors.is_empty(), "{r:?}");
+    let spot_free = r
+        .new_node_claims
+        .iter()
+        .filter(|c| {
+            claim_requirement(c, CAPACITY_TYPE).is_none_or(|(op, v)| op == "In" && v.contains(&"spot".to_string()))
+        })
+        .count();
+    assert_eq!((r.new_node_claims.len(), spot_free), (3, 1), "{:?}", r.new_node_claims);
+}
+
+#[test]
+fn a_full_zonal_quota_sends_new_claims_to_the_other_zone() {
+    let q = quota("zone-a", select(ZONE, &["a"]), &[("nodes", "2")], &[("nodes", "2")]);
+    let pods = vec![pod("p").cpu("1").build()];
+    let r = schedule(&input(vec![pool("default")], pods, vec![q]));
+    assert!(r.errors.is_empty(), "{r:?}");
+    let c = &r.new_node_claims[0];
+    let zone = claim_requirement(c, ZONE);
+    assert!(
+        zone == Some(("NotIn".to_string(), vec!["a".to_string()]))
+            || zone == Some(("In".to_string(), vec!["b".to_string()])),
+        "{zone:?}"
+    );
+}
+
+#[test]
+fn a_quota_with_room_for_small_types_keeps_those_on_its_offerings() {
+    // 2 CPUs left of a spot quota: a small pod still launches a small spot node (cheapest),
+    // while a pod that needs a large node goes on-demand.
+    let q = quota("spot", select(CAPACITY_TYPE, &["spot"]), &[("cpu", "16")], &[("cpu", "14")]);
+    let r = schedule(&input(vec![pool("default")], vec![pod("little").cpu("1").build()], vec![q.clone()]));
+    let c = &r.new_node_claims[0];
+    assert_eq!(c.instance_types[0].name, "small");
+    assert!(claim_requirement(c, CAPACITY_TYPE).is_none(), "{c:?}");
+    let r = schedule(&input(vec![pool("default")], vec![pod("big").cpu("6").build()], vec![q]));
+    assert!(r.errors.is_empty(), "{r:?}");
+    let c = &r.new_node_claims[0];
+    assert_eq!(c.instance_types[0].name, "large");
+    assert_eq!(claim_requirement(c, CAPACITY_TYPE), Some(("NotIn".to_string(), vec!["spot".to_string()])));
+}
+
+#[test]
+fn a_spot_quota_filled_within_the_pass_sends_the_rest_on_demand() {
+    let mut p = pool("default");
+    let either = req(CAPACITY_TYPE, kerf_api::Operator::In, &["spot", "on-demand"]);
+    p.node_pool = Arc::new(node_pool("default", vec![either]));
+    p.instance_types = vec![Arc::new(instance_type("m", "4", "16Gi", "80", 0.2, &ZONES))];
+    let q = quota("spot", select(CAPACITY_TYPE, &["spot"]), &[("cpu", "16")], &[]);
+    let pods = (0..20).map(|i| pod(&format!("w{i}")).cpu("1800m").build()).collect();
+    let r = schedule(&input(vec![p], pods, vec![q]));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let on_demand = r.new_node_claims.iter().filter(|c| off_spot(c)).count();
+    assert_eq!((r.new_node_claims.len(), on_demand), (10, 6), "{:?}", r.new_node_claims);
+}
+
+#[test]
+fn types_the_pod_cannot_use_do_not_stop_a_claim_from_avoiding_a_full_quota() {
+    // The pool also has a type offered on-demand only, which a spot quota does not select: it
+    // fits the pod's requests, but the pod asks for the large type, which must launch on-demand.
+    let mut p = pool("default");
+    let mut od_only = instance_type("od-only", "16", "32Gi", "80", 0.5, &ZONES);
+    od_only.offerings.retain(|o| o.capacity_type == "on-demand");
+    p.instance_types.push(Arc::new(od_only));
+    let q = quota("spot", select(CAPACITY_TYPE, &["spot"]), &[("cpu", "8")], &[("cpu", "8")]);
+    let pods = vec![pod("big").cpu("6").node_selector(INSTANCE_TYPE, "large").build()];
+    let r = schedule(&input(vec![p], pods, vec![q]));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(claims(&r), [("default".to_string(), "large".to_string())]);
+    assert!(off_spot(&r.new_node_claims[0]), "{:?}", r.new_node_claims[0]);
 }

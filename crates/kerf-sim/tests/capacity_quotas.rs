@@ -134,6 +134,21 @@ steps:
 }
 
 #[test]
+fn a_spot_quota_counts_only_spot_offerings_and_the_rest_launch_on_demand() {
+    // examples/capacity-quota-spot.yaml, then 20 minutes more for consolidation to act.
+    let mut s = scenario("capacity-quota-spot.yaml");
+    let again = s.steps.last().cloned().expect("a last step");
+    s.steps.extend(std::iter::repeat_n(again, 7));
+    let (report, sim) = run(&s, None);
+    assert_eq!(report.summary.pods_pending, 0, "no worker left pending");
+    let of = |ct: &str| report.nodes.iter().filter(|n| n.capacity_type.as_deref() == Some(ct)).count();
+    assert_eq!((of("spot"), of("on-demand")), (4, 6), "16 vCPU of spot, the rest on-demand");
+    assert_eq!(cpu_used(&sim, "spot-cpu"), Some(Quantity::from_units(16)), "on-demand nodes are not counted");
+    assert_eq!(report.quotas[0].peak_used.get("cpu"), Quantity::from_units(16), "never over the limit");
+    assert!(report.disruptions.is_empty(), "no consolidation onto spot past the quota");
+}
+
+#[test]
 fn a_snapshot_writes_quotas_back_without_their_status() {
     use kerf_sim::scenario_writer::{ClusterObjects, write};
     let quota: CapacityQuota = serde_json::from_value(serde_json::json!({

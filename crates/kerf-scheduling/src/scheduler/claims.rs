@@ -439,8 +439,12 @@ impl ClaimParts<'_> {
         let pool_req = self.pools[p].rules.req(self.interned);
         // Claims hold their pods' requests; DaemonSet overhead is in each type's `free`.
         let total = self.requests;
-        // Only types whose capacity fits the remaining limits.
-        let mut candidates = self.pools.types_within_limits(p);
+        // Only types whose capacity fits the remaining limits (the requirements narrowed to
+        // keep out of a full quota's offerings when that is what lets the pod fit).
+        let (mut candidates, req) = self.pools.types_within_limits(p, req, total, self.interned);
+        if self.interned.unsat[req as usize] {
+            return None;
+        }
         if let Some(free) = self.pools[p].table.daemon_port_free_types(&self.group.ports) {
             candidates = candidates.and(&free);
         }
@@ -574,7 +578,7 @@ impl ClaimParts<'_> {
                 if !self.pools[p].limits_matter()
                     || self.pools[p].within_limits(&self.claims.all[c].reserved, &plan.types, total) =>
             {
-                let (reserve, holds) = self.pools.reserve(p, &plan.types, total);
+                let (reserve, holds) = self.pools.reserve(p, &plan.types, total, plan.req, self.interned);
                 if let Some(reserve) = reserve {
                     self.claims.all[c].reserved = reserve;
                 }

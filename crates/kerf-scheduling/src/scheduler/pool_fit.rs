@@ -115,7 +115,9 @@ impl PoolFit<'_> {
             for i in fit_any.iter().filter(|i| pool.limits.admit(pool.table.capacity.row(*i))) {
                 within.set(i);
             }
-            if let Some(short) = self.pools.quotas.short(&pool.quotas, &pool.table, &within) {
+            let Pools { all, quotas, .. } = &mut *self.pools;
+            let pool = &mut all[p];
+            if let Some(short) = quotas.short(&mut pool.quotas, &pool.table, &within, req, self.interned) {
                 return Err(Why::Quota(short));
             }
         }

@@ -180,22 +180,55 @@ impl Pools {
         out
     }
 
-    /// The types of pool `p` whose capacity fits what is left of its limits and of every
-    /// CapacityQuota that selects them.
-    pub(super) fn types_within_limits(&self, p: PoolIx) -> Bits {
-        let pool = &self.all[p];
+    /// For a claim of pool `p` with requirements `req` for a pod of requests `total`: the
+    /// types whose capacity fits what is left of the pool's limits and of every CapacityQuota
+    /// that selects them, and the claim's requirements. A quota that selects offerings (zone or
+    /// capacity type) and is full keeps out the types it selects while other types still fit
+    /// the pod; else the claim's requirements are narrowed to avoid its offerings, when the pod
+    /// allows (see `quotas`).
+    pub(super) fn types_within_limits(
+        &mut self,
+        p: PoolIx,
+        req: u32,
+        total: &[i64],
+        interned: &mut Interned,
+    ) -> (Bits, u32) {
+        if self.all[p].quotas.is_empty() {
+            return (self.all[p].types_within_limits(), req);
+        }
+        let compat = self.compat(p, req, interned);
+        let Pools { all, quotas, .. } = self;
+        let pool = &mut all[p];
         let mut types = pool.types_within_limits();
-        self.quotas.admit_types(&pool.quotas, &pool.table, &mut types);
-        types
+        quotas.admit_types(&mut pool.quotas, &pool.table, &mut types, req, false, interned);
+        if pool.table.any_fit(&types, &compat, total) {
+            return (types, req);
+        }
+        // Rarely: the quotas' own types would take the pod, outside their offerings.
+        let mut types = pool.types_within_limits();
+        let narrowed = quotas.admit_types(&mut pool.quotas, &pool.table, &mut types, req, true, interned);
+        if narrowed != req {
+            types = types.and(&self.compat(p, narrowed, interned));
+        }
+        (types, narrowed)
     }
 
-    /// A new claim of pool `p` opens with candidates `types` holding `total`: the pool's limits
-    /// (see [`Pool::reserve`]) and the quotas that select a candidate are debited. What it
-    /// reserved of the pool's limits (`None` without limits) and of each quota.
-    pub(super) fn reserve(&mut self, p: PoolIx, types: &Bits, total: &[i64]) -> (Option<Vec<i64>>, Vec<QuotaHold>) {
+    /// A new claim of pool `p` with requirements `req` opens with candidates `types` holding
+    /// `total`: the pool's limits (see [`Pool::reserve`]) and the quotas that select a
+    /// candidate are debited. What it reserved of the pool's limits (`None` without limits) and
+    /// of each quota.
+    pub(super) fn reserve(
+        &mut self,
+        p: PoolIx,
+        types: &Bits,
+        total: &[i64],
+        req: u32,
+        interned: &mut Interned,
+    ) -> (Option<Vec<i64>>, Vec<QuotaHold>) {
         let limits = self.all[p].reserve(types, total);
-        let pool = &self.all[p];
-        let holds = self.quotas.reserve(&pool.quotas, &pool.table, types, total);
+        let Pools { all, quotas, .. } = self;
+        let pool = &mut all[p];
+        let holds = quotas.reserve(&mut pool.quotas, &pool.table, types, total, req, interned);
         (limits, holds)
     }
 }

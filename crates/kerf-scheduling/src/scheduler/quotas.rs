@@ -4,22 +4,28 @@
 //!
 //! A type is selected when a node of it from the pool would carry labels the quota's selector
 //! matches: the pool's labels and single-valued requirements, the type's labels, and the zone
-//! and capacity type of one of its available offerings (any one will do: a selector on zone or
-//! capacity type counts a type as selected when some offering of it is). A new claim may only
-//! be a type that fits what is left of every quota selecting it; when it opens, each quota that
-//! selects one of its candidates is debited the largest capacity among those (and one node),
-//! so claims of other pools in the same pass see the headroom that is left. A what-if that
-//! removes a node gives what the node held back to the quotas that select it.
+//! and capacity type of one of its available offerings. A quota whose selector reads the zone
+//! or the capacity type selects offerings, not whole types: it also keeps the requirement that
+//! excludes every offering it selects (`avoid`, on the one of those keys that excludes fewer
+//! of the pool's offerings). A claim whose requirements already exclude them takes nothing of
+//! the quota; one the quota has no room for launches outside them, its requirements narrowed
+//! by `avoid`, when its pods allow (see [`Bearing`]). A new claim may only be a type that fits
+//! what is left of every other quota selecting it; when it opens, each quota that selects one
+//! of its candidates is debited the largest capacity among those (and one node), so claims of
+//! other pools in the same pass see the headroom that is left. A what-if that removes a node
+//! gives what the node held back to the quotas that select it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kerf_api::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODE_POOL, ZONE};
 use kerf_api::resources::NODES;
+use kerf_api::shared::Operator;
 
-use super::interning::Bits;
+use super::interning::{Bits, Interned};
 use super::pools::{Pool, TypeTable};
 use super::resources::{Resources, to_units, type_fits};
 use crate::model::QuotaInput;
+use crate::requirements::{Requirement, Requirements};
 
 /// What is left of one quota's limits: per resource (`i64::MAX` when not limited) and nodes.
 #[derive(Clone)]
@@ -35,11 +41,43 @@ pub(super) struct Quotas {
     pub(super) inputs: Vec<QuotaInput>,
 }
 
-/// One quota that selects some of a pool's types: its index and those types.
+/// One quota that selects some of a pool's types: its index and those types, and for a quota
+/// that selects offerings, the requirements that exclude every one it selects.
 #[derive(Clone)]
 pub(super) struct PoolQuota {
     pub(super) quota: usize,
     pub(super) types: Bits,
+    avoid: Option<Requirements>,
+    /// `avoid`, interned when first needed.
+    avoid_id: Option<u32>,
+}
+
+/// How a quota that selects some of a pool's types bears on a claim of given requirements.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Bearing {
+    /// The requirements exclude every offering the quota selects: it takes nothing.
+    Excluded,
+    /// The requirements allow some offerings it selects, and these requirements (interned)
+    /// would exclude them and still be satisfiable.
+    Avoidable(u32),
+    /// It counts every type it selects.
+    Applies,
+}
+
+impl PoolQuota {
+    /// How the quota bears on a claim of requirements `req` (interned in `interned`).
+    pub(super) fn bearing(&mut self, req: u32, interned: &mut Interned) -> Bearing {
+        let Some(avoid) = &self.avoid else { return Bearing::Applies };
+        let id = *self.avoid_id.get_or_insert_with(|| interned.intern_req(avoid.clone()));
+        let narrowed = interned.intersect(req, id);
+        if narrowed == req {
+            Bearing::Excluded
+        } else if interned.unsat[narrowed as usize] {
+            Bearing::Applies
+        } else {
+            Bearing::Avoidable(narrowed)
+        }
+    }
 }
 
 /// What a claim took of one quota: the types of its pool the quota selects, and the capacity
@@ -90,23 +128,48 @@ impl Quotas {
         fixed.insert(NODE_POOL.to_string(), pool.name.clone());
         let mut out = Vec::new();
         for (qi, q) in self.inputs.iter().enumerate() {
+            let by_offering = q.selector.as_ref().is_some_and(|s| s.keys().any(|k| k == ZONE || k == CAPACITY_TYPE));
             let mut types = Bits::empty(table.types.len());
+            // The zones and capacity types of the offerings it selects, and how many available
+            // offerings have each (to pick the key whose exclusion costs fewer of them).
+            let mut zones: BTreeSet<&str> = BTreeSet::new();
+            let mut capacity_types: BTreeSet<&str> = BTreeSet::new();
+            let mut offerings: Vec<(&str, &str)> = Vec::new();
             for (i, t) in table.types.iter().enumerate() {
-                let selected = t.offerings.iter().filter(|o| o.available).any(|o| {
-                    q.selects(|k| match k {
+                for o in t.offerings.iter().filter(|o| o.available) {
+                    let selected = q.selects(|k| match k {
                         ZONE => Some(o.zone.as_str()),
                         CAPACITY_TYPE => Some(o.capacity_type.as_str()),
                         INSTANCE_TYPE => Some(t.name.as_str()),
                         _ => t.labels.get(k).or_else(|| fixed.get(k)).map(String::as_str),
-                    })
-                });
-                if selected {
-                    types.set(i);
+                    });
+                    if selected {
+                        types.set(i);
+                        if !by_offering {
+                            break;
+                        }
+                        zones.insert(&o.zone);
+                        capacity_types.insert(&o.capacity_type);
+                    }
+                    if by_offering {
+                        offerings.push((&o.zone, &o.capacity_type));
+                    }
                 }
             }
-            if !types.is_empty() {
-                out.push(PoolQuota { quota: qi, types });
+            if types.is_empty() {
+                continue;
             }
+            let avoid = by_offering.then(|| {
+                let lost_by_zone = offerings.iter().filter(|(z, _)| zones.contains(z)).count();
+                let lost_by_type = offerings.iter().filter(|(_, c)| capacity_types.contains(c)).count();
+                let (key, values) =
+                    if lost_by_type <= lost_by_zone { (CAPACITY_TYPE, capacity_types) } else { (ZONE, zones) };
+                let values: Vec<&str> = values.into_iter().collect();
+                let mut r = Requirements::default();
+                r.add(key, Requirement::new(Operator::NotIn, &values));
+                r
+            });
+            out.push(PoolQuota { quota: qi, types, avoid, avoid_id: None });
         }
         out
     }
@@ -118,29 +181,59 @@ impl Quotas {
     }
 
     /// `types` (of a pool whose quotas are `selected`, capacities in `table`) less those some
-    /// quota selecting them has no room left for.
-    pub(super) fn admit_types(&self, selected: &[PoolQuota], table: &TypeTable, types: &mut Bits) {
+    /// quota selecting them has no room left for, for a claim of requirements `req`. With
+    /// `narrow`, a quota that selects offerings the requirements can avoid narrows them instead
+    /// (the quota takes nothing of a claim that avoids them). The requirements the claim opens
+    /// with.
+    pub(super) fn admit_types(
+        &self,
+        selected: &mut [PoolQuota],
+        table: &TypeTable,
+        types: &mut Bits,
+        mut req: u32,
+        narrow: bool,
+        interned: &mut Interned,
+    ) -> u32 {
         for pq in selected {
-            for i in pq.types.and(types).iter() {
-                if !self.admit(pq.quota, table.capacity.row(i)) {
-                    types.clear(i);
+            let full = |i: &usize| types.contains(*i) && !self.admit(pq.quota, table.capacity.row(*i));
+            if !pq.types.iter().any(|i| full(&i)) {
+                continue;
+            }
+            match pq.bearing(req, interned) {
+                Bearing::Excluded => {}
+                Bearing::Avoidable(narrowed) if narrow => req = narrowed,
+                Bearing::Avoidable(_) | Bearing::Applies => {
+                    for i in pq.types.iter() {
+                        if types.contains(i) && !self.admit(pq.quota, table.capacity.row(i)) {
+                            types.clear(i);
+                        }
+                    }
                 }
             }
         }
+        req
     }
 
-    /// A claim opens with candidates `types` holding `total`: each quota selecting one of them
-    /// is debited the largest capacity among those that fit `total`, and a node. What was taken
-    /// of each quota of the pool, for the claim.
+    /// A claim opens with candidates `types` holding `total` and requirements `req`: each quota
+    /// selecting one of them (and an offering `req` allows) is debited the largest capacity
+    /// among those that fit `total`, and a node. What was taken of each quota of the pool, for
+    /// the claim.
     pub(super) fn reserve(
         &mut self,
-        selected: &[PoolQuota],
+        selected: &mut [PoolQuota],
         table: &TypeTable,
         types: &Bits,
         total: &[i64],
+        req: u32,
+        interned: &mut Interned,
     ) -> Vec<QuotaHold> {
         let mut holds = Vec::with_capacity(selected.len());
         for pq in selected {
+            if pq.bearing(req, interned) == Bearing::Excluded {
+                // Its requirements keep the claim out of every offering the quota selects.
+                holds.push(QuotaHold { types: Bits::empty(table.types.len()), reserved: vec![0; total.len()] });
+                continue;
+            }
             let mine = pq.types.and(types);
             let mut reserved = vec![0i64; total.len()];
             let mut any = false;
@@ -182,18 +275,25 @@ impl Quotas {
         }
     }
 
-    /// The first quota (of `selected`) that keeps every type of `fitting` out, with the resource
-    /// and what the smallest such type needs of it; `None` when some type of `fitting` fits
-    /// every quota that selects it.
-    pub(super) fn short(&self, selected: &[PoolQuota], table: &TypeTable, fitting: &Bits) -> Option<QuotaShort> {
+    /// The first quota (of `selected`) that keeps every type of `fitting` out of a claim of
+    /// requirements `req`, with the resource and what the smallest such type needs of it;
+    /// `None` when some type of `fitting` fits every quota that bears on it.
+    pub(super) fn short(
+        &self,
+        selected: &mut [PoolQuota],
+        table: &TypeTable,
+        fitting: &Bits,
+        req: u32,
+        interned: &mut Interned,
+    ) -> Option<QuotaShort> {
         let mut allowed = fitting.clone();
-        self.admit_types(selected, table, &mut allowed);
+        self.admit_types(selected, table, &mut allowed, req, true, interned);
         if !allowed.is_empty() {
             return None;
         }
-        for pq in selected {
+        for pq in selected.iter_mut() {
             let mine = pq.types.and(fitting);
-            if mine.is_empty() {
+            if mine.is_empty() || pq.bearing(req, interned) != Bearing::Applies {
                 continue;
             }
             let quota = &self.all[pq.quota];
