@@ -7,7 +7,8 @@
 //! `validation` (allowed label domains, eviction signals, restricted tags) are read from there.
 //!
 //! What stays with kerf alone: cron syntax of budget schedules, EBS volume size ranges, the
-//! uniqueness of network interface indices and the length limits inside qualified names.
+//! uniqueness of network interface indices, the length limits inside qualified names, and of a
+//! CapacityQuota's label selector, which operators take values and its matchLabels keys.
 
 use serde_json::{Value, json};
 
@@ -467,10 +468,41 @@ fn node_overlay() -> Vec<Addition> {
     out
 }
 
+/// CapacityQuota: upstream's rules on `spec.limits.resources` (1 to 20 resources, names of at
+/// most 63 characters, non-negative whole quantities; a whole quantity written with a fraction
+/// and a suffix, `1.5k`, passes and is left to kerf), and what plain schema keywords say of a
+/// label selector, which upstream leaves to its quota controller. A CEL rule over the
+/// selector's unbounded lists and maps would count against the API server's cost budget: which
+/// operators need values, and matchLabels keys, stay with kerf.
+fn capacity_quota() -> Vec<Addition> {
+    let at = "spec.limits.resources";
+    // A label key, and a whole quantity without backslashes (it is a CEL string literal).
+    let key = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+    let whole = "^[0-9]+([eE][0-9]+)?$|^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE])$";
+    let expr = "spec.selector.matchExpressions[]";
+    vec![
+        rule(at, "self.size() != 0", "must name at least one resource"),
+        set(at, "maxProperties", json!(crate::capacityquota::MAX_LIMITS)),
+        rule(at, "self.all(key, size(key) <= 63)", "Resource names must be 63 characters or less."),
+        rule(
+            at,
+            format!("self.all(key, string(self[key]).matches('{whole}'))"),
+            "All resource quantities must be non-negative integers.",
+        ),
+        set(&format!("{expr}.operator"), "enum", json!(["In", "NotIn", "Exists", "DoesNotExist"])),
+        set(&format!("{expr}.key"), "pattern", json!(key)),
+        set(&format!("{expr}.values[]"), "maxLength", json!(63)),
+        set(&format!("{expr}.values[]"), "pattern", json!(LABEL_VALUE)),
+        set("spec.selector.matchLabels{}", "maxLength", json!(63)),
+        set("spec.selector.matchLabels{}", "pattern", json!(LABEL_VALUE)),
+    ]
+}
+
 /// The additions of one kind (`NodePool`, `NodeClaim`, `EC2NodeClass`, `CapacityBuffer`,
-/// `NodeOverlay`).
+/// `NodeOverlay`, `CapacityQuota`).
 pub fn additions(kind: &str) -> Vec<Addition> {
     match kind {
+        crate::capacityquota::KIND => capacity_quota(),
         crate::nodeoverlay::KIND => node_overlay(),
         crate::capacitybuffer::KIND => capacity_buffer(),
         crate::nodepool::KIND => node_pool(),
