@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::requirements::Requirement;
 use crate::resources::ResourceList;
 use crate::shared::{Condition, object_meta_schema};
 use crate::validation::FieldError;
@@ -108,6 +109,35 @@ impl CapacityQuota {
     /// Whether the quota counts a node with `labels`.
     pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
         self.spec.selector.as_ref().is_none_or(|s| s.matches(|k| labels.get(k).map(String::as_str)))
+    }
+
+    /// Whether a node that will carry `labels` may be one the quota selects, when the labels
+    /// named in `open` (those its launch decides: zone, capacity type) are not known yet and
+    /// may take any value `allowed(key)` admits (`None`: any value). Each term of the selector
+    /// is asked on its own: a node counts when some launch could give it labels that match.
+    pub fn may_select<'r>(
+        &self,
+        labels: &BTreeMap<String, String>,
+        open: &[&str],
+        allowed: impl Fn(&str) -> Option<&'r Requirement>,
+    ) -> bool {
+        let Some(sel) = &self.spec.selector else { return true };
+        let undecided = |k: &str| !labels.contains_key(k) && open.contains(&k);
+        let may_be = |k: &str, v: &str| allowed(k).is_none_or(|r| r.has(v));
+        sel.match_labels.iter().all(|(k, v)| if undecided(k) { may_be(k, v) } else { labels.get(k) == Some(v) })
+            && sel.match_expressions.iter().all(|e| {
+                if !undecided(&e.key) {
+                    return e.matches(labels.get(&e.key).map(String::as_str));
+                }
+                match e.operator.as_str() {
+                    "In" => e.values.iter().any(|v| may_be(&e.key, v)),
+                    "NotIn" => allowed(&e.key)
+                        .and_then(Requirement::values)
+                        .is_none_or(|vals| vals.iter().any(|v| !e.values.contains(v))),
+                    "Exists" => true,
+                    _ => false,
+                }
+            })
     }
 
     /// `status.used.resources`, empty before it was written.
@@ -299,5 +329,32 @@ mod tests {
         );
         let none = quota("metadata: {name: n}\nspec: {limits: {resources: {}}}");
         assert_eq!(validate(&none)[0].path, "spec.limits.resources");
+    }
+
+    #[test]
+    fn a_launch_that_may_land_in_a_selected_offering_may_be_selected() {
+        use crate::requirements::Requirements;
+        use crate::shared::Operator;
+        let q: CapacityQuota = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "spot"},
+            "spec": {"selector": {"matchLabels": {"team": "a", "karpenter.sh/capacity-type": "spot"}},
+                     "limits": {"resources": {"cpu": "16"}}}
+        }))
+        .unwrap();
+        let labels: BTreeMap<String, String> = [("team".to_string(), "a".to_string())].into();
+        let open = ["karpenter.sh/capacity-type", "topology.kubernetes.io/zone"];
+        let with = |values: &[&str]| {
+            let mut r = Requirements::default();
+            r.add("karpenter.sh/capacity-type", Requirement::new(Operator::In, values));
+            r
+        };
+        let either = with(&["spot", "on-demand"]);
+        let on_demand = with(&["on-demand"]);
+        assert!(q.may_select(&labels, &open, |k| either.get(k)), "may launch spot");
+        assert!(!q.may_select(&labels, &open, |k| on_demand.get(k)), "on-demand only");
+        assert!(q.may_select(&labels, &open, |_| None), "nothing decided yet");
+        assert!(!q.may_select(&labels, &[], |k| either.get(k)), "a key not open must be a label");
+        let other: BTreeMap<String, String> = [("team".to_string(), "b".to_string())].into();
+        assert!(!q.may_select(&other, &open, |k| either.get(k)), "other labels still decide");
     }
 }

@@ -5,7 +5,9 @@
 //!
 //! A node counts its NodeClaim's capacity (the capacity NodePool limits count), or its own
 //! `status.capacity` when no claim of kerf's holds it; a NodeClaim without a Node yet counts
-//! as the node it will become, with its claim labels and its launched (else likely) capacity.
+//! as the node it will become, with its claim labels and its launched (else likely) capacity;
+//! before its launch fixes its zone and capacity type, a quota on those counts it when its
+//! requirements allow an offering the quota selects.
 //! `nodes` is the number of such nodes. A quota that fails validation (one applied where
 //! nothing checked it) is not enforced, as Cluster Autoscaler enforces only valid ones; its
 //! condition says why.
@@ -14,6 +16,8 @@ use std::collections::BTreeMap;
 
 use kerf_api::capacityquota::{CapacityQuotaStatus, NODES, QuotaResources};
 use kerf_api::cluster::{ClusterApi, Object, Patch};
+use kerf_api::labels::{CAPACITY_TYPE, ZONE};
+use kerf_api::requirements::Requirements;
 use kerf_api::shared::set_condition;
 use kerf_api::{CapacityQuota, NodeClaim, Quantity, ResourceList};
 use kerf_cloud::CloudProvider;
@@ -58,7 +62,13 @@ pub fn usage(
         }
     }
     for claim in state.node_claims().values() {
-        if state.node_for_claim(claim).is_some() || !quota.selects(&claim_labels(claim)) {
+        if state.node_for_claim(claim).is_some() {
+            continue;
+        }
+        // Zone and capacity type are known once it launched; before, whatever its requirements
+        // allow may be chosen.
+        let reqs = Requirements::from_node_selector(&claim.spec.requirements);
+        if !quota.may_select(&claim_labels(claim), &[ZONE, CAPACITY_TYPE], |k| reqs.get(k)) {
             continue;
         }
         count += 1;
@@ -275,5 +285,28 @@ mod tests {
         );
         state.apply(&WatchEvent::Applied(AnyObject::CapacityQuota(Arc::new(bad))));
         assert!(inputs(&state, |_| ResourceList::new()).is_empty(), "not handed to the scheduling core");
+    }
+
+    #[test]
+    fn a_launching_claim_counts_toward_a_spot_quota_while_it_may_launch_spot() {
+        let claim = |name: &str, capacity_types: &[&str]| -> NodeClaim {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "resourceVersion": "1", "labels": {"karpenter.sh/nodepool": "p"}},
+                "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                         "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types}]}
+            }))
+            .unwrap()
+        };
+        let mut state = ClusterState::default();
+        state.apply(&WatchEvent::Applied(AnyObject::NodeClaim(Arc::new(claim("either", &["spot", "on-demand"])))));
+        state.apply(&WatchEvent::Applied(AnyObject::NodeClaim(Arc::new(claim("od", &["on-demand"])))));
+        let q = quota(
+            r#"{"metadata": {"name": "spot"}, "spec": {"selector": {"matchLabels": {"karpenter.sh/capacity-type": "spot"}}, "limits": {"resources": {"nodes": "10"}}}}"#,
+        );
+        assert_eq!(
+            usage(&state, &q, |_| ResourceList::new()).get(NODES),
+            Quantity::from_units(1),
+            "the claim that may be spot"
+        );
     }
 }
