@@ -3,9 +3,11 @@
    mimalloc that is linked, so an option cannot silently become another. */
 #include <mimalloc.h>
 
-/* Freed memory is kept for the next use instead of being given back to the system. */
+/* Freed memory is kept for the next use instead of being given back to the system, and no
+   transparent huge pages are asked for. */
 void kerf_mimalloc_keep_freed_memory(void) {
     mi_option_set(mi_option_purge_delay, -1);
+    mi_option_set(mi_option_allow_thp, 0);
 }
 
 /* Freed memory is given back at once, and no transparent huge pages are asked for. */

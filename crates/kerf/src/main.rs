@@ -45,12 +45,28 @@ unsafe extern "C" {
 /// few milliseconds), the next pass would fault them in again and the kernel zero them. For the
 /// commands that simulate (`simulate`, `serve`, `bench`), whose memory returns to its peak
 /// again and again while they run.
+///
+/// They take no transparent huge pages either, as the controller does not ([`keep_memory_tight`]):
+/// the first touch of a 2 MiB page has the kernel zero all of it (a fifth of a cold consolidation
+/// decision's time), and on a busy machine the kernel's work to find them makes run times swing.
 pub fn keep_freed_memory() {
-    // SAFETY: sets an integer option of the allocator (mimalloc allows it at any time), before
+    // SAFETY: sets integer options of the allocator (mimalloc allows it at any time), before
     // the command starts any other thread.
     #[cfg(not(feature = "system-allocator"))]
     unsafe {
         kerf_mimalloc_keep_freed_memory();
+    }
+    no_huge_pages();
+}
+
+/// Asks the kernel for no transparent huge pages for this process (and its children).
+fn no_huge_pages() {
+    #[cfg(target_os = "linux")]
+    {
+        let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
+        // SAFETY: PR_SET_THP_DISABLE takes one integer argument (the rest must be 0) and changes
+        // only this process's page policy (children inherit it).
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, on, unused, unused, unused) };
     }
 }
 
@@ -65,13 +81,7 @@ pub fn keep_memory_tight() {
     unsafe {
         kerf_mimalloc_keep_memory_tight();
     }
-    #[cfg(target_os = "linux")]
-    {
-        let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
-        // SAFETY: PR_SET_THP_DISABLE takes one integer argument (the rest must be 0) and changes
-        // only this process's page policy (children inherit it; the controller starts none).
-        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, on, unused, unused, unused) };
-    }
+    no_huge_pages();
 }
 
 /// For the commands whose output is read by another program (`kerf validate ... | head`): a
