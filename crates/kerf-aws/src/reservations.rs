@@ -25,6 +25,8 @@ pub const TYPE_CAPACITY_BLOCK: &str = "capacity-block";
 /// How long before a capacity block's end its status reads `expiring` (Karpenter drains its
 /// nodes from then on; EC2 reclaims them 30 minutes before the end).
 pub const CAPACITY_BLOCK_EXPIRING_BEFORE_END: std::time::Duration = std::time::Duration::from_secs(40 * 60);
+/// How long before a capacity block's end EC2 reclaims its instances.
+pub const CAPACITY_BLOCK_RECLAIMED_BEFORE_END: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 /// The $/h of an instance in a reservation: prepaid.
 pub const RESERVED_PRICE: f64 = 0.0;
 
