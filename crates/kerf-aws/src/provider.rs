@@ -327,7 +327,7 @@ impl AwsProvider {
         self.refresh_reservation_room(reservations).await;
         let state = self.lock();
         let room = |id: &str| state.reservation_room.get(id).map_or(0, |(n, _)| *n);
-        Ok(crate::reservations::with_offerings(types, reservations, room))
+        Ok(crate::reservations::with_offerings(types, reservations, room, self.clock.now()))
     }
 
     /// Describes again the reservations whose room was read more than [`RESERVATIONS_REFRESH`]
@@ -556,6 +556,9 @@ impl CloudProvider for AwsProvider {
     ) -> Result<kerf_cloud::NodeClassResolution, CloudError> {
         let r = self.reconcile_node_class(node_class).await;
         let recheck = if r.errors.is_empty() { NODE_CLASS_RECHECK } else { NODE_CLASS_RETRY };
+        // A capacity block that starts draining is resolved again then (its status reads expiring).
+        let closing = crate::reservations::next_closing(&r.status().capacity_reservations, self.clock.now());
+        let recheck = closing.map_or(recheck, |d| recheck.min(d));
         Ok(kerf_cloud::NodeClassResolution { status: r.status().clone(), recheck_after: Some(recheck) })
     }
 

@@ -385,6 +385,10 @@ async fn an_instance_in_a_capacity_block_is_read_back_in_it_and_warned_forty_min
         }]
     );
     assert_eq!(provider.interruptions().await.unwrap_or_else(|e| panic!("{e}")), Vec::new(), "warned once");
+    // Nothing launches into the block any more, even before the class is resolved again: its
+    // drained node's replacement goes elsewhere.
+    let types = provider.instance_types(&pool(), Some(&nc)).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(types.iter().flat_map(|t| t.offerings.iter()).all(|o| o.reservation.as_ref().is_none_or(|r| r.id != id)));
 }
 
 #[tokio::test]
