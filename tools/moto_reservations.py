@@ -19,7 +19,12 @@ for a `capacity-block` target capacity type). `install()` adds, in moto's own se
   launches into it only while it has room and only an override of its instance type and zone;
   otherwise that template's overrides come back as errors (`ReservationCapacityExceeded`, as EC2
   answers for a full targeted reservation) and nothing of them launches. A `capacity-block`
-  target capacity type launches as on-demand does.
+  target capacity type launches as on-demand does. An on-demand instance launched without a
+  target goes into an active `open` reservation of its type and zone that has room, as on EC2,
+  unless its template's `CapacityReservationPreference` is `none`. An instance launched into a reservation
+  carries its `CapacityReservationId` in DescribeInstances (and `InstanceLifecycle:
+  capacity-block` in a capacity block), as on EC2, and counts against the reservation's
+  AvailableInstanceCount while it lives.
 
 Everything else is moto's own behaviour.
 """
@@ -174,6 +179,26 @@ def _target(data):
     return (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
 
 
+def _avoids_open(data):
+    spec = data.get("CapacityReservationSpecification") or {}
+    return spec.get("CapacityReservationPreference") == "none"
+
+
+def _place_in_open(backend, store, instance):
+    """As EC2 does for an instance launched without a target: the first active `open`
+    reservation of its type and zone with room takes it."""
+    for r in store.values():
+        if (
+            r["criteria"] == "open"
+            and r["instance_type"] == instance.instance_type
+            and r["zone"] == instance.availability_zone
+            and _available(backend, r) > 0
+        ):
+            r["instances"].add(instance.id)
+            instance.capacity_reservation_id = r["id"]
+            return
+
+
 def _error(override, code, message):
     return {
         "LaunchTemplateAndOverrides": {"Overrides": override},
@@ -196,14 +221,17 @@ def install():
             target["DefaultTargetCapacityType"] = "on-demand"
         configs = params.get("LaunchTemplateConfigs") or []
         backend = self.ec2_backend
-        kept, errors, targeted = [], [], {}
+        kept, errors, targeted, open_ok = [], [], {}, set()
         with _lock:
             store = _store(self)
             for config in configs:
                 spec = config.get("LaunchTemplateSpecification") or {}
-                rid = _target(_template_data(backend, spec))
+                data = _template_data(backend, spec)
+                rid = _target(data)
                 if rid is None:
                     kept.append(config)
+                    if not _avoids_open(data):
+                        open_ok.add(spec.get("LaunchTemplateName") or spec.get("LaunchTemplateId"))
                     continue
                 r = store.get(rid)
                 overrides = []
@@ -233,9 +261,27 @@ def install():
         for instance in result.get("Instances") or []:
             spec = (instance.get("LaunchTemplateAndOverrides") or {}).get("LaunchTemplateSpecification") or {}
             rid = targeted.get(spec.get("LaunchTemplateName")) or targeted.get(spec.get("LaunchTemplateId"))
-            if rid is not None:
-                with _lock:
-                    _store(self)[rid]["instances"].update(instance.get("InstanceIds") or [])
+            if rid is None:
+                name = spec.get("LaunchTemplateName") or spec.get("LaunchTemplateId")
+                if instance.get("Lifecycle") != "spot" and (name in open_ok):
+                    for iid in instance.get("InstanceIds") or []:
+                        launched = backend.get_instance_by_id(iid)
+                        if launched is not None:
+                            with _lock:
+                                _place_in_open(backend, _store(self), launched)
+                continue
+            ids = instance.get("InstanceIds") or []
+            with _lock:
+                r = _store(self)[rid]
+                r["instances"].update(ids)
+            # DescribeInstances names the reservation (and a capacity block's lifecycle).
+            for iid in ids:
+                launched = backend.get_instance_by_id(iid)
+                if launched is None:
+                    continue
+                launched.capacity_reservation_id = rid
+                if r["type"] == "capacity-block":
+                    launched.instance_lifecycle = "capacity-block"
         if errors:
             result["Errors"] = list(result.get("Errors") or []) + errors
         return answer

@@ -22,6 +22,10 @@ pub const CONDITION_SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
 pub const CONDITION_AMIS_READY: &str = "AMIsReady";
 pub const CONDITION_INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 pub const CONDITION_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
+/// The class's capacity reservations were read (with Karpenter's `ReservedCapacity` gate). Not
+/// one of [`READY_DEPENDS_ON`] in kerf: a class whose reservations cannot be read launches
+/// without them.
+pub const CONDITION_CAPACITY_RESERVATIONS_READY: &str = "CapacityReservationsReady";
 
 /// The conditions `Ready` depends on, in the (alphabetical) order they are listed.
 pub const READY_DEPENDS_ON: [&str; 5] = [

@@ -25,8 +25,12 @@ pub struct Ec2Instance {
     pub image_id: Option<String>,
     /// `pending`, `running`, `shutting-down`, `terminated`, `stopping`, `stopped`.
     pub state: String,
-    /// `spot` or `on-demand`.
+    /// `spot`, `reserved` (launched into a capacity reservation) or `on-demand`.
     pub capacity_type: String,
+    /// The capacity reservation it runs in, if any.
+    pub capacity_reservation_id: Option<String>,
+    /// `default` or `capacity-block` when it runs in a capacity reservation.
+    pub capacity_reservation_type: Option<String>,
     pub subnet_id: Option<String>,
     pub security_group_ids: Vec<String>,
     pub private_dns_name: Option<String>,
@@ -37,6 +41,8 @@ pub struct Ec2Instance {
 impl Ec2Instance {
     fn from_sdk(i: &Instance) -> Option<Ec2Instance> {
         let launch_time = i.launch_time().and_then(|t| Timestamp::from_second(t.secs()).ok());
+        // EC2 names the reservation an instance runs in; spot instances run in none.
+        let reservation = i.capacity_reservation_id().filter(|id| !id.is_empty()).map(str::to_string);
         Some(Ec2Instance {
             id: i.instance_id()?.to_string(),
             instance_type: i.instance_type()?.as_str().to_string(),
@@ -45,9 +51,20 @@ impl Ec2Instance {
             state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
             capacity_type: if i.instance_lifecycle() == Some(&InstanceLifecycleType::Spot) {
                 labels::CAPACITY_TYPE_SPOT.to_string()
+            } else if reservation.is_some() {
+                labels::CAPACITY_TYPE_RESERVED.to_string()
             } else {
                 labels::CAPACITY_TYPE_ON_DEMAND.to_string()
             },
+            capacity_reservation_type: reservation.as_ref().map(|_| {
+                if i.instance_lifecycle() == Some(&InstanceLifecycleType::CapacityBlock) {
+                    crate::reservations::TYPE_CAPACITY_BLOCK
+                } else {
+                    crate::reservations::TYPE_DEFAULT
+                }
+                .to_string()
+            }),
+            capacity_reservation_id: reservation,
             subnet_id: i.subnet_id().map(str::to_string),
             security_group_ids: i.security_groups().iter().filter_map(|g| g.group_id().map(str::to_string)).collect(),
             private_dns_name: i.private_dns_name().filter(|n| !n.is_empty()).map(str::to_string),
@@ -70,7 +87,8 @@ impl Ec2Instance {
     }
 
     /// The instance described as a NodeClaim: its name, NodePool and node class from its tags,
-    /// its type's labels (`type_labels`, when the type is known), zone, region and capacity type,
+    /// its type's labels (`type_labels`, when the type is known), zone, region, capacity type
+    /// and capacity reservation (id and type, as Karpenter labels them),
     /// and in its status the provider ID, image and the type's capacity and allocatable.
     pub fn to_node_claim(
         &self,
@@ -83,6 +101,10 @@ impl Ec2Instance {
         node_labels.insert(labels::ZONE.to_string(), self.zone.clone());
         node_labels.insert(labels::REGION.to_string(), region.to_string());
         node_labels.insert(labels::CAPACITY_TYPE.to_string(), self.capacity_type.clone());
+        if let (Some(id), Some(kind)) = (&self.capacity_reservation_id, &self.capacity_reservation_type) {
+            node_labels.insert(labels::CAPACITY_RESERVATION_ID.to_string(), id.clone());
+            node_labels.insert(labels::CAPACITY_RESERVATION_TYPE.to_string(), kind.clone());
+        }
         for key in [labels::NODE_POOL, labels::AWS_EC2_NODE_CLASS] {
             if let Some(v) = self.tags.get(key) {
                 node_labels.insert(key.to_string(), v.clone());

@@ -4,6 +4,7 @@
 //! left in the capacity reservations its classes selected, and the cluster's NodeOverlays, which
 //! price (and extend) every type it hands out or launches (`kerf_api::overlay`).
 
+mod blocks;
 mod launching;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -66,6 +67,10 @@ struct State {
     reservation_room: BTreeMap<String, (u32, Timestamp)>,
     /// The cluster's NodeOverlays (none until the controller hands them over).
     overlays: Arc<NodeOverlays>,
+    /// Provider IDs of the live instances warned that their capacity block ends.
+    block_warned: BTreeSet<String>,
+    /// Karpenter's `ReservedCapacity` gate turned off: no reservation is selected or drifts.
+    reserved_capacity_off: bool,
 }
 
 /// The AWS cloud provider.
@@ -119,7 +124,8 @@ impl AwsProvider {
     /// Launches for it use what was resolved here.
     pub async fn reconcile_node_class(&self, node_class: &EC2NodeClass) -> ResolvedNodeClass {
         let now = self.clock.now();
-        let resolved = nodeclass::reconcile(&self.clients, &self.settings, node_class, now).await;
+        let reserved_capacity = !self.lock().reserved_capacity_off;
+        let resolved = nodeclass::reconcile(&self.clients, &self.settings, node_class, now, reserved_capacity).await;
         for e in &resolved.errors {
             tracing::warn!(node_class = node_class.name(), error = %e, "resolving EC2NodeClass");
         }
@@ -304,7 +310,8 @@ impl AwsProvider {
     /// The instance types a resolved node class offers as seen from `context` (a NodePool's or
     /// a NodeClaim's labels, see `kerf_api::overlay`): [`AwsProvider::instance_types_for`] with
     /// the NodeOverlays applied, then a `reserved` offering per capacity reservation the class
-    /// selected, with the room it has left (reservations keep their own price: prepaid).
+    /// selected, with the room it has left (reservations keep their own price: prepaid), unless
+    /// the `ReservedCapacity` gate is off.
     pub async fn offered_types(
         &self,
         resolved: &ResolvedNodeClass,
@@ -314,13 +321,13 @@ impl AwsProvider {
         let overlays = self.node_overlays();
         let types = if overlays.is_empty() { types } else { overlays.apply_all(&types, context) };
         let reservations = &resolved.status().capacity_reservations;
-        if reservations.is_empty() {
+        if reservations.is_empty() || self.lock().reserved_capacity_off {
             return Ok(types);
         }
         self.refresh_reservation_room(reservations).await;
         let state = self.lock();
         let room = |id: &str| state.reservation_room.get(id).map_or(0, |(n, _)| *n);
-        Ok(crate::reservations::with_offerings(types, reservations, room))
+        Ok(crate::reservations::with_offerings(types, reservations, room, self.clock.now()))
     }
 
     /// Describes again the reservations whose room was read more than [`RESERVATIONS_REFRESH`]
@@ -351,6 +358,11 @@ impl AwsProvider {
             }
             Err(e) => tracing::warn!(error = %e, "reading capacity reservations; keeping the room read before"),
         }
+    }
+
+    /// Whether Karpenter's `ReservedCapacity` gate is on (see `CloudProvider::set_reserved_capacity`).
+    pub fn reserved_capacity(&self) -> bool {
+        !self.lock().reserved_capacity_off
     }
 
     /// The room left in a capacity reservation, as kerf last knew it.
@@ -544,6 +556,9 @@ impl CloudProvider for AwsProvider {
     ) -> Result<kerf_cloud::NodeClassResolution, CloudError> {
         let r = self.reconcile_node_class(node_class).await;
         let recheck = if r.errors.is_empty() { NODE_CLASS_RECHECK } else { NODE_CLASS_RETRY };
+        // A capacity block that starts draining is resolved again then (its status reads expiring).
+        let closing = crate::reservations::next_closing(&r.status().capacity_reservations, self.clock.now());
+        let recheck = closing.map_or(recheck, |d| recheck.min(d));
         Ok(kerf_cloud::NodeClassResolution { status: r.status().clone(), recheck_after: Some(recheck) })
     }
 
@@ -556,7 +571,9 @@ impl CloudProvider for AwsProvider {
         if let Some(drift) = kerf_cloud::provider::node_class_hash_drift(claim, nc) {
             return Ok(Some(drift));
         }
-        if let Some(drift) = kerf_cloud::sim::reservations::reservation_drift(claim, nc) {
+        if !self.lock().reserved_capacity_off
+            && let Some(drift) = kerf_cloud::sim::reservations::reservation_drift(claim, nc)
+        {
             return Ok(Some(drift));
         }
         let Some(status) = &nc.status else { return Ok(None) };
@@ -588,12 +605,19 @@ impl CloudProvider for AwsProvider {
         Ok(None)
     }
 
-    /// Reads the interruption queue (without waiting). Each event's message is deleted once its
+    /// The instances whose capacity block ends soon (see `provider/blocks.rs`), then the
+    /// interruption queue (read without waiting). Each event's message is deleted once its
     /// notices are handed out; an event whose instances cannot be looked up stays in the queue
     /// and comes back after its visibility timeout.
     async fn interruptions(&self) -> Result<Vec<InterruptionNotice>, CloudError> {
-        let Some(queue) = self.interruption_queue().await? else { return Ok(Vec::new()) };
-        let mut out = Vec::new();
+        let mut out = match self.block_ending_notices().await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "looking for instances in capacity blocks that end soon");
+                Vec::new()
+            }
+        };
+        let Some(queue) = self.interruption_queue().await? else { return Ok(out) };
         for event in queue.receive(0).await? {
             match self.notices_of(&event).await {
                 Ok(notices) => {
@@ -611,6 +635,10 @@ impl CloudProvider for AwsProvider {
     /// Every type handed out or launched from now on is priced and extended by `overlays`.
     fn set_node_overlays(&self, overlays: Arc<NodeOverlays>) {
         self.lock().overlays = overlays;
+    }
+
+    fn set_reserved_capacity(&self, enabled: bool) {
+        self.lock().reserved_capacity_off = !enabled;
     }
 
     fn name(&self) -> &'static str {

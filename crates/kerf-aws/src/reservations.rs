@@ -25,6 +25,8 @@ pub const TYPE_CAPACITY_BLOCK: &str = "capacity-block";
 /// How long before a capacity block's end its status reads `expiring` (Karpenter drains its
 /// nodes from then on; EC2 reclaims them 30 minutes before the end).
 pub const CAPACITY_BLOCK_EXPIRING_BEFORE_END: std::time::Duration = std::time::Duration::from_secs(40 * 60);
+/// How long before a capacity block's end EC2 reclaims its instances.
+pub const CAPACITY_BLOCK_RECLAIMED_BEFORE_END: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 /// The $/h of an instance in a reservation: prepaid.
 pub const RESERVED_PRICE: f64 = 0.0;
 
@@ -150,12 +152,41 @@ pub async fn describe_ids(clients: &AwsClients, ids: &[String]) -> Result<Vec<Re
     describe(clients, ids, Vec::new()).await
 }
 
-/// `types` with a `reserved` offering for each of `reservations` of their type, in a zone the
-/// type is offered in, with the room `remaining(id)` says it has (unavailable when none).
+/// Whether nothing launches into the reservation at `now`: a capacity block from
+/// [`CAPACITY_BLOCK_EXPIRING_BEFORE_END`] before its end (whether or not the status was
+/// resolved again since), or one the status says is expiring.
+pub fn closed(r: &CapacityReservationStatus, now: kerf_cloud::Timestamp) -> bool {
+    r.state.as_deref() == Some("expiring")
+        || (r.reservation_type.as_deref() == Some(TYPE_CAPACITY_BLOCK)
+            && r.end_time
+                .as_ref()
+                .is_some_and(|end| kerf_cloud::clock::add(now, CAPACITY_BLOCK_EXPIRING_BEFORE_END) >= end.0))
+}
+
+/// How long from `now` until the next of `reservations` closes (see [`closed`]), if one will.
+pub fn next_closing(
+    reservations: &[CapacityReservationStatus],
+    now: kerf_cloud::Timestamp,
+) -> Option<std::time::Duration> {
+    let before = i64::try_from(CAPACITY_BLOCK_EXPIRING_BEFORE_END.as_millis()).unwrap_or(i64::MAX);
+    reservations
+        .iter()
+        .filter(|r| r.reservation_type.as_deref() == Some(TYPE_CAPACITY_BLOCK) && !closed(r, now))
+        .filter_map(|r| r.end_time.as_ref())
+        .map(|end| end.0.as_millisecond() - before - now.as_millisecond())
+        .filter(|ms| *ms > 0)
+        .min()
+        .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
+/// `types` with a `reserved` offering for each of `reservations` of their type that is not
+/// [`closed`] at `now`, in a zone the type is offered in, with the room `remaining(id)` says it
+/// has (unavailable when none).
 pub fn with_offerings(
     types: Vec<Arc<InstanceType>>,
     reservations: &[CapacityReservationStatus],
     remaining: impl Fn(&str) -> u32,
+    now: kerf_cloud::Timestamp,
 ) -> Vec<Arc<InstanceType>> {
     if reservations.is_empty() {
         return types;
@@ -167,7 +198,7 @@ pub fn with_offerings(
                 .iter()
                 .filter(|r| {
                     r.instance_type.as_deref() == Some(t.name.as_str())
-                        && r.state.as_deref() != Some("expiring")
+                        && !closed(r, now)
                         && r.availability_zone.as_ref().is_some_and(|z| t.offerings.iter().any(|o| o.zone == *z))
                 })
                 .collect();
@@ -234,7 +265,9 @@ mod tests {
             status("cr-3", "m5.large", "us-west-2b", "active"),
             status("cr-4", "m5.large", "us-west-2a", "expiring"),
         ];
-        let out = with_offerings(vec![itype("m5.large"), itype("c5.large")], &rs, |id| u32::from(id == "cr-1") * 2);
+        let now: kerf_cloud::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap_or_else(|e| panic!("{e}"));
+        let out =
+            with_offerings(vec![itype("m5.large"), itype("c5.large")], &rs, |id| u32::from(id == "cr-1") * 2, now);
         let reserved: Vec<(&str, bool, u32)> = out[0]
             .offerings
             .iter()
@@ -243,6 +276,27 @@ mod tests {
         assert_eq!(reserved, vec![("cr-1", true, 2), ("cr-2", false, 0)]);
         assert!(out[0].offerings.iter().filter(|o| o.reservation.is_some()).all(|o| o.capacity_type == "reserved"));
         assert_eq!(out[1].offerings.len(), 1, "a type no reservation holds is unchanged");
+    }
+
+    #[test]
+    fn a_capacity_block_is_closed_to_launches_forty_minutes_before_its_end_even_in_a_stale_status() {
+        let end: kerf_cloud::Timestamp = "2026-01-01T06:00:00Z".parse().unwrap_or_else(|e| panic!("{e}"));
+        let mut block = status("cr-b", "m5.large", "us-west-2a", "active");
+        block.end_time = Some(Time(end));
+        let at = |s: &str| -> kerf_cloud::Timestamp { s.parse().unwrap_or_else(|e| panic!("{e}")) };
+        let reserved = |now: &str| {
+            with_offerings(vec![itype("m5.large")], std::slice::from_ref(&block), |_| 1, at(now))[0]
+                .offerings
+                .iter()
+                .any(|o| o.reservation.is_some())
+        };
+        assert!(reserved("2026-01-01T05:19:59Z"));
+        assert!(!reserved("2026-01-01T05:20:00Z"), "closed although the status still reads active");
+        assert_eq!(
+            next_closing(std::slice::from_ref(&block), at("2026-01-01T05:00:00Z")),
+            Some(std::time::Duration::from_secs(20 * 60))
+        );
+        assert_eq!(next_closing(std::slice::from_ref(&block), at("2026-01-01T05:30:00Z")), None);
     }
 
     #[test]

@@ -241,6 +241,14 @@ pub trait CloudProvider: Send + Sync {
         let _ = overlays;
     }
 
+    /// Karpenter's `ReservedCapacity` gate (on unless set): off, the provider resolves no
+    /// capacity reservations into node class statuses, offers no `reserved` offerings, and
+    /// drifts no node for the reservation it runs in (docs/design.md, "Capacity reservations").
+    /// Clouds without reservations ignore it.
+    fn set_reserved_capacity(&self, enabled: bool) {
+        let _ = enabled;
+    }
+
     /// A short name for logs (`aws`, `sim`).
     fn name(&self) -> &'static str;
 }
@@ -305,6 +313,10 @@ impl<P: CloudProvider> CloudProvider for Arc<P> {
 
     fn set_node_overlays(&self, overlays: Arc<NodeOverlays>) {
         P::set_node_overlays(self, overlays)
+    }
+
+    fn set_reserved_capacity(&self, enabled: bool) {
+        P::set_reserved_capacity(self, enabled)
     }
 
     fn name(&self) -> &'static str {

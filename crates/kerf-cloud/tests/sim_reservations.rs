@@ -1,7 +1,8 @@
 //! Capacity reservations in the simulated cloud: selection into the node class's status,
 //! reserved offerings with their room, launches into them before spot, the fall-through when
 //! one is full, capacity blocks warned and reclaimed ahead of their end, and drift when a
-//! reservation stops being selected.
+//! reservation stops being selected, the `CapacityReservationsReady` condition, and the
+//! `ReservedCapacity` gate turned off.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -211,4 +212,42 @@ fn a_reservation_of_an_unknown_type_or_zone_is_refused_naming_the_field() {
         err("{id: cr-1, instanceType: small, zone: us-west-2c}"),
         "cloud.capacityReservations[0].zone: zone \"us-west-2c\" is not one of the cloud's zones (us-west-2a)"
     );
+}
+
+fn reservations_ready(c: &EC2NodeClass) -> Option<String> {
+    let conditions = &c.status.as_ref()?.conditions;
+    conditions.iter().find(|x| x.type_ == "CapacityReservationsReady").map(|x| x.status.clone())
+}
+
+#[test]
+fn the_class_reads_capacity_reservations_ready_and_the_gate_off_turns_reservations_off() {
+    let (p, _) = provider();
+    let mut c = class("[{id: cr-odcr}]");
+    resolve(&p, &mut c);
+    assert_eq!(reservations_ready(&c).as_deref(), Some("True"));
+    let types = block_on(p.instance_types(&pool(), Some(&c))).unwrap();
+    assert!(types.iter().flat_map(|t| t.offerings.iter()).any(|o| o.capacity_type == "reserved"));
+    let reserved = block_on(p.create(&claim("c1", ALL))).unwrap();
+    assert_eq!(label(&reserved, labels::CAPACITY_RESERVATION_ID).as_deref(), Some("cr-odcr"));
+
+    // Karpenter's ReservedCapacity gate off: nothing listed, offered or launched into, and the
+    // node already in the reservation does not drift for it.
+    let (off, _) = provider();
+    off.set_reserved_capacity(false);
+    let mut c = class("[{id: cr-odcr}]");
+    resolve(&off, &mut c);
+    assert_eq!(c.status.as_ref().unwrap().capacity_reservations, Vec::new());
+    assert_eq!(reservations_ready(&c), None, "no condition without the gate");
+    let types = block_on(off.instance_types(&pool(), Some(&c))).unwrap();
+    assert!(types.iter().flat_map(|t| t.offerings.iter()).all(|o| o.capacity_type != "reserved"));
+    let launched = block_on(off.create(&claim("c2", ALL))).unwrap();
+    assert_eq!(label(&launched, labels::CAPACITY_TYPE).as_deref(), Some("spot"));
+    assert_eq!(block_on(off.is_drifted(&reserved, Some(&c))).unwrap(), None);
+}
+
+fn pool() -> NodePool {
+    serde_json::from_value(serde_json::json!({"metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"requirements": [],
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}))
+    .unwrap()
 }

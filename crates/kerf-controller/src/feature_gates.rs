@@ -35,11 +35,11 @@ const fn gate(name: &'static str, default: bool, aws: bool, support: Support) ->
 pub const KARPENTER_GATES: &[FeatureGate] = &[
     gate("SpotToSpotConsolidation", false, false, Support::Implemented),
     gate("NodeRepair", false, false, Support::Implemented),
-    gate("ReservedCapacity", true, false, Support::NotYet),
+    gate("ReservedCapacity", true, false, Support::Implemented),
     gate("NodeOverlay", false, false, Support::AlwaysOn),
     gate("StaticCapacity", false, false, Support::AlwaysOn),
     gate("CapacityBuffer", false, false, Support::AlwaysOn),
-    gate("TerminateFirstDrift", false, false, Support::NotYet),
+    gate("TerminateFirstDrift", false, false, Support::Implemented),
     gate("TerminateFirstRepair", false, false, Support::NotYet),
     gate("PodDeletionCostManagement", false, false, Support::Implemented),
     gate("Drift", true, false, Support::AlwaysOn),
@@ -157,14 +157,14 @@ mod tests {
     #[test]
     fn one_sentence_names_the_gates_kerf_does_not_act_on() {
         let s = GateSettings::parse(
-            "SpotToSpotConsolidation=true,NodeRepair=true,TerminateFirstDrift=true,StaticCapacity=false,ReservedCapacity=false,NodeOverlay=true,NodeOverlay=false",
+            "SpotToSpotConsolidation=true,NodeRepair=true,TerminateFirstRepair=true,StaticCapacity=false,ReservedCapacity=false,NodeOverlay=true,NodeOverlay=false",
             "X",
         )
         .unwrap();
         assert_eq!(
             s.not_acted_on().as_deref(),
             Some(
-                "TerminateFirstDrift (not implemented in kerf yet; no effect); StaticCapacity, NodeOverlay (always on in kerf; false has no effect)"
+                "TerminateFirstRepair (not implemented in kerf yet; no effect); StaticCapacity, NodeOverlay (always on in kerf; false has no effect)"
             )
         );
         assert_eq!(

@@ -58,6 +58,7 @@ pub struct Manager<P: CloudProvider> {
 
 impl<P: CloudProvider> Manager<P> {
     pub fn new(cloud: P, options: Options) -> Self {
+        cloud.set_reserved_capacity(options.reserved_capacity);
         Manager {
             names: SplitMix64::new(options.seed),
             runtime: Runtime::new(options.seed),

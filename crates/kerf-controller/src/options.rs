@@ -33,6 +33,14 @@ pub struct Options {
     /// The AWS provider's `RebootForRepair` gate: with `node_repair`, a node due for repair is
     /// rebooted once before it is replaced (see `disruption::repair`).
     pub reboot_for_repair: bool,
+    /// Karpenter's `TerminateFirstDrift` gate: a drifted node whose replacement cannot be staged
+    /// first (its static pool is at its node limit, or its capacity reservation is full) is
+    /// deleted first, and its room refilled (see `disruption::methods::drift` and
+    /// `static_drift`). Without it such a node waits, saying why.
+    pub terminate_first_drift: bool,
+    /// Karpenter's `ReservedCapacity` gate (on by default): off, the cloud offers no capacity
+    /// reservations (see `CloudProvider::set_reserved_capacity`).
+    pub reserved_capacity: bool,
     /// Added to `now` to get the wall-clock instant disruption budget schedules run on (the
     /// simulator's virtual clock starts at a fixed epoch; a scenario's `start` moves it).
     pub wall_clock_offset_ms: i64,
@@ -50,6 +58,8 @@ impl Default for Options {
             node_repair: false,
             pod_deletion_cost_management: false,
             reboot_for_repair: false,
+            terminate_first_drift: false,
+            reserved_capacity: true,
             wall_clock_offset_ms: 0,
         }
     }

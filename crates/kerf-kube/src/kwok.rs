@@ -277,6 +277,10 @@ impl CloudProvider for KwokProvider {
         self.catalog.use_node_overlays(overlays);
     }
 
+    fn set_reserved_capacity(&self, enabled: bool) {
+        self.catalog.set_reserved_capacity(enabled);
+    }
+
     fn name(&self) -> &'static str {
         "kwok"
     }

@@ -89,6 +89,8 @@ impl EnvSettings {
                 .get("PodDeletionCostManagement")
                 .unwrap_or(base.pod_deletion_cost_management),
             reboot_for_repair: self.reboot_for_repair.unwrap_or(base.reboot_for_repair),
+            terminate_first_drift: self.feature_gates.get("TerminateFirstDrift").unwrap_or(base.terminate_first_drift),
+            reserved_capacity: self.feature_gates.get("ReservedCapacity").unwrap_or(base.reserved_capacity),
             ..base
         }
     }
@@ -150,7 +152,7 @@ mod tests {
             (
                 "FEATURE_GATES",
                 "NodeRepair=true,ReservedCapacity=true,SpotToSpotConsolidation=true,NodeOverlay=false,StaticCapacity=true,\
-                 CapacityBuffer=true,TerminateFirstDrift=true,TerminateFirstRepair=false,PodDeletionCostManagement=true",
+                 CapacityBuffer=true,TerminateFirstDrift=true,TerminateFirstRepair=true,PodDeletionCostManagement=true",
             ),
             ("AWS_FEATURE_GATES", "RebootForRepair=true,NodeClassCEL=false,DRANVIDIAGPU=false,DRAEFA=false"),
         ])
@@ -160,12 +162,17 @@ mod tests {
         assert!(s.options(kerf_controller::Options::default()).node_repair);
         assert!(s.options(kerf_controller::Options::default()).reboot_for_repair);
         assert!(s.options(kerf_controller::Options::default()).pod_deletion_cost_management);
+        assert!(s.options(kerf_controller::Options::default()).terminate_first_drift);
+        assert!(s.options(kerf_controller::Options::default()).reserved_capacity);
         assert_eq!(
             s.feature_gates.not_acted_on().as_deref(),
             Some(
-                "ReservedCapacity, TerminateFirstDrift (not implemented in kerf yet; no effect); NodeOverlay (always on in kerf; false has no effect)"
+                "TerminateFirstRepair (not implemented in kerf yet; no effect); NodeOverlay (always on in kerf; false has no effect)"
             )
         );
+        let off = read(&[("FEATURE_GATES", "ReservedCapacity=false")]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!off.options(kerf_controller::Options::default()).reserved_capacity);
+        assert_eq!(off.feature_gates.not_acted_on(), None, "ReservedCapacity=false is acted on");
         // An AWS gate in FEATURE_GATES (or the reverse) is read all the same.
         let s =
             read(&[("FEATURE_GATES", "RebootForRepair=true"), ("AWS_FEATURE_GATES", "SpotToSpotConsolidation=true")])

@@ -63,6 +63,35 @@ fn an_odcr_is_filled_before_spot_and_the_rest_falls_through_to_spot() {
 }
 
 #[test]
+fn with_the_reserved_capacity_gate_off_the_odcr_is_neither_listed_nor_launched_into() {
+    let dir = std::env::temp_dir().join(format!("kerf-reserved-gate-off-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifests = format!("{}/", example("manifests").display());
+    let yaml = std::fs::read_to_string(example("capacity-reservation-odcr.yaml"))
+        .unwrap()
+        .replace("manifests/", &manifests)
+        .replace("cloud:\n", "settings: {featureGates: {reservedCapacity: false}}\ncloud:\n");
+    let path = dir.join("odcr-gate-off.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = run(&path, "json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["summary"]["podsPending"], 0);
+    assert!(!nodes(&r).is_empty());
+    for n in nodes(&r) {
+        assert_eq!(n["capacityType"], "spot", "no reserved offering: spot first: {n}");
+        assert!(n.get("capacityReservationId").is_none());
+    }
+    // No kerf warning that the gate is not acted on.
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("ReservedCapacity"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn the_odcr_reports_show_reserved_capacity_apart() {
     let text = run(&example("capacity-reservation-odcr.yaml"), "text");
     let text = String::from_utf8(text.stdout).unwrap();
@@ -184,9 +213,10 @@ fn a_reservation_that_ends_drifts_its_nodes_and_their_pods_move() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-#[test]
-fn a_drifted_node_in_a_full_reservation_is_terminated_first_and_replaced_into_its_room() {
-    let dir = std::env::temp_dir().join(format!("kerf-terminate-first-{}", std::process::id()));
+/// Two drifted nodes in a full reservation their pool's only capacity type (reserved), with
+/// Karpenter's `TerminateFirstDrift` gate set to `gate`: the report.
+fn drifted_in_a_full_reservation(gate: bool) -> Value {
+    let dir = std::env::temp_dir().join(format!("kerf-terminate-first-{gate}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // The NodePool of the examples, allowing reserved capacity only.
     let pool = std::fs::read_to_string(example("manifests/reserved/nodepool.yaml"))
@@ -197,7 +227,7 @@ fn a_drifted_node_in_a_full_reservation_is_terminated_first_and_replaced_into_it
     std::fs::write(
         &path,
         format!(
-            "name: terminate-first\ncloud:\n  capacityReservations:\n    - {{id: cr-0a1b2c3d4e5f60001, \
+            "name: terminate-first\nsettings: {{featureGates: {{terminateFirstDrift: {gate}}}}}\ncloud:\n  capacityReservations:\n    - {{id: cr-0a1b2c3d4e5f60001, \
              instanceType: m5.2xlarge, zone: us-west-2a, count: 2, tags: {{team: web}}}}\nsteps:\n  \
              - apply: pool.yaml\n  - apply: {}\n  \
              - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: 12}}\n  - wait: 2m\n  \
@@ -209,7 +239,13 @@ fn a_drifted_node_in_a_full_reservation_is_terminated_first_and_replaced_into_it
     .unwrap();
     let out = run(&path, "json");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn with_the_gate_a_drifted_node_in_a_full_reservation_is_terminated_first_and_replaced_into_its_room() {
+    let r = drifted_in_a_full_reservation(true);
     let d = r["disruptions"].as_array().unwrap();
     assert_eq!(d.len(), 2, "both drifted nodes are replaced: {d:#?}");
     for e in d {
@@ -223,5 +259,17 @@ fn a_drifted_node_in_a_full_reservation_is_terminated_first_and_replaced_into_it
         assert_eq!(n["capacityReservationId"], "cr-0a1b2c3d4e5f60001");
         assert_eq!(label(n, "team"), Some("web"), "the replacement carries the new template");
     }
-    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn without_the_gate_drifted_nodes_in_a_full_reservation_stay_and_say_their_pods_fit_nowhere_else() {
+    let r = drifted_in_a_full_reservation(false);
+    assert_eq!(r["disruptions"].as_array().unwrap().len(), 0, "{:#?}", r["disruptions"]);
+    assert_eq!(r["summary"]["podsRunning"], 12);
+    assert_eq!(nodes(&r).len(), 2);
+    let whys: Vec<&str> = nodes(&r).iter().map(|n| n["disruptionBlocked"].as_str().unwrap_or_default()).collect();
+    assert!(nodes(&r).iter().all(|n| label(n, "team").is_none()), "nothing replaced");
+    assert!(whys.iter().all(|w| w.contains("Drifted")), "{whys:?}");
+    // The node drift tried says why it stays (the other waits for the budget).
+    assert!(whys.iter().any(|w| w.contains("would fit nowhere else")), "{whys:?}");
 }

@@ -3,8 +3,8 @@
 //! a NodePool that allows reserved capacity and an EC2NodeClass selecting the reservation; the
 //! class's status lists it as Karpenter writes it, the reservation is filled before spot, its
 //! Nodes carry the reservation labels, a restarted controller does not overfill it, a capacity
-//! block's Node is drained and replaced ahead of the block's end, and a bad reservation stops
-//! the controller naming it.
+//! block's Node is drained and replaced ahead of the block's end, a bad reservation stops the
+//! controller naming it, and `FEATURE_GATES=ReservedCapacity=false` turns reservations off.
 
 #[macro_use]
 mod common;
@@ -220,5 +220,35 @@ fn the_kwok_controller_drains_a_capacity_blocks_node_ahead_of_its_end() {
         jsonpath(&s, &["get", "ec2nodeclass", "default"], "{.status.capacityReservations[0].state}"),
         "expiring"
     );
+    assert!(c.stop().success());
+}
+
+#[test]
+fn with_reserved_capacity_false_the_kwok_controller_lists_and_fills_no_reservation() {
+    let s = Served::start("reserved-kwok-off", &["--controllers", "none", "--speed", "10"]);
+    let cloud = write(&s.dir, "cloud.yaml", CLOUD);
+    let mut command = Controller::command(&s, &["--cloud-config", cloud.to_str().expect("utf-8 path")]);
+    command.env("FEATURE_GATES", "ReservedCapacity=false");
+    let c = Controller::spawn(&s, "off", command);
+    eventually(30, "readyz", || {
+        let (code, body) = c.readyz();
+        (code == 200 && body.contains("ok: leader")).then_some(())
+    });
+    let path = write(&s.dir, "reserved.yaml", &MANIFESTS.replace("replicas: 20", "replicas: 8"));
+    kubectl_ok(&s, &["apply", "-f", path.to_str().expect("utf-8 path")]);
+    eventually(90, "every inflate pod running", || {
+        let phases = jsonpath(&s, &["get", "pods", "-l", "app=inflate"], "{.items[*].status.phase}");
+        (phases.split_whitespace().filter(|p| *p == "Running").count() == 8).then_some(())
+    });
+    // The class is resolved (Ready) without the reservation or its condition.
+    let conditions = jsonpath(&s, &["get", "ec2nodeclass", "default"], "{.status.conditions[*].type}");
+    assert!(conditions.contains("Ready") && !conditions.contains("CapacityReservationsReady"), "{conditions}");
+    let listed = jsonpath(&s, &["get", "ec2nodeclass", "default"], "{.status.capacityReservations}");
+    assert_eq!(listed, "", "no reservation listed");
+    let reserved = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type=reserved", "-o", "name"]);
+    assert!(reserved.is_empty(), "{reserved:?}");
+    let spot = words(&s, &["get", "nodes", "-l", "karpenter.sh/capacity-type=spot", "-o", "name"]);
+    assert!(!spot.is_empty(), "spot first without reserved offerings");
+    assert!(!c.stderr().contains("ReservedCapacity"), "the gate is acted on, not named as ignored: {}", c.stderr());
     assert!(c.stop().success());
 }

@@ -4,8 +4,8 @@
 //! tagged for discovery and launches instances tagged as Karpenter's in its subnets. No kubelet
 //! runs on moto's instances, so the test registers their Nodes as one would; the pods then run
 //! on them. Deleting a NodeClaim terminates its instance. Without `CLUSTER_ENDPOINT` the cluster
-//! is found in moto's EKS. A selected capacity reservation is launched into first. Settings it
-//! lacks are bad input.
+//! is found in moto's EKS. A selected capacity reservation is launched into first; a capacity
+//! block's node is drained 40 minutes before the block ends. Settings it lacks are bad input.
 
 #![cfg(feature = "aws")]
 
@@ -495,6 +495,99 @@ fn aws_controller_launches_a_pending_pod_into_a_selected_capacity_reservation() 
         Some(0),
         "the instance is in the reservation"
     );
+    let log = c.stderr();
+    assert!(c.stop().success(), "kerf controller stops cleanly on SIGTERM: {log}");
+}
+
+#[test]
+fn aws_controller_drains_a_capacity_blocks_node_forty_minutes_before_the_block_ends() {
+    const BLOCK: &str = "e2e-block";
+    let m = moto();
+    let rt = runtime();
+    let clients = rt.block_on(moto::clients());
+    rt.block_on(moto::network_tagged(&clients, "karpenter.sh/discovery", BLOCK, 64));
+    rt.block_on(moto::role(&clients, &format!("KarpenterNodeRole-{BLOCK}")));
+    // A capacity block ending 40 minutes and 75 seconds from now: launched into at once, drained
+    // 75 seconds later.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let end = i64::try_from(now).unwrap_or(0) + 40 * 60 + 75;
+    let block = rt
+        .block_on(
+            clients
+                .ec2
+                .create_capacity_reservation()
+                .instance_type("m5.large")
+                .instance_platform(kerf_aws::aws_sdk_ec2::types::CapacityReservationInstancePlatform::LinuxUnix)
+                .availability_zone("us-west-2a")
+                .instance_count(1)
+                .instance_match_criteria(kerf_aws::aws_sdk_ec2::types::InstanceMatchCriteria::Targeted)
+                .end_date(kerf_aws::aws_sdk_ec2::primitives::DateTime::from_secs(end))
+                .end_date_type(kerf_aws::aws_sdk_ec2::types::EndDateType::Limited)
+                .tag_specifications(
+                    kerf_aws::aws_sdk_ec2::types::TagSpecification::builder()
+                        .resource_type(kerf_aws::aws_sdk_ec2::types::ResourceType::CapacityReservation)
+                        .tags(moto::tag("karpenter.sh/discovery", BLOCK))
+                        .tags(moto::tag("kerf.test/reservation-type", "capacity-block"))
+                        .build(),
+                )
+                .send(),
+        )
+        .unwrap_or_else(|e| panic!("CreateCapacityReservation: {e:?}"));
+    let id = block.capacity_reservation().and_then(|r| r.capacity_reservation_id()).unwrap_or_default().to_string();
+
+    let manifests = manifests(BLOCK)
+        .replace(
+            "  securityGroupSelectorTerms:\n",
+            &format!(
+                "  capacityReservationSelectorTerms:\n    - tags: {{karpenter.sh/discovery: {BLOCK}}}\n  securityGroupSelectorTerms:\n"
+            ),
+        )
+        .replace(r#"values: ["on-demand"]"#, r#"values: ["reserved", "on-demand"]"#)
+        .replace("  replicas: 3\n", "  replicas: 1\n");
+    let s = Served::start("ctrl-aws-block", &["--controllers", "none", "--speed", "10"]);
+    let path = write(&s.dir, "manifests.yaml", &manifests);
+    kubectl_ok(&s, &["create", "-f", path.to_str().expect("utf-8 path")]);
+    let env: Vec<(&str, String)> = aws_env(m)
+        .into_iter()
+        .map(|(k, v)| if k == "CLUSTER_NAME" { (k, BLOCK.to_string()) } else { (k, v) })
+        .collect();
+    let mut c = Controller::spawn(&s, "aws-block", controller_command(&s, &env));
+
+    let claims = eventually(60, "a NodeClaim launched into the block", || {
+        if let Ok(Some(status)) = c.child.try_wait() {
+            panic!("kerf controller exited with {status}: {}", c.stderr());
+        }
+        let claims = launched_claims(&s);
+        (!claims.is_empty()).then_some(claims)
+    });
+    let first = claims.keys().next().cloned().unwrap_or_default();
+    let label = |claim: &str, key: &str| {
+        let path = format!("jsonpath={{.metadata.labels.{}}}", key.replace('.', "\\."));
+        kubectl_ok(&s, &["get", "nodeclaim", claim, "-o", &path]).trim().to_string()
+    };
+    assert_eq!(label(&first, "karpenter.k8s.aws/capacity-reservation-id"), id, "{}", c.stderr());
+    assert_eq!(label(&first, "karpenter.k8s.aws/capacity-reservation-type"), "capacity-block");
+
+    // From 40 minutes before the end: warned, drained and replaced outside the block.
+    eventually(150, "the block's NodeClaim gone and a replacement launched", || {
+        let claims = launched_claims(&s);
+        (!claims.contains_key(&first) && !claims.is_empty()).then_some(())
+    });
+    let events = words(
+        &s,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=CapacityReservationExpiring",
+            "-o",
+            "jsonpath={.items[*].involvedObject.name}",
+        ],
+    );
+    assert!(events.contains(&first), "{events:?}: {}", c.stderr());
+    let claims = launched_claims(&s);
+    let next = claims.keys().next().cloned().unwrap_or_default();
+    assert_eq!(label(&next, "karpenter.sh/capacity-type"), "on-demand", "the closing block takes no new instance");
     let log = c.stderr();
     assert!(c.stop().success(), "kerf controller stops cleanly on SIGTERM: {log}");
 }

@@ -216,13 +216,13 @@ fn every_karpenter_feature_gate_is_read_and_an_unknown_one_exits_2_naming_it() {
         "ok.yaml",
         "name: x\nsettings:\n  featureGates: {spotToSpotConsolidation: true, nodeRepair: true, reservedCapacity: false, \
          nodeOverlay: false, staticCapacity: false, capacityBuffer: true, terminateFirstDrift: true, \
-         terminateFirstRepair: false, podDeletionCostManagement: false}\nsteps:\n  - wait: 1m\n",
+         terminateFirstRepair: true, podDeletionCostManagement: false}\nsteps:\n  - wait: 1m\n",
     );
     let (code, stderr) = run(&s);
     assert_eq!(code, 0, "stderr: {stderr}");
     assert!(
         stderr.contains(
-            "kerf: settings.featureGates: TerminateFirstDrift (not implemented in kerf yet; no effect); \
+            "kerf: settings.featureGates: TerminateFirstRepair (not implemented in kerf yet; no effect); \
              NodeOverlay, StaticCapacity (always on in kerf; false has no effect)"
         ),
         "{stderr}"

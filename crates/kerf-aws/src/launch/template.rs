@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use aws_sdk_ec2::types::{
-    CapacityReservationTarget, Filter, LaunchTemplateBlockDeviceMappingRequest,
+    CapacityReservationPreference, CapacityReservationTarget, Filter, LaunchTemplateBlockDeviceMappingRequest,
     LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
@@ -48,6 +48,11 @@ pub struct LaunchTemplateSpec {
     /// That reservation is a capacity block (market type `capacity-block`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub capacity_block: bool,
+    /// Without a reservation target: its instances stay out of `open` reservations
+    /// (`CapacityReservationPreference: none`), as Karpenter's do for a class that selects
+    /// reservations, so that EC2 does not put them in one the class did not select.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_open_reservations: bool,
 }
 
 impl LaunchTemplateSpec {
@@ -124,6 +129,12 @@ fn request_data(spec: &LaunchTemplateSpec) -> RequestLaunchTemplateData {
         data = data.capacity_reservation_specification(
             LaunchTemplateCapacityReservationSpecificationRequest::builder()
                 .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(id).build())
+                .build(),
+        );
+    } else if spec.no_open_reservations {
+        data = data.capacity_reservation_specification(
+            LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_preference(CapacityReservationPreference::None)
                 .build(),
         );
     }

@@ -22,8 +22,9 @@ use network::Subnet;
 
 // Karpenter's condition types, defined once with the EC2NodeClass type.
 pub use kerf_api::ec2nodeclass::{
-    CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY, CONDITION_SECURITY_GROUPS_READY,
-    CONDITION_SUBNETS_READY, CONDITION_VALIDATION_SUCCEEDED, READY_DEPENDS_ON as DEPENDENT_CONDITIONS,
+    CONDITION_AMIS_READY, CONDITION_CAPACITY_RESERVATIONS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY,
+    CONDITION_SECURITY_GROUPS_READY, CONDITION_SUBNETS_READY, CONDITION_VALIDATION_SUCCEEDED,
+    READY_DEPENDS_ON as DEPENDENT_CONDITIONS,
 };
 
 /// A node class with everything it resolved to.
@@ -132,12 +133,14 @@ impl Outcome {
 
 /// Resolves everything the node class selects and returns it with its new status. Failed AWS
 /// calls do not abort: their part reads `Unknown` (with the error as message) and they are
-/// listed in `errors` so that the caller retries.
+/// listed in `errors` so that the caller retries. Capacity reservations are selected only with
+/// `reserved_capacity` (Karpenter's `ReservedCapacity` gate); without it the status lists none.
 pub async fn reconcile(
     clients: &AwsClients,
     settings: &AwsSettings,
     node_class: &EC2NodeClass,
     now: Timestamp,
+    reserved_capacity: bool,
 ) -> ResolvedNodeClass {
     let spec = &node_class.spec;
     let mut errors = Vec::new();
@@ -232,18 +235,27 @@ pub async fn reconcile(
     // Reservations do not hold readiness: a class whose reservations cannot be read launches
     // without them (the ones resolved before are kept) and is resolved again soon.
     let previous_reservations = node_class.status.as_ref().map(|s| s.capacity_reservations.clone()).unwrap_or_default();
-    let (reservations, reservation_status) =
-        match crate::reservations::select(clients, &spec.capacity_reservation_selector_terms).await {
-            Ok(found) => {
-                let list: Vec<crate::reservations::Reservation> = found.into_values().collect();
-                let status = list.iter().map(|r| r.status(now)).collect();
-                (list, status)
-            }
-            Err(e) => {
-                errors.push(e);
-                (Vec::new(), previous_reservations)
-            }
-        };
+    let terms: &[_] = if reserved_capacity { &spec.capacity_reservation_selector_terms } else { &[] };
+    // `CapacityReservationsReady` (with the gate): True once read; a failed read leaves a True
+    // condition as it is (the reservations read before are kept), else reads Unknown.
+    let was_ready = node_class
+        .status
+        .as_ref()
+        .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == CONDITION_CAPACITY_RESERVATIONS_READY && c.is_true()));
+    let (reservations, reservation_status, reservations_outcome) = match crate::reservations::select(clients, terms)
+        .await
+    {
+        Ok(found) => {
+            let list: Vec<crate::reservations::Reservation> = found.into_values().collect();
+            let status = list.iter().map(|r| r.status(now)).collect();
+            (list, status, reserved_capacity.then(|| Outcome::ok(CONDITION_CAPACITY_RESERVATIONS_READY)))
+        }
+        Err(e) => {
+            let outcome = (!was_ready).then(|| Outcome::unknown("CapacityReservationsResolutionFailed", e.to_string()));
+            errors.push(e);
+            (Vec::new(), previous_reservations, outcome)
+        }
+    };
 
     let validation = validate(
         clients,
@@ -283,6 +295,9 @@ pub async fn reconcile(
         }
     };
     outcomes.push((CONDITION_READY, ready));
+    if let Some(o) = reservations_outcome {
+        outcomes.push((CONDITION_CAPACITY_RESERVATIONS_READY, o));
+    }
 
     let previous = node_class.status.clone().unwrap_or_default();
     let mut conditions = previous.conditions.clone();

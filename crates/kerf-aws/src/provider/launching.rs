@@ -178,6 +178,9 @@ impl AwsProvider {
             tags: tags::launch_template_tags(&self.settings, nc),
             capacity_reservation_id: reservation.map(|r| r.id.clone()),
             capacity_block: reservation.is_some_and(|r| r.reservation_type == crate::reservations::TYPE_CAPACITY_BLOCK),
+            no_open_reservations: reservation.is_none()
+                && !spec.capacity_reservation_selector_terms.is_empty()
+                && self.reserved_capacity(),
         })
     }
 

@@ -144,6 +144,8 @@ struct State {
     priced: BTreeMap<String, (SharedTypes, SharedTypes)>,
     /// Node class name → the ids of the capacity reservations its last resolution selected.
     reservations: BTreeMap<String, Vec<String>>,
+    /// Karpenter's `ReservedCapacity` gate turned off: no reservation is selected or drifts.
+    reserved_capacity_off: bool,
     /// Capacity block instances warned that the block ends (provider IDs).
     block_warned: std::collections::BTreeSet<String>,
     /// Capacity reservation id → the NodeClaims whose instances the caller found in it elsewhere
@@ -953,6 +955,10 @@ impl CloudProvider for SimProvider {
         self.use_node_overlays(overlays);
     }
 
+    fn set_reserved_capacity(&self, enabled: bool) {
+        self.lock().reserved_capacity_off = !enabled;
+    }
+
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> Result<NodeClassResolution, CloudError> {
         // The simulated account changes only when the node class does: no periodic recheck.
         let recorded = self
@@ -968,7 +974,12 @@ impl CloudProvider for SimProvider {
         };
         // Capacity reservations start, drain and end in time: the class is resolved again then.
         let (t, terms) = (self.offset(now), &node_class.spec.capacity_reservation_selector_terms);
-        let selected = super::reservations::select(terms, &self.config.capacity_reservations, t);
+        let selected = if self.lock().reserved_capacity_off {
+            Vec::new()
+        } else {
+            super::reservations::mark_reservations_ready(&mut status, now, node_class.metadata.generation);
+            super::reservations::select(terms, &self.config.capacity_reservations, t)
+        };
         status.capacity_reservations = selected.iter().map(|r| r.status(self.epoch, t)).collect();
         let recheck_after = super::reservations::next_change(terms, &self.config.capacity_reservations, t);
         {
@@ -997,6 +1008,9 @@ impl CloudProvider for SimProvider {
         };
         if let Some(drift) = node_class.and_then(|nc| crate::provider::node_class_hash_drift_with(claim, nc, hash)) {
             return Ok(Some(drift));
+        }
+        if self.lock().reserved_capacity_off {
+            return Ok(None);
         }
         Ok(node_class.and_then(|nc| super::reservations::reservation_drift(claim, nc)))
     }

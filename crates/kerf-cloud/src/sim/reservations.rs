@@ -284,6 +284,28 @@ pub fn with_offerings(
         .collect()
 }
 
+/// Sets a resolved class's `CapacityReservationsReady` condition True, as Karpenter does once it
+/// has read the class's reservations (the simulated account's always can be).
+pub fn mark_reservations_ready(
+    status: &mut kerf_api::ec2nodeclass::EC2NodeClassStatus,
+    now: Timestamp,
+    generation: Option<i64>,
+) {
+    let ready = kerf_api::ec2nodeclass::CONDITION_CAPACITY_RESERVATIONS_READY;
+    kerf_api::shared::set_condition(
+        &mut status.conditions,
+        kerf_api::Condition {
+            type_: ready.to_string(),
+            status: "True".to_string(),
+            reason: Some(ready.to_string()),
+            message: None,
+            last_transition_time: Some(Time(now)),
+            observed_generation: generation,
+        },
+    );
+    status.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+}
+
 /// Why a claim launched into a capacity reservation no longer matches its node class: the
 /// class's resolved status no longer lists the reservation (its selector terms changed, or the
 /// reservation ended). `None` for other claims and for classes not resolved yet.

@@ -140,6 +140,7 @@ impl Disruption {
             facts: cx.pod_facts,
             consolidation_list: None,
             moves: MoveCounts::default(),
+            terminate_first_drift: cx.options.terminate_first_drift,
         };
         let mut blocked: BTreeMap<String, String> = BTreeMap::new();
         for c in &cands {

@@ -394,6 +394,10 @@ impl<P: CloudProvider> CloudProvider for FaultyCloud<P> {
         self.inner.set_node_overlays(overlays);
     }
 
+    fn set_reserved_capacity(&self, enabled: bool) {
+        self.inner.set_reserved_capacity(enabled);
+    }
+
     fn name(&self) -> &'static str {
         self.inner.name()
     }

@@ -3,10 +3,11 @@
 //! pod fits somewhere; drifted empty nodes go together without replacements. Budgets are the
 //! pool's `Drifted` budget for both. Static pools' nodes are left to static drift.
 //!
-//! Terminate-first (Karpenter v1.15): a drifted node in a capacity reservation that is full,
-//! whose pods fit nowhere else, holds the very room its replacement needs. It is deleted first,
-//! without a replacement; its pods wait, and provisioning launches them into the room its
-//! instance frees.
+//! Terminate-first (Karpenter v1.15's `TerminateFirstDrift` gate): a drifted node in a capacity
+//! reservation that is full, whose pods fit nowhere else, holds the very room its replacement
+//! needs. With the gate it is deleted first, without a replacement; its pods wait, and
+//! provisioning launches them into the room its instance frees. Without it the node waits,
+//! saying why.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -119,6 +120,7 @@ impl Method for Drift {
             let moves = planned_moves(&answer);
             if let Some(&i) = answer.unplaced.first() {
                 if reason == Reason::Drifted
+                    && eval.terminate_first_drift
                     && let Some(id) = full_reservation(eval, c)
                 {
                     let detail = format!(

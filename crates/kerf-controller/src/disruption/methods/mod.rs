@@ -61,6 +61,8 @@ pub(super) struct Eval<'a> {
     pub consolidation_list: Option<Vec<&'a Candidate>>,
     /// The consolidation moves weighed in this evaluation (see `balanced`).
     pub moves: MoveCounts,
+    /// Karpenter's `TerminateFirstDrift` gate (see `Options::terminate_first_drift`).
+    pub terminate_first_drift: bool,
 }
 
 impl<'a> Eval<'a> {

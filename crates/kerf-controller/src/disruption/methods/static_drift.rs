@@ -1,22 +1,25 @@
 //! Static drift: a drifted node of a static NodePool (`spec.replicas`) is replaced one for one by
 //! a node from the pool's template, pre-spun like any drift replacement. Three things bound it:
 //! the pool's disruption budget for `Drifted`; its `limits.nodes`, which every claim of the pool
-//! counts against (deleting ones and staged replacements included), so a pool at its limit keeps
-//! its drifted nodes, each with the reason, until room appears; and the pool's size: nothing is
-//! replaced while it has more live claims than its replicas (the scale-down goes first).
+//! counts against (deleting ones and staged replacements included); and the pool's size: nothing
+//! is replaced while it has more live claims than its replicas (the scale-down goes first).
+//!
+//! A pool at its node limit cannot stage a replacement. Without Karpenter's `TerminateFirstDrift`
+//! gate it keeps its drifted nodes, each with the reason, until room appears; with it
+//! (terminate-first, Karpenter v1.15) its drifted nodes, within the budget, are deleted first,
+//! without one, and the static reconciler refills each from the pool's template once its
+//! instance is gone and the limit has room.
 //! Consolidation never touches a static pool; expiration deletes its nodes and the static
 //! reconciler refills them within the same limit.
 
 use std::collections::BTreeMap;
 
-use kerf_api::NodePool;
 use kerf_api::nodepool::DisruptionReason;
 
 use super::{Eval, Method};
-use crate::disruption::candidates::{Budgets, Candidate};
+use crate::disruption::candidates::Candidate;
 use crate::disruption::{Command, Reason};
-use crate::input::TypesByPool;
-use crate::static_pools::{StaticCount, static_new_claim};
+use crate::static_pools::static_new_claim;
 
 pub(in crate::disruption) struct StaticDrift;
 
@@ -30,22 +33,15 @@ impl Method for StaticDrift {
     }
 
     fn compute_command(&mut self, eval: &mut Eval<'_>, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
-        static_drift(self, eval.cands, eval.budgets, eval.pools, eval.statics, eval.types, blocked)
+        static_drift(self, eval, blocked)
     }
 }
 
 /// The first static pool's drift command (pools in name order), as many of its drifted nodes as
 /// its budget and its node limit allow; each drifted static node of the pools looked at that is
 /// not in it gets its reason in `blocked`.
-fn static_drift(
-    method: &StaticDrift,
-    cands: &[Candidate],
-    budgets: &Budgets,
-    pools: &BTreeMap<String, NodePool>,
-    counts: &BTreeMap<String, StaticCount>,
-    types: &TypesByPool,
-    blocked: &mut BTreeMap<String, String>,
-) -> Option<Command> {
+fn static_drift(method: &StaticDrift, eval: &Eval<'_>, blocked: &mut BTreeMap<String, String>) -> Option<Command> {
+    let (cands, budgets, pools, counts, types) = (eval.cands, eval.budgets, eval.pools, eval.statics, eval.types);
     let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
     for c in cands.iter().filter(|c| method.should_disrupt(c)) {
         let Some(why) = &c.drifted else { continue };
@@ -67,7 +63,7 @@ fn static_drift(
                     "Drifted ({drift}), but static NodePool {name} has {} live NodeClaims for {} replicas: the scale-down goes first",
                     count.live, count.want
                 )
-            } else if headroom == 0 {
+            } else if headroom == 0 && !eval.terminate_first_drift {
                 format!(
                     "Drifted ({drift}), but static NodePool {name} is at its node limit (limits.nodes {}, {} NodeClaims) and cannot stage a replacement",
                     count.limit.unwrap_or(usize::MAX),
@@ -77,7 +73,13 @@ fn static_drift(
                 format!("Drifted ({drift}), but {}", budgets.describe(pool, DisruptionReason::Drifted))
             }
         };
-        let take = if count.live > count.want { 0 } else { budget.min(headroom) };
+        // At its node limit, a pool replaces by terminating first.
+        let terminate_first = headroom == 0 && eval.terminate_first_drift;
+        let take = match (count.live > count.want, terminate_first) {
+            (true, _) => 0,
+            (false, true) => budget,
+            (false, false) => budget.min(headroom),
+        };
         let (chosen, waiting) = drifted.split_at(take.min(drifted.len()));
         for c in waiting {
             blocked.insert(c.node.clone(), why_not(c));
@@ -99,15 +101,25 @@ fn static_drift(
             }
             continue;
         }
+        let limit = count.limit.map_or_else(|| "unset".to_string(), |l| l.to_string());
+        let candidates = chosen.iter().map(|c| (*c).clone()).collect();
+        if terminate_first {
+            // The refill is the static reconciler's, once the deleted claim's instance is gone.
+            let detail = format!(
+                "{}; static NodePool {name} is at its node limit (limits.nodes {limit}, {} NodeClaims): the node is terminated first, and the pool refills it from its template once its instance is gone",
+                chosen[0].drifted.clone().unwrap_or_default(),
+                count.claims,
+            );
+            return Some(Command::new(Reason::Drifted, candidates, Vec::new(), detail, Vec::new()));
+        }
         let detail = format!(
             "{}; static NodePool {name} replaces it with a node from its template ({} of {} NodeClaims under limits.nodes {})",
             chosen[0].drifted.clone().unwrap_or_default(),
             count.claims + chosen.len(),
             count.want,
-            count.limit.map_or_else(|| "unset".to_string(), |l| l.to_string()),
+            limit,
         );
         // One command a pass: later pools' drifted nodes keep the reason they were last given.
-        let candidates = chosen.iter().map(|c| (*c).clone()).collect();
         return Some(Command::new(Reason::Drifted, candidates, vec![new; chosen.len()], detail, Vec::new()));
     }
     None
