@@ -173,8 +173,9 @@ impl CloudProvider for KwokProvider {
             Err(e) => return Err(cloud_err(&format!("creating Node {}", claim.name()), e)),
         }
         let status = launched.status.get_or_insert_with(NodeClaimStatus::default);
+        // The image is the catalog's: the one the node class resolves to, so that a change of
+        // its AMI selection drifts the node (`AMIDrift`) as on EC2.
         status.provider_id = Some(provider_id);
-        status.image_id = Some("kwok".to_string());
         Ok(launched)
     }
 

@@ -450,10 +450,17 @@ impl KubeScheduler {
         }
         // The stored pod as the world read it with a new status: written whole (a newer
         // version is a conflict either way), without the status write's copy of the stored pod.
-        let _ = write_pod(cluster, pod, |p| {
+        let written = write_pod(cluster, pod, |p| {
             p.set_phase("Pending");
             p.set_condition(KeptCondition::PodScheduled, ConditionStatus::False, Some("Unschedulable"), Some(msg), now);
         });
+        // A verdict that could not be written (the pod changed since the world read it) is no
+        // verdict: parked without one, the pod would wait, unseen by the autoscaler, for a
+        // change to the cluster that its waiting may hold back. It is tried again next pass.
+        if matches!(written, Some(Err(_))) {
+            self.parked.remove(key);
+            self.active.insert((prio, seq, key.to_string()));
+        }
     }
 
     /// Filters then scores; the chosen node's index, or kube-scheduler's message.

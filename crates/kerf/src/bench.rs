@@ -6,8 +6,8 @@
 //! default 1, full) and asks, for every node, whether its pods could move
 //! elsewhere or onto one cheaper node — the disruption controller's own searches — and runs the
 //! multi-node search.
-//! `kerf bench controller --nodes N --pods P [--json]` measures `kerf controller` against a
-//! served cluster (see `controller_bench`).
+//! `kerf bench controller --nodes N --pods P [--drift] [--json]` measures `kerf controller`
+//! against a served cluster, and with `--drift` a drift of every node (see `controller_bench`).
 //! `kerf bench packing [--json]` compares the fleet the Scheduler buys for mixed workloads with a
 //! lower bound on the cheapest fleet (see `packing_bench`).
 //! `kerf bench snapshot --nodes N --pods P [--json]` times `kerf snapshot` of a served cluster and

@@ -8,7 +8,8 @@
 //! kerf keeps on new nodes, the measured controller starts: the time until it is ready (listed,
 //! synced, leading), until its first disruption decision, its peak RSS, the requests it made
 //! (counted by the server per User-Agent), and the time for a scale-up of 10% more pods until
-//! every pod runs.
+//! every pod runs. With `--drift`, every node then drifts (see `controller_drift`). The server's
+//! own peak RSS is reported too: it holds every object of the cluster.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::bench_process::{self, Proc, get, http};
+use crate::controller_drift::{self, BUDGET_PERCENT, Drift};
 
 #[derive(clap::Args)]
 pub struct ControllerArgs {
@@ -26,6 +28,10 @@ pub struct ControllerArgs {
     /// Pods running on them.
     #[arg(long, default_value_t = 3_000)]
     pods: usize,
+    /// Then change the EC2NodeClass's AMI selection and time the drift of every node within the
+    /// NodePool's budget of 10%, against the budget-bound minimum.
+    #[arg(long)]
+    drift: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -33,8 +39,9 @@ pub struct ControllerArgs {
 
 /// The node type: 16 vCPU, 64 GiB, 234 pods.
 const INSTANCE_TYPE: &str = "m6a.4xlarge";
-/// How long the build phase and each measurement may take.
-const PHASE_LIMIT: Duration = Duration::from_secs(900);
+/// How long the build phase and each measurement may take (a 5,000-node build on a loaded
+/// 2-core machine takes many minutes).
+const PHASE_LIMIT: Duration = Duration::from_secs(2400);
 /// How long past their creation the measured controller's nodes are (kerf keeps a node it
 /// launched for the current workload from consolidation for consolidateAfter + 1 minute).
 const NODE_AGE: Duration = Duration::from_secs(65);
@@ -88,18 +95,25 @@ steps:
                 - {{key: node.kubernetes.io/instance-type, operator: In, values: [{INSTANCE_TYPE}]}}
                 - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
               nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
-          disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}}
+          disruption:
+            consolidationPolicy: WhenEmptyOrUnderutilized
+            consolidateAfter: 0s
+            budgets: [{{nodes: "{BUDGET_PERCENT}%"}}]
 {}{}"#,
         deployment("bench"),
         deployment("filler"),
     )
 }
 
-/// Pods of the two Deployments: (all, not Running).
-fn pods(server: &str, only_not_running: bool) -> anyhow::Result<usize> {
+/// Pods of the two Deployments: all, or those not Running. With `any`, at most one is listed (a
+/// cheap look at a served cluster of many pods, for whether there is one).
+fn pods_of(server: &str, only_not_running: bool, any: bool) -> anyhow::Result<usize> {
     let mut path = "/api/v1/namespaces/default/pods?labelSelector=app%20in%20(bench,filler)".to_string();
     if only_not_running {
         path.push_str("&fieldSelector=status.phase!%3DRunning");
+    }
+    if any {
+        path.push_str("&limit=1");
     }
     let (code, body) = http(server, "GET", &path, None)?;
     if code != 200 {
@@ -109,11 +123,22 @@ fn pods(server: &str, only_not_running: bool) -> anyhow::Result<usize> {
     Ok(v["items"].as_array().map_or(0, Vec::len))
 }
 
+/// Pods of the two Deployments: (all, not Running).
+fn pods(server: &str, only_not_running: bool) -> anyhow::Result<usize> {
+    pods_of(server, only_not_running, false)
+}
+
+/// Whether `expected` pods of the Deployments exist and every one runs (all are listed only
+/// once none is seen not Running).
+fn every_one_runs(server: &str, expected: usize) -> anyhow::Result<bool> {
+    Ok(pods_of(server, true, true)? == 0 && pods(server, true)? == 0 && pods(server, false)? == expected)
+}
+
 /// Waits until `expected` pods of the Deployments exist and every one runs.
 fn all_running(server: &str, expected: usize, what: &str) -> anyhow::Result<Duration> {
     let start = Instant::now();
     loop {
-        if pods(server, true)? == 0 && pods(server, false)? == expected {
+        if every_one_runs(server, expected)? {
             return Ok(start.elapsed());
         }
         if start.elapsed() > PHASE_LIMIT {
@@ -198,27 +223,41 @@ pub fn run(a: ControllerArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let result = measure(&a, &dir, cpu_m, mem_mi);
     let _ = std::fs::remove_dir_all(&dir);
-    let Measured { ready, first, executed, rss, requests, scale_up, nodes } = result?;
+    let Measured { ready, first, executed, rss, serve_rss, requests, scale_up, nodes, drift } = result?;
     if a.json {
         let mut req = serde_json::Map::new();
         for (verb, n) in &requests {
             req.insert(verb.clone(), serde_json::json!(n));
         }
-        println!(
-            "{}",
-            serde_json::json!({
-                "nodes": nodes,
-                "pods": a.pods,
-                "readySeconds": ready,
-                "firstDecisionSeconds": first,
-                "firstDisruptionSeconds": executed,
-                "peakRssBytes": rss,
-                "apiRequests": requests.values().sum::<u64>(),
-                "apiRequestsByVerb": req,
-                "scaleUpPods": a.pods / 10,
-                "scaleUpSeconds": scale_up,
-            })
-        );
+        let mut out = serde_json::json!({
+            "nodes": nodes,
+            "pods": a.pods,
+            "readySeconds": ready,
+            "firstDecisionSeconds": first,
+            "firstDisruptionSeconds": executed,
+            "peakRssBytes": rss,
+            "servePeakRssBytes": serve_rss,
+            "apiRequests": requests.values().sum::<u64>(),
+            "apiRequestsByVerb": req,
+            "scaleUpPods": a.pods / 10,
+            "scaleUpSeconds": scale_up,
+        });
+        if let (Some(d), Some(o)) = (&drift, out.as_object_mut()) {
+            o.insert(
+                "drift".to_string(),
+                serde_json::json!({
+                    "nodes": d.nodes,
+                    "budget": d.budget,
+                    "rounds": d.rounds,
+                    "roundSeconds": d.round_seconds,
+                    "decidedSeconds": d.decided_seconds,
+                    "minimumSeconds": d.minimum_seconds(),
+                    "seconds": d.seconds,
+                    "ratio": d.ratio(),
+                }),
+            );
+        }
+        println!("{out}");
     } else {
         let by_verb: Vec<String> = requests.iter().map(|(v, n)| format!("{n} {v}")).collect();
         println!(
@@ -230,6 +269,21 @@ pub fn run(a: ControllerArgs) -> anyhow::Result<ExitCode> {
             by_verb.join(", "),
             a.pods / 10,
         );
+        println!("kerf serve holding them: peak RSS {:.1} MiB", serve_rss as f64 / (1024.0 * 1024.0));
+        if let Some(d) = &drift {
+            println!(
+                "drift of {} nodes (AMI change) within a budget of {} nodes: {:.1}s (first decision {:.1}s after the \
+                 change); {} rounds of {:.1}s (the first replacement) make a minimum of {:.1}s: {:.2}x the minimum",
+                d.nodes,
+                d.budget,
+                d.seconds,
+                d.decided_seconds,
+                d.rounds,
+                d.round_seconds,
+                d.minimum_seconds(),
+                d.ratio()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -240,9 +294,12 @@ struct Measured {
     first: f64,
     executed: f64,
     rss: u64,
+    /// kerf serve's peak RSS.
+    serve_rss: u64,
     requests: std::collections::BTreeMap<String, u64>,
     scale_up: f64,
     nodes: usize,
+    drift: Option<Drift>,
 }
 
 fn measure(a: &ControllerArgs, dir: &Path, cpu_m: usize, mem_mi: usize) -> anyhow::Result<Measured> {
@@ -256,7 +313,13 @@ fn measure(a: &ControllerArgs, dir: &Path, cpu_m: usize, mem_mi: usize) -> anyho
     builder.stop().context("stopping the first controller")?;
     let built = Instant::now();
     scale(&server, "filler", 0)?;
-    wait_for("the filler pods gone", || Ok(pods(&server, false)? == a.pods))?;
+    wait_for("the filler pods gone", || {
+        let filler = "/api/v1/namespaces/default/pods?labelSelector=app%3Dfiller&limit=1";
+        let (code, body) = http(&server, "GET", filler, None)?;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let none = code == 200 && v["items"].as_array().is_some_and(Vec::is_empty);
+        Ok(none && pods(&server, false)? == a.pods)
+    })?;
     let nodes = {
         let (code, body) = http(&server, "GET", "/apis/karpenter.sh/v1/nodeclaims", None)?;
         if code != 200 {
@@ -295,8 +358,16 @@ fn measure(a: &ControllerArgs, dir: &Path, cpu_m: usize, mem_mi: usize) -> anyho
     let more = a.pods / 10;
     scale(&server, "bench", a.pods + more)?;
     let scale_up = all_running(&server, a.pods + more, "scaling up")?.as_secs_f64();
-    let rss = measured.peak_rss().unwrap_or(0);
     let after = requests(&server)?;
+    let drift = if a.drift {
+        let expected = a.pods + more;
+        let all_run = || every_one_runs(&server, expected);
+        Some(controller_drift::measure(&server, "default", "bottlerocket@latest", all_run).context("the drift")?)
+    } else {
+        None
+    };
+    let rss = measured.peak_rss().unwrap_or(0);
+    let serve_rss = serve.peak_rss().unwrap_or(0);
     measured.stop().context("stopping the measured controller")?;
     let mut made = std::collections::BTreeMap::new();
     for (verb, n) in after {
@@ -306,7 +377,7 @@ fn measure(a: &ControllerArgs, dir: &Path, cpu_m: usize, mem_mi: usize) -> anyho
         }
     }
     drop(serve);
-    Ok(Measured { ready, first, executed, rss, requests: made, scale_up, nodes })
+    Ok(Measured { ready, first, executed, rss, serve_rss, requests: made, scale_up, nodes, drift })
 }
 
 /// The server's request counts of `kerf-controller` clients, by verb.

@@ -13,6 +13,7 @@ mod controller;
 #[cfg(feature = "aws")]
 mod controller_aws;
 mod controller_bench;
+mod controller_drift;
 mod controller_env;
 mod convert;
 mod crds;

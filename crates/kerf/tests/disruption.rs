@@ -511,6 +511,35 @@ fn node_class_change_drifts() {
 }
 
 #[test]
+fn an_ami_change_drifts_every_node_in_rounds_of_the_budget_each_round_one_command() {
+    // Four nodes, one pod each (hostname anti-affinity); the class moves to another AMI family.
+    let spread = ", affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
+                  [{labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}]}}";
+    let steps = format!(
+        "  - apply: [{}]\n  - wait: 2m\n\
+         \x20 - patch: {{kind: EC2NodeClass, name: default, merge: {{spec: {{amiSelectorTerms: [{{alias: bottlerocket@latest}}]}}}}}}\n\
+         \x20 - wait: 10m\n",
+        deployment_with("web", 4, "1", "", spread)
+    );
+    let two = "{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s, budgets: [{nodes: \"2\"}]}";
+    let r = simulate("ami-drift", &scenario("ami-drift", "", &pool("", two), &steps));
+    let d = disruptions(&r);
+    assert_eq!(d.len(), 4, "{d:#?}");
+    for x in &d {
+        assert_eq!(x["reason"], "Drifted", "{x}");
+        assert!(x["detail"].as_str().unwrap().contains("AMIDrift"), "{x}");
+    }
+    // The budget's two nodes go in one command (decided together), then the other two.
+    let mut at: Vec<f64> = d.iter().map(|x| secs(&x["atSeconds"])).collect();
+    at.sort_by(f64::total_cmp);
+    assert_eq!(at[0], at[1], "{d:#?}");
+    assert_eq!(at[2], at[3], "{d:#?}");
+    assert!(at[2] > at[1], "{d:#?}");
+    assert_eq!(nodes(&r).len(), 4);
+    assert_all_running(&r, 4);
+}
+
+#[test]
 fn expired_node_is_replaced_forcefully_even_with_do_not_disrupt_and_a_zero_budget() {
     let steps = format!(
         "  - apply: [{}]\n  - wait: 7m\n",

@@ -2,6 +2,7 @@
 
 pub mod config;
 mod custom;
+pub mod images;
 pub mod nodeclass;
 pub mod provider;
 pub mod reservations;

@@ -135,6 +135,8 @@ struct State {
     recorded: BTreeMap<String, (EC2NodeClassSpec, EC2NodeClassStatus)>,
     /// Node class name → where its instances can go, as its last resolution said.
     reach: BTreeMap<String, Reach>,
+    /// Node class name → the images its last resolution found (see `images`).
+    images: BTreeMap<String, Vec<kerf_api::ec2nodeclass::AmiStatus>>,
     /// Node class name → (the types at market prices, the reach, those of them within reach).
     reached: BTreeMap<String, (SharedTypes, Reach, SharedTypes)>,
     /// Spot prices as the market last moved them; `None`: the model prices.
@@ -789,7 +791,8 @@ impl SimProvider {
         out.metadata.labels = Some(node_labels.clone());
         let status = out.status.get_or_insert_with(NodeClaimStatus::default);
         status.provider_id = Some(provider_id.clone());
-        status.image_id = Some("ami-kerf-sim".to_string());
+        let image = state.images.get(&class_name).and_then(|amis| super::images::image_for(amis, &node_labels));
+        status.image_id = Some(image.unwrap_or_else(|| super::images::UNRESOLVED_IMAGE.to_string()));
         status.capacity = itype.capacity.clone();
         status.allocatable = itype.allocatable();
 
@@ -985,6 +988,7 @@ impl CloudProvider for SimProvider {
         {
             let mut state = self.lock();
             state.reach.insert(node_class.name().to_string(), Reach::of(&status, &self.zones));
+            state.images.insert(node_class.name().to_string(), status.amis.clone());
             state.reservations.insert(node_class.name().to_string(), selected.iter().map(|r| r.id.clone()).collect());
         }
         self.register_node_class(node_class);
@@ -1009,10 +1013,12 @@ impl CloudProvider for SimProvider {
         if let Some(drift) = node_class.and_then(|nc| crate::provider::node_class_hash_drift_with(claim, nc, hash)) {
             return Ok(Some(drift));
         }
-        if self.lock().reserved_capacity_off {
-            return Ok(None);
+        if !self.lock().reserved_capacity_off
+            && let Some(drift) = node_class.and_then(|nc| super::reservations::reservation_drift(claim, nc))
+        {
+            return Ok(Some(drift));
         }
-        Ok(node_class.and_then(|nc| super::reservations::reservation_drift(claim, nc)))
+        Ok(node_class.and_then(|nc| super::images::ami_drift(claim, nc)))
     }
 
     async fn reboot(&self, claim: &NodeClaim) -> Result<(), CloudError> {

@@ -1,7 +1,12 @@
 //! Drift, and kerf's `Unfit` (a DaemonSet pod meant for the node cannot fit on it): the node is
-//! replaced with whatever its pods need (no price rule), one node per command, as long as every
-//! pod fits somewhere; drifted empty nodes go together without replacements. Budgets are the
-//! pool's `Drifted` budget for both. Static pools' nodes are left to static drift.
+//! replaced with whatever its pods need (no price rule), as long as every pod fits somewhere;
+//! drifted empty nodes go together without replacements. Budgets are the pool's `Drifted`
+//! budget for both. Static pools' nodes are left to static drift.
+//!
+//! Every drifted node the budgets allow goes in one command when all their pods fit (their
+//! replacements sized for all of them), so a fleet drifts in rounds of its budget back to back
+//! rather than one node per command (Karpenter's pace, which a large fleet's drift outlasts);
+//! when some pod would fit nowhere, the nodes are taken one at a time.
 //!
 //! Terminate-first (Karpenter v1.15's `TerminateFirstDrift` gate): a drifted node in a capacity
 //! reservation that is full, whose pods fit nowhere else, holds the very room its replacement
@@ -66,6 +71,27 @@ fn full_reservation(eval: &Eval<'_>, c: &Candidate) -> Option<String> {
         .map(|r| r.id.clone())
 }
 
+/// One command replacing all of `nodes` (each due for `reason`), when every pod of theirs fits.
+fn together(ctx: &mut SchedulingContext, reason: Reason, nodes: &[&Candidate]) -> Option<Command> {
+    let answer = what_if(ctx, nodes).ok()?;
+    if !answer.unplaced.is_empty() {
+        return None;
+    }
+    let n = answer.pods.len();
+    let moves = planned_moves(&answer);
+    let replacements: Vec<NewNodeClaim> = answer.new_node_claims.into_iter().map(|c| c.claim).collect();
+    let first = nodes.first().and_then(|c| why(reason, c)).cloned().unwrap_or_default();
+    let detail = format!(
+        "{first} (and {} more node(s) due for it); their {n} pod(s) move to {}",
+        nodes.len() - 1,
+        match replacements.len() {
+            0 => "other nodes".to_string(),
+            k => format!("{k} new node(s)"),
+        }
+    );
+    Some(Command::new(reason, nodes.iter().map(|c| (*c).clone()).collect(), replacements, detail, moves))
+}
+
 impl Method for Drift {
     fn reason(&self) -> Reason {
         self.0
@@ -105,6 +131,11 @@ impl Method for Drift {
         // context for the method, with those nodes taking no new pods.
         let all: BTreeSet<&str> = matching.iter().map(|c| c.node.as_str()).collect();
         let mut ctx = SchedulingContext::with_facts(unschedulable(eval.base, &all), eval.facts);
+        if allowed.len() > 1
+            && let Some(cmd) = together(&mut ctx, reason, &allowed)
+        {
+            return Some(cmd);
+        }
         for c in allowed {
             let answer = match what_if(&mut ctx, &[c]) {
                 Ok(a) => a,

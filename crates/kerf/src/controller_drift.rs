@@ -1,0 +1,119 @@
+//! `kerf bench controller --drift`: every node of the built cluster drifts at once (the
+//! EC2NodeClass's AMI selection changes, so each node's image is no longer one the class
+//! resolves to: `AMIDrift`) and the controller replaces them within the NodePool's budget of
+//! `nodes: 10%`, measured against the budget-bound minimum.
+//!
+//! The drift ends when no NodeClaim that existed at the change remains and every pod runs. The
+//! budget allows `ceil(10% of N)` nodes at a time, so the drift takes at least
+//! `rounds = ceil(N / budget)` rounds back to back. A round is as long as one replacement on the
+//! same run: from the first decision on an old NodeClaim (its `DisruptionReason` condition set)
+//! until the first of them is gone (replacement launched and initialized, node drained and
+//! deleted). The minimum is `rounds x round`, and the ratio is the drift's time (from the change,
+//! so the time to see the drift counts against kerf) over it.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::bench_process::http;
+
+/// How long the whole drift may take.
+const DRIFT_LIMIT: Duration = Duration::from_secs(3600);
+
+/// The budget the bench's NodePool gives drift (and every other reason).
+pub const BUDGET_PERCENT: usize = 10;
+
+/// A drift of every node, as measured.
+pub struct Drift {
+    pub nodes: usize,
+    pub budget: usize,
+    pub rounds: usize,
+    pub round_seconds: f64,
+    /// From the change until the first decision on an old NodeClaim.
+    pub decided_seconds: f64,
+    pub seconds: f64,
+}
+
+impl Drift {
+    pub fn minimum_seconds(&self) -> f64 {
+        self.rounds as f64 * self.round_seconds
+    }
+
+    pub fn ratio(&self) -> f64 {
+        let min = self.minimum_seconds();
+        if min > 0.0 { self.seconds / min } else { 0.0 }
+    }
+}
+
+/// The names of the NodeClaims that exist, and of those drift decided on.
+fn claims(server: &str) -> anyhow::Result<(BTreeSet<String>, BTreeSet<String>)> {
+    let (code, body) = http(server, "GET", "/apis/karpenter.sh/v1/nodeclaims", None)?;
+    if code != 200 {
+        bail!("listing nodeclaims: HTTP {code}: {body}");
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).context("the nodeclaim list")?;
+    let items = v["items"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let name = |c: &serde_json::Value| c["metadata"]["name"].as_str().map(str::to_string);
+    let decided = |c: &&serde_json::Value| {
+        let conditions = c["status"]["conditions"].as_array().map(Vec::as_slice).unwrap_or_default();
+        conditions.iter().any(|k| k["type"] == "DisruptionReason" && k["status"] == "True" && k["reason"] == "Drifted")
+    };
+    Ok((items.iter().filter_map(name).collect(), items.iter().filter(decided).filter_map(name).collect()))
+}
+
+/// Changes the AMI selection of the EC2NodeClass `class` to `alias`, then waits until every
+/// NodeClaim that existed has gone and `all_run()` holds.
+pub fn measure(
+    server: &str,
+    class: &str,
+    alias: &str,
+    mut all_run: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<Drift> {
+    let (old, _) = claims(server)?;
+    let nodes = old.len();
+    let budget = (nodes * BUDGET_PERCENT).div_ceil(100).max(1);
+    let rounds = nodes.div_ceil(budget);
+    let path = format!("/apis/karpenter.k8s.aws/v1/ec2nodeclasses/{class}");
+    let patch = format!(r#"{{"spec":{{"amiSelectorTerms":[{{"alias":"{alias}"}}]}}}}"#);
+    let start = Instant::now();
+    let (code, body) = http(server, "PATCH", &path, Some(("application/merge-patch+json", &patch)))?;
+    if code != 200 {
+        bail!("changing the AMI selection of EC2NodeClass {class}: HTTP {code}: {body}");
+    }
+    let (mut first_decided, mut first_gone): (Option<Duration>, Option<Duration>) = (None, None);
+    // Old claims seen decided for drift (not those a consolidation took).
+    let mut drifting: BTreeSet<String> = BTreeSet::new();
+    let mut reported = Instant::now();
+    loop {
+        let (now, decided) = claims(server)?;
+        let at = start.elapsed();
+        drifting.extend(decided.into_iter().filter(|c| old.contains(c)));
+        if first_decided.is_none() && !drifting.is_empty() {
+            first_decided = Some(at);
+        }
+        if first_gone.is_none() && drifting.iter().any(|c| !now.contains(c)) {
+            first_gone = Some(at);
+        }
+        let left = old.iter().filter(|c| now.contains(*c)).count();
+        if left == 0 && all_run()? {
+            break;
+        }
+        if reported.elapsed() >= Duration::from_secs(30) {
+            eprintln!("drift: {left} of {nodes} old nodes left at {:.0}s", start.elapsed().as_secs_f64());
+            reported = Instant::now();
+        }
+        if start.elapsed() > DRIFT_LIMIT {
+            bail!("drift: {left} of {nodes} drifted nodes still there after {}s", DRIFT_LIMIT.as_secs());
+        }
+        // Closely until the first round ends (it sets the minimum), then every 2 s (each look
+        // lists every NodeClaim: thousands of them).
+        std::thread::sleep(Duration::from_millis(if first_gone.is_none() { 500 } else { 2000 }));
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let (Some(decided), Some(gone)) = (first_decided, first_gone) else {
+        bail!("drift: no drifted NodeClaim was seen decided, then gone (the round could not be measured)");
+    };
+    let (decided_seconds, round_seconds) = (decided.as_secs_f64(), (gone - decided).as_secs_f64());
+    Ok(Drift { nodes, budget, rounds, round_seconds, decided_seconds, seconds })
+}
