@@ -577,11 +577,8 @@ impl CloudProvider for AwsProvider {
             return Ok(Some(drift));
         }
         let Some(status) = &nc.status else { return Ok(None) };
-        if let Some(image) = claim.status.as_ref().and_then(|s| s.image_id.as_ref())
-            && !status.amis.is_empty()
-            && !status.amis.iter().any(|a| &a.id == image)
-        {
-            return Ok(Some("AMIDrift".to_string()));
+        if let Some(drift) = kerf_cloud::provider::ami_drift(claim, nc) {
+            return Ok(Some(drift));
         }
         let Some(pid) = claim.provider_id() else { return Ok(None) };
         let instance = match self.owned_instance(pid).await {

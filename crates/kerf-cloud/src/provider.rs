@@ -47,6 +47,14 @@ pub fn node_class_hash_drift_with(
     drifted.then(|| "NodeClassDrift".to_string())
 }
 
+/// `AMIDrift` when the claim's image is not among the images its node class resolves to now
+/// (a class that resolved none, or a claim without an image id, is not judged).
+pub fn ami_drift(claim: &NodeClaim, node_class: &EC2NodeClass) -> Option<String> {
+    let amis = &node_class.status.as_ref()?.amis;
+    let image = claim.status.as_ref()?.image_id.as_deref()?;
+    (!amis.is_empty() && !amis.iter().any(|a| a.id == image)).then(|| "AMIDrift".to_string())
+}
+
 /// What can go wrong talking to a cloud.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CloudError {

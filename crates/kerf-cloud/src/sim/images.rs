@@ -24,14 +24,15 @@ pub fn image_for(amis: &[AmiStatus], node_labels: &BTreeMap<String, String>) -> 
         .map(|a| a.id.clone())
 }
 
-/// `AMIDrift` when the claim's image is not among those its node class resolves to (a class
-/// that resolved none, or a claim without an image id, or with the placeholder, is not judged).
+/// The providers' `AMIDrift` ([`crate::provider::ami_drift`]) for an instance that booted a
+/// simulated image: the placeholder, and ids that are no AMI (kwok's), are not judged.
 pub fn ami_drift(claim: &NodeClaim, node_class: &EC2NodeClass) -> Option<String> {
-    let amis = &node_class.status.as_ref()?.amis;
     let image = claim.status.as_ref()?.image_id.as_deref()?;
     let judged = image.starts_with("ami-") && image != UNRESOLVED_IMAGE;
-    let drifted = judged && !amis.is_empty() && !amis.iter().any(|a| a.id == image);
-    drifted.then(|| "AMIDrift".to_string())
+    if !judged {
+        return None;
+    }
+    crate::provider::ami_drift(claim, node_class)
 }
 
 #[cfg(test)]

@@ -30,6 +30,10 @@ use serde::{Deserialize, Serialize};
 use super::Disruption;
 use crate::ctx::Ctx;
 use crate::error::ControllerError;
+
+/// The reason of the event recorded on a NodePool when a consolidation of it was undone
+/// (docs/design.md, "Events"); `kerf top` reads it.
+pub const CONSOLIDATION_REVERSED: &str = "ConsolidationReversed";
 use crate::state::ClusterState;
 use crate::util;
 
@@ -315,7 +319,7 @@ impl Disruption {
                     name: r.node_pool.clone(),
                     uid: cx.state.uid_of(kerf_api::nodepool::KIND, &r.node_pool),
                     type_: "Warning",
-                    reason: "ConsolidationReversed".to_string(),
+                    reason: CONSOLIDATION_REVERSED.to_string(),
                     message: format!(
                         "NodeClaim {claim_name} launched for pod(s) {} that the consolidation decided at {} moved ({}); its nodes are left alone until the workload changes",
                         r.pods.join(", "),

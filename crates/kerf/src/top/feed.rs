@@ -8,15 +8,12 @@
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kerf_api::{CapacityBuffer, NodeClaim, NodeOverlay, NodePool, SlimPod};
+use kerf_controller::disruption::reversals::CONSOLIDATION_REVERSED;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event as Watched};
 use tokio::sync::mpsc;
 
 use super::fleet::{BufferFacts, ClaimFacts, EventFacts, Item, Kind, NodeFacts, PodFacts, Update};
-
-/// The reason of the event kerf records on a NodePool when a consolidation of it was undone
-/// (docs/design.md, "Events").
-pub const CONSOLIDATION_REVERSED: &str = "ConsolidationReversed";
 
 /// Objects per page of a list: client-go's pager's. (The controller lists 100 a page to keep its
 /// long-lived heap compact; `kerf top` keeps a few facts per object and lists faster in larger
