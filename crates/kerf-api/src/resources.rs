@@ -36,7 +36,7 @@ pub struct ResourceList(pub BTreeMap<String, Quantity>);
 /// of a workload ask for the same, and holders of a list per pod (kube-scheduler's views, the
 /// scheduler's facts) would otherwise hold one copy per pod.
 #[derive(Debug, Clone, Default)]
-pub struct SharedLists(HashSet<Arc<ResourceList>>);
+pub struct SharedLists(HashSet<Arc<ResourceList>, foldhash::fast::RandomState>);
 
 impl SharedLists {
     /// `list`, or the equal list kept already. A list equal in amounts to a kept one but

@@ -52,13 +52,13 @@ pub struct ClusterView {
     /// Per-node counts of live pods matching a spread selector or affinity term(s), computed on
     /// first use and kept current by `add_pod`: pods of one workload share their selectors, so
     /// each pod's PreFilter reads counts instead of rescanning every pod in the cluster.
-    match_counts: RefCell<HashMap<String, MatchCounts>>,
+    match_counts: RefCell<foldhash::HashMap<String, MatchCounts>>,
     /// The cache keys of the matchers met so far ([`PodMatcher::key`]), found again by comparing
     /// matchers: every pod prepared asks for its matchers' keys, and writing a key out costs
     /// far more than comparing a matcher with the few a cluster has.
     matcher_keys: RefCell<Vec<(PodMatcher, String)>>,
     /// Interned node values per topology key (rebuilt when a node is pushed or popped).
-    topology: RefCell<HashMap<String, Arc<TopologyIndex>>>,
+    topology: RefCell<foldhash::HashMap<String, Arc<TopologyIndex>>>,
     /// Nodes set aside for a what-if (see [`ClusterView::set_hidden`]); empty when none ever was.
     hidden: Vec<bool>,
     /// The pods' request lists, one per distinct list (see [`SharedLists`]).

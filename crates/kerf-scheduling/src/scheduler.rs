@@ -119,7 +119,7 @@ pub use replay::{KeptKubeView, KubeReplay, Replacement, Turn};
 use resources::Resources;
 use topology::{Gone, Topology};
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
@@ -148,7 +148,7 @@ pub struct SchedulingContext {
     /// Topology counters and anti-affinity blocks.
     topology: Topology,
     nodes: IxVec<NodeIx, Node>,
-    node_index: HashMap<String, NodeIx>,
+    node_index: foldhash::HashMap<String, NodeIx>,
     /// Every pod's requests, facts and group.
     pods: Pods,
     /// The running query's claims and what it changed.

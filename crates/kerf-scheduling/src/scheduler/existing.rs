@@ -51,9 +51,9 @@ pub(super) fn build(
     pools: &Pools,
     of: &Pods,
     values: &mut Interner,
-) -> (IxVec<NodeIx, Node>, HashMap<String, NodeIx>) {
+) -> (IxVec<NodeIx, Node>, foldhash::HashMap<String, NodeIx>) {
     let mut nodes: IxVec<NodeIx, Node> = IxVec::default();
-    let mut node_index = HashMap::new();
+    let mut node_index = foldhash::HashMap::default();
     // Each existing node's pods, by context index.
     let ranges = existing_pod_ranges(input);
     // Initialized nodes first, then in-flight claims (stable).

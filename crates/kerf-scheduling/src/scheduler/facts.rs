@@ -14,7 +14,6 @@
 //! groups them by a hash lookup instead of comparing their affinities field by field.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use k8s_openapi::api::core::v1::Toleration;
@@ -174,10 +173,10 @@ pub struct PodFactsCache {
 
 #[derive(Default)]
 struct CacheState {
-    by_uid: HashMap<String, Entry>,
+    by_uid: foldhash::HashMap<String, Entry>,
     /// The facts of the pods of one shape, labels and namespace: everything parsing reads of a
     /// pod (see [`ShareKey`]), so the replicas of a workload parse once and hold one copy.
-    by_share: HashMap<ShareKey, Shared>,
+    by_share: foldhash::HashMap<ShareKey, Shared>,
     /// The entry count of `by_share` at which facts no pod holds any more are dropped.
     share_sweep_at: usize,
     /// How many pods were parsed, over the cache's life.
@@ -185,7 +184,7 @@ struct CacheState {
     /// Builds served, to tell the entries the latest build used.
     builds: u64,
     /// Constraint key (see [`constraint_key`]) → class id.
-    classes: HashMap<String, u64>,
+    classes: foldhash::HashMap<String, u64>,
 }
 
 /// What the facts of a pod are made of: its shape (the spec less the node name, shared between

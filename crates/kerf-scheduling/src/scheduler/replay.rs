@@ -44,7 +44,7 @@ pub(super) struct KubeViews {
 #[derive(Debug)]
 pub(super) struct KubeView {
     pub(super) view: ClusterView,
-    pub(super) index: HashMap<String, usize>,
+    pub(super) index: foldhash::HashMap<String, usize>,
     /// The nodes each kind of moved pod fits best on, in the view as built (see
     /// [`kube_choice::Ranking`]).
     pub(super) ranking: kube_choice::Ranking,
@@ -74,7 +74,7 @@ pub(super) struct Copies {
     /// How many times the ranking was made anew.
     edits: u64,
     /// The kinds met so far, by key.
-    ids: HashMap<Vec<u8>, usize>,
+    ids: foldhash::HashMap<Vec<u8>, usize>,
     /// Per kind: the pod it was first met with, its key, and its id in the view's ranking once
     /// ranked there.
     kinds: Vec<(Arc<SlimPod>, Vec<u8>, Option<usize>)>,

@@ -3,8 +3,6 @@
 //! instance type), and the comparisons the Scheduler makes (cpu in millicores, everything else
 //! in whole units, as kube-scheduler).
 
-use std::collections::HashMap;
-
 use kerf_api::resources::{CPU, MEMORY};
 use kerf_api::{Quantity, ResourceList};
 
@@ -14,7 +12,7 @@ use crate::volume_limits::{ATTACHABLE_VOLUMES_EBS, NO_LIMIT};
 /// millicores, everything else in whole units, as kube-scheduler compares them).
 pub(super) struct Resources {
     pub(super) names: Vec<String>,
-    pub(super) index: HashMap<String, usize>,
+    pub(super) index: foldhash::HashMap<String, usize>,
 }
 
 impl Resources {
