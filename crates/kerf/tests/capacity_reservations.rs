@@ -309,47 +309,45 @@ fn reserved_scenario(
 
 #[test]
 fn an_interruptible_reservation_reclaimed_by_its_owner_has_its_nodes_drained_and_replaced_like_spot() {
-    let cloud = "  capacityReservations:\n    - {id: cr-0a1b2c3d4e5f60009, instanceType: m5.2xlarge, zone: us-west-2a, \
-                 count: 2, interruptible: true, reclaimAt: 30m, tags: {team: web}}\n";
-    // Before the reclaim: both nodes in the reservation, labelled interruptible.
-    let before = reserved_scenario(
-        "interruptible-before",
-        "{}",
-        cloud,
-        r#"values: ["reserved", "spot", "on-demand"]"#,
-        12,
-        "10m",
-    );
-    let reserved: Vec<&Value> = nodes(&before).iter().filter(|n| n["capacityType"] == "reserved").collect();
-    assert_eq!(reserved.len(), 2, "{:#?}", nodes(&before));
-    for n in &reserved {
-        assert_eq!(n["capacityReservationId"], "cr-0a1b2c3d4e5f60009");
-        assert_eq!(label(n, "karpenter.k8s.aws/capacity-reservation-interruptible"), Some("true"));
-    }
-    // After it: each was interrupted, and their pods run on the next capacity type.
-    let after = reserved_scenario(
-        "interruptible-after",
-        "{}",
-        cloud,
-        r#"values: ["reserved", "spot", "on-demand"]"#,
-        12,
-        "45m",
-    );
+    let r = simulate("capacity-reservation-interruptible.yaml");
     let interrupted: Vec<&Value> =
-        after["disruptions"].as_array().unwrap().iter().filter(|d| d["reason"] == "Interrupted").collect();
-    assert_eq!(interrupted.len(), 2, "{:#?}", after["disruptions"]);
+        r["disruptions"].as_array().unwrap().iter().filter(|d| d["reason"] == "Interrupted").collect();
+    assert_eq!(interrupted.len(), 2, "{:#?}", r["disruptions"]);
     for d in &interrupted {
         assert!(
             d["detail"].as_str().unwrap().contains("the owner of its interruptible capacity reservation reclaims it"),
             "{}",
             d["detail"]
         );
+        let at = d["atSeconds"].as_f64().unwrap();
+        assert!((1800.0..1830.0).contains(&at), "interrupted at the reclaim, 30 minutes in: {at}");
     }
-    assert_eq!(after["summary"]["podsRunning"], 12);
-    assert!(!nodes(&after).is_empty());
-    for n in nodes(&after) {
+    assert_eq!(r["summary"]["podsRunning"], 12);
+    for n in nodes(&r) {
         assert_eq!(n["capacityType"], "spot", "reserved first, then spot: {n}");
         assert!(n.get("capacityReservationId").is_none(), "nothing launches into a reclaimed reservation: {n}");
+    }
+}
+
+#[test]
+fn an_interruptible_reservations_nodes_are_labelled_so_before_the_reclaim() {
+    let dir = std::env::temp_dir().join(format!("kerf-interruptible-before-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = std::fs::read_to_string(example("capacity-reservation-interruptible.yaml"))
+        .unwrap()
+        .replace("manifests/", &format!("{}/", example("manifests").display()))
+        .replace("  - wait: 35m\n", "");
+    let path = dir.join("before.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = run(&path, "json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reserved: Vec<&Value> = nodes(&r).iter().filter(|n| n["capacityType"] == "reserved").collect();
+    assert_eq!(reserved.len(), 2, "{:#?}", nodes(&r));
+    for n in &reserved {
+        assert_eq!(n["capacityReservationId"], "cr-0a1b2c3d4e5f60009");
+        assert_eq!(label(n, "karpenter.k8s.aws/capacity-reservation-interruptible"), Some("true"));
     }
 }
 
