@@ -26,6 +26,9 @@ for a `capacity-block` target capacity type). `install()` adds, in moto's own se
   capacity-block` in a capacity block), as on EC2, and counts against the reservation's
   AvailableInstanceCount while it lives.
 
+Interruptible reservations are not modelled: DescribeCapacityReservations never returns
+`Interruptible`, and nothing is reclaimed.
+
 Everything else is moto's own behaviour.
 """
 

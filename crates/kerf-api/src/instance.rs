@@ -53,11 +53,14 @@ pub struct OfferingReservation {
     pub reservation_type: String,
     /// Instances it can still take.
     pub remaining: u32,
+    /// Its owner may reclaim it (an interruptible reservation): the node's
+    /// `karpenter.k8s.aws/capacity-reservation-interruptible`.
+    pub interruptible: bool,
 }
 
 impl Offering {
-    /// The value of an offering-level label (zone, capacity type, the reservation's id and
-    /// type) this offering gives its node; `None` for a label it does not set (the reservation
+    /// The value of an offering-level label (zone, capacity type, the reservation's id, type
+    /// and whether it is interruptible) this offering gives its node; `None` for a label it does not set (the reservation
     /// labels of an offering that is not reserved) and for keys that are not offering-level.
     pub fn label(&self, key: &str) -> Option<&str> {
         match key {
@@ -65,6 +68,9 @@ impl Offering {
             labels::CAPACITY_TYPE => Some(&self.capacity_type),
             labels::CAPACITY_RESERVATION_ID => self.reservation.as_ref().map(|r| r.id.as_str()),
             labels::CAPACITY_RESERVATION_TYPE => self.reservation.as_ref().map(|r| r.reservation_type.as_str()),
+            labels::CAPACITY_RESERVATION_INTERRUPTIBLE => {
+                self.reservation.as_ref().map(|r| if r.interruptible { "true" } else { "false" })
+            }
             _ => None,
         }
     }
@@ -73,10 +79,7 @@ impl Offering {
 /// Whether a label is an offering's rather than its instance type's: zone, capacity type and
 /// the capacity reservation labels.
 pub fn is_offering_label(key: &str) -> bool {
-    matches!(
-        key,
-        labels::ZONE | labels::CAPACITY_TYPE | labels::CAPACITY_RESERVATION_ID | labels::CAPACITY_RESERVATION_TYPE
-    )
+    matches!(key, labels::ZONE | labels::CAPACITY_TYPE) || labels::CAPACITY_RESERVATION_LABELS.contains(&key)
 }
 
 impl InstanceType {

@@ -57,6 +57,10 @@ pub const INSTANCE_CAPABILITY_FLEX: &str = "karpenter.k8s.aws/instance-capabilit
 pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str = "karpenter.k8s.aws/capacity-reservation-interruptible";
+/// The labels an offering in a capacity reservation gives its node (its id, type, and whether it
+/// is interruptible); requirements on them choose among offerings like zone and capacity type.
+pub const CAPACITY_RESERVATION_LABELS: [&str; 3] =
+    [CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_INTERRUPTIBLE];
 pub const PLACEMENT_GROUP_ID: &str = "karpenter.k8s.aws/placement-group-id";
 pub const PLACEMENT_GROUP_PARTITION: &str = "karpenter.k8s.aws/placement-group-partition";
 pub const TOPOLOGY_ZONE_ID: &str = "topology.k8s.aws/zone-id";

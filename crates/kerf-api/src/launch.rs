@@ -50,7 +50,7 @@ pub fn type_meets(reqs: &Requirements, t: &InstanceType, region: &str) -> bool {
 pub fn offering_allowed(reqs: &Requirements, o: &Offering) -> bool {
     reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone))
         && reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type))
-        && [labels::CAPACITY_RESERVATION_ID, labels::CAPACITY_RESERVATION_TYPE]
+        && labels::CAPACITY_RESERVATION_LABELS
             .into_iter()
             .all(|key| reqs.get(key).is_none_or(|r| r.matches(o.label(key))))
 }
@@ -210,6 +210,7 @@ mod tests {
             reservation: Some(Arc::new(crate::OfferingReservation {
                 id: "cr-1".into(),
                 reservation_type: "capacity-block".into(),
+                interruptible: false,
                 remaining: 1,
             })),
             ..plain.clone()

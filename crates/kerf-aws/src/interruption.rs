@@ -91,6 +91,12 @@ pub fn parse(body: &str, receipt_handle: &str) -> Result<InterruptionEvent, Pars
         ("aws.ec2", "EC2 Spot Instance Interruption Warning") => {
             (InterruptionKind::SpotInterruption, vec![instance()?.instance_id])
         }
+        // EC2's user guide names the warning both ways.
+        (
+            "aws.ec2",
+            "EC2 Interruptible Capacity Reservation Instance Interruption Warning"
+            | "EC2 Capacity Reservation Instance Interruption Warning",
+        ) => (InterruptionKind::CapacityReservationInterruption, vec![instance()?.instance_id]),
         ("aws.ec2", "EC2 Instance Rebalance Recommendation") => {
             (InterruptionKind::RebalanceRecommendation, vec![instance()?.instance_id])
         }
@@ -213,6 +219,22 @@ mod tests {
         assert_eq!(e.kind, InterruptionKind::SpotInterruption);
         assert_eq!(e.instance_ids, vec!["i-0abc"]);
         assert!(e.kind.requires_drain());
+    }
+
+    #[test]
+    fn interruptible_reservation_warnings_interrupt_their_instance() {
+        for detail_type in [
+            "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
+            "EC2 Capacity Reservation Instance Interruption Warning",
+        ] {
+            let body = format!(
+                r#"{{"version":"0","id":"e2","detail-type":"{detail_type}","source":"aws.ec2","time":"2025-01-01T00:00:00Z","detail":{{"instance-id":"i-0abc","instance-action":"terminate","instance-termination-time":"2025-01-01T00:02:00Z"}}}}"#
+            );
+            let e = parse(&body, "h").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(e.kind, InterruptionKind::CapacityReservationInterruption);
+            assert_eq!(e.instance_ids, vec!["i-0abc"]);
+            assert!(e.kind.requires_drain());
+        }
     }
 
     #[test]

@@ -411,6 +411,15 @@ impl AwsProvider {
         });
         let allocatable = shape.as_ref().map(|t| t.allocatable());
         let capacity = shape.as_ref().zip(allocatable.as_ref()).map(|(t, a)| (&t.capacity, a));
+        // Without the gate Karpenter reads no instance as reserved, whichever reservation EC2
+        // put it in (its launches then leave EC2 its `open` default).
+        if !self.reserved_capacity() && i.capacity_reservation_id.is_some() {
+            let mut plain = i.clone();
+            plain.capacity_type = labels::CAPACITY_TYPE_ON_DEMAND.to_string();
+            plain.capacity_reservation_id = None;
+            plain.capacity_reservation_type = None;
+            return plain.to_node_claim(self.region(), labels.as_ref(), capacity);
+        }
         i.to_node_claim(self.region(), labels.as_ref(), capacity)
     }
 
@@ -457,7 +466,8 @@ impl AwsProvider {
                 self.mark_unavailable(&instance.instance_type, &instance.zone, labels::CAPACITY_TYPE_SPOT);
             }
             let terminates_at = match event.kind {
-                InterruptionKind::SpotInterruption => {
+                // Both give two minutes' notice.
+                InterruptionKind::SpotInterruption | InterruptionKind::CapacityReservationInterruption => {
                     event.time.parse::<Timestamp>().ok().map(|t| add(t, SPOT_INTERRUPTION_NOTICE))
                 }
                 _ => None,

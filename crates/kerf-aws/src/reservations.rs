@@ -44,6 +44,8 @@ pub struct Reservation {
     pub end_time: Option<kerf_cloud::Timestamp>,
     /// Instances it can still take (`AvailableInstanceCount`).
     pub available: u32,
+    /// Its owner may take the capacity back (`Interruptible`).
+    pub interruptible: bool,
 }
 
 impl Reservation {
@@ -60,7 +62,7 @@ impl Reservation {
             owner_id: self.owner_id.clone(),
             reservation_type: Some(self.reservation_type.clone()),
             state: Some(if expiring { "expiring" } else { "active" }.to_string()),
-            interruptible: None,
+            interruptible: self.interruptible.then_some(true),
         }
     }
 
@@ -78,6 +80,7 @@ impl Reservation {
             reservation_type: r.reservation_type().map_or(TYPE_DEFAULT, |t| t.as_str()).to_string(),
             end_time,
             available: u32::try_from(r.available_instance_count().unwrap_or(0)).unwrap_or(0),
+            interruptible: r.interruptible().unwrap_or(false),
         })
     }
 }
@@ -217,6 +220,7 @@ pub fn with_offerings(
                         id: r.id.clone(),
                         reservation_type: r.reservation_type.clone().unwrap_or_else(|| TYPE_DEFAULT.to_string()),
                         remaining: room,
+                        interruptible: r.interruptible.unwrap_or(false),
                     })),
                 });
             }
@@ -311,6 +315,7 @@ mod tests {
             reservation_type: TYPE_CAPACITY_BLOCK.into(),
             end_time: Some(end),
             available: 1,
+            interruptible: false,
         };
         let at = |s: &str| r.status(s.parse().unwrap_or_else(|e| panic!("{e}"))).state;
         assert_eq!(at("2026-01-01T05:19:59Z").as_deref(), Some("active"));

@@ -462,16 +462,31 @@ async fn open_reservations_take_only_the_launches_karpenter_lets_them() {
     let got = provider.get(od.provider_id().unwrap_or_default()).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(label(&got, labels::CAPACITY_RESERVATION_ID), None);
 
-    // A class that selects none leaves EC2 its default: an open reservation of the type and
-    // zone takes the instance, and kerf reads it back there, as Karpenter labels it.
+    // So does one of a class that selects none: with the ReservedCapacity gate every spot and
+    // on-demand launch asks for no reservation, as Karpenter's do.
     let (plain, _clock, _net, _nc) =
         ready_provider("reserve-open-plain", 77, clients.clone(), "  amiSelectorTerms: [{alias: al2023@latest}]\n")
             .await;
     let od = plain.create(&claim("default-open3", "default", m5)).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(label(&od, labels::CAPACITY_TYPE), Some("on-demand"));
+    assert_eq!(available(&clients, &unselected).await, 2, "the open reservation is untouched");
+
+    // Without the gate the template says nothing and EC2 keeps its default: an open reservation
+    // of the type and zone takes the instance, which kerf reads back as on-demand, as Karpenter
+    // does without the gate.
+    let (off, _clock) = common::provider(clients.clone(), "reserve-open-plain");
+    off.set_reserved_capacity(false);
+    let nc = node_class(
+        "default",
+        "reserve-open-plain",
+        "  role: reserve-open-plain-node\n  amiSelectorTerms: [{alias: al2023@latest}]\n",
+    );
+    let r = off.reconcile_node_class(&nc).await;
+    assert!(r.is_ready(), "{}", r.not_ready_reason());
+    let od = off.create(&claim("default-open4", "default", m5)).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(label(&od, labels::CAPACITY_TYPE), Some("on-demand"), "launched as on-demand");
     assert_eq!(available(&clients, &unselected).await, 1, "EC2 put it in the open reservation");
-    let got = plain.get(od.provider_id().unwrap_or_default()).await.unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(label(&got, labels::CAPACITY_TYPE), Some("reserved"));
-    assert_eq!(label(&got, labels::CAPACITY_RESERVATION_ID), Some(unselected.as_str()));
-    assert_eq!(label(&got, labels::CAPACITY_RESERVATION_TYPE), Some("default"));
+    let got = off.get(od.provider_id().unwrap_or_default()).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(label(&got, labels::CAPACITY_TYPE), Some("on-demand"));
+    assert_eq!(label(&got, labels::CAPACITY_RESERVATION_ID), None);
 }

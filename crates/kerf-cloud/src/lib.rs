@@ -3,6 +3,7 @@
 
 pub mod aws;
 pub mod clock;
+pub mod nodeclass_ready;
 pub mod provider;
 pub mod repair;
 pub mod sim;

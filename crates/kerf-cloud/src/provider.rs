@@ -98,6 +98,10 @@ pub enum InterruptionKind {
     /// The capacity block the instance runs in ends soon: EC2 reclaims its instances ahead of the
     /// end, and Karpenter drains them before that.
     CapacityBlockEnding,
+    /// The owner of the interruptible capacity reservation the instance runs in takes the
+    /// capacity back: EC2 terminates the instance shortly (two minutes), and Karpenter drains it
+    /// as it does a spot interruption.
+    CapacityReservationInterruption,
 }
 
 impl InterruptionKind {
@@ -116,6 +120,7 @@ impl InterruptionKind {
             InterruptionKind::StateChange { .. } => "InstanceTerminating",
             InterruptionKind::ScheduledChange => "InstanceUnhealthy",
             InterruptionKind::CapacityBlockEnding => "CapacityReservationExpiring",
+            InterruptionKind::CapacityReservationInterruption => "CapacityReservationInterrupted",
         }
     }
 
@@ -127,6 +132,7 @@ impl InterruptionKind {
             InterruptionKind::StateChange { .. } => "instance_state_change",
             InterruptionKind::ScheduledChange => "scheduled_change",
             InterruptionKind::CapacityBlockEnding => "capacity_reservation_expiring",
+            InterruptionKind::CapacityReservationInterruption => "capacity_reservation_interrupted",
         }
     }
 }
@@ -139,6 +145,7 @@ impl std::fmt::Display for InterruptionKind {
             InterruptionKind::StateChange { state } => write!(f, "StateChange ({state})"),
             InterruptionKind::ScheduledChange => f.write_str("ScheduledChange"),
             InterruptionKind::CapacityBlockEnding => f.write_str("CapacityBlockEnding"),
+            InterruptionKind::CapacityReservationInterruption => f.write_str("CapacityReservationInterruption"),
         }
     }
 }

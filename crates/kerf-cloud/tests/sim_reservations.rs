@@ -251,3 +251,160 @@ fn pool() -> NodePool {
             "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}))
     .unwrap()
 }
+
+fn condition(c: &EC2NodeClass, type_: &str) -> (String, Option<String>, Option<String>) {
+    let found = c.status.as_ref().and_then(|s| s.conditions.iter().find(|x| x.type_ == type_)).unwrap();
+    (found.status.clone(), found.reason.clone(), found.message.clone())
+}
+
+#[test]
+fn with_the_gate_reservations_that_cannot_be_read_hold_the_class_ready_back_naming_them() {
+    let (p, _) = provider();
+    p.fail_reservation_reads(Some("ec2:DescribeCapacityReservations: Throttling".to_string()));
+    let mut c = class("[{id: cr-odcr}]");
+    resolve(&p, &mut c);
+    let failed = (
+        "Unknown".to_string(),
+        Some("CapacityReservationsResolutionFailed".to_string()),
+        Some("ec2:DescribeCapacityReservations: Throttling".to_string()),
+    );
+    assert_eq!(condition(&c, "CapacityReservationsReady"), failed);
+    assert_eq!(condition(&c, "Ready"), failed, "Ready counts CapacityReservationsReady with the gate");
+
+    // Read once, a later failure keeps the class Ready with the reservations it listed.
+    p.fail_reservation_reads(None);
+    resolve(&p, &mut c);
+    assert_eq!(condition(&c, "Ready").0, "True");
+    p.fail_reservation_reads(Some("throttled".to_string()));
+    resolve(&p, &mut c);
+    assert_eq!(condition(&c, "Ready").0, "True");
+    assert_eq!(condition(&c, "CapacityReservationsReady").0, "True");
+    let ids: Vec<&str> = c.status.as_ref().unwrap().capacity_reservations.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["cr-odcr"]);
+
+    // Without the gate reservations are not read, and Ready does not wait for them.
+    let (off, _) = provider();
+    off.set_reserved_capacity(false);
+    off.fail_reservation_reads(Some("throttled".to_string()));
+    let mut c = class("[{id: cr-odcr}]");
+    resolve(&off, &mut c);
+    assert_eq!(condition(&c, "Ready").0, "True");
+    assert_eq!(reservations_ready(&c), None);
+}
+
+#[test]
+fn an_interruptible_reservation_is_labelled_and_its_reclaim_interrupts_its_nodes_like_spot() {
+    let clock = ManualClock::new();
+    let yaml = format!(
+        "{CLOUD}  - {{id: cr-lent, instanceType: small, zone: us-west-2a, count: 1, interruptible: true, \
+         reclaimAt: 2h, tags: {{team: batch}}}}\n"
+    );
+    let config: SimConfig = serde_yaml_ng::from_str(&yaml).unwrap();
+    let p = SimProvider::new(config, Arc::new(clock.clone())).unwrap();
+    let mut c = class("[{tags: {team: batch}}, {id: cr-odcr}]");
+    resolve(&p, &mut c);
+    let listed = &c.status.as_ref().unwrap().capacity_reservations;
+    let flags: Vec<(&str, Option<bool>)> = listed.iter().map(|r| (r.id.as_str(), r.interruptible)).collect();
+    assert_eq!(flags, [("cr-odcr", None), ("cr-lent", Some(true))]);
+
+    let small = |name: &str| -> NodeClaim {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"requirements": [
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ALL},
+                        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["small"]}],
+                     "resources": {"requests": {"cpu": "1"}},
+                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
+        }))
+        .unwrap()
+    };
+    let lent = block_on(p.create(&small("a"))).unwrap();
+    assert_eq!(label(&lent, labels::CAPACITY_RESERVATION_ID).as_deref(), Some("cr-lent"));
+    assert_eq!(label(&lent, labels::CAPACITY_RESERVATION_INTERRUPTIBLE).as_deref(), Some("true"));
+    let odcr = block_on(p.create(&claim("b", ALL))).unwrap();
+    assert_eq!(label(&odcr, labels::CAPACITY_RESERVATION_INTERRUPTIBLE).as_deref(), Some("false"));
+
+    // A claim that requires interruptible reserved capacity only takes an offering of it.
+    let types = block_on(p.instance_types(&pool(), Some(&c))).unwrap();
+    let mut reqs = kerf_api::Requirements::new();
+    reqs.add(labels::CAPACITY_RESERVATION_INTERRUPTIBLE, kerf_api::Requirement::single("true".to_string()));
+    let allowed: Vec<String> = types
+        .iter()
+        .flat_map(|t| t.offerings.iter())
+        .filter(|o| kerf_api::launch::offering_allowed(&reqs, o))
+        .filter_map(|o| o.reservation.as_ref().map(|r| r.id.clone()))
+        .collect();
+    assert_eq!(allowed, ["cr-lent"]);
+
+    assert!(block_on(p.interruptions()).unwrap().is_empty());
+    clock.advance(Duration::from_secs(2 * 3600));
+    let notices = block_on(p.interruptions()).unwrap();
+    assert_eq!(notices.len(), 1, "only the interruptible reservation's node: {notices:?}");
+    assert_eq!(notices[0].kind, InterruptionKind::CapacityReservationInterruption);
+    assert_eq!(notices[0].provider_id, lent.status.as_ref().unwrap().provider_id.clone().unwrap());
+    let reclaim = notices[0].terminates_at.unwrap();
+    assert_eq!(reclaim.as_millisecond() - clock.now().as_millisecond(), 2 * 60 * 1000, "two minutes' notice");
+    // Reclaimed, it takes no launch: the next small claim goes to spot.
+    let next = block_on(p.create(&small("c"))).unwrap();
+    assert_eq!(label(&next, labels::CAPACITY_TYPE).as_deref(), Some("spot"));
+    clock.advance(Duration::from_secs(2 * 60));
+    let gone = p.instances().into_iter().find(|i| i.capacity_reservation.as_deref() == Some("cr-lent")).unwrap();
+    assert!(gone.terminated);
+}
+
+/// The cloud with an `open` ODCR of one `large` in us-west-2a that no class selects, and
+/// Karpenter's `ReservedCapacity` gate as `gate`; a class selecting no reservation.
+fn with_open_reservation(gate: bool) -> (SimProvider, EC2NodeClass) {
+    let yaml = format!(
+        "{CLOUD}  - {{id: cr-open, instanceType: large, zone: us-west-2a, instanceMatchCriteria: open, price: 0.02}}\n"
+    );
+    let config: SimConfig = serde_yaml_ng::from_str(&yaml).unwrap();
+    let p = SimProvider::new(config, Arc::new(ManualClock::new())).unwrap();
+    p.set_reserved_capacity(gate);
+    let mut c = class("[]");
+    resolve(&p, &mut c);
+    (p, c)
+}
+
+/// An on-demand claim for a `large` in us-west-2a.
+fn on_demand_large(name: &str) -> NodeClaim {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]},
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["large"]}],
+                 "resources": {"requests": {"cpu": "4"}},
+                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn with_the_gate_an_on_demand_launch_never_lands_in_an_open_reservation_as_it_asks_for_none() {
+    let (p, _) = with_open_reservation(true);
+    let launched = block_on(p.create(&on_demand_large("a"))).unwrap();
+    assert_eq!(label(&launched, labels::CAPACITY_TYPE).as_deref(), Some("on-demand"));
+    assert_eq!(p.instances()[0].capacity_reservation, None);
+    assert_eq!(p.instances()[0].price, 0.30, "billed on demand");
+}
+
+#[test]
+fn without_the_gate_ec2_puts_an_on_demand_launch_in_a_matching_open_reservation_until_it_is_full() {
+    let (p, _) = with_open_reservation(false);
+    let first = block_on(p.create(&on_demand_large("a"))).unwrap();
+    // Karpenter labels what it launched on demand: it asked for no reservation.
+    assert_eq!(label(&first, labels::CAPACITY_TYPE).as_deref(), Some("on-demand"));
+    assert_eq!(label(&first, labels::CAPACITY_RESERVATION_ID), None);
+    let i = &p.instances()[0];
+    assert_eq!(i.capacity_reservation.as_deref(), Some("cr-open"), "EC2 put it in the open reservation");
+    assert_eq!(i.price, 0.02, "the account pays the reservation's price for it");
+    // The reservation holds one: the next launch is a plain on-demand instance.
+    block_on(p.create(&on_demand_large("b"))).unwrap();
+    let second = &p.instances()[1];
+    assert_eq!((second.capacity_reservation.as_deref(), second.price), (None, 0.30));
+    // Freed, it takes the next one again.
+    block_on(p.delete(&first)).unwrap();
+    block_on(p.create(&on_demand_large("c"))).unwrap();
+    assert_eq!(p.instances()[2].capacity_reservation.as_deref(), Some("cr-open"));
+}

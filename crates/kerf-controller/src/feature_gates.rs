@@ -40,7 +40,7 @@ pub const KARPENTER_GATES: &[FeatureGate] = &[
     gate("StaticCapacity", false, false, Support::AlwaysOn),
     gate("CapacityBuffer", false, false, Support::AlwaysOn),
     gate("TerminateFirstDrift", false, false, Support::Implemented),
-    gate("TerminateFirstRepair", false, false, Support::NotYet),
+    gate("TerminateFirstRepair", false, false, Support::Implemented),
     gate("PodDeletionCostManagement", false, false, Support::Implemented),
     gate("Drift", true, false, Support::AlwaysOn),
     gate("NodeClassCEL", false, true, Support::NotYet),
@@ -157,14 +157,14 @@ mod tests {
     #[test]
     fn one_sentence_names_the_gates_kerf_does_not_act_on() {
         let s = GateSettings::parse(
-            "SpotToSpotConsolidation=true,NodeRepair=true,TerminateFirstRepair=true,StaticCapacity=false,ReservedCapacity=false,NodeOverlay=true,NodeOverlay=false",
+            "SpotToSpotConsolidation=true,NodeRepair=true,NodeClassCEL=true,StaticCapacity=false,ReservedCapacity=false,NodeOverlay=true,NodeOverlay=false",
             "X",
         )
         .unwrap();
         assert_eq!(
             s.not_acted_on().as_deref(),
             Some(
-                "TerminateFirstRepair (not implemented in kerf yet; no effect); StaticCapacity, NodeOverlay (always on in kerf; false has no effect)"
+                "NodeClassCEL (not implemented in kerf yet; no effect); StaticCapacity, NodeOverlay (always on in kerf; false has no effect)"
             )
         );
         assert_eq!(

@@ -38,6 +38,10 @@ pub struct Options {
     /// deleted first, and its room refilled (see `disruption::methods::drift` and
     /// `static_drift`). Without it such a node waits, saying why.
     pub terminate_first_drift: bool,
+    /// Karpenter's `TerminateFirstRepair` gate: the same rule for node repair (see
+    /// `disruption::terminate_first`): a broken node whose replacement cannot launch first is
+    /// deleted first. Without it such a node waits, saying why.
+    pub terminate_first_repair: bool,
     /// Karpenter's `ReservedCapacity` gate (on by default): off, the cloud offers no capacity
     /// reservations (see `CloudProvider::set_reserved_capacity`).
     pub reserved_capacity: bool,
@@ -59,6 +63,7 @@ impl Default for Options {
             pod_deletion_cost_management: false,
             reboot_for_repair: false,
             terminate_first_drift: false,
+            terminate_first_repair: false,
             reserved_capacity: true,
             wall_clock_offset_ms: 0,
         }

@@ -25,6 +25,7 @@ fn types(room: u32) -> Vec<Arc<InstanceType>> {
             id: "cr-1".into(),
             reservation_type: "capacity-block".into(),
             remaining: room,
+            interruptible: false,
         })),
     });
     vec![Arc::new(small), Arc::new(instance_type("big", "16", "64Gi", "200", 0.70, &["a"]))]

@@ -58,6 +58,8 @@ pub struct Instance {
     pub terminates_at: Option<Timestamp>,
     /// When it was last rebooted, and when it is up again from that reboot.
     pub rebooted: Option<(Timestamp, Timestamp)>,
+    /// The capacity reservation it runs in, if any.
+    pub capacity_reservation: Option<String>,
 }
 
 #[derive(Debug, Default)]

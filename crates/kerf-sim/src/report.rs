@@ -119,7 +119,9 @@ pub struct NodeReport {
     pub node_claim: Option<String>,
     pub instance_type: Option<String>,
     pub capacity_type: Option<String>,
-    /// The capacity reservation the node runs in (its `karpenter.k8s.aws/capacity-reservation-id`).
+    /// The capacity reservation the node runs in: its `karpenter.k8s.aws/capacity-reservation-id`,
+    /// or the `open` reservation EC2 put its on-demand instance in (without the
+    /// `ReservedCapacity` gate).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_reservation_id: Option<String>,
     pub zone: Option<String>,

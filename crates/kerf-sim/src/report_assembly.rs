@@ -92,7 +92,11 @@ impl<P: SimCloud> Simulation<P> {
                     .get(kerf_api::labels::CAPACITY_TYPE)
                     .cloned()
                     .or_else(|| inst.map(|i| i.capacity_type.clone())),
-                capacity_reservation_id: labels.get(kerf_api::labels::CAPACITY_RESERVATION_ID).cloned(),
+                // Its label, or the `open` reservation EC2 put its on-demand instance in.
+                capacity_reservation_id: labels
+                    .get(kerf_api::labels::CAPACITY_RESERVATION_ID)
+                    .cloned()
+                    .or_else(|| inst.and_then(|i| i.capacity_reservation.clone())),
                 zone: labels.get(kerf_api::labels::ZONE).cloned().or_else(|| inst.map(|i| i.zone.clone())),
                 // A terminated instance costs nothing any more; an unknown price is not made up.
                 price_per_hour: inst

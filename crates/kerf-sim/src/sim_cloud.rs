@@ -72,6 +72,7 @@ impl SimCloud for kerf_cloud::sim::SimProvider {
                 terminated: i.terminated,
                 terminated_at: i.terminated_at,
                 rebooted: i.rebooted_at.map(|at| (at, after(at, self.launch_latency()))),
+                capacity_reservation: i.capacity_reservation,
             })
             .collect()
     }

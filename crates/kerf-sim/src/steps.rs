@@ -85,6 +85,7 @@ impl<P: SimCloud> Simulation<P> {
                 .unwrap_or(false),
             reboot_for_repair: scenario.settings.feature_gates.get("RebootForRepair").unwrap_or(false),
             terminate_first_drift: scenario.settings.feature_gates.get("TerminateFirstDrift").unwrap_or(false),
+            terminate_first_repair: scenario.settings.feature_gates.get("TerminateFirstRepair").unwrap_or(false),
             reserved_capacity: scenario.settings.feature_gates.get("ReservedCapacity").unwrap_or(true),
             preference_policy: scenario.settings.preference_policy.unwrap_or(defaults.preference_policy),
             wall_clock_offset_ms: scenario.start.map_or(0, |t| t.as_millisecond() - ManualClock::EPOCH_MILLIS),

@@ -90,6 +90,10 @@ impl EnvSettings {
                 .unwrap_or(base.pod_deletion_cost_management),
             reboot_for_repair: self.reboot_for_repair.unwrap_or(base.reboot_for_repair),
             terminate_first_drift: self.feature_gates.get("TerminateFirstDrift").unwrap_or(base.terminate_first_drift),
+            terminate_first_repair: self
+                .feature_gates
+                .get("TerminateFirstRepair")
+                .unwrap_or(base.terminate_first_repair),
             reserved_capacity: self.feature_gates.get("ReservedCapacity").unwrap_or(base.reserved_capacity),
             ..base
         }
@@ -163,12 +167,11 @@ mod tests {
         assert!(s.options(kerf_controller::Options::default()).reboot_for_repair);
         assert!(s.options(kerf_controller::Options::default()).pod_deletion_cost_management);
         assert!(s.options(kerf_controller::Options::default()).terminate_first_drift);
+        assert!(s.options(kerf_controller::Options::default()).terminate_first_repair);
         assert!(s.options(kerf_controller::Options::default()).reserved_capacity);
         assert_eq!(
             s.feature_gates.not_acted_on().as_deref(),
-            Some(
-                "TerminateFirstRepair (not implemented in kerf yet; no effect); NodeOverlay (always on in kerf; false has no effect)"
-            )
+            Some("NodeOverlay (always on in kerf; false has no effect)")
         );
         let off = read(&[("FEATURE_GATES", "ReservedCapacity=false")]).unwrap_or_else(|e| panic!("{e}"));
         assert!(!off.options(kerf_controller::Options::default()).reserved_capacity);

@@ -273,3 +273,117 @@ fn without_the_gate_drifted_nodes_in_a_full_reservation_stay_and_say_their_pods_
     // The node drift tried says why it stays (the other waits for the budget).
     assert!(whys.iter().any(|w| w.contains("would fit nowhere else")), "{whys:?}");
 }
+
+/// A scenario in a fresh directory with the reservations example's NodePool (its capacity types
+/// replaced by `capacity_types`, and `extra_requirement` added) and the inflate Deployment at
+/// `replicas`: `cloud` and `settings` as given, run for `wait`. The report.
+fn reserved_scenario(
+    name: &str,
+    settings: &str,
+    cloud: &str,
+    capacity_types: &str,
+    replicas: u32,
+    wait: &str,
+) -> Value {
+    let dir = std::env::temp_dir().join(format!("kerf-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pool = std::fs::read_to_string(example("manifests/reserved/nodepool.yaml"))
+        .unwrap()
+        .replace(r#"values: ["reserved", "spot", "on-demand"]"#, capacity_types);
+    std::fs::write(dir.join("pool.yaml"), pool).unwrap();
+    let path = dir.join("scenario.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "name: {name}\nsettings: {settings}\ncloud:\n{cloud}steps:\n  - apply: pool.yaml\n  - apply: {}\n  \
+             - scale: {{kind: Deployment, name: inflate, namespace: default, replicas: {replicas}}}\n  - wait: {wait}\n",
+            example("manifests/inflate.yaml").display()
+        ),
+    )
+    .unwrap();
+    let out = run(&path, "json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn an_interruptible_reservation_reclaimed_by_its_owner_has_its_nodes_drained_and_replaced_like_spot() {
+    let r = simulate("capacity-reservation-interruptible.yaml");
+    let interrupted: Vec<&Value> =
+        r["disruptions"].as_array().unwrap().iter().filter(|d| d["reason"] == "Interrupted").collect();
+    assert_eq!(interrupted.len(), 2, "{:#?}", r["disruptions"]);
+    for d in &interrupted {
+        assert!(
+            d["detail"].as_str().unwrap().contains("the owner of its interruptible capacity reservation reclaims it"),
+            "{}",
+            d["detail"]
+        );
+        let at = d["atSeconds"].as_f64().unwrap();
+        assert!((1800.0..1830.0).contains(&at), "interrupted at the reclaim, 30 minutes in: {at}");
+    }
+    assert_eq!(r["summary"]["podsRunning"], 12);
+    for n in nodes(&r) {
+        assert_eq!(n["capacityType"], "spot", "reserved first, then spot: {n}");
+        assert!(n.get("capacityReservationId").is_none(), "nothing launches into a reclaimed reservation: {n}");
+    }
+}
+
+#[test]
+fn an_interruptible_reservations_nodes_are_labelled_so_before_the_reclaim() {
+    let dir = std::env::temp_dir().join(format!("kerf-interruptible-before-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = std::fs::read_to_string(example("capacity-reservation-interruptible.yaml"))
+        .unwrap()
+        .replace("manifests/", &format!("{}/", example("manifests").display()))
+        .replace("  - wait: 35m\n", "");
+    let path = dir.join("before.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = run(&path, "json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reserved: Vec<&Value> = nodes(&r).iter().filter(|n| n["capacityType"] == "reserved").collect();
+    assert_eq!(reserved.len(), 2, "{:#?}", nodes(&r));
+    for n in &reserved {
+        assert_eq!(n["capacityReservationId"], "cr-0a1b2c3d4e5f60009");
+        assert_eq!(label(n, "karpenter.k8s.aws/capacity-reservation-interruptible"), Some("true"));
+    }
+}
+
+/// An open reservation of one m5.large in us-west-2a that no class selects, and a pool that
+/// launches on-demand m5.large in us-west-2a, with the `ReservedCapacity` gate as `gate`.
+fn on_demand_beside_an_open_reservation(gate: bool) -> Value {
+    let cloud = "  capacityReservations:\n    - {id: cr-0a1b2c3d4e5f6000a, instanceType: m5.large, zone: us-west-2a, \
+                 instanceMatchCriteria: open}\n";
+    let types = r#"values: ["on-demand"]
+        - key: node.kubernetes.io/instance-type
+          operator: In
+          values: ["m5.large"]
+        - key: topology.kubernetes.io/zone
+          operator: In
+          values: ["us-west-2a"]"#;
+    let settings = format!("{{featureGates: {{reservedCapacity: {gate}}}}}");
+    reserved_scenario(&format!("open-reservation-{gate}"), &settings, cloud, types, 1, "2m")
+}
+
+#[test]
+fn with_the_gate_an_on_demand_launch_stays_out_of_an_open_reservation_as_it_asks_ec2_for_none() {
+    let r = on_demand_beside_an_open_reservation(true);
+    assert_eq!(nodes(&r).len(), 1);
+    let n = &nodes(&r)[0];
+    assert_eq!(n["capacityType"], "on-demand");
+    assert!(n.get("capacityReservationId").is_none(), "{n}");
+    assert!(n["pricePerHour"].as_f64().unwrap() > 0.0, "billed on demand: {n}");
+}
+
+#[test]
+fn without_the_gate_ec2_puts_an_on_demand_launch_into_a_matching_open_reservation() {
+    let r = on_demand_beside_an_open_reservation(false);
+    assert_eq!(nodes(&r).len(), 1);
+    let n = &nodes(&r)[0];
+    assert_eq!(n["capacityType"], "on-demand", "Karpenter labels what it launched");
+    assert_eq!(label(n, "karpenter.k8s.aws/capacity-reservation-id"), None);
+    assert_eq!(n["capacityReservationId"], "cr-0a1b2c3d4e5f6000a", "the report names where EC2 put it");
+    assert_eq!(n["pricePerHour"], 0.0, "the reservation is prepaid");
+}

@@ -216,17 +216,18 @@ fn every_karpenter_feature_gate_is_read_and_an_unknown_one_exits_2_naming_it() {
         "ok.yaml",
         "name: x\nsettings:\n  featureGates: {spotToSpotConsolidation: true, nodeRepair: true, reservedCapacity: false, \
          nodeOverlay: false, staticCapacity: false, capacityBuffer: true, terminateFirstDrift: true, \
-         terminateFirstRepair: true, podDeletionCostManagement: false}\nsteps:\n  - wait: 1m\n",
+         terminateFirstRepair: true, podDeletionCostManagement: false, nodeClassCEL: true}\nsteps:\n  - wait: 1m\n",
     );
     let (code, stderr) = run(&s);
     assert_eq!(code, 0, "stderr: {stderr}");
     assert!(
         stderr.contains(
-            "kerf: settings.featureGates: TerminateFirstRepair (not implemented in kerf yet; no effect); \
+            "kerf: settings.featureGates: NodeClassCEL (not implemented in kerf yet; no effect); \
              NodeOverlay, StaticCapacity (always on in kerf; false has no effect)"
         ),
         "{stderr}"
     );
+    assert!(!stderr.contains("TerminateFirstRepair"), "the gate is acted on: {stderr}");
     let s = d.write("bad.yaml", "name: x\nsettings:\n  featureGates: {teleport: true}\nsteps:\n  - wait: 1m\n");
     assert_bad(&s, &["bad.yaml", "settings.featureGates.teleport", "unknown field", "spotToSpotConsolidation"]);
     let s = d.write("val.yaml", "name: x\nsettings:\n  featureGates: {nodeRepair: sometimes}\nsteps:\n  - wait: 1m\n");

@@ -49,8 +49,9 @@ pub struct LaunchTemplateSpec {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub capacity_block: bool,
     /// Without a reservation target: its instances stay out of `open` reservations
-    /// (`CapacityReservationPreference: none`), as Karpenter's do for a class that selects
-    /// reservations, so that EC2 does not put them in one the class did not select.
+    /// (`CapacityReservationPreference: none`), as Karpenter's spot and on-demand launches do
+    /// with its `ReservedCapacity` gate, so that EC2 puts them in no reservation kerf did not
+    /// choose (docs/design.md, "Capacity reservations").
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub no_open_reservations: bool,
 }
@@ -128,6 +129,7 @@ fn request_data(spec: &LaunchTemplateSpec) -> RequestLaunchTemplateData {
     if let Some(id) = &spec.capacity_reservation_id {
         data = data.capacity_reservation_specification(
             LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_preference(CapacityReservationPreference::CapacityReservationsOnly)
                 .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(id).build())
                 .build(),
         );

@@ -1,8 +1,10 @@
 //! EC2NodeClass reconciliation: resolve subnets, security groups, AMIs and the instance
 //! profile, check that the controller may launch with them, and report it all in the node class's
 //! `status` with Karpenter's conditions (`SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`,
-//! `InstanceProfileReady`, `ValidationSucceeded`, and `Ready` over them), and the capacity
-//! reservations its `capacityReservationSelectorTerms` select (see [`crate::reservations`]).
+//! `InstanceProfileReady`, `ValidationSucceeded`, with the `ReservedCapacity` gate
+//! `CapacityReservationsReady`, and `Ready` over them: [`kerf_cloud::nodeclass_ready`]), and the
+//! capacity reservations its `capacityReservationSelectorTerms` select (see
+//! [`crate::reservations`]).
 
 pub mod amis;
 pub mod instance_profile;
@@ -232,28 +234,22 @@ pub async fn reconcile(
         }
     };
 
-    // Reservations do not hold readiness: a class whose reservations cannot be read launches
-    // without them (the ones resolved before are kept) and is resolved again soon.
+    // `CapacityReservationsReady` (with the gate) counts towards `Ready`: a read that fails
+    // keeps the reservations listed before and a True condition; a class never read is not
+    // Ready (kerf_cloud::nodeclass_ready).
     let previous_reservations = node_class.status.as_ref().map(|s| s.capacity_reservations.clone()).unwrap_or_default();
     let terms: &[_] = if reserved_capacity { &spec.capacity_reservation_selector_terms } else { &[] };
-    // `CapacityReservationsReady` (with the gate): True once read; a failed read leaves a True
-    // condition as it is (the reservations read before are kept), else reads Unknown.
-    let was_ready = node_class
-        .status
-        .as_ref()
-        .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == CONDITION_CAPACITY_RESERVATIONS_READY && c.is_true()));
-    let (reservations, reservation_status, reservations_outcome) = match crate::reservations::select(clients, terms)
-        .await
+    let (reservations, reservation_status, reservations_read) = match crate::reservations::select(clients, terms).await
     {
         Ok(found) => {
             let list: Vec<crate::reservations::Reservation> = found.into_values().collect();
             let status = list.iter().map(|r| r.status(now)).collect();
-            (list, status, reserved_capacity.then(|| Outcome::ok(CONDITION_CAPACITY_RESERVATIONS_READY)))
+            (list, status, Ok(()))
         }
         Err(e) => {
-            let outcome = (!was_ready).then(|| Outcome::unknown("CapacityReservationsResolutionFailed", e.to_string()));
+            let read = Err(e.to_string());
             errors.push(e);
-            (Vec::new(), previous_reservations, outcome)
+            (Vec::new(), previous_reservations, read)
         }
     };
 
@@ -278,27 +274,6 @@ pub async fn reconcile(
     };
     outcomes.push((CONDITION_VALIDATION_SUCCEEDED, validation));
 
-    // Ready: True when every dependent is; else the first False one's reason, else the first
-    // Unknown one's.
-    let ready = if outcomes.iter().all(|(_, o)| o.status == "True") {
-        Outcome::ok(CONDITION_READY)
-    } else {
-        let mut sorted: Vec<&(&str, Outcome)> = outcomes.iter().collect();
-        sorted.sort_by_key(|(t, _)| *t);
-        let pick = sorted
-            .iter()
-            .find(|(_, o)| o.status == "False")
-            .or_else(|| sorted.iter().find(|(_, o)| o.status == "Unknown"));
-        match pick {
-            Some((_, o)) => Outcome { status: o.status, reason: o.reason.clone(), message: o.message.clone() },
-            None => Outcome::unknown("Unknown", ""),
-        }
-    };
-    outcomes.push((CONDITION_READY, ready));
-    if let Some(o) = reservations_outcome {
-        outcomes.push((CONDITION_CAPACITY_RESERVATIONS_READY, o));
-    }
-
     let previous = node_class.status.clone().unwrap_or_default();
     let mut conditions = previous.conditions.clone();
     let generation = node_class.metadata.generation;
@@ -315,7 +290,10 @@ pub async fn reconcile(
             },
         );
     }
-    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    if reserved_capacity {
+        kerf_cloud::nodeclass_ready::set_reservations_read(&mut conditions, reservations_read, now, generation);
+    }
+    kerf_cloud::nodeclass_ready::set_ready(&mut conditions, reserved_capacity, now, generation);
 
     let status = EC2NodeClassStatus {
         subnets: subnets.iter().map(Subnet::status).collect(),

@@ -136,6 +136,7 @@ impl AwsProvider {
         if let Some(r) = reservation {
             node_labels.insert(labels::CAPACITY_RESERVATION_ID.to_string(), r.id.clone());
             node_labels.insert(labels::CAPACITY_RESERVATION_TYPE.to_string(), r.reservation_type.clone());
+            node_labels.insert(labels::CAPACITY_RESERVATION_INTERRUPTIBLE.to_string(), r.interruptible.to_string());
         }
         let mut taints: Vec<Taint> = claim.spec.taints.clone();
         taints.extend(claim.spec.startup_taints.iter().cloned());
@@ -178,9 +179,7 @@ impl AwsProvider {
             tags: tags::launch_template_tags(&self.settings, nc),
             capacity_reservation_id: reservation.map(|r| r.id.clone()),
             capacity_block: reservation.is_some_and(|r| r.reservation_type == crate::reservations::TYPE_CAPACITY_BLOCK),
-            no_open_reservations: reservation.is_none()
-                && !spec.capacity_reservation_selector_terms.is_empty()
-                && self.reserved_capacity(),
+            no_open_reservations: reservation.is_none() && self.reserved_capacity(),
         })
     }
 
@@ -348,6 +347,7 @@ impl AwsProvider {
         if let Some(r) = &chosen.reservation {
             node_labels.insert(labels::CAPACITY_RESERVATION_ID.to_string(), r.id.clone());
             node_labels.insert(labels::CAPACITY_RESERVATION_TYPE.to_string(), r.reservation_type.clone());
+            node_labels.insert(labels::CAPACITY_RESERVATION_INTERRUPTIBLE.to_string(), r.interruptible.to_string());
         }
         node_labels.insert(labels::AWS_EC2_NODE_CLASS.to_string(), nc.name().to_string());
         let mut out = claim.clone();

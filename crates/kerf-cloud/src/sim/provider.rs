@@ -148,6 +148,9 @@ struct State {
     reservations: BTreeMap<String, Vec<String>>,
     /// Karpenter's `ReservedCapacity` gate turned off: no reservation is selected or drifts.
     reserved_capacity_off: bool,
+    /// Reading capacity reservations fails with this error (see
+    /// [`SimProvider::fail_reservation_reads`]).
+    reservation_read_error: Option<String>,
     /// Capacity block instances warned that the block ends (provider IDs).
     block_warned: std::collections::BTreeSet<String>,
     /// Capacity reservation id → the NodeClaims whose instances the caller found in it elsewhere
@@ -784,8 +787,15 @@ impl SimProvider {
         if let Some(r) = &offering.reservation {
             node_labels.insert(labels::CAPACITY_RESERVATION_ID.to_string(), r.id.clone());
             node_labels.insert(labels::CAPACITY_RESERVATION_TYPE.to_string(), r.reservation_type.clone());
+            node_labels.insert(labels::CAPACITY_RESERVATION_INTERRUPTIBLE.to_string(), r.interruptible.to_string());
         }
-        let reservation = offering.reservation.as_ref().and_then(|r| self.reservation(&r.id));
+        // An on-demand launch EC2 puts into a matching `open` reservation: Karpenter still
+        // labels it on-demand (it asked for none), but the account pays the reservation's price
+        // for it and the reservation has that much less room.
+        let absorbed = (offering.capacity_type == labels::CAPACITY_TYPE_ON_DEMAND)
+            .then(|| self.absorbing_reservation(&state, &itype.name, &offering.zone, now))
+            .flatten();
+        let reservation = offering.reservation.as_ref().and_then(|r| self.reservation(&r.id)).or(absorbed);
 
         let mut out = claim.clone();
         out.metadata.labels = Some(node_labels.clone());
@@ -812,7 +822,7 @@ impl SimProvider {
             instance_type: itype,
             zone: offering.zone.clone(),
             capacity_type: offering.capacity_type.clone(),
-            price: offering.price,
+            price: absorbed.map_or(offering.price, CapacityReservation::price),
             list_price,
             overlays: applied,
             labels: Arc::new(node_labels),
@@ -977,13 +987,36 @@ impl CloudProvider for SimProvider {
         };
         // Capacity reservations start, drain and end in time: the class is resolved again then.
         let (t, terms) = (self.offset(now), &node_class.spec.capacity_reservation_selector_terms);
-        let selected = if self.lock().reserved_capacity_off {
-            Vec::new()
-        } else {
-            super::reservations::mark_reservations_ready(&mut status, now, node_class.metadata.generation);
-            super::reservations::select(terms, &self.config.capacity_reservations, t)
+        let (gate, read_error) = {
+            let state = self.lock();
+            (!state.reserved_capacity_off, state.reservation_read_error.clone())
         };
-        status.capacity_reservations = selected.iter().map(|r| r.status(self.epoch, t)).collect();
+        let generation = node_class.metadata.generation;
+        let mut selected = Vec::new();
+        if gate {
+            match read_error {
+                None => {
+                    selected = super::reservations::select(terms, &self.config.capacity_reservations, t);
+                    status.capacity_reservations = selected.iter().map(|r| r.status(self.epoch, t)).collect();
+                }
+                // A failed read keeps what the class listed before.
+                Some(_) => {
+                    let before = &status.capacity_reservations;
+                    selected = (self.config.capacity_reservations.iter())
+                        .filter(|r| before.iter().any(|b| b.id == r.id))
+                        .collect();
+                }
+            }
+            crate::nodeclass_ready::set_reservations_read(
+                &mut status.conditions,
+                read_error.map_or(Ok(()), Err),
+                now,
+                generation,
+            );
+        } else {
+            status.capacity_reservations = Vec::new();
+        }
+        crate::nodeclass_ready::set_ready(&mut status.conditions, gate, now, generation);
         let recheck_after = super::reservations::next_change(terms, &self.config.capacity_reservations, t);
         {
             let mut state = self.lock();

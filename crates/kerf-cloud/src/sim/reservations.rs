@@ -8,7 +8,10 @@
 //! the declared price (default 0: prepaid), available while the reservation has room. A
 //! capacity block's instances are drained ahead of its end: EC2 reclaims them
 //! [`CAPACITY_BLOCK_RECLAIM_BEFORE_END`] before the end, and the cloud warns
-//! [`CAPACITY_BLOCK_DRAIN_AHEAD`] before that, as Karpenter starts draining then.
+//! [`CAPACITY_BLOCK_DRAIN_AHEAD`] before that, as Karpenter starts draining then. An
+//! interruptible reservation (`interruptible: true`) may be taken back by its owner at
+//! `reclaimAt`: its instances get an interruption notice then, and EC2 terminates them
+//! [`INTERRUPTIBLE_RECLAIM_AFTER_NOTICE`] later.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -34,6 +37,9 @@ pub const RESERVATION_TYPE_CAPACITY_BLOCK: &str = "capacity-block";
 pub const CAPACITY_BLOCK_RECLAIM_BEFORE_END: Duration = Duration::from_secs(30 * 60);
 /// How long before EC2's termination Karpenter starts draining a capacity block's nodes.
 pub const CAPACITY_BLOCK_DRAIN_AHEAD: Duration = Duration::from_secs(10 * 60);
+/// How long after the interruption notice EC2 terminates the instances of an interruptible
+/// reservation its owner reclaims.
+pub const INTERRUPTIBLE_RECLAIM_AFTER_NOTICE: Duration = Duration::from_secs(2 * 60);
 
 /// One reservation, as the scenario declares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +72,14 @@ pub struct CapacityReservation {
     /// $/h of an instance running in it, as decisions and reports count it. Default 0: prepaid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<f64>,
+    /// An interruptible reservation: its owner may take the capacity back. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interruptible: bool,
+    /// When the owner of an interruptible reservation takes it back (offset from t=0): its
+    /// instances get an interruption notice then and are terminated
+    /// [`INTERRUPTIBLE_RECLAIM_AFTER_NOTICE`] later; nothing launches into it from then on.
+    #[serde(default, rename = "reclaimAt", skip_serializing_if = "Option::is_none")]
+    pub reclaim: Option<GoDuration>,
 }
 
 fn default_count() -> u32 {
@@ -79,6 +93,11 @@ fn default_criteria() -> String {
 }
 fn default_owner() -> String {
     ACCOUNT_ID.to_string()
+}
+
+/// `capacityReservations[i].field`.
+fn at_field(i: usize, field: &str) -> String {
+    format!("capacityReservations[{i}].{field}")
 }
 
 /// Whether `id` is a reservation id: `cr-` and at least one lowercase letter or digit.
@@ -138,6 +157,23 @@ pub fn validate(list: &[CapacityReservation]) -> Result<(), SimConfigError> {
             }
             _ => {}
         }
+        if let Some(at) = r.reclaim {
+            if !r.interruptible {
+                return Err(SimConfigError::new(
+                    at_field(i, "reclaimAt"),
+                    "only an interruptible reservation is reclaimed (set interruptible: true)",
+                ));
+            }
+            if at.as_duration() < r.starts() || r.end.is_some_and(|e| at.as_duration() >= e.as_duration()) {
+                return Err(SimConfigError::new(
+                    at_field(i, "reclaimAt"),
+                    format!("{at} is not while the reservation is active (from its start to its end)"),
+                ));
+            }
+        }
+        if r.interruptible && r.is_capacity_block() {
+            return Err(SimConfigError::new(at_field(i, "interruptible"), "a capacity block is not interruptible"));
+        }
         if let Some(p) = r.price
             && (!p.is_finite() || p < 0.0)
         {
@@ -157,14 +193,22 @@ impl CapacityReservation {
         self.start.map_or(Duration::ZERO, |s| s.as_duration())
     }
 
-    /// When EC2 takes a capacity block's instances back, from t=0 (never before its start).
+    /// When EC2 takes the instances back, from t=0: a capacity block's ahead of its end (never
+    /// before its start), an interruptible reservation's after the notice of its reclaim.
     pub fn reclaim_at(&self) -> Option<Duration> {
+        if let Some(at) = self.reclaim.filter(|_| self.interruptible) {
+            return Some(at.as_duration() + INTERRUPTIBLE_RECLAIM_AFTER_NOTICE);
+        }
         let end = self.end?.as_duration();
         self.is_capacity_block().then(|| end.saturating_sub(CAPACITY_BLOCK_RECLAIM_BEFORE_END).max(self.starts()))
     }
 
-    /// When a capacity block's nodes are drained ahead of the reclaim, from t=0.
+    /// When its nodes get their notice and are drained ahead of the reclaim, from t=0: a capacity
+    /// block's as Karpenter starts draining, an interruptible reservation's at its reclaim.
     pub fn drain_at(&self) -> Option<Duration> {
+        if let Some(at) = self.reclaim.filter(|_| self.interruptible) {
+            return Some(at.as_duration());
+        }
         self.reclaim_at().map(|r| r.saturating_sub(CAPACITY_BLOCK_DRAIN_AHEAD).max(self.starts()))
     }
 
@@ -194,7 +238,7 @@ impl CapacityReservation {
 
     /// The entry a node class's status lists for it at `t` (`epoch` is t=0's instant).
     pub fn status(&self, epoch: Timestamp, t: Duration) -> CapacityReservationStatus {
-        let expiring = self.drain_at().is_some_and(|d| t >= d);
+        let expiring = self.is_capacity_block() && self.drain_at().is_some_and(|d| t >= d);
         CapacityReservationStatus {
             id: self.id.clone(),
             availability_zone: Some(self.zone.clone()),
@@ -204,7 +248,7 @@ impl CapacityReservation {
             owner_id: Some(self.owner_id.clone()),
             reservation_type: Some(self.reservation_type.clone()),
             state: Some(if expiring { "expiring" } else { "active" }.to_string()),
-            interruptible: None,
+            interruptible: self.interruptible.then_some(true),
         }
     }
 
@@ -276,34 +320,13 @@ pub fn with_offerings(
                         id: r.id.clone(),
                         reservation_type: r.reservation_type.clone(),
                         remaining,
+                        interruptible: r.interruptible,
                     })),
                 });
             }
             Arc::new(with)
         })
         .collect()
-}
-
-/// Sets a resolved class's `CapacityReservationsReady` condition True, as Karpenter does once it
-/// has read the class's reservations (the simulated account's always can be).
-pub fn mark_reservations_ready(
-    status: &mut kerf_api::ec2nodeclass::EC2NodeClassStatus,
-    now: Timestamp,
-    generation: Option<i64>,
-) {
-    let ready = kerf_api::ec2nodeclass::CONDITION_CAPACITY_RESERVATIONS_READY;
-    kerf_api::shared::set_condition(
-        &mut status.conditions,
-        kerf_api::Condition {
-            type_: ready.to_string(),
-            status: "True".to_string(),
-            reason: Some(ready.to_string()),
-            message: None,
-            last_transition_time: Some(Time(now)),
-            observed_generation: generation,
-        },
-    );
-    status.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
 }
 
 /// Why a claim launched into a capacity reservation no longer matches its node class: the
@@ -357,6 +380,20 @@ mod tests {
     }
 
     #[test]
+    fn an_interruptible_reservation_is_reclaimed_two_minutes_after_its_notice() {
+        let r = &parse("- {id: cr-1, instanceType: m5.large, zone: us-west-2a, interruptible: true, reclaimAt: 2h}")[0];
+        validate(std::slice::from_ref(r)).unwrap();
+        assert_eq!(r.drain_at(), Some(Duration::from_secs(2 * 3600)));
+        assert_eq!(r.reclaim_at(), Some(Duration::from_secs(2 * 3600 + 120)));
+        assert!(r.launchable_at(Duration::from_secs(2 * 3600 - 1)));
+        assert!(!r.launchable_at(Duration::from_secs(2 * 3600)));
+        let status = r.status(Timestamp::UNIX_EPOCH, Duration::from_secs(2 * 3600));
+        assert_eq!((status.interruptible, status.state.as_deref()), (Some(true), Some("active")));
+        let plain = &parse("- {id: cr-2, instanceType: m5.large, zone: us-west-2a, interruptible: true}")[0];
+        assert_eq!((plain.drain_at(), plain.reclaim_at()), (None, None), "not reclaimed unless told when");
+    }
+
+    #[test]
     fn validation_names_the_field_and_the_problem() {
         let base = "instanceType: m5.large, zone: us-west-2a";
         assert_eq!(
@@ -394,6 +431,18 @@ mod tests {
         assert_eq!(
             problem(&format!("- {{id: cr-1, {base}, price: -1}}")),
             "cloud.capacityReservations[0].price: price -1 must be a non-negative number"
+        );
+        assert_eq!(
+            problem(&format!("- {{id: cr-1, {base}, reclaimAt: 1h}}")),
+            "cloud.capacityReservations[0].reclaimAt: only an interruptible reservation is reclaimed (set interruptible: true)"
+        );
+        assert_eq!(
+            problem(&format!("- {{id: cr-1, {base}, interruptible: true, end: 1h, reclaimAt: 2h}}")),
+            "cloud.capacityReservations[0].reclaimAt: 2h0m0s is not while the reservation is active (from its start to its end)"
+        );
+        assert_eq!(
+            problem(&format!("- {{id: cr-1, {base}, type: capacity-block, end: 2h, interruptible: true}}")),
+            "cloud.capacityReservations[0].interruptible: a capacity block is not interruptible"
         );
         let err = serde_yaml_ng::from_str::<Vec<CapacityReservation>>(&format!("- {{id: cr-1, {base}, size: 2}}"))
             .unwrap_err()

@@ -38,7 +38,7 @@ impl Disruption {
     }
 
     /// A managed claim as a forceful command sees it (initialized or not).
-    fn forced_candidate<P: CloudProvider, C>(
+    pub(super) fn forced_candidate<P: CloudProvider, C>(
         &self,
         cx: &Ctx<'_, P, C>,
         claim: &NodeClaim,
@@ -87,18 +87,34 @@ impl Disruption {
         cand: &Candidate,
         types: &TypesByPool,
     ) -> ForcedReplacements {
+        let (replacements, moves, _) = self.replacements_and_unplaced(cx, cand, types);
+        (replacements, moves)
+    }
+
+    /// [`Self::forced_replacements`], and the first of the candidate's pods that would fit
+    /// nowhere (its key).
+    pub(super) fn replacements_and_unplaced<P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'_, P, C>,
+        cand: &Candidate,
+        types: &TypesByPool,
+    ) -> (Vec<NewNodeClaim>, Vec<(crate::state::ObjectKey, Destination)>, Option<String>) {
         if cand.pods.is_empty() || cx.state.node_pool(&cand.pool).is_none_or(NodePool::is_static) {
-            return (Vec::new(), Vec::new());
+            return (Vec::new(), Vec::new(), None);
         }
         let mut ctx = SchedulingContext::with_facts(self.decision_inputs(cx, types).base, cx.pod_facts);
         match what_if(&mut ctx, &[cand]) {
             Ok(answer) => {
                 let moves = planned_moves(&answer);
-                (answer.new_node_claims.into_iter().map(|c| c.claim).collect(), moves)
+                let unplaced = answer
+                    .unplaced
+                    .first()
+                    .map(|&i| answer.pods.get(i).map_or_else(|| format!("#{i}"), kerf_scheduling::pod::key));
+                (answer.new_node_claims.into_iter().map(|c| c.claim).collect(), moves, unplaced)
             }
             Err(e) => {
                 tracing::warn!(node = %cand.node, error = %e, "no replacement for a forceful disruption");
-                (Vec::new(), Vec::new())
+                (Vec::new(), Vec::new(), None)
             }
         }
     }

@@ -59,10 +59,12 @@ impl Disruption {
             let detail = match notice.terminates_at {
                 Some(at) => format!(
                     "{}the cloud warned it reclaims the instance in {}s",
-                    if notice.kind == kerf_cloud::InterruptionKind::CapacityBlockEnding {
-                        "its capacity block ends: "
-                    } else {
-                        ""
+                    match notice.kind {
+                        kerf_cloud::InterruptionKind::CapacityBlockEnding => "its capacity block ends: ",
+                        kerf_cloud::InterruptionKind::CapacityReservationInterruption => {
+                            "the owner of its interruptible capacity reservation reclaims it: "
+                        }
+                        _ => "",
                     },
                     ((at.as_millisecond() - cx.pass.now.as_millisecond()) / 1000).max(0)
                 ),

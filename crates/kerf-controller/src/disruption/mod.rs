@@ -28,6 +28,7 @@ mod repair;
 pub mod reversals;
 #[cfg(test)]
 mod reversals_tests;
+mod terminate_first;
 mod unwatched;
 #[cfg(test)]
 mod unwatched_tests;

@@ -12,8 +12,8 @@
 //! - The pool's budgets for the `Unhealthy` reason apply to the nodes being disrupted or
 //!   deleted; nodes that are merely NotReady do not take budget (they are unavailable already,
 //!   and with them counted two failed nodes in a pool of ten would never be repaired).
-//! - Like drift, the pods that fit nowhere else get a replacement launched first; then the claim
-//!   is deleted with `karpenter.sh/nodeclaim-termination-timestamp` set to now, so the drain
+//! - Like drift, the pods that fit nowhere else get a replacement launched first (a static
+//!   pool's: one node from its template); then the claim is deleted with `karpenter.sh/nodeclaim-termination-timestamp` set to now, so the drain
 //!   deletes what is left on the node without waiting (its kubelet may never answer).
 //! - With `RebootForRepair`, a node due for repair that was never rebooted is rebooted instead
 //!   (not tainted, not drained; its pods stay bound), held back by the same 20% limit,
@@ -23,6 +23,10 @@
 //!   still (or again) unhealthy that long after its reboot is replaced. Until it reports Ready
 //!   again, for at most [`REBOOT_WINDOW`], a rebooted node counts against its pool's budgets as
 //!   a node being disrupted. A cloud that cannot reboot (or refuses) gets the node replaced.
+//! - Where the replacement cannot launch first (a static pool at its node limit; a full
+//!   reservation holding the node, its pods fitting nowhere else), Karpenter's
+//!   `TerminateFirstRepair` gate deletes the node first and its room is refilled; without the
+//!   gate it waits, saying why (the rule is [`super::terminate_first`]'s, as for drift).
 
 use std::collections::BTreeMap;
 
@@ -34,13 +38,15 @@ use kerf_api::nodepool::DisruptionReason;
 use kerf_cloud::repair::{RepairPolicy, matching};
 use kerf_cloud::{CloudProvider, Timestamp};
 
-use super::candidates::Budgets;
+use super::candidates::{Budgets, Candidate};
+use super::terminate_first::{CannotGrow, full_reservation, static_limit};
 use super::{Command, Disruption, Reason};
 use crate::ctx::Ctx;
 use crate::error::ControllerError;
 use crate::input::TypesByPool;
 pub use crate::marks::REBOOT_WINDOW;
 use crate::marks::{is_disrupted, rebooted_at, rebooting};
+use crate::static_pools::{static_count, static_new_claim};
 use crate::util;
 
 /// A pool whose unhealthy nodes are more than this share of its nodes is not repaired.
@@ -262,9 +268,59 @@ impl Disruption {
             } else {
                 format!("{condition} (repaired after {toleration})")
             };
-            command = Some(Repair::Replace(self.forced_command(cx, &claim, types, Reason::Unhealthy, detail)));
+            match self.repair_replacement(cx, &claim, types, detail, &condition) {
+                Ok(cmd) => command = Some(Repair::Replace(cmd)),
+                Err(why) => {
+                    blocked.insert(d.node.clone(), why);
+                }
+            }
         }
         command
+    }
+
+    /// The command replacing a broken node's claim, its replacement launched first: for a
+    /// static pool one node from its template, else what its pods need. Where the pool's
+    /// capacity cannot grow ([`terminate_first`](super::terminate_first)), the node goes first
+    /// with `TerminateFirstRepair`; without it, `Err` says why it waits.
+    fn repair_replacement<P: CloudProvider, C>(
+        &self,
+        cx: &Ctx<'_, P, C>,
+        claim: &NodeClaim,
+        types: &TypesByPool,
+        detail: String,
+        condition: &str,
+    ) -> Result<Command, String> {
+        let cand = self.forced_candidate(cx, claim, types);
+        let gate = cx.options.terminate_first_repair;
+        let n = cand.pods.len();
+        let first = |cand: Candidate, full: CannotGrow| {
+            let detail = full.terminate_first_detail(&detail, n);
+            Command::new(Reason::Unhealthy, vec![cand], Vec::new(), detail, Vec::new())
+        };
+        if let Some(pool) = cx.state.node_pool(&cand.pool).filter(|p| p.is_static()) {
+            let count = static_count(cx.state, pool);
+            if let Some(full) = static_limit(&cand.pool, &count) {
+                return match gate {
+                    true => Ok(first(cand, full)),
+                    false => Err(format!("{condition}, but {} and cannot stage a replacement", full.describe())),
+                };
+            }
+            // A pool over its replicas is being scaled down: nothing to replace.
+            let new = static_new_claim(pool, types.get(&cand.pool).map(Vec::as_slice).unwrap_or_default());
+            let replacements =
+                if count.live > count.want || new.instance_types.is_empty() { Vec::new() } else { vec![new] };
+            return Ok(Command::new(Reason::Unhealthy, vec![cand], replacements, detail, Vec::new()));
+        }
+        let (replacements, moves, unplaced) = self.replacements_and_unplaced(cx, &cand, types);
+        if let Some(pod) = unplaced
+            && let Some(full) = full_reservation(cx.state.node_pools(), types, &cand)
+        {
+            return match gate {
+                true => Ok(first(cand, full)),
+                false => Err(format!("{condition}, but {} and pod {pod} would fit nowhere else", full.describe())),
+            };
+        }
+        Ok(Command::new(Reason::Unhealthy, vec![cand], replacements, detail, moves))
     }
 
     /// Reboots the node of a repair: the claim records it first, then the cloud is asked. A

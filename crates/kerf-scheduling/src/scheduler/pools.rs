@@ -10,9 +10,7 @@ use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
-use kerf_api::labels::{
-    CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE,
-};
+use kerf_api::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_POOL, ZONE};
 use kerf_api::launch;
 use kerf_api::resources::PODS;
 use kerf_api::{NodePool, Operator, ResourceList, Taint};
@@ -241,7 +239,7 @@ impl Pool {
         let ct = r.get(CAPACITY_TYPE);
         // Requirements on the capacity reservation labels are rare: checked per offering only
         // when present.
-        let reserved_keys = r.has_key(CAPACITY_RESERVATION_ID) || r.has_key(CAPACITY_RESERVATION_TYPE);
+        let reserved_keys = kerf_api::labels::CAPACITY_RESERVATION_LABELS.iter().any(|k| r.has_key(k));
         'types: for (i, t) in self.table.types.iter().enumerate() {
             for (k, req) in r.iter() {
                 if k == HOSTNAME || kerf_api::instance::is_offering_label(k) {
@@ -445,8 +443,8 @@ impl TypeTable {
         }
         let has_reserved = types.iter().any(|t| t.offerings.iter().any(|o| o.reservation.is_some()));
         if has_reserved {
-            // Offerings in a capacity reservation carry its id and type.
-            type_keys.extend([CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE].map(str::to_string));
+            // Offerings in a capacity reservation carry its id, type and interruptibility.
+            type_keys.extend(kerf_api::labels::CAPACITY_RESERVATION_LABELS.map(str::to_string));
         }
         TypeTable {
             has_reserved,

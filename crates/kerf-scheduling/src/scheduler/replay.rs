@@ -151,7 +151,7 @@ impl Replacement<'_> {
         labels.extend(self.instance_type.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         labels.insert(ZONE.to_string(), self.offering.zone.clone());
         labels.insert(CAPACITY_TYPE.to_string(), self.offering.capacity_type.clone());
-        for key in [kerf_api::labels::CAPACITY_RESERVATION_ID, kerf_api::labels::CAPACITY_RESERVATION_TYPE] {
+        for key in kerf_api::labels::CAPACITY_RESERVATION_LABELS {
             if let Some(v) = self.offering.label(key) {
                 labels.insert(key.to_string(), v.to_string());
             }

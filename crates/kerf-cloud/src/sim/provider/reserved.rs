@@ -13,8 +13,16 @@ use crate::provider::InterruptionKind;
 use crate::sim::reservations::{CapacityReservation, with_offerings};
 
 impl SimProvider {
+    /// Makes every read of the account's capacity reservations fail with `error` (`None`: they
+    /// succeed again), as a DescribeCapacityReservations call EC2 refuses: node classes resolved
+    /// meanwhile keep the reservations they listed, and one never read is not Ready (see
+    /// [`crate::nodeclass_ready`]).
+    pub fn fail_reservation_reads(&self, error: Option<String>) {
+        self.lock().reservation_read_error = error;
+    }
+
     /// Queues a notice for each instance of a capacity block that is due to be drained (the
-    /// block ends soon), once per instance.
+    /// block ends soon) or of an interruptible reservation its owner reclaims, once per instance.
     pub(super) fn warn_ending_blocks(&self) {
         let now = self.clock.now();
         let t = self.offset(now);
@@ -23,7 +31,8 @@ impl SimProvider {
         for l in instances.iter() {
             let i = &l.instance;
             let Some(reclaim_at) = i.reclaim_at else { continue };
-            let due = i.capacity_reservation.as_deref().and_then(|id| self.reservation(id)).and_then(|r| r.drain_at());
+            let reservation = i.capacity_reservation.as_deref().and_then(|id| self.reservation(id));
+            let due = reservation.and_then(|r| r.drain_at());
             if due.is_none_or(|d| t < d) || Self::observed_terminated(i, now) || block_warned.contains(&i.provider_id) {
                 continue;
             }
@@ -33,7 +42,10 @@ impl SimProvider {
                 node_name: i.node_name.clone(),
                 node_claim: i.node_claim.clone(),
                 capacity_type: i.capacity_type.clone(),
-                kind: InterruptionKind::CapacityBlockEnding,
+                kind: match reservation.is_some_and(|r| r.interruptible) {
+                    true => InterruptionKind::CapacityReservationInterruption,
+                    false => InterruptionKind::CapacityBlockEnding,
+                },
                 at: now,
                 reclaim_at: Some(reclaim_at),
             });
@@ -89,7 +101,14 @@ impl SimProvider {
         if open.is_empty() {
             return types;
         }
-        // The claims in each reservation: those found elsewhere and this provider's live launches.
+        let used = Self::reservation_use(state, now);
+        let count = |id: &str| used.get(id).copied().unwrap_or(0);
+        Arc::new(with_offerings(&types, &open, count))
+    }
+
+    /// Reservation id → how many claims' instances are in it: those found elsewhere and this
+    /// provider's live launches, each claim once.
+    fn reservation_use(state: &State, now: Timestamp) -> BTreeMap<String, u32> {
         let mut used: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         for (id, claims) in &state.reservation_usage {
             used.entry(id.as_str()).or_default().extend(claims.iter().map(String::as_str));
@@ -101,7 +120,34 @@ impl SimProvider {
                 used.entry(id.as_str()).or_default().insert(l.instance.node_claim.as_str());
             }
         }
-        let count = |id: &str| used.get(id).map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX));
-        Arc::new(with_offerings(&types, &open, count))
+        used.into_iter().map(|(id, c)| (id.to_string(), u32::try_from(c.len()).unwrap_or(u32::MAX))).collect()
+    }
+
+    /// The `open` reservation EC2 puts an on-demand launch of `instance_type` in `zone` into, if
+    /// any: only without Karpenter's `ReservedCapacity` gate, whose launches then leave EC2 its
+    /// default preference (`open`); with the gate every spot and on-demand launch asks for
+    /// `CapacityReservationPreference: none`, as Karpenter's do, and lands in no reservation
+    /// (docs/design.md, "Capacity reservations"). The first active one of the type and zone
+    /// with room, in declaration order.
+    pub(super) fn absorbing_reservation(
+        &self,
+        state: &State,
+        instance_type: &str,
+        zone: &str,
+        now: Timestamp,
+    ) -> Option<&CapacityReservation> {
+        if !state.reserved_capacity_off {
+            return None;
+        }
+        let t = self.offset(now);
+        let used = Self::reservation_use(state, now);
+        self.config.capacity_reservations.iter().find(|r| {
+            r.instance_match_criteria == "open"
+                && r.instance_type == instance_type
+                && r.zone == zone
+                && !r.is_capacity_block()
+                && r.launchable_at(t)
+                && used.get(&r.id).copied().unwrap_or(0) < r.count
+        })
     }
 }

@@ -10,21 +10,20 @@
 //!
 //! Terminate-first (Karpenter v1.15's `TerminateFirstDrift` gate): a drifted node in a capacity
 //! reservation that is full, whose pods fit nowhere else, holds the very room its replacement
-//! needs. With the gate it is deleted first, without a replacement; its pods wait, and
-//! provisioning launches them into the room its instance frees. Without it the node waits,
-//! saying why.
+//! needs (the rule is `terminate_first`'s). With the gate it is deleted first, without a
+//! replacement; its pods wait, and provisioning launches them into the room its instance frees.
+//! Without it the node waits, saying why.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kerf_api::launch::{offering_allowed, type_meets};
 use kerf_api::nodepool::DisruptionReason;
-use kerf_api::{Requirement, Requirements, labels};
 use kerf_scheduling::{NewNodeClaim, SchedulingContext, SchedulingInput};
 
 use super::{Eval, Method};
 use crate::disruption::candidates::Candidate;
 use crate::disruption::consolidation::what_if;
 use crate::disruption::in_flight::planned_moves;
+use crate::disruption::terminate_first::full_reservation;
 use crate::disruption::{Command, Reason};
 
 /// Drift (`Reason::Drifted`) or kerf's `Unfit` (`Reason::Unfit`).
@@ -44,31 +43,6 @@ fn unschedulable(base: &SchedulingInput, nodes: &BTreeSet<&str>) -> SchedulingIn
         }
     }
     input
-}
-
-/// The capacity reservation a reserved candidate runs in, when it is full and the candidate's
-/// NodePool still allows the reservation's offering of the candidate's type and zone: the
-/// replacement can only launch once the candidate's instance is gone.
-fn full_reservation(eval: &Eval<'_>, c: &Candidate) -> Option<String> {
-    if c.capacity_type != labels::CAPACITY_TYPE_RESERVED {
-        return None;
-    }
-    let pool = eval.pools.get(&c.pool)?;
-    let t = eval.types.get(&c.pool)?.iter().find(|t| t.name == c.instance_type)?;
-    let mut reqs = Requirements::from_node_selector(&pool.spec.template.spec.requirements);
-    for (k, v) in &pool.spec.template.metadata.labels {
-        reqs.add(k, Requirement::single(v.clone()));
-    }
-    let region = t.labels.get(labels::REGION).map_or("", String::as_str);
-    if !type_meets(&reqs, t, region) {
-        return None;
-    }
-    t.offerings
-        .iter()
-        .find(|o| o.zone == c.zone && !o.available && offering_allowed(&reqs, o))
-        .and_then(|o| o.reservation.as_ref())
-        .filter(|r| r.remaining == 0)
-        .map(|r| r.id.clone())
 }
 
 /// One command replacing all of `nodes` (each due for `reason`), when every pod of theirs fits.
@@ -152,12 +126,9 @@ impl Method for Drift {
             if let Some(&i) = answer.unplaced.first() {
                 if reason == Reason::Drifted
                     && eval.terminate_first_drift
-                    && let Some(id) = full_reservation(eval, c)
+                    && let Some(full) = full_reservation(eval.pools, eval.types, c)
                 {
-                    let detail = format!(
-                        "{}; capacity reservation {id} is full: the node is terminated first, and its {n} pod(s) wait for a replacement launched into the room it frees",
-                        why(c).unwrap_or_default()
-                    );
+                    let detail = full.terminate_first_detail(&why(c).unwrap_or_default(), n);
                     return Some(Command::new(reason, vec![c.clone()], Vec::new(), detail, Vec::new()));
                 }
                 blocked.insert(

@@ -18,6 +18,7 @@ use kerf_api::nodepool::DisruptionReason;
 
 use super::{Eval, Method};
 use crate::disruption::candidates::Candidate;
+use crate::disruption::terminate_first::static_limit;
 use crate::disruption::{Command, Reason};
 use crate::static_pools::static_new_claim;
 
@@ -56,6 +57,7 @@ fn static_drift(method: &StaticDrift, eval: &Eval<'_>, blocked: &mut BTreeMap<St
         let (Some(pool), Some(count)) = (pools.get(name), counts.get(name)) else { continue };
         let budget = budgets.allowed(pool, DisruptionReason::Drifted);
         let headroom = count.headroom();
+        let at_limit = static_limit(name, count);
         let why_not = |c: &Candidate| {
             let drift = c.drifted.clone().unwrap_or_default();
             if count.live > count.want {
@@ -63,19 +65,15 @@ fn static_drift(method: &StaticDrift, eval: &Eval<'_>, blocked: &mut BTreeMap<St
                     "Drifted ({drift}), but static NodePool {name} has {} live NodeClaims for {} replicas: the scale-down goes first",
                     count.live, count.want
                 )
-            } else if headroom == 0 && !eval.terminate_first_drift {
-                format!(
-                    "Drifted ({drift}), but static NodePool {name} is at its node limit (limits.nodes {}, {} NodeClaims) and cannot stage a replacement",
-                    count.limit.unwrap_or(usize::MAX),
-                    count.claims
-                )
+            } else if let Some(full) = at_limit.as_ref().filter(|_| !eval.terminate_first_drift) {
+                format!("Drifted ({drift}), but {} and cannot stage a replacement", full.describe())
             } else {
                 format!("Drifted ({drift}), but {}", budgets.describe(pool, DisruptionReason::Drifted))
             }
         };
         // At its node limit, a pool replaces by terminating first.
-        let terminate_first = headroom == 0 && eval.terminate_first_drift;
-        let take = match (count.live > count.want, terminate_first) {
+        let terminate_first = at_limit.as_ref().filter(|_| eval.terminate_first_drift);
+        let take = match (count.live > count.want, terminate_first.is_some()) {
             (true, _) => 0,
             (false, true) => budget,
             (false, false) => budget.min(headroom),
@@ -103,13 +101,9 @@ fn static_drift(method: &StaticDrift, eval: &Eval<'_>, blocked: &mut BTreeMap<St
         }
         let limit = count.limit.map_or_else(|| "unset".to_string(), |l| l.to_string());
         let candidates = chosen.iter().map(|c| (*c).clone()).collect();
-        if terminate_first {
+        if let Some(full) = terminate_first {
             // The refill is the static reconciler's, once the deleted claim's instance is gone.
-            let detail = format!(
-                "{}; static NodePool {name} is at its node limit (limits.nodes {limit}, {} NodeClaims): the node is terminated first, and the pool refills it from its template once its instance is gone",
-                chosen[0].drifted.clone().unwrap_or_default(),
-                count.claims,
-            );
+            let detail = full.terminate_first_detail(&chosen[0].drifted.clone().unwrap_or_default(), chosen.len());
             return Some(Command::new(Reason::Drifted, candidates, Vec::new(), detail, Vec::new()));
         }
         let detail = format!(
