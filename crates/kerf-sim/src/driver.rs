@@ -333,6 +333,14 @@ impl<P: SimCloud> Simulation<P> {
 
     fn react(&mut self, ch: Changes) {
         self.scheduler.touch(ch.pods_touched.iter().chain(&ch.nodes_changed).chain(&ch.nodes_removed));
+        // Pods gone first: a pod made again under a name deleted in the same batch (generated
+        // names come back as pods churn; a StatefulSet's always do) is queued below, not forgotten.
+        let mut freed = false;
+        for (key, node) in &ch.removed_pods {
+            self.scheduler.forget(key, None, 0);
+            self.daemonsets.pod_removed(key);
+            freed |= node.is_some();
+        }
         for key in &ch.newly_bound {
             if !self.scheduler.take_own_binding(key) {
                 // Bound by someone else (a manifest with spec.nodeName): the view must learn it.
@@ -348,12 +356,6 @@ impl<P: SimCloud> Simulation<P> {
             if let Some(e) = self.world.pods.get(key) {
                 self.scheduler.enqueue(key, &e.pod, e.seq);
             }
-        }
-        let mut freed = false;
-        for (key, node) in &ch.removed_pods {
-            self.scheduler.forget(key, None, 0);
-            self.daemonsets.pod_removed(key);
-            freed |= node.is_some();
         }
         if ch.pod_namespace_added || ch.namespaces_changed || ch.volumes_changed {
             // Namespace labels and the claims that attach EBS volumes are read throughout the view.
