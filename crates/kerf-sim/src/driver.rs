@@ -196,7 +196,11 @@ impl<P: SimCloud> Simulation<P> {
             }
             self.sample();
             let now = self.clock.now();
-            let next = [self.manager_wake, self.kubelet_wake].into_iter().flatten().filter(|t| *t > now).min();
+            let next = [self.manager_wake, self.kubelet_wake, self.scheduler.next_retry()]
+                .into_iter()
+                .flatten()
+                .filter(|t| *t > now)
+                .min();
             match next {
                 Some(t) if t <= until => self.advance_to(t),
                 _ => {
@@ -220,6 +224,7 @@ impl<P: SimCloud> Simulation<P> {
             || self.kick
             || self.manager_wake.is_some_and(|t| t <= now)
             || self.kubelet_wake.is_some_and(|t| t <= now)
+            || self.scheduler.next_retry().is_some_and(|t| t <= now)
     }
 
     /// The fleet's $/h now (see [`FleetPrice`]).
