@@ -197,6 +197,8 @@ pub struct Disruption {
     pub(crate) blocked: BTreeMap<String, String>,
     running: Vec<Running>,
     validating: Option<(Command, Timestamp)>,
+    /// What held the last pass's evaluation back, if anything (logged when it changes).
+    holding: Option<String>,
     /// The watch generation the last evaluation saw.
     evaluated: Option<u64>,
     next_evaluation: Option<Timestamp>,

@@ -42,15 +42,44 @@ impl Disruption {
     /// Something is still moving: a pod kube-scheduler has not tried yet, a pod waiting for a
     /// launch, a launch, or an open provisioning batch. Disruption waits for it.
     fn settling<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>) -> bool {
+        self.settling_on(cx).is_some()
+    }
+
+    /// What disruption waits for (see [`Disruption::settling`]), in words, if anything.
+    fn settling_on<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>) -> Option<String> {
+        if cx.published.batch_open {
+            return Some("a provisioning batch is open".to_string());
+        }
+        if let Some(((ns, name), claim)) = cx.published.nominations.by_pod.iter().next() {
+            let n = cx.published.nominations.by_pod.len();
+            return Some(format!("{n} pod(s) nominated to launches, e.g. {ns}/{name} to {claim}"));
+        }
         let reserved = &self.reserved;
-        cx.published.batch_open
-            || !cx.published.nominations.by_pod.is_empty()
-            || cx.state.node_claims().values().any(|c| in_flight(c) && !reserved.contains(c.name()))
-            || cx.state.unbound_pods().any(|(_, p)| {
-                pod_facts::daemonset_owner(p).is_none()
-                    && p.metadata.deletion_timestamp.is_none()
-                    && !util::marked_unschedulable(p)
-            })
+        if let Some(c) = cx.state.node_claims().values().find(|c| in_flight(c) && !reserved.contains(c.name())) {
+            return Some(format!("NodeClaim {} is not initialized", c.name()));
+        }
+        let unjudged = cx.state.unbound_pods().find(|(_, p)| {
+            pod_facts::daemonset_owner(p).is_none()
+                && p.metadata.deletion_timestamp.is_none()
+                && !util::marked_unschedulable(p)
+        });
+        unjudged.map(|((ns, name), _)| format!("pod {ns}/{name} is not bound and not marked unschedulable"))
+    }
+
+    /// Logs (at debug) what holds the next evaluation back when that changes (other than in
+    /// its numbers).
+    fn note_holding(&mut self, why: Option<String>) {
+        let same = match (&why, &self.holding) {
+            (Some(a), Some(b)) => same_apart_from_numbers(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        if !same {
+            match &why {
+                Some(w) => tracing::debug!(waiting_for = %w, "disruption waits"),
+                None => tracing::debug!("disruption no longer waits"),
+            }
+            self.holding = why;
+        }
     }
 
     pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
@@ -82,8 +111,17 @@ impl Disruption {
         // on the cluster as they will leave it (see `in_flight`). One that deletes its nodes
         // does, until they are gone: its pods are about to be evicted and land where
         // kube-scheduler puts them.
-        let deleting = self.running.iter().any(|r| matches!(r.phase, Phase::Terminating(_)));
-        if deleting || self.settling(cx) {
+        let deleting = self.running.iter().find_map(|r| match r.phase {
+            Phase::Terminating(_) => r.candidates.iter().find(|(claim, _)| cx.state.node_claim(claim).is_some()),
+            Phase::Launching(_) => None,
+        });
+        let holding = match deleting {
+            Some((claim, _)) => Some(format!("a command's NodeClaim {claim} to be gone")),
+            None => self.settling_on(cx),
+        };
+        let held = holding.is_some();
+        self.note_holding(holding);
+        if held {
             return Ok(());
         }
         let changed = self.evaluated != Some(self.generation);
