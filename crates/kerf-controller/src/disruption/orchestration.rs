@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use kerf_api::nodeclaim::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
+use kerf_api::nodepool::DisruptionReason;
 use kerf_api::pod_facts;
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, labels};
@@ -99,13 +100,22 @@ impl Disruption {
             return Ok(());
         }
         if let Some((cmd, at)) = self.validating.take() {
-            if cx.pass.now < at {
+            if cx.pass.now >= at {
+                return self.validate(cx, cmd).await;
+            }
+            if !self.drift_due(cx, &cmd).await {
                 self.validating = Some((cmd, at));
                 cx.pass.wake_at(at);
-            } else {
-                self.validate(cx, cmd).await?;
+                return Ok(());
             }
-            return Ok(());
+            // Drift comes before consolidation (Karpenter's order of methods): the pending
+            // consolidation is dropped for the evaluation below, which takes the drift, and
+            // weighed again from scratch afterwards.
+            self.abandon(cx, &cmd, "drifted nodes are due, and drift comes before consolidation").await;
+            if let Some(p) = self.prepared.take() {
+                self.drop_prepared(p);
+            }
+            self.evaluated = None;
         }
         // Commands whose replacements launch do not hold the next decision back: it is taken
         // on the cluster as they will leave it (see `in_flight`). One that deletes its nodes
@@ -143,6 +153,33 @@ impl Disruption {
             return Ok(());
         }
         self.evaluate(cx).await
+    }
+
+    /// Whether drift has nodes to take now while consolidation `cmd` waits out its validation:
+    /// a node due for drift that its budget allows, on a settled cluster. Asked once per watch
+    /// generation (a changed node class announces itself), and only of an `Underutilized`
+    /// decision (emptiness comes before drift).
+    async fn drift_due<P: CloudProvider, C>(&mut self, cx: &mut Ctx<'_, P, C>, cmd: &Command) -> bool {
+        if cmd.reason != Reason::Underutilized || self.drift_checked == Some(self.generation) {
+            return false;
+        }
+        self.drift_checked = Some(self.generation);
+        let deleting = self.running.iter().any(|r| matches!(r.phase, Phase::Terminating(_)));
+        if deleting || self.settling(cx) {
+            return false;
+        }
+        let types = cx.instance_types_by_pool().await;
+        let exclude = self.move_targets(cx);
+        let (cands, budgets, _) = self.candidates(cx, &types, cx.pass.now, &exclude).await;
+        let drifted: Vec<&Candidate> = cands
+            .iter()
+            .filter(|c| !c.static_pool && c.drifted.is_some() && c.held_against(Reason::Drifted).is_none())
+            .collect();
+        if drifted.is_empty() {
+            return false;
+        }
+        let pools = cx.state.node_pools().clone();
+        !within_budget(drifted, &budgets, &pools, DisruptionReason::Drifted, &mut BTreeMap::new()).is_empty()
     }
 
     async fn evaluate<P: CloudProvider, C: ClusterApi>(
