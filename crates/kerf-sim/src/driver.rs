@@ -196,7 +196,11 @@ impl<P: SimCloud> Simulation<P> {
             }
             self.sample();
             let now = self.clock.now();
-            let next = [self.manager_wake, self.kubelet_wake].into_iter().flatten().filter(|t| *t > now).min();
+            let next = [self.manager_wake, self.kubelet_wake, self.scheduler.next_retry()]
+                .into_iter()
+                .flatten()
+                .filter(|t| *t > now)
+                .min();
             match next {
                 Some(t) if t <= until => self.advance_to(t),
                 _ => {
@@ -220,6 +224,7 @@ impl<P: SimCloud> Simulation<P> {
             || self.kick
             || self.manager_wake.is_some_and(|t| t <= now)
             || self.kubelet_wake.is_some_and(|t| t <= now)
+            || self.scheduler.next_retry().is_some_and(|t| t <= now)
     }
 
     /// The fleet's $/h now (see [`FleetPrice`]).
@@ -333,6 +338,14 @@ impl<P: SimCloud> Simulation<P> {
 
     fn react(&mut self, ch: Changes) {
         self.scheduler.touch(ch.pods_touched.iter().chain(&ch.nodes_changed).chain(&ch.nodes_removed));
+        // Pods gone first: a pod made again under a name deleted in the same batch (generated
+        // names come back as pods churn; a StatefulSet's always do) is queued below, not forgotten.
+        let mut freed = false;
+        for (key, node) in &ch.removed_pods {
+            self.scheduler.forget(key, None, 0);
+            self.daemonsets.pod_removed(key);
+            freed |= node.is_some();
+        }
         for key in &ch.newly_bound {
             if !self.scheduler.take_own_binding(key) {
                 // Bound by someone else (a manifest with spec.nodeName): the view must learn it.
@@ -348,12 +361,6 @@ impl<P: SimCloud> Simulation<P> {
             if let Some(e) = self.world.pods.get(key) {
                 self.scheduler.enqueue(key, &e.pod, e.seq);
             }
-        }
-        let mut freed = false;
-        for (key, node) in &ch.removed_pods {
-            self.scheduler.forget(key, None, 0);
-            self.daemonsets.pod_removed(key);
-            freed |= node.is_some();
         }
         if ch.pod_namespace_added || ch.namespaces_changed || ch.volumes_changed {
             // Namespace labels and the claims that attach EBS volumes are read throughout the view.

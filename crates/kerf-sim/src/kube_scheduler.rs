@@ -46,6 +46,11 @@ pub struct KubeScheduler {
     active: BTreeSet<(i32, u64, String)>,
     /// Pods that did not fit, waiting for a cluster change.
     parked: BTreeMap<String, (i32, u64)>,
+    /// Pods whose binding was refused, waiting out their backoff: their queue entry and when
+    /// they are tried again.
+    backoff: BTreeMap<String, (i32, u64, Timestamp)>,
+    /// How many bindings of each pod failed since it was last bound (its backoff doubles).
+    bind_failures: BTreeMap<String, u32>,
     /// The latest reason each pending pod could not be placed.
     messages: BTreeMap<String, String>,
     view: Option<View>,
@@ -161,6 +166,9 @@ impl KubeScheduler {
     /// A pod without a node: queue it unless it already waits. A waiting pod that carries a
     /// nomination is queued again: a new nominated node is worth trying at once.
     pub fn enqueue(&mut self, key: &str, pod: &SlimPod, seq: u64) {
+        // A new version of a pod whose binding failed is worth trying at once (the failure
+        // was most likely that version's write).
+        self.backoff.remove(key);
         if self.parked.contains_key(key) {
             if self.ignore_nominations || nominated_node(pod).is_none() {
                 return;
@@ -182,6 +190,8 @@ impl KubeScheduler {
             self.active.retain(|(_, _, k)| k != key);
         }
         self.parked.remove(key);
+        self.backoff.remove(key);
+        self.bind_failures.remove(key);
         self.messages.remove(key);
         self.pinned.remove(key);
     }
@@ -234,6 +244,22 @@ impl KubeScheduler {
         !self.active.is_empty()
     }
 
+    /// When the first pod whose binding failed is due to be tried again.
+    pub fn next_retry(&self) -> Option<Timestamp> {
+        self.backoff.values().map(|(_, _, at)| *at).min()
+    }
+
+    /// Queues the pods whose backoff has run out by `now`.
+    fn release_backoff(&mut self, now: Timestamp) {
+        let due: Vec<String> =
+            self.backoff.iter().filter(|(_, (_, _, at))| *at <= now).map(|(k, _)| k.clone()).collect();
+        for k in due {
+            if let Some((p, s, _)) = self.backoff.remove(&k) {
+                self.active.insert((p, s, k));
+            }
+        }
+    }
+
     /// The latest reason kube-scheduler gave for `key` not being placed.
     pub fn message(&self, key: &str) -> Option<&str> {
         self.messages.get(key).map(String::as_str)
@@ -258,6 +284,7 @@ impl KubeScheduler {
 
     /// Tries every queued pod once, in queue order. Returns how many were bound.
     pub fn run(&mut self, world: &World, cluster: &SimCluster, now: Timestamp) -> usize {
+        self.release_backoff(now);
         if self.active.is_empty() {
             return 0;
         }
@@ -386,17 +413,30 @@ impl KubeScheduler {
                 None => self.place(&view, pod, &prepared, pinned.as_deref(), memo),
             };
             match placed {
-                Ok(idx) => {
-                    if let Some(b) = bind(cluster, pod, &view.names[idx], world, now) {
+                Ok(idx) => match bind(cluster, pod, &view.names[idx], world, now) {
+                    Some(Ok(b)) => {
                         if kerf_scheduling::pod::has_required_anti_affinity(pod) {
                             anti_epoch += 1;
                         }
                         view.add(idx, Arc::clone(&b));
                         self.just_bound.insert(key.clone(), b);
                         self.messages.remove(&key);
+                        self.bind_failures.remove(&key);
                         bound += 1;
                     }
-                }
+                    // Refused: tried again after a backoff (sooner if the pod changes), as
+                    // kube-scheduler requeues a pod whose binding failed. Dropped here, it would
+                    // wait with no verdict for an event that may never come.
+                    Some(Err(e)) => {
+                        tracing::debug!(pod = %key, node = %view.names[idx], error = %e, "bind failed; will retry");
+                        let failures = self.bind_failures.entry(key.clone()).or_default();
+                        *failures += 1;
+                        let at = crate::driver::after(now, bind_backoff(*failures));
+                        self.backoff.insert(key.clone(), (prio, seq, at));
+                    }
+                    // The pod is gone; its deletion's watch event forgets it.
+                    None => {}
+                },
                 Err(msg) => {
                     if pinned.is_none()
                         && nominated.is_none()
@@ -535,12 +575,24 @@ impl KubeScheduler {
     }
 }
 
+/// kube-scheduler's backoff for a pod's `failures`-th failed attempt in a row: 1 s, doubling,
+/// at most 10 s.
+fn bind_backoff(failures: u32) -> std::time::Duration {
+    std::time::Duration::from_secs((1u64 << failures.saturating_sub(1).min(4)).min(10))
+}
+
 /// Binds `pod` to `node`; the kubelet starts it at once when the node is Ready (it has nothing
 /// to pull in the simulator), else once the node is. The answer is the bound pod as the view
-/// keeps it.
-fn bind(cluster: &SimCluster, pod: &SlimPod, node: &str, world: &World, now: Timestamp) -> Option<Arc<SlimPod>> {
+/// keeps it, the store's refusal, or `None` when the pod is gone.
+fn bind(
+    cluster: &SimCluster,
+    pod: &SlimPod,
+    node: &str,
+    world: &World,
+    now: Timestamp,
+) -> Option<Result<Arc<SlimPod>, kerf_api::cluster::ApiError>> {
     let ready = world.nodes.get(node).is_some_and(|n| node_ready(n));
-    let written = write_pod(cluster, pod, |p| {
+    write_pod(cluster, pod, |p| {
         p.set_node_name(node);
         // A bound pod's nomination has served its purpose.
         p.clear_nomination();
@@ -551,12 +603,8 @@ fn bind(cluster: &SimCluster, pod: &SlimPod, node: &str, world: &World, now: Tim
         } else {
             p.set_phase("Pending");
         }
-    })?;
-    match written {
-        Ok(b) => Some(b),
-        Err(e) => {
-            tracing::debug!(pod = ?pod.metadata.name, error = %e, "bind failed; will retry");
-            None
-        }
-    }
+    })
 }
+
+#[cfg(test)]
+mod tests;

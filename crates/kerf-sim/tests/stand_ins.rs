@@ -5,6 +5,8 @@ use std::path::Path;
 mod common;
 
 use common::{NODE_CLASS, daemonset, deployment, run};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_sim::Report;
 use kerf_sim::scenario::{Step, parse};
 use kerf_sim::steps::run_scenario;
@@ -464,4 +466,42 @@ steps:
     assert_eq!(r.nodes[0].instance_type.as_deref(), Some("small"));
     assert_eq!(web.node.as_deref(), Some(r.nodes[0].name.as_str()));
     assert!(r.pods.iter().all(|p| p.owner != "DaemonSet/proxy"), "no proxy pod on a small node: {:#?}", r.pods);
+}
+
+#[test]
+fn a_pod_made_again_under_the_name_of_one_deleted_in_the_same_batch_is_scheduled() {
+    // The deletion and the new pod reach kube-scheduler in one batch of watch events, as writes
+    // from API clients do: the deleted pod's name must not take the new pod out of the queue (a
+    // Deployment's generated names come back as pods churn, and a StatefulSet's always do).
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+nodes:
+  - {{name: n1, capacity: {{cpu: "4", memory: 8Gi, pods: "10"}}}}
+steps:
+  - apply:
+      - apiVersion: v1
+        kind: Pod
+        metadata: {{name: solo, namespace: default}}
+        spec:
+          containers: [{{name: c, image: i, resources: {{requests: {{cpu: 100m}}}}}}]
+  - wait: 5s
+"#
+    );
+    let scenario = parse(Path::new("test.yaml"), &yaml).unwrap_or_else(|e| panic!("{e}"));
+    let (_, mut sim) = kerf_sim::steps::simulate(&scenario).unwrap_or_else(|e| panic!("{e}"));
+    let cluster = sim.cluster();
+    let first: Pod = cluster.get_obj(Some("default"), "solo").expect("the first pod");
+    assert_eq!(first.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some("n1"));
+    cluster.delete_obj::<Pod>(Some("default"), "solo").expect("deleted");
+    let mut again = first.clone();
+    again.metadata =
+        ObjectMeta { name: Some("solo".to_string()), namespace: Some("default".to_string()), ..ObjectMeta::default() };
+    again.spec.as_mut().expect("a spec").node_name = None;
+    again.status = None;
+    cluster.create_obj(again).expect("made again");
+    let until = kerf_cloud::Timestamp::from_millisecond(sim.now().as_millisecond() + 5_000).expect("a time");
+    sim.settle(until).unwrap_or_else(|e| panic!("{e}"));
+    let p = pod(&sim.report(), "default", "solo").clone();
+    assert_eq!(p.node.as_deref(), Some("n1"), "{p:#?}");
 }

@@ -80,7 +80,7 @@ impl Proc {
         }
         let child = command
             .args(args)
-            .env("KERF_LOG", "info")
+            .env("KERF_LOG", std::env::var("KERF_BENCH_LOG").unwrap_or_else(|_| "info".to_string()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).context("stderr file")?)

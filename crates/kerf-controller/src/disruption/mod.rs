@@ -198,6 +198,11 @@ pub struct Disruption {
     pub(crate) blocked: BTreeMap<String, String>,
     running: Vec<Running>,
     validating: Option<(Command, Timestamp)>,
+    /// The watch generation at which drift was last asked whether it pre-empts a consolidation
+    /// waiting out its validation.
+    drift_checked: Option<u64>,
+    /// What held the last pass's evaluation back, if anything (logged when it changes).
+    holding: Option<String>,
     /// The watch generation the last evaluation saw.
     evaluated: Option<u64>,
     next_evaluation: Option<Timestamp>,

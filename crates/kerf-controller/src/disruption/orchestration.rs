@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use kerf_api::nodeclaim::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
+use kerf_api::nodepool::DisruptionReason;
 use kerf_api::pod_facts;
 use kerf_api::shared::set_condition;
 use kerf_api::{NodeClaim, labels};
@@ -42,15 +43,44 @@ impl Disruption {
     /// Something is still moving: a pod kube-scheduler has not tried yet, a pod waiting for a
     /// launch, a launch, or an open provisioning batch. Disruption waits for it.
     fn settling<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>) -> bool {
+        self.settling_on(cx).is_some()
+    }
+
+    /// What disruption waits for (see [`Disruption::settling`]), in words, if anything.
+    fn settling_on<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>) -> Option<String> {
+        if cx.published.batch_open {
+            return Some("a provisioning batch is open".to_string());
+        }
+        if let Some(((ns, name), claim)) = cx.published.nominations.by_pod.iter().next() {
+            let n = cx.published.nominations.by_pod.len();
+            return Some(format!("{n} pod(s) nominated to launches, e.g. {ns}/{name} to {claim}"));
+        }
         let reserved = &self.reserved;
-        cx.published.batch_open
-            || !cx.published.nominations.by_pod.is_empty()
-            || cx.state.node_claims().values().any(|c| in_flight(c) && !reserved.contains(c.name()))
-            || cx.state.unbound_pods().any(|(_, p)| {
-                pod_facts::daemonset_owner(p).is_none()
-                    && p.metadata.deletion_timestamp.is_none()
-                    && !util::marked_unschedulable(p)
-            })
+        if let Some(c) = cx.state.node_claims().values().find(|c| in_flight(c) && !reserved.contains(c.name())) {
+            return Some(format!("NodeClaim {} is not initialized", c.name()));
+        }
+        let unjudged = cx.state.unbound_pods().find(|(_, p)| {
+            pod_facts::daemonset_owner(p).is_none()
+                && p.metadata.deletion_timestamp.is_none()
+                && !util::marked_unschedulable(p)
+        });
+        unjudged.map(|((ns, name), _)| format!("pod {ns}/{name} is not bound and not marked unschedulable"))
+    }
+
+    /// Logs (at debug) what holds the next evaluation back when that changes (other than in
+    /// its numbers).
+    fn note_holding(&mut self, why: Option<String>) {
+        let same = match (&why, &self.holding) {
+            (Some(a), Some(b)) => same_apart_from_numbers(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        if !same {
+            match &why {
+                Some(w) => tracing::debug!(waiting_for = %w, "disruption waits"),
+                None => tracing::debug!("disruption no longer waits"),
+            }
+            self.holding = why;
+        }
     }
 
     pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
@@ -70,20 +100,38 @@ impl Disruption {
             return Ok(());
         }
         if let Some((cmd, at)) = self.validating.take() {
-            if cx.pass.now < at {
+            if cx.pass.now >= at {
+                return self.validate(cx, cmd).await;
+            }
+            if !self.drift_due(cx, &cmd).await {
                 self.validating = Some((cmd, at));
                 cx.pass.wake_at(at);
-            } else {
-                self.validate(cx, cmd).await?;
+                return Ok(());
             }
-            return Ok(());
+            // Drift comes before consolidation (Karpenter's order of methods): the pending
+            // consolidation is dropped for the evaluation below, which takes the drift, and
+            // weighed again from scratch afterwards.
+            self.abandon(cx, &cmd, "drifted nodes are due, and drift comes before consolidation").await;
+            if let Some(p) = self.prepared.take() {
+                self.drop_prepared(p);
+            }
+            self.evaluated = None;
         }
         // Commands whose replacements launch do not hold the next decision back: it is taken
         // on the cluster as they will leave it (see `in_flight`). One that deletes its nodes
         // does, until they are gone: its pods are about to be evicted and land where
         // kube-scheduler puts them.
-        let deleting = self.running.iter().any(|r| matches!(r.phase, Phase::Terminating(_)));
-        if deleting || self.settling(cx) {
+        let deleting = self.running.iter().find_map(|r| match r.phase {
+            Phase::Terminating(_) => r.candidates.iter().find(|(claim, _)| cx.state.node_claim(claim).is_some()),
+            Phase::Launching(_) => None,
+        });
+        let holding = match deleting {
+            Some((claim, _)) => Some(format!("a command's NodeClaim {claim} to be gone")),
+            None => self.settling_on(cx),
+        };
+        let held = holding.is_some();
+        self.note_holding(holding);
+        if held {
             return Ok(());
         }
         let changed = self.evaluated != Some(self.generation);
@@ -105,6 +153,33 @@ impl Disruption {
             return Ok(());
         }
         self.evaluate(cx).await
+    }
+
+    /// Whether drift has nodes to take now while consolidation `cmd` waits out its validation:
+    /// a node due for drift that its budget allows, on a settled cluster. Asked once per watch
+    /// generation (a changed node class announces itself), and only of an `Underutilized`
+    /// decision (emptiness comes before drift).
+    async fn drift_due<P: CloudProvider, C>(&mut self, cx: &mut Ctx<'_, P, C>, cmd: &Command) -> bool {
+        if cmd.reason != Reason::Underutilized || self.drift_checked == Some(self.generation) {
+            return false;
+        }
+        self.drift_checked = Some(self.generation);
+        let deleting = self.running.iter().any(|r| matches!(r.phase, Phase::Terminating(_)));
+        if deleting || self.settling(cx) {
+            return false;
+        }
+        let types = cx.instance_types_by_pool().await;
+        let exclude = self.move_targets(cx);
+        let (cands, budgets, _) = self.candidates(cx, &types, cx.pass.now, &exclude).await;
+        let drifted: Vec<&Candidate> = cands
+            .iter()
+            .filter(|c| !c.static_pool && c.drifted.is_some() && c.held_against(Reason::Drifted).is_none())
+            .collect();
+        if drifted.is_empty() {
+            return false;
+        }
+        let pools = cx.state.node_pools().clone();
+        !within_budget(drifted, &budgets, &pools, DisruptionReason::Drifted, &mut BTreeMap::new()).is_empty()
     }
 
     async fn evaluate<P: CloudProvider, C: ClusterApi>(
