@@ -182,8 +182,17 @@ pub fn encode(obj: &AnyObject) -> Result<Value, serde_json::Error> {
     }
 }
 
-/// A dynamic object read from the API as the typed object of `kind`.
-pub fn from_dynamic(kind: &str, obj: DynamicObject) -> Result<AnyObject, serde_json::Error> {
+/// A dynamic object read from the API as the typed object of `kind`, without its
+/// `metadata.managedFields` and kubectl's copy of the last applied manifest: no controller reads
+/// them, and a Node's or NodeClaim's field bookkeeping (every status writer's fields, kept by the
+/// API server) is most of what the object costs the controller to keep, several kilobytes each.
+/// The controllers write objects as merge patches of the fields they change, and an update that
+/// leaves `managedFields` out keeps the server's, so nothing written loses them.
+pub fn from_dynamic(kind: &str, mut obj: DynamicObject) -> Result<AnyObject, serde_json::Error> {
+    obj.metadata.managed_fields = None;
+    if let Some(annotations) = obj.metadata.annotations.as_mut() {
+        annotations.remove(kerf_api::slim_pod::LAST_APPLIED);
+    }
     decode(kind, serde_json::to_value(obj)?)
 }
 
@@ -226,5 +235,34 @@ mod tests {
         let pods = by_name("Pod").expect("Pod");
         assert!(pods.namespaced);
         assert_eq!((pods.resource.api_version.as_str(), pods.resource.plural.as_str()), ("v1", "pods"));
+    }
+
+    #[test]
+    fn objects_read_from_the_api_keep_neither_managed_fields_nor_the_last_applied_manifest() {
+        let node: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "n1",
+                "labels": {"karpenter.sh/nodepool": "default"},
+                "annotations": {"keep": "yes", "kubectl.kubernetes.io/last-applied-configuration": "{\"big\":1}"},
+                "managedFields": [{
+                    "manager": "kwok", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:conditions": {}}}
+                }]
+            },
+            "spec": {"providerID": "kwok://n1"}
+        }))
+        .expect("node");
+        let read = from_dynamic("Node", node).expect("decoded");
+        let read = Node::from_any(&read).expect("a Node");
+        assert_eq!(read.metadata.managed_fields, None);
+        let annotations = read.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.into_iter().collect::<Vec<_>>(), [("keep".to_string(), "yes".to_string())]);
+        assert_eq!(
+            read.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")).map(String::as_str),
+            Some("default")
+        );
+        assert_eq!(read.spec.as_ref().and_then(|s| s.provider_id.as_deref()), Some("kwok://n1"));
     }
 }

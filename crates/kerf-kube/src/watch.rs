@@ -8,7 +8,10 @@
 //! [`SlimPod`]s, without the fields no controller reads.
 
 use kerf_api::MetaView;
-use std::collections::BTreeMap;
+use kerf_api::str_pair::StrPair;
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 use futures_util::StreamExt;
 use kerf_api::SlimPod;
@@ -31,12 +34,44 @@ pub enum Feed {
     Error(&'static str, String),
 }
 
-/// `namespace/name` or `name`.
-fn key(obj: &AnyObject) -> String {
-    let m = obj.meta();
-    match m.namespace() {
-        Some(ns) => format!("{ns}/{}", m.name().unwrap_or_default()),
-        None => m.name().unwrap_or_default().to_string(),
+/// An object ordered by its `(namespace, name)` (no namespace reads as empty), read from the
+/// object itself: the watch's record of what it delivered holds every pod of the cluster, and
+/// keyed this way an entry is the shared object alone rather than it and a key of owned strings.
+#[derive(Clone)]
+struct Keyed(AnyObject);
+
+impl StrPair for Keyed {
+    fn first(&self) -> &str {
+        self.0.meta().namespace().unwrap_or_default()
+    }
+    fn second(&self) -> &str {
+        self.0.meta().name().unwrap_or_default()
+    }
+}
+
+impl<'a> Borrow<dyn StrPair + 'a> for Keyed {
+    fn borrow(&self) -> &(dyn StrPair + 'a) {
+        self
+    }
+}
+
+impl PartialEq for Keyed {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Keyed {}
+
+impl PartialOrd for Keyed {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Keyed {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self as &dyn StrPair).cmp(other as &dyn StrPair)
     }
 }
 
@@ -50,40 +85,42 @@ fn older(a: &dyn MetaView, b: &dyn MetaView) -> bool {
 /// relist can tell what disappeared.
 #[derive(Default)]
 pub struct RelistDiff {
-    known: BTreeMap<String, AnyObject>,
+    known: BTreeSet<Keyed>,
     /// Objects of a list in progress.
-    listing: Option<BTreeMap<String, AnyObject>>,
+    listing: Option<BTreeSet<Keyed>>,
 }
 
 impl RelistDiff {
     pub fn apply(&mut self, kind: &'static str, event: Event<AnyObject>, out: &mut Vec<Feed>) {
         match event {
             Event::Apply(obj) => {
-                self.known.insert(key(&obj), obj.clone());
+                self.known.replace(Keyed(obj.clone()));
                 out.push(Feed::Event(WatchEvent::Applied(obj)));
             }
             Event::Delete(obj) => {
-                self.known.remove(&key(&obj));
+                let m = obj.meta();
+                self.known.remove(&(m.namespace().unwrap_or_default(), m.name().unwrap_or_default()) as &dyn StrPair);
                 out.push(Feed::Event(WatchEvent::Deleted(obj)));
             }
-            Event::Init => self.listing = Some(BTreeMap::new()),
+            Event::Init => self.listing = Some(BTreeSet::new()),
             Event::InitApply(obj) => {
-                self.listing.get_or_insert_with(BTreeMap::new).insert(key(&obj), obj);
+                self.listing.get_or_insert_with(BTreeSet::new).replace(Keyed(obj));
             }
             Event::InitDone => {
                 let listed = self.listing.take().unwrap_or_default();
-                for (k, gone) in std::mem::take(&mut self.known) {
+                for gone in std::mem::take(&mut self.known) {
                     // Gone, or listed at an older resourceVersion than delivered before: the API
                     // server restarted without its history (a restarted `kerf serve`), and the
                     // listed object replaces the known one (the controllers ignore an update
                     // older than what they hold).
-                    let replaced = listed.get(&k).is_some_and(|now| older(now.meta(), gone.meta()));
-                    if !listed.contains_key(&k) || replaced {
-                        out.push(Feed::Event(WatchEvent::Deleted(gone)));
+                    let now = listed.get(&gone as &dyn StrPair);
+                    let replaced = now.is_some_and(|now| older(now.0.meta(), gone.0.meta()));
+                    if now.is_none() || replaced {
+                        out.push(Feed::Event(WatchEvent::Deleted(gone.0)));
                     }
                 }
-                for obj in listed.values() {
-                    out.push(Feed::Event(WatchEvent::Applied(obj.clone())));
+                for obj in &listed {
+                    out.push(Feed::Event(WatchEvent::Applied(obj.0.clone())));
                 }
                 self.known = listed;
                 out.push(Feed::Synced(kind));
@@ -219,8 +256,8 @@ mod tests {
     fn summary(out: &[Feed]) -> Vec<String> {
         out.iter()
             .map(|f| match f {
-                Feed::Event(WatchEvent::Applied(o)) => format!("applied {}", key(o)),
-                Feed::Event(WatchEvent::Deleted(o)) => format!("deleted {}", key(o)),
+                Feed::Event(WatchEvent::Applied(o)) => format!("applied {}", o.meta().name().unwrap_or_default()),
+                Feed::Event(WatchEvent::Deleted(o)) => format!("deleted {}", o.meta().name().unwrap_or_default()),
                 Feed::Synced(k) => format!("synced {k}"),
                 Feed::Error(k, e) => format!("error {k} {e}"),
             })
