@@ -206,6 +206,10 @@ struct Outcome {
     node_claims: usize,
     cost: f64,
     bound: f64,
+    /// The relaxation's optimum over the configurations generated: `bound` when every pricing
+    /// knapsack was solved exactly; otherwise a better configuration may have been missed, and
+    /// only `bound` is proven.
+    bound_master: f64,
     bound_converged: bool,
     bound_exact: bool,
     seconds: f64,
@@ -369,6 +373,7 @@ fn measure(name: &str, shapes: &[Shape], runs: usize, realized: bool) -> anyhow:
         node_claims: result.new_node_claims.len(),
         cost: claims_cost(&result),
         bound: bound.value,
+        bound_master: bound.master,
         bound_converged: bound.converged,
         bound_exact: bound.exact,
         seconds,
@@ -416,6 +421,7 @@ pub fn run(a: PackingArgs) -> anyhow::Result<ExitCode> {
                     "nodeClaims": o.node_claims,
                     "costPerHour": round(o.cost, 5),
                     "lowerBound": round(o.bound, 5),
+                    "lpOptimum": round(o.bound_master, 5),
                     "ratio": round(ratio(o), 4),
                     "boundConverged": o.bound_converged,
                     "boundExact": o.bound_exact,
@@ -441,6 +447,7 @@ pub fn run(a: PackingArgs) -> anyhow::Result<ExitCode> {
             "runs": a.runs,
             "workloads": workloads,
             "maxRatio": round(max, 4),
+            "maxRatioToLpOptimum": round(outcomes.iter().map(|o| if o.bound_master > 0.0 { o.cost / o.bound_master } else { 1.0 }).fold(1.0, f64::max), 4),
         });
         if a.realized {
             let realized_max = outcomes

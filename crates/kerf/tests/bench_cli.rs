@@ -113,7 +113,7 @@ fn packing(workloads: &[&str]) -> serde_json::Value {
 }
 
 #[test]
-fn packing_json_gives_each_workloads_cost_lower_bound_and_their_ratio() {
+fn packing_json_gives_each_workloads_cost_lower_bound_lp_optimum_and_their_ratio() {
     let doc = packing(&["inflate", "memory-analytics"]);
     let workloads = doc["workloads"].as_array().expect("workloads is a list");
     let names: Vec<&str> = workloads.iter().filter_map(|w| w["name"].as_str()).collect();
@@ -125,7 +125,14 @@ fn packing_json_gives_each_workloads_cost_lower_bound_and_their_ratio() {
         let ratio = w["ratio"].as_f64().expect("ratio");
         assert!(bound > 0.0 && cost >= bound * 0.9999, "a lower bound above the fleet's cost: {w}");
         assert!((ratio - cost / bound).abs() < 1e-3, "{w}");
+        let lp = w["lpOptimum"].as_f64().expect("lpOptimum");
+        assert!(lp >= bound * 0.9999, "the proven bound above the LP optimum it comes from: {w}");
+        if w["boundConverged"] == true {
+            assert!(cost >= lp * 0.9999, "a fleet cheaper than the converged relaxation: {w}");
+        }
     }
+    let worst_to_lp = doc["maxRatioToLpOptimum"].as_f64().expect("maxRatioToLpOptimum");
+    assert!(worst_to_lp >= 1.0 && worst_to_lp <= doc["maxRatio"].as_f64().expect("maxRatio") + 1e-4, "{doc}");
 }
 
 #[test]
