@@ -217,7 +217,7 @@ fn unchanged_pods_are_parsed_once_across_context_builds_with_the_same_results() 
 }
 
 #[test]
-fn a_pod_with_a_new_resource_version_is_parsed_again() {
+fn a_pod_whose_spec_changed_is_parsed_again() {
     let mut input = versioned_cluster();
     let pods = input.pods.len() + input.existing_nodes.iter().map(|n| n.pods.len()).sum::<usize>();
     let cache = PodFactsCache::new();
@@ -227,7 +227,6 @@ fn a_pod_with_a_new_resource_version_is_parsed_again() {
     input.pods[3] = pod("plain-2").cpu("20").version("uid-plain-2", "2").build();
     let after = SchedulingContext::with_facts(input.clone(), &cache).place_pending();
     assert_eq!(cache.parses(), pods as u64 + 1, "only the changed pod is parsed again");
-    assert_eq!(cache.len(), pods);
     assert!(after.errors.iter().any(|(p, _)| *p == 3), "{:?}", after.errors);
     assert_eq!(shown(&after), shown(&schedule(&input)));
 }

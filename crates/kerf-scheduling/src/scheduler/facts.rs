@@ -3,11 +3,15 @@
 //! cache that keeps it across [`SchedulingContext`](crate::SchedulingContext) builds.
 //!
 //! A controller builds a context per pass over mostly the same pods: re-reading every pod's
-//! quantities and constraints each time is most of a build. [`PodFactsCache`] keeps each pod's
-//! [`PodFacts`] by uid and resourceVersion: an unchanged pod is not parsed again, a pod whose
-//! resourceVersion changed is. Pods without a uid or resourceVersion (generated inputs, tests)
-//! are parsed on every build. A pod's constraints are parsed on first use: only the pod that
-//! stands for its group (pods with identical constraints) needs them.
+//! quantities and constraints each time is most of a build. [`PodFactsCache`] keeps the
+//! [`PodFacts`] of each pod shape (the spec less the node name, which the decoded pods of a
+//! workload share), labels (shared likewise) and namespace: everything parsing reads of a pod.
+//! A pod is parsed only when no pod of its shape, labels and namespace was, so the replicas of a
+//! workload parse once, and a pod whose status changed is not parsed again. A pod whose facts are
+//! its own (a generic ephemeral volume's claim is named after it) is kept by uid and
+//! resourceVersion, and parsed on every build when it has neither. A pod's constraints are parsed
+//! on first use: only the pod that stands for its group (pods with identical constraints) needs
+//! them.
 //!
 //! The cache also sorts the pods it parses into constraint classes: pods whose constraints are
 //! equal (as `preferences::same_constraints` compares them) get the same class id, so a build
@@ -161,11 +165,10 @@ impl PodFacts {
     }
 }
 
-/// [`PodFacts`] kept by pod uid and resourceVersion across
-/// [`SchedulingContext`](crate::SchedulingContext) builds (see the [module documentation](self)).
-/// Owned by whoever builds contexts pass after pass (the controller) and handed to
-/// [`SchedulingContext::with_facts`](crate::SchedulingContext::with_facts). Entries of pods no
-/// longer seen are dropped when they outnumber the pods of a build.
+/// [`PodFacts`] kept across [`SchedulingContext`](crate::SchedulingContext) builds (see the
+/// [module documentation](self)). Owned by whoever builds contexts pass after pass (the
+/// controller) and handed to [`SchedulingContext::with_facts`](crate::SchedulingContext::with_facts).
+/// Facts no build used are dropped when the table has doubled since the last sweep.
 #[derive(Default)]
 pub struct PodFactsCache {
     inner: Mutex<CacheState>,
@@ -173,78 +176,99 @@ pub struct PodFactsCache {
 
 #[derive(Default)]
 struct CacheState {
-    by_uid: foldhash::HashMap<String, Entry>,
     /// The facts of the pods of one shape, labels and namespace: everything parsing reads of a
-    /// pod (see [`ShareKey`]), so the replicas of a workload parse once and hold one copy.
-    by_share: foldhash::HashMap<ShareKey, Shared>,
-    /// The entry count of `by_share` at which facts no pod holds any more are dropped.
-    share_sweep_at: usize,
+    /// pod, so the replicas of a workload parse once and hold one copy, and a pod whose
+    /// resourceVersion changed without touching them (its status did) is not parsed again. Keyed
+    /// by the shape's and the labels' addresses (see [`Shared`]), then told apart by namespace.
+    /// Nothing is kept per pod: in a large cluster a per-pod table would be a large part of the
+    /// controller's memory.
+    by_share: foldhash::HashMap<(usize, usize), Vec<Shared>>,
+    /// Facts of pods that share none, by uid and resourceVersion: a pod with a generic ephemeral
+    /// volume (its claim is named after the pod).
+    by_uid: foldhash::HashMap<String, Entry>,
+    /// Facts in `by_share`.
+    shared: usize,
+    /// The number of facts kept at which those no build used since are dropped.
+    sweep_at: usize,
     /// How many pods were parsed, over the cache's life.
     parses: u64,
-    /// Builds served, to tell the entries the latest build used.
+    /// Builds served, to tell the facts the latest build used.
     builds: u64,
     /// Constraint key (see [`constraint_key`]) → class id.
     classes: foldhash::HashMap<String, u64>,
 }
 
-/// What the facts of a pod are made of: its shape (the spec less the node name, shared between
-/// the pods that have it), its labels (shared likewise) and its namespace. Spread and affinity
-/// terms read the labels and namespace; nothing else of the pod is read, but the name of a pod
-/// with a generic ephemeral volume (its claim is named after the pod), which has no key.
-/// The shape and labels are told by address: the entry holding a key holds them alive (see
-/// [`Shared`]), so an address is not reused for another value while the key exists.
-#[derive(PartialEq, Eq, Hash)]
-struct ShareKey {
-    shape: usize,
-    labels: usize,
-    namespace: String,
-}
-
-/// Facts shared under a [`ShareKey`], with what keeps its addresses taken.
+/// Facts shared by the pods of one shape, labels and namespace. The shape and labels are told
+/// by address: the entry holds them alive, so an address is not reused for another value while
+/// the entry exists.
 struct Shared {
+    namespace: String,
     _shape: Arc<PodShape>,
     _labels: Option<Arc<StringMap>>,
     facts: Arc<PodFacts>,
+    /// The build that last used them.
+    used: u64,
 }
 
-impl ShareKey {
-    fn of(p: &SlimPod) -> Option<(ShareKey, Arc<PodShape>, Option<Arc<StringMap>>)> {
-        let spec = p.spec.as_ref()?;
-        if spec.volumes.iter().flatten().any(|v| v.ephemeral.is_some()) {
-            return None;
-        }
-        let shape = Arc::clone(spec.shape());
-        let labels = p.metadata.labels.clone();
-        let key = ShareKey {
-            shape: Arc::as_ptr(&shape) as usize,
-            labels: labels.as_ref().map_or(0, |l| Arc::as_ptr(l) as usize),
-            namespace: pod::namespace(p).to_string(),
-        };
-        Some((key, shape, labels))
+/// Where the facts of `p` are kept: under its shape's and labels' addresses, or (`None`) by
+/// uid for a pod whose facts are its own (a generic ephemeral volume's claim is named after the
+/// pod) or that has no spec.
+fn share_key(p: &SlimPod) -> Option<(usize, usize)> {
+    let spec = p.spec.as_ref()?;
+    if spec.volumes.iter().flatten().any(|v| v.ephemeral.is_some()) {
+        return None;
     }
+    let labels = p.metadata.labels.as_ref().map_or(0, |l| Arc::as_ptr(l) as usize);
+    Some((Arc::as_ptr(spec.shape()) as usize, labels))
 }
 
 impl CacheState {
-    /// The facts of `p`: those of a pod of its shape, labels and namespace when one was parsed,
-    /// else parsed and sorted into its constraint class.
+    /// Parses `p` and sorts it into its constraint class.
     fn parse(&mut self, p: &SlimPod) -> Arc<PodFacts> {
         self.parses += 1;
-        let share = ShareKey::of(p);
-        if let Some((key, ..)) = &share
-            && let Some(shared) = self.by_share.get(key)
-        {
-            return Arc::clone(&shared.facts);
-        }
         let mut facts = PodFacts::parse(p);
         if let Some(key) = constraint_key(p, &facts.ports) {
             let next = self.classes.len() as u64;
             facts.class = Some(*self.classes.entry(key).or_insert(next));
         }
-        let facts = Arc::new(facts);
-        if let Some((key, shape, labels)) = share {
-            self.by_share.insert(key, Shared { _shape: shape, _labels: labels, facts: Arc::clone(&facts) });
+        Arc::new(facts)
+    }
+
+    /// The facts of a pod of `key` (its [`share_key`]) and `p`'s namespace, parsed from `p`
+    /// when no pod of them was.
+    fn shared(&mut self, key: (usize, usize), p: &SlimPod, build: u64) -> Arc<PodFacts> {
+        let namespace = pod::namespace(p);
+        if let Some(s) = self.by_share.get_mut(&key).and_then(|v| v.iter_mut().find(|s| s.namespace == namespace)) {
+            s.used = build;
+            return Arc::clone(&s.facts);
         }
+        let facts = self.parse(p);
+        let (Some(spec), labels) = (p.spec.as_ref(), p.metadata.labels.clone()) else { return facts };
+        let entry = Shared {
+            namespace: namespace.to_string(),
+            _shape: Arc::clone(spec.shape()),
+            _labels: labels,
+            facts: Arc::clone(&facts),
+            used: build,
+        };
+        self.by_share.entry(key).or_default().push(entry);
+        self.shared += 1;
         facts
+    }
+
+    /// Drops the facts the latest build (`build`, which went through every pod) did not use,
+    /// once the kept facts have doubled since the last sweep.
+    fn sweep(&mut self, build: u64) {
+        if self.shared + self.by_uid.len() < self.sweep_at {
+            return;
+        }
+        self.by_share.retain(|_, v| {
+            v.retain(|s| s.used == build);
+            !v.is_empty()
+        });
+        self.shared = self.by_share.values().map(Vec::len).sum();
+        self.by_uid.retain(|_, e| e.used == build);
+        self.sweep_at = (2 * (self.shared + self.by_uid.len())).max(1024);
     }
 }
 
@@ -281,14 +305,16 @@ impl PodFactsCache {
         Self::default()
     }
 
-    /// How many pods were parsed (not found unchanged in the cache) since it was made.
+    /// How many pods were parsed (their facts not found in the cache) since it was made.
     pub fn parses(&self) -> u64 {
         self.state().parses
     }
 
-    /// How many pod versions the cache holds.
+    /// How many facts the cache holds: one per shape, labels and namespace, and one per version
+    /// of a pod that shares none.
     pub fn len(&self) -> usize {
-        self.state().by_uid.len()
+        let state = self.state();
+        state.shared + state.by_uid.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -300,10 +326,10 @@ impl PodFactsCache {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The facts of each of `pods`, from the cache when its uid and resourceVersion are known.
-    /// `whole`: these are all the pods of a build (entries no build used since are dropped when
-    /// they outnumber them); else a part of a build whose other pods' facts come from elsewhere
-    /// (nothing is dropped).
+    /// The facts of each of `pods`, from the cache when a pod of the same shape, labels and
+    /// namespace (or this very version of a pod that shares none) was parsed. `whole`: these are
+    /// all the pods of a build (facts no build used since are dropped when they have doubled);
+    /// else a part of a build whose other pods' facts come from elsewhere (nothing is dropped).
     fn facts<'a>(&self, pods: impl Iterator<Item = &'a Arc<SlimPod>>, whole: bool) -> Vec<Arc<PodFacts>> {
         let mut state = self.state();
         let state = &mut *state;
@@ -313,6 +339,10 @@ impl PodFactsCache {
         let build = state.builds;
         let mut out = Vec::with_capacity(pods.size_hint().0);
         for p in pods {
+            if let Some(key) = share_key(p) {
+                out.push(state.shared(key, p, build));
+                continue;
+            }
             let uid = p.metadata.uid.as_deref().filter(|u| !u.is_empty());
             let rv = p.metadata.resource_version.as_deref().filter(|v| !v.is_empty());
             let (Some(uid), Some(rv)) = (uid, rv) else {
@@ -332,13 +362,8 @@ impl PodFactsCache {
                 }
             }
         }
-        if whole && state.by_uid.len() > 2 * out.len() + 1024 {
-            state.by_uid.retain(|_, e| e.used == build);
-        }
-        if whole && state.by_share.len() >= state.share_sweep_at {
-            // Facts no entry and no build holds any more, when the table has doubled.
-            state.by_share.retain(|_, s| Arc::strong_count(&s.facts) > 1);
-            state.share_sweep_at = (2 * state.by_share.len()).max(1024);
+        if whole {
+            state.sweep(build);
         }
         out
     }
@@ -415,6 +440,43 @@ mod tests {
             ),
             (vec!["shop/scratch-1-scratch".to_string()], vec!["shop/scratch-2-scratch".to_string()])
         );
-        assert_eq!((cache.len(), cache.parses()), (5, 5));
+        assert_eq!((cache.len(), cache.parses()), (4, 4), "the two replicas parse once");
+    }
+
+    /// A pod of `app` whose spec differs from every other's (its priority is `priority`).
+    fn own_shape(name: &str, app: &str, priority: i32, resource_version: &str) -> Arc<SlimPod> {
+        let mut pod = (*decoded(name, app, false)).clone();
+        pod.metadata.resource_version = Some(resource_version.to_string());
+        let spec = pod.spec.as_mut().unwrap();
+        let mut shape = (**spec.shape()).clone();
+        shape.priority = Some(priority);
+        *spec = kerf_api::SlimPodSpec::from(shape);
+        Arc::new(pod)
+    }
+
+    #[test]
+    fn a_new_version_of_a_pod_with_the_same_spec_and_labels_is_not_parsed_again() {
+        let cache = PodFactsCache::new();
+        let before = cache.facts([decoded("web-1", "web", false)].iter(), true);
+        let mut status_changed = (*decoded("web-1", "web", false)).clone();
+        status_changed.metadata.resource_version = Some("2".into());
+        let after = cache.facts([Arc::new(status_changed)].iter(), true);
+        assert!(Arc::ptr_eq(&before[0], &after[0]));
+        assert_eq!(cache.parses(), 1);
+    }
+
+    #[test]
+    fn facts_no_build_used_are_dropped_once_the_cache_has_doubled() {
+        let cache = PodFactsCache::new();
+        let first: Vec<_> = (0..1500).map(|i| own_shape(&format!("a-{i}"), "a", i, "1")).collect();
+        cache.facts(first.iter(), true);
+        assert_eq!(cache.len(), 1500);
+        let second: Vec<_> = (0..1500).map(|i| own_shape(&format!("a-{i}"), "a", 1500 + i, "2")).collect();
+        let facts = cache.facts(second.iter(), true);
+        assert_eq!(cache.len(), 1500, "the first build's facts are gone");
+        assert_eq!(cache.parses(), 3000);
+        let again = cache.facts(second.iter(), true);
+        assert!(facts.iter().zip(&again).all(|(a, b)| Arc::ptr_eq(a, b)), "the second build's are kept");
+        assert_eq!(cache.parses(), 3000);
     }
 }

@@ -1,11 +1,11 @@
 //! What a context takes over from an earlier one instead of working it out again. Disruption builds
 //! a context per evaluation after every change, and consecutive evaluations see clusters that
-//! differ in a few nodes: reading every pod's facts from the [`PodFactsCache`] (a lookup by uid)
+//! differ in a few nodes: reading every pod's facts from the [`PodFactsCache`] (a lookup per pod)
 //! and working out its dense requests are a large part of a build. A node of the new input that
 //! holds the very same pods (by identity, in the same order) as a node of the earlier context's
 //! input takes their facts and dense requests from it; only the other pods go through the cache.
-//! What is taken is what the build would have worked out: facts are read from the cache by uid and
-//! resourceVersion, which an identical pod has unchanged, and dense requests depend only on the
+//! What is taken is what the build would have worked out: facts are read from the cache by what
+//! they are parsed from, which an identical pod has unchanged, and dense requests depend only on the
 //! facts and the resource names, taken only when the names are the same. The earlier context hands
 //! over only the parts read here ([`Earlier`]).
 
