@@ -23,6 +23,9 @@ use kube::{Api, Client};
 pub const PROVIDER_ID_PREFIX: &str = kerf_cloud::KWOK_PROVIDER_ID_PREFIX;
 /// The annotation kwok uses to pick the Nodes it simulates.
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+/// Nodes per page when the instances are listed (client-go's pager takes 500; a page of Nodes
+/// is decoded whole before it is made into claims).
+const NODE_PAGE: u32 = 100;
 
 /// A provider whose instances are Node objects.
 pub struct KwokProvider {
@@ -108,18 +111,33 @@ impl KwokProvider {
     /// itself, so that a launch after a restart does not overfill a reservation.
     async fn count_reserved_nodes(&self) -> Result<(), CloudError> {
         let params = ListParams::default().labels(labels::CAPACITY_RESERVATION_ID);
-        let nodes = self.nodes().list(&params).await.map_err(|e| cloud_err("listing reserved Nodes", e))?;
         let mut used: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
-        for n in &nodes.items {
+        self.each_node(params, "listing reserved Nodes", |n| {
             if let (Some(id), Some(name)) = (
                 n.metadata.labels.as_ref().and_then(|l| l.get(labels::CAPACITY_RESERVATION_ID)),
                 n.metadata.name.as_ref(),
             ) {
                 used.entry(id.clone()).or_default().insert(name.clone());
             }
-        }
+        })
+        .await?;
         self.catalog.set_reservation_usage(used);
         Ok(())
+    }
+
+    /// Calls `each` with every Node `params` selects, listed a page at a time: a whole Node is
+    /// kilobytes once decoded, and only what `each` keeps of it stays, so a list of thousands
+    /// of Nodes does not hold them all at once.
+    async fn each_node(&self, params: ListParams, what: &str, mut each: impl FnMut(&Node)) -> Result<(), CloudError> {
+        let mut params = params.limit(NODE_PAGE);
+        loop {
+            let page = self.nodes().list(&params).await.map_err(|e| cloud_err(what, e))?;
+            page.items.iter().for_each(&mut each);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(()),
+            }
+        }
     }
 
     /// A Node described as the NodeClaim of its instance.
@@ -203,8 +221,9 @@ impl CloudProvider for KwokProvider {
     }
 
     async fn list(&self) -> Result<Vec<Arc<NodeClaim>>, CloudError> {
-        let nodes = self.nodes().list(&ListParams::default()).await.map_err(|e| cloud_err("listing Nodes", e))?;
-        Ok(nodes.items.iter().filter_map(Self::claim_of).map(Arc::new).collect())
+        let mut out = Vec::new();
+        self.each_node(ListParams::default(), "listing Nodes", |n| out.extend(Self::claim_of(n).map(Arc::new))).await?;
+        Ok(out)
     }
 
     async fn instance_types(
