@@ -46,7 +46,9 @@ impl Drift {
     }
 }
 
-/// The names of the NodeClaims that exist, and of those drift decided on.
+/// The uids of the NodeClaims that exist, and of those drift decided on. By uid, not name: a
+/// replacement may be given the name of a claim that is gone (names are generated), and would
+/// then pass for the old claim forever.
 fn claims(server: &str) -> anyhow::Result<(BTreeSet<String>, BTreeSet<String>)> {
     let (code, body) = http(server, "GET", "/apis/karpenter.sh/v1/nodeclaims", None)?;
     if code != 200 {
@@ -54,12 +56,12 @@ fn claims(server: &str) -> anyhow::Result<(BTreeSet<String>, BTreeSet<String>)> 
     }
     let v: serde_json::Value = serde_json::from_str(&body).context("the nodeclaim list")?;
     let items = v["items"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let name = |c: &serde_json::Value| c["metadata"]["name"].as_str().map(str::to_string);
+    let uid = |c: &serde_json::Value| c["metadata"]["uid"].as_str().map(str::to_string);
     let decided = |c: &&serde_json::Value| {
         let conditions = c["status"]["conditions"].as_array().map(Vec::as_slice).unwrap_or_default();
         conditions.iter().any(|k| k["type"] == "DisruptionReason" && k["status"] == "True" && k["reason"] == "Drifted")
     };
-    Ok((items.iter().filter_map(name).collect(), items.iter().filter(decided).filter_map(name).collect()))
+    Ok((items.iter().filter_map(uid).collect(), items.iter().filter(decided).filter_map(uid).collect()))
 }
 
 /// Changes the AMI selection of the EC2NodeClass `class` to `alias`, then waits until every
