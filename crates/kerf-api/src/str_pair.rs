@@ -59,6 +59,41 @@ impl Ord for dyn StrPair + '_ {
     }
 }
 
+/// Orders a type that implements [`StrPair`] by its two strings, and lets an ordered set of it be
+/// searched with a borrowed pair (`set.get(&(ns, name) as &dyn StrPair)`): `Borrow<dyn StrPair>`,
+/// `PartialEq`, `Eq`, `PartialOrd` and `Ord`, each read through the pair. For sets that key a
+/// shared object by its own metadata instead of a key of owned strings.
+#[macro_export]
+macro_rules! ordered_by_str_pair {
+    ($t:ty) => {
+        impl<'a> ::std::borrow::Borrow<dyn $crate::str_pair::StrPair + 'a> for $t {
+            fn borrow(&self) -> &(dyn $crate::str_pair::StrPair + 'a) {
+                self
+            }
+        }
+
+        impl ::std::cmp::PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                ::std::cmp::Ord::cmp(self, other) == ::std::cmp::Ordering::Equal
+            }
+        }
+
+        impl ::std::cmp::Eq for $t {}
+
+        impl ::std::cmp::PartialOrd for $t {
+            fn partial_cmp(&self, other: &Self) -> ::std::option::Option<::std::cmp::Ordering> {
+                ::std::option::Option::Some(::std::cmp::Ord::cmp(self, other))
+            }
+        }
+
+        impl ::std::cmp::Ord for $t {
+            fn cmp(&self, other: &Self) -> ::std::cmp::Ordering {
+                (self as &dyn $crate::str_pair::StrPair).cmp(other as &dyn $crate::str_pair::StrPair)
+            }
+        }
+    };
+}
+
 /// As a tuple of two `String`s hashes: each string in turn.
 impl Hash for dyn StrPair + '_ {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -69,9 +104,38 @@ impl Hash for dyn StrPair + '_ {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, HashMap};
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
 
     use super::*;
+
+    /// An object keyed by its own two strings.
+    struct Named {
+        namespace: String,
+        name: String,
+        size: usize,
+    }
+
+    impl StrPair for Named {
+        fn first(&self) -> &str {
+            &self.namespace
+        }
+        fn second(&self) -> &str {
+            &self.name
+        }
+    }
+
+    crate::ordered_by_str_pair!(Named);
+
+    #[test]
+    fn a_set_of_objects_ordered_by_their_own_pair_is_searched_with_a_borrowed_pair() {
+        let named = |ns: &str, n: &str, size| Named { namespace: ns.into(), name: n.into(), size };
+        let set: BTreeSet<Named> = [named("b", "a", 1), named("a", "bc", 2), named("ab", "c", 3)].into_iter().collect();
+        let order: Vec<usize> = set.iter().map(|n| n.size).collect();
+        assert_eq!(order, [2, 3, 1], "in (namespace, name) order");
+        assert_eq!(set.get(&("ab", "c") as &dyn StrPair).map(|n| n.size), Some(3));
+        assert!(!set.contains(&("a", "b") as &dyn StrPair));
+        assert!(named("x", "y", 1) == named("x", "y", 2), "equal by the pair alone");
+    }
 
     #[test]
     fn borrowed_pairs_find_what_owned_pairs_find_in_ordered_and_hashed_maps_in_tuple_order() {

@@ -4,8 +4,6 @@
 //! thousands of each in a large cluster. Keyed by the pod's own metadata, an entry is one
 //! pointer rather than a pointer and two owned strings.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -32,31 +30,7 @@ impl StrPair for Keyed {
     }
 }
 
-impl<'a> Borrow<dyn StrPair + 'a> for Keyed {
-    fn borrow(&self) -> &(dyn StrPair + 'a) {
-        self
-    }
-}
-
-impl PartialEq for Keyed {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Keyed {}
-
-impl PartialOrd for Keyed {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Keyed {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self as &dyn StrPair).cmp(other as &dyn StrPair)
-    }
-}
+kerf_api::ordered_by_str_pair!(Keyed);
 
 /// Pods by key, in key order.
 #[derive(Debug, Clone, Default)]

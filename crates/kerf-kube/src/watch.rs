@@ -9,8 +9,6 @@
 
 use kerf_api::MetaView;
 use kerf_api::str_pair::StrPair;
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use futures_util::StreamExt;
@@ -49,31 +47,7 @@ impl StrPair for Keyed {
     }
 }
 
-impl<'a> Borrow<dyn StrPair + 'a> for Keyed {
-    fn borrow(&self) -> &(dyn StrPair + 'a) {
-        self
-    }
-}
-
-impl PartialEq for Keyed {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Keyed {}
-
-impl PartialOrd for Keyed {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Keyed {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self as &dyn StrPair).cmp(other as &dyn StrPair)
-    }
-}
+kerf_api::ordered_by_str_pair!(Keyed);
 
 /// Whether `a` has a lower resourceVersion than `b` (both integers; opaque ones never are).
 fn older(a: &dyn MetaView, b: &dyn MetaView) -> bool {
