@@ -383,6 +383,11 @@ fn measure(name: &str, shapes: &[Shape], runs: usize, realized: bool) -> anyhow:
     })
 }
 
+/// `value` over `base`: a ratio to a cost or bound, 1 when there is nothing to compare with.
+fn over(value: f64, base: f64) -> f64 {
+    if base > 0.0 { value / base } else { 1.0 }
+}
+
 fn round(x: f64, digits: i32) -> f64 {
     let f = 10f64.powi(digits);
     (x * f).round() / f
@@ -408,7 +413,7 @@ pub fn run(a: PackingArgs) -> anyhow::Result<ExitCode> {
             outcomes.push(measure(name, shapes, a.runs, a.realized)?);
         }
     }
-    let ratio = |o: &Outcome| if o.bound > 0.0 { o.cost / o.bound } else { 1.0 };
+    let ratio = |o: &Outcome| over(o.cost, o.bound);
     let all_placed = outcomes.iter().all(|o| o.scheduled == o.pods);
     if a.json {
         let workloads: Vec<serde_json::Value> = outcomes
@@ -430,8 +435,8 @@ pub fn run(a: PackingArgs) -> anyhow::Result<ExitCode> {
                     "instanceTypes": o.types,
                     "realized": o.realized.as_ref().map(|r| serde_json::json!({
                         "costPerHour": round(r.cost, 5),
-                        "ratio": round(if o.bound > 0.0 { r.cost / o.bound } else { 1.0 }, 4),
-                        "toPlan": round(if o.cost > 0.0 { r.cost / o.cost } else { 1.0 }, 4),
+                        "ratio": round(over(r.cost, o.bound), 4),
+                        "toPlan": round(over(r.cost, o.cost), 4),
                         "nodes": r.nodes,
                         "podsRunning": r.running,
                         "podsPending": r.pending,
@@ -447,13 +452,11 @@ pub fn run(a: PackingArgs) -> anyhow::Result<ExitCode> {
             "runs": a.runs,
             "workloads": workloads,
             "maxRatio": round(max, 4),
-            "maxRatioToLpOptimum": round(outcomes.iter().map(|o| if o.bound_master > 0.0 { o.cost / o.bound_master } else { 1.0 }).fold(1.0, f64::max), 4),
+            "maxRatioToLpOptimum": round(outcomes.iter().map(|o| over(o.cost, o.bound_master)).fold(1.0, f64::max), 4),
         });
         if a.realized {
-            let realized_max = outcomes
-                .iter()
-                .filter_map(|o| o.realized.as_ref().map(|r| if o.bound > 0.0 { r.cost / o.bound } else { 1.0 }))
-                .fold(1.0, f64::max);
+            let realized_max =
+                outcomes.iter().filter_map(|o| o.realized.as_ref().map(|r| over(r.cost, o.bound))).fold(1.0, f64::max);
             out["maxRealizedRatio"] = serde_json::json!(round(realized_max, 4));
         }
         println!("{out}");
@@ -483,8 +486,8 @@ pub fn run(a: PackingArgs) -> anyhow::Result<ExitCode> {
                     "  realized: {:.4} $/h on {} nodes ({:.4} of the bound, {:.4} of the plan), {} pods running, {} pending, {} claims launched, {} terminated",
                     r.cost,
                     r.nodes,
-                    if o.bound > 0.0 { r.cost / o.bound } else { 1.0 },
-                    if o.cost > 0.0 { r.cost / o.cost } else { 1.0 },
+                    over(r.cost, o.bound),
+                    over(r.cost, o.cost),
                     r.running,
                     r.pending,
                     r.launched,
