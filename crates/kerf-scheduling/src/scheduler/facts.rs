@@ -210,16 +210,15 @@ struct Shared {
     used: u64,
 }
 
-/// Where the facts of `p` are kept: under its shape's and labels' addresses, or (`None`) by
-/// uid for a pod whose facts are its own (a generic ephemeral volume's claim is named after the
-/// pod) or that has no spec.
-fn share_key(p: &SlimPod) -> Option<(usize, usize)> {
+/// The shape of `p` when its facts are shared by the pods of its shape, labels and namespace;
+/// `None` for a pod whose facts are its own (a generic ephemeral volume's claim is named after
+/// the pod) or that has no spec: those are kept by uid.
+fn shared_shape(p: &SlimPod) -> Option<&Arc<PodShape>> {
     let spec = p.spec.as_ref()?;
     if spec.volumes.iter().flatten().any(|v| v.ephemeral.is_some()) {
         return None;
     }
-    let labels = p.metadata.labels.as_ref().map_or(0, |l| Arc::as_ptr(l) as usize);
-    Some((Arc::as_ptr(spec.shape()) as usize, labels))
+    Some(spec.shape())
 }
 
 impl CacheState {
@@ -234,20 +233,21 @@ impl CacheState {
         Arc::new(facts)
     }
 
-    /// The facts of a pod of `key` (its [`share_key`]) and `p`'s namespace, parsed from `p`
-    /// when no pod of them was.
-    fn shared(&mut self, key: (usize, usize), p: &SlimPod, build: u64) -> Arc<PodFacts> {
+    /// The facts of the pods of `shape` (its [`shared_shape`]) with `p`'s labels and namespace,
+    /// parsed from `p` when no such pod was.
+    fn shared(&mut self, shape: &Arc<PodShape>, p: &SlimPod, build: u64) -> Arc<PodFacts> {
+        let labels = p.metadata.labels.as_ref();
+        let key = (Arc::as_ptr(shape) as usize, labels.map_or(0, |l| Arc::as_ptr(l) as usize));
         let namespace = pod::namespace(p);
         if let Some(s) = self.by_share.get_mut(&key).and_then(|v| v.iter_mut().find(|s| s.namespace == namespace)) {
             s.used = build;
             return Arc::clone(&s.facts);
         }
         let facts = self.parse(p);
-        let (Some(spec), labels) = (p.spec.as_ref(), p.metadata.labels.clone()) else { return facts };
         let entry = Shared {
             namespace: namespace.to_string(),
-            _shape: Arc::clone(spec.shape()),
-            _labels: labels,
+            _shape: Arc::clone(shape),
+            _labels: labels.cloned(),
             facts: Arc::clone(&facts),
             used: build,
         };
@@ -339,8 +339,8 @@ impl PodFactsCache {
         let build = state.builds;
         let mut out = Vec::with_capacity(pods.size_hint().0);
         for p in pods {
-            if let Some(key) = share_key(p) {
-                out.push(state.shared(key, p, build));
+            if let Some(shape) = shared_shape(p) {
+                out.push(state.shared(shape, p, build));
                 continue;
             }
             let uid = p.metadata.uid.as_deref().filter(|u| !u.is_empty());
