@@ -369,6 +369,26 @@ impl Inner {
         Ok(next)
     }
 
+    /// [`SimCluster::eviction_refusal`], on the stores as locked.
+    fn eviction_refusal(&self, namespace: &str, name: &str) -> Result<Option<ApiError>, ApiError> {
+        let empty_store = BTreeMap::new();
+        let pods = self.stores.get("Pod").unwrap_or(&empty_store);
+        let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(Stored::pod) else {
+            return Err(ApiError::NotFound { kind: "Pod", name: format!("{namespace}/{name}") });
+        };
+        let reason = match self.disruption_budgets.eviction_refusal(pod) {
+            None => return Ok(None),
+            Some(EvictionRefusal::MoreThanOneBudget((_, first), (_, second))) => format!(
+                "it is selected by more than one PodDisruptionBudget ({namespace}/{first} and {namespace}/{second}), which the Eviction API does not support"
+            ),
+            Some(EvictionRefusal::NoneAllowed((_, pdb_name), status)) => format!(
+                "PodDisruptionBudget {namespace}/{pdb_name} needs {} healthy pods and has {}",
+                status.desired_healthy, status.healthy
+            ),
+        };
+        Ok(Some(ApiError::TooManyRequests { name: format!("{namespace}/{name}"), reason }))
+    }
+
     /// Deletes (or, with finalizers, marks for deletion) an object; returns its last state. A
     /// dry run answers that state (marked, at the stored resourceVersion) and keeps nothing.
     fn delete(
@@ -795,11 +815,19 @@ impl SimCluster {
 
     /// Evicts a pod unless a PodDisruptionBudget selecting it has no disruptions left. Reads
     /// the stores in place (no copies): drains evict and retry many pods per round.
+    /// The check and the deletion happen under one lock: evictions that arrive together cannot
+    /// both spend a budget's last disruption.
     pub fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        if let Some(refusal) = self.eviction_refusal(namespace, name)? {
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        if let Some(refusal) = inner.eviction_refusal(namespace, name)? {
             return Err(refusal);
         }
-        self.delete_obj::<Pod>(Some(namespace), name)
+        let r = inner.delete(now, Pod::KIND, Some(namespace), name, &Preconditions::default(), Commit::Store);
+        let rv = inner.resource_version;
+        drop(inner);
+        self.notify(rv);
+        r.map(|_| ())
     }
 
     /// The counts of the PodDisruptionBudget `namespace/name` (None for no such budget).
@@ -810,23 +838,7 @@ impl SimCluster {
     /// Why the Eviction API would refuse to evict the pod now (a PodDisruptionBudget selecting it
     /// has no disruption left), if it would; `NotFound` when there is no such pod.
     pub fn eviction_refusal(&self, namespace: &str, name: &str) -> Result<Option<ApiError>, ApiError> {
-        let inner = self.lock();
-        let empty_store = BTreeMap::new();
-        let pods = inner.stores.get("Pod").unwrap_or(&empty_store);
-        let Some(pod) = pods.get(&key_of(Some(namespace), name, true)).and_then(Stored::pod) else {
-            return Err(ApiError::NotFound { kind: "Pod", name: format!("{namespace}/{name}") });
-        };
-        let reason = match inner.disruption_budgets.eviction_refusal(pod) {
-            None => return Ok(None),
-            Some(EvictionRefusal::MoreThanOneBudget((_, first), (_, second))) => format!(
-                "it is selected by more than one PodDisruptionBudget ({namespace}/{first} and {namespace}/{second}), which the Eviction API does not support"
-            ),
-            Some(EvictionRefusal::NoneAllowed((_, pdb_name), status)) => format!(
-                "PodDisruptionBudget {namespace}/{pdb_name} needs {} healthy pods and has {}",
-                status.desired_healthy, status.healthy
-            ),
-        };
-        Ok(Some(ApiError::TooManyRequests { name: format!("{namespace}/{name}"), reason }))
+        self.lock().eviction_refusal(namespace, name)
     }
 
     pub fn record(&self, event: EventRecord) {

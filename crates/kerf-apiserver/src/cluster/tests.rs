@@ -215,3 +215,64 @@ fn eviction_is_refused_by_a_budget_with_no_disruptions_left_and_for_a_pod_two_bu
     c.delete_obj::<PodDisruptionBudget>(Some("default"), "web-too").unwrap();
     c.evict_pod("default", "b").unwrap();
 }
+
+#[test]
+fn evictions_arriving_together_spend_a_budgets_last_disruption_once() {
+    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    const PODS: usize = 16;
+    // The race is narrow: many rounds, so a check and a deletion apart would be caught.
+    for _ in 0..200 {
+        let c = SimCluster::new(ManualClock::new(), 1);
+        let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+        for i in 0..PODS {
+            c.create_obj(Pod {
+                metadata: ObjectMeta {
+                    name: Some(format!("p{i}")),
+                    labels: Some(labels.clone()),
+                    ..Default::default()
+                },
+                status: Some(PodStatus {
+                    phase: Some("Running".to_string()),
+                    conditions: Some(vec![PodCondition {
+                        type_: "Ready".to_string(),
+                        status: "True".to_string(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        c.create_obj(PodDisruptionBudget {
+            metadata: ObjectMeta { name: Some("web".to_string()), ..Default::default() },
+            spec: Some(PodDisruptionBudgetSpec {
+                min_available: Some(IntOrString::Int(PODS as i32 - 1)),
+                selector: Some(LabelSelector { match_labels: Some(labels), ..Default::default() }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+        // Every pod's eviction at once, from its own thread (as an API server's handlers run).
+        let start = std::sync::Barrier::new(PODS);
+        let evicted = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..PODS)
+                .map(|i| {
+                    let (c, start) = (&c, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        c.evict_pod("default", &format!("p{i}")).is_ok()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join()).filter(|r| matches!(r, Ok(true))).count()
+        });
+        assert_eq!(evicted, 1, "the budget allows one disruption");
+        let left = (0..PODS).filter(|i| c.get_obj::<Pod>(Some("default"), &format!("p{i}")).is_some()).count();
+        assert_eq!(left, PODS - 1);
+    }
+}
