@@ -437,7 +437,7 @@ impl View<'_> {
         ExistingNode {
             name: claim.name().to_string(),
             node_pool: pool,
-            labels: node_labels,
+            labels: Arc::new(node_labels),
             taints: claim.spec.taints.clone(),
             allocatable,
             pods,
@@ -449,7 +449,7 @@ impl View<'_> {
 
     fn existing_node(&self, name: &str, node: &k8s_openapi::api::core::v1::Node, types: &TypesByPool) -> ExistingNode {
         let state: &ClusterState = self.state;
-        let node_labels: BTreeMap<String, String> = node.metadata.labels.clone().unwrap_or_default();
+        let node_labels = state.node_labels(name);
         let claim = state.claim_for_node(node);
         let claim_deleting = claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);

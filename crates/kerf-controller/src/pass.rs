@@ -17,9 +17,9 @@ pub(crate) const UNSCHEDULABLE_RETRY_AFTER: Duration = Duration::from_secs(60);
 pub(crate) const LAUNCH_RETRY_AFTER: Duration = Duration::from_secs(10);
 
 /// Writes (or cloud calls) a reconciler keeps in flight at once when it has many independent
-/// ones to make (a burst of new claims, their launches, nominations): enough that a round trip's
-/// latency does not limit a burst of thousands, few enough not to crowd out the API server's
-/// other clients. Answers are taken in the order the calls were made, so what a pass records
+/// ones to make (a burst of new claims, their launches, nominations, a drain's evictions):
+/// enough that a round trip's latency does not limit a burst of thousands, few enough not to
+/// crowd out the API server's other clients. Answers are taken in the order the calls were made, so what a pass records
 /// does not depend on which answer came first.
 pub(crate) const IN_FLIGHT: usize = 16;
 

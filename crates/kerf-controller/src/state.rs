@@ -72,6 +72,10 @@ fn upsert_ns<V: Clone>(map: &mut BTreeMap<ObjectKey, V>, obj: &V, meta: impl Fn(
 #[derive(Debug, Default, Clone)]
 pub struct ClusterState {
     nodes: BTreeMap<String, Arc<Node>>,
+    /// Each node's labels, shared by every scheduling input built from this state (an input
+    /// would otherwise copy every node's labels); a node whose labels did not change keeps
+    /// its copy.
+    node_labels: BTreeMap<String, Arc<BTreeMap<String, String>>>,
     node_claims: BTreeMap<String, Arc<NodeClaim>>,
     pods: PodSet,
     pods_by_node: BTreeMap<String, PodSet>,
@@ -144,7 +148,15 @@ impl ClusterState {
                 if let Some(pid) = util::node_provider_id(n) {
                     self.node_by_provider_id.insert(pid.to_string(), Arc::clone(n));
                 }
-                self.nodes.insert(name_of(&n.metadata), Arc::clone(n));
+                let name = name_of(&n.metadata);
+                let labels = n.metadata.labels.as_ref();
+                match self.node_labels.get(&name) {
+                    Some(kept) if labels.is_some_and(|l| **kept == *l) || (labels.is_none() && kept.is_empty()) => {}
+                    _ => {
+                        self.node_labels.insert(name.clone(), Arc::new(labels.cloned().unwrap_or_default()));
+                    }
+                }
+                self.nodes.insert(name, Arc::clone(n));
             }
             AnyObject::NodeClaim(c) => {
                 if let Some(old) = self.node_claims.get(c.name()) {
@@ -239,7 +251,9 @@ impl ClusterState {
                 }
             }
             AnyObject::Node(_) => {
-                if let Some(old) = self.nodes.remove(&name_of(meta))
+                let name = name_of(meta);
+                self.node_labels.remove(&name);
+                if let Some(old) = self.nodes.remove(&name)
                     && let Some(pid) = util::node_provider_id(&old)
                 {
                     self.node_by_provider_id.remove(pid);
@@ -340,6 +354,11 @@ impl ClusterState {
 
     pub fn nodes(&self) -> &BTreeMap<String, Arc<Node>> {
         &self.nodes
+    }
+
+    /// The labels of the node `name` (empty for no such node), shared (see `node_labels`).
+    pub fn node_labels(&self, name: &str) -> Arc<BTreeMap<String, String>> {
+        self.node_labels.get(name).cloned().unwrap_or_default()
     }
 
     pub fn node(&self, name: &str) -> Option<&Node> {
@@ -572,6 +591,28 @@ mod tests {
         assert_eq!(s.uid_of("Pod", "default/gone"), None);
         assert_eq!(s.uid_of("Pod", "a"), None, "a pod is named with its namespace");
         assert_eq!(s.uid_of(kerf_api::nodeclaim::KIND, "n1"), None);
+    }
+
+    #[test]
+    fn a_node_keeps_its_shared_labels_until_they_change_and_drops_them_when_gone() {
+        let mut s = ClusterState::new();
+        let labelled = |rv: &str, team: &str| {
+            let mut n = node("n1", "kwok://n1");
+            n.metadata.resource_version = Some(rv.into());
+            n.metadata.labels = Some([("team".to_string(), team.to_string())].into());
+            n
+        };
+        s.apply(&WatchEvent::Applied(labelled("1", "blue").into_any()));
+        let first = s.node_labels("n1");
+        assert_eq!(first.get("team").map(String::as_str), Some("blue"));
+        // A status update (same labels) keeps the very copy every input shares.
+        s.apply(&WatchEvent::Applied(labelled("2", "blue").into_any()));
+        assert!(Arc::ptr_eq(&first, &s.node_labels("n1")));
+        s.apply(&WatchEvent::Applied(labelled("3", "green").into_any()));
+        assert_eq!(s.node_labels("n1").get("team").map(String::as_str), Some("green"));
+        assert_eq!(first.get("team").map(String::as_str), Some("blue"), "a copy handed out is not changed");
+        s.apply(&WatchEvent::Deleted(labelled("4", "green").into_any()));
+        assert!(s.node_labels("n1").is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! out, what is left is deleted without asking. Then the instance is deleted, then the Node's
 //! finalizer removed; the NodeClaim's finalizer goes last, once its Node is gone.
 
+use futures_util::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
 use kerf_api::pod_facts;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use kerf_cloud::{CloudError, CloudProvider, Timestamp};
 use crate::ctx::Ctx;
 use crate::error::ControllerError;
 use crate::marks::{has_finalizer, is_drainable, remove_finalizer, with_disrupted_taint};
-use crate::pass::LAUNCH_RETRY_AFTER;
+use crate::pass::{IN_FLIGHT, LAUNCH_RETRY_AFTER};
 use crate::patches::{changes, pinned};
 use crate::util;
 use kerf_api::cluster::{ApiError, ClusterApi, EventRecord, Object};
@@ -178,10 +179,18 @@ impl Termination {
         // not evict them); without one they are evicted like the rest.
         let evictable: Vec<&SlimPod> = pods.iter().filter(|p| deadline.is_none() || !util::do_not_disrupt(p)).collect();
         let lowest = evictable.iter().map(|p| tier(p)).min().unwrap_or(0);
-        let mut refused = Vec::new();
-        for pod in evictable.into_iter().filter(|p| tier(p) == lowest) {
+        // A few evictions at a time (a round of drift drains hundreds of nodes), answered in
+        // the order asked.
+        let api = cx.api;
+        let evictions = evictable.into_iter().filter(|p| tier(p) == lowest).map(|pod| async move {
             let (ns, pod_name) = pod_key(pod);
-            match cx.api.evict(&ns, &pod_name).await {
+            let answer = api.evict(&ns, &pod_name).await;
+            (ns, pod_name, answer)
+        });
+        let answers: Vec<_> = stream::iter(evictions).buffered(IN_FLIGHT).collect().await;
+        let mut refused = Vec::new();
+        for (ns, pod_name, answer) in answers {
+            match answer {
                 Ok(()) | Err(ApiError::NotFound { .. }) => {}
                 Err(ApiError::TooManyRequests { reason, .. }) => refused.push(format!("{ns}/{pod_name}: {reason}")),
                 Err(e) => {

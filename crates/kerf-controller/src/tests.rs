@@ -430,6 +430,31 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
 }
 
 #[test]
+fn scheduling_inputs_share_each_nodes_labels_instead_of_copying_them() {
+    use k8s_openapi::api::core::v1::Node;
+    use kerf_api::cluster::{Object, WatchEvent};
+    use std::sync::Arc;
+
+    let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
+    mgr.observe(&WatchEvent::Applied(ready_node_class("default").into_any()));
+    mgr.observe(&WatchEvent::Applied(node_pool("default").into_any()));
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some("n1".into()),
+            labels: Some([(labels::NODE_POOL.to_string(), "default".to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    mgr.observe(&WatchEvent::Applied(node.into_any()));
+    let (first, _) = scheduling_input_of(&mut mgr);
+    let (second, _) = scheduling_input_of(&mut mgr);
+    let (a, b) = (&first.existing_nodes[0], &second.existing_nodes[0]);
+    assert_eq!(a.labels.get(labels::NODE_POOL).map(String::as_str), Some("default"));
+    assert!(Arc::ptr_eq(&a.labels, &b.labels), "both inputs hold the state's one copy");
+}
+
+#[test]
 fn daemonset_templates_and_static_pools_in_the_scheduling_input() {
     use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
     use k8s_openapi::api::core::v1::PodTemplateSpec;

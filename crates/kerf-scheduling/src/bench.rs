@@ -310,7 +310,7 @@ pub fn consolidation_cluster_filled(
         existing.push(ExistingNode {
             name,
             node_pool: Some("default".into()),
-            labels,
+            labels: Arc::new(labels),
             taints: Vec::new(),
             allocatable: t.allocatable().with("pods", Quantity::from_units(max_pods)),
             pods,

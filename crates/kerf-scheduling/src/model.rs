@@ -123,7 +123,9 @@ pub struct ExistingNode {
     pub name: String,
     /// The owning NodePool, `None` for nodes kerf does not manage.
     pub node_pool: Option<String>,
-    pub labels: BTreeMap<String, String>,
+    /// Shared: every input and view of the same node holds the one copy (a fleet's labels are
+    /// most of what an input holds apart from its pods).
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Taints that block scheduling (startup taints of a claim are left out: they go away).
     pub taints: Vec<Taint>,
     pub allocatable: ResourceList,

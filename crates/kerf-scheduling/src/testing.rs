@@ -254,7 +254,7 @@ pub fn node(name: &str, label_pairs: &[(&str, &str)], alloc: &[(&str, &str)]) ->
     ExistingNode {
         name: name.into(),
         node_pool: None,
-        labels: l,
+        labels: Arc::new(l),
         taints: vec![],
         allocatable: rl(alloc),
         pods: vec![],

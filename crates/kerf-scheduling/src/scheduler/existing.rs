@@ -3,6 +3,7 @@
 //! `node_fit`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use kerf_api::Taint;
 use kerf_api::labels::HOSTNAME;
@@ -18,7 +19,8 @@ use crate::pod::HostPort;
 
 pub(super) struct Node {
     pub(super) name: String,
-    pub(super) labels: BTreeMap<String, String>,
+    /// The input's labels (shared with it), the hostname label added where it lacks one.
+    pub(super) labels: Arc<BTreeMap<String, String>>,
     pub(super) taints: Vec<Taint>,
     pub(super) alloc: Vec<i64>,
     pub(super) used: Vec<i64>,
@@ -71,8 +73,10 @@ pub(super) fn build(
             }
             ports.extend(of.facts[pi].ports.iter().cloned());
         }
-        let mut labels: BTreeMap<String, String> = n.labels.clone();
-        labels.entry(HOSTNAME.to_string()).or_insert_with(|| n.name.clone());
+        let mut labels = Arc::clone(&n.labels);
+        if !labels.contains_key(HOSTNAME) {
+            Arc::make_mut(&mut labels).insert(HOSTNAME.to_string(), n.name.clone());
+        }
         for v in labels.values() {
             values.id(v);
         }
