@@ -158,6 +158,9 @@ fn scale(server: &str, name: &str, replicas: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The name of the controller measured (its stderr file's too).
+const MEASURED: &str = "measured";
+
 /// A started controller and where it serves metrics and probes.
 fn controller(dir: &Path, name: &str, kubeconfig: &Path) -> anyhow::Result<(Proc, String, String)> {
     let kc = kubeconfig.to_str().context("the kubeconfig path is not UTF-8")?;
@@ -173,7 +176,8 @@ fn controller(dir: &Path, name: &str, kubeconfig: &Path) -> anyhow::Result<(Proc
         "127.0.0.1:0",
     ];
     // A profiler to run the measured controller under (`KERF_BENCH_WRAP=/path/to/script`).
-    let wrapper = std::env::var("KERF_BENCH_WRAP").ok().filter(|w| !w.is_empty());
+    // The controller that builds the cluster is not the one measured: it runs bare.
+    let wrapper = std::env::var("KERF_BENCH_WRAP").ok().filter(|w| !w.is_empty() && name == MEASURED);
     let mut p = Proc::spawn_wrapped(dir, name, &args, wrapper.as_deref())?;
     let line = p.line("metrics on http://", Duration::from_secs(60))?;
     let after =
@@ -335,7 +339,7 @@ fn measure(a: &ControllerArgs, dir: &Path, cpu_m: usize, mem_mi: usize) -> anyho
     // Measure: a new controller against the built cluster.
     let before = requests(&server)?;
     let start = Instant::now();
-    let (measured, metrics, health) = controller(dir, "measured", &kubeconfig)?;
+    let (measured, metrics, health) = controller(dir, MEASURED, &kubeconfig)?;
     wait_for("the controller ready", || {
         let (code, body) = get(&health, "/readyz");
         Ok(code == 200 && body.contains("leader"))
