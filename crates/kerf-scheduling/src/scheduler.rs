@@ -94,6 +94,7 @@ mod preferences;
 mod quotas;
 mod refusal;
 mod replay;
+mod request_rows;
 mod resources;
 mod reuse;
 mod room;
@@ -116,6 +117,7 @@ use pools::{Limits, Pools};
 use preferences::{Group, LevelParts};
 use replay::KubeViews;
 pub use replay::{KeptKubeView, KubeReplay, Replacement, Turn};
+use request_rows::RequestRows;
 use resources::Resources;
 use topology::{Gone, Topology};
 
@@ -212,9 +214,9 @@ impl SchedulingContext {
 
     fn build(input: Arc<SchedulingInput>, cache: Option<&PodFactsCache>, earlier: Option<SchedulingContext>) -> Self {
         let existing: Vec<Arc<SlimPod>> = input.existing_nodes.iter().flat_map(|n| n.pods.iter().cloned()).collect();
-        let (facts, taken) = match earlier {
+        let facts = match earlier {
             Some(e) => reuse::facts_from(&input, &existing, cache, e.into_earlier()),
-            None => (facts::gather(input.pods.iter().chain(&existing), cache), reuse::Requests::none()),
+            None => facts::gather(input.pods.iter().chain(&existing), cache),
         };
         let facts: IxVec<PodIx, Arc<PodFacts>> = facts.into();
         // Resource names of the whole cluster.
@@ -245,18 +247,25 @@ impl SchedulingContext {
         let names: Vec<String> = names.into_iter().collect();
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let res = Resources { names, index };
-        let mut taken = taken.for_names(&res.names);
-        let mut pod_requests: IxVec<PodIx, Vec<i64>> = facts
-            .iter()
-            .enumerate()
-            .map(|(pi, f)| taken.get_mut(pi).and_then(Option::take).unwrap_or_else(|| res.dense_units(&f.requests)))
-            .collect();
+        // Pods with the very same facts ask the same: one row each, worked out once.
+        let mut pod_requests = RequestRows::new(res.names.len());
+        let mut row_of_facts: foldhash::HashMap<usize, u32> = foldhash::HashMap::default();
         // EBS volumes depend on the claims' classes, not the pod alone: counted here, per build.
-        if let Some(col) = res.column(ATTACHABLE_VOLUMES_EBS).filter(|_| !input.ebs_claims.is_empty()) {
-            for (row, p) in pod_requests.iter_mut().zip(input.pods.iter().chain(&existing)) {
-                row[col] = crate::volume_limits::ebs_volume_count(p, &input.ebs_claims);
-            }
+        let ebs = res.column(ATTACHABLE_VOLUMES_EBS).filter(|_| !input.ebs_claims.is_empty());
+        for (f, p) in facts.iter().zip(input.pods.iter().chain(&existing)) {
+            let n = match ebs {
+                None => *row_of_facts
+                    .entry(Arc::as_ptr(f) as usize)
+                    .or_insert_with(|| pod_requests.row(&res.dense_units(&f.requests))),
+                Some(col) => {
+                    let mut row = res.dense_units(&f.requests);
+                    row[col] = crate::volume_limits::ebs_volume_count(p, &input.ebs_claims);
+                    pod_requests.row(&row)
+                }
+            };
+            pod_requests.push(n);
         }
+        let pod_requests = pod_requests.finish();
         let prefer_taints = input
             .node_pools
             .iter()
@@ -587,7 +596,7 @@ impl SchedulingContext {
 
     /// The parts a later context takes over from this one (see `reuse`); the rest is dropped.
     fn into_earlier(self) -> reuse::Earlier {
-        reuse::Earlier { input: self.input, pods: self.pods, names: self.res.names }
+        reuse::Earlier { input: self.input, facts: self.pods.facts }
     }
 
     /// What explaining pod `pi` of group `g` reads (see [`ExplainParts`]).

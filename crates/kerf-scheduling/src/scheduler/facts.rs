@@ -28,6 +28,7 @@ use kerf_api::{PodShape, SlimPod};
 use kerf_api::{Quantity, ResourceList};
 
 use super::ids::{GroupIx, IxVec, PodIx};
+use super::request_rows::RequestRows;
 use super::resources::to_units;
 use crate::model::SchedulingInput;
 use crate::pod::{self, HostPort, PodAffinities, SpreadConstraint};
@@ -37,7 +38,7 @@ use crate::requirements::{Requirement, Requirements};
 /// on existing nodes.
 pub(super) struct Pods {
     /// Every pod's dense requests.
-    pub(super) requests: IxVec<PodIx, Vec<i64>>,
+    pub(super) requests: RequestRows,
     /// Every pod's parsed facts.
     pub(super) facts: IxVec<PodIx, Arc<PodFacts>>,
     pub(super) group: IxVec<PodIx, GroupIx>,

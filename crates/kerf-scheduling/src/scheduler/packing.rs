@@ -204,7 +204,7 @@ impl Packing {
         pk.shape_of.resize(of.requests.len(), u32::MAX);
         let mut ids: HashMap<(&[i64], bool), u32> = HashMap::new();
         for &pi in pods {
-            let r = of.requests[pi].as_slice();
+            let r = &of.requests[pi];
             let g = &groups[of.group[pi]];
             let free = g.ports.is_empty()
                 && g.state.rejected_by.is_empty()

@@ -117,7 +117,7 @@ impl SchedulingContext {
             for &pi in &queue {
                 let g = self.pods.group[pi];
                 // Identical pods (same group and requests) get the same explanation.
-                let key = (g, self.pods.requests[pi].clone());
+                let key = (g, self.pods.requests[pi].to_vec());
                 let err = match explained.get(&key) {
                     Some(e) => PodError::clone(e),
                     None => {

@@ -1,64 +1,39 @@
 //! What a context takes over from an earlier one instead of working it out again. Disruption builds
 //! a context per evaluation after every change, and consecutive evaluations see clusters that
 //! differ in a few nodes: reading every pod's facts from the [`PodFactsCache`] (a lookup per pod)
-//! and working out its dense requests are a large part of a build. A node of the new input that
-//! holds the very same pods (by identity, in the same order) as a node of the earlier context's
-//! input takes their facts and dense requests from it; only the other pods go through the cache.
-//! What is taken is what the build would have worked out: facts are read from the cache by what
-//! they are parsed from, which an identical pod has unchanged, and dense requests depend only on the
-//! facts and the resource names, taken only when the names are the same. The earlier context hands
-//! over only the parts read here ([`Earlier`]).
+//! is a large part of a build. A node of the new input that holds the very same pods (by
+//! identity, in the same order) as a node of the earlier context's input takes their facts from
+//! it; only the other pods go through the cache. What is taken is what the build would have
+//! read: facts are read from the cache by what they are parsed from, which an identical pod has
+//! unchanged. (Dense requests are not taken: a build works them out once per distinct facts,
+//! see `request_rows`.)
 
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
 
-use super::facts::{self, PodFacts, PodFactsCache, Pods};
-use super::ids::{Idx, PodIx};
+use super::facts::{self, PodFacts, PodFactsCache};
+use super::ids::{Idx, IxVec, PodIx};
 use crate::model::SchedulingInput;
-
-/// The dense requests taken over from an earlier context, for the pods whose facts were.
-pub(super) struct Requests {
-    /// The earlier context's resource names (the order of each vector's entries).
-    names: Vec<String>,
-    /// By the new context's pod index; `None` for pods not taken over.
-    taken: Vec<Option<Vec<i64>>>,
-}
-
-impl Requests {
-    /// Nothing taken over.
-    pub(super) fn none() -> Self {
-        Requests { names: Vec::new(), taken: Vec::new() }
-    }
-
-    /// The dense requests taken over, by pod index, when `names` are the earlier context's
-    /// resource names (else none: their entries would be in another order).
-    pub(super) fn for_names(self, names: &[String]) -> Vec<Option<Vec<i64>>> {
-        if self.names == names { self.taken } else { Vec::new() }
-    }
-}
 
 /// What a context takes over from an earlier one: the parts of the earlier context it reads.
 pub(super) struct Earlier {
     pub(super) input: Arc<SchedulingInput>,
-    /// Its pods' facts and dense requests.
-    pub(super) pods: Pods,
-    /// Its resource names (the order of the dense requests' entries).
-    pub(super) names: Vec<String>,
+    /// Its pods' facts.
+    pub(super) facts: IxVec<PodIx, Arc<PodFacts>>,
 }
 
 /// The facts of `input`'s pods laid out as a build lays them out (pending pods first, then
 /// `existing`: each existing node's pods in turn), those of nodes `earlier` had with the same
-/// pods taken from it with their dense requests, the others read through `cache`.
+/// pods taken from it, the others read through `cache`.
 pub(super) fn facts_from(
     input: &SchedulingInput,
     existing: &[Arc<SlimPod>],
     cache: Option<&PodFactsCache>,
-    mut earlier: Earlier,
-) -> (Vec<Arc<PodFacts>>, Requests) {
+    earlier: Earlier,
+) -> Vec<Arc<PodFacts>> {
     let total = input.pods.len() + existing.len();
     let mut out: Vec<Option<Arc<PodFacts>>> = vec![None; total];
-    let mut taken: Vec<Option<Vec<i64>>> = (0..total).map(|_| None).collect();
     let old_input = Arc::clone(&earlier.input);
     let old_ranges = facts::existing_pod_ranges(&old_input);
     let position: std::collections::HashMap<&str, usize> =
@@ -69,13 +44,9 @@ pub(super) fn facts_from(
             continue;
         }
         for (new, old) in range.zip(old_ranges[j].clone()) {
-            let old = PodIx::new(old);
-            out[new] = Some(Arc::clone(&earlier.pods.facts[old]));
-            let requests = std::mem::take(&mut earlier.pods.requests[old]);
-            taken[new] = (!requests.is_empty()).then_some(requests);
+            out[new] = Some(Arc::clone(&earlier.facts[PodIx::new(old)]));
         }
     }
-    let requests = Requests { names: std::mem::take(&mut earlier.names), taken };
     drop(earlier);
     let pod = |pi: usize| if pi < input.pods.len() { &input.pods[pi] } else { &existing[pi - input.pods.len()] };
     let missing: Vec<usize> = (0..total).filter(|&pi| out[pi].is_none()).collect();
@@ -86,7 +57,7 @@ pub(super) fn facts_from(
     // Every pod's facts are there now: taken over, or read just above.
     let facts: Vec<Arc<PodFacts>> = out.into_iter().flatten().collect();
     debug_assert_eq!(facts.len(), total);
-    (facts, requests)
+    facts
 }
 
 #[cfg(test)]
@@ -141,9 +112,9 @@ mod tests {
         input.pods = vec![web("w3", "1"), db("d3")];
         let cache = PodFactsCache::new();
         let earlier = SchedulingContext::with_facts(input.clone(), &cache);
-        // n2's and n3's pods are taken over (their dense requests are the very vectors).
+        // n2's and n3's pods are taken over (their facts are the very ones).
         let kept: Vec<usize> =
-            [4, 5].iter().map(|&pi| earlier.pods.requests[PodIx::new(pi)].as_ptr() as usize).collect();
+            [4, 5].iter().map(|&pi| Arc::as_ptr(&earlier.pods.facts[PodIx::new(pi)]) as usize).collect();
 
         // A node gone, one joined, a pod moved as a running command moves it (a new copy), a
         // node relabelled, a new pending pod; n2 and n3 keep their very pods.
@@ -154,13 +125,13 @@ mod tests {
         input.pods.push(web("w4", "2"));
         let input = Arc::new(input);
         let mut taken = SchedulingContext::with_facts_from(Arc::clone(&input), &cache, earlier);
-        let at: Vec<usize> = [4, 5].iter().map(|&pi| taken.pods.requests[PodIx::new(pi)].as_ptr() as usize).collect();
-        assert_eq!(at, kept, "n2's and n3's dense requests are taken over");
+        let at: Vec<usize> = [4, 5].iter().map(|&pi| Arc::as_ptr(&taken.pods.facts[PodIx::new(pi)]) as usize).collect();
+        assert_eq!(at, kept, "n2's and n3's facts are taken over");
         let mut fresh = SchedulingContext::with_facts(Arc::clone(&input), &PodFactsCache::new());
         assert_eq!(answers(&mut taken, &input), answers(&mut fresh, &input));
 
-        // A pod asking for a resource no pod asked for before: other resource names, so no
-        // dense requests are taken over, and the answers are still the same.
+        // A pod asking for a resource no pod asked for before: other resource names (other
+        // rows of dense requests), and the answers are still the same.
         let mut next = SchedulingInput::clone(&input);
         next.existing_nodes[1].pods.push(pod("gpu").request("example.com/gpu", "1").build());
         let mut taken = SchedulingContext::with_facts_from(next.clone(), &cache, taken);
