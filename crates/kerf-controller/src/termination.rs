@@ -64,147 +64,134 @@ fn grace_deadline(node: &Node, claim: Option<&NodeClaim>) -> Option<Timestamp> {
     util::earliest(stamped, graceful)
 }
 
-enum Drain {
-    Done,
-    Waiting,
+/// What a drain asks of the API for one pod.
+#[derive(Clone, Copy, PartialEq)]
+enum Ask {
+    Evict,
+    /// The grace period is over: deleted without asking.
+    Delete,
+}
+
+/// One node being deleted, as this pass carries it on.
+struct Terminating {
+    name: String,
+    /// The node as read (or as the taint left it).
+    node: Node,
+    claim: Option<NodeClaim>,
+    /// Still going on in this pass (no write of it failed or has to be retried first).
+    going: bool,
+    /// Its drain is done: no drainable pod left.
+    drained: bool,
 }
 
 /// The node termination reconciler. It keeps nothing: the nodes being deleted and the pods
 /// still on them say where each termination stands.
+///
+/// Every node being deleted goes through each step of a pass together (claims deleted, nodes
+/// tainted, pods evicted, instances deleted, nodes released), each step's writes `IN_FLIGHT` at
+/// once: a round of drift deletes hundreds of nodes at a time, and one node after another would
+/// make the last wait for every write of all the others. Answers are read in the order the
+/// nodes are named, so what a pass records does not depend on which answer came first.
 #[derive(Debug, Default)]
 pub(crate) struct Termination;
 
 impl Termination {
     /// Nodes being deleted that carry kerf's finalizer: delete their claim, taint, drain, delete
-    /// the instance, release the node.
+    /// the instance, release the node. A node whose write fails does not hold back the others;
+    /// the first failure is returned.
     pub(crate) async fn reconcile<P: CloudProvider, C: ClusterApi>(
         &mut self,
         cx: &mut Ctx<'_, P, C>,
     ) -> Result<(), ControllerError> {
-        let deleting: Vec<String> = cx
+        let mut nodes: Vec<Terminating> = cx
             .state
             .nodes()
             .iter()
             .filter(|(_, n)| n.metadata.deletion_timestamp.is_some() && has_finalizer(&n.metadata))
-            .map(|(name, _)| name.clone())
+            .map(|(name, n)| Terminating {
+                name: name.clone(),
+                node: Node::clone(n),
+                claim: cx.state.claim_for_node(n).cloned(),
+                going: true,
+                drained: false,
+            })
             .collect();
-        // Each node on its own: one whose write fails does not hold back the others.
-        let mut failed = None;
-        for name in deleting {
-            if let Err(e) = self.terminate_node(cx, &name).await {
-                failed.get_or_insert(e);
-            }
-        }
-        failed.map_or(Ok(()), Err)
-    }
-
-    /// One node being deleted: its claim deleted, tainted, drained, its instance deleted, then
-    /// released.
-    async fn terminate_node<P: CloudProvider, C: ClusterApi>(
-        &mut self,
-        cx: &mut Ctx<'_, P, C>,
-        name: &str,
-    ) -> Result<(), ControllerError> {
-        let Some(node) = cx.state.node(name).cloned() else { return Ok(()) };
-        let claim = cx.state.claim_for_node(&node).cloned();
-        if let Some(c) = claim.as_ref().filter(|c| c.metadata.deletion_timestamp.is_none()) {
-            cx.pass.soft("deleting nodeclaim", cx.api.delete::<NodeClaim>(None, c.name()).await)?;
-        }
-        // Taints and finalizers are lists the kubelet and other controllers edit too: their
-        // writes are pinned to the node as read.
-        let tainted = with_disrupted_taint(&node);
-        let node = match changes(&node, &tainted)?.map(|p| pinned(&node.metadata, p)) {
-            Some(patch) => {
-                let written = cx.api.patch::<Node>(None, name, &patch).await;
-                let Some(updated) = cx.pass.soft("tainting node", written)? else { return Ok(()) };
-                cx.state.record(updated.clone().into_any());
-                updated
-            }
-            None => node,
-        };
-        if let Drain::Waiting = self.drain(cx, &node, claim.as_ref()).await? {
+        if nodes.is_empty() {
             return Ok(());
         }
-        if let Some(c) = &claim {
-            match cx.cloud.delete(c).await {
-                Ok(()) | Err(CloudError::NotFound(_)) => {}
-                Err(e) => {
-                    tracing::error!(Node = %name, error = %e, "failed terminating instance");
-                    cx.pass.wake_after(LAUNCH_RETRY_AFTER);
-                    return Ok(());
-                }
-            }
-        }
-        let mut released = node.clone();
-        remove_finalizer(&mut released.metadata);
-        let Some(patch) = changes(&node, &released)?.map(|p| pinned(&node.metadata, p)) else { return Ok(()) };
-        let gone = cx.api.patch::<Node>(None, name, &patch).await;
-        if let Some(gone) = cx.pass.soft("removing node finalizer", gone)? {
-            tracing::info!(Node = %name, "deleted node");
-            cx.state.forget(&gone.into_any());
-        }
-        Ok(())
-    }
-
-    /// Evicts the lowest tier of drainable pods still on the node; `Done` when none is left.
-    async fn drain<P: CloudProvider, C: ClusterApi>(
-        &mut self,
-        cx: &mut Ctx<'_, P, C>,
-        node: &Node,
-        claim: Option<&NodeClaim>,
-    ) -> Result<Drain, ControllerError> {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let pods: Vec<SlimPod> =
-            cx.state.pods_on_node(&name).filter(|p| is_drainable(p)).map(|p| SlimPod::clone(p)).collect();
-        if pods.is_empty() {
-            return Ok(Drain::Done);
-        }
-        let deadline = grace_deadline(node, claim);
-        if let Some(deadline) = deadline
-            && cx.pass.now >= deadline
-        {
-            tracing::info!(Node = %name, pods = pods.len(), "deleting pods: terminationGracePeriod elapsed");
-            for pod in &pods {
-                let (ns, pod_name) = pod_key(pod);
-                match cx.api.delete::<Pod>(Some(&ns), &pod_name).await {
-                    Ok(()) | Err(ApiError::NotFound { .. }) => {}
-                    Err(e) => {
-                        cx.pass.soft("deleting pod", Err::<(), _>(e))?;
-                    }
-                }
-            }
-            return Ok(Drain::Waiting);
-        }
-        // With a grace period, do-not-disrupt pods are left for its end (Karpenter's drain does
-        // not evict them); without one they are evicted like the rest.
-        let evictable: Vec<&SlimPod> = pods.iter().filter(|p| deadline.is_none() || !util::do_not_disrupt(p)).collect();
-        let lowest = evictable.iter().map(|p| tier(p)).min().unwrap_or(0);
-        // A few evictions at a time (a round of drift drains hundreds of nodes), answered in
-        // the order asked.
+        let mut failed = None;
         let api = cx.api;
-        let evictions = evictable.into_iter().filter(|p| tier(p) == lowest).map(|pod| async move {
-            let (ns, pod_name) = pod_key(pod);
-            let answer = api.evict(&ns, &pod_name).await;
-            (ns, pod_name, answer)
-        });
-        let answers: Vec<_> = stream::iter(evictions).buffered(IN_FLIGHT).collect().await;
-        let mut refused = Vec::new();
-        for (ns, pod_name, answer) in answers {
+
+        // Their claims deleted.
+        let claims: Vec<(usize, String)> = (nodes.iter().enumerate())
+            .filter_map(|(i, t)| Some((i, t.claim.as_ref()?)))
+            .filter(|(_, c)| c.metadata.deletion_timestamp.is_none())
+            .map(|(i, c)| (i, c.name().to_string()))
+            .collect();
+        let answers = in_order(claims, |name| async move { api.delete::<NodeClaim>(None, &name).await }).await;
+        for (i, answer) in answers {
+            note(&mut nodes[i], &mut failed, cx.pass.soft("deleting nodeclaim", answer).map(|_| ()));
+        }
+
+        // Tainted. Taints and finalizers are lists the kubelet and other controllers edit too:
+        // their writes are pinned to the node as read.
+        let mut taints = Vec::new();
+        for (i, t) in nodes.iter_mut().enumerate().filter(|(_, t)| t.going) {
+            match changes(&t.node, &with_disrupted_taint(&t.node)) {
+                Ok(patch) => taints.extend(patch.map(|p| (i, (t.name.clone(), pinned(&t.node.metadata, p))))),
+                Err(e) => note(t, &mut failed, Err(e.into())),
+            }
+        }
+        let answers =
+            in_order(taints, |(name, patch)| async move { api.patch::<Node>(None, &name, &patch).await }).await;
+        for (i, answer) in answers {
+            match cx.pass.soft("tainting node", answer) {
+                Ok(Some(updated)) => {
+                    cx.state.record(updated.clone().into_any());
+                    nodes[i].node = updated;
+                }
+                Ok(None) => nodes[i].going = false,
+                Err(e) => note(&mut nodes[i], &mut failed, Err(e)),
+            }
+        }
+
+        // Drained: the lowest tier of each node's drainable pods evicted (or, once its grace
+        // period is over, every one deleted).
+        let mut asks: Vec<(usize, (Ask, String, String))> = Vec::new();
+        for (i, t) in nodes.iter_mut().enumerate().filter(|(_, t)| t.going) {
+            let (ask, pods) = drain_plan(cx, t);
+            asks.extend(pods.into_iter().map(|(ns, pod)| (i, (ask, ns, pod))));
+        }
+        let answers = in_order(asks, |(ask, ns, pod)| async move {
+            let answer = match ask {
+                Ask::Evict => api.evict(&ns, &pod).await,
+                Ask::Delete => api.delete::<Pod>(Some(&ns), &pod).await,
+            };
+            (ask, ns, pod, answer)
+        })
+        .await;
+        let mut refused: Vec<(usize, Vec<String>)> = Vec::new();
+        for (i, (ask, ns, pod, answer)) in answers {
             match answer {
                 Ok(()) | Err(ApiError::NotFound { .. }) => {}
-                Err(ApiError::TooManyRequests { reason, .. }) => refused.push(format!("{ns}/{pod_name}: {reason}")),
+                Err(ApiError::TooManyRequests { reason, .. }) => match refused.last_mut() {
+                    Some((j, list)) if *j == i => list.push(format!("{ns}/{pod}: {reason}")),
+                    _ => refused.push((i, vec![format!("{ns}/{pod}: {reason}")])),
+                },
                 Err(e) => {
-                    cx.pass.soft("evicting pod", Err::<(), _>(e))?;
+                    let what = if ask == Ask::Delete { "deleting pod" } else { "evicting pod" };
+                    note(&mut nodes[i], &mut failed, cx.pass.soft(what, Err::<(), _>(e)).map(|_| ()));
                 }
             }
         }
-        if !refused.is_empty() {
+        for (i, refused) in refused {
+            let name = nodes[i].name.clone();
             tracing::info!(Node = %name, refused = refused.len(), first = %refused[0], "evictions refused; retrying");
             cx.api
                 .record_event(EventRecord {
                     kind: "Node",
-                    name: name.clone(),
                     uid: cx.state.uid_of("Node", &name),
+                    name,
                     type_: "Warning",
                     reason: "FailedDraining".to_string(),
                     message: format!(
@@ -216,11 +203,97 @@ impl Termination {
                 .await;
             cx.pass.wake_after(EVICTION_RETRY_AFTER);
         }
-        if let Some(deadline) = deadline {
-            cx.pass.wake_at(deadline);
+
+        // Drained nodes: their instances deleted, then released.
+        let done: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].going && nodes[i].drained).collect();
+        let instances: Vec<(usize, NodeClaim)> =
+            done.iter().filter_map(|&i| Some((i, nodes[i].claim.clone()?))).collect();
+        let cloud = cx.cloud;
+        let answers = in_order(instances, |c| async move { cloud.delete(&c).await }).await;
+        for (i, answer) in answers {
+            match answer {
+                Ok(()) | Err(CloudError::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::error!(Node = %nodes[i].name, error = %e, "failed terminating instance");
+                    cx.pass.wake_after(LAUNCH_RETRY_AFTER);
+                    nodes[i].going = false;
+                }
+            }
         }
-        Ok(Drain::Waiting)
+        let mut releases = Vec::new();
+        for &i in done.iter().filter(|&&i| nodes[i].going) {
+            let t = &nodes[i];
+            let mut released = t.node.clone();
+            remove_finalizer(&mut released.metadata);
+            match changes(&t.node, &released) {
+                Ok(patch) => releases.extend(patch.map(|p| (i, (t.name.clone(), pinned(&t.node.metadata, p))))),
+                Err(e) => failed = failed.or(Some(e.into())),
+            }
+        }
+        let answers =
+            in_order(releases, |(name, patch)| async move { api.patch::<Node>(None, &name, &patch).await }).await;
+        for (i, answer) in answers {
+            match cx.pass.soft("removing node finalizer", answer) {
+                Ok(Some(gone)) => {
+                    tracing::info!(Node = %nodes[i].name, "deleted node");
+                    cx.state.forget(&gone.into_any());
+                }
+                Ok(None) => {}
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
+}
+
+/// Records the outcome of a write for node `t`: a failure stops the node for this pass (and
+/// the first one is what the pass returns).
+fn note(t: &mut Terminating, failed: &mut Option<ControllerError>, r: Result<(), ControllerError>) {
+    if let Err(e) = r {
+        t.going = false;
+        failed.get_or_insert(e);
+    }
+}
+
+/// `calls` made `IN_FLIGHT` at once, each answer with what it was made for (`usize`: the
+/// node's place), in the order given.
+async fn in_order<T, R, F, Fut>(calls: Vec<(usize, T)>, call: F) -> Vec<(usize, R)>
+where
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = R>,
+{
+    let call = &call;
+    stream::iter(calls).map(|(i, t)| async move { (i, call(t).await) }).buffered(IN_FLIGHT).collect().await
+}
+
+/// What draining node `t` asks this pass, by pod `(namespace, name)`: its lowest tier of
+/// drainable pods evicted, or (its grace period over) all of them deleted. Marks the node
+/// drained when none is left, and asks to be woken when its grace period ends.
+fn drain_plan<P: CloudProvider, C: ClusterApi>(
+    cx: &mut Ctx<'_, P, C>,
+    t: &mut Terminating,
+) -> (Ask, Vec<(String, String)>) {
+    let pods: Vec<&SlimPod> = cx.state.pods_on_node(&t.name).filter(|p| is_drainable(p)).map(|p| &**p).collect();
+    if pods.is_empty() {
+        t.drained = true;
+        return (Ask::Evict, Vec::new());
+    }
+    let deadline = grace_deadline(&t.node, t.claim.as_ref());
+    if let Some(deadline) = deadline
+        && cx.pass.now >= deadline
+    {
+        tracing::info!(Node = %t.name, pods = pods.len(), "deleting pods: terminationGracePeriod elapsed");
+        return (Ask::Delete, pods.into_iter().map(pod_key).collect());
+    }
+    // With a grace period, do-not-disrupt pods are left for its end (Karpenter's drain does
+    // not evict them); without one they are evicted like the rest.
+    let evictable: Vec<&SlimPod> =
+        pods.into_iter().filter(|p| deadline.is_none() || !util::do_not_disrupt(p)).collect();
+    let lowest = evictable.iter().map(|p| tier(p)).min().unwrap_or(0);
+    if let Some(deadline) = deadline {
+        cx.pass.wake_at(deadline);
+    }
+    (Ask::Evict, evictable.into_iter().filter(|p| tier(p) == lowest).map(pod_key).collect())
 }
 
 #[cfg(test)]
