@@ -54,6 +54,10 @@ struct Faults {
     unseen: BTreeSet<String>,
     /// Every write (create, update, update_status) of this kind fails with this error.
     fail_kind: Option<(&'static str, ApiError)>,
+    /// Evictions asked and not answered yet, and the most there were at once. An eviction is
+    /// answered on its second poll, as one that waits on the network would be.
+    evictions_in_flight: usize,
+    most_evictions_in_flight: usize,
 }
 
 /// The controllers' view of kerf's one in-memory API server ([`SimCluster`]), with faults a
@@ -122,6 +126,11 @@ impl TestApi {
 
     pub fn writes(&self) -> usize {
         self.faults().writes
+    }
+
+    /// The most evictions the controllers had asked at once without an answer.
+    pub fn most_evictions_in_flight(&self) -> usize {
+        self.faults().most_evictions_in_flight
     }
 
     /// Writes the controllers made to objects of kind `K`.
@@ -245,11 +254,33 @@ impl ClusterApi for TestApi {
     }
 
     async fn evict(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        {
+            let mut faults = self.faults();
+            faults.evictions_in_flight += 1;
+            faults.most_evictions_in_flight = faults.most_evictions_in_flight.max(faults.evictions_in_flight);
+        }
+        PendingOnce(false).await;
+        self.faults().evictions_in_flight -= 1;
         self.cluster.evict(namespace, name).await
     }
 
     async fn record_event(&self, event: EventRecord) {
         self.cluster.record_event(event).await
+    }
+}
+
+/// Pending on its first poll (waking itself), ready on the next.
+struct PendingOnce(bool);
+
+impl std::future::Future for PendingOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
     }
 }
 

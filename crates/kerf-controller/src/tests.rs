@@ -302,6 +302,37 @@ fn deleting_a_claim_deletes_its_node_and_instance_then_releases_the_claim() {
 }
 
 #[test]
+fn nodes_deleted_together_are_drained_together_with_their_evictions_in_flight_at_once() {
+    let mut h = Harness::new(small_and_large());
+    for (c, n) in [("default-aaaaa", "n1"), ("default-bbbbb", "n2"), ("default-ccccc", "n3")] {
+        h.api.put(claim(c, vec![]));
+        h.settle();
+        kubelet_joins(&h.api, c, n, true);
+        for i in 0..8 {
+            let pod = format!("{n}-p{i}");
+            h.api.put(pending_pod(&pod, "10m"));
+            bind(&h.api, &pod, n);
+        }
+    }
+    h.settle();
+    for c in ["default-aaaaa", "default-bbbbb", "default-ccccc"] {
+        crate::testkit::block_on(kerf_api::cluster::ClusterApi::delete::<NodeClaim>(&h.api, None, c)).unwrap();
+    }
+    h.settle();
+    // 24 pods on three nodes: evicted IN_FLIGHT at a time, not one node after another.
+    assert_eq!(h.api.most_evictions_in_flight(), crate::pass::IN_FLIGHT);
+    assert!(
+        h.api.all::<k8s_openapi::api::core::v1::Pod>().iter().all(|p| p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_none())
+    );
+    assert!(["n1", "n2", "n3"].iter().all(|n| h.api.one::<Node>(None, n).is_none()), "every node is released");
+    assert_eq!(h.cloud.running(), 0);
+}
+
+#[test]
 fn settled_controllers_write_nothing_more() {
     let mut h = Harness::new(small_and_large());
     h.api.put(node_pool("default"));
