@@ -139,7 +139,7 @@ impl Termination {
         for (i, t) in nodes.iter_mut().enumerate().filter(|(_, t)| t.going) {
             match changes(&t.node, &with_disrupted_taint(&t.node)) {
                 Ok(patch) => taints.extend(patch.map(|p| (i, (t.name.clone(), pinned(&t.node.metadata, p))))),
-                Err(e) => note(t, &mut failed, Err(e.into())),
+                Err(e) => note(t, &mut failed, Err(e)),
             }
         }
         let answers =
@@ -227,7 +227,7 @@ impl Termination {
             remove_finalizer(&mut released.metadata);
             match changes(&t.node, &released) {
                 Ok(patch) => releases.extend(patch.map(|p| (i, (t.name.clone(), pinned(&t.node.metadata, p))))),
-                Err(e) => failed = failed.or(Some(e.into())),
+                Err(e) => failed = failed.or(Some(e)),
             }
         }
         let answers =
