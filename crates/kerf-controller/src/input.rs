@@ -439,11 +439,11 @@ impl View<'_> {
             node_pool: pool,
             labels: Arc::new(node_labels),
             taints: claim.spec.taints.clone(),
-            allocatable,
+            allocatable: Arc::new(allocatable),
             pods,
             in_flight: true,
             schedulable: true,
-            pool_usage: ClusterState::claim_usage(claim, |c| likely_capacity(c, types)),
+            pool_usage: Arc::new(ClusterState::claim_usage(claim, |c| likely_capacity(c, types))),
         }
     }
 
@@ -459,12 +459,14 @@ impl View<'_> {
             name: name.to_string(),
             node_pool: node_labels.get(labels::NODE_POOL).cloned(),
             taints: util::node_taints(node),
-            allocatable,
+            allocatable: Arc::new(allocatable),
             pods: state.pods_on_node(name).filter(|p| !pod_facts::terminal(p)).cloned().collect(),
             in_flight: false,
             schedulable: !cordoned && node.metadata.deletion_timestamp.is_none() && !claim_deleting,
             labels: node_labels,
-            pool_usage: claim.map(|c| ClusterState::claim_usage(c, |c| likely_capacity(c, types))).unwrap_or_default(),
+            pool_usage: Arc::new(
+                claim.map(|c| ClusterState::claim_usage(c, |c| likely_capacity(c, types))).unwrap_or_default(),
+            ),
         }
     }
 }

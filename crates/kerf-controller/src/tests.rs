@@ -452,7 +452,7 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
     assert_eq!(n.labels.get(labels::NODE_POOL).map(String::as_str), Some("default"));
     assert_eq!(n.taints, vec![Taint::new("dedicated", None, TaintEffect::NoSchedule)], "startup taints left out");
     // Not launched yet: the cheapest type its requirements allow stands in.
-    assert_eq!(n.allocatable, res(&[("cpu", "1900m"), ("memory", "4Gi"), ("pods", "110")]));
+    assert_eq!(*n.allocatable, res(&[("cpu", "1900m"), ("memory", "4Gi"), ("pods", "110")]));
     assert_eq!(n.pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect::<Vec<_>>(), vec!["a"]);
 
     assert_eq!(input.node_pools.len(), 1);

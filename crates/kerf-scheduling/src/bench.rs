@@ -312,11 +312,11 @@ pub fn consolidation_cluster_filled(
             node_pool: Some("default".into()),
             labels: Arc::new(labels),
             taints: Vec::new(),
-            allocatable: t.allocatable().with("pods", Quantity::from_units(max_pods)),
+            allocatable: Arc::new(t.allocatable().with("pods", Quantity::from_units(max_pods))),
             pods,
             in_flight: false,
             schedulable: true,
-            pool_usage: t.capacity.clone(),
+            pool_usage: Arc::new(t.capacity.clone()),
         });
     }
     // The nodes hold their capacity of the pool's limits.

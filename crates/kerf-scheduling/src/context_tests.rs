@@ -108,7 +108,7 @@ fn what_if_names_an_unknown_node() {
 fn at_cpu_limit(mut input: SchedulingInput, cpu: &str) -> SchedulingInput {
     let mut in_use = ResourceList::new();
     for n in &mut input.existing_nodes {
-        n.pool_usage = rl(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "80")]);
+        n.pool_usage = Arc::new(rl(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "80")]));
         in_use.add(&n.pool_usage);
     }
     let pool = &mut input.node_pools[0];

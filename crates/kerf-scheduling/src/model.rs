@@ -128,7 +128,8 @@ pub struct ExistingNode {
     pub labels: Arc<BTreeMap<String, String>>,
     /// Taints that block scheduling (startup taints of a claim are left out: they go away).
     pub taints: Vec<Taint>,
-    pub allocatable: ResourceList,
+    /// Shared, as the labels: an input copied (disruption edits copies) copies no list.
+    pub allocatable: Arc<ResourceList>,
     /// Pods bound or nominated to this node. They use its resources and count in topology
     /// spread and pod (anti-)affinity.
     pub pods: Vec<Arc<SlimPod>>,
@@ -141,7 +142,7 @@ pub struct ExistingNode {
     /// What this node holds of its NodePool's `spec.limits` (its NodeClaim's capacity, as
     /// counted in [`NodePoolInput::in_use`]; empty when unknown or unmanaged). A what-if that
     /// removes the node gives it back to the pool, so a replacement may use it.
-    pub pool_usage: ResourceList,
+    pub pool_usage: Arc<ResourceList>,
 }
 
 impl ExistingNode {

@@ -132,7 +132,7 @@ fn managed(name: &str, zone: &str, cpu: &str, pods: &[(&str, &str)]) -> Existing
     let mut n =
         node(name, &[(ZONE, zone), (NODE_POOL, "default")], &[("cpu", cpu), ("memory", "16Gi"), ("pods", "80")]);
     n.node_pool = Some("default".into());
-    n.pool_usage = rl(&[("cpu", cpu), ("memory", "16Gi"), ("pods", "80")]);
+    n.pool_usage = Arc::new(rl(&[("cpu", cpu), ("memory", "16Gi"), ("pods", "80")]));
     n.pods = pods.iter().map(|(p, c)| pod(p).cpu(c).build()).collect();
     n
 }

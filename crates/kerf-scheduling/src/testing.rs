@@ -256,11 +256,11 @@ pub fn node(name: &str, label_pairs: &[(&str, &str)], alloc: &[(&str, &str)]) ->
         node_pool: None,
         labels: Arc::new(l),
         taints: vec![],
-        allocatable: rl(alloc),
+        allocatable: Arc::new(rl(alloc)),
         pods: vec![],
         in_flight: false,
         schedulable: true,
-        pool_usage: ResourceList::new(),
+        pool_usage: Default::default(),
     }
 }
 

@@ -136,11 +136,11 @@ pub fn existing_node(node: &Node, pods: Vec<Arc<SlimPod>>) -> ExistingNode {
         node_pool: labels.get(kerf_api::labels::NODE_POOL).cloned(),
         labels: Arc::new(labels),
         taints,
-        allocatable,
+        allocatable: Arc::new(allocatable),
         pods,
         in_flight: false,
         schedulable: !node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
-        pool_usage: ResourceList::new(),
+        pool_usage: Default::default(),
     }
 }
 

@@ -94,7 +94,7 @@ fn a_view_edited_node_by_node_answers_as_a_view_built_from_the_same_nodes() {
     let mut changed = v.nodes()[0].clone();
     Arc::make_mut(&mut changed.labels).insert(Z.to_string(), "c".to_string());
     changed.taints.push(Taint::new("dedicated", Some("x"), TaintEffect::NoSchedule));
-    changed.allocatable = rl(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "8"), ("nvidia.com/gpu", "2")]);
+    changed.allocatable = Arc::new(rl(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "8"), ("nvidia.com/gpu", "2")]));
     v.update_node(0, changed);
     assert_as_fresh(&v, "a node relabelled, tainted and grown");
 

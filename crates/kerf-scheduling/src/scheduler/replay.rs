@@ -166,7 +166,7 @@ impl Replacement<'_> {
             node_pool: Some(self.claim.node_pool.clone()),
             labels: Arc::new(labels),
             taints,
-            allocatable: self.instance_type.allocatable(),
+            allocatable: Arc::new(self.instance_type.allocatable()),
             pods,
             in_flight: false,
             schedulable: true,
