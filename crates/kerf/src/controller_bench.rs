@@ -251,6 +251,7 @@ pub fn run(a: ControllerArgs) -> anyhow::Result<ExitCode> {
                 "drift".to_string(),
                 serde_json::json!({
                     "nodes": d.nodes,
+                    "nodesAfter": d.nodes_after,
                     "budget": d.budget,
                     "rounds": d.rounds,
                     "roundSeconds": d.round_seconds,
@@ -276,9 +277,11 @@ pub fn run(a: ControllerArgs) -> anyhow::Result<ExitCode> {
         println!("kerf serve holding them: peak RSS {:.1} MiB", serve_rss as f64 / (1024.0 * 1024.0));
         if let Some(d) = &drift {
             println!(
-                "drift of {} nodes (AMI change) within a budget of {} nodes: {:.1}s (first decision {:.1}s after the \
-                 change); {} rounds of {:.1}s (the first replacement) make a minimum of {:.1}s: {:.2}x the minimum",
+                "drift of {} nodes (AMI change, {} nodes after) within a budget of 10% ({} nodes at first): {:.1}s \
+                 (first decision {:.1}s after the change); {} rounds of {:.1}s (the first replacement) make a \
+                 minimum of {:.1}s: {:.2}x the minimum",
                 d.nodes,
+                d.nodes_after,
                 d.budget,
                 d.seconds,
                 d.decided_seconds,
