@@ -151,29 +151,34 @@ fn generate_name_appends_a_deterministic_suffix() {
     assert_eq!(a, make());
 }
 
+/// Creates a Running, Ready pod `name` in `default` with `labels` (what a budget counts as healthy).
+fn create_ready_pod(c: &SimCluster, name: &str, labels: &BTreeMap<String, String>) {
+    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+    c.create_obj(Pod {
+        metadata: ObjectMeta { name: Some(name.to_string()), labels: Some(labels.clone()), ..Default::default() },
+        status: Some(PodStatus {
+            phase: Some("Running".to_string()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".to_string(),
+                status: "True".to_string(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .unwrap();
+}
+
 #[test]
 fn eviction_is_refused_by_a_budget_with_no_disruptions_left_and_for_a_pod_two_budgets_select() {
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
     use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     let c = SimCluster::new(ManualClock::new(), 1);
     let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
     for n in ["a", "b"] {
-        c.create_obj(Pod {
-            metadata: ObjectMeta { name: Some(n.to_string()), labels: Some(labels.clone()), ..Default::default() },
-            status: Some(PodStatus {
-                phase: Some("Running".to_string()),
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".to_string(),
-                    status: "True".to_string(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-        .unwrap();
+        create_ready_pod(&c, n, &labels);
     }
     c.create_obj(PodDisruptionBudget {
         metadata: ObjectMeta { name: Some("web".to_string()), ..Default::default() },
@@ -218,7 +223,6 @@ fn eviction_is_refused_by_a_budget_with_no_disruptions_left_and_for_a_pod_two_bu
 
 #[test]
 fn evictions_arriving_together_spend_a_budgets_last_disruption_once() {
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
     use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -228,24 +232,7 @@ fn evictions_arriving_together_spend_a_budgets_last_disruption_once() {
         let c = SimCluster::new(ManualClock::new(), 1);
         let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
         for i in 0..PODS {
-            c.create_obj(Pod {
-                metadata: ObjectMeta {
-                    name: Some(format!("p{i}")),
-                    labels: Some(labels.clone()),
-                    ..Default::default()
-                },
-                status: Some(PodStatus {
-                    phase: Some("Running".to_string()),
-                    conditions: Some(vec![PodCondition {
-                        type_: "Ready".to_string(),
-                        status: "True".to_string(),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .unwrap();
+            create_ready_pod(&c, &format!("p{i}"), &labels);
         }
         c.create_obj(PodDisruptionBudget {
             metadata: ObjectMeta { name: Some("web".to_string()), ..Default::default() },
