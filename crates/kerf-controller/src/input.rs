@@ -437,7 +437,7 @@ impl View<'_> {
         ExistingNode {
             name: claim.name().to_string(),
             node_pool: pool,
-            labels: Arc::new(node_labels),
+            labels: node_labels.into(),
             taints: claim.spec.taints.clone(),
             allocatable: Arc::new(allocatable),
             pods,

@@ -26,6 +26,7 @@ use kerf_api::{
 use crate::pod_set::{PodSet, key as pod_key};
 use crate::util;
 use kerf_api::cluster::{AnyObject, WatchEvent};
+use kerf_scheduling::NodeLabels;
 use kerf_scheduling::disruption_budgets::DisruptionBudgets;
 
 /// `(namespace, name)` of a namespaced object.
@@ -72,10 +73,6 @@ fn upsert_ns<V: Clone>(map: &mut BTreeMap<ObjectKey, V>, obj: &V, meta: impl Fn(
 #[derive(Debug, Default, Clone)]
 pub struct ClusterState {
     nodes: BTreeMap<String, Arc<Node>>,
-    /// Each node's labels, shared by every scheduling input built from this state (an input
-    /// would otherwise copy every node's labels); a node whose labels did not change keeps
-    /// its copy.
-    node_labels: BTreeMap<String, Arc<BTreeMap<String, String>>>,
     node_claims: BTreeMap<String, Arc<NodeClaim>>,
     pods: PodSet,
     pods_by_node: BTreeMap<String, PodSet>,
@@ -148,15 +145,7 @@ impl ClusterState {
                 if let Some(pid) = util::node_provider_id(n) {
                     self.node_by_provider_id.insert(pid.to_string(), Arc::clone(n));
                 }
-                let name = name_of(&n.metadata);
-                let labels = n.metadata.labels.as_ref();
-                match self.node_labels.get(&name) {
-                    Some(kept) if labels.is_some_and(|l| **kept == *l) || (labels.is_none() && kept.is_empty()) => {}
-                    _ => {
-                        self.node_labels.insert(name.clone(), Arc::new(labels.cloned().unwrap_or_default()));
-                    }
-                }
-                self.nodes.insert(name, Arc::clone(n));
+                self.nodes.insert(name_of(&n.metadata), Arc::clone(n));
             }
             AnyObject::NodeClaim(c) => {
                 if let Some(old) = self.node_claims.get(c.name()) {
@@ -251,9 +240,7 @@ impl ClusterState {
                 }
             }
             AnyObject::Node(_) => {
-                let name = name_of(meta);
-                self.node_labels.remove(&name);
-                if let Some(old) = self.nodes.remove(&name)
+                if let Some(old) = self.nodes.remove(&name_of(meta))
                     && let Some(pid) = util::node_provider_id(&old)
                 {
                     self.node_by_provider_id.remove(pid);
@@ -356,9 +343,10 @@ impl ClusterState {
         &self.nodes
     }
 
-    /// The labels of the node `name` (empty for no such node), shared (see `node_labels`).
-    pub fn node_labels(&self, name: &str) -> Arc<BTreeMap<String, String>> {
-        self.node_labels.get(name).cloned().unwrap_or_default()
+    /// The labels of the node `name` (empty for no such node), read from the Node as kept
+    /// here: every scheduling input built from this state shares them.
+    pub fn node_labels(&self, name: &str) -> NodeLabels {
+        self.nodes.get(name).map(|n| NodeLabels::of_node(Arc::clone(n))).unwrap_or_default()
     }
 
     pub fn node(&self, name: &str) -> Option<&Node> {
@@ -594,7 +582,7 @@ mod tests {
     }
 
     #[test]
-    fn a_node_keeps_its_shared_labels_until_they_change_and_drops_them_when_gone() {
+    fn a_nodes_labels_are_read_from_the_node_kept_and_go_with_it() {
         let mut s = ClusterState::new();
         let labelled = |rv: &str, team: &str| {
             let mut n = node("n1", "kwok://n1");
@@ -605,9 +593,8 @@ mod tests {
         s.apply(&WatchEvent::Applied(labelled("1", "blue").into_any()));
         let first = s.node_labels("n1");
         assert_eq!(first.get("team").map(String::as_str), Some("blue"));
-        // A status update (same labels) keeps the very copy every input shares.
-        s.apply(&WatchEvent::Applied(labelled("2", "blue").into_any()));
-        assert!(Arc::ptr_eq(&first, &s.node_labels("n1")));
+        let NodeLabels::Node(held) = &first else { panic!("the labels were copied out of the Node") };
+        assert!(Arc::ptr_eq(held, &s.nodes()["n1"]), "read from the very Node the state keeps");
         s.apply(&WatchEvent::Applied(labelled("3", "green").into_any()));
         assert_eq!(s.node_labels("n1").get("team").map(String::as_str), Some("green"));
         assert_eq!(first.get("team").map(String::as_str), Some("blue"), "a copy handed out is not changed");

@@ -464,7 +464,6 @@ fn in_flight_claims_are_existing_nodes_with_their_nominated_pods_and_count_again
 fn scheduling_inputs_share_each_nodes_labels_instead_of_copying_them() {
     use k8s_openapi::api::core::v1::Node;
     use kerf_api::cluster::{Object, WatchEvent};
-    use std::sync::Arc;
 
     let mut mgr = crate::Manager::new(small_and_large(), crate::Options::default());
     mgr.observe(&WatchEvent::Applied(ready_node_class("default").into_any()));
@@ -482,7 +481,7 @@ fn scheduling_inputs_share_each_nodes_labels_instead_of_copying_them() {
     let (second, _) = scheduling_input_of(&mut mgr);
     let (a, b) = (&first.existing_nodes[0], &second.existing_nodes[0]);
     assert_eq!(a.labels.get(labels::NODE_POOL).map(String::as_str), Some("default"));
-    assert!(Arc::ptr_eq(&a.labels, &b.labels), "both inputs hold the state's one copy");
+    assert!(a.labels.ptr_eq(&b.labels), "both inputs read the labels of the one Node the state keeps");
 }
 
 #[test]

@@ -295,7 +295,7 @@ pub fn consolidation_cluster_filled(
             .map(|o| o.price)
             .fold(f64::INFINITY, f64::min);
         prices.push(price);
-        let labels = [
+        let labels: std::collections::BTreeMap<String, String> = [
             (HOSTNAME, name.as_str()),
             (ZONE, zone),
             (CAPACITY_TYPE, "spot"),
@@ -310,7 +310,7 @@ pub fn consolidation_cluster_filled(
         existing.push(ExistingNode {
             name,
             node_pool: Some("default".into()),
-            labels: Arc::new(labels),
+            labels: labels.into(),
             taints: Vec::new(),
             allocatable: Arc::new(t.allocatable().with("pods", Quantity::from_units(max_pods))),
             pods,

@@ -28,6 +28,7 @@ pub mod fit;
 mod index_hash;
 pub mod kube_choice;
 pub mod model;
+pub mod node_labels;
 pub mod packing_bound;
 pub mod pod;
 pub mod predicates;
@@ -56,6 +57,7 @@ pub use model::{
     ExistingNode, NAMESPACE_NAME_LABEL, NewNodeClaim, NodePoolInput, Placement, PodError, PreferencePolicy,
     PricedClaim, QuotaInput, SchedulingInput, SchedulingResult, UnknownNode, WhatIf, namespace_labels,
 };
+pub use node_labels::NodeLabels;
 pub use predicates::{ClusterView, PreferenceParts, PreparedPod, Unfit, pod_requests};
 pub use requirements::{Incompatible, Requirement, Requirements};
 pub use scheduler::{

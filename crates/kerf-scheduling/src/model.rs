@@ -9,6 +9,7 @@ use kerf_api::labels::INSTANCE_TYPE;
 use kerf_api::{NodePool, NodeSelectorRequirementWithMinValues, Operator, ResourceList, Taint};
 
 use crate::instance::InstanceType;
+use crate::node_labels::NodeLabels;
 use crate::requirements::Requirements;
 
 /// Everything one scheduling pass looks at. Built by the caller from cluster state.
@@ -123,9 +124,8 @@ pub struct ExistingNode {
     pub name: String,
     /// The owning NodePool, `None` for nodes kerf does not manage.
     pub node_pool: Option<String>,
-    /// Shared: every input and view of the same node holds the one copy (a fleet's labels are
-    /// most of what an input holds apart from its pods).
-    pub labels: Arc<BTreeMap<String, String>>,
+    /// Shared: every input and view of the same node reads the one copy (see [`NodeLabels`]).
+    pub labels: NodeLabels,
     /// Taints that block scheduling (startup taints of a claim are left out: they go away).
     pub taints: Vec<Taint>,
     /// Shared, as the labels: an input copied (disruption edits copies) copies no list.

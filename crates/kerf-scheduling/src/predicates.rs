@@ -1264,8 +1264,8 @@ mod tests {
         // Zone c has no matching pods but the pod cannot go there (node selector): with Honor it
         // does not pull the minimum down, with Ignore it does.
         let mut nodes = three_zone_nodes();
-        Arc::make_mut(&mut nodes[0].labels).insert("pool".into(), "x".into());
-        Arc::make_mut(&mut nodes[1].labels).insert("pool".into(), "x".into());
+        nodes[0].labels.to_mut().insert("pool".into(), "x".into());
+        nodes[1].labels.to_mut().insert("pool".into(), "x".into());
         let mut v = ClusterView::new(nodes);
         v.add_pod(0, pod("w1").label("app", "w").build());
         let c = TopologySpreadConstraint {

@@ -254,7 +254,7 @@ pub fn node(name: &str, label_pairs: &[(&str, &str)], alloc: &[(&str, &str)]) ->
     ExistingNode {
         name: name.into(),
         node_pool: None,
-        labels: Arc::new(l),
+        labels: l.into(),
         taints: vec![],
         allocatable: Arc::new(rl(alloc)),
         pods: vec![],

@@ -134,7 +134,7 @@ pub fn existing_node(node: &Node, pods: Vec<Arc<SlimPod>>) -> ExistingNode {
     ExistingNode {
         name: node.metadata.name.clone().unwrap_or_default(),
         node_pool: labels.get(kerf_api::labels::NODE_POOL).cloned(),
-        labels: Arc::new(labels),
+        labels: labels.into(),
         taints,
         allocatable: Arc::new(allocatable),
         pods,

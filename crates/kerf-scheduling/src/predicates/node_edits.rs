@@ -13,6 +13,7 @@ use kerf_api::SlimPod;
 
 use super::{ClusterView, core_of, cpu_memory_of};
 use crate::model::ExistingNode;
+use crate::node_labels::NodeLabels;
 
 impl ClusterView {
     /// Takes node `idx` and its pods out of the view; the nodes after it move down one index.
@@ -100,6 +101,18 @@ impl ClusterView {
         }
         if relabelled {
             self.forget_domains();
+        }
+    }
+
+    /// Gives node `idx` `labels` in place of the equal labels it holds (the same labels read
+    /// from a newer object: a view kept across inputs then holds no object the cluster has
+    /// moved on from). Labels that differ are left: [`ClusterView::update_node`] changes them.
+    pub fn share_labels(&mut self, idx: usize, labels: &NodeLabels) {
+        if let Some(n) = self.nodes.get_mut(idx)
+            && !n.labels.ptr_eq(labels)
+            && n.labels == *labels
+        {
+            n.labels = labels.clone();
         }
     }
 

@@ -92,7 +92,7 @@ fn a_view_edited_node_by_node_answers_as_a_view_built_from_the_same_nodes() {
     assert_as_fresh(&v, "a node with an anti-affinity pod removed");
 
     let mut changed = v.nodes()[0].clone();
-    Arc::make_mut(&mut changed.labels).insert(Z.to_string(), "c".to_string());
+    changed.labels.to_mut().insert(Z.to_string(), "c".to_string());
     changed.taints.push(Taint::new("dedicated", Some("x"), TaintEffect::NoSchedule));
     changed.allocatable = Arc::new(rl(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "8"), ("nvidia.com/gpu", "2")]));
     v.update_node(0, changed);
@@ -116,4 +116,19 @@ fn a_view_edited_node_by_node_answers_as_a_view_built_from_the_same_nodes() {
     v.remove_node(0);
     v.set_pods(0, Vec::new(), |p| Arc::new(pod_requests(p)));
     assert_as_fresh(&v, "a node appended, the first removed, another emptied");
+}
+
+#[test]
+fn a_view_takes_equal_labels_from_a_newer_object_and_leaves_different_ones() {
+    let mut v = ClusterView::new(vec![zone_node("n0", "a"), zone_node("n1", "b")]);
+    let newer = NodeLabels::from((*v.nodes()[0].labels).clone());
+    assert!(!v.nodes()[0].labels.ptr_eq(&newer));
+    v.share_labels(0, &newer);
+    assert!(v.nodes()[0].labels.ptr_eq(&newer), "the view holds the newer copy");
+    assert_as_fresh(&v, "equal labels shared");
+
+    let mut other = (*v.nodes()[1].labels).clone();
+    other.insert(Z.to_string(), "c".to_string());
+    v.share_labels(1, &NodeLabels::from(other));
+    assert_eq!(v.nodes()[1].labels.get(Z).map(String::as_str), Some("b"), "different labels are update_node's");
 }

@@ -2,8 +2,7 @@
 //! taken, journaled), built once from the input. The fit check asked about them is
 //! `node_fit`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::HashMap;
 
 use kerf_api::Taint;
 use kerf_api::labels::HOSTNAME;
@@ -15,12 +14,13 @@ use super::journal::Undo;
 use super::pools::Pools;
 use super::resources::Resources;
 use crate::model::SchedulingInput;
+use crate::node_labels::NodeLabels;
 use crate::pod::HostPort;
 
 pub(super) struct Node {
     pub(super) name: String,
     /// The input's labels (shared with it), the hostname label added where it lacks one.
-    pub(super) labels: Arc<BTreeMap<String, String>>,
+    pub(super) labels: NodeLabels,
     pub(super) taints: Vec<Taint>,
     pub(super) alloc: Vec<i64>,
     pub(super) used: Vec<i64>,
@@ -73,9 +73,9 @@ pub(super) fn build(
             }
             ports.extend(of.facts[pi].ports.iter().cloned());
         }
-        let mut labels = Arc::clone(&n.labels);
+        let mut labels = n.labels.clone();
         if !labels.contains_key(HOSTNAME) {
-            Arc::make_mut(&mut labels).insert(HOSTNAME.to_string(), n.name.clone());
+            labels.to_mut().insert(HOSTNAME.to_string(), n.name.clone());
         }
         for v in labels.values() {
             values.id(v);

@@ -164,7 +164,7 @@ impl Replacement<'_> {
         ExistingNode {
             name: REPLACEMENT_NODE.to_string(),
             node_pool: Some(self.claim.node_pool.clone()),
-            labels: Arc::new(labels),
+            labels: labels.into(),
             taints,
             allocatable: Arc::new(self.instance_type.allocatable()),
             pods,
@@ -541,6 +541,8 @@ impl KubeView {
             }
             if !self.view.nodes()[i].same_apart_from_pods(n) {
                 self.view.update_node(i, ExistingNode { pods: Vec::new(), ..(*n).clone() });
+            } else {
+                self.view.share_labels(i, &n.labels);
             }
             if !self.view.nodes()[i].holds_same_pods(n) {
                 self.view.set_pods(i, n.pods.clone(), parse);
@@ -619,7 +621,7 @@ mod kept_tests {
         // one whose pods moved (a new copy of one, as a running command leaves it).
         input.existing_nodes.remove(1);
         input.existing_nodes.insert(1, zone_node("b2", "z2", vec![db("d1"), web("w2")]));
-        Arc::make_mut(&mut input.existing_nodes[2].labels).insert(Z.to_string(), "z1".to_string());
+        input.existing_nodes[2].labels.to_mut().insert(Z.to_string(), "z1".to_string());
         input.existing_nodes[2].schedulable = false;
         input.existing_nodes[0].pods = vec![Arc::new((*w0).clone()), Arc::clone(&w1)];
         // An in-flight claim is no node of kube-scheduler's.

@@ -121,7 +121,7 @@ mod tests {
         input.existing_nodes.remove(3);
         input.existing_nodes[0].pods = vec![Arc::clone(&d1)];
         input.existing_nodes.push(zone_node("n5", "b", vec![Arc::new(SlimPod::clone(&w1)), db("d4")]));
-        Arc::make_mut(&mut input.existing_nodes[2].labels).insert(ZONE.to_string(), "b".to_string());
+        input.existing_nodes[2].labels.to_mut().insert(ZONE.to_string(), "b".to_string());
         input.pods.push(web("w4", "2"));
         let input = Arc::new(input);
         let mut taken = SchedulingContext::with_facts_from(Arc::clone(&input), &cache, earlier);
