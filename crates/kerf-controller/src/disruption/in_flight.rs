@@ -20,7 +20,7 @@
 //! if it waits for its own replacement), all of their nodes tainted from the start. A decision
 //! that only holds if two commands count the same room is refused.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kerf_api::SlimPod;
@@ -123,32 +123,6 @@ impl Landing {
     }
 }
 
-/// The copies of running commands' pods as they count where they move to (not bound), kept
-/// from one evaluation's input for the next: a pod unchanged since gets the very copy the last
-/// input had, so the views kept across evaluations (`KeptKubeView`) find its destination node
-/// unchanged instead of editing it, and nothing is cloned again. By the address of the pod
-/// copied, which each entry holds (so no other pod takes that address while it is kept); only
-/// the pods the last input moved are kept.
-#[derive(Debug, Default)]
-pub(crate) struct MovedCopies(HashMap<usize, (Arc<SlimPod>, Arc<SlimPod>)>);
-
-impl MovedCopies {
-    /// The moved copy of `p`: the one `earlier` holds, else a new one; kept here.
-    fn copy_of(&mut self, earlier: &mut MovedCopies, p: &Arc<SlimPod>) -> Arc<SlimPod> {
-        let addr = Arc::as_ptr(p) as usize;
-        let entry = earlier.0.remove(&addr).unwrap_or_else(|| {
-            let mut moved = SlimPod::clone(p);
-            if let Some(spec) = moved.spec.as_mut() {
-                spec.node_name = None;
-            }
-            (Arc::clone(p), Arc::new(moved))
-        });
-        let copy = Arc::clone(&entry.1);
-        self.0.insert(addr, entry);
-        copy
-    }
-}
-
 /// What a disruption evaluation decides on (see [`Disruption::decision_inputs`]).
 pub(crate) struct DecisionInputs {
     /// The cluster as the running commands leave it.
@@ -233,7 +207,9 @@ impl Disruption {
 
     /// `input` (the cluster as it is) as the running commands leave it: their nodes take no new
     /// pods, and their pods still bound there count on the node (or in-flight claim) the
-    /// command moves them to, when that one is still there.
+    /// command moves them to, when that one is still there. A moved pod is the very pod the
+    /// state keeps (its nodeName still names the node it leaves: nothing reads a placed pod's
+    /// nodeName in an input), so a view kept from one evaluation to the next finds it unchanged.
     fn moved<P: CloudProvider, C>(&self, cx: &Ctx<'_, P, C>, mut input: SchedulingInput) -> SchedulingInput {
         let mut sources: BTreeSet<&str> = BTreeSet::new();
         let mut to: BTreeMap<&ObjectKey, String> = BTreeMap::new();
@@ -246,8 +222,6 @@ impl Disruption {
         let index: BTreeMap<String, (usize, bool)> =
             input.existing_nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), (i, n.in_flight))).collect();
         let mut moving: Vec<(usize, Arc<SlimPod>)> = Vec::new();
-        let mut copies = self.moved_copies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut kept = MovedCopies::default();
         for n in &mut input.existing_nodes {
             if !sources.contains(n.name.as_str()) {
                 continue;
@@ -257,12 +231,10 @@ impl Disruption {
                 let Some(&(target, launching)) = to.get(&key_of(&p.metadata)).and_then(|t| index.get(t)) else {
                     return true;
                 };
-                moving.push((target, kept.copy_of(&mut copies, p)));
+                moving.push((target, Arc::clone(p)));
                 launching
             });
         }
-        *copies = kept;
-        drop(copies);
         for (target, pod) in moving {
             if let Some(n) = input.existing_nodes.get_mut(target) {
                 n.pods.push(pod);

@@ -247,6 +247,4 @@ pub struct Disruption {
     prepared: Option<prepared::Prepared>,
     /// kube-scheduler's views of the last inputs dropped, while commands run (see `prepared`).
     kept_views: prepared::KeptViews,
-    /// The running commands' pods as the last input moved them (see `in_flight`).
-    moved_copies: std::sync::Mutex<in_flight::MovedCopies>,
 }
