@@ -11,7 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as CoreQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kerf_api::nodeclaim::NodeClaimStatus;
+use kerf_api::nodeclaim::{NodeClaimSpec, NodeClaimStatus};
 use kerf_api::{EC2NodeClass, NodeClaim, NodePool, Quantity, ResourceList, Taint, TaintEffect, labels};
 use kerf_cloud::sim::{SimConfig, SimProvider};
 use kerf_cloud::{CloudError, CloudProvider, NodeClassResolution, SystemClock};
@@ -47,6 +47,27 @@ fn node_name_of(provider_id: &str) -> Option<&str> {
 
 fn quantities(list: &ResourceList) -> std::collections::BTreeMap<String, CoreQuantity> {
     list.iter().map(|(k, v)| (k.clone(), CoreQuantity(v.canonical()))).collect()
+}
+
+/// The labels of a Node that identify the instance it stands for, all a listed instance keeps.
+const INSTANCE_LABELS: [&str; 5] =
+    [labels::NODE_POOL, labels::INSTANCE_TYPE, labels::ZONE, labels::CAPACITY_TYPE, labels::CAPACITY_RESERVATION_ID];
+
+/// The spec of a claim read back from a Node: its node class unknown, nothing required.
+fn read_back_spec() -> Arc<NodeClaimSpec> {
+    Arc::new(NodeClaimSpec {
+        taints: Vec::new(),
+        startup_taints: Vec::new(),
+        requirements: Vec::new(),
+        resources: Default::default(),
+        node_class_ref: kerf_api::NodeClassReference {
+            group: kerf_api::ec2nodeclass::GROUP.to_string(),
+            kind: kerf_api::ec2nodeclass::KIND.to_string(),
+            name: String::new(),
+        },
+        expire_after: kerf_api::nodepool::default_expire_after(),
+        termination_grace_period: None,
+    })
 }
 
 fn resource_list(q: Option<&std::collections::BTreeMap<String, CoreQuantity>>) -> ResourceList {
@@ -140,23 +161,38 @@ impl KwokProvider {
         }
     }
 
-    /// A Node described as the NodeClaim of its instance.
-    fn claim_of(node: &Node) -> Option<NodeClaim> {
+    /// A Node described as the NodeClaim of its instance, with `spec` (a Node does not say
+    /// what its claim asked for). `whole`: with every label of the Node and its capacity and
+    /// allocatable (a `get`); else with what identifies the instance alone (a `list` of every
+    /// instance, which garbage collection reads for names and provider IDs: the Nodes'
+    /// labels and resources copied for thousands of them were the controller's largest
+    /// passing allocation).
+    fn claim_of(node: &Node, spec: &Arc<NodeClaimSpec>, whole: bool) -> Option<NodeClaim> {
         let pid = node.spec.as_ref()?.provider_id.clone().filter(|p| p.starts_with(PROVIDER_ID_PREFIX))?;
-        let mut claim: NodeClaim = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": node.metadata.name.clone().unwrap_or_default()},
-            "spec": {"nodeClassRef": {"group": kerf_api::ec2nodeclass::GROUP, "kind": kerf_api::ec2nodeclass::KIND, "name": ""}, "requirements": []}
-        }))
-        .ok()?;
-        claim.metadata.labels = node.metadata.labels.clone();
-        let status = node.status.as_ref();
-        claim.status = Some(NodeClaimStatus {
-            provider_id: Some(pid),
-            capacity: resource_list(status.and_then(|s| s.capacity.as_ref())),
-            allocatable: resource_list(status.and_then(|s| s.allocatable.as_ref())),
-            ..NodeClaimStatus::default()
-        });
-        Some(claim)
+        let node_labels = node.metadata.labels.as_ref();
+        let labels = if whole {
+            node_labels.cloned()
+        } else {
+            node_labels.map(|l| {
+                l.iter()
+                    .filter(|(k, _)| INSTANCE_LABELS.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+        };
+        let status = node.status.as_ref().filter(|_| whole);
+        Some(NodeClaim {
+            api_version: kerf_api::nodeclaim::API_VERSION.to_string(),
+            kind: kerf_api::nodeclaim::KIND.to_string(),
+            metadata: ObjectMeta { name: node.metadata.name.clone(), labels, ..ObjectMeta::default() },
+            spec: Arc::clone(spec),
+            status: Some(NodeClaimStatus {
+                provider_id: Some(pid),
+                capacity: resource_list(status.and_then(|s| s.capacity.as_ref())),
+                allocatable: resource_list(status.and_then(|s| s.allocatable.as_ref())),
+                ..NodeClaimStatus::default()
+            }),
+        })
     }
 }
 
@@ -217,12 +253,18 @@ impl CloudProvider for KwokProvider {
     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
         let name = node_name_of(provider_id).ok_or_else(|| CloudError::NotFound(provider_id.to_string()))?;
         let node = self.nodes().get_opt(name).await.map_err(|e| cloud_err(provider_id, e))?;
-        node.as_ref().and_then(Self::claim_of).ok_or_else(|| CloudError::NotFound(provider_id.to_string()))
+        node.as_ref()
+            .and_then(|n| Self::claim_of(n, &read_back_spec(), true))
+            .ok_or_else(|| CloudError::NotFound(provider_id.to_string()))
     }
 
     async fn list(&self) -> Result<Vec<Arc<NodeClaim>>, CloudError> {
         let mut out = Vec::new();
-        self.each_node(ListParams::default(), "listing Nodes", |n| out.extend(Self::claim_of(n).map(Arc::new))).await?;
+        let spec = read_back_spec();
+        self.each_node(ListParams::default(), "listing Nodes", |n| {
+            out.extend(Self::claim_of(n, &spec, false).map(Arc::new))
+        })
+        .await?;
         Ok(out)
     }
 
@@ -318,7 +360,7 @@ mod tests {
             "status": {"capacity": {"cpu": "2", "memory": "8Gi"}, "allocatable": {"cpu": "1930m"}}
         }))
         .expect("node");
-        let claim = KwokProvider::claim_of(&node).expect("a kwok node is an instance");
+        let claim = KwokProvider::claim_of(&node, &read_back_spec(), true).expect("a kwok node is an instance");
         assert_eq!(claim.name(), "default-abcde");
         assert_eq!(claim.provider_id(), Some("kwok://default-abcde"));
         let status = claim.status.expect("status");
@@ -326,8 +368,42 @@ mod tests {
         assert_eq!(status.allocatable.get("cpu").canonical(), "1930m");
         let mut other = node.clone();
         other.spec.as_mut().expect("spec").provider_id = Some("aws:///us-west-2a/i-1".into());
-        assert!(KwokProvider::claim_of(&other).is_none(), "nodes of other providers are not kwok instances");
+        assert!(
+            KwokProvider::claim_of(&other, &read_back_spec(), false).is_none(),
+            "nodes of other providers are not kwok instances"
+        );
         assert_eq!(node_name_of("kwok://x"), Some("x"));
         assert_eq!(node_name_of("kwok://"), None);
+    }
+
+    #[test]
+    fn a_listed_kwok_instance_keeps_what_identifies_it_and_not_the_nodes_other_labels() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "default-abcde", "labels": {
+                "node.kubernetes.io/instance-type": "m5.large", "karpenter.sh/nodepool": "default",
+                "topology.kubernetes.io/zone": "us-west-2a", "karpenter.sh/capacity-type": "spot",
+                "team": "shop", "kubernetes.io/hostname": "default-abcde"
+            }},
+            "spec": {"providerID": "kwok://default-abcde"},
+            "status": {"capacity": {"cpu": "2"}, "allocatable": {"cpu": "1930m"}}
+        }))
+        .expect("node");
+        let spec = read_back_spec();
+        let listed = KwokProvider::claim_of(&node, &spec, false).expect("a kwok node is an instance");
+        assert_eq!((listed.name(), listed.provider_id()), ("default-abcde", Some("kwok://default-abcde")));
+        let keys: Vec<&str> = listed.metadata.labels.iter().flatten().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "karpenter.sh/capacity-type",
+                "karpenter.sh/nodepool",
+                "node.kubernetes.io/instance-type",
+                "topology.kubernetes.io/zone"
+            ]
+        );
+        assert!(listed.status.as_ref().is_some_and(|s| s.capacity.is_empty() && s.allocatable.is_empty()));
+        assert!(Arc::ptr_eq(&listed.spec, &spec), "every listed instance shares the one spec");
+        let whole = KwokProvider::claim_of(&node, &spec, true).expect("instance");
+        assert_eq!(whole.metadata.labels.as_ref().map(|l| l.len()), Some(6));
     }
 }
