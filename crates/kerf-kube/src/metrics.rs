@@ -347,7 +347,7 @@ impl Metrics {
         }
         if self.pod_generation != Some(state.pod_generation()) {
             self.pod_generation = Some(state.pod_generation());
-            let mut rows = PodRows::default();
+            let mut rows = PodRows::for_pods(state.pods(), state.nodes().len());
             for pod in state.pods() {
                 let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| state.node(n));
                 rows.push(pod, node);
@@ -594,6 +594,22 @@ struct PodRows {
 }
 
 impl PodRows {
+    /// An empty table with room for `pods` and the values of `nodes` nodes: built at its final
+    /// size, not grown by doubling and trimmed (the table is rebuilt while the last one is
+    /// served, so its slack would be paid twice at the controller's peak).
+    fn for_pods<'a>(pods: impl ExactSizeIterator<Item = &'a Arc<kerf_api::SlimPod>>, nodes: usize) -> PodRows {
+        let count = pods.len();
+        let names: usize = pods.map(|p| p.metadata.name.as_deref().map_or(0, str::len)).sum();
+        // Shared values: each node's name and a few labels' values, and a few dozen others.
+        let shared = nodes + 64;
+        PodRows {
+            text: String::with_capacity(names + shared * 48),
+            spans: Vec::with_capacity(count + shared),
+            rows: Vec::with_capacity(count),
+            seen: HashMap::with_capacity(shared),
+        }
+    }
+
     fn value(&self, i: u32) -> &str {
         let (start, end) = self.spans.get(i as usize).copied().unwrap_or_default();
         self.text.get(start as usize..end as usize).unwrap_or_default()
