@@ -6,8 +6,8 @@
 //! pod has its own map nodes and strings: in a large cluster the largest part of a controller's
 //! memory after the pods' specs. A [`SlimMeta`] holds those three shared, one copy of each
 //! distinct value for the whole process (found through a [`WeakTable`]), and drops what no
-//! controller reads: the server-side apply bookkeeping, the self link and kubectl's copy of
-//! the last applied manifest.
+//! controller reads: the server-side apply bookkeeping, the self link, kubectl's copy of
+//! the last applied manifest and the deletion's grace period.
 //!
 //! Its fields have `ObjectMeta`'s names, so code reads `pod.metadata.name` in either form;
 //! the shared ones read through `as_deref()`. A changed shared value is a copy of its own
@@ -36,8 +36,6 @@ pub struct SlimMeta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<Time>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deletion_grace_period_seconds: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Time>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finalizers: Option<Vec<String>>,
@@ -64,7 +62,7 @@ impl From<ObjectMeta> for SlimMeta {
         let ObjectMeta {
             annotations,
             creation_timestamp,
-            deletion_grace_period_seconds,
+            deletion_grace_period_seconds: _,
             deletion_timestamp,
             finalizers,
             generate_name,
@@ -84,7 +82,6 @@ impl From<ObjectMeta> for SlimMeta {
                 shared_map(&ANNOTATIONS, a)
             }),
             creation_timestamp,
-            deletion_grace_period_seconds,
             deletion_timestamp,
             finalizers: finalizers.map(|mut f| {
                 f.shrink_to_fit();
@@ -117,7 +114,6 @@ impl From<&ObjectMeta> for SlimMeta {
         SlimMeta {
             annotations,
             creation_timestamp: meta.creation_timestamp.clone(),
-            deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
             deletion_timestamp: meta.deletion_timestamp.clone(),
             finalizers: meta.finalizers.clone(),
             generate_name: meta.generate_name.clone(),
@@ -138,7 +134,7 @@ impl From<SlimMeta> for ObjectMeta {
         ObjectMeta {
             annotations: meta.annotations.map(unshared),
             creation_timestamp: meta.creation_timestamp,
-            deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
+            deletion_grace_period_seconds: None,
             deletion_timestamp: meta.deletion_timestamp,
             finalizers: meta.finalizers,
             generate_name: meta.generate_name,
