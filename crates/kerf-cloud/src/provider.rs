@@ -189,7 +189,10 @@ pub trait CloudProvider: Send + Sync {
     fn get(&self, provider_id: &str) -> impl Future<Output = Result<NodeClaim, CloudError>> + Send;
 
     /// Every instance this provider launched for the cluster, described as NodeClaims (shared:
-    /// a provider that keeps its launches' claims hands them out without copying each).
+    /// a provider that keeps its launches' claims hands them out without copying each). Each
+    /// names its instance (name, provider ID); a provider that has to build them may leave out
+    /// what does not identify the instance (garbage collection reads no more), where `get`
+    /// describes it whole.
     fn list(&self) -> impl Future<Output = Result<Vec<Arc<NodeClaim>>, CloudError>> + Send;
 
     /// The instance types the pool may launch, with offerings, prices and availability,

@@ -164,9 +164,9 @@ impl KwokProvider {
     /// A Node described as the NodeClaim of its instance, with `spec` (a Node does not say
     /// what its claim asked for). `whole`: with every label of the Node and its capacity and
     /// allocatable (a `get`); else with what identifies the instance alone (a `list` of every
-    /// instance, which garbage collection reads for names and provider IDs: the Nodes'
-    /// labels and resources copied for thousands of them were the controller's largest
-    /// passing allocation).
+    /// instance, which garbage collection reads for names and provider IDs: copied for
+    /// thousands of Nodes, their labels and resources would be the largest allocation the
+    /// controller makes at once).
     fn claim_of(node: &Node, spec: &Arc<NodeClaimSpec>, whole: bool) -> Option<NodeClaim> {
         let pid = node.spec.as_ref()?.provider_id.clone().filter(|p| p.starts_with(PROVIDER_ID_PREFIX))?;
         let node_labels = node.metadata.labels.as_ref();
