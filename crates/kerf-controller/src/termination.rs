@@ -221,13 +221,16 @@ impl Termination {
             }
         }
         let mut releases = Vec::new();
-        for &i in done.iter().filter(|&&i| nodes[i].going) {
+        for &i in &done {
             let t = &nodes[i];
+            if !t.going {
+                continue;
+            }
             let mut released = t.node.clone();
             remove_finalizer(&mut released.metadata);
             match changes(&t.node, &released) {
                 Ok(patch) => releases.extend(patch.map(|p| (i, (t.name.clone(), pinned(&t.node.metadata, p))))),
-                Err(e) => failed = failed.or(Some(e)),
+                Err(e) => note(&mut nodes[i], &mut failed, Err(e)),
             }
         }
         let answers =
@@ -239,7 +242,7 @@ impl Termination {
                     cx.state.forget(&gone.into_any());
                 }
                 Ok(None) => {}
-                Err(e) => failed = failed.or(Some(e)),
+                Err(e) => note(&mut nodes[i], &mut failed, Err(e)),
             }
         }
         failed.map_or(Ok(()), Err)
