@@ -31,7 +31,7 @@ use kerf_api::slim_pod::{ConditionStatus, KeptCondition};
 use kerf_api::{ResourceList, Taint};
 use kerf_cloud::Timestamp;
 use kerf_scheduling::pod::nominated_node;
-use kerf_scheduling::{ClusterView, ExistingNode, PreparedPod, pod_requests};
+use kerf_scheduling::{ClusterView, ExistingNode, NodeLabels, PreparedPod, pod_requests};
 
 use crate::pod_writes::{set_running, write_pod};
 use crate::world::World;
@@ -120,9 +120,9 @@ fn has_inter_pod_constraints(pod: &SlimPod) -> bool {
         || spec.affinity.as_ref().is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
 }
 
-/// The node as kube-scheduler's filters see it.
-pub fn existing_node(node: &Node, pods: Vec<Arc<SlimPod>>) -> ExistingNode {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
+/// The node as kube-scheduler's filters see it (its labels read from the very object).
+pub fn existing_node(node: &Arc<Node>, pods: Vec<Arc<SlimPod>>) -> ExistingNode {
+    let labels = NodeLabels::of_node(Arc::clone(node));
     let taints: Vec<Taint> =
         node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten().filter_map(Taint::from_core).collect();
     let mut allocatable = ResourceList::new();
@@ -134,7 +134,7 @@ pub fn existing_node(node: &Node, pods: Vec<Arc<SlimPod>>) -> ExistingNode {
     ExistingNode {
         name: node.metadata.name.clone().unwrap_or_default(),
         node_pool: labels.get(kerf_api::labels::NODE_POOL).cloned(),
-        labels: labels.into(),
+        labels,
         taints,
         allocatable: Arc::new(allocatable),
         pods,

@@ -83,6 +83,8 @@ impl View {
             if !self.view.nodes()[idx].same_apart_from_pods(&now) {
                 self.view.update_node(idx, now);
                 self.allocatable[idx] = cpu_memory(&self.view.nodes()[idx].allocatable);
+            } else {
+                self.view.share_labels(idx, &now.labels);
             }
             let pods = bound_pods(world, name);
             if !same_pods(&self.view.nodes()[idx].pods, &pods) {
