@@ -458,7 +458,8 @@ impl Collector for PodsState {
             MetricType::Gauge,
         )?;
         for row in &rows.rows {
-            let labels: [(&str, &str); 10] = std::array::from_fn(|i| (POD_LABELS[i], rows.value(row[i])));
+            let values = rows.values(row);
+            let labels: [(&str, &str); 10] = std::array::from_fn(|i| (POD_LABELS[i], values[i]));
             metric.encode_family(&labels)?.encode_gauge(&1_i64)?;
         }
         Ok(())
@@ -583,14 +584,31 @@ impl Collector for Disrupted {
     }
 }
 
-/// The pods' label values: `rows[pod][label]` indexes `spans`, each a range of `text`.
+/// The pods' label values. Each row is a pod: its name (a range of `text`), and indexes of its
+/// namespace, owner and phase in `spans` (each a range of `text`, a value stored once) and of
+/// its place in `places` (its node's name and the node's five labels, once per node). A row
+/// takes 24 bytes; the table is rebuilt while the last one is served, so at a controller's
+/// peak two are held.
 #[derive(Debug, Default)]
 struct PodRows {
     text: String,
     spans: Vec<(u32, u32)>,
-    rows: Vec<[u32; 10]>,
+    places: Vec<[u32; 6]>,
+    rows: Vec<PodRow>,
     /// Values seen in this table (all but pod names), while it is built.
     seen: HashMap<String, u32>,
+    /// Places by node name (the empty name for a pod on no node), while it is built.
+    seen_places: HashMap<String, u32>,
+}
+
+/// One pod's row of a [`PodRows`].
+#[derive(Debug, Clone, Copy)]
+struct PodRow {
+    name: (u32, u32),
+    namespace: u32,
+    owner: u32,
+    place: u32,
+    phase: u32,
 }
 
 impl PodRows {
@@ -604,30 +622,75 @@ impl PodRows {
         let shared = nodes + 64;
         PodRows {
             text: String::with_capacity(names + shared * 48),
-            spans: Vec::with_capacity(count + shared),
+            spans: Vec::with_capacity(shared),
+            places: Vec::with_capacity(nodes + 1),
             rows: Vec::with_capacity(count),
             seen: HashMap::with_capacity(shared),
+            seen_places: HashMap::with_capacity(nodes + 1),
         }
     }
 
-    fn value(&self, i: u32) -> &str {
-        let (start, end) = self.spans.get(i as usize).copied().unwrap_or_default();
+    fn text(&self, (start, end): (u32, u32)) -> &str {
         self.text.get(start as usize..end as usize).unwrap_or_default()
     }
 
-    fn add(&mut self, v: &str) -> u32 {
+    fn value(&self, i: u32) -> &str {
+        self.text(self.spans.get(i as usize).copied().unwrap_or_default())
+    }
+
+    /// The label values of `row`, in the order of [`POD_LABELS`].
+    fn values(&self, row: &PodRow) -> [&str; 10] {
+        let place = self.places.get(row.place as usize).copied().unwrap_or_default();
+        [
+            self.text(row.name),
+            self.value(row.namespace),
+            self.value(row.owner),
+            self.value(place[0]),
+            self.value(place[1]),
+            self.value(place[2]),
+            self.value(place[3]),
+            self.value(place[4]),
+            self.value(place[5]),
+            self.value(row.phase),
+        ]
+    }
+
+    fn add(&mut self, v: &str) -> (u32, u32) {
         let start = self.text.len() as u32;
         self.text.push_str(v);
-        self.spans.push((start, self.text.len() as u32));
-        (self.spans.len() - 1) as u32
+        (start, self.text.len() as u32)
     }
 
     fn shared(&mut self, v: &str) -> u32 {
         if let Some(&i) = self.seen.get(v) {
             return i;
         }
-        let i = self.add(v);
+        let span = self.add(v);
+        self.spans.push(span);
+        let i = (self.spans.len() - 1) as u32;
         self.seen.insert(v.to_string(), i);
+        i
+    }
+
+    /// The place of a pod on `node` (or on none): the node's name and labels, once per node.
+    fn place(&mut self, node: Option<&k8s_openapi::api::core::v1::Node>) -> u32 {
+        let name = node.and_then(|n| n.metadata.name.as_deref()).unwrap_or_default();
+        if let Some(&i) = self.seen_places.get(name) {
+            return i;
+        }
+        let node_labels = node.and_then(|n| n.metadata.labels.as_ref());
+        let node_label = |k: &str| node_labels.and_then(|l| l.get(k)).map(String::as_str).unwrap_or_default();
+        let place = [
+            self.shared(name),
+            self.shared(node_label(labels::NODE_POOL)),
+            self.shared(node_label(labels::ZONE)),
+            self.shared(node_label(labels::ARCH)),
+            self.shared(node_label(labels::CAPACITY_TYPE)),
+            self.shared(node_label(labels::INSTANCE_TYPE)),
+        ];
+        self.places.push(place);
+        let i = (self.places.len() - 1) as u32;
+        self.seen_places.insert(name.to_string(), i);
         i
     }
 
@@ -639,28 +702,23 @@ impl PodRows {
             .find(|o| o.controller == Some(true))
             .map(|o| format!("{}/{}", o.kind, o.name))
             .unwrap_or_default();
-        let node_labels = node.and_then(|n| n.metadata.labels.as_ref());
-        let node_label = |k: &str| node_labels.and_then(|l| l.get(k)).map(String::as_str).unwrap_or_default();
-        let row = [
-            self.add(pod.metadata.name.as_deref().unwrap_or_default()),
-            self.shared(pod.metadata.namespace.as_deref().unwrap_or_default()),
-            self.shared(&owner),
-            self.shared(node.and_then(|n| n.metadata.name.as_deref()).unwrap_or_default()),
-            self.shared(node_label(labels::NODE_POOL)),
-            self.shared(node_label(labels::ZONE)),
-            self.shared(node_label(labels::ARCH)),
-            self.shared(node_label(labels::CAPACITY_TYPE)),
-            self.shared(node_label(labels::INSTANCE_TYPE)),
-            self.shared(pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")),
-        ];
+        let row = PodRow {
+            name: self.add(pod.metadata.name.as_deref().unwrap_or_default()),
+            namespace: self.shared(pod.metadata.namespace.as_deref().unwrap_or_default()),
+            owner: self.shared(&owner),
+            place: self.place(node),
+            phase: self.shared(pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")),
+        };
         self.rows.push(row);
     }
 
-    /// The table as it is kept: the build's index of values dropped, the rest trimmed.
+    /// The table as it is kept: the build's indexes of values dropped, the rest trimmed.
     fn done(mut self) -> Self {
         self.seen = HashMap::new();
+        self.seen_places = HashMap::new();
         self.text.shrink_to_fit();
         self.spans.shrink_to_fit();
+        self.places.shrink_to_fit();
         self.rows.shrink_to_fit();
         self
     }
@@ -747,8 +805,14 @@ pub(crate) mod tests {
     fn pods_state_keeps_each_repeated_value_once() {
         let pods: Vec<_> = (0..100).map(|i| pod(&format!("web-{i}"), Some("n1"), "Running")).collect();
         let rows = rows_of(&pods, &node_n1()).done();
-        // 100 names, then namespace, owner, node, five node labels and the phase once each.
-        assert_eq!(rows.spans.len(), 100 + 9);
+        // The namespace, owner, node, five node labels and phase once each; one place.
+        assert_eq!(rows.spans.len(), 9);
+        assert_eq!(rows.places.len(), 1);
+        let names: usize = pods.iter().map(|p| p.metadata.name.as_deref().map_or(0, str::len)).sum();
+        let shared =
+            ["shop", "ReplicaSet/web-7d9", "n1", "default", "us-west-2a", "amd64", "spot", "m5.large", "Running"];
+        assert_eq!(rows.text.len(), names + shared.iter().map(|v| v.len()).sum::<usize>());
+        assert_eq!(std::mem::size_of::<PodRow>(), 24);
     }
 
     #[test]
