@@ -195,11 +195,29 @@ pub trait MetaView {
     fn generation(&self) -> Option<i64>;
     fn set_resource_version(&mut self, rv: Option<String>);
     fn clear_finalizers(&mut self);
+    /// Rebuilds its labels and annotations with full map nodes ([`packed`]), for an object
+    /// that is kept as long as it exists. A [`SlimMeta`]'s maps are shared: one copy each.
+    fn pack_maps(&mut self);
+}
+
+/// The entries a B-tree node of a `BTreeMap` holds.
+const MAP_NODE_ENTRIES: usize = 11;
+
+/// `map` rebuilt with its B-tree nodes full. Decoding a map inserts its keys one at a time, in
+/// order, and each node that fills up is split in two, leaving part of it empty; built from its
+/// sorted entries at once, the map fills its nodes. A Node's twenty-odd labels take two leaves
+/// instead of three (a leaf is over 500 bytes whatever it holds). A map that fits one node is
+/// returned as it is.
+pub fn packed<V>(map: BTreeMap<String, V>) -> BTreeMap<String, V> {
+    if map.len() <= MAP_NODE_ENTRIES {
+        return map;
+    }
+    map.into_iter().collect()
 }
 
 /// Both forms name their fields alike; only the shared ones read through a pointer.
 macro_rules! meta_view {
-    ($($ty:ty),*) => {$(
+    ($($ty:ty { $($own:item)* }),*) => {$(
         impl MetaView for $ty {
             fn name(&self) -> Option<&str> {
                 self.name.as_deref()
@@ -243,10 +261,22 @@ macro_rules! meta_view {
             fn clear_finalizers(&mut self) {
                 self.finalizers = None;
             }
+            $($own)*
         }
     )*};
 }
-meta_view!(ObjectMeta, SlimMeta);
+meta_view!(
+    ObjectMeta {
+        fn pack_maps(&mut self) {
+            for map in [&mut self.labels, &mut self.annotations] {
+                *map = map.take().map(packed);
+            }
+        }
+    },
+    SlimMeta {
+        fn pack_maps(&mut self) {}
+    }
+);
 
 #[cfg(test)]
 mod tests {

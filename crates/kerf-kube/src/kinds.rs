@@ -9,6 +9,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
+use kerf_api::MetaView;
 use kerf_api::cluster::{AnyObject, Object};
 use kerf_api::{CapacityBuffer, CapacityQuota, EC2NodeClass, NodeClaim, NodeOverlay, NodePool, ProvisioningRequest};
 use kube::api::{ApiResource, DynamicObject};
@@ -104,10 +105,16 @@ pub fn by_name(kind: &str) -> Option<&'static Kind> {
 /// Decodes a typed object of the named kind from its JSON. A field kerf's Karpenter and
 /// CapacityBuffer types do not know (written by Karpenter, or by another version of kerf) is
 /// left out, not a reason to refuse the object (see `kerf_api::from_cluster`); the first time a
-/// kind is seen with such a field, an info line names it.
+/// kind is seen with such a field, an info line names it. Its labels and annotations are kept
+/// packed ([`kerf_api::slim_meta::packed`]): a Node's and a NodeClaim's labels are most of what
+/// they cost to keep.
 pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> {
+    fn kept<K: Object>(mut object: K) -> AnyObject {
+        object.meta_mut().pack_maps();
+        object.into_any()
+    }
     fn typed<K: Object + serde::de::DeserializeOwned>(v: Value) -> Result<AnyObject, serde_json::Error> {
-        serde_json::from_value::<K>(v).map(Object::into_any)
+        serde_json::from_value::<K>(v).map(kept)
     }
     fn tolerant<K: Object + serde::de::DeserializeOwned>(v: Value) -> Result<AnyObject, serde_json::Error> {
         let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -117,7 +124,7 @@ pub fn decode(kind: &str, value: Value) -> Result<AnyObject, serde_json::Error> 
                 tracing::info!(kind = K::KIND, name = %name, field = %field, "field not read by kerf; ignored");
             }
         }
-        Ok(decoded.object.into_any())
+        Ok(kept(decoded.object))
     }
     match kind {
         "Pod" => typed::<Pod>(value),

@@ -477,5 +477,6 @@ pub fn type_labels(info: &TypeInfo) -> BTreeMap<String, String> {
     if let Some(gb) = info.local_nvme_gb {
         put(labels::INSTANCE_LOCAL_NVME, gb.to_string());
     }
-    l
+    // Kept for every type of the catalog for as long as it lives.
+    kerf_api::slim_meta::packed(l)
 }
