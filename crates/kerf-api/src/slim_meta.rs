@@ -37,8 +37,9 @@ pub struct SlimMeta {
     pub creation_timestamp: Option<Time>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Time>,
+    /// Behind a pointer: few pods have finalizers, and every pod would pay for an empty list.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub finalizers: Option<Vec<String>>,
+    pub finalizers: Option<Arc<Vec<String>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generate_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,7 +86,7 @@ impl From<ObjectMeta> for SlimMeta {
             deletion_timestamp,
             finalizers: finalizers.map(|mut f| {
                 f.shrink_to_fit();
-                f
+                Arc::new(f)
             }),
             generate_name,
             generation,
@@ -115,7 +116,7 @@ impl From<&ObjectMeta> for SlimMeta {
             annotations,
             creation_timestamp: meta.creation_timestamp.clone(),
             deletion_timestamp: meta.deletion_timestamp.clone(),
-            finalizers: meta.finalizers.clone(),
+            finalizers: meta.finalizers.clone().map(Arc::new),
             generate_name: meta.generate_name.clone(),
             generation: meta.generation,
             labels: meta.labels.as_ref().map(|l| shared_map_from(&LABELS, l)),
@@ -136,7 +137,7 @@ impl From<SlimMeta> for ObjectMeta {
             creation_timestamp: meta.creation_timestamp,
             deletion_grace_period_seconds: None,
             deletion_timestamp: meta.deletion_timestamp,
-            finalizers: meta.finalizers,
+            finalizers: meta.finalizers.map(Arc::unwrap_or_clone),
             generate_name: meta.generate_name,
             generation: meta.generation,
             labels: meta.labels.map(unshared),
@@ -244,7 +245,7 @@ macro_rules! meta_view {
                 self.owner_references.as_ref().map_or(&[], |o| Borrow::<Vec<OwnerReference>>::borrow(o))
             }
             fn finalizers(&self) -> &[String] {
-                self.finalizers.as_deref().unwrap_or_default()
+                self.finalizers.as_ref().map_or(&[], |f| Borrow::<Vec<String>>::borrow(f))
             }
             fn deletion_timestamp(&self) -> Option<&Time> {
                 self.deletion_timestamp.as_ref()

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 /// Values by fingerprint, held weakly, behind a lock (the tables are process-wide).
-pub(crate) struct WeakTable<T> {
+pub(crate) struct WeakTable<T: ?Sized> {
     inner: Mutex<Entries<T>>,
 }
 
-struct Entries<T> {
+struct Entries<T: ?Sized> {
     by_print: HashMap<u64, Vec<Weak<T>>>,
     entries: usize,
     /// The entry count at which the next sweep of freed values runs.
@@ -24,7 +24,7 @@ struct Entries<T> {
 /// Sweeps run when the table doubles since the last one, and not below this many entries.
 const MIN_SWEEP: usize = 1024;
 
-impl<T> WeakTable<T> {
+impl<T: ?Sized> WeakTable<T> {
     pub(crate) fn new() -> Self {
         WeakTable { inner: Mutex::new(Entries { by_print: HashMap::new(), entries: 0, sweep_at: 0 }) }
     }
@@ -36,7 +36,12 @@ impl<T> WeakTable<T> {
 
     /// The live value of fingerprint `print` that `same` accepts, else `make()`'s, shared from
     /// now on (for a value matched in a borrowed form: it is copied only when new).
-    pub(crate) fn share_with(&self, print: u64, same: impl Fn(&T) -> bool, make: impl FnOnce() -> T) -> Arc<T> {
+    pub(crate) fn share_arc_with(
+        &self,
+        print: u64,
+        same: impl Fn(&T) -> bool,
+        make: impl FnOnce() -> Arc<T>,
+    ) -> Arc<T> {
         let mut table = self.lock();
         match table.find(print, same) {
             Some(have) => have,
@@ -51,23 +56,30 @@ impl<T> WeakTable<T> {
     }
 }
 
+impl<T> WeakTable<T> {
+    /// [`WeakTable::share_arc_with`] for a value made in place.
+    pub(crate) fn share_with(&self, print: u64, same: impl Fn(&T) -> bool, make: impl FnOnce() -> T) -> Arc<T> {
+        self.share_arc_with(print, same, || Arc::new(make()))
+    }
+}
+
 impl<T: PartialEq> WeakTable<T> {
     /// The live value equal to `value` (of fingerprint `print`), else `value`, shared from now on.
     pub(crate) fn share(&self, print: u64, value: T) -> Arc<T> {
         let mut table = self.lock();
         match table.find(print, |v| *v == value) {
             Some(have) => have,
-            None => table.insert(print, value),
+            None => table.insert(print, Arc::new(value)),
         }
     }
 }
 
-impl<T> Entries<T> {
+impl<T: ?Sized> Entries<T> {
     fn find(&self, print: u64, same: impl Fn(&T) -> bool) -> Option<Arc<T>> {
         self.by_print.get(&print)?.iter().filter_map(Weak::upgrade).find(|v| same(v))
     }
 
-    fn insert(&mut self, print: u64, value: T) -> Arc<T> {
+    fn insert(&mut self, print: u64, value: Arc<T>) -> Arc<T> {
         if self.entries >= self.sweep_at {
             self.by_print.retain(|_, values| {
                 values.retain(|v| v.strong_count() > 0);
@@ -76,7 +88,6 @@ impl<T> Entries<T> {
             self.entries = self.by_print.values().map(Vec::len).sum();
             self.sweep_at = (2 * self.entries).max(MIN_SWEEP);
         }
-        let value = Arc::new(value);
         self.by_print.entry(print).or_default().push(Arc::downgrade(&value));
         self.entries += 1;
         value

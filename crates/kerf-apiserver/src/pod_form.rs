@@ -165,12 +165,12 @@ mod tests {
         // A status patch (a controller's nomination) and a metadata patch are written slim.
         let nominate = Patch::Merge(json!({"status": {"nominatedNodeName": "n2"}}));
         let patched = c.patch_obj::<SlimPod>(Some("default"), "a", &nominate, Part::Status).unwrap();
-        assert_eq!(patched.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()), Some("n2"));
+        assert_eq!(patched.status.as_ref().and_then(|s| s.nominated_node_name()), Some("n2"));
         let label = Patch::Merge(json!({"metadata": {"labels": {"tier": "front"}}}));
         c.patch_obj::<Pod>(Some("default"), "a", &label, Part::Main).unwrap();
         let Stored::Typed(AnyObject::SlimPod(kept)) = stored(&c, "a") else { panic!("a patch stored it whole") };
         assert_eq!(kept.metadata.labels.as_ref().and_then(|l| l.get("tier")).map(String::as_str), Some("front"));
-        assert_eq!(kept.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()), Some("n2"));
+        assert_eq!(kept.status.as_ref().and_then(|s| s.nominated_node_name()), Some("n2"));
 
         // Served, the store keeps pods whole: the one kept before as what it kept, a new one
         // with every field.

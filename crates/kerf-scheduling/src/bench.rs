@@ -267,7 +267,7 @@ pub fn consolidation_cluster_filled(
             let mut p = bench_pod(next, group, &mut rng);
             next += 1;
             if let Some(spec) = p.spec.as_mut() {
-                spec.node_name = Some(name.clone());
+                spec.node_name = Some(kerf_api::slim_pod::node_name(&name));
             }
             pods.push(Arc::new(p));
         }

@@ -281,7 +281,7 @@ fn a_ranked_replay_binds_every_pod_where_filtering_and_scoring_every_node_does()
 fn bound_to(p: &Arc<SlimPod>, node: &str) -> Arc<SlimPod> {
     let mut b = SlimPod::clone(p);
     if let Some(spec) = b.spec.as_mut() {
-        spec.node_name = Some(node.to_string());
+        spec.node_name = Some(kerf_api::slim_pod::node_name(node));
     }
     Arc::new(b)
 }

@@ -117,7 +117,7 @@ pub fn untolerated_taint<'a>(pod: &SlimPod, taints: &'a [Taint]) -> Option<&'a T
 
 /// The node a pending pod is nominated to (`status.nominatedNodeName`), if any.
 pub fn nominated_node(pod: &SlimPod) -> Option<&str> {
-    pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty())
+    pod.status.as_ref().and_then(|s| s.nominated_node_name()).filter(|n| !n.is_empty())
 }
 
 /// Whether the DaemonSet controller runs a pod of this template on a node with these name,

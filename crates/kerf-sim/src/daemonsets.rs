@@ -63,7 +63,7 @@ impl DaemonSets {
         if self.by_pod.contains_key(&pk) || pod.metadata.deletion_timestamp.is_some() {
             return;
         }
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { return };
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref().map(str::to_string)) else { return };
         let Some(ds) = pod_facts::daemonset_owner(pod) else { return };
         let slot = (format!("{ns}/{ds}"), node);
         if self.pods.contains_key(&slot) {

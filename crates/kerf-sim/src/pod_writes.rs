@@ -35,27 +35,19 @@ pub trait PodEdit {
     );
 }
 
-/// The fields both forms name alike: the node name, and the status's phase, start time and
-/// nomination (`$status` gets a pod's status, made if it has none).
-macro_rules! same_fields {
-    ($status:ident) => {
-        fn set_node_name(&mut self, node: &str) {
-            self.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
-        }
-        fn set_phase(&mut self, phase: &str) {
-            $status(self).phase = Some(phase.to_string());
-        }
-        fn start_once(&mut self, now: Timestamp) {
-            $status(self).start_time.get_or_insert(Time(now));
-        }
-        fn clear_nomination(&mut self) {
-            $status(self).nominated_node_name = None;
-        }
-    };
-}
-
 impl PodEdit for Pod {
-    same_fields!(status);
+    fn set_node_name(&mut self, node: &str) {
+        self.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+    }
+    fn set_phase(&mut self, phase: &str) {
+        status(self).phase = Some(phase.to_string());
+    }
+    fn start_once(&mut self, now: Timestamp) {
+        status(self).start_time.get_or_insert(Time(now));
+    }
+    fn clear_nomination(&mut self) {
+        status(self).nominated_node_name = None;
+    }
     fn has_condition(&self, type_: KeptCondition) -> bool {
         let conditions = self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
         conditions.iter().any(|c| c.type_ == type_.as_str())
@@ -89,7 +81,21 @@ fn status(pod: &mut Pod) -> &mut PodStatus {
 }
 
 impl PodEdit for SlimPod {
-    same_fields!(slim_status);
+    fn set_node_name(&mut self, node: &str) {
+        self.spec.get_or_insert_with(Default::default).node_name = Some(kerf_api::slim_pod::node_name(node));
+    }
+    fn set_phase(&mut self, phase: &str) {
+        slim_status(self).phase = Some(phase.to_string());
+    }
+    fn start_once(&mut self, now: Timestamp) {
+        let status = slim_status(self);
+        if status.start_time().is_none() {
+            status.set_start_time(Some(&Time(now)));
+        }
+    }
+    fn clear_nomination(&mut self) {
+        slim_status(self).set_nominated_node_name(None);
+    }
     fn has_condition(&self, type_: KeptCondition) -> bool {
         self.condition(type_).is_some()
     }
@@ -210,12 +216,12 @@ mod tests {
         let pod = &written[1];
         assert_eq!(pod.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some("n1"));
         let status = pod.status.as_ref().unwrap();
-        assert_eq!((status.phase.as_deref(), status.nominated_node_name.as_deref()), (Some("Running"), None));
+        assert_eq!((status.phase.as_deref(), status.nominated_node_name()), (Some("Running"), None));
         let kept: Vec<_> = status.conditions.iter().flatten().map(|c| (c.type_, c.status)).collect();
         assert_eq!(
             kept,
             [(KeptCondition::PodScheduled, ConditionStatus::True), (KeptCondition::Ready, ConditionStatus::True)]
         );
-        assert!(status.start_time.is_some());
+        assert!(status.start_time().is_some());
     }
 }

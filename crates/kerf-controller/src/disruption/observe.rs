@@ -69,9 +69,9 @@ fn changes_disruption(event: &WatchEvent, old: &ClusterState) -> bool {
             ) else {
                 return true;
             };
-            let status = |x: &SlimPod| {
-                x.status.as_ref().map(|s| (s.phase.clone(), s.nominated_node_name.clone())).unwrap_or_default()
-            };
+            fn status(x: &SlimPod) -> (Option<&str>, Option<&str>) {
+                x.status.as_ref().map(|s| (s.phase.as_deref(), s.nominated_node_name())).unwrap_or_default()
+            }
             was.metadata.deletion_timestamp != p.metadata.deletion_timestamp
                 || was.metadata.labels != p.metadata.labels
                 || was.metadata.annotations != p.metadata.annotations

@@ -503,8 +503,8 @@ pub fn pods_not_running(cluster: &SimCluster) -> Vec<(String, String)> {
         cluster.list_objs::<Node>().into_iter().filter(ready).filter_map(|n| n.metadata.name).collect();
     let mut out = Vec::new();
     for p in cluster.list_objs::<SlimPod>().into_iter().filter(live) {
-        let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
-        let running = node.as_ref().is_some_and(|n| ready_nodes.contains(n))
+        let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let running = node.as_ref().is_some_and(|n| ready_nodes.contains(*n))
             && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
         if !running {
             let key = kerf_scheduling::pod::key(&p);

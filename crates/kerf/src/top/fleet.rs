@@ -507,12 +507,12 @@ impl PodFacts {
         PodFacts {
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             name: pod.metadata.name.clone().unwrap_or_default(),
-            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()).map(str::to_string),
             finished: phase == "Succeeded" || phase == "Failed",
             phase,
             requests: Arc::new(kerf_scheduling::pod::pod_requests(pod)),
             owner: owner(pod),
-            nominated: status.and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty()),
+            nominated: status.and_then(|s| s.nominated_node_name()).filter(|n| !n.is_empty()).map(str::to_string),
             unschedulable,
         }
     }
