@@ -692,6 +692,43 @@ mod tests {
     }
 
     #[test]
+    fn a_nomination_and_start_time_are_kept_compact_and_written_back_as_the_api_names_them() {
+        let waiting = serde_json::json!({"status": {"phase": "Pending", "nominatedNodeName": "n2",
+            "reason": "Preempting", "startTime": "2026-01-01T00:00:07Z"}});
+        let mut pod: SlimPod = serde_json::from_value(waiting.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&pod).unwrap()["status"], waiting["status"]);
+        let whole: Pod = serde_json::from_value(waiting).unwrap();
+        assert_eq!(SlimPod::from(&whole), pod);
+        let status = pod.status.as_mut().unwrap();
+        assert_eq!((status.nominated_node_name(), status.reason()), (Some("n2"), Some("Preempting")));
+        assert_eq!(status.start_time(), whole.status.as_ref().and_then(|s| s.start_time.clone()));
+
+        // Clearing one of the three rare fields keeps the others; clearing all frees their box.
+        status.set_nominated_node_name(None);
+        assert_eq!((status.nominated_node_name(), status.reason()), (None, Some("Preempting")));
+        status.set_nominated_node_name(Some("n3".to_string()));
+        status.set_reason(None, None);
+        assert_eq!((status.nominated_node_name(), status.reason()), (Some("n3"), None));
+        status.set_nominated_node_name(None);
+        assert!(status.detail.is_none());
+        status.set_start_time(None);
+        assert_eq!(serde_json::to_value(&pod).unwrap()["status"], serde_json::json!({"phase": "Pending"}));
+    }
+
+    #[test]
+    fn pods_bound_to_a_node_share_one_copy_of_its_name() {
+        let bound = |name: &str| -> SlimPod {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": {"nodeName": "shared-node-1"}}))
+                .unwrap()
+        };
+        let (a, b) = (bound("a"), bound("b"));
+        let name = |p: &SlimPod| p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
+        assert!(Arc::ptr_eq(&name(&a), &name(&b)));
+        assert_eq!(&*name(&a), "shared-node-1");
+        assert!(Arc::ptr_eq(&name(&a), &node_name("shared-node-1")));
+    }
+
+    #[test]
     fn a_watched_pod_keeps_what_scheduling_reads_and_loses_env_probes_and_statuses() {
         let full = serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
