@@ -718,8 +718,10 @@ mod tests {
     #[test]
     fn pods_bound_to_a_node_share_one_copy_of_its_name() {
         let bound = |name: &str| -> SlimPod {
-            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": {"nodeName": "shared-node-1"}}))
-                .unwrap()
+            serde_json::from_value(
+                serde_json::json!({"metadata": {"name": name}, "spec": {"nodeName": "shared-node-1"}}),
+            )
+            .unwrap()
         };
         let (a, b) = (bound("a"), bound("b"));
         let name = |p: &SlimPod| p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
