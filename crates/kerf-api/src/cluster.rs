@@ -238,6 +238,10 @@ pub enum ApiError {
     TooManyRequests { name: String, reason: String },
     #[error("invalid {kind} {name}: {message}")]
     Invalid { kind: &'static str, name: String, message: String },
+    /// A write the cluster refuses whatever the object says, e.g. new content in a namespace
+    /// being deleted; `cause` is the reason's one word (`NamespaceTerminating`).
+    #[error("{kind} {name} is forbidden: {message}")]
+    Forbidden { kind: &'static str, name: String, cause: &'static str, message: String },
     #[error("cluster API error: {0}")]
     Other(String),
 }

@@ -1,7 +1,7 @@
 //! What the API server's create strategies fill in for kinds whose objects clients create bare:
 //! a Namespace is `Active`, carries the `kubernetes.io/metadata.name` label naming it, and has the
-//! `kubernetes` finalizer in its spec (the namespace controller's; kerf keeps it as written and
-//! deletes a Namespace at once, docs/playground.md, "Not supported yet"); a Pod a client creates
+//! `kubernetes` finalizer in its spec (the namespace controller's: the Namespace's deletion waits
+//! until what is in it is gone, see `cluster::namespaces`); a Pod a client creates
 //! starts `Pending`, with the QoS class its containers' resources give it.
 
 use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec, NamespaceStatus};

@@ -1,9 +1,10 @@
 //! The cluster API in memory: typed stores per kind, uids, a global resourceVersion counter,
 //! generateName, finalizers and deletionTimestamp, optimistic concurrency, admission (pod priority
 //! and RuntimeClass overhead; a Service's cluster IP; a CRD's checks and status; when asked, the
-//! not-ready taint on new Nodes), PodDisruptionBudget-aware eviction, an event log, a queue of watch events the driver drains, and (when serving) the
-//! history of changes HTTP watches resume from. Pods are kept whole when served and in the
-//! controllers' slim form when not ([`crate::pod_form`]).
+//! not-ready taint on new Nodes), a Namespace's deletion with its content ([`namespaces`]),
+//! PodDisruptionBudget-aware eviction, an event log, a queue of watch events the driver drains,
+//! and (when serving) the history of changes HTTP watches resume from. Pods are kept whole when
+//! served and in the controllers' slim form when not ([`crate::pod_form`]).
 //!
 //! The event log keeps every event the controllers emit (the report and the tests read it);
 //! when serving, they also become core/v1 Event objects the way `kerf controller`'s recorder
@@ -31,6 +32,8 @@ use crate::kinds::{ResourceKind, is_namespaced};
 use crate::pod_form::PodForm;
 use crate::stored::{DynamicObject, Stored, typed};
 use crate::writes::{ChangeType, Commit, Mode, Part, Preconditions};
+
+mod namespaces;
 
 /// Characters Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
 pub use kerf_api::seeded::NAME_ALPHABET;
@@ -79,6 +82,8 @@ struct Inner {
     pod_form: PodForm,
     /// The kinds the CustomResourceDefinitions clients created serve.
     custom: Registry,
+    /// A namespace's content is being deleted with it (see [`namespaces`]).
+    clearing_namespace: bool,
 }
 
 /// The in-memory API server. Cheap to share by reference; all methods take `&self`.
@@ -226,6 +231,9 @@ impl Inner {
         }
         let name = meta.name.clone().unwrap_or_default();
         let key = key_of(meta.namespace.as_deref(), &name, namespaced);
+        if let Some(ns) = meta.namespace.as_deref() {
+            self.admit_into_namespace(kind, ns, &name)?;
+        }
         if self.stores.get(kind).is_some_and(|s| s.contains_key(&key)) {
             return Err(ApiError::AlreadyExists { kind, name });
         }
@@ -288,12 +296,17 @@ impl Inner {
             return;
         }
         let Some(kind) = self.custom.unregister(d.metadata.name.as_deref().unwrap_or("")) else { return };
+        let mut namespaces = BTreeSet::new();
         for (_, mut obj) in self.stores.remove(kind).unwrap_or_default() {
             let rv = self.next_rv();
             let m = obj.server_fields();
             m.deletion_timestamp.get_or_insert(Time(now));
             *m.resource_version = Some(rv);
+            namespaces.extend(obj.meta().namespace().map(str::to_string));
             self.emit(kind, ChangeType::Deleted, obj, None);
+        }
+        for ns in namespaces {
+            self.namespace_settled(&ns);
         }
     }
 
@@ -357,6 +370,9 @@ impl Inner {
             }
             self.index(kind, Some(&previous), None);
             self.emit(kind, ChangeType::Deleted, next.clone(), None);
+            if let Some(ns) = next.meta().namespace().filter(|_| is_namespaced(kind)).map(str::to_string) {
+                self.namespace_settled(&ns);
+            }
         } else {
             self.stores.entry(kind).or_default().insert(key, next.clone());
             self.index(kind, Some(&previous), Some(&next));
@@ -412,6 +428,11 @@ impl Inner {
         if pre.resource_version.as_deref().is_some_and(|rv| m.resource_version() != Some(rv)) {
             return Err(ApiError::Conflict { kind, name: format!("{name} (precondition failed: resourceVersion)") });
         }
+        if kind == namespaces::NAMESPACE
+            && let Some(r) = self.delete_namespace(now, name, &current, commit)
+        {
+            return r;
+        }
         if commit == Commit::DryRun {
             current.server_fields().deletion_timestamp.get_or_insert(Time(now));
             return Ok(current);
@@ -439,6 +460,9 @@ impl Inner {
         self.emit(kind, ChangeType::Deleted, current.clone(), None);
         if kind == CRD_KIND {
             self.crd_changed(now, &current, true);
+        }
+        if let Some(ns) = current.meta().namespace().filter(|_| is_namespaced(kind)).map(str::to_string) {
+            self.namespace_settled(&ns);
         }
         Ok(current)
     }

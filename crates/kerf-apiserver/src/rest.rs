@@ -84,6 +84,16 @@ impl RestError {
                         json!({"name": name, "kind": q, "causes": [{"reason": "FieldValueInvalid", "message": message}]}),
                     )
                 }
+                ApiError::Forbidden { kind, name, cause, message } => {
+                    let q = qualified(kind);
+                    let name = name.rsplit('/').next().unwrap_or(name);
+                    (
+                        403,
+                        "Forbidden",
+                        format!("{q} \"{name}\" is forbidden: {message}"),
+                        json!({"name": name, "kind": q, "causes": [{"reason": cause, "message": message}]}),
+                    )
+                }
                 ApiError::Other(m) => (500, "InternalError", m.clone(), Value::Null),
             },
             RestError::BadRequest(m) => (400, "BadRequest", m.clone(), Value::Null),

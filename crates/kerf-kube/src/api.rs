@@ -54,6 +54,7 @@ pub fn api_error(kind: &'static str, name: &str, e: kube::Error) -> ApiError {
             409 if s.reason == "AlreadyExists" => ApiError::AlreadyExists { kind, name },
             409 => ApiError::Conflict { kind, name },
             422 | 400 => ApiError::Invalid { kind, name, message: s.message },
+            403 => ApiError::Forbidden { kind, name, cause: "Forbidden", message: s.message },
             429 => ApiError::TooManyRequests { name, reason: s.message },
             code => ApiError::Other(format!("{kind} {name}: HTTP {code} {}: {}", s.reason, s.message)),
         },

@@ -2,8 +2,9 @@
 //! result it has on a real cluster: the generators (`create deployment|namespace|pdb`, `run`),
 //! `set image|resources`, `rollout status|history|undo|restart`, `wait --for=condition`, `diff`,
 //! `edit`, `label`, `annotate`, client-side `apply`, server-side dry runs, `cordon`, `uncordon`,
-//! `drain` (evictions honouring a PodDisruptionBudget), `expose`, `auth can-i` and `get` /
-//! `describe` in every output format (docs/playground.md, "What works with kubectl").
+//! `drain` (evictions honouring a PodDisruptionBudget), `expose`, `auth can-i`, `delete
+//! namespace` (docs/playground.md, "Deleting a namespace") and `get` / `describe` in every output
+//! format (docs/playground.md, "What works with kubectl").
 
 mod common;
 
@@ -354,5 +355,56 @@ fn client_side_apply_removes_what_the_manifest_dropped_and_keeps_what_another_wr
         serde_json::json!([{"name": "web", "image": "nginx:2", "env": [{"name": "A", "value": "1"}],
             "ports": [{"containerPort": 80}], "resources": {"limits": {"cpu": "1"}}}])
     );
+    assert!(s.stop().success());
+}
+
+#[test]
+fn deleting_a_namespace_deletes_its_workload_and_a_finalizer_holds_it_terminating() {
+    let s = with_pool("cmd-namespace-delete");
+    kubectl_ok(&s, &["create", "namespace", "team"]);
+    kubectl_ok(&s, &["create", "deployment", "web", "-n", "team", "--image=nginx", "--replicas=2"]);
+    kubectl_ok(&s, &["create", "deployment", "web", "--image=nginx"]);
+    let met = kubectl_ok(&s, &["wait", "-n", "team", "--for=condition=Available", "deployment/web", "--timeout=120s"]);
+    assert_eq!(met.trim(), "deployment.apps/web condition met");
+
+    // The namespace goes with its Deployment, ReplicaSet and pods; nothing makes them again.
+    assert_eq!(kubectl_ok(&s, &["delete", "namespace", "team"]).trim(), "namespace \"team\" deleted");
+    let (found, text) = run(&s, &["get", "namespace", "team"]);
+    assert!(!found && text.contains("namespaces \"team\" not found"), "{text}");
+    for kind in ["pods", "replicasets", "deployments"] {
+        assert_eq!(jsonpath(&s, &[kind, "-n", "team"], "{.items[*].metadata.name}"), "", "{kind}");
+    }
+    // The default namespace keeps its own.
+    assert_eq!(jsonpath(&s, &["deployments"], "{.items[*].metadata.name}"), "web");
+
+    // A pod kept by a finalizer of its own keeps its namespace Terminating, and closed.
+    kubectl_ok(&s, &["create", "namespace", "hold"]);
+    kubectl_ok(&s, &["run", "keep", "-n", "hold", "--image=busybox"]);
+    let finalizer = r#"{"metadata":{"finalizers":["example.com/keep"]}}"#;
+    kubectl_ok(&s, &["patch", "pod", "keep", "-n", "hold", "--type", "merge", "-p", finalizer]);
+    kubectl_ok(&s, &["delete", "namespace", "hold", "--wait=false"]);
+    assert_eq!(jsonpath(&s, &["namespace", "hold"], "{.status.phase}"), "Terminating");
+    let described = kubectl_ok(&s, &["describe", "namespace", "hold"]);
+    for line in [
+        "Some resources are remaining: pods has 1 resource instances",
+        "Some content in the namespace has finalizers remaining: example.com/keep in 1 resource instances",
+    ] {
+        assert!(described.contains(line), "{line:?} in:\n{described}");
+    }
+    let (created, text) = run(&s, &["create", "deployment", "late", "-n", "hold", "--image=nginx"]);
+    assert!(!created, "{text}");
+    assert!(
+        text.contains(
+            "deployments.apps \"late\" is forbidden: unable to create new content in namespace hold because it is being terminated"
+        ),
+        "{text}"
+    );
+    // Once the finalizer is removed the pod goes, and the namespace with it.
+    kubectl_ok(
+        &s,
+        &["patch", "pod", "keep", "-n", "hold", "--type", "merge", "-p", r#"{"metadata":{"finalizers":null}}"#],
+    );
+    let (found, text) = run(&s, &["get", "namespace", "hold"]);
+    assert!(!found && text.contains("namespaces \"hold\" not found"), "{text}");
     assert!(s.stop().success());
 }
