@@ -406,5 +406,12 @@ fn deleting_a_namespace_deletes_its_workload_and_a_finalizer_holds_it_terminatin
     );
     let (found, text) = run(&s, &["get", "namespace", "hold"]);
     assert!(!found && text.contains("namespaces \"hold\" not found"), "{text}");
+    // The default namespace is never deleted.
+    let (deleted, text) = run(&s, &["delete", "namespace", "default"]);
+    assert!(
+        !deleted && text.contains("namespaces \"default\" is forbidden: this namespace may not be deleted"),
+        "{text}"
+    );
+    assert_eq!(jsonpath(&s, &["deployments"], "{.items[*].metadata.name}"), "web");
     assert!(s.stop().success());
 }

@@ -4,7 +4,8 @@
 //! nothing is left, the finalizer goes and so does the Namespace. An object kept by its own
 //! finalizers keeps the Namespace `Terminating`, its conditions saying what remains, until the
 //! object is gone. Meanwhile nothing new is created in it (`403 Forbidden`, `NamespaceTerminating`),
-//! as the NamespaceLifecycle admission plugin refuses.
+//! as the NamespaceLifecycle admission plugin refuses; that plugin also keeps `default`,
+//! `kube-system` and `kube-public` from being deleted at all.
 //!
 //! The cluster does it in the same step as the DELETE, so no other writer gets in between and a
 //! Deployment deleted with its pods makes no new ones.
@@ -23,6 +24,9 @@ use crate::writes::{ChangeType, Commit, Preconditions};
 
 /// The kind name of Namespaces in the stores.
 pub(super) const NAMESPACE: &str = "Namespace";
+
+/// The namespaces the API server never deletes.
+const IMMORTAL: [&str; 3] = ["default", "kube-system", "kube-public"];
 
 /// The finalizer the namespace controller removes once the namespace is empty.
 const CONTROLLER_FINALIZER: &str = "kubernetes";
@@ -128,7 +132,8 @@ impl Inner {
 
     /// A DELETE of the Namespace `current` (named `name`) that waits for the namespace
     /// controller: marks it `Terminating`, deletes what is in it, and removes it once empty.
-    /// Returns its last state; `None` when it does not wait (no finalizer in its spec).
+    /// Returns its last state; `None` when it does not wait (no finalizer in its spec). The
+    /// namespaces every cluster has (`default`, `kube-system`, `kube-public`) are never deleted.
     pub(super) fn delete_namespace(
         &mut self,
         now: Timestamp,
@@ -136,6 +141,14 @@ impl Inner {
         current: &Stored,
         commit: Commit,
     ) -> Option<Result<Stored, ApiError>> {
+        if IMMORTAL.contains(&name) {
+            return Some(Err(ApiError::Forbidden {
+                kind: NAMESPACE,
+                name: name.to_string(),
+                cause: "Forbidden",
+                message: "this namespace may not be deleted".to_string(),
+            }));
+        }
         let ns = namespace_of(current)?;
         if !has_controller_finalizer(ns) {
             return None;
@@ -328,6 +341,27 @@ mod tests {
         // Its name can be used again.
         c.create_obj(Namespace { metadata: meta(None, "team"), ..Default::default() }).unwrap();
         c.create_obj(pod("team", "new")).unwrap();
+    }
+
+    #[test]
+    fn the_namespaces_every_cluster_has_are_never_deleted() {
+        let c = cluster();
+        for ns in ["default", "kube-system", "kube-public"] {
+            if c.get_obj::<Namespace>(None, ns).is_none() {
+                c.create_obj(Namespace { metadata: meta(None, ns), ..Default::default() }).unwrap();
+            }
+            c.create_obj(pod(ns, "p")).unwrap();
+            for commit in [Commit::DryRun, Commit::Store] {
+                match c.delete_stored_as("Namespace", None, ns, &Preconditions::default(), commit) {
+                    Err(ApiError::Forbidden { message, .. }) => {
+                        assert_eq!(message, "this namespace may not be deleted")
+                    }
+                    other => panic!("{ns}: expected Forbidden, got {other:?}"),
+                }
+            }
+            assert_eq!(phase(&c, ns).as_deref(), Some("Active"));
+            assert_eq!(pods_in(&c, ns), vec!["p"]);
+        }
     }
 
     #[test]
