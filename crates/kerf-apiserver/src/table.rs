@@ -32,6 +32,8 @@ enum Cell {
     PodStatus,
     NodeStatus,
     NodeRoles,
+    /// A Node's address of this type, `<none>` when it has none.
+    NodeAddress(&'static str),
     EventObject,
     LastSeen,
     /// A CRD printer column's JSONPath, read as the column's type (`date`: an age).
@@ -110,6 +112,8 @@ fn columns(kind: &ResourceKind) -> Vec<Column> {
             ("Roles", "string", 0, NodeRoles),
             age,
             ("Version", "string", 0, Path("/status/nodeInfo/kubeletVersion")),
+            ("Internal-IP", "string", 1, NodeAddress("InternalIP")),
+            ("External-IP", "string", 1, NodeAddress("ExternalIP")),
             ("Instance-Type", "string", 1, Label("node.kubernetes.io/instance-type")),
             ("Zone", "string", 1, Label("topology.kubernetes.io/zone")),
         ],
@@ -275,6 +279,12 @@ fn cell(obj: &Value, c: Cell, now: Timestamp) -> Value {
                 .unwrap_or_default();
             if roles.is_empty() { "<none>".to_string() } else { roles.join(",") }
         }
+        Cell::NodeAddress(type_) => obj
+            .pointer("/status/addresses")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|x| x["type"] == type_))
+            .and_then(|x| x["address"].as_str())
+            .map_or_else(|| "<none>".to_string(), str::to_string),
         Cell::EventObject => format!(
             "{}/{}",
             obj.pointer("/involvedObject/kind").and_then(Value::as_str).unwrap_or("").to_lowercase(),

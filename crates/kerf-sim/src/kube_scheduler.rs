@@ -592,6 +592,7 @@ fn bind(
     now: Timestamp,
 ) -> Option<Result<Arc<SlimPod>, kerf_api::cluster::ApiError>> {
     let ready = world.nodes.get(node).is_some_and(|n| node_ready(n));
+    let host_ip = world.node_ip(node);
     write_pod(cluster, pod, |p| {
         p.set_node_name(node);
         // A bound pod's nomination has served its purpose.
@@ -599,7 +600,7 @@ fn bind(
         p.remove_condition(KeptCondition::Ready);
         p.set_condition(KeptCondition::PodScheduled, ConditionStatus::True, None, None, now);
         if ready {
-            set_running(p, now);
+            set_running(p, now, host_ip);
         } else {
             p.set_phase("Pending");
         }

@@ -9,19 +9,21 @@
 //! as soon as they appear, as kwok does, and their startup taints lifted as for any other node.
 //! Whatever is bound to a Node starts (phase Running, Ready) as soon as that node is Ready,
 //! however and whenever it was bound: by kube-scheduler before the node was Ready, or by a client
-//! that set `spec.nodeName` itself.
+//! that set `spec.nodeName` itself. Nodes report their addresses and pods get theirs as they
+//! start ([`crate::addresses`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint as CoreTaint};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint as CoreTaint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as CoreQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kerf_api::labels;
 use kerf_api::{ResourceList, Taint, TaintEffect};
 use kerf_cloud::Timestamp;
 
+use crate::addresses::Addresses;
 use crate::pod_writes::{set_running, write_pod};
 use crate::world::World;
 use kerf_apiserver::SimCluster;
@@ -82,6 +84,8 @@ pub struct Kubelet {
     /// (survives a reboot).
     faults: BTreeMap<String, BTreeMap<String, bool>>,
     region: String,
+    /// The node and pod addresses handed out so far.
+    addresses: Addresses,
 }
 
 pub fn quantities(list: &ResourceList) -> BTreeMap<String, CoreQuantity> {
@@ -99,8 +103,9 @@ fn ready_condition(ready: bool, now: Timestamp) -> NodeCondition {
     }
 }
 
-/// A Node present at t=0 (its NodeClaim, if any, is the driver's to create).
-pub fn scenario_node(n: &crate::scenario::ScenarioNode, now: Timestamp) -> Node {
+/// A Node present at t=0 with `addresses` (see [`Kubelet::node_addresses`]; its NodeClaim, if
+/// any, is the driver's to create).
+pub fn scenario_node(n: &crate::scenario::ScenarioNode, now: Timestamp, addresses: Vec<NodeAddress>) -> Node {
     let mut lbls = n.labels.clone();
     lbls.insert(labels::HOSTNAME.to_string(), n.name.clone());
     Node {
@@ -119,6 +124,7 @@ pub fn scenario_node(n: &crate::scenario::ScenarioNode, now: Timestamp) -> Node 
             capacity: Some(quantities(&n.capacity)),
             allocatable: Some(quantities(n.allocatable())),
             conditions: Some(vec![ready_condition(true, now)]),
+            addresses: Some(addresses),
             ..NodeStatus::default()
         }),
     }
@@ -145,6 +151,11 @@ fn report(c: &mut NodeCondition, status: &str, reason: &str, message: &str, now:
 impl Kubelet {
     pub fn new(region: &str) -> Self {
         Kubelet { region: region.to_string(), ..Kubelet::default() }
+    }
+
+    /// The addresses the Node named `name` reports (see [`crate::addresses`]).
+    pub fn node_addresses(&mut self, name: &str) -> Vec<NodeAddress> {
+        self.addresses.node(name)
     }
 
     /// A scenario step set `condition` on `node`; `persistent`: a reboot does not fix it.
@@ -311,6 +322,7 @@ impl Kubelet {
                     capacity: Some(quantities(&status.capacity)),
                     allocatable: Some(quantities(&allocatable)),
                     conditions: Some(vec![ready_condition(true, now)]),
+                    addresses: Some(self.addresses.node(&inst.node_name)),
                     ..NodeStatus::default()
                 }),
             };
@@ -407,11 +419,19 @@ impl Kubelet {
                 self.startup_lifts.push((at, name.clone(), claim.spec.startup_taints.clone()));
                 next = Some(next.map_or(at, |t: Timestamp| t.min(at)));
             }
-            if kerf_scheduling::node::node_ready(n) {
+            let addressed = n.status.as_ref().and_then(|s| s.addresses.as_ref()).is_some_and(|a| !a.is_empty());
+            let ready = kerf_scheduling::node::node_ready(n);
+            if ready && addressed {
                 continue;
             }
             let mut n = (**n).clone();
-            n.status.get_or_insert_with(NodeStatus::default).conditions = Some(vec![ready_condition(true, now)]);
+            let status = n.status.get_or_insert_with(NodeStatus::default);
+            if !ready {
+                status.conditions = Some(vec![ready_condition(true, now)]);
+            }
+            if !addressed {
+                status.addresses = Some(self.addresses.node(name));
+            }
             // A lost race is retried on the node's next change, which the winner's write is.
             if let Err(e) = cluster.replace_obj(n) {
                 tracing::debug!(node = %name, error = %e, "cannot mark kwok node ready yet");
@@ -438,7 +458,8 @@ impl Kubelet {
             if crate::world::started(&entry.pod) || !world.is_node_ready(node) {
                 continue;
             }
-            if let Some(Err(e)) = write_pod(cluster, &entry.pod, |p| set_running(p, now)) {
+            let host_ip = world.node_ip(node);
+            if let Some(Err(e)) = write_pod(cluster, &entry.pod, |p| set_running(p, now, host_ip)) {
                 tracing::debug!(pod = %key, error = %e, "cannot start pod yet");
             }
         }

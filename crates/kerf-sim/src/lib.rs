@@ -2,6 +2,7 @@
 //! kubelet, the node lifecycle controller and the workload controllers, the scenario loader and the reports. It runs kerf's real
 //! controllers; it makes no provisioning decision of its own.
 
+pub mod addresses;
 pub mod chaos;
 pub mod comparison;
 pub mod daemonsets;

@@ -1,11 +1,11 @@
 //! The writes the simulator's stand-ins make to a pod (kube-scheduler's binding and its
-//! `Unschedulable` condition, the kubelet's start), on whichever form the store keeps pods in
+//! `Unschedulable` condition, the kubelet's start and addresses), on whichever form the store keeps pods in
 //! (see `kerf_apiserver::pod_form`): the same change, field by field, to a whole `Pod` when the
 //! cluster is served and to the kept [`SlimPod`] when it is not.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{HostIP, Pod, PodCondition, PodIP, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::SlimPod;
 use kerf_api::clock::Timestamp;
@@ -33,6 +33,11 @@ pub trait PodEdit {
         message: Option<String>,
         now: Timestamp,
     );
+    /// The addresses the kubelet reports for a pod it starts: its node's (`host_ip`, when the
+    /// node has one) and, unless the pod has one already, its own ([`crate::addresses::pod_ip`];
+    /// its node's when it is on the host's network). A slim pod keeps no addresses: nothing the
+    /// controllers decide reads them.
+    fn set_addresses(&mut self, host_ip: Option<&str>);
 }
 
 impl PodEdit for Pod {
@@ -74,6 +79,21 @@ impl PodEdit for Pod {
             ..PodCondition::default()
         });
     }
+    fn set_addresses(&mut self, host_ip: Option<&str>) {
+        let host_network = self.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
+        let own = self.metadata.uid.as_deref().map(crate::addresses::pod_ip);
+        let status = status(self);
+        if let Some(host) = host_ip {
+            status.host_ip = Some(host.to_string());
+            status.host_ips = Some(vec![HostIP { ip: host.to_string() }]);
+        }
+        if status.pod_ip.is_some() {
+            return;
+        }
+        let Some(ip) = (if host_network { host_ip } else { own.as_deref() }) else { return };
+        status.pod_ip = Some(ip.to_string());
+        status.pod_ips = Some(vec![PodIP { ip: ip.to_string() }]);
+    }
 }
 
 fn status(pod: &mut Pod) -> &mut PodStatus {
@@ -114,16 +134,18 @@ impl PodEdit for SlimPod {
         conditions.retain(|c| c.type_ != type_);
         conditions.push(SlimCondition::new(type_, s, reason.map(str::to_string), message, Some(Time(now))));
     }
+    fn set_addresses(&mut self, _host_ip: Option<&str>) {}
 }
 
 fn slim_status(pod: &mut SlimPod) -> &mut SlimPodStatus {
     pod.status.get_or_insert_with(SlimPodStatus::default)
 }
 
-/// What the kubelet writes for a pod it starts: phase Running since `now` (a start time already
-/// set is kept), `PodScheduled` (which it adds for pods bound without kube-scheduler) and
-/// `Ready` True. The simulator pulls no images and runs no probes, so it all happens at once.
-pub fn set_running(pod: &mut dyn PodEdit, now: Timestamp) {
+/// What the kubelet writes for a pod it starts on a node whose address is `host_ip`: phase
+/// Running since `now` (a start time already set is kept), `PodScheduled` (which it adds for
+/// pods bound without kube-scheduler), `Ready` True and the pod's addresses. The simulator pulls
+/// no images and runs no probes, so it all happens at once.
+pub fn set_running(pod: &mut dyn PodEdit, now: Timestamp, host_ip: Option<&str>) {
     pod.set_phase("Running");
     pod.start_once(now);
     pod.remove_condition(KeptCondition::Ready);
@@ -131,6 +153,7 @@ pub fn set_running(pod: &mut dyn PodEdit, now: Timestamp) {
         pod.set_condition(KeptCondition::PodScheduled, ConditionStatus::True, None, None, now);
     }
     pod.set_condition(KeptCondition::Ready, ConditionStatus::True, None, None, now);
+    pod.set_addresses(host_ip);
 }
 
 /// Writes a stand-in's change to the stored pod the world's `pod` stands for, whole (see
@@ -205,7 +228,7 @@ mod tests {
                 p.set_node_name("n1");
                 p.clear_nomination();
                 p.set_condition(KeptCondition::PodScheduled, ConditionStatus::True, None, None, now);
-                set_running(p, now);
+                set_running(p, now, Some("10.0.0.7"));
             });
             // A second write from the same (now stale) read is a conflict.
             let stale = write_pod(&cluster, &read, |p| p.set_phase("Failed"));
@@ -223,5 +246,39 @@ mod tests {
             [(KeptCondition::PodScheduled, ConditionStatus::True), (KeptCondition::Ready, ConditionStatus::True)]
         );
         assert!(status.start_time().is_some());
+    }
+
+    #[test]
+    fn a_started_pod_gets_its_own_address_and_its_nodes_and_keeps_them() {
+        let uid = "00000000-0000-4000-8000-000000000102";
+        let mut pod = pending();
+        pod.metadata.uid = Some(uid.to_string());
+        let now = ManualClock::new().now();
+        set_running(&mut pod, now, Some("10.0.0.7"));
+        let addresses = |p: &Pod| {
+            let s = p.status.clone().unwrap_or_default();
+            let ips = |v: Option<Vec<String>>| v.unwrap_or_default().join(",");
+            (
+                s.pod_ip,
+                ips(s.pod_ips.map(|v| v.into_iter().map(|i| i.ip).collect())),
+                s.host_ip,
+                ips(s.host_ips.map(|v| v.into_iter().map(|i| i.ip).collect())),
+            )
+        };
+        let own = Some("100.64.1.3".to_string());
+        let host = Some("10.0.0.7".to_string());
+        assert_eq!(addresses(&pod), (own.clone(), "100.64.1.3".to_string(), host.clone(), "10.0.0.7".to_string()));
+        // Started again (its node rebooted), it keeps its address.
+        set_running(&mut pod, now, Some("10.0.0.7"));
+        assert_eq!(addresses(&pod).0, own);
+        // On the host's network it has its node's address; on a node without one, none.
+        let mut on_host = pending();
+        on_host.metadata.uid = Some(uid.to_string());
+        on_host.spec.get_or_insert_with(Default::default).host_network = Some(true);
+        let mut bare = on_host.clone();
+        set_running(&mut on_host, now, Some("10.0.0.7"));
+        assert_eq!(addresses(&on_host).0, host);
+        set_running(&mut bare, now, None);
+        assert_eq!(addresses(&bare), (None, String::new(), None, String::new()));
     }
 }

@@ -131,7 +131,8 @@ impl<P: SimCloud> Simulation<P> {
                 self.adopted.insert(pid.clone());
                 self.create_launched_claim(claim, n, pid, now).map_err(|e| fail(e.to_string()))?;
             }
-            self.cluster.create_obj(kubelet::scenario_node(n, now)).map_err(|e| fail(e.to_string()))?;
+            let addresses = self.kubelet.node_addresses(&n.name);
+            self.cluster.create_obj(kubelet::scenario_node(n, now, addresses)).map_err(|e| fail(e.to_string()))?;
         }
         Ok(())
     }

@@ -132,6 +132,12 @@ impl World {
         )
     }
 
+    /// The `InternalIP` the Node named `name` reports, if it is known and has one.
+    pub fn node_ip(&self, name: &str) -> Option<&str> {
+        let node = self.nodes.get(name)?;
+        crate::addresses::internal_ip(node.status.as_ref().and_then(|s| s.addresses.as_deref()))
+    }
+
     pub fn is_node_ready(&self, name: &str) -> bool {
         self.nodes.get(name).is_some_and(|n| node_ready(n))
     }

@@ -68,6 +68,7 @@ fn generators_create_what_a_cluster_creates_and_get_and_describe_show_it_in_ever
         ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"];
     assert_eq!(header(&pods), columns, "{pods}");
     let nodes = jsonpath(&s, &["nodes"], "{.items[*].metadata.name}");
+    let mut ips = std::collections::BTreeSet::new();
     for row in pods.lines().skip(1) {
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(
@@ -76,7 +77,25 @@ fn generators_create_what_a_cluster_creates_and_get_and_describe_show_it_in_ever
             "{row}"
         );
         assert!(nodes.split_whitespace().any(|n| n == cells[6]), "{row} is on a node of {nodes}");
+        // Each pod has an address of its own, from the pods' range (docs/playground.md).
+        assert!(cells[5].starts_with("100.64.") && ips.insert(cells[5]), "{row}");
     }
+    // Nodes report their address: the one their EC2-style name carries.
+    let wide_nodes = kubectl_ok(&s, &["get", "nodes", "-o", "wide"]);
+    assert_eq!(header(&wide_nodes)[5..7], ["INTERNAL-IP", "EXTERNAL-IP"], "{wide_nodes}");
+    for row in wide_nodes.lines().skip(1) {
+        let name = row.split_whitespace().next().unwrap_or("");
+        let host = name.split('.').next().and_then(|h| h.strip_prefix("ip-")).map(|h| h.replace('-', "."));
+        assert!(host.is_some_and(|ip| row.split_whitespace().any(|c| c == ip)), "{row}");
+    }
+    // A pod on the host's network has its node's address; the pod's hostIP is its node's.
+    let host = r#"{"spec":{"hostNetwork":true}}"#;
+    kubectl_ok(&s, &["run", "host", "--image=busybox", "--overrides", host]);
+    kubectl_ok(&s, &["wait", "--for=condition=Ready", "pod/host", "--timeout=60s"]);
+    let seen = jsonpath(&s, &["pod", "host"], "{.spec.nodeName} {.status.podIP} {.status.hostIP}");
+    let [node, pod_ip, host_ip] = seen.split_whitespace().collect::<Vec<_>>()[..] else { panic!("{seen}") };
+    let node_ip = jsonpath(&s, &["node", node], r#"{.status.addresses[?(@.type=="InternalIP")].address}"#);
+    assert_eq!((pod_ip, host_ip), (node_ip.as_str(), node_ip.as_str()), "{seen}");
     // -o yaml, -o json, -o jsonpath.
     let yaml = kubectl_ok(&s, &["get", "deployment", "web", "-o", "yaml"]);
     assert!(yaml.contains("kind: Deployment") && yaml.contains("deployment.kubernetes.io/revision: \"1\""), "{yaml}");
