@@ -257,8 +257,15 @@ impl<P: SimCloud> Simulation<P> {
         }
         for ev in events {
             // A StatefulSet's or Job's pod is made again from the whole pod deleted.
-            if let WatchEvent::Deleted(pod @ (AnyObject::Pod(_) | AnyObject::SlimPod(_))) = &ev {
-                self.owned_pods.pod_deleted(pod);
+            match &ev {
+                WatchEvent::Deleted(pod @ (AnyObject::Pod(_) | AnyObject::SlimPod(_))) => {
+                    self.owned_pods.pod_deleted(pod)
+                }
+                // Its content goes in the same step, with the pods' owners.
+                WatchEvent::Deleted(AnyObject::Namespace(ns)) => {
+                    self.owned_pods.namespace_deleted(ns.metadata.name.as_deref().unwrap_or_default());
+                }
+                _ => {}
             }
             // Pods are kept slim from here on: the controllers, the world and the stand-ins
             // share one copy of each version (a pod kube-scheduler bound: the one its view holds).

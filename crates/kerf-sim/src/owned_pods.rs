@@ -2,7 +2,8 @@
 //! and Jobs), as far as disruption needs them: a pod one of them owns that goes away (evicted by
 //! a drain, collected with its node, deleted) is created again, unbound, as its controller would
 //! (a StatefulSet's under the same name, a Job's under a new one), so a what-if on a cluster
-//! snapshot moves such pods instead of losing them.
+//! snapshot moves such pods instead of losing them. A pod that went with its namespace is not:
+//! its owner went too.
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -58,6 +59,11 @@ impl OwnedPods {
         };
         let spec = pod.spec.clone().map(|s| PodSpec { node_name: None, ..s });
         self.pending.push(Pod { metadata, spec, status: None });
+    }
+
+    /// Namespace `ns` was deleted, and its pods' owners with it: none of its pods comes back.
+    pub fn namespace_deleted(&mut self, ns: &str) {
+        self.pending.retain(|p| p.metadata.namespace.as_deref() != Some(ns));
     }
 
     pub fn has_work(&self) -> bool {

@@ -562,10 +562,6 @@ fn parse_step(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<Step, ScenarioErro
         }
         "delete" => {
             let (target, _) = parse_ref(ctx, &p, body, &[])?;
-            if target.kind == "Namespace" {
-                // A real namespace deletion also deletes everything in it; not simulated.
-                return Err(ctx.err(join(&p, "kind"), "deleting a Namespace is not supported"));
-            }
             check_target_kind(ctx, &p, &target.kind)?;
             Ok(Step::Delete(target))
         }

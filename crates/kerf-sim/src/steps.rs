@@ -370,6 +370,8 @@ impl<P: SimCloud> Simulation<P> {
             "NodeOverlay" => self.cluster.delete_obj::<NodeOverlay>(None, name),
             "ProvisioningRequest" => self.cluster.delete_obj::<ProvisioningRequest>(ns, name),
             "CapacityQuota" => self.cluster.delete_obj::<CapacityQuota>(None, name),
+            // Everything in it goes too (see kerf_apiserver's cluster::namespaces).
+            "Namespace" => self.cluster.delete_obj::<Namespace>(None, name),
             // Manual disruption: the finalizer holds the object while kerf drains and removes it.
             "Node" => self.cluster.delete_obj::<Node>(None, name),
             "NodeClaim" => self.cluster.delete_obj::<NodeClaim>(None, name),

@@ -294,14 +294,6 @@ fn apply_accepts_namespace_and_still_rejects_unknown_kinds() {
 }
 
 #[test]
-fn deleting_a_namespace_is_rejected_naming_the_step() {
-    let yaml = "name: t\nsteps:\n  - delete: {kind: Namespace, name: shop}\n";
-    let e = parse(Path::new("t.yaml"), yaml).unwrap_err();
-    assert_eq!(e.field, "steps[0].delete.kind");
-    assert!(e.problem.contains("Namespace"), "{e}");
-}
-
-#[test]
 fn provisioner_launches_a_separate_node_for_anti_affinity_across_a_selected_namespace() {
     let yaml = format!(
         r#"name: t
@@ -504,4 +496,54 @@ steps:
     sim.settle(until).unwrap_or_else(|e| panic!("{e}"));
     let p = pod(&sim.report(), "default", "solo").clone();
     assert_eq!(p.node.as_deref(), Some("n1"), "{p:#?}");
+}
+
+#[test]
+fn a_deleted_namespace_takes_its_workloads_with_it_and_their_nodes_go() {
+    // Namespace `team` runs a Deployment and a StatefulSet's pod, `default` one more Deployment:
+    // 6 cores, more than one node holds.
+    let team = r#"
+      - apiVersion: v1
+        kind: Namespace
+        metadata: {name: team}
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: web, namespace: team}
+        spec:
+          replicas: 2
+          selector: {matchLabels: {app: web}}
+          template:
+            metadata: {labels: {app: web}}
+            spec:
+              containers: [{name: c, resources: {requests: {cpu: "1500m"}}}]
+      - apiVersion: v1
+        kind: Pod
+        metadata:
+          name: db-0
+          namespace: team
+          ownerReferences: [{apiVersion: apps/v1, kind: StatefulSet, name: db, uid: "", controller: true}]
+        spec:
+          containers: [{name: c, resources: {requests: {cpu: "1500m"}}}]
+"#;
+    let yaml = format!(
+        r#"name: t
+{CLOUD}
+steps:
+  - apply:
+{NODE_CLASS}{POOL}{team}{}
+  - wait: 3m
+  - delete: {{kind: Namespace, name: team}}
+  - wait: 15m
+"#,
+        deployment("keep", 1, "1500m", "")
+    );
+    let r = run(&yaml);
+    let left: Vec<(&str, &str, &str)> =
+        r.pods.iter().map(|p| (p.namespace.as_str(), p.owner.as_str(), p.phase.as_str())).collect();
+    // Nothing of `team` is left, the StatefulSet's pod included (its owner went with it).
+    assert_eq!(left, [("default", "Deployment/keep", "Running")], "{:#?}", r.pods);
+    // The nodes `team` ran on were emptied and removed: one node is left, for `keep`.
+    assert!(r.summary.node_claims_launched >= 2, "{:?}", r.summary);
+    assert_eq!(r.summary.nodes, 1, "{:#?}", r.nodes);
+    assert_eq!(r.summary.node_claims_terminated, r.summary.node_claims_launched - 1, "{:?}", r.summary);
 }
