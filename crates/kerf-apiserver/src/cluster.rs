@@ -102,6 +102,12 @@ fn key_of(namespace: Option<&str>, name: &str, namespaced: bool) -> String {
     }
 }
 
+/// The objects of one kind's store that live in namespace `ns` (its keys are `namespace/name`).
+fn in_namespace<'s>(store: &'s BTreeMap<String, Stored>, ns: &str) -> impl Iterator<Item = &'s Stored> + 's {
+    let prefix = format!("{ns}/");
+    store.range(prefix.clone()..).take_while(move |(k, _)| k.starts_with(&prefix)).map(|(_, o)| o)
+}
+
 /// A workload kept as JSON as the typed object the controllers read (None for other kinds, or
 /// JSON that does not decode).
 fn workload_view(kind: &str, d: &DynamicObject) -> Option<AnyObject> {
@@ -149,13 +155,8 @@ impl Inner {
                 let Some(meta) = after.or(before).map(Stored::meta) else { return };
                 let ns = meta.namespace().unwrap_or_default().to_string();
                 let key = (ns.clone(), meta.name().unwrap_or_default().to_string());
-                let prefix = format!("{ns}/");
-                let pods = self
-                    .stores
-                    .get("Pod")
-                    .into_iter()
-                    .flat_map(|s| s.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)))
-                    .filter_map(|(_, o)| o.pod());
+                let pods =
+                    self.stores.get("Pod").into_iter().flat_map(|s| in_namespace(s, &ns)).filter_map(Stored::pod);
                 self.disruption_budgets.set_budget(key, after.and_then(typed::<PodDisruptionBudget>), pods);
             }
             _ => {}

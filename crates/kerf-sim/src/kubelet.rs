@@ -84,7 +84,7 @@ pub struct Kubelet {
     /// (survives a reboot).
     faults: BTreeMap<String, BTreeMap<String, bool>>,
     region: String,
-    /// The node and pod addresses handed out so far.
+    /// The addresses handed out to nodes not named after theirs (pods' follow from their uid).
     addresses: Addresses,
 }
 

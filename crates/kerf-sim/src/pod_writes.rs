@@ -1,7 +1,7 @@
 //! The writes the simulator's stand-ins make to a pod (kube-scheduler's binding and its
-//! `Unschedulable` condition, the kubelet's start and addresses), on whichever form the store keeps pods in
-//! (see `kerf_apiserver::pod_form`): the same change, field by field, to a whole `Pod` when the
-//! cluster is served and to the kept [`SlimPod`] when it is not.
+//! `Unschedulable` condition, the kubelet's start and addresses), on whichever form the store
+//! keeps pods in (see `kerf_apiserver::pod_form`): the same change, field by field, to a whole
+//! `Pod` when the cluster is served and to the kept [`SlimPod`] when it is not.
 
 use std::sync::Arc;
 
@@ -80,19 +80,22 @@ impl PodEdit for Pod {
         });
     }
     fn set_addresses(&mut self, host_ip: Option<&str>) {
+        let has_ip = self.status.as_ref().is_some_and(|s| s.pod_ip.is_some());
         let host_network = self.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
-        let own = self.metadata.uid.as_deref().map(crate::addresses::pod_ip);
+        let ip = match (has_ip, host_network) {
+            (true, _) => None,
+            (false, true) => host_ip.map(str::to_string),
+            (false, false) => self.metadata.uid.as_deref().map(crate::addresses::pod_ip),
+        };
         let status = status(self);
         if let Some(host) = host_ip {
             status.host_ip = Some(host.to_string());
             status.host_ips = Some(vec![HostIP { ip: host.to_string() }]);
         }
-        if status.pod_ip.is_some() {
-            return;
+        if let Some(ip) = ip {
+            status.pod_ips = Some(vec![PodIP { ip: ip.clone() }]);
+            status.pod_ip = Some(ip);
         }
-        let Some(ip) = (if host_network { host_ip } else { own.as_deref() }) else { return };
-        status.pod_ip = Some(ip.to_string());
-        status.pod_ips = Some(vec![PodIP { ip: ip.to_string() }]);
     }
 }
 

@@ -15,15 +15,15 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition, NamespaceStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kerf_api::clock::Timestamp;
-use kerf_api::cluster::{AnyObject, ApiError};
+use kerf_api::cluster::{AnyObject, ApiError, Object};
 
-use super::Inner;
+use super::{Inner, in_namespace};
 use crate::kinds::is_namespaced;
 use crate::stored::Stored;
 use crate::writes::{ChangeType, Commit, Preconditions};
 
 /// The kind name of Namespaces in the stores.
-pub(super) const NAMESPACE: &str = "Namespace";
+pub(super) const NAMESPACE: &str = Namespace::KIND;
 
 /// The namespaces the API server never deletes.
 const IMMORTAL: [&str; 3] = ["default", "kube-system", "kube-public"];
@@ -109,25 +109,25 @@ impl Inner {
 
     /// The namespaced objects in `ns`: kind, name and finalizers of each.
     fn namespace_content(&self, ns: &str) -> Vec<(&'static str, String, Vec<String>)> {
-        let prefix = format!("{ns}/");
-        self.stores
-            .iter()
-            .filter(|(kind, _)| is_namespaced(kind))
-            .flat_map(|(kind, store)| {
-                store.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(_, o)| {
-                    (*kind, o.meta().name().unwrap_or_default().to_string(), o.meta().finalizers().to_vec())
-                })
-            })
+        self.namespace_objects(ns)
+            .map(|(kind, o)| (kind, o.meta().name().unwrap_or_default().to_string(), o.meta().finalizers().to_vec()))
             .collect()
     }
 
-    /// Whether nothing is left in `ns`.
-    fn namespace_empty(&self, ns: &str) -> bool {
-        let prefix = format!("{ns}/");
-        self.stores
-            .iter()
-            .filter(|(kind, _)| is_namespaced(kind))
-            .all(|(_, store)| store.range(prefix.clone()..).next().is_none_or(|(k, _)| !k.starts_with(&prefix)))
+    /// Every object in `ns`, with its kind.
+    fn namespace_objects<'s>(&'s self, ns: &'s str) -> impl Iterator<Item = (&'static str, &'s Stored)> + 's {
+        let stores = self.stores.iter().filter(|(kind, _)| is_namespaced(kind));
+        stores.flat_map(move |(kind, store)| in_namespace(store, ns).map(move |o| (*kind, o)))
+    }
+
+    /// Stores the Namespace `ns` as the next version of `before`, for watchers to see.
+    fn put_namespace(&mut self, ns: Namespace, before: Stored) -> Stored {
+        let name = ns.metadata.name.clone().unwrap_or_default();
+        let mut stored = Stored::Typed(AnyObject::Namespace(Arc::new(ns)));
+        *stored.server_fields().resource_version = Some(self.next_rv());
+        self.stores.entry(NAMESPACE).or_default().insert(name, stored.clone());
+        self.emit(NAMESPACE, ChangeType::Modified, stored.clone(), Some(before));
+        stored
     }
 
     /// A DELETE of the Namespace `current` (named `name`) that waits for the namespace
@@ -158,14 +158,11 @@ impl Inner {
             marked.metadata.deletion_timestamp = Some(Time(now));
         }
         set_terminating(&mut marked, Vec::new());
-        let mut stored = Stored::Typed(AnyObject::Namespace(Arc::new(marked)));
         if commit == Commit::DryRun {
-            return Some(Ok(stored));
+            return Some(Ok(Stored::Typed(AnyObject::Namespace(Arc::new(marked)))));
         }
         if current.meta().deletion_timestamp().is_none() {
-            *stored.server_fields().resource_version = Some(self.next_rv());
-            self.stores.entry(NAMESPACE).or_default().insert(name.to_string(), stored.clone());
-            self.emit(NAMESPACE, ChangeType::Modified, stored.clone(), Some(current.clone()));
+            self.put_namespace(marked, current.clone());
         }
         // Everything in it goes, each object as its own DELETE would take it (an object with
         // finalizers is marked and stays).
@@ -183,18 +180,14 @@ impl Inner {
         let before = self.stores.get(NAMESPACE).and_then(|s| s.get(name)).cloned()?;
         let mut ns = namespace_of(&before)?.clone();
         set_terminating(&mut ns, remaining_conditions(&left, now));
-        let mut stored = Stored::Typed(AnyObject::Namespace(Arc::new(ns)));
-        *stored.server_fields().resource_version = Some(self.next_rv());
-        self.stores.entry(NAMESPACE).or_default().insert(name.to_string(), stored.clone());
-        self.emit(NAMESPACE, ChangeType::Modified, stored.clone(), Some(before));
-        Some(Ok(stored))
+        Some(Ok(self.put_namespace(ns, before)))
     }
 
     /// After an object in namespace `ns` went: once a namespace being deleted is empty, the
     /// namespace controller's finalizer goes, and with it the Namespace unless finalizers of
     /// its own keep it. Returns the Namespace's last state when it changed.
     pub(super) fn namespace_settled(&mut self, ns: &str) -> Option<Stored> {
-        if self.clearing_namespace || !self.namespace_terminating(ns) || !self.namespace_empty(ns) {
+        if self.clearing_namespace || !self.namespace_terminating(ns) || self.namespace_objects(ns).next().is_some() {
             return None;
         }
         let current = self.stores.get(NAMESPACE)?.get(ns)?.clone();
@@ -205,17 +198,15 @@ impl Inner {
         if let Some(status) = done.status.as_mut() {
             status.conditions = None;
         }
+        if done.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+            return Some(self.put_namespace(done, current));
+        }
         let mut stored = Stored::Typed(AnyObject::Namespace(Arc::new(done)));
         *stored.server_fields().resource_version = Some(self.next_rv());
-        if stored.meta().finalizers().is_empty() {
-            if let Some(s) = self.stores.get_mut(NAMESPACE) {
-                s.remove(ns);
-            }
-            self.emit(NAMESPACE, ChangeType::Deleted, stored.clone(), None);
-        } else {
-            self.stores.entry(NAMESPACE).or_default().insert(ns.to_string(), stored.clone());
-            self.emit(NAMESPACE, ChangeType::Modified, stored.clone(), Some(current));
+        if let Some(s) = self.stores.get_mut(NAMESPACE) {
+            s.remove(ns);
         }
+        self.emit(NAMESPACE, ChangeType::Deleted, stored.clone(), None);
         Some(stored)
     }
 }
